@@ -1,0 +1,137 @@
+package alert
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/agentenv/watchdog/pkg/state"
+)
+
+// Sink delivers a notification somewhere people look.
+type Sink interface {
+	// Name identifies the sink in logs, reports and the outbox; never a URL.
+	Name() string
+	Send(ctx context.Context, n Notification) error
+}
+
+// EventEmitter leaves a notification as a Kubernetes Event (see check.eventsFor).
+type EventEmitter func(ctx context.Context, n Notification) error
+
+// Dispatcher delivers notifications to every sink, keeps what failed in the state's
+// outbox for the next run, and retries the outbox first.
+type Dispatcher struct {
+	Sinks []Sink
+	// Events, when set, records every notification as a Kubernetes Event.
+	Events EventEmitter
+	// OnFailure is told about each failed delivery (it leaves a Warning Event).
+	OnFailure func(ctx context.Context, n Notification, sink string, err error)
+}
+
+// Delivery is the outcome of one notification to one sink.
+type Delivery struct {
+	ID     string `json:"id"`
+	Event  string `json:"event"`
+	Sink   string `json:"sink"`
+	OK     bool   `json:"ok"`
+	Retry  bool   `json:"retry,omitempty"` // from the outbox
+	Error  string `json:"error,omitempty"`
+	DryRun bool   `json:"dryRun,omitempty"`
+}
+
+// Deliver sends the outbox, then notes. With dryRun nothing is sent and the
+// deliveries only say where each notification would go.
+func (d *Dispatcher) Deliver(ctx context.Context, s *state.State, notes []Notification, now time.Time, dryRun bool) []Delivery {
+	var out []Delivery
+	if dryRun {
+		for _, n := range notes {
+			for _, sink := range d.Sinks {
+				out = append(out, Delivery{ID: n.ID, Event: n.Event, Sink: sink.Name(), DryRun: true})
+			}
+			if d.Events != nil {
+				out = append(out, Delivery{ID: n.ID, Event: n.Event, Sink: "kubernetes-event", DryRun: true})
+			}
+		}
+		return out
+	}
+
+	out = append(out, d.retryOutbox(ctx, s)...)
+	for _, n := range notes {
+		if d.Events != nil {
+			del := Delivery{ID: n.ID, Event: n.Event, Sink: "kubernetes-event", OK: true}
+			if err := d.Events(ctx, n); err != nil {
+				del.OK, del.Error = false, err.Error()
+			}
+			out = append(out, del)
+		}
+		var failed []string
+		var lastErr string
+		for _, sink := range d.Sinks {
+			del := Delivery{ID: n.ID, Event: n.Event, Sink: sink.Name(), OK: true}
+			if err := sink.Send(ctx, n); err != nil {
+				del.OK, del.Error = false, err.Error()
+				failed = append(failed, sink.Name())
+				lastErr = err.Error()
+				if d.OnFailure != nil {
+					d.OnFailure(ctx, n, sink.Name(), err)
+				}
+			}
+			out = append(out, del)
+		}
+		if len(failed) > 0 {
+			payload, err := json.Marshal(n)
+			if err != nil {
+				continue // plain data: cannot happen
+			}
+			s.Outbox = append(s.Outbox, state.Pending{ID: n.ID, Event: n.Event, CreatedAt: now, Attempts: 1, Sinks: failed, LastError: lastErr, Payload: payload})
+		}
+	}
+	return out
+}
+
+func (d *Dispatcher) retryOutbox(ctx context.Context, s *state.State) []Delivery {
+	var out []Delivery
+	kept := s.Outbox[:0]
+	for _, p := range s.Outbox {
+		var n Notification
+		if err := json.Unmarshal(p.Payload, &n); err != nil {
+			out = append(out, Delivery{ID: p.ID, Event: p.Event, Sink: "outbox", Error: fmt.Sprintf("dropped unreadable pending alert: %v", err)})
+			continue
+		}
+		var still []string
+		for _, name := range p.Sinks {
+			sink := d.sink(name)
+			if sink == nil {
+				// The sink was removed from the configuration: nothing to retry.
+				continue
+			}
+			del := Delivery{ID: p.ID, Event: p.Event, Sink: name, OK: true, Retry: true}
+			if err := sink.Send(ctx, n); err != nil {
+				del.OK, del.Error = false, err.Error()
+				still = append(still, name)
+				p.LastError = err.Error()
+				if d.OnFailure != nil {
+					d.OnFailure(ctx, n, name, err)
+				}
+			}
+			out = append(out, del)
+		}
+		p.Attempts++
+		if len(still) > 0 {
+			p.Sinks = still
+			kept = append(kept, p)
+		}
+	}
+	s.Outbox = kept
+	return out
+}
+
+func (d *Dispatcher) sink(name string) Sink {
+	for _, s := range d.Sinks {
+		if s.Name() == name {
+			return s
+		}
+	}
+	return nil
+}

@@ -1,0 +1,165 @@
+package alert
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	retryablehttp "github.com/hashicorp/go-retryablehttp"
+)
+
+// Delivery bounds. Per attempt: Poster.AttemptTimeout. Per delivery (all attempts
+// and back-off): Poster.Budget, and never past the caller's context.
+const (
+	DefaultAttempts = 3
+	DefaultBudget   = 30 * time.Second
+)
+
+// Poster POSTs a body to one URL with retries. It is shared by every HTTP sink.
+// go-retryablehttp supplies the retry loop, back-off and Retry-After parsing; this
+// type adds what a watchdog needs on top: a bound on the whole delivery, no
+// redirect to another host, and errors that never carry the (secret) URL.
+type Poster struct {
+	name   string
+	url    string
+	client *retryablehttp.Client
+	budget time.Duration
+}
+
+// NewPoster builds a poster for name (used in errors instead of the URL).
+func NewPoster(name, rawURL string, attemptTimeout time.Duration, attempts int, budget time.Duration) *Poster {
+	if attempts < 1 {
+		attempts = 1
+	}
+	if budget <= 0 {
+		budget = DefaultBudget
+	}
+	httpClient := &http.Client{
+		Timeout: attemptTimeout,
+		Transport: &http.Transport{
+			Proxy:                 http.ProxyFromEnvironment,
+			DialContext:           (&net.Dialer{Timeout: attemptTimeout}).DialContext,
+			TLSHandshakeTimeout:   attemptTimeout,
+			ResponseHeaderTimeout: attemptTimeout,
+			MaxIdleConns:          2,
+			IdleConnTimeout:       30 * time.Second,
+		},
+		CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			if len(via) > 0 && req.URL.Host != via[0].URL.Host {
+				return errRedirectOffHost
+			}
+			if len(via) >= 3 {
+				return errTooManyRedirects
+			}
+			return nil
+		},
+	}
+	c := &retryablehttp.Client{
+		HTTPClient:   httpClient,
+		Logger:       nil, // its messages would carry the URL
+		RetryWaitMin: 500 * time.Millisecond,
+		RetryWaitMax: 5 * time.Second,
+		RetryMax:     attempts - 1,
+		Backoff:      retryablehttp.DefaultBackoff, // honours Retry-After on 429 and 503
+		ErrorHandler: retryablehttp.PassthroughErrorHandler,
+	}
+	p := &Poster{name: name, url: rawURL, client: c, budget: budget}
+	c.CheckRetry = p.checkRetry
+	return p
+}
+
+var (
+	errRedirectOffHost  = errors.New("redirect to another host refused")
+	errTooManyRedirects = errors.New("too many redirects")
+)
+
+// checkRetry retries network errors, 429 and 5xx, except when the server asks to
+// wait longer than the delivery has left (the alert then stays pending).
+func (p *Poster) checkRetry(ctx context.Context, resp *http.Response, err error) (bool, error) {
+	if ctx.Err() != nil {
+		return false, ctx.Err()
+	}
+	if err != nil && (errors.Is(err, errRedirectOffHost) || errors.Is(err, errTooManyRedirects)) {
+		return false, err
+	}
+	if resp != nil && (resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable) {
+		if wait, ok := retryAfter(resp); ok {
+			if deadline, has := ctx.Deadline(); has && time.Until(deadline) < wait {
+				return false, nil
+			}
+		}
+	}
+	return retryablehttp.DefaultRetryPolicy(ctx, resp, err)
+}
+
+func retryAfter(resp *http.Response) (time.Duration, bool) {
+	v := resp.Header.Get("Retry-After")
+	if v == "" {
+		return 0, false
+	}
+	if secs, err := strconv.Atoi(v); err == nil && secs >= 0 {
+		return time.Duration(secs) * time.Second, true
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return time.Until(t), true
+	}
+	return 0, false
+}
+
+// Post sends body with headers and returns nil on a 2xx answer.
+func (p *Poster) Post(ctx context.Context, body []byte, headers http.Header) error {
+	return p.Do(ctx, p.url, body, headers)
+}
+
+// Do sends body to target (the poster's URL or one derived from it).
+func (p *Poster) Do(ctx context.Context, target string, body []byte, headers http.Header) error {
+	ctx, cancel := context.WithTimeout(ctx, p.budget)
+	defer cancel()
+	req, err := retryablehttp.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("%s: build request: %v", p.name, scrub(err))
+	}
+	for k, vs := range headers {
+		for _, v := range vs {
+			req.Header.Add(k, v)
+		}
+	}
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s: %v", p.name, scrub(err))
+	}
+	defer resp.Body.Close()
+	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 256))
+	if resp.StatusCode/100 != 2 {
+		msg := fmt.Sprintf("%s: answered %s", p.name, resp.Status)
+		if ra := resp.Header.Get("Retry-After"); ra != "" {
+			msg += " (Retry-After " + ra + ")"
+		}
+		if len(snippet) > 0 {
+			msg += fmt.Sprintf(": %q", bytes.TrimSpace(snippet))
+		}
+		return errors.New(msg)
+	}
+	return nil
+}
+
+// scrub drops the URL from transport errors: for webhooks the URL is the secret.
+func scrub(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		inner := ue.Err
+		var ne net.Error
+		if errors.As(inner, &ne) && ne.Timeout() {
+			return fmt.Errorf("%s: timed out", ue.Op)
+		}
+		return fmt.Errorf("%s: %v", ue.Op, scrub(inner))
+	}
+	return err
+}

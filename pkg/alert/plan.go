@@ -1,0 +1,265 @@
+// Package alert decides what to tell people (plan.go, pure and table-tested) and
+// delivers it to Slack, a signed generic webhook, and Kubernetes Events.
+package alert
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/agentenv/watchdog/pkg/decide"
+	"github.com/agentenv/watchdog/pkg/state"
+)
+
+// Event names are part of the interface: receivers route on them.
+const (
+	EventWedged         = "wedged"
+	EventRestarted      = "restarted"
+	EventRestartFailed  = "restart-failed"
+	EventRestartBlocked = "restart-blocked"
+	EventDegraded       = "degraded"
+	EventRecovered      = "recovered"
+	EventBlind          = "blind"
+	EventWatchdogError  = "watchdog-error"
+	EventTest           = "test"
+)
+
+// Severities.
+const (
+	SeverityCritical = "critical"
+	SeverityWarning  = "warning"
+	SeverityInfo     = "info"
+)
+
+var severityOf = map[string]string{
+	EventWedged: SeverityCritical, EventRestartFailed: SeverityCritical, EventRestartBlocked: SeverityCritical,
+	EventWatchdogError: SeverityCritical, EventBlind: SeverityWarning, EventDegraded: SeverityWarning,
+	EventRestarted: SeverityWarning, EventRecovered: SeverityInfo, EventTest: SeverityInfo,
+}
+
+// ongoing events are problems that stay open until recovery and are re-sent every
+// realert interval while still observed; the others are one-shot.
+var ongoing = map[string]bool{EventWedged: true, EventDegraded: true, EventRestartBlocked: true, EventBlind: true}
+
+// SchemaVersion versions the generic webhook payload (docs/alerts.md).
+const SchemaVersion = 1
+
+// Notification is one alert, in the generic webhook schema. It never holds secrets.
+type Notification struct {
+	SchemaVersion int        `json:"schemaVersion"`
+	ID            string     `json:"id"`
+	Event         string     `json:"event"`
+	Severity      string     `json:"severity"`
+	Reminder      bool       `json:"reminder,omitempty"`
+	Test          bool       `json:"test,omitempty"`
+	Cluster       string     `json:"cluster"`
+	Namespace     string     `json:"namespace"`
+	Pod           string     `json:"pod,omitempty"`
+	UID           string     `json:"uid,omitempty"`
+	Verdict       string     `json:"verdict,omitempty"`
+	Reason        string     `json:"reason"`
+	Evidence      string     `json:"evidence,omitempty"`
+	Ready         *int       `json:"ready"`
+	Expected      *int       `json:"expected"`
+	Since         *time.Time `json:"since,omitempty"`
+	Action        string     `json:"action"`
+	DryRun        bool       `json:"dryRun"`
+	Time          time.Time  `json:"time"`
+	Watchdog      string     `json:"watchdogVersion"`
+	// NextStep tells a human what to do; rendered in Slack, included for webhooks.
+	NextStep string `json:"nextStep,omitempty"`
+}
+
+// PlanConfig holds what the plan needs beyond the decision.
+type PlanConfig struct {
+	RealertInterval time.Duration
+	BlindAfter      int
+	// WedgedFor is how long degraded must last before it is alerted.
+	WedgedFor time.Duration
+	Cluster   string
+	Namespace string
+	Version   string
+	DryRun    bool
+}
+
+// ActOutcome is what happened to one restart the decision asked for.
+type ActOutcome struct {
+	Target decide.Target
+	// Done: the restart happened (or the pod was already gone). Err: it failed.
+	Done   bool
+	Err    error
+	Detail string
+}
+
+// Plan compares the run's outcome with the open alerts in s, updates s.Alerts, and
+// returns the notifications to send: one per transition, reminders for problems
+// still observed after RealertInterval, and recovered once per episode.
+func Plan(s *state.State, res decide.Result, acts []ActOutcome, now time.Time, cfg PlanConfig) []Notification {
+	var out []Notification
+	active := map[string]*decide.Target{}
+	for i := range res.Targets {
+		t := &res.Targets[i]
+		if !t.Judged {
+			continue
+		}
+		switch {
+		case t.Verdict == decide.Wedged:
+			keepWorst(active, EventWedged, t)
+		case t.Verdict == decide.Degraded && t.BadFor.D() >= cfg.WedgedFor:
+			keepWorst(active, EventDegraded, t)
+		}
+		if t.Action == decide.Blocked {
+			keepWorst(active, EventRestartBlocked, t)
+		}
+	}
+	blind := s.UnknownRuns >= cfg.BlindAfter && cfg.BlindAfter > 0
+
+	// Open problems: new ones alert now, old ones remind after the interval.
+	events := make([]string, 0, len(active))
+	for ev := range active {
+		events = append(events, ev)
+	}
+	sort.Strings(events)
+	for _, ev := range events {
+		t := active[ev]
+		out = appendOngoing(out, s, ev, t, res, now, cfg)
+	}
+	if blind {
+		out = appendOngoing(out, s, EventBlind, nil, res, now, cfg)
+	}
+
+	// One-shots: every restart attempt says how it went.
+	for _, a := range acts {
+		t := a.Target
+		ev, reason := EventRestarted, a.Detail
+		if a.Err != nil {
+			ev, reason = EventRestartFailed, a.Err.Error()
+		}
+		n := newNotification(ev, &t, res, now, cfg)
+		n.Reason = reason + " (" + t.Reason + ")"
+		out = append(out, n)
+		s.Alerts[ev] = &state.Alert{Event: ev, OpenedAt: now, Pod: t.Pod, Reason: truncate(n.Reason, 300)}
+	}
+
+	// Close what is no longer observed: everything when the scheduler is healthy
+	// again, which sends recovered once; blind alone on any other known verdict.
+	if (res.Verdict == decide.Healthy || res.Verdict == decide.NoNodes) && len(s.Alerts) > 0 && len(acts) == 0 {
+		opened := make([]string, 0, len(s.Alerts))
+		var first time.Time
+		for ev, a := range s.Alerts {
+			opened = append(opened, ev)
+			if first.IsZero() || a.OpenedAt.Before(first) {
+				first = a.OpenedAt
+			}
+		}
+		sort.Strings(opened)
+		n := newNotification(EventRecovered, firstJudged(res), res, now, cfg)
+		n.Reason = fmt.Sprintf("%s; was %v since %s", res.Reason, opened, first.UTC().Format(time.RFC3339))
+		n.Since = &first
+		out = append(out, n)
+		s.Alerts = map[string]*state.Alert{}
+	} else if !blind && res.Verdict != decide.Unknown {
+		delete(s.Alerts, EventBlind)
+	}
+	return out
+}
+
+func keepWorst(active map[string]*decide.Target, ev string, t *decide.Target) {
+	if cur, ok := active[ev]; !ok || t.BadFor > cur.BadFor {
+		active[ev] = t
+	}
+}
+
+func appendOngoing(out []Notification, s *state.State, ev string, t *decide.Target, res decide.Result, now time.Time, cfg PlanConfig) []Notification {
+	a, open := s.Alerts[ev]
+	switch {
+	case !open:
+		a = &state.Alert{Event: ev, OpenedAt: now}
+		s.Alerts[ev] = a
+	case a.LastSentAt != nil && now.Sub(*a.LastSentAt) < cfg.RealertInterval:
+		return out
+	}
+	n := newNotification(ev, t, res, now, cfg)
+	n.Reminder = open && a.Sends > 0
+	if ev == EventBlind {
+		n.Reason = fmt.Sprintf("verdict unknown for %d consecutive runs: %s", s.UnknownRuns, res.Reason)
+		n.Verdict = string(decide.Unknown)
+	}
+	if t != nil {
+		a.Pod = t.Pod
+	}
+	a.Reason = truncate(n.Reason, 300)
+	// Marked as sent when planned; a failed delivery keeps the alert in the outbox,
+	// so it is retried, not re-planned.
+	a.Sends++
+	sent := now
+	a.LastSentAt = &sent
+	return append(out, n)
+}
+
+func firstJudged(res decide.Result) *decide.Target {
+	for i := range res.Targets {
+		if res.Targets[i].Judged {
+			return &res.Targets[i]
+		}
+	}
+	return nil
+}
+
+func newNotification(ev string, t *decide.Target, res decide.Result, now time.Time, cfg PlanConfig) Notification {
+	n := Notification{
+		SchemaVersion: SchemaVersion,
+		Event:         ev,
+		Severity:      severityOf[ev],
+		Cluster:       cfg.Cluster,
+		Namespace:     cfg.Namespace,
+		Verdict:       string(res.Verdict),
+		Reason:        res.Reason,
+		Action:        string(res.Action),
+		DryRun:        cfg.DryRun,
+		Time:          now.UTC(),
+		Watchdog:      cfg.Version,
+	}
+	if t != nil {
+		n.Pod, n.UID, n.Verdict, n.Reason, n.Action = t.Pod, t.UID, string(t.Verdict), t.Reason, string(t.Action)
+		n.Ready, n.Expected, n.Since, n.Evidence = t.Ready, t.Expected, t.BadSince, string(t.Evidence)
+		if len(t.Gates) > 0 {
+			n.Reason += "; " + decide.GateSummary(*t)
+		}
+	}
+	n.NextStep = nextStep(ev)
+	sum := sha256.Sum256([]byte(fmt.Sprintf("%s|%s|%s|%d", ev, n.UID, cfg.Namespace, now.UnixNano())))
+	n.ID = hex.EncodeToString(sum[:8])
+	return n
+}
+
+func nextStep(ev string) string {
+	switch ev {
+	case EventWedged:
+		return "The watchdog restarts the scheduler once the wedge is confirmed. If it cannot, check the scheduler's logs and its RBAC for EndpointSlices, then `kubectl delete pod` it."
+	case EventRestarted:
+		return "Watch the new scheduler pod become healthy (`watchdog status`); repeated restarts mean the cause is outside the pod."
+	case EventRestartFailed:
+		return "Restart the scheduler by hand (`kubectl -n <namespace> delete pod <pod>`) and fix the watchdog's permissions or API access."
+	case EventRestartBlocked:
+		return "A restart is due but a safety gate refused it (see reason). Decide whether to restart by hand."
+	case EventDegraded:
+		return "Discovery looks stale: some nodes heartbeat but are rejected. Consider a restart (`kubectl rollout restart deployment/agentenv-scheduler`)."
+	case EventBlind:
+		return "The watchdog cannot see the scheduler's state: check the metrics endpoint, network policy and the watchdog's RBAC."
+	case EventWatchdogError:
+		return "The watchdog cannot do its job: read its Job logs (`kubectl logs job/...`)."
+	case EventRecovered:
+		return "Nothing to do."
+	}
+	return ""
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
+}

@@ -1,0 +1,193 @@
+package alert
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/slack-go/slack"
+)
+
+// Header names of the generic webhook (docs/alerts.md).
+const (
+	HeaderEvent     = "X-Watchdog-Event"
+	HeaderDelivery  = "X-Watchdog-Delivery"
+	HeaderTimestamp = "X-Watchdog-Timestamp"
+	HeaderSignature = "X-Watchdog-Signature"
+)
+
+// Webhook posts the Notification JSON, optionally signed with HMAC-SHA256.
+type Webhook struct {
+	Poster *Poster
+	// Secret signs each request; empty leaves requests unsigned.
+	Secret []byte
+	Now    func() time.Time
+}
+
+func (w *Webhook) Name() string { return "webhook" }
+
+func (w *Webhook) Send(ctx context.Context, n Notification) error {
+	body, err := json.Marshal(n)
+	if err != nil {
+		return fmt.Errorf("webhook: encode: %w", err)
+	}
+	h := http.Header{}
+	h.Set("Content-Type", "application/json")
+	h.Set("User-Agent", "agentenv-scheduler-watchdog/"+n.Watchdog)
+	h.Set(HeaderEvent, n.Event)
+	h.Set(HeaderDelivery, n.ID)
+	if len(w.Secret) > 0 {
+		ts := strconv.FormatInt(w.Now().Unix(), 10)
+		h.Set(HeaderTimestamp, ts)
+		h.Set(HeaderSignature, "sha256="+Sign(w.Secret, ts, body))
+	}
+	return w.Poster.Post(ctx, body, h)
+}
+
+// Sign returns hex(HMAC-SHA256(secret, timestamp + "." + body)), the value of
+// X-Watchdog-Signature after "sha256=". Binding the timestamp lets receivers reject
+// replays older than a few minutes.
+func Sign(secret []byte, timestamp string, body []byte) string {
+	mac := hmac.New(sha256.New, secret)
+	mac.Write([]byte(timestamp))
+	mac.Write([]byte("."))
+	mac.Write(body)
+	return hex.EncodeToString(mac.Sum(nil))
+}
+
+// Verify checks a signature header the way a receiver should: constant-time, and
+// only for timestamps within maxSkew of now.
+func Verify(secret []byte, timestamp, signatureHeader string, body []byte, now time.Time, maxSkew time.Duration) bool {
+	ts, err := strconv.ParseInt(timestamp, 10, 64)
+	if err != nil {
+		return false
+	}
+	if d := now.Sub(time.Unix(ts, 0)); d > maxSkew || d < -maxSkew {
+		return false
+	}
+	got, err := hex.DecodeString(strings.TrimPrefix(signatureHeader, "sha256="))
+	if err != nil {
+		return false
+	}
+	want, _ := hex.DecodeString(Sign(secret, timestamp, body))
+	return hmac.Equal(got, want)
+}
+
+// Slack posts a Block Kit message to an incoming webhook, with a text fallback.
+type Slack struct {
+	Poster     *Poster
+	RunbookURL string
+}
+
+func (s *Slack) Name() string { return "slack" }
+
+func (s *Slack) Send(ctx context.Context, n Notification) error {
+	body, err := json.Marshal(SlackMessage(n, s.RunbookURL))
+	if err != nil {
+		return fmt.Errorf("slack: encode: %w", err)
+	}
+	h := http.Header{}
+	h.Set("Content-Type", "application/json")
+	return s.Poster.Post(ctx, body, h)
+}
+
+var slackEmoji = map[string]string{
+	EventWedged: ":rotating_light:", EventRestartFailed: ":x:", EventRestartBlocked: ":no_entry:",
+	EventWatchdogError: ":boom:", EventBlind: ":see_no_evil:", EventDegraded: ":warning:",
+	EventRestarted: ":arrows_counterclockwise:", EventRecovered: ":white_check_mark:", EventTest: ":test_tube:",
+}
+
+// SlackMessage renders n as an incoming-webhook message (slack-go's types keep the
+// Block Kit JSON right).
+func SlackMessage(n Notification, runbookURL string) *slack.WebhookMessage {
+	title := fmt.Sprintf("%s AgentENV scheduler %s", slackEmoji[n.Event], n.Event)
+	if n.Test {
+		title = slackEmoji[EventTest] + " Watchdog test alert (not a real incident)"
+	}
+	if n.Reminder {
+		title += " (reminder)"
+	}
+	if n.DryRun {
+		title += " [dry run]"
+	}
+	where := n.Namespace
+	if n.Cluster != "" {
+		where = n.Cluster + "/" + n.Namespace
+	}
+	fallback := fmt.Sprintf("[%s] scheduler %s in %s: %s", strings.ToUpper(n.Severity), n.Event, where, n.Reason)
+
+	fields := []*slack.TextBlockObject{
+		mrkdwn("*Cluster*\n" + orDash(n.Cluster)),
+		mrkdwn("*Namespace*\n" + n.Namespace),
+		mrkdwn("*Pod*\n" + orDash(n.Pod)),
+		mrkdwn("*Verdict*\n" + orDash(n.Verdict)),
+		mrkdwn("*Ready / expected*\n" + intOrDash(n.Ready) + " / " + intOrDash(n.Expected)),
+		mrkdwn("*For*\n" + sinceText(n)),
+		mrkdwn("*Watchdog did*\n" + orDash(n.Action)),
+		mrkdwn("*Evidence*\n" + orDash(n.Evidence)),
+	}
+	blocks := []slack.Block{
+		slack.NewHeaderBlock(slack.NewTextBlockObject(slack.PlainTextType, truncate(title, 150), true, false)),
+		slack.NewSectionBlock(mrkdwn(truncate(n.Reason, 2900)), nil, nil),
+		slack.NewSectionBlock(nil, fields, nil),
+	}
+	if n.NextStep != "" {
+		blocks = append(blocks, slack.NewSectionBlock(mrkdwn("*Next step*: "+truncate(n.NextStep, 2900)), nil, nil))
+	}
+	ctxElems := []slack.MixedElement{mrkdwn(fmt.Sprintf("%s · watchdog %s · %s", n.Severity, n.Watchdog, n.Time.UTC().Format(time.RFC3339)))}
+	if runbookURL != "" {
+		ctxElems = append(ctxElems, mrkdwn(fmt.Sprintf("<%s|Runbook>", runbookURL)))
+	}
+	blocks = append(blocks, slack.NewContextBlock("", ctxElems...))
+	return &slack.WebhookMessage{Text: fallback, Blocks: &slack.Blocks{BlockSet: blocks}}
+}
+
+func mrkdwn(s string) *slack.TextBlockObject {
+	return slack.NewTextBlockObject(slack.MarkdownType, s, false, false)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func intOrDash(p *int) string {
+	if p == nil {
+		return "-"
+	}
+	return strconv.Itoa(*p)
+}
+
+func sinceText(n Notification) string {
+	if n.Since == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%s (since %s)", n.Time.Sub(*n.Since).Round(time.Second), n.Since.UTC().Format(time.RFC3339))
+}
+
+// Heartbeat is a dead man's switch: pinged after every completed run, and at
+// <url>/fail when the run failed (the healthchecks.io convention).
+type Heartbeat struct {
+	Poster *Poster
+	URL    string
+}
+
+// Ping reports a run's outcome. body is a short, secret-free summary.
+func (h *Heartbeat) Ping(ctx context.Context, failed bool, body string) error {
+	target := h.URL
+	if failed {
+		target = strings.TrimSuffix(h.URL, "/") + "/fail"
+	}
+	hdr := http.Header{}
+	hdr.Set("Content-Type", "text/plain; charset=utf-8")
+	return h.Poster.Do(ctx, target, []byte(body), hdr)
+}

@@ -1,0 +1,492 @@
+// Package check runs one watchdog pass: observe, decide (confirming a strong-evidence
+// wedge by sampling again), claim, act, alert, persist. The same pass serves the
+// one-shot `watchdog check` and the loop of `watchdog run`.
+package check
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/rs/zerolog"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/clock"
+
+	"github.com/agentenv/watchdog/pkg/alert"
+	"github.com/agentenv/watchdog/pkg/decide"
+	"github.com/agentenv/watchdog/pkg/events"
+	"github.com/agentenv/watchdog/pkg/observe"
+	"github.com/agentenv/watchdog/pkg/restart"
+	"github.com/agentenv/watchdog/pkg/state"
+)
+
+// Options configure a pass.
+type Options struct {
+	Decide decide.Config
+	Plan   alert.PlanConfig
+	DryRun bool
+	// SampleInterval is the pause between samples while confirming (the scheduler
+	// refreshes its gauges every 15 s, so sampling faster shows nothing new).
+	SampleInterval time.Duration
+	Namespace      string
+	StateConfigMap string
+	Version        string
+}
+
+// Runner holds a pass's collaborators.
+type Runner struct {
+	Options
+	Observer  *observe.Observer
+	Store     *state.Store
+	Restarter restart.Restarter
+	Events    *events.Recorder
+	// Sinks are where alerts go besides logs and Events.
+	Sinks []alert.Sink
+	Clock clock.Clock
+	Log   zerolog.Logger
+}
+
+// Error is a pass that could not do its job; the CLI exits 1 on it.
+type Error struct {
+	What string
+	Err  error
+}
+
+func (e *Error) Error() string { return e.What + ": " + e.Err.Error() }
+func (e *Error) Unwrap() error { return e.Err }
+
+// reserve is kept back from the run deadline for acting and persisting.
+const reserve = 10 * time.Second
+
+// claimBackoff spaces retries after losing a claim race; the API server's
+// conflict says someone else wrote, so re-reading right away is usually enough.
+var claimBackoff = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 4}
+
+// Run performs one pass. The report is filled as far as the pass got, also on error.
+func (r *Runner) Run(ctx context.Context) (*Report, error) {
+	start := r.Clock.Now()
+	rep := &Report{Time: start.UTC(), DryRun: r.DryRun, Namespace: r.Namespace, Cluster: r.Plan.Cluster,
+		Verdict: decide.Unknown, Action: decide.None}
+	defer func() { rep.Took = r.Clock.Since(start).Round(time.Millisecond).String() }()
+
+	snap, err := r.Store.Load(ctx)
+	if err != nil {
+		rep.Reason = "cannot read state"
+		return rep, &Error{What: "read state", Err: err}
+	}
+	if snap.Recovered != "" {
+		r.Log.Warn().Str("configmap", r.StateConfigMap).Msg(snap.Recovered)
+		rep.Warnings = append(rep.Warnings, snap.Recovered)
+	}
+
+	obs, err := r.Observer.Observe(ctx)
+	if err != nil {
+		rep.Reason = "cannot list scheduler pods"
+		return rep, r.failRun(ctx, snap, rep, &Error{What: "observe", Err: err})
+	}
+	rep.Samples = 1
+	next, res := r.decide(ctx, &obs, snap.State)
+	next, res = r.confirm(ctx, start, &obs, next, res, rep)
+	decide.CountRun(next, res.Verdict)
+
+	acts, next, res, err := r.act(ctx, snap, &obs, next, res, rep)
+	if err != nil {
+		rep.fill(res)
+		return rep, err
+	}
+	rep.fill(res)
+	r.logDecision(res)
+
+	notes := alert.Plan(next, res, acts, r.Clock.Now(), r.Plan)
+	rep.Alerts = r.dispatcher().Deliver(ctx, next, notes, r.Clock.Now(), r.DryRun)
+	r.logDeliveries(rep.Alerts)
+
+	// API reads that failed made the verdict unknown; they also mean the watchdog
+	// cannot do its job (often missing RBAC), which exit code 1 makes visible.
+	runErr := observationError(obs)
+	for _, a := range acts {
+		if a.Err != nil && runErr == nil {
+			runErr = &Error{What: "restart", Err: a.Err}
+		}
+	}
+	next.LastRun = r.lastRun(start, res, runErr)
+	if err := r.persist(ctx, snap, next, obs, acts, rep); err != nil {
+		return rep, err
+	}
+	r.Log.Info().Str("verdict", string(res.Verdict)).Str("action", string(res.Action)).Bool("dryRun", r.DryRun).
+		Int("samples", rep.Samples).Str("took", r.Clock.Since(start).Round(time.Millisecond).String()).
+		Msg("run complete: " + res.Reason)
+	return rep, runErr
+}
+
+// decide judges obs, reading the Deployment first if a restart is due and the
+// rollout gate needs it.
+func (r *Runner) decide(ctx context.Context, obs *decide.Observation, prev *state.State) (*state.State, decide.Result) {
+	next, res := decide.Decide(*obs, prev, r.Decide)
+	if res.NeedRollout && obs.Rollout == nil {
+		obs.Rollout = r.Observer.Rollout(ctx)
+		next, res = decide.Decide(*obs, prev, r.Decide)
+	}
+	return next, res
+}
+
+// confirm keeps sampling while a wedge is being confirmed (strong evidence, not yet
+// over the confirm window) or probed (no earlier counter value to compare with),
+// for at most the confirm window and never past the run's deadline.
+func (r *Runner) confirm(ctx context.Context, start time.Time, obs *decide.Observation, next *state.State, res decide.Result, rep *Report) (*state.State, decide.Result) {
+	if r.Decide.ConfirmWindow <= 0 || r.SampleInterval <= 0 {
+		return next, res
+	}
+	probing := map[string]bool{}
+	for _, t := range res.Targets {
+		if t.Verdict == decide.Wedged && t.NoBaseline && t.Action == decide.Wait {
+			probing[t.UID] = true
+		}
+	}
+	for {
+		need := false
+		for _, t := range res.Targets {
+			if t.Verdict == decide.Wedged && t.Action == decide.Wait && (t.Confirming || probing[t.UID]) {
+				need = true
+			}
+		}
+		if !need {
+			return next, res
+		}
+		if r.Clock.Since(start) >= r.Decide.ConfirmWindow+r.SampleInterval && !anyConfirming(res) {
+			return next, res // probed long enough: weak evidence
+		}
+		if deadline, ok := ctx.Deadline(); ok && deadline.Sub(r.Clock.Now()) < r.SampleInterval+reserve {
+			msg := "the run deadline cut confirmation short; the next run continues it"
+			r.Log.Warn().Msg(msg)
+			rep.Warnings = append(rep.Warnings, msg)
+			return next, res
+		}
+		r.Log.Info().Str("verdict", string(res.Verdict)).Msgf("sampling again in %s to confirm: %s", r.SampleInterval, res.Reason)
+		select {
+		case <-ctx.Done():
+			return next, res
+		case <-r.Clock.After(r.SampleInterval):
+		}
+		obs2, err := r.Observer.Observe(ctx)
+		if err != nil {
+			msg := fmt.Sprintf("confirmation stopped: %v", err)
+			r.Log.Warn().Err(err).Msg("confirmation stopped")
+			rep.Warnings = append(rep.Warnings, msg)
+			return next, res
+		}
+		rep.Samples++
+		next, res = r.decide(ctx, &obs2, next)
+		*obs = obs2
+	}
+}
+
+func anyConfirming(res decide.Result) bool {
+	for _, t := range res.Targets {
+		if t.Confirming {
+			return true
+		}
+	}
+	return false
+}
+
+// act claims and carries out the restarts the decision asks for. The claim is
+// written first with the resourceVersion read at the start, so of two racing runs
+// only one acts; the loser re-judges from the winner's state.
+func (r *Runner) act(ctx context.Context, snap *state.Snapshot, obs *decide.Observation, next *state.State, res decide.Result, rep *Report) ([]alert.ActOutcome, *state.State, decide.Result, error) {
+	if res.Action != decide.Restart {
+		return nil, next, res, nil
+	}
+	if r.DryRun {
+		for _, t := range res.Targets {
+			if t.Action == decide.Restart {
+				r.Log.Info().Str("pod", t.Pod).Str("uid", t.UID).Msg("dry run: would restart: " + decide.GateSummary(t))
+			}
+		}
+		return nil, next, res, nil
+	}
+
+	now := r.Clock.Now()
+	backoff := claimBackoff
+	for {
+		claimed := next.Clone()
+		for _, t := range res.Targets {
+			if t.Action == decide.Restart && !t.Resume {
+				claimed.Restarts = append(claimed.Restarts, state.Restart{
+					Pod: t.Pod, UID: t.UID, Method: r.Restarter.Method(), ClaimedAt: now,
+					Outcome: state.RestartClaimed, Reason: truncate(t.Reason, 400), Evidence: string(t.Evidence),
+				})
+			}
+		}
+		claimed.LastRun = r.lastRun(now, res, nil)
+		err := r.Store.Save(ctx, snap, claimed, now)
+		if err == nil {
+			rep.StateWritten = true
+			next = claimed
+			break
+		}
+		if !errors.Is(err, state.ErrConflict) {
+			return nil, next, res, r.failRun(ctx, snap, rep, &Error{What: "claim restart in state", Err: err})
+		}
+		if backoff.Steps <= 1 {
+			return nil, next, res, &Error{What: "claim restart in state", Err: fmt.Errorf("gave up after repeated conflicts: %w", err)}
+		}
+		r.Log.Warn().Msg("lost the restart claim race: re-reading state and judging again")
+		select {
+		case <-ctx.Done():
+			return nil, next, res, &Error{What: "claim restart in state", Err: ctx.Err()}
+		case <-r.Clock.After(backoff.Step()):
+		}
+		latest, lerr := r.Store.Load(ctx)
+		if lerr != nil {
+			return nil, next, res, &Error{What: "re-read state after a conflict", Err: lerr}
+		}
+		*snap = *latest
+		next, res = r.decide(ctx, obs, snap.State)
+		decide.CountRun(next, res.Verdict)
+		if res.Action != decide.Restart {
+			r.Log.Info().Msg("another run already took care of it: " + res.Reason)
+			return nil, next, res, nil
+		}
+	}
+
+	var acts []alert.ActOutcome
+	for _, t := range res.Targets {
+		if t.Action != decide.Restart {
+			continue
+		}
+		actx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		result, err := r.Restarter.Restart(actx, t.Pod, t.UID)
+		cancel()
+		rec := next.RestartFor(t.UID)
+		doneAt := r.Clock.Now()
+		a := alert.ActOutcome{Target: t, Detail: result.Detail}
+		if err != nil {
+			a.Err = err
+			rec.Outcome, rec.Error = state.RestartFailed, err.Error()
+			r.Log.Error().Err(err).Str("pod", t.Pod).Str("uid", t.UID).Msg("restart failed")
+		} else {
+			a.Done = true
+			rec.Outcome, rec.DoneAt = state.RestartDone, &doneAt
+			if result.Gone {
+				rec.Error = result.Detail
+			}
+			r.Log.Warn().Str("pod", t.Pod).Str("uid", t.UID).Str("method", r.Restarter.Method()).Msg("restarted: " + result.Detail + ": " + t.Reason)
+			r.deploymentEvent(ctx, obs, t, result.Detail, rep)
+		}
+		rep.Restarts = append(rep.Restarts, RestartReport{Pod: t.Pod, UID: t.UID, Method: r.Restarter.Method(), Outcome: rec.Outcome, Detail: firstNonEmpty(rec.Error, result.Detail)})
+		acts = append(acts, a)
+	}
+	return acts, next, res, nil
+}
+
+func (r *Runner) dispatcher() *alert.Dispatcher {
+	d := &alert.Dispatcher{Sinks: r.Sinks}
+	if r.Events != nil {
+		d.Events = r.notificationEvent
+		d.OnFailure = r.deliveryFailedEvent
+	}
+	return d
+}
+
+// notificationEvent records an alert as an Event on its pod, or on the state
+// ConfigMap when no pod is concerned (blind, watchdog-error).
+func (r *Runner) notificationEvent(ctx context.Context, n alert.Notification) error {
+	eventType := corev1.EventTypeWarning
+	if n.Severity == alert.SeverityInfo {
+		eventType = corev1.EventTypeNormal
+	}
+	msg := fmt.Sprintf("[%s] %s", n.Event, n.Reason)
+	if n.DryRun {
+		msg = "[dry run] " + msg
+	}
+	return r.Events.Emit(ctx, r.eventTarget(n), eventType, eventReason(n.Event), msg)
+}
+
+func (r *Runner) deliveryFailedEvent(ctx context.Context, n alert.Notification, sink string, err error) {
+	msg := fmt.Sprintf("alert %s (%s) to %s failed, kept for the next run: %v", n.Event, n.ID, sink, err)
+	if eerr := r.Events.Emit(ctx, r.eventTarget(n), corev1.EventTypeWarning, events.ReasonAlertFailed, msg); eerr != nil {
+		r.Log.Warn().Err(eerr).Msg("could not leave an Event about a failed alert")
+	}
+}
+
+func (r *Runner) eventTarget(n alert.Notification) corev1.ObjectReference {
+	if n.Pod != "" {
+		return corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: r.Namespace, Name: n.Pod, UID: types.UID(n.UID)}
+	}
+	return corev1.ObjectReference{Kind: "ConfigMap", APIVersion: "v1", Namespace: r.Namespace, Name: r.StateConfigMap}
+}
+
+func eventReason(ev string) string {
+	switch ev {
+	case alert.EventWedged:
+		return events.ReasonWedged
+	case alert.EventDegraded:
+		return events.ReasonDegraded
+	case alert.EventRestarted:
+		return events.ReasonRestarted
+	case alert.EventRestartFailed:
+		return events.ReasonRestartFailed
+	case alert.EventRestartBlocked:
+		return events.ReasonRestartBlocked
+	case alert.EventRecovered:
+		return events.ReasonRecovered
+	case alert.EventBlind:
+		return events.ReasonBlind
+	}
+	return "Watchdog"
+}
+
+func (r *Runner) deploymentEvent(ctx context.Context, obs *decide.Observation, t decide.Target, detail string, rep *Report) {
+	if r.Events == nil || obs.Rollout == nil || !obs.Rollout.Found {
+		return
+	}
+	ref := corev1.ObjectReference{Kind: "Deployment", APIVersion: "apps/v1", Namespace: r.Namespace, Name: obs.Rollout.Name, UID: types.UID(obs.Rollout.UID)}
+	msg := fmt.Sprintf("Watchdog restarted pod %s: %s. %s", t.Pod, t.Reason, detail)
+	if err := r.Events.Emit(ctx, ref, corev1.EventTypeWarning, events.ReasonRestarted, msg); err != nil {
+		r.Log.Warn().Err(err).Msg("could not leave an Event on the Deployment")
+		rep.Warnings = append(rep.Warnings, err.Error())
+	}
+}
+
+// persist writes the final state. If another writer got in since our last write,
+// judge again from its state and re-apply what this run did (restart outcomes,
+// alert bookkeeping), then retry: only this merge is safe to retry.
+func (r *Runner) persist(ctx context.Context, snap *state.Snapshot, next *state.State, obs decide.Observation, acts []alert.ActOutcome, rep *Report) error {
+	if r.DryRun {
+		return nil
+	}
+	backoff := claimBackoff
+	for {
+		err := r.Store.Save(ctx, snap, next, r.Clock.Now())
+		if err == nil {
+			rep.StateWritten = true
+			return nil
+		}
+		if !errors.Is(err, state.ErrConflict) || backoff.Steps <= 1 {
+			r.Log.Error().Err(err).Msg("cannot write state")
+			return &Error{What: "write state", Err: err}
+		}
+		select {
+		case <-ctx.Done():
+			return &Error{What: "write state", Err: ctx.Err()}
+		case <-r.Clock.After(backoff.Step()):
+		}
+		latest, lerr := r.Store.Load(ctx)
+		if lerr != nil {
+			return &Error{What: "re-read state after a conflict", Err: lerr}
+		}
+		r.Log.Warn().Msg("state changed during the run: merging this run's outcome into it")
+		merged, _ := decide.Decide(obs, latest.State, r.Decide)
+		decide.CountRun(merged, decide.Verdict(next.LastRun.Verdict))
+		for _, rec := range next.Restarts {
+			upsertRestart(merged, rec)
+		}
+		merged.Alerts, merged.Outbox, merged.LastRun = next.Alerts, next.Outbox, next.LastRun
+		*snap = *latest
+		next = merged
+	}
+}
+
+func upsertRestart(s *state.State, rec state.Restart) {
+	for i := range s.Restarts {
+		if s.Restarts[i].UID == rec.UID && s.Restarts[i].ClaimedAt.Equal(rec.ClaimedAt) {
+			s.Restarts[i] = rec
+			return
+		}
+	}
+	s.Restarts = append(s.Restarts, rec)
+}
+
+// failRun records a failed run in state when it can (not in a dry run), so that
+// `watchdog status` shows it, and returns the failure.
+func (r *Runner) failRun(ctx context.Context, snap *state.Snapshot, rep *Report, failure *Error) error {
+	r.Log.Error().Err(failure.Err).Msg(failure.What + " failed")
+	rep.Error = failure.Error()
+	if r.DryRun {
+		return failure
+	}
+	s := snap.State.Clone()
+	s.LastRun = r.lastRun(r.Clock.Now(), decide.Result{Verdict: decide.Unknown, Action: decide.None, Reason: failure.What + " failed"}, failure)
+	decide.CountRun(s, decide.Unknown)
+	if err := r.Store.Save(ctx, snap, s, r.Clock.Now()); err != nil {
+		r.Log.Error().Err(err).Msg("could not record the failed run in state either")
+	} else {
+		rep.StateWritten = true
+	}
+	return failure
+}
+
+func (r *Runner) lastRun(start time.Time, res decide.Result, err error) *state.Run {
+	run := &state.Run{At: start.UTC(), Took: state.Duration(r.Clock.Since(start).Round(time.Millisecond)),
+		Verdict: string(res.Verdict), Action: string(res.Action), Reason: truncate(res.Reason, 500), Outcome: "ok", Watchdog: r.Version}
+	if err != nil {
+		run.Outcome, run.Error = "error", truncate(err.Error(), 500)
+	}
+	return run
+}
+
+func observationError(obs decide.Observation) error {
+	switch {
+	case obs.ExpectedErr != nil:
+		return &Error{What: "count serving nodes", Err: obs.ExpectedErr}
+	case obs.Leader != nil && obs.Leader.Err != nil:
+		return &Error{What: "read leader Lease", Err: obs.Leader.Err}
+	case obs.Rollout != nil && obs.Rollout.Err != nil:
+		return &Error{What: "read scheduler Deployment", Err: obs.Rollout.Err}
+	}
+	return nil
+}
+
+func (r *Runner) logDecision(res decide.Result) {
+	for _, t := range res.Targets {
+		ev := r.Log.Info()
+		if t.Verdict == decide.Wedged || t.Verdict == decide.Degraded || t.Verdict == decide.Unknown {
+			ev = r.Log.Warn()
+		}
+		ev = ev.Str("pod", t.Pod).Str("uid", t.UID).Bool("judged", t.Judged).Str("verdict", string(t.Verdict)).Str("action", string(t.Action))
+		if t.Ready != nil {
+			ev = ev.Int("ready", *t.Ready)
+		}
+		if t.Expected != nil {
+			ev = ev.Int("expected", *t.Expected)
+		}
+		if t.Evidence != "" {
+			ev = ev.Str("evidence", string(t.Evidence))
+		}
+		if len(t.Gates) > 0 {
+			ev = ev.Str("gates", decide.GateSummary(t))
+		}
+		ev.Msg(t.Reason)
+	}
+}
+
+func (r *Runner) logDeliveries(ds []alert.Delivery) {
+	for _, d := range ds {
+		switch {
+		case d.DryRun:
+			r.Log.Info().Str("event", d.Event).Str("sink", d.Sink).Msg("dry run: would send alert")
+		case !d.OK:
+			r.Log.Error().Str("event", d.Event).Str("sink", d.Sink).Str("error", d.Error).Bool("retry", d.Retry).Msg("alert delivery failed; kept for the next run")
+		default:
+			r.Log.Info().Str("event", d.Event).Str("sink", d.Sink).Bool("retry", d.Retry).Msg("alert delivered")
+		}
+	}
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
+}
+
+func firstNonEmpty(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}

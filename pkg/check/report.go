@@ -1,0 +1,133 @@
+package check
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/agentenv/watchdog/pkg/alert"
+	"github.com/agentenv/watchdog/pkg/decide"
+)
+
+// Report is what `watchdog check` prints: the JSON form is the interface scripts use
+// (DESIGN §5), the text form is for people.
+type Report struct {
+	Verdict   decide.Verdict   `json:"verdict"`
+	Action    decide.Action    `json:"action"`
+	DryRun    bool             `json:"dryRun"`
+	Reason    string           `json:"reason"`
+	Time      time.Time        `json:"time"`
+	Took      string           `json:"took"`
+	Cluster   string           `json:"cluster,omitempty"`
+	Namespace string           `json:"namespace"`
+	Targets   []decide.Target  `json:"targets"`
+	Restarts  []RestartReport  `json:"restarts,omitempty"`
+	Alerts    []alert.Delivery `json:"alerts,omitempty"`
+	// Samples is how many observations the run took (more than one while confirming).
+	Samples      int      `json:"samples"`
+	StateWritten bool     `json:"stateWritten"`
+	Warnings     []string `json:"warnings,omitempty"`
+	Error        string   `json:"error,omitempty"`
+}
+
+// RestartReport is one restart this run carried out (or tried to).
+type RestartReport struct {
+	Pod     string `json:"pod"`
+	UID     string `json:"uid"`
+	Method  string `json:"method"`
+	Outcome string `json:"outcome"`
+	Detail  string `json:"detail,omitempty"`
+}
+
+func (rep *Report) fill(res decide.Result) {
+	rep.Verdict, rep.Action, rep.Reason = res.Verdict, res.Action, res.Reason
+	rep.Targets = res.Targets
+	if rep.Targets == nil {
+		rep.Targets = []decide.Target{}
+	}
+}
+
+// WriteJSON prints the report as one JSON object.
+func (rep *Report) WriteJSON(w io.Writer) error {
+	if rep.Targets == nil {
+		rep.Targets = []decide.Target{}
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(rep)
+}
+
+// WriteText prints a short table per pod and the decision.
+func (rep *Report) WriteText(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "POD\tVERDICT\tACTION\tREADY\tEXPECTED\tEVIDENCE\tBAD FOR")
+	for _, t := range rep.Targets {
+		verdict := string(t.Verdict)
+		if !t.Judged {
+			verdict = "(not judged)"
+		}
+		badFor := "-"
+		if t.BadSince != nil {
+			badFor = decide.ShortDuration(t.BadFor.D())
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.Pod, verdict, t.Action, intOrDash(t.Ready), intOrDash(t.Expected), dash(string(t.Evidence)), badFor)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, t := range rep.Targets {
+		fmt.Fprintf(w, "\n%s: %s\n", t.Pod, t.Reason)
+		for _, g := range t.Gates {
+			mark := "✓"
+			if !g.OK {
+				mark = "✗"
+			}
+			fmt.Fprintf(w, "  %s %-20s %s\n", mark, g.Name, g.Detail)
+		}
+	}
+	fmt.Fprintln(w)
+	action := string(rep.Action)
+	if rep.DryRun {
+		action = "would " + action + " (dry run: nothing written, deleted, recorded or sent)"
+		if rep.Action == decide.None || rep.Action == decide.Wait {
+			action = string(rep.Action) + " (dry run: nothing written, deleted, recorded or sent)"
+		}
+	}
+	fmt.Fprintf(w, "verdict: %s\naction:  %s\nreason:  %s\n", rep.Verdict, action, rep.Reason)
+	for _, r := range rep.Restarts {
+		fmt.Fprintf(w, "restart: %s %s (%s): %s\n", r.Pod, r.Outcome, r.Method, r.Detail)
+	}
+	for _, a := range rep.Alerts {
+		switch {
+		case a.DryRun:
+			fmt.Fprintf(w, "alert:   would send %s to %s\n", a.Event, a.Sink)
+		case a.OK:
+			fmt.Fprintf(w, "alert:   sent %s to %s\n", a.Event, a.Sink)
+		default:
+			fmt.Fprintf(w, "alert:   %s to %s FAILED (kept for the next run): %s\n", a.Event, a.Sink, a.Error)
+		}
+	}
+	for _, warning := range rep.Warnings {
+		fmt.Fprintf(w, "warning: %s\n", warning)
+	}
+	if rep.Error != "" {
+		fmt.Fprintf(w, "error:   %s\n", rep.Error)
+	}
+	return nil
+}
+
+func intOrDash(p *int) string {
+	if p == nil {
+		return "-"
+	}
+	return fmt.Sprint(*p)
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -1,0 +1,55 @@
+package cli
+
+import (
+	"context"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/agentenv/watchdog/pkg/alert"
+)
+
+// buildSinks returns the configured alert sinks (possibly none: alerts then still
+// reach logs and Events).
+func buildSinks(o *AlertOptions) ([]alert.Sink, error) {
+	var sinks []alert.Sink
+	if o.SlackWebhookURL != "" {
+		sinks = append(sinks, &alert.Slack{
+			Poster:     alert.NewPoster("slack", o.SlackWebhookURL, o.AlertTimeout, alert.DefaultAttempts, alert.DefaultBudget),
+			RunbookURL: o.RunbookURL,
+		})
+	}
+	if o.WebhookURL != "" {
+		sinks = append(sinks, &alert.Webhook{
+			Poster: alert.NewPoster("webhook", o.WebhookURL, o.AlertTimeout, alert.DefaultAttempts, alert.DefaultBudget),
+			Secret: []byte(o.WebhookSecret),
+			Now:    time.Now,
+		})
+	}
+	return sinks, nil
+}
+
+// pingHeartbeat tells the dead man's switch how the run went. A dry run pings
+// nothing: it sends nothing at all.
+func pingHeartbeat(ctx context.Context, o *AlertOptions, runErr error, dryRun bool, log zerolog.Logger) {
+	if o.HeartbeatURL == "" || dryRun {
+		return
+	}
+	// The run's own deadline may be spent (that may be why it failed): give the
+	// ping a short deadline of its own.
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*o.AlertTimeout)
+	defer cancel()
+	hb := &alert.Heartbeat{Poster: alert.NewPoster("heartbeat", o.HeartbeatURL, o.AlertTimeout, 2, 2*o.AlertTimeout), URL: o.HeartbeatURL}
+	body := "ok"
+	if runErr != nil {
+		body = "failed: " + runErr.Error()
+		if len(body) > 1000 {
+			body = body[:1000]
+		}
+	}
+	if err := hb.Ping(pctx, runErr != nil, body); err != nil {
+		log.Error().Err(err).Msg("dead man's switch ping failed")
+		return
+	}
+	log.Debug().Bool("failed", runErr != nil).Msg("dead man's switch pinged")
+}

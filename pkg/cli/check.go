@@ -1,0 +1,154 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
+
+	"github.com/agentenv/watchdog/pkg/alert"
+	"github.com/agentenv/watchdog/pkg/check"
+	"github.com/agentenv/watchdog/pkg/decide"
+	"github.com/agentenv/watchdog/pkg/endpoints"
+	"github.com/agentenv/watchdog/pkg/events"
+	"github.com/agentenv/watchdog/pkg/observe"
+	"github.com/agentenv/watchdog/pkg/restart"
+	"github.com/agentenv/watchdog/pkg/scrape"
+	"github.com/agentenv/watchdog/pkg/state"
+	"github.com/agentenv/watchdog/pkg/version"
+)
+
+// checkFlags are all the options of a pass.
+type checkFlags struct {
+	cluster ClusterOptions
+	check   CheckOptions
+	alerts  AlertOptions
+	output  OutputOptions
+}
+
+func (f *checkFlags) validate() error {
+	for _, v := range []func() error{f.cluster.Validate, func() error { return f.check.Validate(f.cluster.Timeout) }, f.alerts.Validate, f.output.Validate} {
+		if err := v(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func newCheckCommand(stdout, stderr io.Writer) *cobra.Command {
+	f := &checkFlags{}
+	cmd := &cobra.Command{
+		Use:   "check",
+		Short: "One pass: observe every scheduler pod, decide, act, persist",
+		Long: `check observes every scheduler pod once (sampling again for --confirm-window while a
+strong-evidence wedge is being confirmed), decides, restarts if every gate agrees,
+alerts, and records the outcome in the state ConfigMap.
+
+Exit codes: 0 the run completed, whatever it found; 1 the watchdog could not do its job
+(the message names what failed); 2 bad usage or configuration.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			markStarted(cmd)
+			if err := f.validate(); err != nil {
+				return err
+			}
+			log := newLogger(&f.cluster, stderr)
+			client, cfg, err := newClient(&f.cluster)
+			if err != nil {
+				return err
+			}
+			sinks, err := buildSinks(&f.alerts)
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), f.cluster.Timeout)
+			defer cancel()
+			runner := newRunner(f, client, sinks, log, clock.RealClock{})
+			rep, runErr := runner.Run(ctx)
+			pingHeartbeat(ctx, &f.alerts, runErr, f.check.DryRun, log)
+			if err := printReport(stdout, f.output.Output, rep); err != nil {
+				return fmt.Errorf("print report: %w", err)
+			}
+			if runErr != nil {
+				return fmt.Errorf("check against API server %s: %w", cfg.Host, runErr)
+			}
+			return nil
+		},
+	}
+	f.cluster.AddFlags(cmd.Flags())
+	f.check.AddFlags(cmd.Flags())
+	f.alerts.AddFlags(cmd.Flags())
+	f.output.AddFlags(cmd.Flags())
+	return cmd
+}
+
+func printReport(w io.Writer, format string, rep *check.Report) error {
+	if format == "json" {
+		return rep.WriteJSON(w)
+	}
+	return rep.WriteText(w)
+}
+
+// newRunner wires a pass from the flags.
+func newRunner(f *checkFlags, client kubernetes.Interface, sinks []alert.Sink, log zerolog.Logger, clk clock.Clock) *check.Runner {
+	ns := f.cluster.Namespace
+	host, _ := os.Hostname()
+	var restarter restart.Restarter = restart.Deleter{Client: client, Namespace: ns}
+	if f.check.RestartMethod == decide.MethodRollout {
+		restarter = restart.Rollout{Client: client, Namespace: ns, Deployment: f.check.Deployment, Now: clk.Now}
+	}
+	return &check.Runner{
+		Options: check.Options{
+			Decide: decide.Config{
+				StartupGrace:      f.check.StartupGrace,
+				WedgedFor:         f.check.WedgedFor,
+				ConfirmWindow:     f.check.ConfirmWindow,
+				MaxRestarts:       f.check.MaxRestarts,
+				RestartWindow:     f.check.RestartWindow,
+				RestartOnDegraded: f.check.RestartOnDegraded,
+				MaxWatchAge:       f.check.MaxWatchAge,
+				LeaderLease:       f.check.LeaderLease,
+				RestartMethod:     f.check.RestartMethod,
+				ClaimTimeout:      f.cluster.Timeout,
+			},
+			Plan: alert.PlanConfig{
+				RealertInterval: f.alerts.RealertInterval,
+				BlindAfter:      f.alerts.BlindAfter,
+				WedgedFor:       f.check.WedgedFor,
+				Cluster:         f.alerts.ClusterName,
+				Namespace:       ns,
+				Version:         version.Version,
+				DryRun:          f.check.DryRun,
+			},
+			DryRun:         f.check.DryRun,
+			SampleInterval: f.check.SampleInterval,
+			Namespace:      ns,
+			StateConfigMap: f.cluster.StateConfigMap,
+			Version:        version.Version,
+		},
+		Observer: &observe.Observer{
+			Client:      client,
+			Namespace:   ns,
+			Selector:    f.check.SchedulerSelector,
+			Container:   f.check.SchedulerContainer,
+			Endpoints:   endpoints.Lister{Client: client, Namespace: ns, Service: f.check.NodesService, Port: int32(f.check.NodesPort)},
+			Scraper:     scrape.NewScraper(f.check.ScrapeTimeout, f.check.MetricsMaxBytes),
+			MetricsPort: f.check.MetricsPort,
+			MetricsPath: f.check.MetricsPath,
+			LeaderLease: f.check.LeaderLease,
+			Deployment:  f.check.Deployment,
+			Clock:       clk,
+		},
+		Store:     &state.Store{Client: client, Namespace: ns, Name: f.cluster.StateConfigMap},
+		Restarter: restarter,
+		Events:    &events.Recorder{Client: client, Namespace: ns, Host: host, Now: clk.Now},
+		Sinks:     sinks,
+		Clock:     clk,
+		Log:       log,
+	}
+}

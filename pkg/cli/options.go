@@ -1,0 +1,259 @@
+package cli
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/agentenv/watchdog/pkg/decide"
+	"github.com/agentenv/watchdog/pkg/scrape"
+)
+
+// ClusterOptions are shared by every command that talks to the API server.
+type ClusterOptions struct {
+	Kubeconfig     string
+	Context        string
+	Namespace      string
+	StateConfigMap string
+	Timeout        time.Duration
+	APITimeout     time.Duration
+	LogLevel       string
+	LogFormat      string
+}
+
+// Defaults chosen from DESIGN §2's timings for a */5 CronJob (README "Defaults").
+const (
+	DefaultStartupGrace  = 2 * time.Minute
+	DefaultWedgedFor     = 4 * time.Minute
+	DefaultConfirmWindow = 90 * time.Second
+	DefaultTimeout       = 3 * time.Minute
+)
+
+func (o *ClusterOptions) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "path to a kubeconfig (default: in-cluster, then $KUBECONFIG and ~/.kube/config)")
+	fs.StringVar(&o.Context, "context", "", "kubeconfig context to use")
+	fs.StringVar(&o.Namespace, "namespace", "agentenv-system", "namespace of the scheduler, its nodes Service and the state ConfigMap")
+	fs.StringVar(&o.StateConfigMap, "state-configmap", "agentenv-scheduler-watchdog", "ConfigMap holding the watchdog's state")
+	fs.DurationVar(&o.Timeout, "timeout", DefaultTimeout, "deadline for the whole run; must fit a confirmation (--confirm-window) and stay under the CronJob's activeDeadlineSeconds")
+	fs.DurationVar(&o.APITimeout, "api-timeout", 15*time.Second, "timeout of each API server request")
+	fs.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fs.StringVar(&o.LogFormat, "log-format", "json", "log format on stderr: json, or console for people")
+}
+
+func (o *ClusterOptions) Validate() error {
+	if errs := validation.IsDNS1123Label(o.Namespace); len(errs) > 0 {
+		return usagef("--namespace %q: %s", o.Namespace, strings.Join(errs, "; "))
+	}
+	if errs := validation.IsDNS1123Subdomain(o.StateConfigMap); len(errs) > 0 {
+		return usagef("--state-configmap %q: %s", o.StateConfigMap, strings.Join(errs, "; "))
+	}
+	if o.Timeout <= 0 {
+		return usagef("--timeout must be positive, got %s", o.Timeout)
+	}
+	if o.APITimeout <= 0 {
+		return usagef("--api-timeout must be positive, got %s", o.APITimeout)
+	}
+	if _, err := zerolog.ParseLevel(o.LogLevel); err != nil || o.LogLevel == "" {
+		return usagef("--log-level %q: want debug, info, warn or error", o.LogLevel)
+	}
+	if o.LogFormat != "json" && o.LogFormat != "console" {
+		return usagef("--log-format %q: want json or console", o.LogFormat)
+	}
+	return nil
+}
+
+// CheckOptions configure observing and deciding.
+type CheckOptions struct {
+	SchedulerSelector  string
+	SchedulerContainer string
+	Deployment         string
+	MetricsPort        int
+	MetricsPath        string
+	ScrapeTimeout      time.Duration
+	MetricsMaxBytes    int64
+	NodesService       string
+	NodesPort          int
+	StartupGrace       time.Duration
+	WedgedFor          time.Duration
+	ConfirmWindow      time.Duration
+	SampleInterval     time.Duration
+	MaxRestarts        int
+	RestartWindow      time.Duration
+	RestartMethod      string
+	RestartOnDegraded  bool
+	LeaderLease        string
+	MaxWatchAge        time.Duration
+	DryRun             bool
+}
+
+func (o *CheckOptions) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.SchedulerSelector, "scheduler-selector", "app.kubernetes.io/name=agentenv-scheduler", "label selector of the scheduler pods")
+	fs.StringVar(&o.SchedulerContainer, "scheduler-container", "scheduler", "name of the scheduler container, whose start is the process's age")
+	fs.StringVar(&o.Deployment, "deployment", "agentenv-scheduler", "the scheduler's Deployment: rollout gate, Events, and the rollout restart method")
+	fs.IntVar(&o.MetricsPort, "metrics-port", 9101, "scheduler metrics port, scraped on each pod's IP")
+	fs.StringVar(&o.MetricsPath, "metrics-path", "/metrics", "scheduler metrics path")
+	fs.DurationVar(&o.ScrapeTimeout, "scrape-timeout", scrape.DefaultTimeout, "timeout of one metrics scrape, body included")
+	fs.Int64Var(&o.MetricsMaxBytes, "metrics-max-bytes", scrape.DefaultMaxBytes, "largest metrics page read; larger pages make the verdict unknown")
+	fs.StringVar(&o.NodesService, "nodes-service", "agentenv-nodes", "Service whose EndpointSlices list the runtime nodes")
+	fs.IntVar(&o.NodesPort, "nodes-port", 8000, "node port that discovery counts")
+	fs.DurationVar(&o.StartupGrace, "startup-grace", DefaultStartupGrace, "no verdict but starting this long after the scheduler container started")
+	fs.DurationVar(&o.WedgedFor, "wedged-for", DefaultWedgedFor, "restart once a wedge has lasted this long across observations of one process")
+	fs.DurationVar(&o.ConfirmWindow, "confirm-window", DefaultConfirmWindow, "with strong evidence, restart once the wedge held this long while sampling (0 disables; keep it above the 56-71 s an API-server flap takes to heal)")
+	fs.DurationVar(&o.SampleInterval, "sample-interval", 15*time.Second, "pause between samples while confirming (the scheduler refreshes its gauges every 15 s)")
+	fs.IntVar(&o.MaxRestarts, "max-restarts", 3, "restart budget: at most this many restarts per --restart-window (0: never restart, alert only)")
+	fs.DurationVar(&o.RestartWindow, "restart-window", time.Hour, "window of the restart budget")
+	fs.StringVar(&o.RestartMethod, "restart-method", decide.MethodDelete, "delete (the pod, UID-preconditioned) or rollout (kubectl rollout restart of --deployment)")
+	fs.BoolVar(&o.RestartOnDegraded, "restart-on-degraded", false, "also restart a degraded scheduler (stale cache) once it has lasted --wedged-for")
+	fs.StringVar(&o.LeaderLease, "leader-lease", "", "Lease naming the leader scheduler; when set, only its holder is judged (HA)")
+	fs.DurationVar(&o.MaxWatchAge, "max-watch-age", 0, "when the scheduler exports agentenv_scheduler_watch_last_event_age_seconds, an older watch is strong evidence (0: off)")
+	fs.BoolVar(&o.DryRun, "dry-run", false, "run the real pipeline but write, delete, record and send nothing; show what would happen")
+}
+
+func (o *CheckOptions) Validate(timeout time.Duration) error {
+	if _, err := labels.Parse(o.SchedulerSelector); err != nil || strings.TrimSpace(o.SchedulerSelector) == "" {
+		return usagef("--scheduler-selector %q is not a label selector: %v", o.SchedulerSelector, err)
+	}
+	for name, port := range map[string]int{"--metrics-port": o.MetricsPort, "--nodes-port": o.NodesPort} {
+		if port < 1 || port > 65535 {
+			return usagef("%s %d: want 1-65535", name, port)
+		}
+	}
+	if !strings.HasPrefix(o.MetricsPath, "/") {
+		return usagef("--metrics-path %q must start with /", o.MetricsPath)
+	}
+	if errs := validation.IsDNS1123Label(o.NodesService); len(errs) > 0 {
+		return usagef("--nodes-service %q: %s", o.NodesService, strings.Join(errs, "; "))
+	}
+	for name, d := range map[string]time.Duration{"--scrape-timeout": o.ScrapeTimeout, "--wedged-for": o.WedgedFor, "--restart-window": o.RestartWindow, "--sample-interval": o.SampleInterval} {
+		if d <= 0 {
+			return usagef("%s must be positive, got %s", name, d)
+		}
+	}
+	for name, d := range map[string]time.Duration{"--startup-grace": o.StartupGrace, "--confirm-window": o.ConfirmWindow, "--max-watch-age": o.MaxWatchAge} {
+		if d < 0 {
+			return usagef("%s must not be negative, got %s", name, d)
+		}
+	}
+	if o.MetricsMaxBytes < 1024 {
+		return usagef("--metrics-max-bytes %d is too small for any metrics page", o.MetricsMaxBytes)
+	}
+	if o.MaxRestarts < 0 {
+		return usagef("--max-restarts must not be negative, got %d", o.MaxRestarts)
+	}
+	if o.RestartMethod != decide.MethodDelete && o.RestartMethod != decide.MethodRollout {
+		return usagef("--restart-method %q: want delete or rollout", o.RestartMethod)
+	}
+	if o.ScrapeTimeout >= timeout {
+		return usagef("--scrape-timeout %s must be shorter than --timeout %s", o.ScrapeTimeout, timeout)
+	}
+	return nil
+}
+
+// AlertOptions configure where alerts go. URLs and the HMAC key are secrets: they
+// are never logged or printed.
+type AlertOptions struct {
+	SlackWebhookURL string
+	WebhookURL      string
+	WebhookSecret   string
+	HeartbeatURL    string
+	RunbookURL      string
+	ClusterName     string
+	RealertInterval time.Duration
+	BlindAfter      int
+	AlertTimeout    time.Duration
+}
+
+func (o *AlertOptions) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.SlackWebhookURL, "slack-webhook-url", "", "Slack incoming webhook URL (secret)")
+	fs.StringVar(&o.WebhookURL, "webhook-url", "", "generic JSON webhook URL (secret)")
+	fs.StringVar(&o.WebhookSecret, "webhook-secret", "", "HMAC-SHA256 key signing generic webhook requests (secret)")
+	fs.StringVar(&o.HeartbeatURL, "heartbeat-url", "", "dead man's switch: pinged after every completed run, <url>/fail after a failed one (secret)")
+	fs.StringVar(&o.RunbookURL, "runbook-url", "", "runbook linked from alerts")
+	fs.StringVar(&o.ClusterName, "cluster-name", "", "cluster name shown in every alert")
+	fs.DurationVar(&o.RealertInterval, "realert-interval", time.Hour, "remind about a problem still open this often")
+	fs.IntVar(&o.BlindAfter, "blind-after", 3, "alert blind after this many consecutive runs with verdict unknown")
+	fs.DurationVar(&o.AlertTimeout, "alert-timeout", 10*time.Second, "timeout of one delivery attempt")
+}
+
+func (o *AlertOptions) Validate() error {
+	for _, u := range []struct{ flag, value string }{
+		{"--slack-webhook-url", o.SlackWebhookURL}, {"--webhook-url", o.WebhookURL}, {"--heartbeat-url", o.HeartbeatURL}, {"--runbook-url", o.RunbookURL},
+	} {
+		if u.value == "" {
+			continue
+		}
+		if err := checkURL(u.value, u.flag != "--runbook-url"); err != nil {
+			// Never echo a secret URL back: say what is wrong with it only.
+			return usagef("%s: %v", u.flag, err)
+		}
+	}
+	if o.WebhookSecret != "" && o.WebhookURL == "" {
+		return usagef("--webhook-secret is set but --webhook-url is not")
+	}
+	if o.RealertInterval <= 0 {
+		return usagef("--realert-interval must be positive, got %s", o.RealertInterval)
+	}
+	if o.BlindAfter < 1 {
+		return usagef("--blind-after must be at least 1, got %d", o.BlindAfter)
+	}
+	if o.AlertTimeout <= 0 {
+		return usagef("--alert-timeout must be positive, got %s", o.AlertTimeout)
+	}
+	return nil
+}
+
+// checkURL accepts https, and plain http only for loopback addresses.
+func checkURL(raw string, secret bool) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		if secret {
+			return fmt.Errorf("not a valid URL")
+		}
+		return fmt.Errorf("not a valid URL: %v", err)
+	}
+	if u.Host == "" {
+		return fmt.Errorf("URL has no host")
+	}
+	switch u.Scheme {
+	case "https":
+		return nil
+	case "http":
+		if isLoopback(u.Hostname()) {
+			return nil
+		}
+		return fmt.Errorf("plain http is accepted only for loopback addresses; use https")
+	default:
+		return fmt.Errorf("scheme %q: want https", u.Scheme)
+	}
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// OutputOptions choose how results are printed on stdout.
+type OutputOptions struct {
+	Output string
+}
+
+func (o *OutputOptions) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVarP(&o.Output, "output", "o", "text", "text (for people) or json (one object, for scripts)")
+}
+
+func (o *OutputOptions) Validate() error {
+	if o.Output != "text" && o.Output != "json" {
+		return usagef("--output %q: want text or json", o.Output)
+	}
+	return nil
+}

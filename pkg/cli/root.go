@@ -1,0 +1,202 @@
+// Package cli is the watchdog's command line: cobra commands over one options
+// struct per concern, each flag also read from WATCHDOG_<FLAG>.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/agentenv/watchdog/pkg/version"
+)
+
+// Exit codes (DESIGN §5).
+const (
+	ExitOK     = 0 // the run completed, whatever it found
+	ExitFailed = 1 // the watchdog could not do its job
+	ExitUsage  = 2 // bad usage or configuration
+)
+
+// UsageError is bad usage or configuration: exit 2.
+type UsageError struct{ msg string }
+
+func (e *UsageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error {
+	return &UsageError{msg: fmt.Sprintf(format, args...)}
+}
+
+// EnvPrefix prefixes the environment variable of every flag.
+const EnvPrefix = "WATCHDOG_"
+
+// EnvName is the environment variable read for a flag: --wedged-for → WATCHDOG_WEDGED_FOR.
+func EnvName(flag string) string {
+	return EnvPrefix + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+}
+
+// Execute runs the command line and returns the process exit code.
+func Execute(args []string, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return ExecuteContext(ctx, args, stdout, stderr)
+}
+
+// ExecuteContext is Execute with a caller's context (tests).
+func ExecuteContext(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	root := NewRootCommand(stdout, stderr)
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return ExitOK
+	}
+	var ue *UsageError
+	if errors.As(err, &ue) || !commandStarted(root) {
+		fmt.Fprintf(stderr, "watchdog: %v\n", err)
+		fmt.Fprintln(stderr, "Run 'watchdog --help' for usage.")
+		return ExitUsage
+	}
+	fmt.Fprintf(stderr, "watchdog: %v\n", err)
+	return ExitFailed
+}
+
+// commandStarted reports whether a command's RunE began: errors before that
+// (unknown commands or flags, bad arguments) are usage errors.
+func commandStarted(root *cobra.Command) bool {
+	return root.Annotations != nil && root.Annotations["started"] == "true"
+}
+
+func markStarted(cmd *cobra.Command) {
+	root := cmd.Root()
+	if root.Annotations == nil {
+		root.Annotations = map[string]string{}
+	}
+	root.Annotations["started"] = "true"
+}
+
+// NewRootCommand builds the command tree.
+func NewRootCommand(stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "watchdog",
+		Short: "Keeps the AgentENV scheduler honest: detects a wedged scheduler and restarts it, safely",
+		Long: `watchdog scrapes each AgentENV scheduler pod's metrics, asks the API server how many
+nodes discovery should see, remembers in a ConfigMap how long a bad state has lasted,
+alerts, and restarts a wedged scheduler: never during startup, never for a pod it cannot
+see, never twice for one wedge, never into a restart storm.
+
+Every flag can also be set as an environment variable WATCHDOG_<FLAG> (dashes as
+underscores, upper case); a flag beats its environment variable.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			return applyEnv(cmd.Flags())
+		},
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &UsageError{msg: err.Error()} })
+	root.AddCommand(newCheckCommand(stdout, stderr), newStatusCommand(stdout, stderr), newVersionCommand(stdout))
+	return root
+}
+
+// applyEnv sets every flag not given on the command line from its environment
+// variable. Values of secret flags are never echoed in errors.
+func applyEnv(fs *pflag.FlagSet) error {
+	var err error
+	fs.VisitAll(func(f *pflag.Flag) {
+		if err != nil || f.Changed {
+			return
+		}
+		name := EnvName(f.Name)
+		v, ok := os.LookupEnv(name)
+		if !ok {
+			return
+		}
+		if serr := fs.Set(f.Name, v); serr != nil {
+			if secretFlags[f.Name] {
+				err = usagef("environment variable %s: invalid value for --%s", name, f.Name)
+			} else {
+				err = usagef("environment variable %s=%q: %v", name, v, serr)
+			}
+		}
+	})
+	return err
+}
+
+var secretFlags = map[string]bool{"slack-webhook-url": true, "webhook-url": true, "webhook-secret": true, "heartbeat-url": true}
+
+func newVersionCommand(stdout io.Writer) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version, commit and build date",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			markStarted(cmd)
+			_, err := fmt.Fprintln(stdout, version.String())
+			return err
+		},
+	}
+}
+
+// newLogger builds the stderr logger: JSON by default, console for people.
+func newLogger(o *ClusterOptions, w io.Writer) zerolog.Logger {
+	level, _ := zerolog.ParseLevel(o.LogLevel) // validated
+	var out io.Writer = w
+	if o.LogFormat == "console" {
+		out = zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05"}
+	}
+	return zerolog.New(out).Level(level).With().Timestamp().Logger()
+}
+
+// restConfig loads the API server connection: in-cluster when nothing says
+// otherwise, then the usual kubeconfig rules.
+func restConfig(o *ClusterOptions) (*rest.Config, error) {
+	var cfg *rest.Config
+	if o.Kubeconfig == "" && o.Context == "" && os.Getenv("KUBERNETES_SERVICE_HOST") != "" {
+		c, err := rest.InClusterConfig()
+		if err != nil {
+			return nil, usagef("in-cluster configuration: %v", err)
+		}
+		cfg = c
+	} else {
+		rules := clientcmd.NewDefaultClientConfigLoadingRules()
+		if o.Kubeconfig != "" {
+			rules.ExplicitPath = o.Kubeconfig
+		}
+		c, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: o.Context}).ClientConfig()
+		if err != nil {
+			return nil, usagef("load kubeconfig: %v", err)
+		}
+		cfg = c
+	}
+	cfg.Timeout = o.APITimeout
+	cfg.QPS, cfg.Burst = 20, 40
+	cfg.UserAgent = "agentenv-scheduler-watchdog/" + version.Version
+	// Protobuf halves the decode cost of pod and EndpointSlice lists.
+	cfg.ContentType = "application/vnd.kubernetes.protobuf"
+	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	return cfg, nil
+}
+
+func newClient(o *ClusterOptions) (kubernetes.Interface, *rest.Config, error) {
+	cfg, err := restConfig(o)
+	if err != nil {
+		return nil, nil, err
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, nil, usagef("API client for %s: %v", cfg.Host, err)
+	}
+	return client, cfg, nil
+}

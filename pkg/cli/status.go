@@ -1,0 +1,133 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentenv/watchdog/pkg/state"
+)
+
+func newStatusCommand(stdout, stderr io.Writer) *cobra.Command {
+	var cluster ClusterOptions
+	var output OutputOptions
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show the persisted state: last run, pods, restarts, open alerts",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			markStarted(cmd)
+			if err := cluster.Validate(); err != nil {
+				return err
+			}
+			if err := output.Validate(); err != nil {
+				return err
+			}
+			client, cfg, err := newClient(&cluster)
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), cluster.Timeout)
+			defer cancel()
+			store := &state.Store{Client: client, Namespace: cluster.Namespace, Name: cluster.StateConfigMap}
+			snap, err := store.Load(ctx)
+			if err != nil {
+				return fmt.Errorf("API server %s: %w", cfg.Host, err)
+			}
+			if output.Output == "json" {
+				enc := json.NewEncoder(stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(statusJSON{ConfigMap: cluster.Namespace + "/" + cluster.StateConfigMap, ResourceVersion: snap.ResourceVersion, Warning: snap.Recovered, State: snap.State})
+			}
+			return writeStatusText(stdout, cluster.Namespace+"/"+cluster.StateConfigMap, snap, time.Now())
+		},
+	}
+	cluster.AddFlags(cmd.Flags())
+	output.AddFlags(cmd.Flags())
+	return cmd
+}
+
+type statusJSON struct {
+	ConfigMap       string       `json:"configMap"`
+	ResourceVersion string       `json:"resourceVersion,omitempty"`
+	Warning         string       `json:"warning,omitempty"`
+	State           *state.State `json:"state"`
+}
+
+func writeStatusText(w io.Writer, where string, snap *state.Snapshot, now time.Time) error {
+	s := snap.State
+	fmt.Fprintf(w, "state: %s", where)
+	if snap.ResourceVersion != "" {
+		fmt.Fprintf(w, " (resourceVersion %s)", snap.ResourceVersion)
+	}
+	fmt.Fprintln(w)
+	if snap.Recovered != "" {
+		fmt.Fprintf(w, "warning: %s\n", snap.Recovered)
+	}
+	if r := s.LastRun; r != nil {
+		fmt.Fprintf(w, "last run: %s (%s ago, took %s): %s, verdict %s, action %s\n  %s\n",
+			r.At.Format(time.RFC3339), now.Sub(r.At).Round(time.Second), r.Took.D(), r.Outcome, r.Verdict, r.Action, r.Reason)
+		if r.Error != "" {
+			fmt.Fprintf(w, "  error: %s\n", r.Error)
+		}
+	} else {
+		fmt.Fprintln(w, "last run: none recorded")
+	}
+	fmt.Fprintf(w, "consecutive unknown runs: %d\n\n", s.UnknownRuns)
+
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "POD\tUID\tLAST VERDICT\tLAST SEEN\tBAD\tBAD FOR\tEVIDENCE\tREJECTED")
+	uids := make([]string, 0, len(s.Pods))
+	for uid := range s.Pods {
+		uids = append(uids, uid)
+	}
+	sort.Strings(uids)
+	for _, uid := range uids {
+		p := s.Pods[uid]
+		bad, badFor, evidence := "-", "-", "-"
+		if p.Bad != nil {
+			bad, badFor, evidence = p.Bad.Kind+" since "+p.Bad.Since.Format(time.RFC3339), p.Bad.For.D().String(), p.Bad.Evidence
+		}
+		rejected := "-"
+		if p.Counters != nil {
+			rejected = fmt.Sprint(p.Counters.HeartbeatRejected)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.Name, uid, p.LastVerdict, p.LastSeen.Format(time.RFC3339), bad, badFor, evidence, rejected)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\nrestarts (newest last, %d kept):\n", len(s.Restarts))
+	for _, r := range s.Restarts {
+		fmt.Fprintf(w, "  %s  %-9s %s %s (%s) %s\n", r.ClaimedAt.Format(time.RFC3339), r.Outcome, r.Method, r.Pod, r.UID, r.Error)
+	}
+	fmt.Fprintln(w, "open alerts:")
+	events := make([]string, 0, len(s.Alerts))
+	for ev := range s.Alerts {
+		events = append(events, ev)
+	}
+	sort.Strings(events)
+	for _, ev := range events {
+		a := s.Alerts[ev]
+		last := "never"
+		if a.LastSentAt != nil {
+			last = a.LastSentAt.Format(time.RFC3339)
+		}
+		fmt.Fprintf(w, "  %-16s opened %s, sent %d time(s), last %s: %s\n", ev, a.OpenedAt.Format(time.RFC3339), a.Sends, last, a.Reason)
+	}
+	fmt.Fprintf(w, "undelivered alerts: %d\n", len(s.Outbox))
+	for _, p := range s.Outbox {
+		fmt.Fprintf(w, "  %s %s to %v, %d attempt(s): %s\n", p.CreatedAt.Format(time.RFC3339), p.Event, p.Sinks, p.Attempts, p.LastError)
+	}
+	fmt.Fprintf(w, "episodes (newest last, %d kept):\n", len(s.Episodes))
+	for _, e := range s.Episodes {
+		fmt.Fprintf(w, "  %s → %s  %s %s (%s evidence): %s\n", e.From.Format(time.RFC3339), e.To.Format(time.RFC3339), e.Kind, e.Pod, e.Evidence, e.Outcome)
+	}
+	return nil
+}

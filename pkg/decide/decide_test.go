@@ -1,0 +1,547 @@
+package decide
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentenv/watchdog/pkg/endpoints"
+	"github.com/agentenv/watchdog/pkg/scrape"
+	"github.com/agentenv/watchdog/pkg/state"
+)
+
+var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+func testConfig() Config {
+	return Config{
+		StartupGrace:  2 * time.Minute,
+		WedgedFor:     4 * time.Minute,
+		ConfirmWindow: 90 * time.Second,
+		MaxRestarts:   3,
+		RestartWindow: time.Hour,
+		RestartMethod: MethodDelete,
+		ClaimTimeout:  3 * time.Minute,
+	}
+}
+
+// started is the container start used by default: well past the startup grace.
+var started = t0.Add(-time.Hour)
+
+func sample(ready int, rejected uint64) *scrape.Sample {
+	return &scrape.Sample{
+		Observed:          map[string]int{"ready": ready, "connecting": 0, "unhealthy": 0, "lingering": 0, "unspecified": 0},
+		HeartbeatOK:       1000,
+		HeartbeatRejected: rejected,
+	}
+}
+
+func schedPod(name, uid string, s *scrape.Sample) Pod {
+	return Pod{Name: name, UID: uid, Phase: "Running", Ready: true, Running: true, StartedAt: started, Sample: s}
+}
+
+func observe(at time.Time, expected int, pods ...Pod) Observation {
+	return Observation{
+		At:       at,
+		Expected: endpoints.Count{Serving: expected},
+		Pods:     pods,
+		Rollout:  &Rollout{Name: "agentenv-scheduler", Found: true},
+	}
+}
+
+// step is one run: an observation and what the decision must say.
+type step struct {
+	obs        Observation
+	verdict    Verdict
+	action     Action
+	reasonHas  string
+	confirming bool
+	check      func(t *testing.T, s *state.State, r Result)
+}
+
+func runSteps(t *testing.T, cfg Config, prev *state.State, steps []step) *state.State {
+	t.Helper()
+	s := prev
+	if s == nil {
+		s = state.New()
+	}
+	for i, st := range steps {
+		next, res := Decide(st.obs, s, cfg)
+		if res.Verdict != st.verdict || res.Action != st.action {
+			t.Fatalf("step %d at +%s: got %s/%s (%s), want %s/%s", i, st.obs.At.Sub(t0), res.Verdict, res.Action, res.Reason, st.verdict, st.action)
+		}
+		if st.reasonHas != "" && !strings.Contains(res.Reason, st.reasonHas) {
+			t.Errorf("step %d: reason %q lacks %q", i, res.Reason, st.reasonHas)
+		}
+		if st.confirming {
+			confirming := false
+			for _, tg := range res.Targets {
+				confirming = confirming || tg.Confirming
+			}
+			if !confirming {
+				t.Errorf("step %d: expected a target to be confirming strong evidence", i)
+			}
+		}
+		if st.check != nil {
+			st.check(t, next, res)
+		}
+		CountRun(next, res.Verdict)
+		s = next
+	}
+	return s
+}
+
+func TestVerdicts(t *testing.T) {
+	cfg := testConfig()
+	p := func(s *scrape.Sample) Pod { return schedPod("sched-a", "uid-a", s) }
+	cases := []struct {
+		name    string
+		obs     Observation
+		verdict Verdict
+		action  Action
+		reason  string
+	}{
+		{"healthy", observe(t0, 3, p(sample(3, 0))), Healthy, None, "ready 3"},
+		{"healthy with fewer ready and no rejections", observe(t0, 3, p(sample(2, 0))), Healthy, None, "ready 2 of 3"},
+		{"no serving nodes", observe(t0, 0, p(sample(0, 0))), NoNodes, None, "no serving node"},
+		{"first sight of a wedge waits", observe(t0, 3, p(sample(0, 5))), Wedged, Wait, "ready 0 while the API server lists 3"},
+		{"scrape failed", func() Observation {
+			pod := p(nil)
+			pod.ScrapeErr = &scrape.Error{Kind: scrape.KindTimeout, Err: errors.New("slow")}
+			return observe(t0, 3, pod)
+		}(), Unknown, None, "metrics unreadable"},
+		{"endpoint slices unreadable", func() Observation {
+			o := observe(t0, 0, p(sample(0, 0)))
+			o.ExpectedErr = errors.New("forbidden")
+			return o
+		}(), Unknown, None, "cannot count serving nodes"},
+		{"container not running", func() Observation {
+			pod := p(nil)
+			pod.Running, pod.StartedAt, pod.WaitingReason = false, time.Time{}, "CrashLoopBackOff"
+			return observe(t0, 3, pod)
+		}(), Unknown, None, "CrashLoopBackOff"},
+		{"container start in the future", func() Observation {
+			pod := p(sample(0, 0))
+			pod.StartedAt = t0.Add(10 * time.Minute)
+			return observe(t0, 3, pod)
+		}(), Unknown, None, "clock skew"},
+		{"small skew is a fresh start", func() Observation {
+			pod := p(sample(0, 0))
+			pod.StartedAt = t0.Add(30 * time.Second)
+			return observe(t0, 3, pod)
+		}(), Starting, None, "startup grace"},
+		{"just inside the startup grace", func() Observation {
+			pod := p(sample(0, 0))
+			pod.StartedAt = t0.Add(-cfg.StartupGrace + time.Second)
+			return observe(t0, 3, pod)
+		}(), Starting, None, "1m59s ago"},
+		{"exactly at the startup grace is judged", func() Observation {
+			pod := p(sample(0, 0))
+			pod.StartedAt = t0.Add(-cfg.StartupGrace)
+			return observe(t0, 3, pod)
+		}(), Wedged, Wait, "ready 0"},
+		{"starting hides a scrape error", func() Observation {
+			pod := p(nil)
+			pod.StartedAt = t0.Add(-10 * time.Second)
+			pod.ScrapeErr = errors.New("connection refused")
+			return observe(t0, 3, pod)
+		}(), Starting, None, ""},
+		{"no pods at all", observe(t0, 3), Unknown, None, "no scheduler pod matches"},
+		{"only a terminating pod", func() Observation {
+			pod := p(nil)
+			pod.Terminating = true
+			return observe(t0, 3, pod)
+		}(), Unknown, None, "terminating"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			runSteps(t, cfg, nil, []step{{obs: tc.obs, verdict: tc.verdict, action: tc.action, reasonHas: tc.reason}})
+		})
+	}
+}
+
+func TestWedgedForEdges(t *testing.T) {
+	cfg := testConfig()
+	wedged := func(at time.Time, rejected uint64) Observation {
+		return observe(at, 3, schedPod("sched-a", "uid-a", sample(0, rejected)))
+	}
+	t.Run("one second short waits", func(t *testing.T) {
+		runSteps(t, cfg, nil, []step{
+			{obs: wedged(t0, 0), verdict: Wedged, action: Wait},
+			{obs: wedged(t0.Add(cfg.WedgedFor-time.Second), 0), verdict: Wedged, action: Wait, reasonHas: "wedged 3m59s < 4m"},
+		})
+	})
+	t.Run("exactly wedged-for restarts", func(t *testing.T) {
+		runSteps(t, cfg, nil, []step{
+			{obs: wedged(t0, 0), verdict: Wedged, action: Wait},
+			{obs: wedged(t0.Add(cfg.WedgedFor), 0), verdict: Wedged, action: Restart, reasonHas: "wedged 4m ≥ 4m"},
+		})
+	})
+	t.Run("two cron runs even when the second fires early", func(t *testing.T) {
+		runSteps(t, cfg, nil, []step{
+			{obs: wedged(t0, 0), verdict: Wedged, action: Wait},
+			{obs: wedged(t0.Add(5*time.Minute-50*time.Second), 0), verdict: Wedged, action: Restart, reasonHas: "weak evidence"},
+		})
+	})
+	t.Run("a healthy run in between starts over", func(t *testing.T) {
+		s := runSteps(t, cfg, nil, []step{
+			{obs: wedged(t0, 0), verdict: Wedged, action: Wait},
+			{obs: observe(t0.Add(5*time.Minute), 3, schedPod("sched-a", "uid-a", sample(3, 0))), verdict: Healthy, action: None},
+			{obs: wedged(t0.Add(10*time.Minute), 0), verdict: Wedged, action: Wait},
+		})
+		if len(s.Episodes) != 1 || s.Episodes[0].Outcome != "recovered" {
+			t.Errorf("the ended wedge should be recorded as recovered: %+v", s.Episodes)
+		}
+	})
+}
+
+func TestUnknownPausesTheWedgeClock(t *testing.T) {
+	cfg := testConfig()
+	wedged := func(at time.Time) Observation {
+		return observe(at, 3, schedPod("sched-a", "uid-a", sample(0, 0)))
+	}
+	blind := func(at time.Time) Observation {
+		p := schedPod("sched-a", "uid-a", nil)
+		p.ScrapeErr = &scrape.Error{Kind: scrape.KindHTTPStatus, Err: errors.New("500")}
+		return observe(at, 3, p)
+	}
+	runSteps(t, cfg, nil, []step{
+		{obs: wedged(t0), verdict: Wedged, action: Wait},
+		{obs: blind(t0.Add(5 * time.Minute)), verdict: Unknown, action: None, check: func(t *testing.T, s *state.State, _ Result) {
+			bad := s.Pods["uid-a"].Bad
+			if bad == nil || bad.For != 0 || !bad.Since.Equal(t0) {
+				t.Errorf("an unknown must keep the episode without advancing it: %+v", bad)
+			}
+			if s.Pods["uid-a"].Unknowns != 1 {
+				t.Errorf("unknowns = %d", s.Pods["uid-a"].Unknowns)
+			}
+		}},
+		// The gap around the unknown does not count: still 0 after it.
+		{obs: wedged(t0.Add(10 * time.Minute)), verdict: Wedged, action: Wait, reasonHas: "wedged 0s < 4m"},
+		{obs: wedged(t0.Add(15 * time.Minute)), verdict: Wedged, action: Restart, check: func(t *testing.T, s *state.State, r Result) {
+			if got := r.Targets[0].BadSince; got == nil || !got.Equal(t0) {
+				t.Errorf("the episode still began at the first wedged observation: %v", got)
+			}
+		}},
+	})
+}
+
+func TestFreshClock(t *testing.T) {
+	cfg := testConfig()
+	first := []step{{obs: observe(t0, 3, schedPod("sched-a", "uid-a", sample(0, 10))), verdict: Wedged, action: Wait}}
+
+	t.Run("new pod UID", func(t *testing.T) {
+		s := runSteps(t, cfg, nil, first)
+		p := schedPod("sched-b", "uid-b", sample(0, 10))
+		runSteps(t, cfg, s, []step{{obs: observe(t0.Add(5*time.Minute), 3, p), verdict: Wedged, action: Wait,
+			check: func(t *testing.T, s *state.State, _ Result) {
+				if _, ok := s.Pods["uid-a"]; ok {
+					t.Error("the gone pod must be forgotten")
+				}
+				if len(s.Episodes) != 1 || s.Episodes[0].Outcome != "gone" {
+					t.Errorf("episodes %+v", s.Episodes)
+				}
+			}}})
+	})
+	t.Run("container restarted", func(t *testing.T) {
+		s := runSteps(t, cfg, nil, first)
+		p := schedPod("sched-a", "uid-a", sample(0, 0))
+		p.StartedAt = t0.Add(-3 * time.Minute)
+		runSteps(t, cfg, s, []step{{obs: observe(t0.Add(5*time.Minute), 3, p), verdict: Wedged, action: Wait, reasonHas: "no earlier counter value"}})
+	})
+	t.Run("counter reset means a new process", func(t *testing.T) {
+		s := runSteps(t, cfg, nil, first)
+		runSteps(t, cfg, s, []step{{obs: observe(t0.Add(5*time.Minute), 3, schedPod("sched-a", "uid-a", sample(0, 2))), verdict: Wedged, action: Wait,
+			check: func(t *testing.T, s *state.State, r Result) {
+				if r.Targets[0].BadFor != 0 {
+					t.Errorf("clock not reset: %s", r.Targets[0].BadFor.D())
+				}
+				if s.Pods["uid-a"].Counters.HeartbeatRejected != 2 {
+					t.Error("the new process's counter must become the baseline")
+				}
+			}}})
+	})
+}
+
+func TestTerminatingPodIsNotJudged(t *testing.T) {
+	cfg := testConfig()
+	old := schedPod("sched-old", "uid-old", nil)
+	old.Terminating = true
+	runSteps(t, cfg, nil, []step{{obs: observe(t0, 3, old, schedPod("sched-new", "uid-new", sample(3, 0))), verdict: Healthy, action: None,
+		check: func(t *testing.T, s *state.State, r Result) {
+			for _, tg := range r.Targets {
+				if tg.UID == "uid-old" && (tg.Judged || tg.Action != None || !strings.Contains(tg.Reason, "terminating")) {
+					t.Errorf("terminating pod: %+v", tg)
+				}
+			}
+			if _, ok := s.Pods["uid-old"]; ok {
+				t.Error("a terminating pod gets no wedge clock")
+			}
+		}}})
+}
+
+func TestSeveralPods(t *testing.T) {
+	cfg := testConfig()
+	a := func(at time.Time) Pod { return schedPod("sched-a", "uid-a", sample(0, 0)) }
+	b := func(at time.Time) Pod { return schedPod("sched-b", "uid-b", sample(0, 0)) }
+	t.Run("no lease: all judged, restart blocked", func(t *testing.T) {
+		runSteps(t, cfg, nil, []step{
+			{obs: observe(t0, 3, a(t0), b(t0)), verdict: Wedged, action: Wait},
+			{obs: observe(t0.Add(5*time.Minute), 3, a(t0), b(t0)), verdict: Wedged, action: Blocked, reasonHas: "no --leader-lease"},
+		})
+	})
+	t.Run("no lease: worst pod wins the summary", func(t *testing.T) {
+		runSteps(t, cfg, nil, []step{{obs: observe(t0, 3, schedPod("sched-a", "uid-a", sample(3, 0)), b(t0)), verdict: Wedged, action: Wait, reasonHas: "sched-b"}})
+	})
+	t.Run("leader only", func(t *testing.T) {
+		cfg := cfg
+		cfg.LeaderLease = "agentenv-scheduler"
+		leader := schedPod("sched-a", "uid-a", sample(3, 0))
+		standby := schedPod("sched-b", "uid-b", nil) // standbys are not scraped
+		o := observe(t0, 3, leader, standby)
+		o.Leader = &Leader{Holder: "sched-a_4f1c"}
+		runSteps(t, cfg, nil, []step{{obs: o, verdict: Healthy, action: None, check: func(t *testing.T, s *state.State, r Result) {
+			if len(r.Targets) != 2 || !r.Targets[0].Judged || r.Targets[1].Judged || !strings.Contains(r.Targets[1].Reason, "standby") {
+				t.Errorf("targets %+v", r.Targets)
+			}
+		}}})
+	})
+	t.Run("leader lease unreadable", func(t *testing.T) {
+		cfg := cfg
+		cfg.LeaderLease = "agentenv-scheduler"
+		o := observe(t0, 3, a(t0))
+		o.Leader = &Leader{Err: errors.New("forbidden")}
+		runSteps(t, cfg, nil, []step{{obs: o, verdict: Unknown, action: None, reasonHas: "cannot read leader Lease"}})
+	})
+	t.Run("leader not among pods", func(t *testing.T) {
+		cfg := cfg
+		cfg.LeaderLease = "agentenv-scheduler"
+		o := observe(t0, 3, a(t0))
+		o.Leader = &Leader{Holder: "sched-zzz"}
+		runSteps(t, cfg, nil, []step{{obs: o, verdict: Unknown, action: None, reasonHas: "not a live scheduler pod"}})
+	})
+}
+
+func wedgedTwice(cfg Config, prev *state.State, o func(at time.Time) Observation) (*state.State, Result) {
+	s, _ := Decide(o(t0), prev, cfg)
+	return Decide(o(t0.Add(5*time.Minute)), s, cfg)
+}
+
+func TestRestartGates(t *testing.T) {
+	cfg := testConfig()
+	plain := func(at time.Time) Observation { return observe(at, 3, schedPod("sched-a", "uid-a", sample(0, 0))) }
+
+	t.Run("budget spent", func(t *testing.T) {
+		prev := state.New()
+		for i := 1; i <= 3; i++ {
+			prev.Restarts = append(prev.Restarts, state.Restart{UID: "old", ClaimedAt: t0.Add(-time.Duration(i) * 10 * time.Minute), Outcome: state.RestartDone})
+		}
+		_, r := wedgedTwice(cfg, prev, plain)
+		if r.Action != Blocked || !strings.Contains(r.Reason, "budget 3/3") {
+			t.Fatalf("%s: %s", r.Action, r.Reason)
+		}
+	})
+	t.Run("budget restored once restarts leave the window", func(t *testing.T) {
+		prev := state.New()
+		for i := 0; i < 3; i++ {
+			prev.Restarts = append(prev.Restarts, state.Restart{UID: "old", ClaimedAt: t0.Add(-2 * time.Hour), Outcome: state.RestartDone})
+		}
+		_, r := wedgedTwice(cfg, prev, plain)
+		if r.Action != Restart {
+			t.Fatalf("%s: %s", r.Action, r.Reason)
+		}
+	})
+	t.Run("abandoned claims do not use the budget", func(t *testing.T) {
+		prev := state.New()
+		for i := 0; i < 3; i++ {
+			prev.Restarts = append(prev.Restarts, state.Restart{UID: "old", ClaimedAt: t0.Add(-time.Minute), Outcome: state.RestartAbandoned})
+		}
+		if _, r := wedgedTwice(cfg, prev, plain); r.Action != Restart {
+			t.Fatalf("%s: %s", r.Action, r.Reason)
+		}
+	})
+	t.Run("never twice for one pod", func(t *testing.T) {
+		prev := state.New()
+		prev.Restarts = []state.Restart{{UID: "uid-a", ClaimedAt: t0.Add(-time.Minute), Outcome: state.RestartDone, Method: MethodRollout}}
+		_, r := wedgedTwice(cfg, prev, plain)
+		if r.Action != Blocked || !strings.Contains(r.Reason, "already restarted") {
+			t.Fatalf("%s: %s", r.Action, r.Reason)
+		}
+	})
+	t.Run("a claim left by a crashed run is completed without a new claim", func(t *testing.T) {
+		prev := state.New()
+		for i := 0; i < 3; i++ {
+			prev.Restarts = append(prev.Restarts, state.Restart{UID: "other", ClaimedAt: t0.Add(-time.Minute), Outcome: state.RestartDone})
+		}
+		prev.Restarts = append(prev.Restarts, state.Restart{UID: "uid-a", ClaimedAt: t0.Add(-time.Minute), Outcome: state.RestartClaimed})
+		_, r := wedgedTwice(cfg, prev, plain)
+		if r.Action != Restart || !r.Targets[0].Resume {
+			t.Fatalf("%s resume=%v: %s", r.Action, r.Targets[0].Resume, r.Reason)
+		}
+	})
+	t.Run("a fresh claim of another run blocks", func(t *testing.T) {
+		prev, _ := Decide(plain(t0), state.New(), cfg)
+		prev.Restarts = append(prev.Restarts, state.Restart{UID: "uid-a", ClaimedAt: t0.Add(5*time.Minute - 10*time.Second), Outcome: state.RestartClaimed})
+		_, r := Decide(plain(t0.Add(5*time.Minute)), prev, cfg)
+		if r.Action != Blocked || !strings.Contains(r.Reason, "may still be acting") {
+			t.Fatalf("%s: %s", r.Action, r.Reason)
+		}
+	})
+	t.Run("a claim whose pod recovered is abandoned", func(t *testing.T) {
+		prev := state.New()
+		prev.Restarts = []state.Restart{{UID: "uid-a", ClaimedAt: t0.Add(-time.Minute), Outcome: state.RestartClaimed}}
+		next, _ := Decide(observe(t0, 3, schedPod("sched-a", "uid-a", sample(3, 0))), prev, cfg)
+		if next.Restarts[0].Outcome != state.RestartAbandoned {
+			t.Errorf("outcome %s", next.Restarts[0].Outcome)
+		}
+	})
+	t.Run("a claim whose pod is gone is done", func(t *testing.T) {
+		prev := state.New()
+		prev.Restarts = []state.Restart{{UID: "uid-a", ClaimedAt: t0.Add(-time.Minute), Outcome: state.RestartClaimed, Method: MethodDelete}}
+		next, _ := Decide(observe(t0, 3, schedPod("sched-b", "uid-b", sample(3, 0))), prev, cfg)
+		if next.Restarts[0].Outcome != state.RestartDone {
+			t.Errorf("outcome %s", next.Restarts[0].Outcome)
+		}
+	})
+
+	rollout := func(r *Rollout) func(at time.Time) Observation {
+		return func(at time.Time) Observation { o := plain(at); o.Rollout = r; return o }
+	}
+	for _, tc := range []struct {
+		name    string
+		rollout *Rollout
+		method  string
+		action  Action
+		need    bool
+		reason  string
+	}{
+		{"rollout not read yet", nil, MethodDelete, Blocked, true, "not read yet"},
+		{"mid-rollout", &Rollout{Name: "d", Found: true, InProgress: true, Detail: "1 of 2 updated"}, MethodDelete, Blocked, false, "mid-rollout"},
+		{"paused", &Rollout{Name: "d", Found: true, Paused: true}, MethodDelete, Blocked, false, "paused"},
+		{"unreadable fails safe", &Rollout{Name: "d", Err: errors.New("forbidden")}, MethodDelete, Blocked, false, "cannot read Deployment"},
+		{"no deployment, delete method", &Rollout{Name: "d"}, MethodDelete, Restart, false, "restarting the pod alone"},
+		{"no deployment, rollout method", &Rollout{Name: "d"}, MethodRollout, Blocked, false, "needs it"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := cfg
+			cfg.RestartMethod = tc.method
+			_, r := wedgedTwice(cfg, state.New(), rollout(tc.rollout))
+			if r.Action != tc.action || r.NeedRollout != tc.need {
+				t.Fatalf("%s need=%v: %s", r.Action, r.NeedRollout, r.Reason)
+			}
+			found := false
+			for _, g := range r.Targets[0].Gates {
+				found = found || strings.Contains(g.Detail, tc.reason)
+			}
+			if !found {
+				t.Errorf("no gate says %q: %+v", tc.reason, r.Targets[0].Gates)
+			}
+		})
+	}
+}
+
+func TestStrongEvidence(t *testing.T) {
+	cfg := testConfig()
+	at := func(d time.Duration, ready int, rejected uint64) Observation {
+		return observe(t0.Add(d), 3, schedPod("sched-a", "uid-a", sample(ready, rejected)))
+	}
+	healthyBefore := step{obs: at(-5*time.Minute, 3, 0), verdict: Healthy, action: None}
+
+	t.Run("confirmed over the window restarts before wedged-for", func(t *testing.T) {
+		steps := []step{healthyBefore,
+			{obs: at(0, 0, 6), verdict: Wedged, action: Wait, confirming: true, reasonHas: "6 heartbeat(s) rejected"}}
+		for d := 15 * time.Second; d < cfg.ConfirmWindow; d += 15 * time.Second {
+			steps = append(steps, step{obs: at(d, 0, 6), verdict: Wedged, action: Wait, confirming: true})
+		}
+		steps = append(steps, step{obs: at(cfg.ConfirmWindow, 0, 7), verdict: Wedged, action: Restart, reasonHas: "strong evidence held 1m30s ≥ confirm window 1m30s"})
+		runSteps(t, cfg, nil, steps)
+	})
+	t.Run("a flap that heals inside the window is not restarted", func(t *testing.T) {
+		s := runSteps(t, cfg, nil, []step{healthyBefore,
+			{obs: at(0, 0, 3), verdict: Wedged, action: Wait, confirming: true},
+			{obs: at(15*time.Second, 0, 6), verdict: Wedged, action: Wait, confirming: true},
+			{obs: at(30*time.Second, 0, 9), verdict: Wedged, action: Wait, confirming: true},
+			{obs: at(40*time.Second, 3, 9), verdict: Healthy, action: None},
+		})
+		if len(s.Episodes) != 1 || s.Episodes[0].Outcome != "recovered" || s.Episodes[0].Evidence != "strong" {
+			t.Errorf("the healed flap must be recorded: %+v", s.Episodes)
+		}
+	})
+	t.Run("weak evidence does not confirm early", func(t *testing.T) {
+		runSteps(t, cfg, nil, []step{healthyBefore,
+			{obs: at(0, 0, 0), verdict: Wedged, action: Wait, reasonHas: "nodes may not reach"},
+			{obs: at(2*time.Minute, 0, 0), verdict: Wedged, action: Wait},
+		})
+	})
+	t.Run("an unknown restarts confirmation", func(t *testing.T) {
+		blind := at(30*time.Second, 0, 0)
+		blind.Pods[0].Sample, blind.Pods[0].ScrapeErr = nil, errors.New("refused")
+		runSteps(t, cfg, nil, []step{healthyBefore,
+			{obs: at(0, 0, 3), verdict: Wedged, action: Wait, confirming: true},
+			{obs: blind, verdict: Unknown, action: None},
+			{obs: at(60*time.Second, 0, 6), verdict: Wedged, action: Wait, confirming: true},
+			{obs: at(120*time.Second, 0, 6), verdict: Wedged, action: Wait, confirming: true},
+			{obs: at(150*time.Second, 0, 9), verdict: Wedged, action: Restart},
+		})
+	})
+	t.Run("confirm window zero disables the fast path", func(t *testing.T) {
+		cfg := cfg
+		cfg.ConfirmWindow = 0
+		runSteps(t, cfg, nil, []step{healthyBefore,
+			{obs: at(0, 0, 3), verdict: Wedged, action: Wait},
+			{obs: at(3*time.Minute, 0, 9), verdict: Wedged, action: Wait},
+		})
+	})
+	t.Run("an old watch is strong evidence", func(t *testing.T) {
+		cfg := cfg
+		cfg.MaxWatchAge = 5 * time.Minute
+		o := at(0, 0, 0)
+		age := 900.0
+		o.Pods[0].Sample.WatchAge = &age
+		runSteps(t, cfg, nil, []step{{obs: o, verdict: Wedged, action: Wait, confirming: true, reasonHas: "no event for 15m"}})
+	})
+}
+
+func TestDegraded(t *testing.T) {
+	cfg := testConfig()
+	at := func(d time.Duration, ready int, rejected uint64) Observation {
+		return observe(t0.Add(d), 3, schedPod("sched-a", "uid-a", sample(ready, rejected)))
+	}
+	steps := []step{
+		{obs: at(0, 2, 0), verdict: Healthy, action: None},
+		{obs: at(5*time.Minute, 2, 4), verdict: Degraded, action: Wait, reasonHas: "ready 2 of 3"},
+		{obs: at(10*time.Minute, 2, 4), verdict: Degraded, action: None, reasonHas: "restart-on-degraded=false"},
+	}
+	runSteps(t, cfg, nil, steps)
+
+	cfg.RestartOnDegraded = true
+	steps[2] = step{obs: at(10*time.Minute, 2, 5), verdict: Degraded, action: Restart}
+	runSteps(t, cfg, nil, steps)
+}
+
+func TestDecideDoesNotModifyItsInput(t *testing.T) {
+	cfg := testConfig()
+	prev, _ := Decide(observe(t0, 3, schedPod("sched-a", "uid-a", sample(0, 0))), state.New(), cfg)
+	before, err := state.Encode(prev.Clone(), t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	Decide(observe(t0.Add(5*time.Minute), 3, schedPod("sched-a", "uid-a", sample(0, 3))), prev, cfg)
+	after, _ := state.Encode(prev.Clone(), t0)
+	if string(before) != string(after) {
+		t.Errorf("Decide modified its input state:\n%s\n---\n%s", before, after)
+	}
+}
+
+func TestCountRun(t *testing.T) {
+	s := state.New()
+	CountRun(s, Unknown)
+	CountRun(s, Unknown)
+	if s.UnknownRuns != 2 {
+		t.Fatalf("unknown runs %d", s.UnknownRuns)
+	}
+	CountRun(s, Wedged)
+	if s.UnknownRuns != 0 {
+		t.Fatalf("a known verdict must reset the count, got %d", s.UnknownRuns)
+	}
+}

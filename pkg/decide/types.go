@@ -1,0 +1,172 @@
+// Package decide is the watchdog's pure decision core: an observation, the previous
+// state, the time and the configuration go in; the next state, a verdict and an
+// action per pod come out. It does no I/O and reads no clock, so every edge is
+// table-tested (decide_test.go).
+package decide
+
+import (
+	"time"
+
+	"github.com/agentenv/watchdog/pkg/endpoints"
+	"github.com/agentenv/watchdog/pkg/scrape"
+	"github.com/agentenv/watchdog/pkg/state"
+)
+
+// Verdict names are part of the interface (DESIGN §3).
+type Verdict string
+
+const (
+	Healthy  Verdict = "healthy"
+	Starting Verdict = "starting"
+	NoNodes  Verdict = "no-nodes"
+	Unknown  Verdict = "unknown"
+	Wedged   Verdict = "wedged"
+	Degraded Verdict = "degraded"
+)
+
+// severity orders verdicts for the run's overall verdict: the worst wins.
+var severity = map[Verdict]int{Healthy: 0, Starting: 1, NoNodes: 2, Unknown: 3, Degraded: 4, Wedged: 5}
+
+// Action names are part of the interface (DESIGN §3).
+type Action string
+
+const (
+	None    Action = "none"
+	Wait    Action = "wait"
+	Restart Action = "restart"
+	Blocked Action = "blocked"
+)
+
+var actionRank = map[Action]int{None: 0, Wait: 1, Blocked: 2, Restart: 3}
+
+// Evidence says what a bad verdict rests on (DESIGN §3).
+type Evidence string
+
+const (
+	// Strong: rejected heartbeats rose within the same process since the previous
+	// observation, or the watch is older than --max-watch-age.
+	Strong Evidence = "strong"
+	// Weak: no counter moved; the nodes may simply not reach the scheduler.
+	Weak Evidence = "weak"
+)
+
+// Restart methods.
+const (
+	MethodDelete  = "delete"
+	MethodRollout = "rollout"
+)
+
+// Config holds the decision thresholds.
+type Config struct {
+	StartupGrace time.Duration
+	WedgedFor    time.Duration
+	// ConfirmWindow is how long strong evidence must hold, ready never returning,
+	// before a restart without waiting for WedgedFor. Zero disables that path.
+	ConfirmWindow     time.Duration
+	MaxRestarts       int
+	RestartWindow     time.Duration
+	RestartOnDegraded bool
+	// MaxWatchAge turns a watch older than this into strong evidence; zero is off.
+	MaxWatchAge time.Duration
+	// LeaderLease, when set, judges only the pod holding that Lease.
+	LeaderLease   string
+	RestartMethod string
+	// ClaimTimeout is how long a restart claim may stay unfinished before a later
+	// run completes it: younger claims belong to a run that may still be acting.
+	ClaimTimeout time.Duration
+}
+
+// ClockSkewTolerance is how far in the future a container start may be before the
+// watchdog stops trusting the pod's clock.
+const ClockSkewTolerance = time.Minute
+
+// Observation is everything one run saw.
+type Observation struct {
+	At time.Time
+	// Expected is the serving node count from the API server; ExpectedErr if unread.
+	Expected    endpoints.Count
+	ExpectedErr error
+	Pods        []Pod
+	// Leader is set when a leader Lease is configured.
+	Leader *Leader
+	// Rollout is the Deployment's state; nil until read (see Result.NeedRollout).
+	Rollout *Rollout
+}
+
+// Pod is one scheduler pod as observed.
+type Pod struct {
+	Name        string
+	UID         string
+	Phase       string
+	Ready       bool
+	Terminating bool
+	// Running reports whether the scheduler container is running; StartedAt is the
+	// start of its current run (state.running.startedAt, else status.startTime).
+	Running       bool
+	StartedAt     time.Time
+	WaitingReason string
+	// Sample is the scrape, or ScrapeErr why there is none. Both nil: not scraped.
+	Sample    *scrape.Sample
+	ScrapeErr error
+}
+
+// Leader is the leader Lease as read.
+type Leader struct {
+	Holder string
+	Err    error
+}
+
+// Rollout is the scheduler Deployment's state, for the rollout gate.
+type Rollout struct {
+	Name       string
+	UID        string
+	Found      bool
+	InProgress bool
+	Paused     bool
+	Detail     string
+	Err        error
+}
+
+// Gate is one restart gate's verdict, shown in dry runs and reports.
+type Gate struct {
+	Name   string `json:"name"`
+	OK     bool   `json:"ok"`
+	Detail string `json:"detail"`
+}
+
+// Target is the decision about one pod.
+type Target struct {
+	Pod      string   `json:"name"`
+	UID      string   `json:"uid"`
+	Judged   bool     `json:"judged"`
+	Verdict  Verdict  `json:"verdict"`
+	Action   Action   `json:"action"`
+	Reason   string   `json:"reason"`
+	Ready    *int     `json:"ready"`
+	Expected *int     `json:"expected"`
+	Evidence Evidence `json:"evidence,omitempty"`
+	// BadSince and BadFor describe the ongoing wedge or degradation.
+	BadSince *time.Time     `json:"since,omitempty"`
+	BadFor   state.Duration `json:"badFor,omitempty"`
+	Age      time.Duration  `json:"-"`
+	Gates    []Gate         `json:"gates,omitempty"`
+	// Confirming: strong evidence, not yet confirmed; observe again soon.
+	Confirming bool `json:"confirming,omitempty"`
+	// NoBaseline: no earlier counter value of this process to compare with.
+	NoBaseline bool `json:"-"`
+	// Resume: a restart was claimed by an earlier run that did not finish it.
+	Resume bool `json:"-"`
+	// ScrapeError is why the pod's metrics could not be read, if they could not.
+	ScrapeError string `json:"scrapeError,omitempty"`
+}
+
+// Result is a whole run's decision.
+type Result struct {
+	Verdict Verdict
+	Action  Action
+	Reason  string
+	Targets []Target
+	// NeedRollout asks the caller to read the Deployment and decide again: a
+	// restart is due and the rollout gate cannot be judged without it.
+	NeedRollout bool
+}

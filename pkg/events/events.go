@@ -1,0 +1,68 @@
+// Package events leaves Kubernetes Events on the objects the watchdog judged, so
+// `kubectl describe` shows what it decided and did. Events are created synchronously:
+// a CronJob's process exits right after, and a buffered recorder would lose them.
+package events
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Reasons, stable for people who filter on them.
+const (
+	ReasonWedged         = "SchedulerWedged"
+	ReasonDegraded       = "SchedulerDegraded"
+	ReasonRestarted      = "WatchdogRestarted"
+	ReasonRestartFailed  = "WatchdogRestartFailed"
+	ReasonRestartBlocked = "WatchdogRestartBlocked"
+	ReasonRecovered      = "SchedulerRecovered"
+	ReasonAlertFailed    = "WatchdogAlertFailed"
+	ReasonBlind          = "WatchdogBlind"
+)
+
+// Component is the Event source.
+const Component = "agentenv-scheduler-watchdog"
+
+// maxMessage is the Event message limit the API server enforces.
+const maxMessage = 1024
+
+// Recorder creates Events.
+type Recorder struct {
+	Client    kubernetes.Interface
+	Namespace string
+	Host      string
+	Now       func() time.Time
+}
+
+// Emit creates one Event about obj. obj needs Kind, Name, Namespace and UID.
+func (r *Recorder) Emit(ctx context.Context, obj corev1.ObjectReference, eventType, reason, message string) error {
+	now := metav1.NewTime(r.Now())
+	if len(message) > maxMessage {
+		message = message[:maxMessage-3] + "..."
+	}
+	ev := &corev1.Event{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      fmt.Sprintf("%s.%x", obj.Name, now.UnixNano()),
+			Namespace: r.Namespace,
+		},
+		InvolvedObject:      obj,
+		Reason:              reason,
+		Message:             message,
+		Type:                eventType,
+		FirstTimestamp:      now,
+		LastTimestamp:       now,
+		Count:               1,
+		Source:              corev1.EventSource{Component: Component, Host: r.Host},
+		ReportingController: "agentenv.io/watchdog",
+		ReportingInstance:   r.Host,
+	}
+	if _, err := r.Client.CoreV1().Events(r.Namespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create %s Event %s on %s %s/%s: %w", eventType, reason, obj.Kind, obj.Namespace, obj.Name, err)
+	}
+	return nil
+}

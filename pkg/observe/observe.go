@@ -1,0 +1,218 @@
+// Package observe gathers what one run needs from the API server and the scheduler
+// pods' metrics, and turns it into a decide.Observation.
+package observe
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
+
+	"github.com/agentenv/watchdog/pkg/decide"
+	"github.com/agentenv/watchdog/pkg/endpoints"
+	"github.com/agentenv/watchdog/pkg/scrape"
+)
+
+// Observer reads pods, EndpointSlices, the leader Lease and metrics.
+type Observer struct {
+	Client      kubernetes.Interface
+	Namespace   string
+	Selector    string
+	Container   string
+	Endpoints   endpoints.Lister
+	Scraper     *scrape.Scraper
+	MetricsPort int
+	MetricsPath string
+	LeaderLease string
+	Deployment  string
+	Clock       clock.PassiveClock
+	// ScrapeURL overrides how a pod's metrics URL is built; nil uses
+	// http://podIP:MetricsPort+MetricsPath. Tests use it to give pods distinct servers.
+	ScrapeURL func(pod *corev1.Pod) string
+}
+
+// Observe lists the scheduler pods and counts expected nodes (in parallel), reads
+// the leader Lease if configured, then scrapes the pods that will be judged. An
+// error means the pod list itself could not be read: nothing can be judged.
+func (o *Observer) Observe(ctx context.Context) (decide.Observation, error) {
+	var (
+		wg          sync.WaitGroup
+		pods        *corev1.PodList
+		podsErr     error
+		expected    endpoints.Count
+		expectedErr error
+		leader      *decide.Leader
+	)
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		pods, podsErr = o.Client.CoreV1().Pods(o.Namespace).List(ctx, metav1.ListOptions{LabelSelector: o.Selector})
+	}()
+	go func() {
+		defer wg.Done()
+		expected, expectedErr = o.Endpoints.Expected(ctx)
+	}()
+	if o.LeaderLease != "" {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			leader = o.readLeader(ctx)
+		}()
+	}
+	wg.Wait()
+	if podsErr != nil {
+		return decide.Observation{}, fmt.Errorf("list scheduler pods (%s) in %s: %w", o.Selector, o.Namespace, podsErr)
+	}
+
+	obs := decide.Observation{At: o.Clock.Now(), Expected: expected, ExpectedErr: expectedErr, Leader: leader}
+	obs.Pods = make([]decide.Pod, len(pods.Items))
+	var scrapes sync.WaitGroup
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		obs.Pods[i] = o.describe(pod)
+		if !o.shouldScrape(pod, leader) {
+			continue
+		}
+		scrapes.Add(1)
+		go func(p *decide.Pod, pod *corev1.Pod) {
+			defer scrapes.Done()
+			url := o.url(pod)
+			if url == "" {
+				p.ScrapeErr = &scrape.Error{Kind: scrape.KindUnreachable, Err: fmt.Errorf("pod %s has no IP", pod.Name)}
+				return
+			}
+			sample, err := o.Scraper.Scrape(ctx, url)
+			if err != nil {
+				p.ScrapeErr = err
+				return
+			}
+			p.Sample = &sample
+		}(&obs.Pods[i], pod)
+	}
+	scrapes.Wait()
+	// The observation time is when the samples were taken, not when the run began.
+	obs.At = o.Clock.Now()
+	return obs, nil
+}
+
+func (o *Observer) shouldScrape(pod *corev1.Pod, leader *decide.Leader) bool {
+	if pod.DeletionTimestamp != nil {
+		return false
+	}
+	if o.LeaderLease != "" {
+		// Standbys read 0 by design: scraping them would only add noise.
+		return leader != nil && leader.Err == nil && decide.HolderIs(leader.Holder, pod.Name)
+	}
+	return true
+}
+
+func (o *Observer) url(pod *corev1.Pod) string {
+	if o.ScrapeURL != nil {
+		return o.ScrapeURL(pod)
+	}
+	if pod.Status.PodIP == "" {
+		return ""
+	}
+	return "http://" + net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(o.MetricsPort)) + o.MetricsPath
+}
+
+// describe turns a pod into the decision core's view. The age comes from the
+// scheduler container's current run (a container restart is a fresh start), falling
+// back to the pod's start time, never its creation.
+func (o *Observer) describe(pod *corev1.Pod) decide.Pod {
+	p := decide.Pod{
+		Name:        pod.Name,
+		UID:         string(pod.UID),
+		Phase:       string(pod.Status.Phase),
+		Terminating: pod.DeletionTimestamp != nil,
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			p.Ready = c.Status == corev1.ConditionTrue
+		}
+	}
+	var podStart time.Time
+	if pod.Status.StartTime != nil {
+		podStart = pod.Status.StartTime.Time
+	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.Name != o.Container {
+			continue
+		}
+		switch {
+		case cs.State.Running != nil:
+			p.Running, p.StartedAt = true, cs.State.Running.StartedAt.Time
+			if p.StartedAt.IsZero() {
+				p.StartedAt = podStart
+			}
+		case cs.State.Waiting != nil:
+			p.WaitingReason = "waiting: " + cs.State.Waiting.Reason
+		case cs.State.Terminated != nil:
+			p.WaitingReason = "terminated: " + cs.State.Terminated.Reason
+		}
+		return p
+	}
+	// No status for the container: fall back to the pod's start.
+	if pod.Status.Phase == corev1.PodRunning && !podStart.IsZero() {
+		p.Running, p.StartedAt = true, podStart
+	} else {
+		p.WaitingReason = fmt.Sprintf("pod phase %s, no status for container %q", pod.Status.Phase, o.Container)
+	}
+	return p
+}
+
+func (o *Observer) readLeader(ctx context.Context) *decide.Leader {
+	lease, err := o.Client.CoordinationV1().Leases(o.Namespace).Get(ctx, o.LeaderLease, metav1.GetOptions{})
+	if err != nil {
+		return &decide.Leader{Err: fmt.Errorf("get Lease %s/%s: %w", o.Namespace, o.LeaderLease, err)}
+	}
+	l := &decide.Leader{}
+	if lease.Spec.HolderIdentity != nil {
+		l.Holder = *lease.Spec.HolderIdentity
+	}
+	return l
+}
+
+// Rollout reads the scheduler Deployment for the rollout gate. A missing Deployment
+// is not an error (the pod may be managed otherwise); any other failure is, and the
+// gate fails safe on it.
+func (o *Observer) Rollout(ctx context.Context) *decide.Rollout {
+	r := &decide.Rollout{Name: o.Deployment}
+	d, err := o.Client.AppsV1().Deployments(o.Namespace).Get(ctx, o.Deployment, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return r
+	}
+	if err != nil {
+		r.Err = fmt.Errorf("get Deployment %s/%s: %w", o.Namespace, o.Deployment, err)
+		return r
+	}
+	r.Found, r.UID = true, string(d.UID)
+	r.Paused = d.Spec.Paused
+	r.InProgress, r.Detail = rollingOut(d)
+	return r
+}
+
+func rollingOut(d *appsv1.Deployment) (bool, string) {
+	want := int32(1)
+	if d.Spec.Replicas != nil {
+		want = *d.Spec.Replicas
+	}
+	switch {
+	case d.Status.ObservedGeneration < d.Generation:
+		return true, fmt.Sprintf("generation %d not yet observed (at %d)", d.Generation, d.Status.ObservedGeneration)
+	case d.Status.UpdatedReplicas < want:
+		return true, fmt.Sprintf("%d of %d replicas updated", d.Status.UpdatedReplicas, want)
+	case d.Status.Replicas > d.Status.UpdatedReplicas:
+		return true, fmt.Sprintf("%d old replica(s) still running", d.Status.Replicas-d.Status.UpdatedReplicas)
+	}
+	return false, ""
+}

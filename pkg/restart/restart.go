@@ -1,0 +1,79 @@
+// Package restart carries out a restart the decision core asked for, touching only
+// the pod that was observed.
+package restart
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Restarter restarts one scheduler pod.
+type Restarter interface {
+	// Restart acts on the pod named name with UID uid. It returns Gone=true when
+	// the pod was already gone (someone else restarted it: that counts as done).
+	Restart(ctx context.Context, name, uid string) (Result, error)
+	Method() string
+}
+
+// Result says what happened.
+type Result struct {
+	Gone   bool
+	Detail string
+}
+
+// Deleter deletes the pod with a UID precondition, so that only the observed pod
+// dies (never a replacement that took its name), and with the pod's own grace period.
+type Deleter struct {
+	Client    kubernetes.Interface
+	Namespace string
+}
+
+func (d Deleter) Method() string { return "delete" }
+
+func (d Deleter) Restart(ctx context.Context, name, uid string) (Result, error) {
+	u := types.UID(uid)
+	err := d.Client.CoreV1().Pods(d.Namespace).Delete(ctx, name, metav1.DeleteOptions{
+		Preconditions: &metav1.Preconditions{UID: &u},
+	})
+	switch {
+	case err == nil:
+		return Result{Detail: fmt.Sprintf("deleted pod %s/%s (uid %s)", d.Namespace, name, uid)}, nil
+	case apierrors.IsNotFound(err):
+		return Result{Gone: true, Detail: fmt.Sprintf("pod %s/%s already gone", d.Namespace, name)}, nil
+	case apierrors.IsConflict(err):
+		// The UID precondition failed: the name now belongs to another pod, so ours is gone.
+		return Result{Gone: true, Detail: fmt.Sprintf("pod %s/%s uid %s already replaced", d.Namespace, name, uid)}, nil
+	default:
+		return Result{}, fmt.Errorf("delete pod %s/%s: %w", d.Namespace, name, err)
+	}
+}
+
+// RestartedAtAnnotation is what `kubectl rollout restart` sets on the pod template.
+const RestartedAtAnnotation = "kubectl.kubernetes.io/restartedAt"
+
+// Rollout restarts the Deployment the way `kubectl rollout restart` does, letting
+// the Deployment controller replace the pod with its surge and availability rules.
+type Rollout struct {
+	Client     kubernetes.Interface
+	Namespace  string
+	Deployment string
+	Now        func() time.Time
+}
+
+func (r Rollout) Method() string { return "rollout" }
+
+func (r Rollout) Restart(ctx context.Context, name, uid string) (Result, error) {
+	at := r.Now().UTC().Format(time.RFC3339)
+	patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{%q:%q}}}}}`, RestartedAtAnnotation, at)
+	_, err := r.Client.AppsV1().Deployments(r.Namespace).Patch(ctx, r.Deployment, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: "watchdog"})
+	if err != nil {
+		return Result{}, fmt.Errorf("patch Deployment %s/%s with %s: %w", r.Namespace, r.Deployment, RestartedAtAnnotation, err)
+	}
+	return Result{Detail: fmt.Sprintf("rollout restart of Deployment %s/%s requested at %s (for pod %s)", r.Namespace, r.Deployment, at, name)}, nil
+}

@@ -1,0 +1,345 @@
+// Package scrape reads the scheduler's Prometheus metrics page and extracts the few
+// series the watchdog judges by. It never guesses: anything it cannot read with
+// certainty comes back as an *Error, which the decision core treats as "unknown".
+package scrape
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strings"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// Metric names exported by the AgentENV scheduler (DESIGN §2).
+const (
+	ObservedNodesMetric = "agentenv_scheduler_observed_nodes"
+	RPCDurationMetric   = "agentenv_scheduler_rpc_duration_seconds"
+	// WatchAgeMetric is the freshness gauge proposed upstream; optional.
+	WatchAgeMetric = "agentenv_scheduler_watch_last_event_age_seconds"
+)
+
+// ObservedStatuses are the statuses the scheduler writes on every refresh. A page
+// missing any of them was cut short or comes from something else.
+var ObservedStatuses = []string{"ready", "connecting", "unhealthy", "lingering", "unspecified"}
+
+// maxKeptBytes bounds what is handed to the parser: the families we read are a few
+// hundred bytes on a real scheduler, so anything near this is a broken or hostile page.
+const maxKeptBytes = 1 << 20
+
+// Sample is what one scrape says about the scheduler's discovery.
+type Sample struct {
+	// Observed holds agentenv_scheduler_observed_nodes by status.
+	Observed map[string]int `json:"observed"`
+	// HeartbeatOK and HeartbeatRejected are the Heartbeat RPC counts with status
+	// ok and invalid_argument. A series absent from the page is 0: the scheduler
+	// creates it on the first RPC with that status.
+	HeartbeatOK       uint64 `json:"heartbeatOK"`
+	HeartbeatRejected uint64 `json:"heartbeatRejected"`
+	// WatchAge is the optional watch freshness gauge in seconds; nil when absent.
+	WatchAge *float64 `json:"watchAgeSeconds,omitempty"`
+}
+
+// Ready is the number of nodes the scheduler counts as ready.
+func (s Sample) Ready() int { return s.Observed["ready"] }
+
+// Unhealthy is the number of nodes whose last heartbeat is older than 30 s.
+func (s Sample) Unhealthy() int { return s.Observed["unhealthy"] }
+
+// Extract reads a Prometheus text page and returns the watchdog's sample. It streams:
+// lines of families the watchdog does not read are skipped without being kept, so
+// memory does not grow with the page. The kept lines are parsed by expfmt.
+func Extract(r io.Reader) (Sample, error) {
+	kept, err := filterFamilies(r)
+	if err != nil {
+		return Sample{}, err
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(kept))
+	if err != nil {
+		return Sample{}, &Error{Kind: KindParse, Err: err}
+	}
+	return sampleFromFamilies(families)
+}
+
+var (
+	observedPrefix = []byte(ObservedNodesMetric)
+	countPrefix    = []byte(RPCDurationMetric + "_count")
+	watchAgePrefix = []byte(WatchAgeMetric)
+	commentNames   = map[string]bool{ObservedNodesMetric: true, RPCDurationMetric: true, RPCDurationMetric + "_count": true, WatchAgeMetric: true}
+)
+
+// filterFamilies copies the HELP/TYPE and sample lines of the families we read into a
+// buffer, checking on the way that the page is line-terminated (a cut-off page is not
+// trusted) and that no kept series appears twice.
+func filterFamilies(r io.Reader) ([]byte, error) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var kept bytes.Buffer
+	seen := make(map[string]struct{}, 16)
+	for {
+		line, err := br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			// A line longer than the buffer: none of ours is, so only its head matters.
+			if keepLine(line) {
+				return nil, &Error{Kind: KindInvalid, Err: fmt.Errorf("a %s line is longer than %d bytes", familyOf(line), br.Size())}
+			}
+			if err := skipRestOfLine(br); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if len(line) > 0 && keepLine(line) {
+			if line[len(line)-1] != '\n' {
+				return nil, &Error{Kind: KindTruncated, Err: errors.New("the page ends in the middle of a line")}
+			}
+			if key, ok := seriesKey(line); ok {
+				if _, dup := seen[key]; dup {
+					return nil, &Error{Kind: KindInvalid, Err: fmt.Errorf("duplicate series %s", key)}
+				}
+				seen[key] = struct{}{}
+			}
+			if kept.Len()+len(line) > maxKeptBytes {
+				return nil, &Error{Kind: KindInvalid, Err: fmt.Errorf("the watched families exceed %d bytes: too many series", maxKeptBytes)}
+			}
+			kept.Write(line)
+		}
+		if err == io.EOF {
+			if len(line) > 0 && line[len(line)-1] != '\n' {
+				return nil, &Error{Kind: KindTruncated, Err: errors.New("the page ends in the middle of a line")}
+			}
+			return kept.Bytes(), nil
+		}
+		if err != nil {
+			return nil, classifyReadError(err)
+		}
+	}
+}
+
+func skipRestOfLine(br *bufio.Reader) error {
+	for {
+		_, err := br.ReadSlice('\n')
+		switch {
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case err == io.EOF:
+			return &Error{Kind: KindTruncated, Err: errors.New("the page ends in the middle of a line")}
+		case err != nil:
+			return classifyReadError(err)
+		default:
+			return nil
+		}
+	}
+}
+
+func trimBlank(line []byte) []byte {
+	return bytes.TrimLeft(line, " \t")
+}
+
+// keepLine reports whether a line belongs to a family the watchdog reads.
+func keepLine(line []byte) bool {
+	line = trimBlank(line)
+	if len(line) == 0 {
+		return false
+	}
+	if line[0] == '#' {
+		fields := bytes.Fields(line)
+		if len(fields) >= 3 && (string(fields[1]) == "HELP" || string(fields[1]) == "TYPE") {
+			return commentNames[string(fields[2])]
+		}
+		return false
+	}
+	return hasMetricName(line, observedPrefix) || hasMetricName(line, countPrefix) || hasMetricName(line, watchAgePrefix)
+}
+
+func hasMetricName(line, name []byte) bool {
+	if !bytes.HasPrefix(line, name) || len(line) == len(name) {
+		return false
+	}
+	switch line[len(name)] {
+	case '{', ' ', '\t':
+		return true
+	}
+	return false
+}
+
+func familyOf(line []byte) string {
+	line = trimBlank(line)
+	for _, p := range [][]byte{observedPrefix, countPrefix, watchAgePrefix} {
+		if bytes.HasPrefix(line, p) {
+			return string(p)
+		}
+	}
+	return "metric comment"
+}
+
+// seriesKey returns the name and label set of a sample line, for duplicate detection.
+// Labels are sorted so that reordered duplicates are caught too.
+func seriesKey(line []byte) (string, bool) {
+	line = trimBlank(line)
+	if len(line) == 0 || line[0] == '#' {
+		return "", false
+	}
+	open := bytes.IndexByte(line, '{')
+	if open < 0 {
+		end := bytes.IndexAny(line, " \t")
+		if end < 0 {
+			return string(bytes.TrimSpace(line)), true
+		}
+		return string(line[:end]), true
+	}
+	closing := bytes.LastIndexByte(line, '}')
+	if closing < open {
+		return string(line), true // malformed; the parser will say so
+	}
+	labels := strings.Split(string(line[open+1:closing]), ",")
+	trimmed := labels[:0]
+	for _, l := range labels {
+		if l = strings.TrimSpace(l); l != "" {
+			trimmed = append(trimmed, l)
+		}
+	}
+	sort.Strings(trimmed)
+	return string(line[:open]) + "{" + strings.Join(trimmed, ",") + "}", true
+}
+
+func sampleFromFamilies(families map[string]*dto.MetricFamily) (Sample, error) {
+	observed, ok := families[ObservedNodesMetric]
+	if !ok {
+		return Sample{}, &Error{Kind: KindAbsent, Err: fmt.Errorf("metric family %s is absent (query-only scheduler, or not a scheduler page)", ObservedNodesMetric)}
+	}
+	if t := observed.GetType(); t != dto.MetricType_GAUGE && t != dto.MetricType_UNTYPED {
+		return Sample{}, &Error{Kind: KindInvalid, Err: fmt.Errorf("%s has type %s, want gauge", ObservedNodesMetric, t)}
+	}
+	s := Sample{Observed: make(map[string]int, len(ObservedStatuses))}
+	for _, m := range observed.GetMetric() {
+		status := labelValue(m, "status")
+		v := m.GetGauge().GetValue()
+		if observed.GetType() == dto.MetricType_UNTYPED {
+			v = m.GetUntyped().GetValue()
+		}
+		n, err := count(v)
+		if err != nil {
+			return Sample{}, &Error{Kind: KindInvalid, Err: fmt.Errorf("%s{status=%q}: %w", ObservedNodesMetric, status, err)}
+		}
+		s.Observed[status] = n
+	}
+	for _, status := range ObservedStatuses {
+		if _, ok := s.Observed[status]; !ok {
+			return Sample{}, &Error{Kind: KindInvalid, Err: fmt.Errorf("%s has no status=%q series (the scheduler writes all five on every refresh; page cut short?)", ObservedNodesMetric, status)}
+		}
+	}
+
+	var err error
+	if s.HeartbeatOK, err = heartbeatCount(families, "ok"); err != nil {
+		return Sample{}, err
+	}
+	if s.HeartbeatRejected, err = heartbeatCount(families, "invalid_argument"); err != nil {
+		return Sample{}, err
+	}
+	if fam, ok := families[WatchAgeMetric]; ok && len(fam.GetMetric()) > 0 {
+		m := fam.GetMetric()[0]
+		v := m.GetGauge().GetValue()
+		if fam.GetType() == dto.MetricType_UNTYPED {
+			v = m.GetUntyped().GetValue()
+		}
+		if len(fam.GetMetric()) > 1 || math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+			return Sample{}, &Error{Kind: KindInvalid, Err: fmt.Errorf("%s is not a single finite non-negative value", WatchAgeMetric)}
+		}
+		s.WatchAge = &v
+	}
+	return s, nil
+}
+
+// heartbeatCount reads agentenv_scheduler_rpc_duration_seconds_count for the
+// Heartbeat RPC and one status, whether the page typed the family as a histogram
+// or left the _count series untyped.
+func heartbeatCount(families map[string]*dto.MetricFamily, status string) (uint64, error) {
+	name := RPCDurationMetric + "_count"
+	if fam, ok := families[RPCDurationMetric]; ok && fam.GetType() == dto.MetricType_HISTOGRAM {
+		for _, m := range fam.GetMetric() {
+			if labelValue(m, "rpc") != "Heartbeat" || labelValue(m, "status") != status {
+				continue
+			}
+			h := m.GetHistogram()
+			if f := h.GetSampleCountFloat(); f != 0 {
+				// expfmt keeps a count that is not a whole number (or NaN) as a float.
+				n, err := counterValue(f)
+				if err == nil && f != math.Trunc(f) {
+					err = fmt.Errorf("value %g is not a whole number", f)
+				}
+				if err != nil {
+					return 0, &Error{Kind: KindInvalid, Err: fmt.Errorf("%s{rpc=\"Heartbeat\",status=%q}: %w", name, status, err)}
+				}
+				return n, nil
+			}
+			return h.GetSampleCount(), nil
+		}
+		return 0, nil
+	}
+	if fam, ok := families[name]; ok {
+		for _, m := range fam.GetMetric() {
+			if labelValue(m, "rpc") != "Heartbeat" || labelValue(m, "status") != status {
+				continue
+			}
+			v := m.GetUntyped().GetValue()
+			if fam.GetType() == dto.MetricType_COUNTER {
+				v = m.GetCounter().GetValue()
+			} else if fam.GetType() == dto.MetricType_GAUGE {
+				v = m.GetGauge().GetValue()
+			}
+			n, err := counterValue(v)
+			if err != nil {
+				return 0, &Error{Kind: KindInvalid, Err: fmt.Errorf("%s{rpc=\"Heartbeat\",status=%q}: %w", name, status, err)}
+			}
+			return n, nil
+		}
+	}
+	return 0, nil
+}
+
+func count(v float64) (int, error) {
+	switch {
+	case math.IsNaN(v):
+		return 0, errors.New("value is NaN")
+	case math.IsInf(v, 0):
+		return 0, errors.New("value is infinite")
+	case v < 0:
+		return 0, fmt.Errorf("value %g is negative", v)
+	case v != math.Trunc(v):
+		return 0, fmt.Errorf("value %g is not a whole number", v)
+	case v > math.MaxInt32:
+		return 0, fmt.Errorf("value %g is implausibly large", v)
+	}
+	return int(v), nil
+}
+
+// counterValue accepts what a counter can hold exactly in a float64.
+func counterValue(v float64) (uint64, error) {
+	switch {
+	case math.IsNaN(v):
+		return 0, errors.New("value is NaN")
+	case math.IsInf(v, 0):
+		return 0, errors.New("value is infinite")
+	case v < 0:
+		return 0, fmt.Errorf("value %g is negative", v)
+	case v > 1<<53:
+		return 0, fmt.Errorf("value %g is beyond exact float precision", v)
+	}
+	return uint64(v), nil
+}
+
+func labelValue(m *dto.Metric, name string) string {
+	for _, lp := range m.GetLabel() {
+		if lp.GetName() == name {
+			return lp.GetValue()
+		}
+	}
+	return ""
+}

@@ -1,0 +1,184 @@
+package scrape
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"time"
+)
+
+// Kind says why a scrape could not be trusted. The names appear in reasons and logs.
+type Kind string
+
+const (
+	KindUnreachable Kind = "unreachable" // connection refused, no route, DNS
+	KindTimeout     Kind = "timeout"     // no complete answer within the scrape timeout
+	KindHTTPStatus  Kind = "http-status" // answered, but not 200
+	KindNotMetrics  Kind = "not-metrics" // a Content-Type that is not the text format
+	KindTooLarge    Kind = "too-large"   // body over the size cap
+	KindTruncated   Kind = "truncated"   // body ends mid-line or short of Content-Length
+	KindParse       Kind = "parse"       // expfmt rejected the page
+	KindAbsent      Kind = "absent"      // the observed_nodes family is not there
+	KindInvalid     Kind = "invalid"     // NaN, negative, duplicate series, missing status
+)
+
+// Error is a scrape that cannot be trusted. Decisions treat every one as "unknown".
+type Error struct {
+	Kind Kind
+	Err  error
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("scrape %s: %v", e.Kind, e.Err) }
+func (e *Error) Unwrap() error { return e.Err }
+
+// KindOf returns the Kind of a scrape error, or "" if err is not one.
+func KindOf(err error) Kind {
+	var se *Error
+	if errors.As(err, &se) {
+		return se.Kind
+	}
+	return ""
+}
+
+// Defaults sized for a real scheduler page (~30 KB) served from the pod network.
+const (
+	DefaultTimeout  = 5 * time.Second
+	DefaultMaxBytes = 16 << 20
+)
+
+// Scraper fetches metrics pages. The zero value is not usable; use NewScraper.
+type Scraper struct {
+	client   *http.Client
+	timeout  time.Duration
+	maxBytes int64
+}
+
+// NewScraper returns a scraper whose every request is bounded by timeout (the whole
+// exchange, body included, so a server that trickles bytes is cut off) and whose
+// body is capped at maxBytes (after gzip decoding). Redirects are not followed: the
+// watchdog asked one pod, and an answer from anywhere else is not that pod's.
+func NewScraper(timeout time.Duration, maxBytes int64) *Scraper {
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxBytes
+	}
+	transport := &http.Transport{
+		Proxy:                  nil, // pod IPs are never reached through a proxy
+		DialContext:            (&net.Dialer{Timeout: timeout, KeepAlive: -1}).DialContext,
+		TLSHandshakeTimeout:    timeout,
+		ResponseHeaderTimeout:  timeout,
+		DisableKeepAlives:      true,
+		MaxResponseHeaderBytes: 64 << 10,
+	}
+	return &Scraper{
+		client: &http.Client{
+			Transport: transport,
+			Timeout:   timeout,
+			CheckRedirect: func(*http.Request, []*http.Request) error {
+				return http.ErrUseLastResponse
+			},
+		},
+		timeout:  timeout,
+		maxBytes: maxBytes,
+	}
+}
+
+// Scrape fetches url and extracts the sample.
+func (s *Scraper) Scrape(ctx context.Context, url string) (Sample, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return Sample{}, &Error{Kind: KindUnreachable, Err: fmt.Errorf("build request for %s: %w", url, err)}
+	}
+	req.Header.Set("Accept", "text/plain;version=0.0.4;q=1,*/*;q=0.1")
+	req.Header.Set("User-Agent", "agentenv-scheduler-watchdog")
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return Sample{}, classifyTransportError(url, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		// Drain a little so the error is about the status, not the connection.
+		_, _ = io.CopyN(io.Discard, resp.Body, 4<<10)
+		return Sample{}, &Error{Kind: KindHTTPStatus, Err: fmt.Errorf("GET %s answered %s", url, resp.Status)}
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || (mt != "text/plain" && mt != "application/openmetrics-text") {
+			return Sample{}, &Error{Kind: KindNotMetrics, Err: fmt.Errorf("GET %s answered Content-Type %q, not the Prometheus text format", url, ct)}
+		}
+	}
+	body := &cappedReader{r: resp.Body, remaining: s.maxBytes, limit: s.maxBytes}
+	sample, err := Extract(body)
+	if err != nil {
+		if body.exceeded {
+			return Sample{}, &Error{Kind: KindTooLarge, Err: fmt.Errorf("GET %s: body exceeds %d bytes", url, s.maxBytes)}
+		}
+		var se *Error
+		if errors.As(err, &se) && se.Kind == KindTimeout {
+			return Sample{}, &Error{Kind: KindTimeout, Err: fmt.Errorf("GET %s: body not complete within %s", url, s.timeout)}
+		}
+		return Sample{}, err
+	}
+	return sample, nil
+}
+
+// cappedReader fails once more than limit bytes have been read.
+type cappedReader struct {
+	r         io.Reader
+	remaining int64
+	limit     int64
+	exceeded  bool
+}
+
+var errTooLarge = errors.New("body too large")
+
+func (c *cappedReader) Read(p []byte) (int, error) {
+	if c.remaining <= 0 {
+		// Probe one byte: a body of exactly limit bytes is fine.
+		var one [1]byte
+		n, err := c.r.Read(one[:])
+		if n > 0 {
+			c.exceeded = true
+			return 0, &Error{Kind: KindTooLarge, Err: errTooLarge}
+		}
+		return 0, err
+	}
+	if int64(len(p)) > c.remaining {
+		p = p[:c.remaining]
+	}
+	n, err := c.r.Read(p)
+	c.remaining -= int64(n)
+	return n, err
+}
+
+func classifyTransportError(url string, err error) error {
+	var ne net.Error
+	if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
+		return &Error{Kind: KindTimeout, Err: fmt.Errorf("GET %s: %w", url, err)}
+	}
+	return &Error{Kind: KindUnreachable, Err: fmt.Errorf("GET %s: %w", url, err)}
+}
+
+// classifyReadError maps an error met while reading the body.
+func classifyReadError(err error) error {
+	var se *Error
+	if errors.As(err, &se) {
+		return se
+	}
+	var ne net.Error
+	if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
+		return &Error{Kind: KindTimeout, Err: err}
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return &Error{Kind: KindTruncated, Err: fmt.Errorf("body shorter than its Content-Length: %w", err)}
+	}
+	return &Error{Kind: KindUnreachable, Err: fmt.Errorf("read body: %w", err)}
+}

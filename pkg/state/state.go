@@ -1,0 +1,355 @@
+// Package state is the watchdog's memory between runs: a small, versioned,
+// human-readable JSON document kept in one ConfigMap (DESIGN §4). This file holds the
+// document and its codec; store.go reads and writes the ConfigMap.
+package state
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+)
+
+// Version is the document version this build writes. Older versions are migrated on
+// read; newer ones (written by a newer watchdog) are treated as unreadable.
+const Version = 1
+
+// Bounds keep the document far below the 1 MiB object limit whatever happens.
+const (
+	MaxRestarts = 100
+	MaxEpisodes = 50
+	MaxOutbox   = 20
+	// MaxHistoryAge drops restart records older than this (a budget window longer
+	// than a week makes no sense for a CronJob).
+	MaxHistoryAge = 7 * 24 * time.Hour
+	// maxEncodedBytes is a soft cap; pruning halves histories until it fits.
+	maxEncodedBytes = 256 << 10
+)
+
+// Restart outcomes.
+const (
+	RestartClaimed   = "claimed"   // recorded before acting; the action may or may not have happened
+	RestartDone      = "done"      // the pod was deleted (or the rollout requested)
+	RestartFailed    = "failed"    // the API refused the action
+	RestartAbandoned = "abandoned" // claimed, never acted on, and no longer needed
+)
+
+// State is the whole document.
+type State struct {
+	Version   int       `json:"version"`
+	UpdatedAt time.Time `json:"updatedAt,omitzero"`
+	// Pods is keyed by pod UID.
+	Pods map[string]*Pod `json:"pods,omitempty"`
+	// Restarts is the restart history, oldest first.
+	Restarts []Restart `json:"restarts,omitempty"`
+	// Episodes records bad episodes that ended, oldest first.
+	Episodes []Episode `json:"episodes,omitempty"`
+	// Alerts holds open problems by alert event name, for deduplication.
+	Alerts map[string]*Alert `json:"alerts,omitempty"`
+	// Outbox holds alerts not yet delivered to every sink.
+	Outbox []Pending `json:"outbox,omitempty"`
+	// UnknownRuns counts consecutive runs whose overall verdict was unknown.
+	UnknownRuns int  `json:"consecutiveUnknownRuns"`
+	LastRun     *Run `json:"lastRun,omitempty"`
+}
+
+// Pod is what the watchdog remembers about one pod.
+type Pod struct {
+	Name string `json:"name"`
+	// StartedAt is the scheduler container's current start; with the UID it names the
+	// process, whose counters and wedge clock are only compared with themselves.
+	StartedAt   time.Time `json:"startedAt"`
+	FirstSeen   time.Time `json:"firstSeen"`
+	LastSeen    time.Time `json:"lastSeen"`
+	LastVerdict string    `json:"lastVerdict"`
+	// Unknowns counts consecutive unknown observations of this pod.
+	Unknowns int       `json:"consecutiveUnknowns,omitempty"`
+	Counters *Counters `json:"counters,omitempty"`
+	Bad      *Bad      `json:"bad,omitempty"`
+}
+
+// Counters are the scheduler's counters at the last scrape of this process.
+type Counters struct {
+	HeartbeatOK       uint64    `json:"heartbeatOK"`
+	HeartbeatRejected uint64    `json:"heartbeatRejected"`
+	At                time.Time `json:"at"`
+}
+
+// Bad is an ongoing bad episode (wedged or degraded) of one process.
+type Bad struct {
+	Kind string `json:"kind"`
+	// Since is the first bad observation; Last the latest.
+	Since time.Time `json:"since"`
+	Last  time.Time `json:"last"`
+	// For is the wedge clock: time summed over consecutive bad observations. An
+	// unknown observation pauses it (the gap around it is not counted).
+	For Duration `json:"for"`
+	// StrongSince is when strong evidence (rejected heartbeats rising, or a stale
+	// watch) was first seen with ready never back since; nil when evidence is weak.
+	StrongSince *time.Time `json:"strongSince,omitempty"`
+	Evidence    string     `json:"evidence"`
+	Ready       int        `json:"ready"`
+	Expected    int        `json:"expected"`
+}
+
+// Restart is one restart, from claim to outcome.
+type Restart struct {
+	Pod       string     `json:"pod"`
+	UID       string     `json:"uid"`
+	Method    string     `json:"method"`
+	ClaimedAt time.Time  `json:"claimedAt"`
+	Outcome   string     `json:"outcome"`
+	DoneAt    *time.Time `json:"doneAt,omitempty"`
+	Reason    string     `json:"reason"`
+	Evidence  string     `json:"evidence,omitempty"`
+	Error     string     `json:"error,omitempty"`
+}
+
+// Episode is a bad episode that ended.
+type Episode struct {
+	Pod      string    `json:"pod"`
+	UID      string    `json:"uid"`
+	Kind     string    `json:"kind"`
+	Evidence string    `json:"evidence,omitempty"`
+	From     time.Time `json:"from"`
+	To       time.Time `json:"to"`
+	// Outcome: recovered (healthy again without a restart), restarted, or gone
+	// (the pod disappeared, not by our hand).
+	Outcome string `json:"outcome"`
+}
+
+// Alert is an open problem that has been (or is being) alerted.
+type Alert struct {
+	Event      string     `json:"event"`
+	OpenedAt   time.Time  `json:"openedAt"`
+	LastSentAt *time.Time `json:"lastSentAt,omitempty"`
+	Sends      int        `json:"sends"`
+	Pod        string     `json:"pod,omitempty"`
+	Reason     string     `json:"reason,omitempty"`
+}
+
+// Pending is an alert not yet delivered to every sink. Payload holds the rendered,
+// secret-free notification so that the retry says what the original said.
+type Pending struct {
+	ID        string          `json:"id"`
+	Event     string          `json:"event"`
+	CreatedAt time.Time       `json:"createdAt"`
+	Attempts  int             `json:"attempts"`
+	Sinks     []string        `json:"sinks"`
+	LastError string          `json:"lastError,omitempty"`
+	Payload   json.RawMessage `json:"payload"`
+}
+
+// Run is the last run's summary.
+type Run struct {
+	At       time.Time `json:"at"`
+	Took     Duration  `json:"took"`
+	Verdict  string    `json:"verdict"`
+	Action   string    `json:"action"`
+	Reason   string    `json:"reason"`
+	Outcome  string    `json:"outcome"` // ok or error
+	Error    string    `json:"error,omitempty"`
+	Watchdog string    `json:"watchdog,omitempty"`
+}
+
+// New returns an empty state.
+func New() *State {
+	return &State{Version: Version, Pods: map[string]*Pod{}, Alerts: map[string]*Alert{}}
+}
+
+// ErrUnreadable wraps why a stored document could not be used.
+var ErrUnreadable = errors.New("state document unreadable")
+
+// Decode parses a stored document, migrating older versions. Empty input is a fresh
+// state. An unreadable document returns an error wrapping ErrUnreadable; the caller
+// recovers from it (DESIGN §4: never fatal).
+func Decode(data []byte) (*State, error) {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return New(), nil
+	}
+	var probe struct {
+		Version *int `json:"version"`
+	}
+	if err := json.Unmarshal(data, &probe); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnreadable, err)
+	}
+	if probe.Version == nil {
+		return nil, fmt.Errorf("%w: no version field", ErrUnreadable)
+	}
+	switch v := *probe.Version; {
+	case v == Version:
+	case v > Version:
+		return nil, fmt.Errorf("%w: version %d is newer than this watchdog's %d", ErrUnreadable, v, Version)
+	default:
+		return nil, fmt.Errorf("%w: version %d is not a known version", ErrUnreadable, v)
+	}
+	s := New()
+	if err := json.Unmarshal(data, s); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnreadable, err)
+	}
+	s.sanitize()
+	return s, nil
+}
+
+// sanitize repairs what a hand edit could break without making the document unreadable.
+func (s *State) sanitize() {
+	if s.Pods == nil {
+		s.Pods = map[string]*Pod{}
+	}
+	if s.Alerts == nil {
+		s.Alerts = map[string]*Alert{}
+	}
+	for uid, p := range s.Pods {
+		if p == nil || uid == "" {
+			delete(s.Pods, uid)
+			continue
+		}
+		if p.Unknowns < 0 {
+			p.Unknowns = 0
+		}
+		if p.Bad != nil && p.Bad.For < 0 {
+			p.Bad.For = 0
+		}
+	}
+	for k, a := range s.Alerts {
+		if a == nil {
+			delete(s.Alerts, k)
+		}
+	}
+	if s.UnknownRuns < 0 {
+		s.UnknownRuns = 0
+	}
+}
+
+// Encode renders the document, pruned to its bounds, indented for people.
+func Encode(s *State, now time.Time) ([]byte, error) {
+	s.Version = Version
+	s.Prune(now)
+	for {
+		b, err := json.MarshalIndent(s, "", "  ")
+		if err != nil {
+			return nil, fmt.Errorf("encode state: %w", err)
+		}
+		if len(b) <= maxEncodedBytes || (len(s.Restarts) <= 1 && len(s.Episodes) <= 1 && len(s.Outbox) <= 1) {
+			return b, nil
+		}
+		// Something grew past reason (a giant payload or reason): keep the newest half.
+		s.Restarts = s.Restarts[len(s.Restarts)/2:]
+		s.Episodes = s.Episodes[len(s.Episodes)/2:]
+		s.Outbox = s.Outbox[len(s.Outbox)/2:]
+	}
+}
+
+// Prune applies the bounds: histories are capped by count and age.
+func (s *State) Prune(now time.Time) {
+	sort.SliceStable(s.Restarts, func(i, j int) bool { return s.Restarts[i].ClaimedAt.Before(s.Restarts[j].ClaimedAt) })
+	cut := 0
+	for cut < len(s.Restarts) && now.Sub(s.Restarts[cut].ClaimedAt) > MaxHistoryAge {
+		cut++
+	}
+	s.Restarts = s.Restarts[cut:]
+	if n := len(s.Restarts); n > MaxRestarts {
+		s.Restarts = s.Restarts[n-MaxRestarts:]
+	}
+	if n := len(s.Episodes); n > MaxEpisodes {
+		s.Episodes = s.Episodes[n-MaxEpisodes:]
+	}
+	if n := len(s.Outbox); n > MaxOutbox {
+		s.Outbox = s.Outbox[n-MaxOutbox:]
+	}
+}
+
+// RestartFor returns the latest restart record for a pod UID, or nil.
+func (s *State) RestartFor(uid string) *Restart {
+	for i := len(s.Restarts) - 1; i >= 0; i-- {
+		if s.Restarts[i].UID == uid {
+			return &s.Restarts[i]
+		}
+	}
+	return nil
+}
+
+// RestartsSince counts restarts that count against the budget: every claim since
+// from except those abandoned before any action.
+func (s *State) RestartsSince(from time.Time) int {
+	n := 0
+	for _, r := range s.Restarts {
+		if !r.ClaimedAt.Before(from) && r.Outcome != RestartAbandoned {
+			n++
+		}
+	}
+	return n
+}
+
+// Clone returns a deep copy, so a decision can be computed without touching its input.
+func (s *State) Clone() *State {
+	c := *s
+	c.Pods = make(map[string]*Pod, len(s.Pods))
+	for uid, p := range s.Pods {
+		cp := *p
+		if p.Counters != nil {
+			counters := *p.Counters
+			cp.Counters = &counters
+		}
+		if p.Bad != nil {
+			bad := *p.Bad
+			bad.StrongSince = clonePtr(p.Bad.StrongSince)
+			cp.Bad = &bad
+		}
+		c.Pods[uid] = &cp
+	}
+	c.Restarts = append([]Restart(nil), s.Restarts...)
+	for i := range c.Restarts {
+		c.Restarts[i].DoneAt = clonePtr(c.Restarts[i].DoneAt)
+	}
+	c.Episodes = append([]Episode(nil), s.Episodes...)
+	c.Alerts = make(map[string]*Alert, len(s.Alerts))
+	for k, a := range s.Alerts {
+		ca := *a
+		ca.LastSentAt = clonePtr(a.LastSentAt)
+		c.Alerts[k] = &ca
+	}
+	c.Outbox = append([]Pending(nil), s.Outbox...)
+	for i := range c.Outbox {
+		c.Outbox[i].Sinks = append([]string(nil), c.Outbox[i].Sinks...)
+		c.Outbox[i].Payload = append(json.RawMessage(nil), c.Outbox[i].Payload...)
+	}
+	c.LastRun = clonePtr(s.LastRun)
+	return &c
+}
+
+func clonePtr[T any](p *T) *T {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
+}
+
+// Duration is a time.Duration that reads and writes as "4m0s" for people.
+type Duration time.Duration
+
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		var n int64
+		if err2 := json.Unmarshal(b, &n); err2 != nil {
+			return fmt.Errorf("duration: %w", err)
+		}
+		*d = Duration(n)
+		return nil
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("duration: %w", err)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// D returns the value as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }

@@ -1,0 +1,139 @@
+package state
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+func TestRoundTrip(t *testing.T) {
+	s := New()
+	strong := t0.Add(-time.Minute)
+	s.Pods["uid-a"] = &Pod{Name: "a", StartedAt: t0.Add(-time.Hour), FirstSeen: t0, LastSeen: t0, LastVerdict: "wedged",
+		Counters: &Counters{HeartbeatOK: 5, HeartbeatRejected: 7, At: t0},
+		Bad:      &Bad{Kind: "wedged", Since: t0.Add(-5 * time.Minute), Last: t0, For: Duration(5 * time.Minute), StrongSince: &strong, Evidence: "strong"}}
+	s.Restarts = []Restart{{Pod: "a", UID: "uid-a", Method: "delete", ClaimedAt: t0, Outcome: RestartDone, Reason: "wedged"}}
+	s.Alerts["wedged"] = &Alert{Event: "wedged", OpenedAt: t0, Sends: 1}
+	s.Outbox = []Pending{{ID: "x", Event: "wedged", CreatedAt: t0, Sinks: []string{"slack"}, Payload: json.RawMessage(`{"a":1}`)}}
+	s.LastRun = &Run{At: t0, Took: Duration(25 * time.Millisecond), Verdict: "wedged", Action: "restart", Outcome: "ok"}
+
+	b, err := Encode(s, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"for": "5m0s"`) || !strings.Contains(string(b), `"version": 1`) {
+		t.Errorf("document is not human-readable:\n%s", b)
+	}
+	got, err := Decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b2, _ := Encode(got, t0)
+	if string(b) != string(b2) {
+		t.Errorf("round trip changed the document:\n%s\n---\n%s", b, b2)
+	}
+}
+
+func TestDecodeRecoverable(t *testing.T) {
+	for _, tc := range []struct {
+		name, doc string
+	}{
+		{"not json", "{{{"},
+		{"truncated", `{"version": 1, "pods": {`},
+		{"no version", `{"pods": {}}`},
+		{"newer version", `{"version": 99}`},
+		{"version zero", `{"version": 0}`},
+		{"wrong types", `{"version": 1, "pods": []}`},
+		{"bad duration", `{"version": 1, "pods": {"u": {"bad": {"for": "forever"}}}}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Decode([]byte(tc.doc))
+			if !errors.Is(err, ErrUnreadable) {
+				t.Fatalf("want ErrUnreadable, got %v", err)
+			}
+		})
+	}
+	s, err := Decode([]byte("  \n"))
+	if err != nil || s.Version != Version || s.Pods == nil {
+		t.Fatalf("empty document must be a fresh state: %v %+v", err, s)
+	}
+}
+
+func TestDecodeSanitizes(t *testing.T) {
+	s, err := Decode([]byte(`{"version":1,"pods":{"u":null,"v":{"name":"v","consecutiveUnknowns":-3}},"alerts":{"x":null},"consecutiveUnknownRuns":-1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := s.Pods["u"]; ok || s.Pods["v"].Unknowns != 0 || len(s.Alerts) != 0 || s.UnknownRuns != 0 {
+		t.Errorf("not sanitized: %+v", s)
+	}
+}
+
+func TestDurationAcceptsNanoseconds(t *testing.T) {
+	var d Duration
+	if err := json.Unmarshal([]byte(`300000000000`), &d); err != nil || d.D() != 5*time.Minute {
+		t.Fatalf("%v %v", d, err)
+	}
+}
+
+func TestPruneBoundsHistory(t *testing.T) {
+	s := New()
+	for i := 0; i < 500; i++ {
+		s.Restarts = append(s.Restarts, Restart{UID: "u", ClaimedAt: t0.Add(-time.Duration(i) * time.Minute), Outcome: RestartDone, Reason: strings.Repeat("r", 100)})
+		s.Episodes = append(s.Episodes, Episode{UID: "u", From: t0, To: t0})
+		s.Outbox = append(s.Outbox, Pending{ID: "p", Payload: json.RawMessage(`{}`)})
+	}
+	s.Restarts = append(s.Restarts, Restart{UID: "ancient", ClaimedAt: t0.Add(-30 * 24 * time.Hour)})
+	b, err := Encode(s, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Restarts) != MaxRestarts || len(s.Episodes) != MaxEpisodes || len(s.Outbox) != MaxOutbox {
+		t.Errorf("bounds not applied: %d %d %d", len(s.Restarts), len(s.Episodes), len(s.Outbox))
+	}
+	if !s.Restarts[len(s.Restarts)-1].ClaimedAt.Equal(t0) {
+		t.Error("the newest restart must be kept")
+	}
+	for _, r := range s.Restarts {
+		if r.UID == "ancient" {
+			t.Error("restarts older than a week must go")
+		}
+	}
+	if len(b) > maxEncodedBytes {
+		t.Errorf("document is %d bytes", len(b))
+	}
+}
+
+func TestEncodeShrinksOversizedDocuments(t *testing.T) {
+	s := New()
+	for i := 0; i < MaxRestarts; i++ {
+		s.Restarts = append(s.Restarts, Restart{UID: "u", ClaimedAt: t0, Reason: strings.Repeat("x", 8<<10)})
+	}
+	b, err := Encode(s, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) > maxEncodedBytes || len(s.Restarts) == 0 {
+		t.Errorf("document %d bytes with %d restarts", len(b), len(s.Restarts))
+	}
+}
+
+func TestCloneIsDeep(t *testing.T) {
+	s := New()
+	strong := t0
+	s.Pods["u"] = &Pod{Counters: &Counters{HeartbeatRejected: 1}, Bad: &Bad{StrongSince: &strong}}
+	s.Alerts["a"] = &Alert{Sends: 1}
+	s.Outbox = []Pending{{Sinks: []string{"x"}, Payload: json.RawMessage(`{}`)}}
+	c := s.Clone()
+	c.Pods["u"].Counters.HeartbeatRejected = 9
+	*c.Pods["u"].Bad.StrongSince = t0.Add(time.Hour)
+	c.Alerts["a"].Sends = 9
+	c.Outbox[0].Sinks[0] = "y"
+	if s.Pods["u"].Counters.HeartbeatRejected != 1 || !s.Pods["u"].Bad.StrongSince.Equal(t0) || s.Alerts["a"].Sends != 1 || s.Outbox[0].Sinks[0] != "x" {
+		t.Error("clone shares memory with the original")
+	}
+}

@@ -1,0 +1,133 @@
+package state
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Keys in the state ConfigMap.
+const (
+	DataKey = "state.json"
+	// CorruptKey keeps the last unreadable document for a human to look at, so that
+	// recovering from it loses nothing.
+	CorruptKey = "state.unreadable.json"
+)
+
+// ErrConflict means another writer changed the ConfigMap since it was read.
+var ErrConflict = errors.New("state ConfigMap changed since it was read")
+
+// Store reads and writes the state ConfigMap with optimistic concurrency.
+type Store struct {
+	Client    kubernetes.Interface
+	Namespace string
+	Name      string
+}
+
+// Snapshot is a state read at one resourceVersion.
+type Snapshot struct {
+	State *State
+	// ResourceVersion is the ConfigMap's version when read; "" if it did not exist.
+	ResourceVersion string
+	// Recovered says why the stored document was not used (a warning), or "".
+	Recovered string
+
+	configMap *corev1.ConfigMap
+	corrupt   string
+}
+
+// Exists reports whether the ConfigMap existed when read.
+func (s *Snapshot) Exists() bool { return s.configMap != nil }
+
+// Load reads the state. A missing ConfigMap or an unreadable document gives a fresh
+// state (Recovered says which); only an API failure is an error.
+func (st *Store) Load(ctx context.Context) (*Snapshot, error) {
+	cm, err := st.Client.CoreV1().ConfigMaps(st.Namespace).Get(ctx, st.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return &Snapshot{State: New(), Recovered: fmt.Sprintf("state ConfigMap %s/%s not found: starting with empty state", st.Namespace, st.Name)}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read state ConfigMap %s/%s: %w", st.Namespace, st.Name, err)
+	}
+	snap := &Snapshot{ResourceVersion: cm.ResourceVersion, configMap: cm}
+	raw, ok := cm.Data[DataKey]
+	if !ok {
+		snap.State = New()
+		return snap, nil
+	}
+	s, err := Decode([]byte(raw))
+	if err != nil {
+		snap.State = New()
+		snap.corrupt = raw
+		snap.Recovered = fmt.Sprintf("state in ConfigMap %s/%s key %s is unreadable (%v): starting with empty state; the old document will be kept under key %s", st.Namespace, st.Name, DataKey, err, CorruptKey)
+		return snap, nil
+	}
+	snap.State = s
+	return snap, nil
+}
+
+// Save writes s, creating the ConfigMap if the snapshot saw none, and updating it
+// with the snapshot's resourceVersion as precondition otherwise. On success the
+// snapshot moves to the new version. A lost race returns an error wrapping ErrConflict.
+func (st *Store) Save(ctx context.Context, snap *Snapshot, s *State, now time.Time) error {
+	s.UpdatedAt = now.UTC()
+	data, err := Encode(s, now)
+	if err != nil {
+		return err
+	}
+	var cm *corev1.ConfigMap
+	if snap.configMap == nil {
+		cm = &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{
+				Name:      st.Name,
+				Namespace: st.Namespace,
+				Labels: map[string]string{
+					"app.kubernetes.io/name":      "agentenv-scheduler-watchdog",
+					"app.kubernetes.io/component": "state",
+				},
+			},
+			Data: map[string]string{},
+		}
+	} else {
+		cm = snap.configMap.DeepCopy()
+		if cm.Data == nil {
+			cm.Data = map[string]string{}
+		}
+	}
+	cm.Data[DataKey] = string(data)
+	if snap.corrupt != "" {
+		cm.Data[CorruptKey] = snap.corrupt
+	}
+
+	var saved *corev1.ConfigMap
+	if snap.configMap == nil {
+		saved, err = st.Client.CoreV1().ConfigMaps(st.Namespace).Create(ctx, cm, metav1.CreateOptions{FieldManager: "watchdog"})
+		if apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create state ConfigMap %s/%s: %w", st.Namespace, st.Name, ErrConflict)
+		}
+		if err != nil {
+			return fmt.Errorf("create state ConfigMap %s/%s: %w", st.Namespace, st.Name, err)
+		}
+	} else {
+		// cm carries the resourceVersion we read: the API server refuses the update
+		// if anyone wrote in between.
+		saved, err = st.Client.CoreV1().ConfigMaps(st.Namespace).Update(ctx, cm, metav1.UpdateOptions{FieldManager: "watchdog"})
+		if apierrors.IsConflict(err) {
+			return fmt.Errorf("update state ConfigMap %s/%s at resourceVersion %s: %w", st.Namespace, st.Name, snap.ResourceVersion, ErrConflict)
+		}
+		if err != nil {
+			return fmt.Errorf("update state ConfigMap %s/%s: %w", st.Namespace, st.Name, err)
+		}
+	}
+	snap.configMap = saved
+	snap.ResourceVersion = saved.ResourceVersion
+	snap.corrupt = ""
+	snap.State = s
+	return nil
+}

@@ -1,0 +1,183 @@
+// Package integration runs the watchdog against a real kube-apiserver and etcd on
+// 127.0.0.1, with loopback HTTP servers standing in for the scheduler's metrics.
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/agentenv/watchdog/internal/testenv"
+	"github.com/agentenv/watchdog/pkg/check"
+	"github.com/agentenv/watchdog/pkg/cli"
+	"github.com/agentenv/watchdog/pkg/state"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) {
+	e, err := testenv.Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "integration tests need a control plane:", err)
+		os.Exit(1)
+	}
+	env = e
+	code := m.Run()
+	if err := env.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stop control plane:", err)
+	}
+	os.Exit(code)
+}
+
+// scenario is one simulated AgentENV installation in its own namespace.
+type scenario struct {
+	t       *testing.T
+	ns      string
+	metrics *testenv.MetricsServer
+	pod     *corev1.Pod
+	// base are flags every run gets; tests add their own.
+	base []string
+}
+
+type layout struct {
+	serving int
+	page    string
+	// started is the scheduler container start; zero is an hour ago.
+	started time.Time
+	noPod   bool
+}
+
+func newScenario(t *testing.T, l layout) *scenario {
+	t.Helper()
+	ctx, cancel := testenv.Ctx()
+	defer cancel()
+	ns, err := env.CreateNamespace(ctx, "wd")
+	must(t, err)
+	_, err = testenv.CreateDeployment(ctx, env.Client, ns, "agentenv-scheduler")
+	must(t, err)
+	must(t, testenv.CreateNodeSlices(ctx, env.Client, ns, "agentenv-nodes", l.serving, 100))
+	s := &scenario{t: t, ns: ns, metrics: testenv.NewMetricsServer(l.page)}
+	t.Cleanup(s.metrics.Close)
+	if !l.noPod {
+		s.pod, err = testenv.CreateSchedulerPod(ctx, env.Client, ns, testenv.PodSpec{Name: "agentenv-scheduler-abc12", StartedAt: l.started})
+		must(t, err)
+	}
+	s.base = []string{
+		"--kubeconfig", env.Kubeconfig, "--namespace", ns,
+		"--metrics-port", strconv.Itoa(s.metrics.Port()),
+		"--output", "json", "--log-format", "json",
+		"--startup-grace", "1s", "--wedged-for", "2s", "--confirm-window", "0",
+		"--scrape-timeout", "1s", "--timeout", "30s",
+	}
+	return s
+}
+
+// result is one `watchdog check` run.
+type result struct {
+	code   int
+	report check.Report
+	stdout string
+	stderr string
+	took   time.Duration
+}
+
+func (s *scenario) check(args ...string) result {
+	s.t.Helper()
+	return runCLI(s.t, append(append([]string{"check"}, s.base...), args...)...)
+}
+
+func runCLI(t *testing.T, args ...string) result {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	start := time.Now()
+	code := cli.ExecuteContext(context.Background(), args, &stdout, &stderr)
+	r := result{code: code, stdout: stdout.String(), stderr: stderr.String(), took: time.Since(start)}
+	if outputFormat(args) == "json" && stdout.Len() > 0 && args[0] == "check" {
+		if err := json.Unmarshal(stdout.Bytes(), &r.report); err != nil {
+			t.Fatalf("stdout is not one JSON report: %v\n%s", err, stdout.String())
+		}
+	}
+	return r
+}
+
+func (r result) expect(t *testing.T, code int, verdict, action string) {
+	t.Helper()
+	if r.code != code || string(r.report.Verdict) != verdict || string(r.report.Action) != action {
+		t.Fatalf("got exit %d %s/%s (%s), want exit %d %s/%s\nstderr:\n%s", r.code, r.report.Verdict, r.report.Action, r.report.Reason, code, verdict, action, r.stderr)
+	}
+}
+
+func (s *scenario) state() (*state.State, string) {
+	s.t.Helper()
+	ctx, cancel := testenv.Ctx()
+	defer cancel()
+	cm, err := env.Client.CoreV1().ConfigMaps(s.ns).Get(ctx, "agentenv-scheduler-watchdog", metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, ""
+	}
+	must(s.t, err)
+	st, err := state.Decode([]byte(cm.Data[state.DataKey]))
+	must(s.t, err)
+	return st, cm.ResourceVersion
+}
+
+func (s *scenario) podExists(name string) bool {
+	s.t.Helper()
+	ctx, cancel := testenv.Ctx()
+	defer cancel()
+	_, err := env.Client.CoreV1().Pods(s.ns).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return false
+	}
+	must(s.t, err)
+	return true
+}
+
+func (s *scenario) events(object, reason string) []corev1.Event {
+	s.t.Helper()
+	ctx, cancel := testenv.Ctx()
+	defer cancel()
+	list, err := env.Client.CoreV1().Events(s.ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + object})
+	must(s.t, err)
+	var out []corev1.Event
+	for _, e := range list.Items {
+		if reason == "" || e.Reason == reason {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func fixture(t testing.TB, name string) string {
+	t.Helper()
+	page, err := testenv.Fixture(name)
+	must(t, err)
+	return page
+}
+
+// outputFormat is the last --output given, as the command line would read it.
+func outputFormat(args []string) string {
+	format := "text"
+	for i := 0; i+1 < len(args); i++ {
+		if args[i] == "--output" || args[i] == "-o" {
+			format = args[i+1]
+		}
+	}
+	return format
+}
