@@ -72,17 +72,26 @@ func (r *Runner) Run(ctx context.Context) (*Report, error) {
 		Verdict: decide.Unknown, Action: decide.None}
 	defer func() { rep.Took = r.Clock.Since(start).Round(time.Millisecond).String() }()
 
-	snap, err := r.Store.Load(ctx)
-	if err != nil {
+	// State and observation are independent reads: take them together.
+	var (
+		snap    *state.Snapshot
+		loadErr error
+		loaded  = make(chan struct{})
+	)
+	go func() {
+		defer close(loaded)
+		snap, loadErr = r.Store.Load(ctx)
+	}()
+	obs, err := r.Observer.Observe(ctx)
+	<-loaded
+	if loadErr != nil {
 		rep.Reason = "cannot read state"
-		return rep, &Error{What: "read state", Err: err}
+		return rep, &Error{What: "read state", Err: loadErr}
 	}
 	if snap.Recovered != "" {
 		r.Log.Warn().Str("configmap", r.StateConfigMap).Msg(snap.Recovered)
 		rep.Warnings = append(rep.Warnings, snap.Recovered)
 	}
-
-	obs, err := r.Observer.Observe(ctx)
 	if err != nil {
 		rep.Reason = "cannot list scheduler pods"
 		return rep, r.failRun(ctx, snap, rep, &Error{What: "observe", Err: err})

@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
 	"github.com/agentenv/watchdog/pkg/alert"
@@ -16,6 +16,7 @@ import (
 	"github.com/agentenv/watchdog/pkg/decide"
 	"github.com/agentenv/watchdog/pkg/endpoints"
 	"github.com/agentenv/watchdog/pkg/events"
+	"github.com/agentenv/watchdog/pkg/kube"
 	"github.com/agentenv/watchdog/pkg/observe"
 	"github.com/agentenv/watchdog/pkg/restart"
 	"github.com/agentenv/watchdog/pkg/scrape"
@@ -54,6 +55,7 @@ Exit codes: 0 the run completed, whatever it found; 1 the watchdog could not do 
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			markStarted(cmd)
+			oneProcessor()
 			if err := f.validate(); err != nil {
 				return err
 			}
@@ -87,6 +89,15 @@ Exit codes: 0 the run completed, whatever it found; 1 the watchdog could not do 
 	return cmd
 }
 
+// oneProcessor limits a one-shot check to one P unless GOMAXPROCS says otherwise:
+// the pass waits on the network nearly all the time, and a second P only adds
+// idle spinning and threads (about 10 ms CPU per run, docs/performance.md).
+func oneProcessor() {
+	if os.Getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(1)
+	}
+}
+
 func printReport(w io.Writer, format string, rep *check.Report) error {
 	if format == "json" {
 		return rep.WriteJSON(w)
@@ -95,7 +106,7 @@ func printReport(w io.Writer, format string, rep *check.Report) error {
 }
 
 // newRunner wires a pass from the flags.
-func newRunner(f *checkFlags, client kubernetes.Interface, sinks []alert.Sink, log zerolog.Logger, clk clock.Clock) *check.Runner {
+func newRunner(f *checkFlags, client *kube.Client, sinks []alert.Sink, log zerolog.Logger, clk clock.Clock) *check.Runner {
 	ns := f.cluster.Namespace
 	host, _ := os.Hostname()
 	var restarter restart.Restarter = restart.Deleter{Client: client, Namespace: ns}

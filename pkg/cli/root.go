@@ -15,10 +15,10 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/agentenv/watchdog/pkg/kube"
 	"github.com/agentenv/watchdog/pkg/version"
 )
 
@@ -189,12 +189,12 @@ func restConfig(o *ClusterOptions) (*rest.Config, error) {
 	return cfg, nil
 }
 
-func newClient(o *ClusterOptions) (kubernetes.Interface, *rest.Config, error) {
+func newClient(o *ClusterOptions) (*kube.Client, *rest.Config, error) {
 	cfg, err := restConfig(o)
 	if err != nil {
 		return nil, nil, err
 	}
-	client, err := kubernetes.NewForConfig(cfg)
+	client, err := kube.New(cfg)
 	if err != nil {
 		return nil, nil, usagef("API client for %s: %v", cfg.Host, err)
 	}

@@ -8,7 +8,8 @@ import (
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+
+	"github.com/agentenv/watchdog/pkg/kube"
 )
 
 // Count is what discovery should see.
@@ -72,7 +73,7 @@ const pageSize = 500
 
 // Lister reads the node Service's EndpointSlices from the API server.
 type Lister struct {
-	Client    kubernetes.Interface
+	Client    *kube.Client
 	Namespace string
 	Service   string
 	Port      int32
@@ -81,12 +82,12 @@ type Lister struct {
 // Expected lists the Service's EndpointSlices (paginated) and counts them.
 func (l Lister) Expected(ctx context.Context) (Count, error) {
 	var all []discoveryv1.EndpointSlice
-	opts := metav1.ListOptions{
+	opts := kube.FromCache(metav1.ListOptions{
 		LabelSelector: discoveryv1.LabelServiceName + "=" + l.Service,
 		Limit:         pageSize,
-	}
+	})
 	for {
-		list, err := l.Client.DiscoveryV1().EndpointSlices(l.Namespace).List(ctx, opts)
+		list, err := l.Client.ListEndpointSlices(ctx, l.Namespace, opts)
 		if err != nil {
 			return Count{}, fmt.Errorf("list EndpointSlices of service %s/%s: %w", l.Namespace, l.Service, err)
 		}

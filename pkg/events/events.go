@@ -10,7 +10,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+
+	"github.com/agentenv/watchdog/pkg/kube"
 )
 
 // Reasons, stable for people who filter on them.
@@ -33,7 +34,7 @@ const maxMessage = 1024
 
 // Recorder creates Events.
 type Recorder struct {
-	Client    kubernetes.Interface
+	Client    *kube.Client
 	Namespace string
 	Host      string
 	Now       func() time.Time
@@ -61,7 +62,7 @@ func (r *Recorder) Emit(ctx context.Context, obj corev1.ObjectReference, eventTy
 		ReportingController: "agentenv.io/watchdog",
 		ReportingInstance:   r.Host,
 	}
-	if _, err := r.Client.CoreV1().Events(r.Namespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
+	if _, err := r.Client.CreateEvent(ctx, ev); err != nil {
 		return fmt.Errorf("create %s Event %s on %s %s/%s: %w", eventType, reason, obj.Kind, obj.Namespace, obj.Name, err)
 	}
 	return nil

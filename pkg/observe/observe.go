@@ -14,17 +14,17 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
 	"github.com/agentenv/watchdog/pkg/decide"
 	"github.com/agentenv/watchdog/pkg/endpoints"
+	"github.com/agentenv/watchdog/pkg/kube"
 	"github.com/agentenv/watchdog/pkg/scrape"
 )
 
 // Observer reads pods, EndpointSlices, the leader Lease and metrics.
 type Observer struct {
-	Client      kubernetes.Interface
+	Client      *kube.Client
 	Namespace   string
 	Selector    string
 	Container   string
@@ -55,7 +55,7 @@ func (o *Observer) Observe(ctx context.Context) (decide.Observation, error) {
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		pods, podsErr = o.Client.CoreV1().Pods(o.Namespace).List(ctx, metav1.ListOptions{LabelSelector: o.Selector})
+		pods, podsErr = o.Client.ListPods(ctx, o.Namespace, kube.FromCache(metav1.ListOptions{LabelSelector: o.Selector}))
 	}()
 	go func() {
 		defer wg.Done()
@@ -171,7 +171,7 @@ func (o *Observer) describe(pod *corev1.Pod) decide.Pod {
 }
 
 func (o *Observer) readLeader(ctx context.Context) *decide.Leader {
-	lease, err := o.Client.CoordinationV1().Leases(o.Namespace).Get(ctx, o.LeaderLease, metav1.GetOptions{})
+	lease, err := o.Client.GetLease(ctx, o.Namespace, o.LeaderLease)
 	if err != nil {
 		return &decide.Leader{Err: fmt.Errorf("get Lease %s/%s: %w", o.Namespace, o.LeaderLease, err)}
 	}
@@ -187,7 +187,7 @@ func (o *Observer) readLeader(ctx context.Context) *decide.Leader {
 // gate fails safe on it.
 func (o *Observer) Rollout(ctx context.Context) *decide.Rollout {
 	r := &decide.Rollout{Name: o.Deployment}
-	d, err := o.Client.AppsV1().Deployments(o.Namespace).Get(ctx, o.Deployment, metav1.GetOptions{})
+	d, err := o.Client.GetDeployment(ctx, o.Namespace, o.Deployment)
 	if apierrors.IsNotFound(err) {
 		return r
 	}

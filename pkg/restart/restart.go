@@ -10,7 +10,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
+
+	"github.com/agentenv/watchdog/pkg/kube"
 )
 
 // Restarter restarts one scheduler pod.
@@ -30,7 +31,7 @@ type Result struct {
 // Deleter deletes the pod with a UID precondition, so that only the observed pod
 // dies (never a replacement that took its name), and with the pod's own grace period.
 type Deleter struct {
-	Client    kubernetes.Interface
+	Client    *kube.Client
 	Namespace string
 }
 
@@ -38,7 +39,7 @@ func (d Deleter) Method() string { return "delete" }
 
 func (d Deleter) Restart(ctx context.Context, name, uid string) (Result, error) {
 	u := types.UID(uid)
-	err := d.Client.CoreV1().Pods(d.Namespace).Delete(ctx, name, metav1.DeleteOptions{
+	err := d.Client.DeletePod(ctx, d.Namespace, name, metav1.DeleteOptions{
 		Preconditions: &metav1.Preconditions{UID: &u},
 	})
 	switch {
@@ -60,7 +61,7 @@ const RestartedAtAnnotation = "kubectl.kubernetes.io/restartedAt"
 // Rollout restarts the Deployment the way `kubectl rollout restart` does, letting
 // the Deployment controller replace the pod with its surge and availability rules.
 type Rollout struct {
-	Client     kubernetes.Interface
+	Client     *kube.Client
 	Namespace  string
 	Deployment string
 	Now        func() time.Time
@@ -71,7 +72,7 @@ func (r Rollout) Method() string { return "rollout" }
 func (r Rollout) Restart(ctx context.Context, name, uid string) (Result, error) {
 	at := r.Now().UTC().Format(time.RFC3339)
 	patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{%q:%q}}}}}`, RestartedAtAnnotation, at)
-	_, err := r.Client.AppsV1().Deployments(r.Namespace).Patch(ctx, r.Deployment, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: "watchdog"})
+	_, err := r.Client.PatchDeployment(ctx, r.Namespace, r.Deployment, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: "watchdog"})
 	if err != nil {
 		return Result{}, fmt.Errorf("patch Deployment %s/%s with %s: %w", r.Namespace, r.Deployment, RestartedAtAnnotation, err)
 	}

@@ -9,7 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+
+	"github.com/agentenv/watchdog/pkg/kube"
 )
 
 // Keys in the state ConfigMap.
@@ -25,7 +26,7 @@ var ErrConflict = errors.New("state ConfigMap changed since it was read")
 
 // Store reads and writes the state ConfigMap with optimistic concurrency.
 type Store struct {
-	Client    kubernetes.Interface
+	Client    *kube.Client
 	Namespace string
 	Name      string
 }
@@ -48,7 +49,7 @@ func (s *Snapshot) Exists() bool { return s.configMap != nil }
 // Load reads the state. A missing ConfigMap or an unreadable document gives a fresh
 // state (Recovered says which); only an API failure is an error.
 func (st *Store) Load(ctx context.Context) (*Snapshot, error) {
-	cm, err := st.Client.CoreV1().ConfigMaps(st.Namespace).Get(ctx, st.Name, metav1.GetOptions{})
+	cm, err := st.Client.GetConfigMap(ctx, st.Namespace, st.Name)
 	if apierrors.IsNotFound(err) {
 		return &Snapshot{State: New(), Recovered: fmt.Sprintf("state ConfigMap %s/%s not found: starting with empty state", st.Namespace, st.Name)}, nil
 	}
@@ -107,7 +108,7 @@ func (st *Store) Save(ctx context.Context, snap *Snapshot, s *State, now time.Ti
 
 	var saved *corev1.ConfigMap
 	if snap.configMap == nil {
-		saved, err = st.Client.CoreV1().ConfigMaps(st.Namespace).Create(ctx, cm, metav1.CreateOptions{FieldManager: "watchdog"})
+		saved, err = st.Client.CreateConfigMap(ctx, cm, metav1.CreateOptions{FieldManager: "watchdog"})
 		if apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("create state ConfigMap %s/%s: %w", st.Namespace, st.Name, ErrConflict)
 		}
@@ -117,7 +118,7 @@ func (st *Store) Save(ctx context.Context, snap *Snapshot, s *State, now time.Ti
 	} else {
 		// cm carries the resourceVersion we read: the API server refuses the update
 		// if anyone wrote in between.
-		saved, err = st.Client.CoreV1().ConfigMaps(st.Namespace).Update(ctx, cm, metav1.UpdateOptions{FieldManager: "watchdog"})
+		saved, err = st.Client.UpdateConfigMap(ctx, cm, metav1.UpdateOptions{FieldManager: "watchdog"})
 		if apierrors.IsConflict(err) {
 			return fmt.Errorf("update state ConfigMap %s/%s at resourceVersion %s: %w", st.Namespace, st.Name, snap.ResourceVersion, ErrConflict)
 		}

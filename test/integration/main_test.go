@@ -40,7 +40,7 @@ func TestMain(m *testing.M) {
 
 // scenario is one simulated AgentENV installation in its own namespace.
 type scenario struct {
-	t       *testing.T
+	t       testing.TB
 	ns      string
 	metrics *testenv.MetricsServer
 	pod     *corev1.Pod
@@ -56,7 +56,7 @@ type layout struct {
 	noPod   bool
 }
 
-func newScenario(t *testing.T, l layout) *scenario {
+func newScenario(t testing.TB, l layout) *scenario {
 	t.Helper()
 	ctx, cancel := testenv.Ctx()
 	defer cancel()
@@ -95,7 +95,7 @@ func (s *scenario) check(args ...string) result {
 	return runCLI(s.t, append(append([]string{"check"}, s.base...), args...)...)
 }
 
-func runCLI(t *testing.T, args ...string) result {
+func runCLI(t testing.TB, args ...string) result {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
 	start := time.Now()

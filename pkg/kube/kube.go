@@ -1,0 +1,180 @@
+// Package kube is the watchdog's API client: the dozen calls it makes, over
+// client-go's REST client with a scheme of only the four API groups it reads.
+//
+// Why not client-go's generated clientset: importing it registers every API group
+// at process start and links every typed client. Measured on this project's
+// CronJob path, that is ~9 ms CPU and ~10 MB of binary (and of resident memory) on
+// every run, a third of the per-run budget (docs/performance.md). The REST client,
+// codecs, errors and protobuf encoding are client-go's own.
+package kube
+
+import (
+	"context"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/rest"
+)
+
+var (
+	scheme = runtime.NewScheme()
+	codecs = serializer.NewCodecFactory(scheme)
+	params = runtime.NewParameterCodec(scheme)
+)
+
+func init() {
+	utilruntime.Must(corev1.AddToScheme(scheme))
+	utilruntime.Must(appsv1.AddToScheme(scheme))
+	utilruntime.Must(discoveryv1.AddToScheme(scheme))
+	utilruntime.Must(coordinationv1.AddToScheme(scheme))
+	metav1.AddToGroupVersion(scheme, schema.GroupVersion{Version: "v1"})
+}
+
+// Client makes the watchdog's API calls.
+type Client struct {
+	// Host is the API server, for error messages.
+	Host         string
+	core         *rest.RESTClient
+	apps         *rest.RESTClient
+	discovery    *rest.RESTClient
+	coordination *rest.RESTClient
+}
+
+// New builds a client sharing one HTTP connection pool across API groups.
+func New(cfg *rest.Config) (*Client, error) {
+	httpClient, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("HTTP client for %s: %w", cfg.Host, err)
+	}
+	c := &Client{Host: cfg.Host}
+	for _, g := range []struct {
+		into    **rest.RESTClient
+		gv      schema.GroupVersion
+		apiPath string
+	}{
+		{&c.core, corev1.SchemeGroupVersion, "/api"},
+		{&c.apps, appsv1.SchemeGroupVersion, "/apis"},
+		{&c.discovery, discoveryv1.SchemeGroupVersion, "/apis"},
+		{&c.coordination, coordinationv1.SchemeGroupVersion, "/apis"},
+	} {
+		gc := rest.CopyConfig(cfg)
+		gv := g.gv
+		gc.GroupVersion = &gv
+		gc.APIPath = g.apiPath
+		gc.NegotiatedSerializer = rest.CodecFactoryForGeneratedClient(scheme, codecs).WithoutConversion()
+		rc, err := rest.RESTClientForConfigAndClient(gc, httpClient)
+		if err != nil {
+			return nil, fmt.Errorf("REST client for %s: %w", gv, err)
+		}
+		*g.into = rc
+	}
+	return c, nil
+}
+
+// FromCache lists from the API server's watch cache (resourceVersion "0") rather
+// than with a quorum read. A quorum list waits for the cache to catch up with etcd,
+// which after any write in the cluster costs up to ~100 ms; the cache is what every
+// controller, the scheduler's own informer included, reads anyway.
+func FromCache(opts metav1.ListOptions) metav1.ListOptions {
+	opts.ResourceVersion = "0"
+	opts.ResourceVersionMatch = ""
+	return opts
+}
+
+// ListPods lists pods.
+func (c *Client) ListPods(ctx context.Context, ns string, opts metav1.ListOptions) (*corev1.PodList, error) {
+	out := &corev1.PodList{}
+	err := c.core.Get().Namespace(ns).Resource("pods").VersionedParams(&opts, params).Do(ctx).Into(out)
+	return out, err
+}
+
+// GetPod reads one pod.
+func (c *Client) GetPod(ctx context.Context, ns, name string) (*corev1.Pod, error) {
+	out := &corev1.Pod{}
+	err := c.core.Get().Namespace(ns).Resource("pods").Name(name).Do(ctx).Into(out)
+	return out, err
+}
+
+// DeletePod deletes a pod.
+func (c *Client) DeletePod(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
+	return c.core.Delete().Namespace(ns).Resource("pods").Name(name).Body(&opts).Do(ctx).Error()
+}
+
+// ListEndpointSlices lists EndpointSlices.
+func (c *Client) ListEndpointSlices(ctx context.Context, ns string, opts metav1.ListOptions) (*discoveryv1.EndpointSliceList, error) {
+	out := &discoveryv1.EndpointSliceList{}
+	err := c.discovery.Get().Namespace(ns).Resource("endpointslices").VersionedParams(&opts, params).Do(ctx).Into(out)
+	return out, err
+}
+
+// GetConfigMap reads a ConfigMap (a quorum read: state must be current).
+func (c *Client) GetConfigMap(ctx context.Context, ns, name string) (*corev1.ConfigMap, error) {
+	out := &corev1.ConfigMap{}
+	err := c.core.Get().Namespace(ns).Resource("configmaps").Name(name).Do(ctx).Into(out)
+	return out, err
+}
+
+// CreateConfigMap creates a ConfigMap.
+func (c *Client) CreateConfigMap(ctx context.Context, cm *corev1.ConfigMap, opts metav1.CreateOptions) (*corev1.ConfigMap, error) {
+	out := &corev1.ConfigMap{}
+	err := c.core.Post().Namespace(cm.Namespace).Resource("configmaps").VersionedParams(&opts, params).Body(cm).Do(ctx).Into(out)
+	return out, err
+}
+
+// UpdateConfigMap replaces a ConfigMap; cm.ResourceVersion is the precondition.
+func (c *Client) UpdateConfigMap(ctx context.Context, cm *corev1.ConfigMap, opts metav1.UpdateOptions) (*corev1.ConfigMap, error) {
+	out := &corev1.ConfigMap{}
+	err := c.core.Put().Namespace(cm.Namespace).Resource("configmaps").Name(cm.Name).VersionedParams(&opts, params).Body(cm).Do(ctx).Into(out)
+	return out, err
+}
+
+// CreateEvent creates a core/v1 Event.
+func (c *Client) CreateEvent(ctx context.Context, ev *corev1.Event) (*corev1.Event, error) {
+	out := &corev1.Event{}
+	err := c.core.Post().Namespace(ev.Namespace).Resource("events").Body(ev).Do(ctx).Into(out)
+	return out, err
+}
+
+// GetDeployment reads a Deployment.
+func (c *Client) GetDeployment(ctx context.Context, ns, name string) (*appsv1.Deployment, error) {
+	out := &appsv1.Deployment{}
+	err := c.apps.Get().Namespace(ns).Resource("deployments").Name(name).Do(ctx).Into(out)
+	return out, err
+}
+
+// PatchDeployment patches a Deployment.
+func (c *Client) PatchDeployment(ctx context.Context, ns, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions) (*appsv1.Deployment, error) {
+	out := &appsv1.Deployment{}
+	err := c.apps.Patch(pt).Namespace(ns).Resource("deployments").Name(name).VersionedParams(&opts, params).Body(data).Do(ctx).Into(out)
+	return out, err
+}
+
+// GetLease reads a Lease.
+func (c *Client) GetLease(ctx context.Context, ns, name string) (*coordinationv1.Lease, error) {
+	out := &coordinationv1.Lease{}
+	err := c.coordination.Get().Namespace(ns).Resource("leases").Name(name).Do(ctx).Into(out)
+	return out, err
+}
+
+// CreateLease creates a Lease.
+func (c *Client) CreateLease(ctx context.Context, l *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+	out := &coordinationv1.Lease{}
+	err := c.coordination.Post().Namespace(l.Namespace).Resource("leases").Body(l).Do(ctx).Into(out)
+	return out, err
+}
+
+// UpdateLease replaces a Lease; l.ResourceVersion is the precondition.
+func (c *Client) UpdateLease(ctx context.Context, l *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+	out := &coordinationv1.Lease{}
+	err := c.coordination.Put().Namespace(l.Namespace).Resource("leases").Name(l.Name).Body(l).Do(ctx).Into(out)
+	return out, err
+}
