@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/agentenv/watchdog/pkg/state"
@@ -56,7 +57,7 @@ func (d *Dispatcher) Deliver(ctx context.Context, s *state.State, notes []Notifi
 		return out
 	}
 
-	out = append(out, d.retryOutbox(ctx, s)...)
+	out = append(out, d.retryOutbox(ctx, s, now)...)
 	for _, n := range notes {
 		if d.Events != nil {
 			del := Delivery{ID: n.ID, Event: n.Event, Sink: "kubernetes-event", OK: true}
@@ -90,10 +91,18 @@ func (d *Dispatcher) Deliver(ctx context.Context, s *state.State, notes []Notifi
 	return out
 }
 
-func (d *Dispatcher) retryOutbox(ctx context.Context, s *state.State) []Delivery {
+// MaxPendingAge is how long an undelivered alert is retried before it is dropped
+// (with an error log and Event): a day-old page helps nobody.
+const MaxPendingAge = 24 * time.Hour
+
+func (d *Dispatcher) retryOutbox(ctx context.Context, s *state.State, now time.Time) []Delivery {
 	var out []Delivery
 	kept := s.Outbox[:0]
 	for _, p := range s.Outbox {
+		if now.Sub(p.CreatedAt) > MaxPendingAge {
+			out = append(out, Delivery{ID: p.ID, Event: p.Event, Sink: strings.Join(p.Sinks, ","), Error: fmt.Sprintf("dropped after %d attempts over %s: %s", p.Attempts, MaxPendingAge, p.LastError)})
+			continue
+		}
 		var n Notification
 		if err := json.Unmarshal(p.Payload, &n); err != nil {
 			out = append(out, Delivery{ID: p.ID, Event: p.Event, Sink: "outbox", Error: fmt.Sprintf("dropped unreadable pending alert: %v", err)})

@@ -96,8 +96,16 @@ type ActOutcome struct {
 // Plan compares the run's outcome with the open alerts in s, updates s.Alerts, and
 // returns the notifications to send: one per transition, reminders for problems
 // still observed after RealertInterval, and recovered once per episode.
-func Plan(s *state.State, res decide.Result, acts []ActOutcome, now time.Time, cfg PlanConfig) []Notification {
+//
+// runErr is a failure of the watchdog itself that did not stop the run (an API
+// read refused, say): it opens watchdog-error, which closes on the next clean run.
+func Plan(s *state.State, res decide.Result, acts []ActOutcome, runErr error, now time.Time, cfg PlanConfig) []Notification {
 	var out []Notification
+	if runErr != nil {
+		out = append(out, PlanFailure(s, runErr, now, cfg)...)
+	} else {
+		delete(s.Alerts, EventWatchdogError)
+	}
 	active := map[string]*decide.Target{}
 	for i := range res.Targets {
 		t := &res.Targets[i]
@@ -164,6 +172,14 @@ func Plan(s *state.State, res decide.Result, acts []ActOutcome, now time.Time, c
 		delete(s.Alerts, EventBlind)
 	}
 	return out
+}
+
+// PlanFailure plans watchdog-error for a run that failed: once, then a reminder
+// every RealertInterval while failures go on (deduplicated through s when the
+// state could be read; with an empty state it is always sent).
+func PlanFailure(s *state.State, err error, now time.Time, cfg PlanConfig) []Notification {
+	res := decide.Result{Verdict: decide.Unknown, Action: decide.None, Reason: "the watchdog cannot do its job: " + err.Error()}
+	return appendOngoing(nil, s, EventWatchdogError, nil, res, now, cfg)
 }
 
 func keepWorst(active map[string]*decide.Target, ev string, t *decide.Target) {

@@ -86,7 +86,9 @@ func (r *Runner) Run(ctx context.Context) (*Report, error) {
 	<-loaded
 	if loadErr != nil {
 		rep.Reason = "cannot read state"
-		return rep, &Error{What: "read state", Err: loadErr}
+		failure := &Error{What: "read state", Err: loadErr}
+		r.alertFailure(ctx, state.New(), failure, rep)
+		return rep, failure
 	}
 	if snap.Recovered != "" {
 		r.Log.Warn().Str("configmap", r.StateConfigMap).Msg(snap.Recovered)
@@ -109,13 +111,12 @@ func (r *Runner) Run(ctx context.Context) (*Report, error) {
 	rep.fill(res)
 	r.logDecision(res)
 
-	notes := alert.Plan(next, res, acts, r.Clock.Now(), r.Plan)
-	rep.Alerts = r.dispatcher().Deliver(ctx, next, notes, r.Clock.Now(), r.DryRun)
-	r.logDeliveries(rep.Alerts)
-
 	// API reads that failed made the verdict unknown; they also mean the watchdog
 	// cannot do its job (often missing RBAC), which exit code 1 makes visible.
 	runErr := observationError(obs)
+	notes := alert.Plan(next, res, acts, runErr, r.Clock.Now(), r.Plan)
+	rep.Alerts = r.dispatcher().Deliver(ctx, next, notes, r.Clock.Now(), r.DryRun)
+	r.logDeliveries(rep.Alerts)
 	for _, a := range acts {
 		if a.Err != nil && runErr == nil {
 			runErr = &Error{What: "restart", Err: a.Err}
@@ -123,6 +124,7 @@ func (r *Runner) Run(ctx context.Context) (*Report, error) {
 	}
 	next.LastRun = r.lastRun(start, res, runErr)
 	if err := r.persist(ctx, snap, next, obs, acts, rep); err != nil {
+		r.alertFailure(ctx, snap.State, err.(*Error), rep)
 		return rep, err
 	}
 	r.Log.Info().Str("verdict", string(res.Verdict)).Str("action", string(res.Action)).Bool("dryRun", r.DryRun).
@@ -421,12 +423,37 @@ func (r *Runner) failRun(ctx context.Context, snap *state.Snapshot, rep *Report,
 	s := snap.State.Clone()
 	s.LastRun = r.lastRun(r.Clock.Now(), decide.Result{Verdict: decide.Unknown, Action: decide.None, Reason: failure.What + " failed"}, failure)
 	decide.CountRun(s, decide.Unknown)
+	notes := alert.PlanFailure(s, failure, r.Clock.Now(), r.Plan)
 	if err := r.Store.Save(ctx, snap, s, r.Clock.Now()); err != nil {
 		r.Log.Error().Err(err).Msg("could not record the failed run in state either")
 	} else {
 		rep.StateWritten = true
 	}
+	r.sendFailure(ctx, s, notes, rep)
 	return failure
+}
+
+// alertFailure sends watchdog-error for a failure that leaves no state to write
+// (state unreadable or unwritable), deduplicated against s when there is one.
+func (r *Runner) alertFailure(ctx context.Context, s *state.State, failure *Error, rep *Report) {
+	r.Log.Error().Err(failure.Err).Msg(failure.What + " failed")
+	rep.Error = failure.Error()
+	if r.DryRun {
+		return
+	}
+	r.sendFailure(ctx, s.Clone(), alert.PlanFailure(s.Clone(), failure, r.Clock.Now(), r.Plan), rep)
+}
+
+func (r *Runner) sendFailure(ctx context.Context, s *state.State, notes []alert.Notification, rep *Report) {
+	if len(notes) == 0 {
+		return
+	}
+	// The run's deadline may be what failed: alerting gets a short one of its own.
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 20*time.Second)
+	defer cancel()
+	ds := r.dispatcher().Deliver(actx, s, notes, r.Clock.Now(), false)
+	rep.Alerts = append(rep.Alerts, ds...)
+	r.logDeliveries(ds)
 }
 
 func (r *Runner) lastRun(start time.Time, res decide.Result, err error) *state.Run {

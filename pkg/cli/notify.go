@@ -1,0 +1,80 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentenv/watchdog/pkg/alert"
+	"github.com/agentenv/watchdog/pkg/version"
+)
+
+func newNotifyCommand(stdout, stderr io.Writer) *cobra.Command {
+	notify := &cobra.Command{
+		Use:   "notify",
+		Short: "Alerting tools",
+	}
+	var alerts AlertOptions
+	var timeout time.Duration
+	var namespace string
+	test := &cobra.Command{
+		Use:   "test",
+		Short: "Send a clearly marked test alert to every configured sink and report per sink",
+		Long: `notify test sends one test alert (event "test", marked as a test in every payload) to
+each configured sink: --slack-webhook-url, --webhook-url (signed with --webhook-secret
+when set) and --heartbeat-url. It exits 1 if any sink failed, 2 if none is configured.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			markStarted(cmd)
+			if err := alerts.Validate(); err != nil {
+				return err
+			}
+			sinks, err := buildSinks(&alerts)
+			if err != nil {
+				return err
+			}
+			if len(sinks) == 0 && alerts.HeartbeatURL == "" {
+				return usagef("no sink configured: set --slack-webhook-url, --webhook-url or --heartbeat-url")
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			defer cancel()
+			now := time.Now().UTC()
+			n := alert.Notification{
+				SchemaVersion: alert.SchemaVersion, ID: fmt.Sprintf("test-%d", now.UnixNano()), Event: alert.EventTest,
+				Severity: alert.SeverityInfo, Test: true, Cluster: alerts.ClusterName, Namespace: namespace,
+				Reason:   "This is a test alert from agentenv-scheduler-watchdog `notify test`; no action is needed.",
+				Action:   "none", Time: now, Watchdog: version.Version, NextStep: "Nothing to do: this only proves the alert path works.",
+			}
+			failed := 0
+			for _, s := range sinks {
+				if err := s.Send(ctx, n); err != nil {
+					failed++
+					fmt.Fprintf(stdout, "%-10s FAILED: %v\n", s.Name(), err)
+					continue
+				}
+				fmt.Fprintf(stdout, "%-10s ok\n", s.Name())
+			}
+			if alerts.HeartbeatURL != "" {
+				hb := &alert.Heartbeat{Poster: alert.NewPoster("heartbeat", alerts.HeartbeatURL, alerts.AlertTimeout, alert.DefaultAttempts, alert.DefaultBudget), URL: alerts.HeartbeatURL}
+				if err := hb.Ping(ctx, false, "watchdog notify test"); err != nil {
+					failed++
+					fmt.Fprintf(stdout, "%-10s FAILED: %v\n", "heartbeat", err)
+				} else {
+					fmt.Fprintf(stdout, "%-10s ok\n", "heartbeat")
+				}
+			}
+			if failed > 0 {
+				return fmt.Errorf("%d sink(s) failed", failed)
+			}
+			return nil
+		},
+	}
+	alerts.AddFlags(test.Flags())
+	test.Flags().DurationVar(&timeout, "timeout", time.Minute, "deadline for all deliveries")
+	test.Flags().StringVar(&namespace, "namespace", "agentenv-system", "namespace named in the test alert")
+	notify.AddCommand(test)
+	return notify
+}
