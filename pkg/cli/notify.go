@@ -45,8 +45,8 @@ when set) and --heartbeat-url. It exits 1 if any sink failed, 2 if none is confi
 			n := alert.Notification{
 				SchemaVersion: alert.SchemaVersion, ID: fmt.Sprintf("test-%d", now.UnixNano()), Event: alert.EventTest,
 				Severity: alert.SeverityInfo, Test: true, Cluster: alerts.ClusterName, Namespace: namespace,
-				Reason:   "This is a test alert from agentenv-scheduler-watchdog `notify test`; no action is needed.",
-				Action:   "none", Time: now, Watchdog: version.Version, NextStep: "Nothing to do: this only proves the alert path works.",
+				Reason: "This is a test alert from agentenv-scheduler-watchdog `notify test`; no action is needed.",
+				Action: "none", Time: now, Watchdog: version.Version, NextStep: "Nothing to do: this only proves the alert path works.",
 			}
 			failed := 0
 			for _, s := range sinks {
