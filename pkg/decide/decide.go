@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentenv/watchdog/pkg/scrape"
 	"github.com/agentenv/watchdog/pkg/state"
 )
 
@@ -161,6 +162,10 @@ func judgePod(p Pod, obs Observation, s *state.State, cfg Config, judgedCount in
 	t := Target{Pod: p.Name, UID: p.UID, Judged: true, Action: None}
 	if p.ScrapeErr != nil {
 		t.ScrapeError = p.ScrapeErr.Error()
+		t.ScrapeKind = string(scrape.KindOf(p.ScrapeErr))
+		if t.ScrapeKind == "" {
+			t.ScrapeKind = "other"
+		}
 	}
 
 	ps := s.Pods[p.UID]

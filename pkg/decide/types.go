@@ -158,6 +158,8 @@ type Target struct {
 	Resume bool `json:"-"`
 	// ScrapeError is why the pod's metrics could not be read, if they could not.
 	ScrapeError string `json:"scrapeError,omitempty"`
+	// ScrapeKind classifies ScrapeError (timeout, http-status, ...).
+	ScrapeKind string `json:"scrapeErrorKind,omitempty"`
 }
 
 // Result is a whole run's decision.

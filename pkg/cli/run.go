@@ -1,0 +1,145 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"k8s.io/utils/clock"
+
+	"github.com/agentenv/watchdog/pkg/check"
+	"github.com/agentenv/watchdog/pkg/leader"
+	"github.com/agentenv/watchdog/pkg/loop"
+)
+
+// RunOptions configure the continuous mode.
+type RunOptions struct {
+	Interval       time.Duration
+	MetricsAddr    string
+	LeaderElect    bool
+	LeaderLease    string
+	LeaderIdentity string
+}
+
+func (o *RunOptions) AddFlags(fs *pflag.FlagSet) {
+	fs.DurationVar(&o.Interval, "interval", 30*time.Second, "time between the starts of two passes")
+	fs.StringVar(&o.MetricsAddr, "metrics-addr", ":9102", "address serving the watchdog's own /metrics and /healthz")
+	fs.BoolVar(&o.LeaderElect, "leader-elect", false, "elect one active watchdog among replicas through a Lease (set it when replicas > 1)")
+	fs.StringVar(&o.LeaderLease, "leader-elect-lease", "agentenv-scheduler-watchdog", "Lease used for the watchdog's own leader election")
+	fs.StringVar(&o.LeaderIdentity, "leader-elect-identity", "", "identity in the election (default: the hostname, i.e. the pod name)")
+}
+
+func (o *RunOptions) Validate() error {
+	if o.Interval < time.Second {
+		return usagef("--interval %s is too short (at least 1s)", o.Interval)
+	}
+	if _, _, err := net.SplitHostPort(o.MetricsAddr); err != nil {
+		return usagef("--metrics-addr %q: %v", o.MetricsAddr, err)
+	}
+	if o.LeaderElect && o.LeaderLease == "" {
+		return usagef("--leader-elect needs --leader-elect-lease")
+	}
+	return nil
+}
+
+func newRunCommand(stderr io.Writer) *cobra.Command {
+	f := &checkFlags{output: OutputOptions{Output: "text"}} // run prints no report
+	var ro RunOptions
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Run passes on an interval, with metrics, health and leader election (for a Deployment)",
+		Long: `run performs the same pass as check every --interval until SIGTERM, serving its own
+Prometheus metrics and /healthz on --metrics-addr. /healthz fails when passes stop
+completing (no successful pass for two intervals plus --timeout). With --leader-elect,
+replicas elect one active watchdog through a Lease; standbys stay healthy and idle.
+State lives in the same ConfigMap as for check, so the two modes can be switched.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			markStarted(cmd)
+			if err := f.validate(); err != nil {
+				return err
+			}
+			if err := ro.Validate(); err != nil {
+				return err
+			}
+			log := newLogger(&f.cluster, stderr)
+			client, cfg, err := newClient(&f.cluster)
+			if err != nil {
+				return err
+			}
+			sinks, err := buildSinks(&f.alerts)
+			if err != nil {
+				return err
+			}
+			clk := clock.RealClock{}
+			runner := newRunner(f, client, sinks, log, clk)
+			pass := func(ctx context.Context) (*check.Report, error) {
+				rep, err := runner.Run(ctx)
+				pingHeartbeat(ctx, &f.alerts, err, f.check.DryRun, log)
+				if err != nil {
+					err = fmt.Errorf("API server %s: %w", cfg.Host, err)
+				}
+				return rep, err
+			}
+			l := loop.NewLoop(ro.Interval, f.cluster.Timeout, pass, clk, log)
+
+			ln, err := net.Listen("tcp", ro.MetricsAddr)
+			if err != nil {
+				return fmt.Errorf("listen on --metrics-addr %s: %w", ro.MetricsAddr, err)
+			}
+			srv := &http.Server{Handler: l.Handler(), ReadHeaderTimeout: 5 * time.Second}
+			ctx, cancel := context.WithCancel(cmd.Context())
+			defer cancel()
+			serveErr := make(chan error, 1)
+			go func() { serveErr <- srv.Serve(ln) }()
+			log.Info().Str("metricsAddr", ln.Addr().String()).Dur("interval", ro.Interval).Bool("leaderElect", ro.LeaderElect).Msg("watchdog running")
+
+			done := make(chan error, 1)
+			go func() {
+				if !ro.LeaderElect {
+					l.Lead(ctx)
+					done <- nil
+					return
+				}
+				identity := ro.LeaderIdentity
+				if identity == "" {
+					identity, _ = os.Hostname()
+				}
+				e := &leader.Elector{
+					Config: leader.Config{Namespace: f.cluster.Namespace, Name: ro.LeaderLease, Identity: identity},
+					Client: client, Clock: clk, Log: log,
+					OnAttempt: func(bool) { l.Alive() },
+				}
+				done <- e.Run(ctx, l.Lead)
+			}()
+
+			var runErr error
+			select {
+			case runErr = <-done:
+			case err := <-serveErr:
+				runErr = fmt.Errorf("metrics server on %s: %w", ro.MetricsAddr, err)
+				cancel()
+				<-done
+			}
+			shutdownCtx, stop := context.WithTimeout(context.Background(), 5*time.Second)
+			defer stop()
+			if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Warn().Err(err).Msg("metrics server shutdown")
+			}
+			log.Info().Msg("watchdog stopped")
+			return runErr
+		},
+	}
+	f.cluster.AddFlags(cmd.Flags())
+	f.check.AddFlags(cmd.Flags())
+	f.alerts.AddFlags(cmd.Flags())
+	ro.AddFlags(cmd.Flags())
+	return cmd
+}

@@ -1,0 +1,223 @@
+// Package leader elects one watchdog among replicas with a coordination.k8s.io
+// Lease, so that `watchdog run` with replicas > 1 acts from one place.
+//
+// It follows client-go's leaderelection algorithm (observed-time expiry, so clocks
+// of different nodes are never compared; optimistic-concurrency updates; release
+// on shutdown), written against pkg/kube because client-go's package imports the
+// whole generated clientset, which would cost every CronJob run ~9 ms CPU
+// (pkg/kube explains). The API calls, conflict semantics and Lease type are
+// client-go's.
+package leader
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/rs/zerolog"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/clock"
+
+	"github.com/agentenv/watchdog/pkg/kube"
+)
+
+// Config of an election. Defaults are client-go's.
+type Config struct {
+	Namespace string
+	Name      string
+	Identity  string
+	// LeaseDuration is how long followers wait after the last observed renewal
+	// before taking over; RenewDeadline how long the leader keeps trying to renew
+	// before giving up; RetryPeriod the pause between attempts.
+	LeaseDuration time.Duration
+	RenewDeadline time.Duration
+	RetryPeriod   time.Duration
+}
+
+// Defaults fills unset durations with client-go's defaults (15 s, 10 s, 2 s).
+func (c *Config) Defaults() {
+	if c.LeaseDuration == 0 {
+		c.LeaseDuration = 15 * time.Second
+	}
+	if c.RenewDeadline == 0 {
+		c.RenewDeadline = 10 * time.Second
+	}
+	if c.RetryPeriod == 0 {
+		c.RetryPeriod = 2 * time.Second
+	}
+}
+
+// Elector runs an election.
+type Elector struct {
+	Config
+	Client *kube.Client
+	Clock  clock.Clock
+	Log    zerolog.Logger
+	// OnAttempt, if set, is called after every acquire or renew attempt (health).
+	OnAttempt func(leading bool)
+
+	observed     *coordinationv1.Lease
+	observedTime time.Time
+}
+
+// Run campaigns until ctx ends. Each time this instance becomes leader it calls
+// lead with a context that is cancelled when leadership is lost (or ctx ends),
+// and waits for lead to return before campaigning again. On ctx's end a held
+// Lease is released so another replica takes over without waiting for expiry.
+func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context)) error {
+	e.Defaults()
+	if e.RenewDeadline >= e.LeaseDuration || e.RetryPeriod >= e.RenewDeadline {
+		return fmt.Errorf("leader election: want retry period < renew deadline < lease duration, got %s, %s, %s", e.RetryPeriod, e.RenewDeadline, e.LeaseDuration)
+	}
+	for ctx.Err() == nil {
+		if !e.acquire(ctx) {
+			break
+		}
+		e.Log.Info().Str("lease", e.Name).Str("identity", e.Identity).Msg("became leader")
+		leadCtx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			lead(leadCtx)
+		}()
+		e.renew(leadCtx)
+		cancel()
+		<-done
+		if ctx.Err() != nil {
+			e.release()
+			break
+		}
+		e.Log.Warn().Str("lease", e.Name).Msg("lost leadership; campaigning again")
+	}
+	return nil
+}
+
+// acquire retries until this instance holds the Lease or ctx ends.
+func (e *Elector) acquire(ctx context.Context) bool {
+	for {
+		ok := e.tryAcquireOrRenew(ctx)
+		if e.OnAttempt != nil {
+			e.OnAttempt(ok)
+		}
+		if ok {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-e.Clock.After(wait.Jitter(e.RetryPeriod, 1.2)):
+		}
+	}
+}
+
+// renew keeps the Lease until a renewal fails for RenewDeadline or ctx ends.
+func (e *Elector) renew(ctx context.Context) {
+	lastRenew := e.Clock.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-e.Clock.After(e.RetryPeriod):
+		}
+		attemptCtx, cancel := context.WithTimeout(ctx, e.RenewDeadline)
+		ok := e.tryAcquireOrRenew(attemptCtx)
+		cancel()
+		if e.OnAttempt != nil {
+			e.OnAttempt(ok)
+		}
+		if ok {
+			lastRenew = e.Clock.Now()
+			continue
+		}
+		if e.Clock.Since(lastRenew) >= e.RenewDeadline {
+			return
+		}
+	}
+}
+
+// tryAcquireOrRenew takes the Lease if it is free, expired or ours.
+func (e *Elector) tryAcquireOrRenew(ctx context.Context) bool {
+	now := metav1.NewMicroTime(e.Clock.Now())
+	seconds := int32(e.LeaseDuration / time.Second)
+	lease, err := e.Client.GetLease(ctx, e.Namespace, e.Name)
+	if apierrors.IsNotFound(err) {
+		created, err := e.Client.CreateLease(ctx, &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: e.Name, Namespace: e.Namespace},
+			Spec: coordinationv1.LeaseSpec{
+				HolderIdentity: &e.Identity, LeaseDurationSeconds: &seconds,
+				AcquireTime: &now, RenewTime: &now,
+			},
+		})
+		if err != nil {
+			e.Log.Debug().Err(err).Msg("create leader Lease")
+			return false
+		}
+		e.observe(created)
+		return true
+	}
+	if err != nil {
+		e.Log.Warn().Err(err).Str("lease", e.Name).Msg("read leader Lease")
+		return false
+	}
+	if e.observed == nil || e.observed.ResourceVersion != lease.ResourceVersion {
+		e.observe(lease)
+	}
+	holder := ""
+	if lease.Spec.HolderIdentity != nil {
+		holder = *lease.Spec.HolderIdentity
+	}
+	duration := e.LeaseDuration
+	if lease.Spec.LeaseDurationSeconds != nil {
+		duration = time.Duration(*lease.Spec.LeaseDurationSeconds) * time.Second
+	}
+	if holder != "" && holder != e.Identity && e.Clock.Since(e.observedTime) < duration {
+		return false // someone else holds a lease that has not expired
+	}
+	update := lease.DeepCopy()
+	if holder != e.Identity {
+		update.Spec.AcquireTime = &now
+		transitions := int32(0)
+		if lease.Spec.LeaseTransitions != nil {
+			transitions = *lease.Spec.LeaseTransitions
+		}
+		transitions++
+		update.Spec.LeaseTransitions = &transitions
+	}
+	update.Spec.HolderIdentity = &e.Identity
+	update.Spec.RenewTime = &now
+	update.Spec.LeaseDurationSeconds = &seconds
+	updated, err := e.Client.UpdateLease(ctx, update)
+	if err != nil {
+		e.Log.Debug().Err(err).Msg("update leader Lease")
+		return false
+	}
+	e.observe(updated)
+	return true
+}
+
+func (e *Elector) observe(l *coordinationv1.Lease) {
+	e.observed = l
+	e.observedTime = e.Clock.Now()
+}
+
+// release gives the Lease up: holder cleared and a one-second duration, as
+// client-go's ReleaseOnCancel does.
+func (e *Elector) release() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	lease, err := e.Client.GetLease(ctx, e.Namespace, e.Name)
+	if err != nil || lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity != e.Identity {
+		return
+	}
+	empty, one := "", int32(1)
+	now := metav1.NewMicroTime(e.Clock.Now())
+	lease.Spec.HolderIdentity, lease.Spec.LeaseDurationSeconds, lease.Spec.RenewTime = &empty, &one, &now
+	if _, err := e.Client.UpdateLease(ctx, lease); err != nil {
+		e.Log.Warn().Err(err).Msg("release leader Lease")
+		return
+	}
+	e.Log.Info().Str("lease", e.Name).Msg("released leadership")
+}
