@@ -58,8 +58,11 @@ type Error struct {
 func (e *Error) Error() string { return e.What + ": " + e.Err.Error() }
 func (e *Error) Unwrap() error { return e.Err }
 
-// reserve is kept back from the run deadline for acting and persisting.
-const reserve = 10 * time.Second
+// reserve is kept back from the run deadline for acting and persisting: a sixth
+// of the run, at most 10 s (30 s of a 3 min run would be wasted waiting).
+func reserve(start, deadline time.Time) time.Duration {
+	return min(10*time.Second, deadline.Sub(start)/6)
+}
 
 // claimBackoff spaces retries after losing a claim race; the API server's
 // conflict says someone else wrote, so re-reading right away is usually enough.
@@ -170,7 +173,7 @@ func (r *Runner) confirm(ctx context.Context, start time.Time, obs *decide.Obser
 		if r.Clock.Since(start) >= r.Decide.ConfirmWindow+r.SampleInterval && !anyConfirming(res) {
 			return next, res // probed long enough: weak evidence
 		}
-		if deadline, ok := ctx.Deadline(); ok && deadline.Sub(r.Clock.Now()) < r.SampleInterval+reserve {
+		if deadline, ok := ctx.Deadline(); ok && deadline.Sub(r.Clock.Now()) < r.SampleInterval+reserve(start, deadline) {
 			msg := "the run deadline cut confirmation short; the next run continues it"
 			r.Log.Warn().Msg(msg)
 			rep.Warnings = append(rep.Warnings, msg)

@@ -189,6 +189,7 @@ func judgePod(p Pod, obs Observation, s *state.State, cfg Config, judgedCount in
 		ps.FirstSeen = now
 	}
 	prevVerdict := Verdict(ps.LastVerdict)
+	prevCounters := ps.Counters
 	ps.LastSeen = now
 
 	verdict, reason, evidence, noBaseline := judge(p, obs, ps, cfg, prevVerdict)
@@ -215,7 +216,13 @@ func judgePod(p Pod, obs Observation, s *state.State, cfg Config, judgedCount in
 		}
 	case Wedged, Degraded:
 		ps.Unknowns = 0
-		advanceWedgeClock(ps, verdict, evidence, prevVerdict, now, t)
+		baseline := uint64(0)
+		if prevCounters != nil {
+			baseline = prevCounters.HeartbeatRejected
+		} else if p.Sample != nil {
+			baseline = p.Sample.HeartbeatRejected
+		}
+		advanceWedgeClock(ps, verdict, evidence, prevVerdict, baseline, now, t)
 	default:
 		ps.Unknowns = 0
 		if ps.Bad != nil {
@@ -294,11 +301,17 @@ func weigh(p Pod, ps *state.Pod, cfg Config) (Evidence, string, bool) {
 			return Strong, fmt.Sprintf("the discovery watch saw no event for %s (> --max-watch-age %s)", ShortDuration(age), ShortDuration(cfg.MaxWatchAge)), false
 		}
 	}
+	cur := p.Sample.HeartbeatRejected
+	if ps.Bad != nil && ps.Bad.BaselineRejected != nil && cur > *ps.Bad.BaselineRejected {
+		return Strong, fmt.Sprintf("%d heartbeat(s) rejected since the episode began at %s: discovery does not know nodes that are calling in",
+			cur-*ps.Bad.BaselineRejected, ps.Bad.Since.UTC().Format(time.RFC3339)), false
+	}
 	if ps.Counters == nil {
 		return Weak, "no earlier counter value of this process to compare with", true
 	}
-	if rose := p.Sample.HeartbeatRejected - ps.Counters.HeartbeatRejected; p.Sample.HeartbeatRejected > ps.Counters.HeartbeatRejected {
-		return Strong, fmt.Sprintf("%d heartbeat(s) rejected since %s: discovery does not know nodes that are calling in", rose, ps.Counters.At.UTC().Format(time.RFC3339)), false
+	if cur > ps.Counters.HeartbeatRejected {
+		return Strong, fmt.Sprintf("%d heartbeat(s) rejected since %s: discovery does not know nodes that are calling in",
+			cur-ps.Counters.HeartbeatRejected, ps.Counters.At.UTC().Format(time.RFC3339)), false
 	}
 	return Weak, "no rejected heartbeats since the last observation: the nodes may not reach the scheduler", false
 }
@@ -306,9 +319,9 @@ func weigh(p Pod, ps *state.Pod, cfg Config) (Evidence, string, bool) {
 // advanceWedgeClock extends or starts the bad episode. The clock only advances
 // between two consecutive observations with the same bad verdict; an unknown in
 // between pauses it (that gap is not counted).
-func advanceWedgeClock(ps *state.Pod, verdict Verdict, evidence Evidence, prevVerdict Verdict, now time.Time, t Target) {
+func advanceWedgeClock(ps *state.Pod, verdict Verdict, evidence Evidence, prevVerdict Verdict, baseline uint64, now time.Time, t Target) {
 	if ps.Bad == nil || ps.Bad.Kind != string(verdict) {
-		ps.Bad = &state.Bad{Kind: string(verdict), Since: now, Last: now}
+		ps.Bad = &state.Bad{Kind: string(verdict), Since: now, Last: now, BaselineRejected: &baseline}
 	} else {
 		if prevVerdict == verdict && now.After(ps.Bad.Last) {
 			ps.Bad.For += state.Duration(now.Sub(ps.Bad.Last))

@@ -467,6 +467,15 @@ func TestStrongEvidence(t *testing.T) {
 			t.Errorf("the healed flap must be recorded: %+v", s.Episodes)
 		}
 	})
+	t.Run("a rise since the episode began is strong though the last interval saw none", func(t *testing.T) {
+		runSteps(t, cfg, nil, []step{healthyBefore,
+			// First sight without a rise yet (nodes back off): weak.
+			{obs: at(0, 0, 0), verdict: Wedged, action: Wait, reasonHas: "may not reach"},
+			{obs: at(30*time.Second, 0, 3), verdict: Wedged, action: Wait, confirming: true},
+			// Flat since the previous observation, but above the episode's baseline.
+			{obs: at(60*time.Second, 0, 3), verdict: Wedged, action: Wait, confirming: true, reasonHas: "since the episode began"},
+		})
+	})
 	t.Run("weak evidence does not confirm early", func(t *testing.T) {
 		runSteps(t, cfg, nil, []step{healthyBefore,
 			{obs: at(0, 0, 0), verdict: Wedged, action: Wait, reasonHas: "nodes may not reach"},

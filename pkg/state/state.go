@@ -90,7 +90,12 @@ type Bad struct {
 	// watch) was first seen with ready never back since; nil when evidence is weak.
 	StrongSince *time.Time `json:"strongSince,omitempty"`
 	Evidence    string     `json:"evidence"`
-	Ready       int        `json:"ready"`
+	// BaselineRejected is the rejected-heartbeat counter just before the episode
+	// (or at its first observation when there was none): any rise over it during
+	// the episode is strong evidence, even when the last interval saw none (nodes
+	// back off to one heartbeat a minute).
+	BaselineRejected *uint64 `json:"baselineRejected,omitempty"`
+	Ready            int     `json:"ready"`
 	Expected    int        `json:"expected"`
 }
 
@@ -296,6 +301,7 @@ func (s *State) Clone() *State {
 		if p.Bad != nil {
 			bad := *p.Bad
 			bad.StrongSince = clonePtr(p.Bad.StrongSince)
+			bad.BaselineRejected = clonePtr(p.Bad.BaselineRejected)
 			cp.Bad = &bad
 		}
 		c.Pods[uid] = &cp

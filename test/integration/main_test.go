@@ -109,7 +109,7 @@ func runCLI(t testing.TB, args ...string) result {
 	return r
 }
 
-func (r result) expect(t *testing.T, code int, verdict, action string) {
+func (r result) expect(t testing.TB, code int, verdict, action string) {
 	t.Helper()
 	if r.code != code || string(r.report.Verdict) != verdict || string(r.report.Action) != action {
 		t.Fatalf("got exit %d %s/%s (%s), want exit %d %s/%s\nstderr:\n%s", r.code, r.report.Verdict, r.report.Action, r.report.Reason, code, verdict, action, r.stderr)

@@ -1,0 +1,270 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentenv/watchdog/internal/testenv"
+	"github.com/agentenv/watchdog/pkg/cli"
+	"github.com/agentenv/watchdog/pkg/decide"
+)
+
+// The scenarios replay DESIGN §2's signatures on a clock compressed 30×: a */5
+// CronJob fires every 10 s, the scheduler's 15 s refresh is 0.5 s, and every
+// watchdog duration is scaled alike, so minutes of production time take seconds.
+const speed = 30.0
+
+func scaled(d time.Duration) string { return (time.Duration(float64(d) / speed)).String() }
+
+// scaledFlags are the production defaults, compressed.
+func scaledFlags() []string {
+	return []string{
+		"--startup-grace", scaled(cli.DefaultStartupGrace),
+		"--wedged-for", scaled(cli.DefaultWedgedFor),
+		"--confirm-window", scaled(cli.DefaultConfirmWindow),
+		"--sample-interval", scaled(15 * time.Second),
+		"--timeout", scaled(cli.DefaultTimeout),
+		"--scrape-timeout", "1s", "--api-timeout", "2s",
+	}
+}
+
+// simScenario is a scenario whose metrics come from a Sim.
+type simScenario struct {
+	*scenario
+	sim *testenv.Sim
+}
+
+func newSimScenario(t testing.TB) *simScenario {
+	t.Helper()
+	s := newScenario(t, layout{serving: 3, page: ""})
+	sim := testenv.NewSim(3, speed)
+	s.metrics.SetHandler(sim.ServeHTTP)
+	// Drop the fast test defaults of newScenario: the compressed production ones apply.
+	s.base = append(s.base[:10:10], scaledFlags()...)
+	return &simScenario{scenario: s, sim: sim}
+}
+
+// heal is what one scenario measured.
+type heal struct {
+	restarted  bool
+	runs       int           // runs (CronJob mode) from the wedge until the restart
+	sinceCause time.Duration // scheduler time from the phase change to the restart
+	sinceSeen  time.Duration // scheduler time from the first run seeing the wedge to the restart
+	evidence   string
+	gate       string
+}
+
+func (h heal) String() string {
+	if !h.restarted {
+		return "no restart"
+	}
+	return fmt.Sprintf("restart after %s from the cause, %s from first sight (%d runs, %s evidence: %s)",
+		h.sinceCause.Round(time.Second), h.sinceSeen.Round(time.Second), h.runs, h.evidence, h.gate)
+}
+
+// cronEpisode runs `watchdog check` on a compressed */5 schedule, enters phase
+// right after a run (the worst case: the wedge waits a whole interval to be seen),
+// and runs until a restart or maxRuns.
+func cronEpisode(t testing.TB, phase testenv.Phase, maxRuns int, configure func(*testenv.Sim)) heal {
+	s := newSimScenario(t)
+	if configure != nil {
+		configure(s.sim)
+	}
+	interval := time.Duration(float64(5*time.Minute) / speed)
+	// A healthy run first: it stores the counters the next run compares with.
+	next := time.Now()
+	s.check().expect(t, 0, "healthy", "none")
+	next = next.Add(interval)
+	cause := s.sim.Set(phase)
+
+	var h heal
+	var firstSeen time.Time
+	for run := 1; run <= maxRuns; run++ {
+		time.Sleep(time.Until(next))
+		next = next.Add(interval)
+		start := time.Now()
+		r := s.check()
+		if r.code != 0 {
+			t.Fatalf("run %d: exit %d\n%s", run, r.code, r.stderr)
+		}
+		if r.report.Verdict == decide.Wedged && firstSeen.IsZero() {
+			firstSeen = start
+		}
+		if r.report.Action == decide.Restart {
+			h = heal{restarted: true, runs: run, sinceCause: s.sim.Scaled(time.Since(cause)), sinceSeen: s.sim.Scaled(time.Since(firstSeen))}
+			h.evidence, h.gate = gateOf(r.report.Targets)
+			if s.podExists(s.pod.Name) {
+				t.Fatal("the report says restart but the pod still exists")
+			}
+			return h
+		}
+	}
+	return h
+}
+
+func gateOf(targets []decide.Target) (string, string) {
+	for _, tg := range targets {
+		for _, g := range tg.Gates {
+			if g.Name == "wedged-for" {
+				return string(tg.Evidence), g.Detail
+			}
+		}
+	}
+	return "", ""
+}
+
+func TestCronStrongEvidenceRestartsWithinOneIntervalPlusConfirm(t *testing.T) {
+	h := cronEpisode(t, testenv.DeadRolled, 4, nil)
+	t.Logf("CronJob */5, discovery dead then nodes rolled (strong evidence): %s", h)
+	if !h.restarted || h.evidence != "strong" || !strings.Contains(h.gate, "strong evidence held") {
+		t.Fatalf("want a restart on confirmed strong evidence, got %s", h)
+	}
+	if h.runs != 1 {
+		t.Errorf("strong evidence must heal on the first run that sees it, took %d runs", h.runs)
+	}
+}
+
+func TestCronWeakEvidenceWaitsForWedgedFor(t *testing.T) {
+	h := cronEpisode(t, testenv.Unreachable, 4, nil)
+	t.Logf("CronJob */5, nodes cannot reach the scheduler (weak evidence): %s", h)
+	if !h.restarted || h.evidence != "weak" || !strings.Contains(h.gate, "wedged") {
+		t.Fatalf("want a restart through --wedged-for, got %s", h)
+	}
+	if h.runs != 2 {
+		t.Errorf("weak evidence restarts on the second run that sees the wedge, took %d runs", h.runs)
+	}
+}
+
+func TestFlapHealingInsideConfirmWindowIsNotRestarted(t *testing.T) {
+	s := newSimScenario(t)
+	s.check().expect(t, 0, "healthy", "none")
+	// The flap starts; wait until the gauges show ready 0 and rejections rose.
+	cause := s.sim.Set(testenv.Flap)
+	s.sim.HealAfter = time.Hour
+	for s.sim.Values().Ready != 0 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	// It heals 40 s (scheduler time) into the confirm window that this run opens.
+	s.sim.HealAfter = s.sim.Scaled(time.Since(cause)) + 40*time.Second
+	r := s.check()
+	r.expect(t, 0, "healthy", "none")
+	if r.report.Samples < 2 {
+		t.Errorf("the run should have sampled while confirming, took %d samples", r.report.Samples)
+	}
+	if !s.podExists(s.pod.Name) {
+		t.Fatal("a self-healing flap was restarted")
+	}
+	st, _ := s.state()
+	if len(st.Restarts) != 0 || len(st.Episodes) != 1 || st.Episodes[0].Outcome != "recovered" || st.Episodes[0].Evidence != "strong" {
+		t.Fatalf("want the healed flap recorded as a recovered strong episode: restarts %+v episodes %+v", st.Restarts, st.Episodes)
+	}
+	t.Logf("flap healing 40 s into the confirm window: no restart, %d samples, episode %+v", r.report.Samples, st.Episodes[0])
+}
+
+// runEpisode starts `watchdog run` (compressed: --interval 1s is 30 s), enters
+// phase, and measures until the pod is deleted or timeout.
+func runEpisode(t testing.TB, phase testenv.Phase, timeout time.Duration) heal {
+	s := newSimScenario(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var stderr lockedBuffer
+	args := append([]string{"run"}, s.base...)
+	args = removeFlag(args, "--output")
+	args = append(args, "--interval", scaled(30*time.Second), "--metrics-addr", freeAddr(t))
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		var stdout bytes.Buffer
+		cli.ExecuteContext(ctx, args, &stdout, &stderr)
+	}()
+	defer func() { cancel(); wg.Wait() }()
+
+	// Let a few healthy passes store counters, then break discovery.
+	time.Sleep(3 * time.Second)
+	cause := s.sim.Set(phase)
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if !s.podExists(s.pod.Name) {
+			h := heal{restarted: true, sinceCause: s.sim.Scaled(time.Since(cause))}
+			st, _ := s.state()
+			if r := st.RestartFor(string(s.pod.UID)); r != nil {
+				h.evidence, h.gate = r.Evidence, r.Reason
+			}
+			return h
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("watchdog run logs:\n%s", stderr.String())
+	return heal{}
+}
+
+func TestRunModeStrongEvidence(t *testing.T) {
+	h := runEpisode(t, testenv.DeadRolled, 20*time.Second)
+	t.Logf("watchdog run --interval 30s, discovery dead then nodes rolled: %s", h)
+	if !h.restarted || h.evidence != "strong" {
+		t.Fatalf("want a restart on strong evidence, got %s", h)
+	}
+}
+
+func removeFlag(args []string, flag string) []string {
+	out := args[:0:0]
+	for i := 0; i < len(args); i++ {
+		if args[i] == flag {
+			i++
+			continue
+		}
+		out = append(out, args[i])
+	}
+	return out
+}
+
+func freeAddr(t testing.TB) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	addr := ln.Addr().String()
+	must(t, ln.Close())
+	return addr
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// BenchmarkHealLatency prints how long each kind of wedge takes to heal, in
+// production time (the scenarios run 30× compressed):
+//
+//	go test ./test/integration -run '^$' -bench HealLatency -benchtime 1x
+func BenchmarkHealLatency(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		for _, c := range []struct {
+			name string
+			heal func() heal
+		}{
+			{"CronJob */5, strong evidence (discovery dead, nodes rolled)", func() heal { return cronEpisode(b, testenv.DeadRolled, 4, nil) }},
+			{"CronJob */5, weak evidence (nodes cannot reach the scheduler)", func() heal { return cronEpisode(b, testenv.Unreachable, 4, nil) }},
+			{"run --interval 30s, strong evidence", func() heal { return runEpisode(b, testenv.DeadRolled, 20*time.Second) }},
+			{"run --interval 30s, weak evidence", func() heal { return runEpisode(b, testenv.Unreachable, 30*time.Second) }},
+		} {
+			fmt.Printf("%-64s %s\n", c.name+":", c.heal())
+		}
+	}
+}
