@@ -1,0 +1,210 @@
+package integration
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/agentenv/watchdog/internal/testenv"
+	"github.com/agentenv/watchdog/pkg/restart"
+)
+
+func TestDegraded(t *testing.T) {
+	for _, restartOnDegraded := range []bool{false, true} {
+		s := newSimScenario(t)
+		s.sim.Stale = 2
+		extra := []string{}
+		if restartOnDegraded {
+			extra = append(extra, "--restart-on-degraded")
+		}
+		s.check(extra...).expect(t, 0, "healthy", "none")
+		s.sim.Set(testenv.StaleCache)
+		time.Sleep(s.sim.Real(20 * time.Second)) // a gauge refresh
+		first := s.check(extra...)
+		first.expect(t, 0, "degraded", "wait")
+		if *first.report.Targets[0].Ready != 2 || *first.report.Targets[0].Expected != 3 {
+			t.Fatalf("target %+v", first.report.Targets[0])
+		}
+		time.Sleep(s.sim.Real(5 * time.Minute))
+		second := s.check(extra...)
+		if !restartOnDegraded {
+			second.expect(t, 0, "degraded", "none")
+			if !strings.Contains(second.report.Reason, "restart-on-degraded=false") {
+				t.Errorf("reason %q", second.report.Reason)
+			}
+			if !sentAlert(second, "degraded") {
+				t.Errorf("degraded past --wedged-for must be alerted: %+v", second.report.Alerts)
+			}
+			if !s.podExists(s.pod.Name) {
+				t.Fatal("degraded restarted without --restart-on-degraded")
+			}
+			continue
+		}
+		second.expect(t, 0, "degraded", "restart")
+		if s.podExists(s.pod.Name) {
+			t.Fatal("pod not restarted with --restart-on-degraded")
+		}
+	}
+}
+
+func sentAlert(r result, event string) bool {
+	for _, a := range r.report.Alerts {
+		if a.Event == event && a.OK {
+			return true
+		}
+	}
+	return false
+}
+
+func TestLeaderOnlyJudging(t *testing.T) {
+	s := newScenario(t, layout{serving: 3, page: fixture(t, "scheduler-metrics-healthy.txt")})
+	ctx, cancel := testenv.Ctx()
+	defer cancel()
+	standby, err := testenv.CreateSchedulerPod(ctx, env.Client, s.ns, testenv.PodSpec{Name: "agentenv-scheduler-standby"})
+	must(t, err)
+	holder := s.pod.Name + "_5c0ffee"
+	_, err = env.Client.CoordinationV1().Leases(s.ns).Create(ctx, &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: "agentenv-scheduler", Namespace: s.ns},
+		Spec:       coordinationv1.LeaseSpec{HolderIdentity: &holder},
+	}, metav1.CreateOptions{})
+	must(t, err)
+
+	before := s.metrics.Hits()
+	r := s.check("--leader-lease", "agentenv-scheduler")
+	r.expect(t, 0, "healthy", "none")
+	if got := s.metrics.Hits() - before; got != 1 {
+		t.Errorf("scraped %d times; only the leader should be", got)
+	}
+	var sawStandby bool
+	for _, tg := range r.report.Targets {
+		if tg.Pod == standby.Name {
+			sawStandby = true
+			if tg.Judged || !strings.Contains(tg.Reason, "standby") {
+				t.Errorf("standby target %+v", tg)
+			}
+		}
+	}
+	if !sawStandby {
+		t.Error("the standby must be listed as not judged")
+	}
+
+	// Without the lease, both pods are judged; wedged standbys (they read 0 by
+	// design) would be restarted, so restarts are blocked instead.
+	s.metrics.SetPage(fixture(t, "scheduler-metrics-discovery-dead.txt"))
+	s.check().expect(t, 0, "wedged", "wait")
+	time.Sleep(2100 * time.Millisecond)
+	blocked := s.check()
+	blocked.expect(t, 0, "wedged", "blocked")
+	if !strings.Contains(blocked.report.Reason, "no --leader-lease") {
+		t.Errorf("reason %q", blocked.report.Reason)
+	}
+	if !s.podExists(s.pod.Name) || !s.podExists(standby.Name) {
+		t.Fatal("a pod was restarted although the leader is unknown")
+	}
+}
+
+func TestRolloutGateBlocks(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		mutate func(ns string)
+		reason string
+	}{
+		{"mid-rollout", func(ns string) {
+			ctx, cancel := testenv.Ctx()
+			defer cancel()
+			d, err := env.Client.AppsV1().Deployments(ns).Get(ctx, "agentenv-scheduler", metav1.GetOptions{})
+			must(t, err)
+			d.Status.UpdatedReplicas = 0
+			_, err = env.Client.AppsV1().Deployments(ns).UpdateStatus(ctx, d, metav1.UpdateOptions{})
+			must(t, err)
+		}, "mid-rollout"},
+		{"generation not observed", func(ns string) {
+			ctx, cancel := testenv.Ctx()
+			defer cancel()
+			d, err := env.Client.AppsV1().Deployments(ns).Get(ctx, "agentenv-scheduler", metav1.GetOptions{})
+			must(t, err)
+			d.Spec.Template.Labels["rev"] = "2"
+			_, err = env.Client.AppsV1().Deployments(ns).Update(ctx, d, metav1.UpdateOptions{})
+			must(t, err)
+		}, "not yet observed"},
+		{"paused", func(ns string) {
+			ctx, cancel := testenv.Ctx()
+			defer cancel()
+			d, err := env.Client.AppsV1().Deployments(ns).Get(ctx, "agentenv-scheduler", metav1.GetOptions{})
+			must(t, err)
+			d.Spec.Paused = true
+			d, err = env.Client.AppsV1().Deployments(ns).Update(ctx, d, metav1.UpdateOptions{})
+			must(t, err)
+			_, err = testenv.SettleDeployment(ctx, env.Client, d)
+			must(t, err)
+		}, "paused"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newScenario(t, layout{serving: 3, page: fixture(t, "scheduler-metrics-discovery-dead.txt")})
+			tc.mutate(s.ns)
+			s.check().expect(t, 0, "wedged", "wait")
+			time.Sleep(2100 * time.Millisecond)
+			r := s.check()
+			r.expect(t, 0, "wedged", "blocked")
+			if !strings.Contains(r.report.Reason, tc.reason) {
+				t.Errorf("reason %q lacks %q", r.report.Reason, tc.reason)
+			}
+			if !s.podExists(s.pod.Name) {
+				t.Fatal("restarted during a rollout")
+			}
+		})
+	}
+}
+
+func TestRolloutRestartMethod(t *testing.T) {
+	s := newScenario(t, layout{serving: 3, page: fixture(t, "scheduler-metrics-discovery-dead.txt")})
+	s.check("--restart-method", "rollout").expect(t, 0, "wedged", "wait")
+	time.Sleep(2100 * time.Millisecond)
+	r := s.check("--restart-method", "rollout")
+	r.expect(t, 0, "wedged", "restart")
+	ctx, cancel := testenv.Ctx()
+	defer cancel()
+	d, err := env.Client.AppsV1().Deployments(s.ns).Get(ctx, "agentenv-scheduler", metav1.GetOptions{})
+	must(t, err)
+	at, ok := d.Spec.Template.Annotations[restart.RestartedAtAnnotation]
+	if !ok {
+		t.Fatalf("no %s annotation on the pod template: %v", restart.RestartedAtAnnotation, d.Spec.Template.Annotations)
+	}
+	if _, err := time.Parse(time.RFC3339, at); err != nil {
+		t.Errorf("annotation %q is not RFC 3339: %v", at, err)
+	}
+	if !s.podExists(s.pod.Name) {
+		t.Error("the rollout method must leave pod replacement to the Deployment controller")
+	}
+	// The Deployment controller would now roll; until the old pod goes, the same
+	// wedge must not be restarted again.
+	_, err = testenv.SettleDeployment(ctx, env.Client, d)
+	must(t, err)
+	again := s.check("--restart-method", "rollout")
+	again.expect(t, 0, "wedged", "blocked")
+	if !strings.Contains(again.report.Reason, "already restarted") {
+		t.Errorf("reason %q", again.report.Reason)
+	}
+}
+
+func TestWatchAgeIsStrongEvidence(t *testing.T) {
+	age := 900.0
+	page := testenv.Page(testenv.Values{Ready: 0, Unhealthy: 3, HeartbeatOK: 100, WatchAge: &age})
+	s := newScenario(t, layout{serving: 3, page: page})
+	flags := []string{"--wedged-for", "1h", "--confirm-window", "1s", "--sample-interval", "200ms"}
+
+	// Off by default: the same page is weak evidence, waiting for --wedged-for.
+	off := s.check(flags...)
+	off.expect(t, 0, "wedged", "wait")
+	if off.report.Targets[0].Evidence != "weak" {
+		t.Errorf("evidence %q without --max-watch-age", off.report.Targets[0].Evidence)
+	}
+	on := s.check(append(flags, "--max-watch-age", "5m")...)
+	on.expect(t, 0, "wedged", "restart")
+	if on.report.Targets[0].Evidence != "strong" || !strings.Contains(on.report.Reason, "no event for 15m") {
+		t.Errorf("evidence %q, reason %q", on.report.Targets[0].Evidence, on.report.Reason)
+	}
+}
