@@ -96,7 +96,7 @@ type Bad struct {
 	// back off to one heartbeat a minute).
 	BaselineRejected *uint64 `json:"baselineRejected,omitempty"`
 	Ready            int     `json:"ready"`
-	Expected    int        `json:"expected"`
+	Expected         int     `json:"expected"`
 }
 
 // Restart is one restart, from claim to outcome.
