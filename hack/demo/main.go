@@ -1,0 +1,176 @@
+// Command demo is the README's "run" command (make demo): it starts a real
+// kube-apiserver and etcd on 127.0.0.1, lays out a simulated AgentENV scheduler,
+// and runs the real watchdog binary through healthy → wedged → restart →
+// recovered, with a local webhook receiver printing the alerts it gets. Then it
+// tears everything down.
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/agentenv/watchdog/internal/testenv"
+	"github.com/agentenv/watchdog/pkg/alert"
+)
+
+const ns = "agentenv-system"
+
+func main() {
+	bin := flag.String("watchdog", "bin/watchdog", "watchdog binary to run")
+	flag.Parse()
+	if err := run(*bin); err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		os.Exit(1)
+	}
+}
+
+func step(format string, args ...any) {
+	fmt.Printf("\n\033[1m== %s\033[0m\n", fmt.Sprintf(format, args...))
+}
+
+func run(bin string) error {
+	bin, err := filepath.Abs(bin)
+	if err != nil {
+		return err
+	}
+	step("starting kube-apiserver and etcd on 127.0.0.1")
+	start := time.Now()
+	env, err := testenv.Start()
+	if err != nil {
+		return err
+	}
+	defer func() {
+		step("tearing down the control plane")
+		if err := env.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stop:", err)
+		}
+	}()
+	fmt.Printf("API server %s ready in %s\n", env.Config.Host, time.Since(start).Round(100*time.Millisecond))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	step("laying out a simulated AgentENV scheduler in %s", ns)
+	if _, err := env.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	if _, err := env.Client.CoreV1().Services(ns).Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "agentenv-nodes", Namespace: ns},
+		Spec:       corev1.ServiceSpec{ClusterIP: "None", PublishNotReadyAddresses: true, Ports: []corev1.ServicePort{{Name: "node", Port: 8000}}},
+	}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	if _, err := testenv.CreateDeployment(ctx, env.Client, ns, "agentenv-scheduler"); err != nil {
+		return err
+	}
+	if err := testenv.CreateNodeSlices(ctx, env.Client, ns, "agentenv-nodes", 3, 100); err != nil {
+		return err
+	}
+	healthy, err := testenv.Fixture("scheduler-metrics-healthy.txt")
+	if err != nil {
+		return err
+	}
+	dead, err := testenv.Fixture("scheduler-metrics-discovery-dead.txt")
+	if err != nil {
+		return err
+	}
+	metrics := testenv.NewMetricsServer(healthy)
+	defer metrics.Close()
+	pod, err := testenv.CreateSchedulerPod(ctx, env.Client, ns, testenv.PodSpec{Name: "agentenv-scheduler-7d9c4-x2k8p"})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("Deployment agentenv-scheduler, pod %s (metrics on %s), 3 serving nodes in EndpointSlices of agentenv-nodes\n", pod.Name, metrics.URL)
+
+	secret := make([]byte, 16)
+	_, _ = rand.Read(secret)
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		valid := alert.Verify([]byte(hex.EncodeToString(secret)), r.Header.Get(alert.HeaderTimestamp), r.Header.Get(alert.HeaderSignature), body, time.Now(), 5*time.Minute)
+		var n alert.Notification
+		_ = json.Unmarshal(body, &n)
+		fmt.Printf("\033[35m[webhook receiver] %s alert %q (signature valid: %v): %s\033[0m\n", strings.ToUpper(n.Severity), n.Event, valid, n.Reason)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer receiver.Close()
+
+	watchdog := func(args ...string) error {
+		full := append(append([]string{}, args...), "--kubeconfig", env.Kubeconfig, "--namespace", ns, "--log-format", "console")
+		if args[0] == "check" {
+			full = append(full, "--metrics-port", strconv.Itoa(metrics.Port()), "--cluster-name", "demo",
+				"--startup-grace", "5s", "--wedged-for", "1m", "--confirm-window", "10s", "--sample-interval", "2s", "--timeout", "1m")
+		}
+		cmd := exec.Command(bin, full...)
+		if args[0] == "check" {
+			cmd.Env = append(os.Environ(), "WATCHDOG_WEBHOOK_URL="+receiver.URL+"/alerts", "WATCHDOG_WEBHOOK_SECRET="+hex.EncodeToString(secret))
+		}
+		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stdout
+		fmt.Printf("\033[2m$ watchdog %s ...\033[0m\n", strings.Join(args, " "))
+		return cmd.Run()
+	}
+
+	step("1. healthy: the scheduler sees its 3 nodes")
+	if err := watchdog("check"); err != nil {
+		return err
+	}
+
+	step("2. discovery dies: ready drops to 0 and node heartbeats are rejected")
+	metrics.SetPage(dead)
+	fmt.Println("(demo timings: --startup-grace 5s --wedged-for 1m --confirm-window 10s --sample-interval 2s;")
+	fmt.Println(" production defaults are 2m, 4m, 90s and 15s)")
+	if err := watchdog("check", "--dry-run"); err != nil {
+		return err
+	}
+	step("3. the real run: strong evidence, confirmed over the window, then a restart")
+	if err := watchdog("check"); err != nil {
+		return err
+	}
+	if _, err := env.Client.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{}); err == nil {
+		return fmt.Errorf("pod %s was not restarted", pod.Name)
+	}
+	fmt.Printf("pod %s is gone\n", pod.Name)
+
+	step("4. the Deployment controller starts a replacement; the new process is in its startup grace")
+	metrics.SetPage(healthy)
+	if _, err := testenv.CreateSchedulerPod(ctx, env.Client, ns, testenv.PodSpec{Name: "agentenv-scheduler-7d9c4-q7w2m", StartedAt: time.Now()}); err != nil {
+		return err
+	}
+	if err := watchdog("check"); err != nil {
+		return err
+	}
+
+	step("5. past the grace the new scheduler is healthy: recovered")
+	time.Sleep(5 * time.Second)
+	if err := watchdog("check"); err != nil {
+		return err
+	}
+
+	step("what the watchdog remembers (watchdog status)")
+	if err := watchdog("status"); err != nil {
+		return err
+	}
+	events, err := env.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	step("Kubernetes Events it left")
+	for _, e := range events.Items {
+		fmt.Printf("%-8s %-22s %s/%s: %s\n", e.Type, e.Reason, e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Message)
+	}
+	return nil
+}
