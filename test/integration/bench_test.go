@@ -9,8 +9,11 @@ import (
 	"regexp"
 	"sort"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/agentenv/watchdog/internal/testenv"
 )
@@ -44,8 +47,13 @@ type runStats struct {
 // ~13 ms of CPU on this VM.)
 func measure(tb testing.TB, bin string, args ...string) runStats {
 	tb.Helper()
+	return measureWithEnv(tb, []string{"HOME=" + os.TempDir()}, bin, args...)
+}
+
+func measureWithEnv(tb testing.TB, environ []string, bin string, args ...string) runStats {
+	tb.Helper()
 	cmd := exec.Command(bin, args...)
-	cmd.Env = []string{"HOME=" + os.TempDir()}
+	cmd.Env = environ
 	start := time.Now()
 	out, err := cmd.CombinedOutput()
 	wall := time.Since(start)
@@ -56,6 +64,11 @@ func measure(tb testing.TB, bin string, args ...string) runStats {
 
 	var stderr bytes.Buffer
 	timed := exec.Command("/usr/bin/time", append([]string{"-f", "maxrss-kb=%M", bin}, args...)...)
+	if !filepath.IsAbs(bin) {
+		if p, err := exec.LookPath(bin); err == nil {
+			timed.Args[3] = p
+		}
+	}
 	timed.Env, timed.Stderr = cmd.Env, &stderr
 	if err := timed.Run(); err != nil {
 		tb.Fatalf("/usr/bin/time %s: %v\n%s", bin, err, stderr.String())
@@ -106,4 +119,111 @@ func BenchmarkCheckHealthy(b *testing.B) {
 	b.ReportMetric(rss, "peak-MiB")
 	fmt.Printf("watchdog check, healthy pod, %d runs: median wall %s (p90 %s), median CPU %s, peak RSS %.1f MiB\n",
 		len(stats), wall.Round(10*time.Microsecond), p90.Round(10*time.Microsecond), cpu.Round(10*time.Microsecond), rss)
+}
+
+// BenchmarkCheckVsScript measures, in the same run and against the same control
+// plane, one `watchdog check` of a healthy pod and the kubectl + curl + jq script
+// in testdata/stopgap-check.sh doing the same reads and writes, and prints both
+// with their ratio.
+//
+//	go test ./test/integration -run '^$' -bench CheckVsScript -benchtime 30x
+func BenchmarkCheckVsScript(b *testing.B) {
+	bin := buildBinary(b)
+	assets, err := testenv.Assets()
+	must(b, err)
+	for _, tool := range []string{"jq", "curl", "bash"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			b.Fatalf("the comparison script needs %s (make bench installs it): %v", tool, err)
+		}
+	}
+	root, err := testenv.RepoRoot()
+	must(b, err)
+	script := filepath.Join(root, "test", "integration", "testdata", "stopgap-check.sh")
+
+	wd := newScenario(b, layout{serving: 3, page: fixture(b, "scheduler-metrics-healthy.txt")})
+	sc := newScenario(b, layout{serving: 3, page: fixture(b, "scheduler-metrics-healthy.txt")})
+	ctx, cancel := testenv.Ctx()
+	defer cancel()
+	writeStateRaw(b, ctx, sc.ns, `{"version":1}`)
+	wdArgs := []string{"check", "--kubeconfig", env.Kubeconfig, "--namespace", wd.ns, "--metrics-port", strconv.Itoa(wd.metrics.Port()), "--output", "json"}
+	scriptEnv := []string{"KUBECONFIG=" + env.Kubeconfig, "NS=" + sc.ns, "METRICS_PORT=" + strconv.Itoa(sc.metrics.Port()),
+		"PATH=" + assets + ":" + os.Getenv("PATH"), "HOME=" + os.TempDir()}
+
+	measure(b, bin, wdArgs...)
+	var wdStats, scStats []runStats
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		wdStats = append(wdStats, measure(b, bin, wdArgs...))
+		scStats = append(scStats, measureWithEnv(b, scriptEnv, "bash", script))
+	}
+	b.StopTimer()
+	ww, wc, wr, _ := summarize(wdStats)
+	sw, scpu, sr, _ := summarize(scStats)
+	fmt.Printf("%-34s %10s %10s %10s\n", "per run (median; peak RSS max)", "wall", "CPU", "peak RSS")
+	fmt.Printf("%-34s %10s %10s %8.1fMiB\n", "watchdog check", ww.Round(100*time.Microsecond), wc.Round(100*time.Microsecond), wr)
+	fmt.Printf("%-34s %10s %10s %8.1fMiB\n", "kubectl + curl + jq script", sw.Round(100*time.Microsecond), scpu.Round(100*time.Microsecond), sr)
+	fmt.Printf("%-34s %9.2fx %9.2fx %9.2fx\n", "ratio watchdog / script", float64(ww)/float64(sw), float64(wc)/float64(scpu), wr/sr)
+	b.ReportMetric(float64(ww)/float64(sw), "wall-ratio")
+	b.ReportMetric(float64(wc)/float64(scpu), "cpu-ratio")
+	b.ReportMetric(wr/sr, "rss-ratio")
+}
+
+// BenchmarkAPIRequests counts the API requests one `watchdog check` makes, through
+// a counting proxy, for 10 and 1,000 node endpoints and 1 and 3 scheduler pods.
+//
+//	go test ./test/integration -run '^$' -bench APIRequests -benchtime 1x
+func BenchmarkAPIRequests(b *testing.B) {
+	proxy, err := env.NewProxy()
+	must(b, err)
+	defer proxy.Close()
+	kubeconfig, err := proxy.Kubeconfig(b.TempDir())
+	must(b, err)
+	for i := 0; i < b.N; i++ {
+		fmt.Printf("%-10s %-6s %-9s %s\n", "endpoints", "pods", "requests", "by kind")
+		for _, c := range []struct{ endpoints, pods int }{{10, 1}, {1000, 1}, {10, 3}, {1000, 3}} {
+			s := newScenario(b, layout{serving: 0, page: fixture(b, "scheduler-metrics-healthy.txt"), noPod: true})
+			ctx, cancel := testenv.Ctx()
+			// Replace the empty slice with c.endpoints nodes in slices of 100.
+			must(b, env.Client.DiscoveryV1().EndpointSlices(s.ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}))
+			must(b, testenv.CreateNodeSlices(ctx, env.Client, s.ns, "agentenv-nodes", c.endpoints, 100))
+			for p := 0; p < c.pods; p++ {
+				_, err := testenv.CreateSchedulerPod(ctx, env.Client, s.ns, testenv.PodSpec{Name: fmt.Sprintf("agentenv-scheduler-%d", p)})
+				must(b, err)
+			}
+			cancel()
+			args := append([]string{"check"}, s.base...)
+			args[2] = kubeconfig
+			runCLI(b, args...) // creates the state ConfigMap
+			proxy.Requests()
+			r := runCLI(b, args...)
+			if r.code != 0 {
+				b.Fatalf("exit %d: %s", r.code, r.stderr)
+			}
+			reqs := proxy.Requests()
+			fmt.Printf("%-10d %-6d %-9d %s\n", c.endpoints, c.pods, len(reqs), countKinds(reqs))
+		}
+	}
+}
+
+func countKinds(reqs []string) string {
+	counts := map[string]int{}
+	var order []string
+	for _, r := range reqs {
+		method, path, _ := strings.Cut(r, " ")
+		parts := strings.Split(strings.Trim(path, "/"), "/")
+		kind := parts[len(parts)-1]
+		if len(parts) >= 2 && (parts[len(parts)-2] == "configmaps" || parts[len(parts)-2] == "deployments") {
+			kind = parts[len(parts)-2]
+		}
+		key := method + " " + kind
+		if counts[key] == 0 {
+			order = append(order, key)
+		}
+		counts[key]++
+	}
+	var out []string
+	for _, k := range order {
+		out = append(out, fmt.Sprintf("%s×%d", k, counts[k]))
+	}
+	return strings.Join(out, ", ")
 }

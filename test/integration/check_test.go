@@ -220,7 +220,7 @@ func writeState(t *testing.T, ns string, s *state.State) {
 	writeStateRaw(t, ctx, ns, string(b))
 }
 
-func writeStateRaw(t *testing.T, ctx context.Context, ns, raw string) {
+func writeStateRaw(t testing.TB, ctx context.Context, ns, raw string) {
 	t.Helper()
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "agentenv-scheduler-watchdog", Namespace: ns}, Data: map[string]string{state.DataKey: raw}}
 	_, err := env.Client.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{})
