@@ -55,6 +55,11 @@ func NewPoster(name, rawURL string, attemptTimeout time.Duration, attempts int, 
 			if len(via) > 0 && req.URL.Host != via[0].URL.Host {
 				return errRedirectOffHost
 			}
+			// 301/302/303 turn the POST into a body-less GET whose 2xx would count
+			// as delivered: only 307/308, which keep method and body, are followed.
+			if len(via) > 0 && req.Method != via[0].Method {
+				return errRedirectToGet
+			}
 			if len(via) >= 3 {
 				return errTooManyRedirects
 			}
@@ -77,6 +82,7 @@ func NewPoster(name, rawURL string, attemptTimeout time.Duration, attempts int, 
 
 var (
 	errRedirectOffHost  = errors.New("redirect to another host refused")
+	errRedirectToGet    = errors.New("redirect that would drop the body (301/302/303) refused")
 	errTooManyRedirects = errors.New("too many redirects")
 )
 
@@ -86,7 +92,7 @@ func (p *Poster) checkRetry(ctx context.Context, resp *http.Response, err error)
 	if ctx.Err() != nil {
 		return false, ctx.Err()
 	}
-	if err != nil && (errors.Is(err, errRedirectOffHost) || errors.Is(err, errTooManyRedirects)) {
+	if err != nil && (errors.Is(err, errRedirectOffHost) || errors.Is(err, errRedirectToGet) || errors.Is(err, errTooManyRedirects)) {
 		return false, err
 	}
 	if resp != nil && (resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable) {

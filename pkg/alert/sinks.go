@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -121,25 +122,25 @@ func SlackMessage(n Notification, runbookURL string) *slack.WebhookMessage {
 	if n.Cluster != "" {
 		where = n.Cluster + "/" + n.Namespace
 	}
-	fallback := fmt.Sprintf("[%s] scheduler %s in %s: %s", strings.ToUpper(n.Severity), n.Event, where, n.Reason)
+	fallback := fmt.Sprintf("[%s] scheduler %s in %s: %s", strings.ToUpper(n.Severity), n.Event, esc(where), esc(n.Reason))
 
 	fields := []*slack.TextBlockObject{
-		mrkdwn("*Cluster*\n" + orDash(n.Cluster)),
-		mrkdwn("*Namespace*\n" + n.Namespace),
-		mrkdwn("*Pod*\n" + orDash(n.Pod)),
-		mrkdwn("*Verdict*\n" + orDash(n.Verdict)),
+		mrkdwn("*Cluster*\n" + esc(orDash(n.Cluster))),
+		mrkdwn("*Namespace*\n" + esc(n.Namespace)),
+		mrkdwn("*Pod*\n" + esc(orDash(n.Pod))),
+		mrkdwn("*Verdict*\n" + esc(orDash(n.Verdict))),
 		mrkdwn("*Ready / expected*\n" + intOrDash(n.Ready) + " / " + intOrDash(n.Expected)),
 		mrkdwn("*For*\n" + sinceText(n)),
-		mrkdwn("*Watchdog did*\n" + orDash(n.Action)),
-		mrkdwn("*Evidence*\n" + orDash(n.Evidence)),
+		mrkdwn("*Watchdog did*\n" + esc(orDash(n.Action))),
+		mrkdwn("*Evidence*\n" + esc(orDash(n.Evidence))),
 	}
 	blocks := []slack.Block{
 		slack.NewHeaderBlock(slack.NewTextBlockObject(slack.PlainTextType, truncate(title, 150), true, false)),
-		slack.NewSectionBlock(mrkdwn(truncate(n.Reason, 2900)), nil, nil),
+		slack.NewSectionBlock(mrkdwn(truncate(esc(n.Reason), 2900)), nil, nil),
 		slack.NewSectionBlock(nil, fields, nil),
 	}
 	if n.NextStep != "" {
-		blocks = append(blocks, slack.NewSectionBlock(mrkdwn("*Next step*: "+truncate(n.NextStep, 2900)), nil, nil))
+		blocks = append(blocks, slack.NewSectionBlock(mrkdwn("*Next step*: "+truncate(esc(n.NextStep), 2900)), nil, nil))
 	}
 	ctxElems := []slack.MixedElement{mrkdwn(fmt.Sprintf("%s · watchdog %s · %s", n.Severity, n.Watchdog, n.Time.UTC().Format(time.RFC3339)))}
 	if runbookURL != "" {
@@ -148,6 +149,11 @@ func SlackMessage(n Notification, runbookURL string) *slack.WebhookMessage {
 	blocks = append(blocks, slack.NewContextBlock("", ctxElems...))
 	return &slack.WebhookMessage{Text: fallback, Blocks: &slack.Blocks{BlockSet: blocks}}
 }
+
+// esc escapes the three characters Slack's mrkdwn reads as control characters:
+// unescaped, a reason like "wedged 2m < 4m ... (> --max-watch-age 5m)" is taken
+// for a link and swallowed.
+var esc = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace
 
 func mrkdwn(s string) *slack.TextBlockObject {
 	return slack.NewTextBlockObject(slack.MarkdownType, s, false, false)
@@ -185,7 +191,15 @@ type Heartbeat struct {
 func (h *Heartbeat) Ping(ctx context.Context, failed bool, body string) error {
 	target := h.URL
 	if failed {
-		target = strings.TrimSuffix(h.URL, "/") + "/fail"
+		// /fail goes on the path: appended to a URL with a query (healthchecks.io's
+		// ?create=1) it would land in the query and report success.
+		u, err := url.Parse(h.URL)
+		if err != nil {
+			return fmt.Errorf("heartbeat: invalid URL")
+		}
+		u.Path = strings.TrimSuffix(u.Path, "/") + "/fail"
+		u.RawPath = ""
+		target = u.String()
 	}
 	hdr := http.Header{}
 	hdr.Set("Content-Type", "text/plain; charset=utf-8")

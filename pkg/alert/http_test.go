@@ -1,0 +1,334 @@
+package alert
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// secretPath looks like a Slack webhook path: for webhooks the URL is the secret.
+const secretPath = "/services/T000/B000/XXXXSECRET"
+
+// recorder is a loopback receiver whose answer is chosen per request.
+type recorder struct {
+	*httptest.Server
+	mu     sync.Mutex
+	hits   []time.Time
+	bodies []string
+	paths  []string
+	answer func(n int, w http.ResponseWriter, r *http.Request)
+}
+
+func newRecorder(t *testing.T, answer func(n int, w http.ResponseWriter, r *http.Request)) *recorder {
+	t.Helper()
+	rec := &recorder{answer: answer}
+	rec.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		rec.mu.Lock()
+		rec.hits = append(rec.hits, time.Now())
+		rec.bodies = append(rec.bodies, r.Method+" "+string(body))
+		rec.paths = append(rec.paths, r.URL.Path)
+		n := len(rec.hits)
+		rec.mu.Unlock()
+		rec.answer(n, w, r)
+	}))
+	t.Cleanup(rec.Close)
+	return rec
+}
+
+func (r *recorder) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.hits)
+}
+
+func (r *recorder) times() []time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]time.Time(nil), r.hits...)
+}
+
+func (r *recorder) requests() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.bodies...)
+}
+
+// noSecret fails if err leaks the secret part of the URL.
+func noSecret(t *testing.T, err error) {
+	t.Helper()
+	if err == nil {
+		return
+	}
+	for _, s := range []string{"XXXXSECRET", "/services/", "T000"} {
+		if strings.Contains(err.Error(), s) {
+			t.Errorf("error leaks the URL (%q): %v", s, err)
+		}
+	}
+}
+
+func TestPosterSuccess(t *testing.T) {
+	rec := newRecorder(t, func(int, http.ResponseWriter, *http.Request) {})
+	p := NewPoster("webhook", rec.URL+secretPath, time.Second, 3, 5*time.Second)
+	h := http.Header{}
+	h.Set("X-Test", "1")
+	if err := p.Post(context.Background(), []byte(`{"a":1}`), h); err != nil {
+		t.Fatal(err)
+	}
+	if got := rec.requests(); len(got) != 1 || got[0] != `POST {"a":1}` {
+		t.Errorf("requests %q", got)
+	}
+}
+
+func TestPoster500RetriedThenFails(t *testing.T) {
+	rec := newRecorder(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "upstream exploded", http.StatusInternalServerError)
+	})
+	p := NewPoster("webhook", rec.URL+secretPath, time.Second, 3, 10*time.Second)
+	start := time.Now()
+	err := p.Post(context.Background(), []byte(`{}`), nil)
+	took := time.Since(start)
+	if err == nil {
+		t.Fatal("a 500 counted as delivered")
+	}
+	if rec.count() != 3 {
+		t.Errorf("%d attempts, want 3", rec.count())
+	}
+	if !strings.HasPrefix(err.Error(), "webhook: ") || !strings.Contains(err.Error(), "500 Internal Server Error") {
+		t.Errorf("unclear error: %v", err)
+	}
+	t.Logf("after 3 × 500: %v", err)
+	// Back-off between attempts: 0.5 s then 1 s.
+	if took < 1400*time.Millisecond || took > 4*time.Second {
+		t.Errorf("took %s, want about 1.5 s of back-off", took)
+	}
+	// A 4xx other than 429 is final: no retry.
+	rec4 := newRecorder(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "no_service", http.StatusNotFound)
+	})
+	err = NewPoster("slack", rec4.URL+secretPath, time.Second, 3, 10*time.Second).Post(context.Background(), []byte(`{}`), nil)
+	if err == nil || rec4.count() != 1 || !strings.Contains(err.Error(), `404 Not Found: "no_service"`) {
+		t.Errorf("404: %d attempts, error %v", rec4.count(), err)
+	}
+	noSecret(t, err)
+}
+
+func TestPoster429RetryAfterHonoured(t *testing.T) {
+	rec := newRecorder(t, func(n int, w http.ResponseWriter, _ *http.Request) {
+		if n == 1 {
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusTooManyRequests)
+		}
+	})
+	p := NewPoster("slack", rec.URL+secretPath, time.Second, 3, 10*time.Second)
+	if err := p.Post(context.Background(), []byte(`{}`), nil); err != nil {
+		t.Fatalf("not delivered after the 429: %v", err)
+	}
+	hits := rec.times()
+	if len(hits) != 2 {
+		t.Fatalf("%d requests, want 2", len(hits))
+	}
+	// Without Retry-After the first back-off is 0.5 s: 1 s proves the header ruled.
+	if wait := hits[1].Sub(hits[0]); wait < 950*time.Millisecond || wait > 1800*time.Millisecond {
+		t.Errorf("retried after %s, want ~1 s (Retry-After: 1)", wait)
+	}
+}
+
+func TestPoster429RetryAfterBeyondBudgetGivesUp(t *testing.T) {
+	rec := newRecorder(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Retry-After", "30")
+		w.WriteHeader(http.StatusTooManyRequests)
+	})
+	p := NewPoster("slack", rec.URL+secretPath, time.Second, 3, 2*time.Second)
+	start := time.Now()
+	err := p.Post(context.Background(), []byte(`{}`), nil)
+	if took := time.Since(start); took > 500*time.Millisecond {
+		t.Errorf("waited %s although Retry-After exceeds the 2 s budget", took)
+	}
+	if err == nil || !strings.Contains(err.Error(), "429 Too Many Requests (Retry-After 30)") {
+		t.Errorf("error %v", err)
+	}
+	if rec.count() != 1 {
+		t.Errorf("%d attempts, want 1", rec.count())
+	}
+	noSecret(t, err)
+	t.Logf("Retry-After beyond the budget: %v", err)
+
+	// The caller's deadline counts too, not only the poster's budget.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	p = NewPoster("slack", rec.URL+secretPath, time.Second, 3, time.Minute)
+	start = time.Now()
+	if err := p.Post(ctx, []byte(`{}`), nil); err == nil || time.Since(start) > 500*time.Millisecond {
+		t.Errorf("caller deadline: error %v after %s", err, time.Since(start))
+	}
+}
+
+func TestPosterNeverAnswers(t *testing.T) {
+	release := make(chan struct{})
+	rec := newRecorder(t, func(_ int, _ http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	})
+	defer close(release)
+
+	// The attempt timeout cuts each attempt: 2 attempts of 200 ms and 0.5 s back-off.
+	p := NewPoster("webhook", rec.URL+secretPath, 200*time.Millisecond, 2, 10*time.Second)
+	start := time.Now()
+	err := p.Post(context.Background(), []byte(`{}`), nil)
+	took := time.Since(start)
+	if err == nil || !strings.Contains(err.Error(), "timed out") {
+		t.Errorf("error %v, want a timeout", err)
+	}
+	t.Logf("never answers: %v", err)
+	if rec.count() != 2 || took < 850*time.Millisecond || took > 2*time.Second {
+		t.Errorf("%d attempts in %s, want 2 in ~0.9 s", rec.count(), took)
+	}
+	noSecret(t, err)
+
+	// The budget cuts the whole delivery, attempts and back-off included.
+	p = NewPoster("webhook", rec.URL+secretPath, 5*time.Second, 3, 700*time.Millisecond)
+	start = time.Now()
+	err = p.Post(context.Background(), []byte(`{}`), nil)
+	took = time.Since(start)
+	if err == nil || took < 650*time.Millisecond || took > 1500*time.Millisecond {
+		t.Errorf("budget 700ms: error %v after %s", err, took)
+	}
+	noSecret(t, err)
+}
+
+func TestPosterConnectionRefused(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	err = NewPoster("webhook", "http://"+addr+secretPath, time.Second, 2, 5*time.Second).Post(context.Background(), []byte(`{}`), nil)
+	if err == nil || !strings.Contains(err.Error(), "connection refused") {
+		t.Errorf("error %v", err)
+	}
+	noSecret(t, err)
+}
+
+func TestPosterRedirects(t *testing.T) {
+	// Another host: 127.0.0.1 redirects to localhost, a different server.
+	other := newRecorder(t, func(int, http.ResponseWriter, *http.Request) {})
+	otherURL := strings.Replace(other.URL, "127.0.0.1", "localhost", 1)
+	for _, code := range []int{http.StatusTemporaryRedirect, http.StatusFound} {
+		off := newRecorder(t, func(_ int, w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, otherURL+secretPath, code)
+		})
+		err := NewPoster("webhook", off.URL+secretPath, time.Second, 3, 5*time.Second).Post(context.Background(), []byte(`{"x":1}`), nil)
+		if err == nil || !strings.Contains(err.Error(), "redirect to another host refused") {
+			t.Errorf("%d to another host: error %v", code, err)
+		}
+		if off.count() != 1 {
+			t.Errorf("%d: %d attempts, want 1 (a refused redirect is final)", code, off.count())
+		}
+		noSecret(t, err)
+	}
+	if other.count() != 0 {
+		t.Errorf("the other host received %d requests", other.count())
+	}
+
+	// Same host, 307/308: followed, body and method kept.
+	for _, code := range []int{http.StatusTemporaryRedirect, http.StatusPermanentRedirect} {
+		same := newRecorder(t, func(n int, w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/old" {
+				http.Redirect(w, r, "/new", code)
+			}
+		})
+		if err := NewPoster("webhook", same.URL+"/old", time.Second, 3, 5*time.Second).Post(context.Background(), []byte(`{"x":1}`), nil); err != nil {
+			t.Fatalf("%d on the same host: %v", code, err)
+		}
+		same.mu.Lock()
+		paths, bodies := same.paths, same.bodies
+		same.mu.Unlock()
+		if len(paths) != 2 || paths[1] != "/new" || bodies[1] != `POST {"x":1}` {
+			t.Errorf("%d on the same host: %q %q", code, paths, bodies)
+		}
+	}
+
+	// Same host, 301/302/303: the client would re-send a body-less GET and count
+	// its 200 as delivered; refused instead.
+	for _, code := range []int{http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther} {
+		same := newRecorder(t, func(n int, w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/old" {
+				http.Redirect(w, r, "/new", code)
+			}
+		})
+		err := NewPoster("webhook", same.URL+"/old", time.Second, 3, 5*time.Second).Post(context.Background(), []byte(`{"x":1}`), nil)
+		if err == nil || !strings.Contains(err.Error(), "redirect") {
+			t.Errorf("%d: a redirect that drops the body counted as delivered (requests %q)", code, same.requests())
+		}
+		if same.count() != 1 {
+			t.Errorf("%d: %d requests, want 1", code, same.count())
+		}
+	}
+
+	// A redirect loop on the same host ends.
+	loop := newRecorder(t, func(n int, w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/again", http.StatusTemporaryRedirect)
+	})
+	err := NewPoster("webhook", loop.URL+secretPath, time.Second, 3, 5*time.Second).Post(context.Background(), []byte(`{}`), nil)
+	if err == nil || !strings.Contains(err.Error(), "too many redirects") || loop.count() != 3 {
+		t.Errorf("loop: %d requests, error %v", loop.count(), err)
+	}
+	noSecret(t, err)
+}
+
+func TestPosterErrorsNeverCarryTheURL(t *testing.T) {
+	// Every failure mode, one after the other, with a secret-looking path.
+	release := make(chan struct{})
+	defer close(release)
+	srv := newRecorder(t, func(n int, w http.ResponseWriter, r *http.Request) {
+		switch r.Header.Get("X-Mode") {
+		case "500":
+			w.WriteHeader(500)
+		case "429":
+			w.Header().Set("Retry-After", "60")
+			w.WriteHeader(429)
+		case "hang":
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		case "offhost":
+			http.Redirect(w, r, "http://localhost:1"+secretPath, http.StatusTemporaryRedirect)
+		case "loop":
+			http.Redirect(w, r, secretPath+"/again", http.StatusTemporaryRedirect)
+		}
+	})
+	for _, mode := range []string{"500", "429", "hang", "offhost", "loop"} {
+		h := http.Header{}
+		h.Set("X-Mode", mode)
+		err := NewPoster("webhook", srv.URL+secretPath, 200*time.Millisecond, 2, time.Second).Post(context.Background(), []byte(`{}`), h)
+		if err == nil {
+			t.Errorf("%s: no error", mode)
+		}
+		t.Logf("%s: %v", mode, err)
+		noSecret(t, err)
+	}
+	// An unparsable URL and a cancelled context.
+	err := NewPoster("webhook", "http://127.0.0.1:1"+secretPath+"\x7f", time.Second, 1, time.Second).Post(context.Background(), nil, nil)
+	if err == nil {
+		t.Error("bad URL: no error")
+	}
+	noSecret(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err = NewPoster("webhook", srv.URL+secretPath, time.Second, 1, time.Second).Post(ctx, nil, nil)
+	if err == nil {
+		t.Error("cancelled: no error")
+	}
+	noSecret(t, err)
+}

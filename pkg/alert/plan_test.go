@@ -1,0 +1,464 @@
+package alert
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentenv/watchdog/pkg/decide"
+	"github.com/agentenv/watchdog/pkg/state"
+)
+
+// t0 is the fixed start of every planned sequence.
+var t0 = time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+
+func intp(v int) *int { return &v }
+
+func planConfig() PlanConfig {
+	return PlanConfig{
+		RealertInterval: time.Hour,
+		BlindAfter:      3,
+		WedgedFor:       4 * time.Minute,
+		Cluster:         "prod-eu1",
+		Namespace:       "agentenv-system",
+		Version:         "v1.2.3",
+	}
+}
+
+// target is one judged scheduler pod, bad for badFor (zero: not bad).
+func target(v decide.Verdict, a decide.Action, badFor time.Duration, now time.Time) decide.Target {
+	t := decide.Target{
+		Pod: "agentenv-scheduler-abc12", UID: "7f3c9a52-uid", Judged: true, Verdict: v, Action: a,
+		Reason: fmt.Sprintf("%s: ready 0 of 3 expected", v), Ready: intp(0), Expected: intp(3),
+	}
+	if v == decide.Healthy {
+		t.Ready = intp(3)
+		t.Reason = "3 of 3 nodes ready"
+	}
+	if badFor > 0 || v == decide.Wedged || v == decide.Degraded {
+		since := now.Add(-badFor)
+		t.BadSince, t.BadFor, t.Evidence = &since, state.Duration(badFor), decide.Strong
+	}
+	return t
+}
+
+func result(ts ...decide.Target) decide.Result {
+	res := decide.Result{Verdict: decide.Healthy, Action: decide.None, Reason: "all judged pods healthy", Targets: ts}
+	rank := map[decide.Verdict]int{decide.Healthy: 0, decide.Starting: 1, decide.NoNodes: 2, decide.Unknown: 3, decide.Degraded: 4, decide.Wedged: 5}
+	arank := map[decide.Action]int{decide.None: 0, decide.Wait: 1, decide.Blocked: 2, decide.Restart: 3}
+	for _, t := range ts {
+		if !t.Judged {
+			continue
+		}
+		if rank[t.Verdict] > rank[res.Verdict] {
+			res.Verdict, res.Reason = t.Verdict, t.Reason
+		}
+		if arank[t.Action] > arank[res.Action] {
+			res.Action = t.Action
+		}
+	}
+	return res
+}
+
+func unknownResult() decide.Result {
+	return decide.Result{Verdict: decide.Unknown, Action: decide.None, Reason: "scrape refused: connection refused",
+		Targets: []decide.Target{{Pod: "agentenv-scheduler-abc12", UID: "7f3c9a52-uid", Judged: true, Verdict: decide.Unknown, Action: decide.None, Reason: "scrape refused"}}}
+}
+
+// step is one run: what it observed and did, and what it must send. Sent names
+// events in order; "+r" marks a reminder.
+type step struct {
+	at     time.Duration
+	res    func(now time.Time) decide.Result
+	acts   func(now time.Time) []ActOutcome
+	runErr error
+	sent   []string
+	check  func(t *testing.T, notes []Notification, s *state.State)
+}
+
+func wedged(a decide.Action, badFor time.Duration) func(time.Time) decide.Result {
+	return func(now time.Time) decide.Result { return result(target(decide.Wedged, a, badFor, now)) }
+}
+
+func degraded(badFor time.Duration) func(time.Time) decide.Result {
+	return func(now time.Time) decide.Result {
+		t := target(decide.Degraded, decide.Wait, badFor, now)
+		t.Ready = intp(2)
+		return result(t)
+	}
+}
+
+func healthy(time.Time) decide.Result { return result(target(decide.Healthy, decide.None, 0, t0)) }
+
+func unknown(time.Time) decide.Result { return unknownResult() }
+
+func restartDone(now time.Time) []ActOutcome {
+	return []ActOutcome{{Target: target(decide.Wedged, decide.Restart, 5*time.Minute, now), Done: true, Detail: "pod deleted (UID precondition)"}}
+}
+
+func restartErr(now time.Time) []ActOutcome {
+	return []ActOutcome{{Target: target(decide.Wedged, decide.Restart, 5*time.Minute, now), Err: errors.New(`pods "agentenv-scheduler-abc12" is forbidden: cannot delete`)}}
+}
+
+func names(notes []Notification) []string {
+	out := []string{}
+	for _, n := range notes {
+		name := n.Event
+		if n.Reminder {
+			name += "+r"
+		}
+		out = append(out, name)
+	}
+	return out
+}
+
+func TestPlan(t *testing.T) {
+	cases := []struct {
+		name  string
+		cfg   func(*PlanConfig)
+		steps []step
+	}{
+		{
+			name: "wedged is alerted once per transition",
+			steps: []step{
+				{at: 0, res: wedged(decide.Wait, 0), sent: []string{"wedged"}},
+				{at: 5 * time.Minute, res: wedged(decide.Wait, 5*time.Minute), sent: []string{}},
+				{at: 10 * time.Minute, res: wedged(decide.Wait, 10*time.Minute), sent: []string{}},
+			},
+		},
+		{
+			name: "reminder after the realert interval and not before",
+			steps: []step{
+				{at: 0, res: wedged(decide.Wait, 0), sent: []string{"wedged"}},
+				{at: time.Hour - time.Second, res: wedged(decide.Wait, time.Hour), sent: []string{}},
+				{at: time.Hour, res: wedged(decide.Wait, time.Hour), sent: []string{"wedged+r"}},
+				{at: time.Hour + 30*time.Minute, res: wedged(decide.Wait, 90*time.Minute), sent: []string{}},
+				{at: 2*time.Hour - time.Second, res: wedged(decide.Wait, 2*time.Hour), sent: []string{}},
+				{at: 2 * time.Hour, res: wedged(decide.Wait, 2*time.Hour), sent: []string{"wedged+r"},
+					check: func(t *testing.T, _ []Notification, s *state.State) {
+						if a := s.Alerts[EventWedged]; a == nil || a.Sends != 3 || !a.OpenedAt.Equal(t0) {
+							t.Errorf("wedged alert bookkeeping %+v, want 3 sends, opened at t0", a)
+						}
+					}},
+			},
+		},
+		{
+			name: "reminder interval is configurable",
+			cfg:  func(c *PlanConfig) { c.RealertInterval = 2 * time.Second },
+			steps: []step{
+				{at: 0, res: wedged(decide.Wait, 0), sent: []string{"wedged"}},
+				{at: time.Second, res: wedged(decide.Wait, time.Second), sent: []string{}},
+				{at: 2 * time.Second, res: wedged(decide.Wait, 2*time.Second), sent: []string{"wedged+r"}},
+			},
+		},
+		{
+			name: "recovered exactly once per episode",
+			steps: []step{
+				{at: 0, res: wedged(decide.Wait, 0), sent: []string{"wedged"}},
+				{at: 5 * time.Minute, res: healthy, sent: []string{"recovered"},
+					check: func(t *testing.T, notes []Notification, s *state.State) {
+						n := notes[0]
+						if n.Severity != SeverityInfo || n.Since == nil || !n.Since.Equal(t0) || !strings.Contains(n.Reason, "[wedged]") {
+							t.Errorf("recovered %+v: want severity info, since t0, reason naming wedged", n)
+						}
+						if len(s.Alerts) != 0 {
+							t.Errorf("alerts still open after recovery: %v", s.Alerts)
+						}
+					}},
+				{at: 10 * time.Minute, res: healthy, sent: []string{}},
+				{at: 2 * time.Hour, res: healthy, sent: []string{}},
+				// A new episode is a new transition, not a reminder.
+				{at: 3 * time.Hour, res: wedged(decide.Wait, 0), sent: []string{"wedged"}},
+				{at: 3*time.Hour + time.Minute, res: healthy, sent: []string{"recovered"}},
+				{at: 3*time.Hour + 2*time.Minute, res: healthy, sent: []string{}},
+			},
+		},
+		{
+			name: "no-nodes also closes the episode",
+			steps: []step{
+				{at: 0, res: wedged(decide.Wait, 0), sent: []string{"wedged"}},
+				{at: time.Minute, res: func(time.Time) decide.Result {
+					return decide.Result{Verdict: decide.NoNodes, Action: decide.None, Reason: "no serving node endpoints"}
+				}, sent: []string{"recovered"}},
+			},
+		},
+		{
+			name: "healthy with nothing open sends nothing",
+			steps: []step{
+				{at: 0, res: healthy, sent: []string{}},
+				{at: time.Hour, res: healthy, sent: []string{}},
+			},
+		},
+		{
+			name: "restart-blocked opens alongside wedged and is deduplicated",
+			steps: []step{
+				{at: 0, res: wedged(decide.Wait, 0), sent: []string{"wedged"}},
+				{at: 5 * time.Minute, res: func(now time.Time) decide.Result {
+					tg := target(decide.Wedged, decide.Blocked, 5*time.Minute, now)
+					tg.Gates = []decide.Gate{{Name: "budget", OK: false, Detail: "budget 3/3 used in 1h"}}
+					return result(tg)
+				}, sent: []string{"restart-blocked"},
+					check: func(t *testing.T, notes []Notification, _ *state.State) {
+						n := notes[0]
+						if n.Severity != SeverityCritical || n.Action != "blocked" || !strings.Contains(n.Reason, "✗ budget 3/3 used in 1h") {
+							t.Errorf("restart-blocked %+v: want critical, action blocked, the failing gate in the reason", n)
+						}
+					}},
+				{at: 10 * time.Minute, res: wedged(decide.Blocked, 10*time.Minute), sent: []string{}},
+				{at: 65 * time.Minute, res: wedged(decide.Blocked, 65*time.Minute), sent: []string{"restart-blocked+r", "wedged+r"}},
+			},
+		},
+		{
+			name: "degraded only after it lasted WedgedFor",
+			steps: []step{
+				{at: 0, res: degraded(time.Second), sent: []string{}},
+				{at: 3*time.Minute + 59*time.Second, res: degraded(3*time.Minute + 59*time.Second), sent: []string{}},
+				{at: 4 * time.Minute, res: degraded(4 * time.Minute), sent: []string{"degraded"},
+					check: func(t *testing.T, notes []Notification, _ *state.State) {
+						if n := notes[0]; n.Severity != SeverityWarning || *n.Ready != 2 || *n.Expected != 3 {
+							t.Errorf("degraded %+v", n)
+						}
+					}},
+				{at: 10 * time.Minute, res: degraded(10 * time.Minute), sent: []string{}},
+				{at: 11 * time.Minute, res: healthy, sent: []string{"recovered"}},
+			},
+		},
+		{
+			name: "blind after BlindAfter unknown runs, once",
+			steps: []step{
+				{at: 0, res: unknown, sent: []string{}},
+				{at: 5 * time.Minute, res: unknown, sent: []string{}},
+				{at: 10 * time.Minute, res: unknown, sent: []string{"blind"},
+					check: func(t *testing.T, notes []Notification, _ *state.State) {
+						n := notes[0]
+						if n.Severity != SeverityWarning || n.Verdict != "unknown" || !strings.Contains(n.Reason, "3 consecutive runs") || n.Pod != "" {
+							t.Errorf("blind %+v", n)
+						}
+					}},
+				{at: 15 * time.Minute, res: unknown, sent: []string{}},
+				{at: 70 * time.Minute, res: unknown, sent: []string{"blind+r"}},
+				{at: 75 * time.Minute, res: healthy, sent: []string{"recovered"}},
+			},
+		},
+		{
+			name: "blind closes without recovered on another known verdict",
+			cfg:  func(c *PlanConfig) { c.BlindAfter = 2 },
+			steps: []step{
+				{at: 0, res: unknown, sent: []string{}},
+				{at: time.Minute, res: unknown, sent: []string{"blind"}},
+				{at: 2 * time.Minute, res: wedged(decide.Wait, 0), sent: []string{"wedged"},
+					check: func(t *testing.T, _ []Notification, s *state.State) {
+						if _, open := s.Alerts[EventBlind]; open {
+							t.Error("blind still open although the verdict is known again")
+						}
+					}},
+				{at: 3 * time.Minute, res: unknown, sent: []string{}},
+				{at: 4 * time.Minute, res: unknown, sent: []string{"blind"}},
+			},
+		},
+		{
+			name: "restarted is a one-shot, then recovered",
+			steps: []step{
+				{at: 0, res: wedged(decide.Wait, 0), sent: []string{"wedged"}},
+				{at: 5 * time.Minute, res: wedged(decide.Restart, 5*time.Minute), acts: restartDone, sent: []string{"restarted"},
+					check: func(t *testing.T, notes []Notification, _ *state.State) {
+						n := notes[0]
+						if n.Severity != SeverityWarning || !strings.HasPrefix(n.Reason, "pod deleted (UID precondition) (") || n.Pod != "agentenv-scheduler-abc12" {
+							t.Errorf("restarted %+v", n)
+						}
+					}},
+				// The new pod is starting: nothing new, nothing closed.
+				{at: 6 * time.Minute, res: func(time.Time) decide.Result {
+					return result(decide.Target{Pod: "agentenv-scheduler-new", UID: "new", Judged: true, Verdict: decide.Starting, Action: decide.None})
+				}, sent: []string{}},
+				{at: 8 * time.Minute, res: healthy, sent: []string{"recovered"},
+					check: func(t *testing.T, notes []Notification, _ *state.State) {
+						if !strings.Contains(notes[0].Reason, "[restarted wedged]") {
+							t.Errorf("recovered reason %q does not name what was open", notes[0].Reason)
+						}
+					}},
+			},
+		},
+		{
+			name: "restart-failed is sent for every failed attempt",
+			steps: []step{
+				{at: 0, res: wedged(decide.Restart, 5*time.Minute), acts: restartErr, sent: []string{"wedged", "restart-failed"},
+					check: func(t *testing.T, notes []Notification, _ *state.State) {
+						var n Notification
+						for _, x := range notes {
+							if x.Event == EventRestartFailed {
+								n = x
+							}
+						}
+						if n.Severity != SeverityCritical || !strings.Contains(n.Reason, "forbidden: cannot delete") {
+							t.Errorf("restart-failed %+v", n)
+						}
+					}},
+				{at: time.Minute, res: wedged(decide.Restart, 6*time.Minute), acts: restartErr, sent: []string{"restart-failed"}},
+			},
+		},
+		{
+			name: "watchdog-error from a run error: once, reminded, closed on a clean run",
+			cfg:  func(c *PlanConfig) { c.BlindAfter = 10 },
+			steps: []step{
+				{at: 0, res: unknown, runErr: errors.New("count serving nodes: endpointslices is forbidden"), sent: []string{"watchdog-error"},
+					check: func(t *testing.T, notes []Notification, _ *state.State) {
+						n := notes[0]
+						if n.Severity != SeverityCritical || !strings.Contains(n.Reason, "cannot do its job: count serving nodes") {
+							t.Errorf("watchdog-error %+v", n)
+						}
+					}},
+				{at: time.Minute, res: unknown, runErr: errors.New("still forbidden"), sent: []string{}},
+				{at: 61 * time.Minute, res: unknown, runErr: errors.New("still forbidden"), sent: []string{"watchdog-error+r"}},
+				{at: 62 * time.Minute, res: healthy, sent: []string{},
+					check: func(t *testing.T, _ []Notification, s *state.State) {
+						if _, open := s.Alerts[EventWatchdogError]; open {
+							t.Error("watchdog-error still open after a clean run")
+						}
+					}},
+				{at: 63 * time.Minute, res: unknown, runErr: errors.New("forbidden again"), sent: []string{"watchdog-error"}},
+			},
+		},
+		{
+			name: "targets not judged (HA standbys) are never alerted",
+			steps: []step{
+				{at: 0, res: func(now time.Time) decide.Result {
+					standby := target(decide.Wedged, decide.None, time.Hour, now)
+					standby.Judged, standby.Pod = false, "standby"
+					return result(target(decide.Healthy, decide.None, 0, now), standby)
+				}, sent: []string{}},
+			},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := planConfig()
+			if tc.cfg != nil {
+				tc.cfg(&cfg)
+			}
+			s := state.New()
+			for i, st := range tc.steps {
+				now := t0.Add(st.at)
+				res := st.res(now)
+				decide.CountRun(s, res.Verdict) // as check.Run does before planning
+				var acts []ActOutcome
+				if st.acts != nil {
+					acts = st.acts(now)
+				}
+				notes := Plan(s, res, acts, st.runErr, now, cfg)
+				if got := names(notes); !reflect.DeepEqual(got, st.sent) {
+					t.Fatalf("step %d (t0+%s): sent %v, want %v", i, st.at, got, st.sent)
+				}
+				for _, n := range notes {
+					checkCommon(t, n, now, cfg)
+				}
+				if st.check != nil {
+					st.check(t, notes, s)
+				}
+				// The state survives a round trip through the ConfigMap encoding.
+				b, err := state.Encode(s, now)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if s, err = state.Decode(b); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// checkCommon checks what every planned notification carries.
+func checkCommon(t *testing.T, n Notification, now time.Time, cfg PlanConfig) {
+	t.Helper()
+	if n.SchemaVersion != SchemaVersion || n.Cluster != cfg.Cluster || n.Namespace != cfg.Namespace || n.Watchdog != cfg.Version {
+		t.Errorf("%s: schema %d cluster %q namespace %q version %q", n.Event, n.SchemaVersion, n.Cluster, n.Namespace, n.Watchdog)
+	}
+	if !n.Time.Equal(now) || n.Time.Location() != time.UTC {
+		t.Errorf("%s: time %s, want %s in UTC", n.Event, n.Time, now)
+	}
+	if n.Severity == "" || n.Severity != severityOf[n.Event] || n.NextStep == "" || len(n.ID) != 16 || n.Reason == "" {
+		t.Errorf("%s: incomplete notification %+v", n.Event, n)
+	}
+	if n.DryRun != cfg.DryRun {
+		t.Errorf("%s: dryRun %v, want %v", n.Event, n.DryRun, cfg.DryRun)
+	}
+}
+
+func TestPlanCarriesTargetDetails(t *testing.T) {
+	s := state.New()
+	res := wedged(decide.Wait, 0)(t0)
+	res.Targets[0].BadFor = 0
+	notes := Plan(s, res, nil, nil, t0, planConfig())
+	if len(notes) != 1 {
+		t.Fatalf("got %v", names(notes))
+	}
+	n := notes[0]
+	if n.Pod != "agentenv-scheduler-abc12" || n.UID != "7f3c9a52-uid" || n.Verdict != "wedged" || n.Action != "wait" ||
+		*n.Ready != 0 || *n.Expected != 3 || n.Since == nil || !n.Since.Equal(t0) || n.Evidence != "strong" {
+		t.Errorf("notification does not carry the target: %+v", n)
+	}
+	if a := s.Alerts[EventWedged]; a.Pod != n.Pod || a.Reason != n.Reason || a.Sends != 1 || a.LastSentAt == nil || !a.LastSentAt.Equal(t0) {
+		t.Errorf("state alert %+v", a)
+	}
+}
+
+func TestPlanDryRunFlagInPayloads(t *testing.T) {
+	for _, dry := range []bool{false, true} {
+		cfg := planConfig()
+		cfg.DryRun = dry
+		s := state.New()
+		var all []Notification
+		all = append(all, Plan(s, wedged(decide.Wait, 0)(t0), nil, nil, t0, cfg)...)
+		all = append(all, Plan(s, wedged(decide.Restart, 5*time.Minute)(t0.Add(5*time.Minute)), restartDone(t0.Add(5*time.Minute)), nil, t0.Add(5*time.Minute), cfg)...)
+		all = append(all, Plan(s, healthy(t0), nil, nil, t0.Add(10*time.Minute), cfg)...)
+		all = append(all, PlanFailure(state.New(), errors.New("boom"), t0, cfg)...)
+		if got := names(all); !reflect.DeepEqual(got, []string{"wedged", "restarted", "recovered", "watchdog-error"}) {
+			t.Fatalf("dry=%v: sent %v", dry, got)
+		}
+		for _, n := range all {
+			if n.DryRun != dry {
+				t.Errorf("dry=%v: %s carries dryRun=%v", dry, n.Event, n.DryRun)
+			}
+		}
+	}
+}
+
+func TestPlanFailure(t *testing.T) {
+	cfg := planConfig()
+	// With no readable state, every failed run alerts.
+	for i := 0; i < 2; i++ {
+		notes := PlanFailure(state.New(), errors.New("read state ConfigMap: forbidden"), t0.Add(time.Duration(i)*time.Minute), cfg)
+		if got := names(notes); !reflect.DeepEqual(got, []string{"watchdog-error"}) {
+			t.Fatalf("run %d: %v", i, got)
+		}
+		if n := notes[0]; n.Verdict != "unknown" || n.Action != "none" || n.Pod != "" || !strings.Contains(n.Reason, "read state ConfigMap: forbidden") {
+			t.Errorf("watchdog-error %+v", n)
+		}
+	}
+	// With a state to remember it in, once per realert interval.
+	s := state.New()
+	for _, st := range []struct {
+		at   time.Duration
+		want []string
+	}{{0, []string{"watchdog-error"}}, {59 * time.Minute, []string{}}, {60 * time.Minute, []string{"watchdog-error+r"}}} {
+		if got := names(PlanFailure(s, errors.New("list pods: forbidden"), t0.Add(st.at), cfg)); !reflect.DeepEqual(got, st.want) {
+			t.Errorf("t0+%s: %v, want %v", st.at, got, st.want)
+		}
+	}
+}
+
+func TestPlanIDsDiffer(t *testing.T) {
+	s := state.New()
+	cfg := planConfig()
+	notes := Plan(s, wedged(decide.Restart, 5*time.Minute)(t0), restartDone(t0), nil, t0, cfg)
+	if len(notes) != 2 {
+		t.Fatalf("got %v", names(notes))
+	}
+	if notes[0].ID == notes[1].ID {
+		t.Errorf("two notifications share ID %s", notes[0].ID)
+	}
+}
