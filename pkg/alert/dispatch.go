@@ -28,6 +28,10 @@ type Dispatcher struct {
 	Events EventEmitter
 	// OnFailure is told about each failed delivery (it leaves a Warning Event).
 	OnFailure func(ctx context.Context, n Notification, sink string, err error)
+	// SendBy, when set, ends sink deliveries (retries included) at that time, so a
+	// receiver that never answers cannot take the time the caller needs to persist
+	// what failed. Events are not bounded by it.
+	SendBy time.Time
 }
 
 // Delivery is the outcome of one notification to one sink.
@@ -57,7 +61,13 @@ func (d *Dispatcher) Deliver(ctx context.Context, s *state.State, notes []Notifi
 		return out
 	}
 
-	out = append(out, d.retryOutbox(ctx, s, now)...)
+	sctx := ctx
+	if !d.SendBy.IsZero() {
+		var cancel context.CancelFunc
+		sctx, cancel = context.WithDeadline(ctx, d.SendBy)
+		defer cancel()
+	}
+	out = append(out, d.retryOutbox(ctx, sctx, s, now)...)
 	for _, n := range notes {
 		if d.Events != nil {
 			del := Delivery{ID: n.ID, Event: n.Event, Sink: "kubernetes-event", OK: true}
@@ -70,7 +80,7 @@ func (d *Dispatcher) Deliver(ctx context.Context, s *state.State, notes []Notifi
 		var lastErr string
 		for _, sink := range d.Sinks {
 			del := Delivery{ID: n.ID, Event: n.Event, Sink: sink.Name(), OK: true}
-			if err := sink.Send(ctx, n); err != nil {
+			if err := sink.Send(sctx, n); err != nil {
 				del.OK, del.Error = false, err.Error()
 				failed = append(failed, sink.Name())
 				lastErr = err.Error()
@@ -95,7 +105,7 @@ func (d *Dispatcher) Deliver(ctx context.Context, s *state.State, notes []Notifi
 // (with an error log and Event): a day-old page helps nobody.
 const MaxPendingAge = 24 * time.Hour
 
-func (d *Dispatcher) retryOutbox(ctx context.Context, s *state.State, now time.Time) []Delivery {
+func (d *Dispatcher) retryOutbox(ctx, sctx context.Context, s *state.State, now time.Time) []Delivery {
 	var out []Delivery
 	kept := s.Outbox[:0]
 	for _, p := range s.Outbox {
@@ -116,7 +126,7 @@ func (d *Dispatcher) retryOutbox(ctx context.Context, s *state.State, now time.T
 				continue
 			}
 			del := Delivery{ID: p.ID, Event: p.Event, Sink: name, OK: true, Retry: true}
-			if err := sink.Send(ctx, n); err != nil {
+			if err := sink.Send(sctx, n); err != nil {
 				del.OK, del.Error = false, err.Error()
 				still = append(still, name)
 				p.LastError = err.Error()

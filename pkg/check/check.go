@@ -118,7 +118,11 @@ func (r *Runner) Run(ctx context.Context) (*Report, error) {
 	// cannot do its job (often missing RBAC), which exit code 1 makes visible.
 	runErr := observationError(obs)
 	notes := alert.Plan(next, res, acts, runErr, r.Clock.Now(), r.Plan)
-	rep.Alerts = r.dispatcher().Deliver(ctx, next, notes, r.Clock.Now(), r.DryRun)
+	d := r.dispatcher()
+	if deadline, ok := ctx.Deadline(); ok {
+		d.SendBy = deadline.Add(-reserve(start, deadline)) // keep time to persist the outcome and the outbox
+	}
+	rep.Alerts = d.Deliver(ctx, next, notes, r.Clock.Now(), r.DryRun)
 	r.logDeliveries(rep.Alerts)
 	for _, a := range acts {
 		if a.Err != nil && runErr == nil {
@@ -427,12 +431,14 @@ func (r *Runner) failRun(ctx context.Context, snap *state.Snapshot, rep *Report,
 	s.LastRun = r.lastRun(r.Clock.Now(), decide.Result{Verdict: decide.Unknown, Action: decide.None, Reason: failure.What + " failed"}, failure)
 	decide.CountRun(s, decide.Unknown)
 	notes := alert.PlanFailure(s, failure, r.Clock.Now(), r.Plan)
+	// Send before saving, so that what could not be delivered stays in the outbox
+	// and what the outbox delivered leaves it.
+	r.sendFailure(ctx, s, notes, rep)
 	if err := r.Store.Save(ctx, snap, s, r.Clock.Now()); err != nil {
 		r.Log.Error().Err(err).Msg("could not record the failed run in state either")
 	} else {
 		rep.StateWritten = true
 	}
-	r.sendFailure(ctx, s, notes, rep)
 	return failure
 }
 
@@ -444,11 +450,15 @@ func (r *Runner) alertFailure(ctx context.Context, s *state.State, failure *Erro
 	if r.DryRun {
 		return
 	}
-	r.sendFailure(ctx, s.Clone(), alert.PlanFailure(s.Clone(), failure, r.Clock.Now(), r.Plan), rep)
+	// Nothing this sends can be recorded: leave the outbox to a run that can, or
+	// what it delivers would be delivered again.
+	c := s.Clone()
+	c.Outbox = nil
+	r.sendFailure(ctx, c, alert.PlanFailure(s.Clone(), failure, r.Clock.Now(), r.Plan), rep)
 }
 
 func (r *Runner) sendFailure(ctx context.Context, s *state.State, notes []alert.Notification, rep *Report) {
-	if len(notes) == 0 {
+	if len(notes) == 0 && len(s.Outbox) == 0 {
 		return
 	}
 	// The run's deadline may be what failed: alerting gets a short one of its own.
