@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Installs the tools the chart tests need, from the Go module proxy (no download
+# sites are reachable here), into a versioned cache folder beside the control
+# plane's (hack/control-plane.sh), so only the first run pays (~2 min for helm).
+# Prints the path of the helm binary. Idempotent: a cached binary is reused.
+#
+#   hack/tools.sh            install helm if missing, print its path
+#   hack/tools.sh --print    print helm's path, fail if not installed
+set -euo pipefail
+
+HELM_VERSION="${HELM_VERSION:-v3.22.0}"
+CACHE_ROOT="${WATCHDOG_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/agentenv-watchdog}"
+BIN_DIR="$CACHE_ROOT/tools/helm-${HELM_VERSION}/bin"
+HELM="$BIN_DIR/helm"
+
+have() { [[ -x "$HELM" ]] && "$HELM" version --short 2>/dev/null | grep -q "^${HELM_VERSION}"; }
+
+if [[ "${1:-}" == "--print" ]]; then
+  have || { echo "helm ${HELM_VERSION} not installed; run hack/tools.sh" >&2; exit 1; }
+  echo "$HELM"; exit 0
+fi
+if have; then echo "$HELM"; exit 0; fi
+
+export GOTOOLCHAIN=local GOWORK=off CGO_ENABLED=0 GOFLAGS=-mod=mod
+# A throwaway build cache and GOBIN: nothing of the build stays but the binary.
+SCRATCH="$(mktemp -d "${TMPDIR:-/tmp}/watchdog-tools.XXXXXX")"
+trap 'chmod -R u+w "$SCRATCH" 2>/dev/null || true; rm -rf "$SCRATCH"' EXIT
+export GOCACHE="$SCRATCH/gocache" GOBIN="$SCRATCH/bin"
+
+echo "tools: installing helm ${HELM_VERSION} with go install (first time only, ~2 min)" >&2
+# helm's version package reads its version from the module's build info when the
+# ldflags do not set it; set it anyway so `helm version` is exact.
+go install -trimpath \
+  -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=${HELM_VERSION}" \
+  "helm.sh/helm/v3/cmd/helm@${HELM_VERSION}"
+
+mkdir -p "$BIN_DIR"
+# Install atomically, so a concurrent or interrupted run never leaves half a binary.
+cp "$GOBIN/helm" "$HELM.tmp.$$" && mv -f "$HELM.tmp.$$" "$HELM"
+have || { echo "tools: installed helm does not report ${HELM_VERSION}: $("$HELM" version --short 2>&1)" >&2; exit 1; }
+echo "tools: cached in $BIN_DIR" >&2
+echo "$HELM"
