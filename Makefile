@@ -10,7 +10,7 @@ LDFLAGS := -s -w \
 	-X github.com/agentenv/watchdog/pkg/version.Commit=$(COMMIT) \
 	-X github.com/agentenv/watchdog/pkg/version.Date=$(DATE)
 
-.PHONY: all build test unit vet fmt-check control-plane
+.PHONY: all build test unit vet fmt-check control-plane tools chart-test lint-chart
 
 all: build
 
@@ -22,8 +22,12 @@ build:
 control-plane:
 	hack/control-plane.sh >/dev/null
 
-## test: everything CI runs: vet, gofmt, unit and integration tests on a real API server
-test: control-plane vet fmt-check
+## tools: install and cache helm (from the Go module proxy; first time ~2-5 min)
+tools:
+	hack/tools.sh >/dev/null
+
+## test: everything CI runs: vet, gofmt, unit, integration and chart tests on a real API server
+test: control-plane tools vet fmt-check
 	KUBEBUILDER_ASSETS="$$(hack/control-plane.sh --print)" go test -count=1 ./...
 
 ## unit: tests that need no control plane
@@ -36,3 +40,11 @@ vet:
 fmt-check:
 	@out="$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))"; \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+## chart-test: the Helm chart: rendering, schema, RBAC, and install/upgrade/uninstall on a real API server
+chart-test: control-plane tools
+	KUBEBUILDER_ASSETS="$$(hack/control-plane.sh --print)" go test -count=1 ./test/chart/
+
+## lint-chart: helm lint --strict of the chart
+lint-chart: tools
+	"$$(hack/tools.sh --print)" lint --strict charts/agentenv-scheduler-watchdog

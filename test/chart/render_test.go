@@ -1,0 +1,788 @@
+package chart
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/agentenv/watchdog/pkg/cli"
+)
+
+const (
+	renderRelease   = "wd"
+	renderNamespace = "agentenv-system"
+	renderFullname  = "wd-agentenv-scheduler-watchdog"
+)
+
+// rendered is the output of one `helm template`.
+type rendered struct {
+	t    testing.TB
+	objs []*unstructured.Unstructured
+}
+
+// render runs `helm template` with values (YAML, may be empty) and parses every object.
+func render(t testing.TB, values string, args ...string) *rendered {
+	t.Helper()
+	out, err := renderErr(t, values, args...)
+	if err != nil {
+		t.Fatalf("helm template: %v", err)
+	}
+	return parse(t, out)
+}
+
+func renderErr(t testing.TB, values string, args ...string) (string, error) {
+	t.Helper()
+	full := []string{"template", renderRelease, chartDir, "--namespace", renderNamespace}
+	if values != "" {
+		full = append(full, "-f", valuesFile(t, values))
+	}
+	out, stderr, err := helm(t, append(full, args...)...)
+	if err != nil {
+		return out, fmt.Errorf("%v: %s", err, stderr)
+	}
+	return out, nil
+}
+
+func parse(t testing.TB, manifest string) *rendered {
+	t.Helper()
+	r := &rendered{t: t}
+	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(manifest), 4096)
+	for {
+		var m map[string]any
+		err := dec.Decode(&m)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		must(t, err)
+		if m == nil {
+			continue
+		}
+		r.objs = append(r.objs, &unstructured.Unstructured{Object: m})
+	}
+	if len(r.objs) == 0 {
+		t.Fatalf("helm template rendered no objects:\n%s", manifest)
+	}
+	return r
+}
+
+func (r *rendered) kinds(kind string) []*unstructured.Unstructured {
+	var out []*unstructured.Unstructured
+	for _, o := range r.objs {
+		if o.GetKind() == kind {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// one decodes the single object of kind into into.
+func (r *rendered) one(kind string, into any) {
+	r.t.Helper()
+	objs := r.kinds(kind)
+	if len(objs) != 1 {
+		r.t.Fatalf("want exactly one %s, rendered %d", kind, len(objs))
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(objs[0].Object, into, true); err != nil {
+		r.t.Fatalf("%s does not decode strictly into its API type: %v", kind, err)
+	}
+}
+
+func (r *rendered) cronJob() *batchv1.CronJob {
+	var cj batchv1.CronJob
+	r.one("CronJob", &cj)
+	return &cj
+}
+
+func (r *rendered) deployment() *appsv1.Deployment {
+	var d appsv1.Deployment
+	r.one("Deployment", &d)
+	return &d
+}
+
+func (r *rendered) role() *rbacv1.Role {
+	var role rbacv1.Role
+	r.one("Role", &role)
+	return &role
+}
+
+// podSpec is the watchdog's pod, whichever the mode.
+func (r *rendered) podSpec() *corev1.PodSpec {
+	if len(r.kinds("CronJob")) > 0 {
+		return &r.cronJob().Spec.JobTemplate.Spec.Template.Spec
+	}
+	return &r.deployment().Spec.Template.Spec
+}
+
+func envOf(c corev1.Container) map[string]corev1.EnvVar {
+	m := map[string]corev1.EnvVar{}
+	for _, e := range c.Env {
+		m[e.Name] = e
+	}
+	return m
+}
+
+// grant is one permission: a verb on a resource, on one name or ("") on any.
+type grant struct{ group, resource, verb, name string }
+
+func (g grant) String() string {
+	n := g.name
+	if n == "" {
+		n = "*any*"
+	}
+	return fmt.Sprintf("%s/%s %s %s", g.group, g.resource, g.verb, n)
+}
+
+func grants(role *rbacv1.Role) []grant {
+	var out []grant
+	for _, rule := range role.Rules {
+		names := rule.ResourceNames
+		if len(names) == 0 {
+			names = []string{""}
+		}
+		for _, g := range rule.APIGroups {
+			for _, res := range rule.Resources {
+				for _, v := range rule.Verbs {
+					for _, n := range names {
+						out = append(out, grant{g, res, v, n})
+					}
+				}
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
+	return out
+}
+
+// baseGrants are what every configuration needs: observe, state, Events, rollout gate.
+func baseGrants(configMap, deployment string) []grant {
+	return []grant{
+		{"", "pods", "list", ""},
+		{"discovery.k8s.io", "endpointslices", "list", ""},
+		{"", "configmaps", "get", configMap},
+		{"", "configmaps", "update", configMap},
+		{"", "events", "create", ""},
+		{"apps", "deployments", "get", deployment},
+	}
+}
+
+func TestRBACPerConfiguration(t *testing.T) {
+	const cm, dep = "agentenv-scheduler-watchdog", "agentenv-scheduler"
+	cases := []struct {
+		name   string
+		values string
+		extra  []grant
+	}{
+		{"delete method (default)", "", []grant{{"", "pods", "delete", ""}}},
+		{"rollout method", "restart: {method: rollout}", []grant{{"apps", "deployments", "patch", dep}}},
+		{"alert only: no restart rights", "restart: {maxRestarts: 0}", nil},
+		{"alert only with rollout", "restart: {method: rollout, maxRestarts: 0}", nil},
+		{"HA scheduler: its leader Lease by name", "scheduler: {leaderLease: agentenv-scheduler}", []grant{
+			{"", "pods", "delete", ""}, {"coordination.k8s.io", "leases", "get", "agentenv-scheduler"}}},
+		{"deployment mode, one replica: no election", "mode: deployment", []grant{{"", "pods", "delete", ""}}},
+		{"deployment mode, 3 replicas: own Lease by name", "mode: deployment\ndeployment: {replicas: 3}", []grant{
+			{"", "pods", "delete", ""},
+			{"coordination.k8s.io", "leases", "get", "agentenv-scheduler-watchdog"},
+			{"coordination.k8s.io", "leases", "update", "agentenv-scheduler-watchdog"}}},
+		{"renamed objects", "state: {configMapName: wd-state}\nscheduler: {deployment: sched}\nrestart: {method: rollout}",
+			append(baseGrants("wd-state", "sched")[:0:0], grant{"apps", "deployments", "patch", "sched"})},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := render(t, c.values)
+			want := baseGrants(cm, dep)
+			if strings.Contains(c.name, "renamed") {
+				want = baseGrants("wd-state", "sched")
+			}
+			want = append(want, c.extra...)
+			sort.Slice(want, func(i, j int) bool { return want[i].String() < want[j].String() })
+			got := grants(r.role())
+			if !slices.Equal(got, want) {
+				t.Errorf("Role grants\n  %v\nwant exactly\n  %v", got, want)
+			}
+			assertNoBroadRBAC(t, r)
+		})
+	}
+}
+
+// assertNoBroadRBAC: never a ClusterRole or ClusterRoleBinding, never Secrets,
+// never a wildcard, and the binding binds the Role to the chart's ServiceAccount.
+func assertNoBroadRBAC(t *testing.T, r *rendered) {
+	t.Helper()
+	for _, kind := range []string{"ClusterRole", "ClusterRoleBinding"} {
+		if n := len(r.kinds(kind)); n != 0 {
+			t.Errorf("rendered %d %s: the watchdog must be namespaced", n, kind)
+		}
+	}
+	for _, role := range r.kinds("Role") {
+		var rr rbacv1.Role
+		must(t, runtime.DefaultUnstructuredConverter.FromUnstructured(role.Object, &rr))
+		for _, g := range grants(&rr) {
+			if g.resource == "secrets" || strings.HasPrefix(g.resource, "secrets/") {
+				t.Errorf("Role grants %s: never Secrets", g)
+			}
+			if g.group == "*" || g.resource == "*" || g.verb == "*" || strings.Contains(g.resource, "/") {
+				t.Errorf("Role grants %s: no wildcards, no subresources", g)
+			}
+			if slices.Contains([]string{"create", "patch", "update", "delete", "deletecollection"}, g.verb) && g.name == "" &&
+				!(g.resource == "events" && g.verb == "create") && !(g.resource == "pods" && g.verb == "delete") {
+				t.Errorf("Role grants %s: writes must be by resource name (only Event create and pod delete cannot be)", g)
+			}
+		}
+	}
+	var rb rbacv1.RoleBinding
+	r.one("RoleBinding", &rb)
+	if rb.RoleRef.Kind != "Role" || rb.RoleRef.Name != r.role().Name {
+		t.Errorf("RoleBinding refers to %s %s", rb.RoleRef.Kind, rb.RoleRef.Name)
+	}
+	if len(rb.Subjects) != 1 || rb.Subjects[0].Kind != "ServiceAccount" || rb.Subjects[0].Name != r.podSpec().ServiceAccountName {
+		t.Errorf("RoleBinding subjects %+v, want the pod's ServiceAccount %q only", rb.Subjects, r.podSpec().ServiceAccountName)
+	}
+}
+
+func TestRBACInSchedulerNamespace(t *testing.T) {
+	r := render(t, "scheduler: {namespace: agentenv-prod}")
+	for _, kind := range []string{"Role", "RoleBinding", "ConfigMap"} {
+		for _, o := range r.kinds(kind) {
+			if o.GetNamespace() != "agentenv-prod" {
+				t.Errorf("%s %s in namespace %q, want the scheduler's agentenv-prod", kind, o.GetName(), o.GetNamespace())
+			}
+		}
+	}
+	for _, kind := range []string{"CronJob", "ServiceAccount"} {
+		for _, o := range r.kinds(kind) {
+			if o.GetNamespace() != renderNamespace {
+				t.Errorf("%s in namespace %q, want the release's", kind, o.GetNamespace())
+			}
+		}
+	}
+	var rb rbacv1.RoleBinding
+	r.one("RoleBinding", &rb)
+	if rb.Subjects[0].Namespace != renderNamespace {
+		t.Errorf("binding subject namespace %q, want %q", rb.Subjects[0].Namespace, renderNamespace)
+	}
+	if e := envOf(r.cronJob().Spec.JobTemplate.Spec.Template.Spec.Containers[0])["WATCHDOG_NAMESPACE"]; e.Value != "agentenv-prod" {
+		t.Errorf("WATCHDOG_NAMESPACE=%q", e.Value)
+	}
+}
+
+func TestCronJobShape(t *testing.T) {
+	cj := render(t, "").cronJob()
+	s := cj.Spec
+	if s.Schedule != "*/5 * * * *" || s.ConcurrencyPolicy != batchv1.ForbidConcurrent {
+		t.Errorf("schedule %q concurrency %q", s.Schedule, s.ConcurrencyPolicy)
+	}
+	if s.StartingDeadlineSeconds == nil || *s.StartingDeadlineSeconds <= 0 || s.Suspend == nil || *s.Suspend || s.TimeZone != nil {
+		t.Errorf("startingDeadlineSeconds %v suspend %v timeZone %v", s.StartingDeadlineSeconds, s.Suspend, s.TimeZone)
+	}
+	if s.SuccessfulJobsHistoryLimit == nil || s.FailedJobsHistoryLimit == nil || *s.FailedJobsHistoryLimit < 1 {
+		t.Errorf("history limits %v %v", s.SuccessfulJobsHistoryLimit, s.FailedJobsHistoryLimit)
+	}
+	job := s.JobTemplate.Spec
+	if job.BackoffLimit == nil || *job.BackoffLimit != 0 {
+		t.Errorf("backoffLimit %v, want 0", job.BackoffLimit)
+	}
+	c := job.Template.Spec.Containers[0]
+	timeout, err := time.ParseDuration(envOf(c)["WATCHDOG_TIMEOUT"].Value)
+	must(t, err)
+	deadline := time.Duration(*job.ActiveDeadlineSeconds) * time.Second
+	if deadline <= timeout || deadline >= 5*time.Minute {
+		t.Errorf("activeDeadlineSeconds %s must be longer than --timeout %s and shorter than the 5 min interval", deadline, timeout)
+	}
+	confirm, err := time.ParseDuration(envOf(c)["WATCHDOG_CONFIRM_WINDOW"].Value)
+	must(t, err)
+	if confirm >= timeout {
+		t.Errorf("--confirm-window %s does not fit --timeout %s", confirm, timeout)
+	}
+	if job.Template.Spec.RestartPolicy != corev1.RestartPolicyNever {
+		t.Errorf("restartPolicy %q", job.Template.Spec.RestartPolicy)
+	}
+	if !slices.Equal(c.Args, []string{"check", "--output=json"}) {
+		t.Errorf("args %q", c.Args)
+	}
+
+	// suspend and timeZone reach the CronJob.
+	s = render(t, "cronjob: {suspend: true, timeZone: Europe/Berlin}").cronJob().Spec
+	if !*s.Suspend || s.TimeZone == nil || *s.TimeZone != "Europe/Berlin" {
+		t.Errorf("suspend %v timeZone %v", *s.Suspend, s.TimeZone)
+	}
+	// No Deployment, Service or Lease in cronjob mode.
+	r := render(t, "")
+	for _, kind := range []string{"Deployment", "Service", "Lease"} {
+		if n := len(r.kinds(kind)); n != 0 {
+			t.Errorf("cronjob mode rendered %d %s", n, kind)
+		}
+	}
+}
+
+func TestDeploymentMode(t *testing.T) {
+	r := render(t, "mode: deployment\ndeployment: {replicas: 2, service: {enabled: true}}")
+	if n := len(r.kinds("CronJob")); n != 0 {
+		t.Errorf("deployment mode rendered %d CronJob", n)
+	}
+	d := r.deployment()
+	if *d.Spec.Replicas != 2 || d.Spec.Strategy.Type != appsv1.RollingUpdateDeploymentStrategyType {
+		t.Errorf("replicas %d strategy %s", *d.Spec.Replicas, d.Spec.Strategy.Type)
+	}
+	c := d.Spec.Template.Spec.Containers[0]
+	env := envOf(c)
+	if !slices.Equal(c.Args, []string{"run"}) || env["WATCHDOG_INTERVAL"].Value != "30s" || env["WATCHDOG_METRICS_ADDR"].Value != ":9102" {
+		t.Errorf("args %q interval %q metrics-addr %q", c.Args, env["WATCHDOG_INTERVAL"].Value, env["WATCHDOG_METRICS_ADDR"].Value)
+	}
+	if env["WATCHDOG_LEADER_ELECT"].Value != "true" || env["WATCHDOG_LEADER_ELECT_LEASE"].Value != "agentenv-scheduler-watchdog" {
+		t.Errorf("replicas 2 must elect a leader: %+v", env["WATCHDOG_LEADER_ELECT"])
+	}
+	if id := env["WATCHDOG_LEADER_ELECT_IDENTITY"].ValueFrom; id == nil || id.FieldRef == nil || id.FieldRef.FieldPath != "metadata.name" {
+		t.Errorf("election identity must be the pod name: %+v", id)
+	}
+	if len(c.Ports) != 1 || c.Ports[0].Name != "metrics" || c.Ports[0].ContainerPort != 9102 {
+		t.Errorf("ports %+v", c.Ports)
+	}
+	for name, p := range map[string]*corev1.Probe{"liveness": c.LivenessProbe, "readiness": c.ReadinessProbe} {
+		if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/healthz" || p.HTTPGet.Port.String() != "metrics" {
+			t.Errorf("%s probe %+v, want GET /healthz on the metrics port", name, p)
+		}
+	}
+	var lease coordinationv1.Lease
+	r.one("Lease", &lease)
+	if lease.Name != "agentenv-scheduler-watchdog" || lease.Spec.HolderIdentity != nil {
+		t.Errorf("pre-created Lease %s holder %v", lease.Name, lease.Spec.HolderIdentity)
+	}
+	var svc corev1.Service
+	r.one("Service", &svc)
+	if svc.Spec.Ports[0].Port != 9102 {
+		t.Errorf("metrics Service port %d", svc.Spec.Ports[0].Port)
+	}
+
+	// One replica: no election, no Lease, and never two watchdogs during a rollout.
+	r = render(t, "mode: deployment")
+	d = r.deployment()
+	if e := envOf(d.Spec.Template.Spec.Containers[0])["WATCHDOG_LEADER_ELECT"]; e.Value != "false" {
+		t.Errorf("one replica: WATCHDOG_LEADER_ELECT=%q", e.Value)
+	}
+	if d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
+		t.Errorf("one replica without election must use Recreate, got %s", d.Spec.Strategy.Type)
+	}
+	if n := len(r.kinds("Lease")); n != 0 {
+		t.Errorf("one replica rendered %d Lease", n)
+	}
+}
+
+func TestSecurityContextAndResources(t *testing.T) {
+	for _, mode := range []string{"cronjob", "deployment"} {
+		t.Run(mode, func(t *testing.T) {
+			pod := render(t, "mode: "+mode).podSpec()
+			psc := pod.SecurityContext
+			if psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot || psc.RunAsUser == nil || *psc.RunAsUser != 65532 ||
+				psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+				t.Errorf("pod securityContext %+v", psc)
+			}
+			if pod.AutomountServiceAccountToken == nil || !*pod.AutomountServiceAccountToken || pod.ServiceAccountName != renderFullname {
+				t.Errorf("pod must mount its own ServiceAccount's token: %v %q", pod.AutomountServiceAccountToken, pod.ServiceAccountName)
+			}
+			if len(pod.Containers) != 1 {
+				t.Fatalf("%d containers", len(pod.Containers))
+			}
+			c := pod.Containers[0]
+			sc := c.SecurityContext
+			if sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot || sc.RunAsUser == nil || *sc.RunAsUser != 65532 ||
+				sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem ||
+				sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
+				sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || len(sc.Capabilities.Add) != 0 ||
+				sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+				t.Errorf("container securityContext %+v", sc)
+			}
+			req, lim := c.Resources.Requests, c.Resources.Limits
+			if req.Cpu().IsZero() || req.Memory().IsZero() || lim.Memory().IsZero() {
+				t.Errorf("resources %+v: requests and a memory limit are required", c.Resources)
+			}
+			// Measured peak RSS is ~17 MiB: the limit must leave headroom, the request cover it.
+			if lim.Memory().Value() < 48<<20 || req.Memory().Value() < 17<<20 || req.Memory().Cmp(*lim.Memory()) > 0 {
+				t.Errorf("memory request %s limit %s do not fit a ~17 MiB peak", req.Memory(), lim.Memory())
+			}
+			if e := envOf(c)["GOMEMLIMIT"]; e.ValueFrom == nil || e.ValueFrom.ResourceFieldRef == nil || e.ValueFrom.ResourceFieldRef.Resource != "limits.memory" {
+				t.Errorf("GOMEMLIMIT not set from the memory limit: %+v", e)
+			}
+		})
+	}
+	var sa corev1.ServiceAccount
+	render(t, "").one("ServiceAccount", &sa)
+	if sa.AutomountServiceAccountToken == nil || *sa.AutomountServiceAccountToken {
+		t.Errorf("ServiceAccount must not automount its token into other pods")
+	}
+}
+
+func TestStandardLabels(t *testing.T) {
+	r := render(t, "mode: deployment\ndeployment: {replicas: 2, service: {enabled: true}}\nalerts: {webhookURL: 'https://hooks.example.com/x'}")
+	r.objs = append(r.objs, render(t, "").objs...)
+	for _, o := range r.objs {
+		l := o.GetLabels()
+		for _, k := range []string{"app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/version", "app.kubernetes.io/managed-by", "helm.sh/chart"} {
+			if l[k] == "" {
+				t.Errorf("%s %s lacks label %s", o.GetKind(), o.GetName(), k)
+			}
+		}
+		if l["app.kubernetes.io/instance"] != renderRelease || l["app.kubernetes.io/managed-by"] != "Helm" {
+			t.Errorf("%s %s labels %v", o.GetKind(), o.GetName(), l)
+		}
+	}
+}
+
+func TestStateConfigMapHasNoDataAndIsKept(t *testing.T) {
+	var cm corev1.ConfigMap
+	render(t, "").one("ConfigMap", &cm)
+	if cm.Name != "agentenv-scheduler-watchdog" || cm.Namespace != renderNamespace {
+		t.Errorf("state ConfigMap %s/%s", cm.Namespace, cm.Name)
+	}
+	if cm.Data != nil || cm.BinaryData != nil {
+		t.Errorf("the chart must not own the state's data (helm upgrade would reset it): %v", cm.Data)
+	}
+	if cm.Annotations["helm.sh/resource-policy"] != "keep" {
+		t.Errorf("state ConfigMap annotations %v, want helm.sh/resource-policy: keep", cm.Annotations)
+	}
+}
+
+// TestSecretsOnlyThroughSecret: alert URLs and the HMAC key live in a Secret and
+// reach the container through secretKeyRef, never in args or plain env.
+func TestSecretsOnlyThroughSecret(t *testing.T) {
+	const values = `alerts:
+  slackWebhookURL: https://hooks.slack.com/services/T0/B0/SLACKTOKEN
+  webhookURL: https://alerts.example.com/hook?token=WEBHOOKTOKEN
+  webhookSecret: HMACKEY
+  heartbeatURL: https://hc.example.com/ping/HEARTBEATTOKEN
+`
+	for _, mode := range []string{"cronjob", "deployment"} {
+		t.Run(mode, func(t *testing.T) {
+			r := render(t, values+"mode: "+mode)
+			var secret corev1.Secret
+			r.one("Secret", &secret)
+			want := map[string]string{
+				"slack-webhook-url": "https://hooks.slack.com/services/T0/B0/SLACKTOKEN",
+				"webhook-url":       "https://alerts.example.com/hook?token=WEBHOOKTOKEN",
+				"webhook-secret":    "HMACKEY",
+				"heartbeat-url":     "https://hc.example.com/ping/HEARTBEATTOKEN",
+			}
+			for k, v := range want {
+				if secret.StringData[k] != v {
+					t.Errorf("Secret key %s = %q, want %q", k, secret.StringData[k], v)
+				}
+			}
+			pod := r.podSpec()
+			c := pod.Containers[0]
+			env := envOf(c)
+			for flag, key := range map[string]string{"SLACK_WEBHOOK_URL": "slack-webhook-url", "WEBHOOK_URL": "webhook-url", "WEBHOOK_SECRET": "webhook-secret", "HEARTBEAT_URL": "heartbeat-url"} {
+				e := env["WATCHDOG_"+flag]
+				if e.Value != "" || e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil || e.ValueFrom.SecretKeyRef.Name != secret.Name || e.ValueFrom.SecretKeyRef.Key != key {
+					t.Errorf("WATCHDOG_%s = %+v, want secretKeyRef %s/%s", flag, e, secret.Name, key)
+				}
+			}
+			// Nothing but the Secret carries a secret.
+			for _, o := range r.objs {
+				if o.GetKind() == "Secret" {
+					continue
+				}
+				raw, err := o.MarshalJSON()
+				must(t, err)
+				for _, tok := range []string{"SLACKTOKEN", "WEBHOOKTOKEN", "HMACKEY", "HEARTBEATTOKEN"} {
+					if strings.Contains(string(raw), tok) {
+						t.Errorf("%s %s carries the secret %s", o.GetKind(), o.GetName(), tok)
+					}
+				}
+			}
+			// A changed secret rolls the pods.
+			if pod := r.podSpec(); pod != nil {
+				var ann map[string]string
+				if mode == "cronjob" {
+					ann = r.cronJob().Spec.JobTemplate.Spec.Template.Annotations
+				} else {
+					ann = r.deployment().Spec.Template.Annotations
+				}
+				if ann["checksum/secret"] == "" {
+					t.Errorf("pod template lacks checksum/secret")
+				}
+			}
+		})
+	}
+
+	// existingSecret: no Secret rendered, env refers to the named Secret with custom keys.
+	r := render(t, "alerts: {existingSecret: my-alerts, existingSecretKeys: {slackWebhookURL: slack, webhookURL: hook, webhookSecret: hmac, heartbeatURL: hb}}")
+	if n := len(r.kinds("Secret")); n != 0 {
+		t.Errorf("existingSecret rendered %d Secret", n)
+	}
+	e := envOf(r.podSpec().Containers[0])["WATCHDOG_WEBHOOK_SECRET"]
+	if e.ValueFrom == nil || e.ValueFrom.SecretKeyRef.Name != "my-alerts" || e.ValueFrom.SecretKeyRef.Key != "hmac" || e.ValueFrom.SecretKeyRef.Optional == nil || !*e.ValueFrom.SecretKeyRef.Optional {
+		t.Errorf("existingSecret env %+v", e)
+	}
+	// No sink at all: no Secret, no reference to one.
+	r = render(t, "")
+	if n := len(r.kinds("Secret")); n != 0 {
+		t.Errorf("no sinks rendered %d Secret", n)
+	}
+	if _, ok := envOf(r.podSpec().Containers[0])["WATCHDOG_WEBHOOK_URL"]; ok {
+		t.Errorf("no sinks, yet WATCHDOG_WEBHOOK_URL is set")
+	}
+}
+
+// commandFlags lists the flags of one watchdog subcommand.
+func commandFlags(t *testing.T, name string) []string {
+	t.Helper()
+	root := cli.NewRootCommand(io.Discard, io.Discard)
+	var cmd *cobra.Command
+	for _, c := range root.Commands() {
+		if c.Name() == name {
+			cmd = c
+		}
+	}
+	if cmd == nil {
+		t.Fatalf("no %q command", name)
+	}
+	var out []string
+	cmd.Flags().VisitAll(func(f *pflag.Flag) { out = append(out, f.Name) })
+	return out
+}
+
+// notFromValues are flags that make no sense in a pod: it always uses its in-cluster
+// identity (and --output is an argument of check, set from run.output).
+var notFromValues = map[string]string{
+	"help":       "not a setting",
+	"kubeconfig": "in-cluster configuration: the pod's ServiceAccount",
+	"context":    "in-cluster configuration: the pod's ServiceAccount",
+	"output":     "an argument of check (run.output)",
+}
+
+// TestEveryFlagReachable: every flag of check and run reaches the container, as a
+// WATCHDOG_* variable (so `kubectl set env` can override it on a one-off job).
+func TestEveryFlagReachable(t *testing.T) {
+	secrets := "alerts: {webhookURL: 'https://h.example.com', webhookSecret: k, slackWebhookURL: 'https://s.example.com', heartbeatURL: 'https://b.example.com'}\n"
+	for _, c := range []struct{ mode, command string }{{"cronjob", "check"}, {"deployment", "run"}} {
+		t.Run(c.command, func(t *testing.T) {
+			pod := render(t, secrets+"mode: "+c.mode+"\ndeployment: {replicas: 2}").podSpec()
+			cont := pod.Containers[0]
+			env := envOf(cont)
+			flags := commandFlags(t, c.command)
+			if len(flags) < 30 {
+				t.Fatalf("only %d flags found on %s", len(flags), c.command)
+			}
+			for _, f := range flags {
+				if _, skip := notFromValues[f]; skip {
+					continue
+				}
+				if _, ok := env[cli.EnvName(f)]; !ok {
+					t.Errorf("--%s is not reachable from values (no %s in the %s container)", f, cli.EnvName(f), c.mode)
+				}
+			}
+			// And nothing the binary would not read.
+			known := map[string]bool{"GOMEMLIMIT": true}
+			for _, f := range flags {
+				known[cli.EnvName(f)] = true
+			}
+			for name := range env {
+				if !known[name] {
+					t.Errorf("container sets %s, which %s does not read", name, c.command)
+				}
+			}
+		})
+	}
+}
+
+// TestValuesReachFlags: each value lands in the variable of its flag.
+func TestValuesReachFlags(t *testing.T) {
+	const values = `
+scheduler: {namespace: sched-ns, selector: "app=s,tier=x", container: sch, deployment: sch-dep, metricsPort: 9999, metricsPath: /m,
+  scrapeTimeout: 3s, metricsMaxBytes: 2048, nodesService: nodes, nodesPort: 8111, leaderLease: sch-leader}
+decision: {startupGrace: 1m, wedgedFor: 3m, confirmWindow: 60s, sampleInterval: 10s, maxWatchAge: 5m, restartOnDegraded: true}
+restart: {method: rollout, maxRestarts: 7, window: 2h}
+dryRun: true
+run: {timeout: 150s, apiTimeout: 7s, logLevel: debug, logFormat: console, output: text}
+alerts: {clusterName: prod-1, runbookURL: 'https://runbooks.example.com/wd', realertInterval: 30m, blindAfter: 5, timeout: 4s}
+state: {configMapName: wd-state}
+`
+	c := render(t, values).cronJob().Spec.JobTemplate.Spec.Template.Spec.Containers[0]
+	env := envOf(c)
+	want := map[string]string{
+		"NAMESPACE": "sched-ns", "SCHEDULER_SELECTOR": "app=s,tier=x", "SCHEDULER_CONTAINER": "sch", "DEPLOYMENT": "sch-dep",
+		"METRICS_PORT": "9999", "METRICS_PATH": "/m", "SCRAPE_TIMEOUT": "3s", "METRICS_MAX_BYTES": "2048", "NODES_SERVICE": "nodes",
+		"NODES_PORT": "8111", "LEADER_LEASE": "sch-leader", "STARTUP_GRACE": "1m", "WEDGED_FOR": "3m", "CONFIRM_WINDOW": "60s",
+		"SAMPLE_INTERVAL": "10s", "MAX_WATCH_AGE": "5m", "RESTART_ON_DEGRADED": "true", "RESTART_METHOD": "rollout",
+		"MAX_RESTARTS": "7", "RESTART_WINDOW": "2h", "DRY_RUN": "true", "TIMEOUT": "150s", "API_TIMEOUT": "7s",
+		"LOG_LEVEL": "debug", "LOG_FORMAT": "console", "CLUSTER_NAME": "prod-1", "RUNBOOK_URL": "https://runbooks.example.com/wd",
+		"REALERT_INTERVAL": "30m", "BLIND_AFTER": "5", "ALERT_TIMEOUT": "4s", "STATE_CONFIGMAP": "wd-state",
+	}
+	for k, v := range want {
+		if got := env["WATCHDOG_"+k].Value; got != v {
+			t.Errorf("WATCHDOG_%s = %q, want %q", k, got, v)
+		}
+	}
+	if !slices.Contains(c.Args, "--output=text") {
+		t.Errorf("args %q lack --output=text", c.Args)
+	}
+	// Large numbers stay integers (YAML numbers reach templates as floats).
+	c = render(t, "scheduler: {metricsMaxBytes: 134217728}").cronJob().Spec.JobTemplate.Spec.Template.Spec.Containers[0]
+	if got := envOf(c)["WATCHDOG_METRICS_MAX_BYTES"].Value; got != "134217728" {
+		t.Errorf("WATCHDOG_METRICS_MAX_BYTES=%q", got)
+	}
+}
+
+// TestSchemaRejectsNonsense: each bad values file makes `helm template` fail, and the
+// message names what is wrong.
+func TestSchemaRejectsNonsense(t *testing.T) {
+	cases := []struct{ name, values, want string }{
+		{"duration in words", "decision: {wedgedFor: 5 minutes}", "wedgedFor"},
+		{"duration without unit", "run: {timeout: 180}", "timeout"},
+		{"negative duration", "decision: {startupGrace: -1m}", "startupGrace"},
+		{"zero where positive needed", "decision: {wedgedFor: 0s}", "wedgedFor"},
+		{"zero restart window", "restart: {window: '0'}", "window"},
+		{"unknown restart method", "restart: {method: kill}", "method"},
+		{"restartMethod typo at the top", "restartMethod: rollout", "restartMethod"},
+		{"mode not cronjob or deployment", "mode: daemonset", "mode"},
+		{"negative max restarts", "restart: {maxRestarts: -1}", "maxRestarts"},
+		{"fractional max restarts", "restart: {maxRestarts: 1.5}", "maxRestarts"},
+		{"negative replicas", "deployment: {replicas: -2}", "replicas"},
+		{"metrics port out of range", "scheduler: {metricsPort: 70000}", "metricsPort"},
+		{"nodes port zero", "scheduler: {nodesPort: 0}", "nodesPort"},
+		{"metrics path without slash", "scheduler: {metricsPath: metrics}", "metricsPath"},
+		{"tiny metrics page limit", "scheduler: {metricsMaxBytes: 10}", "metricsMaxBytes"},
+		{"plain http webhook", "alerts: {webhookURL: 'http://alerts.example.com/hook'}", "webhookURL"},
+		{"plain http slack", "alerts: {slackWebhookURL: 'http://hooks.slack.com/x'}", "slackWebhookURL"},
+		{"not a URL heartbeat", "alerts: {heartbeatURL: hc.example.com/ping}", "heartbeatURL"},
+		{"blind after zero", "alerts: {blindAfter: 0}", "blindAfter"},
+		{"unknown log level", "run: {logLevel: verbose}", "logLevel"},
+		{"unknown output", "run: {output: yaml}", "output"},
+		{"concurrent runs", "cronjob: {concurrencyPolicy: Allow}", "concurrencyPolicy"},
+		{"negative history", "cronjob: {failedJobsHistoryLimit: -1}", "failedJobsHistoryLimit"},
+		{"retrying jobs forever", "cronjob: {backoffLimit: 100}", "backoffLimit"},
+		{"schedule with 3 fields", "cronjob: {schedule: '*/5 * *'}", "schedule"},
+		{"bad namespace", "scheduler: {namespace: Agentenv_System}", "namespace"},
+		{"bad ConfigMap name", "state: {configMapName: 'State Map'}", "configMapName"},
+		{"root user", "podSecurityContext: {runAsNonRoot: false, runAsUser: 0}", "runAsNonRoot"},
+		{"writable root filesystem", "securityContext: {readOnlyRootFilesystem: false}", "readOnlyRootFilesystem"},
+		{"privilege escalation", "securityContext: {allowPrivilegeEscalation: true}", "allowPrivilegeEscalation"},
+		{"added capability", "securityContext: {capabilities: {drop: [ALL], add: [NET_ADMIN]}}", "add"},
+		{"secret flag as an argument", "extraArgs: ['--webhook-url=https://x.example.com']", "extraArgs"},
+		{"secret flag as plain env", "extraEnv: [{name: WATCHDOG_WEBHOOK_SECRET, value: k}]", "extraEnv"},
+		{"bad digest", "image: {digest: latest}", "digest"},
+		// Checks across values, made by the templates.
+		{"deadline not longer than timeout", "cronjob: {activeDeadlineSeconds: 180}", "activeDeadlineSeconds"},
+		{"deadline past the interval", "cronjob: {activeDeadlineSeconds: 300}", "interval"},
+		{"deadline past a */2 interval", "cronjob: {schedule: '*/2 * * * *'}", "interval"},
+		{"confirmation does not fit a run", "run: {timeout: 90s}\ndecision: {confirmWindow: 2m}\ncronjob: {activeDeadlineSeconds: 120}", "confirmWindow"},
+		{"scrape timeout beyond run", "run: {timeout: 30s}\ndecision: {confirmWindow: 0s}\nscheduler: {scrapeTimeout: 1m}", "scrapeTimeout"},
+		{"HMAC key without webhook", "alerts: {webhookSecret: k}", "webhookURL"},
+		{"existing secret and values", "alerts: {existingSecret: s, webhookURL: 'https://h.example.com'}", "existingSecret"},
+		{"election on the scheduler's lease", "mode: deployment\ndeployment: {replicas: 2, leaderElection: {lease: agentenv-scheduler}}\nscheduler: {leaderLease: agentenv-scheduler}", "leaderLease"},
+		{"no ServiceAccount", "serviceAccount: {create: false}", "serviceAccount.name"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out, err := renderErr(t, c.values)
+			if err == nil {
+				t.Fatalf("helm template accepted %q:\n%.400s", c.values, out)
+			}
+			if !strings.Contains(err.Error(), c.want) {
+				t.Errorf("error does not name %q:\n%v", c.want, err)
+			}
+		})
+	}
+}
+
+// TestSchemaAcceptsSensibleValues guards against a schema so strict it rejects real
+// configurations (and makes TestSchemaRejectsNonsense meaningful).
+func TestSchemaAcceptsSensibleValues(t *testing.T) {
+	for _, v := range goodValues {
+		t.Run(v.name, func(t *testing.T) {
+			render(t, v.values)
+		})
+	}
+}
+
+var goodValues = []struct{ name, values string }{
+	{"defaults", ""},
+	{"rollout", "restart: {method: rollout}"},
+	{"alert only", "restart: {maxRestarts: 0}"},
+	{"deployment HA", "mode: deployment\ndeployment: {replicas: 3, service: {enabled: true}}\nscheduler: {leaderLease: agentenv-scheduler}"},
+	{"all sinks", "alerts: {slackWebhookURL: 'https://hooks.slack.com/services/T/B/X', webhookURL: 'https://h.example.com:8443/hook?x=1', webhookSecret: k, heartbeatURL: 'https://hc-ping.com/uuid', runbookURL: 'https://wiki.example.com/wd', clusterName: prod}"},
+	{"existing secret", "alerts: {existingSecret: wd-alerts}"},
+	{"durations", "decision: {startupGrace: 0s, confirmWindow: '0', wedgedFor: 1h30m, maxWatchAge: 2.5m, sampleInterval: 500ms}\nrun: {timeout: 4m}\ncronjob: {schedule: '*/10 * * * *', activeDeadlineSeconds: 480}"},
+	{"dry run, other namespace", "dryRun: true\nscheduler: {namespace: agentenv-system-2}\ncronjob: {suspend: true, timeZone: America/New_York}"},
+	{"hourly macro", "cronjob: {schedule: '@hourly'}"},
+	{"digest", "image: {digest: 'sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef'}"},
+	{"openshift-style uid", "podSecurityContext: {runAsNonRoot: true, runAsUser: null, runAsGroup: null}\nsecurityContext: {runAsNonRoot: true, runAsUser: null, runAsGroup: null, readOnlyRootFilesystem: true, allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}"},
+	{"own ServiceAccount and RBAC", "serviceAccount: {create: false, name: watchdog-sa}\nrbac: {create: false}"},
+	{"extras", "extraArgs: ['--log-level=debug']\nextraEnv: [{name: TZ, value: UTC}, {name: WATCHDOG_WEBHOOK_URL, valueFrom: {secretKeyRef: {name: s, key: k}}}]\npodAnnotations: {a: b}\nnodeSelector: {kubernetes.io/os: linux}"},
+}
+
+// TestLintClean: `helm lint --strict` passes for the defaults and every sensible
+// configuration above.
+func TestLintClean(t *testing.T) {
+	for _, v := range goodValues {
+		t.Run(v.name, func(t *testing.T) {
+			args := []string{"lint", "--strict", chartDir, "--namespace", renderNamespace}
+			if v.values != "" {
+				args = append(args, "-f", valuesFile(t, v.values))
+			}
+			out, stderr, err := helm(t, args...)
+			if err != nil || !strings.Contains(out, "0 chart(s) failed") || strings.Contains(out, "[WARNING]") || strings.Contains(out, "[ERROR]") {
+				t.Fatalf("helm lint: %v\n%s%s", err, out, stderr)
+			}
+		})
+	}
+	// And lint fails on nonsense (the check can fail).
+	if out, _, err := helm(t, "lint", "--strict", chartDir, "--set", "restart.method=kill"); err == nil {
+		t.Fatalf("helm lint accepted restart.method=kill:\n%s", out)
+	}
+}
+
+// TestDocsListEveryValue: docs/chart.md's reference names every leaf of values.yaml.
+func TestDocsListEveryValue(t *testing.T) {
+	root := filepath.Dir(filepath.Dir(chartDir))
+	doc, err := os.ReadFile(filepath.Join(root, "docs", "chart.md"))
+	must(t, err)
+	raw, err := os.ReadFile(filepath.Join(chartDir, "values.yaml"))
+	must(t, err)
+	var values map[string]any
+	must(t, utilyaml.Unmarshal(raw, &values))
+	var leaves []string
+	var walk func(prefix string, v any)
+	walk = func(prefix string, v any) {
+		m, ok := v.(map[string]any)
+		if !ok || len(m) == 0 || strings.HasSuffix(prefix, "Keys") || strings.HasSuffix(prefix, "Probe") ||
+			strings.HasSuffix(prefix, "resources") || strings.HasSuffix(prefix, "ecurityContext") {
+			leaves = append(leaves, prefix)
+			return
+		}
+		for k, sub := range m {
+			p := k
+			if prefix != "" {
+				p = prefix + "." + k
+			}
+			walk(p, sub)
+		}
+	}
+	walk("", values)
+	if len(leaves) < 50 {
+		t.Fatalf("only %d values found", len(leaves))
+	}
+	for _, l := range leaves {
+		if !regexp.MustCompile("`" + regexp.QuoteMeta(l) + "`").Match(doc) {
+			t.Errorf("docs/chart.md does not document `%s`", l)
+		}
+	}
+}
