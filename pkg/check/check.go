@@ -131,7 +131,10 @@ func (r *Runner) Run(ctx context.Context) (*Report, error) {
 	}
 	next.LastRun = r.lastRun(start, res, runErr)
 	if err := r.persist(ctx, snap, next, obs, acts, rep); err != nil {
-		r.alertFailure(ctx, snap.State, err.(*Error), rep)
+		var failure *Error
+		if errors.As(err, &failure) {
+			r.alertFailure(ctx, snap.State, failure, rep)
+		}
 		return rep, err
 	}
 	r.Log.Info().Str("verdict", string(res.Verdict)).Str("action", string(res.Action)).Bool("dryRun", r.DryRun).
