@@ -10,7 +10,7 @@ LDFLAGS := -s -w \
 	-X github.com/agentenv/watchdog/pkg/version.Commit=$(COMMIT) \
 	-X github.com/agentenv/watchdog/pkg/version.Date=$(DATE)
 
-.PHONY: all build test unit vet fmt-check control-plane tools chart-test lint-chart
+.PHONY: all build test unit vet fmt-check control-plane tools chart-test lint-chart demo bench
 
 all: build
 
@@ -48,3 +48,15 @@ chart-test: control-plane tools
 ## lint-chart: helm lint --strict of the chart
 lint-chart: tools
 	"$$(hack/tools.sh --print)" lint --strict charts/agentenv-scheduler-watchdog
+
+## demo: the README's run command: a local control plane and a simulated scheduler through healthy → wedged → restart → recovered
+demo: control-plane build
+	go run ./hack/demo -watchdog bin/watchdog
+
+## bench: every benchmark, printing figures (docs/performance.md records them)
+bench: control-plane build
+	@command -v jq >/dev/null && command -v curl >/dev/null || { apt-get update -qq && apt-get install -y -qq jq curl; }
+	@echo "== binary size (stripped, as the Dockerfile builds it)"; ls -l bin/watchdog | awk '{printf "%.1f MB\n", $$5/1048576}'
+	go test -run '^$$' -bench Extract -benchmem ./pkg/scrape/
+	KUBEBUILDER_ASSETS="$$(hack/control-plane.sh --print)" go test -run '^$$' -bench 'CheckHealthy|CheckVsScript' -benchtime 30x ./test/integration/
+	KUBEBUILDER_ASSETS="$$(hack/control-plane.sh --print)" go test -run '^$$' -bench 'APIRequests|HealLatency' -benchtime 1x ./test/integration/
