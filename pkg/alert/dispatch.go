@@ -36,11 +36,14 @@ type Dispatcher struct {
 
 // Delivery is the outcome of one notification to one sink.
 type Delivery struct {
-	ID     string `json:"id"`
-	Event  string `json:"event"`
-	Sink   string `json:"sink"`
-	OK     bool   `json:"ok"`
-	Retry  bool   `json:"retry,omitempty"` // from the outbox
+	ID    string `json:"id"`
+	Event string `json:"event"`
+	Sink  string `json:"sink"`
+	OK    bool   `json:"ok"`
+	Retry bool   `json:"retry,omitempty"` // from the outbox
+	// Kept: the failed alert is in the outbox and will be retried next run (when
+	// the state is written).
+	Kept   bool   `json:"kept,omitempty"`
 	Error  string `json:"error,omitempty"`
 	DryRun bool   `json:"dryRun,omitempty"`
 }
@@ -91,6 +94,11 @@ func (d *Dispatcher) Deliver(ctx context.Context, s *state.State, notes []Notifi
 			out = append(out, del)
 		}
 		if len(failed) > 0 {
+			for i := range out {
+				if out[i].ID == n.ID && !out[i].OK && out[i].Sink != "kubernetes-event" {
+					out[i].Kept = true
+				}
+			}
 			payload, err := json.Marshal(n)
 			if err != nil {
 				continue // plain data: cannot happen
@@ -127,7 +135,7 @@ func (d *Dispatcher) retryOutbox(ctx, sctx context.Context, s *state.State, now 
 			}
 			del := Delivery{ID: p.ID, Event: p.Event, Sink: name, OK: true, Retry: true}
 			if err := sink.Send(sctx, n); err != nil {
-				del.OK, del.Error = false, err.Error()
+				del.OK, del.Error, del.Kept = false, err.Error(), true
 				still = append(still, name)
 				p.LastError = err.Error()
 				if d.OnFailure != nil {

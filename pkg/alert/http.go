@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	retryablehttp "github.com/hashicorp/go-retryablehttp"
@@ -149,11 +150,21 @@ func (p *Poster) Do(ctx context.Context, target string, body []byte, headers htt
 			msg += " (Retry-After " + ra + ")"
 		}
 		if len(snippet) > 0 {
-			msg += fmt.Sprintf(": %q", bytes.TrimSpace(snippet))
+			msg += fmt.Sprintf(": %q", redact(string(bytes.TrimSpace(snippet)), target))
 		}
 		return errors.New(msg)
 	}
 	return nil
+}
+
+// redact removes the URL (and its path, the secret part of a webhook URL) from
+// text a receiver sent back: some echo the request line in their error pages.
+func redact(text, target string) string {
+	text = strings.ReplaceAll(text, target, "<url>")
+	if u, err := url.Parse(target); err == nil && len(u.Path) > 1 {
+		text = strings.ReplaceAll(text, u.Path, "<path>")
+	}
+	return text
 }
 
 // scrub drops the URL from transport errors: for webhooks the URL is the secret.

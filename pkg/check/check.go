@@ -328,7 +328,7 @@ func (r *Runner) notificationEvent(ctx context.Context, n alert.Notification) er
 }
 
 func (r *Runner) deliveryFailedEvent(ctx context.Context, n alert.Notification, sink string, err error) {
-	msg := fmt.Sprintf("alert %s (%s) to %s failed, kept for the next run: %v", n.Event, n.ID, sink, err)
+	msg := fmt.Sprintf("alert %s (%s) to %s failed; retried by the next run that can write state: %v", n.Event, n.ID, sink, err)
 	if eerr := r.Events.Emit(ctx, r.eventTarget(n), corev1.EventTypeWarning, events.ReasonAlertFailed, msg); eerr != nil {
 		r.Log.Warn().Err(eerr).Msg("could not leave an Event about a failed alert")
 	}
@@ -435,9 +435,12 @@ func (r *Runner) failRun(ctx context.Context, snap *state.Snapshot, rep *Report,
 	decide.CountRun(s, decide.Unknown)
 	notes := alert.PlanFailure(s, failure, r.Clock.Now(), r.Plan)
 	// Send before saving, so that what could not be delivered stays in the outbox
-	// and what the outbox delivered leaves it.
-	r.sendFailure(ctx, s, notes, rep)
-	if err := r.Store.Save(ctx, snap, s, r.Clock.Now()); err != nil {
+	// and what the outbox delivered leaves it. The run's deadline may be what
+	// failed: alerting and the save get short deadlines of their own.
+	r.sendFailure(ctx, s, notes, rep, 15*time.Second)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := r.Store.Save(sctx, snap, s, r.Clock.Now()); err != nil {
 		r.Log.Error().Err(err).Msg("could not record the failed run in state either")
 	} else {
 		rep.StateWritten = true
@@ -457,17 +460,26 @@ func (r *Runner) alertFailure(ctx context.Context, s *state.State, failure *Erro
 	// what it delivers would be delivered again.
 	c := s.Clone()
 	c.Outbox = nil
-	r.sendFailure(ctx, c, alert.PlanFailure(s.Clone(), failure, r.Clock.Now(), r.Plan), rep)
+	r.sendFailure(ctx, c, alert.PlanFailure(s.Clone(), failure, r.Clock.Now(), r.Plan), rep, 20*time.Second, notKept)
 }
 
-func (r *Runner) sendFailure(ctx context.Context, s *state.State, notes []alert.Notification, rep *Report) {
+// notKept marks deliveries whose failure cannot be kept: the state is not written.
+func notKept(ds []alert.Delivery) {
+	for i := range ds {
+		ds[i].Kept = false
+	}
+}
+
+func (r *Runner) sendFailure(ctx context.Context, s *state.State, notes []alert.Notification, rep *Report, budget time.Duration, adjust ...func([]alert.Delivery)) {
 	if len(notes) == 0 && len(s.Outbox) == 0 {
 		return
 	}
-	// The run's deadline may be what failed: alerting gets a short one of its own.
-	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 20*time.Second)
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), budget)
 	defer cancel()
 	ds := r.dispatcher().Deliver(actx, s, notes, r.Clock.Now(), false)
+	for _, f := range adjust {
+		f(ds)
+	}
 	rep.Alerts = append(rep.Alerts, ds...)
 	r.logDeliveries(ds)
 }
@@ -522,7 +534,12 @@ func (r *Runner) logDeliveries(ds []alert.Delivery) {
 		case d.DryRun:
 			r.Log.Info().Str("event", d.Event).Str("sink", d.Sink).Msg("dry run: would send alert")
 		case !d.OK:
-			r.Log.Error().Str("event", d.Event).Str("sink", d.Sink).Str("error", d.Error).Bool("retry", d.Retry).Msg("alert delivery failed; kept for the next run")
+			ev := r.Log.Error().Str("event", d.Event).Str("sink", d.Sink).Str("error", d.Error).Bool("retry", d.Retry).Bool("kept", d.Kept)
+			if d.Kept {
+				ev.Msg("alert delivery failed; kept for the next run")
+			} else {
+				ev.Msg("alert delivery failed; not kept")
+			}
 		default:
 			r.Log.Info().Str("event", d.Event).Str("sink", d.Sink).Bool("retry", d.Retry).Msg("alert delivered")
 		}

@@ -106,7 +106,11 @@ func (rep *Report) WriteText(w io.Writer) error {
 		case a.OK:
 			fmt.Fprintf(w, "alert:   sent %s to %s\n", a.Event, a.Sink)
 		default:
-			fmt.Fprintf(w, "alert:   %s to %s FAILED (kept for the next run): %s\n", a.Event, a.Sink, a.Error)
+			kept := "not kept"
+			if a.Kept {
+				kept = "kept for the next run"
+			}
+			fmt.Fprintf(w, "alert:   %s to %s FAILED (%s): %s\n", a.Event, a.Sink, kept, a.Error)
 		}
 	}
 	for _, warning := range rep.Warnings {

@@ -362,7 +362,7 @@ func TestAlertDeadReceiverDoesNotStopRestart(t *testing.T) {
 		t.Fatalf("outbox %+v", st.Outbox)
 	}
 	failed := s.events(s.pod.Name, events.ReasonAlertFailed)
-	if len(failed) != 1 || failed[0].Type != corev1.EventTypeWarning || !strings.Contains(failed[0].Message, "kept for the next run") {
+	if len(failed) != 1 || failed[0].Type != corev1.EventTypeWarning || !strings.Contains(failed[0].Message, "retried by the next run") {
 		t.Fatalf("%s Events %+v", events.ReasonAlertFailed, failed)
 	}
 	if !strings.Contains(first.stderr, `"message":"alert delivery failed; kept for the next run"`) {
