@@ -341,22 +341,17 @@ func (r *Runner) eventTarget(n alert.Notification) corev1.ObjectReference {
 	return corev1.ObjectReference{Kind: "ConfigMap", APIVersion: "v1", Namespace: r.Namespace, Name: r.StateConfigMap}
 }
 
+// eventReasons maps alert events to Event reasons.
+var eventReasons = map[string]string{
+	alert.EventWedged: events.ReasonWedged, alert.EventDegraded: events.ReasonDegraded,
+	alert.EventRestarted: events.ReasonRestarted, alert.EventRestartFailed: events.ReasonRestartFailed,
+	alert.EventRestartBlocked: events.ReasonRestartBlocked, alert.EventRecovered: events.ReasonRecovered,
+	alert.EventBlind: events.ReasonBlind,
+}
+
 func eventReason(ev string) string {
-	switch ev {
-	case alert.EventWedged:
-		return events.ReasonWedged
-	case alert.EventDegraded:
-		return events.ReasonDegraded
-	case alert.EventRestarted:
-		return events.ReasonRestarted
-	case alert.EventRestartFailed:
-		return events.ReasonRestartFailed
-	case alert.EventRestartBlocked:
-		return events.ReasonRestartBlocked
-	case alert.EventRecovered:
-		return events.ReasonRecovered
-	case alert.EventBlind:
-		return events.ReasonBlind
+	if r, ok := eventReasons[ev]; ok {
+		return r
 	}
 	return "Watchdog"
 }

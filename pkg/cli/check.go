@@ -56,28 +56,19 @@ Exit codes: 0 the run completed, whatever it found; 1 the watchdog could not do 
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			markStarted(cmd)
 			oneProcessor()
-			if err := f.validate(); err != nil {
-				return err
-			}
-			log := newLogger(&f.cluster, stderr)
-			client, cfg, err := newClient(&f.cluster)
-			if err != nil {
-				return err
-			}
-			sinks, err := buildSinks(&f.alerts)
+			p, err := f.setup(stderr)
 			if err != nil {
 				return err
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), f.cluster.Timeout)
 			defer cancel()
-			runner := newRunner(f, client, sinks, log, clock.RealClock{})
-			rep, runErr := runner.Run(ctx)
-			pingHeartbeat(ctx, &f.alerts, runErr, f.check.DryRun, log)
+			rep, runErr := p.runner.Run(ctx)
+			pingHeartbeat(ctx, &f.alerts, runErr, f.check.DryRun, p.log)
 			if err := printReport(stdout, f.output.Output, rep); err != nil {
 				return fmt.Errorf("print report: %w", err)
 			}
 			if runErr != nil {
-				return fmt.Errorf("check against API server %s: %w", cfg.Host, runErr)
+				return fmt.Errorf("check against API server %s: %w", p.host, runErr)
 			}
 			return nil
 		},
@@ -103,6 +94,31 @@ func printReport(w io.Writer, format string, rep *check.Report) error {
 		return rep.WriteJSON(w)
 	}
 	return rep.WriteText(w)
+}
+
+// pass is a wired pass with what its caller reports.
+type pass struct {
+	runner *check.Runner
+	client *kube.Client
+	log    zerolog.Logger
+	host   string
+}
+
+// setup validates the flags and wires a pass: logger, API client, sinks, runner.
+func (f *checkFlags) setup(stderr io.Writer) (*pass, error) {
+	if err := f.validate(); err != nil {
+		return nil, err
+	}
+	log := newLogger(&f.cluster, stderr)
+	client, cfg, err := newClient(&f.cluster)
+	if err != nil {
+		return nil, err
+	}
+	sinks, err := buildSinks(&f.alerts)
+	if err != nil {
+		return nil, err
+	}
+	return &pass{runner: newRunner(f, client, sinks, log, clock.RealClock{}), client: client, log: log, host: cfg.Host}, nil
 }
 
 // newRunner wires a pass from the flags.

@@ -63,28 +63,19 @@ State lives in the same ConfigMap as for check, so the two modes can be switched
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			markStarted(cmd)
-			if err := f.validate(); err != nil {
-				return err
-			}
 			if err := ro.Validate(); err != nil {
 				return err
 			}
-			log := newLogger(&f.cluster, stderr)
-			client, cfg, err := newClient(&f.cluster)
+			p, err := f.setup(stderr)
 			if err != nil {
 				return err
 			}
-			sinks, err := buildSinks(&f.alerts)
-			if err != nil {
-				return err
-			}
-			clk := clock.RealClock{}
-			runner := newRunner(f, client, sinks, log, clk)
+			log, client, clk := p.log, p.client, clock.RealClock{}
 			pass := func(ctx context.Context) (*check.Report, error) {
-				rep, err := runner.Run(ctx)
+				rep, err := p.runner.Run(ctx)
 				pingHeartbeat(ctx, &f.alerts, err, f.check.DryRun, log)
 				if err != nil {
-					err = fmt.Errorf("API server %s: %w", cfg.Host, err)
+					err = fmt.Errorf("API server %s: %w", p.host, err)
 				}
 				return rep, err
 			}

@@ -304,14 +304,12 @@ func heartbeatCount(families map[string]*dto.MetricFamily, status string) (uint6
 	return 0, nil
 }
 
+// count accepts a gauge of nodes: a whole, plausible number.
 func count(v float64) (int, error) {
+	if _, err := counterValue(v); err != nil {
+		return 0, err
+	}
 	switch {
-	case math.IsNaN(v):
-		return 0, errors.New("value is NaN")
-	case math.IsInf(v, 0):
-		return 0, errors.New("value is infinite")
-	case v < 0:
-		return 0, fmt.Errorf("value %g is negative", v)
 	case v != math.Trunc(v):
 		return 0, fmt.Errorf("value %g is not a whole number", v)
 	case v > math.MaxInt32:
