@@ -369,7 +369,10 @@ func decideAction(t *Target, p Pod, obs Observation, s *state.State, ps *state.P
 	if bad.StrongSince != nil {
 		confirmedFor = now.Sub(*bad.StrongSince)
 	}
-	dueByStrong := cfg.ConfirmWindow > 0 && bad.StrongSince != nil && confirmedFor >= cfg.ConfirmWindow
+	// The confirm-window path is for wedges only: a degraded scheduler still serves
+	// some nodes, and is restarted (with --restart-on-degraded) after --wedged-for.
+	fastPath := cfg.ConfirmWindow > 0 && bad.StrongSince != nil && bad.Kind == string(Wedged)
+	dueByStrong := fastPath && confirmedFor >= cfg.ConfirmWindow
 	switch {
 	case dueByDuration:
 		t.Gates = append(t.Gates, Gate{Name: gateDuration, OK: true, Detail: fmt.Sprintf("%s %s ≥ %s", bad.Kind, ShortDuration(bad.For.D()), ShortDuration(cfg.WedgedFor))})
@@ -377,7 +380,7 @@ func decideAction(t *Target, p Pod, obs Observation, s *state.State, ps *state.P
 		t.Gates = append(t.Gates, Gate{Name: gateDuration, OK: true, Detail: fmt.Sprintf("strong evidence held %s ≥ confirm window %s, ready never back", ShortDuration(confirmedFor), ShortDuration(cfg.ConfirmWindow))})
 	default:
 		detail := fmt.Sprintf("%s %s < %s", bad.Kind, ShortDuration(bad.For.D()), ShortDuration(cfg.WedgedFor))
-		if cfg.ConfirmWindow > 0 && bad.StrongSince != nil {
+		if fastPath {
 			detail += fmt.Sprintf("; strong evidence held %s < confirm window %s", ShortDuration(confirmedFor), ShortDuration(cfg.ConfirmWindow))
 			t.Confirming = true
 		}

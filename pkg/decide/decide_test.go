@@ -554,3 +554,22 @@ func TestCountRun(t *testing.T) {
 		t.Fatalf("a known verdict must reset the count, got %d", s.UnknownRuns)
 	}
 }
+
+// Strong evidence confirms a wedge within the confirm window, but a degraded
+// scheduler is restarted (with --restart-on-degraded) only after --wedged-for, as
+// documented: not after the confirm window, and not before its alert is due.
+func TestDegradedIsNotRestartedByTheConfirmWindow(t *testing.T) {
+	cfg := testConfig()
+	cfg.RestartOnDegraded = true
+	at := func(d time.Duration, ready int, rejected uint64) Observation {
+		return observe(t0.Add(d), 3, schedPod("sched-a", "uid-a", sample(ready, rejected)))
+	}
+	runSteps(t, cfg, nil, []step{
+		{obs: at(0, 2, 0), verdict: Healthy, action: None},
+		{obs: at(30*time.Second, 2, 4), verdict: Degraded, action: Wait},
+		{obs: at(60*time.Second, 2, 5), verdict: Degraded, action: Wait},
+		{obs: at(90*time.Second, 2, 6), verdict: Degraded, action: Wait},
+		{obs: at(2*time.Minute, 2, 7), verdict: Degraded, action: Wait, reasonHas: "degraded 1m30s < 4m"},
+		{obs: at(4*time.Minute+30*time.Second, 2, 8), verdict: Degraded, action: Restart},
+	})
+}
