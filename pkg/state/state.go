@@ -240,10 +240,18 @@ func Encode(s *State, now time.Time) ([]byte, error) {
 		if len(b) <= maxEncodedBytes || (len(s.Restarts) <= 1 && len(s.Episodes) <= 1 && len(s.Outbox) <= 1) {
 			return b, nil
 		}
-		// Something grew past reason (a giant payload or reason): keep the newest half.
-		s.Restarts = s.Restarts[len(s.Restarts)/2:]
-		s.Episodes = s.Episodes[len(s.Episodes)/2:]
-		s.Outbox = s.Outbox[len(s.Outbox)/2:]
+		// Something grew past reason (a giant payload or reason): keep the newest half,
+		// of the outbox first and of the restart history last: the restart history is
+		// the budget's ledger, and dropping records inside --restart-window would let
+		// the watchdog restart more often than --max-restarts allows.
+		switch {
+		case len(s.Outbox) > 1:
+			s.Outbox = s.Outbox[len(s.Outbox)/2:]
+		case len(s.Episodes) > 1:
+			s.Episodes = s.Episodes[len(s.Episodes)/2:]
+		default:
+			s.Restarts = s.Restarts[len(s.Restarts)/2:]
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ package state
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -135,5 +136,31 @@ func TestCloneIsDeep(t *testing.T) {
 	c.Outbox[0].Sinks[0] = "y"
 	if s.Pods["u"].Counters.HeartbeatRejected != 1 || !s.Pods["u"].Bad.StrongSince.Equal(t0) || s.Alerts["a"].Sends != 1 || s.Outbox[0].Sinks[0] != "x" {
 		t.Error("clone shares memory with the original")
+	}
+}
+
+// An outbox of oversized alerts (a reason quoting a 64 KiB series line, say) must be
+// shrunk before the restart history, which is the restart budget's ledger.
+func TestEncodeShrinksTheOutboxBeforeTheRestartBudget(t *testing.T) {
+	s := New()
+	for i := 0; i < 3; i++ {
+		s.Restarts = append(s.Restarts, Restart{UID: fmt.Sprint("u", i), ClaimedAt: t0.Add(-time.Duration(i) * time.Minute), Outcome: RestartDone})
+	}
+	big, _ := json.Marshal(map[string]string{"reason": strings.Repeat("x", 60<<10)})
+	for i := 0; i < MaxOutbox; i++ {
+		s.Outbox = append(s.Outbox, Pending{ID: fmt.Sprint("p", i), CreatedAt: t0, Payload: big})
+	}
+	b, err := Encode(s, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) > maxEncodedBytes {
+		t.Errorf("document is %d bytes", len(b))
+	}
+	if len(s.Restarts) != 3 {
+		t.Errorf("restart records dropped to make room for the outbox: %d left of 3", len(s.Restarts))
+	}
+	if len(s.Outbox) == 0 || s.Outbox[len(s.Outbox)-1].ID != fmt.Sprint("p", MaxOutbox-1) {
+		t.Errorf("the newest pending alert must be kept: %d left", len(s.Outbox))
 	}
 }
