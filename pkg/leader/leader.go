@@ -122,7 +122,15 @@ func (e *Elector) renew(ctx context.Context) {
 			return
 		case <-e.Clock.After(e.RetryPeriod):
 		}
-		attemptCtx, cancel := context.WithTimeout(ctx, e.RenewDeadline)
+		// Like client-go, bound the whole renewal by RenewDeadline from the last
+		// success, not each attempt: an attempt that hangs after others failed would
+		// otherwise keep this instance leading past LeaseDuration, when another
+		// replica may already have taken the Lease over.
+		left := e.RenewDeadline - e.Clock.Since(lastRenew)
+		if left <= 0 {
+			return
+		}
+		attemptCtx, cancel := context.WithTimeout(ctx, left)
 		ok := e.tryAcquireOrRenew(attemptCtx)
 		cancel()
 		if e.OnAttempt != nil {

@@ -1,0 +1,122 @@
+package leader
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+
+	"github.com/agentenv/watchdog/pkg/kube"
+)
+
+// leaseServer is a minimal API server for one Lease whose updates succeed, then
+// fail fast, then hang: an API server that flaps, then stops answering.
+type leaseServer struct {
+	mu        sync.Mutex
+	lease     *coordinationv1.Lease
+	rv        int
+	puts      int
+	okPuts    int // updates that succeed
+	failPuts  int // then updates that fail at once
+	lastOKPut time.Time
+	stopHangs chan struct{}
+}
+
+func (s *leaseServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	switch r.Method {
+	case http.MethodGet:
+		if s.lease == nil {
+			s.mu.Unlock()
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}`))
+			return
+		}
+		b, _ := json.Marshal(s.lease)
+		s.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(b)
+	case http.MethodPost, http.MethodPut:
+		s.puts++
+		n := s.puts
+		switch {
+		case n <= s.okPuts:
+			var l coordinationv1.Lease
+			_ = json.NewDecoder(r.Body).Decode(&l)
+			s.rv++
+			l.ResourceVersion = strconv.Itoa(s.rv)
+			l.APIVersion, l.Kind = "coordination.k8s.io/v1", "Lease"
+			s.lease = &l
+			s.lastOKPut = time.Now()
+			b, _ := json.Marshal(&l)
+			s.mu.Unlock()
+			w.Header().Set("Content-Type", "application/json")
+			if r.Method == http.MethodPost {
+				w.WriteHeader(http.StatusCreated)
+			}
+			_, _ = w.Write(b)
+		case n <= s.okPuts+s.failPuts:
+			s.mu.Unlock()
+			http.Error(w, "flapping", http.StatusInternalServerError)
+		default:
+			s.mu.Unlock()
+			select {
+			case <-r.Context().Done():
+			case <-s.stopHangs:
+			}
+		}
+	default:
+		s.mu.Unlock()
+		http.Error(w, "unexpected", http.StatusMethodNotAllowed)
+	}
+}
+
+// A leader must stop leading before any other replica can take the Lease over
+// (LeaseDuration after its last renewal), even when a renewal attempt hangs after a
+// few that failed fast: client-go bounds the whole renewal by RenewDeadline.
+func TestLeaderStopsLeadingWithinRenewDeadline(t *testing.T) {
+	srv := &leaseServer{okPuts: 1, failPuts: 4, stopHangs: make(chan struct{})}
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	defer close(srv.stopHangs)
+	client, err := kube.New(&rest.Config{Host: hs.URL, Timeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &Elector{
+		Config: Config{Namespace: "ns", Name: "l", Identity: "me",
+			LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 400 * time.Millisecond},
+		Client: client, Clock: clock.RealClock{}, Log: zerolog.Nop(),
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stopped := make(chan time.Time, 1)
+	go func() {
+		_ = e.Run(ctx, func(lctx context.Context) {
+			<-lctx.Done()
+			stopped <- time.Now()
+			cancel() // one term is enough
+		})
+	}()
+	select {
+	case at := <-stopped:
+		srv.mu.Lock()
+		renewed := srv.lastOKPut
+		srv.mu.Unlock()
+		if held := at.Sub(renewed); held >= e.LeaseDuration {
+			t.Fatalf("still leading %s after the last renewal: another replica may take the Lease after %s", held.Round(time.Millisecond), e.LeaseDuration)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("never stopped leading")
+	}
+}
