@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -401,10 +402,32 @@ func (r *Runner) persist(ctx context.Context, snap *state.Snapshot, next *state.
 		for _, rec := range next.Restarts {
 			upsertRestart(merged, rec)
 		}
-		merged.Alerts, merged.Outbox, merged.LastRun = next.Alerts, next.Outbox, next.LastRun
+		merged.Alerts, merged.LastRun = next.Alerts, next.LastRun
+		merged.Outbox = mergeOutbox(next.Outbox, latest.State.Outbox, rep.Alerts)
 		*snap = *latest
 		next = merged
 	}
+}
+
+// mergeOutbox keeps this run's outbox plus the alerts another writer left pending
+// that this run neither holds nor handled (delivered or dropped): replacing the
+// outbox with this run's would lose them without a trace.
+func mergeOutbox(ours, theirs []state.Pending, handled []alert.Delivery) []state.Pending {
+	known := make(map[string]bool, len(ours)+len(handled))
+	for _, p := range ours {
+		known[p.ID] = true
+	}
+	for _, d := range handled {
+		known[d.ID] = true
+	}
+	out := append([]state.Pending(nil), ours...)
+	for _, p := range theirs {
+		if !known[p.ID] {
+			out = append(out, p)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
+	return out
 }
 
 func upsertRestart(s *state.State, rec state.Restart) {

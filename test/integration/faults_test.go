@@ -376,3 +376,49 @@ func TestFaultStateNearObjectLimit(t *testing.T) {
 		t.Errorf("the newest restart must be kept, last is %s", newest.UID)
 	}
 }
+
+// Another writer leaves an undelivered alert in the outbox while a run is going on:
+// the run's state write conflicts and merges, and that pending alert must survive
+// the merge (it would otherwise be lost without a trace).
+func TestFaultConflictKeepsTheOtherWritersPendingAlerts(t *testing.T) {
+	f := newFaultScenario(t, fixture(t, "scheduler-metrics-healthy.txt"))
+	f.check().expect(t, 0, "healthy", "none")
+	var once sync.Once
+	f.proxy.SetFault(func(r *http.Request) *testenv.Fault {
+		if !isStateWrite(r) {
+			return nil
+		}
+		var fault *testenv.Fault
+		once.Do(func() {
+			fault = &testenv.Fault{Before: func() {
+				ctx, cancel := testenv.Ctx()
+				defer cancel()
+				cm, err := env.Client.CoreV1().ConfigMaps(f.ns).Get(ctx, "agentenv-scheduler-watchdog", metav1.GetOptions{})
+				must(t, err)
+				st, err := state.Decode([]byte(cm.Data[state.DataKey]))
+				must(t, err)
+				st.Outbox = append(st.Outbox, state.Pending{ID: "other-writer", Event: "wedged", CreatedAt: time.Now(),
+					Attempts: 1, Sinks: []string{"webhook"}, LastError: "webhook: answered 500", Payload: json.RawMessage(`{"event":"wedged"}`)})
+				b, err := state.Encode(st, time.Now())
+				must(t, err)
+				cm.Data[state.DataKey] = string(b)
+				_, err = env.Client.CoreV1().ConfigMaps(f.ns).Update(ctx, cm, metav1.UpdateOptions{})
+				must(t, err)
+			}}
+		})
+		return fault
+	})
+	r := f.check()
+	f.proxy.SetFault(nil)
+	r.expect(t, 0, "healthy", "none")
+	if !strings.Contains(r.stderr, "merging") {
+		t.Fatalf("the state write did not conflict: the test proves nothing\n%s", r.stderr)
+	}
+	st, _ := f.state()
+	for _, p := range st.Outbox {
+		if p.ID == "other-writer" {
+			return
+		}
+	}
+	t.Fatalf("the other writer's pending alert was dropped by the merge: outbox %+v", st.Outbox)
+}
