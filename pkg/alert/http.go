@@ -150,19 +150,26 @@ func (p *Poster) Do(ctx context.Context, target string, body []byte, headers htt
 			msg += " (Retry-After " + ra + ")"
 		}
 		if len(snippet) > 0 {
-			msg += fmt.Sprintf(": %q", redact(string(bytes.TrimSpace(snippet)), target))
+			msg += fmt.Sprintf(": %q", redact(redact(string(bytes.TrimSpace(snippet)), target), p.url))
 		}
 		return errors.New(msg)
 	}
 	return nil
 }
 
-// redact removes the URL (and its path, the secret part of a webhook URL) from
-// text a receiver sent back: some echo the request line in their error pages.
+// redact removes the URL (and its path and query, the secret parts of a webhook
+// URL) from text a receiver sent back: some echo the request line in their error
+// pages. Do redacts both the URL it posted to and the configured one, which differ
+// for a heartbeat's <url>/fail.
 func redact(text, target string) string {
 	text = strings.ReplaceAll(text, target, "<url>")
-	if u, err := url.Parse(target); err == nil && len(u.Path) > 1 {
-		text = strings.ReplaceAll(text, u.Path, "<path>")
+	if u, err := url.Parse(target); err == nil {
+		if len(u.Path) > 1 {
+			text = strings.ReplaceAll(text, u.Path, "<path>")
+		}
+		if u.RawQuery != "" {
+			text = strings.ReplaceAll(text, u.RawQuery, "<query>")
+		}
 	}
 	return text
 }

@@ -332,3 +332,21 @@ func TestPosterErrorsNeverCarryTheURL(t *testing.T) {
 	}
 	noSecret(t, err)
 }
+
+// A failed run pings <url>/fail; a receiver that echoes the check's own URL (or its
+// path, or its query) in an error page must not leak it either.
+func TestHeartbeatFailErrorsNeverCarryTheURL(t *testing.T) {
+	srv := newRecorder(t, func(n int, w http.ResponseWriter, r *http.Request) {
+		check := strings.TrimSuffix(r.URL.Path, "/fail")
+		http.Error(w, "no check "+check+" or "+r.URL.RawQuery, http.StatusNotFound)
+	})
+	for _, raw := range []string{srv.URL + secretPath, srv.URL + "/ping?key=XXXXSECRET"} {
+		hb := &Heartbeat{Poster: NewPoster("heartbeat", raw, time.Second, 1, time.Second), URL: raw}
+		err := hb.Ping(context.Background(), true, "failed")
+		if err == nil {
+			t.Fatalf("%s: no error", raw)
+		}
+		t.Logf("%v", err)
+		noSecret(t, err)
+	}
+}
