@@ -236,6 +236,14 @@ func (r *Runner) act(ctx context.Context, snap *state.Snapshot, obs *decide.Obse
 	for {
 		claimed := next.Clone()
 		for _, t := range res.Targets {
+			if t.Action == decide.Restart && t.Resume {
+				// Take the unfinished claim over: a run racing on it then conflicts,
+				// re-reads, and finds it freshly claimed instead of completing it too.
+				if rec := claimed.RestartFor(t.UID); rec != nil {
+					at := now
+					rec.ResumedAt = &at
+				}
+			}
 			if t.Action == decide.Restart && !t.Resume {
 				claimed.Restarts = append(claimed.Restarts, state.Restart{
 					Pod: t.Pod, UID: t.UID, Method: r.Restarter.Method(), ClaimedAt: now,
@@ -399,8 +407,14 @@ func (r *Runner) persist(ctx context.Context, snap *state.Snapshot, next *state.
 		r.Log.Warn().Msg("state changed during the run: merging this run's outcome into it")
 		merged, _ := decide.Decide(obs, latest.State, r.Decide)
 		decide.CountRun(merged, decide.Verdict(next.LastRun.Verdict))
-		for _, rec := range next.Restarts {
-			upsertRestart(merged, rec)
+		// Only the records of the restarts this run carried out are this run's to
+		// write; the others are as the latest state has them (re-writing them from
+		// this run's older copy would, say, turn another run's "done" back into
+		// "claimed").
+		for _, a := range acts {
+			if rec := next.RestartFor(a.Target.UID); rec != nil {
+				upsertRestart(merged, *rec)
+			}
 		}
 		merged.Alerts, merged.LastRun = next.Alerts, next.LastRun
 		merged.Outbox = mergeOutbox(next.Outbox, latest.State.Outbox, rep.Alerts)

@@ -408,6 +408,10 @@ func decideAction(t *Target, p Pod, obs Observation, s *state.State, ps *state.P
 		case state.RestartDone:
 			gate(gateOnce, false, fmt.Sprintf("already restarted at %s (%s); waiting for the replacement", r.ClaimedAt.UTC().Format(time.RFC3339), r.Method))
 		case state.RestartClaimed:
+			if r.ResumedAt != nil && now.Sub(*r.ResumedAt) < cfg.ClaimTimeout {
+				gate(gateOnce, false, fmt.Sprintf("restart claimed at %s, taken over at %s by another run, which may still be acting", r.ClaimedAt.UTC().Format(time.RFC3339), r.ResumedAt.UTC().Format(time.RFC3339)))
+				break
+			}
 			if now.Sub(r.ClaimedAt) < cfg.ClaimTimeout {
 				gate(gateOnce, false, fmt.Sprintf("restart claimed at %s by another run, which may still be acting", r.ClaimedAt.UTC().Format(time.RFC3339)))
 				break

@@ -387,6 +387,15 @@ func TestRestartGates(t *testing.T) {
 			t.Fatalf("%s: %s", r.Action, r.Reason)
 		}
 	})
+	t.Run("a claim another run just took over blocks", func(t *testing.T) {
+		prev, _ := Decide(plain(t0), state.New(), cfg)
+		resumed := t0.Add(5*time.Minute - 10*time.Second)
+		prev.Restarts = append(prev.Restarts, state.Restart{UID: "uid-a", ClaimedAt: t0.Add(-time.Hour), ResumedAt: &resumed, Outcome: state.RestartClaimed})
+		_, r := Decide(plain(t0.Add(5*time.Minute)), prev, cfg)
+		if r.Action != Blocked || r.Targets[0].Resume || !strings.Contains(r.Reason, "taken over") {
+			t.Fatalf("%s resume=%v: %s", r.Action, r.Targets[0].Resume, r.Reason)
+		}
+	})
 	t.Run("a claim whose pod recovered is abandoned", func(t *testing.T) {
 		prev := state.New()
 		prev.Restarts = []state.Restart{{UID: "uid-a", ClaimedAt: t0.Add(-time.Minute), Outcome: state.RestartClaimed}}

@@ -99,12 +99,15 @@ type Bad struct {
 	Expected         int     `json:"expected"`
 }
 
-// Restart is one restart, from claim to outcome.
+// Restart is one restart, from claim to outcome. ResumedAt is when a later run took
+// over a claim its run left unfinished: from then on the claim protects that run as
+// a fresh claim does.
 type Restart struct {
 	Pod       string     `json:"pod"`
 	UID       string     `json:"uid"`
 	Method    string     `json:"method"`
 	ClaimedAt time.Time  `json:"claimedAt"`
+	ResumedAt *time.Time `json:"resumedAt,omitempty"`
 	Outcome   string     `json:"outcome"`
 	DoneAt    *time.Time `json:"doneAt,omitempty"`
 	Reason    string     `json:"reason"`
@@ -317,6 +320,7 @@ func (s *State) Clone() *State {
 	c.Restarts = append([]Restart(nil), s.Restarts...)
 	for i := range c.Restarts {
 		c.Restarts[i].DoneAt = clonePtr(c.Restarts[i].DoneAt)
+		c.Restarts[i].ResumedAt = clonePtr(c.Restarts[i].ResumedAt)
 	}
 	c.Episodes = append([]Episode(nil), s.Episodes...)
 	c.Alerts = make(map[string]*Alert, len(s.Alerts))

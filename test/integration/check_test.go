@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strings"
 	"sync"
@@ -311,6 +312,66 @@ func TestConcurrentRunsRestartOnce(t *testing.T) {
 		}
 		if evs := s.events(s.pod.Name, events.ReasonRestarted); len(evs) != 1 {
 			t.Fatalf("round %d: %d restart Events", round, len(evs))
+		}
+	}
+}
+
+// A claim left by a run that died is completed by the next run past --timeout. Two
+// runs that find it at once must not both complete it: the one that resumes it
+// renews the claim, so the other re-judges from that and does nothing.
+func TestConcurrentRunsResumeAClaimOnce(t *testing.T) {
+	for round := 0; round < 2; round++ {
+		s := newScenario(t, layout{serving: 3, page: fixture(t, "scheduler-metrics-discovery-dead.txt")})
+		s.check().expect(t, 0, "wedged", "wait")
+		time.Sleep(2100 * time.Millisecond)
+		// A claim older than --timeout (30s): its run died before acting.
+		ctx, cancel := testenv.Ctx()
+		cm, err := env.Client.CoreV1().ConfigMaps(s.ns).Get(ctx, "agentenv-scheduler-watchdog", metav1.GetOptions{})
+		must(t, err)
+		st, err := state.Decode([]byte(cm.Data[state.DataKey]))
+		must(t, err)
+		st.Restarts = append(st.Restarts, state.Restart{Pod: s.pod.Name, UID: string(s.pod.UID), Method: "delete",
+			ClaimedAt: time.Now().Add(-time.Minute), Outcome: state.RestartClaimed, Reason: "left by a run that died"})
+		b, err := state.Encode(st, time.Now())
+		must(t, err)
+		cm.Data[state.DataKey] = string(b)
+		_, err = env.Client.CoreV1().ConfigMaps(s.ns).Update(ctx, cm, metav1.UpdateOptions{})
+		cancel()
+		must(t, err)
+
+		// A slow alert receiver keeps the winner between its claim and its final
+		// state write for a second, as a slow webhook or API server would.
+		slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			time.Sleep(time.Second)
+		}))
+		var wg sync.WaitGroup
+		results := make([]result, 4)
+		start := make(chan struct{})
+		for i := range results {
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				<-start
+				results[i] = s.check("--webhook-url", slow.URL)
+			}(i)
+		}
+		close(start)
+		wg.Wait()
+		slow.Close()
+
+		restarted := 0
+		for _, r := range results {
+			restarted += len(r.report.Restarts)
+		}
+		if restarted != 1 {
+			t.Fatalf("round %d: %d runs completed the one claimed restart; want exactly one", round, restarted)
+		}
+		if evs := s.events(s.pod.Name, events.ReasonRestarted); len(evs) != 1 {
+			t.Fatalf("round %d: %d restart Events", round, len(evs))
+		}
+		after, _ := s.state()
+		if len(after.Restarts) != 1 || after.Restarts[0].Outcome != state.RestartDone {
+			t.Fatalf("round %d: want the one claim settled as done, got %+v", round, after.Restarts)
 		}
 	}
 }
