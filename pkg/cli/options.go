@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentenv/watchdog/pkg/decide"
 	"github.com/agentenv/watchdog/pkg/scrape"
+	"github.com/agentenv/watchdog/pkg/state"
 )
 
 // ClusterOptions are shared by every command that talks to the API server.
@@ -146,6 +147,15 @@ func (o *CheckOptions) Validate(timeout time.Duration) error {
 	}
 	if o.MaxRestarts < 0 {
 		return usagef("--max-restarts must not be negative, got %d", o.MaxRestarts)
+	}
+	// The budget counts the restart history in the state, which keeps at most
+	// state.MaxRestarts records, none older than state.MaxHistoryAge: a larger
+	// budget or a longer window would silently allow more restarts than asked for.
+	if o.MaxRestarts > state.MaxRestarts {
+		return usagef("--max-restarts %d: at most %d (the restart history keeps %d records)", o.MaxRestarts, state.MaxRestarts, state.MaxRestarts)
+	}
+	if o.RestartWindow > state.MaxHistoryAge {
+		return usagef("--restart-window %s: at most %s (older restart records are dropped, so they would not count)", o.RestartWindow, state.MaxHistoryAge)
 	}
 	if o.RestartMethod != decide.MethodDelete && o.RestartMethod != decide.MethodRollout {
 		return usagef("--restart-method %q: want delete or rollout", o.RestartMethod)
