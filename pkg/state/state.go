@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 )
@@ -331,8 +332,10 @@ func (s *State) Clone() *State {
 	}
 	c.Outbox = append([]Pending(nil), s.Outbox...)
 	for i := range c.Outbox {
-		c.Outbox[i].Sinks = append([]string(nil), c.Outbox[i].Sinks...)
-		c.Outbox[i].Payload = append(json.RawMessage(nil), c.Outbox[i].Payload...)
+		// slices.Clone keeps an empty list empty (not nil): "sinks": [] must not
+		// come back as null (found by FuzzDecode).
+		c.Outbox[i].Sinks = slices.Clone(c.Outbox[i].Sinks)
+		c.Outbox[i].Payload = slices.Clone(c.Outbox[i].Payload)
 	}
 	c.LastRun = clonePtr(s.LastRun)
 	return &c
