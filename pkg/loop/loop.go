@@ -33,6 +33,7 @@ type Loop struct {
 	mu          sync.Mutex
 	started     time.Time
 	leading     bool
+	leadSince   time.Time // start of the current term as leader
 	lastSuccess time.Time
 	lastAlive   time.Time // last pass end or election attempt: the loop is alive
 	lastErr     string
@@ -91,6 +92,9 @@ func (l *Loop) setLeading(leading bool) {
 	l.mu.Lock()
 	l.leading = leading
 	l.lastAlive = l.Clock.Now()
+	if leading {
+		l.leadSince = l.lastAlive
+	}
 	l.mu.Unlock()
 	l.Metrics.SetLeader(leading)
 }
@@ -120,9 +124,15 @@ func (l *Loop) Healthy() (bool, string) {
 		}
 		return true, "standby"
 	}
+	// A new term starts a fresh health clock: a standby that just won the
+	// election has had no chance to complete a pass yet, and a pass it completed
+	// in an earlier term says nothing about this one.
 	last := l.lastSuccess
 	if last.IsZero() {
 		last = l.started
+	}
+	if last.Before(l.leadSince) {
+		last = l.leadSince
 	}
 	if age := now.Sub(last); age > limit {
 		msg := fmt.Sprintf("leader: no pass completed for %s (limit %s)", age.Round(time.Second), limit)
