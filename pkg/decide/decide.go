@@ -71,13 +71,19 @@ func selectTargets(obs Observation, cfg Config) (judged []Pod, notJudged []candi
 			notJudged = append(notJudged, candidate{p, "terminating"})
 			continue
 		}
+		if p.Phase == "Failed" || p.Phase == "Succeeded" {
+			// Finished (Evicted, say): no scheduler runs in it, and it stays
+			// listed until garbage-collected.
+			notJudged = append(notJudged, candidate{p, "finished (pod phase " + p.Phase + ")"})
+			continue
+		}
 		live = append(live, p)
 	}
 	if len(obs.Pods) == 0 {
 		return nil, nil, "no scheduler pod matches the selector"
 	}
 	if len(live) == 0 {
-		return nil, notJudged, "every scheduler pod is terminating"
+		return nil, notJudged, "every scheduler pod is terminating or finished"
 	}
 	if cfg.LeaderLease == "" {
 		return live, notJudged, ""

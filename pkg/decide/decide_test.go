@@ -582,3 +582,26 @@ func TestDegradedIsNotRestartedByTheConfirmWindow(t *testing.T) {
 		{obs: at(4*time.Minute+30*time.Second, 2, 8), verdict: Degraded, action: Restart},
 	})
 }
+
+// A finished pod (phase Failed, e.g. Evicted, or Succeeded) stays listed until it is
+// garbage-collected. It runs no scheduler: it is listed as not judged, and neither
+// makes the verdict unknown nor blocks the restart of the live pod through the
+// single-target gate.
+func TestFinishedPodIsNotJudged(t *testing.T) {
+	cfg := testConfig()
+	evicted := schedPod("sched-old", "uid-old", nil)
+	evicted.Phase, evicted.Running, evicted.WaitingReason = "Failed", false, "terminated: Evicted"
+	live := func() Pod { return schedPod("sched-a", "uid-a", sample(0, 0)) }
+	runSteps(t, cfg, nil, []step{
+		{obs: observe(t0, 3, evicted, live()), verdict: Wedged, action: Wait},
+		{obs: observe(t0.Add(5*time.Minute), 3, evicted, live()), verdict: Wedged, action: Restart,
+			check: func(t *testing.T, s *state.State, r Result) {
+				for _, tg := range r.Targets {
+					if tg.UID == "uid-old" && (tg.Judged || tg.Action != None || !strings.Contains(tg.Reason, "Failed")) {
+						t.Errorf("finished pod: %+v", tg)
+					}
+				}
+			}},
+	})
+	runSteps(t, cfg, nil, []step{{obs: observe(t0, 3, evicted, schedPod("sched-a", "uid-a", sample(3, 0))), verdict: Healthy, action: None}})
+}

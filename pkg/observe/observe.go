@@ -105,7 +105,7 @@ func (o *Observer) Observe(ctx context.Context) (decide.Observation, error) {
 }
 
 func (o *Observer) shouldScrape(pod *corev1.Pod, leader *decide.Leader) bool {
-	if pod.DeletionTimestamp != nil {
+	if pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded {
 		return false
 	}
 	if o.LeaderLease != "" {
