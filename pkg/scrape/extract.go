@@ -220,6 +220,11 @@ func sampleFromFamilies(families map[string]*dto.MetricFamily) (Sample, error) {
 	s := Sample{Observed: make(map[string]int, len(ObservedStatuses))}
 	for _, m := range observed.GetMetric() {
 		status := labelValue(m, "status")
+		if _, dup := s.Observed[status]; dup {
+			// Two series for one status (another label tells them apart): which one
+			// the scheduler means is a guess (found by FuzzExtract).
+			return Sample{}, &Error{Kind: KindInvalid, Err: fmt.Errorf("%s has more than one series with status=%q", ObservedNodesMetric, status)}
+		}
 		v := m.GetGauge().GetValue()
 		if observed.GetType() == dto.MetricType_UNTYPED {
 			v = m.GetUntyped().GetValue()

@@ -9,6 +9,9 @@ import (
 	"strings"
 	"testing"
 	"testing/iotest"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 // FuzzExtract feeds arbitrary pages to Extract. Seeds: the repository's recorded
@@ -18,9 +21,9 @@ import (
 //	go test ./pkg/scrape -run '^$' -fuzz '^FuzzExtract$' -fuzztime 10m -parallel 1
 //
 // Properties: it never panics; it returns either a *Error with a Kind or a sample
-// with all five statuses, none negative, and sane counters; the result depends only
-// on the bytes, not on how the reader splits them; and no more than maxKeptBytes of
-// the page is ever kept for the parser.
+// with all five statuses, each from exactly one series, none negative, and sane
+// counters; the result depends only on the bytes, not on how the reader splits
+// them; and no more than maxKeptBytes of the page is ever kept for the parser.
 func FuzzExtract(f *testing.F) {
 	pages, err := filepath.Glob("../../testdata/*.txt")
 	if err != nil || len(pages) == 0 {
@@ -72,6 +75,23 @@ func FuzzExtract(f *testing.F) {
 
 		// Memory: what is kept for the parser is bounded, whatever the page.
 		kept, ferr := filterFamilies(bytes.NewReader(page))
+		if err == nil {
+			// Each status the sample reports comes from exactly one series.
+			parser := expfmt.NewTextParser(model.UTF8Validation)
+			families, perr := parser.TextToMetricFamilies(bytes.NewReader(kept))
+			if perr != nil {
+				t.Fatalf("a sample from a page whose watched families do not parse: %v", perr)
+			}
+			series := map[string]int{}
+			for _, m := range families[ObservedNodesMetric].GetMetric() {
+				series[labelValue(m, "status")]++
+			}
+			for status, n := range series {
+				if n > 1 {
+					t.Fatalf("%d series with status=%q, yet a sample (%v)", n, status, s.Observed)
+				}
+			}
+		}
 		if ferr == nil && len(kept) > maxKeptBytes {
 			t.Fatalf("kept %d bytes of a %d-byte page, more than %d", len(kept), len(page), maxKeptBytes)
 		}
