@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 )
 
@@ -34,7 +35,8 @@ type PodSpec struct {
 	StartedAt time.Time
 	// IP is the pod IP; default 127.0.0.1 (the metrics server's address).
 	IP string
-	// Owner, when set, names the ReplicaSet owning the pod.
+	// Owner names the ReplicaSet controlling the pod; empty is the scheduler
+	// Deployment's ("agentenv-scheduler-7d9c4"), "-" is none (a bare pod).
 	Owner string
 }
 
@@ -49,7 +51,7 @@ func CreateSchedulerPod(ctx context.Context, c kubernetes.Interface, ns string, 
 	}
 	grace := int64(30)
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: spec.Name, Namespace: ns, Labels: SchedulerLabels},
+		ObjectMeta: metav1.ObjectMeta{Name: spec.Name, Namespace: ns, Labels: SchedulerLabels, OwnerReferences: ownerRefs(spec.Owner)},
 		Spec: corev1.PodSpec{
 			TerminationGracePeriodSeconds: &grace,
 			Containers:                    []corev1.Container{{Name: "scheduler", Image: "agentenv/scheduler:test"}},
@@ -78,6 +80,19 @@ func CreateSchedulerPod(ctx context.Context, c kubernetes.Interface, ns string, 
 		return nil, fmt.Errorf("set status of pod %s/%s: %w", ns, spec.Name, err)
 	}
 	return updated, nil
+}
+
+func ownerRefs(owner string) []metav1.OwnerReference {
+	if owner == "-" {
+		return nil
+	}
+	if owner == "" {
+		owner = "agentenv-scheduler-7d9c4"
+	}
+	yes := true
+	// No controller manager runs: the ReplicaSet need not exist (nor is the pod
+	// garbage-collected for its absence).
+	return []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: owner, UID: types.UID("rs-" + owner), Controller: &yes}}
 }
 
 // CreateNodeSlices creates the agentenv-nodes EndpointSlices with serving node ids,

@@ -74,7 +74,7 @@ func (d *Dispatcher) Deliver(ctx context.Context, s *state.State, notes []Notifi
 	for _, n := range notes {
 		if d.Events != nil {
 			del := Delivery{ID: n.ID, Event: n.Event, Sink: "kubernetes-event", OK: true}
-			if err := d.Events(ctx, n); err != nil {
+			if err := d.Events(sctx, n); err != nil {
 				del.OK, del.Error = false, err.Error()
 			}
 			out = append(out, del)

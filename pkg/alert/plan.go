@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"sort"
 	"time"
+	"unicode/utf8"
 
 	"github.com/agentenv/watchdog/pkg/decide"
 	"github.com/agentenv/watchdog/pkg/state"
@@ -273,9 +274,17 @@ func nextStep(ev string) string {
 	return ""
 }
 
-func truncate(s string, n int) string {
+func truncate(s string, n int) string { return Truncate(s, n) }
+
+// Truncate shortens s to at most n bytes, ending in "...", without splitting a
+// UTF-8 character (reasons carry ≥, → and ✗).
+func Truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	return s[:n-3] + "..."
+	cut := max(n-3, 0)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
 }

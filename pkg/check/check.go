@@ -262,17 +262,17 @@ func (r *Runner) act(ctx context.Context, snap *state.Snapshot, obs *decide.Obse
 			return nil, next, res, r.failRun(ctx, snap, rep, &Error{What: "claim restart in state", Err: err})
 		}
 		if backoff.Steps <= 1 {
-			return nil, next, res, &Error{What: "claim restart in state", Err: fmt.Errorf("gave up after repeated conflicts: %w", err)}
+			return nil, next, res, r.failRun(ctx, snap, rep, &Error{What: "claim restart in state", Err: fmt.Errorf("gave up after repeated conflicts: %w", err)})
 		}
 		r.Log.Warn().Msg("lost the restart claim race: re-reading state and judging again")
 		select {
 		case <-ctx.Done():
-			return nil, next, res, &Error{What: "claim restart in state", Err: ctx.Err()}
+			return nil, next, res, r.failRun(ctx, snap, rep, &Error{What: "claim restart in state", Err: ctx.Err()})
 		case <-r.Clock.After(backoff.Step()):
 		}
 		latest, lerr := r.Store.Load(ctx)
 		if lerr != nil {
-			return nil, next, res, &Error{What: "re-read state after a conflict", Err: lerr}
+			return nil, next, res, r.failRun(ctx, snap, rep, &Error{What: "re-read state after a conflict", Err: lerr})
 		}
 		*snap = *latest
 		next, res = r.decide(ctx, obs, snap.State)
@@ -416,11 +416,36 @@ func (r *Runner) persist(ctx context.Context, snap *state.Snapshot, next *state.
 				upsertRestart(merged, *rec)
 			}
 		}
-		merged.Alerts, merged.LastRun = next.Alerts, next.LastRun
+		merged.Alerts, merged.LastRun = mergeAlerts(next.Alerts, latest.State.Alerts, next.LastRun.At), next.LastRun
 		merged.Outbox = mergeOutbox(next.Outbox, latest.State.Outbox, rep.Alerts)
 		*snap = *latest
 		next = merged
 	}
+}
+
+// mergeAlerts keeps, per event, the more recently sent record of the two
+// writers, and the other writer's alerts opened after this run began (an alert
+// this run closed stays closed), so that neither's open problem is lost and no
+// recovered is sent twice.
+func mergeAlerts(ours, theirs map[string]*state.Alert, runStart time.Time) map[string]*state.Alert {
+	out := make(map[string]*state.Alert, len(ours)+len(theirs))
+	for ev, a := range ours {
+		out[ev] = a
+	}
+	for ev, t := range theirs {
+		a, ok := out[ev]
+		switch {
+		case ok && sentAfter(t, a):
+			out[ev] = t
+		case !ok && t.OpenedAt.After(runStart):
+			out[ev] = t
+		}
+	}
+	return out
+}
+
+func sentAfter(a, b *state.Alert) bool {
+	return a.LastSentAt != nil && (b.LastSentAt == nil || a.LastSentAt.After(*b.LastSentAt))
 }
 
 // mergeOutbox keeps this run's outbox plus the alerts another writer left pending
@@ -578,12 +603,7 @@ func (r *Runner) logDeliveries(ds []alert.Delivery) {
 	}
 }
 
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n-3] + "..."
-}
+func truncate(s string, n int) string { return alert.Truncate(s, n) }
 
 func firstNonEmpty(a, b string) string {
 	if a != "" {

@@ -14,15 +14,18 @@ import (
 // Report is what `watchdog check` prints: the JSON form is the interface scripts use
 // (DESIGN §5), the text form is for people.
 type Report struct {
-	Verdict   decide.Verdict   `json:"verdict"`
-	Action    decide.Action    `json:"action"`
-	DryRun    bool             `json:"dryRun"`
-	Reason    string           `json:"reason"`
-	Time      time.Time        `json:"time"`
-	Took      string           `json:"took"`
-	Cluster   string           `json:"cluster,omitempty"`
-	Namespace string           `json:"namespace"`
+	Verdict   decide.Verdict `json:"verdict"`
+	Action    decide.Action  `json:"action"`
+	DryRun    bool           `json:"dryRun"`
+	Reason    string         `json:"reason"`
+	Time      time.Time      `json:"time"`
+	Took      string         `json:"took"`
+	Cluster   string         `json:"cluster,omitempty"`
+	Namespace string         `json:"namespace"`
+	// Targets are the pods judged (DESIGN §5); NotJudged the others (terminating,
+	// finished, HA standbys) with why.
 	Targets   []decide.Target  `json:"targets"`
+	NotJudged []NotJudged      `json:"notJudged,omitempty"`
 	Restarts  []RestartReport  `json:"restarts,omitempty"`
 	Alerts    []alert.Delivery `json:"alerts,omitempty"`
 	// Samples is how many observations the run took (more than one while confirming).
@@ -41,11 +44,22 @@ type RestartReport struct {
 	Detail  string `json:"detail,omitempty"`
 }
 
+// NotJudged is a listed pod that was not judged.
+type NotJudged struct {
+	Pod    string `json:"name"`
+	UID    string `json:"uid"`
+	Reason string `json:"reason"`
+}
+
 func (rep *Report) fill(res decide.Result) {
 	rep.Verdict, rep.Action, rep.Reason = res.Verdict, res.Action, res.Reason
-	rep.Targets = res.Targets
-	if rep.Targets == nil {
-		rep.Targets = []decide.Target{}
+	rep.Targets, rep.NotJudged = []decide.Target{}, nil
+	for _, t := range res.Targets {
+		if t.Judged {
+			rep.Targets = append(rep.Targets, t)
+		} else {
+			rep.NotJudged = append(rep.NotJudged, NotJudged{Pod: t.Pod, UID: t.UID, Reason: t.Reason})
+		}
 	}
 }
 
@@ -65,14 +79,14 @@ func (rep *Report) WriteText(w io.Writer) error {
 	fmt.Fprintln(tw, "POD\tVERDICT\tACTION\tREADY\tEXPECTED\tEVIDENCE\tBAD FOR")
 	for _, t := range rep.Targets {
 		verdict := string(t.Verdict)
-		if !t.Judged {
-			verdict = "(not judged)"
-		}
 		badFor := "-"
 		if t.BadSince != nil {
 			badFor = decide.ShortDuration(t.BadFor.D())
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.Pod, verdict, t.Action, intOrDash(t.Ready), intOrDash(t.Expected), dash(string(t.Evidence)), badFor)
+	}
+	for _, n := range rep.NotJudged {
+		fmt.Fprintf(tw, "%s\t(not judged)\t-\t-\t-\t-\t-\n", n.Pod)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -86,6 +100,9 @@ func (rep *Report) WriteText(w io.Writer) error {
 			}
 			fmt.Fprintf(w, "  %s %-20s %s\n", mark, g.Name, g.Detail)
 		}
+	}
+	for _, n := range rep.NotJudged {
+		fmt.Fprintf(w, "\n%s: %s\n", n.Pod, n.Reason)
 	}
 	fmt.Fprintln(w)
 	action := string(rep.Action)

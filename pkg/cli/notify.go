@@ -32,6 +32,9 @@ when set) and --heartbeat-url. It exits 1 if any sink failed, 2 if none is confi
 			if err := alerts.Validate(); err != nil {
 				return err
 			}
+			if timeout <= 0 {
+				return usagef("--timeout must be positive, got %s", timeout)
+			}
 			sinks, err := buildSinks(&alerts)
 			if err != nil {
 				return err

@@ -105,7 +105,11 @@ func writeStatusText(w io.Writer, where string, snap *state.Snapshot, now time.T
 	}
 	fmt.Fprintf(w, "\nrestarts (newest last, %d kept):\n", len(s.Restarts))
 	for _, r := range s.Restarts {
-		fmt.Fprintf(w, "  %s  %-9s %s %s (%s) %s\n", r.ClaimedAt.Format(time.RFC3339), r.Outcome, r.Method, r.Pod, r.UID, r.Error)
+		resumed := ""
+		if r.ResumedAt != nil {
+			resumed = " resumed " + r.ResumedAt.Format(time.RFC3339)
+		}
+		fmt.Fprintf(w, "  %s  %-9s %s %s (%s)%s %s\n", r.ClaimedAt.Format(time.RFC3339), r.Outcome, r.Method, r.Pod, r.UID, resumed, r.Error)
 	}
 	fmt.Fprintln(w, "open alerts:")
 	events := make([]string, 0, len(s.Alerts))

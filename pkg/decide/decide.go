@@ -228,6 +228,10 @@ func judgePod(p Pod, obs Observation, s *state.State, cfg Config, judgedCount in
 		} else if p.Sample != nil {
 			baseline = p.Sample.HeartbeatRejected
 		}
+		if ps.Bad != nil && ps.Bad.Kind != string(verdict) {
+			// Degraded became wedged (or back): the history shows both episodes.
+			endEpisode(s, p.UID, ps, now, "became "+string(verdict))
+		}
 		advanceWedgeClock(ps, verdict, evidence, prevVerdict, baseline, now, t)
 	default:
 		ps.Unknowns = 0
@@ -450,6 +454,10 @@ func decideAction(t *Target, p Pod, obs Observation, s *state.State, ps *state.P
 		gate(gateRollout, false, fmt.Sprintf("Deployment %s is paused", r.Name))
 	case r.InProgress:
 		gate(gateRollout, false, fmt.Sprintf("Deployment %s is mid-rollout: %s", r.Name, r.Detail))
+	case cfg.RestartMethod == MethodRollout && !ownedBy(p, r.Name):
+		// Rolling the Deployment would not replace this pod: the wedge would stay
+		// and count as restarted.
+		gate(gateRollout, false, fmt.Sprintf("pod %s is not run by Deployment %s (controller: %s %q); the rollout method would restart the wrong pods", p.Name, r.Name, orNone(p.ControllerKind), p.ControllerName))
 	default:
 		gate(gateRollout, true, fmt.Sprintf("Deployment %s is not rolling out", r.Name))
 	}
@@ -469,6 +477,21 @@ func decideAction(t *Target, p Pod, obs Observation, s *state.State, ps *state.P
 		return
 	}
 	t.Action = Restart
+}
+
+// ownedBy reports whether a pod's controller is a ReplicaSet of the Deployment:
+// ReplicaSets are named <deployment>-<pod-template-hash>, and the hash has no dash
+// (so a pod of "agentenv-scheduler-canary" is not one of "agentenv-scheduler").
+func ownedBy(p Pod, deployment string) bool {
+	i := strings.LastIndexByte(p.ControllerName, '-')
+	return p.ControllerKind == "ReplicaSet" && i > 0 && p.ControllerName[:i] == deployment
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
 }
 
 // nextSlot is when the oldest restart inside the window leaves it.

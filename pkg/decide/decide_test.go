@@ -37,7 +37,8 @@ func sample(ready int, rejected uint64) *scrape.Sample {
 }
 
 func schedPod(name, uid string, s *scrape.Sample) Pod {
-	return Pod{Name: name, UID: uid, Phase: "Running", Ready: true, Running: true, StartedAt: started, Sample: s}
+	return Pod{Name: name, UID: uid, Phase: "Running", Ready: true, Running: true, StartedAt: started, Sample: s,
+		ControllerKind: "ReplicaSet", ControllerName: "agentenv-scheduler-7d9c4"}
 }
 
 func observe(at time.Time, expected int, pods ...Pod) Observation {
@@ -430,6 +431,9 @@ func TestRestartGates(t *testing.T) {
 		{"unreadable fails safe", &Rollout{Name: "d", Err: errors.New("forbidden")}, MethodDelete, Blocked, false, "cannot read Deployment"},
 		{"no deployment, delete method", &Rollout{Name: "d"}, MethodDelete, Restart, false, "restarting the pod alone"},
 		{"no deployment, rollout method", &Rollout{Name: "d"}, MethodRollout, Blocked, false, "needs it"},
+		{"rollout method, pod of the Deployment", &Rollout{Name: "agentenv-scheduler", Found: true}, MethodRollout, Restart, false, "not rolling out"},
+		{"rollout method, pod of another Deployment", &Rollout{Name: "agentenv-scheduler-canary", Found: true}, MethodRollout, Blocked, false, "would restart the wrong pods"},
+		{"rollout method, pod of a Deployment whose name extends ours", &Rollout{Name: "agentenv", Found: true}, MethodRollout, Blocked, false, "would restart the wrong pods"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := cfg

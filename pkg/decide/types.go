@@ -105,6 +105,10 @@ type Pod struct {
 	Running       bool
 	StartedAt     time.Time
 	WaitingReason string
+	// ControllerKind and ControllerName name the pod's controlling owner (a
+	// ReplicaSet of the scheduler Deployment, normally).
+	ControllerKind string
+	ControllerName string
 	// Sample is the scrape, or ScrapeErr why there is none. Both nil: not scraped.
 	Sample    *scrape.Sample
 	ScrapeErr error

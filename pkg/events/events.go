@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -44,7 +45,11 @@ type Recorder struct {
 func (r *Recorder) Emit(ctx context.Context, obj corev1.ObjectReference, eventType, reason, message string) error {
 	now := metav1.NewTime(r.Now())
 	if len(message) > maxMessage {
-		message = message[:maxMessage-3] + "..."
+		cut := maxMessage - 3
+		for cut > 0 && !utf8.RuneStart(message[cut]) {
+			cut-- // never split a character: the API server rejects invalid UTF-8
+		}
+		message = message[:cut] + "..."
 	}
 	ev := &corev1.Event{
 		ObjectMeta: metav1.ObjectMeta{

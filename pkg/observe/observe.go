@@ -135,6 +135,9 @@ func (o *Observer) describe(pod *corev1.Pod) decide.Pod {
 		Phase:       string(pod.Status.Phase),
 		Terminating: pod.DeletionTimestamp != nil,
 	}
+	if owner := metav1.GetControllerOf(pod); owner != nil {
+		p.ControllerKind, p.ControllerName = owner.Kind, owner.Name
+	}
 	for _, c := range pod.Status.Conditions {
 		if c.Type == corev1.PodReady {
 			p.Ready = c.Status == corev1.ConditionTrue

@@ -78,17 +78,11 @@ func TestLeaderOnlyJudging(t *testing.T) {
 	if got := s.metrics.Hits() - before; got != 1 {
 		t.Errorf("scraped %d times; only the leader should be", got)
 	}
-	var sawStandby bool
-	for _, tg := range r.report.Targets {
-		if tg.Pod == standby.Name {
-			sawStandby = true
-			if tg.Judged || !strings.Contains(tg.Reason, "standby") {
-				t.Errorf("standby target %+v", tg)
-			}
-		}
+	if len(r.report.Targets) != 1 || r.report.Targets[0].Pod != s.pod.Name {
+		t.Errorf("targets must be the judged pods only: %+v", r.report.Targets)
 	}
-	if !sawStandby {
-		t.Error("the standby must be listed as not judged")
+	if len(r.report.NotJudged) != 1 || r.report.NotJudged[0].Pod != standby.Name || !strings.Contains(r.report.NotJudged[0].Reason, "standby") {
+		t.Errorf("the standby must be listed as not judged: %+v", r.report.NotJudged)
 	}
 
 	// Without the lease, both pods are judged; wedged standbys (they read 0 by
