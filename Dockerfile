@@ -6,7 +6,7 @@
 # test/build/static_test.go builds with the flags of the RUN line below and proves
 # the result is static and runs with an empty environment (no Docker engine in CI).
 
-FROM golang:1.26.8-bookworm AS build
+FROM golang:1.27.3-bookworm AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download

@@ -22,9 +22,12 @@ GOLANGCI_LINT_VERSION="${GOLANGCI_LINT_VERSION:-v2.15.0}"
 GOVULNCHECK_VERSION="${GOVULNCHECK_VERSION:-v1.9.0}"
 VULNDB_VERSION="${VULNDB_VERSION:-v0.0.0-20261105234957-e22db6528018}"
 CACHE_ROOT="${WATCHDOG_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/agentenv-watchdog}"
-# The tools type-check the code with the Go they were built with, so they are built
-# (and cached) per Go version: the machine's own unless GOTOOLCHAIN says otherwise.
-export GOTOOLCHAIN="${GOTOOLCHAIN:-local}"
+# golangci-lint type-checks the code with the Go it was built with: it is built
+# (and cached) with the machine's own Go. govulncheck judges the standard library
+# of the Go it runs under, so it is built with the release toolchain, the Go the
+# binary ships with (VULN_GOTOOLCHAIN, as the Makefile's GOTOOLCHAIN).
+export GOTOOLCHAIN=local
+VULN_GOTOOLCHAIN="${VULN_GOTOOLCHAIN:-go1.27.3}"
 GO_VERSION="$(go env GOVERSION)"
 ROOT="$CACHE_ROOT/tools/lint_golangci-lint-${GOLANGCI_LINT_VERSION}_govulncheck-${GOVULNCHECK_VERSION}_vulndb-${VULNDB_VERSION##*-}_${GO_VERSION}"
 BIN_DIR="$ROOT/bin"
@@ -33,7 +36,8 @@ DB_DIR="$ROOT/vulndb"
 # Capture before matching: with pipefail, grep -q closing the pipe early would make
 # the check fail at random.
 have_lint() { [[ -x "$BIN_DIR/golangci-lint" ]] && [[ "$("$BIN_DIR/golangci-lint" version 2>/dev/null)" == *"version ${GOLANGCI_LINT_VERSION#v} "* ]]; }
-have_vuln() { [[ -x "$BIN_DIR/govulncheck" ]] && [[ "$("$BIN_DIR/govulncheck" -version 2>/dev/null)" == *"govulncheck@${GOVULNCHECK_VERSION}"* ]]; }
+VULNCHECK="govulncheck-${VULN_GOTOOLCHAIN}"
+have_vuln() { [[ -x "$BIN_DIR/$VULNCHECK" ]] && [[ "$("$BIN_DIR/$VULNCHECK" -version 2>/dev/null)" == *"govulncheck@${GOVULNCHECK_VERSION}"* ]]; }
 have_db() { [[ -s "$DB_DIR/index/db.json" && -s "$DB_DIR/index/modules.json" ]]; }
 have_all() { have_lint && have_vuln && have_db; }
 
@@ -63,10 +67,10 @@ if ! have_lint; then
 fi
 
 if ! have_vuln; then
-  log "building govulncheck ${GOVULNCHECK_VERSION}"
-  go install -trimpath -ldflags "-s -w" "golang.org/x/vuln/cmd/govulncheck@${GOVULNCHECK_VERSION}"
-  place govulncheck
-  have_vuln || { log "installed govulncheck does not report ${GOVULNCHECK_VERSION}: $("$BIN_DIR/govulncheck" -version 2>&1)"; exit 1; }
+  log "building govulncheck ${GOVULNCHECK_VERSION} with ${VULN_GOTOOLCHAIN}"
+  GOTOOLCHAIN="$VULN_GOTOOLCHAIN" go install -trimpath -ldflags "-s -w" "golang.org/x/vuln/cmd/govulncheck@${GOVULNCHECK_VERSION}"
+  cp "$GOBIN/govulncheck" "$BIN_DIR/$VULNCHECK.tmp.$$" && mv -f "$BIN_DIR/$VULNCHECK.tmp.$$" "$BIN_DIR/$VULNCHECK"
+  have_vuln || { log "installed govulncheck does not report ${GOVULNCHECK_VERSION}: $("$BIN_DIR/$VULNCHECK" -version 2>&1)"; exit 1; }
 fi
 
 if ! have_db; then

@@ -56,12 +56,12 @@ func (e *Env) NewProxy() (*Proxy, error) {
 		return nil, err
 	}
 	p := &Proxy{}
-	rp := httputil.NewSingleHostReverseProxy(upstream)
-	rp.Transport = transport
-	inner := rp.Director
-	rp.Director = func(r *http.Request) {
-		inner(r)
-		r.Header.Del("Authorization") // the admin's client certificate speaks upstream
+	rp := &httputil.ReverseProxy{
+		Transport: transport,
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(upstream)
+			pr.Out.Header.Del("Authorization") // the admin's client certificate speaks upstream
+		},
 	}
 	p.Server = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p.mu.Lock()

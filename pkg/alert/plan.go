@@ -40,10 +40,6 @@ var severityOf = map[string]string{
 	EventRestarted: SeverityWarning, EventRecovered: SeverityInfo, EventTest: SeverityInfo,
 }
 
-// ongoing events are problems that stay open until recovery and are re-sent every
-// realert interval while still observed; the others are one-shot.
-var ongoing = map[string]bool{EventWedged: true, EventDegraded: true, EventRestartBlocked: true, EventBlind: true}
-
 // SchemaVersion versions the generic webhook payload (docs/alerts.md).
 const SchemaVersion = 1
 

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -33,7 +34,8 @@ func TestBudgetBeyondTheKeptHistoryIsRefused(t *testing.T) {
 		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
 			t.Errorf("%v: got %v, want a usage error naming %s", c.args, err, c.want)
 		case c.want != "":
-			if _, ok := err.(*UsageError); !ok {
+			var ue *UsageError
+			if !errors.As(err, &ue) {
 				t.Errorf("%v: %T is not a usage error", c.args, err)
 			}
 		}

@@ -117,7 +117,9 @@ State lives in the same ConfigMap as for check, so the two modes can be switched
 			case err := <-serveErr:
 				runErr = fmt.Errorf("metrics server on %s: %w", ro.MetricsAddr, err)
 				cancel()
-				<-done
+				if derr := <-done; derr != nil {
+					log.Warn().Err(derr).Msg("leader election stopped with an error")
+				}
 			}
 			shutdownCtx, stop := context.WithTimeout(context.Background(), 5*time.Second)
 			defer stop()

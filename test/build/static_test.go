@@ -4,6 +4,7 @@ package build
 
 import (
 	"debug/elf"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -99,7 +100,8 @@ func TestBinaryIsStaticAndRunsWithEmptyEnvironment(t *testing.T) {
 	check := exec.Command(out, "check")
 	check.Env = []string{}
 	msg, err := check.CombinedOutput()
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 {
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 {
 		t.Errorf("check with no kubeconfig: want exit 2, got %v\n%s", err, msg)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -194,7 +195,8 @@ func (w *chartWatchdog) check(flags ...string) runResult {
 			r.maxRSS, r.cpu = ru.MaxRSSBytes, time.Duration(ru.CPUNanos)
 		}
 	}
-	if ee, ok := err.(*exec.ExitError); ok {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
 		r.code = ee.ExitCode()
 	} else if err != nil {
 		w.t.Fatalf("run watchdog: %v", err)

@@ -337,11 +337,11 @@ func TestAlertDryRunSendsNothing(t *testing.T) {
 		t.Fatalf("a text dry run sent %d requests", n)
 	}
 	// The dry runs marked nothing as sent: the real run alerts.
-	real := s.check(alertFlags(rcv)...)
+	realRun := s.check(alertFlags(rcv)...)
 	if got := eventNames(webhooks(t, rcv.since(0, webhookPath))); len(got) != 1 || got[0] != "wedged" {
 		t.Errorf("real run after dry runs sent %v", got)
 	}
-	leakCheck(t, s, dry, text, real)
+	leakCheck(t, s, dry, text, realRun)
 }
 
 func TestAlertDeadReceiverDoesNotStopRestart(t *testing.T) {
@@ -582,6 +582,9 @@ func TestNotifyTestExitCodes(t *testing.T) {
 	plain := runCLI(t, "notify", "test", "--webhook-url", "http://example.com/hook")
 	if plain.code != 2 || !strings.Contains(plain.stderr, "plain http is accepted only for loopback") || strings.Contains(plain.stderr, "example.com") {
 		t.Errorf("plain http: exit %d\n%s", plain.code, plain.stderr)
+	}
+	if n := rcv.count(); n != mark {
+		t.Errorf("refused configurations sent %d request(s)", n-mark)
 	}
 }
 

@@ -125,7 +125,7 @@ func TestRunModeMetricsAndHealth(t *testing.T) {
 	}
 
 	// Scrape errors are counted by kind.
-	s.metrics.SetHandler(func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "down", 503) })
+	s.metrics.SetHandler(func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "down", http.StatusServiceUnavailable) })
 	waitFor(t, 15*time.Second, "a scrape error metric", func() bool {
 		_, body := in.get("/metrics")
 		return strings.Contains(body, `agentenv_watchdog_scrape_errors_total{kind="http-status"}`)
