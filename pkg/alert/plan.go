@@ -6,7 +6,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"time"
 	"unicode/utf8"
 
@@ -122,14 +123,8 @@ func Plan(s *state.State, res decide.Result, acts []ActOutcome, runErr error, no
 	blind := s.UnknownRuns >= cfg.BlindAfter && cfg.BlindAfter > 0
 
 	// Open problems: new ones alert now, old ones remind after the interval.
-	events := make([]string, 0, len(active))
-	for ev := range active {
-		events = append(events, ev)
-	}
-	sort.Strings(events)
-	for _, ev := range events {
-		t := active[ev]
-		out = appendOngoing(out, s, ev, t, res, now, cfg)
+	for _, ev := range slices.Sorted(maps.Keys(active)) {
+		out = appendOngoing(out, s, ev, active[ev], res, now, cfg)
 	}
 	if blind {
 		out = appendOngoing(out, s, EventBlind, nil, res, now, cfg)
@@ -151,15 +146,13 @@ func Plan(s *state.State, res decide.Result, acts []ActOutcome, runErr error, no
 	// Close what is no longer observed: everything when the scheduler is healthy
 	// again, which sends recovered once; blind alone on any other known verdict.
 	if (res.Verdict == decide.Healthy || res.Verdict == decide.NoNodes) && len(s.Alerts) > 0 && len(acts) == 0 {
-		opened := make([]string, 0, len(s.Alerts))
+		opened := slices.Sorted(maps.Keys(s.Alerts))
 		var first time.Time
-		for ev, a := range s.Alerts {
-			opened = append(opened, ev)
+		for _, a := range s.Alerts {
 			if first.IsZero() || a.OpenedAt.Before(first) {
 				first = a.OpenedAt
 			}
 		}
-		sort.Strings(opened)
 		n := newNotification(EventRecovered, firstJudged(res), res, now, cfg)
 		n.Reason = fmt.Sprintf("%s; was %v since %s", res.Reason, opened, first.UTC().Format(time.RFC3339))
 		n.Since = &first

@@ -108,11 +108,10 @@ func (r *Runner) Run(ctx context.Context) (*Report, error) {
 	decide.CountRun(next, res.Verdict)
 
 	acts, next, res, err := r.act(ctx, snap, &obs, next, res, rep)
+	rep.fill(res)
 	if err != nil {
-		rep.fill(res)
 		return rep, err
 	}
-	rep.fill(res)
 	r.logDecision(res)
 
 	// API reads that failed made the verdict unknown; they also mean the watchdog
@@ -494,7 +493,7 @@ func (r *Runner) failRun(ctx context.Context, snap *state.Snapshot, rep *Report,
 	// Send before saving, so that what could not be delivered stays in the outbox
 	// and what the outbox delivered leaves it. The run's deadline may be what
 	// failed: alerting and the save get short deadlines of their own.
-	r.sendFailure(ctx, s, notes, rep, 15*time.Second)
+	r.sendFailure(ctx, s, notes, rep, 15*time.Second, true)
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if err := r.Store.Save(sctx, snap, s, r.Clock.Now()); err != nil {
@@ -517,25 +516,20 @@ func (r *Runner) alertFailure(ctx context.Context, s *state.State, failure *Erro
 	// what it delivers would be delivered again.
 	c := s.Clone()
 	c.Outbox = nil
-	r.sendFailure(ctx, c, alert.PlanFailure(s.Clone(), failure, r.Clock.Now(), r.Plan), rep, 20*time.Second, notKept)
+	r.sendFailure(ctx, c, alert.PlanFailure(s.Clone(), failure, r.Clock.Now(), r.Plan), rep, 20*time.Second, false)
 }
 
-// notKept marks deliveries whose failure cannot be kept: the state is not written.
-func notKept(ds []alert.Delivery) {
-	for i := range ds {
-		ds[i].Kept = false
-	}
-}
-
-func (r *Runner) sendFailure(ctx context.Context, s *state.State, notes []alert.Notification, rep *Report, budget time.Duration, adjust ...func([]alert.Delivery)) {
+// sendFailure delivers notes (and s's outbox) within budget of its own. stateWritten
+// says whether s will be saved: if not, no failed delivery is kept for later.
+func (r *Runner) sendFailure(ctx context.Context, s *state.State, notes []alert.Notification, rep *Report, budget time.Duration, stateWritten bool) {
 	if len(notes) == 0 && len(s.Outbox) == 0 {
 		return
 	}
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), budget)
 	defer cancel()
 	ds := r.dispatcher().Deliver(actx, s, notes, r.Clock.Now(), false)
-	for _, f := range adjust {
-		f(ds)
+	for i := range ds {
+		ds[i].Kept = ds[i].Kept && stateWritten
 	}
 	rep.Alerts = append(rep.Alerts, ds...)
 	r.logDeliveries(ds)

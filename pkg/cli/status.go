@@ -5,7 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 	"text/tabwriter"
 	"time"
 
@@ -83,12 +84,7 @@ func writeStatusText(w io.Writer, where string, snap *state.Snapshot, now time.T
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "POD\tUID\tLAST VERDICT\tLAST SEEN\tBAD\tBAD FOR\tEVIDENCE\tREJECTED")
-	uids := make([]string, 0, len(s.Pods))
-	for uid := range s.Pods {
-		uids = append(uids, uid)
-	}
-	sort.Strings(uids)
-	for _, uid := range uids {
+	for _, uid := range slices.Sorted(maps.Keys(s.Pods)) {
 		p := s.Pods[uid]
 		bad, badFor, evidence := "-", "-", "-"
 		if p.Bad != nil {
@@ -112,12 +108,7 @@ func writeStatusText(w io.Writer, where string, snap *state.Snapshot, now time.T
 		fmt.Fprintf(w, "  %s  %-9s %s %s (%s)%s %s\n", r.ClaimedAt.Format(time.RFC3339), r.Outcome, r.Method, r.Pod, r.UID, resumed, r.Error)
 	}
 	fmt.Fprintln(w, "open alerts:")
-	events := make([]string, 0, len(s.Alerts))
-	for ev := range s.Alerts {
-		events = append(events, ev)
-	}
-	sort.Strings(events)
-	for _, ev := range events {
+	for _, ev := range slices.Sorted(maps.Keys(s.Alerts)) {
 		a := s.Alerts[ev]
 		last := "never"
 		if a.LastSentAt != nil {

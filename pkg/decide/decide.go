@@ -2,6 +2,8 @@ package decide
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -39,11 +41,11 @@ func Decide(obs Observation, prev *state.State, cfg Config) (*state.State, Resul
 	})
 
 	res.Verdict, res.Action, res.Reason = summarize(res.Targets, runProblem)
-	for _, t := range res.Targets {
-		if t.Action == Blocked && hasPendingGate(t, gateRollout) {
-			res.NeedRollout = true
-		}
-	}
+	// A target that reached the rollout gate without the Deployment read was
+	// blocked by it: read the Deployment and decide again.
+	res.NeedRollout = obs.Rollout == nil && slices.ContainsFunc(res.Targets, func(t Target) bool {
+		return slices.ContainsFunc(t.Gates, func(g Gate) bool { return g.Name == gateRollout })
+	})
 	return next, res
 }
 
@@ -133,12 +135,7 @@ func forgetGonePods(s *state.State, present map[string]bool, now time.Time) {
 			r.Error = "the run that claimed this restart did not record it; the pod was gone when checked again"
 		}
 	}
-	uids := make([]string, 0, len(s.Pods))
-	for uid := range s.Pods {
-		uids = append(uids, uid)
-	}
-	sort.Strings(uids)
-	for _, uid := range uids {
+	for _, uid := range slices.Sorted(maps.Keys(s.Pods)) {
 		if present[uid] {
 			continue
 		}
@@ -357,14 +354,13 @@ func advanceWedgeClock(ps *state.Pod, verdict Verdict, evidence Evidence, prevVe
 
 // Gate names.
 const (
-	gateStartup   = "startup-grace"
-	gateDuration  = "wedged-for"
-	gateOnce      = "once-per-wedge"
-	gateSingle    = "single-target"
-	gateRollout   = "rollout"
-	gateBudget    = "budget"
-	gateDegraded  = "restart-on-degraded"
-	pendingDetail = "not read yet"
+	gateStartup  = "startup-grace"
+	gateDuration = "wedged-for"
+	gateOnce     = "once-per-wedge"
+	gateSingle   = "single-target"
+	gateRollout  = "rollout"
+	gateBudget   = "budget"
+	gateDegraded = "restart-on-degraded"
 )
 
 // decideAction runs the restart gates for a wedged or degraded pod.
@@ -443,7 +439,7 @@ func decideAction(t *Target, p Pod, obs Observation, s *state.State, ps *state.P
 
 	switch r := obs.Rollout; {
 	case r == nil:
-		gate(gateRollout, false, pendingDetail)
+		gate(gateRollout, false, "Deployment not read yet")
 	case r.Err != nil:
 		gate(gateRollout, false, fmt.Sprintf("cannot read Deployment %s: %v", r.Name, r.Err))
 	case !r.Found && cfg.RestartMethod == MethodRollout:
@@ -502,15 +498,6 @@ func nextSlot(s *state.State, from time.Time, cfg Config) string {
 		}
 	}
 	return "now"
-}
-
-func hasPendingGate(t Target, name string) bool {
-	for _, g := range t.Gates {
-		if g.Name == name && !g.OK && g.Detail == pendingDetail {
-			return true
-		}
-	}
-	return false
 }
 
 // summarize picks the run's verdict and action: the worst among judged pods.

@@ -73,7 +73,7 @@ func (o *Observer) Observe(ctx context.Context) (decide.Observation, error) {
 		return decide.Observation{}, fmt.Errorf("list scheduler pods (%s) in %s: %w", o.Selector, o.Namespace, podsErr)
 	}
 
-	obs := decide.Observation{At: o.Clock.Now(), Expected: expected, ExpectedErr: expectedErr, Leader: leader}
+	obs := decide.Observation{Expected: expected, ExpectedErr: expectedErr, Leader: leader}
 	obs.Pods = make([]decide.Pod, len(pods.Items))
 	var scrapes sync.WaitGroup
 	for i := range pods.Items {
