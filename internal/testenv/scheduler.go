@@ -79,6 +79,10 @@ func CreateSchedulerPod(ctx context.Context, c kubernetes.Interface, ns string, 
 	if err != nil {
 		return nil, fmt.Errorf("set status of pod %s/%s: %w", ns, spec.Name, err)
 	}
+	// The watchdog lists from the API server's watch cache: wait until it has this.
+	if _, err := c.CoreV1().Pods(ns).List(ctx, cachedSince(updated.ResourceVersion)); err != nil {
+		return nil, fmt.Errorf("wait for the pod cache: %w", err)
+	}
 	return updated, nil
 }
 
@@ -95,6 +99,12 @@ func ownerRefs(owner string) []metav1.OwnerReference {
 	return []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: owner, UID: types.UID("rs-" + owner), Controller: &yes}}
 }
 
+// cachedSince lists from the watch cache once it holds resourceVersion rv: the API
+// server waits for its cache to catch up before it answers.
+func cachedSince(rv string) metav1.ListOptions {
+	return metav1.ListOptions{ResourceVersion: rv, ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan}
+}
+
 // CreateNodeSlices creates the agentenv-nodes EndpointSlices with serving node ids,
 // split over slices of at most perSlice endpoints.
 func CreateNodeSlices(ctx context.Context, c kubernetes.Interface, ns, service string, serving int, perSlice int) error {
@@ -104,6 +114,7 @@ func CreateNodeSlices(ctx context.Context, c kubernetes.Interface, ns, service s
 	port := int32(8000)
 	name := "node"
 	yes := true
+	var last string
 	for start, n := 0, 0; start < serving || (serving == 0 && n == 0); start, n = start+perSlice, n+1 {
 		slice := &discoveryv1.EndpointSlice{
 			ObjectMeta: metav1.ObjectMeta{
@@ -120,12 +131,18 @@ func CreateNodeSlices(ctx context.Context, c kubernetes.Interface, ns, service s
 				TargetRef:  &corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: fmt.Sprintf("node-%04d", i)},
 			})
 		}
-		if _, err := c.DiscoveryV1().EndpointSlices(ns).Create(ctx, slice, metav1.CreateOptions{}); err != nil {
+		created, err := c.DiscoveryV1().EndpointSlices(ns).Create(ctx, slice, metav1.CreateOptions{})
+		if err != nil {
 			return fmt.Errorf("create EndpointSlice %s: %w", slice.Name, err)
 		}
+		last = created.ResourceVersion
 		if serving == 0 {
 			break
 		}
+	}
+	// The watchdog lists from the API server's watch cache: wait until it has them.
+	if _, err := c.DiscoveryV1().EndpointSlices(ns).List(ctx, cachedSince(last)); err != nil {
+		return fmt.Errorf("wait for the EndpointSlice cache: %w", err)
 	}
 	return nil
 }

@@ -92,7 +92,21 @@ type result struct {
 
 func (s *scenario) check(args ...string) result {
 	s.t.Helper()
+	s.syncCache()
 	return runCLI(s.t, append(append([]string{"check"}, s.base...), args...)...)
+}
+
+// syncCache makes the API server's watch cache hold everything the test wrote:
+// the watchdog lists pods and EndpointSlices from that cache, and a quorum list
+// returns only once the cache has caught up with etcd.
+func (s *scenario) syncCache() {
+	s.t.Helper()
+	ctx, cancel := testenv.Ctx()
+	defer cancel()
+	_, err := env.Client.CoreV1().Pods(s.ns).List(ctx, metav1.ListOptions{})
+	must(s.t, err)
+	_, err = env.Client.DiscoveryV1().EndpointSlices(s.ns).List(ctx, metav1.ListOptions{})
+	must(s.t, err)
 }
 
 func runCLI(t testing.TB, args ...string) result {
