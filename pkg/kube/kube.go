@@ -11,6 +11,7 @@ package kube
 import (
 	"context"
 	"fmt"
+	"net/http"
 
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -49,8 +50,11 @@ type Client struct {
 	coordination *rest.RESTClient
 }
 
-// New builds a client sharing one HTTP connection pool across API groups.
+// New builds a client sharing one HTTP connection pool (and, after the first
+// request, one HTTP/2 connection) across API groups.
 func New(cfg *rest.Config) (*Client, error) {
+	cfg = rest.CopyConfig(cfg)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return newFirstRequestGate(rt) })
 	httpClient, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("HTTP client for %s: %w", cfg.Host, err)
