@@ -318,6 +318,13 @@ func TestCronJobShape(t *testing.T) {
 	if !slices.Equal(c.Args, []string{"check", "--output=json"}) {
 		t.Errorf("args %q", c.Args)
 	}
+	// A check starts on one P (docs/performance.md); the long-running mode keeps the default.
+	if e := envOf(c)["GOMAXPROCS"]; e.Value != "1" {
+		t.Errorf("cronjob GOMAXPROCS %q, want 1", e.Value)
+	}
+	if e, ok := envOf(render(t, "mode: deployment").deployment().Spec.Template.Spec.Containers[0])["GOMAXPROCS"]; ok {
+		t.Errorf("deployment mode sets GOMAXPROCS=%q", e.Value)
+	}
 
 	// suspend and timeZone reach the CronJob.
 	s = render(t, "cronjob: {suspend: true, timeZone: Europe/Berlin}").cronJob().Spec
@@ -590,7 +597,7 @@ func TestEveryFlagReachable(t *testing.T) {
 				}
 			}
 			// And nothing the binary would not read.
-			known := map[string]bool{"GOMEMLIMIT": true}
+			known := map[string]bool{"GOMEMLIMIT": true, "GOMAXPROCS": c.command == "check"} // read by the Go runtime
 			for _, f := range flags {
 				known[cli.EnvName(f)] = true
 			}
