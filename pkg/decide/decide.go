@@ -100,6 +100,16 @@ func selectTargets(obs Observation, cfg Config) (judged []Pod, notJudged []candi
 		}
 		return nil, notJudged, why
 	}
+	if end, expired := obs.Leader.ExpiredAt(obs.At); expired && obs.Leader.Holder != "" {
+		// The holder stopped renewing: it may have stepped down, and a standby may
+		// be about to take over. Judging it would restart a pod on a guess.
+		why := fmt.Sprintf("leader Lease %s held by %q expired at %s (renewTime + leaseDurationSeconds): no current leader",
+			cfg.LeaderLease, obs.Leader.Holder, end.UTC().Format(time.RFC3339))
+		for _, p := range live {
+			notJudged = append(notJudged, candidate{p, why})
+		}
+		return nil, notJudged, why
+	}
 	for _, p := range live {
 		if HolderIs(obs.Leader.Holder, p.Name) {
 			judged = append(judged, p)

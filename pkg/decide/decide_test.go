@@ -314,6 +314,45 @@ func TestSeveralPods(t *testing.T) {
 		o.Leader = &Leader{Err: errors.New("forbidden")}
 		runSteps(t, cfg, nil, []step{{obs: o, verdict: Unknown, action: None, reasonHas: "cannot read leader Lease"}})
 	})
+	t.Run("leader lease expiry", func(t *testing.T) {
+		cfg := cfg
+		cfg.LeaderLease = "agentenv-scheduler"
+		const duration = 15 * time.Second
+		for _, c := range []struct {
+			name      string
+			renewed   time.Time
+			duration  time.Duration
+			judged    bool
+			verdict   Verdict
+			reasonHas string
+		}{
+			{"renewed just now", t0.Add(-2 * time.Second), duration, true, Wedged, ""},
+			{"past the duration, within the skew allowance", t0.Add(-duration - LeaseSkew + time.Second), duration, true, Wedged, ""},
+			{"exactly at duration + skew", t0.Add(-duration - LeaseSkew), duration, true, Wedged, ""},
+			{"expired", t0.Add(-duration - LeaseSkew - time.Second), duration, false, Unknown, "expired at"},
+			{"expired long ago", t0.Add(-time.Hour), duration, false, Unknown, "no current leader"},
+			{"no renewTime: cannot tell, trusted", time.Time{}, duration, true, Wedged, ""},
+			{"no duration: cannot tell, trusted", t0.Add(-time.Hour), 0, true, Wedged, ""},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				o := observe(t0, 3, a(t0), schedPod("sched-b", "uid-b", nil))
+				o.Leader = &Leader{Holder: "sched-a", RenewedAt: c.renewed, Duration: c.duration}
+				_, r := Decide(o, state.New(), cfg)
+				if r.Verdict != c.verdict || r.Action == Restart || !strings.Contains(r.Reason, c.reasonHas) {
+					t.Fatalf("verdict %s action %s reason %q, want %s with %q", r.Verdict, r.Action, r.Reason, c.verdict, c.reasonHas)
+				}
+				judged := 0
+				for _, tg := range r.Targets {
+					if tg.Judged {
+						judged++
+					}
+				}
+				if want := map[bool]int{true: 1, false: 0}[c.judged]; judged != want {
+					t.Fatalf("%d pods judged, want %d: %+v", judged, want, r.Targets)
+				}
+			})
+		}
+	})
 	t.Run("leader not among pods", func(t *testing.T) {
 		cfg := cfg
 		cfg.LeaderLease = "agentenv-scheduler"

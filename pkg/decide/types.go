@@ -117,7 +117,24 @@ type Pod struct {
 // Leader is the leader Lease as read.
 type Leader struct {
 	Holder string
-	Err    error
+	// RenewedAt and Duration are the Lease's renewTime and leaseDurationSeconds;
+	// either zero means the Lease does not say when it expires.
+	RenewedAt time.Time
+	Duration  time.Duration
+	Err       error
+}
+
+// LeaseSkew is how far past renewTime + leaseDurationSeconds a Lease must be before
+// it counts as expired: renewTime comes from the holder's clock, "now" from ours.
+const LeaseSkew = 10 * time.Second
+
+// ExpiredAt reports when the Lease stopped naming a leader, if it has by now.
+func (l *Leader) ExpiredAt(now time.Time) (time.Time, bool) {
+	if l.RenewedAt.IsZero() || l.Duration <= 0 {
+		return time.Time{}, false
+	}
+	end := l.RenewedAt.Add(l.Duration)
+	return end, now.After(end.Add(LeaseSkew))
 }
 
 // Rollout is the scheduler Deployment's state, for the rollout gate.

@@ -110,7 +110,13 @@ func (o *Observer) shouldScrape(pod *corev1.Pod, leader *decide.Leader) bool {
 	}
 	if o.LeaderLease != "" {
 		// Standbys read 0 by design: scraping them would only add noise.
-		return leader != nil && leader.Err == nil && decide.HolderIs(leader.Holder, pod.Name)
+		if leader == nil || leader.Err != nil {
+			return false
+		}
+		if _, expired := leader.ExpiredAt(o.Clock.Now()); expired {
+			return false // nobody leads: nobody is judged
+		}
+		return decide.HolderIs(leader.Holder, pod.Name)
 	}
 	return true
 }
@@ -181,6 +187,12 @@ func (o *Observer) readLeader(ctx context.Context) *decide.Leader {
 	l := &decide.Leader{}
 	if lease.Spec.HolderIdentity != nil {
 		l.Holder = *lease.Spec.HolderIdentity
+	}
+	if lease.Spec.RenewTime != nil {
+		l.RenewedAt = lease.Spec.RenewTime.Time
+	}
+	if lease.Spec.LeaseDurationSeconds != nil {
+		l.Duration = time.Duration(*lease.Spec.LeaseDurationSeconds) * time.Second
 	}
 	return l
 }

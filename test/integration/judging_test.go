@@ -100,6 +100,43 @@ func TestLeaderOnlyJudging(t *testing.T) {
 	}
 }
 
+// TestExpiredLeaderLeaseJudgesNobody: a Lease whose holder stopped renewing names
+// no leader; the watchdog judges and scrapes nobody (unknown) until it is renewed.
+func TestExpiredLeaderLeaseJudgesNobody(t *testing.T) {
+	s := newScenario(t, layout{serving: 3, page: fixture(t, "scheduler-metrics-discovery-dead.txt")})
+	ctx, cancel := testenv.Ctx()
+	defer cancel()
+	holder, seconds := s.pod.Name+"_5c0ffee", int32(15)
+	renewed := metav1.NewMicroTime(time.Now().Add(-time.Hour))
+	lease, err := env.Client.CoordinationV1().Leases(s.ns).Create(ctx, &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: "agentenv-scheduler", Namespace: s.ns},
+		Spec:       coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &seconds, RenewTime: &renewed},
+	}, metav1.CreateOptions{})
+	must(t, err)
+
+	before := s.metrics.Hits()
+	r := s.check("--leader-lease", "agentenv-scheduler")
+	r.expect(t, 0, "unknown", "none")
+	if !strings.Contains(r.report.Reason, "expired") || !strings.Contains(r.report.Reason, "no current leader") {
+		t.Errorf("reason %q does not say the Lease expired", r.report.Reason)
+	}
+	if got := s.metrics.Hits() - before; got != 0 {
+		t.Errorf("scraped %d times with no current leader", got)
+	}
+	if len(r.report.NotJudged) != 1 || !strings.Contains(r.report.NotJudged[0].Reason, "expired") {
+		t.Errorf("the pod must be listed as not judged because the Lease expired: %+v", r.report.NotJudged)
+	}
+
+	// Renewed: the holder is judged again (its page reads 0 ready: wedged).
+	lease.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
+	_, err = env.Client.CoordinationV1().Leases(s.ns).Update(ctx, lease, metav1.UpdateOptions{})
+	must(t, err)
+	s.check("--leader-lease", "agentenv-scheduler").expect(t, 0, "wedged", "wait")
+	if !s.podExists(s.pod.Name) {
+		t.Fatal("pod deleted")
+	}
+}
+
 func TestRolloutGateBlocks(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
