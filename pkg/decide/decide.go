@@ -27,6 +27,7 @@ func Decide(obs Observation, prev *state.State, cfg Config) (*state.State, Resul
 	forgetGonePods(next, present, now)
 
 	for _, p := range notJudged {
+		pauseClock(next, p.pod)
 		res.Targets = append(res.Targets, Target{Pod: p.pod.Name, UID: p.pod.UID, Verdict: "", Action: None, Reason: "not judged: " + p.why})
 	}
 	for _, p := range judged {
@@ -331,6 +332,21 @@ func weigh(p Pod, ps *state.Pod, cfg Config) (Evidence, string, bool) {
 			cur-ps.Counters.HeartbeatRejected, ps.Counters.At.UTC().Format(time.RFC3339)), false
 	}
 	return Weak, "no rejected heartbeats since the last observation: the nodes may not reach the scheduler", false
+}
+
+// pauseClock records that a pod with a bad episode was not judged this run (a
+// standby, or nobody judged for want of a current leader): as with an unknown, the
+// gap will not count towards the episode, and strong evidence must be confirmed
+// again. Without it, a holder judged again after its Lease expired for ten minutes
+// would be "wedged for 10m" on its first observation.
+func pauseClock(s *state.State, p Pod) {
+	ps := s.Pods[p.UID]
+	if ps == nil || ps.Bad == nil {
+		return
+	}
+	ps.LastVerdict = string(Unknown)
+	ps.Bad.StrongSince = nil
+	ps.Bad.Evidence = string(Weak)
 }
 
 // advanceWedgeClock extends or starts the bad episode. The clock only advances

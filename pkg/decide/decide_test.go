@@ -353,6 +353,40 @@ func TestSeveralPods(t *testing.T) {
 			})
 		}
 	})
+	t.Run("time without a current leader does not count towards the wedge", func(t *testing.T) {
+		cfg := cfg
+		cfg.LeaderLease = "agentenv-scheduler"
+		const duration = 15 * time.Second
+		at := func(d time.Duration, renewed time.Duration) Observation {
+			o := observe(t0.Add(d), 3, schedPod("sched-a", "uid-a", sample(0, 0)))
+			o.Leader = &Leader{Holder: "sched-a", RenewedAt: t0.Add(renewed), Duration: duration}
+			return o
+		}
+		runSteps(t, cfg, nil, []step{
+			{obs: at(0, 0), verdict: Wedged, action: Wait},
+			{obs: at(5*time.Minute, 0), verdict: Unknown, action: None, reasonHas: "expired"},
+			{obs: at(11*time.Minute, 11*time.Minute), verdict: Wedged, action: Wait, check: func(t *testing.T, s *state.State, r Result) {
+				if r.Targets[0].BadFor != 0 {
+					t.Errorf("wedged for %s right after the Lease came back; the leaderless gap was counted", r.Targets[0].BadFor.D())
+				}
+			}},
+			{obs: at(15*time.Minute, 15*time.Minute), verdict: Wedged, action: Restart},
+		})
+	})
+	t.Run("a former leader's episode pauses while it is a standby", func(t *testing.T) {
+		cfg := cfg
+		cfg.LeaderLease = "agentenv-scheduler"
+		held := func(d time.Duration, holder string) Observation {
+			o := observe(t0.Add(d), 3, schedPod("sched-a", "uid-a", sample(0, 0)), schedPod("sched-b", "uid-b", sample(3, 0)))
+			o.Leader = &Leader{Holder: holder}
+			return o
+		}
+		runSteps(t, cfg, nil, []step{
+			{obs: held(0, "sched-a"), verdict: Wedged, action: Wait},
+			{obs: held(5*time.Minute, "sched-b"), verdict: Healthy, action: None},
+			{obs: held(10*time.Minute, "sched-a"), verdict: Wedged, action: Wait},
+		})
+	})
 	t.Run("leader not among pods", func(t *testing.T) {
 		cfg := cfg
 		cfg.LeaderLease = "agentenv-scheduler"

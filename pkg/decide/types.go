@@ -126,7 +126,9 @@ type Leader struct {
 
 // LeaseSkew is how far past renewTime + leaseDurationSeconds a Lease must be before
 // it counts as expired: renewTime comes from the holder's clock, "now" from ours.
-const LeaseSkew = 10 * time.Second
+// Generous on purpose: a healthy Lease must not look expired on a node whose clock
+// is off by tens of seconds, and a minute's delay matters little to a */5 check.
+const LeaseSkew = time.Minute
 
 // ExpiredAt reports when the Lease stopped naming a leader, if it has by now.
 func (l *Leader) ExpiredAt(now time.Time) (time.Time, bool) {
