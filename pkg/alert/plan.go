@@ -96,13 +96,13 @@ type ActOutcome struct {
 // still observed after RealertInterval, and recovered once per episode.
 //
 // runErr is a failure of the watchdog itself that did not stop the run (an API
-// read refused, say): it opens watchdog-error, which closes on the next clean run.
+// read refused, say): it opens watchdog-error, which closes on the next clean run,
+// with the recovered of a healthy verdict, else silently (the verdict's own alert
+// says what the watchdog sees now).
 func Plan(s *state.State, res decide.Result, acts []ActOutcome, runErr error, now time.Time, cfg PlanConfig) []Notification {
 	var out []Notification
 	if runErr != nil {
 		out = append(out, PlanFailure(s, runErr, now, cfg)...)
-	} else {
-		delete(s.Alerts, EventWatchdogError)
 	}
 	active := map[string]*decide.Target{}
 	for i := range res.Targets {
@@ -145,7 +145,8 @@ func Plan(s *state.State, res decide.Result, acts []ActOutcome, runErr error, no
 
 	// Close what is no longer observed: everything when the scheduler is healthy
 	// again, which sends recovered once; blind alone on any other known verdict.
-	if (res.Verdict == decide.Healthy || res.Verdict == decide.NoNodes) && len(s.Alerts) > 0 && len(acts) == 0 {
+	healthy := (res.Verdict == decide.Healthy || res.Verdict == decide.NoNodes) && runErr == nil
+	if healthy && len(s.Alerts) > 0 && len(acts) == 0 {
 		opened := slices.Sorted(maps.Keys(s.Alerts))
 		var first time.Time
 		for _, a := range s.Alerts {
@@ -158,8 +159,13 @@ func Plan(s *state.State, res decide.Result, acts []ActOutcome, runErr error, no
 		n.Since = &first
 		out = append(out, n)
 		s.Alerts = map[string]*state.Alert{}
-	} else if !blind && res.Verdict != decide.Unknown {
-		delete(s.Alerts, EventBlind)
+	} else {
+		if runErr == nil {
+			delete(s.Alerts, EventWatchdogError)
+		}
+		if !blind && res.Verdict != decide.Unknown {
+			delete(s.Alerts, EventBlind)
+		}
 	}
 	return out
 }

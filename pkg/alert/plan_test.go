@@ -314,13 +314,43 @@ func TestPlan(t *testing.T) {
 					}},
 				{at: time.Minute, res: unknown, runErr: errors.New("still forbidden"), sent: []string{}},
 				{at: 61 * time.Minute, res: unknown, runErr: errors.New("still forbidden"), sent: []string{"watchdog-error+r"}},
-				{at: 62 * time.Minute, res: healthy, sent: []string{},
+				{at: 62 * time.Minute, res: healthy, sent: []string{"recovered"},
+					check: func(t *testing.T, notes []Notification, s *state.State) {
+						if _, open := s.Alerts[EventWatchdogError]; open {
+							t.Error("watchdog-error still open after a clean run")
+						}
+						if n := notes[0]; !strings.Contains(n.Reason, "watchdog-error") || n.Since == nil || !n.Since.Equal(t0) {
+							t.Errorf("recovered must name watchdog-error and when it opened: %+v", n)
+						}
+					}},
+				{at: 63 * time.Minute, res: unknown, runErr: errors.New("forbidden again"), sent: []string{"watchdog-error"}},
+				// A clean run that finds the scheduler wedged closes watchdog-error
+				// silently: the wedged alert is the news.
+				{at: 64 * time.Minute, res: wedged(decide.Wait, 0), sent: []string{"wedged"},
 					check: func(t *testing.T, _ []Notification, s *state.State) {
 						if _, open := s.Alerts[EventWatchdogError]; open {
 							t.Error("watchdog-error still open after a clean run")
 						}
 					}},
-				{at: 63 * time.Minute, res: unknown, runErr: errors.New("forbidden again"), sent: []string{"watchdog-error"}},
+				{at: 70 * time.Minute, res: healthy, sent: []string{"recovered"},
+					check: func(t *testing.T, notes []Notification, _ *state.State) {
+						if strings.Contains(notes[0].Reason, "watchdog-error") {
+							t.Errorf("recovered lists watchdog-error, closed earlier: %q", notes[0].Reason)
+						}
+					}},
+			},
+		},
+		{
+			name: "a run with an error is never recovered, even if what it saw was healthy",
+			steps: []step{
+				{at: 0, res: wedged(decide.Wait, 0), sent: []string{"wedged"}},
+				{at: time.Minute, res: healthy, runErr: errors.New("get Lease: forbidden"), sent: []string{"watchdog-error"},
+					check: func(t *testing.T, _ []Notification, s *state.State) {
+						if s.Alerts[EventWedged] == nil || s.Alerts[EventWatchdogError] == nil {
+							t.Errorf("open alerts %v, want wedged and watchdog-error", s.Alerts)
+						}
+					}},
+				{at: 2 * time.Minute, res: healthy, sent: []string{"recovered"}},
 			},
 		},
 		{
