@@ -12,8 +12,9 @@ import (
 // TLS handshake, so requests sent together before any connection exists each dial
 // and handshake their own; all but one connection are then closed unused. A check
 // starts with three concurrent reads, so it paid for three handshakes (and the API
-// server for three) where one does. Waiting for the first answer costs one round
-// trip on loopback-like latencies and saves two handshakes (docs/performance.md).
+// server for three) where one does. The price: the other reads wait for the whole
+// first request, server time included (about a millisecond on a nearby API server),
+// instead of only its handshake (docs/performance.md).
 type firstRequestGate struct {
 	next    http.RoundTripper
 	claimed atomic.Bool
@@ -26,15 +27,22 @@ func newFirstRequestGate(next http.RoundTripper) *firstRequestGate {
 
 func (g *firstRequestGate) RoundTrip(req *http.Request) (*http.Response, error) {
 	if g.claimed.CompareAndSwap(false, true) {
-		// Opened on success and failure alike: a failed first request must not
-		// hold the others, which then fail (or succeed) on their own.
+		// Opened on success, failure and panic alike: a failed first request must
+		// not hold the others, which then fail (or succeed) on their own.
 		defer close(g.open)
 		return g.next.RoundTrip(req)
 	}
 	select {
 	case <-g.open:
 	case <-req.Context().Done():
+		if req.Body != nil {
+			_ = req.Body.Close() // a RoundTripper closes the body, even on error
+		}
 		return nil, req.Context().Err()
 	}
 	return g.next.RoundTrip(req)
 }
+
+// WrappedRoundTripper lets client-go's utilities (closing idle connections, say)
+// reach the transport underneath.
+func (g *firstRequestGate) WrappedRoundTripper() http.RoundTripper { return g.next }
