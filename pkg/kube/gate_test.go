@@ -125,7 +125,13 @@ func TestGateHoldsThenOpensAfterAFailedFirstRequest(t *testing.T) {
 		return r
 	}
 	firstErr := make(chan error, 1)
-	go func() { _, err := g.RoundTrip(req("/first")); firstErr <- err }()
+	go func() {
+		resp, err := g.RoundTrip(req("/first"))
+		if err == nil {
+			resp.Body.Close()
+		}
+		firstErr <- err
+	}()
 	if got := <-calls; got != "/first" {
 		t.Fatalf("first call %q", got)
 	}
