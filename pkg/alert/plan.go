@@ -96,9 +96,9 @@ type ActOutcome struct {
 // still observed after RealertInterval, and recovered once per episode.
 //
 // runErr is a failure of the watchdog itself that did not stop the run (an API
-// read refused, say): it opens watchdog-error, which closes on the next clean run,
-// with the recovered of a healthy verdict, else silently (the verdict's own alert
-// says what the watchdog sees now).
+// read refused, say): it opens watchdog-error, which closes with the recovered of
+// the next clean healthy run, or silently on a clean run that raises or keeps an
+// alert of its own.
 func Plan(s *state.State, res decide.Result, acts []ActOutcome, runErr error, now time.Time, cfg PlanConfig) []Notification {
 	var out []Notification
 	if runErr != nil {
@@ -160,7 +160,10 @@ func Plan(s *state.State, res decide.Result, acts []ActOutcome, runErr error, no
 		out = append(out, n)
 		s.Alerts = map[string]*state.Alert{}
 	} else {
-		if runErr == nil {
+		if runErr == nil && (len(active) > 0 || len(acts) > 0 || blind) {
+			// The watchdog works again and this run's own alert says what it
+			// sees. Otherwise (unknown, starting) it stays open, so that the
+			// recovered of the next healthy run closes it.
 			delete(s.Alerts, EventWatchdogError)
 		}
 		if !blind && res.Verdict != decide.Unknown {

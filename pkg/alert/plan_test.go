@@ -341,6 +341,23 @@ func TestPlan(t *testing.T) {
 			},
 		},
 		{
+			name: "watchdog-error stays open through clean runs that raise nothing, until recovered",
+			steps: []step{
+				{at: 0, res: unknown, runErr: errors.New("get Lease: forbidden"), sent: []string{"watchdog-error"}},
+				{at: time.Minute, res: unknown, sent: []string{}},
+				{at: 2 * time.Minute, res: func(now time.Time) decide.Result {
+					return result(target(decide.Starting, decide.None, 0, now))
+				}, sent: []string{}},
+				{at: 3 * time.Minute, res: degraded(time.Minute), sent: []string{}},
+				{at: 4 * time.Minute, res: healthy, sent: []string{"recovered"},
+					check: func(t *testing.T, notes []Notification, _ *state.State) {
+						if !strings.Contains(notes[0].Reason, "watchdog-error") {
+							t.Errorf("recovered does not name watchdog-error: %q", notes[0].Reason)
+						}
+					}},
+			},
+		},
+		{
 			name: "a run with an error is never recovered, even if what it saw was healthy",
 			steps: []step{
 				{at: 0, res: wedged(decide.Wait, 0), sent: []string{"wedged"}},

@@ -133,7 +133,10 @@ func (r *Runner) Run(ctx context.Context) (*Report, error) {
 	if err := r.persist(ctx, snap, next, obs, acts, rep); err != nil {
 		var failure *Error
 		if errors.As(err, &failure) {
-			r.alertFailure(ctx, snap.State, failure, rep)
+			// Against what this run planned (next), not what it read: if it has just
+			// sent recovered, the failure must be alerted afresh, not deduplicated
+			// against a watchdog-error that recovered closed.
+			r.alertFailure(ctx, next, failure, rep)
 		}
 		return rep, err
 	}

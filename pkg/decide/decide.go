@@ -27,7 +27,9 @@ func Decide(obs Observation, prev *state.State, cfg Config) (*state.State, Resul
 	forgetGonePods(next, present, now)
 
 	for _, p := range notJudged {
-		pauseClock(next, p.pod)
+		if p.live {
+			pauseClock(next, p.pod)
+		}
 		res.Targets = append(res.Targets, Target{Pod: p.pod.Name, UID: p.pod.UID, Verdict: "", Action: None, Reason: "not judged: " + p.why})
 	}
 	for _, p := range judged {
@@ -63,6 +65,10 @@ func CountRun(s *state.State, verdict Verdict) {
 type candidate struct {
 	pod Pod
 	why string
+	// live: still running a scheduler, only not judged this run (a standby, or no
+	// current leader). Its bad episode pauses; a terminating or finished pod's
+	// episode is left as it was, to be closed when the pod is gone.
+	live bool
 }
 
 // selectTargets splits pods into those judged and those listed as not judged, and
@@ -71,13 +77,13 @@ func selectTargets(obs Observation, cfg Config) (judged []Pod, notJudged []candi
 	var live []Pod
 	for _, p := range obs.Pods {
 		if p.Terminating {
-			notJudged = append(notJudged, candidate{p, "terminating"})
+			notJudged = append(notJudged, candidate{p, "terminating", false})
 			continue
 		}
 		if p.Phase == "Failed" || p.Phase == "Succeeded" {
 			// Finished (Evicted, say): no scheduler runs in it, and it stays
 			// listed until garbage-collected.
-			notJudged = append(notJudged, candidate{p, "finished (pod phase " + p.Phase + ")"})
+			notJudged = append(notJudged, candidate{p, "finished (pod phase " + p.Phase + ")", false})
 			continue
 		}
 		live = append(live, p)
@@ -97,7 +103,7 @@ func selectTargets(obs Observation, cfg Config) (judged []Pod, notJudged []candi
 			why = fmt.Sprintf("cannot read leader Lease %s: %v", cfg.LeaderLease, obs.Leader.Err)
 		}
 		for _, p := range live {
-			notJudged = append(notJudged, candidate{p, why})
+			notJudged = append(notJudged, candidate{p, why, true})
 		}
 		return nil, notJudged, why
 	}
@@ -107,7 +113,7 @@ func selectTargets(obs Observation, cfg Config) (judged []Pod, notJudged []candi
 		why := fmt.Sprintf("leader Lease %s held by %q expired at %s (renewTime + leaseDurationSeconds): no current leader",
 			cfg.LeaderLease, obs.Leader.Holder, end.UTC().Format(time.RFC3339))
 		for _, p := range live {
-			notJudged = append(notJudged, candidate{p, why})
+			notJudged = append(notJudged, candidate{p, why, true})
 		}
 		return nil, notJudged, why
 	}
@@ -115,7 +121,7 @@ func selectTargets(obs Observation, cfg Config) (judged []Pod, notJudged []candi
 		if HolderIs(obs.Leader.Holder, p.Name) {
 			judged = append(judged, p)
 		} else {
-			notJudged = append(notJudged, candidate{p, fmt.Sprintf("standby (Lease %s is held by %q)", cfg.LeaderLease, obs.Leader.Holder)})
+			notJudged = append(notJudged, candidate{p, fmt.Sprintf("standby (Lease %s is held by %q)", cfg.LeaderLease, obs.Leader.Holder), true})
 		}
 	}
 	if len(judged) == 0 {

@@ -553,6 +553,24 @@ func TestStrongEvidence(t *testing.T) {
 			t.Errorf("the healed flap must be recorded: %+v", s.Episodes)
 		}
 	})
+	t.Run("the restarted pod, terminating then gone, keeps its strong episode", func(t *testing.T) {
+		steps := []step{healthyBefore, {obs: at(0, 0, 6), verdict: Wedged, action: Wait, confirming: true}}
+		for d := 15 * time.Second; d < cfg.ConfirmWindow; d += 15 * time.Second {
+			steps = append(steps, step{obs: at(d, 0, 6), verdict: Wedged, action: Wait, confirming: true})
+		}
+		steps = append(steps, step{obs: at(cfg.ConfirmWindow, 0, 7), verdict: Wedged, action: Restart})
+		s := runSteps(t, cfg, nil, steps)
+		s.Restarts = append(s.Restarts, state.Restart{UID: "uid-a", Pod: "sched-a", ClaimedAt: t0.Add(cfg.ConfirmWindow), Outcome: state.RestartDone, Method: "delete"})
+		terminating := at(cfg.ConfirmWindow+5*time.Minute, 0, 7)
+		terminating.Pods[0].Terminating = true
+		s = runSteps(t, cfg, s, []step{
+			{obs: terminating, verdict: Unknown, action: None},
+			{obs: observe(t0.Add(cfg.ConfirmWindow+10*time.Minute), 3), verdict: Unknown, action: None},
+		})
+		if len(s.Episodes) != 1 || s.Episodes[0].Evidence != "strong" {
+			t.Errorf("the episode ended with the restart must stay strong: %+v", s.Episodes)
+		}
+	})
 	t.Run("a rise since the episode began is strong though the last interval saw none", func(t *testing.T) {
 		runSteps(t, cfg, nil, []step{healthyBefore,
 			// First sight without a rise yet (nodes back off): weak.

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -767,6 +768,41 @@ func TestAlertStateUnwritable(t *testing.T) {
 	}
 	if len(rcv.since(0, heartbeatPath+"/fail")) != 1 {
 		t.Error("no /fail ping")
+	}
+	leakCheck(t, s, r)
+}
+
+// A run that closes watchdog-error with recovered but then cannot write its state
+// must not leave "recovered" as the last word: it alerts watchdog-error afresh.
+func TestRecoveredThenStateUnwritableAlertsAgain(t *testing.T) {
+	rcv := newReceiver(t)
+	s := newScenario(t, layout{serving: 3, page: fixture(t, "scheduler-metrics-healthy.txt")})
+	// An earlier run's watchdog-error, sent a minute ago (no reminder due).
+	seed := state.New()
+	sent := time.Now().Add(-time.Minute)
+	seed.Alerts[alert.EventWatchdogError] = &state.Alert{Event: alert.EventWatchdogError, OpenedAt: sent, LastSentAt: &sent, Sends: 1,
+		Reason: "the watchdog cannot do its job: list pods: forbidden"}
+	writeState(t, s.ns, seed)
+	args := restrictedCheck(t, s, "read-only-state", []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get"}},
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list"}},
+		{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"list"}},
+		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create"}},
+	})
+	args = append(args, "--webhook-url", rcv.url(webhookPath), "--webhook-secret", hmacKey)
+	// Wait for the RoleBinding to reach the authorizer with dry runs, which read
+	// as a real run does and send nothing: earlier refusals would alert too.
+	if dry := runUntil(t, append(slices.Clone(args), "--dry-run"), "run complete"); dry.code != 0 {
+		t.Fatalf("dry run: exit %d\n%s", dry.code, dry.stderr)
+	}
+
+	mark := rcv.count()
+	r := runCLI(t, args...)
+	if r.code != 1 || !strings.Contains(r.stderr, "write state") {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	if got := eventNames(webhooks(t, rcv.since(mark, webhookPath))); !slices.Equal(got, []string{"recovered", "watchdog-error"}) {
+		t.Fatalf("delivered %v, want recovered then watchdog-error", got)
 	}
 	leakCheck(t, s, r)
 }
