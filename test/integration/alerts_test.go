@@ -727,6 +727,14 @@ func runUntil(t *testing.T, args []string, want string) result {
 	}
 }
 
+// readOnlyState is everything a healthy check needs except writing its ConfigMap.
+var readOnlyState = []rbacv1.PolicyRule{
+	{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get"}},
+	{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list"}},
+	{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"list"}},
+	{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create"}},
+}
+
 // A run that can read its state but not write it sends watchdog-error, and
 // delivers what was pending exactly once.
 func TestAlertStateUnwritable(t *testing.T) {
@@ -738,12 +746,7 @@ func TestAlertStateUnwritable(t *testing.T) {
 	must(t, err)
 	seed.Outbox = []state.Pending{{ID: "pending-1", Event: "wedged", CreatedAt: time.Now(), Attempts: 1, Sinks: []string{"webhook"}, Payload: payload}}
 	writeState(t, s.ns, seed)
-	args := restrictedCheck(t, s, "read-only-state", []rbacv1.PolicyRule{
-		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get"}},
-		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list"}},
-		{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"list"}},
-		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create"}},
-	})
+	args := restrictedCheck(t, s, "read-only-state", readOnlyState)
 	args = append(args, "--webhook-url", rcv.url(webhookPath), "--webhook-secret", hmacKey, "--heartbeat-url", rcv.url(heartbeatPath))
 
 	r := runUntil(t, args, `cannot update resource \"configmaps\"`)
@@ -783,12 +786,7 @@ func TestRecoveredThenStateUnwritableAlertsAgain(t *testing.T) {
 	seed.Alerts[alert.EventWatchdogError] = &state.Alert{Event: alert.EventWatchdogError, OpenedAt: sent, LastSentAt: &sent, Sends: 1,
 		Reason: "the watchdog cannot do its job: list pods: forbidden"}
 	writeState(t, s.ns, seed)
-	args := restrictedCheck(t, s, "read-only-state", []rbacv1.PolicyRule{
-		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get"}},
-		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list"}},
-		{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"list"}},
-		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create"}},
-	})
+	args := restrictedCheck(t, s, "read-only-state", readOnlyState)
 	args = append(args, "--webhook-url", rcv.url(webhookPath), "--webhook-secret", hmacKey)
 	// Wait for the RoleBinding to reach the authorizer with dry runs, which read
 	// as a real run does and send nothing: earlier refusals would alert too.
