@@ -293,7 +293,7 @@ func TestAlertDedupReminderRecovered(t *testing.T) {
 	}
 	mark = rcv.count()
 	run().expect(t, 0, "healthy", "none")
-	time.Sleep(2100 * time.Millisecond) // past the interval: still nothing to remind about
+	waitPastWedgedFor() // past the interval: still nothing to remind about
 	run().expect(t, 0, "healthy", "none")
 	if rcv.count() != mark {
 		t.Fatalf("recovered more than once: %d more requests", rcv.count()-mark)
@@ -371,7 +371,7 @@ func TestAlertDeadReceiverDoesNotStopRestart(t *testing.T) {
 	}
 
 	// The restart goes ahead although the receiver is still dead.
-	time.Sleep(2100 * time.Millisecond)
+	waitPastWedgedFor()
 	second := s.check(flags...)
 	second.expect(t, 0, "wedged", "restart")
 	if s.podExists(s.pod.Name) || len(second.report.Restarts) != 1 || second.report.Restarts[0].Outcome != "done" {
@@ -503,7 +503,7 @@ func TestAlertSecretsNeverLeak(t *testing.T) {
 	}
 	// A 404 is final (no retry): the same failure paths, faster.
 	rcv.setStatus("", http.StatusNotFound)
-	time.Sleep(2100 * time.Millisecond)
+	waitPastWedgedFor()
 	runs = append(runs, s.check(append(debug, "--output", "text")...)) // restart, alerts fail again
 	runs = append(runs, s.check(debug...))
 	// Everything works.

@@ -6,7 +6,6 @@ import (
 	"net/http/httptest"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -58,7 +57,7 @@ func TestWedgedWaitThenRestart(t *testing.T) {
 	if !s.podExists(s.pod.Name) {
 		t.Fatal("restarted on first sight")
 	}
-	time.Sleep(2100 * time.Millisecond)
+	waitPastWedgedFor()
 	second := s.check()
 	second.expect(t, 0, "wedged", "restart")
 	if s.podExists(s.pod.Name) {
@@ -92,7 +91,7 @@ func TestDryRunChangesNothing(t *testing.T) {
 	s.check().expect(t, 0, "wedged", "wait")
 	_, rvBefore := s.state()
 	eventsBefore := len(s.events(s.pod.Name, ""))
-	time.Sleep(2100 * time.Millisecond)
+	waitPastWedgedFor()
 
 	r := s.check("--dry-run")
 	r.expect(t, 0, "wedged", "restart")
@@ -198,7 +197,7 @@ func TestBudgetSpentBlocks(t *testing.T) {
 	}
 	writeState(t, s.ns, seed)
 	s.check().expect(t, 0, "wedged", "wait")
-	time.Sleep(2100 * time.Millisecond)
+	waitPastWedgedFor()
 	r := s.check()
 	r.expect(t, 0, "wedged", "blocked")
 	if !strings.Contains(r.report.Reason, "budget 3/3 used") {
@@ -283,21 +282,9 @@ func TestConcurrentRunsRestartOnce(t *testing.T) {
 	for round := 0; round < 3; round++ {
 		s := newScenario(t, layout{serving: 3, page: fixture(t, "scheduler-metrics-discovery-dead.txt")})
 		s.check().expect(t, 0, "wedged", "wait")
-		time.Sleep(2100 * time.Millisecond)
+		waitPastWedgedFor()
 
-		var wg sync.WaitGroup
-		results := make([]result, 4)
-		start := make(chan struct{})
-		for i := range results {
-			wg.Add(1)
-			go func(i int) {
-				defer wg.Done()
-				<-start
-				results[i] = s.check()
-			}(i)
-		}
-		close(start)
-		wg.Wait()
+		results := s.race(4)
 
 		restarted := 0
 		for _, r := range results {
@@ -323,7 +310,7 @@ func TestConcurrentRunsResumeAClaimOnce(t *testing.T) {
 	for round := 0; round < 2; round++ {
 		s := newScenario(t, layout{serving: 3, page: fixture(t, "scheduler-metrics-discovery-dead.txt")})
 		s.check().expect(t, 0, "wedged", "wait")
-		time.Sleep(2100 * time.Millisecond)
+		waitPastWedgedFor()
 		// A claim older than --timeout (30s): its run died before acting.
 		ctx, cancel := testenv.Ctx()
 		cm, err := env.Client.CoreV1().ConfigMaps(s.ns).Get(ctx, "agentenv-scheduler-watchdog", metav1.GetOptions{})
@@ -344,19 +331,7 @@ func TestConcurrentRunsResumeAClaimOnce(t *testing.T) {
 		slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			time.Sleep(time.Second)
 		}))
-		var wg sync.WaitGroup
-		results := make([]result, 4)
-		start := make(chan struct{})
-		for i := range results {
-			wg.Add(1)
-			go func(i int) {
-				defer wg.Done()
-				<-start
-				results[i] = s.check("--webhook-url", slow.URL)
-			}(i)
-		}
-		close(start)
-		wg.Wait()
+		results := s.race(4, "--webhook-url", slow.URL)
 		slow.Close()
 
 		restarted := 0

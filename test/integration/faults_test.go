@@ -44,7 +44,7 @@ func newFaultScenario(t *testing.T, page string) *faultScenario {
 func (f *faultScenario) wedgedAndDue(t *testing.T) {
 	t.Helper()
 	f.check().expect(t, 0, "wedged", "wait")
-	time.Sleep(2100 * time.Millisecond)
+	waitPastWedgedFor()
 }
 
 func isStateWrite(r *http.Request) bool {
@@ -337,7 +337,7 @@ func TestFaultClockSkew(t *testing.T) {
 		if !strings.Contains(r.report.Reason, "clock skew") {
 			t.Errorf("reason %q", r.report.Reason)
 		}
-		time.Sleep(2100 * time.Millisecond)
+		waitPastWedgedFor()
 	}
 	if !s.podExists(s.pod.Name) {
 		t.Fatal("restarted a pod whose age cannot be trusted")

@@ -89,7 +89,7 @@ func TestLeaderOnlyJudging(t *testing.T) {
 	// design) would be restarted, so restarts are blocked instead.
 	s.metrics.SetPage(fixture(t, "scheduler-metrics-discovery-dead.txt"))
 	s.check().expect(t, 0, "wedged", "wait")
-	time.Sleep(2100 * time.Millisecond)
+	waitPastWedgedFor()
 	blocked := s.check()
 	blocked.expect(t, 0, "wedged", "blocked")
 	if !strings.Contains(blocked.report.Reason, "no --leader-lease") {
@@ -177,7 +177,7 @@ func TestRolloutGateBlocks(t *testing.T) {
 			s := newScenario(t, layout{serving: 3, page: fixture(t, "scheduler-metrics-discovery-dead.txt")})
 			tc.mutate(s.ns)
 			s.check().expect(t, 0, "wedged", "wait")
-			time.Sleep(2100 * time.Millisecond)
+			waitPastWedgedFor()
 			r := s.check()
 			r.expect(t, 0, "wedged", "blocked")
 			if !strings.Contains(r.report.Reason, tc.reason) {
@@ -193,7 +193,7 @@ func TestRolloutGateBlocks(t *testing.T) {
 func TestRolloutRestartMethod(t *testing.T) {
 	s := newScenario(t, layout{serving: 3, page: fixture(t, "scheduler-metrics-discovery-dead.txt")})
 	s.check("--restart-method", "rollout").expect(t, 0, "wedged", "wait")
-	time.Sleep(2100 * time.Millisecond)
+	waitPastWedgedFor()
 	r := s.check("--restart-method", "rollout")
 	r.expect(t, 0, "wedged", "restart")
 	ctx, cancel := testenv.Ctx()

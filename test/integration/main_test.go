@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -75,10 +76,37 @@ func newScenario(t testing.TB, l layout) *scenario {
 		"--kubeconfig", env.Kubeconfig, "--namespace", ns,
 		"--metrics-port", strconv.Itoa(s.metrics.Port()),
 		"--output", "json", "--log-format", "json",
-		"--startup-grace", "1s", "--wedged-for", "2s", "--confirm-window", "0",
+		"--startup-grace", "1s", "--wedged-for", scenarioWedgedFor.String(), "--confirm-window", "0",
 		"--scrape-timeout", "1s", "--timeout", "30s",
 	}
 	return s
+}
+
+// scenarioWedgedFor is the --wedged-for every scenario runs with.
+const scenarioWedgedFor = 2 * time.Second
+
+// waitPastWedgedFor lets a wedge seen by one check outlast --wedged-for, so that
+// the next check may act on it.
+func waitPastWedgedFor() { time.Sleep(scenarioWedgedFor + 100*time.Millisecond) }
+
+// race starts n checks with args at the same instant and returns their results.
+func (s *scenario) race(n int, args ...string) []result {
+	s.t.Helper()
+	s.syncCache()
+	results := make([]result, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range results {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			<-start
+			results[i] = runCLI(s.t, append(append([]string{"check"}, s.base...), args...)...)
+		}(i)
+	}
+	close(start)
+	wg.Wait()
+	return results
 }
 
 // result is one `watchdog check` run.
