@@ -21,11 +21,14 @@ const (
 	EventRestarted      = "restarted"
 	EventRestartFailed  = "restart-failed"
 	EventRestartBlocked = "restart-blocked"
-	EventDegraded       = "degraded"
-	EventRecovered      = "recovered"
-	EventBlind          = "blind"
-	EventWatchdogError  = "watchdog-error"
-	EventTest           = "test"
+	// EventRestartIneffective: restarts are not healing the scheduler; the
+	// watchdog backs off between them (docs/alerts.md).
+	EventRestartIneffective = "restart-ineffective"
+	EventDegraded           = "degraded"
+	EventRecovered          = "recovered"
+	EventBlind              = "blind"
+	EventWatchdogError      = "watchdog-error"
+	EventTest               = "test"
 )
 
 // Severities.
@@ -37,7 +40,8 @@ const (
 
 var severityOf = map[string]string{
 	EventWedged: SeverityCritical, EventRestartFailed: SeverityCritical, EventRestartBlocked: SeverityCritical,
-	EventWatchdogError: SeverityCritical, EventBlind: SeverityWarning, EventDegraded: SeverityWarning,
+	EventRestartIneffective: SeverityCritical,
+	EventWatchdogError:      SeverityCritical, EventBlind: SeverityWarning, EventDegraded: SeverityWarning,
 	EventRestarted: SeverityWarning, EventRecovered: SeverityInfo, EventTest: SeverityInfo,
 }
 
@@ -116,8 +120,14 @@ func Plan(s *state.State, res decide.Result, acts []ActOutcome, runErr error, no
 		case t.Verdict == decide.Degraded && t.BadFor.D() >= cfg.WedgedFor:
 			keepWorst(active, EventDegraded, t)
 		}
-		if t.Action == decide.Blocked {
+		// A restart already done or under way is not a blocked restart (the loser
+		// of a claim race, a replacement still starting): no page. Nor is one held
+		// back by the back-off alone: restart-ineffective says why.
+		if t.Action == decide.Blocked && !t.RestartInProgress() && !t.OnlyBackoff() {
 			keepWorst(active, EventRestartBlocked, t)
+		}
+		if t.Ineffective != "" {
+			keepWorst(active, EventRestartIneffective, t)
 		}
 	}
 	blind := s.UnknownRuns >= cfg.BlindAfter && cfg.BlindAfter > 0
@@ -199,8 +209,11 @@ func appendOngoing(out []Notification, s *state.State, ev string, t *decide.Targ
 	n := newNotification(ev, t, res, now, cfg)
 	n.Reminder = open && a.Sends > 0
 	if ev == EventBlind {
-		n.Reason = fmt.Sprintf("verdict unknown for %d consecutive runs: %s", s.UnknownRuns, res.Reason)
+		n.Reason = fmt.Sprintf("verdict unknown in %d runs since the scheduler was last seen fine: %s", s.UnknownRuns, res.Reason)
 		n.Verdict = string(decide.Unknown)
+	}
+	if ev == EventRestartIneffective && t != nil {
+		n.Reason = t.Ineffective + "; " + decide.GateSummary(*t)
 	}
 	if t != nil {
 		a.Pod = t.Pod
@@ -258,6 +271,8 @@ func nextStep(ev string) string {
 		return "Watch the new scheduler pod become healthy (`watchdog status`); repeated restarts mean the cause is outside the pod."
 	case EventRestartFailed:
 		return "Restart the scheduler by hand (`kubectl -n <namespace> delete pod <pod>`) and fix the watchdog's permissions or API access."
+	case EventRestartIneffective:
+		return "Restarting does not fix it: find the cause outside the scheduler (its RBAC for EndpointSlices, NetworkPolicy, the nodes' network). The watchdog waits longer between restarts until an hour of health."
 	case EventRestartBlocked:
 		return "A restart is due but a safety gate refused it (see reason). Decide whether to restart by hand."
 	case EventDegraded:

@@ -84,6 +84,15 @@ func wedged(a decide.Action, badFor time.Duration) func(time.Time) decide.Result
 	return func(now time.Time) decide.Result { return result(target(decide.Wedged, a, badFor, now)) }
 }
 
+// blockedBy is a wedged target whose restart is due and refused by gate alone.
+func blockedBy(gate decide.Gate) func(time.Time) decide.Result {
+	return func(now time.Time) decide.Result {
+		t := target(decide.Wedged, decide.Blocked, 5*time.Minute, now)
+		t.Gates = []decide.Gate{{Name: "wedged-for", OK: true, Detail: "wedged 5m ≥ 2m30s"}, gate}
+		return result(t)
+	}
+}
+
 func degraded(badFor time.Duration) func(time.Time) decide.Result {
 	return func(now time.Time) decide.Result {
 		t := target(decide.Degraded, decide.Wait, badFor, now)
@@ -235,7 +244,7 @@ func TestPlan(t *testing.T) {
 				{at: 10 * time.Minute, res: unknown, sent: []string{"blind"},
 					check: func(t *testing.T, notes []Notification, _ *state.State) {
 						n := notes[0]
-						if n.Severity != SeverityWarning || n.Verdict != "unknown" || !strings.Contains(n.Reason, "3 consecutive runs") || n.Pod != "" {
+						if n.Severity != SeverityWarning || n.Verdict != "unknown" || !strings.Contains(n.Reason, "unknown in 3 runs since the scheduler was last seen fine") || n.Pod != "" {
 							t.Errorf("blind %+v", n)
 						}
 					}},
@@ -245,15 +254,36 @@ func TestPlan(t *testing.T) {
 			},
 		},
 		{
-			name: "blind closes without recovered on another known verdict",
+			// A wedge seen only between unknown runs: the wedged run does not reset
+			// the unknown count, so blind stays open (no repeat) until a run sees
+			// the scheduler fine.
+			name: "blind stays open across the bad runs of an episode",
 			cfg:  func(c *PlanConfig) { c.BlindAfter = 2 },
 			steps: []step{
 				{at: 0, res: unknown, sent: []string{}},
 				{at: time.Minute, res: unknown, sent: []string{"blind"}},
 				{at: 2 * time.Minute, res: wedged(decide.Wait, 0), sent: []string{"wedged"},
 					check: func(t *testing.T, _ []Notification, s *state.State) {
+						if _, open := s.Alerts[EventBlind]; !open {
+							t.Error("a wedged run between unknown runs closed blind")
+						}
+					}},
+				{at: 3 * time.Minute, res: unknown, sent: []string{}},
+				{at: 4 * time.Minute, res: healthy, sent: []string{"recovered"}},
+			},
+		},
+		{
+			name: "blind closes without recovered on starting",
+			cfg:  func(c *PlanConfig) { c.BlindAfter = 2 },
+			steps: []step{
+				{at: 0, res: unknown, sent: []string{}},
+				{at: time.Minute, res: unknown, sent: []string{"blind"}},
+				{at: 2 * time.Minute, res: func(time.Time) decide.Result {
+					return decide.Result{Verdict: decide.Starting, Action: decide.None, Reason: "starting"}
+				}, sent: []string{},
+					check: func(t *testing.T, _ []Notification, s *state.State) {
 						if _, open := s.Alerts[EventBlind]; open {
-							t.Error("blind still open although the verdict is known again")
+							t.Error("blind still open although the scheduler is seen fine again")
 						}
 					}},
 				{at: 3 * time.Minute, res: unknown, sent: []string{}},
@@ -368,6 +398,43 @@ func TestPlan(t *testing.T) {
 						}
 					}},
 				{at: 2 * time.Minute, res: healthy, sent: []string{"recovered"}},
+			},
+		},
+		{
+			// The loser of a claim race, or the old pod of a rollout still running
+			// while its replacement starts: not a blocked restart, no page.
+			name: "a restart already in progress is not paged as blocked",
+			steps: []step{
+				{at: 0, res: wedged(decide.Wait, 0), sent: []string{"wedged"}},
+				{at: 5 * time.Minute, res: blockedBy(decide.Gate{Name: "once-per-wedge", InProgress: true, Detail: "restart already in progress: claimed by another run"}), sent: []string{}},
+				{at: 6 * time.Minute, res: blockedBy(decide.Gate{Name: "once-per-wedge", Detail: "already restarted at t0, and this pod is still running and bad 4m later"}), sent: []string{"restart-blocked"}},
+			},
+		},
+		{
+			name: "restarts that do not heal say so once, not as restart-blocked",
+			steps: []step{
+				{at: 0, res: func(now time.Time) decide.Result {
+					r := blockedBy(decide.Gate{Name: decide.GateBackoff, Detail: "1 restart(s) in a row did not heal; backing off"})(now)
+					r.Targets[0].Ineffective = "the delete of pod agentenv-scheduler-old at t0 did not heal the scheduler"
+					return r
+				}, sent: []string{"restart-ineffective", "wedged"},
+					check: func(t *testing.T, notes []Notification, _ *state.State) {
+						n := notes[0]
+						if n.Severity != SeverityCritical || !strings.Contains(n.Reason, "did not heal the scheduler") || !strings.Contains(n.Reason, "backing off") || !strings.Contains(n.NextStep, "outside the scheduler") {
+							t.Errorf("restart-ineffective %+v", n)
+						}
+					}},
+				{at: 70 * time.Minute, res: func(now time.Time) decide.Result {
+					r := blockedBy(decide.Gate{Name: decide.GateBackoff, Detail: "2 restart(s) in a row did not heal; backing off"})(now)
+					r.Targets[0].Ineffective = "the delete of pod agentenv-scheduler-old2 did not heal the scheduler"
+					return r
+				}, sent: []string{"restart-ineffective+r", "wedged+r"}},
+				{at: 80 * time.Minute, res: healthy, sent: []string{"recovered"},
+					check: func(t *testing.T, notes []Notification, _ *state.State) {
+						if !strings.Contains(notes[0].Reason, "restart-ineffective") {
+							t.Errorf("recovered must name restart-ineffective: %q", notes[0].Reason)
+						}
+					}},
 			},
 		},
 		{

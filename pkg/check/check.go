@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"time"
 
@@ -59,6 +60,20 @@ type Error struct {
 func (e *Error) Error() string { return e.What + ": " + e.Err.Error() }
 func (e *Error) Unwrap() error { return e.Err }
 
+// ErrInterrupted is a pass cut short by its own shutdown (SIGTERM from a `helm
+// upgrade` or a node drain, or leadership lost in `watchdog run`): not a failure of
+// the watchdog, so it alerts nobody and pings no /fail.
+var ErrInterrupted = errors.New("pass cut short by shutdown")
+
+// shutdownGrace bounds what an interrupted pass still does: write its state.
+const shutdownGrace = 5 * time.Second
+
+// interrupted reports whether the pass's context was cancelled (a shutdown), as
+// opposed to running out of time (a failure) or still going.
+func interrupted(ctx context.Context) bool {
+	return errors.Is(ctx.Err(), context.Canceled)
+}
+
 // reserve is kept back from the run deadline for acting and persisting: a sixth
 // of the run, at most 10 s (30 s of a 3 min run would be wasted waiting).
 func reserve(start, deadline time.Time) time.Duration {
@@ -86,10 +101,13 @@ func (r *Runner) Run(ctx context.Context) (*Report, error) {
 		defer close(loaded)
 		snap, loadErr = r.Store.Load(ctx)
 	}()
-	obs, err := r.Observer.Observe(ctx)
+	obs, err := r.observe(ctx, start, false)
 	<-loaded
 	if loadErr != nil {
 		rep.Reason = "cannot read state"
+		if interrupted(ctx) {
+			return rep, r.interrupt(rep, loadErr)
+		}
 		failure := &Error{What: "read state", Err: loadErr}
 		r.alertFailure(ctx, state.New(), failure, rep)
 		return rep, failure
@@ -103,16 +121,25 @@ func (r *Runner) Run(ctx context.Context) (*Report, error) {
 		return rep, r.failRun(ctx, snap, rep, &Error{What: "observe", Err: err})
 	}
 	rep.Samples = 1
-	next, res := r.decide(ctx, &obs, snap.State)
+	next, res := r.decide(ctx, &obs, snap.State, rep)
 	next, res = r.confirm(ctx, start, &obs, next, res, rep)
 	decide.CountRun(next, res.Verdict)
+	if interrupted(ctx) {
+		// Keep what was observed (the episode's clock), act on nothing, tell nobody.
+		rep.fill(res)
+		return rep, r.saveInterrupted(ctx, snap, next, start, res, rep, errors.New("shutdown while observing"))
+	}
 
 	acts, next, res, err := r.act(ctx, snap, &obs, next, res, rep)
 	rep.fill(res)
 	if err != nil {
 		return rep, err
 	}
-	r.logDecision(res)
+	r.logDecision(res, rep)
+	if interrupted(ctx) {
+		// Shut down while restarting: the outcomes are in next; alerts are not sent.
+		return rep, r.saveInterrupted(ctx, snap, next, start, res, rep, errors.New("shutdown while acting"))
+	}
 
 	// API reads that failed made the verdict unknown; they also mean the watchdog
 	// cannot do its job (often missing RBAC), which exit code 1 makes visible.
@@ -131,6 +158,9 @@ func (r *Runner) Run(ctx context.Context) (*Report, error) {
 	}
 	next.LastRun = r.lastRun(start, res, runErr)
 	if err := r.persist(ctx, snap, next, obs, acts, rep); err != nil {
+		if interrupted(ctx) {
+			return rep, r.saveInterrupted(ctx, snap, next, start, res, rep, err)
+		}
 		var failure *Error
 		if errors.As(err, &failure) {
 			// Against what this run planned (next), not what it read: if it has just
@@ -146,10 +176,35 @@ func (r *Runner) Run(ctx context.Context) (*Report, error) {
 	return rep, runErr
 }
 
-// decide judges obs, reading the Deployment first if a restart is due and the
-// rollout gate needs it.
-func (r *Runner) decide(ctx context.Context, obs *decide.Observation, prev *state.State) (*state.State, decide.Result) {
+// observe takes one observation of this run.
+func (r *Runner) observe(ctx context.Context, runStart time.Time, consistent bool) (decide.Observation, error) {
+	var obs decide.Observation
+	var err error
+	if consistent {
+		obs, err = r.Observer.ObserveConsistent(ctx)
+	} else {
+		obs, err = r.Observer.Observe(ctx)
+	}
+	obs.RunStart = runStart
+	return obs, err
+}
+
+// decide judges obs. When a restart is due it first takes the last look the
+// restart needs: the pods and EndpointSlices again with a consistent read (obs is
+// replaced by that observation), and the Deployment for the rollout gate.
+func (r *Runner) decide(ctx context.Context, obs *decide.Observation, prev *state.State, rep *Report) (*state.State, decide.Result) {
 	next, res := decide.Decide(*obs, prev, r.Decide)
+	if res.NeedConsistentRead {
+		fresh, err := r.observe(ctx, obs.RunStart, true)
+		if err != nil {
+			r.Log.Warn().Err(err).Msg("consistent re-read before a restart failed: no restart this run")
+			obs.ConsistentErr = err
+		} else {
+			rep.Samples++
+			*obs = fresh
+		}
+		next, res = decide.Decide(*obs, prev, r.Decide)
+	}
 	if res.NeedRollout && obs.Rollout == nil {
 		obs.Rollout = r.Observer.Rollout(ctx)
 		next, res = decide.Decide(*obs, prev, r.Decide)
@@ -171,31 +226,44 @@ func (r *Runner) confirm(ctx context.Context, start time.Time, obs *decide.Obser
 		}
 	}
 	for {
-		need := false
+		// Sampling on can make a restart due within this run (the confirm window,
+		// or the rest of --wedged-for) if it fits before the deadline's reserve;
+		// otherwise the next run continues. A first sight also samples for the
+		// window, to find out whether the evidence is strong.
+		left := time.Duration(math.MaxInt64)
+		if deadline, ok := ctx.Deadline(); ok {
+			left = deadline.Sub(r.Clock.Now()) - reserve(start, deadline)
+		}
+		probed := r.Clock.Since(start) >= r.Decide.ConfirmWindow+r.SampleInterval
+		need, cut := false, false
 		for _, t := range res.Targets {
-			if t.Verdict == decide.Wedged && t.Action == decide.Wait && (t.Confirming || probing[t.UID]) {
+			if t.Action != decide.Wait {
+				continue
+			}
+			if t.SampleFor != nil && roundUp(*t.SampleFor, r.SampleInterval) <= left {
+				need = true
+			} else if t.Confirming {
+				cut = true
+			}
+			if probing[t.UID] && !probed && r.SampleInterval <= left {
 				need = true
 			}
 		}
 		if !need {
+			if cut {
+				msg := "the run deadline cut confirmation short; the next run continues it"
+				r.Log.Warn().Msg(msg)
+				rep.Warnings = append(rep.Warnings, msg)
+			}
 			return next, res
 		}
-		if r.Clock.Since(start) >= r.Decide.ConfirmWindow+r.SampleInterval && !anyConfirming(res) {
-			return next, res // probed long enough: weak evidence
-		}
-		if deadline, ok := ctx.Deadline(); ok && deadline.Sub(r.Clock.Now()) < r.SampleInterval+reserve(start, deadline) {
-			msg := "the run deadline cut confirmation short; the next run continues it"
-			r.Log.Warn().Msg(msg)
-			rep.Warnings = append(rep.Warnings, msg)
-			return next, res
-		}
-		r.Log.Info().Str("verdict", string(res.Verdict)).Msgf("sampling again in %s to confirm: %s", r.SampleInterval, res.Reason)
+		r.Log.Info().Str("verdict", string(res.Verdict)).Str("reason", res.Reason).Dur("in", r.SampleInterval).Msg("sampling again to confirm")
 		select {
 		case <-ctx.Done():
 			return next, res
 		case <-r.Clock.After(r.SampleInterval):
 		}
-		obs2, err := r.Observer.Observe(ctx)
+		obs2, err := r.observe(ctx, start, false)
 		if err != nil {
 			msg := fmt.Sprintf("confirmation stopped: %v", err)
 			r.Log.Warn().Err(err).Msg("confirmation stopped")
@@ -203,18 +271,18 @@ func (r *Runner) confirm(ctx context.Context, start time.Time, obs *decide.Obser
 			return next, res
 		}
 		rep.Samples++
-		next, res = r.decide(ctx, &obs2, next)
+		next, res = r.decide(ctx, &obs2, next, rep)
 		*obs = obs2
 	}
 }
 
-func anyConfirming(res decide.Result) bool {
-	for _, t := range res.Targets {
-		if t.Confirming {
-			return true
-		}
+// roundUp is d rounded up to a whole number of sampling intervals: when the sample
+// that makes a restart due will be taken.
+func roundUp(d, interval time.Duration) time.Duration {
+	if interval <= 0 || d <= 0 {
+		return max(d, 0)
 	}
-	return false
+	return (d + interval - 1) / interval * interval
 }
 
 // act claims and carries out the restarts the decision asks for. The claim is
@@ -277,7 +345,7 @@ func (r *Runner) act(ctx context.Context, snap *state.Snapshot, obs *decide.Obse
 			return nil, next, res, r.failRun(ctx, snap, rep, &Error{What: "re-read state after a conflict", Err: lerr})
 		}
 		*snap = *latest
-		next, res = r.decide(ctx, obs, snap.State)
+		next, res = r.decide(ctx, obs, snap.State, rep)
 		decide.CountRun(next, res.Verdict)
 		if res.Action != decide.Restart {
 			r.Log.Info().Msg("another run already took care of it: " + res.Reason)
@@ -296,6 +364,12 @@ func (r *Runner) act(ctx context.Context, snap *state.Snapshot, obs *decide.Obse
 		rec := next.RestartFor(t.UID)
 		doneAt := r.Clock.Now()
 		a := alert.ActOutcome{Target: t, Detail: result.Detail}
+		if err != nil && interrupted(ctx) {
+			// Whether the request reached the API server is unknown: the claim
+			// stays, and the next run completes or settles it.
+			r.Log.Warn().Err(err).Str("pod", t.Pod).Str("uid", t.UID).Msg("shutdown during the restart: the claim is left for the next run")
+			continue
+		}
 		if err != nil {
 			a.Err = err
 			rec.Outcome, rec.Error = state.RestartFailed, err.Error()
@@ -357,7 +431,8 @@ var eventReasons = map[string]string{
 	alert.EventWedged: events.ReasonWedged, alert.EventDegraded: events.ReasonDegraded,
 	alert.EventRestarted: events.ReasonRestarted, alert.EventRestartFailed: events.ReasonRestartFailed,
 	alert.EventRestartBlocked: events.ReasonRestartBlocked, alert.EventRecovered: events.ReasonRecovered,
-	alert.EventBlind: events.ReasonBlind,
+	alert.EventRestartIneffective: events.ReasonRestartIneffective,
+	alert.EventBlind:              events.ReasonBlind,
 }
 
 func eventReason(ev string) string {
@@ -482,14 +557,23 @@ func upsertRestart(s *state.State, rec state.Restart) {
 }
 
 // failRun records a failed run in state when it can (not in a dry run), so that
-// `watchdog status` shows it, and returns the failure.
+// `watchdog status` shows it, and returns the failure. The run observed nothing
+// that counts: like an unknown, it pauses every wedge clock, or the next wedged
+// observation would count the whole gap ("ten minutes without information" would
+// become "wedged for 10m").
 func (r *Runner) failRun(ctx context.Context, snap *state.Snapshot, rep *Report, failure *Error) error {
-	r.Log.Error().Err(failure.Err).Msg(failure.What + " failed")
+	if interrupted(ctx) {
+		s := snap.State.Clone()
+		decide.RunFailed(s)
+		return r.saveInterrupted(ctx, snap, s, r.Clock.Now(), decide.Result{Verdict: decide.Unknown, Action: decide.None, Reason: failure.What + " cut short"}, rep, failure)
+	}
+	r.Log.Error().Err(failure.Err).Str("what", failure.What).Msg("run failed")
 	rep.Error = failure.Error()
 	if r.DryRun {
 		return failure
 	}
 	s := snap.State.Clone()
+	decide.RunFailed(s)
 	s.LastRun = r.lastRun(r.Clock.Now(), decide.Result{Verdict: decide.Unknown, Action: decide.None, Reason: failure.What + " failed"}, failure)
 	decide.CountRun(s, decide.Unknown)
 	notes := alert.PlanFailure(s, failure, r.Clock.Now(), r.Plan)
@@ -505,6 +589,33 @@ func (r *Runner) failRun(ctx context.Context, snap *state.Snapshot, rep *Report,
 		rep.StateWritten = true
 	}
 	return failure
+}
+
+// interrupt reports a pass cut short by shutdown: logged, nothing sent.
+func (r *Runner) interrupt(rep *Report, cause error) error {
+	r.Log.Warn().Err(cause).Msg("pass cut short by shutdown: nothing alerted")
+	rep.Error = ErrInterrupted.Error()
+	return fmt.Errorf("%w: %v", ErrInterrupted, cause)
+}
+
+// saveInterrupted writes what an interrupted pass knows (its observations so far,
+// or the pause of a pass that saw nothing) within a short grace of its own, and
+// sends nothing: a shutdown is not the watchdog failing.
+func (r *Runner) saveInterrupted(ctx context.Context, snap *state.Snapshot, s *state.State, start time.Time, res decide.Result, rep *Report, cause error) error {
+	err := r.interrupt(rep, cause)
+	if r.DryRun {
+		return err
+	}
+	s.LastRun = r.lastRun(start, res, nil)
+	s.LastRun.Outcome, s.LastRun.Error = "interrupted", truncate(cause.Error(), 500)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace)
+	defer cancel()
+	if serr := r.Store.Save(sctx, snap, s, r.Clock.Now()); serr != nil {
+		r.Log.Warn().Err(serr).Msg("interrupted pass could not write its state")
+	} else {
+		rep.StateWritten = true
+	}
+	return err
 }
 
 // alertFailure sends watchdog-error for a failure that leaves no state to write
@@ -559,8 +670,12 @@ func observationError(obs decide.Observation) error {
 	return nil
 }
 
-func (r *Runner) logDecision(res decide.Result) {
+func (r *Runner) logDecision(res decide.Result, rep *Report) {
 	for _, t := range res.Targets {
+		for _, w := range t.Warnings {
+			r.Log.Warn().Str("pod", t.Pod).Str("uid", t.UID).Str("detail", w).Msg("doubt about the observation")
+			rep.Warnings = append(rep.Warnings, t.Pod+": "+w)
+		}
 		ev := r.Log.Info()
 		if t.Verdict == decide.Wedged || t.Verdict == decide.Degraded || t.Verdict == decide.Unknown {
 			ev = r.Log.Warn()

@@ -2,11 +2,13 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/agentenv/watchdog/pkg/alert"
+	"github.com/agentenv/watchdog/pkg/check"
 )
 
 // buildSinks returns the configured alert sinks (possibly none: alerts then still
@@ -32,7 +34,8 @@ func buildSinks(o *AlertOptions) ([]alert.Sink, error) {
 // pingHeartbeat tells the dead man's switch how the run went. A dry run pings
 // nothing: it sends nothing at all.
 func pingHeartbeat(ctx context.Context, o *AlertOptions, runErr error, dryRun bool, log zerolog.Logger) {
-	if o.HeartbeatURL == "" || dryRun {
+	if o.HeartbeatURL == "" || dryRun || errors.Is(runErr, check.ErrInterrupted) {
+		// A pass cut short by its own shutdown is not a failure; the next run pings.
 		return
 	}
 	// The run's own deadline may be spent (that may be why it failed): give the

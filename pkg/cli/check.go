@@ -142,6 +142,10 @@ func newRunner(f *checkFlags, client *kube.Client, sinks []alert.Sink, log zerol
 				LeaderLease:       f.check.LeaderLease,
 				RestartMethod:     f.check.RestartMethod,
 				ClaimTimeout:      f.cluster.Timeout,
+				IneffectiveWithin: decide.DefaultIneffectiveWithin,
+				BackoffBase:       decide.DefaultBackoffBase,
+				BackoffMax:        decide.DefaultBackoffMax,
+				BackoffReset:      decide.DefaultBackoffReset,
 			},
 			Plan: alert.PlanConfig{
 				RealertInterval: f.alerts.RealertInterval,

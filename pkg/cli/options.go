@@ -32,7 +32,7 @@ type ClusterOptions struct {
 // Defaults chosen from DESIGN §2's timings for a */5 CronJob (README "Defaults").
 const (
 	DefaultStartupGrace  = 2 * time.Minute
-	DefaultWedgedFor     = 4 * time.Minute
+	DefaultWedgedFor     = 150 * time.Second
 	DefaultConfirmWindow = 90 * time.Second
 	DefaultTimeout       = 3 * time.Minute
 )
@@ -105,7 +105,7 @@ func (o *CheckOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.NodesService, "nodes-service", "agentenv-nodes", "Service whose EndpointSlices list the runtime nodes")
 	fs.IntVar(&o.NodesPort, "nodes-port", 8000, "node port that discovery counts")
 	fs.DurationVar(&o.StartupGrace, "startup-grace", DefaultStartupGrace, "no verdict but starting this long after the scheduler container started")
-	fs.DurationVar(&o.WedgedFor, "wedged-for", DefaultWedgedFor, "restart once a wedge has lasted this long across observations of one process")
+	fs.DurationVar(&o.WedgedFor, "wedged-for", DefaultWedgedFor, "restart once a wedge has lasted this long across observations of one process, and held through --confirm-window of the restarting run's samples")
 	fs.DurationVar(&o.ConfirmWindow, "confirm-window", DefaultConfirmWindow, "with strong evidence, restart once the wedge held this long while sampling (0 disables; keep it above the 56-71 s an API-server flap takes to heal)")
 	fs.DurationVar(&o.SampleInterval, "sample-interval", 15*time.Second, "pause between samples while confirming (the scheduler refreshes its gauges every 15 s)")
 	fs.IntVar(&o.MaxRestarts, "max-restarts", 3, "restart budget: at most this many restarts per --restart-window (0: never restart, alert only)")

@@ -3,6 +3,7 @@ package decide
 import (
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -27,14 +28,22 @@ func Decide(obs Observation, prev *state.State, cfg Config) (*state.State, Resul
 	forgetGonePods(next, present, now)
 
 	for _, p := range notJudged {
-		if p.live {
+		if p.live && !newerRecord(next, p.pod.UID, now) {
 			pauseClock(next, p.pod)
 		}
 		res.Targets = append(res.Targets, Target{Pod: p.pod.Name, UID: p.pod.UID, Verdict: "", Action: None, Reason: "not judged: " + p.why})
 	}
 	for _, p := range judged {
-		t := judgePod(p, obs, next, cfg, len(judged))
+		var t Target
+		if ps := next.Pods[p.UID]; newerRecord(next, p.UID, now) || (ps == nil && now.Before(next.ObservedAt)) {
+			t = supersededTarget(p, ps)
+		} else {
+			t = judgePod(p, obs, next, cfg, len(judged))
+		}
 		res.Targets = append(res.Targets, t)
+	}
+	if now.After(next.ObservedAt) {
+		next.ObservedAt = now
 	}
 	sort.SliceStable(res.Targets, func(i, j int) bool {
 		if res.Targets[i].Judged != res.Targets[j].Judged {
@@ -49,17 +58,62 @@ func Decide(obs Observation, prev *state.State, cfg Config) (*state.State, Resul
 	res.NeedRollout = obs.Rollout == nil && slices.ContainsFunc(res.Targets, func(t Target) bool {
 		return slices.ContainsFunc(t.Gates, func(g Gate) bool { return g.Name == gateRollout })
 	})
+	res.NeedConsistentRead = !obs.Consistent && obs.ConsistentErr == nil && slices.ContainsFunc(res.Targets, func(t Target) bool {
+		return slices.ContainsFunc(t.Gates, func(g Gate) bool { return g.Name == gateConsistent && !g.OK })
+	})
 	return next, res
 }
 
 // CountRun updates the run-level counters once per run (Decide may be called several
-// times in one run while a wedge is being confirmed).
+// times in one run while a wedge is being confirmed). Unknown runs count towards
+// blind until a run sees the scheduler fine; the bad runs of an open episode do not
+// reset the count, or a wedge seen only every other run would never be blind.
 func CountRun(s *state.State, verdict Verdict) {
-	if verdict == Unknown {
+	switch verdict {
+	case Unknown:
 		s.UnknownRuns++
-	} else {
+	case Wedged, Degraded:
+	default:
 		s.UnknownRuns = 0
 	}
+}
+
+// RunFailed books a run that observed nothing (the pods could not be listed, or
+// the run failed before its decision was written) like an unknown for every pod:
+// the gap it leaves is not counted towards a wedge, and confirmation starts over.
+func RunFailed(s *state.State) {
+	for _, ps := range s.Pods {
+		if ps.Bad != nil {
+			pause(ps)
+		}
+	}
+}
+
+// newerRecord reports whether another run observed this pod after now: its record
+// stands, and an older observation never rewinds it.
+func newerRecord(s *state.State, uid string, now time.Time) bool {
+	ps := s.Pods[uid]
+	return ps != nil && ps.LastSeen.After(now)
+}
+
+// supersededTarget reports a pod whose newest record comes from a later observation
+// than this one (this run's write lost to a run that observed later, or the pod
+// was forgotten by it): the later record is the truth, this run does not act on it.
+func supersededTarget(p Pod, ps *state.Pod) Target {
+	t := Target{Pod: p.Name, UID: p.UID, Judged: true, Action: None, Verdict: Unknown}
+	if ps == nil {
+		t.Reason = "another run observed later and no longer lists this pod: its record stands"
+		return t
+	}
+	if ps.LastVerdict != "" {
+		t.Verdict = Verdict(ps.LastVerdict)
+	}
+	t.Reason = fmt.Sprintf("another run observed this pod later (at %s, %s): its record stands", ps.LastSeen.UTC().Format(time.RFC3339), t.Verdict)
+	if ps.Bad != nil {
+		since := ps.Bad.Since
+		t.BadSince, t.BadFor, t.Evidence = &since, ps.Bad.For, Evidence(ps.Bad.Evidence)
+	}
+	return t
 }
 
 type candidate struct {
@@ -146,14 +200,15 @@ func HolderIs(holder, pod string) bool {
 func forgetGonePods(s *state.State, present map[string]bool, now time.Time) {
 	for i := range s.Restarts {
 		r := &s.Restarts[i]
-		if r.Outcome == state.RestartClaimed && !present[r.UID] {
+		if r.Outcome == state.RestartClaimed && !present[r.UID] && !newerRecord(s, r.UID, now) {
 			r.Outcome = state.RestartDone
 			r.DoneAt = &now
 			r.Error = "the run that claimed this restart did not record it; the pod was gone when checked again"
 		}
 	}
 	for _, uid := range slices.Sorted(maps.Keys(s.Pods)) {
-		if present[uid] {
+		if present[uid] || s.Pods[uid].LastSeen.After(now) {
+			// Listed, or seen by a run that observed after this one: not gone.
 			continue
 		}
 		ps := s.Pods[uid]
@@ -214,6 +269,12 @@ func judgePod(p Pod, obs Observation, s *state.State, cfg Config, judgedCount in
 
 	verdict, reason, evidence, noBaseline := judge(p, obs, ps, cfg, prevVerdict)
 	t.Verdict, t.Reason, t.NoBaseline = verdict, reason, noBaseline
+	if p.Sample != nil && p.ScrapeErr == nil {
+		t.Warnings = append(t.Warnings, p.Sample.Warnings...)
+		if ready, serving := p.Sample.Ready(), obs.Expected.Serving; verdict != Unknown && verdict != Starting && obs.ExpectedErr == nil && ready > serving {
+			t.Warnings = append(t.Warnings, fmt.Sprintf("the scheduler counts %d ready node(s) but the API server lists only %d serving: check --nodes-service and --nodes-port, or the count is stale", ready, serving))
+		}
+	}
 	if !p.StartedAt.IsZero() {
 		t.Age = now.Sub(p.StartedAt)
 	}
@@ -230,9 +291,7 @@ func judgePod(p Pod, obs Observation, s *state.State, cfg Config, judgedCount in
 	case Unknown:
 		ps.Unknowns++
 		if ps.Bad != nil {
-			// Ready may have come back unseen: confirmation starts over.
-			ps.Bad.StrongSince = nil
-			ps.Bad.Evidence = string(Weak)
+			pause(ps)
 		}
 	case Wedged, Degraded:
 		ps.Unknowns = 0
@@ -246,11 +305,17 @@ func judgePod(p Pod, obs Observation, s *state.State, cfg Config, judgedCount in
 			// Degraded became wedged (or back): the history shows both episodes.
 			endEpisode(s, p.UID, ps, now, "became "+string(verdict))
 		}
-		advanceWedgeClock(ps, verdict, evidence, prevVerdict, baseline, now, t)
+		advanceWedgeClock(ps, verdict, evidence, prevVerdict, baseline, obs, cfg, t)
+		if s.Backoff != nil {
+			s.Backoff.HealthySince = nil
+		}
 	default:
 		ps.Unknowns = 0
 		if ps.Bad != nil {
 			endEpisode(s, p.UID, ps, now, "recovered")
+		}
+		if verdict == Healthy {
+			endBackoffAfterHealthyHour(s, now, cfg)
 		}
 		// A claim left by a crashed run is moot once the pod is fine.
 		if r := s.RestartFor(p.UID); r != nil && r.Outcome == state.RestartClaimed {
@@ -320,10 +385,10 @@ func judge(p Pod, obs Observation, ps *state.Pod, cfg Config, prevVerdict Verdic
 
 // weigh compares the scrape with the previous observation of the same process.
 func weigh(p Pod, ps *state.Pod, cfg Config) (Evidence, string, bool) {
-	if cfg.MaxWatchAge > 0 && p.Sample.WatchAge != nil {
-		if age := time.Duration(*p.Sample.WatchAge * float64(time.Second)); age > cfg.MaxWatchAge {
-			return Strong, fmt.Sprintf("the discovery watch saw no event for %s (> --max-watch-age %s)", ShortDuration(age), ShortDuration(cfg.MaxWatchAge)), false
-		}
+	// Compared in float seconds: an age of years (a watch that never delivered an
+	// event) overflows a time.Duration, and is exactly the case to catch.
+	if age := p.Sample.WatchAge; cfg.MaxWatchAge > 0 && age != nil && *age > cfg.MaxWatchAge.Seconds() {
+		return Strong, fmt.Sprintf("the discovery watch saw no event for %s (> --max-watch-age %s)", ageString(*age), ShortDuration(cfg.MaxWatchAge)), false
 	}
 	cur := p.Sample.HeartbeatRejected
 	if ps.Bad != nil && ps.Bad.BaselineRejected != nil && cur > *ps.Bad.BaselineRejected {
@@ -350,15 +415,28 @@ func pauseClock(s *state.State, p Pod) {
 	if ps == nil || ps.Bad == nil {
 		return
 	}
+	pause(ps)
+}
+
+// pause is what an observation without information does to a bad episode: the
+// clock does not run across it (the next bad observation does not add the gap),
+// and both confirmations start over, since ready may have come back unseen.
+func pause(ps *state.Pod) {
 	ps.LastVerdict = string(Unknown)
 	ps.Bad.StrongSince = nil
 	ps.Bad.Evidence = string(Weak)
+	ps.Bad.RunSince = nil
+	if ps.Bad.ConfirmedRun != nil {
+		ps.Bad.PausedSince = true
+	}
 }
 
 // advanceWedgeClock extends or starts the bad episode. The clock only advances
 // between two consecutive observations with the same bad verdict; an unknown in
-// between pauses it (that gap is not counted).
-func advanceWedgeClock(ps *state.Pod, verdict Verdict, evidence Evidence, prevVerdict Verdict, baseline uint64, now time.Time, t Target) {
+// between pauses it (that gap is not counted). It also keeps the in-run streak: the
+// restart that the episode may make due must be confirmed by this run's samples.
+func advanceWedgeClock(ps *state.Pod, verdict Verdict, evidence Evidence, prevVerdict Verdict, baseline uint64, obs Observation, cfg Config, t Target) {
+	now := obs.At
 	if ps.Bad == nil || ps.Bad.Kind != string(verdict) {
 		ps.Bad = &state.Bad{Kind: string(verdict), Since: now, Last: now, BaselineRejected: &baseline}
 	} else {
@@ -366,6 +444,24 @@ func advanceWedgeClock(ps *state.Pod, verdict Verdict, evidence Evidence, prevVe
 			ps.Bad.For += state.Duration(now.Sub(ps.Bad.Last))
 		}
 		ps.Bad.Last = now
+	}
+	bad := ps.Bad
+	if bad.RunSince == nil || !bad.Run.Equal(obs.RunStart) {
+		at := now
+		bad.RunSince, bad.Run = &at, obs.RunStart
+	}
+	if cfg.ConfirmWindow > 0 && now.Sub(*bad.RunSince) >= cfg.ConfirmWindow &&
+		(bad.ConfirmedRun == nil || !bad.ConfirmedRun.Equal(bad.Run)) {
+		// First in-run confirmation of this run. It chains with an earlier run's
+		// only across a pause: with no pause in between, the clock ran and the
+		// duration path already counts the time.
+		if bad.ConfirmedRun != nil && bad.PausedSince {
+			bad.ConfirmedRuns++
+		} else {
+			bad.ConfirmedRuns = 1
+		}
+		run := bad.Run
+		bad.ConfirmedRun, bad.PausedSince = &run, false
 	}
 	if evidence == Strong && ps.Bad.StrongSince == nil {
 		at := now
@@ -393,118 +489,283 @@ const (
 	gateRollout  = "rollout"
 	gateBudget   = "budget"
 	gateDegraded = "restart-on-degraded"
+	// gateConsistent: a restart is never made on lists from the watch cache.
+	gateConsistent = "consistent-read"
+	// GateBackoff holds restarts back after restarts that did not heal.
+	GateBackoff = "backoff"
 )
 
 // decideAction runs the restart gates for a wedged or degraded pod.
 func decideAction(t *Target, p Pod, obs Observation, s *state.State, ps *state.Pod, cfg Config, judgedCount int) {
 	now := obs.At
-	bad := ps.Bad
 	t.Gates = append(t.Gates, Gate{Name: gateStartup, OK: true,
 		Detail: fmt.Sprintf("started %s ago ≥ %s", ShortDuration(t.Age), ShortDuration(cfg.StartupGrace))})
-
-	dueByDuration := bad.For.D() >= cfg.WedgedFor
-	confirmedFor := time.Duration(0)
-	if bad.StrongSince != nil {
-		confirmedFor = now.Sub(*bad.StrongSince)
-	}
-	// The confirm-window path is for wedges only: a degraded scheduler still serves
-	// some nodes, and is restarted (with --restart-on-degraded) after --wedged-for.
-	fastPath := cfg.ConfirmWindow > 0 && bad.StrongSince != nil && bad.Kind == string(Wedged)
-	dueByStrong := fastPath && confirmedFor >= cfg.ConfirmWindow
-	switch {
-	case dueByDuration:
-		t.Gates = append(t.Gates, Gate{Name: gateDuration, OK: true, Detail: fmt.Sprintf("%s %s ≥ %s", bad.Kind, ShortDuration(bad.For.D()), ShortDuration(cfg.WedgedFor))})
-	case dueByStrong:
-		t.Gates = append(t.Gates, Gate{Name: gateDuration, OK: true, Detail: fmt.Sprintf("strong evidence held %s ≥ confirm window %s, ready never back", ShortDuration(confirmedFor), ShortDuration(cfg.ConfirmWindow))})
-	default:
-		detail := fmt.Sprintf("%s %s < %s", bad.Kind, ShortDuration(bad.For.D()), ShortDuration(cfg.WedgedFor))
-		if fastPath {
-			detail += fmt.Sprintf("; strong evidence held %s < confirm window %s", ShortDuration(confirmedFor), ShortDuration(cfg.ConfirmWindow))
-			t.Confirming = true
-		}
-		t.Gates = append(t.Gates, Gate{Name: gateDuration, OK: false, Detail: detail})
-		t.Action = Wait
+	if !dueGate(t, ps.Bad, now, cfg) {
 		return
 	}
-
-	if bad.Kind == string(Degraded) && !cfg.RestartOnDegraded {
+	if ps.Bad.Kind == string(Degraded) && !cfg.RestartOnDegraded {
 		t.Gates = append(t.Gates, Gate{Name: gateDegraded, OK: false, Detail: "degraded pods are alerted, not restarted (--restart-on-degraded=false)"})
 		t.Action = None
 		return
 	}
 
 	blocked := false
-	gate := func(name string, ok bool, detail string) {
-		t.Gates = append(t.Gates, Gate{Name: name, OK: ok, Detail: detail})
-		if !ok {
+	gate := func(g Gate) {
+		t.Gates = append(t.Gates, g)
+		if !g.OK {
 			blocked = true
 		}
 	}
-
-	if r := s.RestartFor(p.UID); r != nil {
-		switch r.Outcome {
-		case state.RestartDone:
-			gate(gateOnce, false, fmt.Sprintf("already restarted at %s (%s); waiting for the replacement", r.ClaimedAt.UTC().Format(time.RFC3339), r.Method))
-		case state.RestartClaimed:
-			if r.ResumedAt != nil && now.Sub(*r.ResumedAt) < cfg.ClaimTimeout {
-				gate(gateOnce, false, fmt.Sprintf("restart claimed at %s, taken over at %s by another run, which may still be acting", r.ClaimedAt.UTC().Format(time.RFC3339), r.ResumedAt.UTC().Format(time.RFC3339)))
-				break
-			}
-			if now.Sub(r.ClaimedAt) < cfg.ClaimTimeout {
-				gate(gateOnce, false, fmt.Sprintf("restart claimed at %s by another run, which may still be acting", r.ClaimedAt.UTC().Format(time.RFC3339)))
-				break
-			}
-			t.Resume = true
-			gate(gateOnce, true, fmt.Sprintf("restart claimed at %s by a run that did not finish it: completing that restart", r.ClaimedAt.UTC().Format(time.RFC3339)))
-		default:
-			gate(gateOnce, true, fmt.Sprintf("earlier attempt at %s %s", r.ClaimedAt.UTC().Format(time.RFC3339), r.Outcome))
-		}
-	} else {
-		gate(gateOnce, true, "no restart yet for this pod")
-	}
-
+	gate(onceGate(t, p, s, now, cfg))
 	if judgedCount > 1 {
-		gate(gateSingle, false, fmt.Sprintf("%d scheduler pods are judged and no --leader-lease is set: cannot tell which is the leader", judgedCount))
+		gate(Gate{Name: gateSingle, Detail: fmt.Sprintf("%d scheduler pods are judged and no --leader-lease is set: cannot tell which is the leader", judgedCount)})
 	} else {
-		gate(gateSingle, true, "one scheduler pod judged")
+		gate(Gate{Name: gateSingle, OK: true, Detail: "one scheduler pod judged"})
 	}
-
-	switch r := obs.Rollout; {
-	case r == nil:
-		gate(gateRollout, false, "Deployment not read yet")
-	case r.Err != nil:
-		gate(gateRollout, false, fmt.Sprintf("cannot read Deployment %s: %v", r.Name, r.Err))
-	case !r.Found && cfg.RestartMethod == MethodRollout:
-		gate(gateRollout, false, fmt.Sprintf("Deployment %s not found; the rollout method needs it", r.Name))
-	case !r.Found:
-		gate(gateRollout, true, fmt.Sprintf("Deployment %s not found; restarting the pod alone", r.Name))
-	case r.Paused:
-		gate(gateRollout, false, fmt.Sprintf("Deployment %s is paused", r.Name))
-	case r.InProgress:
-		gate(gateRollout, false, fmt.Sprintf("Deployment %s is mid-rollout: %s", r.Name, r.Detail))
-	case cfg.RestartMethod == MethodRollout && !ownedBy(p, r.Name):
-		// Rolling the Deployment would not replace this pod: the wedge would stay
-		// and count as restarted.
-		gate(gateRollout, false, fmt.Sprintf("pod %s is not run by Deployment %s (controller: %s %q); the rollout method would restart the wrong pods", p.Name, r.Name, orNone(p.ControllerKind), p.ControllerName))
-	default:
-		gate(gateRollout, true, fmt.Sprintf("Deployment %s is not rolling out", r.Name))
-	}
-
+	gate(rolloutGate(p, obs.Rollout, cfg))
 	if !t.Resume {
-		from := now.Add(-cfg.RestartWindow)
-		used := s.RestartsSince(from)
-		if used >= cfg.MaxRestarts {
-			gate(gateBudget, false, fmt.Sprintf("budget %d/%d used in the last %s; next slot %s", used, cfg.MaxRestarts, ShortDuration(cfg.RestartWindow), nextSlot(s, from, cfg)))
-		} else {
-			gate(gateBudget, true, fmt.Sprintf("budget %d/%d used in the last %s", used, cfg.MaxRestarts, ShortDuration(cfg.RestartWindow)))
+		// Completing an unfinished restart is not a new one: neither the back-off
+		// nor the budget holds it back.
+		if g, ok := backoffGate(t, p, ps, s, now, cfg); ok {
+			gate(g)
 		}
+		gate(budgetGate(s, now, cfg))
 	}
-
+	if !blocked {
+		gate(consistentGate(obs))
+	}
 	if blocked {
 		t.Action = Blocked
 		return
 	}
 	t.Action = Restart
+}
+
+// dueGate adds the wedged-for gate and reports whether a restart is due: by
+// --wedged-for (the clock across observations) or by strong evidence held over
+// --confirm-window, and either way confirmed inside this run: ready stayed bad for
+// --confirm-window of this run's samples. Two separate flaps five minutes apart are
+// then two short episodes, never a restart. Two runs confirmed in-run with only
+// unknown runs between them are due too (a wedge seen only every other run).
+func dueGate(t *Target, bad *state.Bad, now time.Time, cfg Config) bool {
+	inRun := time.Duration(0)
+	if bad.RunSince != nil {
+		inRun = now.Sub(*bad.RunSince)
+	}
+	// A degraded pod that is never restarted needs no in-run confirmation: its
+	// gate only decides when the alert says "alerted, not restarted".
+	confirmedInRun := cfg.ConfirmWindow <= 0 || inRun >= cfg.ConfirmWindow ||
+		(bad.Kind == string(Degraded) && !cfg.RestartOnDegraded)
+	strongFor := time.Duration(0)
+	if bad.StrongSince != nil {
+		strongFor = now.Sub(*bad.StrongSince)
+	}
+	// The confirm-window path is for wedges only: a degraded scheduler still serves
+	// some nodes, and is restarted (with --restart-on-degraded) after --wedged-for.
+	fastPath := cfg.ConfirmWindow > 0 && bad.StrongSince != nil && bad.Kind == string(Wedged)
+	ok := func(detail string) bool {
+		t.Gates = append(t.Gates, Gate{Name: gateDuration, OK: true, Detail: detail})
+		return true
+	}
+	inRunDetail := fmt.Sprintf("ready %s throughout %s of this run's samples", readyWord(bad), ShortDuration(inRun))
+	switch {
+	case bad.For.D() >= cfg.WedgedFor && confirmedInRun:
+		return ok(fmt.Sprintf("%s %s ≥ %s, %s", bad.Kind, ShortDuration(bad.For.D()), ShortDuration(cfg.WedgedFor), inRunDetail))
+	case fastPath && strongFor >= cfg.ConfirmWindow:
+		return ok(fmt.Sprintf("strong evidence held %s ≥ confirm window %s, ready never back", ShortDuration(strongFor), ShortDuration(cfg.ConfirmWindow)))
+	case cfg.ConfirmWindow > 0 && bad.ConfirmedRuns >= 2 && confirmedInRun:
+		return ok(fmt.Sprintf("confirmed in %d runs separated only by runs that could not see the scheduler; %s", bad.ConfirmedRuns, inRunDetail))
+	}
+
+	detail := fmt.Sprintf("%s %s < %s", bad.Kind, ShortDuration(bad.For.D()), ShortDuration(cfg.WedgedFor))
+	if bad.For.D() >= cfg.WedgedFor {
+		detail = fmt.Sprintf("%s %s ≥ %s, confirming in this run: %s < confirm window %s", bad.Kind, ShortDuration(bad.For.D()), ShortDuration(cfg.WedgedFor), inRunDetail, ShortDuration(cfg.ConfirmWindow))
+	}
+	var due []time.Duration
+	if fastPath {
+		detail += fmt.Sprintf("; strong evidence held %s < confirm window %s", ShortDuration(strongFor), ShortDuration(cfg.ConfirmWindow))
+		t.Confirming = true
+		due = append(due, cfg.ConfirmWindow-strongFor)
+	}
+	if bad.Kind == string(Wedged) || cfg.RestartOnDegraded {
+		due = append(due, max(cfg.WedgedFor-bad.For.D(), cfg.ConfirmWindow-inRun))
+		if cfg.ConfirmWindow > 0 && inRun < cfg.ConfirmWindow {
+			// Confirmed in-run, this run can chain with a later one across
+			// unknown runs (the "confirmed in 2 runs" path).
+			due = append(due, cfg.ConfirmWindow-inRun)
+		}
+	}
+	if len(due) > 0 {
+		d := max(slices.Min(due), 0)
+		t.SampleFor = &d
+	}
+	t.Gates = append(t.Gates, Gate{Name: gateDuration, OK: false, Detail: detail})
+	t.Action = Wait
+	return false
+}
+
+func readyWord(bad *state.Bad) string {
+	if bad.Kind == string(Degraded) {
+		return "below the serving nodes"
+	}
+	return "0"
+}
+
+// onceGate refuses a second restart of one pod. A restart already done, or under
+// way in another run, is reported as in progress: not a blocked restart, so nobody
+// is paged, until the replacement had its startup grace (and a confirm window) to
+// take over and the old pod is still here and bad.
+func onceGate(t *Target, p Pod, s *state.State, now time.Time, cfg Config) Gate {
+	r := s.RestartFor(p.UID)
+	if r == nil {
+		return Gate{Name: gateOnce, OK: true, Detail: "no restart yet for this pod"}
+	}
+	claimed := r.ClaimedAt.UTC().Format(time.RFC3339)
+	switch r.Outcome {
+	case state.RestartDone:
+		done := r.ClaimedAt
+		if r.DoneAt != nil {
+			done = *r.DoneAt
+		}
+		if grace := cfg.StartupGrace + cfg.ConfirmWindow; now.Sub(done) < grace {
+			return Gate{Name: gateOnce, InProgress: true, Detail: fmt.Sprintf("restart already in progress: %s at %s; the replacement has until %s to take over",
+				r.Method, done.UTC().Format(time.RFC3339), done.Add(grace).UTC().Format(time.RFC3339))}
+		}
+		return Gate{Name: gateOnce, Detail: fmt.Sprintf("already restarted at %s (%s), and this pod is still running and bad %s later: the restart did not replace it",
+			claimed, r.Method, ShortDuration(now.Sub(done)))}
+	case state.RestartClaimed:
+		if r.ResumedAt != nil && now.Sub(*r.ResumedAt) < cfg.ClaimTimeout {
+			return Gate{Name: gateOnce, InProgress: true, Detail: fmt.Sprintf("restart already in progress: claimed at %s, taken over at %s by another run, which may still be acting", claimed, r.ResumedAt.UTC().Format(time.RFC3339))}
+		}
+		if now.Sub(r.ClaimedAt) < cfg.ClaimTimeout {
+			return Gate{Name: gateOnce, InProgress: true, Detail: fmt.Sprintf("restart already in progress: claimed at %s by another run, which may still be acting", claimed)}
+		}
+		t.Resume = true
+		return Gate{Name: gateOnce, OK: true, Detail: fmt.Sprintf("restart claimed at %s by a run that did not finish it: completing that restart", claimed)}
+	default:
+		return Gate{Name: gateOnce, OK: true, Detail: fmt.Sprintf("earlier attempt at %s %s", claimed, r.Outcome)}
+	}
+}
+
+// consistentGate lets a restart through only on lists read with a consistent read.
+// While none was attempted the refusal is a step of the pass, not a blocked
+// restart: the caller reads again and decides again.
+func consistentGate(obs Observation) Gate {
+	switch {
+	case obs.Consistent:
+		return Gate{Name: gateConsistent, OK: true, Detail: "pods and EndpointSlices re-read with a consistent read"}
+	case obs.ConsistentErr != nil:
+		return Gate{Name: gateConsistent, Detail: fmt.Sprintf("cannot re-read the pods and EndpointSlices with a consistent read: %v", obs.ConsistentErr)}
+	default:
+		return Gate{Name: gateConsistent, InProgress: true, Detail: "pods and EndpointSlices were read from the API server's watch cache: re-reading them with a consistent read"}
+	}
+}
+
+func rolloutGate(p Pod, r *Rollout, cfg Config) Gate {
+	g := Gate{Name: gateRollout}
+	switch {
+	case r == nil:
+		g.Detail = "Deployment not read yet"
+	case r.Err != nil:
+		g.Detail = fmt.Sprintf("cannot read Deployment %s: %v", r.Name, r.Err)
+	case !r.Found && cfg.RestartMethod == MethodRollout:
+		g.Detail = fmt.Sprintf("Deployment %s not found; the rollout method needs it", r.Name)
+	case !r.Found:
+		g.OK, g.Detail = true, fmt.Sprintf("Deployment %s not found; restarting the pod alone", r.Name)
+	case r.Paused:
+		g.Detail = fmt.Sprintf("Deployment %s is paused", r.Name)
+	case r.InProgress:
+		g.Detail = fmt.Sprintf("Deployment %s is mid-rollout: %s", r.Name, r.Detail)
+	case cfg.RestartMethod == MethodRollout && !ownedBy(p, r.Name):
+		// Rolling the Deployment would not replace this pod: the wedge would stay
+		// and count as restarted.
+		g.Detail = fmt.Sprintf("pod %s is not run by Deployment %s (controller: %s %q); the rollout method would restart the wrong pods", p.Name, r.Name, orNone(p.ControllerKind), p.ControllerName)
+	default:
+		g.OK, g.Detail = true, fmt.Sprintf("Deployment %s is not rolling out", r.Name)
+	}
+	return g
+}
+
+func budgetGate(s *state.State, now time.Time, cfg Config) Gate {
+	from := now.Add(-cfg.RestartWindow)
+	used := s.RestartsSince(from)
+	if used >= cfg.MaxRestarts {
+		return Gate{Name: gateBudget, Detail: fmt.Sprintf("budget %d/%d used in the last %s; next slot %s", used, cfg.MaxRestarts, ShortDuration(cfg.RestartWindow), nextSlot(s, from, cfg))}
+	}
+	return Gate{Name: gateBudget, OK: true, Detail: fmt.Sprintf("budget %d/%d used in the last %s", used, cfg.MaxRestarts, ShortDuration(cfg.RestartWindow))}
+}
+
+// backoffGate holds a restart back while restarts are not healing. A restart did
+// not heal when this pod is the replacement of a restarted one (it started after
+// that restart) and its wedge began within IneffectiveWithin of its start: the
+// cause is outside the scheduler (RBAC, the network to the nodes), and restarting
+// every window would only add churn. Each such restart doubles the wait before the
+// next one, up to BackoffMax; an hour of healthy observations ends the back-off.
+func backoffGate(t *Target, p Pod, ps *state.Pod, s *state.State, now time.Time, cfg Config) (Gate, bool) {
+	if cfg.IneffectiveWithin <= 0 {
+		return Gate{}, false
+	}
+	if r := replacedBy(s, p); r != nil && ps.Bad.Since.Sub(p.StartedAt) <= cfg.IneffectiveWithin {
+		b := s.Backoff
+		if b == nil {
+			b = &state.Backoff{}
+			s.Backoff = b
+		}
+		b.Ineffective++
+		wait := cfg.BackoffBase << min(b.Ineffective-1, 16)
+		if wait <= 0 || wait > cfg.BackoffMax {
+			wait = cfg.BackoffMax
+		}
+		b.LastRestartAt, b.NotBefore, b.HealthySince = r.ClaimedAt, r.ClaimedAt.Add(wait), nil
+		b.Reason = fmt.Sprintf("the %s of pod %s at %s did not heal the scheduler: its replacement %s started %s later and was %s again %s after it started; the cause is likely outside the scheduler (its RBAC for EndpointSlices, the network to the nodes)",
+			r.Method, r.Pod, r.ClaimedAt.UTC().Format(time.RFC3339), p.Name, ShortDuration(p.StartedAt.Sub(r.ClaimedAt)), ps.Bad.Kind, ShortDuration(ps.Bad.Since.Sub(p.StartedAt)))
+		r.Ineffective = b.Reason
+		t.Ineffective = b.Reason
+	}
+	b := s.Backoff
+	if b == nil || b.Ineffective == 0 {
+		return Gate{}, false
+	}
+	if now.Before(b.NotBefore) {
+		if t.Ineffective == "" {
+			t.Ineffective = b.Reason
+		}
+		return Gate{Name: GateBackoff, Detail: fmt.Sprintf("%d restart(s) in a row did not heal; backing off: next restart not before %s", b.Ineffective, b.NotBefore.UTC().Format(time.RFC3339))}, true
+	}
+	return Gate{Name: GateBackoff, OK: true, Detail: fmt.Sprintf("%d restart(s) in a row did not heal; the back-off ended at %s", b.Ineffective, b.NotBefore.UTC().Format(time.RFC3339))}, true
+}
+
+// replacedBy returns the latest restart, done and not yet judged, that this pod's
+// process replaces: another pod restarted before this process started.
+func replacedBy(s *state.State, p Pod) *state.Restart {
+	for i := len(s.Restarts) - 1; i >= 0; i-- {
+		r := &s.Restarts[i]
+		if r.Outcome != state.RestartDone || r.UID == p.UID {
+			continue
+		}
+		if r.Ineffective != "" || p.StartedAt.Before(r.ClaimedAt) {
+			return nil
+		}
+		return r
+	}
+	return nil
+}
+
+// endBackoffAfterHealthyHour ends the back-off once the scheduler stayed healthy for
+// BackoffReset: the restarts that did not heal are then history.
+func endBackoffAfterHealthyHour(s *state.State, now time.Time, cfg Config) {
+	b := s.Backoff
+	if b == nil {
+		return
+	}
+	if b.HealthySince == nil {
+		at := now
+		b.HealthySince = &at
+		return
+	}
+	if now.Sub(*b.HealthySince) >= cfg.BackoffReset {
+		s.Backoff = nil
+	}
 }
 
 // ownedBy reports whether a pod's controller is a ReplicaSet of the Deployment:
@@ -567,7 +828,7 @@ func summarize(targets []Target, runProblem string) (Verdict, Action, string) {
 func GateSummary(t Target) string {
 	var parts []string
 	for _, g := range t.Gates {
-		if g.Name == gateStartup || (g.OK && (g.Name == gateOnce || g.Name == gateSingle)) {
+		if g.Name == gateStartup || (g.OK && (g.Name == gateOnce || g.Name == gateSingle || g.Name == gateConsistent)) {
 			continue
 		}
 		mark := ""
@@ -577,6 +838,14 @@ func GateSummary(t Target) string {
 		parts = append(parts, mark+g.Detail)
 	}
 	return strings.Join(append(parts, "→ "+string(t.Action)), "; ")
+}
+
+// ageString prints an age in seconds, as a duration while one can hold it.
+func ageString(seconds float64) string {
+	if seconds < float64(math.MaxInt64/int64(time.Second)) {
+		return ShortDuration(time.Duration(seconds * float64(time.Second)))
+	}
+	return fmt.Sprintf("%.3gs", seconds)
 }
 
 // ShortDuration prints 7m12s rather than 7m12.345678s, and 4m rather than 4m0s.

@@ -41,13 +41,43 @@ func schedPod(name, uid string, s *scrape.Sample) Pod {
 		ControllerKind: "ReplicaSet", ControllerName: "agentenv-scheduler-7d9c4"}
 }
 
+// observe is one observation that is a run of its own (RunStart = at), with
+// consistent lists; inRun puts an observation inside an earlier run.
 func observe(at time.Time, expected int, pods ...Pod) Observation {
 	return Observation{
-		At:       at,
-		Expected: endpoints.Count{Serving: expected},
-		Pods:     pods,
-		Rollout:  &Rollout{Name: "agentenv-scheduler", Found: true},
+		At:         at,
+		RunStart:   at,
+		Expected:   endpoints.Count{Serving: expected, AllSlices: 1, Slices: 1},
+		Pods:       pods,
+		Rollout:    &Rollout{Name: "agentenv-scheduler", Found: true},
+		Consistent: true,
 	}
+}
+
+func inRun(start time.Time, o Observation) Observation {
+	o.RunStart = start
+	return o
+}
+
+// confirmedRun is one run starting at start that samples every 15 s for the
+// confirm window, as a run does while a restart becomes due: every sample but the
+// last waits, the last is want (its obs is filled in).
+func confirmedRun(cfg Config, start time.Time, at func(time.Time) Observation, want step) []step {
+	var steps []step
+	for d := time.Duration(0); d < cfg.ConfirmWindow; d += 15 * time.Second {
+		steps = append(steps, step{obs: inRun(start, at(start.Add(d))), verdict: want.verdict, action: Wait})
+	}
+	want.obs = inRun(start, at(start.Add(cfg.ConfirmWindow)))
+	return append(steps, want)
+}
+
+// decideRun decides the samples of one such run and returns the last decision.
+func decideRun(cfg Config, s *state.State, start time.Time, at func(time.Time) Observation) (*state.State, Result) {
+	var r Result
+	for d := time.Duration(0); d <= cfg.ConfirmWindow; d += 15 * time.Second {
+		s, r = Decide(inRun(start, at(start.Add(d))), s, cfg)
+	}
+	return s, r
 }
 
 // step is one run: an observation and what the decision must say.
@@ -172,17 +202,50 @@ func TestWedgedForEdges(t *testing.T) {
 			{obs: wedged(t0.Add(cfg.WedgedFor-time.Second), 0), verdict: Wedged, action: Wait, reasonHas: "wedged 3m59s < 4m"},
 		})
 	})
-	t.Run("exactly wedged-for restarts", func(t *testing.T) {
+	at := func(at time.Time) Observation { return wedged(at, 0) }
+	t.Run("exactly wedged-for, confirmed in the run, restarts", func(t *testing.T) {
+		runSteps(t, cfg, nil, append([]step{{obs: wedged(t0, 0), verdict: Wedged, action: Wait}},
+			confirmedRun(cfg, t0.Add(cfg.WedgedFor-cfg.ConfirmWindow), at,
+				step{verdict: Wedged, action: Restart, reasonHas: "wedged 4m ≥ 4m, ready 0 throughout 1m30s of this run's samples"})...))
+	})
+	t.Run("wedged-for one second short, confirmed in the run, waits", func(t *testing.T) {
+		runSteps(t, cfg, nil, append([]step{{obs: wedged(t0, 0), verdict: Wedged, action: Wait}},
+			confirmedRun(cfg, t0.Add(cfg.WedgedFor-cfg.ConfirmWindow-time.Second), at,
+				step{verdict: Wedged, action: Wait, reasonHas: "wedged 3m59s < 4m"})...))
+	})
+	t.Run("wedged-for long past but one sample short of the confirm window waits", func(t *testing.T) {
+		start := t0.Add(5 * time.Minute)
 		runSteps(t, cfg, nil, []step{
 			{obs: wedged(t0, 0), verdict: Wedged, action: Wait},
-			{obs: wedged(t0.Add(cfg.WedgedFor), 0), verdict: Wedged, action: Restart, reasonHas: "wedged 4m ≥ 4m"},
+			{obs: inRun(start, wedged(start, 0)), verdict: Wedged, action: Wait, reasonHas: "confirming in this run: ready 0 throughout 0s"},
+			{obs: inRun(start, wedged(start.Add(cfg.ConfirmWindow-15*time.Second), 0)), verdict: Wedged, action: Wait, reasonHas: "1m15s of this run's samples < confirm window 1m30s",
+				check: func(t *testing.T, _ *state.State, r Result) {
+					if d := r.Targets[0].SampleFor; d == nil || *d != 15*time.Second {
+						t.Errorf("due in %v, want 15s: the run must know one more sample makes it due", d)
+					}
+				}},
 		})
 	})
 	t.Run("two cron runs even when the second fires early", func(t *testing.T) {
-		runSteps(t, cfg, nil, []step{
+		runSteps(t, cfg, nil, append([]step{{obs: wedged(t0, 0), verdict: Wedged, action: Wait}},
+			confirmedRun(cfg, t0.Add(5*time.Minute-50*time.Second), at, step{verdict: Wedged, action: Restart, reasonHas: "weak evidence"})...))
+	})
+	// Issue: the duration path restarted on two single samples. Two separate
+	// API-server flaps five minutes apart (a control-plane upgrade) must not
+	// restart a scheduler that heals itself both times.
+	t.Run("two flaps five minutes apart are not restarted", func(t *testing.T) {
+		second := t0.Add(5 * time.Minute)
+		s := runSteps(t, cfg, nil, []step{
+			{obs: observe(t0.Add(-5*time.Minute), 3, schedPod("sched-a", "uid-a", sample(3, 0))), verdict: Healthy, action: None},
 			{obs: wedged(t0, 0), verdict: Wedged, action: Wait},
-			{obs: wedged(t0.Add(5*time.Minute-50*time.Second), 0), verdict: Wedged, action: Restart, reasonHas: "weak evidence"},
+			{obs: inRun(second, wedged(second, 0)), verdict: Wedged, action: Wait},
+			{obs: inRun(second, wedged(second.Add(15*time.Second), 0)), verdict: Wedged, action: Wait},
+			{obs: inRun(second, wedged(second.Add(30*time.Second), 0)), verdict: Wedged, action: Wait},
+			{obs: inRun(second, observe(second.Add(45*time.Second), 3, schedPod("sched-a", "uid-a", sample(3, 0)))), verdict: Healthy, action: None},
 		})
+		if len(s.Episodes) != 1 || s.Episodes[0].Outcome != "recovered" {
+			t.Errorf("the flaps must end as a recovered episode: %+v", s.Episodes)
+		}
 	})
 	t.Run("a healthy run in between starts over", func(t *testing.T) {
 		s := runSteps(t, cfg, nil, []step{
@@ -206,7 +269,7 @@ func TestUnknownPausesTheWedgeClock(t *testing.T) {
 		p.ScrapeErr = &scrape.Error{Kind: scrape.KindHTTPStatus, Err: errors.New("500")}
 		return observe(at, 3, p)
 	}
-	runSteps(t, cfg, nil, []step{
+	runSteps(t, cfg, nil, append([]step{
 		{obs: wedged(t0), verdict: Wedged, action: Wait},
 		{obs: blind(t0.Add(5 * time.Minute)), verdict: Unknown, action: None, check: func(t *testing.T, s *state.State, _ Result) {
 			bad := s.Pods["uid-a"].Bad
@@ -219,12 +282,11 @@ func TestUnknownPausesTheWedgeClock(t *testing.T) {
 		}},
 		// The gap around the unknown does not count: still 0 after it.
 		{obs: wedged(t0.Add(10 * time.Minute)), verdict: Wedged, action: Wait, reasonHas: "wedged 0s < 4m"},
-		{obs: wedged(t0.Add(15 * time.Minute)), verdict: Wedged, action: Restart, check: func(t *testing.T, s *state.State, r Result) {
-			if got := r.Targets[0].BadSince; got == nil || !got.Equal(t0) {
-				t.Errorf("the episode still began at the first wedged observation: %v", got)
-			}
-		}},
-	})
+	}, confirmedRun(cfg, t0.Add(15*time.Minute), wedged, step{verdict: Wedged, action: Restart, check: func(t *testing.T, s *state.State, r Result) {
+		if got := r.Targets[0].BadSince; got == nil || !got.Equal(t0) {
+			t.Errorf("the episode still began at the first wedged observation: %v", got)
+		}
+	}})...))
 }
 
 func TestFreshClock(t *testing.T) {
@@ -286,10 +348,9 @@ func TestSeveralPods(t *testing.T) {
 	a := func(at time.Time) Pod { return schedPod("sched-a", "uid-a", sample(0, 0)) }
 	b := func(at time.Time) Pod { return schedPod("sched-b", "uid-b", sample(0, 0)) }
 	t.Run("no lease: all judged, restart blocked", func(t *testing.T) {
-		runSteps(t, cfg, nil, []step{
-			{obs: observe(t0, 3, a(t0), b(t0)), verdict: Wedged, action: Wait},
-			{obs: observe(t0.Add(5*time.Minute), 3, a(t0), b(t0)), verdict: Wedged, action: Blocked, reasonHas: "no --leader-lease"},
-		})
+		both := func(at time.Time) Observation { return observe(at, 3, a(at), b(at)) }
+		runSteps(t, cfg, nil, append([]step{{obs: both(t0), verdict: Wedged, action: Wait}},
+			confirmedRun(cfg, t0.Add(5*time.Minute), both, step{verdict: Wedged, action: Blocked, reasonHas: "no --leader-lease"})...))
 	})
 	t.Run("no lease: worst pod wins the summary", func(t *testing.T) {
 		runSteps(t, cfg, nil, []step{{obs: observe(t0, 3, schedPod("sched-a", "uid-a", sample(3, 0)), b(t0)), verdict: Wedged, action: Wait, reasonHas: "sched-b"}})
@@ -362,7 +423,8 @@ func TestSeveralPods(t *testing.T) {
 			o.Leader = &Leader{Holder: "sched-a", RenewedAt: t0.Add(renewed), Duration: duration}
 			return o
 		}
-		runSteps(t, cfg, nil, []step{
+		renewed := func(when time.Time) Observation { return at(when.Sub(t0), when.Sub(t0)) }
+		runSteps(t, cfg, nil, append([]step{
 			{obs: at(0, 0), verdict: Wedged, action: Wait},
 			{obs: at(5*time.Minute, 0), verdict: Unknown, action: None, reasonHas: "expired"},
 			{obs: at(11*time.Minute, 11*time.Minute), verdict: Wedged, action: Wait, check: func(t *testing.T, s *state.State, r Result) {
@@ -370,8 +432,7 @@ func TestSeveralPods(t *testing.T) {
 					t.Errorf("wedged for %s right after the Lease came back; the leaderless gap was counted", r.Targets[0].BadFor.D())
 				}
 			}},
-			{obs: at(15*time.Minute, 15*time.Minute), verdict: Wedged, action: Restart},
-		})
+		}, confirmedRun(cfg, t0.Add(15*time.Minute), renewed, step{verdict: Wedged, action: Restart})...))
 	})
 	t.Run("a former leader's episode pauses while it is a standby", func(t *testing.T) {
 		cfg := cfg
@@ -398,7 +459,7 @@ func TestSeveralPods(t *testing.T) {
 
 func wedgedTwice(cfg Config, prev *state.State, o func(at time.Time) Observation) (*state.State, Result) {
 	s, _ := Decide(o(t0), prev, cfg)
-	return Decide(o(t0.Add(5*time.Minute)), s, cfg)
+	return decideRun(cfg, s, t0.Add(5*time.Minute), o)
 }
 
 func TestRestartGates(t *testing.T) {
@@ -456,7 +517,7 @@ func TestRestartGates(t *testing.T) {
 	t.Run("a fresh claim of another run blocks", func(t *testing.T) {
 		prev, _ := Decide(plain(t0), state.New(), cfg)
 		prev.Restarts = append(prev.Restarts, state.Restart{UID: "uid-a", ClaimedAt: t0.Add(5*time.Minute - 10*time.Second), Outcome: state.RestartClaimed})
-		_, r := Decide(plain(t0.Add(5*time.Minute)), prev, cfg)
+		_, r := decideRun(cfg, prev, t0.Add(5*time.Minute), plain)
 		if r.Action != Blocked || !strings.Contains(r.Reason, "may still be acting") {
 			t.Fatalf("%s: %s", r.Action, r.Reason)
 		}
@@ -465,7 +526,7 @@ func TestRestartGates(t *testing.T) {
 		prev, _ := Decide(plain(t0), state.New(), cfg)
 		resumed := t0.Add(5*time.Minute - 10*time.Second)
 		prev.Restarts = append(prev.Restarts, state.Restart{UID: "uid-a", ClaimedAt: t0.Add(-time.Hour), ResumedAt: &resumed, Outcome: state.RestartClaimed})
-		_, r := Decide(plain(t0.Add(5*time.Minute)), prev, cfg)
+		_, r := decideRun(cfg, prev, t0.Add(5*time.Minute), plain)
 		if r.Action != Blocked || r.Targets[0].Resume || !strings.Contains(r.Reason, "taken over") {
 			t.Fatalf("%s resume=%v: %s", r.Action, r.Targets[0].Resume, r.Reason)
 		}
@@ -628,8 +689,8 @@ func TestDegraded(t *testing.T) {
 	runSteps(t, cfg, nil, steps)
 
 	cfg.RestartOnDegraded = true
-	steps[2] = step{obs: at(10*time.Minute, 2, 5), verdict: Degraded, action: Restart}
-	runSteps(t, cfg, nil, steps)
+	degraded := func(at time.Time) Observation { return observe(at, 3, schedPod("sched-a", "uid-a", sample(2, 5))) }
+	runSteps(t, cfg, nil, append(steps[:2], confirmedRun(cfg, t0.Add(10*time.Minute), degraded, step{verdict: Degraded, action: Restart})...))
 }
 
 func TestDecideDoesNotModifyItsInput(t *testing.T) {
@@ -653,9 +714,19 @@ func TestCountRun(t *testing.T) {
 	if s.UnknownRuns != 2 {
 		t.Fatalf("unknown runs %d", s.UnknownRuns)
 	}
+	// The bad runs of an episode do not reset it (a wedge seen only every other
+	// run must still end up blind); a run that sees the scheduler fine does.
 	CountRun(s, Wedged)
-	if s.UnknownRuns != 0 {
-		t.Fatalf("a known verdict must reset the count, got %d", s.UnknownRuns)
+	CountRun(s, Degraded)
+	if s.UnknownRuns != 2 {
+		t.Fatalf("a bad run must not reset the count, got %d", s.UnknownRuns)
+	}
+	for _, fine := range []Verdict{Healthy, Starting, NoNodes} {
+		s.UnknownRuns = 2
+		CountRun(s, fine)
+		if s.UnknownRuns != 0 {
+			t.Fatalf("%s must reset the count, got %d", fine, s.UnknownRuns)
+		}
 	}
 }
 
@@ -668,14 +739,15 @@ func TestDegradedIsNotRestartedByTheConfirmWindow(t *testing.T) {
 	at := func(d time.Duration, ready int, rejected uint64) Observation {
 		return observe(t0.Add(d), 3, schedPod("sched-a", "uid-a", sample(ready, rejected)))
 	}
-	runSteps(t, cfg, nil, []step{
+	runSteps(t, cfg, nil, append([]step{
 		{obs: at(0, 2, 0), verdict: Healthy, action: None},
 		{obs: at(30*time.Second, 2, 4), verdict: Degraded, action: Wait},
 		{obs: at(60*time.Second, 2, 5), verdict: Degraded, action: Wait},
 		{obs: at(90*time.Second, 2, 6), verdict: Degraded, action: Wait},
 		{obs: at(2*time.Minute, 2, 7), verdict: Degraded, action: Wait, reasonHas: "degraded 1m30s < 4m"},
-		{obs: at(4*time.Minute+30*time.Second, 2, 8), verdict: Degraded, action: Restart},
-	})
+	}, confirmedRun(cfg, t0.Add(3*time.Minute), func(at time.Time) Observation {
+		return observe(at, 3, schedPod("sched-a", "uid-a", sample(2, 8)))
+	}, step{verdict: Degraded, action: Restart})...))
 }
 
 // A finished pod (phase Failed, e.g. Evicted, or Succeeded) stays listed until it is
@@ -687,16 +759,15 @@ func TestFinishedPodIsNotJudged(t *testing.T) {
 	evicted := schedPod("sched-old", "uid-old", nil)
 	evicted.Phase, evicted.Running, evicted.WaitingReason = "Failed", false, "terminated: Evicted"
 	live := func() Pod { return schedPod("sched-a", "uid-a", sample(0, 0)) }
-	runSteps(t, cfg, nil, []step{
-		{obs: observe(t0, 3, evicted, live()), verdict: Wedged, action: Wait},
-		{obs: observe(t0.Add(5*time.Minute), 3, evicted, live()), verdict: Wedged, action: Restart,
+	both := func(at time.Time) Observation { return observe(at, 3, evicted, live()) }
+	runSteps(t, cfg, nil, append([]step{{obs: both(t0), verdict: Wedged, action: Wait}},
+		confirmedRun(cfg, t0.Add(5*time.Minute), both, step{verdict: Wedged, action: Restart,
 			check: func(t *testing.T, s *state.State, r Result) {
 				for _, tg := range r.Targets {
 					if tg.UID == "uid-old" && (tg.Judged || tg.Action != None || !strings.Contains(tg.Reason, "Failed")) {
 						t.Errorf("finished pod: %+v", tg)
 					}
 				}
-			}},
-	})
+			}})...))
 	runSteps(t, cfg, nil, []step{{obs: observe(t0, 3, evicted, schedPod("sched-a", "uid-a", sample(3, 0))), verdict: Healthy, action: None}})
 }

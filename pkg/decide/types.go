@@ -74,7 +74,24 @@ type Config struct {
 	// ClaimTimeout is how long a restart claim may stay unfinished before a later
 	// run completes it: younger claims belong to a run that may still be acting.
 	ClaimTimeout time.Duration
+	// IneffectiveWithin: a restart did not heal when its replacement's wedge began
+	// within this long of the replacement's start (docs/design.md, "Ineffective
+	// restarts"). Zero turns the back-off off.
+	IneffectiveWithin time.Duration
+	// BackoffBase is the wait after the first ineffective restart, doubled after
+	// each further one up to BackoffMax; BackoffReset of healthy observations ends it.
+	BackoffBase  time.Duration
+	BackoffMax   time.Duration
+	BackoffReset time.Duration
 }
+
+// Back-off defaults: like CrashLoopBackOff, on the scale of a */5 CronJob.
+const (
+	DefaultIneffectiveWithin = 15 * time.Minute
+	DefaultBackoffBase       = 10 * time.Minute
+	DefaultBackoffMax        = 2 * time.Hour
+	DefaultBackoffReset      = time.Hour
+)
 
 // ClockSkewTolerance is how far in the future a container start may be before the
 // watchdog stops trusting the pod's clock.
@@ -83,6 +100,9 @@ const ClockSkewTolerance = time.Minute
 // Observation is everything one run saw.
 type Observation struct {
 	At time.Time
+	// RunStart identifies the run (pass) that took this observation: a restart
+	// must be confirmed by observations of one run (docs/design.md, "Confirmation").
+	RunStart time.Time
 	// Expected is the serving node count from the API server; ExpectedErr if unread.
 	Expected    endpoints.Count
 	ExpectedErr error
@@ -91,6 +111,12 @@ type Observation struct {
 	Leader *Leader
 	// Rollout is the Deployment's state; nil until read (see Result.NeedRollout).
 	Rollout *Rollout
+	// Consistent: the pods and EndpointSlices were listed with a consistent
+	// (quorum) read, not from the API server's watch cache, which can lag most
+	// precisely during API-server trouble. A restart needs one (Result.NeedConsistentRead);
+	// ConsistentErr is why it could not be had.
+	Consistent    bool
+	ConsistentErr error
 }
 
 // Pod is one scheduler pod as observed.
@@ -155,6 +181,10 @@ type Gate struct {
 	Name   string `json:"name"`
 	OK     bool   `json:"ok"`
 	Detail string `json:"detail"`
+	// InProgress marks a refusal because the restart is already done or under way
+	// (another run's claim, a replacement still starting): not a blocked restart,
+	// so it pages nobody.
+	InProgress bool `json:"inProgress,omitempty"`
 }
 
 // Target is the decision about one pod.
@@ -183,6 +213,54 @@ type Target struct {
 	ScrapeError string `json:"scrapeError,omitempty"`
 	// ScrapeKind classifies ScrapeError (timeout, http-status, ...).
 	ScrapeKind string `json:"scrapeErrorKind,omitempty"`
+	// Warnings are doubts that did not change the verdict (an optional gauge
+	// dropped, ready above the serving nodes listed).
+	Warnings []string `json:"warnings,omitempty"`
+	// SampleFor is how much longer sampling on is worth it in this run: until a
+	// restart can be due (the confirm window, the rest of --wedged-for), or until
+	// the wedge is confirmed in-run, which a later run can build on. The pass keeps
+	// sampling while it fits before its deadline.
+	SampleFor *time.Duration `json:"-"`
+	// Ineffective says why restarts are not healing this scheduler, while the
+	// back-off holds a restart back (or when it was first found): it is alerted as
+	// restart-ineffective.
+	Ineffective string `json:"restartIneffective,omitempty"`
+}
+
+// RestartInProgress reports a blocked target whose every refusing gate is a restart
+// already done or under way.
+func (t Target) RestartInProgress() bool {
+	if t.Action != Blocked {
+		return false
+	}
+	refused := 0
+	for _, g := range t.Gates {
+		if !g.OK {
+			if !g.InProgress {
+				return false
+			}
+			refused++
+		}
+	}
+	return refused > 0
+}
+
+// OnlyBackoff reports a blocked target held back by the ineffective-restart
+// back-off alone: restart-ineffective says so, restart-blocked would repeat it.
+func (t Target) OnlyBackoff() bool {
+	if t.Action != Blocked {
+		return false
+	}
+	refused := 0
+	for _, g := range t.Gates {
+		if !g.OK {
+			if g.Name != GateBackoff {
+				return false
+			}
+			refused++
+		}
+	}
+	return refused > 0
 }
 
 // Result is a whole run's decision.
@@ -194,4 +272,7 @@ type Result struct {
 	// NeedRollout asks the caller to read the Deployment and decide again: a
 	// restart is due and the rollout gate cannot be judged without it.
 	NeedRollout bool
+	// NeedConsistentRead asks the caller to observe again with consistent reads
+	// and decide again: a restart is due on lists served from the watch cache.
+	NeedConsistentRead bool
 }

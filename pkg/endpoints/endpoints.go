@@ -5,6 +5,7 @@ package endpoints
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,6 +23,37 @@ type Count struct {
 	Lingering int `json:"lingering"`
 	// Slices is how many slices carried the node port.
 	Slices int `json:"slices"`
+	// AllSlices is how many slices the Service has; OtherPorts the ports they carry
+	// other than the node port (what a wrong --nodes-port would see).
+	AllSlices  int     `json:"allSlices"`
+	OtherPorts []int32 `json:"otherPorts,omitempty"`
+}
+
+// MisconfiguredError says the Service's EndpointSlices cannot be what the flags
+// name: no slice at all (a wrong --nodes-service), or endpoints only on other
+// ports (a wrong --nodes-port). Counting 0 there would judge every wedge "no-nodes"
+// and every run fine, forever: the watchdog would be silently blind.
+type MisconfiguredError struct {
+	Namespace, Service string
+	Port               int32
+	Count              Count
+}
+
+func (e *MisconfiguredError) Error() string {
+	if e.Count.AllSlices == 0 {
+		return fmt.Sprintf("no EndpointSlice belongs to Service %s/%s (label %s=%s): check --nodes-service", e.Namespace, e.Service, discoveryv1.LabelServiceName, e.Service)
+	}
+	return fmt.Sprintf("none of the %d EndpointSlice(s) of Service %s/%s carries port %d (they carry %v): check --nodes-port", e.Count.AllSlices, e.Namespace, e.Service, e.Port, e.Count.OtherPorts)
+}
+
+// Check reports a count that cannot come from a correctly named Service and port,
+// or nil. A Service with no endpoints at all is not misconfigured: its slices carry
+// no port (a placeholder slice) and 0 serving nodes is the truth.
+func (c Count) Check(namespace, service string, port int32) error {
+	if c.AllSlices == 0 || (c.Slices == 0 && len(c.OtherPorts) > 0) {
+		return &MisconfiguredError{Namespace: namespace, Service: service, Port: port, Count: c}
+	}
+	return nil
 }
 
 // CountNodes applies the scheduler's discovery rules to slices: only slices that carry
@@ -31,10 +63,11 @@ type Count struct {
 func CountNodes(slices []discoveryv1.EndpointSlice, port int32) Count {
 	active := map[string]struct{}{}
 	lingering := map[string]struct{}{}
-	var c Count
+	c := Count{AllSlices: len(slices)}
 	for i := range slices {
 		s := &slices[i]
 		if !hasPort(s, port) {
+			c.OtherPorts = appendPorts(c.OtherPorts, s)
 			continue
 		}
 		c.Slices++
@@ -59,6 +92,17 @@ func CountNodes(slices []discoveryv1.EndpointSlice, port int32) Count {
 	return c
 }
 
+// appendPorts adds a slice's ports to ports, once each, sorted.
+func appendPorts(ports []int32, s *discoveryv1.EndpointSlice) []int32 {
+	for _, p := range s.Ports {
+		if p.Port != nil && !slices.Contains(ports, *p.Port) {
+			ports = append(ports, *p.Port)
+		}
+	}
+	slices.Sort(ports)
+	return ports
+}
+
 func hasPort(s *discoveryv1.EndpointSlice, port int32) bool {
 	for _, p := range s.Ports {
 		if p.Port != nil && *p.Port == port {
@@ -79,13 +123,22 @@ type Lister struct {
 	Port      int32
 }
 
-// Expected lists the Service's EndpointSlices (paginated) and counts them.
-func (l Lister) Expected(ctx context.Context) (Count, error) {
+// Expected lists the Service's EndpointSlices (paginated) and counts them. A count
+// that cannot come from a correctly named Service and port is an error
+// (*MisconfiguredError), which makes the verdict unknown and names the flag.
+func (l Lister) Expected(ctx context.Context) (Count, error) { return l.Read(ctx, false) }
+
+// Read is Expected with the read's consistency chosen: from the API server's watch
+// cache (cheap; every healthy run), or consistent (before a restart).
+func (l Lister) Read(ctx context.Context, consistent bool) (Count, error) {
 	var all []discoveryv1.EndpointSlice
-	opts := kube.FromCache(metav1.ListOptions{
+	opts := metav1.ListOptions{
 		LabelSelector: discoveryv1.LabelServiceName + "=" + l.Service,
 		Limit:         pageSize,
-	})
+	}
+	if !consistent {
+		opts = kube.FromCache(opts)
+	}
 	for {
 		list, err := l.Client.ListEndpointSlices(ctx, l.Namespace, opts)
 		if err != nil {
@@ -97,5 +150,9 @@ func (l Lister) Expected(ctx context.Context) (Count, error) {
 		}
 		opts.Continue = list.Continue
 	}
-	return CountNodes(all, l.Port), nil
+	c := CountNodes(all, l.Port)
+	if err := c.Check(l.Namespace, l.Service, l.Port); err != nil {
+		return c, err
+	}
+	return c, nil
 }

@@ -17,14 +17,15 @@ import (
 
 // Reasons, stable for people who filter on them.
 const (
-	ReasonWedged         = "SchedulerWedged"
-	ReasonDegraded       = "SchedulerDegraded"
-	ReasonRestarted      = "WatchdogRestarted"
-	ReasonRestartFailed  = "WatchdogRestartFailed"
-	ReasonRestartBlocked = "WatchdogRestartBlocked"
-	ReasonRecovered      = "SchedulerRecovered"
-	ReasonAlertFailed    = "WatchdogAlertFailed"
-	ReasonBlind          = "WatchdogBlind"
+	ReasonWedged             = "SchedulerWedged"
+	ReasonDegraded           = "SchedulerDegraded"
+	ReasonRestarted          = "WatchdogRestarted"
+	ReasonRestartFailed      = "WatchdogRestartFailed"
+	ReasonRestartBlocked     = "WatchdogRestartBlocked"
+	ReasonRestartIneffective = "WatchdogRestartIneffective"
+	ReasonRecovered          = "SchedulerRecovered"
+	ReasonAlertFailed        = "WatchdogAlertFailed"
+	ReasonBlind              = "WatchdogBlind"
 )
 
 // Component is the Event source.

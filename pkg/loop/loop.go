@@ -5,6 +5,7 @@ package loop
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -80,6 +81,10 @@ func (l *Loop) runPass(ctx context.Context) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.lastAlive = now
+	if errors.Is(err, check.ErrInterrupted) {
+		l.Log.Info().Err(err).Dur("took", took).Msg("pass cut short: leadership lost or shutting down")
+		return
+	}
 	if err != nil {
 		l.lastErr = err.Error()
 		l.Log.Error().Err(err).Dur("took", took).Msg("pass failed")
@@ -185,7 +190,7 @@ func NewMetrics() *Metrics {
 		scrapeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentenv_watchdog_scrape_errors_total",
 			Help: "Scheduler metrics scrapes that could not be trusted, by kind."}, []string{"kind"}),
 		passes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentenv_watchdog_passes_total",
-			Help: "Passes run, by result (ok, error)."}, []string{"result"}),
+			Help: "Passes run, by result (ok, error, interrupted)."}, []string{"result"}),
 		lastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{Name: "agentenv_watchdog_last_successful_pass_timestamp_seconds",
 			Help: "Unix time of the last pass that completed without error."}),
 		duration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "agentenv_watchdog_pass_duration_seconds",
@@ -209,7 +214,9 @@ func (m *Metrics) SetLeader(leading bool) {
 // Observe records a pass.
 func (m *Metrics) Observe(rep *check.Report, err error, took time.Duration, now time.Time) {
 	m.duration.Observe(took.Seconds())
-	if err != nil {
+	if errors.Is(err, check.ErrInterrupted) {
+		m.passes.WithLabelValues("interrupted").Inc()
+	} else if err != nil {
 		m.passes.WithLabelValues("error").Inc()
 	} else {
 		m.passes.WithLabelValues("ok").Inc()

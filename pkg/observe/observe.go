@@ -42,8 +42,19 @@ type Observer struct {
 
 // Observe lists the scheduler pods and counts expected nodes (in parallel), reads
 // the leader Lease if configured, then scrapes the pods that will be judged. An
-// error means the pod list itself could not be read: nothing can be judged.
+// error means the pod list itself could not be read: nothing can be judged. The
+// lists come from the API server's watch cache.
 func (o *Observer) Observe(ctx context.Context) (decide.Observation, error) {
+	return o.observe(ctx, false)
+}
+
+// ObserveConsistent is Observe with consistent (quorum) lists, for the last look
+// before a restart: the watch cache can lag most precisely during API-server trouble.
+func (o *Observer) ObserveConsistent(ctx context.Context) (decide.Observation, error) {
+	return o.observe(ctx, true)
+}
+
+func (o *Observer) observe(ctx context.Context, consistent bool) (decide.Observation, error) {
 	var (
 		wg          sync.WaitGroup
 		pods        *corev1.PodList
@@ -55,11 +66,15 @@ func (o *Observer) Observe(ctx context.Context) (decide.Observation, error) {
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		pods, podsErr = o.Client.ListPods(ctx, o.Namespace, kube.FromCache(metav1.ListOptions{LabelSelector: o.Selector}))
+		opts := metav1.ListOptions{LabelSelector: o.Selector}
+		if !consistent {
+			opts = kube.FromCache(opts)
+		}
+		pods, podsErr = o.Client.ListPods(ctx, o.Namespace, opts)
 	}()
 	go func() {
 		defer wg.Done()
-		expected, expectedErr = o.Endpoints.Expected(ctx)
+		expected, expectedErr = o.Endpoints.Read(ctx, consistent)
 	}()
 	if o.LeaderLease != "" {
 		wg.Add(1)
@@ -73,7 +88,7 @@ func (o *Observer) Observe(ctx context.Context) (decide.Observation, error) {
 		return decide.Observation{}, fmt.Errorf("list scheduler pods (%s) in %s: %w", o.Selector, o.Namespace, podsErr)
 	}
 
-	obs := decide.Observation{Expected: expected, ExpectedErr: expectedErr, Leader: leader}
+	obs := decide.Observation{Expected: expected, ExpectedErr: expectedErr, Leader: leader, Consistent: consistent}
 	obs.Pods = make([]decide.Pod, len(pods.Items))
 	var scrapes sync.WaitGroup
 	for i := range pods.Items {

@@ -43,8 +43,12 @@ type Sample struct {
 	// creates it on the first RPC with that status.
 	HeartbeatOK       uint64 `json:"heartbeatOK"`
 	HeartbeatRejected uint64 `json:"heartbeatRejected"`
-	// WatchAge is the optional watch freshness gauge in seconds; nil when absent.
+	// WatchAge is the optional watch freshness gauge in seconds; nil when absent or
+	// dropped as invalid (Warnings then says why).
 	WatchAge *float64 `json:"watchAgeSeconds,omitempty"`
+	// Warnings are doubts about optional series that were dropped; the required
+	// families are never guessed at: a doubt about them is an *Error.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // Ready is the number of nodes the scheduler counts as ready.
@@ -248,18 +252,31 @@ func sampleFromFamilies(families map[string]*dto.MetricFamily) (Sample, error) {
 	if s.HeartbeatRejected, err = heartbeatCount(families, "invalid_argument"); err != nil {
 		return Sample{}, err
 	}
-	if fam, ok := families[WatchAgeMetric]; ok && len(fam.GetMetric()) > 0 {
-		m := fam.GetMetric()[0]
-		v := m.GetGauge().GetValue()
-		if fam.GetType() == dto.MetricType_UNTYPED {
-			v = m.GetUntyped().GetValue()
-		}
-		if len(fam.GetMetric()) > 1 || math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
-			return Sample{}, &Error{Kind: KindInvalid, Err: fmt.Errorf("%s is not a single finite non-negative value", WatchAgeMetric)}
-		}
-		s.WatchAge = &v
-	}
+	s.WatchAge, s.Warnings = watchAge(families)
 	return s, nil
+}
+
+// watchAge reads the optional watch freshness gauge. It is optional: a value that
+// cannot be trusted (NaN or ±Inf, a plausible "no event yet"; negative; several
+// series) drops the gauge with a warning and leaves the rest of the sample, which
+// the required families alone decide, intact.
+func watchAge(families map[string]*dto.MetricFamily) (*float64, []string) {
+	fam, ok := families[WatchAgeMetric]
+	if !ok || len(fam.GetMetric()) == 0 {
+		return nil, nil
+	}
+	if n := len(fam.GetMetric()); n > 1 {
+		return nil, []string{fmt.Sprintf("optional gauge %s ignored: %d series, want one", WatchAgeMetric, n)}
+	}
+	m := fam.GetMetric()[0]
+	v := m.GetGauge().GetValue()
+	if fam.GetType() == dto.MetricType_UNTYPED {
+		v = m.GetUntyped().GetValue()
+	}
+	if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+		return nil, []string{fmt.Sprintf("optional gauge %s ignored: value %g is not a finite non-negative age", WatchAgeMetric, v)}
+	}
+	return &v, nil
 }
 
 // heartbeatCount reads agentenv_scheduler_rpc_duration_seconds_count for the

@@ -98,8 +98,37 @@ func TestExtractVariants(t *testing.T) {
 			"agentenv_scheduler_rpc_duration_seconds_count{rpc=\"Heartbeat\",status=\"invalid_argument\"} NaN\n", wantKind: KindInvalid},
 		{name: "garbage inside the family", page: observedBlock + "agentenv_scheduler_observed_nodes{status=\"ready\" 3\n", wantKind: KindParse},
 		{name: "wrong type", page: strings.Replace(observedBlock, "nodes gauge", "nodes counter", 1), wantKind: KindInvalid},
-		{name: "NaN watch age", page: observedBlock + "agentenv_scheduler_watch_last_event_age_seconds NaN\n", wantKind: KindInvalid},
 	}
+	// The optional gauge: a value that cannot be trusted drops the gauge alone,
+	// with a warning; the required families still decide the sample.
+	for _, bad := range []string{"NaN", "+Inf", "-Inf", "-3",
+		"1\nagentenv_scheduler_watch_last_event_age_seconds{shard=\"b\"} 2"} {
+		cases = append(cases, struct {
+			name     string
+			page     string
+			wantKind Kind
+			check    func(t *testing.T, s Sample)
+		}{name: "watch age " + bad + " dropped", page: observedBlock + "agentenv_scheduler_watch_last_event_age_seconds " + bad + "\n",
+			check: func(t *testing.T, s Sample) {
+				if s.WatchAge != nil || len(s.Warnings) != 1 || !strings.Contains(s.Warnings[0], WatchAgeMetric+" ignored") {
+					t.Errorf("watch age %v, warnings %q: want the gauge dropped with one warning", s.WatchAge, s.Warnings)
+				}
+				if s.Ready() != 2 {
+					t.Errorf("the required families must still be read: ready=%d", s.Ready())
+				}
+			}})
+	}
+	cases = append(cases, struct {
+		name     string
+		page     string
+		wantKind Kind
+		check    func(t *testing.T, s Sample)
+	}{name: "watch age of years kept", page: observedBlock + "agentenv_scheduler_watch_last_event_age_seconds 1.7e+12\n",
+		check: func(t *testing.T, s Sample) {
+			if s.WatchAge == nil || *s.WatchAge != 1.7e12 || len(s.Warnings) != 0 {
+				t.Errorf("a huge but finite age is a fact, not a doubt: %v %q", s.WatchAge, s.Warnings)
+			}
+		}})
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			s, err := Extract(strings.NewReader(tc.page))

@@ -14,7 +14,8 @@ import (
 )
 
 // Version is the document version this build writes. Older versions are migrated on
-// read; newer ones (written by a newer watchdog) are treated as unreadable.
+// read; a newer one (written by a newer watchdog) is refused, never overwritten:
+// replacing it would lose the restart budget and open claims on a rollback.
 const Version = 1
 
 // Bounds keep the document far below the 1 MiB object limit whatever happens.
@@ -51,9 +52,34 @@ type State struct {
 	Alerts map[string]*Alert `json:"alerts,omitempty"`
 	// Outbox holds alerts not yet delivered to every sink.
 	Outbox []Pending `json:"outbox,omitempty"`
-	// UnknownRuns counts consecutive runs whose overall verdict was unknown.
+	// UnknownRuns counts runs whose overall verdict was unknown since the last run
+	// that saw the scheduler fine (healthy, starting, no-nodes): a bad run (wedged,
+	// degraded) in between does not reset it, so a wedge seen only every other run
+	// still ends up "blind" (docs/design.md, "Blind").
 	UnknownRuns int  `json:"consecutiveUnknownRuns"`
 	LastRun     *Run `json:"lastRun,omitempty"`
+	// ObservedAt is the time of the newest observation merged into this document. A
+	// run whose write lost a race re-decides its own, possibly older, observation
+	// against the winner's document: what is older than this never rewinds it.
+	ObservedAt time.Time `json:"observedAt,omitzero"`
+	// Backoff spaces restarts that do not heal (docs/design.md, "Ineffective restarts").
+	Backoff *Backoff `json:"backoff,omitempty"`
+}
+
+// Backoff is the restart back-off after restarts that did not heal: the
+// replacement of a restarted pod wedged again soon after it started.
+type Backoff struct {
+	// Ineffective counts restarts in a row that did not heal.
+	Ineffective int `json:"ineffective"`
+	// LastRestartAt is when the last ineffective restart was claimed; NotBefore is
+	// the earliest next restart (LastRestartAt + the doubled wait).
+	LastRestartAt time.Time `json:"lastRestartAt"`
+	NotBefore     time.Time `json:"notBefore"`
+	// Reason says why the last restart is judged ineffective, for alerts and status.
+	Reason string `json:"reason"`
+	// HealthySince is the start of the current run of healthy observations; an hour
+	// of them ends the back-off.
+	HealthySince *time.Time `json:"healthySince,omitempty"`
 }
 
 // Pod is what the watchdog remembers about one pod.
@@ -98,6 +124,20 @@ type Bad struct {
 	BaselineRejected *uint64 `json:"baselineRejected,omitempty"`
 	Ready            int     `json:"ready"`
 	Expected         int     `json:"expected"`
+	// RunSince is the first observation of the current unbroken bad streak inside
+	// the run that started at Run (an unknown, or a new run, starts it over). A
+	// restart must be confirmed inside the run that makes it: ready stayed bad for
+	// --confirm-window of sampling in that run (docs/design.md, "Confirmation").
+	RunSince *time.Time `json:"runSince,omitempty"`
+	Run      time.Time  `json:"run,omitzero"`
+	// ConfirmedRun is the start of the last run in which the episode was confirmed
+	// in-run; PausedSince says the clock was paused (unknown, not judged, failed
+	// run) since that confirmation.
+	ConfirmedRun *time.Time `json:"confirmedRun,omitempty"`
+	PausedSince  bool       `json:"pausedSinceConfirmed,omitempty"`
+	// ConfirmedRuns counts the runs confirmed in-run in a row, each after a pause:
+	// two are as good as the duration (a wedge seen only between unknown runs).
+	ConfirmedRuns int `json:"confirmedRuns,omitempty"`
 }
 
 // Restart is one restart, from claim to outcome. ResumedAt is when a later run took
@@ -114,6 +154,8 @@ type Restart struct {
 	Reason    string     `json:"reason"`
 	Evidence  string     `json:"evidence,omitempty"`
 	Error     string     `json:"error,omitempty"`
+	// Ineffective is set when the replacement wedged again soon after it started.
+	Ineffective string `json:"ineffective,omitempty"`
 }
 
 // Episode is a bad episode that ended.
@@ -171,6 +213,16 @@ func New() *State {
 // ErrUnreadable wraps why a stored document could not be used.
 var ErrUnreadable = errors.New("state document unreadable")
 
+// NewerVersionError is a document written by a newer watchdog. It is not
+// unreadable: it is someone else's, and this build must neither use nor replace it.
+type NewerVersionError struct {
+	Found, Supported int
+}
+
+func (e *NewerVersionError) Error() string {
+	return fmt.Sprintf("state document version %d was written by a newer watchdog (this one reads and writes version %d): refusing to use or overwrite it; run the newer watchdog, or move the document aside by hand if a rollback is intended", e.Found, e.Supported)
+}
+
 // Decode parses a stored document, migrating older versions. Empty input is a fresh
 // state. An unreadable document returns an error wrapping ErrUnreadable; the caller
 // recovers from it (DESIGN §4: never fatal).
@@ -190,7 +242,7 @@ func Decode(data []byte) (*State, error) {
 	switch v := *probe.Version; {
 	case v == Version:
 	case v > Version:
-		return nil, fmt.Errorf("%w: version %d is newer than this watchdog's %d", ErrUnreadable, v, Version)
+		return nil, &NewerVersionError{Found: v, Supported: Version}
 	default:
 		return nil, fmt.Errorf("%w: version %d is not a known version", ErrUnreadable, v)
 	}
@@ -314,6 +366,8 @@ func (s *State) Clone() *State {
 			bad := *p.Bad
 			bad.StrongSince = clonePtr(p.Bad.StrongSince)
 			bad.BaselineRejected = clonePtr(p.Bad.BaselineRejected)
+			bad.RunSince = clonePtr(p.Bad.RunSince)
+			bad.ConfirmedRun = clonePtr(p.Bad.ConfirmedRun)
 			cp.Bad = &bad
 		}
 		c.Pods[uid] = &cp
@@ -338,6 +392,11 @@ func (s *State) Clone() *State {
 		c.Outbox[i].Payload = slices.Clone(c.Outbox[i].Payload)
 	}
 	c.LastRun = clonePtr(s.LastRun)
+	if s.Backoff != nil {
+		b := *s.Backoff
+		b.HealthySince = clonePtr(s.Backoff.HealthySince)
+		c.Backoff = &b
+	}
 	return &c
 }
 

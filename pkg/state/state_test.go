@@ -46,7 +46,6 @@ func TestDecodeRecoverable(t *testing.T) {
 		{"not json", "{{{"},
 		{"truncated", `{"version": 1, "pods": {`},
 		{"no version", `{"pods": {}}`},
-		{"newer version", `{"version": 99}`},
 		{"version zero", `{"version": 0}`},
 		{"wrong types", `{"version": 1, "pods": []}`},
 		{"bad duration", `{"version": 1, "pods": {"u": {"bad": {"for": "forever"}}}}`},
@@ -58,6 +57,29 @@ func TestDecodeRecoverable(t *testing.T) {
 			}
 		})
 	}
+	s, err := Decode([]byte("  \n"))
+	if err != nil || s.Version != Version || s.Pods == nil {
+		t.Fatalf("empty document must be a fresh state: %v %+v", err, s)
+	}
+}
+
+// A newer document is refused, not recovered from: recovering would overwrite it and
+// lose the restart budget and open claims on a rollback.
+func TestDecodeRefusesNewerVersion(t *testing.T) {
+	s, err := Decode([]byte(`{"version": 99, "restarts": [{"uid": "u"}]}`))
+	var newer *NewerVersionError
+	if !errors.As(err, &newer) || s != nil {
+		t.Fatalf("want *NewerVersionError and no state, got %v, %+v", err, s)
+	}
+	if errors.Is(err, ErrUnreadable) {
+		t.Error("a newer document must not count as unreadable (that path replaces it)")
+	}
+	if newer.Found != 99 || newer.Supported != Version || !strings.Contains(err.Error(), "version 99") || !strings.Contains(err.Error(), fmt.Sprintf("version %d", Version)) {
+		t.Errorf("the message must name both versions: %v", err)
+	}
+}
+
+func TestDecodeEmpty(t *testing.T) {
 	s, err := Decode([]byte("  \n"))
 	if err != nil || s.Version != Version || s.Pods == nil {
 		t.Fatalf("empty document must be a fresh state: %v %+v", err, s)

@@ -47,7 +47,8 @@ type Snapshot struct {
 func (s *Snapshot) Exists() bool { return s.configMap != nil }
 
 // Load reads the state. A missing ConfigMap or an unreadable document gives a fresh
-// state (Recovered says which); only an API failure is an error.
+// state (Recovered says which); an API failure, or a document written by a newer
+// watchdog (*NewerVersionError), is an error.
 func (st *Store) Load(ctx context.Context) (*Snapshot, error) {
 	cm, err := st.Client.GetConfigMap(ctx, st.Namespace, st.Name)
 	if apierrors.IsNotFound(err) {
@@ -63,6 +64,10 @@ func (st *Store) Load(ctx context.Context) (*Snapshot, error) {
 		return snap, nil
 	}
 	s, err := Decode([]byte(raw))
+	var newer *NewerVersionError
+	if errors.As(err, &newer) {
+		return nil, fmt.Errorf("state ConfigMap %s/%s: %w", st.Namespace, st.Name, err)
+	}
 	if err != nil {
 		snap.State = New()
 		snap.corrupt = raw

@@ -1,0 +1,404 @@
+package decide
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentenv/watchdog/pkg/endpoints"
+	"github.com/agentenv/watchdog/pkg/scrape"
+	"github.com/agentenv/watchdog/pkg/state"
+)
+
+// Sequence tests: hours of runs against the pure core with an injected clock, for
+// the messy cases (failed runs, overlapping runs, flaps, restarts that do not help).
+
+// run simulates one pass as pkg/check runs it: samples every 15 s from start while
+// the decision says sampling on can make a restart due within budget (the pass's
+// time left), then returns the state and the last decision. at gives the
+// observation at a time.
+func run(cfg Config, s *state.State, start time.Time, budget time.Duration, at func(time.Time) Observation) (*state.State, Result, int) {
+	samples := 0
+	var r Result
+	for now := start; ; now = now.Add(15 * time.Second) {
+		s, r = Decide(inRun(start, at(now)), s, cfg)
+		samples++
+		more := false
+		for _, t := range r.Targets {
+			if t.Action == Wait && t.SampleFor != nil && now.Add(*t.SampleFor).Sub(start) <= budget {
+				more = true
+			}
+		}
+		if !more {
+			CountRun(s, r.Verdict)
+			return s, r, samples
+		}
+	}
+}
+
+func scrapeFails(at time.Time) Observation {
+	p := schedPod("sched-a", "uid-a", nil)
+	p.ScrapeErr = &scrape.Error{Kind: scrape.KindTimeout, Err: errors.New("context deadline exceeded")}
+	return observe(at, 3, p)
+}
+
+func wedgedAt(at time.Time) Observation {
+	return observe(at, 3, schedPod("sched-a", "uid-a", sample(0, 0)))
+}
+
+// Item 2: a run that could not list the pods observed nothing. Its gap must not be
+// counted: it pauses the clock exactly as an unknown does.
+func TestFailedRunPausesTheWedgeClock(t *testing.T) {
+	cfg := testConfig()
+	s, r := Decide(wedgedAt(t0), state.New(), cfg)
+	if r.Action != Wait {
+		t.Fatalf("first sight: %s", r.Action)
+	}
+	failed := s.Clone()
+	RunFailed(failed) // t0+5m: the pod list could not be read
+	s, r = Decide(wedgedAt(t0.Add(10*time.Minute)), failed, cfg)
+	if got := r.Targets[0].BadFor.D(); got != 0 {
+		t.Fatalf("wedged for %s after a failed run: the ten minutes without information were counted", got)
+	}
+	if !s.Pods["uid-a"].Bad.Since.Equal(t0) {
+		t.Errorf("the episode must be kept (it began at t0): %v", s.Pods["uid-a"].Bad.Since)
+	}
+
+	// The same with strong evidence: confirmation starts over after the failed run.
+	cfg.ConfirmWindow = 90 * time.Second
+	strong := func(at time.Time, rejected uint64) Observation {
+		return observe(at, 3, schedPod("sched-a", "uid-a", sample(0, rejected)))
+	}
+	s, _ = Decide(strong(t0, 3), state.New(), cfg)
+	s, _ = Decide(strong(t0.Add(15*time.Second), 6), s, cfg)
+	failed = s.Clone()
+	RunFailed(failed)
+	_, r = Decide(inRun(t0.Add(15*time.Second), strong(t0.Add(2*time.Minute), 9)), failed, cfg)
+	if r.Action == Restart {
+		t.Fatalf("a strong confirmation must not span a failed run: %s", r.Reason)
+	}
+}
+
+// Item 3: when a run's write loses to another run's, it re-decides its own
+// observation against the winner's state. An older observation must never rewind
+// what a newer one recorded.
+func TestOlderObservationNeverRewindsANewerRecord(t *testing.T) {
+	cfg := testConfig()
+	// Run A observed at t0+5m (counters 100), run B at t0+5m10s (counters 120) and
+	// wrote first. A re-decides its t0+5m observation against B's state.
+	base, _ := Decide(observe(t0, 3, schedPod("sched-a", "uid-a", sample(0, 80))), state.New(), cfg)
+	newer, _ := Decide(observe(t0.Add(5*time.Minute+10*time.Second), 3, schedPod("sched-a", "uid-a", sample(0, 120)), schedPod("sched-new", "uid-new", sample(0, 0))), base, cfg)
+	before, _ := state.Encode(newer.Clone(), t0)
+
+	merged, r := Decide(observe(t0.Add(5*time.Minute), 3, schedPod("sched-a", "uid-a", sample(0, 100))), newer, cfg)
+	for _, e := range merged.Episodes {
+		if e.Outcome == "process restarted" {
+			t.Fatalf("the newer record's higher counters were taken for a counter reset: %+v", merged.Episodes)
+		}
+	}
+	a := merged.Pods["uid-a"]
+	if a == nil || a.Counters.HeartbeatRejected != 120 || a.Bad == nil || a.Bad.For != newer.Pods["uid-a"].Bad.For || !a.LastSeen.Equal(t0.Add(5*time.Minute+10*time.Second)) {
+		t.Fatalf("the newer record was rewritten: %+v", a)
+	}
+	if merged.Pods["uid-new"] == nil {
+		t.Error("a pod the newer run saw (and this older observation did not) was forgotten as gone")
+	}
+	if r.Targets[0].Action != None || !strings.Contains(r.Reason, "observed this pod later") {
+		t.Errorf("the older observation must not act: %s %s", r.Action, r.Reason)
+	}
+	if !merged.ObservedAt.Equal(newer.ObservedAt) {
+		t.Errorf("observedAt went back: %v", merged.ObservedAt)
+	}
+	// The pod records are as the newer run left them, byte for byte.
+	merged.ObservedAt, merged.UnknownRuns = newer.ObservedAt, newer.UnknownRuns
+	after, _ := state.Encode(merged, t0)
+	if string(before) != string(after) {
+		t.Errorf("merging an older observation changed the newer state:\n%s\n---\n%s", before, after)
+	}
+
+	// A claim the newer run made on a pod the older observation does not list is
+	// not settled as done.
+	claimed := newer.Clone()
+	claimed.Restarts = append(claimed.Restarts, state.Restart{Pod: "sched-new", UID: "uid-new", ClaimedAt: t0.Add(5*time.Minute + 10*time.Second), Outcome: state.RestartClaimed})
+	merged, _ = Decide(observe(t0.Add(5*time.Minute), 3, schedPod("sched-a", "uid-a", sample(0, 100))), claimed, cfg)
+	if got := merged.RestartFor("uid-new").Outcome; got != state.RestartClaimed {
+		t.Errorf("another run's fresh claim was settled as %s by an older observation", got)
+	}
+	// A pod the newer run forgot (gone by then) is not brought back.
+	gone := newer.Clone()
+	delete(gone.Pods, "uid-new")
+	merged, _ = Decide(observe(t0.Add(5*time.Minute), 3, schedPod("sched-a", "uid-a", sample(0, 100)), schedPod("sched-new", "uid-new", sample(0, 0))), gone, cfg)
+	if merged.Pods["uid-new"] != nil {
+		t.Error("a pod the newer run no longer lists was brought back by an older observation")
+	}
+}
+
+// Item 7: a wedge seen only every other run (the other runs cannot scrape) must be
+// healed and escalated, not paused forever. Two hours of alternating runs.
+func TestWedgeSeenEveryOtherRunIsHealedAndBlind(t *testing.T) {
+	cfg := testConfig()
+	cfg.WedgedFor = 30 * time.Minute // the duration path alone would need many runs
+	const blindAfter = 3
+	s := state.New()
+	restartAt := time.Duration(-1)
+	blindAt := time.Duration(-1)
+	for i := 0; i < 24; i++ { // 2 h of */5 runs
+		start := t0.Add(time.Duration(i) * 5 * time.Minute)
+		at := wedgedAt
+		if i%2 == 1 {
+			at = scrapeFails
+		}
+		var r Result
+		s, r, _ = run(cfg, s, start, 170*time.Second, at)
+		if r.Action == Restart && restartAt < 0 {
+			restartAt = start.Sub(t0)
+			if !strings.Contains(r.Reason, "confirmed in 2 runs separated only by runs that could not see the scheduler") {
+				t.Errorf("restart reason: %s", r.Reason)
+			}
+		}
+		if s.UnknownRuns >= blindAfter && blindAt < 0 {
+			blindAt = start.Sub(t0)
+		}
+	}
+	if restartAt != 10*time.Minute {
+		t.Errorf("restart at +%s, want +10m (the second run that confirms the wedge in-run)", restartAt)
+	}
+	if blindAt != 25*time.Minute {
+		t.Errorf("blind at +%s, want +25m (the third unknown run, not reset by the wedged runs between)", blindAt)
+	}
+}
+
+// Single-sample wedged runs between unknowns (a run that cannot sample on, say its
+// deadline is short) confirm nothing and restart nothing, but still end up blind.
+func TestAlternatingSingleSamplesNeverRestartButGoBlind(t *testing.T) {
+	cfg := testConfig()
+	s := state.New()
+	for i := 0; i < 24; i++ {
+		at := wedgedAt
+		if i%2 == 1 {
+			at = scrapeFails
+		}
+		var r Result
+		s, r = Decide(at(t0.Add(time.Duration(i)*5*time.Minute)), s, cfg)
+		CountRun(s, r.Verdict)
+		if r.Action == Restart {
+			t.Fatalf("run %d restarted on single samples: %s", i, r.Reason)
+		}
+	}
+	if s.UnknownRuns != 12 {
+		t.Errorf("unknown runs %d, want 12: the wedged runs between must not reset the count", s.UnknownRuns)
+	}
+}
+
+// The CronJob's weak path with the defaults: the first run that sees the wedge
+// samples on and restarts once --wedged-for (2m30s) has held inside it.
+func TestWeakWedgeRestartsInTheFirstRunWithTheDefaults(t *testing.T) {
+	cfg := testConfig()
+	cfg.WedgedFor = 150 * time.Second
+	s, _ := Decide(observe(t0.Add(-5*time.Minute), 3, schedPod("sched-a", "uid-a", sample(3, 0))), state.New(), cfg)
+	s, r, samples := run(cfg, s, t0, 170*time.Second, wedgedAt)
+	if r.Action != Restart || samples != 11 {
+		t.Fatalf("%s after %d samples (%s), want a restart after 2m30s of samples", r.Action, samples, r.Reason)
+	}
+	if !strings.Contains(r.Reason, "wedged 2m30s ≥ 2m30s, ready 0 throughout 2m30s") {
+		t.Errorf("reason: %s", r.Reason)
+	}
+	_ = s
+	// With a shorter run budget it cannot, and waits for the next run instead.
+	s2, _ := Decide(observe(t0.Add(-5*time.Minute), 3, schedPod("sched-a", "uid-a", sample(3, 0))), state.New(), cfg)
+	_, r, samples = run(cfg, s2, t0, 60*time.Second, wedgedAt)
+	if r.Action != Wait || samples != 1 {
+		t.Fatalf("%s after %d samples, want wait after one sample", r.Action, samples)
+	}
+}
+
+// Item 5: a restart whose replacement wedges again soon after it started did not
+// help. The watchdog backs off (doubling, capped), says so once as
+// restart-ineffective, and forgets it after a healthy hour. Hours of runs.
+func TestIneffectiveRestartsBackOff(t *testing.T) {
+	cfg := testConfig()
+	cfg.MaxRestarts, cfg.RestartWindow = 100, time.Hour // the budget alone would not stop this
+	cfg.IneffectiveWithin, cfg.BackoffBase, cfg.BackoffMax, cfg.BackoffReset = 15*time.Minute, 10*time.Minute, 40*time.Minute, time.Hour
+	cfg.WedgedFor = 150 * time.Second
+
+	// The cause is outside the scheduler: every process wedges 2m30s after start.
+	type proc struct {
+		name, uid string
+		start     time.Time
+	}
+	cur := proc{"sched-0", "uid-0", t0.Add(-time.Hour)}
+	healthyUntil := time.Time{} // zero: wedged once past startup grace
+	n := 1
+	at := func(now time.Time) Observation {
+		p := schedPod(cur.name, cur.uid, sample(0, 0))
+		if now.Before(healthyUntil) {
+			p.Sample = sample(3, 0)
+		}
+		p.StartedAt = cur.start
+		return observe(now, 3, p)
+	}
+	s := state.New()
+	var restarts []time.Duration
+	var ineffective []time.Duration
+	for i := 0; i < 48; i++ { // 4 h of */5 runs
+		start := t0.Add(time.Duration(i) * 5 * time.Minute)
+		var r Result
+		s, r, _ = run(cfg, s, start, 170*time.Second, at)
+		for _, tg := range r.Targets {
+			if tg.Ineffective != "" && (len(ineffective) == 0 || ineffective[len(ineffective)-1] != start.Sub(t0)) {
+				ineffective = append(ineffective, start.Sub(t0))
+				if tg.Action == Blocked && !tg.OnlyBackoff() {
+					t.Errorf("a restart held back by the back-off alone must not be restart-blocked: %+v", tg.Gates)
+				}
+			}
+		}
+		if r.Action == Restart {
+			restarts = append(restarts, start.Sub(t0))
+			// Carry it out as pkg/check does: record done, a replacement starts.
+			now := start.Add(150 * time.Second)
+			s.Restarts = append(s.Restarts, state.Restart{Pod: cur.name, UID: cur.uid, Method: MethodDelete, ClaimedAt: now, DoneAt: &now, Outcome: state.RestartDone})
+			cur = proc{name: "sched-" + string(rune('0'+n)), uid: "uid-" + string(rune('0'+n)), start: now.Add(10 * time.Second)}
+			n++
+			if i >= 30 {
+				healthyUntil = t0.Add(100 * time.Hour) // the cause was fixed: the next one stays healthy
+			}
+		}
+	}
+	// First restart at +0 (first run), its replacement wedges → ineffective: wait
+	// 10m from that restart; then 20m, then 40m (cap).
+	want := []time.Duration{0, 15 * time.Minute, 40 * time.Minute, 85 * time.Minute, 130 * time.Minute}
+	if len(restarts) < len(want) {
+		t.Fatalf("restarts at %v, want at least %v", restarts, want)
+	}
+	for i, w := range want {
+		if restarts[i] != w {
+			t.Fatalf("restarts at %v, want %v...", restarts, want)
+		}
+	}
+	if len(ineffective) == 0 {
+		t.Fatal("no target said the restart was ineffective")
+	}
+	if s.Backoff == nil && restarts[len(restarts)-1] > 3*time.Hour {
+		t.Error("the back-off ended before an hour of health")
+	}
+	// After an hour of health past the fixing restart, the back-off is gone.
+	last := restarts[len(restarts)-1]
+	s2 := s
+	for i := 0; i < 14; i++ {
+		now := t0.Add(last + time.Duration(i+1)*5*time.Minute + 3*time.Minute)
+		s2, _ = Decide(at(now), s2, cfg)
+	}
+	if s2.Backoff != nil {
+		t.Errorf("the back-off must end after an hour of health: %+v", s2.Backoff)
+	}
+}
+
+// Item 10: a restart already done or under way is not a blocked restart.
+func TestRestartInProgressIsNotBlocked(t *testing.T) {
+	cfg := testConfig()
+	plain := func(at time.Time) Observation { return observe(at, 3, schedPod("sched-a", "uid-a", sample(0, 0))) }
+	first, _ := Decide(plain(t0), state.New(), cfg)
+
+	// Another run claimed it a moment ago (the loser of a claim race).
+	claimed := first.Clone()
+	claimed.Restarts = append(claimed.Restarts, state.Restart{Pod: "sched-a", UID: "uid-a", ClaimedAt: t0.Add(6 * time.Minute), Outcome: state.RestartClaimed})
+	_, r := decideRun(cfg, claimed, t0.Add(5*time.Minute), plain)
+	if r.Action != Blocked || !r.Targets[0].RestartInProgress() || !strings.Contains(r.Reason, "restart already in progress") {
+		t.Fatalf("%s inProgress=%v: %s", r.Action, r.Targets[0].RestartInProgress(), r.Reason)
+	}
+
+	// Done (rollout: the old pod runs on while the replacement starts).
+	done := first.Clone()
+	doneAt := t0.Add(5*time.Minute + 30*time.Second)
+	done.Restarts = append(done.Restarts, state.Restart{Pod: "sched-a", UID: "uid-a", Method: MethodRollout, ClaimedAt: doneAt, DoneAt: &doneAt, Outcome: state.RestartDone})
+	_, r = decideRun(cfg, done, t0.Add(5*time.Minute+45*time.Second), plain)
+	if !r.Targets[0].RestartInProgress() {
+		t.Fatalf("a replacement within its startup grace: %s", r.Reason)
+	}
+	// Past the replacement's grace and confirm window the old pod is still here and
+	// wedged: now it is a blocked restart, and pages.
+	_, r = decideRun(cfg, done, doneAt.Add(cfg.StartupGrace+cfg.ConfirmWindow), plain)
+	if r.Action != Blocked || r.Targets[0].RestartInProgress() || !strings.Contains(r.Reason, "did not replace it") {
+		t.Fatalf("%s inProgress=%v: %s", r.Action, r.Targets[0].RestartInProgress(), r.Reason)
+	}
+}
+
+// Item 4: a restart is made only on a consistent read.
+func TestRestartNeedsAConsistentRead(t *testing.T) {
+	cfg := testConfig()
+	cached := func(at time.Time) Observation { o := wedgedAt(at); o.Consistent = false; return o }
+	s, _ := Decide(cached(t0), state.New(), cfg)
+	_, r := decideRun(cfg, s, t0.Add(5*time.Minute), cached)
+	if r.Action != Blocked || !r.NeedConsistentRead || !r.Targets[0].RestartInProgress() {
+		t.Fatalf("%s need=%v: %s", r.Action, r.NeedConsistentRead, r.Reason)
+	}
+	failing := func(at time.Time) Observation {
+		o := cached(at)
+		o.ConsistentErr = errors.New("etcd leader changed")
+		return o
+	}
+	_, r = decideRun(cfg, s, t0.Add(5*time.Minute), failing)
+	if r.Action != Blocked || r.NeedConsistentRead || r.Targets[0].RestartInProgress() || !strings.Contains(r.Reason, "etcd leader changed") {
+		t.Fatalf("a failed consistent read must block, visibly: %s need=%v: %s", r.Action, r.NeedConsistentRead, r.Reason)
+	}
+	// A healthy run needs none.
+	_, r = Decide(observe(t0, 3, schedPod("sched-a", "uid-a", sample(3, 0))), state.New(), cfg)
+	if r.NeedConsistentRead {
+		t.Error("a healthy run asked for a consistent read")
+	}
+}
+
+// Item 8: a watch that never delivered an event has an age of years: strong
+// evidence, not an overflowed duration.
+func TestHugeWatchAgeIsStrongEvidence(t *testing.T) {
+	cfg := testConfig()
+	cfg.MaxWatchAge = 10 * time.Minute
+	for _, age := range []float64{1.7e9, 1e12, 1e300} {
+		p := schedPod("sched-a", "uid-a", sample(0, 0))
+		a := age
+		p.Sample.WatchAge = &a
+		_, r := Decide(observe(t0, 3, p), state.New(), cfg)
+		if r.Targets[0].Evidence != Strong || !strings.Contains(r.Reason, "saw no event for") {
+			t.Errorf("age %g s: evidence %q, reason %s", age, r.Targets[0].Evidence, r.Reason)
+		}
+	}
+}
+
+// Item 6: ready above the serving nodes listed is a doubt worth saying.
+func TestReadyAboveServingIsAWarning(t *testing.T) {
+	cfg := testConfig()
+	o := observe(t0, 2, schedPod("sched-a", "uid-a", sample(5, 0)))
+	_, r := Decide(o, state.New(), cfg)
+	if r.Verdict != Healthy || len(r.Targets[0].Warnings) != 1 || !strings.Contains(r.Targets[0].Warnings[0], "5 ready node(s) but the API server lists only 2") {
+		t.Fatalf("%s %q", r.Verdict, r.Targets[0].Warnings)
+	}
+	o = observe(t0, 5, schedPod("sched-a", "uid-a", sample(5, 0)))
+	if _, r = Decide(o, state.New(), cfg); len(r.Targets[0].Warnings) != 0 {
+		t.Errorf("no warning when the counts agree: %q", r.Targets[0].Warnings)
+	}
+}
+
+// Item 6: the misconfiguration checks of the counter the observation carries.
+func TestMisconfiguredServiceIsUnknown(t *testing.T) {
+	cfg := testConfig()
+	for _, c := range []struct {
+		count endpoints.Count
+		flag  string
+	}{
+		{endpoints.Count{}, "--nodes-service"},
+		{endpoints.Count{AllSlices: 2, OtherPorts: []int32{9000}}, "--nodes-port"},
+	} {
+		err := c.count.Check("agentenv-system", "agentenv-nodes", 8000)
+		o := observe(t0, 0, schedPod("sched-a", "uid-a", sample(0, 0)))
+		o.Expected, o.ExpectedErr = c.count, err
+		_, r := Decide(o, state.New(), cfg)
+		if r.Verdict != Unknown || !strings.Contains(r.Reason, c.flag) {
+			t.Errorf("%+v: %s %s", c.count, r.Verdict, r.Reason)
+		}
+	}
+	// A Service with no endpoints at all (placeholder slice, no ports) is no-nodes.
+	if err := (endpoints.Count{AllSlices: 1}).Check("ns", "svc", 8000); err != nil {
+		t.Errorf("a placeholder slice is not a misconfiguration: %v", err)
+	}
+}
