@@ -28,6 +28,7 @@ type Proxy struct {
 	*httptest.Server
 	mu       sync.Mutex
 	requests []string
+	uris     []string
 	fault    func(r *http.Request) *Fault
 }
 
@@ -43,6 +44,9 @@ type Fault struct {
 	Delay time.Duration
 	// Before runs before the request is forwarded (when nothing else answers).
 	Before func()
+	// Body answers 200 with this JSON instead of asking the API server: a stale
+	// answer, as a lagging watch cache would give.
+	Body []byte
 }
 
 // NewProxy starts a TLS proxy to env's API server.
@@ -66,6 +70,7 @@ func (e *Env) NewProxy() (*Proxy, error) {
 	p.Server = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p.mu.Lock()
 		p.requests = append(p.requests, r.Method+" "+r.URL.Path)
+		p.uris = append(p.uris, r.Method+" "+r.URL.RequestURI())
 		fault := p.fault
 		p.mu.Unlock()
 		if fault != nil {
@@ -84,6 +89,10 @@ func (e *Env) NewProxy() (*Proxy, error) {
 					panic(http.ErrAbortHandler)
 				case f.Status != 0:
 					writeStatus(w, f)
+					return
+				case f.Body != nil:
+					w.Header().Set("Content-Type", "application/json")
+					_, _ = w.Write(f.Body)
 					return
 				case f.Before != nil:
 					f.Before()
@@ -126,6 +135,16 @@ func (p *Proxy) Requests() []string {
 	defer p.mu.Unlock()
 	out := p.requests
 	p.requests = nil
+	return out
+}
+
+// RequestURIs returns "METHOD /path?query" for every request so far, and forgets
+// them (Requests keeps its own record).
+func (p *Proxy) RequestURIs() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := p.uris
+	p.uris = nil
 	return out
 }
 

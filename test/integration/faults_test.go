@@ -138,7 +138,9 @@ func TestFaultAPIGoneBetweenDeleteAndStateWrite(t *testing.T) {
 	_, err := testenv.CreateSchedulerPod(ctx, env.Client, f.ns, testenv.PodSpec{Name: "agentenv-scheduler-new", StartedAt: time.Now()})
 	must(t, err)
 	f.metrics.SetPage(fixture(t, "scheduler-metrics-healthy.txt"))
-	next := f.check()
+	// A startup grace that a loaded machine cannot outrun between creating the
+	// pod and the check: the newcomer must be judged starting.
+	next := f.check("--startup-grace", "1m")
 	next.expect(t, 0, "starting", "none")
 	rs := f.restarts(t)
 	if len(rs) != 1 || rs[0].Outcome != state.RestartDone {
@@ -304,7 +306,9 @@ func TestFaultHostileMetricsServers(t *testing.T) {
 					return
 				}
 			}
-		}, []string{"--metrics-max-bytes", "134217728"}, "healthy", "ready 3"},
+			// Generating and reading 20 MB takes ~0.3 s alone, seconds on a loaded
+			// machine: this case is about the cap, not the scrape timeout.
+		}, []string{"--metrics-max-bytes", "134217728", "--scrape-timeout", "10s"}, "healthy", "ready 3"},
 		{"a million watched series", func(w http.ResponseWriter, _ *http.Request) {
 			_, _ = io.WriteString(w, page)
 			for i := 0; i < 1_000_000; i++ {

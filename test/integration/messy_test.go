@@ -1,0 +1,307 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/agentenv/watchdog/internal/testenv"
+	"github.com/agentenv/watchdog/pkg/check"
+	"github.com/agentenv/watchdog/pkg/cli"
+	"github.com/agentenv/watchdog/pkg/events"
+	"github.com/agentenv/watchdog/pkg/state"
+)
+
+// Messy sequences on the real API server (issue: decisions that survive them).
+
+// A restart is never made on lists from the API server's watch cache: before it, the
+// pods and EndpointSlices are read again with a consistent read and judged again.
+// Here the cache is stale (the proxy answers cached lists with an old snapshot that
+// still lists 3 serving nodes), while the nodes are gone: no restart.
+func TestStaleCachedListIsReReadBeforeRestart(t *testing.T) {
+	f := newFaultScenario(t, fixture(t, "scheduler-metrics-discovery-dead.txt"))
+	ctx, cancel := testenv.Ctx()
+	defer cancel()
+	slices, err := env.Client.DiscoveryV1().EndpointSlices(f.ns).List(ctx, metav1.ListOptions{})
+	must(t, err)
+	slices.Kind, slices.APIVersion = "EndpointSliceList", "discovery.k8s.io/v1"
+	stale, err := json.Marshal(slices)
+	must(t, err)
+
+	// The healthy path keeps the cheap cached read: every list a first (waiting)
+	// run makes carries resourceVersion=0.
+	f.proxy.RequestURIs()
+	f.wedgedAndDue(t)
+	for _, u := range f.proxy.RequestURIs() {
+		if isList(u) && !strings.Contains(u, "resourceVersion=0") {
+			t.Errorf("a run with nothing to restart made a consistent list: %s", u)
+		}
+	}
+
+	// The nodes stop serving; the cache (as the proxy tells it) still lists them.
+	for i := range slices.Items {
+		s := &slices.Items[i]
+		no := false
+		for j := range s.Endpoints {
+			s.Endpoints[j].Conditions.Serving = &no
+		}
+		_, err := env.Client.DiscoveryV1().EndpointSlices(f.ns).Update(ctx, s, metav1.UpdateOptions{})
+		must(t, err)
+	}
+	f.proxy.SetFault(func(r *http.Request) *testenv.Fault {
+		if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/endpointslices") && r.URL.Query().Get("resourceVersion") == "0" {
+			return &testenv.Fault{Body: stale}
+		}
+		return nil
+	})
+	r := f.check()
+	if len(r.report.Restarts) != 0 || !f.podExists(f.pod.Name) {
+		t.Fatalf("restarted on a stale cached list: %s/%s %s", r.report.Verdict, r.report.Action, r.report.Reason)
+	}
+	r.expect(t, 0, "no-nodes", "none")
+	consistent := 0
+	for _, u := range f.proxy.RequestURIs() {
+		if isList(u) && !strings.Contains(u, "resourceVersion=0") {
+			consistent++
+		}
+	}
+	if consistent < 2 {
+		t.Errorf("%d consistent lists, want the pods and the EndpointSlices re-read", consistent)
+	}
+	if r.report.Samples != 2 {
+		t.Errorf("samples %d, want 2 (the cached observation and the consistent re-read)", r.report.Samples)
+	}
+}
+
+func isList(uri string) bool {
+	path, _, _ := strings.Cut(uri, "?")
+	return strings.HasPrefix(uri, "GET ") && (strings.HasSuffix(path, "/pods") || strings.HasSuffix(path, "/endpointslices"))
+}
+
+// A run that cannot list the pods observed nothing: it pauses the wedge clock. The
+// gap it leaves is not counted ("ten minutes without information" is not "wedged
+// for ten minutes").
+func TestFailedRunPausesTheWedgeClockOnTheAPIServer(t *testing.T) {
+	f := newFaultScenario(t, fixture(t, "scheduler-metrics-discovery-dead.txt"))
+	f.check().expect(t, 0, "wedged", "wait")
+	f.proxy.SetFault(func(r *http.Request) *testenv.Fault {
+		if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/pods") {
+			return &testenv.Fault{Status: http.StatusInternalServerError}
+		}
+		return nil
+	})
+	if r := f.check(); r.code != 1 {
+		t.Fatalf("a run that cannot list pods: exit %d, want 1", r.code)
+	}
+	f.proxy.SetFault(nil)
+	waitPastWedgedFor()
+	r := f.check()
+	r.expect(t, 0, "wedged", "wait")
+	if d := r.report.Targets[0].BadFor.D(); d != 0 {
+		t.Errorf("wedged for %s after a failed run: its gap was counted", d)
+	}
+	if !f.podExists(f.pod.Name) {
+		t.Error("restarted across a failed run")
+	}
+}
+
+// A wrong --nodes-service or --nodes-port must not disable detection silently: the
+// verdict is unknown, the reason names the flag, the run exits 1, and blind fires.
+func TestMisconfiguredNodesServiceIsNotSilent(t *testing.T) {
+	for _, c := range []struct {
+		flag, value, reason string
+	}{
+		{"--nodes-service", "agentenv-nodez", "check --nodes-service"},
+		{"--nodes-port", "8001", "check --nodes-port"},
+	} {
+		t.Run(c.flag, func(t *testing.T) {
+			s := newScenario(t, layout{serving: 3, page: fixture(t, "scheduler-metrics-discovery-dead.txt")})
+			for i := 0; i < 2; i++ {
+				r := s.check(c.flag, c.value, "--blind-after", "2")
+				if r.code != 1 || r.report.Verdict != "unknown" || !strings.Contains(r.report.Reason, c.reason) || !strings.Contains(r.stderr, c.reason) {
+					t.Fatalf("run %d: exit %d %s: %s", i, r.code, r.report.Verdict, r.report.Reason)
+				}
+			}
+			if evs := s.events("agentenv-scheduler-watchdog", events.ReasonBlind); len(evs) != 1 {
+				t.Errorf("%d blind Events after 2 unknown runs, want 1", len(evs))
+			}
+			if !s.podExists(s.pod.Name) {
+				t.Error("restarted on a misconfiguration")
+			}
+		})
+	}
+	// Ready above the serving nodes listed: a warning in the output and the log.
+	s := newScenario(t, layout{serving: 1, page: fixture(t, "scheduler-metrics-healthy.txt")})
+	r := s.check()
+	r.expect(t, 0, "healthy", "none")
+	if len(r.report.Warnings) != 1 || !strings.Contains(r.report.Warnings[0], "but the API server lists only 1 serving") || !strings.Contains(r.stderr, "doubt about the observation") {
+		t.Errorf("warnings %q", r.report.Warnings)
+	}
+}
+
+// A state document written by a newer watchdog is refused, not replaced: exit 1
+// naming both versions, nothing restarted, the ConfigMap untouched, watchdog-error.
+func TestNewerStateVersionIsRefused(t *testing.T) {
+	rcv := newReceiver(t)
+	s := newScenario(t, layout{serving: 3, page: fixture(t, "scheduler-metrics-discovery-dead.txt")})
+	ctx, cancel := testenv.Ctx()
+	defer cancel()
+	newer := `{"version": 2, "restarts": [{"pod": "x", "uid": "u", "claimedAt": "2026-12-01T00:00:00Z", "outcome": "claimed"}]}`
+	writeStateRaw(t, ctx, s.ns, newer)
+	_, before := s.rawState(t)
+	for i := 0; i < 2; i++ {
+		r := s.check("--webhook-url", rcv.url(webhookPath), "--webhook-secret", hmacKey)
+		if r.code != 1 || !strings.Contains(r.stderr, "version 2") || !strings.Contains(r.stderr, "version 1") {
+			t.Fatalf("exit %d, want 1 naming both versions\n%s", r.code, r.stderr)
+		}
+		waitPastWedgedFor()
+	}
+	data, after := s.rawState(t)
+	if after != before || data != newer {
+		t.Errorf("the newer document was touched (resourceVersion %s → %s):\n%s", before, after, data)
+	}
+	if !s.podExists(s.pod.Name) {
+		t.Error("restarted without the state")
+	}
+	if got := eventNames(webhooks(t, rcv.since(0, webhookPath))); len(got) == 0 || got[0] != "watchdog-error" {
+		t.Errorf("alerts %v, want watchdog-error", got)
+	}
+}
+
+func (s *scenario) rawState(t *testing.T) (data, resourceVersion string) {
+	t.Helper()
+	ctx, cancel := testenv.Ctx()
+	defer cancel()
+	cm, err := env.Client.CoreV1().ConfigMaps(s.ns).Get(ctx, "agentenv-scheduler-watchdog", metav1.GetOptions{})
+	must(t, err)
+	return cm.Data[state.DataKey], cm.ResourceVersion
+}
+
+// Two overlapping runs restart once, and the run that lost the claim does not page
+// restart-blocked: a restart already in progress is not a blocked restart.
+func TestRaceLoserDoesNotPage(t *testing.T) {
+	rcv := newReceiver(t)
+	s := newScenario(t, layout{serving: 3, page: fixture(t, "scheduler-metrics-discovery-dead.txt")})
+	s.check().expect(t, 0, "wedged", "wait")
+	waitPastWedgedFor()
+	results := s.race(4, "--webhook-url", rcv.url(webhookPath), "--webhook-secret", hmacKey)
+	restarted, blocked := 0, 0
+	for _, r := range results {
+		if r.code != 0 {
+			t.Fatalf("a racing run failed: exit %d\n%s", r.code, r.stderr)
+		}
+		restarted += len(r.report.Restarts)
+		if r.report.Action == "blocked" {
+			blocked++
+			if !strings.Contains(r.report.Reason, "restart already in progress") && !strings.Contains(r.report.Reason, "observed this pod later") {
+				t.Errorf("a losing run's reason: %s", r.report.Reason)
+			}
+		}
+	}
+	if restarted != 1 {
+		t.Fatalf("%d restarts, want 1", restarted)
+	}
+	for _, n := range eventNames(webhooks(t, rcv.since(0, webhookPath))) {
+		if n == "restart-blocked" {
+			t.Fatalf("the loser of the race paged restart-blocked (blocked runs: %d)", blocked)
+		}
+	}
+	if evs := s.events(s.pod.Name, events.ReasonRestartBlocked); len(evs) != 0 {
+		t.Errorf("%d restart-blocked Events", len(evs))
+	}
+}
+
+// A run whose write loses to a run that observed later merges its older
+// observation: the newer record stands (the newer counters are not a "counter
+// reset", the episode is not closed as "process restarted").
+func TestOlderObservationMergedIntoNewerState(t *testing.T) {
+	s := newScenario(t, layout{serving: 3, page: fixture(t, "scheduler-metrics-healthy.txt")})
+	s.check().expect(t, 0, "healthy", "none")
+	dead := fixture(t, "scheduler-metrics-discovery-dead.txt")
+	s.metrics.SetPage(dead)
+
+	// Run A observes, then is held by a slow alert receiver before it writes.
+	slow := newReceiver(t)
+	slow.setHang(true)
+	var a result
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		a = s.check("--webhook-url", slow.url(webhookPath), "--alert-timeout", "2s")
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for slow.count() == 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if slow.count() == 0 {
+		t.Fatal("run A never reached its alert delivery")
+	}
+	// Run B observes later, with the rejected counter risen, and writes first.
+	s.metrics.SetPage(strings.Replace(dead, `status="invalid_argument"} 11`, `status="invalid_argument"} 40`, 1))
+	b := s.check()
+	b.expect(t, 0, "wedged", "wait")
+	slow.setHang(false)
+	wg.Wait()
+	if a.code != 0 {
+		t.Fatalf("run A: exit %d\n%s", a.code, a.stderr)
+	}
+	if !strings.Contains(a.stderr, "merging") {
+		t.Fatalf("run A did not merge into B's state:\n%s", a.stderr)
+	}
+	st, _ := s.state()
+	for _, e := range st.Episodes {
+		if e.Outcome == "process restarted" {
+			t.Fatalf("the older observation closed the episode as a process restart: %+v", st.Episodes)
+		}
+	}
+	p := st.Pods[string(s.pod.UID)]
+	if p == nil || p.Counters == nil || p.Counters.HeartbeatRejected != 40 || p.Bad == nil {
+		t.Fatalf("B's newer record was rewound: %+v", p)
+	}
+}
+
+// A pass cut short by its own shutdown (SIGTERM from a helm upgrade or a node drain)
+// writes what it can and sends nothing: no watchdog-error, no /fail ping.
+func TestShutdownMidPassSendsNothing(t *testing.T) {
+	rcv := newReceiver(t)
+	s := newScenario(t, layout{serving: 3, page: fixture(t, "scheduler-metrics-healthy.txt")})
+	s.check().expect(t, 0, "healthy", "none")
+	s.metrics.SetPage(fixture(t, "scheduler-metrics-discovery-dead.txt"))
+	s.syncCache()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(1500*time.Millisecond, cancel) // mid-confirmation
+	var stdout, stderr bytes.Buffer
+	args := append(append([]string{"check"}, s.base...), "--confirm-window", "20s", "--sample-interval", "500ms",
+		"--webhook-url", rcv.url(webhookPath), "--webhook-secret", hmacKey, "--heartbeat-url", rcv.url(heartbeatPath))
+	code := cli.ExecuteContext(ctx, args, &stdout, &stderr)
+	if code == 0 || !strings.Contains(stderr.String(), check.ErrInterrupted.Error()) {
+		t.Fatalf("exit %d, want a failure that says the pass was cut short\n%s", code, stderr.String())
+	}
+	time.Sleep(200 * time.Millisecond)
+	if got := rcv.all(); len(got) != 0 {
+		var paths []string
+		for _, q := range got {
+			paths = append(paths, q.Path)
+		}
+		t.Fatalf("a shutdown sent %v", paths)
+	}
+	if strings.Contains(stderr.String(), `"level":"error"`) {
+		t.Errorf("a shutdown logged errors:\n%s", stderr.String())
+	}
+	st, _ := s.state()
+	if st.LastRun == nil || st.LastRun.Outcome != "interrupted" {
+		t.Fatalf("last run %+v, want outcome interrupted", st.LastRun)
+	}
+	if p := st.Pods[string(s.pod.UID)]; p == nil || p.Bad == nil {
+		t.Errorf("the interrupted pass did not keep what it observed: %+v", p)
+	}
+}
