@@ -190,13 +190,14 @@ func TestAlertmanagerSink(t *testing.T) {
 	}
 	var runs []result
 
-	// notify test reaches Alertmanager too.
-	nt := runCLI(t, "notify", "test", "--alertmanager-url", am1.base, "--alertmanager-bearer-token", amToken, "--namespace", s.ns, "--cluster-name", clusterName)
+	// notify test reaches Alertmanager too (under a namespace of its own, so that
+	// the counts below are the pipeline's).
+	nt := runCLI(t, "notify", "test", "--alertmanager-url", am1.base, "--alertmanager-bearer-token", amToken, "--namespace", s.ns+"-notify", "--cluster-name", clusterName)
 	runs = append(runs, nt)
 	if nt.code != 0 || !strings.Contains(nt.stdout, "alertmanager ok") {
 		t.Fatalf("notify test: exit %d\n%s%s", nt.code, nt.stdout, nt.stderr)
 	}
-	if got := alertNames(am1.active(t, s.ns)); len(got) != 1 || got[0] != "AgentenvWatchdogTest" {
+	if got := alertNames(am1.active(t, s.ns+"-notify")); len(got) != 1 || got[0] != "AgentenvWatchdogTest" {
 		t.Fatalf("after notify test Alertmanager holds %v", got)
 	}
 
