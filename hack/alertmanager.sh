@@ -29,7 +29,7 @@ SCRATCH="$(mktemp -d "${TMPDIR:-/tmp}/watchdog-am.XXXXXX")"
 trap 'chmod -R u+w "$SCRATCH" 2>/dev/null || true; rm -rf "$SCRATCH"' EXIT
 export GOCACHE="$SCRATCH/gocache"
 
-echo "alertmanager: building ${AM_VERSION} (first time only, ~2 min)" >&2
+echo "alertmanager: building ${AM_VERSION} (first time only, ~4-11 min)" >&2
 # The module zip leaves out the web UI's built files, which ui/web.go embeds
 # (//go:embed app/dist, then fs.Sub of app/dist/elm and app/dist/mantine): build
 # from a writable copy with placeholder pages. The tests use only the API.
