@@ -72,6 +72,8 @@ type Notification struct {
 	Watchdog      string     `json:"watchdogVersion"`
 	// NextStep tells a human what to do; rendered in Slack, included for webhooks.
 	NextStep string `json:"nextStep,omitempty"`
+	// Closes lists, on recovered, the alerts it closes (refresh.go).
+	Closes []Closed `json:"closes,omitempty"`
 }
 
 // PlanConfig holds what the plan needs beyond the decision.
@@ -167,6 +169,7 @@ func Plan(s *state.State, res decide.Result, acts []ActOutcome, runErr error, no
 		n := newNotification(EventRecovered, firstJudged(res), res, now, cfg)
 		n.Reason = fmt.Sprintf("%s; was %v since %s", res.Reason, opened, first.UTC().Format(time.RFC3339))
 		n.Since = &first
+		n.Closes = closedAlerts(s.Alerts)
 		out = append(out, n)
 		s.Alerts = map[string]*state.Alert{}
 	} else {

@@ -150,6 +150,7 @@ func (r *Runner) Run(ctx context.Context) (*Report, error) {
 		d.SendBy = deadline.Add(-reserve(start, deadline)) // keep time to persist the outcome and the outbox
 	}
 	rep.Alerts = d.Deliver(ctx, next, notes, r.Clock.Now(), r.DryRun)
+	rep.Alerts = append(rep.Alerts, d.Refresh(ctx, next, r.Clock.Now(), r.DryRun)...) // keep open alerts alive (Alertmanager)
 	r.logDeliveries(rep.Alerts)
 	for _, a := range acts {
 		if a.Err != nil && runErr == nil {
@@ -636,12 +637,14 @@ func (r *Runner) alertFailure(ctx context.Context, s *state.State, failure *Erro
 // sendFailure delivers notes (and s's outbox) within budget of its own. stateWritten
 // says whether s will be saved: if not, no failed delivery is kept for later.
 func (r *Runner) sendFailure(ctx context.Context, s *state.State, notes []alert.Notification, rep *Report, budget time.Duration, stateWritten bool) {
-	if len(notes) == 0 && len(s.Outbox) == 0 {
+	if len(notes) == 0 && len(s.Outbox) == 0 && len(s.Alerts) == 0 {
 		return
 	}
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), budget)
 	defer cancel()
-	ds := r.dispatcher().Deliver(actx, s, notes, r.Clock.Now(), false)
+	d := r.dispatcher()
+	ds := d.Deliver(actx, s, notes, r.Clock.Now(), false)
+	ds = append(ds, d.Refresh(actx, s, r.Clock.Now(), false)...) // a failing watchdog must not let open alerts expire
 	for i := range ds {
 		ds[i].Kept = ds[i].Kept && stateWritten
 	}

@@ -12,8 +12,9 @@ import (
 )
 
 // buildSinks returns the configured alert sinks (possibly none: alerts then still
-// reach logs and Events).
-func buildSinks(o *AlertOptions) ([]alert.Sink, error) {
+// reach logs and Events). namespace labels refreshed Alertmanager alerts; warn is
+// told about an Alertmanager peer that failed while another accepted.
+func buildSinks(o *AlertOptions, namespace string, warn func(error)) ([]alert.Sink, error) {
 	var sinks []alert.Sink
 	if o.SlackWebhookURL != "" {
 		sinks = append(sinks, &alert.Slack{
@@ -27,6 +28,13 @@ func buildSinks(o *AlertOptions) ([]alert.Sink, error) {
 			Secret: []byte(o.WebhookSecret),
 			Now:    time.Now,
 		})
+	}
+	am, err := buildAlertmanager(o, namespace, warn)
+	if err != nil {
+		return nil, err
+	}
+	if am != nil {
+		sinks = append(sinks, am)
 	}
 	return sinks, nil
 }

@@ -114,7 +114,9 @@ func (f *checkFlags) setup(stderr io.Writer) (*pass, error) {
 	if err != nil {
 		return nil, err
 	}
-	sinks, err := buildSinks(&f.alerts)
+	sinks, err := buildSinks(&f.alerts, f.cluster.Namespace, func(err error) {
+		log.Warn().Str("sink", "alertmanager").Str("error", err.Error()).Msg("an Alertmanager peer refused the alerts; another accepted them")
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -25,7 +25,8 @@ func newNotifyCommand(stdout, stderr io.Writer) *cobra.Command {
 		Short: "Send a clearly marked test alert to every configured sink and report per sink",
 		Long: `notify test sends one test alert (event "test", marked as a test in every payload) to
 each configured sink: --slack-webhook-url, --webhook-url (signed with --webhook-secret
-when set) and --heartbeat-url. It exits 1 if any sink failed, 2 if none is configured.`,
+when set), --alertmanager-url (alert AgentenvWatchdogTest, ending after
+--alertmanager-alert-ttl) and --heartbeat-url. It exits 1 if any sink failed, 2 if none is configured.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			markStarted(cmd)
@@ -35,12 +36,14 @@ when set) and --heartbeat-url. It exits 1 if any sink failed, 2 if none is confi
 			if timeout <= 0 {
 				return usagef("--timeout must be positive, got %s", timeout)
 			}
-			sinks, err := buildSinks(&alerts)
+			sinks, err := buildSinks(&alerts, namespace, func(err error) {
+				fmt.Fprintf(stdout, "%-10s partly failed (another peer accepted): %v\n", "alertmanager", err)
+			})
 			if err != nil {
 				return err
 			}
 			if len(sinks) == 0 && alerts.HeartbeatURL == "" {
-				return usagef("no sink configured: set --slack-webhook-url, --webhook-url or --heartbeat-url")
+				return usagef("no sink configured: set --slack-webhook-url, --webhook-url, --alertmanager-url or --heartbeat-url")
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()

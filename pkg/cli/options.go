@@ -178,6 +178,7 @@ type AlertOptions struct {
 	RealertInterval time.Duration
 	BlindAfter      int
 	AlertTimeout    time.Duration
+	Alertmanager    AlertmanagerOptions
 }
 
 func (o *AlertOptions) AddFlags(fs *pflag.FlagSet) {
@@ -190,6 +191,7 @@ func (o *AlertOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.RealertInterval, "realert-interval", time.Hour, "remind about a problem still open this often")
 	fs.IntVar(&o.BlindAfter, "blind-after", 3, "alert blind after this many consecutive runs with verdict unknown")
 	fs.DurationVar(&o.AlertTimeout, "alert-timeout", 10*time.Second, "timeout of one delivery attempt")
+	o.Alertmanager.AddFlags(fs)
 }
 
 func (o *AlertOptions) Validate() error {
@@ -216,7 +218,7 @@ func (o *AlertOptions) Validate() error {
 	if o.AlertTimeout <= 0 {
 		return usagef("--alert-timeout must be positive, got %s", o.AlertTimeout)
 	}
-	return nil
+	return o.Alertmanager.Validate()
 }
 
 // checkURL accepts https, and plain http only for loopback addresses.

@@ -134,7 +134,8 @@ func applyEnv(fs *pflag.FlagSet) error {
 	return err
 }
 
-var secretFlags = map[string]bool{"slack-webhook-url": true, "webhook-url": true, "webhook-secret": true, "heartbeat-url": true}
+var secretFlags = map[string]bool{"slack-webhook-url": true, "webhook-url": true, "webhook-secret": true, "heartbeat-url": true,
+	"alertmanager-url": true, "alertmanager-password": true, "alertmanager-bearer-token": true}
 
 func newVersionCommand(stdout io.Writer) *cobra.Command {
 	return &cobra.Command{

@@ -66,6 +66,9 @@ State lives in the same ConfigMap as for check, so the two modes can be switched
 			if err := ro.Validate(); err != nil {
 				return err
 			}
+			if err := f.alerts.Alertmanager.checkRunInterval(ro.Interval); err != nil {
+				return err
+			}
 			p, err := f.setup(stderr)
 			if err != nil {
 				return err

@@ -42,7 +42,7 @@ state ConfigMap and the election Lease live there; everything else in the releas
 {{/* True ("true") when the chart creates the alerts Secret. */}}
 {{- define "watchdog.createSecret" -}}
 {{- $a := .Values.alerts -}}
-{{- if and (not $a.existingSecret) (or $a.slackWebhookURL $a.webhookURL $a.webhookSecret $a.heartbeatURL) -}}true{{- end -}}
+{{- if and (not $a.existingSecret) (or $a.slackWebhookURL $a.webhookURL $a.webhookSecret $a.heartbeatURL $a.alertmanagerURLs $a.alertmanagerUsername $a.alertmanagerPassword $a.alertmanagerBearerToken) -}}true{{- end -}}
 {{- end -}}
 
 {{/* True ("true") when the pod reads secrets from a Secret at all. */}}
@@ -122,7 +122,7 @@ seconds, rounded up, so templates can compare durations with each other. */}}
 {{- if and $v.alerts.webhookSecret (not $v.alerts.webhookURL) -}}
 {{- fail "alerts.webhookSecret is set but alerts.webhookURL is not" -}}
 {{- end -}}
-{{- if and $v.alerts.existingSecret (or $v.alerts.slackWebhookURL $v.alerts.webhookURL $v.alerts.webhookSecret $v.alerts.heartbeatURL) -}}
+{{- if and $v.alerts.existingSecret (or $v.alerts.slackWebhookURL $v.alerts.webhookURL $v.alerts.webhookSecret $v.alerts.heartbeatURL $v.alerts.alertmanagerURLs $v.alerts.alertmanagerUsername $v.alerts.alertmanagerPassword $v.alerts.alertmanagerBearerToken) -}}
 {{- fail "set either alerts.existingSecret or the alert URLs/secret values, not both" -}}
 {{- end -}}
 {{- if and (include "watchdog.leaderElect" .) (eq $v.scheduler.leaderLease $v.deployment.leaderElection.lease) -}}
@@ -171,6 +171,8 @@ short and readable in `kubectl describe`), secrets through secretKeyRef only. */
   (list "REALERT_INTERVAL" $v.alerts.realertInterval)
   (list "BLIND_AFTER" (int64 $v.alerts.blindAfter))
   (list "ALERT_TIMEOUT" $v.alerts.timeout)
+  (list "ALERTMANAGER_ALERT_TTL" $v.alerts.alertmanagerAlertTTL)
+  (list "ALERTMANAGER_GENERATOR_URL" $v.alerts.alertmanagerGeneratorURL)
 -}}
 {{- range $flags }}
 - name: WATCHDOG_{{ index . 0 }}
@@ -179,7 +181,7 @@ short and readable in `kubectl describe`), secrets through secretKeyRef only. */
 {{- if include "watchdog.useSecret" . }}
 {{- $secret := include "watchdog.secretName" . }}
 {{- $keys := $v.alerts.existingSecretKeys }}
-{{- range $env, $key := dict "SLACK_WEBHOOK_URL" $keys.slackWebhookURL "WEBHOOK_URL" $keys.webhookURL "WEBHOOK_SECRET" $keys.webhookSecret "HEARTBEAT_URL" $keys.heartbeatURL }}
+{{- range $env, $key := dict "SLACK_WEBHOOK_URL" $keys.slackWebhookURL "WEBHOOK_URL" $keys.webhookURL "WEBHOOK_SECRET" $keys.webhookSecret "HEARTBEAT_URL" $keys.heartbeatURL "ALERTMANAGER_URL" $keys.alertmanagerURL "ALERTMANAGER_USERNAME" $keys.alertmanagerUsername "ALERTMANAGER_PASSWORD" $keys.alertmanagerPassword "ALERTMANAGER_BEARER_TOKEN" $keys.alertmanagerBearerToken }}
 - name: WATCHDOG_{{ $env }}
   valueFrom:
     secretKeyRef:

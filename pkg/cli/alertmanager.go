@@ -1,0 +1,119 @@
+package cli
+
+import (
+	"fmt"
+	"net/url"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/agentenv/watchdog/pkg/alert"
+)
+
+// AlertmanagerOptions configure the Alertmanager sink (docs/alerts.md). The URLs
+// (which may carry credentials), the password and the token are secrets.
+type AlertmanagerOptions struct {
+	URLs         []string
+	Username     string
+	Password     string
+	BearerToken  string
+	TTL          time.Duration
+	GeneratorURL string
+}
+
+func (o *AlertmanagerOptions) AddFlags(fs *pflag.FlagSet) {
+	fs.StringSliceVar(&o.URLs, "alertmanager-url", nil, "Alertmanager base URL, alerts go to <url>/api/v2/alerts; repeat it or give a comma list for an HA group, every peer gets every alert (secret)")
+	fs.StringVar(&o.Username, "alertmanager-username", "", "basic auth user for --alertmanager-url")
+	fs.StringVar(&o.Password, "alertmanager-password", "", "basic auth password for --alertmanager-url (secret)")
+	fs.StringVar(&o.BearerToken, "alertmanager-bearer-token", "", "bearer token for --alertmanager-url (secret)")
+	fs.DurationVar(&o.TTL, "alertmanager-alert-ttl", alert.DefaultAlertmanagerTTL, "an alert posted to Alertmanager ends this long after its last post unless posted again; keep it above the time between two runs")
+	fs.StringVar(&o.GeneratorURL, "alertmanager-generator-url", "", "generatorURL of every Alertmanager alert: a link to where the watchdog's runs can be seen (its logs, a dashboard)")
+}
+
+func (o *AlertmanagerOptions) Validate() error {
+	creds := o.Username != "" || o.Password != "" || o.BearerToken != ""
+	for i, raw := range o.URLs {
+		flag := "--alertmanager-url"
+		if len(o.URLs) > 1 {
+			flag = fmt.Sprintf("--alertmanager-url #%d", i+1)
+		}
+		if err := checkAlertmanagerURL(raw, creds); err != nil {
+			// Never echo the URL: it may carry credentials.
+			return usagef("%s: %v", flag, err)
+		}
+	}
+	if len(o.URLs) == 0 && creds {
+		return usagef("Alertmanager credentials are set but --alertmanager-url is not")
+	}
+	if o.BearerToken != "" && (o.Username != "" || o.Password != "") {
+		return usagef("set either --alertmanager-bearer-token or --alertmanager-username/--alertmanager-password, not both")
+	}
+	if o.Password != "" && o.Username == "" {
+		return usagef("--alertmanager-password is set but --alertmanager-username is not")
+	}
+	if o.TTL < time.Second {
+		return usagef("--alertmanager-alert-ttl %s is too short (at least 1s; keep it above the time between two runs)", o.TTL)
+	}
+	if o.GeneratorURL != "" {
+		// A link people click, not a place the watchdog posts to: http is fine.
+		if u, err := url.Parse(o.GeneratorURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return usagef("--alertmanager-generator-url %q: want an http(s) URL", o.GeneratorURL)
+		}
+	}
+	return nil
+}
+
+// checkAlertmanagerURL accepts https, and plain http too (an in-cluster
+// Alertmanager Service usually speaks it) as long as no credentials would cross
+// the network in clear text: credentials over http only to loopback.
+func checkAlertmanagerURL(raw string, creds bool) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("not a valid URL")
+	}
+	if u.Host == "" {
+		return fmt.Errorf("URL has no host")
+	}
+	if u.RawQuery != "" || u.Fragment != "" {
+		return fmt.Errorf("URL must not have a query or fragment (give the base URL; /api/v2/alerts is appended)")
+	}
+	switch u.Scheme {
+	case "https":
+		return nil
+	case "http":
+		if (creds || u.User != nil) && !isLoopback(u.Hostname()) {
+			return fmt.Errorf("credentials over plain http are accepted only for loopback addresses; use https")
+		}
+		return nil
+	default:
+		return fmt.Errorf("scheme %q: want https or http", u.Scheme)
+	}
+}
+
+// checkRunInterval makes sure alerts outlive the time between two passes of `run`.
+func (o *AlertmanagerOptions) checkRunInterval(interval time.Duration) error {
+	if len(o.URLs) > 0 && o.TTL <= interval {
+		return usagef("--alertmanager-alert-ttl %s must be longer than --interval %s, or open alerts resolve between passes", o.TTL, interval)
+	}
+	return nil
+}
+
+// buildAlertmanager returns the Alertmanager sink, or nil when no URL is set.
+// warn is told about a peer of an HA group that failed while another accepted.
+func buildAlertmanager(o *AlertOptions, namespace string, warn func(error)) (*alert.Alertmanager, error) {
+	am := o.Alertmanager
+	if len(am.URLs) == 0 {
+		return nil, nil
+	}
+	sink, err := alert.NewAlertmanager(am.URLs, o.AlertTimeout, alert.DefaultAttempts, alert.DefaultBudget)
+	if err != nil {
+		return nil, usagef("%v", err)
+	}
+	sink.Username, sink.Password, sink.BearerToken = am.Username, am.Password, am.BearerToken
+	sink.TTL, sink.GeneratorURL, sink.RunbookURL = am.TTL, am.GeneratorURL, o.RunbookURL
+	sink.Cluster, sink.Namespace = o.ClusterName, namespace
+	if warn != nil {
+		sink.Warn = warn
+	}
+	return sink, nil
+}

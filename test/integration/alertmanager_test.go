@@ -1,0 +1,284 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentenv/watchdog/pkg/alert"
+)
+
+// EnvAlertmanager names the Alertmanager binary the tests start (the Makefile sets
+// it from hack/alertmanager.sh).
+const EnvAlertmanager = "WATCHDOG_ALERTMANAGER"
+
+// Secret-looking parts of the Alertmanager configuration: the route prefix makes the
+// URL's path carry one, the bearer token the other.
+const (
+	amRoutePrefix = "/XXXXAMPATHSECRET"
+	amToken       = "tok-XXXXAMTOKENSECRET"
+)
+
+func init() { secretMarkers = append(secretMarkers, "XXXXAMPATHSECRET", "XXXXAMTOKENSECRET") }
+
+// alertmanagerProc is a real Alertmanager on 127.0.0.1, without gossip, with a
+// throwaway storage directory and a route that sends nowhere.
+type alertmanagerProc struct {
+	base   string // URL up to the route prefix: what --alertmanager-url takes
+	cmd    *exec.Cmd
+	out    *syncBuffer
+	exited chan struct{}
+	once   sync.Once
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func startAlertmanager(t *testing.T) *alertmanagerProc {
+	t.Helper()
+	bin := os.Getenv(EnvAlertmanager)
+	if bin == "" {
+		msg := EnvAlertmanager + " is not set: run `make test`, or `" + EnvAlertmanager + "=$(hack/alertmanager.sh) go test ./test/integration/`"
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg + " (CI must run the Alertmanager tests)")
+		}
+		t.Skip(msg)
+	}
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "alertmanager.yml")
+	// group_wait 1h: the receiver is a black hole anyway; the tests read the API.
+	must(t, os.WriteFile(cfg, []byte("route:\n  receiver: blackhole\n  group_wait: 1h\nreceivers:\n  - name: blackhole\n"), 0o600))
+	// A free port can be taken between Listen and Alertmanager's bind: try again.
+	var lastOut string
+	for attempt := 0; attempt < 3; attempt++ {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		must(t, err)
+		addr := ln.Addr().String()
+		ln.Close()
+		p := &alertmanagerProc{base: "http://" + addr + amRoutePrefix, out: &syncBuffer{}, exited: make(chan struct{})}
+		p.cmd = exec.Command(bin,
+			"--config.file="+cfg,
+			"--storage.path="+filepath.Join(dir, fmt.Sprintf("data-%d", attempt)),
+			"--web.listen-address="+addr,
+			"--web.route-prefix="+amRoutePrefix,
+			"--cluster.listen-address=", // no gossip: no port beyond the API
+			"--log.level=warn",
+		)
+		p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+		must(t, p.cmd.Start())
+		go func() { _ = p.cmd.Wait(); close(p.exited) }()
+		t.Cleanup(p.stop)
+		if p.waitReady() {
+			return p
+		}
+		lastOut = p.out.String()
+		p.stop()
+	}
+	t.Fatalf("Alertmanager did not start:\n%s", lastOut)
+	return nil
+}
+
+// waitReady polls /-/ready until Alertmanager answers or exits (a readiness wait,
+// not a timed assertion: the bound only stops a hung start from hanging the test).
+func (p *alertmanagerProc) waitReady() bool {
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-p.exited:
+			return false
+		default:
+		}
+		resp, err := http.Get(p.base + "/-/ready")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return true
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return false
+}
+
+func (p *alertmanagerProc) stop() {
+	p.once.Do(func() {
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+	})
+}
+
+// gettableAlert is the part of Alertmanager's GET /api/v2/alerts the tests read.
+type gettableAlert struct {
+	Labels       map[string]string `json:"labels"`
+	Annotations  map[string]string `json:"annotations"`
+	StartsAt     time.Time         `json:"startsAt"`
+	EndsAt       time.Time         `json:"endsAt"`
+	GeneratorURL string            `json:"generatorURL"`
+	Status       struct {
+		State string `json:"state"`
+	} `json:"status"`
+}
+
+// active lists the alerts Alertmanager holds as not yet resolved for namespace ns
+// (resolved alerts, endsAt in the past, are not listed).
+func (p *alertmanagerProc) active(t *testing.T, ns string) []gettableAlert {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	q := url.Values{"filter": {fmt.Sprintf("namespace=%q", ns)}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.base+"/api/v2/alerts?"+q.Encode(), nil)
+	must(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	must(t, err)
+	defer resp.Body.Close()
+	var out []gettableAlert
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /api/v2/alerts: %s", resp.Status)
+	}
+	must(t, json.NewDecoder(resp.Body).Decode(&out))
+	return out
+}
+
+func alertNames(as []gettableAlert) []string {
+	out := []string{}
+	for _, a := range as {
+		out = append(out, a.Labels["alertname"])
+	}
+	return out
+}
+
+// TestAlertmanagerSink runs the real pipeline against two real Alertmanagers (an HA
+// pair): the wedge becomes an active alert on both with the documented labels and
+// annotations; it stays active across runs spaced past --alertmanager-alert-ttl
+// (each run posts it again), also once a peer is down; recovered resolves it.
+func TestAlertmanagerSink(t *testing.T) {
+	am1, am2 := startAlertmanager(t), startAlertmanager(t)
+	s := newScenario(t, layout{serving: 3, page: fixture(t, "scheduler-metrics-discovery-dead.txt")})
+	const ttl = 4 * time.Second
+	runbook := "https://runbooks.example.com/agentenv/scheduler-wedged"
+	flags := []string{
+		"--alertmanager-url", am1.base + "," + am2.base, "--alertmanager-bearer-token", amToken,
+		"--alertmanager-alert-ttl", ttl.String(), "--cluster-name", clusterName, "--runbook-url", runbook,
+		// --wedged-for 1h: the wedge stays open (no restart) while runs repeat;
+		// the realert interval keeps the runs after the first from sending wedged.
+		"--wedged-for", "1h", "--realert-interval", "1h",
+	}
+	var runs []result
+
+	// notify test reaches Alertmanager too (under a namespace of its own, so that
+	// the counts below are the pipeline's).
+	nt := runCLI(t, "notify", "test", "--alertmanager-url", am1.base, "--alertmanager-bearer-token", amToken, "--namespace", s.ns+"-notify", "--cluster-name", clusterName)
+	runs = append(runs, nt)
+	if nt.code != 0 || !strings.Contains(nt.stdout, "alertmanager ok") {
+		t.Fatalf("notify test: exit %d\n%s%s", nt.code, nt.stdout, nt.stderr)
+	}
+	if got := alertNames(am1.active(t, s.ns+"-notify")); len(got) != 1 || got[0] != "AgentenvWatchdogTest" {
+		t.Fatalf("after notify test Alertmanager holds %v", got)
+	}
+
+	first := s.check(flags...)
+	runs = append(runs, first)
+	firstAt := time.Now()
+	first.expect(t, 0, "wedged", "wait")
+	if d := deliveries(first, "wedged", "alertmanager"); len(d) != 1 || !d[0].OK {
+		t.Fatalf("report deliveries %+v", first.report.Alerts)
+	}
+	wantLabels := map[string]string{"alertname": "AgentenvSchedulerWedged", "severity": "critical", "event": "wedged",
+		"namespace": s.ns, "pod": s.pod.Name, "cluster": clusterName}
+	for i, am := range []*alertmanagerProc{am1, am2} {
+		var wedged []gettableAlert
+		for _, a := range am.active(t, s.ns) {
+			if a.Labels["alertname"] == "AgentenvSchedulerWedged" {
+				wedged = append(wedged, a)
+			}
+		}
+		if len(wedged) != 1 {
+			t.Fatalf("Alertmanager %d holds %d wedged alerts, want 1", i+1, len(wedged))
+		}
+		a := wedged[0]
+		if len(a.Labels) != len(wantLabels) {
+			t.Errorf("labels %v, want %v", a.Labels, wantLabels)
+		}
+		for k, v := range wantLabels {
+			if a.Labels[k] != v {
+				t.Errorf("label %s=%q, want %q", k, a.Labels[k], v)
+			}
+		}
+		if a.Status.State != "active" || a.Annotations["runbook_url"] != runbook ||
+			a.Annotations["summary"] != fmt.Sprintf("AgentENV scheduler wedged in %s/%s (pod %s)", clusterName, s.ns, s.pod.Name) ||
+			!strings.Contains(a.Annotations["description"], "ready 0 while the API server lists 3 serving node(s)") ||
+			!strings.Contains(a.Annotations["description"], "Next step: ") {
+			t.Errorf("alert %+v", a)
+		}
+	}
+
+	// One peer goes down: the pair still counts as delivered (the other accepted),
+	// with a warning in the log.
+	am2.stop()
+	for time.Since(firstAt) < ttl+time.Second {
+		time.Sleep(ttl / 2)
+		r := s.check(flags...)
+		runs = append(runs, r)
+		r.expect(t, 0, "wedged", "wait")
+		if d := deliveries(r, alert.EventRefresh, "alertmanager"); len(d) != 1 || !d[0].OK {
+			t.Fatalf("refresh deliveries %+v", r.report.Alerts)
+		}
+		if !strings.Contains(r.stderr, "an Alertmanager peer refused the alerts; another accepted them") || !strings.Contains(r.stderr, "alertmanager[2]") {
+			t.Errorf("no warning about the peer that is down:\n%s", r.stderr)
+		}
+		if got := am1.active(t, s.ns); len(got) != 1 || got[0].Labels["alertname"] != "AgentenvSchedulerWedged" {
+			t.Fatalf("%s after the first post, Alertmanager holds %v, want the wedge still active", time.Since(firstAt).Round(time.Millisecond), alertNames(got))
+		}
+	}
+	if got := am1.active(t, s.ns); len(got) != 1 || !got[0].EndsAt.After(firstAt.Add(ttl)) {
+		t.Fatalf("the wedge was not posted again past its first TTL: %+v", got)
+	}
+
+	// Healthy again: recovered resolves it at once (not by expiry: the last refresh
+	// has just pushed its end a TTL away).
+	s.metrics.SetPage(fixture(t, "scheduler-metrics-healthy.txt"))
+	rec := s.check(flags...)
+	runs = append(runs, rec)
+	rec.expect(t, 0, "healthy", "none")
+	if d := deliveries(rec, "recovered", "alertmanager"); len(d) != 1 || !d[0].OK {
+		t.Fatalf("recovered deliveries %+v", rec.report.Alerts)
+	}
+	if got := am1.active(t, s.ns); len(got) != 0 {
+		t.Fatalf("after recovered Alertmanager still holds %v", alertNames(got))
+	}
+	// Nothing is open: a later run posts nothing that would bring it back.
+	quiet := s.check(flags...)
+	runs = append(runs, quiet)
+	if d := deliveries(quiet, alert.EventRefresh, "alertmanager"); len(d) != 0 {
+		t.Errorf("a run with nothing open refreshed: %+v", quiet.report.Alerts)
+	}
+	if got := am1.active(t, s.ns); len(got) != 0 {
+		t.Fatalf("after a quiet run Alertmanager holds %v", alertNames(got))
+	}
+	leakCheck(t, s, runs...)
+}
