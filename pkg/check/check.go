@@ -195,19 +195,25 @@ func (r *Runner) observe(ctx context.Context, runStart time.Time, consistent boo
 // replaced by that observation), and the Deployment for the rollout gate.
 func (r *Runner) decide(ctx context.Context, obs *decide.Observation, prev *state.State, rep *Report) (*state.State, decide.Result) {
 	next, res := decide.Decide(*obs, prev, r.Decide)
-	if res.NeedConsistentRead {
-		fresh, err := r.observe(ctx, obs.RunStart, true)
-		if err != nil {
-			r.Log.Warn().Err(err).Msg("consistent re-read before a restart failed: no restart this run")
-			obs.ConsistentErr = err
-		} else {
-			rep.Samples++
-			*obs = fresh
+	// Each read is taken at most once; the rollout gate comes before the
+	// consistent-read gate, so the Deployment is read first.
+	for range 2 {
+		switch {
+		case res.NeedRollout && obs.Rollout == nil:
+			obs.Rollout = r.Observer.Rollout(ctx)
+		case res.NeedConsistentRead && !obs.Consistent:
+			fresh, err := r.observe(ctx, obs.RunStart, true)
+			if err != nil {
+				r.Log.Warn().Err(err).Msg("consistent re-read before a restart failed: no restart this run")
+				obs.ConsistentErr = err
+			} else {
+				rep.Samples++
+				fresh.Rollout = obs.Rollout
+				*obs = fresh
+			}
+		default:
+			return next, res
 		}
-		next, res = decide.Decide(*obs, prev, r.Decide)
-	}
-	if res.NeedRollout && obs.Rollout == nil {
-		obs.Rollout = r.Observer.Rollout(ctx)
 		next, res = decide.Decide(*obs, prev, r.Decide)
 	}
 	return next, res
