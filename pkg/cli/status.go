@@ -80,7 +80,11 @@ func writeStatusText(w io.Writer, where string, snap *state.Snapshot, now time.T
 	} else {
 		fmt.Fprintln(w, "last run: none recorded")
 	}
-	fmt.Fprintf(w, "consecutive unknown runs: %d\n\n", s.UnknownRuns)
+	fmt.Fprintf(w, "unknown runs since the scheduler was last seen fine: %d\n", s.UnknownRuns)
+	if b := s.Backoff; b != nil {
+		fmt.Fprintf(w, "restart back-off: %d restart(s) in a row did not heal; next restart not before %s\n  %s\n", b.Ineffective, b.NotBefore.Format(time.RFC3339), b.Reason)
+	}
+	fmt.Fprintln(w)
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "POD\tUID\tLAST VERDICT\tLAST SEEN\tBAD\tBAD FOR\tEVIDENCE\tREJECTED")
@@ -104,6 +108,9 @@ func writeStatusText(w io.Writer, where string, snap *state.Snapshot, now time.T
 		resumed := ""
 		if r.ResumedAt != nil {
 			resumed = " resumed " + r.ResumedAt.Format(time.RFC3339)
+		}
+		if r.Ineffective != "" {
+			resumed += " (did not heal)"
 		}
 		fmt.Fprintf(w, "  %s  %-9s %s %s (%s)%s %s\n", r.ClaimedAt.Format(time.RFC3339), r.Outcome, r.Method, r.Pod, r.UID, resumed, r.Error)
 	}
