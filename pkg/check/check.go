@@ -588,14 +588,22 @@ func (r *Runner) failRun(ctx context.Context, snap *state.Snapshot, rep *Report,
 	// and what the outbox delivered leaves it. The run's deadline may be what
 	// failed: alerting and the save get short deadlines of their own.
 	r.sendFailure(ctx, s, notes, rep, 15*time.Second, true)
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	if err := r.Store.Save(sctx, snap, s, r.Clock.Now()); err != nil {
+	if err := r.saveWithin(ctx, snap, s, 10*time.Second, rep); err != nil {
 		r.Log.Error().Err(err).Msg("could not record the failed run in state either")
-	} else {
-		rep.StateWritten = true
 	}
 	return failure
+}
+
+// saveWithin writes s with a deadline of its own: the run's may be spent, or its
+// context cancelled, which is often why it is saving this way.
+func (r *Runner) saveWithin(ctx context.Context, snap *state.Snapshot, s *state.State, d time.Duration, rep *Report) error {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d)
+	defer cancel()
+	if err := r.Store.Save(sctx, snap, s, r.Clock.Now()); err != nil {
+		return err
+	}
+	rep.StateWritten = true
+	return nil
 }
 
 // interrupt reports a pass cut short by shutdown: logged, nothing sent.
@@ -615,12 +623,8 @@ func (r *Runner) saveInterrupted(ctx context.Context, snap *state.Snapshot, s *s
 	}
 	s.LastRun = r.lastRun(start, res, nil)
 	s.LastRun.Outcome, s.LastRun.Error = "interrupted", truncate(cause.Error(), 500)
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace)
-	defer cancel()
-	if serr := r.Store.Save(sctx, snap, s, r.Clock.Now()); serr != nil {
+	if serr := r.saveWithin(ctx, snap, s, shutdownGrace, rep); serr != nil {
 		r.Log.Warn().Err(serr).Msg("interrupted pass could not write its state")
-	} else {
-		rep.StateWritten = true
 	}
 	return err
 }

@@ -230,31 +230,25 @@ type Target struct {
 // RestartInProgress reports a blocked target whose every refusing gate is a restart
 // already done or under way.
 func (t Target) RestartInProgress() bool {
-	if t.Action != Blocked {
-		return false
-	}
-	refused := 0
-	for _, g := range t.Gates {
-		if !g.OK {
-			if !g.InProgress {
-				return false
-			}
-			refused++
-		}
-	}
-	return refused > 0
+	return t.refusedOnlyBy(func(g Gate) bool { return g.InProgress })
 }
 
 // OnlyBackoff reports a blocked target held back by the ineffective-restart
 // back-off alone: restart-ineffective says so, restart-blocked would repeat it.
 func (t Target) OnlyBackoff() bool {
+	return t.refusedOnlyBy(func(g Gate) bool { return g.Name == GateBackoff })
+}
+
+// refusedOnlyBy reports a blocked target refused by at least one gate, all of them
+// matching which.
+func (t Target) refusedOnlyBy(which func(Gate) bool) bool {
 	if t.Action != Blocked {
 		return false
 	}
 	refused := 0
 	for _, g := range t.Gates {
 		if !g.OK {
-			if g.Name != GateBackoff {
+			if !which(g) {
 				return false
 			}
 			refused++

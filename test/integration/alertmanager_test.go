@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -37,26 +36,9 @@ func init() { secretMarkers = append(secretMarkers, "XXXXAMPATHSECRET", "XXXXAMT
 type alertmanagerProc struct {
 	base   string // URL up to the route prefix: what --alertmanager-url takes
 	cmd    *exec.Cmd
-	out    *syncBuffer
+	out    *lockedBuffer
 	exited chan struct{}
 	once   sync.Once
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func startAlertmanager(t *testing.T) *alertmanagerProc {
@@ -80,7 +62,7 @@ func startAlertmanager(t *testing.T) *alertmanagerProc {
 		must(t, err)
 		addr := ln.Addr().String()
 		ln.Close()
-		p := &alertmanagerProc{base: "http://" + addr + amRoutePrefix, out: &syncBuffer{}, exited: make(chan struct{})}
+		p := &alertmanagerProc{base: "http://" + addr + amRoutePrefix, out: &lockedBuffer{}, exited: make(chan struct{})}
 		p.cmd = exec.Command(bin,
 			"--config.file="+cfg,
 			"--storage.path="+filepath.Join(dir, fmt.Sprintf("data-%d", attempt)),
