@@ -556,9 +556,12 @@ func dueGate(t *Target, bad *state.Bad, now time.Time, cfg Config) bool {
 	// gate only decides when the alert says "alerted, not restarted".
 	confirmedInRun := cfg.ConfirmWindow <= 0 || inRun >= cfg.ConfirmWindow ||
 		(bad.Kind == string(Degraded) && !cfg.RestartOnDegraded)
+	// Strong evidence counts from its first sight in this run at the earliest: a
+	// run whose confirmation was cut short by its deadline leaves the next run to
+	// confirm again, never to restart on its first sample.
 	strongFor := time.Duration(0)
 	if bad.StrongSince != nil {
-		strongFor = now.Sub(*bad.StrongSince)
+		strongFor = min(now.Sub(*bad.StrongSince), inRun)
 	}
 	// The confirm-window path is for wedges only: a degraded scheduler still serves
 	// some nodes, and is restarted (with --restart-on-degraded) after --wedged-for.

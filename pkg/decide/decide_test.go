@@ -589,8 +589,13 @@ func TestRestartGates(t *testing.T) {
 
 func TestStrongEvidence(t *testing.T) {
 	cfg := testConfig()
+	// Observations from t0 on are the samples of one run that started at t0.
 	at := func(d time.Duration, ready int, rejected uint64) Observation {
-		return observe(t0.Add(d), 3, schedPod("sched-a", "uid-a", sample(ready, rejected)))
+		o := observe(t0.Add(d), 3, schedPod("sched-a", "uid-a", sample(ready, rejected)))
+		if d >= 0 {
+			o.RunStart = t0
+		}
+		return o
 	}
 	healthyBefore := step{obs: at(-5*time.Minute, 3, 0), verdict: Healthy, action: None}
 

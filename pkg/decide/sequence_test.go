@@ -402,3 +402,39 @@ func TestMisconfiguredServiceIsUnknown(t *testing.T) {
 		t.Errorf("a placeholder slice is not a misconfiguration: %v", err)
 	}
 }
+
+// A strong confirmation cut short by one run's deadline is not carried into the
+// next run: that run confirms again rather than restart on its first sample (the
+// same rule as the duration path: every restart is confirmed inside its run).
+func TestStrongConfirmationDoesNotSpanRuns(t *testing.T) {
+	cfg := testConfig()
+	cfg.WedgedFor = time.Hour // the strong path alone
+	strong := func(rejected uint64) func(time.Time) Observation {
+		return func(at time.Time) Observation {
+			return observe(at, 3, schedPod("sched-a", "uid-a", sample(0, rejected)))
+		}
+	}
+	s, _ := Decide(observe(t0.Add(-5*time.Minute), 3, schedPod("sched-a", "uid-a", sample(3, 0))), state.New(), cfg)
+	// Run 1 sees strong evidence for 60 s, then its deadline ends the run.
+	var r Result
+	for d := time.Duration(0); d <= time.Minute; d += 15 * time.Second {
+		s, r = Decide(inRun(t0, strong(uint64(3+d/time.Second))(t0.Add(d))), s, cfg)
+	}
+	if r.Action != Wait {
+		t.Fatalf("run 1: %s", r.Action)
+	}
+	// Run 2, five minutes later: strong evidence has been there 5m by the clock,
+	// but this run has seen it for one sample.
+	second := t0.Add(5 * time.Minute)
+	s, r = Decide(inRun(second, strong(100)(second)), s, cfg)
+	if r.Action == Restart {
+		t.Fatalf("restarted on the first sample of a new run: %s", r.Reason)
+	}
+	if d := r.Targets[0].SampleFor; d == nil || *d != cfg.ConfirmWindow {
+		t.Errorf("sample for %v, want the whole confirm window", d)
+	}
+	_, r = decideRun(cfg, s, second, strong(110))
+	if r.Action != Restart || !strings.Contains(r.Reason, "strong evidence held 1m30s") {
+		t.Fatalf("confirmed over this run's window: %s %s", r.Action, r.Reason)
+	}
+}
