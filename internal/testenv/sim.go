@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Phase is what the simulated scheduler's discovery is doing (DESIGN §2's table).
+// Phase is what the simulated scheduler's discovery is doing (docs/design.md §1, the signatures table).
 type Phase int
 
 const (
@@ -28,7 +28,7 @@ const (
 	StaleCache
 )
 
-// Sim is a scheduler stand-in whose metrics follow DESIGN §2's measured
+// Sim is a scheduler stand-in whose metrics follow docs/design.md §1's measured
 // signatures, on a compressed clock: Speed scheduler-seconds pass per real second,
 // so a */5 CronJob and its timings can be replayed in seconds.
 type Sim struct {

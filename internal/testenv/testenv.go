@@ -71,7 +71,7 @@ func Start() (*Env, error) {
 		ControlPlaneStopTimeout:  30 * time.Second,
 	}
 	api := te.ControlPlane.GetAPIServer()
-	// On loopback the API server needs these (DESIGN §6).
+	// On loopback the API server needs these (docs/design.md §6).
 	api.Configure().
 		Set("advertise-address", "127.0.0.1").
 		Set("endpoint-reconciler-type", "none")

@@ -12,7 +12,7 @@ import (
 )
 
 // Report is what `watchdog check` prints: the JSON form is the interface scripts use
-// (DESIGN §5), the text form is for people.
+// (docs/design.md §4), the text form is for people.
 type Report struct {
 	Verdict   decide.Verdict `json:"verdict"`
 	Action    decide.Action  `json:"action"`
@@ -22,7 +22,7 @@ type Report struct {
 	Took      string         `json:"took"`
 	Cluster   string         `json:"cluster,omitempty"`
 	Namespace string         `json:"namespace"`
-	// Targets are the pods judged (DESIGN §5); NotJudged the others (terminating,
+	// Targets are the pods judged (docs/design.md §4); NotJudged the others (terminating,
 	// finished, HA standbys) with why.
 	Targets   []decide.Target  `json:"targets"`
 	NotJudged []NotJudged      `json:"notJudged,omitempty"`

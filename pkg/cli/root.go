@@ -22,7 +22,7 @@ import (
 	"github.com/agentenv/watchdog/pkg/version"
 )
 
-// Exit codes (DESIGN §5).
+// Exit codes (docs/design.md §4).
 const (
 	ExitOK     = 0 // the run completed, whatever it found
 	ExitFailed = 1 // the watchdog could not do its job

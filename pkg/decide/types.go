@@ -12,7 +12,7 @@ import (
 	"github.com/agentenv/watchdog/pkg/state"
 )
 
-// Verdict names are part of the interface (DESIGN §3).
+// Verdict names are part of the interface (docs/design.md §2, §4).
 type Verdict string
 
 const (
@@ -27,7 +27,7 @@ const (
 // severity orders verdicts for the run's overall verdict: the worst wins.
 var severity = map[Verdict]int{Healthy: 0, Starting: 1, NoNodes: 2, Unknown: 3, Degraded: 4, Wedged: 5}
 
-// Action names are part of the interface (DESIGN §3).
+// Action names are part of the interface (docs/design.md §2, §4).
 type Action string
 
 const (
@@ -39,7 +39,7 @@ const (
 
 var actionRank = map[Action]int{None: 0, Wait: 1, Blocked: 2, Restart: 3}
 
-// Evidence says what a bad verdict rests on (DESIGN §3).
+// Evidence says what a bad verdict rests on (docs/design.md §2, "Evidence").
 type Evidence string
 
 const (

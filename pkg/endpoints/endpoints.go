@@ -1,5 +1,5 @@
 // Package endpoints counts the runtime nodes the scheduler's discovery should see,
-// reading the same EndpointSlices the same way the scheduler does (DESIGN §2).
+// reading the same EndpointSlices the same way the scheduler does (docs/design.md §1).
 package endpoints
 
 import (

@@ -18,7 +18,7 @@ import (
 	"github.com/prometheus/common/model"
 )
 
-// Metric names exported by the AgentENV scheduler (DESIGN §2).
+// Metric names exported by the AgentENV scheduler (docs/design.md §1).
 const (
 	ObservedNodesMetric = "agentenv_scheduler_observed_nodes"
 	RPCDurationMetric   = "agentenv_scheduler_rpc_duration_seconds"

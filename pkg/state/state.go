@@ -1,5 +1,5 @@
 // Package state is the watchdog's memory between runs: a small, versioned,
-// human-readable JSON document kept in one ConfigMap (DESIGN §4). This file holds the
+// human-readable JSON document kept in one ConfigMap (docs/design.md §3). This file holds the
 // document and its codec; store.go reads and writes the ConfigMap.
 package state
 
@@ -225,7 +225,7 @@ func (e *NewerVersionError) Error() string {
 
 // Decode parses a stored document, migrating older versions. Empty input is a fresh
 // state. An unreadable document returns an error wrapping ErrUnreadable; the caller
-// recovers from it (DESIGN §4: never fatal).
+// recovers from it (docs/design.md §3: never fatal).
 func Decode(data []byte) (*State, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return New(), nil

@@ -15,7 +15,7 @@ import (
 	"github.com/agentenv/watchdog/pkg/decide"
 )
 
-// The scenarios replay DESIGN §2's signatures on a clock compressed 30×: a */5
+// The scenarios replay the scheduler's signatures (docs/design.md §1) on a clock compressed 30×: a */5
 // CronJob fires every 10 s, the scheduler's 15 s refresh is 0.5 s, and every
 // watchdog duration is scaled alike, so minutes of production time take seconds.
 const speed = 30.0

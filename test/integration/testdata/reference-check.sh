@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 2's yardstick: "a kubectl + curl + jq CronJob script that reads less (one
+# The performance targets' yardstick (docs/performance.md): "a kubectl + curl + jq CronJob script that reads less (one
 # pod list, one scrape, one ConfigMap read)", quoted there at about 160 ms wall,
 # 180 ms CPU and 47 MiB peak per run. BenchmarkCheckVsScript runs it beside the
 # watchdog to tell how this machine compares with the one those figures came from.
