@@ -223,6 +223,7 @@ func TestConventionValuesRejected(t *testing.T) {
 		{"commonLabels overriding the chart's", "commonLabels: {app.kubernetes.io/name: other}", "commonLabels"},
 		{"commonLabels number", "commonLabels: {cost-center: 42}", "commonLabels"},
 		{"commonLabels bad value", "commonLabels: {team: 'two words'}", "commonLabels"},
+		{"label in commonLabels and podLabels", "commonLabels: {team: sre}\npodLabels: {team: x}", "podLabels"},
 		// helm's validator names the key but reports it at a random location.
 		{"commonLabels bad key", "commonLabels: {'bad key!': x}", "bad key!"},
 	} {

@@ -249,3 +249,13 @@ annotations:
   {{- toYaml . | nindent 2 }}
 {{- end -}}
 {{- end -}}
+
+{{/* commonLabels and podLabels both land on the pod templates: a key in both would be a
+duplicate YAML key, which parsers resolve differently. */}}
+{{- define "watchdog.validateLabels" -}}
+{{- range $k, $_ := .Values.podLabels -}}
+{{- if hasKey $.Values.commonLabels $k -}}
+{{- fail (printf "label %q is in both commonLabels and podLabels: set it in one (commonLabels reach the pods too)" $k) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
