@@ -203,8 +203,27 @@ func code(s string) string {
 	return fence + s + fence
 }
 
+// cell escapes a description for a table cell: pipes everywhere, and < > outside code
+// spans, where Markdown would take "<url>" for an HTML tag and hide it.
 func cell(s string) string {
-	return strings.ReplaceAll(s, "|", `\|`)
+	var b strings.Builder
+	inCode := false
+	for _, r := range s {
+		switch {
+		case r == '`':
+			inCode = !inCode
+			b.WriteRune(r)
+		case r == '|':
+			b.WriteString(`\|`)
+		case r == '<' && !inCode:
+			b.WriteString("&lt;")
+		case r == '>' && !inCode:
+			b.WriteString("&gt;")
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
 
 // replaceTable puts table between the README's markers.

@@ -43,7 +43,7 @@ mode: cronjob
 plain: 3
 # -- A group.
 group:
-  # -- A | pipe and a ` + "`code`" + ` span.
+  # -- A | pipe, a ` + "`code <x>`" + ` span and <url>.
   leaf: "a|b"
   # -- Detached by a blank line: describes nothing.
 
@@ -63,7 +63,7 @@ undocumented:
 		{"mode", "string", `"cronjob"`, "The mode. cronjob: every 5 minutes."},
 		{"plain", "int", "3", ""},
 		{"group", "object", "", "A group."},
-		{"group.leaf", "string", `"a|b"`, "A | pipe and a `code` span."},
+		{"group.leaf", "string", `"a|b"`, "A | pipe, a `code <x>` span and <url>."},
 		{"group.list", "list", "[1,2]", ""},
 		{"group.empty", "object", "{}", ""},
 		{"undocumented.child", "bool", "true", ""},
@@ -80,7 +80,7 @@ undocumented:
 	}
 	tab := table(rows)
 	for _, line := range []string{
-		"| `group.leaf` | string | `\"a\\|b\"` | A \\| pipe and a `code` span. |",
+		"| `group.leaf` | string | `\"a\\|b\"` | A \\| pipe, a `code <x>` span and &lt;url&gt;. |",
 		"| `group` | object |  | A group. |",
 	} {
 		if !strings.Contains(tab, line+"\n") {
