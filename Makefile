@@ -15,7 +15,7 @@ LDFLAGS := -s -w \
 	-X github.com/agentenv/watchdog/pkg/version.Commit=$(COMMIT) \
 	-X github.com/agentenv/watchdog/pkg/version.Date=$(DATE)
 
-.PHONY: all build test unit vet fmt-check control-plane tools alertmanager chart-test lint-chart demo bench lint lint-tools fuzz
+.PHONY: all build test unit vet fmt-check control-plane tools alertmanager chart-test lint-chart chart-readme demo bench lint lint-tools fuzz
 
 all: build
 
@@ -53,6 +53,10 @@ fmt-check:
 ## chart-test: the Helm chart: rendering, schema, RBAC, and install/upgrade/uninstall on a real API server
 chart-test: control-plane tools
 	KUBEBUILDER_ASSETS="$$(hack/control-plane.sh --print)" go test -count=1 ./test/chart/
+
+## chart-readme: regenerate the chart README's value table from values.yaml's `# --` comments (make test fails while it is stale)
+chart-readme:
+	go run ./hack/chart-readme
 
 ## lint-chart: helm lint --strict of the chart
 lint-chart: tools

@@ -12,8 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/slack-go/slack"
 )
 
 // Header names of the generic webhook (docs/alerts.md).
@@ -105,9 +103,9 @@ var slackEmoji = map[string]string{
 	EventRestarted: ":arrows_counterclockwise:", EventRecovered: ":white_check_mark:", EventTest: ":test_tube:",
 }
 
-// SlackMessage renders n as an incoming-webhook message (slack-go's types keep the
-// Block Kit JSON right).
-func SlackMessage(n Notification, runbookURL string) *slack.WebhookMessage {
+// SlackMessage renders n as an incoming-webhook message in Block Kit
+// (slack.go has the few types it needs).
+func SlackMessage(n Notification, runbookURL string) *SlackWebhookMessage {
 	title := fmt.Sprintf("%s AgentENV scheduler %s", slackEmoji[n.Event], n.Event)
 	if n.Test {
 		title = slackEmoji[EventTest] + " Watchdog test alert (not a real incident)"
@@ -124,7 +122,7 @@ func SlackMessage(n Notification, runbookURL string) *slack.WebhookMessage {
 	}
 	fallback := fmt.Sprintf("[%s] scheduler %s in %s: %s", strings.ToUpper(n.Severity), n.Event, esc(where), esc(n.Reason))
 
-	fields := []*slack.TextBlockObject{
+	fields := []*SlackText{
 		mrkdwn("*Cluster*\n" + esc(orDash(n.Cluster))),
 		mrkdwn("*Namespace*\n" + esc(n.Namespace)),
 		mrkdwn("*Pod*\n" + esc(orDash(n.Pod))),
@@ -134,20 +132,20 @@ func SlackMessage(n Notification, runbookURL string) *slack.WebhookMessage {
 		mrkdwn("*Watchdog did*\n" + esc(orDash(n.Action))),
 		mrkdwn("*Evidence*\n" + esc(orDash(n.Evidence))),
 	}
-	blocks := []slack.Block{
-		slack.NewHeaderBlock(slack.NewTextBlockObject(slack.PlainTextType, truncate(title, 150), true, false)),
-		slack.NewSectionBlock(mrkdwn(truncate(esc(n.Reason), 2900)), nil, nil),
-		slack.NewSectionBlock(nil, fields, nil),
+	blocks := []SlackBlock{
+		{Type: SlackHeader, Text: &SlackText{Type: SlackPlainText, Text: truncate(title, 150), Emoji: true}},
+		{Type: SlackSection, Text: mrkdwn(truncate(esc(n.Reason), 2900))},
+		{Type: SlackSection, Fields: fields},
 	}
 	if n.NextStep != "" {
-		blocks = append(blocks, slack.NewSectionBlock(mrkdwn("*Next step*: "+truncate(esc(n.NextStep), 2900)), nil, nil))
+		blocks = append(blocks, SlackBlock{Type: SlackSection, Text: mrkdwn("*Next step*: " + truncate(esc(n.NextStep), 2900))})
 	}
-	ctxElems := []slack.MixedElement{mrkdwn(fmt.Sprintf("%s · watchdog %s · %s", n.Severity, n.Watchdog, n.Time.UTC().Format(time.RFC3339)))}
+	ctxElems := []*SlackText{mrkdwn(fmt.Sprintf("%s · watchdog %s · %s", n.Severity, n.Watchdog, n.Time.UTC().Format(time.RFC3339)))}
 	if runbookURL != "" {
 		ctxElems = append(ctxElems, mrkdwn(fmt.Sprintf("<%s|Runbook>", runbookURL)))
 	}
-	blocks = append(blocks, slack.NewContextBlock("", ctxElems...))
-	return &slack.WebhookMessage{Text: fallback, Blocks: &slack.Blocks{BlockSet: blocks}}
+	blocks = append(blocks, SlackBlock{Type: SlackContext, Elements: ctxElems})
+	return &SlackWebhookMessage{Text: fallback, Blocks: blocks}
 }
 
 // esc escapes the three characters Slack's mrkdwn reads as control characters:
@@ -155,8 +153,8 @@ func SlackMessage(n Notification, runbookURL string) *slack.WebhookMessage {
 // for a link and swallowed.
 var esc = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace
 
-func mrkdwn(s string) *slack.TextBlockObject {
-	return slack.NewTextBlockObject(slack.MarkdownType, s, false, false)
+func mrkdwn(s string) *SlackText {
+	return &SlackText{Type: SlackMarkdown, Text: s}
 }
 
 func orDash(s string) string {

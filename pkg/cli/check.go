@@ -52,6 +52,14 @@ alerts, and records the outcome in the state ConfigMap.
 
 Exit codes: 0 the run completed, whatever it found; 1 the watchdog could not do its job
 (the message names what failed); 2 bad usage or configuration.`,
+		Example: `  # What would it do right now? Observes and decides for real; writes, deletes and sends nothing.
+  watchdog check -n agentenv-system --dry-run
+
+  # One real pass from a laptop, its report as JSON for jq.
+  watchdog check --context prod-eu1 -n agentenv-system -o json | jq '.verdict, .action'
+
+  # As the CronJob runs it: settings from WATCHDOG_* variables, in-cluster credentials.
+  WATCHDOG_NAMESPACE=agentenv-system watchdog check --output=json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			markStarted(cmd)

@@ -40,7 +40,7 @@ const (
 func (o *ClusterOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "path to a kubeconfig (default: in-cluster, then $KUBECONFIG and ~/.kube/config)")
 	fs.StringVar(&o.Context, "context", "", "kubeconfig context to use")
-	fs.StringVar(&o.Namespace, "namespace", "agentenv-system", "namespace of the scheduler, its nodes Service and the state ConfigMap")
+	fs.StringVarP(&o.Namespace, "namespace", "n", "agentenv-system", "namespace of the scheduler, its nodes Service and the state ConfigMap")
 	fs.StringVar(&o.StateConfigMap, "state-configmap", "agentenv-scheduler-watchdog", "ConfigMap holding the watchdog's state")
 	fs.DurationVar(&o.Timeout, "timeout", DefaultTimeout, "deadline for the whole run; must fit a confirmation (--confirm-window) and stay under the CronJob's activeDeadlineSeconds")
 	fs.DurationVar(&o.APITimeout, "api-timeout", 15*time.Second, "timeout of each API server request")

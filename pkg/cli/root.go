@@ -105,6 +105,11 @@ underscores, upper case); a flag beats its environment variable.`,
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
+	// --version prints exactly what `watchdog version` prints. Declared here so cobra
+	// does not add its own with a -v shorthand (kubectl users read -v as verbosity).
+	root.Version = version.String()
+	root.SetVersionTemplate("{{.Version}}\n")
+	root.Flags().Bool("version", false, "print the version, commit and build date, as the version command does")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &UsageError{msg: err.Error()} })
 	root.AddCommand(newCheckCommand(stdout, stderr), newStatusCommand(stdout, stderr), newVersionCommand(stdout), newNotifyCommand(stdout, stderr), newRunCommand(stderr))
 	return root
@@ -141,7 +146,9 @@ func newVersionCommand(stdout io.Writer) *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
 		Short: "Print the version, commit and build date",
-		Args:  cobra.NoArgs,
+		Example: `  watchdog version
+  watchdog --version   # the same line`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			markStarted(cmd)
 			_, err := fmt.Fprintln(stdout, version.String())

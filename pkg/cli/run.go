@@ -60,6 +60,11 @@ Prometheus metrics and /healthz on --metrics-addr. /healthz fails when passes st
 completing (no successful pass for two intervals plus --timeout). With --leader-elect,
 replicas elect one active watchdog through a Lease; standbys stay healthy and idle.
 State lives in the same ConfigMap as for check, so the two modes can be switched.`,
+		Example: `  # One watchdog, a pass every 30 s, metrics and /healthz on :9102.
+  watchdog run -n agentenv-system --interval 30s --metrics-addr :9102
+
+  # Several replicas: one active, elected through a Lease; the identity is the pod name.
+  watchdog run -n agentenv-system --leader-elect --leader-elect-identity "$POD_NAME"`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			markStarted(cmd)

@@ -21,7 +21,12 @@ func newStatusCommand(stdout, stderr io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show the persisted state: last run, pods, restarts, open alerts",
-		Args:  cobra.NoArgs,
+		Example: `  # The last run, each pod's episode, the restart history and open alerts.
+  watchdog status -n agentenv-system
+
+  # The same as JSON, e.g. only the restart history.
+  watchdog status -n agentenv-system -o json | jq '.state.restarts'`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			markStarted(cmd)
 			if err := cluster.Validate(); err != nil {

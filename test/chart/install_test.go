@@ -778,6 +778,12 @@ func TestChartDeploymentMode(t *testing.T) {
 	}
 	d, err := env.Client.AppsV1().Deployments(ns).Get(ctx, fullname, metav1.GetOptions{})
 	must(t, err)
+	// Two replicas: the API server took the PodDisruptionBudget and the spread as rendered.
+	pdb, err := env.Client.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, fullname, metav1.GetOptions{})
+	must(t, err)
+	if pdb.Spec.MaxUnavailable == nil || pdb.Spec.MaxUnavailable.IntValue() != 1 || len(d.Spec.Template.Spec.TopologySpreadConstraints) != 2 {
+		t.Errorf("stored PodDisruptionBudget maxUnavailable %v, topologySpreadConstraints %+v", pdb.Spec.MaxUnavailable, d.Spec.Template.Spec.TopologySpreadConstraints)
+	}
 	c := d.Spec.Template.Spec.Containers[0]
 	kubeconfig, _ := saKubeconfig(t, ns, fullname)
 

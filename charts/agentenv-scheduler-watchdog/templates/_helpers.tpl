@@ -62,12 +62,21 @@ app.kubernetes.io/name: {{ include "watchdog.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
+{{/* The watchdog's own pods (both modes), e.g. for the PodDisruptionBudget and the spread. */}}
+{{- define "watchdog.podSelectorLabels" -}}
+{{ include "watchdog.selectorLabels" . }}
+app.kubernetes.io/component: watchdog
+{{- end -}}
+
 {{- define "watchdog.labels" -}}
 helm.sh/chart: {{ include "watchdog.chart" . }}
 {{ include "watchdog.selectorLabels" . }}
 app.kubernetes.io/version: {{ (default .Chart.AppVersion .Values.image.tag) | trunc 63 | trimSuffix "-" | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/part-of: agentenv
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
 {{- end -}}
 
 {{- define "watchdog.image" -}}
@@ -238,5 +247,15 @@ affinity:
 {{- with $ann }}
 annotations:
   {{- toYaml . | nindent 2 }}
+{{- end -}}
+{{- end -}}
+
+{{/* commonLabels and podLabels both land on the pod templates: a key in both would be a
+duplicate YAML key, which parsers resolve differently. */}}
+{{- define "watchdog.validateLabels" -}}
+{{- range $k, $_ := .Values.podLabels -}}
+{{- if hasKey $.Values.commonLabels $k -}}
+{{- fail (printf "label %q is in both commonLabels and podLabels: set it in one (commonLabels reach the pods too)" $k) -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
