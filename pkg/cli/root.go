@@ -150,14 +150,17 @@ func newVersionCommand(stdout io.Writer) *cobra.Command {
 	}
 }
 
-// newLogger builds the stderr logger: JSON by default, console for people.
+// newLogger builds the stderr logger: JSON by default, console for people. client-go's
+// own lines (klog) go through it too (klog.go).
 func newLogger(o *ClusterOptions, w io.Writer) zerolog.Logger {
 	level, _ := zerolog.ParseLevel(o.LogLevel) // validated
 	var out io.Writer = w
 	if o.LogFormat == "console" {
 		out = zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05"}
 	}
-	return zerolog.New(out).Level(level).With().Timestamp().Logger()
+	log := zerolog.New(out).Level(level).With().Timestamp().Logger()
+	routeKlog(log)
+	return log
 }
 
 // restConfig loads the API server connection: in-cluster when nothing says
