@@ -106,7 +106,7 @@ underscores, upper case); a flag beats its environment variable.`,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &UsageError{msg: err.Error()} })
-	root.AddCommand(newCheckCommand(stdout, stderr), newStatusCommand(stdout, stderr), newVersionCommand(stdout), newNotifyCommand(stdout, stderr), newRunCommand(stderr))
+	root.AddCommand(newCheckCommand(stdout, stderr), newStatusCommand(stdout, stderr), newVersionCommand(stdout), newNotifyCommand(stdout, stderr), newRunCommand(stderr), newDoctorCommand(stdout, stderr))
 	return root
 }
 
