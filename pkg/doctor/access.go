@@ -67,7 +67,7 @@ func (n Needs) Required() []Access {
 	}
 	out = append(out,
 		Access{Resource: "events", Verb: "create", Why: "leave an Event on each object judged or acted on"},
-		Access{Group: "apps", Resource: "deployments", Verb: "get", Name: n.Deployment, Why: "the rollout gate (--deployment)"},
+		Access{Group: "apps", Resource: "deployments", Verb: "get", Name: n.Deployment, Why: "hold restarts while the scheduler rolls out (--deployment)"},
 	)
 	if restarts && n.RestartMethod == decide.MethodRollout {
 		out = append(out, Access{Group: "apps", Resource: "deployments", Verb: "patch", Name: n.Deployment, Why: "restart a wedged scheduler (--restart-method rollout)"})
