@@ -300,6 +300,14 @@ func TestDoctorMisconfigured(t *testing.T) {
 	t.Run("missing leader lease", func(t *testing.T) {
 		runDoctor(t, s.doctorArgs("--leader-lease", "nobody-holds-this")...).expectOnly(t, "scheduler leader Lease exists")
 	})
+
+	t.Run("election lease not created yet", func(t *testing.T) {
+		// `run --leader-elect` creates its Lease: fine, if it may create Leases.
+		d := runDoctor(t, s.doctorArgs("--leader-elect", "--leader-elect-lease", "wd-election")...)
+		if d.code != 0 || !strings.Contains(d.check(t, "election Lease").Detail, "does not exist yet") || !d.check(t, "can create leases").OK {
+			t.Errorf("exit %d failed %q\n%s", d.code, d.failed(), d.stdout)
+		}
+	})
 }
 
 // TestDoctorMetrics: metrics down, or not the scheduler's, are ✗ per pod.
