@@ -341,53 +341,39 @@ func (d *Doctor) url(pod *corev1.Pod) string {
 	return "http://" + net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(d.MetricsPort)) + d.MetricsPath
 }
 
-// checkSlices lists the nodes Service's EndpointSlices and counts them as a run does.
+// checkSlices reads the nodes Service's EndpointSlices as a run does
+// (endpoints.Lister), which also says when they cannot be what the flags name.
 func (d *Doctor) checkSlices(ctx context.Context) {
 	const name = "nodes Service has EndpointSlices with --nodes-port"
-	var all []discoveryv1.EndpointSlice
-	opts := kube.FromCache(metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + d.NodesService, Limit: 500})
-	for {
-		list, err := d.Client.ListEndpointSlices(ctx, d.Namespace, opts)
-		if err != nil {
-			d.fail(GroupDiscovery, name, fmt.Sprintf("list EndpointSlices of %s/%s: %v", d.Namespace, d.NodesService, err), "see the permission checks above: the watchdog must list endpointslices in --namespace")
-			return
-		}
-		all = append(all, list.Items...)
-		if list.Continue == "" {
-			break
-		}
-		opts.Continue = list.Continue
-	}
-	if len(all) == 0 {
+	l := endpoints.Lister{Client: d.Client, Namespace: d.Namespace, Service: d.NodesService, Port: d.NodesPort}
+	count, err := l.Expected(ctx)
+	var wrong *endpoints.MisconfiguredError
+	switch {
+	case errors.As(err, &wrong) && count.AllSlices == 0:
 		d.fail(GroupDiscovery, name, fmt.Sprintf("no EndpointSlice in %s is labelled %s=%s", d.Namespace, discoveryv1.LabelServiceName, d.NodesService),
 			fmt.Sprintf("set --nodes-service (chart: scheduler.nodesService) to the Service the scheduler discovers nodes through; compare `kubectl get endpointslices -n %s -L %s`", d.Namespace, discoveryv1.LabelServiceName))
-		return
-	}
-	count := endpoints.CountNodes(all, d.NodesPort)
-	if count.Slices == 0 {
-		d.fail(GroupDiscovery, name, fmt.Sprintf("%d EndpointSlice(s) of %s, none with port %d (ports: %s)", len(all), d.NodesService, d.NodesPort, slicePorts(all)),
+	case errors.As(err, &wrong):
+		d.fail(GroupDiscovery, name, fmt.Sprintf("%d EndpointSlice(s) of %s, none with port %d (ports: %s)", count.AllSlices, d.NodesService, d.NodesPort, ports(count.OtherPorts)),
 			"set --nodes-port (chart: scheduler.nodesPort) to the node port the scheduler's discovery counts")
-		return
+	case err != nil:
+		d.fail(GroupDiscovery, name, err.Error(), "see the permission checks above: the watchdog must list endpointslices in --namespace")
+	case count.Slices == 0:
+		// A Service without endpoints: its placeholder slice carries no port.
+		d.pass(GroupDiscovery, name, fmt.Sprintf("%s has no endpoints yet: discovery should see 0 nodes", d.NodesService))
+	default:
+		d.pass(GroupDiscovery, name, fmt.Sprintf("%d of %d EndpointSlice(s) carry port %d: %d serving node(s), %d lingering", count.Slices, count.AllSlices, d.NodesPort, count.Serving, count.Lingering))
 	}
-	d.pass(GroupDiscovery, name, fmt.Sprintf("%d of %d EndpointSlice(s) carry port %d: %d serving node(s), %d lingering", count.Slices, len(all), d.NodesPort, count.Serving, count.Lingering))
 }
 
-func slicePorts(slices []discoveryv1.EndpointSlice) string {
-	seen := map[int32]bool{}
-	var ports []string
-	for _, s := range slices {
-		for _, p := range s.Ports {
-			if p.Port != nil && !seen[*p.Port] {
-				seen[*p.Port] = true
-				ports = append(ports, strconv.Itoa(int(*p.Port)))
-			}
-		}
-	}
-	if len(ports) == 0 {
+func ports(ps []int32) string {
+	if len(ps) == 0 {
 		return "none"
 	}
-	sort.Strings(ports)
-	return strings.Join(ports, ", ")
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = strconv.Itoa(int(p))
+	}
+	return strings.Join(out, ", ")
 }
 
 // checkObjects reads the Deployment and the Leases the configuration names.
@@ -476,7 +462,13 @@ func (d *Doctor) checkState(ctx context.Context) {
 			return
 		}
 		if attempt == 0 {
-			d.pass(GroupState, rname, stateDetail(cm))
+			detail, err := stateDetail(cm)
+			if err != nil {
+				d.fail(GroupState, rname, fmt.Sprintf("%s: %v", ref, err), "run a watchdog at least as new as the one that wrote the state (image tag), or move the document aside by hand if the rollback is intended")
+				d.skip(GroupState, wname, "no run would write over this state")
+				return
+			}
+			d.pass(GroupState, rname, detail)
 		}
 		_, err = d.Client.UpdateConfigMap(ctx, cm.DeepCopy(), metav1.UpdateOptions{DryRun: dry, FieldManager: "watchdog"})
 		if !apierrors.IsConflict(err) {
@@ -491,21 +483,27 @@ func (d *Doctor) checkState(ctx context.Context) {
 	d.pass(GroupState, wname, fmt.Sprintf("an update at resourceVersion %s is accepted (server-side dry run: nothing written)", cm.ResourceVersion))
 }
 
-func stateDetail(cm *corev1.ConfigMap) string {
+// stateDetail describes the stored state; an error is a document no run will use
+// (written by a newer watchdog).
+func stateDetail(cm *corev1.ConfigMap) (string, error) {
 	ref := cm.Namespace + "/" + cm.Name
 	raw, ok := cm.Data[state.DataKey]
 	if !ok {
-		return fmt.Sprintf("%s exists with no state yet (the chart creates it empty)", ref)
+		return fmt.Sprintf("%s exists with no state yet (the chart creates it empty)", ref), nil
 	}
 	s, err := state.Decode([]byte(raw))
+	var newer *state.NewerVersionError
+	if errors.As(err, &newer) {
+		return "", err
+	}
 	if err != nil {
 		// Not a failure: the next run starts fresh and keeps the document.
-		return fmt.Sprintf("%s: the stored state is unreadable (%v); the next run starts with empty state and keeps it under %s", ref, err, state.CorruptKey)
+		return fmt.Sprintf("%s: the stored state is unreadable (%v); the next run starts with empty state and keeps it under %s", ref, err, state.CorruptKey), nil
 	}
 	if s.UpdatedAt.IsZero() {
-		return fmt.Sprintf("%s: state readable", ref)
+		return fmt.Sprintf("%s: state readable", ref), nil
 	}
-	return fmt.Sprintf("%s: state readable, last written %s", ref, s.UpdatedAt.UTC().Format(time.RFC3339))
+	return fmt.Sprintf("%s: state readable, last written %s", ref, s.UpdatedAt.UTC().Format(time.RFC3339)), nil
 }
 
 // checkSinks delivers a test alert to each sink with SendTest, and lists them otherwise.

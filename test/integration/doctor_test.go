@@ -405,3 +405,25 @@ func TestDoctorStateAndSinks(t *testing.T) {
 		}
 	}
 }
+
+// TestDoctorNewerState: a state document written by a newer watchdog is one no
+// run will use or overwrite: a ✗ saying to run the newer watchdog.
+func TestDoctorNewerState(t *testing.T) {
+	s := newScenario(t, layout{serving: 3, page: fixture(t, "scheduler-metrics-healthy.txt")})
+	ctx, cancel := testenv.Ctx()
+	defer cancel()
+	_, err := env.Client.CoreV1().ConfigMaps(s.ns).Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "agentenv-scheduler-watchdog"},
+		Data:       map[string]string{"state.json": `{"version": 999}`},
+	}, metav1.CreateOptions{})
+	must(t, err)
+	s.syncCache()
+	d := runDoctor(t, s.doctorArgs()...)
+	d.expectOnly(t, "state ConfigMap can be read")
+	if c := d.check(t, "state ConfigMap can be read"); !strings.Contains(c.Detail, "newer watchdog") {
+		t.Errorf("%+v", c)
+	}
+	if c := d.check(t, "state ConfigMap can be written"); !c.Skipped {
+		t.Errorf("%+v", c)
+	}
+}
