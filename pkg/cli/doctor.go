@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 
@@ -58,9 +59,6 @@ Exit codes: 0 every check passed; 1 a check failed (each ✗ line says how to fi
 			if f.leaderElect && f.leaderElectLease == "" {
 				return usagef("--leader-elect needs --leader-elect-lease")
 			}
-			if f.sendTest && f.alerts.SlackWebhookURL == "" && f.alerts.WebhookURL == "" && f.alerts.HeartbeatURL == "" {
-				return usagef("--send-test: no sink configured: set --slack-webhook-url, --webhook-url or --heartbeat-url")
-			}
 			newLogger(&f.cluster, stderr)
 			client, cfg, err := newClient(&f.cluster)
 			if err != nil {
@@ -69,6 +67,9 @@ Exit codes: 0 every check passed; 1 a check failed (each ✗ line says how to fi
 			sinks, err := doctorSinks(&f.alerts, f.cluster.Namespace)
 			if err != nil {
 				return err
+			}
+			if f.sendTest && len(sinks) == 0 {
+				return usagef("--send-test: no sink configured: set --slack-webhook-url, --webhook-url, --alertmanager-url or --heartbeat-url")
 			}
 			d := &doctor.Doctor{Config: doctor.Config{
 				Client:         client,
@@ -118,16 +119,26 @@ Exit codes: 0 every check passed; 1 a check failed (each ✗ line says how to fi
 	return cmd
 }
 
-// doctorSinks are the configured sinks with their test deliveries.
+// doctorSinks are the configured sinks with their test deliveries. An Alertmanager
+// peer that failed while another accepted fails the check: a preflight should
+// show it, though a run would deliver.
 func doctorSinks(o *AlertOptions, namespace string) ([]doctor.Sink, error) {
-	sinks, err := buildSinks(o)
+	var peerErr error // deliveries are sequential
+	sinks, err := buildSinks(o, namespace, func(err error) { peerErr = errors.Join(peerErr, err) })
 	if err != nil {
 		return nil, err
 	}
 	var out []doctor.Sink
 	for _, s := range sinks {
 		out = append(out, doctor.Sink{Name: s.Name(), Send: func(ctx context.Context) error {
-			return s.Send(ctx, testNotification(o, namespace, "doctor --send-test"))
+			peerErr = nil
+			if err := s.Send(ctx, testNotification(o, namespace, "doctor --send-test")); err != nil {
+				return err
+			}
+			if peerErr != nil {
+				return fmt.Errorf("accepted, but not by every peer: %w", peerErr)
+			}
+			return nil
 		}})
 	}
 	if o.HeartbeatURL != "" {

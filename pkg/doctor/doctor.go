@@ -509,7 +509,7 @@ func stateDetail(cm *corev1.ConfigMap) (string, error) {
 // checkSinks delivers a test alert to each sink with SendTest, and lists them otherwise.
 func (d *Doctor) checkSinks(ctx context.Context) {
 	if len(d.Sinks) == 0 {
-		d.skip(GroupAlerts, "alert sinks", "none configured: alerts reach only the logs and Events (--slack-webhook-url, --webhook-url, --heartbeat-url)")
+		d.skip(GroupAlerts, "alert sinks", "none configured: alerts reach only the logs and Events (--slack-webhook-url, --webhook-url, --alertmanager-url, --heartbeat-url)")
 		return
 	}
 	for _, s := range d.Sinks {
