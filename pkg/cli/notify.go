@@ -55,13 +55,7 @@ when set), --alertmanager-url (alert AgentenvWatchdogTest, ending after
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
-			now := time.Now().UTC()
-			n := alert.Notification{
-				SchemaVersion: alert.SchemaVersion, ID: fmt.Sprintf("test-%d", now.UnixNano()), Event: alert.EventTest,
-				Severity: alert.SeverityInfo, Test: true, Cluster: alerts.ClusterName, Namespace: namespace,
-				Reason: "This is a test alert from agentenv-scheduler-watchdog `notify test`; no action is needed.",
-				Action: "none", Time: now, Watchdog: version.Version, NextStep: "Nothing to do: this only proves the alert path works.",
-			}
+			n := testNotification(&alerts, namespace, "notify test")
 			failed := 0
 			for _, s := range sinks {
 				if err := s.Send(ctx, n); err != nil {
@@ -72,8 +66,7 @@ when set), --alertmanager-url (alert AgentenvWatchdogTest, ending after
 				fmt.Fprintf(stdout, "%-10s ok\n", s.Name())
 			}
 			if alerts.HeartbeatURL != "" {
-				hb := &alert.Heartbeat{Poster: alert.NewPoster("heartbeat", alerts.HeartbeatURL, alerts.AlertTimeout, alert.DefaultAttempts, alert.DefaultBudget), URL: alerts.HeartbeatURL}
-				if err := hb.Ping(ctx, false, "watchdog notify test"); err != nil {
+				if err := testHeartbeat(ctx, &alerts, "notify test"); err != nil {
 					failed++
 					fmt.Fprintf(stdout, "%-10s FAILED: %v\n", "heartbeat", err)
 				} else {
@@ -91,4 +84,22 @@ when set), --alertmanager-url (alert AgentenvWatchdogTest, ending after
 	test.Flags().StringVarP(&namespace, "namespace", "n", "agentenv-system", "namespace named in the test alert")
 	notify.AddCommand(test)
 	return notify
+}
+
+// testNotification is the clearly marked test alert of `notify test` and
+// `doctor --send-test` (command names which).
+func testNotification(o *AlertOptions, namespace, command string) alert.Notification {
+	now := time.Now().UTC()
+	return alert.Notification{
+		SchemaVersion: alert.SchemaVersion, ID: fmt.Sprintf("test-%d", now.UnixNano()), Event: alert.EventTest,
+		Severity: alert.SeverityInfo, Test: true, Cluster: o.ClusterName, Namespace: namespace,
+		Reason: "This is a test alert from agentenv-scheduler-watchdog `" + command + "`; no action is needed.",
+		Action: "none", Time: now, Watchdog: version.Version, NextStep: "Nothing to do: this only proves the alert path works.",
+	}
+}
+
+// testHeartbeat pings the dead man's switch as a successful run would.
+func testHeartbeat(ctx context.Context, o *AlertOptions, command string) error {
+	hb := &alert.Heartbeat{Poster: alert.NewPoster("heartbeat", o.HeartbeatURL, o.AlertTimeout, alert.DefaultAttempts, alert.DefaultBudget), URL: o.HeartbeatURL}
+	return hb.Ping(ctx, false, "watchdog "+command)
 }

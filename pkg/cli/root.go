@@ -111,7 +111,7 @@ underscores, upper case); a flag beats its environment variable.`,
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.Flags().Bool("version", false, "print the version, commit and build date, as the version command does")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &UsageError{msg: err.Error()} })
-	root.AddCommand(newCheckCommand(stdout, stderr), newStatusCommand(stdout, stderr), newVersionCommand(stdout), newNotifyCommand(stdout, stderr), newRunCommand(stderr))
+	root.AddCommand(newCheckCommand(stdout, stderr), newStatusCommand(stdout, stderr), newVersionCommand(stdout), newNotifyCommand(stdout, stderr), newRunCommand(stderr), newDoctorCommand(stdout, stderr))
 	return root
 }
 
@@ -157,14 +157,17 @@ func newVersionCommand(stdout io.Writer) *cobra.Command {
 	}
 }
 
-// newLogger builds the stderr logger: JSON by default, console for people.
+// newLogger builds the stderr logger: JSON by default, console for people. client-go's
+// own lines (klog) go through it too (klog.go).
 func newLogger(o *ClusterOptions, w io.Writer) zerolog.Logger {
 	level, _ := zerolog.ParseLevel(o.LogLevel) // validated
 	var out io.Writer = w
 	if o.LogFormat == "console" {
 		out = zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05"}
 	}
-	return zerolog.New(out).Level(level).With().Timestamp().Logger()
+	log := zerolog.New(out).Level(level).With().Timestamp().Logger()
+	routeKlog(log)
+	return log
 }
 
 // restConfig loads the API server connection: in-cluster when nothing says

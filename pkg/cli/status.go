@@ -35,6 +35,7 @@ func newStatusCommand(stdout, stderr io.Writer) *cobra.Command {
 			if err := output.Validate(); err != nil {
 				return err
 			}
+			newLogger(&cluster, stderr) // client-go's own lines (klog) stay JSON
 			client, cfg, err := newClient(&cluster)
 			if err != nil {
 				return err

@@ -1,5 +1,5 @@
 // Package kube is the watchdog's API client: the dozen calls it makes, over
-// client-go's REST client with a scheme of only the seven kinds it uses, from four
+// client-go's REST client with a scheme of only the eight kinds it uses, from five
 // API groups.
 //
 // Why not client-go's generated clientset: importing it registers every API group
@@ -15,6 +15,7 @@ import (
 	"net/http"
 
 	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -42,6 +43,8 @@ var kinds = []struct {
 	{appsv1.SchemeGroupVersion, []runtime.Object{&appsv1.Deployment{}}},
 	{discoveryv1.SchemeGroupVersion, []runtime.Object{&discoveryv1.EndpointSliceList{}}},
 	{coordinationv1.SchemeGroupVersion, []runtime.Object{&coordinationv1.Lease{}}},
+	// watchdog doctor: can this identity make each call (doctor.go)?
+	{authorizationv1.SchemeGroupVersion, []runtime.Object{&authorizationv1.SelfSubjectAccessReview{}}},
 }
 
 func init() {
@@ -60,6 +63,7 @@ type Client struct {
 	apps         *rest.RESTClient
 	discovery    *rest.RESTClient
 	coordination *rest.RESTClient
+	authz        *rest.RESTClient
 }
 
 // New builds a client sharing one HTTP connection pool (and, after the first
@@ -81,6 +85,7 @@ func New(cfg *rest.Config) (*Client, error) {
 		{&c.apps, appsv1.SchemeGroupVersion, "/apis"},
 		{&c.discovery, discoveryv1.SchemeGroupVersion, "/apis"},
 		{&c.coordination, coordinationv1.SchemeGroupVersion, "/apis"},
+		{&c.authz, authorizationv1.SchemeGroupVersion, "/apis"},
 	} {
 		gc := rest.CopyConfig(cfg)
 		gv := g.gv

@@ -1,0 +1,150 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentenv/watchdog/pkg/doctor"
+	"github.com/agentenv/watchdog/pkg/scrape"
+)
+
+// doctorFlags are check's options (so a doctor run checks exactly the configuration
+// a check or run would use) and the few of doctor's own.
+type doctorFlags struct {
+	checkFlags
+	sendTest bool
+	// The election settings of `run`, so the chart's test hook in deployment mode
+	// checks the election Lease too.
+	leaderElect      bool
+	leaderElectLease string
+}
+
+func newDoctorCommand(stdout, stderr io.Writer) *cobra.Command {
+	f := &doctorFlags{}
+	cmd := &cobra.Command{
+		Use:   "doctor",
+		Short: "Preflight: check everything a run depends on, one line each, with a fix for each failure",
+		Long: `doctor checks, for the configuration given by the same flags (and WATCHDOG_*
+variables) as check, everything a run depends on: the API server answers and its clock
+agrees with ours (within 5s); this identity may make every call the configuration makes
+(a SelfSubjectAccessReview each, by object name where the chart's Role narrows it); the
+scheduler pods match --scheduler-selector and their metrics answer with the families the
+watchdog reads; the --nodes-service EndpointSlices exist and carry --nodes-port; the
+--deployment and --leader-lease exist; the state ConfigMap can be read and written (a
+server-side dry run: nothing is written); and, with --send-test, each alert sink accepts a
+test alert. Checks that do not apply are shown as skipped.
+
+doctor changes nothing in the cluster. The chart runs it as its ` + "`helm test`" + ` hook.
+
+Exit codes: 0 every check passed; 1 a check failed (each ✗ line says how to fix it);
+2 bad usage or configuration.`,
+		Example: `  # Before the first run, with the settings the CronJob will use:
+  watchdog doctor --namespace agentenv-system
+
+  # For scripts, and with a test delivery to every configured sink:
+  watchdog doctor -o json --send-test --webhook-url https://alerts.example.com/hook
+
+  # In-cluster, as the chart's ServiceAccount, with the chart's settings:
+  helm test <release> -n agentenv-system --logs`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			markStarted(cmd)
+			if err := f.validate(); err != nil {
+				return err
+			}
+			if f.leaderElect && f.leaderElectLease == "" {
+				return usagef("--leader-elect needs --leader-elect-lease")
+			}
+			newLogger(&f.cluster, stderr)
+			client, cfg, err := newClient(&f.cluster)
+			if err != nil {
+				return err
+			}
+			sinks, err := doctorSinks(&f.alerts, f.cluster.Namespace)
+			if err != nil {
+				return err
+			}
+			if f.sendTest && len(sinks) == 0 {
+				return usagef("--send-test: no sink configured: set --slack-webhook-url, --webhook-url, --alertmanager-url or --heartbeat-url")
+			}
+			d := &doctor.Doctor{Config: doctor.Config{
+				Client:         client,
+				Host:           cfg.Host,
+				Namespace:      f.cluster.Namespace,
+				StateConfigMap: f.cluster.StateConfigMap,
+				Selector:       f.check.SchedulerSelector,
+				Container:      f.check.SchedulerContainer,
+				Deployment:     f.check.Deployment,
+				MetricsPort:    f.check.MetricsPort,
+				MetricsPath:    f.check.MetricsPath,
+				Scraper:        scrape.NewScraper(f.check.ScrapeTimeout, f.check.MetricsMaxBytes),
+				NodesService:   f.check.NodesService,
+				NodesPort:      int32(f.check.NodesPort),
+				RestartMethod:  f.check.RestartMethod,
+				MaxRestarts:    f.check.MaxRestarts,
+				LeaderLease:    f.check.LeaderLease,
+				Sinks:          sinks,
+				SendTest:       f.sendTest,
+			}}
+			if f.leaderElect {
+				d.ElectionLease = f.leaderElectLease
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), f.cluster.Timeout)
+			defer cancel()
+			rep := doctor.NewReport(f.cluster.Namespace, cfg.Host, d.Run(ctx))
+			write := rep.WriteText
+			if f.output.Output == "json" {
+				write = rep.WriteJSON
+			}
+			if err := write(stdout); err != nil {
+				return fmt.Errorf("print report: %w", err)
+			}
+			if !rep.OK {
+				return fmt.Errorf("doctor: %d check(s) failed", rep.Failed)
+			}
+			return nil
+		},
+	}
+	f.cluster.AddFlags(cmd.Flags())
+	f.check.AddFlags(cmd.Flags())
+	f.alerts.AddFlags(cmd.Flags())
+	f.output.AddFlags(cmd.Flags())
+	cmd.Flags().BoolVar(&f.sendTest, "send-test", false, "deliver a clearly marked test alert to each configured sink (as `notify test` does) and ping --heartbeat-url")
+	cmd.Flags().BoolVar(&f.leaderElect, "leader-elect", false, "check the election Lease and rights of `run --leader-elect` too")
+	cmd.Flags().StringVar(&f.leaderElectLease, "leader-elect-lease", "agentenv-scheduler-watchdog", "Lease of `run --leader-elect`")
+	return cmd
+}
+
+// doctorSinks are the configured sinks with their test deliveries. An Alertmanager
+// peer that failed while another accepted fails the check: a preflight should
+// show it, though a run would deliver.
+func doctorSinks(o *AlertOptions, namespace string) ([]doctor.Sink, error) {
+	var peerErr error // deliveries are sequential
+	sinks, err := buildSinks(o, namespace, func(err error) { peerErr = errors.Join(peerErr, err) })
+	if err != nil {
+		return nil, err
+	}
+	var out []doctor.Sink
+	for _, s := range sinks {
+		out = append(out, doctor.Sink{Name: s.Name(), Send: func(ctx context.Context) error {
+			peerErr = nil
+			if err := s.Send(ctx, testNotification(o, namespace, "doctor --send-test")); err != nil {
+				return err
+			}
+			if peerErr != nil {
+				return fmt.Errorf("accepted, but not by every peer: %w", peerErr)
+			}
+			return nil
+		}})
+	}
+	if o.HeartbeatURL != "" {
+		out = append(out, doctor.Sink{Name: "heartbeat", Send: func(ctx context.Context) error {
+			return testHeartbeat(ctx, o, "doctor --send-test")
+		}})
+	}
+	return out, nil
+}

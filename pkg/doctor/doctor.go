@@ -1,0 +1,533 @@
+// Package doctor is `watchdog doctor`: a preflight of a new install that checks,
+// one line each, everything a watchdog run depends on, the way `linkerd check` or
+// `flux check` do. It only reads, except for server-side dry runs (`dryRun=All`,
+// which persist nothing) and, when asked, one test delivery per alert sink.
+package doctor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/agentenv/watchdog/pkg/endpoints"
+	"github.com/agentenv/watchdog/pkg/kube"
+	"github.com/agentenv/watchdog/pkg/scrape"
+	"github.com/agentenv/watchdog/pkg/state"
+)
+
+// ClockTolerance is how far the API server's clock may be from ours. The watchdog
+// compares its own clock with times other machines wrote: the scheduler Lease's
+// renewTime (--leader-lease; a typical leaseDuration is 15 s, so a few seconds of
+// skew already make a live leader look expired, or a dead one alive) and the
+// container start times the kubelets report (--startup-grace, minutes). The API
+// server's clock stands in for the cluster's. Its Date header has a resolution of
+// one second, which the comparison allows for.
+const ClockTolerance = 5 * time.Second
+
+// Groups of checks, in the order they are run and printed.
+const (
+	GroupAPI       = "API server"
+	GroupRBAC      = "Permissions"
+	GroupScheduler = "Scheduler"
+	GroupDiscovery = "Discovery"
+	GroupObjects   = "Objects"
+	GroupState     = "State"
+	GroupAlerts    = "Alerts"
+)
+
+// Result is one check.
+type Result struct {
+	Group string `json:"group"`
+	Name  string `json:"name"`
+	// OK is false only for a failed check; a skipped check is OK and Skipped.
+	OK      bool   `json:"ok"`
+	Skipped bool   `json:"skipped,omitempty"`
+	Detail  string `json:"detail"`
+	// Hint says how to fix a failed check.
+	Hint string `json:"hint,omitempty"`
+}
+
+// Sink is one configured alert destination and its test delivery.
+type Sink struct {
+	Name string
+	Send func(ctx context.Context) error
+}
+
+// Config is what to check: the options of the run being prepared for.
+type Config struct {
+	Client *kube.Client
+	// Host is the API server, as configured.
+	Host           string
+	Namespace      string
+	StateConfigMap string
+	Selector       string
+	Container      string
+	Deployment     string
+	MetricsPort    int
+	MetricsPath    string
+	Scraper        *scrape.Scraper
+	// ScrapeURL overrides how a pod's metrics URL is built (tests); nil uses
+	// http://podIP:MetricsPort+MetricsPath, as the observer does.
+	ScrapeURL     func(pod *corev1.Pod) string
+	NodesService  string
+	NodesPort     int32
+	RestartMethod string
+	MaxRestarts   int
+	LeaderLease   string
+	// ElectionLease is `run --leader-elect`'s Lease, "" without election.
+	ElectionLease string
+	// Sinks are the configured alert sinks; SendTest delivers a test alert to each.
+	Sinks    []Sink
+	SendTest bool
+	// Now is the local clock; nil is time.Now.
+	Now func() time.Time
+}
+
+// Doctor runs the checks.
+type Doctor struct {
+	Config
+	results []Result
+}
+
+func (d *Doctor) add(r Result) { d.results = append(d.results, r) }
+
+func (d *Doctor) pass(group, name, detail string) {
+	d.add(Result{Group: group, Name: name, OK: true, Detail: detail})
+}
+
+func (d *Doctor) fail(group, name, detail, hint string) {
+	d.add(Result{Group: group, Name: name, Detail: detail, Hint: hint})
+}
+
+func (d *Doctor) skip(group, name, detail string) {
+	d.add(Result{Group: group, Name: name, OK: true, Skipped: true, Detail: detail})
+}
+
+func (d *Doctor) now() time.Time {
+	if d.Now != nil {
+		return d.Now()
+	}
+	return time.Now()
+}
+
+// Run checks everything, in order, and returns one result per check. Checks that
+// depend on a failed one are skipped and say so.
+func (d *Doctor) Run(ctx context.Context) []Result {
+	d.results = nil
+	if d.checkAPI(ctx) {
+		d.checkRBAC(ctx)
+		pods := d.checkPods(ctx)
+		d.checkMetrics(ctx, pods)
+		d.checkSlices(ctx)
+		d.checkObjects(ctx)
+		d.checkState(ctx)
+	} else {
+		for _, g := range []string{GroupRBAC, GroupScheduler, GroupDiscovery, GroupObjects, GroupState} {
+			d.skip(g, "checks of this group", "the API server is not reachable")
+		}
+	}
+	d.checkSinks(ctx)
+	return d.results
+}
+
+// checkAPI reads /version: the API server answers, and its clock agrees with ours.
+func (d *Doctor) checkAPI(ctx context.Context) bool {
+	before := d.now()
+	info, date, err := d.Client.ServerVersion(ctx)
+	after := d.now()
+	if info == nil {
+		d.fail(GroupAPI, "API server is reachable", fmt.Sprintf("%s: %v", d.Host, err),
+			"check the kubeconfig (--kubeconfig, --context) or, in a pod, that the ServiceAccount token is mounted and the API server is reachable from the pod network (NetworkPolicy egress)")
+		d.skip(GroupAPI, "clock agrees with the API server", "the API server is not reachable")
+		return false
+	}
+	d.pass(GroupAPI, "API server is reachable", fmt.Sprintf("Kubernetes %s at %s", info.GitVersion, d.Host))
+	if err != nil {
+		d.fail(GroupAPI, "clock agrees with the API server", err.Error(), "a proxy between the watchdog and the API server drops the Date header; the clock cannot be compared")
+		return true
+	}
+	skew := Skew(before, after, date)
+	detail := fmt.Sprintf("API server clock %s, ours %s (difference %s, tolerance %s)", date.UTC().Format(time.RFC3339), after.UTC().Format(time.RFC3339), skew.Round(time.Millisecond), ClockTolerance)
+	if skew > ClockTolerance || skew < -ClockTolerance {
+		d.fail(GroupAPI, "clock agrees with the API server", detail,
+			"synchronize this node's clock (NTP/chrony): the watchdog judges lease expiry and startup grace against times other machines wrote")
+		return true
+	}
+	d.pass(GroupAPI, "clock agrees with the API server", detail)
+	return true
+}
+
+// Skew is how far the server's clock is ahead of ours (negative: behind), given
+// that we sent the request at before, had the answer at after, and the server
+// stamped it with date, truncated to the second. Zero when the readings overlap.
+func Skew(before, after, date time.Time) time.Duration {
+	serverEarliest, serverLatest := date, date.Add(time.Second)
+	switch {
+	case serverEarliest.After(after):
+		return serverEarliest.Sub(after)
+	case serverLatest.Before(before):
+		return serverLatest.Sub(before)
+	}
+	return 0
+}
+
+// needs reads whether the objects the watchdog may create exist.
+func (d *Doctor) needs(ctx context.Context) Needs {
+	n := Needs{
+		StateConfigMap: d.StateConfigMap, Deployment: d.Deployment, RestartMethod: d.RestartMethod,
+		MaxRestarts: d.MaxRestarts, LeaderLease: d.LeaderLease, ElectionLease: d.ElectionLease,
+	}
+	// Existence decides whether create is needed. If the read itself is refused, the
+	// get check below says so; assume the object exists, as the chart creates it.
+	_, err := d.Client.GetConfigMap(ctx, d.Namespace, d.StateConfigMap)
+	n.StateMissing = apierrors.IsNotFound(err)
+	if d.ElectionLease != "" {
+		_, err := d.Client.GetLease(ctx, d.Namespace, d.ElectionLease)
+		n.ElectionLeaseMissing = apierrors.IsNotFound(err)
+	}
+	return n
+}
+
+// checkRBAC asks, for every call the configuration makes, whether this identity
+// may make it: a SelfSubjectAccessReview per verb and resource, with the object's
+// name where the Role can narrow it to one.
+func (d *Doctor) checkRBAC(ctx context.Context) {
+	for _, a := range d.needs(ctx).Required() {
+		name := "can " + a.String()
+		review, err := d.Client.CreateSelfSubjectAccessReview(ctx, &authorizationv1.SelfSubjectAccessReview{
+			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Namespace: d.Namespace, Verb: a.Verb, Group: a.Group, Resource: a.Resource, Name: a.Name,
+			}},
+		})
+		switch {
+		case err != nil:
+			d.fail(GroupRBAC, name, fmt.Sprintf("access review failed: %v", err), "the API server must serve authorization.k8s.io/v1 SelfSubjectAccessReviews (every authenticated user may create them)")
+		case !review.Status.Allowed:
+			why := review.Status.Reason
+			if review.Status.EvaluationError != "" {
+				why = strings.TrimSpace(why + " " + review.Status.EvaluationError)
+			}
+			if why == "" {
+				why = "no rule allows it"
+			}
+			d.fail(GroupRBAC, name, fmt.Sprintf("denied in namespace %s (%s); needed to %s", d.Namespace, why, a.Why), rbacHint(a, d.Namespace))
+		default:
+			d.pass(GroupRBAC, name, "needed to "+a.Why)
+		}
+	}
+}
+
+func rbacHint(a Access, ns string) string {
+	group := a.Group
+	if group == "" {
+		group = `""`
+	}
+	names := ""
+	if a.Name != "" {
+		names = fmt.Sprintf(", resourceNames: [%s]", a.Name)
+	}
+	return fmt.Sprintf("grant it in the Role bound to the watchdog's identity: {apiGroups: [%s], resources: [%s], verbs: [%s]%s} in namespace %s (the chart's Role does for this configuration); check with `kubectl auth can-i %s -n %s --as system:serviceaccount:<namespace>:<serviceaccount>`",
+		group, a.Resource, a.Verb, names, ns, a.String(), ns)
+}
+
+// checkPods lists the scheduler pods as a run does. It returns the pods to scrape.
+func (d *Doctor) checkPods(ctx context.Context) []corev1.Pod {
+	const name = "scheduler pods match --scheduler-selector"
+	list, err := d.Client.ListPods(ctx, d.Namespace, kube.FromCache(metav1.ListOptions{LabelSelector: d.Selector}))
+	if err != nil {
+		d.fail(GroupScheduler, name, fmt.Sprintf("list pods (%s) in %s: %v", d.Selector, d.Namespace, err), "see the permission checks above: the watchdog must list pods in --namespace")
+		return nil
+	}
+	if len(list.Items) == 0 {
+		d.fail(GroupScheduler, name, fmt.Sprintf("no pod in namespace %s matches %q", d.Namespace, d.Selector),
+			fmt.Sprintf("set --scheduler-selector (chart: scheduler.selector) to the scheduler pods' labels, and --namespace to theirs; compare `kubectl get pods -n %s --show-labels`", d.Namespace))
+		return nil
+	}
+	var described, withContainer []string
+	var live []corev1.Pod
+	for _, p := range list.Items {
+		described = append(described, fmt.Sprintf("%s (%s)", p.Name, p.Status.Phase))
+		for _, c := range p.Spec.Containers {
+			if c.Name == d.Container {
+				withContainer = append(withContainer, p.Name)
+			}
+		}
+		if p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodFailed && p.Status.Phase != corev1.PodSucceeded {
+			live = append(live, p)
+		}
+	}
+	d.pass(GroupScheduler, name, fmt.Sprintf("%d pod(s) match %q: %s", len(list.Items), d.Selector, strings.Join(described, ", ")))
+	const cname = "scheduler pods have the --scheduler-container"
+	if len(withContainer) == 0 {
+		d.fail(GroupScheduler, cname, fmt.Sprintf("no matching pod has a container named %q", d.Container),
+			"set --scheduler-container (chart: scheduler.container) to the scheduler's container: its start is the process age that startup grace counts from")
+	} else {
+		d.pass(GroupScheduler, cname, fmt.Sprintf("container %q in %d of %d pod(s)", d.Container, len(withContainer), len(list.Items)))
+	}
+	return live
+}
+
+// checkMetrics scrapes every live scheduler pod, with the run's scraper.
+func (d *Doctor) checkMetrics(ctx context.Context, pods []corev1.Pod) {
+	if len(pods) == 0 {
+		d.skip(GroupScheduler, "scheduler metrics answer", "no live scheduler pod to scrape")
+		return
+	}
+	for i := range pods {
+		pod := &pods[i]
+		name := "metrics of pod " + pod.Name
+		url := d.url(pod)
+		if url == "" {
+			d.fail(GroupScheduler, name, "the pod has no IP yet", "wait until the pod runs, then run doctor again")
+			continue
+		}
+		sample, err := d.Scraper.Scrape(ctx, url)
+		if err != nil {
+			d.fail(GroupScheduler, name, err.Error(), scrapeHint(scrape.KindOf(err), d.MetricsPort, d.MetricsPath))
+			continue
+		}
+		d.pass(GroupScheduler, name, fmt.Sprintf("%s carries %s (%s) and %s (Heartbeat ok %d, rejected %d)",
+			url, scrape.ObservedNodesMetric, observed(sample.Observed), scrape.RPCDurationMetric, sample.HeartbeatOK, sample.HeartbeatRejected))
+	}
+}
+
+func observed(m map[string]int) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s=%d", k, m[k])
+	}
+	return strings.Join(parts, " ")
+}
+
+func scrapeHint(kind scrape.Kind, port int, path string) string {
+	switch kind {
+	case scrape.KindUnreachable:
+		return fmt.Sprintf("the watchdog must reach each scheduler pod on --metrics-port %d: check the port (chart: scheduler.metricsPort) and any NetworkPolicy in front of the scheduler", port)
+	case scrape.KindTimeout:
+		return "the metrics endpoint did not answer in --scrape-timeout: check the network path to the pod, or raise --scrape-timeout (chart: scheduler.scrapeTimeout)"
+	case scrape.KindHTTPStatus, scrape.KindNotMetrics:
+		return fmt.Sprintf("something answered, but not the scheduler's metrics: check --metrics-path %s and --metrics-port %d (chart: scheduler.metricsPath, scheduler.metricsPort)", path, port)
+	case scrape.KindTooLarge:
+		return "raise --metrics-max-bytes (chart: scheduler.metricsMaxBytes)"
+	case scrape.KindAbsent:
+		return fmt.Sprintf("the page lacks %s: is --metrics-port %d the scheduler's own metrics port, and is the scheduler a version that exports it?", scrape.ObservedNodesMetric, port)
+	}
+	return "the page cannot be trusted: every run would judge this scheduler unknown; see the detail"
+}
+
+func (d *Doctor) url(pod *corev1.Pod) string {
+	if d.ScrapeURL != nil {
+		return d.ScrapeURL(pod)
+	}
+	if pod.Status.PodIP == "" {
+		return ""
+	}
+	return "http://" + net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(d.MetricsPort)) + d.MetricsPath
+}
+
+// checkSlices reads the nodes Service's EndpointSlices as a run does
+// (endpoints.Lister), which also says when they cannot be what the flags name.
+func (d *Doctor) checkSlices(ctx context.Context) {
+	const name = "nodes Service has EndpointSlices with --nodes-port"
+	l := endpoints.Lister{Client: d.Client, Namespace: d.Namespace, Service: d.NodesService, Port: d.NodesPort}
+	count, err := l.Expected(ctx)
+	var wrong *endpoints.MisconfiguredError
+	switch {
+	case errors.As(err, &wrong) && count.AllSlices == 0:
+		d.fail(GroupDiscovery, name, fmt.Sprintf("no EndpointSlice in %s is labelled %s=%s", d.Namespace, discoveryv1.LabelServiceName, d.NodesService),
+			fmt.Sprintf("set --nodes-service (chart: scheduler.nodesService) to the Service the scheduler discovers nodes through; compare `kubectl get endpointslices -n %s -L %s`", d.Namespace, discoveryv1.LabelServiceName))
+	case errors.As(err, &wrong):
+		d.fail(GroupDiscovery, name, fmt.Sprintf("%d EndpointSlice(s) of %s, none with port %d (ports: %s)", count.AllSlices, d.NodesService, d.NodesPort, ports(count.OtherPorts)),
+			"set --nodes-port (chart: scheduler.nodesPort) to the node port the scheduler's discovery counts")
+	case err != nil:
+		d.fail(GroupDiscovery, name, err.Error(), "see the permission checks above: the watchdog must list endpointslices in --namespace")
+	case count.Slices == 0:
+		// A Service without endpoints: its placeholder slice carries no port.
+		d.pass(GroupDiscovery, name, fmt.Sprintf("%s has no endpoints yet: discovery should see 0 nodes", d.NodesService))
+	default:
+		d.pass(GroupDiscovery, name, fmt.Sprintf("%d of %d EndpointSlice(s) carry port %d: %d serving node(s), %d lingering", count.Slices, count.AllSlices, d.NodesPort, count.Serving, count.Lingering))
+	}
+}
+
+func ports(ps []int32) string {
+	if len(ps) == 0 {
+		return "none"
+	}
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = strconv.Itoa(int(p))
+	}
+	return strings.Join(out, ", ")
+}
+
+// checkObjects reads the Deployment and the Leases the configuration names.
+func (d *Doctor) checkObjects(ctx context.Context) {
+	const dname = "scheduler Deployment exists"
+	dep, err := d.Client.GetDeployment(ctx, d.Namespace, d.Deployment)
+	switch {
+	case apierrors.IsNotFound(err):
+		d.fail(GroupObjects, dname, fmt.Sprintf("Deployment %s/%s not found", d.Namespace, d.Deployment),
+			"set --deployment (chart: scheduler.deployment) to the scheduler's Deployment: the rollout gate, Events and the rollout restart use it")
+	case err != nil:
+		d.fail(GroupObjects, dname, fmt.Sprintf("get Deployment %s/%s: %v", d.Namespace, d.Deployment, err), "see the permission checks above")
+	default:
+		want := int32(1)
+		if dep.Spec.Replicas != nil {
+			want = *dep.Spec.Replicas
+		}
+		d.pass(GroupObjects, dname, fmt.Sprintf("%s: %d of %d replica(s) updated, %d ready, paused %t", dep.Name, dep.Status.UpdatedReplicas, want, dep.Status.ReadyReplicas, dep.Spec.Paused))
+	}
+
+	const lname = "scheduler leader Lease exists"
+	if d.LeaderLease == "" {
+		d.skip(GroupObjects, lname, "--leader-lease is not set: every scheduler pod is judged")
+	} else {
+		lease, err := d.Client.GetLease(ctx, d.Namespace, d.LeaderLease)
+		switch {
+		case apierrors.IsNotFound(err):
+			d.fail(GroupObjects, lname, fmt.Sprintf("Lease %s/%s not found", d.Namespace, d.LeaderLease),
+				"set --leader-lease (chart: scheduler.leaderLease) to the Lease the scheduler's replicas elect their leader through, or leave it empty for a single scheduler")
+		case err != nil:
+			d.fail(GroupObjects, lname, fmt.Sprintf("get Lease %s/%s: %v", d.Namespace, d.LeaderLease, err), "see the permission checks above")
+		default:
+			holder := "nobody"
+			if lease.Spec.HolderIdentity != nil && *lease.Spec.HolderIdentity != "" {
+				holder = *lease.Spec.HolderIdentity
+			}
+			d.pass(GroupObjects, lname, fmt.Sprintf("%s, held by %s", lease.Name, holder))
+		}
+	}
+
+	const ename = "election Lease of `run --leader-elect`"
+	if d.ElectionLease == "" {
+		d.skip(GroupObjects, ename, "no leader election (--leader-elect is off)")
+		return
+	}
+	_, err = d.Client.GetLease(ctx, d.Namespace, d.ElectionLease)
+	switch {
+	case apierrors.IsNotFound(err):
+		// Not an error by itself: the first elected watchdog creates it, if it may
+		// (the create permission check above says).
+		d.pass(GroupObjects, ename, fmt.Sprintf("Lease %s/%s does not exist yet: the first watchdog creates it", d.Namespace, d.ElectionLease))
+	case err != nil:
+		d.fail(GroupObjects, ename, fmt.Sprintf("get Lease %s/%s: %v", d.Namespace, d.ElectionLease, err), "see the permission checks above")
+	default:
+		d.pass(GroupObjects, ename, fmt.Sprintf("Lease %s/%s exists", d.Namespace, d.ElectionLease))
+	}
+}
+
+// checkState reads the state ConfigMap and proves it can be written without
+// writing it: a server-side dry run (dryRun=All) of the very update a run makes,
+// preconditioned on the resourceVersion just read. Authorization, admission and
+// the precondition are all checked; nothing is persisted.
+func (d *Doctor) checkState(ctx context.Context) {
+	const rname, wname = "state ConfigMap can be read", "state ConfigMap can be written"
+	ref := d.Namespace + "/" + d.StateConfigMap
+	dry := []string{metav1.DryRunAll}
+	var cm *corev1.ConfigMap
+	var err error
+	// A run writing in between makes the dry run conflict: read again, once.
+	for attempt := 0; attempt < 2; attempt++ {
+		cm, err = d.Client.GetConfigMap(ctx, d.Namespace, d.StateConfigMap)
+		if apierrors.IsNotFound(err) {
+			d.pass(GroupState, rname, fmt.Sprintf("%s does not exist yet: the first run starts with empty state", ref))
+			fresh := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: d.StateConfigMap, Namespace: d.Namespace}}
+			if _, err := d.Client.CreateConfigMap(ctx, fresh, metav1.CreateOptions{DryRun: dry, FieldManager: "watchdog"}); err != nil {
+				d.fail(GroupState, wname, fmt.Sprintf("creating %s (server-side dry run) failed: %v", ref, err),
+					"install with the chart (it creates the state ConfigMap), or grant create on configmaps in --namespace")
+				return
+			}
+			d.pass(GroupState, wname, fmt.Sprintf("creating %s is allowed (server-side dry run: nothing written)", ref))
+			return
+		}
+		if err != nil {
+			d.fail(GroupState, rname, fmt.Sprintf("get %s: %v", ref, err), "see the permission checks above: the watchdog must get its ConfigMap by name")
+			d.skip(GroupState, wname, "the ConfigMap could not be read")
+			return
+		}
+		if attempt == 0 {
+			detail, err := stateDetail(cm)
+			if err != nil {
+				d.fail(GroupState, rname, fmt.Sprintf("%s: %v", ref, err), "run a watchdog at least as new as the one that wrote the state (image tag), or move the document aside by hand if the rollback is intended")
+				d.skip(GroupState, wname, "no run would write over this state")
+				return
+			}
+			d.pass(GroupState, rname, detail)
+		}
+		_, err = d.Client.UpdateConfigMap(ctx, cm.DeepCopy(), metav1.UpdateOptions{DryRun: dry, FieldManager: "watchdog"})
+		if !apierrors.IsConflict(err) {
+			break
+		}
+	}
+	if err != nil {
+		d.fail(GroupState, wname, fmt.Sprintf("updating %s at resourceVersion %s (server-side dry run) failed: %v", ref, cm.ResourceVersion, err),
+			"the watchdog must update its ConfigMap by name (see the permission checks above); an admission policy refusing the update would refuse every run's too")
+		return
+	}
+	d.pass(GroupState, wname, fmt.Sprintf("an update at resourceVersion %s is accepted (server-side dry run: nothing written)", cm.ResourceVersion))
+}
+
+// stateDetail describes the stored state; an error is a document no run will use
+// (written by a newer watchdog).
+func stateDetail(cm *corev1.ConfigMap) (string, error) {
+	ref := cm.Namespace + "/" + cm.Name
+	raw, ok := cm.Data[state.DataKey]
+	if !ok {
+		return fmt.Sprintf("%s exists with no state yet (the chart creates it empty)", ref), nil
+	}
+	s, err := state.Decode([]byte(raw))
+	var newer *state.NewerVersionError
+	if errors.As(err, &newer) {
+		return "", err
+	}
+	if err != nil {
+		// Not a failure: the next run starts fresh and keeps the document.
+		return fmt.Sprintf("%s: the stored state is unreadable (%v); the next run starts with empty state and keeps it under %s", ref, err, state.CorruptKey), nil
+	}
+	if s.UpdatedAt.IsZero() {
+		return fmt.Sprintf("%s: state readable", ref), nil
+	}
+	return fmt.Sprintf("%s: state readable, last written %s", ref, s.UpdatedAt.UTC().Format(time.RFC3339)), nil
+}
+
+// checkSinks delivers a test alert to each sink with SendTest, and lists them otherwise.
+func (d *Doctor) checkSinks(ctx context.Context) {
+	if len(d.Sinks) == 0 {
+		d.skip(GroupAlerts, "alert sinks", "none configured: alerts reach only the logs and Events (--slack-webhook-url, --webhook-url, --alertmanager-url, --heartbeat-url)")
+		return
+	}
+	for _, s := range d.Sinks {
+		name := s.Name + " accepts a test alert"
+		if !d.SendTest {
+			d.skip(GroupAlerts, name, "configured; not sent (run with --send-test to deliver a test alert)")
+			continue
+		}
+		if err := s.Send(ctx); err != nil {
+			var hint string
+			if errors.Is(err, context.DeadlineExceeded) {
+				hint = "the delivery did not finish within --timeout; check egress to the sink"
+			} else {
+				hint = fmt.Sprintf("check the %s URL and that this pod may reach it (egress, proxy); `watchdog notify test` sends the same test alert", s.Name)
+			}
+			d.fail(GroupAlerts, name, err.Error(), hint)
+			continue
+		}
+		d.pass(GroupAlerts, name, "delivered a test alert (marked as a test)")
+	}
+}

@@ -1,0 +1,92 @@
+package doctor
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// Report is what `watchdog doctor` prints.
+type Report struct {
+	// OK is true when no check failed (skipped checks do not count).
+	OK        bool     `json:"ok"`
+	Failed    int      `json:"failed"`
+	Skipped   int      `json:"skipped"`
+	Namespace string   `json:"namespace"`
+	Host      string   `json:"apiServer"`
+	Checks    []Result `json:"checks"`
+}
+
+// NewReport summarizes results.
+func NewReport(namespace, host string, results []Result) *Report {
+	r := &Report{Namespace: namespace, Host: host, Checks: results}
+	if r.Checks == nil {
+		r.Checks = []Result{}
+	}
+	for _, c := range results {
+		switch {
+		case !c.OK:
+			r.Failed++
+		case c.Skipped:
+			r.Skipped++
+		}
+	}
+	r.OK = r.Failed == 0
+	return r
+}
+
+// WriteJSON writes the report as one indented JSON object.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// Marks of passed, failed and skipped checks.
+const (
+	MarkOK   = "✓"
+	MarkFail = "✗"
+	MarkSkip = "-"
+)
+
+// WriteText writes the report for people: a heading per group, a line per check,
+// the fix under each failed one, and a summary.
+func (r *Report) WriteText(w io.Writer) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "watchdog doctor: namespace %s, API server %s\n", r.Namespace, r.Host)
+	group := ""
+	for _, c := range r.Checks {
+		if c.Group != group {
+			group = c.Group
+			fmt.Fprintf(&b, "\n%s\n%s\n", group, strings.Repeat("-", len(group)))
+		}
+		mark := MarkOK
+		switch {
+		case !c.OK:
+			mark = MarkFail
+		case c.Skipped:
+			mark = MarkSkip
+		}
+		fmt.Fprintf(&b, "%s %s", mark, c.Name)
+		if c.Skipped {
+			b.WriteString(" (skipped)")
+		}
+		if c.Detail != "" {
+			fmt.Fprintf(&b, ": %s", c.Detail)
+		}
+		b.WriteByte('\n')
+		if !c.OK && c.Hint != "" {
+			fmt.Fprintf(&b, "    fix: %s\n", c.Hint)
+		}
+	}
+	b.WriteByte('\n')
+	total := len(r.Checks)
+	if r.OK {
+		fmt.Fprintf(&b, "%s all %d checks passed (%d skipped)\n", MarkOK, total-r.Skipped, r.Skipped)
+	} else {
+		fmt.Fprintf(&b, "%s %d of %d checks failed (%d skipped)\n", MarkFail, r.Failed, total-r.Skipped, r.Skipped)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}

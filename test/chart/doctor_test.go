@@ -1,0 +1,203 @@
+package chart
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os/exec"
+	"reflect"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/agentenv/watchdog/internal/testenv"
+	"github.com/agentenv/watchdog/pkg/cli"
+	"github.com/agentenv/watchdog/pkg/doctor"
+)
+
+// doctorPod is the `helm test` hook of a render.
+func (r *rendered) doctorPod() *corev1.Pod {
+	r.t.Helper()
+	var pod corev1.Pod
+	r.one("Pod", &pod)
+	return &pod
+}
+
+// workloadContainer is the CronJob's or Deployment's watchdog container.
+func (r *rendered) workloadContainer() corev1.Container {
+	return r.podSpec().Containers[0]
+}
+
+// TestDoctorHookShape: a `helm test` Pod running `watchdog doctor` as the watchdog's
+// ServiceAccount, with the workload's settings and pod-level fields.
+func TestDoctorHookShape(t *testing.T) {
+	const secrets = "alerts: {webhookURL: 'https://h.example.com/x', webhookSecret: k, heartbeatURL: 'https://b.example.com/y'}\n"
+	for _, c := range []struct{ name, values string }{
+		{"cronjob", secrets},
+		{"deployment, election", secrets + "mode: deployment\ndeployment: {replicas: 2}"},
+		{"extras", "extraArgs: [--log-level=debug]\nextraEnv: [{name: WATCHDOG_CLUSTER_NAME, value: prod}]\nnodeSelector: {pool: system}"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := render(t, c.values)
+			pod := r.doctorPod()
+			if pod.Annotations["helm.sh/hook"] != "test" || !strings.Contains(pod.Annotations["helm.sh/hook-delete-policy"], "before-hook-creation") {
+				t.Errorf("annotations %v", pod.Annotations)
+			}
+			if pod.Namespace != renderNamespace || pod.Labels["app.kubernetes.io/component"] != "doctor" {
+				t.Errorf("namespace %q labels %v", pod.Namespace, pod.Labels)
+			}
+			workload := r.podSpec()
+			if pod.Spec.ServiceAccountName != renderFullname || pod.Spec.ServiceAccountName != workload.ServiceAccountName ||
+				pod.Spec.AutomountServiceAccountToken == nil || !*pod.Spec.AutomountServiceAccountToken {
+				t.Errorf("serviceAccountName %q automount %v", pod.Spec.ServiceAccountName, pod.Spec.AutomountServiceAccountToken)
+			}
+			if pod.Spec.RestartPolicy != corev1.RestartPolicyNever || !reflect.DeepEqual(pod.Spec.SecurityContext, workload.SecurityContext) ||
+				!reflect.DeepEqual(pod.Spec.NodeSelector, workload.NodeSelector) {
+				t.Errorf("pod spec differs from the workload's: %+v", pod.Spec)
+			}
+			got, want := pod.Spec.Containers[0], r.workloadContainer()
+			if got.Image != want.Image || !reflect.DeepEqual(got.SecurityContext, want.SecurityContext) || !reflect.DeepEqual(got.Resources, want.Resources) {
+				t.Errorf("container image/securityContext/resources differ from the workload's")
+			}
+			// The workload's arguments after its command, doctor's own before them.
+			if got.Args[0] != "doctor" || !slices.Equal(got.Args[2:], want.Args[len(want.Args)-len(got.Args)+2:]) {
+				t.Errorf("args %q, workload's %q", got.Args, want.Args)
+			}
+			// Every setting of the workload's environment that doctor reads, identical
+			// (secrets through the same secretKeyRef).
+			doctorReads := map[string]bool{"GOMAXPROCS": true, "GOMEMLIMIT": true}
+			for _, f := range commandFlags(t, "doctor") {
+				doctorReads[cli.EnvName(f)] = true
+			}
+			have := envOf(got)
+			for name, e := range envOf(want) {
+				if !doctorReads[name] {
+					continue
+				}
+				if !reflect.DeepEqual(have[name], e) {
+					t.Errorf("%s = %+v, the workload's is %+v", name, have[name], e)
+				}
+			}
+			for name := range have {
+				if !doctorReads[name] {
+					t.Errorf("the hook sets %s, which doctor does not read", name)
+				}
+			}
+		})
+	}
+}
+
+// TestDoctorFlagsReachable: every doctor flag that is a setting reaches the hook.
+func TestDoctorFlagsReachable(t *testing.T) {
+	pod := render(t, "alerts: {webhookURL: 'https://h.example.com', webhookSecret: k, slackWebhookURL: 'https://s.example.com', heartbeatURL: 'https://b.example.com'}\nmode: deployment\ndeployment: {replicas: 2}").doctorPod()
+	env := envOf(pod.Spec.Containers[0])
+	skip := map[string]bool{"send-test": true} // a hook sends no test alert
+	for f := range notFromValues {
+		skip[f] = true
+	}
+	for _, f := range commandFlags(t, "doctor") {
+		if _, ok := env[cli.EnvName(f)]; !ok && !skip[f] {
+			t.Errorf("--%s does not reach the hook (no %s)", f, cli.EnvName(f))
+		}
+	}
+}
+
+// TestDoctorChecksWhatTheRoleGrants: for each configuration, the calls doctor
+// checks with the hook's own settings are exactly the grants of the chart's Role.
+func TestDoctorChecksWhatTheRoleGrants(t *testing.T) {
+	for _, values := range []string{
+		"",
+		"restart: {method: rollout}",
+		"restart: {maxRestarts: 0}",
+		"restart: {method: rollout, maxRestarts: 0}",
+		"scheduler: {leaderLease: agentenv-scheduler}",
+		"mode: deployment",
+		"mode: deployment\ndeployment: {replicas: 3}",
+		"state: {configMapName: wd-state}\nscheduler: {deployment: sched, leaderLease: lead}\nrestart: {method: rollout}",
+	} {
+		t.Run(values, func(t *testing.T) {
+			r := render(t, values)
+			env := envOf(r.doctorPod().Spec.Containers[0])
+			get := func(flag string) string { return env[cli.EnvName(flag)].Value }
+			maxRestarts, err := strconv.Atoi(get("max-restarts"))
+			must(t, err)
+			n := doctor.Needs{
+				StateConfigMap: get("state-configmap"), Deployment: get("deployment"),
+				RestartMethod: get("restart-method"), MaxRestarts: maxRestarts, LeaderLease: get("leader-lease"),
+			}
+			if get("leader-elect") == "true" {
+				n.ElectionLease = get("leader-elect-lease")
+			}
+			var checked []grant
+			for _, a := range n.Required() {
+				checked = append(checked, grant{a.Group, a.Resource, a.Verb, a.Name})
+			}
+			sort.Slice(checked, func(i, j int) bool { return checked[i].String() < checked[j].String() })
+			if granted := grants(r.role()); !slices.Equal(checked, granted) {
+				t.Errorf("doctor checks\n  %v\nthe Role grants\n  %v", checked, granted)
+			}
+		})
+	}
+}
+
+// TestDoctorHookInstalled runs the installed hook's container (as `helm test` would,
+// but as a process: no kubelet runs here) as the chart's ServiceAccount against a
+// healthy simulated scheduler: every check passes with the chart's own rights; a
+// wrong setting is a ✗ with its fix, and exit 1.
+func TestDoctorHookInstalled(t *testing.T) {
+	ctx, cancel := testenv.Ctx()
+	defer cancel()
+	ns, err := env.CreateNamespace(ctx, "chart-doctor")
+	must(t, err)
+	installChart(t, ns, release, "")
+	sched := layOutScheduler(t, ns, fixture(t, "scheduler-metrics-healthy.txt"))
+	kubeconfig, _ := saKubeconfig(t, ns, fullname)
+
+	hooks := parse(t, mustHelm(t, "get", "hooks", release, "--namespace", ns, "--kubeconfig", env.Kubeconfig))
+	pod := hooks.doctorPod()
+	c := pod.Spec.Containers[0]
+	environ := containerEnv(t, ns, c, pod.Name)
+	run := func(flags ...string) (int, string, string) {
+		t.Helper()
+		rctx, rcancel := context.WithTimeout(context.Background(), time.Minute)
+		defer rcancel()
+		// The only test-only flags: where the simulated scheduler's metrics listen,
+		// and the ServiceAccount's token from outside a pod.
+		args := append(append(append([]string{}, c.Args...), "--kubeconfig", kubeconfig, "--metrics-port", strconv.Itoa(sched.metrics.Port())), flags...)
+		cmd := exec.CommandContext(rctx, watchdogBin, args...)
+		cmd.Env = environ
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		var ee *exec.ExitError
+		code := 0
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatalf("run doctor: %v", err)
+		}
+		return code, stdout.String(), stderr.String()
+	}
+
+	// A new RoleBinding reaches the authorizer quickly, but not instantly.
+	var code int
+	var stdout, stderr string
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		code, stdout, stderr = run()
+		if code == 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if code != 0 || !strings.Contains(stdout, "✓ can delete pods") || !strings.Contains(stdout, "✓ all ") {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	code, stdout, _ = run("--nodes-port", "8001")
+	if code != 1 || !strings.Contains(stdout, "✗ nodes Service has EndpointSlices with --nodes-port") || !strings.Contains(stdout, "fix: set --nodes-port (chart: scheduler.nodesPort)") {
+		t.Errorf("wrong --nodes-port: exit %d\n%s", code, stdout)
+	}
+}
