@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
@@ -152,9 +153,9 @@ func newRunner(f *checkFlags, client *kube.Client, sinks []alert.Sink, log zerol
 				LeaderLease:       f.check.LeaderLease,
 				RestartMethod:     f.check.RestartMethod,
 				ClaimTimeout:      f.cluster.Timeout,
-				IneffectiveWithin: decide.DefaultIneffectiveWithin,
-				BackoffBase:       decide.DefaultBackoffBase,
-				BackoffMax:        decide.DefaultBackoffMax,
+				IneffectiveWithin: ineffectiveWithin(f.check.RestartBackoff),
+				BackoffBase:       f.check.RestartBackoff,
+				BackoffMax:        f.check.RestartBackoffMax,
 				BackoffReset:      decide.DefaultBackoffReset,
 			},
 			Plan: alert.PlanConfig{
@@ -192,4 +193,12 @@ func newRunner(f *checkFlags, client *kube.Client, sinks []alert.Sink, log zerol
 		Clock:     clk,
 		Log:       log,
 	}
+}
+
+// ineffectiveWithin turns the restart back-off off with --restart-backoff 0.
+func ineffectiveWithin(backoff time.Duration) time.Duration {
+	if backoff <= 0 {
+		return 0
+	}
+	return decide.DefaultIneffectiveWithin
 }

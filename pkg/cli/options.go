@@ -87,6 +87,8 @@ type CheckOptions struct {
 	SampleInterval     time.Duration
 	MaxRestarts        int
 	RestartWindow      time.Duration
+	RestartBackoff     time.Duration
+	RestartBackoffMax  time.Duration
 	RestartMethod      string
 	RestartOnDegraded  bool
 	LeaderLease        string
@@ -110,6 +112,8 @@ func (o *CheckOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.SampleInterval, "sample-interval", 15*time.Second, "pause between samples while confirming (the scheduler refreshes its gauges every 15 s)")
 	fs.IntVar(&o.MaxRestarts, "max-restarts", 3, "restart budget: at most this many restarts per --restart-window (0: never restart, alert only)")
 	fs.DurationVar(&o.RestartWindow, "restart-window", time.Hour, "window of the restart budget")
+	fs.DurationVar(&o.RestartBackoff, "restart-backoff", decide.DefaultBackoffBase, "after a restart that did not heal (the replacement wedged within 15m of its start), wait this long before the next, doubling per further one (0: no back-off)")
+	fs.DurationVar(&o.RestartBackoffMax, "restart-backoff-max", decide.DefaultBackoffMax, "longest wait of the restart back-off")
 	fs.StringVar(&o.RestartMethod, "restart-method", decide.MethodDelete, "delete (the pod, UID-preconditioned) or rollout (kubectl rollout restart of --deployment)")
 	fs.BoolVar(&o.RestartOnDegraded, "restart-on-degraded", false, "also restart a degraded scheduler (stale cache) once it has lasted --wedged-for")
 	fs.StringVar(&o.LeaderLease, "leader-lease", "", "Lease naming the leader scheduler; when set, only its holder is judged (HA)")
@@ -137,7 +141,10 @@ func (o *CheckOptions) Validate(timeout time.Duration) error {
 			return usagef("%s must be positive, got %s", name, d)
 		}
 	}
-	for name, d := range map[string]time.Duration{"--startup-grace": o.StartupGrace, "--confirm-window": o.ConfirmWindow, "--max-watch-age": o.MaxWatchAge} {
+	if o.RestartBackoffMax <= 0 {
+		return usagef("--restart-backoff-max must be positive, got %s", o.RestartBackoffMax)
+	}
+	for name, d := range map[string]time.Duration{"--startup-grace": o.StartupGrace, "--confirm-window": o.ConfirmWindow, "--max-watch-age": o.MaxWatchAge, "--restart-backoff": o.RestartBackoff} {
 		if d < 0 {
 			return usagef("%s must not be negative, got %s", name, d)
 		}

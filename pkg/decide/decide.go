@@ -746,7 +746,9 @@ func replacedBy(s *state.State, p Pod) *state.Restart {
 		if r.Outcome != state.RestartDone || r.UID == p.UID {
 			continue
 		}
-		if r.Ineffective != "" || p.StartedAt.Before(r.ClaimedAt) {
+		// Pod timestamps have whole seconds: a replacement started in the second
+		// of the claim counts as started after it.
+		if r.Ineffective != "" || p.StartedAt.Before(r.ClaimedAt.Truncate(time.Second)) {
 			return nil
 		}
 		return r

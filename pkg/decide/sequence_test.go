@@ -438,3 +438,23 @@ func TestStrongConfirmationDoesNotSpanRuns(t *testing.T) {
 		t.Fatalf("confirmed over this run's window: %s %s", r.Action, r.Reason)
 	}
 }
+
+// Pod timestamps have whole seconds: a replacement that started in the very second
+// of the restart's claim is its replacement (found on the real API server).
+func TestReplacementStartedInTheClaimSecond(t *testing.T) {
+	cfg := testConfig()
+	cfg.IneffectiveWithin, cfg.BackoffBase, cfg.BackoffMax, cfg.BackoffReset = 15*time.Minute, 10*time.Minute, time.Hour, time.Hour
+	claimed := t0.Add(400 * time.Millisecond)
+	s := state.New()
+	s.Restarts = []state.Restart{{Pod: "sched-0", UID: "uid-0", Method: MethodDelete, ClaimedAt: claimed, DoneAt: &claimed, Outcome: state.RestartDone}}
+	p := func(at time.Time) Observation {
+		pod := schedPod("sched-1", "uid-1", sample(0, 0))
+		pod.StartedAt = t0 // truncated to the second by the API server
+		return observe(at, 3, pod)
+	}
+	s, _ = Decide(p(t0.Add(3*time.Minute)), s, cfg)
+	_, r := decideRun(cfg, s, t0.Add(8*time.Minute), p)
+	if r.Targets[0].Ineffective == "" || !r.Targets[0].OnlyBackoff() {
+		t.Fatalf("the replacement was not recognised: %s %s", r.Action, r.Reason)
+	}
+}

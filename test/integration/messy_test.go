@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -307,5 +308,52 @@ func TestShutdownMidPassSendsNothing(t *testing.T) {
 	}
 	if p := st.Pods[string(s.pod.UID)]; p == nil || p.Bad == nil {
 		t.Errorf("the interrupted pass did not keep what it observed: %+v", p)
+	}
+}
+
+// A restart that does not heal (the replacement wedges again soon after it starts:
+// the cause is outside the scheduler) is not repeated every window: the next
+// restart waits (--restart-backoff), restart-ineffective says why, and no
+// restart-blocked is paged for it.
+func TestIneffectiveRestartBacksOff(t *testing.T) {
+	rcv := newReceiver(t)
+	s := newScenario(t, layout{serving: 3, page: fixture(t, "scheduler-metrics-discovery-dead.txt")})
+	flags := []string{"--restart-backoff", "30s", "--restart-backoff-max", "1h", "--webhook-url", rcv.url(webhookPath), "--webhook-secret", hmacKey}
+	s.check(flags...).expect(t, 0, "wedged", "wait")
+	waitPastWedgedFor()
+	s.check(flags...).expect(t, 0, "wedged", "restart")
+	if s.podExists(s.pod.Name) {
+		t.Fatal("the first restart did not happen")
+	}
+	// Its replacement starts and wedges the same way.
+	ctx, cancel := testenv.Ctx()
+	defer cancel()
+	_, err := testenv.CreateSchedulerPod(ctx, env.Client, s.ns, testenv.PodSpec{Name: "agentenv-scheduler-r1", StartedAt: time.Now()})
+	must(t, err)
+	time.Sleep(1100 * time.Millisecond) // past --startup-grace 1s
+	s.check(flags...).expect(t, 0, "wedged", "wait")
+	waitPastWedgedFor()
+	mark := rcv.count()
+	r := s.check(flags...)
+	r.expect(t, 0, "wedged", "blocked")
+	if !strings.Contains(r.report.Reason, "did not heal; backing off") || !strings.Contains(r.report.Targets[0].Ineffective, "did not heal the scheduler: its replacement agentenv-scheduler-r1") {
+		t.Fatalf("reason %q, ineffective %q", r.report.Reason, r.report.Targets[0].Ineffective)
+	}
+	got := eventNames(webhooks(t, rcv.since(mark, webhookPath)))
+	if !slices.Contains(got, "restart-ineffective") || slices.Contains(got, "restart-blocked") {
+		t.Errorf("alerts %v, want restart-ineffective and no restart-blocked", got)
+	}
+	if evs := s.events("agentenv-scheduler-r1", events.ReasonRestartIneffective); len(evs) != 1 {
+		t.Errorf("%d WatchdogRestartIneffective Events on the replacement", len(evs))
+	}
+	if !s.podExists("agentenv-scheduler-r1") {
+		t.Fatal("the replacement was restarted inside the back-off")
+	}
+	st, _ := s.state()
+	if st.Backoff == nil || st.Backoff.Ineffective != 1 || st.Backoff.NotBefore.Sub(st.Backoff.LastRestartAt) != 30*time.Second {
+		t.Fatalf("back-off %+v, want one ineffective restart and 30s", st.Backoff)
+	}
+	if rs := st.RestartFor(string(s.pod.UID)); rs == nil || rs.Ineffective == "" {
+		t.Errorf("the first restart is not marked as not healing: %+v", rs)
 	}
 }

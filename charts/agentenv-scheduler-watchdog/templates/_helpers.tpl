@@ -174,6 +174,8 @@ short and readable in `kubectl describe`), secrets through secretKeyRef only. */
   (list "RESTART_METHOD" $v.restart.method)
   (list "MAX_RESTARTS" (int64 $v.restart.maxRestarts))
   (list "RESTART_WINDOW" $v.restart.window)
+  (list "RESTART_BACKOFF" $v.restart.backoff)
+  (list "RESTART_BACKOFF_MAX" $v.restart.backoffMax)
   (list "DRY_RUN" $v.dryRun)
   (list "CLUSTER_NAME" $v.alerts.clusterName)
   (list "RUNBOOK_URL" $v.alerts.runbookURL)
