@@ -52,10 +52,18 @@ func (s *Snapshot) Exists() bool { return s.configMap != nil }
 func (st *Store) Load(ctx context.Context) (*Snapshot, error) {
 	cm, err := st.Client.GetConfigMap(ctx, st.Namespace, st.Name)
 	if apierrors.IsNotFound(err) {
-		return &Snapshot{State: New(), Recovered: fmt.Sprintf("state ConfigMap %s/%s not found: starting with empty state", st.Namespace, st.Name)}, nil
+		cm, err = nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read state ConfigMap %s/%s: %w", st.Namespace, st.Name, err)
+	}
+	return snapshotOf(cm, st.Namespace, st.Name)
+}
+
+// snapshotOf reads the state out of cm (nil: the ConfigMap does not exist).
+func snapshotOf(cm *corev1.ConfigMap, namespace, name string) (*Snapshot, error) {
+	if cm == nil {
+		return &Snapshot{State: New(), Recovered: fmt.Sprintf("state ConfigMap %s/%s not found: starting with empty state", namespace, name)}, nil
 	}
 	snap := &Snapshot{ResourceVersion: cm.ResourceVersion, configMap: cm}
 	raw, ok := cm.Data[DataKey]
@@ -66,12 +74,12 @@ func (st *Store) Load(ctx context.Context) (*Snapshot, error) {
 	s, err := Decode([]byte(raw))
 	var newer *NewerVersionError
 	if errors.As(err, &newer) {
-		return nil, fmt.Errorf("state ConfigMap %s/%s: %w", st.Namespace, st.Name, err)
+		return nil, fmt.Errorf("state ConfigMap %s/%s: %w", namespace, name, err)
 	}
 	if err != nil {
 		snap.State = New()
 		snap.corrupt = raw
-		snap.Recovered = fmt.Sprintf("state in ConfigMap %s/%s key %s is unreadable (%v): starting with empty state; the old document will be kept under key %s", st.Namespace, st.Name, DataKey, err, CorruptKey)
+		snap.Recovered = fmt.Sprintf("state in ConfigMap %s/%s key %s is unreadable (%v): starting with empty state; the old document will be kept under key %s", namespace, name, DataKey, err, CorruptKey)
 		return snap, nil
 	}
 	snap.State = s
@@ -82,35 +90,10 @@ func (st *Store) Load(ctx context.Context) (*Snapshot, error) {
 // with the snapshot's resourceVersion as precondition otherwise. On success the
 // snapshot moves to the new version. A lost race returns an error wrapping ErrConflict.
 func (st *Store) Save(ctx context.Context, snap *Snapshot, s *State, now time.Time) error {
-	s.UpdatedAt = now.UTC()
-	data, err := Encode(s, now)
+	cm, err := configMapOf(snap, s, now, st.Namespace, st.Name)
 	if err != nil {
 		return err
 	}
-	var cm *corev1.ConfigMap
-	if snap.configMap == nil {
-		cm = &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{
-				Name:      st.Name,
-				Namespace: st.Namespace,
-				Labels: map[string]string{
-					"app.kubernetes.io/name":      "agentenv-scheduler-watchdog",
-					"app.kubernetes.io/component": "state",
-				},
-			},
-			Data: map[string]string{},
-		}
-	} else {
-		cm = snap.configMap.DeepCopy()
-		if cm.Data == nil {
-			cm.Data = map[string]string{}
-		}
-	}
-	cm.Data[DataKey] = string(data)
-	if snap.corrupt != "" {
-		cm.Data[CorruptKey] = snap.corrupt
-	}
-
 	var saved *corev1.ConfigMap
 	if snap.configMap == nil {
 		saved, err = st.Client.CreateConfigMap(ctx, cm, metav1.CreateOptions{FieldManager: "watchdog"})
@@ -131,9 +114,48 @@ func (st *Store) Save(ctx context.Context, snap *Snapshot, s *State, now time.Ti
 			return fmt.Errorf("update state ConfigMap %s/%s: %w", st.Namespace, st.Name, err)
 		}
 	}
-	snap.configMap = saved
-	snap.ResourceVersion = saved.ResourceVersion
+	snap.saved(saved, s)
+	return nil
+}
+
+// configMapOf is the ConfigMap that writes s over what snap read: a new one if
+// snap saw none, else a copy of the one read, with its resourceVersion.
+func configMapOf(snap *Snapshot, s *State, now time.Time, namespace, name string) (*corev1.ConfigMap, error) {
+	s.UpdatedAt = now.UTC()
+	data, err := Encode(s, now)
+	if err != nil {
+		return nil, err
+	}
+	var cm *corev1.ConfigMap
+	if snap.configMap == nil {
+		cm = &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{
+				Name:      name,
+				Namespace: namespace,
+				Labels: map[string]string{
+					"app.kubernetes.io/name":      "agentenv-scheduler-watchdog",
+					"app.kubernetes.io/component": "state",
+				},
+			},
+			Data: map[string]string{},
+		}
+	} else {
+		cm = snap.configMap.DeepCopy()
+		if cm.Data == nil {
+			cm.Data = map[string]string{}
+		}
+	}
+	cm.Data[DataKey] = string(data)
+	if snap.corrupt != "" {
+		cm.Data[CorruptKey] = snap.corrupt
+	}
+	return cm, nil
+}
+
+// saved moves the snapshot to the version just written.
+func (snap *Snapshot) saved(cm *corev1.ConfigMap, s *State) {
+	snap.configMap = cm
+	snap.ResourceVersion = cm.ResourceVersion
 	snap.corrupt = ""
 	snap.State = s
-	return nil
 }

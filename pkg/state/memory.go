@@ -1,0 +1,89 @@
+package state
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"strconv"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// MemoryStore is a Store kept in memory, for tests of what uses a Store: the same
+// document codec, recovery and optimistic concurrency as the ConfigMap (a write
+// from a snapshot older than the latest version fails with ErrConflict, and so
+// does creating what another writer created), without an API server.
+type MemoryStore struct {
+	Namespace string
+	Name      string
+
+	mu sync.Mutex
+	cm *corev1.ConfigMap // nil until created
+	rv int
+}
+
+// Load reads the state as Store.Load does.
+func (m *MemoryStore) Load(context.Context) (*Snapshot, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var cm *corev1.ConfigMap
+	if m.cm != nil {
+		cm = m.cm.DeepCopy()
+	}
+	return snapshotOf(cm, m.Namespace, m.Name)
+}
+
+// Save writes s as Store.Save does, with snap's resourceVersion as precondition.
+func (m *MemoryStore) Save(_ context.Context, snap *Snapshot, s *State, now time.Time) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	cm, err := configMapOf(snap, s, now, m.Namespace, m.Name)
+	if err != nil {
+		return err
+	}
+	switch {
+	case snap.configMap == nil && m.cm != nil:
+		return fmt.Errorf("create state ConfigMap %s/%s: %w", m.Namespace, m.Name, ErrConflict)
+	case snap.configMap != nil && (m.cm == nil || cm.ResourceVersion != m.cm.ResourceVersion):
+		return fmt.Errorf("update state ConfigMap %s/%s at resourceVersion %s: %w", m.Namespace, m.Name, snap.ResourceVersion, ErrConflict)
+	}
+	m.store(cm)
+	snap.saved(m.cm.DeepCopy(), s)
+	return nil
+}
+
+// store keeps cm as the new version, or, like the API server, keeps the old
+// version when nothing changed.
+func (m *MemoryStore) store(cm *corev1.ConfigMap) {
+	if m.cm != nil && maps.Equal(m.cm.Data, cm.Data) && maps.Equal(m.cm.Labels, cm.Labels) {
+		return
+	}
+	m.rv++
+	cm.ResourceVersion = strconv.Itoa(m.rv)
+	m.cm = cm
+}
+
+// SetData replaces the stored ConfigMap's data as another writer (or a person
+// with kubectl edit) would, creating it if needed.
+func (m *MemoryStore) SetData(data map[string]string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	cm := &corev1.ConfigMap{}
+	if m.cm != nil {
+		cm = m.cm.DeepCopy()
+	}
+	cm.Name, cm.Namespace, cm.Data = m.Name, m.Namespace, maps.Clone(data)
+	m.store(cm)
+}
+
+// Data is a copy of the stored ConfigMap's data; nil if it does not exist.
+func (m *MemoryStore) Data() map[string]string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.cm == nil {
+		return nil
+	}
+	return maps.Clone(m.cm.Data)
+}
