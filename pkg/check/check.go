@@ -20,7 +20,6 @@ import (
 	"github.com/agentenv/watchdog/pkg/alert"
 	"github.com/agentenv/watchdog/pkg/decide"
 	"github.com/agentenv/watchdog/pkg/events"
-	"github.com/agentenv/watchdog/pkg/observe"
 	"github.com/agentenv/watchdog/pkg/restart"
 	"github.com/agentenv/watchdog/pkg/state"
 )
@@ -41,10 +40,11 @@ type Options struct {
 // Runner holds a pass's collaborators.
 type Runner struct {
 	Options
-	Observer  *observe.Observer
-	Store     *state.Store
+	Observer  Observer
+	Store     Store
 	Restarter restart.Restarter
-	Events    *events.Recorder
+	// Events, when not nil, records alerts and restarts as Kubernetes Events.
+	Events EventRecorder
 	// Sinks are where alerts go besides logs and Events.
 	Sinks []alert.Sink
 	Clock clock.Clock

@@ -1,0 +1,51 @@
+package check
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/agentenv/watchdog/pkg/decide"
+	"github.com/agentenv/watchdog/pkg/events"
+	"github.com/agentenv/watchdog/pkg/observe"
+	"github.com/agentenv/watchdog/pkg/state"
+)
+
+// What a pass uses, as small interfaces defined where they are consumed: the CLI
+// wires the real types (checked below), the unit tests in-memory fakes. Restarts
+// and alert sinks are interfaces of their own packages (restart.Restarter,
+// alert.Sink).
+
+// Observer takes the observations of a pass.
+type Observer interface {
+	// Observe lists from the API server's watch cache; an error means the pods
+	// could not be listed and nothing can be judged.
+	Observe(ctx context.Context) (decide.Observation, error)
+	// ObserveConsistent is Observe with consistent (quorum) lists, the last look
+	// before a restart.
+	ObserveConsistent(ctx context.Context) (decide.Observation, error)
+	// Rollout reads the scheduler Deployment for the rollout gate (read errors
+	// are in the result).
+	Rollout(ctx context.Context) *decide.Rollout
+}
+
+// Store loads and saves the state with optimistic concurrency: Save from a
+// snapshot older than the stored version fails with an error wrapping
+// state.ErrConflict; on success the snapshot moves to the written version.
+type Store interface {
+	Load(ctx context.Context) (*state.Snapshot, error)
+	Save(ctx context.Context, snap *state.Snapshot, s *state.State, now time.Time) error
+}
+
+// EventRecorder leaves Kubernetes Events.
+type EventRecorder interface {
+	Emit(ctx context.Context, obj corev1.ObjectReference, eventType, reason, message string) error
+}
+
+var (
+	_ Observer      = (*observe.Observer)(nil)
+	_ Store         = (*state.Store)(nil)
+	_ Store         = (*state.MemoryStore)(nil)
+	_ EventRecorder = (*events.Recorder)(nil)
+)
