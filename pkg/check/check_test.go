@@ -1,0 +1,452 @@
+package check_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentenv/watchdog/pkg/alert"
+	"github.com/agentenv/watchdog/pkg/check"
+	"github.com/agentenv/watchdog/pkg/decide"
+	"github.com/agentenv/watchdog/pkg/events"
+	"github.com/agentenv/watchdog/pkg/restart"
+	"github.com/agentenv/watchdog/pkg/state"
+)
+
+// Unit tests of the pass (observe, decide, confirm, re-read, claim, act, alert,
+// persist) over in-memory fakes and a fake clock. test/integration runs the same
+// behaviours end to end on a real API server.
+
+// The path every other test departs from: a wedge first seen waits (no consistent
+// read, no Deployment read), and once due it is restarted, recorded, and alerted.
+func TestWedgeWaitsThenRestarts(t *testing.T) {
+	h := newHarness(t)
+	h.wedgedAndDue()
+	if got := h.calls.list(); contains(got, "consistent") || contains(got, "rollout") {
+		t.Errorf("a pass with nothing to restart read more than the cached lists: %v", got)
+	}
+	if got := h.sink.events(); len(got) != 1 || got[0] != alert.EventWedged {
+		t.Errorf("first sight sent %v, want [wedged]", got)
+	}
+	rep, err := h.pass()
+	if err != nil || rep.Verdict != decide.Wedged || rep.Action != decide.Restart {
+		t.Fatalf("due: %s/%s %v", rep.Verdict, rep.Action, err)
+	}
+	if h.restarts() != 1 || len(rep.Restarts) != 1 || rep.Restarts[0].Outcome != state.RestartDone {
+		t.Fatalf("restarts %d, report %+v", h.restarts(), rep.Restarts)
+	}
+	if !rep.StateWritten {
+		t.Error("state not written")
+	}
+	s := h.store.current(t)
+	if len(s.Restarts) != 1 || s.Restarts[0].Outcome != state.RestartDone || s.LastRun == nil || s.LastRun.Outcome != "ok" {
+		t.Fatalf("stored restarts %+v, last run %+v", s.Restarts, s.LastRun)
+	}
+	if got := h.sink.events(); !contains(got, alert.EventRestarted) {
+		t.Errorf("sent %v, want restarted", got)
+	}
+	if got := h.events.list(); !contains(got, events.ReasonRestarted+" Deployment/agentenv-scheduler") {
+		t.Errorf("Events %v: none on the Deployment", got)
+	}
+}
+
+// A restart is made only on a consistent observation: the cached one that made it
+// due is read again with consistent lists (and the Deployment for the rollout
+// gate), judged again, and only that judgement restarts.
+func TestRestartOnlyOnTheConsistentReRead(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		consistent func(string, time.Time) (decide.Observation, error)
+		restarted  bool
+		verdict    decide.Verdict
+		samples    int
+		log        string
+	}{
+		{name: "confirms the wedge", consistent: wedgedWeak, restarted: true, verdict: decide.Wedged, samples: 2},
+		{name: "shows the nodes gone", verdict: decide.NoNodes, samples: 2, consistent: func(string, time.Time) (decide.Observation, error) {
+			return observation(0, schedPod(0, 11)), nil // the cache still listed 3 serving nodes
+		}},
+		{name: "shows the scheduler healthy", verdict: decide.Healthy, samples: 2, consistent: healthy},
+		{name: "fails", samples: 1, log: "consistent re-read before a restart failed", consistent: func(string, time.Time) (decide.Observation, error) {
+			return decide.Observation{}, errors.New("etcdserver: request timed out")
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.wedgedAndDue()
+			h.obs.see = func(kind string, now time.Time) (decide.Observation, error) {
+				if kind == "consistent" {
+					return tc.consistent(kind, now)
+				}
+				return wedgedWeak(kind, now)
+			}
+			before := len(h.calls.list())
+			rep, err := h.pass()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := h.restarts(); got != map[bool]int{true: 1}[tc.restarted] {
+				t.Fatalf("%d restarts (%s/%s: %s)", got, rep.Verdict, rep.Action, rep.Reason)
+			}
+			if tc.verdict != "" && rep.Verdict != tc.verdict {
+				t.Errorf("verdict %s, want %s", rep.Verdict, tc.verdict)
+			}
+			if rep.Samples != tc.samples {
+				t.Errorf("samples %d, want %d", rep.Samples, tc.samples)
+			}
+			// Each read once, the restart (if any) only after the consistent one.
+			pass := strings.Join(h.calls.list()[before:], ",")
+			want := "consistent"
+			if tc.restarted {
+				want = "consistent,save,restart " + podName
+			}
+			if strings.Count(pass, "consistent") != 1 || strings.Count(pass, "rollout") != 1 || !strings.Contains(pass, want) {
+				t.Errorf("calls %s, want one consistent read, one Deployment read, and %q", pass, want)
+			}
+			if tc.log != "" && !strings.Contains(h.logs.String(), tc.log) {
+				t.Errorf("log lacks %q", tc.log)
+			}
+		})
+	}
+}
+
+// Two passes race for one restart. The other claims (and restarts) between our
+// read of the state and our claim: our claim conflicts, we re-read and judge
+// again from its state, and do nothing; in particular we page no restart-blocked
+// (a restart in progress is not a blocked restart).
+func TestClaimLostIsReJudged(t *testing.T) {
+	h := newHarness(t)
+	h.wedgedAndDue()
+	other := newHarness(t) // the other pass: same state, same cluster, own hands
+	other.clk, other.store, other.obs = h.clk, h.store, h.obs
+	var otherRep *check.Report
+	h.store.saveHooks = []func() error{func() error {
+		var err error
+		otherRep, err = other.pass()
+		return err
+	}}
+	sentBefore, eventsBefore := len(h.sink.events()), len(h.events.list())
+
+	rep, err := h.pass()
+	if err != nil {
+		t.Fatalf("the losing pass failed: %v", err)
+	}
+	if otherRep == nil || len(otherRep.Restarts) != 1 || other.restarts() != 1 {
+		t.Fatalf("the other pass did not restart: the test proves nothing (%+v)", otherRep)
+	}
+	if !strings.Contains(h.logs.String(), "lost the restart claim race") {
+		t.Fatal("our claim did not conflict: the test proves nothing")
+	}
+	if h.restarts() != 0 || len(rep.Restarts) != 0 {
+		t.Fatalf("the loser restarted too: %d restarts, report %+v", h.restarts(), rep.Restarts)
+	}
+	if rep.Action != decide.Blocked || !strings.Contains(rep.Reason, "restart already in progress") {
+		t.Errorf("the loser: %s: %s, want blocked by the restart in progress", rep.Action, rep.Reason)
+	}
+	if got := h.sink.events()[sentBefore:]; contains(got, alert.EventRestartBlocked) || contains(got, alert.EventRestarted) {
+		t.Errorf("the loser sent %v", got)
+	}
+	if got := h.events.list()[eventsBefore:]; contains(got, events.ReasonRestartBlocked) {
+		t.Errorf("the loser left %v", got)
+	}
+	s := h.store.current(t)
+	if len(s.Restarts) != 1 || s.Restarts[0].Outcome != state.RestartDone {
+		t.Errorf("stored restarts %+v, want the winner's one, done", s.Restarts)
+	}
+}
+
+// Another writer writes between our claim and our final write: our write
+// conflicts, and we merge into its state. Its restart record, its pending alert
+// and the alert it opened survive; our restart outcome and alerts are added.
+func TestPersistMergesAfterAConflict(t *testing.T) {
+	h := newHarness(t)
+	h.wedgedAndDue()
+	h.store.saveHooks = []func() error{nil, func() error { // the claim goes through; before the final write:
+		h.clk.Step(time.Second)
+		snap, err := h.store.MemoryStore.Load(context.Background())
+		if err != nil {
+			return err
+		}
+		s := snap.State
+		s.Restarts = append(s.Restarts, state.Restart{Pod: "sched-b", UID: "uid-b", Method: "delete", ClaimedAt: h.clk.Now(), Outcome: state.RestartDone, Reason: "theirs"})
+		s.Outbox = append(s.Outbox, state.Pending{ID: "other-writer", Event: alert.EventWedged, CreatedAt: h.clk.Now(), Attempts: 1, Sinks: []string{"slack"}, Payload: []byte(`{"event":"wedged"}`)})
+		s.Alerts[alert.EventBlind] = &state.Alert{Event: alert.EventBlind, OpenedAt: h.clk.Now()}
+		return h.store.MemoryStore.Save(context.Background(), snap, s, h.clk.Now())
+	}}
+	rep, err := h.pass()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(h.logs.String(), "merging") {
+		t.Fatal("the final write did not conflict: the test proves nothing")
+	}
+	if !rep.StateWritten || len(rep.Restarts) != 1 {
+		t.Fatalf("state written %t, restarts %+v", rep.StateWritten, rep.Restarts)
+	}
+	s := h.store.current(t)
+	outcomes := map[string]string{}
+	for _, r := range s.Restarts {
+		outcomes[r.UID] = r.Outcome
+	}
+	if outcomes[podUID] != state.RestartDone || outcomes["uid-b"] != state.RestartDone || len(s.Restarts) != 2 {
+		t.Errorf("restarts %+v: want ours and theirs, both done", s.Restarts)
+	}
+	if len(s.Outbox) != 1 || s.Outbox[0].ID != "other-writer" {
+		t.Errorf("outbox %+v: the other writer's pending alert was lost", s.Outbox)
+	}
+	for _, ev := range []string{alert.EventBlind, alert.EventWedged, alert.EventRestarted} {
+		if s.Alerts[ev] == nil {
+			t.Errorf("alert %s lost in the merge (have %v)", ev, s.Alerts)
+		}
+	}
+	if s.LastRun == nil || s.LastRun.Action != string(decide.Restart) {
+		t.Errorf("last run %+v, want ours", s.LastRun)
+	}
+}
+
+// A pass that cannot do its job fails (the CLI exits 1), names what failed,
+// alerts watchdog-error, restarts nothing, and records the failure in state when
+// the state can be written.
+func TestFailedPasses(t *testing.T) {
+	apiDown := errors.New("etcdserver: request timed out")
+	fail := func() error { return apiDown }
+	for _, tc := range []struct {
+		name string
+		due  bool
+		// see replaces the observer; loads and saves are hooks for the next loads and saves.
+		see          func(string, time.Time) (decide.Observation, error)
+		loads, saves []func() error
+		what         string
+		reason       string
+		// recorded: the failed run is in the stored state as lastRun outcome "error".
+		recorded bool
+	}{
+		{name: "state unreadable", loads: []func() error{fail}, what: "read state", reason: "cannot read state"},
+		{name: "pods not listable", see: podsForbidden, what: "observe", reason: "cannot list scheduler pods", recorded: true},
+		{name: "final write refused", saves: []func() error{fail}, what: "write state"},
+		{name: "claim refused", due: true, saves: []func() error{fail}, what: "claim restart in state", recorded: true},
+		{name: "re-read after a lost claim fails", due: true, what: "re-read state after a conflict", recorded: true,
+			saves: []func() error{func() error { return state.ErrConflict }}, loads: []func() error{nil, fail}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			if tc.due {
+				h.wedgedAndDue()
+			} else {
+				h.obs.see = healthy
+			}
+			if tc.see != nil {
+				h.obs.see = tc.see
+			}
+			h.store.loadHooks, h.store.saveHooks = tc.loads, tc.saves
+			before := h.store.current(t).LastRun
+			sent := len(h.sink.events())
+
+			rep, err := h.pass()
+			if got := errWhat(err); got != tc.what {
+				t.Fatalf("error %v (what %q), want what %q", err, got, tc.what)
+			}
+			if rep.Error == "" || (tc.reason != "" && rep.Reason != tc.reason) {
+				t.Errorf("report error %q reason %q, want reason %q", rep.Error, rep.Reason, tc.reason)
+			}
+			if h.restarts() != 0 {
+				t.Error("a failed pass restarted")
+			}
+			if got := h.sink.events()[sent:]; !contains(got, alert.EventWatchdogError) {
+				t.Errorf("sent %v, want watchdog-error", got)
+			}
+			after := h.store.current(t).LastRun
+			if recorded := after != before && after != nil && after.Outcome == "error"; recorded != tc.recorded {
+				t.Errorf("failed run recorded in state: %t, want %t (last run %+v)", recorded, tc.recorded, after)
+			}
+			if tc.due && len(h.store.current(t).Restarts) != 0 {
+				t.Errorf("a claim stayed behind: %+v", h.store.current(t).Restarts)
+			}
+		})
+	}
+}
+
+// A pass that cannot list the pods observed nothing: it pauses the wedge clock,
+// so the next wedged observation does not count the gap around it.
+func TestFailedRunPausesTheWedgeClock(t *testing.T) {
+	for _, failed := range []bool{false, true} {
+		h := newHarness(t)
+		if rep, err := h.pass(); err != nil || rep.Action != decide.Wait {
+			t.Fatalf("first sight: %s %v", rep.Action, err)
+		}
+		h.clk.Step(5 * time.Minute)
+		if failed {
+			h.obs.see = podsForbidden
+			if _, err := h.pass(); errWhat(err) != "observe" {
+				t.Fatalf("a pass that cannot list pods: %v", err)
+			}
+			h.obs.see = wedgedWeak
+		}
+		h.clk.Step(5 * time.Minute)
+		rep, err := h.pass()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !failed {
+			// Without the failed run, ten minutes wedged are past --wedged-for.
+			if rep.Action != decide.Restart || h.restarts() != 1 {
+				t.Fatalf("control: %s after ten minutes wedged, want restart", rep.Action)
+			}
+			continue
+		}
+		if rep.Verdict != decide.Wedged || rep.Action != decide.Wait || h.restarts() != 0 {
+			t.Fatalf("after a failed run: %s/%s, %d restarts, want wedged/wait", rep.Verdict, rep.Action, h.restarts())
+		}
+		if d := rep.Targets[0].BadFor.D(); d != 0 {
+			t.Errorf("wedged for %s after a failed run: its gap was counted", d)
+		}
+	}
+}
+
+// Strong evidence is confirmed by sampling within the pass, never past the run's
+// deadline (less what acting and persisting need): when the deadline cuts it
+// short the pass says so and the next run continues; with time enough, the pass
+// restarts on its own confirmation.
+func TestConfirmationWithinTheDeadline(t *testing.T) {
+	const cutShort = "the run deadline cut confirmation short"
+	for _, tc := range []struct {
+		name      string
+		timeout   time.Duration
+		action    decide.Action
+		restarted bool
+		cut       bool
+		samples   int
+	}{
+		// 60 s less a 10 s reserve: the first sight probes every 15 s while a
+		// sample fits (0, 15, 30, 45 s); the evidence is strong from 15 s, but the
+		// 90 s window from there does not fit.
+		{name: "cut by the deadline", timeout: time.Minute, action: decide.Wait, cut: true, samples: 4},
+		// Strong from 15 s, confirmed at 105 s (samples every 15 s from 0 s), then
+		// the consistent re-read.
+		{name: "time enough", timeout: 3 * time.Minute, action: decide.Restart, restarted: true, samples: 9},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.opts.Decide.ConfirmWindow = 90 * time.Second
+			h.obs.see = wedgedStrong
+			h.timeout = tc.timeout
+			rep, err := h.pass()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.Verdict != decide.Wedged || rep.Action != tc.action || (h.restarts() == 1) != tc.restarted {
+				t.Fatalf("%s/%s, %d restarts: %s", rep.Verdict, rep.Action, h.restarts(), rep.Reason)
+			}
+			if contains(rep.Warnings, cutShort) != tc.cut {
+				t.Errorf("warnings %q: cut short %t, want %t", rep.Warnings, !tc.cut, tc.cut)
+			}
+			if rep.Samples != tc.samples {
+				t.Errorf("samples %d, want %d", rep.Samples, tc.samples)
+			}
+			if took := h.clk.Since(t0); took > tc.timeout {
+				t.Errorf("the pass ran %s, past its %s deadline", took, tc.timeout)
+			}
+		})
+	}
+}
+
+// A dry run decides as a real one but touches nothing: no state written, no
+// restart, nothing sent, no Event.
+func TestDryRunTouchesNothing(t *testing.T) {
+	h := newHarness(t)
+	h.wedgedAndDue()
+	data, saves, sent, evs := h.store.Data(), h.store.written(), len(h.sink.events()), len(h.events.list())
+	h.opts.DryRun, h.opts.Plan.DryRun = true, true
+	rep, err := h.pass()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Action != decide.Restart || !rep.DryRun {
+		t.Fatalf("dry run: %s (dry run %t), want a restart it would make", rep.Action, rep.DryRun)
+	}
+	if h.restarts() != 0 || h.store.written() != saves || rep.StateWritten {
+		t.Errorf("dry run restarted %d, wrote state %d times", h.restarts(), h.store.written()-saves)
+	}
+	if got := h.store.Data(); got[state.DataKey] != data[state.DataKey] {
+		t.Error("dry run changed the stored state")
+	}
+	if len(h.sink.events()) != sent || len(h.events.list()) != evs {
+		t.Errorf("dry run sent %v, left Events %v", h.sink.events()[sent:], h.events.list()[evs:])
+	}
+	for _, d := range rep.Alerts {
+		if !d.DryRun {
+			t.Errorf("delivery %+v not marked dry run", d)
+		}
+	}
+}
+
+// A pass cut short by its own shutdown (context cancelled) sends nothing, pages
+// no watchdog-error, logs no error, and saves what it knows with outcome
+// "interrupted".
+func TestShutdownSendsNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		setup func(h *harness, cancel context.CancelFunc)
+		check func(t *testing.T, s *state.State)
+	}{
+		{name: "while sampling", setup: func(h *harness, cancel context.CancelFunc) {
+			h.opts.Decide.ConfirmWindow = 90 * time.Second
+			h.obs.see = wedgedStrong
+			waits := 0
+			h.clk.onWait = func(time.Duration) bool {
+				if waits++; waits == 3 {
+					cancel() // SIGTERM while waiting for the next sample
+					return false
+				}
+				return true
+			}
+		}, check: func(t *testing.T, s *state.State) {
+			if p := s.Pods[podUID]; p == nil || p.Bad == nil {
+				t.Errorf("what the pass observed was not kept: %+v", p)
+			}
+		}},
+		{name: "while restarting", setup: func(h *harness, cancel context.CancelFunc) {
+			h.wedgedAndDue()
+			h.restarter.onRestart = func(ctx context.Context, _, _ string) (restart.Result, error) {
+				cancel()
+				return restart.Result{}, ctx.Err()
+			}
+		}, check: func(t *testing.T, s *state.State) {
+			// Whether the delete reached the API server is unknown: the claim stays
+			// for the next run to settle.
+			if len(s.Restarts) != 1 || s.Restarts[0].Outcome != state.RestartClaimed {
+				t.Errorf("restarts %+v, want the claim left", s.Restarts)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			ctx, cancel := context.WithDeadline(context.Background(), t0.Add(time.Hour))
+			defer cancel()
+			tc.setup(h, cancel)
+			sent, evs := len(h.sink.events()), len(h.events.list())
+			h.logs.Reset()
+
+			rep, err := h.runner().Run(ctx)
+			if !errors.Is(err, check.ErrInterrupted) || rep.Error != check.ErrInterrupted.Error() {
+				t.Fatalf("error %v, report %q: want the pass cut short", err, rep.Error)
+			}
+			if got := h.sink.events()[sent:]; len(got) != 0 {
+				t.Errorf("a shutdown sent %v", got)
+			}
+			if got := h.events.list()[evs:]; len(got) != 0 {
+				t.Errorf("a shutdown left Events %v", got)
+			}
+			if strings.Contains(h.logs.String(), `"level":"error"`) {
+				t.Errorf("a shutdown logged errors:\n%s", h.logs)
+			}
+			s := h.store.current(t)
+			if s.LastRun == nil || s.LastRun.Outcome != "interrupted" || !rep.StateWritten {
+				t.Fatalf("last run %+v (state written %t), want outcome interrupted", s.LastRun, rep.StateWritten)
+			}
+			tc.check(t, s)
+		})
+	}
+}
