@@ -212,6 +212,7 @@ func TestPersistMergesAfterAConflict(t *testing.T) {
 func TestFailedPasses(t *testing.T) {
 	apiDown := errors.New("etcdserver: request timed out")
 	fail := func() error { return apiDown }
+	conflict := func() error { return state.ErrConflict }
 	for _, tc := range []struct {
 		name string
 		due  bool
@@ -219,6 +220,7 @@ func TestFailedPasses(t *testing.T) {
 		see          func(string, time.Time) (decide.Observation, error)
 		loads, saves []func() error
 		what         string
+		msg          string
 		reason       string
 		// recorded: the failed run is in the stored state as lastRun outcome "error".
 		recorded bool
@@ -227,6 +229,8 @@ func TestFailedPasses(t *testing.T) {
 		{name: "pods not listable", see: podsForbidden, what: "observe", reason: "cannot list scheduler pods", recorded: true},
 		{name: "final write refused", saves: []func() error{fail}, what: "write state"},
 		{name: "claim refused", due: true, saves: []func() error{fail}, what: "claim restart in state", recorded: true},
+		{name: "claim conflicts again and again", due: true, what: "claim restart in state", msg: "gave up after repeated conflicts", recorded: true,
+			saves: []func() error{conflict, conflict, conflict, conflict}},
 		{name: "re-read after a lost claim fails", due: true, what: "re-read state after a conflict", recorded: true,
 			saves: []func() error{func() error { return state.ErrConflict }}, loads: []func() error{nil, fail}},
 	} {
@@ -248,6 +252,9 @@ func TestFailedPasses(t *testing.T) {
 			if got := errWhat(err); got != tc.what {
 				t.Fatalf("error %v (what %q), want what %q", err, got, tc.what)
 			}
+			if !strings.Contains(err.Error(), tc.msg) {
+				t.Errorf("error %v, want %q", err, tc.msg)
+			}
 			if rep.Error == "" || (tc.reason != "" && rep.Reason != tc.reason) {
 				t.Errorf("report error %q reason %q, want reason %q", rep.Error, rep.Reason, tc.reason)
 			}
@@ -265,6 +272,90 @@ func TestFailedPasses(t *testing.T) {
 				t.Errorf("a claim stayed behind: %+v", h.store.current(t).Restarts)
 			}
 		})
+	}
+}
+
+// Every restart attempt is recorded with its outcome and says how it went: a pod
+// already gone counts as done; a refused delete fails the pass (exit 1) and pages
+// restart-failed.
+func TestRestartOutcomes(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		result  restart.Result
+		err     error
+		outcome string
+		alert   string
+		what    string
+	}{
+		{name: "done", result: restart.Result{Detail: "deleted pod"}, outcome: state.RestartDone, alert: alert.EventRestarted},
+		{name: "already gone", result: restart.Result{Gone: true, Detail: "pod already gone"}, outcome: state.RestartDone, alert: alert.EventRestarted},
+		{name: "refused", err: errors.New(`pods "agentenv-scheduler-abc12" is forbidden`), outcome: state.RestartFailed, alert: alert.EventRestartFailed, what: "restart"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.wedgedAndDue()
+			h.restarter.onRestart = func(context.Context, string, string) (restart.Result, error) { return tc.result, tc.err }
+			rep, err := h.pass()
+			if errWhat(err) != tc.what {
+				t.Fatalf("error %v, want what %q", err, tc.what)
+			}
+			if len(rep.Restarts) != 1 || rep.Restarts[0].Outcome != tc.outcome {
+				t.Fatalf("report restarts %+v, want one %s", rep.Restarts, tc.outcome)
+			}
+			s := h.store.current(t)
+			if len(s.Restarts) != 1 || s.Restarts[0].Outcome != tc.outcome {
+				t.Errorf("stored restarts %+v, want one %s", s.Restarts, tc.outcome)
+			}
+			if tc.result.Gone && s.Restarts[0].Error != tc.result.Detail {
+				t.Errorf("a pod already gone is not noted: %+v", s.Restarts[0])
+			}
+			if got := h.sink.events(); !contains(got, tc.alert) {
+				t.Errorf("sent %v, want %s", got, tc.alert)
+			}
+			if want := tc.err == nil; contains(h.events.list(), "Deployment/") != want {
+				t.Errorf("Events %v: an Event on the Deployment %t, want %t", h.events.list(), !want, want)
+			}
+		})
+	}
+}
+
+// An alert the sink refuses is kept in the state's outbox (and an Event says so);
+// the next pass delivers it first.
+func TestFailedDeliveryIsRetriedNextPass(t *testing.T) {
+	h := newHarness(t)
+	h.sink.fail = errors.New("webhook: answered 503")
+	rep, err := h.pass()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := h.store.current(t); len(s.Outbox) != 1 || s.Outbox[0].Event != alert.EventWedged {
+		t.Fatalf("outbox %+v, want the wedged alert kept", s.Outbox)
+	}
+	if !contains(h.events.list(), events.ReasonAlertFailed) {
+		t.Errorf("Events %v: no word of the failed alert", h.events.list())
+	}
+	kept := false
+	for _, d := range rep.Alerts {
+		kept = kept || (d.Sink == "webhook" && !d.OK && d.Kept)
+	}
+	if !kept {
+		t.Errorf("deliveries %+v: the failure is not reported as kept", rep.Alerts)
+	}
+
+	h.sink.fail = nil
+	h.clk.Step(time.Minute)
+	rep, err = h.pass()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := h.sink.events(); len(got) != 1 || got[0] != alert.EventWedged {
+		t.Fatalf("sent %v, want the kept wedged alert once", got)
+	}
+	if len(rep.Alerts) == 0 || !rep.Alerts[0].Retry || !rep.Alerts[0].OK {
+		t.Errorf("deliveries %+v, want the retry first", rep.Alerts)
+	}
+	if s := h.store.current(t); len(s.Outbox) != 0 {
+		t.Errorf("outbox %+v after delivery", s.Outbox)
 	}
 }
 

@@ -193,10 +193,11 @@ func (r *fakeRestarter) Restart(ctx context.Context, name, uid string) (restart.
 	return restart.Result{Detail: "deleted pod " + name}, nil
 }
 
-// fakeSink records what it is sent.
+// fakeSink records what it is sent; while fail is set it refuses everything.
 type fakeSink struct {
 	mu   sync.Mutex
 	sent []alert.Notification
+	fail error
 }
 
 func (s *fakeSink) Name() string { return "webhook" }
@@ -204,6 +205,9 @@ func (s *fakeSink) Name() string { return "webhook" }
 func (s *fakeSink) Send(_ context.Context, n alert.Notification) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.fail != nil {
+		return s.fail
+	}
 	s.sent = append(s.sent, n)
 	return nil
 }
