@@ -33,7 +33,7 @@ SCRATCH="$(mktemp -d "${TMPDIR:-/tmp}/watchdog-promtool.XXXXXX")"
 trap 'chmod -R u+w "$SCRATCH" 2>/dev/null || true; rm -rf "$SCRATCH"' EXIT
 export GOCACHE="$SCRATCH/gocache" GOBIN="$SCRATCH/bin"
 
-echo "promtool: installing promtool ${RELEASE} with go install (first time only, ~3-6 min on 2 cores)" >&2
+echo "promtool: installing promtool ${RELEASE} with go install (first time only: ~9 CPU-minutes, ~5 min on 2 idle cores)" >&2
 # The prometheus module has no replace or exclude directives, so `go install pkg@version`
 # builds it exactly as its go.mod pins it. The version package is set as the release does.
 v=github.com/prometheus/common/version
