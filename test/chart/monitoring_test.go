@@ -741,7 +741,7 @@ func TestMonitoringOnTheAPIServer(t *testing.T) {
 			}
 
 			// Strict server-side dry run of the rendered objects.
-			out := mustHelm(t, append([]string{"template", release, chartDir, "--namespace", ns, "-f", valuesFile(t, mode.values)}, operatorAPIs...)...)
+			out := mustHelm(t, append([]string{"template", release, chartDir, "--namespace", ns, "--kube-version", renderKubeVersion, "-f", valuesFile(t, mode.values)}, operatorAPIs...)...)
 			for _, o := range parse(t, out).objs {
 				gvr := map[string]schema.GroupVersionResource{"PodMonitor": podMonitorGVR, "PrometheusRule": prometheusRuleGVR}[o.GetKind()]
 				if gvr.Resource == "" {
