@@ -168,6 +168,8 @@ func (l *Loop) Handler() http.Handler {
 type Metrics struct {
 	Registry     *prometheus.Registry
 	verdict      *prometheus.GaugeVec
+	ready        *prometheus.GaugeVec
+	expected     *prometheus.GaugeVec
 	restarts     *prometheus.CounterVec
 	alerts       *prometheus.CounterVec
 	scrapeErrors *prometheus.CounterVec
@@ -183,6 +185,10 @@ func NewMetrics() *Metrics {
 		Registry: prometheus.NewRegistry(),
 		verdict: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "agentenv_watchdog_pod_verdict",
 			Help: "1 for the verdict of each judged scheduler pod in the last pass."}, []string{"pod", "verdict"}),
+		ready: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "agentenv_watchdog_pod_ready_nodes",
+			Help: "Nodes each judged scheduler pod counted ready (its agentenv_scheduler_observed_nodes{status=\"ready\"}) in the last pass; absent when unknown."}, []string{"pod"}),
+		expected: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "agentenv_watchdog_pod_expected_nodes",
+			Help: "Serving nodes the API server lists for each judged scheduler pod in the last pass (what ready should be); absent when unknown."}, []string{"pod"}),
 		restarts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentenv_watchdog_restarts_total",
 			Help: "Restarts carried out, by outcome (done, failed)."}, []string{"outcome"}),
 		alerts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentenv_watchdog_alerts_total",
@@ -198,7 +204,7 @@ func NewMetrics() *Metrics {
 		leader: prometheus.NewGauge(prometheus.GaugeOpts{Name: "agentenv_watchdog_leader",
 			Help: "1 while this instance is the elected leader and runs passes."}),
 	}
-	m.Registry.MustRegister(m.verdict, m.restarts, m.alerts, m.scrapeErrors, m.passes, m.lastSuccess, m.duration, m.leader)
+	m.Registry.MustRegister(m.verdict, m.ready, m.expected, m.restarts, m.alerts, m.scrapeErrors, m.passes, m.lastSuccess, m.duration, m.leader)
 	return m
 }
 
@@ -226,9 +232,17 @@ func (m *Metrics) Observe(rep *check.Report, err error, took time.Duration, now 
 		return
 	}
 	m.verdict.Reset()
+	m.ready.Reset()
+	m.expected.Reset()
 	for _, t := range rep.Targets {
 		if t.Judged {
 			m.verdict.WithLabelValues(t.Pod, string(t.Verdict)).Set(1)
+			if t.Ready != nil {
+				m.ready.WithLabelValues(t.Pod).Set(float64(*t.Ready))
+			}
+			if t.Expected != nil {
+				m.expected.WithLabelValues(t.Pod).Set(float64(*t.Expected))
+			}
 		}
 		if t.ScrapeKind != "" {
 			m.scrapeErrors.WithLabelValues(t.ScrapeKind).Inc()
