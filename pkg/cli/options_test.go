@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
 )
@@ -38,6 +39,32 @@ func TestBudgetBeyondTheKeptHistoryIsRefused(t *testing.T) {
 			if !errors.As(err, &ue) {
 				t.Errorf("%v: %T is not a usage error", c.args, err)
 			}
+		}
+	}
+}
+
+// A runbook link is not a secret: a plain-http wiki page is accepted, while the URLs
+// that carry a secret stay https-only (loopback aside).
+func TestRunbookURLMayBePlainHTTP(t *testing.T) {
+	for _, c := range []struct {
+		o    AlertOptions
+		want string
+	}{
+		{AlertOptions{RunbookURL: "http://wiki.internal/runbook"}, ""},
+		{AlertOptions{RunbookURL: "https://wiki.example/runbook#wedged"}, ""},
+		{AlertOptions{RunbookURL: "ftp://wiki.internal/runbook"}, "--runbook-url"},
+		{AlertOptions{RunbookURL: "http://"}, "--runbook-url"},
+		{AlertOptions{HeartbeatURL: "http://hc.internal/ping/x"}, "--heartbeat-url"},
+		{AlertOptions{WebhookURL: "http://hooks.internal/x"}, "--webhook-url"},
+		{AlertOptions{SlackWebhookURL: "http://hooks.slack.com/services/x"}, "--slack-webhook-url"},
+	} {
+		c.o.RealertInterval, c.o.BlindAfter, c.o.AlertTimeout = time.Hour, 3, time.Second
+		err := c.o.Validate()
+		if c.want == "" && err != nil {
+			t.Errorf("%+v: %v", c.o, err)
+		}
+		if c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%+v: got %v, want an error naming %s", c.o, err, c.want)
 		}
 	}
 }
