@@ -89,7 +89,9 @@ func FuzzFlags(f *testing.F) {
 		if cancelledMode {
 			args = append(args, "--kubeconfig", kubeconfig, "--dry-run")
 		} else {
-			args = append(args, "--kubeconfig=/nonexistent")
+			// --dry-run: a configuration error pings <heartbeat-url>/fail, and the
+			// fuzzed URL must not reach the network (a dry run sends nothing).
+			args = append(args, "--kubeconfig=/nonexistent", "--dry-run")
 		}
 		given := map[string]string{}
 		for _, s := range settings {
