@@ -4,7 +4,6 @@ import (
 	"errors"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/spf13/pflag"
 )
@@ -58,8 +57,15 @@ func TestRunbookURLMayBePlainHTTP(t *testing.T) {
 		{AlertOptions{WebhookURL: "http://hooks.internal/x"}, "--webhook-url"},
 		{AlertOptions{SlackWebhookURL: "http://hooks.slack.com/services/x"}, "--slack-webhook-url"},
 	} {
-		c.o.RealertInterval, c.o.BlindAfter, c.o.AlertTimeout = time.Hour, 3, time.Second
-		err := c.o.Validate()
+		// The flags' defaults, then the URL under test.
+		var o AlertOptions
+		fs := pflag.NewFlagSet("check", pflag.ContinueOnError)
+		o.AddFlags(fs)
+		if err := fs.Parse(nil); err != nil {
+			t.Fatal(err)
+		}
+		o.RunbookURL, o.HeartbeatURL, o.WebhookURL, o.SlackWebhookURL = c.o.RunbookURL, c.o.HeartbeatURL, c.o.WebhookURL, c.o.SlackWebhookURL
+		err := o.Validate()
 		if c.want == "" && err != nil {
 			t.Errorf("%+v: %v", c.o, err)
 		}
