@@ -105,6 +105,10 @@ var featureSets = []valuesSet{
 	{"feature: deployment every option", "mode: deployment\ndeployment: {replicas: 10, interval: 1s, metricsPort: 1, service: {enabled: true, annotations: {a: b}}}\nalerts: {existingSecret: wd-alerts}"},
 	{"feature: console logs and text output", "run: {logLevel: error, logFormat: console, output: text}"},
 	{"feature: week-long restart window", "restart: {window: 168h, maxRestarts: 100}"},
+	{"feature: in-cluster Alertmanager over http", "alerts: {alertmanagerURLs: ['http://alertmanager.monitoring:9093'], alertmanagerGeneratorURL: 'http://grafana.internal/d/wd'}"},
+	{"feature: Alertmanager HA with basic auth", "mode: deployment\nalerts: {alertmanagerURLs: ['https://am-0.example.com', 'https://am-1.example.com/prefix'], alertmanagerUsername: wd, alertmanagerPassword: pw, alertmanagerAlertTTL: 31s}"},
+	{"feature: Alertmanager with a bearer token on loopback http", "alerts: {alertmanagerURLs: ['http://127.0.0.1:9093'], alertmanagerBearerToken: t}"},
+	{"feature: Alertmanager credentials over plain http", "alerts: {alertmanagerURLs: ['http://am.example.com'], alertmanagerUsername: wd}"},
 }
 
 // contractCheck renders s and, if the chart accepts it, runs each watchdog container

@@ -713,6 +713,12 @@ func TestSchemaRejectsNonsense(t *testing.T) {
 		{"duration beyond a Go duration", "alerts: {realertInterval: 2562048h}", "alerts.realertInterval"},
 		{"selector the watchdog cannot parse", "scheduler: {selector: 'app=x,,tier=y'}\nadmissionPolicy: {enabled: false}", "scheduler.selector"},
 		{"network policy without the API server", "networkPolicy: {enabled: true}", "networkPolicy.apiServer.cidrs"},
+		{"Alertmanager TTL under a second", "alerts: {alertmanagerAlertTTL: 500ms}", "alertmanagerAlertTTL"},
+		{"Alertmanager TTL not above the interval", "mode: deployment\nalerts: {alertmanagerURLs: ['https://am.example.com'], alertmanagerAlertTTL: 30s}", "deployment.interval"},
+		{"Alertmanager credentials without a URL", "alerts: {alertmanagerBearerToken: t}", "alertmanagerURLs"},
+		{"Alertmanager credentials over plain http", "alerts: {alertmanagerURLs: ['http://am.example.com'], alertmanagerUsername: u}", "plain http"},
+		{"Alertmanager token and basic auth", "alerts: {alertmanagerURLs: ['https://am.example.com'], alertmanagerUsername: u, alertmanagerBearerToken: t}", "not both"},
+		{"Alertmanager password without user", "alerts: {alertmanagerURLs: ['https://am.example.com'], alertmanagerPassword: p}", "alertmanagerUsername"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -83,7 +83,7 @@ of the watchdog exited 2. */}}
 {{- /* Parses the selector (fails the render when the watchdog could not). */ -}}
 {{- $_ := include "watchdog.selectorCEL" . -}}
 {{- /* A Go duration holds at most 2562047h (292 years); the pattern allows more digits. */ -}}
-{{- range $name, $d := dict "scheduler.scrapeTimeout" $v.scheduler.scrapeTimeout "decision.startupGrace" $v.decision.startupGrace "decision.wedgedFor" $v.decision.wedgedFor "decision.confirmWindow" $v.decision.confirmWindow "decision.sampleInterval" $v.decision.sampleInterval "decision.maxWatchAge" $v.decision.maxWatchAge "restart.window" $v.restart.window "run.timeout" $v.run.timeout "run.apiTimeout" $v.run.apiTimeout "alerts.realertInterval" $v.alerts.realertInterval "alerts.timeout" $v.alerts.timeout "deployment.interval" $v.deployment.interval -}}
+{{- range $name, $d := dict "scheduler.scrapeTimeout" $v.scheduler.scrapeTimeout "decision.startupGrace" $v.decision.startupGrace "decision.wedgedFor" $v.decision.wedgedFor "decision.confirmWindow" $v.decision.confirmWindow "decision.sampleInterval" $v.decision.sampleInterval "decision.maxWatchAge" $v.decision.maxWatchAge "restart.window" $v.restart.window "run.timeout" $v.run.timeout "run.apiTimeout" $v.run.apiTimeout "alerts.realertInterval" $v.alerts.realertInterval "alerts.timeout" $v.alerts.timeout "deployment.interval" $v.deployment.interval "alerts.alertmanagerAlertTTL" $v.alerts.alertmanagerAlertTTL -}}
 {{- if gt (include "watchdog.millis" $d | float64) 9223372036854.0 -}}
 {{- fail (printf "%s (%s) is longer than a Go duration can be (2562047h)" $name $d) -}}
 {{- end -}}
@@ -95,6 +95,32 @@ silently count fewer restarts than configured. */ -}}
 {{- end -}}
 {{- if and (eq $v.mode "deployment") (lt (include "watchdog.millis" $v.deployment.interval | float64) 1000.0) -}}
 {{- fail (printf "deployment.interval (%s) must be at least 1s" $v.deployment.interval) -}}
+{{- end -}}
+{{- /* Alertmanager (pkg/cli AlertmanagerOptions.Validate and checkRunInterval). */ -}}
+{{- $a := $v.alerts -}}
+{{- $ttl := include "watchdog.millis" $a.alertmanagerAlertTTL | float64 -}}
+{{- if lt $ttl 1000.0 -}}
+{{- fail (printf "alerts.alertmanagerAlertTTL (%s) must be at least 1s" $a.alertmanagerAlertTTL) -}}
+{{- end -}}
+{{- if and $a.alertmanagerURLs (eq $v.mode "deployment") (le $ttl (include "watchdog.millis" $v.deployment.interval | float64)) -}}
+{{- fail (printf "alerts.alertmanagerAlertTTL (%s) must be longer than deployment.interval (%s), or open alerts resolve between passes" $a.alertmanagerAlertTTL $v.deployment.interval) -}}
+{{- end -}}
+{{- $creds := or $a.alertmanagerUsername $a.alertmanagerPassword $a.alertmanagerBearerToken -}}
+{{- if and $creds (not $a.alertmanagerURLs) -}}
+{{- fail "alerts.alertmanagerUsername, alertmanagerPassword or alertmanagerBearerToken is set but alerts.alertmanagerURLs is not" -}}
+{{- end -}}
+{{- if and $a.alertmanagerBearerToken (or $a.alertmanagerUsername $a.alertmanagerPassword) -}}
+{{- fail "set either alerts.alertmanagerBearerToken or alerts.alertmanagerUsername/alertmanagerPassword, not both" -}}
+{{- end -}}
+{{- if and $a.alertmanagerPassword (not $a.alertmanagerUsername) -}}
+{{- fail "alerts.alertmanagerPassword is set but alerts.alertmanagerUsername is not" -}}
+{{- end -}}
+{{- range $u := $a.alertmanagerURLs -}}
+{{- $host := regexReplaceAll "^https?://(?:[^@/]*@)?(\\[[^\\]]*\\]|[^:/]*).*$" $u "${1}" -}}
+{{- $loopback := or (eq $host "localhost") (eq $host "[::1]") (hasPrefix "127." $host) -}}
+{{- if and (hasPrefix "http://" $u) (or $creds (regexMatch "^http://[^/]*@" $u)) (not $loopback) -}}
+{{- fail "alerts.alertmanagerURLs: credentials over plain http are accepted only for loopback addresses; use https" -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 
