@@ -42,9 +42,11 @@ func policyEnforced(t *testing.T, ns, method string, sched *scheduler, sa kubern
 		bystander := createPod(t, ns, "not-the-scheduler", map[string]string{"app.kubernetes.io/name": "agentenv-runtime"})
 		// Policies are loaded asynchronously: until then the Role alone decides, and a
 		// dry-run delete is allowed (and deletes nothing).
-		waitDenied(t, "the policy to deny a pod outside the selector", func() error {
+		if err := waitDenied(t, "the policy to deny a pod outside the selector", func() error {
 			return sa.CoreV1().Pods(ns).Delete(ctx, bystander, metav1.DeleteOptions{DryRun: dryRunAll})
-		})
+		}); !strings.Contains(err.Error(), podPolicyMessage) {
+			t.Fatalf("dry-run delete of a pod outside the selector: %v, want the policy's message", err)
+		}
 		// For real: denied, and the message names the selector.
 		err := sa.CoreV1().Pods(ns).Delete(ctx, bystander, metav1.DeleteOptions{})
 		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), podPolicyMessage) || !strings.Contains(err.Error(), `"app.kubernetes.io/name=agentenv-scheduler"`) {
@@ -170,7 +172,9 @@ func TestAdmissionPolicySelector(t *testing.T) {
 	del := func(name string) error {
 		return sa.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{DryRun: dryRunAll})
 	}
-	waitDenied(t, "the policy to be enforced", func() error { return del("no-labels") })
+	if err := waitDenied(t, "the policy to be enforced", func() error { return del("no-labels") }); !strings.Contains(err.Error(), podPolicyMessage) {
+		t.Fatalf("delete of a pod without labels: %v, want the policy's message", err)
+	}
 	matched := 0
 	for name, l := range pods {
 		want := sel.Matches(labels.Set(l))
