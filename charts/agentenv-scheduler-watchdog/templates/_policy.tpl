@@ -83,7 +83,7 @@ of the watchdog exited 2. */}}
 {{- /* Parses the selector (fails the render when the watchdog could not). */ -}}
 {{- $_ := include "watchdog.selectorCEL" . -}}
 {{- /* A Go duration holds at most 2562047h (292 years); the pattern allows more digits. */ -}}
-{{- range $name, $d := dict "scheduler.scrapeTimeout" $v.scheduler.scrapeTimeout "decision.startupGrace" $v.decision.startupGrace "decision.wedgedFor" $v.decision.wedgedFor "decision.confirmWindow" $v.decision.confirmWindow "decision.sampleInterval" $v.decision.sampleInterval "decision.maxWatchAge" $v.decision.maxWatchAge "restart.window" $v.restart.window "run.timeout" $v.run.timeout "run.apiTimeout" $v.run.apiTimeout "alerts.realertInterval" $v.alerts.realertInterval "alerts.timeout" $v.alerts.timeout "deployment.interval" $v.deployment.interval "alerts.alertmanagerAlertTTL" $v.alerts.alertmanagerAlertTTL -}}
+{{- range $name, $d := dict "scheduler.scrapeTimeout" $v.scheduler.scrapeTimeout "decision.startupGrace" $v.decision.startupGrace "decision.wedgedFor" $v.decision.wedgedFor "decision.confirmWindow" $v.decision.confirmWindow "decision.sampleInterval" $v.decision.sampleInterval "decision.maxWatchAge" $v.decision.maxWatchAge "restart.window" $v.restart.window "run.timeout" $v.run.timeout "run.apiTimeout" $v.run.apiTimeout "alerts.realertInterval" $v.alerts.realertInterval "alerts.timeout" $v.alerts.timeout "deployment.interval" $v.deployment.interval "alerts.alertmanagerAlertTTL" $v.alerts.alertmanagerAlertTTL "restart.backoff" $v.restart.backoff "restart.backoffMax" $v.restart.backoffMax -}}
 {{- if gt (include "watchdog.millis" $d | float64) 9223372036854.0 -}}
 {{- fail (printf "%s (%s) is longer than a Go duration can be (2562047h)" $name $d) -}}
 {{- end -}}
