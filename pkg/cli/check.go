@@ -31,6 +31,8 @@ type checkFlags struct {
 	check   CheckOptions
 	alerts  AlertOptions
 	output  OutputOptions
+	// validateOnly: --validate-only, stop once the configuration is built.
+	validateOnly bool
 }
 
 func (f *checkFlags) validate() error {
@@ -52,7 +54,9 @@ strong-evidence wedge is being confirmed), decides, restarts if every gate agree
 alerts, and records the outcome in the state ConfigMap.
 
 Exit codes: 0 the run completed, whatever it found; 1 the watchdog could not do its job
-(the message names what failed); 2 bad usage or configuration.`,
+(the message names what failed); 2 bad usage or configuration (then <heartbeat-url>/fail
+is pinged when --heartbeat-url is usable). --validate-only checks the configuration
+and exits 0 or 2 without any API call.`,
 		Example: `  # What would it do right now? Observes and decides for real; writes, deletes and sends nothing.
   watchdog check -n agentenv-system --dry-run
 
@@ -60,10 +64,16 @@ Exit codes: 0 the run completed, whatever it found; 1 the watchdog could not do 
   watchdog check --context prod-eu1 -n agentenv-system -o json | jq '.verdict, .action'
 
   # As the CronJob runs it: settings from WATCHDOG_* variables, in-cluster credentials.
-  WATCHDOG_NAMESPACE=agentenv-system watchdog check --output=json`,
+  WATCHDOG_NAMESPACE=agentenv-system watchdog check --output=json
+
+  # Is this configuration valid? Exit 0, or 2 with the error; no API call, nothing sent.
+  WATCHDOG_NAMESPACE=agentenv-system watchdog check --validate-only`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			markStarted(cmd)
+			if f.validateOnly {
+				return f.checkConfig(stderr)
+			}
 			oneProcessor()
 			p, err := f.setup(stderr)
 			if err != nil {
@@ -86,6 +96,7 @@ Exit codes: 0 the run completed, whatever it found; 1 the watchdog could not do 
 	f.check.AddFlags(cmd.Flags())
 	f.alerts.AddFlags(cmd.Flags())
 	f.output.AddFlags(cmd.Flags())
+	addValidateOnlyFlag(cmd.Flags(), &f.validateOnly)
 	return cmd
 }
 

@@ -89,7 +89,9 @@ func FuzzFlags(f *testing.F) {
 		if cancelledMode {
 			args = append(args, "--kubeconfig", kubeconfig, "--dry-run")
 		} else {
-			args = append(args, "--kubeconfig=/nonexistent")
+			// --dry-run: a configuration error pings <heartbeat-url>/fail, and the
+			// fuzzed URL must not reach the network (a dry run sends nothing).
+			args = append(args, "--kubeconfig=/nonexistent", "--dry-run")
 		}
 		given := map[string]string{}
 		for _, s := range settings {
@@ -246,10 +248,13 @@ func invalid(given map[string]string) string {
 	if out, ok := given["output"]; ok && out != "text" && out != "json" {
 		return "--output is neither text nor json"
 	}
-	for _, flag := range []string{"slack-webhook-url", "webhook-url", "heartbeat-url", "runbook-url"} {
+	for _, flag := range []string{"slack-webhook-url", "webhook-url", "heartbeat-url"} {
 		if v := given[flag]; v != "" && !acceptableURL(v) {
 			return "--" + flag + " is not an https (or loopback http) URL"
 		}
+	}
+	if v := given["runbook-url"]; v != "" && !linkURL(v) {
+		return "--runbook-url is not an http(s) URL"
 	}
 	if given["webhook-secret"] != "" && given["webhook-url"] == "" {
 		return "--webhook-secret without --webhook-url"
@@ -272,4 +277,10 @@ func acceptableURL(raw string) bool {
 		return host == "localhost" || (ip != nil && ip.IsLoopback())
 	}
 	return false
+}
+
+// linkURL: a runbook link, http or https with a host (it carries no secret).
+func linkURL(raw string) bool {
+	u, err := url.Parse(raw)
+	return err == nil && u.Host != "" && (u.Scheme == "https" || u.Scheme == "http")
 }

@@ -208,7 +208,11 @@ func (o *AlertOptions) Validate() error {
 		if u.value == "" {
 			continue
 		}
-		if err := checkURL(u.value, u.flag != "--runbook-url"); err != nil {
+		check := checkURL
+		if u.flag == "--runbook-url" {
+			check = checkLinkURL
+		}
+		if err := check(u.value, u.flag != "--runbook-url"); err != nil {
 			// Never echo a secret URL back: say what is wrong with it only.
 			return usagef("%s: %v", u.flag, err)
 		}
@@ -251,6 +255,23 @@ func checkURL(raw string, secret bool) error {
 	default:
 		return fmt.Errorf("scheme %q: want https", u.Scheme)
 	}
+}
+
+// checkLinkURL accepts http and https: a runbook link carries no secret and is only
+// shown to people in an alert, so plain http (a wiki.internal page) is fine. Refusing
+// it made every run of a chart with such a link exit 2, which sends no alert at all.
+func checkLinkURL(raw string, _ bool) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("not a valid URL: %v", err)
+	}
+	if u.Host == "" {
+		return fmt.Errorf("URL has no host")
+	}
+	if u.Scheme != "https" && u.Scheme != "http" {
+		return fmt.Errorf("scheme %q: want http or https", u.Scheme)
+	}
+	return nil
 }
 
 func isLoopback(host string) bool {

@@ -41,3 +41,36 @@ func TestBudgetBeyondTheKeptHistoryIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// A runbook link is not a secret: a plain-http wiki page is accepted, while the URLs
+// that carry a secret stay https-only (loopback aside).
+func TestRunbookURLMayBePlainHTTP(t *testing.T) {
+	for _, c := range []struct {
+		o    AlertOptions
+		want string
+	}{
+		{AlertOptions{RunbookURL: "http://wiki.internal/runbook"}, ""},
+		{AlertOptions{RunbookURL: "https://wiki.example/runbook#wedged"}, ""},
+		{AlertOptions{RunbookURL: "ftp://wiki.internal/runbook"}, "--runbook-url"},
+		{AlertOptions{RunbookURL: "http://"}, "--runbook-url"},
+		{AlertOptions{HeartbeatURL: "http://hc.internal/ping/x"}, "--heartbeat-url"},
+		{AlertOptions{WebhookURL: "http://hooks.internal/x"}, "--webhook-url"},
+		{AlertOptions{SlackWebhookURL: "http://hooks.slack.com/services/x"}, "--slack-webhook-url"},
+	} {
+		// The flags' defaults, then the URL under test.
+		var o AlertOptions
+		fs := pflag.NewFlagSet("check", pflag.ContinueOnError)
+		o.AddFlags(fs)
+		if err := fs.Parse(nil); err != nil {
+			t.Fatal(err)
+		}
+		o.RunbookURL, o.HeartbeatURL, o.WebhookURL, o.SlackWebhookURL = c.o.RunbookURL, c.o.HeartbeatURL, c.o.WebhookURL, c.o.SlackWebhookURL
+		err := o.Validate()
+		if c.want == "" && err != nil {
+			t.Errorf("%+v: %v", c.o, err)
+		}
+		if c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%+v: got %v, want an error naming %s", c.o, err, c.want)
+		}
+	}
+}

@@ -57,7 +57,7 @@ func Execute(args []string, stdout, stderr io.Writer) int {
 func ExecuteContext(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root := NewRootCommand(stdout, stderr)
 	root.SetArgs(args)
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return ExitOK
 	}
@@ -65,6 +65,7 @@ func ExecuteContext(ctx context.Context, args []string, stdout, stderr io.Writer
 	if errors.As(err, &ue) || !commandStarted(root) {
 		fmt.Fprintf(stderr, "watchdog: %v\n", err)
 		fmt.Fprintln(stderr, "Run 'watchdog --help' for usage.")
+		reportConfigFailure(ctx, cmd, args, err, stderr)
 		return ExitUsage
 	}
 	fmt.Fprintf(stderr, "watchdog: %v\n", err)

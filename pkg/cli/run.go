@@ -59,7 +59,8 @@ func newRunCommand(stderr io.Writer) *cobra.Command {
 Prometheus metrics and /healthz on --metrics-addr. /healthz fails when passes stop
 completing (no successful pass for two intervals plus --timeout). With --leader-elect,
 replicas elect one active watchdog through a Lease; standbys stay healthy and idle.
-State lives in the same ConfigMap as for check, so the two modes can be switched.`,
+State lives in the same ConfigMap as for check, so the two modes can be switched.
+--validate-only checks the configuration and exits 0 or 2 without any API call.`,
 		Example: `  # One watchdog, a pass every 30 s, metrics and /healthz on :9102.
   watchdog run -n agentenv-system --interval 30s --metrics-addr :9102
 
@@ -73,6 +74,9 @@ State lives in the same ConfigMap as for check, so the two modes can be switched
 			}
 			if err := f.alerts.Alertmanager.checkRunInterval(ro.Interval); err != nil {
 				return err
+			}
+			if f.validateOnly {
+				return f.checkConfig(stderr)
 			}
 			p, err := f.setup(stderr)
 			if err != nil {
@@ -142,5 +146,6 @@ State lives in the same ConfigMap as for check, so the two modes can be switched
 	f.check.AddFlags(cmd.Flags())
 	f.alerts.AddFlags(cmd.Flags())
 	ro.AddFlags(cmd.Flags())
+	addValidateOnlyFlag(cmd.Flags(), &f.validateOnly)
 	return cmd
 }

@@ -321,6 +321,8 @@ func TestChartEpisode(t *testing.T) {
 				"--webhook-url", recv.URL,
 			}
 
+			// The chart's admission policy is on by default: enforced before the episode.
+			t.Run("admission policy", func(t *testing.T) { policyEnforced(t, ns, method, sched, saClient) })
 			episode(t, ns, method, sched, wd, recv, flags)
 			t.Run("identity limits", func(t *testing.T) { identityLimits(t, ns, method, saClient) })
 			t.Run("one-off dry run from NOTES", func(t *testing.T) { oneOffDryRun(t, ns, kubeconfig, flags) })

@@ -582,6 +582,8 @@ var notFromValues = map[string]string{
 	"kubeconfig": "in-cluster configuration: the pod's ServiceAccount",
 	"context":    "in-cluster configuration: the pod's ServiceAccount",
 	"output":     "an argument of check (run.output)",
+	// test/chart TestValuesContract adds it to the rendered arguments.
+	"validate-only": "a one-off check of the configuration, not a setting",
 }
 
 // TestEveryFlagReachable: every flag of check and run reaches the container, as a
@@ -705,6 +707,18 @@ func TestSchemaRejectsNonsense(t *testing.T) {
 		{"existing secret and values", "alerts: {existingSecret: s, webhookURL: 'https://h.example.com'}", "existingSecret"},
 		{"election on the scheduler's lease", "mode: deployment\ndeployment: {replicas: 2, leaderElection: {lease: agentenv-scheduler}}\nscheduler: {leaderLease: agentenv-scheduler}", "leaderLease"},
 		{"no ServiceAccount", "serviceAccount: {create: false}", "serviceAccount.name"},
+		// Single values the binary refuses, found by TestValuesContract.
+		{"restart window beyond the kept history", "restart: {window: 169h}", "restart.window"},
+		{"sub-second interval", "mode: deployment\ndeployment: {interval: 500ms}", "deployment.interval"},
+		{"duration beyond a Go duration", "alerts: {realertInterval: 2562048h}", "alerts.realertInterval"},
+		{"selector the watchdog cannot parse", "scheduler: {selector: 'app=x,,tier=y'}\nadmissionPolicy: {enabled: false}", "scheduler.selector"},
+		{"network policy without the API server", "networkPolicy: {enabled: true}", "networkPolicy.apiServer.cidrs"},
+		{"Alertmanager TTL under a second", "alerts: {alertmanagerAlertTTL: 500ms}", "alertmanagerAlertTTL"},
+		{"Alertmanager TTL not above the interval", "mode: deployment\nalerts: {alertmanagerURLs: ['https://am.example.com'], alertmanagerAlertTTL: 30s}", "deployment.interval"},
+		{"Alertmanager credentials without a URL", "alerts: {alertmanagerBearerToken: t}", "alertmanagerURLs"},
+		{"Alertmanager credentials over plain http", "alerts: {alertmanagerURLs: ['http://am.example.com'], alertmanagerUsername: u}", "plain http"},
+		{"Alertmanager token and basic auth", "alerts: {alertmanagerURLs: ['https://am.example.com'], alertmanagerUsername: u, alertmanagerBearerToken: t}", "not both"},
+		{"Alertmanager password without user", "alerts: {alertmanagerURLs: ['https://am.example.com'], alertmanagerPassword: p}", "alertmanagerUsername"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -780,7 +794,7 @@ func TestDocsListEveryValue(t *testing.T) {
 	walk = func(prefix string, v any) {
 		m, ok := v.(map[string]any)
 		if !ok || len(m) == 0 || strings.HasSuffix(prefix, "Keys") || strings.HasSuffix(prefix, "Probe") ||
-			strings.HasSuffix(prefix, "resources") || strings.HasSuffix(prefix, "ecurityContext") {
+			strings.HasSuffix(prefix, "resources") || strings.HasSuffix(prefix, "ecurityContext") || strings.HasSuffix(prefix, "Selector") {
 			leaves = append(leaves, prefix)
 			return
 		}

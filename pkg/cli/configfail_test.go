@@ -1,0 +1,145 @@
+package cli_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/agentenv/watchdog/pkg/cli"
+)
+
+// pings is a loopback dead man's switch recording each request's path and body.
+type pings struct {
+	*httptest.Server
+	mu  sync.Mutex
+	got []string
+}
+
+func newPings(t *testing.T) *pings {
+	p := &pings{}
+	p.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		p.mu.Lock()
+		p.got = append(p.got, r.Method+" "+r.URL.Path+" "+string(body))
+		p.mu.Unlock()
+	}))
+	t.Cleanup(p.Close)
+	return p
+}
+
+func (p *pings) list() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string{}, p.got...)
+}
+
+// cleanEnv drops the machine's WATCHDOG_* variables for the test.
+func cleanEnv(t *testing.T) {
+	for _, kv := range os.Environ() {
+		if name, _, _ := strings.Cut(kv, "="); strings.HasPrefix(name, cli.EnvPrefix) {
+			t.Setenv(name, "")
+			_ = os.Unsetenv(name)
+		}
+	}
+}
+
+// A scheduled run with a bad configuration exits 2 and pings <heartbeat-url>/fail,
+// wherever the error is: an invalid flag value, an unknown flag, an invalid
+// environment variable, flags that contradict each other; the heartbeat URL given as
+// a flag or as WATCHDOG_HEARTBEAT_URL. A dry run and --validate-only send nothing,
+// and an unusable heartbeat URL is said to be unusable.
+func TestConfigurationErrorPingsFail(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		args     []string
+		env      map[string]string
+		hbEnv    bool   // the heartbeat URL comes from the environment
+		hb       string // overrides the heartbeat URL
+		wantPing bool
+		wantErr  string
+	}{
+		{name: "invalid flag value", args: []string{"check", "--wedged-for=bogus"}, wantPing: true, wantErr: "wedged-for"},
+		{name: "unknown flag", args: []string{"check", "--no-such-flag", "x"}, wantPing: true, wantErr: "no-such-flag"},
+		{name: "invalid environment variable", args: []string{"check"}, env: map[string]string{"WATCHDOG_TIMEOUT": "soon"}, hbEnv: true, wantPing: true, wantErr: "WATCHDOG_TIMEOUT"},
+		{name: "contradicting flags", args: []string{"check", "--timeout", "3s", "--scrape-timeout", "5s"}, wantPing: true, wantErr: "--scrape-timeout"},
+		{name: "run mode", args: []string{"run", "--interval", "10ms"}, hbEnv: true, wantPing: true, wantErr: "--interval"},
+		{name: "dry run", args: []string{"check", "--dry-run", "--wedged-for=bogus"}, wantErr: "wedged-for"},
+		{name: "dry run from the environment", args: []string{"check", "--wedged-for=bogus"}, env: map[string]string{"WATCHDOG_DRY_RUN": "true"}, wantErr: "wedged-for"},
+		{name: "validate only", args: []string{"check", "--validate-only", "--wedged-for=bogus"}, wantErr: "wedged-for"},
+		{name: "unusable heartbeat URL", args: []string{"check", "--wedged-for=bogus"}, hb: "http://hc.example/ping", wantErr: "cannot tell the dead man's switch"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cleanEnv(t)
+			p := newPings(t)
+			hb := p.URL + "/ping/abc"
+			if c.hb != "" {
+				hb = c.hb
+			}
+			args := c.args
+			if c.hbEnv {
+				t.Setenv("WATCHDOG_HEARTBEAT_URL", hb)
+			} else {
+				args = append(append([]string{}, args...), "--heartbeat-url", hb)
+			}
+			for k, v := range c.env {
+				t.Setenv(k, v)
+			}
+			var stdout, stderr bytes.Buffer
+			code := cli.ExecuteContext(context.Background(), args, &stdout, &stderr)
+			if code != cli.ExitUsage || !strings.Contains(stderr.String(), c.wantErr) {
+				t.Fatalf("exit %d, want 2 with %q\n%s", code, c.wantErr, stderr.String())
+			}
+			got := p.list()
+			if !c.wantPing {
+				if len(got) != 0 {
+					t.Fatalf("pinged %v", got)
+				}
+				return
+			}
+			if len(got) != 1 || !strings.HasPrefix(got[0], "POST /ping/abc/fail ") || !strings.Contains(got[0], "configuration error (exit 2)") {
+				t.Fatalf("dead man's switch got %q, want one POST /ping/abc/fail naming the configuration error\n%s", got, stderr.String())
+			}
+		})
+	}
+}
+
+// --validate-only builds the configuration and exits 0 without any request to the
+// API server or an alert sink; a bad configuration exits 2.
+func TestValidateOnly(t *testing.T) {
+	cleanEnv(t)
+	api := newPings(t) // any request here would be an API call
+	sink := newPings(t)
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, []byte(strings.Replace(loopbackKubeconfig, "https://127.0.0.1:1", api.URL, 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("WATCHDOG_KUBECONFIG", kubeconfig)
+	t.Setenv("WATCHDOG_HEARTBEAT_URL", sink.URL)
+	t.Setenv("WATCHDOG_WEBHOOK_URL", sink.URL)
+	for _, c := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"check", "--validate-only"}, cli.ExitOK},
+		{[]string{"check", "--validate-only", "--restart-method", "rollout", "--runbook-url", "http://wiki.internal/runbook"}, cli.ExitOK},
+		{[]string{"run", "--validate-only", "--leader-elect"}, cli.ExitOK},
+		{[]string{"check", "--validate-only", "--restart-method", "reboot"}, cli.ExitUsage},
+		{[]string{"check", "--validate-only", "--kubeconfig", "/nonexistent"}, cli.ExitUsage},
+		{[]string{"run", "--validate-only", "--metrics-addr", "nope"}, cli.ExitUsage},
+	} {
+		var stdout, stderr bytes.Buffer
+		if code := cli.ExecuteContext(context.Background(), c.args, &stdout, &stderr); code != c.code {
+			t.Errorf("%v: exit %d, want %d\n%s", c.args, code, c.code, stderr.String())
+		}
+	}
+	if got := append(api.list(), sink.list()...); len(got) != 0 {
+		t.Errorf("--validate-only made requests: %v", got)
+	}
+}
