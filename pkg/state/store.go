@@ -153,9 +153,9 @@ func configMapOf(snap *Snapshot, s *State, now time.Time, namespace, name string
 }
 
 // saved moves the snapshot to the version just written.
-func (snap *Snapshot) saved(cm *corev1.ConfigMap, s *State) {
-	snap.configMap = cm
-	snap.ResourceVersion = cm.ResourceVersion
-	snap.corrupt = ""
-	snap.State = s
+func (s *Snapshot) saved(cm *corev1.ConfigMap, st *State) {
+	s.configMap = cm
+	s.ResourceVersion = cm.ResourceVersion
+	s.corrupt = ""
+	s.State = st
 }
