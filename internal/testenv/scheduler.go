@@ -38,6 +38,10 @@ type PodSpec struct {
 	// Owner names the ReplicaSet controlling the pod; empty is the scheduler
 	// Deployment's ("agentenv-scheduler-7d9c4"), "-" is none (a bare pod).
 	Owner string
+	// OwnerUID is the UID the controller reference gives; empty is the UID of the
+	// ReplicaSet of that name if it exists (CreateDeployment makes the default
+	// one), else a made-up one.
+	OwnerUID types.UID
 }
 
 // CreateSchedulerPod creates a Running scheduler pod and sets its status (there is
@@ -51,7 +55,7 @@ func CreateSchedulerPod(ctx context.Context, c kubernetes.Interface, ns string, 
 	}
 	grace := int64(30)
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: spec.Name, Namespace: ns, Labels: SchedulerLabels, OwnerReferences: ownerRefs(spec.Owner)},
+		ObjectMeta: metav1.ObjectMeta{Name: spec.Name, Namespace: ns, Labels: SchedulerLabels, OwnerReferences: ownerRefs(ctx, c, ns, spec)},
 		Spec: corev1.PodSpec{
 			TerminationGracePeriodSeconds: &grace,
 			Containers:                    []corev1.Container{{Name: "scheduler", Image: "agentenv/scheduler:test"}},
@@ -86,17 +90,52 @@ func CreateSchedulerPod(ctx context.Context, c kubernetes.Interface, ns string, 
 	return updated, nil
 }
 
-func ownerRefs(owner string) []metav1.OwnerReference {
+func ownerRefs(ctx context.Context, c kubernetes.Interface, ns string, spec PodSpec) []metav1.OwnerReference {
+	owner, uid := spec.Owner, spec.OwnerUID
 	if owner == "-" {
 		return nil
 	}
 	if owner == "" {
 		owner = "agentenv-scheduler-7d9c4"
 	}
+	if uid == "" {
+		uid = types.UID("rs-" + owner)
+		if rs, err := c.AppsV1().ReplicaSets(ns).Get(ctx, owner, metav1.GetOptions{}); err == nil {
+			uid = rs.UID
+		}
+	}
 	yes := true
 	// No controller manager runs: the ReplicaSet need not exist (nor is the pod
 	// garbage-collected for its absence).
-	return []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: owner, UID: types.UID("rs-" + owner), Controller: &yes}}
+	return []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: owner, UID: uid, Controller: &yes}}
+}
+
+// DefaultReplicaSet is the name of the ReplicaSet CreateDeployment makes for a
+// Deployment, as its controller would ("<deployment>-<pod-template-hash>").
+func DefaultReplicaSet(deployment string) string { return deployment + "-7d9c4" }
+
+// CreateReplicaSet creates a ReplicaSet whose controller reference names the
+// Deployment called deployment with UID deploymentUID (no controller manager runs:
+// it stays as created).
+func CreateReplicaSet(ctx context.Context, c kubernetes.Interface, ns, name, deployment string, deploymentUID types.UID) (*appsv1.ReplicaSet, error) {
+	yes, one := true, int32(1)
+	rs := &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: SchedulerLabels,
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: deployment, UID: deploymentUID, Controller: &yes}}},
+		Spec: appsv1.ReplicaSetSpec{
+			Replicas: &one,
+			Selector: &metav1.LabelSelector{MatchLabels: SchedulerLabels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: SchedulerLabels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "scheduler", Image: "agentenv/scheduler:test"}}},
+			},
+		},
+	}
+	created, err := c.AppsV1().ReplicaSets(ns).Create(ctx, rs, metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("create ReplicaSet %s/%s: %w", ns, name, err)
+	}
+	return created, nil
 }
 
 // cachedSince lists from the watch cache once it holds resourceVersion rv: the API
@@ -147,8 +186,9 @@ func CreateNodeSlices(ctx context.Context, c kubernetes.Interface, ns, service s
 	return nil
 }
 
-// CreateDeployment creates the scheduler Deployment and sets a settled status (no
-// controller runs): generation observed and every replica updated.
+// CreateDeployment creates the scheduler Deployment and its ReplicaSet
+// (DefaultReplicaSet) and sets a settled status (no controller runs): generation
+// observed and every replica updated.
 func CreateDeployment(ctx context.Context, c kubernetes.Interface, ns, name string) (*appsv1.Deployment, error) {
 	one := int32(1)
 	d := &appsv1.Deployment{
@@ -165,6 +205,11 @@ func CreateDeployment(ctx context.Context, c kubernetes.Interface, ns, name stri
 	created, err := c.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("create Deployment %s/%s: %w", ns, name, err)
+	}
+	// Its ReplicaSet, as the Deployment controller would make it: the rollout
+	// method checks pod → ReplicaSet → Deployment by UID.
+	if _, err := CreateReplicaSet(ctx, c, ns, DefaultReplicaSet(name), name, created.UID); err != nil {
+		return nil, err
 	}
 	return SettleDeployment(ctx, c, created)
 }

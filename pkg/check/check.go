@@ -132,6 +132,10 @@ func (r *Runner) Run(ctx context.Context) (*Report, error) {
 
 	acts, next, res, err := r.act(ctx, snap, &obs, next, res, rep)
 	rep.fill(res)
+	for _, w := range res.Warnings {
+		r.Log.Warn().Msg(w)
+		rep.Warnings = append(rep.Warnings, w)
+	}
 	if err != nil {
 		return rep, err
 	}
@@ -200,7 +204,7 @@ func (r *Runner) decide(ctx context.Context, obs *decide.Observation, prev *stat
 	for range 2 {
 		switch {
 		case res.NeedRollout && obs.Rollout == nil:
-			obs.Rollout = r.Observer.Rollout(ctx)
+			obs.Rollout = r.Observer.Rollout(ctx, obs.Pods...)
 		case res.NeedConsistentRead && !obs.Consistent:
 			fresh, err := r.observe(ctx, obs.RunStart, true)
 			if err != nil {
@@ -679,6 +683,8 @@ func observationError(obs decide.Observation) error {
 		return &Error{What: "read leader Lease", Err: obs.Leader.Err}
 	case obs.Rollout != nil && obs.Rollout.Err != nil:
 		return &Error{What: "read scheduler Deployment", Err: obs.Rollout.Err}
+	case obs.Rollout != nil && obs.Rollout.OwnersErr != nil:
+		return &Error{What: "read scheduler ReplicaSet", Err: obs.Rollout.OwnersErr}
 	}
 	return nil
 }

@@ -25,9 +25,9 @@ type Observer interface {
 	// ObserveConsistent is Observe with consistent (quorum) lists, the last look
 	// before a restart.
 	ObserveConsistent(ctx context.Context) (decide.Observation, error)
-	// Rollout reads the scheduler Deployment for the rollout gate (read errors
-	// are in the result).
-	Rollout(ctx context.Context) *decide.Rollout
+	// Rollout reads the scheduler Deployment for the rollout gate, and the owner
+	// chains of pods by UID for the rollout method (read errors are in the result).
+	Rollout(ctx context.Context, pods ...decide.Pod) *decide.Rollout
 }
 
 // Store loads and saves the state with optimistic concurrency: Save from a

@@ -104,7 +104,7 @@ func (o *fakeObserver) ObserveConsistent(ctx context.Context) (decide.Observatio
 	return o.read(ctx, "consistent")
 }
 
-func (o *fakeObserver) Rollout(context.Context) *decide.Rollout {
+func (o *fakeObserver) Rollout(context.Context, ...decide.Pod) *decide.Rollout {
 	o.calls.add("rollout")
 	r := o.rollout
 	return &r

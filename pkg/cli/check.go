@@ -163,6 +163,7 @@ func newRunner(f *checkFlags, client *kube.Client, sinks []alert.Sink, log zerol
 				MaxWatchAge:       f.check.MaxWatchAge,
 				LeaderLease:       f.check.LeaderLease,
 				RestartMethod:     f.check.RestartMethod,
+				MaxPods:           f.check.MaxPods,
 				ClaimTimeout:      f.cluster.Timeout,
 				IneffectiveWithin: ineffectiveWithin(f.check.RestartBackoff),
 				BackoffBase:       f.check.RestartBackoff,
@@ -195,7 +196,11 @@ func newRunner(f *checkFlags, client *kube.Client, sinks []alert.Sink, log zerol
 			MetricsPath: f.check.MetricsPath,
 			LeaderLease: f.check.LeaderLease,
 			Deployment:  f.check.Deployment,
-			Clock:       clk,
+			// The rollout gate checks the owner chain by UID for the rollout method
+			// only: delete acts on the observed pod alone (UID precondition).
+			VerifyOwners: f.check.RestartMethod == decide.MethodRollout,
+			MaxPods:      f.check.MaxPods,
+			Clock:        clk,
 		},
 		Store:     &state.Store{Client: client, Namespace: ns, Name: f.cluster.StateConfigMap},
 		Restarter: restarter,

@@ -93,6 +93,7 @@ type CheckOptions struct {
 	RestartOnDegraded  bool
 	LeaderLease        string
 	MaxWatchAge        time.Duration
+	MaxPods            int
 	DryRun             bool
 }
 
@@ -118,6 +119,7 @@ func (o *CheckOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.RestartOnDegraded, "restart-on-degraded", false, "also restart a degraded scheduler (stale cache) once it has lasted --wedged-for")
 	fs.StringVar(&o.LeaderLease, "leader-lease", "", "Lease naming the leader scheduler; when set, only its holder is judged (HA)")
 	fs.DurationVar(&o.MaxWatchAge, "max-watch-age", 0, "when the scheduler exports agentenv_scheduler_watch_last_event_age_seconds, an older watch is strong evidence (0: off)")
+	fs.IntVar(&o.MaxPods, "max-pods", 10, "judge nothing (verdict unknown, a warning, no scrape, no restart) when more live pods than this match --scheduler-selector")
 	fs.BoolVar(&o.DryRun, "dry-run", false, "run the real pipeline but write, delete, record and send nothing; show what would happen")
 }
 
@@ -151,6 +153,9 @@ func (o *CheckOptions) Validate(timeout time.Duration) error {
 	}
 	if o.MetricsMaxBytes < 1024 {
 		return usagef("--metrics-max-bytes %d is too small for any metrics page", o.MetricsMaxBytes)
+	}
+	if o.MaxPods < 1 {
+		return usagef("--max-pods must be at least 1, got %d", o.MaxPods)
 	}
 	if o.MaxRestarts < 0 {
 		return usagef("--max-restarts must not be negative, got %d", o.MaxRestarts)

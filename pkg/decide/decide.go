@@ -53,6 +53,9 @@ func Decide(obs Observation, prev *state.State, cfg Config) (*state.State, Resul
 	})
 
 	res.Verdict, res.Action, res.Reason = summarize(res.Targets, runProblem)
+	if cfg.MaxPods > 0 && len(judged) == 0 && strings.HasPrefix(runProblem, tooManyPrefix) {
+		res.Warnings = append(res.Warnings, runProblem)
+	}
 	// A target that reached the rollout gate without the Deployment read was
 	// blocked by it: read the Deployment and decide again.
 	res.NeedRollout = obs.Rollout == nil && slices.ContainsFunc(res.Targets, func(t Target) bool {
@@ -148,6 +151,13 @@ func selectTargets(obs Observation, cfg Config) (judged []Pod, notJudged []candi
 	if len(live) == 0 {
 		return nil, notJudged, "every scheduler pod is terminating or finished"
 	}
+	if cfg.MaxPods > 0 && len(live) > cfg.MaxPods {
+		why := TooManyPods(len(live), cfg.MaxPods)
+		for _, p := range live {
+			notJudged = append(notJudged, candidate{p, why, true})
+		}
+		return nil, notJudged, why
+	}
 	if cfg.LeaderLease == "" {
 		return live, notJudged, ""
 	}
@@ -186,6 +196,15 @@ func selectTargets(obs Observation, cfg Config) (judged []Pod, notJudged []candi
 		return nil, notJudged, fmt.Sprintf("leader Lease %s is held by %q, which is not a live scheduler pod", cfg.LeaderLease, holder)
 	}
 	return judged, notJudged, ""
+}
+
+const tooManyPrefix = "too many scheduler pods"
+
+// TooManyPods is the run's reason when more live pods match the selector than
+// --max-pods allows: a selector gone wide (or a flood of pods) must not turn into
+// a scrape of each and a restart decision on a guess.
+func TooManyPods(live, limit int) string {
+	return fmt.Sprintf("%s: %d live pods match the selector, more than --max-pods %d; none is scraped or judged (check --scheduler-selector)", tooManyPrefix, live, limit)
 }
 
 // HolderIs reports whether a Lease holderIdentity names a pod. client-go's leader
@@ -683,6 +702,10 @@ func rolloutGate(p Pod, r *Rollout, cfg Config) Gate {
 		// Rolling the Deployment would not replace this pod: the wedge would stay
 		// and count as restarted.
 		g.Detail = fmt.Sprintf("pod %s is not run by Deployment %s (controller: %s %q); the rollout method would restart the wrong pods", p.Name, r.Name, orNone(p.ControllerKind), p.ControllerName)
+	case cfg.RestartMethod == MethodRollout && !chainVerified(p, r):
+		// The names match, but names can be forged: only the chain read by UID says
+		// that rolling this Deployment replaces this pod.
+		g.Detail = ownerChainDetail(p, r)
 	default:
 		g.OK, g.Detail = true, fmt.Sprintf("Deployment %s is not rolling out", r.Name)
 	}
@@ -779,6 +802,25 @@ func endBackoffAfterHealthyHour(s *state.State, now time.Time, cfg Config) {
 func ownedBy(p Pod, deployment string) bool {
 	i := strings.LastIndexByte(p.ControllerName, '-')
 	return p.ControllerKind == "ReplicaSet" && i > 0 && p.ControllerName[:i] == deployment
+}
+
+// chainVerified reports whether the pod's owner chain was checked by UID, for the
+// controller reference the pod has now.
+func chainVerified(p Pod, r *Rollout) bool {
+	c := r.Owners[p.UID]
+	return c.Verified && c.ReplicaSetUID == p.ControllerUID
+}
+
+// ownerChainDetail says which link of a pod's controller chain failed.
+func ownerChainDetail(p Pod, r *Rollout) string {
+	c, ok := r.Owners[p.UID]
+	switch {
+	case !ok || c.Detail == "":
+		return fmt.Sprintf("owner chain of pod %s not verified by UID (ReplicaSet %s → Deployment %s not read); the rollout method needs it", p.Name, p.ControllerName, r.Name)
+	case c.Verified:
+		return fmt.Sprintf("owner chain not verified: pod %s now names ReplicaSet uid %q, the chain was checked for uid %q", p.Name, p.ControllerUID, c.ReplicaSetUID)
+	}
+	return "owner chain not verified: " + c.Detail
 }
 
 func orNone(s string) string {

@@ -38,7 +38,7 @@ func sample(ready int, rejected uint64) *scrape.Sample {
 
 func schedPod(name, uid string, s *scrape.Sample) Pod {
 	return Pod{Name: name, UID: uid, Phase: "Running", Ready: true, Running: true, StartedAt: started, Sample: s,
-		ControllerKind: "ReplicaSet", ControllerName: "agentenv-scheduler-7d9c4"}
+		ControllerKind: "ReplicaSet", ControllerName: "agentenv-scheduler-7d9c4", ControllerUID: "rs-uid"}
 }
 
 // observe is one observation that is a run of its own (RunStart = at), with
@@ -548,6 +548,7 @@ func TestRestartGates(t *testing.T) {
 		}
 	})
 
+	verified := map[string]OwnerChain{"uid-a": {Verified: true, ReplicaSetUID: "rs-uid", Detail: "pod sched-a → ReplicaSet → Deployment"}}
 	rollout := func(r *Rollout) func(at time.Time) Observation {
 		return func(at time.Time) Observation { o := plain(at); o.Rollout = r; return o }
 	}
@@ -565,7 +566,15 @@ func TestRestartGates(t *testing.T) {
 		{"unreadable fails safe", &Rollout{Name: "d", Err: errors.New("forbidden")}, MethodDelete, Blocked, false, "cannot read Deployment"},
 		{"no deployment, delete method", &Rollout{Name: "d"}, MethodDelete, Restart, false, "restarting the pod alone"},
 		{"no deployment, rollout method", &Rollout{Name: "d"}, MethodRollout, Blocked, false, "needs it"},
-		{"rollout method, pod of the Deployment", &Rollout{Name: "agentenv-scheduler", Found: true}, MethodRollout, Restart, false, "not rolling out"},
+		{"rollout method, pod of the Deployment", &Rollout{Name: "agentenv-scheduler", Found: true, Owners: verified}, MethodRollout, Restart, false, "not rolling out"},
+		{"rollout method, owner chain not read", &Rollout{Name: "agentenv-scheduler", Found: true}, MethodRollout, Blocked, false, "not verified by UID"},
+		{"rollout method, forged owner chain", &Rollout{Name: "agentenv-scheduler", Found: true, Owners: map[string]OwnerChain{
+			"uid-a": {Detail: `pod sched-a names ReplicaSet agentenv-scheduler-7d9c4 with uid "forged"`}}}, MethodRollout, Blocked, false, `owner chain not verified: pod sched-a names ReplicaSet agentenv-scheduler-7d9c4 with uid "forged"`},
+		{"rollout method, chain verified for another pod only", &Rollout{Name: "agentenv-scheduler", Found: true, Owners: map[string]OwnerChain{
+			"uid-b": {Verified: true}}}, MethodRollout, Blocked, false, "not verified by UID"},
+		{"rollout method, controller reference changed since the chain was checked", &Rollout{Name: "agentenv-scheduler", Found: true, Owners: map[string]OwnerChain{
+			"uid-a": {Verified: true, ReplicaSetUID: "old-rs-uid", Detail: "checked"}}}, MethodRollout, Blocked, false, `now names ReplicaSet uid "rs-uid", the chain was checked for uid "old-rs-uid"`},
+		{"delete method needs no owner chain", &Rollout{Name: "agentenv-scheduler", Found: true}, MethodDelete, Restart, false, "not rolling out"},
 		{"rollout method, pod of another Deployment", &Rollout{Name: "agentenv-scheduler-canary", Found: true}, MethodRollout, Blocked, false, "would restart the wrong pods"},
 		{"rollout method, pod of a Deployment whose name extends ours", &Rollout{Name: "agentenv", Found: true}, MethodRollout, Blocked, false, "would restart the wrong pods"},
 	} {

@@ -71,6 +71,9 @@ type Config struct {
 	// LeaderLease, when set, judges only the pod holding that Lease.
 	LeaderLease   string
 	RestartMethod string
+	// MaxPods: when more live pods match the selector, none is judged (the
+	// verdict is unknown, with a warning). Zero is no limit.
+	MaxPods int
 	// ClaimTimeout is how long a restart claim may stay unfinished before a later
 	// run completes it: younger claims belong to a run that may still be acting.
 	ClaimTimeout time.Duration
@@ -135,6 +138,10 @@ type Pod struct {
 	// ReplicaSet of the scheduler Deployment, normally).
 	ControllerKind string
 	ControllerName string
+	// ControllerUID is the UID that controller reference names: the rollout method
+	// restarts a pod only when the ReplicaSet of that name has this UID (see
+	// Rollout.Owners).
+	ControllerUID string
 	// Sample is the scrape, or ScrapeErr why there is none. Both nil: not scraped.
 	Sample    *scrape.Sample
 	ScrapeErr error
@@ -174,6 +181,23 @@ type Rollout struct {
 	Paused     bool
 	Detail     string
 	Err        error
+	// Owners is, by pod UID, whether the pod's controller chain was read and
+	// checked by UID (pod → ReplicaSet → this Deployment). The observer fills it
+	// for the rollout method only; a pod missing from it is unverified.
+	Owners map[string]OwnerChain
+	// OwnersErr is the first API error met reading that chain (RBAC, say).
+	OwnersErr error
+}
+
+// OwnerChain is the verdict on one pod's controller chain. Detail names the link
+// that failed, or the verified chain.
+type OwnerChain struct {
+	Verified bool
+	Detail   string
+	// ReplicaSetUID is the controller UID the pod named when the chain was
+	// checked: the verdict holds only for a pod that still names it (the pods may
+	// be listed again, consistently, after the Deployment was read).
+	ReplicaSetUID string
 }
 
 // Gate is one restart gate's verdict, shown in dry runs and reports.
@@ -269,4 +293,7 @@ type Result struct {
 	// NeedConsistentRead asks the caller to observe again with consistent reads
 	// and decide again: a restart is due on lists served from the watch cache.
 	NeedConsistentRead bool
+	// Warnings are problems of the run's configuration or surroundings that the
+	// caller should report as warnings (too many pods matching the selector).
+	Warnings []string
 }

@@ -1,5 +1,5 @@
 // Package kube is the watchdog's API client: the dozen calls it makes, over
-// client-go's REST client with a scheme of only the eight kinds it uses, from five
+// client-go's REST client with a scheme of only the nine kinds it uses, from five
 // API groups.
 //
 // Why not client-go's generated clientset: importing it registers every API group
@@ -40,7 +40,7 @@ var kinds = []struct {
 	objs []runtime.Object
 }{
 	{corev1.SchemeGroupVersion, []runtime.Object{&corev1.Pod{}, &corev1.PodList{}, &corev1.ConfigMap{}, &corev1.Event{}}},
-	{appsv1.SchemeGroupVersion, []runtime.Object{&appsv1.Deployment{}}},
+	{appsv1.SchemeGroupVersion, []runtime.Object{&appsv1.Deployment{}, &appsv1.ReplicaSet{}}},
 	{discoveryv1.SchemeGroupVersion, []runtime.Object{&discoveryv1.EndpointSliceList{}}},
 	{coordinationv1.SchemeGroupVersion, []runtime.Object{&coordinationv1.Lease{}}},
 	// watchdog doctor: can this identity make each call (doctor.go)?
@@ -169,6 +169,14 @@ func (c *Client) CreateEvent(ctx context.Context, ev *corev1.Event) (*corev1.Eve
 func (c *Client) GetDeployment(ctx context.Context, ns, name string) (*appsv1.Deployment, error) {
 	out := &appsv1.Deployment{}
 	err := c.apps.Get().Namespace(ns).Resource("deployments").Name(name).Do(ctx).Into(out)
+	return out, err
+}
+
+// GetReplicaSet reads a ReplicaSet (the link between a scheduler pod and its
+// Deployment, checked by UID before a rollout restart).
+func (c *Client) GetReplicaSet(ctx context.Context, ns, name string) (*appsv1.ReplicaSet, error) {
+	out := &appsv1.ReplicaSet{}
+	err := c.apps.Get().Namespace(ns).Resource("replicasets").Name(name).Do(ctx).Into(out)
 	return out, err
 }
 

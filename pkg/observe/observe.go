@@ -34,7 +34,15 @@ type Observer struct {
 	MetricsPath string
 	LeaderLease string
 	Deployment  string
-	Clock       clock.PassiveClock
+	// VerifyOwners reads each pod's ReplicaSet with the Deployment (Rollout) and
+	// checks the chain by UID: the rollout method's gate needs it.
+	VerifyOwners bool
+	// MaxPods: when more live pods match the selector, none is scraped (decide
+	// judges none). Zero is no limit.
+	MaxPods int
+	// MaxScrapes bounds the scrapes in flight; zero is DefaultMaxScrapes.
+	MaxScrapes int
+	Clock      clock.PassiveClock
 	// ScrapeURL overrides how a pod's metrics URL is built; nil uses
 	// http://podIP:MetricsPort+MetricsPath. Tests use it to give pods distinct servers.
 	ScrapeURL func(pod *corev1.Pod) string
@@ -90,16 +98,22 @@ func (o *Observer) observe(ctx context.Context, consistent bool) (decide.Observa
 
 	obs := decide.Observation{Expected: expected, ExpectedErr: expectedErr, Leader: leader, Consistent: consistent}
 	obs.Pods = make([]decide.Pod, len(pods.Items))
+	// Too many matching pods: a selector gone wide. Scraping them all would be the
+	// watchdog's own fan-out; decide judges none of them (Config.MaxPods).
+	scrapeNone := o.MaxPods > 0 && countLive(pods.Items) > o.MaxPods
 	var scrapes sync.WaitGroup
+	slots := make(chan struct{}, o.maxScrapes())
 	for i := range pods.Items {
 		pod := &pods.Items[i]
 		obs.Pods[i] = o.describe(pod)
-		if !o.shouldScrape(pod, leader) {
+		if scrapeNone || !o.shouldScrape(pod, leader) {
 			continue
 		}
 		scrapes.Add(1)
 		go func(p *decide.Pod, pod *corev1.Pod) {
 			defer scrapes.Done()
+			slots <- struct{}{}
+			defer func() { <-slots }()
 			url := o.url(pod)
 			if url == "" {
 				p.ScrapeErr = &scrape.Error{Kind: scrape.KindUnreachable, Err: fmt.Errorf("pod %s has no IP", pod.Name)}
@@ -157,7 +171,7 @@ func (o *Observer) describe(pod *corev1.Pod) decide.Pod {
 		Terminating: pod.DeletionTimestamp != nil,
 	}
 	if owner := metav1.GetControllerOf(pod); owner != nil {
-		p.ControllerKind, p.ControllerName = owner.Kind, owner.Name
+		p.ControllerKind, p.ControllerName, p.ControllerUID = owner.Kind, owner.Name, string(owner.UID)
 	}
 	for _, c := range pod.Status.Conditions {
 		if c.Type == corev1.PodReady {
@@ -214,8 +228,8 @@ func (o *Observer) readLeader(ctx context.Context) *decide.Leader {
 
 // Rollout reads the scheduler Deployment for the rollout gate. A missing Deployment
 // is not an error (the pod may be managed otherwise); any other failure is, and the
-// gate fails safe on it.
-func (o *Observer) Rollout(ctx context.Context) *decide.Rollout {
+// gate fails safe on it. With VerifyOwners, it also checks pods' owner chains.
+func (o *Observer) Rollout(ctx context.Context, pods ...decide.Pod) *decide.Rollout {
 	r := &decide.Rollout{Name: o.Deployment}
 	d, err := o.Client.GetDeployment(ctx, o.Namespace, o.Deployment)
 	if apierrors.IsNotFound(err) {
@@ -228,6 +242,9 @@ func (o *Observer) Rollout(ctx context.Context) *decide.Rollout {
 	r.Found, r.UID = true, string(d.UID)
 	r.Paused = d.Spec.Paused
 	r.InProgress, r.Detail = rollingOut(d)
+	if o.VerifyOwners {
+		r.Owners, r.OwnersErr = o.ownerChains(ctx, d, pods)
+	}
 	return r
 }
 

@@ -556,10 +556,11 @@ func identityLimits(t *testing.T, ns, method string, sa kubernetes.Interface) {
 	switch method {
 	case "delete":
 		allowed = append(allowed, attr{"delete", "", "pods", "", "x", ns})
-		denied = append(denied, attr{"patch", "apps", "deployments", "", schedDep, ns})
+		denied = append(denied, attr{"patch", "apps", "deployments", "", schedDep, ns}, attr{"get", "apps", "replicasets", "", "x", ns})
 	case "rollout":
-		allowed = append(allowed, attr{"patch", "apps", "deployments", "", schedDep, ns})
-		denied = append(denied, attr{"delete", "", "pods", "", "x", ns})
+		allowed = append(allowed, attr{"patch", "apps", "deployments", "", schedDep, ns}, attr{"get", "apps", "replicasets", "", "x", ns})
+		denied = append(denied, attr{"delete", "", "pods", "", "x", ns}, attr{"list", "apps", "replicasets", "", "", ns},
+			attr{"update", "apps", "replicasets", "", "x", ns}, attr{"get", "apps", "replicasets", "", "x", other})
 	}
 	review := func(a attr) bool {
 		t.Helper()

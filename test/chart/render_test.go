@@ -201,9 +201,10 @@ func TestRBACPerConfiguration(t *testing.T) {
 		extra  []grant
 	}{
 		{"delete method (default)", "", []grant{{"", "pods", "delete", ""}}},
-		{"rollout method", "restart: {method: rollout}", []grant{{"apps", "deployments", "patch", dep}}},
+		{"rollout method", "restart: {method: rollout}", []grant{{"apps", "deployments", "patch", dep}, {"apps", "replicasets", "get", ""}}},
 		{"alert only: no restart rights", "restart: {maxRestarts: 0}", nil},
-		{"alert only with rollout", "restart: {method: rollout, maxRestarts: 0}", nil},
+		// The rollout gate still checks the owner chain, so that a blocked alert names the right reason.
+		{"alert only with rollout", "restart: {method: rollout, maxRestarts: 0}", []grant{{"apps", "replicasets", "get", ""}}},
 		{"HA scheduler: its leader Lease by name", "scheduler: {leaderLease: agentenv-scheduler}", []grant{
 			{"", "pods", "delete", ""}, {"coordination.k8s.io", "leases", "get", "agentenv-scheduler"}}},
 		{"deployment mode, one replica: no election", "mode: deployment", []grant{{"", "pods", "delete", ""}}},
@@ -212,7 +213,7 @@ func TestRBACPerConfiguration(t *testing.T) {
 			{"coordination.k8s.io", "leases", "get", "agentenv-scheduler-watchdog"},
 			{"coordination.k8s.io", "leases", "update", "agentenv-scheduler-watchdog"}}},
 		{"renamed objects", "state: {configMapName: wd-state}\nscheduler: {deployment: sched}\nrestart: {method: rollout}",
-			append(baseGrants("wd-state", "sched")[:0:0], grant{"apps", "deployments", "patch", "sched"})},
+			append(baseGrants("wd-state", "sched")[:0:0], grant{"apps", "deployments", "patch", "sched"}, grant{"apps", "replicasets", "get", ""})},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -1,0 +1,65 @@
+package decide
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentenv/watchdog/pkg/state"
+)
+
+// TestMaxPods: past --max-pods live pods nobody is judged (unknown, no restart,
+// a warning), a running wedge clock pauses, and at the limit pods are judged.
+func TestMaxPods(t *testing.T) {
+	cfg := testConfig()
+	cfg.MaxPods = 3
+	pods := func(n int) []Pod {
+		var out []Pod
+		for i := range n {
+			out = append(out, schedPod(fmt.Sprintf("sched-%d", i), fmt.Sprintf("uid-%d", i), sample(0, 0)))
+		}
+		return out
+	}
+
+	t.Run("over the limit", func(t *testing.T) {
+		prev := state.New()
+		prev.Pods["uid-0"] = &state.Pod{Name: "sched-0", StartedAt: started, LastVerdict: string(Wedged),
+			Bad: &state.Bad{Kind: string(Wedged), Since: t0.Add(-10 * time.Minute), Last: t0.Add(-time.Minute), For: state.Duration(9 * time.Minute)}}
+		live := pods(4)
+		gone := schedPod("sched-x", "uid-x", nil)
+		gone.Terminating = true // terminating pods do not count
+		next, r := Decide(observe(t0, 3, append(live, gone)...), prev, cfg)
+		if r.Verdict != Unknown || r.Action != None {
+			t.Fatalf("%s/%s: %s", r.Verdict, r.Action, r.Reason)
+		}
+		if !strings.Contains(r.Reason, "4 live pods match the selector, more than --max-pods 3") {
+			t.Errorf("reason %q", r.Reason)
+		}
+		if len(r.Warnings) != 1 || r.Warnings[0] != r.Reason {
+			t.Errorf("warnings %q", r.Warnings)
+		}
+		for _, tg := range r.Targets {
+			if tg.Judged || tg.Action != None {
+				t.Errorf("target %+v judged", tg)
+			}
+		}
+		if len(next.Pods) != 1 || next.Pods["uid-0"].LastVerdict != string(Unknown) {
+			t.Errorf("the wedge clock of a pod not judged must pause, and no pod be added: %+v", next.Pods)
+		}
+	})
+	t.Run("at the limit", func(t *testing.T) {
+		_, r := Decide(observe(t0, 3, pods(3)...), state.New(), cfg)
+		if len(r.Warnings) != 0 || r.Verdict != Wedged {
+			t.Fatalf("%s, warnings %q: %s", r.Verdict, r.Warnings, r.Reason)
+		}
+	})
+	t.Run("zero is no limit", func(t *testing.T) {
+		cfg := cfg
+		cfg.MaxPods = 0
+		_, r := Decide(observe(t0, 3, pods(50)...), state.New(), cfg)
+		if len(r.Warnings) != 0 || r.Verdict != Wedged {
+			t.Fatalf("%s, warnings %q: %s", r.Verdict, r.Warnings, r.Reason)
+		}
+	})
+}

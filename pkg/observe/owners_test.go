@@ -1,0 +1,192 @@
+package observe
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/agentenv/watchdog/pkg/decide"
+	"github.com/agentenv/watchdog/pkg/endpoints"
+	"github.com/agentenv/watchdog/pkg/kube"
+	"github.com/agentenv/watchdog/pkg/scrape"
+)
+
+func TestVerifyChain(t *testing.T) {
+	yes := true
+	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "agentenv-scheduler", UID: "dep-uid"}}
+	rs := func(kind, apiVersion, name, uid string) *appsv1.ReplicaSet {
+		r := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "agentenv-scheduler-7d9c4", UID: "rs-uid"}}
+		if kind != "" {
+			r.OwnerReferences = []metav1.OwnerReference{{APIVersion: apiVersion, Kind: kind, Name: name, UID: types.UID(uid), Controller: &yes}}
+		}
+		return r
+	}
+	pod := decide.Pod{Name: "agentenv-scheduler-7d9c4-abcde", UID: "pod-uid", ControllerKind: "ReplicaSet", ControllerName: "agentenv-scheduler-7d9c4", ControllerUID: "rs-uid"}
+	forged := pod
+	forged.ControllerUID = "forged-uid"
+	notController := rs("Deployment", "apps/v1", "agentenv-scheduler", "dep-uid")
+	notController.OwnerReferences[0].Controller = nil
+
+	for _, tc := range []struct {
+		name string
+		pod  decide.Pod
+		rs   *appsv1.ReplicaSet
+		ok   bool
+		want string
+	}{
+		{"genuine", pod, rs("Deployment", "apps/v1", "agentenv-scheduler", "dep-uid"), true, "→ Deployment agentenv-scheduler (uid dep-uid)"},
+		{"pod names the ReplicaSet with a wrong UID", forged, rs("Deployment", "apps/v1", "agentenv-scheduler", "dep-uid"), false, `names ReplicaSet agentenv-scheduler-7d9c4 with uid "forged-uid", but ReplicaSet agentenv-scheduler-7d9c4 has uid "rs-uid"`},
+		{"ReplicaSet names the Deployment with a wrong UID", pod, rs("Deployment", "apps/v1", "agentenv-scheduler", "old-dep-uid"), false, `names Deployment agentenv-scheduler with uid "old-dep-uid", but Deployment agentenv-scheduler has uid "dep-uid"`},
+		{"ReplicaSet of another Deployment", pod, rs("Deployment", "apps/v1", "agentenv-scheduler-canary", "dep-uid"), false, `controlled by Deployment "agentenv-scheduler-canary", not "agentenv-scheduler"`},
+		{"ReplicaSet without a controller", pod, rs("", "", "", ""), false, "has no controller"},
+		{"owner that is not the controller", pod, notController, false, "has no controller"},
+		{"ReplicaSet controlled by something else", pod, rs("Rollout", "argoproj.io/v1alpha1", "agentenv-scheduler", "dep-uid"), false, "not by a Deployment"},
+		{"a Deployment kind of another group", pod, rs("Deployment", "example.com/v1", "agentenv-scheduler", "dep-uid"), false, "not by a Deployment"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := VerifyChain(tc.pod, tc.rs, dep)
+			if got.Verified != tc.ok || !strings.Contains(got.Detail, tc.want) || (tc.ok && got.ReplicaSetUID != "rs-uid") {
+				t.Errorf("got %+v, want verified=%v with %q", got, tc.ok, tc.want)
+			}
+		})
+	}
+}
+
+// fakeAPI serves the two lists Observe makes, as JSON, from a loopback server.
+func fakeAPI(t *testing.T, pods []corev1.Pod) *kube.Client {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case strings.HasSuffix(r.URL.Path, "/pods"):
+			_ = json.NewEncoder(w).Encode(&corev1.PodList{TypeMeta: metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"}, Items: pods})
+		case strings.HasSuffix(r.URL.Path, "/endpointslices"):
+			_ = json.NewEncoder(w).Encode(&discoveryv1.EndpointSliceList{TypeMeta: metav1.TypeMeta{Kind: "EndpointSliceList", APIVersion: "discovery.k8s.io/v1"}})
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	c, err := kube.New(&rest.Config{Host: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func runningPods(n int) []corev1.Pod {
+	var pods []corev1.Pod
+	for i := range n {
+		pods = append(pods, corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("sched-%d", i), UID: types.UID(fmt.Sprintf("uid-%d", i))},
+			Status:     corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "127.0.0.1"},
+		})
+	}
+	return pods
+}
+
+// gatedMetrics holds every scrape until want are in flight at once (or the
+// scrape times out), and records the most seen in flight.
+type gatedMetrics struct {
+	mu       sync.Mutex
+	want     int
+	inflight int
+	most     int
+	hits     int
+	open     chan struct{}
+	opened   bool
+}
+
+func (g *gatedMetrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	g.mu.Lock()
+	g.inflight++
+	g.hits++
+	g.most = max(g.most, g.inflight)
+	if g.inflight == g.want && !g.opened {
+		g.opened = true
+		close(g.open)
+	}
+	g.mu.Unlock()
+	select {
+	case <-g.open:
+	case <-r.Context().Done():
+	}
+	g.mu.Lock()
+	if !g.opened { // a held scrape timed out: let the rest through
+		g.opened = true
+		close(g.open)
+	}
+	g.inflight--
+	g.mu.Unlock()
+	_, _ = w.Write([]byte("# empty\n"))
+}
+
+func newObserver(t *testing.T, pods []corev1.Pod, metricsURL string) *Observer {
+	c := fakeAPI(t, pods)
+	return &Observer{
+		Client: c, Namespace: "ns", Selector: "app=sched", Container: "scheduler",
+		Endpoints: endpoints.Lister{Client: c, Namespace: "ns", Service: "nodes", Port: 8000},
+		Scraper:   scrape.NewScraper(2*time.Second, 1<<20),
+		ScrapeURL: func(*corev1.Pod) string { return metricsURL },
+		Clock:     clocktesting.NewFakePassiveClock(time.Now()),
+	}
+}
+
+// TestScrapesAreBounded: with more pods than MaxScrapes, never more than
+// MaxScrapes scrapes are in flight. The server holds each scrape until one more
+// than the bound is in flight: without the bound all arrive at once and it sees
+// them; with it, the held scrapes end at their timeout and the rest follow.
+func TestScrapesAreBounded(t *testing.T) {
+	const bound = 2
+	g := &gatedMetrics{want: bound + 1, open: make(chan struct{})}
+	srv := httptest.NewServer(g)
+	defer srv.Close()
+	o := newObserver(t, runningPods(bound+1), srv.URL)
+	o.MaxScrapes = bound
+	obs, err := o.Observe(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.most > bound || g.hits != bound+1 {
+		t.Errorf("%d scrapes in flight at once (bound %d), %d scrapes of %d pods", g.most, bound, g.hits, len(obs.Pods))
+	}
+}
+
+// TestTooManyPodsAreNotScraped: past MaxPods live pods, nothing is scraped.
+func TestTooManyPodsAreNotScraped(t *testing.T) {
+	for _, tc := range []struct {
+		pods, max, hits int
+	}{{pods: 4, max: 3, hits: 0}, {pods: 3, max: 3, hits: 3}, {pods: 4, max: 0, hits: 4}} {
+		g := &gatedMetrics{want: 1, open: make(chan struct{})}
+		srv := httptest.NewServer(g)
+		pods := runningPods(tc.pods)
+		// A terminating pod does not count against the limit.
+		gone := runningPods(1)[0]
+		gone.Name, gone.UID, gone.DeletionTimestamp = "sched-old", "uid-old", &metav1.Time{Time: time.Now()}
+		o := newObserver(t, append(pods, gone), srv.URL)
+		o.MaxPods = tc.max
+		if _, err := o.Observe(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		srv.Close()
+		if g.hits != tc.hits {
+			t.Errorf("%d live pods, MaxPods %d: %d scrapes, want %d", tc.pods, tc.max, g.hits, tc.hits)
+		}
+	}
+}
