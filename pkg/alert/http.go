@@ -26,7 +26,7 @@ const (
 // Poster POSTs a body to one URL with retries. It is shared by every HTTP sink.
 // go-retryablehttp supplies the retry loop, back-off and Retry-After parsing; this
 // type adds what a watchdog needs on top: a bound on the whole delivery, no
-// redirect to another host, and errors that never carry the (secret) URL.
+// redirect to another host or scheme, and errors that never carry the (secret) URL.
 type Poster struct {
 	name   string
 	url    string
@@ -56,6 +56,11 @@ func NewPoster(name, rawURL string, attemptTimeout time.Duration, attempts int, 
 			if len(via) > 0 && req.URL.Host != via[0].URL.Host {
 				return errRedirectOffHost
 			}
+			// Same host, other scheme: https → http would send the body and its
+			// signature in clear text (URL.Host is equal when neither names a port).
+			if len(via) > 0 && req.URL.Scheme != via[0].URL.Scheme {
+				return errRedirectScheme
+			}
 			// 301/302/303 turn the POST into a body-less GET whose 2xx would count
 			// as delivered: only 307/308, which keep method and body, are followed.
 			if len(via) > 0 && req.Method != via[0].Method {
@@ -83,6 +88,7 @@ func NewPoster(name, rawURL string, attemptTimeout time.Duration, attempts int, 
 
 var (
 	errRedirectOffHost  = errors.New("redirect to another host refused")
+	errRedirectScheme   = errors.New("redirect to another scheme (https to http, say) refused")
 	errRedirectToGet    = errors.New("redirect that would drop the body (301/302/303) refused")
 	errTooManyRedirects = errors.New("too many redirects")
 )
@@ -93,7 +99,7 @@ func (p *Poster) checkRetry(ctx context.Context, resp *http.Response, err error)
 	if ctx.Err() != nil {
 		return false, ctx.Err()
 	}
-	if err != nil && (errors.Is(err, errRedirectOffHost) || errors.Is(err, errRedirectToGet) || errors.Is(err, errTooManyRedirects)) {
+	if err != nil && (errors.Is(err, errRedirectOffHost) || errors.Is(err, errRedirectScheme) || errors.Is(err, errRedirectToGet) || errors.Is(err, errTooManyRedirects)) {
 		return false, err
 	}
 	if resp != nil && (resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable) {
