@@ -26,7 +26,10 @@ const (
 	// MaxHistoryAge drops restart records older than this (a budget window longer
 	// than a week makes no sense for a CronJob).
 	MaxHistoryAge = 7 * 24 * time.Hour
-	// maxEncodedBytes is a soft cap; pruning halves histories until it fits.
+	// maxEncodedBytes bounds the encoded document, whatever it holds (Encode):
+	// with the unreadable copy kept beside it (maxCorruptBytes), the ConfigMap
+	// stays far below the API server's 1 MiB object limit, so no write can fail
+	// for size.
 	maxEncodedBytes = 256 << 10
 )
 
@@ -293,20 +296,31 @@ func Encode(s *State, now time.Time) ([]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("encode state: %w", err)
 		}
-		if len(b) <= maxEncodedBytes || (len(s.Restarts) <= 1 && len(s.Episodes) <= 1 && len(s.Outbox) <= 1) {
+		if len(b) <= maxEncodedBytes {
 			return b, nil
 		}
-		// Something grew past reason (a giant payload or reason): keep the newest half,
-		// of the outbox first and of the restart history last: the restart history is
-		// the budget's ledger, and dropping records inside --restart-window would let
-		// the watchdog restart more often than --max-restarts allows.
+		// Something grew past reason (a giant payload or reason, thousands of pods):
+		// keep the newest half, of the outbox first and of the restart history last:
+		// the restart history is the budget's ledger, and dropping records inside
+		// --restart-window would let the watchdog restart more often than
+		// --max-restarts allows. Every other loss (a wedge clock, an alert's
+		// deduplication) errs towards restarting later or alerting again. The steps
+		// (bound.go) end in a document of a few hundred bytes, so this always fits.
 		switch {
 		case len(s.Outbox) > 1:
 			s.Outbox = s.Outbox[len(s.Outbox)/2:]
 		case len(s.Episodes) > 1:
 			s.Episodes = s.Episodes[len(s.Episodes)/2:]
-		default:
+		case s.dropStalePods():
+		case s.truncateStrings(maxStringBytes):
+		case s.dropAllButLedger():
+		case len(s.Restarts) > 1:
 			s.Restarts = s.Restarts[len(s.Restarts)/2:]
+		case s.truncateStrings(maxStringBytes / 8):
+		case len(s.Restarts) > 0:
+			s.Restarts = nil
+		default:
+			return nil, fmt.Errorf("encode state: %d bytes with nothing left to drop (bound %d)", len(b), maxEncodedBytes)
 		}
 	}
 }

@@ -78,7 +78,7 @@ func snapshotOf(cm *corev1.ConfigMap, namespace, name string) (*Snapshot, error)
 	}
 	if err != nil {
 		snap.State = New()
-		snap.corrupt = raw
+		snap.corrupt = boundCorrupt(raw)
 		snap.Recovered = fmt.Sprintf("state in ConfigMap %s/%s key %s is unreadable (%v): starting with empty state; the old document will be kept under key %s", namespace, name, DataKey, err, CorruptKey)
 		return snap, nil
 	}

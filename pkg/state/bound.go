@@ -1,0 +1,161 @@
+package state
+
+import (
+	"fmt"
+	"sort"
+	"unicode/utf8"
+)
+
+// The last steps of Encode, for documents no ordinary state reaches: thousands of
+// pods (a selector gone wide before --max-pods, or a hand edit), giant reasons or
+// payloads. Each step returns whether it changed anything; Encode re-encodes after
+// each and stops as soon as the document fits.
+
+// maxStringBytes is what a free-text field keeps once the document is too big:
+// far more than any reason the watchdog writes (it truncates to 500).
+const maxStringBytes = 1024
+
+// dropStalePods drops the older half of the pods not seen in the latest run (their
+// LastSeen is before the newest LastSeen in the document). A pod judged this run
+// has the newest LastSeen; the others are standbys or pods that were not judged,
+// whose record matters least.
+func (s *State) dropStalePods() bool {
+	var newest int64
+	for _, p := range s.Pods {
+		newest = max(newest, p.LastSeen.UnixNano())
+	}
+	var stale []string
+	for uid, p := range s.Pods {
+		if p.LastSeen.UnixNano() < newest {
+			stale = append(stale, uid)
+		}
+	}
+	if len(stale) == 0 {
+		return false
+	}
+	sortByLastSeen(s, stale)
+	for _, uid := range stale[:(len(stale)+1)/2] {
+		delete(s.Pods, uid)
+	}
+	return true
+}
+
+// sortByLastSeen orders pod UIDs oldest-seen first (by UID among equals, so the
+// result does not depend on map order).
+func sortByLastSeen(s *State, uids []string) {
+	sort.Slice(uids, func(i, j int) bool {
+		a, b := s.Pods[uids[i]].LastSeen, s.Pods[uids[j]].LastSeen
+		if !a.Equal(b) {
+			return a.Before(b)
+		}
+		return uids[i] < uids[j]
+	})
+}
+
+// truncateStrings cuts every free-text field to n bytes. Identifiers the watchdog
+// matches on (pod UIDs, alert event names) are not free text: a longer one cannot
+// be a real one (a UID has 36 characters), and its record is dropped instead.
+func (s *State) truncateStrings(n int) bool {
+	changed := false
+	cut := func(p *string) {
+		if len(*p) > n {
+			*p = truncateUTF8(*p, n)
+			changed = true
+		}
+	}
+	for uid, p := range s.Pods {
+		if len(uid) > n {
+			delete(s.Pods, uid)
+			changed = true
+			continue
+		}
+		cut(&p.Name)
+		cut(&p.LastVerdict)
+		if p.Bad != nil {
+			cut(&p.Bad.Kind)
+			cut(&p.Bad.Evidence)
+		}
+	}
+	for i := range s.Restarts {
+		r := &s.Restarts[i]
+		for _, f := range []*string{&r.Pod, &r.Method, &r.Outcome, &r.Reason, &r.Evidence, &r.Error} {
+			cut(f)
+		}
+	}
+	for i := range s.Episodes {
+		e := &s.Episodes[i]
+		for _, f := range []*string{&e.Pod, &e.UID, &e.Kind, &e.Evidence, &e.Outcome} {
+			cut(f)
+		}
+	}
+	for event, a := range s.Alerts {
+		if len(event) > n {
+			delete(s.Alerts, event)
+			changed = true
+			continue
+		}
+		cut(&a.Event)
+		cut(&a.Pod)
+		cut(&a.Reason)
+	}
+	for i := range s.Outbox {
+		cut(&s.Outbox[i].LastError)
+	}
+	if r := s.LastRun; r != nil {
+		for _, f := range []*string{&r.Verdict, &r.Action, &r.Reason, &r.Outcome, &r.Error, &r.Watchdog} {
+			cut(f)
+		}
+	}
+	return changed
+}
+
+// truncateUTF8 keeps at most n bytes of s, never splitting a character, and marks
+// the cut.
+func truncateUTF8(s string, n int) string {
+	const mark = "…"
+	keep := max(n-len(mark), 0)
+	for keep > 0 && !utf8.RuneStart(s[keep]) {
+		keep--
+	}
+	return s[:keep] + mark
+}
+
+// dropAllButLedger drops, one kind of record per call: the outbox (its payloads
+// cannot be cut), ended episodes, open alerts, then the newest-seen half of the
+// pods judged this run (and so on, halving). Only the restart history is left,
+// with every field already cut short.
+func (s *State) dropAllButLedger() bool {
+	switch {
+	case len(s.Outbox) > 0:
+		s.Outbox = nil
+	case len(s.Episodes) > 0:
+		s.Episodes = nil
+	case len(s.Alerts) > 0:
+		s.Alerts = map[string]*Alert{}
+	case len(s.Pods) > 0:
+		uids := make([]string, 0, len(s.Pods))
+		for uid := range s.Pods {
+			uids = append(uids, uid)
+		}
+		sortByLastSeen(s, uids)
+		for _, uid := range uids[:(len(uids)+1)/2] {
+			delete(s.Pods, uid)
+		}
+	default:
+		return false
+	}
+	return true
+}
+
+// maxCorruptBytes bounds the copy of an unreadable document kept under CorruptKey:
+// with the document itself (maxEncodedBytes), the ConfigMap stays well below 1 MiB.
+const maxCorruptBytes = 256 << 10
+
+// boundCorrupt keeps the start of an unreadable document, enough for a person to
+// see what it was, and says how much was cut.
+func boundCorrupt(raw string) string {
+	if len(raw) <= maxCorruptBytes {
+		return raw
+	}
+	return truncateUTF8(raw, maxCorruptBytes-200) + fmt.Sprintf("\n[watchdog: the first %d of %d bytes kept]\n", maxCorruptBytes-200, len(raw))
+}
