@@ -15,7 +15,7 @@ LDFLAGS := -s -w \
 	-X github.com/agentenv/watchdog/pkg/version.Commit=$(COMMIT) \
 	-X github.com/agentenv/watchdog/pkg/version.Date=$(DATE)
 
-.PHONY: all build test unit vet fmt-check control-plane tools alertmanager monitoring-tools chart-test lint-chart chart-readme demo bench lint lint-tools fuzz
+.PHONY: all build test unit vet fmt-check control-plane tools alertmanager monitoring-tools chart-test lint-chart chart-readme demo bench lint lint-tools vulndb-refresh fuzz
 
 all: build
 
@@ -72,7 +72,7 @@ lint-chart: tools
 
 ## demo: the README's run command: a local control plane and a simulated scheduler through healthy → wedged → restart → recovered
 demo: control-plane build
-	go run ./hack/demo -watchdog bin/watchdog
+	go run ./hack/demo -watchdog bin/watchdog -release-go $(GOTOOLCHAIN)
 
 ## bench: every benchmark, printing figures (docs/performance.md records them)
 bench: control-plane build
@@ -82,9 +82,13 @@ bench: control-plane build
 	KUBEBUILDER_ASSETS="$$(hack/control-plane.sh --print)" go test -run '^$$' -bench 'CheckHealthy|CheckVsScript' -benchtime 30x ./test/integration/
 	KUBEBUILDER_ASSETS="$$(hack/control-plane.sh --print)" go test -run '^$$' -bench 'APIRequests|HealLatency' -benchtime 1x ./test/integration/
 
-## lint: gofmt, go vet, golangci-lint (.golangci.yml) and govulncheck against an offline database (tools: hack/lint-tools.sh, first time 10-20 min)
-lint:
+## lint: gofmt, go vet, golangci-lint (.golangci.yml), the release binary's Go, the vulnerability database's age (VULNDB_MAX_AGE_DAYS, default 90) and govulncheck against that offline database (tools: hack/lint-tools.sh, first time 10-20 min)
+lint: build
 	VULN_GOTOOLCHAIN=$(GOTOOLCHAIN) hack/lint.sh
+
+## vulndb-refresh: pin the newest Go vulnerability database the module proxy serves (golang.org/x/vulndb) and build it; commit the change
+vulndb-refresh:
+	VULN_GOTOOLCHAIN=$(GOTOOLCHAIN) hack/vulndb-refresh.sh
 
 lint-tools:
 	VULN_GOTOOLCHAIN=$(GOTOOLCHAIN) hack/lint-tools.sh >/dev/null

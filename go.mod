@@ -2,6 +2,11 @@ module github.com/agentenv/watchdog
 
 go 1.26.0
 
+// The release toolchain (the Makefile, the Dockerfile): with GOTOOLCHAIN=auto, a
+// plain `go build` or `go install` switches to it. With GOTOOLCHAIN=local (Debian's
+// Go, the golang images) this line is ignored: build with make, or set GOTOOLCHAIN.
+toolchain go1.27.3
+
 require (
 	github.com/go-logr/logr v1.4.3
 	github.com/hashicorp/go-retryablehttp v0.7.8

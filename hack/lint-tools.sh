@@ -10,10 +10,14 @@
 #   vulndb/        the Go vulnerability database, built offline from the OSV files of
 #                  the golang.org/x/vulndb module (vuln.go.dev is not reachable here;
 #                  govulncheck reads it with -db file://...). Its date is the pseudo-
-#                  version's: bump VULNDB_VERSION to refresh it.
+#                  version's: `make vulndb-refresh` pins the newest.
 #
-#   hack/lint-tools.sh            install what is missing, print the bin folder
-#   hack/lint-tools.sh --print    print the bin folder, fail if not installed
+#   hack/lint-tools.sh                   install what is missing, print the bin folder
+#   hack/lint-tools.sh --print           print the bin folder, fail if not installed
+#   hack/lint-tools.sh --vulndb-version  print the pinned golang.org/x/vulndb version
+#
+# The database's age is printed, and checked against VULNDB_MAX_AGE_DAYS, by
+# hack/vulndb-age.sh (a step of hack/lint.sh); `make vulndb-refresh` pins the newest.
 #
 # The vulnerability database is "$(dirname "$(hack/lint-tools.sh)")/vulndb".
 set -euo pipefail
@@ -41,6 +45,7 @@ have_vuln() { [[ -x "$BIN_DIR/$VULNCHECK" ]] && [[ "$("$BIN_DIR/$VULNCHECK" -ver
 have_db() { [[ -s "$DB_DIR/index/db.json" && -s "$DB_DIR/index/modules.json" ]]; }
 have_all() { have_lint && have_vuln && have_db; }
 
+if [[ "${1:-}" == "--vulndb-version" ]]; then echo "$VULNDB_VERSION"; exit 0; fi
 if [[ "${1:-}" == "--print" ]]; then
   have_all || { echo "lint tools not installed; run hack/lint-tools.sh" >&2; exit 1; }
   echo "$BIN_DIR"; exit 0

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Static checks, as `make lint` and CI run them: gofmt, go vet, golangci-lint (with
-# .golangci.yml) and govulncheck (against the offline vulnerability database that
-# hack/lint-tools.sh builds). Every step runs; the script fails if any step failed.
+# .golangci.yml), the release binary's Go (hack/check-release-go.sh on bin/watchdog,
+# which `make lint` builds first), the vulnerability database's age
+# (hack/vulndb-age.sh: at most VULNDB_MAX_AGE_DAYS, default 90) and govulncheck
+# (against the offline vulnerability database that hack/lint-tools.sh builds). Every
+# step runs; the script fails if any step failed.
 # The first run installs the tools (10-20 min, hack/lint-tools.sh); later runs take
 # 2-4 minutes on 2 cores.
 #
@@ -35,6 +38,12 @@ go vet ./... || failed+=("go vet")
 
 step "golangci-lint $("$BIN/golangci-lint" version --short 2>/dev/null || true) run ./..."
 "$BIN/golangci-lint" run ./... || failed+=(golangci-lint)
+
+step "release binary built with $VULN_GOTOOLCHAIN (${WATCHDOG_BIN:-bin/watchdog}, make build)"
+hack/check-release-go.sh "${WATCHDOG_BIN:-bin/watchdog}" "$VULN_GOTOOLCHAIN" || failed+=("release binary's Go")
+
+step "vulnerability database age"
+hack/vulndb-age.sh || failed+=("vulnerability database age")
 
 step "govulncheck ./... ($VULN_GOTOOLCHAIN, database: $VULNDB)"
 # Exit 3 means reachable vulnerabilities. Those in a module of go.mod fail the check

@@ -33,11 +33,33 @@ const ns = "agentenv-system"
 
 func main() {
 	bin := flag.String("watchdog", "bin/watchdog", "watchdog binary to run")
+	releaseGo := flag.String("release-go", "", "refuse a binary built with another Go than this (make demo passes the Makefile's GOTOOLCHAIN)")
 	flag.Parse()
+	if err := checkReleaseGo(*bin, *releaseGo); err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		os.Exit(1)
+	}
 	if err := run(*bin); err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		os.Exit(1)
 	}
+}
+
+// checkReleaseGo refuses a binary whose `watchdog version` names another Go than
+// the release toolchain: the demo shows what ships, not what a plain `go build`
+// with the machine's Go makes.
+func checkReleaseGo(bin, want string) error {
+	if want == "" {
+		return nil
+	}
+	out, err := exec.Command(bin, "version").Output()
+	if err != nil {
+		return fmt.Errorf("%s version: %w", bin, err)
+	}
+	if !strings.Contains(string(out), ", "+want+" ") {
+		return fmt.Errorf("%s was not built with the release toolchain %s (%s): run make build", bin, want, strings.TrimSpace(string(out)))
+	}
+	return nil
 }
 
 func step(format string, args ...any) {

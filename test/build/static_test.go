@@ -37,7 +37,7 @@ func dockerBuild(t *testing.T, root string) (env []string, args []string) {
 	}
 	// CGO_ENABLED=0 GOOS=linux go build <args...>
 	envPart, cmdPart, _ := strings.Cut(run, "go build ")
-	env = strings.Fields(envPart)
+	env = append(strings.Fields(envPart), "GOTOOLCHAIN="+dockerToolchain(t, string(b)))
 	ldflags := regexp.MustCompile(`-ldflags "([^"]*)"`).FindStringSubmatch(cmdPart)
 	if ldflags == nil {
 		t.Fatalf("cannot read -ldflags from %s", cmdPart)
@@ -45,6 +45,130 @@ func dockerBuild(t *testing.T, root string) (env []string, args []string) {
 	rest := strings.Replace(cmdPart, ldflags[0], "", 1)
 	args = append([]string{"build", "-ldflags", ldflags[1]}, strings.Fields(rest)...)
 	return env, args
+}
+
+// dockerToolchain is the GOTOOLCHAIN the Dockerfile's build stage sets, which must
+// be the Makefile's: the image's own Go is not what ships.
+func dockerToolchain(t *testing.T, dockerfile string) string {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^ENV GOTOOLCHAIN=(\S+)$`).FindStringSubmatch(dockerfile)
+	if m == nil {
+		t.Fatal("the Dockerfile's build stage sets no GOTOOLCHAIN: it would build with the image's Go")
+	}
+	if want := releaseToolchain(t); m[1] != want {
+		t.Fatalf("the Dockerfile builds with GOTOOLCHAIN=%s, the Makefile with %s", m[1], want)
+	}
+	return m[1]
+}
+
+// releaseToolchain is the Makefile's GOTOOLCHAIN, the one Go every build uses.
+func releaseToolchain(t *testing.T) string {
+	t.Helper()
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(root, "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^export GOTOOLCHAIN := (go\d+\.\d+\.\d+)$`).FindSubmatch(b)
+	if m == nil {
+		t.Fatal("no `export GOTOOLCHAIN := goX.Y.Z` in the Makefile")
+	}
+	return string(m[1])
+}
+
+// TestBaseImagesArePinnedByDigest: every FROM names its image by tag and digest,
+// so a moved tag cannot change what is built.
+func TestBaseImagesArePinnedByDigest(t *testing.T) {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(root, "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	froms := regexp.MustCompile(`(?m)^FROM\s+(\S+)`).FindAllStringSubmatch(string(b), -1)
+	if len(froms) < 2 {
+		t.Fatalf("want a build and a runtime stage, found %d FROM lines", len(froms))
+	}
+	pinned := regexp.MustCompile(`^[a-z0-9./-]+:[\w.-]+@sha256:[0-9a-f]{64}$`)
+	for _, f := range froms {
+		if !pinned.MatchString(f[1]) {
+			t.Errorf("FROM %s is not pinned as image:tag@sha256:<64 hex digits>", f[1])
+		}
+	}
+	if !strings.Contains(froms[len(froms)-1][1], "distroless/static") {
+		t.Errorf("the runtime image is %s, not distroless/static", froms[len(froms)-1][1])
+	}
+}
+
+// TestReleaseGoCheck: hack/check-release-go.sh (a `make lint` step) accepts a
+// binary whose `watchdog version` names the release Go and refuses any other.
+func TestReleaseGoCheck(t *testing.T) {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	fake := func(name, goVersion string) string {
+		p := filepath.Join(dir, name)
+		script := "#!/bin/sh\necho 'watchdog v1.0.0 (commit abc1234, built 2026-11-30T00:00:00Z, " + goVersion + " linux/amd64)'\n"
+		if err := os.WriteFile(p, []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	want := releaseToolchain(t)
+	check := func(bin string) (string, error) {
+		out, err := exec.Command(filepath.Join(root, "hack/check-release-go.sh"), bin, want).CombinedOutput()
+		return string(out), err
+	}
+	if out, err := check(fake("release", want)); err != nil {
+		t.Errorf("a binary built with %s refused: %v\n%s", want, err, out)
+	}
+	for _, other := range []string{"go1.26.8", want + "rc1", "devel"} {
+		if out, err := check(fake("other", other)); err == nil || !strings.Contains(out, "not the release toolchain") && !strings.Contains(out, "cannot read") {
+			t.Errorf("a binary built with %s accepted: %v\n%s", other, err, out)
+		}
+	}
+}
+
+// TestVulnDBAge: hack/vulndb-age.sh (a `make lint` step) prints the pinned
+// database's age and fails past VULNDB_MAX_AGE_DAYS (default 90).
+func TestVulnDBAge(t *testing.T) {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const version = "v0.0.0-20261105234957-e22db6528018"
+	for _, tc := range []struct {
+		now, max string
+		fail     bool
+		says     string
+	}{
+		{"2026-12-01T00:00:00Z", "", false, "25 days old (limit 90"},
+		{"2027-02-03T23:49:57Z", "", false, "90 days old"},
+		{"2027-02-04T23:49:57Z", "", true, "91 days old, over the 90-day limit: refresh it with 'make vulndb-refresh'"},
+		{"2027-06-01T00:00:00Z", "365", false, "207 days old (limit 365"},
+	} {
+		cmd := exec.Command(filepath.Join(root, "hack/vulndb-age.sh"))
+		cmd.Env = append(os.Environ(), "VULNDB_VERSION="+version, "VULNDB_NOW="+tc.now)
+		if tc.max != "" {
+			cmd.Env = append(cmd.Env, "VULNDB_MAX_AGE_DAYS="+tc.max)
+		}
+		out, err := cmd.CombinedOutput()
+		if (err != nil) != tc.fail || !strings.Contains(string(out), tc.says) {
+			t.Errorf("at %s (max %q): err %v, want failure %v saying %q:\n%s", tc.now, tc.max, err, tc.fail, tc.says, out)
+		}
+	}
+	// The pinned version is one the script can date.
+	out, err := exec.Command(filepath.Join(root, "hack/lint-tools.sh"), "--vulndb-version").Output()
+	if err != nil || !regexp.MustCompile(`^v0\.0\.0-\d{14}-[0-9a-f]{12}\n$`).Match(out) {
+		t.Errorf("hack/lint-tools.sh --vulndb-version: %q, %v", out, err)
+	}
 }
 
 func TestBinaryIsStaticAndRunsWithEmptyEnvironment(t *testing.T) {
@@ -91,7 +215,7 @@ func TestBinaryIsStaticAndRunsWithEmptyEnvironment(t *testing.T) {
 	if err != nil {
 		t.Fatalf("version with an empty environment: %v\n%s", err, got)
 	}
-	for _, want := range []string{"v9.9.9-test", "abc1234", "2026-11-30T00:00:00Z"} {
+	for _, want := range []string{"v9.9.9-test", "abc1234", "2026-11-30T00:00:00Z", ", " + releaseToolchain(t) + " "} {
 		if !strings.Contains(string(got), want) {
 			t.Errorf("version output %q lacks the injected %s", got, want)
 		}
