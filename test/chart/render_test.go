@@ -626,7 +626,7 @@ func TestEveryFlagReachable(t *testing.T) {
 func TestValuesReachFlags(t *testing.T) {
 	const values = `
 scheduler: {namespace: sched-ns, selector: "app=s,tier=x", container: sch, deployment: sch-dep, metricsPort: 9999, metricsPath: /m,
-  scrapeTimeout: 3s, metricsMaxBytes: 2048, nodesService: nodes, nodesPort: 8111, leaderLease: sch-leader}
+  scrapeTimeout: 3s, metricsMaxBytes: 2048, nodesService: nodes, nodesPort: 8111, leaderLease: sch-leader, maxPods: 4}
 decision: {startupGrace: 1m, wedgedFor: 3m, confirmWindow: 60s, sampleInterval: 10s, maxWatchAge: 5m, restartOnDegraded: true}
 restart: {method: rollout, maxRestarts: 7, window: 2h}
 dryRun: true
@@ -639,7 +639,7 @@ state: {configMapName: wd-state}
 	want := map[string]string{
 		"NAMESPACE": "sched-ns", "SCHEDULER_SELECTOR": "app=s,tier=x", "SCHEDULER_CONTAINER": "sch", "DEPLOYMENT": "sch-dep",
 		"METRICS_PORT": "9999", "METRICS_PATH": "/m", "SCRAPE_TIMEOUT": "3s", "METRICS_MAX_BYTES": "2048", "NODES_SERVICE": "nodes",
-		"NODES_PORT": "8111", "LEADER_LEASE": "sch-leader", "STARTUP_GRACE": "1m", "WEDGED_FOR": "3m", "CONFIRM_WINDOW": "60s",
+		"NODES_PORT": "8111", "LEADER_LEASE": "sch-leader", "MAX_PODS": "4", "STARTUP_GRACE": "1m", "WEDGED_FOR": "3m", "CONFIRM_WINDOW": "60s",
 		"SAMPLE_INTERVAL": "10s", "MAX_WATCH_AGE": "5m", "RESTART_ON_DEGRADED": "true", "RESTART_METHOD": "rollout",
 		"MAX_RESTARTS": "7", "RESTART_WINDOW": "2h", "DRY_RUN": "true", "TIMEOUT": "150s", "API_TIMEOUT": "7s",
 		"LOG_LEVEL": "debug", "LOG_FORMAT": "console", "CLUSTER_NAME": "prod-1", "RUNBOOK_URL": "https://runbooks.example.com/wd",

@@ -165,6 +165,7 @@ short and readable in `kubectl describe`), secrets through secretKeyRef only. */
   (list "NODES_SERVICE" $v.scheduler.nodesService)
   (list "NODES_PORT" (int64 $v.scheduler.nodesPort))
   (list "LEADER_LEASE" $v.scheduler.leaderLease)
+  (list "MAX_PODS" (int64 $v.scheduler.maxPods))
   (list "STARTUP_GRACE" $v.decision.startupGrace)
   (list "WEDGED_FOR" $v.decision.wedgedFor)
   (list "CONFIRM_WINDOW" $v.decision.confirmWindow)
