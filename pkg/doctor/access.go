@@ -72,6 +72,10 @@ func (n Needs) Required() []Access {
 	if restarts && n.RestartMethod == decide.MethodRollout {
 		out = append(out, Access{Group: "apps", Resource: "deployments", Verb: "patch", Name: n.Deployment, Why: "restart a wedged scheduler (--restart-method rollout)"})
 	}
+	if n.RestartMethod == decide.MethodRollout {
+		// ReplicaSet names change with every rollout: not narrowed by name.
+		out = append(out, Access{Group: "apps", Resource: "replicasets", Verb: "get", Why: "check pod → ReplicaSet → Deployment by UID before a rollout restart (--restart-method rollout)"})
+	}
 	if n.LeaderLease != "" {
 		out = append(out, Access{Group: "coordination.k8s.io", Resource: "leases", Verb: "get", Name: n.LeaderLease, Why: "judge only the scheduler's leader (--leader-lease)"})
 	}

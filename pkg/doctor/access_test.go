@@ -36,3 +36,16 @@ func TestRequiredCreatesOnlyWhatIsMissing(t *testing.T) {
 		t.Errorf("missing objects: %q", got)
 	}
 }
+
+// The rollout method reads the ReplicaSet of each pod it would restart (the owner
+// chain, by UID); the delete method does not.
+func TestRolloutNeedsReplicaSets(t *testing.T) {
+	for _, method := range []string{"delete", "rollout"} {
+		for _, max := range []int{0, 3} {
+			got := accessStrings(Needs{StateConfigMap: "st", Deployment: "sched", RestartMethod: method, MaxRestarts: max})
+			if has := slices.Contains(got, "get replicasets.apps"); has != (method == "rollout") {
+				t.Errorf("%s, --max-restarts %d: get replicasets.apps required %v: %q", method, max, has, got)
+			}
+		}
+	}
+}
