@@ -226,6 +226,8 @@ func TestDoctorMissingRBAC(t *testing.T) {
 		// name does not count.
 		rules := append(without(chartRules(), "pods", "delete"), rbacv1.PolicyRule{
 			APIGroups: []string{"apps"}, Resources: []string{"deployments"}, ResourceNames: []string{"someone-else"}, Verbs: []string{"patch"},
+		}, rbacv1.PolicyRule{ // the chart's rollout Role: the owner chain, by UID
+			APIGroups: []string{"apps"}, Resources: []string{"replicasets"}, Verbs: []string{"get"},
 		})
 		args := restrictedDoctor(t, s, "no-patch", rules)
 		d := runDoctor(t, append(args, "--restart-method", "rollout")...)
