@@ -2,10 +2,11 @@ module github.com/agentenv/watchdog
 
 go 1.26.0
 
-// The release toolchain (the Makefile, the Dockerfile): with GOTOOLCHAIN=auto, a
-// plain `go build` or `go install` switches to it. With GOTOOLCHAIN=local (Debian's
-// Go, the golang images) this line is ignored: build with make, or set GOTOOLCHAIN.
-toolchain go1.27.3
+// No toolchain line: golangci-lint (built with the machine's Go, hack/lint-tools.sh)
+// refuses a module whose toolchain is newer than its own Go, and GOTOOLCHAIN=local
+// (Debian's Go, the golang images) ignores the line anyway. The release toolchain,
+// go1.27.3, is named by every build path instead (the Makefile's GOTOOLCHAIN, the
+// Dockerfile, README), and `make lint` refuses a binary built with another Go.
 
 require (
 	github.com/go-logr/logr v1.4.3
