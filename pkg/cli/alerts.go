@@ -79,9 +79,16 @@ var failureCategories = map[string]string{
 	"restart":                        "restart",
 }
 
+// errConfiguration marks a configuration that could not start a run (exit 2); its
+// ping says "config".
+var errConfiguration = errors.New("configuration error")
+
 // failureCategory names a failed run's kind without any of its details; "other"
 // for anything not in failureCategories.
 func failureCategory(err error) string {
+	if errors.Is(err, errConfiguration) {
+		return "config"
+	}
 	var failure *check.Error
 	if errors.As(err, &failure) {
 		if c, ok := failureCategories[failure.What]; ok {

@@ -45,7 +45,7 @@ func reportConfigFailure(ctx context.Context, cmd *cobra.Command, args []string,
 	}
 	o := &AlertOptions{HeartbeatURL: hb, AlertTimeout: timeout}
 	log := zerolog.New(stderr).With().Timestamp().Logger()
-	pingHeartbeat(ctx, o, fmt.Errorf("configuration error (exit %d): %v", ExitUsage, cause), false, log)
+	pingHeartbeat(ctx, o, fmt.Errorf("%w (exit %d): %v", errConfiguration, ExitUsage, cause), false, log)
 	fmt.Fprintln(stderr, "watchdog: the configuration error was reported to the dead man's switch (<heartbeat-url>/fail)")
 }
 
