@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"sort"
 	"strconv"
 	"strings"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/agentenv/watchdog/pkg/endpoints"
 	"github.com/agentenv/watchdog/pkg/kube"
+	"github.com/agentenv/watchdog/pkg/observe"
 	"github.com/agentenv/watchdog/pkg/scrape"
 	"github.com/agentenv/watchdog/pkg/state"
 )
@@ -335,10 +335,7 @@ func (d *Doctor) url(pod *corev1.Pod) string {
 	if d.ScrapeURL != nil {
 		return d.ScrapeURL(pod)
 	}
-	if pod.Status.PodIP == "" {
-		return ""
-	}
-	return "http://" + net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(d.MetricsPort)) + d.MetricsPath
+	return observe.MetricsURL(pod, d.MetricsPort, d.MetricsPath)
 }
 
 // checkSlices reads the nodes Service's EndpointSlices as a run does

@@ -154,10 +154,16 @@ func (o *Observer) url(pod *corev1.Pod) string {
 	if o.ScrapeURL != nil {
 		return o.ScrapeURL(pod)
 	}
+	return MetricsURL(pod, o.MetricsPort, o.MetricsPath)
+}
+
+// MetricsURL is where a scheduler pod serves its metrics: its IP (the scheduler's
+// Service exposes only gRPC), or "" while it has none.
+func MetricsURL(pod *corev1.Pod, port int, path string) string {
 	if pod.Status.PodIP == "" {
 		return ""
 	}
-	return "http://" + net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(o.MetricsPort)) + o.MetricsPath
+	return "http://" + net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(port)) + path
 }
 
 // describe turns a pod into the decision core's view. The age comes from the
