@@ -30,7 +30,9 @@ func (o *AlertmanagerOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.GeneratorURL, "alertmanager-generator-url", "", "generatorURL of every Alertmanager alert: a link to where the watchdog's runs can be seen (its logs, a dashboard)")
 }
 
+// Validate reports every invalid flag, in the order the flags are declared.
 func (o *AlertmanagerOptions) Validate() error {
+	var p problems
 	creds := o.Username != "" || o.Password != "" || o.BearerToken != ""
 	for i, raw := range o.URLs {
 		flag := "--alertmanager-url"
@@ -39,28 +41,28 @@ func (o *AlertmanagerOptions) Validate() error {
 		}
 		if err := checkAlertmanagerURL(raw, creds); err != nil {
 			// Never echo the URL: it may carry credentials.
-			return usagef("%s: %v", flag, err)
+			p.addf("%s: %v", flag, err)
 		}
 	}
 	if len(o.URLs) == 0 && creds {
-		return usagef("Alertmanager credentials are set but --alertmanager-url is not")
+		p.addf("Alertmanager credentials are set but --alertmanager-url is not")
 	}
 	if o.BearerToken != "" && (o.Username != "" || o.Password != "") {
-		return usagef("set either --alertmanager-bearer-token or --alertmanager-username/--alertmanager-password, not both")
+		p.addf("set either --alertmanager-bearer-token or --alertmanager-username/--alertmanager-password, not both")
 	}
 	if o.Password != "" && o.Username == "" {
-		return usagef("--alertmanager-password is set but --alertmanager-username is not")
+		p.addf("--alertmanager-password is set but --alertmanager-username is not")
 	}
 	if o.TTL < time.Second {
-		return usagef("--alertmanager-alert-ttl %s is too short (at least 1s; keep it above the time between two runs)", o.TTL)
+		p.addf("--alertmanager-alert-ttl %s is too short (at least 1s; keep it above the time between two runs)", o.TTL)
 	}
 	if o.GeneratorURL != "" {
 		// A link people click, not a place the watchdog posts to: http is fine.
 		if u, err := url.Parse(o.GeneratorURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return usagef("--alertmanager-generator-url %q: want an http(s) URL", o.GeneratorURL)
+			p.addf("--alertmanager-generator-url %q: want an http(s) URL", o.GeneratorURL)
 		}
 	}
-	return nil
+	return p.err()
 }
 
 // checkAlertmanagerURL accepts https, and plain http too (an in-cluster

@@ -35,13 +35,18 @@ type checkFlags struct {
 	validateOnly bool
 }
 
-func (f *checkFlags) validate() error {
-	for _, v := range []func() error{f.cluster.Validate, func() error { return f.check.Validate(f.cluster.Timeout) }, f.alerts.Validate, f.output.Validate} {
-		if err := v(); err != nil {
-			return err
-		}
+// validate reports every invalid flag, in the order the flags are declared; more
+// validates the flags a command declares after these.
+func (f *checkFlags) validate(more ...func() error) error {
+	var p problems
+	p.add(f.cluster.Validate())
+	p.add(f.check.Validate(f.cluster.Timeout))
+	p.add(f.alerts.Validate())
+	p.add(f.output.Validate())
+	for _, v := range more {
+		p.add(v())
 	}
-	return nil
+	return p.err()
 }
 
 func newCheckCommand(stdout, stderr io.Writer) *cobra.Command {

@@ -53,11 +53,13 @@ Exit codes: 0 every check passed; 1 a check failed (each ✗ line says how to fi
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			markStarted(cmd)
-			if err := f.validate(); err != nil {
+			if err := f.validate(func() error {
+				if f.leaderElect && f.leaderElectLease == "" {
+					return usagef("--leader-elect needs --leader-elect-lease")
+				}
+				return nil
+			}); err != nil {
 				return err
-			}
-			if f.leaderElect && f.leaderElectLease == "" {
-				return usagef("--leader-elect needs --leader-elect-lease")
 			}
 			newLogger(&f.cluster, stderr)
 			client, cfg, err := newClient(&f.cluster)

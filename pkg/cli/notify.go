@@ -38,11 +38,11 @@ when set), --alertmanager-url (alert AgentenvWatchdogTest, ending after
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			markStarted(cmd)
-			if err := alerts.Validate(); err != nil {
+			var p problems
+			p.add(alerts.Validate())
+			p.positive("--timeout", timeout)
+			if err := p.err(); err != nil {
 				return err
-			}
-			if timeout <= 0 {
-				return usagef("--timeout must be positive, got %s", timeout)
 			}
 			sinks, err := buildSinks(&alerts, namespace, func(err error) {
 				fmt.Fprintf(stdout, "%-10s partly failed (another peer accepted): %v\n", "alertmanager", err)

@@ -48,26 +48,24 @@ func (o *ClusterOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.LogFormat, "log-format", "json", "log format on stderr: json, or console for people")
 }
 
+// Validate reports every invalid flag, in the order the flags are declared.
 func (o *ClusterOptions) Validate() error {
+	var p problems
 	if errs := validation.IsDNS1123Label(o.Namespace); len(errs) > 0 {
-		return usagef("--namespace %q: %s", o.Namespace, strings.Join(errs, "; "))
+		p.addf("--namespace %q: %s", o.Namespace, strings.Join(errs, "; "))
 	}
 	if errs := validation.IsDNS1123Subdomain(o.StateConfigMap); len(errs) > 0 {
-		return usagef("--state-configmap %q: %s", o.StateConfigMap, strings.Join(errs, "; "))
+		p.addf("--state-configmap %q: %s", o.StateConfigMap, strings.Join(errs, "; "))
 	}
-	if o.Timeout <= 0 {
-		return usagef("--timeout must be positive, got %s", o.Timeout)
-	}
-	if o.APITimeout <= 0 {
-		return usagef("--api-timeout must be positive, got %s", o.APITimeout)
-	}
+	p.positive("--timeout", o.Timeout)
+	p.positive("--api-timeout", o.APITimeout)
 	if _, err := zerolog.ParseLevel(o.LogLevel); err != nil || o.LogLevel == "" {
-		return usagef("--log-level %q: want debug, info, warn or error", o.LogLevel)
+		p.addf("--log-level %q: want debug, info, warn or error", o.LogLevel)
 	}
 	if o.LogFormat != "json" && o.LogFormat != "console" {
-		return usagef("--log-format %q: want json or console", o.LogFormat)
+		p.addf("--log-format %q: want json or console", o.LogFormat)
 	}
-	return nil
+	return p.err()
 }
 
 // CheckOptions configure observing and deciding.
@@ -123,59 +121,59 @@ func (o *CheckOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.DryRun, "dry-run", false, "run the real pipeline but write, delete, record and send nothing; show what would happen")
 }
 
+// Validate reports every invalid flag, in the order the flags are declared;
+// timeout is --timeout.
 func (o *CheckOptions) Validate(timeout time.Duration) error {
+	var p problems
 	if _, err := labels.Parse(o.SchedulerSelector); err != nil || strings.TrimSpace(o.SchedulerSelector) == "" {
-		return usagef("--scheduler-selector %q is not a label selector: %v", o.SchedulerSelector, err)
+		p.addf("--scheduler-selector %q is not a label selector: %v", o.SchedulerSelector, err)
 	}
-	for name, port := range map[string]int{"--metrics-port": o.MetricsPort, "--nodes-port": o.NodesPort} {
-		if port < 1 || port > 65535 {
-			return usagef("%s %d: want 1-65535", name, port)
-		}
-	}
+	p.port("--metrics-port", o.MetricsPort)
 	if !strings.HasPrefix(o.MetricsPath, "/") {
-		return usagef("--metrics-path %q must start with /", o.MetricsPath)
+		p.addf("--metrics-path %q must start with /", o.MetricsPath)
 	}
-	if errs := validation.IsDNS1123Label(o.NodesService); len(errs) > 0 {
-		return usagef("--nodes-service %q: %s", o.NodesService, strings.Join(errs, "; "))
-	}
-	for name, d := range map[string]time.Duration{"--scrape-timeout": o.ScrapeTimeout, "--wedged-for": o.WedgedFor, "--restart-window": o.RestartWindow, "--sample-interval": o.SampleInterval} {
-		if d <= 0 {
-			return usagef("%s must be positive, got %s", name, d)
-		}
-	}
-	if o.RestartBackoffMax <= 0 {
-		return usagef("--restart-backoff-max must be positive, got %s", o.RestartBackoffMax)
-	}
-	for name, d := range map[string]time.Duration{"--startup-grace": o.StartupGrace, "--confirm-window": o.ConfirmWindow, "--max-watch-age": o.MaxWatchAge, "--restart-backoff": o.RestartBackoff} {
-		if d < 0 {
-			return usagef("%s must not be negative, got %s", name, d)
-		}
+	if p.positive("--scrape-timeout", o.ScrapeTimeout) && o.ScrapeTimeout >= timeout {
+		p.addf("--scrape-timeout %s must be shorter than --timeout %s", o.ScrapeTimeout, timeout)
 	}
 	if o.MetricsMaxBytes < 1024 {
-		return usagef("--metrics-max-bytes %d is too small for any metrics page", o.MetricsMaxBytes)
+		p.addf("--metrics-max-bytes %d is too small for any metrics page", o.MetricsMaxBytes)
 	}
-	if o.MaxPods < 1 {
-		return usagef("--max-pods must be at least 1, got %d", o.MaxPods)
+	if errs := validation.IsDNS1123Label(o.NodesService); len(errs) > 0 {
+		p.addf("--nodes-service %q: %s", o.NodesService, strings.Join(errs, "; "))
 	}
-	if o.MaxRestarts < 0 {
-		return usagef("--max-restarts must not be negative, got %d", o.MaxRestarts)
-	}
+	p.port("--nodes-port", o.NodesPort)
+	p.notNegative("--startup-grace", o.StartupGrace)
+	p.positive("--wedged-for", o.WedgedFor)
+	p.notNegative("--confirm-window", o.ConfirmWindow)
+	p.positive("--sample-interval", o.SampleInterval)
 	// The budget counts the restart history in the state, which keeps at most
 	// state.MaxRestarts records, none older than state.MaxHistoryAge: a larger
 	// budget or a longer window would silently allow more restarts than asked for.
-	if o.MaxRestarts > state.MaxRestarts {
-		return usagef("--max-restarts %d: at most %d (the restart history keeps %d records)", o.MaxRestarts, state.MaxRestarts, state.MaxRestarts)
+	switch {
+	case o.MaxRestarts < 0:
+		p.addf("--max-restarts must not be negative, got %d", o.MaxRestarts)
+	case o.MaxRestarts > state.MaxRestarts:
+		p.addf("--max-restarts %d: at most %d (the restart history keeps %d records)", o.MaxRestarts, state.MaxRestarts, state.MaxRestarts)
 	}
-	if o.RestartWindow > state.MaxHistoryAge {
-		return usagef("--restart-window %s: at most %s (older restart records are dropped, so they would not count)", o.RestartWindow, state.MaxHistoryAge)
+	if p.positive("--restart-window", o.RestartWindow) && o.RestartWindow > state.MaxHistoryAge {
+		p.addf("--restart-window %s: at most %s (older restart records are dropped, so they would not count)", o.RestartWindow, state.MaxHistoryAge)
 	}
+	p.notNegative("--restart-backoff", o.RestartBackoff)
+	p.positive("--restart-backoff-max", o.RestartBackoffMax)
 	if o.RestartMethod != decide.MethodDelete && o.RestartMethod != decide.MethodRollout {
-		return usagef("--restart-method %q: want delete or rollout", o.RestartMethod)
+		p.addf("--restart-method %q: want delete or rollout", o.RestartMethod)
 	}
-	if o.ScrapeTimeout >= timeout {
-		return usagef("--scrape-timeout %s must be shorter than --timeout %s", o.ScrapeTimeout, timeout)
+	p.notNegative("--max-watch-age", o.MaxWatchAge)
+	if o.MaxPods < 1 {
+		p.addf("--max-pods must be at least 1, got %d", o.MaxPods)
 	}
-	return nil
+	return p.err()
+}
+
+func (p *problems) port(flag string, port int) {
+	if port < 1 || port > 65535 {
+		p.addf("%s %d: want 1-65535", flag, port)
+	}
 }
 
 // AlertOptions configure where alerts go. URLs and the HMAC key are secrets: they
@@ -206,35 +204,34 @@ func (o *AlertOptions) AddFlags(fs *pflag.FlagSet) {
 	o.Alertmanager.AddFlags(fs)
 }
 
+// Validate reports every invalid flag, in the order the flags are declared.
 func (o *AlertOptions) Validate() error {
-	for _, u := range []struct{ flag, value string }{
-		{"--slack-webhook-url", o.SlackWebhookURL}, {"--webhook-url", o.WebhookURL}, {"--heartbeat-url", o.HeartbeatURL}, {"--runbook-url", o.RunbookURL},
-	} {
-		if u.value == "" {
-			continue
-		}
-		check := checkURL
-		if u.flag == "--runbook-url" {
-			check = checkLinkURL
-		}
-		if err := check(u.value, u.flag != "--runbook-url"); err != nil {
-			// Never echo a secret URL back: say what is wrong with it only.
-			return usagef("%s: %v", u.flag, err)
-		}
-	}
+	var p problems
+	p.url("--slack-webhook-url", o.SlackWebhookURL, checkURL)
+	p.url("--webhook-url", o.WebhookURL, checkURL)
 	if o.WebhookSecret != "" && o.WebhookURL == "" {
-		return usagef("--webhook-secret is set but --webhook-url is not")
+		p.addf("--webhook-secret is set but --webhook-url is not")
 	}
-	if o.RealertInterval <= 0 {
-		return usagef("--realert-interval must be positive, got %s", o.RealertInterval)
-	}
+	p.url("--heartbeat-url", o.HeartbeatURL, checkURL)
+	p.url("--runbook-url", o.RunbookURL, checkLinkURL)
+	p.positive("--realert-interval", o.RealertInterval)
 	if o.BlindAfter < 1 {
-		return usagef("--blind-after must be at least 1, got %d", o.BlindAfter)
+		p.addf("--blind-after must be at least 1, got %d", o.BlindAfter)
 	}
-	if o.AlertTimeout <= 0 {
-		return usagef("--alert-timeout must be positive, got %s", o.AlertTimeout)
+	p.positive("--alert-timeout", o.AlertTimeout)
+	p.add(o.Alertmanager.Validate())
+	return p.err()
+}
+
+// url reports a URL flag that check refuses, when it is set. The URL itself is
+// never echoed: it may be a secret.
+func (p *problems) url(flag, raw string, check func(raw string, secret bool) error) {
+	if raw == "" {
+		return
 	}
-	return o.Alertmanager.Validate()
+	if err := check(raw, true); err != nil {
+		p.addf("%s: %v", flag, err)
+	}
 }
 
 // checkURL accepts https, and plain http only for loopback addresses.
@@ -297,8 +294,9 @@ func (o *OutputOptions) AddFlags(fs *pflag.FlagSet) {
 }
 
 func (o *OutputOptions) Validate() error {
+	var p problems
 	if o.Output != "text" && o.Output != "json" {
-		return usagef("--output %q: want text or json", o.Output)
+		p.addf("--output %q: want text or json", o.Output)
 	}
-	return nil
+	return p.err()
 }

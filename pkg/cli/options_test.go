@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
 )
@@ -72,5 +73,60 @@ func TestRunbookURLMayBePlainHTTP(t *testing.T) {
 		if c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
 			t.Errorf("%+v: got %v, want an error naming %s", c.o, err, c.want)
 		}
+	}
+}
+
+// Every invalid flag is reported at once, in the order the flags are declared, and
+// the same way on every run (the checks once ranged over maps and stopped at the
+// first problem). Run it with -count=20.
+func TestValidateReportsEveryInvalidFlagInDeclarationOrder(t *testing.T) {
+	var stdout, stderr strings.Builder
+	code := Execute([]string{"check", "--validate-only",
+		"--namespace", "Bad_NS",
+		"--nodes-port", "0",
+		"--metrics-port", "70000",
+		"--wedged-for", "-1s",
+		"--scrape-timeout", "0s",
+		"--startup-grace", "-1s",
+		"--restart-method", "kill",
+		"--blind-after", "0",
+		"--output", "yaml",
+	}, &stdout, &stderr)
+	if code != ExitUsage {
+		t.Fatalf("exit %d, want %d; stderr:\n%s", code, ExitUsage, stderr.String())
+	}
+	want := []string{
+		`watchdog: --namespace "Bad_NS": `,
+		`watchdog: --metrics-port 70000: want 1-65535`,
+		`watchdog: --scrape-timeout must be positive, got 0s`,
+		`watchdog: --nodes-port 0: want 1-65535`,
+		`watchdog: --startup-grace must not be negative, got -1s`,
+		`watchdog: --wedged-for must be positive, got -1s`,
+		`watchdog: --restart-method "kill": want delete or rollout`,
+		`watchdog: --blind-after must be at least 1, got 0`,
+		`watchdog: --output "yaml": want text or json`,
+		`Run 'watchdog --help' for usage.`,
+	}
+	got := strings.Split(strings.TrimSuffix(stderr.String(), "\n"), "\n")
+	if len(got) != len(want) {
+		t.Fatalf("got %d lines, want %d:\n%s", len(got), len(want), stderr.String())
+	}
+	for i := range want {
+		if !strings.HasPrefix(got[i], want[i]) {
+			t.Errorf("line %d: got %q, want it to start with %q", i+1, got[i], want[i])
+		}
+	}
+
+	// One Validate alone returns one UsageError listing them all.
+	o := CheckOptions{SchedulerSelector: "app=x", MetricsPort: 0, NodesPort: 0, MetricsPath: "/metrics", ScrapeTimeout: time.Second,
+		MetricsMaxBytes: 4096, NodesService: "nodes", WedgedFor: time.Minute, SampleInterval: time.Second, RestartWindow: time.Hour,
+		RestartBackoffMax: time.Hour, RestartMethod: "delete", MaxPods: 10}
+	err := o.Validate(DefaultTimeout)
+	var ue *UsageError
+	if !errors.As(err, &ue) {
+		t.Fatalf("%T is not a usage error: %v", err, err)
+	}
+	if want := "--metrics-port 0: want 1-65535\n--nodes-port 0: want 1-65535"; err.Error() != want {
+		t.Errorf("got %q, want %q", err.Error(), want)
 	}
 }

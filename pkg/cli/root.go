@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
@@ -29,13 +30,58 @@ const (
 	ExitUsage  = 2 // bad usage or configuration
 )
 
-// UsageError is bad usage or configuration: exit 2.
-type UsageError struct{ msg string }
+// UsageError is bad usage or configuration: exit 2. It lists every problem found,
+// one a line, in the order the flags are declared.
+type UsageError struct{ problems []string }
 
-func (e *UsageError) Error() string { return e.msg }
+func (e *UsageError) Error() string { return strings.Join(e.problems, "\n") }
 
 func usagef(format string, args ...any) error {
-	return &UsageError{msg: fmt.Sprintf(format, args...)}
+	return &UsageError{problems: []string{fmt.Sprintf(format, args...)}}
+}
+
+// problems collects the usage problems of a command line, so that one run reports
+// all of them rather than the first.
+type problems []string
+
+func (p *problems) addf(format string, args ...any) {
+	*p = append(*p, fmt.Sprintf(format, args...))
+}
+
+// add appends the problems of a Validate's result (nil: none).
+func (p *problems) add(err error) {
+	if err == nil {
+		return
+	}
+	var ue *UsageError
+	if errors.As(err, &ue) {
+		*p = append(*p, ue.problems...)
+		return
+	}
+	*p = append(*p, err.Error())
+}
+
+// positive reports a duration flag that is not positive; it returns whether d is.
+func (p *problems) positive(flag string, d time.Duration) bool {
+	if d <= 0 {
+		p.addf("%s must be positive, got %s", flag, d)
+		return false
+	}
+	return true
+}
+
+func (p *problems) notNegative(flag string, d time.Duration) {
+	if d < 0 {
+		p.addf("%s must not be negative, got %s", flag, d)
+	}
+}
+
+// err is the problems as one UsageError, or nil when there are none.
+func (p problems) err() error {
+	if len(p) == 0 {
+		return nil
+	}
+	return &UsageError{problems: p}
 }
 
 // EnvPrefix prefixes the environment variable of every flag.
@@ -63,7 +109,13 @@ func ExecuteContext(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	var ue *UsageError
 	if errors.As(err, &ue) || !commandStarted(root) {
-		fmt.Fprintf(stderr, "watchdog: %v\n", err)
+		if ue != nil {
+			for _, problem := range ue.problems {
+				fmt.Fprintf(stderr, "watchdog: %s\n", problem)
+			}
+		} else {
+			fmt.Fprintf(stderr, "watchdog: %v\n", err)
+		}
 		fmt.Fprintln(stderr, "Run 'watchdog --help' for usage.")
 		reportConfigFailure(ctx, cmd, args, err, stderr)
 		return ExitUsage
@@ -111,7 +163,7 @@ underscores, upper case); a flag beats its environment variable.`,
 	root.Version = version.String()
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.Flags().Bool("version", false, "print the version, commit and build date, as the version command does")
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &UsageError{msg: err.Error()} })
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usagef("%v", err) })
 	root.AddCommand(newCheckCommand(stdout, stderr), newStatusCommand(stdout, stderr), newVersionCommand(stdout), newNotifyCommand(stdout, stderr), newRunCommand(stderr), newDoctorCommand(stdout, stderr))
 	return root
 }

@@ -36,17 +36,19 @@ func (o *RunOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.LeaderIdentity, "leader-elect-identity", "", "identity in the election (default: the hostname, i.e. the pod name)")
 }
 
+// Validate reports every invalid flag, in the order the flags are declared.
 func (o *RunOptions) Validate() error {
+	var p problems
 	if o.Interval < time.Second {
-		return usagef("--interval %s is too short (at least 1s)", o.Interval)
+		p.addf("--interval %s is too short (at least 1s)", o.Interval)
 	}
 	if _, _, err := net.SplitHostPort(o.MetricsAddr); err != nil {
-		return usagef("--metrics-addr %q: %v", o.MetricsAddr, err)
+		p.addf("--metrics-addr %q: %v", o.MetricsAddr, err)
 	}
 	if o.LeaderElect && o.LeaderLease == "" {
-		return usagef("--leader-elect needs --leader-elect-lease")
+		p.addf("--leader-elect needs --leader-elect-lease")
 	}
-	return nil
+	return p.err()
 }
 
 func newRunCommand(stderr io.Writer) *cobra.Command {
@@ -69,10 +71,8 @@ State lives in the same ConfigMap as for check, so the two modes can be switched
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			markStarted(cmd)
-			if err := ro.Validate(); err != nil {
-				return err
-			}
-			if err := f.alerts.Alertmanager.checkRunInterval(ro.Interval); err != nil {
+			// run's own flags are declared after check's.
+			if err := f.validate(ro.Validate, func() error { return f.alerts.Alertmanager.checkRunInterval(ro.Interval) }); err != nil {
 				return err
 			}
 			if f.validateOnly {

@@ -29,10 +29,10 @@ func newStatusCommand(stdout, stderr io.Writer) *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			markStarted(cmd)
-			if err := cluster.Validate(); err != nil {
-				return err
-			}
-			if err := output.Validate(); err != nil {
+			var p problems
+			p.add(cluster.Validate())
+			p.add(output.Validate())
+			if err := p.err(); err != nil {
 				return err
 			}
 			newLogger(&cluster, stderr) // client-go's own lines (klog) stay JSON
