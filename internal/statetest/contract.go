@@ -1,6 +1,6 @@
 // Package statetest holds the contract every state store keeps, run against the
 // ConfigMap store on a real API server (test/integration) and against
-// state.MemoryStore (pkg/state), so that tests using the memory store test
+// statestore.MemoryStore (pkg/state), so that tests using the memory store test
 // against the semantics production has.
 package statetest
 
@@ -12,12 +12,13 @@ import (
 	"time"
 
 	"github.com/agentenv/watchdog/pkg/state"
+	"github.com/agentenv/watchdog/pkg/statestore"
 )
 
 // Store is what the contract exercises.
 type Store interface {
-	Load(ctx context.Context) (*state.Snapshot, error)
-	Save(ctx context.Context, snap *state.Snapshot, s *state.State, now time.Time) error
+	Load(ctx context.Context) (*statestore.Snapshot, error)
+	Save(ctx context.Context, snap *statestore.Snapshot, s *state.State, now time.Time) error
 }
 
 // Subject is one store under test, empty (its ConfigMap does not exist).
@@ -39,7 +40,7 @@ func Contract(t *testing.T, newSubject func(t *testing.T) Subject) {
 		s.Restarts = append(s.Restarts, state.Restart{Pod: pod, UID: "uid-" + pod, Method: "delete", ClaimedAt: now, Outcome: state.RestartClaimed})
 		return s
 	}
-	load := func(t *testing.T, st Store) *state.Snapshot {
+	load := func(t *testing.T, st Store) *statestore.Snapshot {
 		t.Helper()
 		snap, err := st.Load(ctx)
 		if err != nil {
@@ -82,7 +83,7 @@ func Contract(t *testing.T, newSubject func(t *testing.T) Subject) {
 			t.Fatalf("their write: %v", err)
 		}
 		err := sub.Store.Save(ctx, ours, doc("ours"), now)
-		if !errors.Is(err, state.ErrConflict) {
+		if !errors.Is(err, statestore.ErrConflict) {
 			t.Fatalf("a write from a stale snapshot: %v, want ErrConflict", err)
 		}
 		if got := load(t, sub.Store); got.State.Restarts[0].Pod != "theirs" {
@@ -101,7 +102,7 @@ func Contract(t *testing.T, newSubject func(t *testing.T) Subject) {
 		if err := sub.Store.Save(ctx, a, doc("a"), now); err != nil {
 			t.Fatal(err)
 		}
-		if err := sub.Store.Save(ctx, b, doc("b"), now); !errors.Is(err, state.ErrConflict) {
+		if err := sub.Store.Save(ctx, b, doc("b"), now); !errors.Is(err, statestore.ErrConflict) {
 			t.Fatalf("second create: %v, want ErrConflict", err)
 		}
 	})
@@ -121,14 +122,14 @@ func Contract(t *testing.T, newSubject func(t *testing.T) Subject) {
 		data := sub.Data()
 		data["edited-by"] = "kubectl"
 		sub.SetData(data)
-		if err := sub.Store.Save(ctx, snap, doc("c"), now); !errors.Is(err, state.ErrConflict) {
+		if err := sub.Store.Save(ctx, snap, doc("c"), now); !errors.Is(err, statestore.ErrConflict) {
 			t.Fatalf("write over an edited ConfigMap: %v, want ErrConflict", err)
 		}
 	})
 
 	t.Run("unreadable document is recovered and kept", func(t *testing.T) {
 		sub := newSubject(t)
-		sub.SetData(map[string]string{state.DataKey: "{not json"})
+		sub.SetData(map[string]string{statestore.DataKey: "{not json"})
 		snap := load(t, sub.Store)
 		if !strings.Contains(snap.Recovered, "unreadable") || snap.ResourceVersion == "" {
 			t.Fatalf("recovered %q rv %q", snap.Recovered, snap.ResourceVersion)
@@ -136,14 +137,14 @@ func Contract(t *testing.T, newSubject func(t *testing.T) Subject) {
 		if err := sub.Store.Save(ctx, snap, doc("a"), now); err != nil {
 			t.Fatal(err)
 		}
-		if got := sub.Data()[state.CorruptKey]; got != "{not json" {
-			t.Fatalf("the unreadable document was not kept under %s: %q", state.CorruptKey, got)
+		if got := sub.Data()[statestore.CorruptKey]; got != "{not json" {
+			t.Fatalf("the unreadable document was not kept under %s: %q", statestore.CorruptKey, got)
 		}
 	})
 
 	t.Run("newer version is refused", func(t *testing.T) {
 		sub := newSubject(t)
-		sub.SetData(map[string]string{state.DataKey: `{"version": 99}`})
+		sub.SetData(map[string]string{statestore.DataKey: `{"version": 99}`})
 		var newer *state.NewerVersionError
 		if _, err := sub.Store.Load(ctx); !errors.As(err, &newer) {
 			t.Fatalf("load of a newer document: %v, want *NewerVersionError", err)

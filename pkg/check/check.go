@@ -22,6 +22,7 @@ import (
 	"github.com/agentenv/watchdog/pkg/events"
 	"github.com/agentenv/watchdog/pkg/restart"
 	"github.com/agentenv/watchdog/pkg/state"
+	"github.com/agentenv/watchdog/pkg/statestore"
 )
 
 // Options configure a pass.
@@ -93,7 +94,7 @@ func (r *Runner) Run(ctx context.Context) (*Report, error) {
 
 	// State and observation are independent reads: take them together.
 	var (
-		snap    *state.Snapshot
+		snap    *statestore.Snapshot
 		loadErr error
 		loaded  = make(chan struct{})
 	)
@@ -299,7 +300,7 @@ func roundUp(d, interval time.Duration) time.Duration {
 // act claims and carries out the restarts the decision asks for. The claim is
 // written first with the resourceVersion read at the start, so of two racing runs
 // only one acts; the loser re-judges from the winner's state.
-func (r *Runner) act(ctx context.Context, snap *state.Snapshot, obs *decide.Observation, next *state.State, res decide.Result, rep *Report) ([]alert.ActOutcome, *state.State, decide.Result, error) {
+func (r *Runner) act(ctx context.Context, snap *statestore.Snapshot, obs *decide.Observation, next *state.State, res decide.Result, rep *Report) ([]alert.ActOutcome, *state.State, decide.Result, error) {
 	if res.Action != decide.Restart {
 		return nil, next, res, nil
 	}
@@ -339,7 +340,7 @@ func (r *Runner) act(ctx context.Context, snap *state.Snapshot, obs *decide.Obse
 			next = claimed
 			break
 		}
-		if !errors.Is(err, state.ErrConflict) {
+		if !errors.Is(err, statestore.ErrConflict) {
 			return nil, next, res, r.failRun(ctx, snap, rep, &Error{What: "claim restart in state", Err: err})
 		}
 		if backoff.Steps <= 1 {
@@ -468,7 +469,7 @@ func (r *Runner) deploymentEvent(ctx context.Context, obs *decide.Observation, t
 // persist writes the final state. If another writer got in since our last write,
 // judge again from its state and re-apply what this run did (restart outcomes,
 // alert bookkeeping), then retry: only this merge is safe to retry.
-func (r *Runner) persist(ctx context.Context, snap *state.Snapshot, next *state.State, obs decide.Observation, acts []alert.ActOutcome, rep *Report) error {
+func (r *Runner) persist(ctx context.Context, snap *statestore.Snapshot, next *state.State, obs decide.Observation, acts []alert.ActOutcome, rep *Report) error {
 	if r.DryRun {
 		return nil
 	}
@@ -479,7 +480,7 @@ func (r *Runner) persist(ctx context.Context, snap *state.Snapshot, next *state.
 			rep.StateWritten = true
 			return nil
 		}
-		if !errors.Is(err, state.ErrConflict) || backoff.Steps <= 1 {
+		if !errors.Is(err, statestore.ErrConflict) || backoff.Steps <= 1 {
 			r.Log.Error().Err(err).Msg("cannot write state")
 			return &Error{What: "write state", Err: err}
 		}
@@ -572,7 +573,7 @@ func upsertRestart(s *state.State, rec state.Restart) {
 // that counts: like an unknown, it pauses every wedge clock, or the next wedged
 // observation would count the whole gap ("ten minutes without information" would
 // become "wedged for 10m").
-func (r *Runner) failRun(ctx context.Context, snap *state.Snapshot, rep *Report, failure *Error) error {
+func (r *Runner) failRun(ctx context.Context, snap *statestore.Snapshot, rep *Report, failure *Error) error {
 	if interrupted(ctx) {
 		s := snap.State.Clone()
 		decide.RunFailed(s)
@@ -600,7 +601,7 @@ func (r *Runner) failRun(ctx context.Context, snap *state.Snapshot, rep *Report,
 
 // saveWithin writes s with a deadline of its own: the run's may be spent, or its
 // context cancelled, which is often why it is saving this way.
-func (r *Runner) saveWithin(ctx context.Context, snap *state.Snapshot, s *state.State, d time.Duration, rep *Report) error {
+func (r *Runner) saveWithin(ctx context.Context, snap *statestore.Snapshot, s *state.State, d time.Duration, rep *Report) error {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d)
 	defer cancel()
 	if err := r.Store.Save(sctx, snap, s, r.Clock.Now()); err != nil {
@@ -620,7 +621,7 @@ func (r *Runner) interrupt(rep *Report, cause error) error {
 // saveInterrupted writes what an interrupted pass knows (its observations so far,
 // or the pause of a pass that saw nothing) within a short grace of its own, and
 // sends nothing: a shutdown is not the watchdog failing.
-func (r *Runner) saveInterrupted(ctx context.Context, snap *state.Snapshot, s *state.State, start time.Time, res decide.Result, rep *Report, cause error) error {
+func (r *Runner) saveInterrupted(ctx context.Context, snap *statestore.Snapshot, s *state.State, start time.Time, res decide.Result, rep *Report, cause error) error {
 	err := r.interrupt(rep, cause)
 	if r.DryRun {
 		return err

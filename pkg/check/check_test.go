@@ -13,6 +13,7 @@ import (
 	"github.com/agentenv/watchdog/pkg/events"
 	"github.com/agentenv/watchdog/pkg/restart"
 	"github.com/agentenv/watchdog/pkg/state"
+	"github.com/agentenv/watchdog/pkg/statestore"
 )
 
 // Unit tests of the pass (observe, decide, confirm, re-read, claim, act, alert,
@@ -212,7 +213,7 @@ func TestPersistMergesAfterAConflict(t *testing.T) {
 func TestFailedPasses(t *testing.T) {
 	apiDown := errors.New("etcdserver: request timed out")
 	fail := func() error { return apiDown }
-	conflict := func() error { return state.ErrConflict }
+	conflict := func() error { return statestore.ErrConflict }
 	for _, tc := range []struct {
 		name string
 		due  bool
@@ -232,7 +233,7 @@ func TestFailedPasses(t *testing.T) {
 		{name: "claim conflicts again and again", due: true, what: "claim restart in state", msg: "gave up after repeated conflicts", recorded: true,
 			saves: []func() error{conflict, conflict, conflict, conflict}},
 		{name: "re-read after a lost claim fails", due: true, what: "re-read state after a conflict", recorded: true,
-			saves: []func() error{func() error { return state.ErrConflict }}, loads: []func() error{nil, fail}},
+			saves: []func() error{func() error { return statestore.ErrConflict }}, loads: []func() error{nil, fail}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t)
@@ -460,7 +461,7 @@ func TestDryRunTouchesNothing(t *testing.T) {
 	if h.restarts() != 0 || h.store.written() != saves || rep.StateWritten {
 		t.Errorf("dry run restarted %d, wrote state %d times", h.restarts(), h.store.written()-saves)
 	}
-	if got := h.store.Data(); got[state.DataKey] != data[state.DataKey] {
+	if got := h.store.Data(); got[statestore.DataKey] != data[statestore.DataKey] {
 		t.Error("dry run changed the stored state")
 	}
 	if len(h.sink.events()) != sent || len(h.events.list()) != evs {

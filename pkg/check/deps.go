@@ -10,6 +10,7 @@ import (
 	"github.com/agentenv/watchdog/pkg/events"
 	"github.com/agentenv/watchdog/pkg/observe"
 	"github.com/agentenv/watchdog/pkg/state"
+	"github.com/agentenv/watchdog/pkg/statestore"
 )
 
 // What a pass uses, as small interfaces defined where they are consumed: the CLI
@@ -32,10 +33,10 @@ type Observer interface {
 
 // Store loads and saves the state with optimistic concurrency: Save from a
 // snapshot older than the stored version fails with an error wrapping
-// state.ErrConflict; on success the snapshot moves to the written version.
+// statestore.ErrConflict; on success the snapshot moves to the written version.
 type Store interface {
-	Load(ctx context.Context) (*state.Snapshot, error)
-	Save(ctx context.Context, snap *state.Snapshot, s *state.State, now time.Time) error
+	Load(ctx context.Context) (*statestore.Snapshot, error)
+	Save(ctx context.Context, snap *statestore.Snapshot, s *state.State, now time.Time) error
 }
 
 // EventRecorder leaves Kubernetes Events.
@@ -45,7 +46,7 @@ type EventRecorder interface {
 
 var (
 	_ Observer      = (*observe.Observer)(nil)
-	_ Store         = (*state.Store)(nil)
-	_ Store         = (*state.MemoryStore)(nil)
+	_ Store         = (*statestore.Store)(nil)
+	_ Store         = (*statestore.MemoryStore)(nil)
 	_ EventRecorder = (*events.Recorder)(nil)
 )

@@ -20,6 +20,7 @@ import (
 	"github.com/agentenv/watchdog/pkg/restart"
 	"github.com/agentenv/watchdog/pkg/scrape"
 	"github.com/agentenv/watchdog/pkg/state"
+	"github.com/agentenv/watchdog/pkg/statestore"
 )
 
 // In-memory collaborators for check.Runner, driven by a fake clock.
@@ -110,10 +111,10 @@ func (o *fakeObserver) Rollout(context.Context, ...decide.Pod) *decide.Rollout {
 	return &r
 }
 
-// fakeStore is a state.MemoryStore whose next loads and saves can be made to fail
+// fakeStore is a statestore.MemoryStore whose next loads and saves can be made to fail
 // or be preceded by another writer.
 type fakeStore struct {
-	*state.MemoryStore
+	*statestore.MemoryStore
 	calls *calls
 
 	mu sync.Mutex
@@ -134,7 +135,7 @@ func (s *fakeStore) next(hooks *[]func() error) func() error {
 	return h
 }
 
-func (s *fakeStore) Load(ctx context.Context) (*state.Snapshot, error) {
+func (s *fakeStore) Load(ctx context.Context) (*statestore.Snapshot, error) {
 	s.calls.add("load")
 	if h := s.next(&s.loadHooks); h != nil {
 		if err := h(); err != nil {
@@ -144,7 +145,7 @@ func (s *fakeStore) Load(ctx context.Context) (*state.Snapshot, error) {
 	return s.MemoryStore.Load(ctx)
 }
 
-func (s *fakeStore) Save(ctx context.Context, snap *state.Snapshot, st *state.State, now time.Time) error {
+func (s *fakeStore) Save(ctx context.Context, snap *statestore.Snapshot, st *state.State, now time.Time) error {
 	s.calls.add("save")
 	if h := s.next(&s.saveHooks); h != nil {
 		if err := h(); err != nil {
@@ -305,7 +306,7 @@ func newHarness(t *testing.T) *harness {
 		clk:       clk,
 		calls:     c,
 		obs:       &fakeObserver{clk: clk, calls: c, see: wedgedWeak, rollout: decide.Rollout{Name: "agentenv-scheduler", UID: "uid-deploy", Found: true}},
-		store:     &fakeStore{MemoryStore: &state.MemoryStore{Namespace: "agentenv", Name: "agentenv-scheduler-watchdog"}, calls: c},
+		store:     &fakeStore{MemoryStore: &statestore.MemoryStore{Namespace: "agentenv", Name: "agentenv-scheduler-watchdog"}, calls: c},
 		restarter: &fakeRestarter{calls: c},
 		sink:      &fakeSink{},
 		events:    &fakeEvents{},

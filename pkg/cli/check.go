@@ -15,13 +15,12 @@ import (
 	"github.com/agentenv/watchdog/pkg/alert"
 	"github.com/agentenv/watchdog/pkg/check"
 	"github.com/agentenv/watchdog/pkg/decide"
-	"github.com/agentenv/watchdog/pkg/endpoints"
 	"github.com/agentenv/watchdog/pkg/events"
 	"github.com/agentenv/watchdog/pkg/kube"
 	"github.com/agentenv/watchdog/pkg/observe"
 	"github.com/agentenv/watchdog/pkg/restart"
 	"github.com/agentenv/watchdog/pkg/scrape"
-	"github.com/agentenv/watchdog/pkg/state"
+	"github.com/agentenv/watchdog/pkg/statestore"
 	"github.com/agentenv/watchdog/pkg/version"
 )
 
@@ -195,7 +194,7 @@ func newRunner(f *checkFlags, client *kube.Client, sinks []alert.Sink, log zerol
 			Namespace:   ns,
 			Selector:    f.check.SchedulerSelector,
 			Container:   f.check.SchedulerContainer,
-			Endpoints:   endpoints.Lister{Client: client, Namespace: ns, Service: f.check.NodesService, Port: int32(f.check.NodesPort)},
+			Endpoints:   observe.EndpointLister{Client: client, Namespace: ns, Service: f.check.NodesService, Port: int32(f.check.NodesPort)},
 			Scraper:     scrape.NewScraper(f.check.ScrapeTimeout, f.check.MetricsMaxBytes),
 			MetricsPort: f.check.MetricsPort,
 			MetricsPath: f.check.MetricsPath,
@@ -207,7 +206,7 @@ func newRunner(f *checkFlags, client *kube.Client, sinks []alert.Sink, log zerol
 			MaxPods:      f.check.MaxPods,
 			Clock:        clk,
 		},
-		Store:     &state.Store{Client: client, Namespace: ns, Name: f.cluster.StateConfigMap},
+		Store:     &statestore.Store{Client: client, Namespace: ns, Name: f.cluster.StateConfigMap},
 		Restarter: restarter,
 		Events:    &events.Recorder{Client: client, Namespace: ns, Host: host, Now: clk.Now},
 		Sinks:     sinks,

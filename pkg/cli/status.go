@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentenv/watchdog/pkg/state"
+	"github.com/agentenv/watchdog/pkg/statestore"
 )
 
 func newStatusCommand(stdout, stderr io.Writer) *cobra.Command {
@@ -42,7 +43,7 @@ func newStatusCommand(stdout, stderr io.Writer) *cobra.Command {
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), cluster.Timeout)
 			defer cancel()
-			store := &state.Store{Client: client, Namespace: cluster.Namespace, Name: cluster.StateConfigMap}
+			store := &statestore.Store{Client: client, Namespace: cluster.Namespace, Name: cluster.StateConfigMap}
 			snap, err := store.Load(ctx)
 			if err != nil {
 				return fmt.Errorf("API server %s: %w", cfg.Host, err)
@@ -67,7 +68,7 @@ type statusJSON struct {
 	State           *state.State `json:"state"`
 }
 
-func writeStatusText(w io.Writer, where string, snap *state.Snapshot, now time.Time) error {
+func writeStatusText(w io.Writer, where string, snap *statestore.Snapshot, now time.Time) error {
 	s := snap.State
 	fmt.Fprintf(w, "state: %s", where)
 	if snap.ResourceVersion != "" {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agentenv/watchdog/pkg/state"
+	"github.com/agentenv/watchdog/pkg/statestore"
 )
 
 // The status text shows a restart back-off and which restart did not heal: the
@@ -17,7 +18,7 @@ func TestStatusTextShowsBackoff(t *testing.T) {
 	s.Restarts = []state.Restart{{Pod: "sched-a", UID: "uid-a", Method: "delete", ClaimedAt: now.Add(-20 * time.Minute), Outcome: state.RestartDone, Ineffective: "its replacement wedged again"}}
 	s.Backoff = &state.Backoff{Ineffective: 1, NotBefore: now.Add(-10 * time.Minute).Add(20 * time.Minute), Reason: "the delete of pod sched-a did not heal the scheduler"}
 	var b bytes.Buffer
-	if err := writeStatusText(&b, "ns/cm", &state.Snapshot{State: s}, now); err != nil {
+	if err := writeStatusText(&b, "ns/cm", &statestore.Snapshot{State: s}, now); err != nil {
 		t.Fatal(err)
 	}
 	out := b.String()

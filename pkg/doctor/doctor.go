@@ -24,6 +24,7 @@ import (
 	"github.com/agentenv/watchdog/pkg/observe"
 	"github.com/agentenv/watchdog/pkg/scrape"
 	"github.com/agentenv/watchdog/pkg/state"
+	"github.com/agentenv/watchdog/pkg/statestore"
 )
 
 // ClockTolerance is how far the API server's clock may be from ours. The watchdog
@@ -339,10 +340,10 @@ func (d *Doctor) url(pod *corev1.Pod) string {
 }
 
 // checkSlices reads the nodes Service's EndpointSlices as a run does
-// (endpoints.Lister), which also says when they cannot be what the flags name.
+// (observe.EndpointLister), which also says when they cannot be what the flags name.
 func (d *Doctor) checkSlices(ctx context.Context) {
 	const name = "nodes Service has EndpointSlices with --nodes-port"
-	l := endpoints.Lister{Client: d.Client, Namespace: d.Namespace, Service: d.NodesService, Port: d.NodesPort}
+	l := observe.EndpointLister{Client: d.Client, Namespace: d.Namespace, Service: d.NodesService, Port: d.NodesPort}
 	count, err := l.Expected(ctx)
 	var wrong *endpoints.MisconfiguredError
 	switch {
@@ -484,7 +485,7 @@ func (d *Doctor) checkState(ctx context.Context) {
 // (written by a newer watchdog).
 func stateDetail(cm *corev1.ConfigMap) (string, error) {
 	ref := cm.Namespace + "/" + cm.Name
-	raw, ok := cm.Data[state.DataKey]
+	raw, ok := cm.Data[statestore.DataKey]
 	if !ok {
 		return fmt.Sprintf("%s exists with no state yet (the chart creates it empty)", ref), nil
 	}
@@ -495,7 +496,7 @@ func stateDetail(cm *corev1.ConfigMap) (string, error) {
 	}
 	if err != nil {
 		// Not a failure: the next run starts fresh and keeps the document.
-		return fmt.Sprintf("%s: the stored state is unreadable (%v); the next run starts with empty state and keeps it under %s", ref, err, state.CorruptKey), nil
+		return fmt.Sprintf("%s: the stored state is unreadable (%v); the next run starts with empty state and keeps it under %s", ref, err, statestore.CorruptKey), nil
 	}
 	if s.UpdatedAt.IsZero() {
 		return fmt.Sprintf("%s: state readable", ref), nil

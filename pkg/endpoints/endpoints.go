@@ -1,16 +1,13 @@
 // Package endpoints counts the runtime nodes the scheduler's discovery should see,
 // reading the same EndpointSlices the same way the scheduler does (docs/design.md §1).
+// It talks to no API: observe.EndpointLister lists the slices it counts.
 package endpoints
 
 import (
-	"context"
 	"fmt"
 	"slices"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/agentenv/watchdog/pkg/kube"
 )
 
 // Count is what discovery should see.
@@ -110,49 +107,4 @@ func hasPort(s *discoveryv1.EndpointSlice, port int32) bool {
 		}
 	}
 	return false
-}
-
-// pageSize keeps each list response small on clusters with thousands of nodes.
-const pageSize = 500
-
-// Lister reads the node Service's EndpointSlices from the API server.
-type Lister struct {
-	Client    *kube.Client
-	Namespace string
-	Service   string
-	Port      int32
-}
-
-// Expected lists the Service's EndpointSlices (paginated) and counts them. A count
-// that cannot come from a correctly named Service and port is an error
-// (*MisconfiguredError), which makes the verdict unknown and names the flag.
-func (l Lister) Expected(ctx context.Context) (Count, error) { return l.Read(ctx, false) }
-
-// Read is Expected with the read's consistency chosen: from the API server's watch
-// cache (cheap; every healthy run), or consistent (before a restart).
-func (l Lister) Read(ctx context.Context, consistent bool) (Count, error) {
-	var all []discoveryv1.EndpointSlice
-	opts := metav1.ListOptions{
-		LabelSelector: discoveryv1.LabelServiceName + "=" + l.Service,
-		Limit:         pageSize,
-	}
-	if !consistent {
-		opts = kube.FromCache(opts)
-	}
-	for {
-		list, err := l.Client.ListEndpointSlices(ctx, l.Namespace, opts)
-		if err != nil {
-			return Count{}, fmt.Errorf("list EndpointSlices of service %s/%s: %w", l.Namespace, l.Service, err)
-		}
-		all = append(all, list.Items...)
-		if list.Continue == "" {
-			break
-		}
-		opts.Continue = list.Continue
-	}
-	c := CountNodes(all, l.Port)
-	if err := c.Check(l.Namespace, l.Service, l.Port); err != nil {
-		return c, err
-	}
-	return c, nil
 }

@@ -28,7 +28,7 @@ type Observer struct {
 	Namespace   string
 	Selector    string
 	Container   string
-	Endpoints   endpoints.Lister
+	Endpoints   EndpointLister
 	Scraper     *scrape.Scraper
 	MetricsPort int
 	MetricsPath string

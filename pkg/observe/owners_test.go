@@ -20,7 +20,6 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/agentenv/watchdog/pkg/decide"
-	"github.com/agentenv/watchdog/pkg/endpoints"
 	"github.com/agentenv/watchdog/pkg/kube"
 	"github.com/agentenv/watchdog/pkg/scrape"
 )
@@ -139,7 +138,7 @@ func newObserver(t *testing.T, pods []corev1.Pod, metricsURL string) *Observer {
 	c := fakeAPI(t, pods)
 	return &Observer{
 		Client: c, Namespace: "ns", Selector: "app=sched", Container: "scheduler",
-		Endpoints: endpoints.Lister{Client: c, Namespace: "ns", Service: "nodes", Port: 8000},
+		Endpoints: EndpointLister{Client: c, Namespace: "ns", Service: "nodes", Port: 8000},
 		Scraper:   scrape.NewScraper(2*time.Second, 1<<20),
 		ScrapeURL: func(*corev1.Pod) string { return metricsURL },
 		Clock:     clocktesting.NewFakePassiveClock(time.Now()),

@@ -147,13 +147,13 @@ func (s *State) dropAllButLedger() bool {
 	return true
 }
 
-// maxCorruptBytes bounds the copy of an unreadable document kept under CorruptKey:
+// maxCorruptBytes bounds the copy of an unreadable document kept under statestore.CorruptKey:
 // with the document itself (maxEncodedBytes), the ConfigMap stays well below 1 MiB.
 const maxCorruptBytes = 256 << 10
 
-// boundCorrupt keeps the start of an unreadable document, enough for a person to
-// see what it was, and says how much was cut.
-func boundCorrupt(raw string) string {
+// BoundCorrupt keeps the start of an unreadable document, enough for a person to
+// see what it was, and says how much was cut (pkg/statestore keeps it).
+func BoundCorrupt(raw string) string {
 	if len(raw) <= maxCorruptBytes {
 		return raw
 	}

@@ -130,11 +130,11 @@ func TestEncodeIsBoundedWhateverTheInput(t *testing.T) {
 }
 
 func TestBoundCorrupt(t *testing.T) {
-	if got := boundCorrupt("{not json"); got != "{not json" {
+	if got := BoundCorrupt("{not json"); got != "{not json" {
 		t.Errorf("a small unreadable document must be kept whole: %q", got)
 	}
 	big := strings.Repeat("x", 2<<20)
-	got := boundCorrupt(big)
+	got := BoundCorrupt(big)
 	if len(got) > maxCorruptBytes || !strings.Contains(got, fmt.Sprintf("of %d bytes kept", len(big))) {
 		t.Errorf("kept %d bytes (bound %d), note %q", len(got), maxCorruptBytes, got[len(got)-60:])
 	}

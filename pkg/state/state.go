@@ -1,6 +1,6 @@
 // Package state is the watchdog's memory between runs: a small, versioned,
-// human-readable JSON document kept in one ConfigMap (docs/design.md §3). This file holds the
-// document and its codec; store.go reads and writes the ConfigMap.
+// human-readable JSON document kept in one ConfigMap (docs/design.md §3). This package holds
+// the document and its codec, and talks to no API; pkg/statestore reads and writes the ConfigMap.
 package state
 
 import (

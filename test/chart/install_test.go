@@ -37,6 +37,7 @@ import (
 	"github.com/agentenv/watchdog/pkg/events"
 	"github.com/agentenv/watchdog/pkg/restart"
 	"github.com/agentenv/watchdog/pkg/state"
+	"github.com/agentenv/watchdog/pkg/statestore"
 )
 
 const (
@@ -251,7 +252,7 @@ func stateOf(t *testing.T, ns string) (*corev1.ConfigMap, *state.State) {
 	defer cancel()
 	cm, err := env.Client.CoreV1().ConfigMaps(ns).Get(ctx, stateName, metav1.GetOptions{})
 	must(t, err)
-	raw, ok := cm.Data[state.DataKey]
+	raw, ok := cm.Data[statestore.DataKey]
 	if !ok {
 		return cm, nil
 	}

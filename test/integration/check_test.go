@@ -15,6 +15,7 @@ import (
 	"github.com/agentenv/watchdog/internal/testenv"
 	"github.com/agentenv/watchdog/pkg/events"
 	"github.com/agentenv/watchdog/pkg/state"
+	"github.com/agentenv/watchdog/pkg/statestore"
 )
 
 func TestHealthy(t *testing.T) {
@@ -222,7 +223,7 @@ func writeState(t *testing.T, ns string, s *state.State) {
 
 func writeStateRaw(t testing.TB, ctx context.Context, ns, raw string) {
 	t.Helper()
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "agentenv-scheduler-watchdog", Namespace: ns}, Data: map[string]string{state.DataKey: raw}}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "agentenv-scheduler-watchdog", Namespace: ns}, Data: map[string]string{statestore.DataKey: raw}}
 	_, err := env.Client.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{})
 	must(t, err)
 }
@@ -242,10 +243,10 @@ func TestCorruptStateRecovered(t *testing.T) {
 	}
 	cm, err := env.Client.CoreV1().ConfigMaps(s.ns).Get(ctx, "agentenv-scheduler-watchdog", metav1.GetOptions{})
 	must(t, err)
-	if cm.Data[state.CorruptKey] != `{"version": 1, "pods": {"x": ` {
-		t.Errorf("the unreadable document was not kept: %q", cm.Data[state.CorruptKey])
+	if cm.Data[statestore.CorruptKey] != `{"version": 1, "pods": {"x": ` {
+		t.Errorf("the unreadable document was not kept: %q", cm.Data[statestore.CorruptKey])
 	}
-	if _, err := state.Decode([]byte(cm.Data[state.DataKey])); err != nil {
+	if _, err := state.Decode([]byte(cm.Data[statestore.DataKey])); err != nil {
 		t.Errorf("state not rewritten: %v", err)
 	}
 	// A newer version is not unreadable: it is refused (TestNewerStateVersionIsRefused).
@@ -307,13 +308,13 @@ func TestConcurrentRunsResumeAClaimOnce(t *testing.T) {
 		ctx, cancel := testenv.Ctx()
 		cm, err := env.Client.CoreV1().ConfigMaps(s.ns).Get(ctx, "agentenv-scheduler-watchdog", metav1.GetOptions{})
 		must(t, err)
-		st, err := state.Decode([]byte(cm.Data[state.DataKey]))
+		st, err := state.Decode([]byte(cm.Data[statestore.DataKey]))
 		must(t, err)
 		st.Restarts = append(st.Restarts, state.Restart{Pod: s.pod.Name, UID: string(s.pod.UID), Method: "delete",
 			ClaimedAt: time.Now().Add(-time.Minute), Outcome: state.RestartClaimed, Reason: "left by a run that died"})
 		b, err := state.Encode(st, time.Now())
 		must(t, err)
-		cm.Data[state.DataKey] = string(b)
+		cm.Data[statestore.DataKey] = string(b)
 		_, err = env.Client.CoreV1().ConfigMaps(s.ns).Update(ctx, cm, metav1.UpdateOptions{})
 		cancel()
 		must(t, err)

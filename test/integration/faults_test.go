@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentenv/watchdog/internal/testenv"
 	"github.com/agentenv/watchdog/pkg/state"
+	"github.com/agentenv/watchdog/pkg/statestore"
 )
 
 // faultScenario is a wedged scenario whose watchdog talks to the API server
@@ -368,8 +369,8 @@ func TestFaultStateNearObjectLimit(t *testing.T) {
 	s.check().expect(t, 0, "healthy", "none")
 	cm, err := env.Client.CoreV1().ConfigMaps(s.ns).Get(ctx, "agentenv-scheduler-watchdog", metav1.GetOptions{})
 	must(t, err)
-	size := len(cm.Data[state.DataKey])
-	st, err := state.Decode([]byte(cm.Data[state.DataKey]))
+	size := len(cm.Data[statestore.DataKey])
+	st, err := state.Decode([]byte(cm.Data[statestore.DataKey]))
 	must(t, err)
 	t.Logf("state shrank from %d to %d bytes, %d restarts kept", len(raw), size, len(st.Restarts))
 	if size > 256<<10 || len(st.Restarts) == 0 || len(st.Restarts) > state.MaxRestarts {
@@ -399,13 +400,13 @@ func TestFaultConflictKeepsTheOtherWritersPendingAlerts(t *testing.T) {
 				defer cancel()
 				cm, err := env.Client.CoreV1().ConfigMaps(f.ns).Get(ctx, "agentenv-scheduler-watchdog", metav1.GetOptions{})
 				must(t, err)
-				st, err := state.Decode([]byte(cm.Data[state.DataKey]))
+				st, err := state.Decode([]byte(cm.Data[statestore.DataKey]))
 				must(t, err)
 				st.Outbox = append(st.Outbox, state.Pending{ID: "other-writer", Event: "wedged", CreatedAt: time.Now(),
 					Attempts: 1, Sinks: []string{"webhook"}, LastError: "webhook: answered 500", Payload: json.RawMessage(`{"event":"wedged"}`)})
 				b, err := state.Encode(st, time.Now())
 				must(t, err)
-				cm.Data[state.DataKey] = string(b)
+				cm.Data[statestore.DataKey] = string(b)
 				_, err = env.Client.CoreV1().ConfigMaps(f.ns).Update(ctx, cm, metav1.UpdateOptions{})
 				must(t, err)
 			}}

@@ -21,6 +21,7 @@ import (
 	"github.com/agentenv/watchdog/pkg/check"
 	"github.com/agentenv/watchdog/pkg/cli"
 	"github.com/agentenv/watchdog/pkg/state"
+	"github.com/agentenv/watchdog/pkg/statestore"
 )
 
 var env *testenv.Env
@@ -167,7 +168,7 @@ func (s *scenario) state() (*state.State, string) {
 		return nil, ""
 	}
 	must(s.t, err)
-	st, err := state.Decode([]byte(cm.Data[state.DataKey]))
+	st, err := state.Decode([]byte(cm.Data[statestore.DataKey]))
 	must(s.t, err)
 	return st, cm.ResourceVersion
 }

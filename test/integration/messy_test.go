@@ -17,7 +17,7 @@ import (
 	"github.com/agentenv/watchdog/pkg/check"
 	"github.com/agentenv/watchdog/pkg/cli"
 	"github.com/agentenv/watchdog/pkg/events"
-	"github.com/agentenv/watchdog/pkg/state"
+	"github.com/agentenv/watchdog/pkg/statestore"
 )
 
 // Messy sequences on the real API server (issue: decisions that survive them).
@@ -186,7 +186,7 @@ func (s *scenario) rawState(t *testing.T) (data, resourceVersion string) {
 	defer cancel()
 	cm, err := env.Client.CoreV1().ConfigMaps(s.ns).Get(ctx, "agentenv-scheduler-watchdog", metav1.GetOptions{})
 	must(t, err)
-	return cm.Data[state.DataKey], cm.ResourceVersion
+	return cm.Data[statestore.DataKey], cm.ResourceVersion
 }
 
 // Two overlapping runs restart once, and the run that lost the claim does not page

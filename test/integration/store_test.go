@@ -11,11 +11,11 @@ import (
 	"github.com/agentenv/watchdog/internal/statetest"
 	"github.com/agentenv/watchdog/internal/testenv"
 	"github.com/agentenv/watchdog/pkg/kube"
-	"github.com/agentenv/watchdog/pkg/state"
+	"github.com/agentenv/watchdog/pkg/statestore"
 )
 
 // The ConfigMap store keeps the store contract on a real API server; the unit
-// tests of pkg/check use state.MemoryStore, which keeps the same contract.
+// tests of pkg/check use statestore.MemoryStore, which keeps the same contract.
 func TestStateStoreContract(t *testing.T) {
 	client, err := kube.New(env.Config)
 	must(t, err)
@@ -27,7 +27,7 @@ func TestStateStoreContract(t *testing.T) {
 		const name = "agentenv-scheduler-watchdog"
 		cms := env.Client.CoreV1().ConfigMaps(ns)
 		return statetest.Subject{
-			Store: &state.Store{Client: client, Namespace: ns, Name: name},
+			Store: &statestore.Store{Client: client, Namespace: ns, Name: name},
 			SetData: func(data map[string]string) {
 				ctx, cancel := testenv.Ctx()
 				defer cancel()

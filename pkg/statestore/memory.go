@@ -1,4 +1,4 @@
-package state
+package statestore
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/agentenv/watchdog/pkg/state"
 )
 
 // MemoryStore is a Store kept in memory, for tests of what uses a Store: the same
@@ -36,7 +38,7 @@ func (m *MemoryStore) Load(context.Context) (*Snapshot, error) {
 }
 
 // Save writes s as Store.Save does, with snap's resourceVersion as precondition.
-func (m *MemoryStore) Save(_ context.Context, snap *Snapshot, s *State, now time.Time) error {
+func (m *MemoryStore) Save(_ context.Context, snap *Snapshot, s *state.State, now time.Time) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	cm, err := configMapOf(snap, s, now, m.Namespace, m.Name)

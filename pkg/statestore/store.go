@@ -1,4 +1,7 @@
-package state
+// Package statestore keeps the state document (pkg/state) in a ConfigMap: read and
+// written with optimistic concurrency, an unreadable document kept aside, and an
+// in-memory store with the same contract for tests (docs/design.md §3).
+package statestore
 
 import (
 	"context"
@@ -11,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/agentenv/watchdog/pkg/kube"
+	"github.com/agentenv/watchdog/pkg/state"
 )
 
 // Keys in the state ConfigMap.
@@ -33,7 +37,7 @@ type Store struct {
 
 // Snapshot is a state read at one resourceVersion.
 type Snapshot struct {
-	State *State
+	State *state.State
 	// ResourceVersion is the ConfigMap's version when read; "" if it did not exist.
 	ResourceVersion string
 	// Recovered says why the stored document was not used (a warning), or "".
@@ -48,7 +52,7 @@ func (s *Snapshot) Exists() bool { return s.configMap != nil }
 
 // Load reads the state. A missing ConfigMap or an unreadable document gives a fresh
 // state (Recovered says which); an API failure, or a document written by a newer
-// watchdog (*NewerVersionError), is an error.
+// watchdog (*state.NewerVersionError), is an error.
 func (st *Store) Load(ctx context.Context) (*Snapshot, error) {
 	cm, err := st.Client.GetConfigMap(ctx, st.Namespace, st.Name)
 	if apierrors.IsNotFound(err) {
@@ -63,22 +67,22 @@ func (st *Store) Load(ctx context.Context) (*Snapshot, error) {
 // snapshotOf reads the state out of cm (nil: the ConfigMap does not exist).
 func snapshotOf(cm *corev1.ConfigMap, namespace, name string) (*Snapshot, error) {
 	if cm == nil {
-		return &Snapshot{State: New(), Recovered: fmt.Sprintf("state ConfigMap %s/%s not found: starting with empty state", namespace, name)}, nil
+		return &Snapshot{State: state.New(), Recovered: fmt.Sprintf("state ConfigMap %s/%s not found: starting with empty state", namespace, name)}, nil
 	}
 	snap := &Snapshot{ResourceVersion: cm.ResourceVersion, configMap: cm}
 	raw, ok := cm.Data[DataKey]
 	if !ok {
-		snap.State = New()
+		snap.State = state.New()
 		return snap, nil
 	}
-	s, err := Decode([]byte(raw))
-	var newer *NewerVersionError
+	s, err := state.Decode([]byte(raw))
+	var newer *state.NewerVersionError
 	if errors.As(err, &newer) {
 		return nil, fmt.Errorf("state ConfigMap %s/%s: %w", namespace, name, err)
 	}
 	if err != nil {
-		snap.State = New()
-		snap.corrupt = boundCorrupt(raw)
+		snap.State = state.New()
+		snap.corrupt = state.BoundCorrupt(raw)
 		snap.Recovered = fmt.Sprintf("state in ConfigMap %s/%s key %s is unreadable (%v): starting with empty state; the old document will be kept under key %s", namespace, name, DataKey, err, CorruptKey)
 		return snap, nil
 	}
@@ -89,7 +93,7 @@ func snapshotOf(cm *corev1.ConfigMap, namespace, name string) (*Snapshot, error)
 // Save writes s, creating the ConfigMap if the snapshot saw none, and updating it
 // with the snapshot's resourceVersion as precondition otherwise. On success the
 // snapshot moves to the new version. A lost race returns an error wrapping ErrConflict.
-func (st *Store) Save(ctx context.Context, snap *Snapshot, s *State, now time.Time) error {
+func (st *Store) Save(ctx context.Context, snap *Snapshot, s *state.State, now time.Time) error {
 	cm, err := configMapOf(snap, s, now, st.Namespace, st.Name)
 	if err != nil {
 		return err
@@ -120,9 +124,9 @@ func (st *Store) Save(ctx context.Context, snap *Snapshot, s *State, now time.Ti
 
 // configMapOf is the ConfigMap that writes s over what snap read: a new one if
 // snap saw none, else a copy of the one read, with its resourceVersion.
-func configMapOf(snap *Snapshot, s *State, now time.Time, namespace, name string) (*corev1.ConfigMap, error) {
+func configMapOf(snap *Snapshot, s *state.State, now time.Time, namespace, name string) (*corev1.ConfigMap, error) {
 	s.UpdatedAt = now.UTC()
-	data, err := Encode(s, now)
+	data, err := state.Encode(s, now)
 	if err != nil {
 		return nil, err
 	}
@@ -153,7 +157,7 @@ func configMapOf(snap *Snapshot, s *State, now time.Time, namespace, name string
 }
 
 // saved moves the snapshot to the version just written.
-func (s *Snapshot) saved(cm *corev1.ConfigMap, st *State) {
+func (s *Snapshot) saved(cm *corev1.ConfigMap, st *state.State) {
 	s.configMap = cm
 	s.ResourceVersion = cm.ResourceVersion
 	s.corrupt = ""

@@ -1,0 +1,59 @@
+package observe
+
+import (
+	"context"
+	"fmt"
+
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/agentenv/watchdog/pkg/endpoints"
+	"github.com/agentenv/watchdog/pkg/kube"
+)
+
+// pageSize keeps each list response small on clusters with thousands of nodes.
+const pageSize = 500
+
+// EndpointLister reads the node Service's EndpointSlices from the API server.
+type EndpointLister struct {
+	Client    *kube.Client
+	Namespace string
+	Service   string
+	Port      int32
+}
+
+// Expected lists the Service's EndpointSlices (paginated) and counts them. A count
+// that cannot come from a correctly named Service and port is an error
+// (*endpoints.MisconfiguredError), which makes the verdict unknown and names the flag.
+func (l EndpointLister) Expected(ctx context.Context) (endpoints.Count, error) {
+	return l.Read(ctx, false)
+}
+
+// Read is Expected with the read's consistency chosen: from the API server's watch
+// cache (cheap; every healthy run), or consistent (before a restart).
+func (l EndpointLister) Read(ctx context.Context, consistent bool) (endpoints.Count, error) {
+	var all []discoveryv1.EndpointSlice
+	opts := metav1.ListOptions{
+		LabelSelector: discoveryv1.LabelServiceName + "=" + l.Service,
+		Limit:         pageSize,
+	}
+	if !consistent {
+		opts = kube.FromCache(opts)
+	}
+	for {
+		list, err := l.Client.ListEndpointSlices(ctx, l.Namespace, opts)
+		if err != nil {
+			return endpoints.Count{}, fmt.Errorf("list EndpointSlices of service %s/%s: %w", l.Namespace, l.Service, err)
+		}
+		all = append(all, list.Items...)
+		if list.Continue == "" {
+			break
+		}
+		opts.Continue = list.Continue
+	}
+	c := endpoints.CountNodes(all, l.Port)
+	if err := c.Check(l.Namespace, l.Service, l.Port); err != nil {
+		return c, err
+	}
+	return c, nil
+}
