@@ -259,9 +259,9 @@ func TestPlanRecoveredCloses(t *testing.T) {
 	now := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 	cfg := PlanConfig{RealertInterval: time.Hour, BlindAfter: 3, WedgedFor: 4 * time.Minute, Namespace: "ns"}
 	s := state.New()
-	Plan(s, result(target(decide.Wedged, decide.Wait, time.Minute, now)), nil, nil, now, cfg)
+	Plan(s, result(target(decide.VerdictWedged, decide.ActionWait, time.Minute, now)), nil, nil, now, cfg)
 	later := now.Add(5 * time.Minute)
-	notes := Plan(s, result(target(decide.Healthy, decide.None, 0, later)), nil, nil, later, cfg)
+	notes := Plan(s, result(target(decide.VerdictHealthy, decide.ActionNone, 0, later)), nil, nil, later, cfg)
 	if len(notes) != 1 || notes[0].Event != EventRecovered {
 		t.Fatalf("notes %+v", notes)
 	}

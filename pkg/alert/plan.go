@@ -117,15 +117,15 @@ func Plan(s *state.State, res decide.Result, acts []ActOutcome, runErr error, no
 			continue
 		}
 		switch {
-		case t.Verdict == decide.Wedged:
+		case t.Verdict == decide.VerdictWedged:
 			keepWorst(active, EventWedged, t)
-		case t.Verdict == decide.Degraded && t.BadFor.D() >= cfg.WedgedFor:
+		case t.Verdict == decide.VerdictDegraded && t.BadFor.D() >= cfg.WedgedFor:
 			keepWorst(active, EventDegraded, t)
 		}
 		// A restart already done or under way is not a blocked restart (the loser
 		// of a claim race, a replacement still starting): no page. Nor is one held
 		// back by the back-off alone: restart-ineffective says why.
-		if t.Action == decide.Blocked && !t.RestartInProgress() && !t.OnlyBackoff() {
+		if t.Action == decide.ActionBlocked && !t.RestartInProgress() && !t.OnlyBackoff() {
 			keepWorst(active, EventRestartBlocked, t)
 		}
 		if t.Ineffective != "" {
@@ -157,7 +157,7 @@ func Plan(s *state.State, res decide.Result, acts []ActOutcome, runErr error, no
 
 	// Close what is no longer observed: everything when the scheduler is healthy
 	// again, which sends recovered once; blind alone on any other known verdict.
-	healthy := (res.Verdict == decide.Healthy || res.Verdict == decide.NoNodes) && runErr == nil
+	healthy := (res.Verdict == decide.VerdictHealthy || res.Verdict == decide.VerdictNoNodes) && runErr == nil
 	if healthy && len(s.Alerts) > 0 && len(acts) == 0 {
 		opened := slices.Sorted(maps.Keys(s.Alerts))
 		var first time.Time
@@ -179,7 +179,7 @@ func Plan(s *state.State, res decide.Result, acts []ActOutcome, runErr error, no
 			// recovered of the next healthy run closes it.
 			delete(s.Alerts, EventWatchdogError)
 		}
-		if !blind && res.Verdict != decide.Unknown {
+		if !blind && res.Verdict != decide.VerdictUnknown {
 			delete(s.Alerts, EventBlind)
 		}
 	}
@@ -190,7 +190,7 @@ func Plan(s *state.State, res decide.Result, acts []ActOutcome, runErr error, no
 // every RealertInterval while failures go on (deduplicated through s when the
 // state could be read; with an empty state it is always sent).
 func PlanFailure(s *state.State, err error, now time.Time, cfg PlanConfig) []Notification {
-	res := decide.Result{Verdict: decide.Unknown, Action: decide.None, Reason: "the watchdog cannot do its job: " + err.Error()}
+	res := decide.Result{Verdict: decide.VerdictUnknown, Action: decide.ActionNone, Reason: "the watchdog cannot do its job: " + err.Error()}
 	return appendOngoing(nil, s, EventWatchdogError, nil, res, now, cfg)
 }
 
@@ -213,7 +213,7 @@ func appendOngoing(out []Notification, s *state.State, ev string, t *decide.Targ
 	n.Reminder = open && a.Sends > 0
 	if ev == EventBlind {
 		n.Reason = fmt.Sprintf("verdict unknown in %d runs since the scheduler was last seen fine: %s", s.UnknownRuns, res.Reason)
-		n.Verdict = string(decide.Unknown)
+		n.Verdict = string(decide.VerdictUnknown)
 	}
 	if ev == EventRestartIneffective && t != nil {
 		n.Reason = t.Ineffective + "; " + decide.GateSummary(*t)

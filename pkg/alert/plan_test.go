@@ -35,21 +35,21 @@ func target(v decide.Verdict, a decide.Action, badFor time.Duration, now time.Ti
 		Pod: "agentenv-scheduler-abc12", UID: "7f3c9a52-uid", Judged: true, Verdict: v, Action: a,
 		Reason: fmt.Sprintf("%s: ready 0 of 3 expected", v), Ready: intp(0), Expected: intp(3),
 	}
-	if v == decide.Healthy {
+	if v == decide.VerdictHealthy {
 		t.Ready = intp(3)
 		t.Reason = "3 of 3 nodes ready"
 	}
-	if badFor > 0 || v == decide.Wedged || v == decide.Degraded {
+	if badFor > 0 || v == decide.VerdictWedged || v == decide.VerdictDegraded {
 		since := now.Add(-badFor)
-		t.BadSince, t.BadFor, t.Evidence = &since, state.Duration(badFor), decide.Strong
+		t.BadSince, t.BadFor, t.Evidence = &since, state.Duration(badFor), decide.EvidenceStrong
 	}
 	return t
 }
 
 func result(ts ...decide.Target) decide.Result {
-	res := decide.Result{Verdict: decide.Healthy, Action: decide.None, Reason: "all judged pods healthy", Targets: ts}
-	rank := map[decide.Verdict]int{decide.Healthy: 0, decide.Starting: 1, decide.NoNodes: 2, decide.Unknown: 3, decide.Degraded: 4, decide.Wedged: 5}
-	arank := map[decide.Action]int{decide.None: 0, decide.Wait: 1, decide.Blocked: 2, decide.Restart: 3}
+	res := decide.Result{Verdict: decide.VerdictHealthy, Action: decide.ActionNone, Reason: "all judged pods healthy", Targets: ts}
+	rank := map[decide.Verdict]int{decide.VerdictHealthy: 0, decide.VerdictStarting: 1, decide.VerdictNoNodes: 2, decide.VerdictUnknown: 3, decide.VerdictDegraded: 4, decide.VerdictWedged: 5}
+	arank := map[decide.Action]int{decide.ActionNone: 0, decide.ActionWait: 1, decide.ActionBlocked: 2, decide.ActionRestart: 3}
 	for _, t := range ts {
 		if !t.Judged {
 			continue
@@ -65,8 +65,8 @@ func result(ts ...decide.Target) decide.Result {
 }
 
 func unknownResult() decide.Result {
-	return decide.Result{Verdict: decide.Unknown, Action: decide.None, Reason: "scrape refused: connection refused",
-		Targets: []decide.Target{{Pod: "agentenv-scheduler-abc12", UID: "7f3c9a52-uid", Judged: true, Verdict: decide.Unknown, Action: decide.None, Reason: "scrape refused"}}}
+	return decide.Result{Verdict: decide.VerdictUnknown, Action: decide.ActionNone, Reason: "scrape refused: connection refused",
+		Targets: []decide.Target{{Pod: "agentenv-scheduler-abc12", UID: "7f3c9a52-uid", Judged: true, Verdict: decide.VerdictUnknown, Action: decide.ActionNone, Reason: "scrape refused"}}}
 }
 
 // step is one run: what it observed and did, and what it must send. Sent names
@@ -81,13 +81,13 @@ type step struct {
 }
 
 func wedged(a decide.Action, badFor time.Duration) func(time.Time) decide.Result {
-	return func(now time.Time) decide.Result { return result(target(decide.Wedged, a, badFor, now)) }
+	return func(now time.Time) decide.Result { return result(target(decide.VerdictWedged, a, badFor, now)) }
 }
 
 // blockedBy is a wedged target whose restart is due and refused by gate alone.
 func blockedBy(gate decide.Gate) func(time.Time) decide.Result {
 	return func(now time.Time) decide.Result {
-		t := target(decide.Wedged, decide.Blocked, 5*time.Minute, now)
+		t := target(decide.VerdictWedged, decide.ActionBlocked, 5*time.Minute, now)
 		t.Gates = []decide.Gate{{Name: "wedged-for", OK: true, Detail: "wedged 5m ≥ 2m30s"}, gate}
 		return result(t)
 	}
@@ -95,22 +95,24 @@ func blockedBy(gate decide.Gate) func(time.Time) decide.Result {
 
 func degraded(badFor time.Duration) func(time.Time) decide.Result {
 	return func(now time.Time) decide.Result {
-		t := target(decide.Degraded, decide.Wait, badFor, now)
+		t := target(decide.VerdictDegraded, decide.ActionWait, badFor, now)
 		t.Ready = intp(2)
 		return result(t)
 	}
 }
 
-func healthy(time.Time) decide.Result { return result(target(decide.Healthy, decide.None, 0, t0)) }
+func healthy(time.Time) decide.Result {
+	return result(target(decide.VerdictHealthy, decide.ActionNone, 0, t0))
+}
 
 func unknown(time.Time) decide.Result { return unknownResult() }
 
 func restartDone(now time.Time) []ActOutcome {
-	return []ActOutcome{{Target: target(decide.Wedged, decide.Restart, 5*time.Minute, now), Done: true, Detail: "pod deleted (UID precondition)"}}
+	return []ActOutcome{{Target: target(decide.VerdictWedged, decide.ActionRestart, 5*time.Minute, now), Done: true, Detail: "pod deleted (UID precondition)"}}
 }
 
 func restartErr(now time.Time) []ActOutcome {
-	return []ActOutcome{{Target: target(decide.Wedged, decide.Restart, 5*time.Minute, now), Err: errors.New(`pods "agentenv-scheduler-abc12" is forbidden: cannot delete`)}}
+	return []ActOutcome{{Target: target(decide.VerdictWedged, decide.ActionRestart, 5*time.Minute, now), Err: errors.New(`pods "agentenv-scheduler-abc12" is forbidden: cannot delete`)}}
 }
 
 func names(notes []Notification) []string {
@@ -134,20 +136,20 @@ func TestPlan(t *testing.T) {
 		{
 			name: "wedged is alerted once per transition",
 			steps: []step{
-				{at: 0, res: wedged(decide.Wait, 0), sent: []string{"wedged"}},
-				{at: 5 * time.Minute, res: wedged(decide.Wait, 5*time.Minute), sent: []string{}},
-				{at: 10 * time.Minute, res: wedged(decide.Wait, 10*time.Minute), sent: []string{}},
+				{at: 0, res: wedged(decide.ActionWait, 0), sent: []string{"wedged"}},
+				{at: 5 * time.Minute, res: wedged(decide.ActionWait, 5*time.Minute), sent: []string{}},
+				{at: 10 * time.Minute, res: wedged(decide.ActionWait, 10*time.Minute), sent: []string{}},
 			},
 		},
 		{
 			name: "reminder after the realert interval and not before",
 			steps: []step{
-				{at: 0, res: wedged(decide.Wait, 0), sent: []string{"wedged"}},
-				{at: time.Hour - time.Second, res: wedged(decide.Wait, time.Hour), sent: []string{}},
-				{at: time.Hour, res: wedged(decide.Wait, time.Hour), sent: []string{"wedged+r"}},
-				{at: time.Hour + 30*time.Minute, res: wedged(decide.Wait, 90*time.Minute), sent: []string{}},
-				{at: 2*time.Hour - time.Second, res: wedged(decide.Wait, 2*time.Hour), sent: []string{}},
-				{at: 2 * time.Hour, res: wedged(decide.Wait, 2*time.Hour), sent: []string{"wedged+r"},
+				{at: 0, res: wedged(decide.ActionWait, 0), sent: []string{"wedged"}},
+				{at: time.Hour - time.Second, res: wedged(decide.ActionWait, time.Hour), sent: []string{}},
+				{at: time.Hour, res: wedged(decide.ActionWait, time.Hour), sent: []string{"wedged+r"}},
+				{at: time.Hour + 30*time.Minute, res: wedged(decide.ActionWait, 90*time.Minute), sent: []string{}},
+				{at: 2*time.Hour - time.Second, res: wedged(decide.ActionWait, 2*time.Hour), sent: []string{}},
+				{at: 2 * time.Hour, res: wedged(decide.ActionWait, 2*time.Hour), sent: []string{"wedged+r"},
 					check: func(t *testing.T, _ []Notification, s *state.State) {
 						if a := s.Alerts[EventWedged]; a == nil || a.Sends != 3 || !a.OpenedAt.Equal(t0) {
 							t.Errorf("wedged alert bookkeeping %+v, want 3 sends, opened at t0", a)
@@ -159,15 +161,15 @@ func TestPlan(t *testing.T) {
 			name: "reminder interval is configurable",
 			cfg:  func(c *PlanConfig) { c.RealertInterval = 2 * time.Second },
 			steps: []step{
-				{at: 0, res: wedged(decide.Wait, 0), sent: []string{"wedged"}},
-				{at: time.Second, res: wedged(decide.Wait, time.Second), sent: []string{}},
-				{at: 2 * time.Second, res: wedged(decide.Wait, 2*time.Second), sent: []string{"wedged+r"}},
+				{at: 0, res: wedged(decide.ActionWait, 0), sent: []string{"wedged"}},
+				{at: time.Second, res: wedged(decide.ActionWait, time.Second), sent: []string{}},
+				{at: 2 * time.Second, res: wedged(decide.ActionWait, 2*time.Second), sent: []string{"wedged+r"}},
 			},
 		},
 		{
 			name: "recovered exactly once per episode",
 			steps: []step{
-				{at: 0, res: wedged(decide.Wait, 0), sent: []string{"wedged"}},
+				{at: 0, res: wedged(decide.ActionWait, 0), sent: []string{"wedged"}},
 				{at: 5 * time.Minute, res: healthy, sent: []string{"recovered"},
 					check: func(t *testing.T, notes []Notification, s *state.State) {
 						n := notes[0]
@@ -181,7 +183,7 @@ func TestPlan(t *testing.T) {
 				{at: 10 * time.Minute, res: healthy, sent: []string{}},
 				{at: 2 * time.Hour, res: healthy, sent: []string{}},
 				// A new episode is a new transition, not a reminder.
-				{at: 3 * time.Hour, res: wedged(decide.Wait, 0), sent: []string{"wedged"}},
+				{at: 3 * time.Hour, res: wedged(decide.ActionWait, 0), sent: []string{"wedged"}},
 				{at: 3*time.Hour + time.Minute, res: healthy, sent: []string{"recovered"}},
 				{at: 3*time.Hour + 2*time.Minute, res: healthy, sent: []string{}},
 			},
@@ -189,9 +191,9 @@ func TestPlan(t *testing.T) {
 		{
 			name: "no-nodes also closes the episode",
 			steps: []step{
-				{at: 0, res: wedged(decide.Wait, 0), sent: []string{"wedged"}},
+				{at: 0, res: wedged(decide.ActionWait, 0), sent: []string{"wedged"}},
 				{at: time.Minute, res: func(time.Time) decide.Result {
-					return decide.Result{Verdict: decide.NoNodes, Action: decide.None, Reason: "no serving node endpoints"}
+					return decide.Result{Verdict: decide.VerdictNoNodes, Action: decide.ActionNone, Reason: "no serving node endpoints"}
 				}, sent: []string{"recovered"}},
 			},
 		},
@@ -205,9 +207,9 @@ func TestPlan(t *testing.T) {
 		{
 			name: "restart-blocked opens alongside wedged and is deduplicated",
 			steps: []step{
-				{at: 0, res: wedged(decide.Wait, 0), sent: []string{"wedged"}},
+				{at: 0, res: wedged(decide.ActionWait, 0), sent: []string{"wedged"}},
 				{at: 5 * time.Minute, res: func(now time.Time) decide.Result {
-					tg := target(decide.Wedged, decide.Blocked, 5*time.Minute, now)
+					tg := target(decide.VerdictWedged, decide.ActionBlocked, 5*time.Minute, now)
 					tg.Gates = []decide.Gate{{Name: "budget", OK: false, Detail: "budget 3/3 used in 1h"}}
 					return result(tg)
 				}, sent: []string{"restart-blocked"},
@@ -217,8 +219,8 @@ func TestPlan(t *testing.T) {
 							t.Errorf("restart-blocked %+v: want critical, action blocked, the failing gate in the reason", n)
 						}
 					}},
-				{at: 10 * time.Minute, res: wedged(decide.Blocked, 10*time.Minute), sent: []string{}},
-				{at: 65 * time.Minute, res: wedged(decide.Blocked, 65*time.Minute), sent: []string{"restart-blocked+r", "wedged+r"}},
+				{at: 10 * time.Minute, res: wedged(decide.ActionBlocked, 10*time.Minute), sent: []string{}},
+				{at: 65 * time.Minute, res: wedged(decide.ActionBlocked, 65*time.Minute), sent: []string{"restart-blocked+r", "wedged+r"}},
 			},
 		},
 		{
@@ -262,7 +264,7 @@ func TestPlan(t *testing.T) {
 			steps: []step{
 				{at: 0, res: unknown, sent: []string{}},
 				{at: time.Minute, res: unknown, sent: []string{"blind"}},
-				{at: 2 * time.Minute, res: wedged(decide.Wait, 0), sent: []string{"wedged"},
+				{at: 2 * time.Minute, res: wedged(decide.ActionWait, 0), sent: []string{"wedged"},
 					check: func(t *testing.T, _ []Notification, s *state.State) {
 						if _, open := s.Alerts[EventBlind]; !open {
 							t.Error("a wedged run between unknown runs closed blind")
@@ -279,7 +281,7 @@ func TestPlan(t *testing.T) {
 				{at: 0, res: unknown, sent: []string{}},
 				{at: time.Minute, res: unknown, sent: []string{"blind"}},
 				{at: 2 * time.Minute, res: func(time.Time) decide.Result {
-					return decide.Result{Verdict: decide.Starting, Action: decide.None, Reason: "starting"}
+					return decide.Result{Verdict: decide.VerdictStarting, Action: decide.ActionNone, Reason: "starting"}
 				}, sent: []string{},
 					check: func(t *testing.T, _ []Notification, s *state.State) {
 						if _, open := s.Alerts[EventBlind]; open {
@@ -293,8 +295,8 @@ func TestPlan(t *testing.T) {
 		{
 			name: "restarted is a one-shot, then recovered",
 			steps: []step{
-				{at: 0, res: wedged(decide.Wait, 0), sent: []string{"wedged"}},
-				{at: 5 * time.Minute, res: wedged(decide.Restart, 5*time.Minute), acts: restartDone, sent: []string{"restarted"},
+				{at: 0, res: wedged(decide.ActionWait, 0), sent: []string{"wedged"}},
+				{at: 5 * time.Minute, res: wedged(decide.ActionRestart, 5*time.Minute), acts: restartDone, sent: []string{"restarted"},
 					check: func(t *testing.T, notes []Notification, _ *state.State) {
 						n := notes[0]
 						if n.Severity != SeverityWarning || !strings.HasPrefix(n.Reason, "pod deleted (UID precondition) (") || n.Pod != "agentenv-scheduler-abc12" {
@@ -303,7 +305,7 @@ func TestPlan(t *testing.T) {
 					}},
 				// The new pod is starting: nothing new, nothing closed.
 				{at: 6 * time.Minute, res: func(time.Time) decide.Result {
-					return result(decide.Target{Pod: "agentenv-scheduler-new", UID: "new", Judged: true, Verdict: decide.Starting, Action: decide.None})
+					return result(decide.Target{Pod: "agentenv-scheduler-new", UID: "new", Judged: true, Verdict: decide.VerdictStarting, Action: decide.ActionNone})
 				}, sent: []string{}},
 				{at: 8 * time.Minute, res: healthy, sent: []string{"recovered"},
 					check: func(t *testing.T, notes []Notification, _ *state.State) {
@@ -316,7 +318,7 @@ func TestPlan(t *testing.T) {
 		{
 			name: "restart-failed is sent for every failed attempt",
 			steps: []step{
-				{at: 0, res: wedged(decide.Restart, 5*time.Minute), acts: restartErr, sent: []string{"wedged", "restart-failed"},
+				{at: 0, res: wedged(decide.ActionRestart, 5*time.Minute), acts: restartErr, sent: []string{"wedged", "restart-failed"},
 					check: func(t *testing.T, notes []Notification, _ *state.State) {
 						var n Notification
 						for _, x := range notes {
@@ -328,7 +330,7 @@ func TestPlan(t *testing.T) {
 							t.Errorf("restart-failed %+v", n)
 						}
 					}},
-				{at: time.Minute, res: wedged(decide.Restart, 6*time.Minute), acts: restartErr, sent: []string{"restart-failed"}},
+				{at: time.Minute, res: wedged(decide.ActionRestart, 6*time.Minute), acts: restartErr, sent: []string{"restart-failed"}},
 			},
 		},
 		{
@@ -356,7 +358,7 @@ func TestPlan(t *testing.T) {
 				{at: 63 * time.Minute, res: unknown, runErr: errors.New("forbidden again"), sent: []string{"watchdog-error"}},
 				// A clean run that finds the scheduler wedged closes watchdog-error
 				// silently: the wedged alert is the news.
-				{at: 64 * time.Minute, res: wedged(decide.Wait, 0), sent: []string{"wedged"},
+				{at: 64 * time.Minute, res: wedged(decide.ActionWait, 0), sent: []string{"wedged"},
 					check: func(t *testing.T, _ []Notification, s *state.State) {
 						if _, open := s.Alerts[EventWatchdogError]; open {
 							t.Error("watchdog-error still open after a clean run")
@@ -376,7 +378,7 @@ func TestPlan(t *testing.T) {
 				{at: 0, res: unknown, runErr: errors.New("get Lease: forbidden"), sent: []string{"watchdog-error"}},
 				{at: time.Minute, res: unknown, sent: []string{}},
 				{at: 2 * time.Minute, res: func(now time.Time) decide.Result {
-					return result(target(decide.Starting, decide.None, 0, now))
+					return result(target(decide.VerdictStarting, decide.ActionNone, 0, now))
 				}, sent: []string{}},
 				{at: 3 * time.Minute, res: degraded(time.Minute), sent: []string{}},
 				{at: 4 * time.Minute, res: healthy, sent: []string{"recovered"},
@@ -390,7 +392,7 @@ func TestPlan(t *testing.T) {
 		{
 			name: "a run with an error is never recovered, even if what it saw was healthy",
 			steps: []step{
-				{at: 0, res: wedged(decide.Wait, 0), sent: []string{"wedged"}},
+				{at: 0, res: wedged(decide.ActionWait, 0), sent: []string{"wedged"}},
 				{at: time.Minute, res: healthy, runErr: errors.New("get Lease: forbidden"), sent: []string{"watchdog-error"},
 					check: func(t *testing.T, _ []Notification, s *state.State) {
 						if s.Alerts[EventWedged] == nil || s.Alerts[EventWatchdogError] == nil {
@@ -405,7 +407,7 @@ func TestPlan(t *testing.T) {
 			// while its replacement starts: not a blocked restart, no page.
 			name: "a restart already in progress is not paged as blocked",
 			steps: []step{
-				{at: 0, res: wedged(decide.Wait, 0), sent: []string{"wedged"}},
+				{at: 0, res: wedged(decide.ActionWait, 0), sent: []string{"wedged"}},
 				{at: 5 * time.Minute, res: blockedBy(decide.Gate{Name: "once-per-wedge", InProgress: true, Detail: "restart already in progress: claimed by another run"}), sent: []string{}},
 				{at: 6 * time.Minute, res: blockedBy(decide.Gate{Name: "once-per-wedge", Detail: "already restarted at t0, and this pod is still running and bad 4m later"}), sent: []string{"restart-blocked"}},
 			},
@@ -441,9 +443,9 @@ func TestPlan(t *testing.T) {
 			name: "targets not judged (HA standbys) are never alerted",
 			steps: []step{
 				{at: 0, res: func(now time.Time) decide.Result {
-					standby := target(decide.Wedged, decide.None, time.Hour, now)
+					standby := target(decide.VerdictWedged, decide.ActionNone, time.Hour, now)
 					standby.Judged, standby.Pod = false, "standby"
-					return result(target(decide.Healthy, decide.None, 0, now), standby)
+					return result(target(decide.VerdictHealthy, decide.ActionNone, 0, now), standby)
 				}, sent: []string{}},
 			},
 		},
@@ -505,7 +507,7 @@ func checkCommon(t *testing.T, n Notification, now time.Time, cfg PlanConfig) {
 
 func TestPlanCarriesTargetDetails(t *testing.T) {
 	s := state.New()
-	res := wedged(decide.Wait, 0)(t0)
+	res := wedged(decide.ActionWait, 0)(t0)
 	res.Targets[0].BadFor = 0
 	notes := Plan(s, res, nil, nil, t0, planConfig())
 	if len(notes) != 1 {
@@ -527,8 +529,8 @@ func TestPlanDryRunFlagInPayloads(t *testing.T) {
 		cfg.DryRun = dry
 		s := state.New()
 		var all []Notification
-		all = append(all, Plan(s, wedged(decide.Wait, 0)(t0), nil, nil, t0, cfg)...)
-		all = append(all, Plan(s, wedged(decide.Restart, 5*time.Minute)(t0.Add(5*time.Minute)), restartDone(t0.Add(5*time.Minute)), nil, t0.Add(5*time.Minute), cfg)...)
+		all = append(all, Plan(s, wedged(decide.ActionWait, 0)(t0), nil, nil, t0, cfg)...)
+		all = append(all, Plan(s, wedged(decide.ActionRestart, 5*time.Minute)(t0.Add(5*time.Minute)), restartDone(t0.Add(5*time.Minute)), nil, t0.Add(5*time.Minute), cfg)...)
 		all = append(all, Plan(s, healthy(t0), nil, nil, t0.Add(10*time.Minute), cfg)...)
 		all = append(all, PlanFailure(state.New(), errors.New("boom"), t0, cfg)...)
 		if got := names(all); !reflect.DeepEqual(got, []string{"wedged", "restarted", "recovered", "watchdog-error"}) {
@@ -569,7 +571,7 @@ func TestPlanFailure(t *testing.T) {
 func TestPlanIDsDiffer(t *testing.T) {
 	s := state.New()
 	cfg := planConfig()
-	notes := Plan(s, wedged(decide.Restart, 5*time.Minute)(t0), restartDone(t0), nil, t0, cfg)
+	notes := Plan(s, wedged(decide.ActionRestart, 5*time.Minute)(t0), restartDone(t0), nil, t0, cfg)
 	if len(notes) != 2 {
 		t.Fatalf("got %v", names(notes))
 	}

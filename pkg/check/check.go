@@ -89,7 +89,7 @@ var claimBackoff = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jit
 func (r *Runner) Run(ctx context.Context) (*Report, error) {
 	start := r.Clock.Now()
 	rep := &Report{Time: start.UTC(), DryRun: r.DryRun, Namespace: r.Namespace, Cluster: r.Plan.Cluster,
-		Verdict: decide.Unknown, Action: decide.None}
+		Verdict: decide.VerdictUnknown, Action: decide.ActionNone}
 	defer func() { rep.Took = r.Clock.Since(start).Round(time.Millisecond).String() }()
 
 	// State and observation are independent reads: take them together.
@@ -233,7 +233,7 @@ func (r *Runner) confirm(ctx context.Context, start time.Time, obs *decide.Obser
 	}
 	probing := map[string]bool{}
 	for _, t := range res.Targets {
-		if t.Verdict == decide.Wedged && t.NoBaseline && t.Action == decide.Wait {
+		if t.Verdict == decide.VerdictWedged && t.NoBaseline && t.Action == decide.ActionWait {
 			probing[t.UID] = true
 		}
 	}
@@ -249,7 +249,7 @@ func (r *Runner) confirm(ctx context.Context, start time.Time, obs *decide.Obser
 		probed := r.Clock.Since(start) >= r.Decide.ConfirmWindow+r.SampleInterval
 		need, cut := false, false
 		for _, t := range res.Targets {
-			if t.Action != decide.Wait {
+			if t.Action != decide.ActionWait {
 				continue
 			}
 			if t.SampleFor != nil && roundUp(*t.SampleFor, r.SampleInterval) <= left {
@@ -301,12 +301,12 @@ func roundUp(d, interval time.Duration) time.Duration {
 // written first with the resourceVersion read at the start, so of two racing runs
 // only one acts; the loser re-judges from the winner's state.
 func (r *Runner) act(ctx context.Context, snap *statestore.Snapshot, obs *decide.Observation, next *state.State, res decide.Result, rep *Report) ([]alert.ActOutcome, *state.State, decide.Result, error) {
-	if res.Action != decide.Restart {
+	if res.Action != decide.ActionRestart {
 		return nil, next, res, nil
 	}
 	if r.DryRun {
 		for _, t := range res.Targets {
-			if t.Action == decide.Restart {
+			if t.Action == decide.ActionRestart {
 				r.Log.Info().Str("pod", t.Pod).Str("uid", t.UID).Msg("dry run: would restart: " + decide.GateSummary(t))
 			}
 		}
@@ -318,7 +318,7 @@ func (r *Runner) act(ctx context.Context, snap *statestore.Snapshot, obs *decide
 	for {
 		claimed := next.Clone()
 		for _, t := range res.Targets {
-			if t.Action == decide.Restart && t.Resume {
+			if t.Action == decide.ActionRestart && t.Resume {
 				// Take the unfinished claim over: a run racing on it then conflicts,
 				// re-reads, and finds it freshly claimed instead of completing it too.
 				if rec := claimed.RestartFor(t.UID); rec != nil {
@@ -326,7 +326,7 @@ func (r *Runner) act(ctx context.Context, snap *statestore.Snapshot, obs *decide
 					rec.ResumedAt = &at
 				}
 			}
-			if t.Action == decide.Restart && !t.Resume {
+			if t.Action == decide.ActionRestart && !t.Resume {
 				claimed.Restarts = append(claimed.Restarts, state.Restart{
 					Pod: t.Pod, UID: t.UID, Method: r.Restarter.Method(), ClaimedAt: now,
 					Outcome: state.RestartClaimed, Reason: truncate(t.Reason, 400), Evidence: string(t.Evidence),
@@ -359,7 +359,7 @@ func (r *Runner) act(ctx context.Context, snap *statestore.Snapshot, obs *decide
 		*snap = *latest
 		next, res = r.decide(ctx, obs, snap.State, rep)
 		decide.CountRun(next, res.Verdict)
-		if res.Action != decide.Restart {
+		if res.Action != decide.ActionRestart {
 			r.Log.Info().Msg("another run already took care of it: " + res.Reason)
 			return nil, next, res, nil
 		}
@@ -367,7 +367,7 @@ func (r *Runner) act(ctx context.Context, snap *statestore.Snapshot, obs *decide
 
 	var acts []alert.ActOutcome
 	for _, t := range res.Targets {
-		if t.Action != decide.Restart {
+		if t.Action != decide.ActionRestart {
 			continue
 		}
 		actx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -577,7 +577,7 @@ func (r *Runner) failRun(ctx context.Context, snap *statestore.Snapshot, rep *Re
 	if interrupted(ctx) {
 		s := snap.State.Clone()
 		decide.RunFailed(s)
-		return r.saveInterrupted(ctx, snap, s, r.Clock.Now(), decide.Result{Verdict: decide.Unknown, Action: decide.None, Reason: failure.What + " cut short"}, rep, failure)
+		return r.saveInterrupted(ctx, snap, s, r.Clock.Now(), decide.Result{Verdict: decide.VerdictUnknown, Action: decide.ActionNone, Reason: failure.What + " cut short"}, rep, failure)
 	}
 	r.Log.Error().Err(failure.Err).Str("what", failure.What).Msg("run failed")
 	rep.Error = failure.Error()
@@ -586,8 +586,8 @@ func (r *Runner) failRun(ctx context.Context, snap *statestore.Snapshot, rep *Re
 	}
 	s := snap.State.Clone()
 	decide.RunFailed(s)
-	s.LastRun = r.lastRun(r.Clock.Now(), decide.Result{Verdict: decide.Unknown, Action: decide.None, Reason: failure.What + " failed"}, failure)
-	decide.CountRun(s, decide.Unknown)
+	s.LastRun = r.lastRun(r.Clock.Now(), decide.Result{Verdict: decide.VerdictUnknown, Action: decide.ActionNone, Reason: failure.What + " failed"}, failure)
+	decide.CountRun(s, decide.VerdictUnknown)
 	notes := alert.PlanFailure(s, failure, r.Clock.Now(), r.Plan)
 	// Send before saving, so that what could not be delivered stays in the outbox
 	// and what the outbox delivered leaves it. The run's deadline may be what
@@ -697,7 +697,7 @@ func (r *Runner) logDecision(res decide.Result, rep *Report) {
 			rep.Warnings = append(rep.Warnings, t.Pod+": "+w)
 		}
 		ev := r.Log.Info()
-		if t.Verdict == decide.Wedged || t.Verdict == decide.Degraded || t.Verdict == decide.Unknown {
+		if t.Verdict == decide.VerdictWedged || t.Verdict == decide.VerdictDegraded || t.Verdict == decide.VerdictUnknown {
 			ev = r.Log.Warn()
 		}
 		ev = ev.Str("pod", t.Pod).Str("uid", t.UID).Bool("judged", t.Judged).Str("verdict", string(t.Verdict)).Str("action", string(t.Action))

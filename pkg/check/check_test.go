@@ -32,7 +32,7 @@ func TestWedgeWaitsThenRestarts(t *testing.T) {
 		t.Errorf("first sight sent %v, want [wedged]", got)
 	}
 	rep, err := h.pass()
-	if err != nil || rep.Verdict != decide.Wedged || rep.Action != decide.Restart {
+	if err != nil || rep.Verdict != decide.VerdictWedged || rep.Action != decide.ActionRestart {
 		t.Fatalf("due: %s/%s %v", rep.Verdict, rep.Action, err)
 	}
 	if h.restarts() != 1 || len(rep.Restarts) != 1 || rep.Restarts[0].Outcome != state.RestartDone {
@@ -65,11 +65,11 @@ func TestRestartOnlyOnTheConsistentReRead(t *testing.T) {
 		samples    int
 		log        string
 	}{
-		{name: "confirms the wedge", consistent: wedgedWeak, restarted: true, verdict: decide.Wedged, samples: 2},
-		{name: "shows the nodes gone", verdict: decide.NoNodes, samples: 2, consistent: func(string, time.Time) (decide.Observation, error) {
+		{name: "confirms the wedge", consistent: wedgedWeak, restarted: true, verdict: decide.VerdictWedged, samples: 2},
+		{name: "shows the nodes gone", verdict: decide.VerdictNoNodes, samples: 2, consistent: func(string, time.Time) (decide.Observation, error) {
 			return observation(0, schedPod(0, 11)), nil // the cache still listed 3 serving nodes
 		}},
-		{name: "shows the scheduler healthy", verdict: decide.Healthy, samples: 2, consistent: healthy},
+		{name: "shows the scheduler healthy", verdict: decide.VerdictHealthy, samples: 2, consistent: healthy},
 		{name: "fails", samples: 1, log: "consistent re-read before a restart failed", consistent: func(string, time.Time) (decide.Observation, error) {
 			return decide.Observation{}, errors.New("etcdserver: request timed out")
 		}},
@@ -143,7 +143,7 @@ func TestClaimLostIsReJudged(t *testing.T) {
 	if h.restarts() != 0 || len(rep.Restarts) != 0 {
 		t.Fatalf("the loser restarted too: %d restarts, report %+v", h.restarts(), rep.Restarts)
 	}
-	if rep.Action != decide.Blocked || !strings.Contains(rep.Reason, "restart already in progress") {
+	if rep.Action != decide.ActionBlocked || !strings.Contains(rep.Reason, "restart already in progress") {
 		t.Errorf("the loser: %s: %s, want blocked by the restart in progress", rep.Action, rep.Reason)
 	}
 	if got := h.sink.events()[sentBefore:]; contains(got, alert.EventRestartBlocked) || contains(got, alert.EventRestarted) {
@@ -202,7 +202,7 @@ func TestPersistMergesAfterAConflict(t *testing.T) {
 			t.Errorf("alert %s lost in the merge (have %v)", ev, s.Alerts)
 		}
 	}
-	if s.LastRun == nil || s.LastRun.Action != string(decide.Restart) {
+	if s.LastRun == nil || s.LastRun.Action != string(decide.ActionRestart) {
 		t.Errorf("last run %+v, want ours", s.LastRun)
 	}
 }
@@ -365,7 +365,7 @@ func TestFailedDeliveryIsRetriedNextPass(t *testing.T) {
 func TestFailedRunPausesTheWedgeClock(t *testing.T) {
 	for _, failed := range []bool{false, true} {
 		h := newHarness(t)
-		if rep, err := h.pass(); err != nil || rep.Action != decide.Wait {
+		if rep, err := h.pass(); err != nil || rep.Action != decide.ActionWait {
 			t.Fatalf("first sight: %s %v", rep.Action, err)
 		}
 		h.clk.Step(5 * time.Minute)
@@ -383,12 +383,12 @@ func TestFailedRunPausesTheWedgeClock(t *testing.T) {
 		}
 		if !failed {
 			// Without the failed run, ten minutes wedged are past --wedged-for.
-			if rep.Action != decide.Restart || h.restarts() != 1 {
+			if rep.Action != decide.ActionRestart || h.restarts() != 1 {
 				t.Fatalf("control: %s after ten minutes wedged, want restart", rep.Action)
 			}
 			continue
 		}
-		if rep.Verdict != decide.Wedged || rep.Action != decide.Wait || h.restarts() != 0 {
+		if rep.Verdict != decide.VerdictWedged || rep.Action != decide.ActionWait || h.restarts() != 0 {
 			t.Fatalf("after a failed run: %s/%s, %d restarts, want wedged/wait", rep.Verdict, rep.Action, h.restarts())
 		}
 		if d := rep.Targets[0].BadFor.D(); d != 0 {
@@ -414,10 +414,10 @@ func TestConfirmationWithinTheDeadline(t *testing.T) {
 		// 60 s less a 10 s reserve: the first sight probes every 15 s while a
 		// sample fits (0, 15, 30, 45 s); the evidence is strong from 15 s, but the
 		// 90 s window from there does not fit.
-		{name: "cut by the deadline", timeout: time.Minute, action: decide.Wait, cut: true, samples: 4},
+		{name: "cut by the deadline", timeout: time.Minute, action: decide.ActionWait, cut: true, samples: 4},
 		// Strong from 15 s, confirmed at 105 s (samples every 15 s from 0 s), then
 		// the consistent re-read.
-		{name: "time enough", timeout: 3 * time.Minute, action: decide.Restart, restarted: true, samples: 9},
+		{name: "time enough", timeout: 3 * time.Minute, action: decide.ActionRestart, restarted: true, samples: 9},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t)
@@ -428,7 +428,7 @@ func TestConfirmationWithinTheDeadline(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if rep.Verdict != decide.Wedged || rep.Action != tc.action || (h.restarts() == 1) != tc.restarted {
+			if rep.Verdict != decide.VerdictWedged || rep.Action != tc.action || (h.restarts() == 1) != tc.restarted {
 				t.Fatalf("%s/%s, %d restarts: %s", rep.Verdict, rep.Action, h.restarts(), rep.Reason)
 			}
 			if contains(rep.Warnings, cutShort) != tc.cut {
@@ -455,7 +455,7 @@ func TestDryRunTouchesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Action != decide.Restart || !rep.DryRun {
+	if rep.Action != decide.ActionRestart || !rep.DryRun {
 		t.Fatalf("dry run: %s (dry run %t), want a restart it would make", rep.Action, rep.DryRun)
 	}
 	if h.restarts() != 0 || h.store.written() != saves || rep.StateWritten {

@@ -348,7 +348,7 @@ func (h *harness) pass() (*check.Report, error) {
 func (h *harness) wedgedAndDue() {
 	h.t.Helper()
 	rep, err := h.pass()
-	if err != nil || rep.Verdict != decide.Wedged || rep.Action != decide.Wait {
+	if err != nil || rep.Verdict != decide.VerdictWedged || rep.Action != decide.ActionWait {
 		h.t.Fatalf("first sight: %s/%s %v", rep.Verdict, rep.Action, err)
 	}
 	h.clk.Step(5 * time.Minute)

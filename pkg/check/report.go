@@ -108,7 +108,7 @@ func (rep *Report) WriteText(w io.Writer) error {
 	action := string(rep.Action)
 	if rep.DryRun {
 		action = "would " + action + " (dry run: nothing written, deleted, recorded or sent)"
-		if rep.Action == decide.None || rep.Action == decide.Wait {
+		if rep.Action == decide.ActionNone || rep.Action == decide.ActionWait {
 			action = string(rep.Action) + " (dry run: nothing written, deleted, recorded or sent)"
 		}
 	}

@@ -91,7 +91,7 @@ State lives in the same ConfigMap as for check, so the two modes can be switched
 				}
 				return rep, err
 			}
-			l := loop.NewLoop(ro.Interval, f.cluster.Timeout, pass, clk, log)
+			l := loop.New(ro.Interval, f.cluster.Timeout, pass, clk, log)
 
 			ln, err := net.Listen("tcp", ro.MetricsAddr)
 			if err != nil {

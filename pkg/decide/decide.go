@@ -31,7 +31,7 @@ func Decide(obs Observation, prev *state.State, cfg Config) (*state.State, Resul
 		if p.live && !newerRecord(next, p.pod.UID, now) {
 			pauseClock(next, p.pod)
 		}
-		res.Targets = append(res.Targets, Target{Pod: p.pod.Name, UID: p.pod.UID, Verdict: "", Action: None, Reason: "not judged: " + p.why})
+		res.Targets = append(res.Targets, Target{Pod: p.pod.Name, UID: p.pod.UID, Verdict: "", Action: ActionNone, Reason: "not judged: " + p.why})
 	}
 	for _, p := range judged {
 		var t Target
@@ -73,9 +73,9 @@ func Decide(obs Observation, prev *state.State, cfg Config) (*state.State, Resul
 // reset the count, or a wedge seen only every other run would never be blind.
 func CountRun(s *state.State, verdict Verdict) {
 	switch verdict {
-	case Unknown:
+	case VerdictUnknown:
 		s.UnknownRuns++
-	case Wedged, Degraded:
+	case VerdictWedged, VerdictDegraded:
 	default:
 		s.UnknownRuns = 0
 	}
@@ -103,7 +103,7 @@ func newerRecord(s *state.State, uid string, now time.Time) bool {
 // than this one (this run's write lost to a run that observed later, or the pod
 // was forgotten by it): the later record is the truth, this run does not act on it.
 func supersededTarget(p Pod, ps *state.Pod) Target {
-	t := Target{Pod: p.Name, UID: p.UID, Judged: true, Action: None, Verdict: Unknown}
+	t := Target{Pod: p.Name, UID: p.UID, Judged: true, Action: ActionNone, Verdict: VerdictUnknown}
 	if ps == nil {
 		t.Reason = "another run observed later and no longer lists this pod: its record stands"
 		return t
@@ -253,7 +253,7 @@ func endEpisode(s *state.State, uid string, ps *state.Pod, now time.Time, outcom
 // judgePod decides one pod and updates its record in s.
 func judgePod(p Pod, obs Observation, s *state.State, cfg Config, judgedCount int) Target {
 	now := obs.At
-	t := Target{Pod: p.Name, UID: p.UID, Judged: true, Action: None}
+	t := Target{Pod: p.Name, UID: p.UID, Judged: true, Action: ActionNone}
 	if p.ScrapeErr != nil {
 		t.ScrapeError = p.ScrapeErr.Error()
 		t.ScrapeKind = string(scrape.KindOf(p.ScrapeErr))
@@ -290,14 +290,14 @@ func judgePod(p Pod, obs Observation, s *state.State, cfg Config, judgedCount in
 	t.Verdict, t.Reason, t.NoBaseline = verdict, reason, noBaseline
 	if p.Sample != nil && p.ScrapeErr == nil {
 		t.Warnings = append(t.Warnings, p.Sample.Warnings...)
-		if ready, serving := p.Sample.Ready(), obs.Expected.Serving; verdict != Unknown && verdict != Starting && obs.ExpectedErr == nil && ready > serving {
+		if ready, serving := p.Sample.Ready(), obs.Expected.Serving; verdict != VerdictUnknown && verdict != VerdictStarting && obs.ExpectedErr == nil && ready > serving {
 			t.Warnings = append(t.Warnings, fmt.Sprintf("the scheduler counts %d ready node(s) but the API server lists only %d serving: check --nodes-service and --nodes-port, or the count is stale", ready, serving))
 		}
 	}
 	if !p.StartedAt.IsZero() {
 		t.Age = now.Sub(p.StartedAt)
 	}
-	if p.Sample != nil && p.ScrapeErr == nil && verdict != Unknown {
+	if p.Sample != nil && p.ScrapeErr == nil && verdict != VerdictUnknown {
 		ready, expected := p.Sample.Ready(), obs.Expected.Serving
 		t.Ready, t.Expected = &ready, &expected
 		ps.Counters = &state.Counters{HeartbeatOK: p.Sample.HeartbeatOK, HeartbeatRejected: p.Sample.HeartbeatRejected, At: now}
@@ -307,12 +307,12 @@ func judgePod(p Pod, obs Observation, s *state.State, cfg Config, judgedCount in
 	}
 
 	switch verdict {
-	case Unknown:
+	case VerdictUnknown:
 		ps.Unknowns++
 		if ps.Bad != nil {
 			pause(ps)
 		}
-	case Wedged, Degraded:
+	case VerdictWedged, VerdictDegraded:
 		ps.Unknowns = 0
 		baseline := uint64(0)
 		if prevCounters != nil {
@@ -333,7 +333,7 @@ func judgePod(p Pod, obs Observation, s *state.State, cfg Config, judgedCount in
 		if ps.Bad != nil {
 			endEpisode(s, p.UID, ps, now, "recovered")
 		}
-		if verdict == Healthy {
+		if verdict == VerdictHealthy {
 			endBackoffAfterHealthyHour(s, now, cfg)
 		}
 		// A claim left by a crashed run is moot once the pod is fine.
@@ -344,7 +344,7 @@ func judgePod(p Pod, obs Observation, s *state.State, cfg Config, judgedCount in
 	}
 	ps.LastVerdict = string(verdict)
 
-	if ps.Bad != nil && (verdict == Wedged || verdict == Degraded) {
+	if ps.Bad != nil && (verdict == VerdictWedged || verdict == VerdictDegraded) {
 		since := ps.Bad.Since
 		t.BadSince, t.BadFor = &since, ps.Bad.For
 		t.Evidence = Evidence(ps.Bad.Evidence)
@@ -363,42 +363,42 @@ func judge(p Pod, obs Observation, ps *state.Pod, cfg Config, prevVerdict Verdic
 		if p.WaitingReason != "" {
 			why += " (" + p.WaitingReason + ")"
 		}
-		return Unknown, why, "", false
+		return VerdictUnknown, why, "", false
 	}
 	if p.StartedAt.IsZero() {
-		return Unknown, "no start time for the scheduler container or the pod", "", false
+		return VerdictUnknown, "no start time for the scheduler container or the pod", "", false
 	}
 	if p.StartedAt.After(now.Add(ClockSkewTolerance)) {
-		return Unknown, fmt.Sprintf("container start %s is %s in the future: clock skew, the pod's age cannot be trusted",
+		return VerdictUnknown, fmt.Sprintf("container start %s is %s in the future: clock skew, the pod's age cannot be trusted",
 			p.StartedAt.UTC().Format(time.RFC3339), ShortDuration(p.StartedAt.Sub(now))), "", false
 	}
 	age := now.Sub(p.StartedAt)
 	if age < cfg.StartupGrace {
-		return Starting, fmt.Sprintf("scheduler started %s ago, within the %s startup grace", ShortDuration(max(age, 0)), ShortDuration(cfg.StartupGrace)), "", false
+		return VerdictStarting, fmt.Sprintf("scheduler started %s ago, within the %s startup grace", ShortDuration(max(age, 0)), ShortDuration(cfg.StartupGrace)), "", false
 	}
 	if obs.ExpectedErr != nil {
-		return Unknown, fmt.Sprintf("cannot count serving nodes: %v", obs.ExpectedErr), "", false
+		return VerdictUnknown, fmt.Sprintf("cannot count serving nodes: %v", obs.ExpectedErr), "", false
 	}
 	if p.ScrapeErr != nil {
-		return Unknown, fmt.Sprintf("metrics unreadable: %v", p.ScrapeErr), "", false
+		return VerdictUnknown, fmt.Sprintf("metrics unreadable: %v", p.ScrapeErr), "", false
 	}
 	if p.Sample == nil {
-		return Unknown, "metrics not scraped", "", false
+		return VerdictUnknown, "metrics not scraped", "", false
 	}
 	ready, expected := p.Sample.Ready(), obs.Expected.Serving
 
 	evidence, evidenceWhy, noBaseline := weigh(p, ps, cfg)
 	switch {
 	case ready == 0 && expected == 0:
-		return NoNodes, "the API server lists no serving node endpoints, so 0 ready is the truth", "", false
+		return VerdictNoNodes, "the API server lists no serving node endpoints, so 0 ready is the truth", "", false
 	case ready == 0:
-		return Wedged, fmt.Sprintf("ready 0 while the API server lists %d serving node(s); %s", expected, evidenceWhy), evidence, noBaseline
-	case ready < expected && (evidence == Strong || (prevVerdict == Degraded && ps.Bad != nil)):
-		return Degraded, fmt.Sprintf("ready %d of %d serving node(s); %s", ready, expected, evidenceWhy), evidence, noBaseline
+		return VerdictWedged, fmt.Sprintf("ready 0 while the API server lists %d serving node(s); %s", expected, evidenceWhy), evidence, noBaseline
+	case ready < expected && (evidence == EvidenceStrong || (prevVerdict == VerdictDegraded && ps.Bad != nil)):
+		return VerdictDegraded, fmt.Sprintf("ready %d of %d serving node(s); %s", ready, expected, evidenceWhy), evidence, noBaseline
 	case ready < expected:
-		return Healthy, fmt.Sprintf("ready %d of %d serving node(s), no heartbeats rejected since last observation", ready, expected), "", false
+		return VerdictHealthy, fmt.Sprintf("ready %d of %d serving node(s), no heartbeats rejected since last observation", ready, expected), "", false
 	default:
-		return Healthy, fmt.Sprintf("ready %d, %d serving node(s) listed", ready, expected), "", false
+		return VerdictHealthy, fmt.Sprintf("ready %d, %d serving node(s) listed", ready, expected), "", false
 	}
 }
 
@@ -407,21 +407,21 @@ func weigh(p Pod, ps *state.Pod, cfg Config) (Evidence, string, bool) {
 	// Compared in float seconds: an age of years (a watch that never delivered an
 	// event) overflows a time.Duration, and is exactly the case to catch.
 	if age := p.Sample.WatchAge; cfg.MaxWatchAge > 0 && age != nil && *age > cfg.MaxWatchAge.Seconds() {
-		return Strong, fmt.Sprintf("the discovery watch saw no event for %s (> --max-watch-age %s)", ageString(*age), ShortDuration(cfg.MaxWatchAge)), false
+		return EvidenceStrong, fmt.Sprintf("the discovery watch saw no event for %s (> --max-watch-age %s)", ageString(*age), ShortDuration(cfg.MaxWatchAge)), false
 	}
 	cur := p.Sample.HeartbeatRejected
 	if ps.Bad != nil && ps.Bad.BaselineRejected != nil && cur > *ps.Bad.BaselineRejected {
-		return Strong, fmt.Sprintf("%d heartbeat(s) rejected since the episode began at %s: discovery does not know nodes that are calling in",
+		return EvidenceStrong, fmt.Sprintf("%d heartbeat(s) rejected since the episode began at %s: discovery does not know nodes that are calling in",
 			cur-*ps.Bad.BaselineRejected, ps.Bad.Since.UTC().Format(time.RFC3339)), false
 	}
 	if ps.Counters == nil {
-		return Weak, "no earlier counter value of this process to compare with", true
+		return EvidenceWeak, "no earlier counter value of this process to compare with", true
 	}
 	if cur > ps.Counters.HeartbeatRejected {
-		return Strong, fmt.Sprintf("%d heartbeat(s) rejected since %s: discovery does not know nodes that are calling in",
+		return EvidenceStrong, fmt.Sprintf("%d heartbeat(s) rejected since %s: discovery does not know nodes that are calling in",
 			cur-ps.Counters.HeartbeatRejected, ps.Counters.At.UTC().Format(time.RFC3339)), false
 	}
-	return Weak, "no rejected heartbeats since the last observation: the nodes may not reach the scheduler", false
+	return EvidenceWeak, "no rejected heartbeats since the last observation: the nodes may not reach the scheduler", false
 }
 
 // pauseClock records that a pod with a bad episode was not judged this run (a
@@ -441,9 +441,9 @@ func pauseClock(s *state.State, p Pod) {
 // clock does not run across it (the next bad observation does not add the gap),
 // and both confirmations start over, since ready may have come back unseen.
 func pause(ps *state.Pod) {
-	ps.LastVerdict = string(Unknown)
+	ps.LastVerdict = string(VerdictUnknown)
 	ps.Bad.StrongSince = nil
-	ps.Bad.Evidence = string(Weak)
+	ps.Bad.Evidence = string(EvidenceWeak)
 	ps.Bad.RunSince = nil
 	if ps.Bad.ConfirmedRun != nil {
 		ps.Bad.PausedSince = true
@@ -482,14 +482,14 @@ func advanceWedgeClock(ps *state.Pod, verdict Verdict, evidence Evidence, prevVe
 		run := bad.Run
 		bad.ConfirmedRun, bad.PausedSince = &run, false
 	}
-	if evidence == Strong && ps.Bad.StrongSince == nil {
+	if evidence == EvidenceStrong && ps.Bad.StrongSince == nil {
 		at := now
 		ps.Bad.StrongSince = &at
 	}
 	if ps.Bad.StrongSince != nil {
-		ps.Bad.Evidence = string(Strong)
+		ps.Bad.Evidence = string(EvidenceStrong)
 	} else {
-		ps.Bad.Evidence = string(Weak)
+		ps.Bad.Evidence = string(EvidenceWeak)
 	}
 	if t.Ready != nil {
 		ps.Bad.Ready = *t.Ready
@@ -522,9 +522,9 @@ func decideAction(t *Target, p Pod, obs Observation, s *state.State, ps *state.P
 	if !dueGate(t, ps.Bad, now, cfg) {
 		return
 	}
-	if ps.Bad.Kind == string(Degraded) && !cfg.RestartOnDegraded {
+	if ps.Bad.Kind == string(VerdictDegraded) && !cfg.RestartOnDegraded {
 		t.Gates = append(t.Gates, Gate{Name: gateDegraded, OK: false, Detail: "degraded pods are alerted, not restarted (--restart-on-degraded=false)"})
-		t.Action = None
+		t.Action = ActionNone
 		return
 	}
 
@@ -554,10 +554,10 @@ func decideAction(t *Target, p Pod, obs Observation, s *state.State, ps *state.P
 		gate(consistentGate(obs))
 	}
 	if blocked {
-		t.Action = Blocked
+		t.Action = ActionBlocked
 		return
 	}
-	t.Action = Restart
+	t.Action = ActionRestart
 }
 
 // dueGate adds the wedged-for gate and reports whether a restart is due: by
@@ -574,7 +574,7 @@ func dueGate(t *Target, bad *state.Bad, now time.Time, cfg Config) bool {
 	// A degraded pod that is never restarted needs no in-run confirmation: its
 	// gate only decides when the alert says "alerted, not restarted".
 	confirmedInRun := cfg.ConfirmWindow <= 0 || inRun >= cfg.ConfirmWindow ||
-		(bad.Kind == string(Degraded) && !cfg.RestartOnDegraded)
+		(bad.Kind == string(VerdictDegraded) && !cfg.RestartOnDegraded)
 	// Strong evidence counts from its first sight in this run at the earliest: a
 	// run whose confirmation was cut short by its deadline leaves the next run to
 	// confirm again, never to restart on its first sample.
@@ -584,7 +584,7 @@ func dueGate(t *Target, bad *state.Bad, now time.Time, cfg Config) bool {
 	}
 	// The confirm-window path is for wedges only: a degraded scheduler still serves
 	// some nodes, and is restarted (with --restart-on-degraded) after --wedged-for.
-	fastPath := cfg.ConfirmWindow > 0 && bad.StrongSince != nil && bad.Kind == string(Wedged)
+	fastPath := cfg.ConfirmWindow > 0 && bad.StrongSince != nil && bad.Kind == string(VerdictWedged)
 	ok := func(detail string) bool {
 		t.Gates = append(t.Gates, Gate{Name: gateDuration, OK: true, Detail: detail})
 		return true
@@ -609,7 +609,7 @@ func dueGate(t *Target, bad *state.Bad, now time.Time, cfg Config) bool {
 		t.Confirming = true
 		due = append(due, cfg.ConfirmWindow-strongFor)
 	}
-	if bad.Kind == string(Wedged) || cfg.RestartOnDegraded {
+	if bad.Kind == string(VerdictWedged) || cfg.RestartOnDegraded {
 		due = append(due, max(cfg.WedgedFor-bad.For.D(), cfg.ConfirmWindow-inRun))
 		if cfg.ConfirmWindow > 0 && inRun < cfg.ConfirmWindow {
 			// Confirmed in-run, this run can chain with a later one across
@@ -622,12 +622,12 @@ func dueGate(t *Target, bad *state.Bad, now time.Time, cfg Config) bool {
 		t.SampleFor = &d
 	}
 	t.Gates = append(t.Gates, Gate{Name: gateDuration, OK: false, Detail: detail})
-	t.Action = Wait
+	t.Action = ActionWait
 	return false
 }
 
 func readyWord(bad *state.Bad) string {
-	if bad.Kind == string(Degraded) {
+	if bad.Kind == string(VerdictDegraded) {
 		return "below the serving nodes"
 	}
 	return "0"
@@ -843,7 +843,7 @@ func nextSlot(s *state.State, from time.Time, cfg Config) string {
 // summarize picks the run's verdict and action: the worst among judged pods.
 func summarize(targets []Target, runProblem string) (Verdict, Action, string) {
 	var worst *Target
-	action := None
+	action := ActionNone
 	for i := range targets {
 		t := &targets[i]
 		if !t.Judged {
@@ -861,7 +861,7 @@ func summarize(targets []Target, runProblem string) (Verdict, Action, string) {
 		if runProblem == "" {
 			runProblem = "no scheduler pod could be judged"
 		}
-		return Unknown, None, runProblem
+		return VerdictUnknown, ActionNone, runProblem
 	}
 	reason := worst.Pod + ": " + worst.Reason
 	if len(worst.Gates) > 0 {

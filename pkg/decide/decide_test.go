@@ -65,7 +65,7 @@ func inRun(start time.Time, o Observation) Observation {
 func confirmedRun(cfg Config, start time.Time, at func(time.Time) Observation, want step) []step {
 	var steps []step
 	for d := time.Duration(0); d < cfg.ConfirmWindow; d += 15 * time.Second {
-		steps = append(steps, step{obs: inRun(start, at(start.Add(d))), verdict: want.verdict, action: Wait})
+		steps = append(steps, step{obs: inRun(start, at(start.Add(d))), verdict: want.verdict, action: ActionWait})
 	}
 	want.obs = inRun(start, at(start.Add(cfg.ConfirmWindow)))
 	return append(steps, want)
@@ -132,57 +132,57 @@ func TestVerdicts(t *testing.T) {
 		action  Action
 		reason  string
 	}{
-		{"healthy", observe(t0, 3, p(sample(3, 0))), Healthy, None, "ready 3"},
-		{"healthy with fewer ready and no rejections", observe(t0, 3, p(sample(2, 0))), Healthy, None, "ready 2 of 3"},
-		{"no serving nodes", observe(t0, 0, p(sample(0, 0))), NoNodes, None, "no serving node"},
-		{"first sight of a wedge waits", observe(t0, 3, p(sample(0, 5))), Wedged, Wait, "ready 0 while the API server lists 3"},
+		{"healthy", observe(t0, 3, p(sample(3, 0))), VerdictHealthy, ActionNone, "ready 3"},
+		{"healthy with fewer ready and no rejections", observe(t0, 3, p(sample(2, 0))), VerdictHealthy, ActionNone, "ready 2 of 3"},
+		{"no serving nodes", observe(t0, 0, p(sample(0, 0))), VerdictNoNodes, ActionNone, "no serving node"},
+		{"first sight of a wedge waits", observe(t0, 3, p(sample(0, 5))), VerdictWedged, ActionWait, "ready 0 while the API server lists 3"},
 		{"scrape failed", func() Observation {
 			pod := p(nil)
 			pod.ScrapeErr = &scrape.Error{Kind: scrape.KindTimeout, Err: errors.New("slow")}
 			return observe(t0, 3, pod)
-		}(), Unknown, None, "metrics unreadable"},
+		}(), VerdictUnknown, ActionNone, "metrics unreadable"},
 		{"endpoint slices unreadable", func() Observation {
 			o := observe(t0, 0, p(sample(0, 0)))
 			o.ExpectedErr = errors.New("forbidden")
 			return o
-		}(), Unknown, None, "cannot count serving nodes"},
+		}(), VerdictUnknown, ActionNone, "cannot count serving nodes"},
 		{"container not running", func() Observation {
 			pod := p(nil)
 			pod.Running, pod.StartedAt, pod.WaitingReason = false, time.Time{}, "CrashLoopBackOff"
 			return observe(t0, 3, pod)
-		}(), Unknown, None, "CrashLoopBackOff"},
+		}(), VerdictUnknown, ActionNone, "CrashLoopBackOff"},
 		{"container start in the future", func() Observation {
 			pod := p(sample(0, 0))
 			pod.StartedAt = t0.Add(10 * time.Minute)
 			return observe(t0, 3, pod)
-		}(), Unknown, None, "clock skew"},
+		}(), VerdictUnknown, ActionNone, "clock skew"},
 		{"small skew is a fresh start", func() Observation {
 			pod := p(sample(0, 0))
 			pod.StartedAt = t0.Add(30 * time.Second)
 			return observe(t0, 3, pod)
-		}(), Starting, None, "startup grace"},
+		}(), VerdictStarting, ActionNone, "startup grace"},
 		{"just inside the startup grace", func() Observation {
 			pod := p(sample(0, 0))
 			pod.StartedAt = t0.Add(-cfg.StartupGrace + time.Second)
 			return observe(t0, 3, pod)
-		}(), Starting, None, "1m59s ago"},
+		}(), VerdictStarting, ActionNone, "1m59s ago"},
 		{"exactly at the startup grace is judged", func() Observation {
 			pod := p(sample(0, 0))
 			pod.StartedAt = t0.Add(-cfg.StartupGrace)
 			return observe(t0, 3, pod)
-		}(), Wedged, Wait, "ready 0"},
+		}(), VerdictWedged, ActionWait, "ready 0"},
 		{"starting hides a scrape error", func() Observation {
 			pod := p(nil)
 			pod.StartedAt = t0.Add(-10 * time.Second)
 			pod.ScrapeErr = errors.New("connection refused")
 			return observe(t0, 3, pod)
-		}(), Starting, None, ""},
-		{"no pods at all", observe(t0, 3), Unknown, None, "no scheduler pod matches"},
+		}(), VerdictStarting, ActionNone, ""},
+		{"no pods at all", observe(t0, 3), VerdictUnknown, ActionNone, "no scheduler pod matches"},
 		{"only a terminating pod", func() Observation {
 			pod := p(nil)
 			pod.Terminating = true
 			return observe(t0, 3, pod)
-		}(), Unknown, None, "terminating"},
+		}(), VerdictUnknown, ActionNone, "terminating"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -198,27 +198,27 @@ func TestWedgedForEdges(t *testing.T) {
 	}
 	t.Run("one second short waits", func(t *testing.T) {
 		runSteps(t, cfg, nil, []step{
-			{obs: wedged(t0, 0), verdict: Wedged, action: Wait},
-			{obs: wedged(t0.Add(cfg.WedgedFor-time.Second), 0), verdict: Wedged, action: Wait, reasonHas: "wedged 3m59s < 4m"},
+			{obs: wedged(t0, 0), verdict: VerdictWedged, action: ActionWait},
+			{obs: wedged(t0.Add(cfg.WedgedFor-time.Second), 0), verdict: VerdictWedged, action: ActionWait, reasonHas: "wedged 3m59s < 4m"},
 		})
 	})
 	at := func(at time.Time) Observation { return wedged(at, 0) }
 	t.Run("exactly wedged-for, confirmed in the run, restarts", func(t *testing.T) {
-		runSteps(t, cfg, nil, append([]step{{obs: wedged(t0, 0), verdict: Wedged, action: Wait}},
+		runSteps(t, cfg, nil, append([]step{{obs: wedged(t0, 0), verdict: VerdictWedged, action: ActionWait}},
 			confirmedRun(cfg, t0.Add(cfg.WedgedFor-cfg.ConfirmWindow), at,
-				step{verdict: Wedged, action: Restart, reasonHas: "wedged 4m ≥ 4m, ready 0 throughout 1m30s of this run's samples"})...))
+				step{verdict: VerdictWedged, action: ActionRestart, reasonHas: "wedged 4m ≥ 4m, ready 0 throughout 1m30s of this run's samples"})...))
 	})
 	t.Run("wedged-for one second short, confirmed in the run, waits", func(t *testing.T) {
-		runSteps(t, cfg, nil, append([]step{{obs: wedged(t0, 0), verdict: Wedged, action: Wait}},
+		runSteps(t, cfg, nil, append([]step{{obs: wedged(t0, 0), verdict: VerdictWedged, action: ActionWait}},
 			confirmedRun(cfg, t0.Add(cfg.WedgedFor-cfg.ConfirmWindow-time.Second), at,
-				step{verdict: Wedged, action: Wait, reasonHas: "wedged 3m59s < 4m"})...))
+				step{verdict: VerdictWedged, action: ActionWait, reasonHas: "wedged 3m59s < 4m"})...))
 	})
 	t.Run("wedged-for long past but one sample short of the confirm window waits", func(t *testing.T) {
 		start := t0.Add(5 * time.Minute)
 		runSteps(t, cfg, nil, []step{
-			{obs: wedged(t0, 0), verdict: Wedged, action: Wait},
-			{obs: inRun(start, wedged(start, 0)), verdict: Wedged, action: Wait, reasonHas: "confirming in this run: ready 0 throughout 0s"},
-			{obs: inRun(start, wedged(start.Add(cfg.ConfirmWindow-15*time.Second), 0)), verdict: Wedged, action: Wait, reasonHas: "1m15s of this run's samples < confirm window 1m30s",
+			{obs: wedged(t0, 0), verdict: VerdictWedged, action: ActionWait},
+			{obs: inRun(start, wedged(start, 0)), verdict: VerdictWedged, action: ActionWait, reasonHas: "confirming in this run: ready 0 throughout 0s"},
+			{obs: inRun(start, wedged(start.Add(cfg.ConfirmWindow-15*time.Second), 0)), verdict: VerdictWedged, action: ActionWait, reasonHas: "1m15s of this run's samples < confirm window 1m30s",
 				check: func(t *testing.T, _ *state.State, r Result) {
 					if d := r.Targets[0].SampleFor; d == nil || *d != 15*time.Second {
 						t.Errorf("due in %v, want 15s: the run must know one more sample makes it due", d)
@@ -227,8 +227,8 @@ func TestWedgedForEdges(t *testing.T) {
 		})
 	})
 	t.Run("two cron runs even when the second fires early", func(t *testing.T) {
-		runSteps(t, cfg, nil, append([]step{{obs: wedged(t0, 0), verdict: Wedged, action: Wait}},
-			confirmedRun(cfg, t0.Add(5*time.Minute-50*time.Second), at, step{verdict: Wedged, action: Restart, reasonHas: "weak evidence"})...))
+		runSteps(t, cfg, nil, append([]step{{obs: wedged(t0, 0), verdict: VerdictWedged, action: ActionWait}},
+			confirmedRun(cfg, t0.Add(5*time.Minute-50*time.Second), at, step{verdict: VerdictWedged, action: ActionRestart, reasonHas: "weak evidence"})...))
 	})
 	// Issue: the duration path restarted on two single samples. Two separate
 	// API-server flaps five minutes apart (a control-plane upgrade) must not
@@ -236,12 +236,12 @@ func TestWedgedForEdges(t *testing.T) {
 	t.Run("two flaps five minutes apart are not restarted", func(t *testing.T) {
 		second := t0.Add(5 * time.Minute)
 		s := runSteps(t, cfg, nil, []step{
-			{obs: observe(t0.Add(-5*time.Minute), 3, schedPod("sched-a", "uid-a", sample(3, 0))), verdict: Healthy, action: None},
-			{obs: wedged(t0, 0), verdict: Wedged, action: Wait},
-			{obs: inRun(second, wedged(second, 0)), verdict: Wedged, action: Wait},
-			{obs: inRun(second, wedged(second.Add(15*time.Second), 0)), verdict: Wedged, action: Wait},
-			{obs: inRun(second, wedged(second.Add(30*time.Second), 0)), verdict: Wedged, action: Wait},
-			{obs: inRun(second, observe(second.Add(45*time.Second), 3, schedPod("sched-a", "uid-a", sample(3, 0)))), verdict: Healthy, action: None},
+			{obs: observe(t0.Add(-5*time.Minute), 3, schedPod("sched-a", "uid-a", sample(3, 0))), verdict: VerdictHealthy, action: ActionNone},
+			{obs: wedged(t0, 0), verdict: VerdictWedged, action: ActionWait},
+			{obs: inRun(second, wedged(second, 0)), verdict: VerdictWedged, action: ActionWait},
+			{obs: inRun(second, wedged(second.Add(15*time.Second), 0)), verdict: VerdictWedged, action: ActionWait},
+			{obs: inRun(second, wedged(second.Add(30*time.Second), 0)), verdict: VerdictWedged, action: ActionWait},
+			{obs: inRun(second, observe(second.Add(45*time.Second), 3, schedPod("sched-a", "uid-a", sample(3, 0)))), verdict: VerdictHealthy, action: ActionNone},
 		})
 		if len(s.Episodes) != 1 || s.Episodes[0].Outcome != "recovered" {
 			t.Errorf("the flaps must end as a recovered episode: %+v", s.Episodes)
@@ -249,9 +249,9 @@ func TestWedgedForEdges(t *testing.T) {
 	})
 	t.Run("a healthy run in between starts over", func(t *testing.T) {
 		s := runSteps(t, cfg, nil, []step{
-			{obs: wedged(t0, 0), verdict: Wedged, action: Wait},
-			{obs: observe(t0.Add(5*time.Minute), 3, schedPod("sched-a", "uid-a", sample(3, 0))), verdict: Healthy, action: None},
-			{obs: wedged(t0.Add(10*time.Minute), 0), verdict: Wedged, action: Wait},
+			{obs: wedged(t0, 0), verdict: VerdictWedged, action: ActionWait},
+			{obs: observe(t0.Add(5*time.Minute), 3, schedPod("sched-a", "uid-a", sample(3, 0))), verdict: VerdictHealthy, action: ActionNone},
+			{obs: wedged(t0.Add(10*time.Minute), 0), verdict: VerdictWedged, action: ActionWait},
 		})
 		if len(s.Episodes) != 1 || s.Episodes[0].Outcome != "recovered" {
 			t.Errorf("the ended wedge should be recorded as recovered: %+v", s.Episodes)
@@ -270,8 +270,8 @@ func TestUnknownPausesTheWedgeClock(t *testing.T) {
 		return observe(at, 3, p)
 	}
 	runSteps(t, cfg, nil, append([]step{
-		{obs: wedged(t0), verdict: Wedged, action: Wait},
-		{obs: blind(t0.Add(5 * time.Minute)), verdict: Unknown, action: None, check: func(t *testing.T, s *state.State, _ Result) {
+		{obs: wedged(t0), verdict: VerdictWedged, action: ActionWait},
+		{obs: blind(t0.Add(5 * time.Minute)), verdict: VerdictUnknown, action: ActionNone, check: func(t *testing.T, s *state.State, _ Result) {
 			bad := s.Pods["uid-a"].Bad
 			if bad == nil || bad.For != 0 || !bad.Since.Equal(t0) {
 				t.Errorf("an unknown must keep the episode without advancing it: %+v", bad)
@@ -281,8 +281,8 @@ func TestUnknownPausesTheWedgeClock(t *testing.T) {
 			}
 		}},
 		// The gap around the unknown does not count: still 0 after it.
-		{obs: wedged(t0.Add(10 * time.Minute)), verdict: Wedged, action: Wait, reasonHas: "wedged 0s < 4m"},
-	}, confirmedRun(cfg, t0.Add(15*time.Minute), wedged, step{verdict: Wedged, action: Restart, check: func(t *testing.T, s *state.State, r Result) {
+		{obs: wedged(t0.Add(10 * time.Minute)), verdict: VerdictWedged, action: ActionWait, reasonHas: "wedged 0s < 4m"},
+	}, confirmedRun(cfg, t0.Add(15*time.Minute), wedged, step{verdict: VerdictWedged, action: ActionRestart, check: func(t *testing.T, s *state.State, r Result) {
 		if got := r.Targets[0].BadSince; got == nil || !got.Equal(t0) {
 			t.Errorf("the episode still began at the first wedged observation: %v", got)
 		}
@@ -291,12 +291,12 @@ func TestUnknownPausesTheWedgeClock(t *testing.T) {
 
 func TestFreshClock(t *testing.T) {
 	cfg := testConfig()
-	first := []step{{obs: observe(t0, 3, schedPod("sched-a", "uid-a", sample(0, 10))), verdict: Wedged, action: Wait}}
+	first := []step{{obs: observe(t0, 3, schedPod("sched-a", "uid-a", sample(0, 10))), verdict: VerdictWedged, action: ActionWait}}
 
 	t.Run("new pod UID", func(t *testing.T) {
 		s := runSteps(t, cfg, nil, first)
 		p := schedPod("sched-b", "uid-b", sample(0, 10))
-		runSteps(t, cfg, s, []step{{obs: observe(t0.Add(5*time.Minute), 3, p), verdict: Wedged, action: Wait,
+		runSteps(t, cfg, s, []step{{obs: observe(t0.Add(5*time.Minute), 3, p), verdict: VerdictWedged, action: ActionWait,
 			check: func(t *testing.T, s *state.State, _ Result) {
 				if _, ok := s.Pods["uid-a"]; ok {
 					t.Error("the gone pod must be forgotten")
@@ -310,11 +310,11 @@ func TestFreshClock(t *testing.T) {
 		s := runSteps(t, cfg, nil, first)
 		p := schedPod("sched-a", "uid-a", sample(0, 0))
 		p.StartedAt = t0.Add(-3 * time.Minute)
-		runSteps(t, cfg, s, []step{{obs: observe(t0.Add(5*time.Minute), 3, p), verdict: Wedged, action: Wait, reasonHas: "no earlier counter value"}})
+		runSteps(t, cfg, s, []step{{obs: observe(t0.Add(5*time.Minute), 3, p), verdict: VerdictWedged, action: ActionWait, reasonHas: "no earlier counter value"}})
 	})
 	t.Run("counter reset means a new process", func(t *testing.T) {
 		s := runSteps(t, cfg, nil, first)
-		runSteps(t, cfg, s, []step{{obs: observe(t0.Add(5*time.Minute), 3, schedPod("sched-a", "uid-a", sample(0, 2))), verdict: Wedged, action: Wait,
+		runSteps(t, cfg, s, []step{{obs: observe(t0.Add(5*time.Minute), 3, schedPod("sched-a", "uid-a", sample(0, 2))), verdict: VerdictWedged, action: ActionWait,
 			check: func(t *testing.T, s *state.State, r Result) {
 				if r.Targets[0].BadFor != 0 {
 					t.Errorf("clock not reset: %s", r.Targets[0].BadFor.D())
@@ -330,10 +330,10 @@ func TestTerminatingPodIsNotJudged(t *testing.T) {
 	cfg := testConfig()
 	old := schedPod("sched-old", "uid-old", nil)
 	old.Terminating = true
-	runSteps(t, cfg, nil, []step{{obs: observe(t0, 3, old, schedPod("sched-new", "uid-new", sample(3, 0))), verdict: Healthy, action: None,
+	runSteps(t, cfg, nil, []step{{obs: observe(t0, 3, old, schedPod("sched-new", "uid-new", sample(3, 0))), verdict: VerdictHealthy, action: ActionNone,
 		check: func(t *testing.T, s *state.State, r Result) {
 			for _, tg := range r.Targets {
-				if tg.UID == "uid-old" && (tg.Judged || tg.Action != None || !strings.Contains(tg.Reason, "terminating")) {
+				if tg.UID == "uid-old" && (tg.Judged || tg.Action != ActionNone || !strings.Contains(tg.Reason, "terminating")) {
 					t.Errorf("terminating pod: %+v", tg)
 				}
 			}
@@ -349,11 +349,11 @@ func TestSeveralPods(t *testing.T) {
 	b := func(at time.Time) Pod { return schedPod("sched-b", "uid-b", sample(0, 0)) }
 	t.Run("no lease: all judged, restart blocked", func(t *testing.T) {
 		both := func(at time.Time) Observation { return observe(at, 3, a(at), b(at)) }
-		runSteps(t, cfg, nil, append([]step{{obs: both(t0), verdict: Wedged, action: Wait}},
-			confirmedRun(cfg, t0.Add(5*time.Minute), both, step{verdict: Wedged, action: Blocked, reasonHas: "no --leader-lease"})...))
+		runSteps(t, cfg, nil, append([]step{{obs: both(t0), verdict: VerdictWedged, action: ActionWait}},
+			confirmedRun(cfg, t0.Add(5*time.Minute), both, step{verdict: VerdictWedged, action: ActionBlocked, reasonHas: "no --leader-lease"})...))
 	})
 	t.Run("no lease: worst pod wins the summary", func(t *testing.T) {
-		runSteps(t, cfg, nil, []step{{obs: observe(t0, 3, schedPod("sched-a", "uid-a", sample(3, 0)), b(t0)), verdict: Wedged, action: Wait, reasonHas: "sched-b"}})
+		runSteps(t, cfg, nil, []step{{obs: observe(t0, 3, schedPod("sched-a", "uid-a", sample(3, 0)), b(t0)), verdict: VerdictWedged, action: ActionWait, reasonHas: "sched-b"}})
 	})
 	t.Run("leader only", func(t *testing.T) {
 		cfg := cfg
@@ -362,7 +362,7 @@ func TestSeveralPods(t *testing.T) {
 		standby := schedPod("sched-b", "uid-b", nil) // standbys are not scraped
 		o := observe(t0, 3, leader, standby)
 		o.Leader = &Leader{Holder: "sched-a_4f1c"}
-		runSteps(t, cfg, nil, []step{{obs: o, verdict: Healthy, action: None, check: func(t *testing.T, s *state.State, r Result) {
+		runSteps(t, cfg, nil, []step{{obs: o, verdict: VerdictHealthy, action: ActionNone, check: func(t *testing.T, s *state.State, r Result) {
 			if len(r.Targets) != 2 || !r.Targets[0].Judged || r.Targets[1].Judged || !strings.Contains(r.Targets[1].Reason, "standby") {
 				t.Errorf("targets %+v", r.Targets)
 			}
@@ -373,7 +373,7 @@ func TestSeveralPods(t *testing.T) {
 		cfg.LeaderLease = "agentenv-scheduler"
 		o := observe(t0, 3, a(t0))
 		o.Leader = &Leader{Err: errors.New("forbidden")}
-		runSteps(t, cfg, nil, []step{{obs: o, verdict: Unknown, action: None, reasonHas: "cannot read leader Lease"}})
+		runSteps(t, cfg, nil, []step{{obs: o, verdict: VerdictUnknown, action: ActionNone, reasonHas: "cannot read leader Lease"}})
 	})
 	t.Run("leader lease expiry", func(t *testing.T) {
 		cfg := cfg
@@ -387,19 +387,19 @@ func TestSeveralPods(t *testing.T) {
 			verdict   Verdict
 			reasonHas string
 		}{
-			{"renewed just now", t0.Add(-2 * time.Second), duration, true, Wedged, ""},
-			{"past the duration, within the skew allowance", t0.Add(-duration - LeaseSkew + time.Second), duration, true, Wedged, ""},
-			{"exactly at duration + skew", t0.Add(-duration - LeaseSkew), duration, true, Wedged, ""},
-			{"expired", t0.Add(-duration - LeaseSkew - time.Second), duration, false, Unknown, "expired at"},
-			{"expired long ago", t0.Add(-time.Hour), duration, false, Unknown, "no current leader"},
-			{"no renewTime: cannot tell, trusted", time.Time{}, duration, true, Wedged, ""},
-			{"no duration: cannot tell, trusted", t0.Add(-time.Hour), 0, true, Wedged, ""},
+			{"renewed just now", t0.Add(-2 * time.Second), duration, true, VerdictWedged, ""},
+			{"past the duration, within the skew allowance", t0.Add(-duration - LeaseSkew + time.Second), duration, true, VerdictWedged, ""},
+			{"exactly at duration + skew", t0.Add(-duration - LeaseSkew), duration, true, VerdictWedged, ""},
+			{"expired", t0.Add(-duration - LeaseSkew - time.Second), duration, false, VerdictUnknown, "expired at"},
+			{"expired long ago", t0.Add(-time.Hour), duration, false, VerdictUnknown, "no current leader"},
+			{"no renewTime: cannot tell, trusted", time.Time{}, duration, true, VerdictWedged, ""},
+			{"no duration: cannot tell, trusted", t0.Add(-time.Hour), 0, true, VerdictWedged, ""},
 		} {
 			t.Run(c.name, func(t *testing.T) {
 				o := observe(t0, 3, a(t0), schedPod("sched-b", "uid-b", nil))
 				o.Leader = &Leader{Holder: "sched-a", RenewedAt: c.renewed, Duration: c.duration}
 				_, r := Decide(o, state.New(), cfg)
-				if r.Verdict != c.verdict || r.Action == Restart || !strings.Contains(r.Reason, c.reasonHas) {
+				if r.Verdict != c.verdict || r.Action == ActionRestart || !strings.Contains(r.Reason, c.reasonHas) {
 					t.Fatalf("verdict %s action %s reason %q, want %s with %q", r.Verdict, r.Action, r.Reason, c.verdict, c.reasonHas)
 				}
 				judged := 0
@@ -425,14 +425,14 @@ func TestSeveralPods(t *testing.T) {
 		}
 		renewed := func(when time.Time) Observation { return at(when.Sub(t0), when.Sub(t0)) }
 		runSteps(t, cfg, nil, append([]step{
-			{obs: at(0, 0), verdict: Wedged, action: Wait},
-			{obs: at(5*time.Minute, 0), verdict: Unknown, action: None, reasonHas: "expired"},
-			{obs: at(11*time.Minute, 11*time.Minute), verdict: Wedged, action: Wait, check: func(t *testing.T, s *state.State, r Result) {
+			{obs: at(0, 0), verdict: VerdictWedged, action: ActionWait},
+			{obs: at(5*time.Minute, 0), verdict: VerdictUnknown, action: ActionNone, reasonHas: "expired"},
+			{obs: at(11*time.Minute, 11*time.Minute), verdict: VerdictWedged, action: ActionWait, check: func(t *testing.T, s *state.State, r Result) {
 				if r.Targets[0].BadFor != 0 {
 					t.Errorf("wedged for %s right after the Lease came back; the leaderless gap was counted", r.Targets[0].BadFor.D())
 				}
 			}},
-		}, confirmedRun(cfg, t0.Add(15*time.Minute), renewed, step{verdict: Wedged, action: Restart})...))
+		}, confirmedRun(cfg, t0.Add(15*time.Minute), renewed, step{verdict: VerdictWedged, action: ActionRestart})...))
 	})
 	t.Run("a former leader's episode pauses while it is a standby", func(t *testing.T) {
 		cfg := cfg
@@ -443,9 +443,9 @@ func TestSeveralPods(t *testing.T) {
 			return o
 		}
 		runSteps(t, cfg, nil, []step{
-			{obs: held(0, "sched-a"), verdict: Wedged, action: Wait},
-			{obs: held(5*time.Minute, "sched-b"), verdict: Healthy, action: None},
-			{obs: held(10*time.Minute, "sched-a"), verdict: Wedged, action: Wait},
+			{obs: held(0, "sched-a"), verdict: VerdictWedged, action: ActionWait},
+			{obs: held(5*time.Minute, "sched-b"), verdict: VerdictHealthy, action: ActionNone},
+			{obs: held(10*time.Minute, "sched-a"), verdict: VerdictWedged, action: ActionWait},
 		})
 	})
 	t.Run("leader not among pods", func(t *testing.T) {
@@ -453,7 +453,7 @@ func TestSeveralPods(t *testing.T) {
 		cfg.LeaderLease = "agentenv-scheduler"
 		o := observe(t0, 3, a(t0))
 		o.Leader = &Leader{Holder: "sched-zzz"}
-		runSteps(t, cfg, nil, []step{{obs: o, verdict: Unknown, action: None, reasonHas: "not a live scheduler pod"}})
+		runSteps(t, cfg, nil, []step{{obs: o, verdict: VerdictUnknown, action: ActionNone, reasonHas: "not a live scheduler pod"}})
 	})
 }
 
@@ -472,7 +472,7 @@ func TestRestartGates(t *testing.T) {
 			prev.Restarts = append(prev.Restarts, state.Restart{UID: "old", ClaimedAt: t0.Add(-time.Duration(i) * 10 * time.Minute), Outcome: state.RestartDone})
 		}
 		_, r := wedgedTwice(cfg, prev, plain)
-		if r.Action != Blocked || !strings.Contains(r.Reason, "budget 3/3") {
+		if r.Action != ActionBlocked || !strings.Contains(r.Reason, "budget 3/3") {
 			t.Fatalf("%s: %s", r.Action, r.Reason)
 		}
 	})
@@ -482,7 +482,7 @@ func TestRestartGates(t *testing.T) {
 			prev.Restarts = append(prev.Restarts, state.Restart{UID: "old", ClaimedAt: t0.Add(-2 * time.Hour), Outcome: state.RestartDone})
 		}
 		_, r := wedgedTwice(cfg, prev, plain)
-		if r.Action != Restart {
+		if r.Action != ActionRestart {
 			t.Fatalf("%s: %s", r.Action, r.Reason)
 		}
 	})
@@ -491,7 +491,7 @@ func TestRestartGates(t *testing.T) {
 		for i := 0; i < 3; i++ {
 			prev.Restarts = append(prev.Restarts, state.Restart{UID: "old", ClaimedAt: t0.Add(-time.Minute), Outcome: state.RestartAbandoned})
 		}
-		if _, r := wedgedTwice(cfg, prev, plain); r.Action != Restart {
+		if _, r := wedgedTwice(cfg, prev, plain); r.Action != ActionRestart {
 			t.Fatalf("%s: %s", r.Action, r.Reason)
 		}
 	})
@@ -499,7 +499,7 @@ func TestRestartGates(t *testing.T) {
 		prev := state.New()
 		prev.Restarts = []state.Restart{{UID: "uid-a", ClaimedAt: t0.Add(-time.Minute), Outcome: state.RestartDone, Method: MethodRollout}}
 		_, r := wedgedTwice(cfg, prev, plain)
-		if r.Action != Blocked || !strings.Contains(r.Reason, "already restarted") {
+		if r.Action != ActionBlocked || !strings.Contains(r.Reason, "already restarted") {
 			t.Fatalf("%s: %s", r.Action, r.Reason)
 		}
 	})
@@ -510,7 +510,7 @@ func TestRestartGates(t *testing.T) {
 		}
 		prev.Restarts = append(prev.Restarts, state.Restart{UID: "uid-a", ClaimedAt: t0.Add(-time.Minute), Outcome: state.RestartClaimed})
 		_, r := wedgedTwice(cfg, prev, plain)
-		if r.Action != Restart || !r.Targets[0].Resume {
+		if r.Action != ActionRestart || !r.Targets[0].Resume {
 			t.Fatalf("%s resume=%v: %s", r.Action, r.Targets[0].Resume, r.Reason)
 		}
 	})
@@ -518,7 +518,7 @@ func TestRestartGates(t *testing.T) {
 		prev, _ := Decide(plain(t0), state.New(), cfg)
 		prev.Restarts = append(prev.Restarts, state.Restart{UID: "uid-a", ClaimedAt: t0.Add(5*time.Minute - 10*time.Second), Outcome: state.RestartClaimed})
 		_, r := decideRun(cfg, prev, t0.Add(5*time.Minute), plain)
-		if r.Action != Blocked || !strings.Contains(r.Reason, "may still be acting") {
+		if r.Action != ActionBlocked || !strings.Contains(r.Reason, "may still be acting") {
 			t.Fatalf("%s: %s", r.Action, r.Reason)
 		}
 	})
@@ -527,7 +527,7 @@ func TestRestartGates(t *testing.T) {
 		resumed := t0.Add(5*time.Minute - 10*time.Second)
 		prev.Restarts = append(prev.Restarts, state.Restart{UID: "uid-a", ClaimedAt: t0.Add(-time.Hour), ResumedAt: &resumed, Outcome: state.RestartClaimed})
 		_, r := decideRun(cfg, prev, t0.Add(5*time.Minute), plain)
-		if r.Action != Blocked || r.Targets[0].Resume || !strings.Contains(r.Reason, "taken over") {
+		if r.Action != ActionBlocked || r.Targets[0].Resume || !strings.Contains(r.Reason, "taken over") {
 			t.Fatalf("%s resume=%v: %s", r.Action, r.Targets[0].Resume, r.Reason)
 		}
 	})
@@ -560,23 +560,23 @@ func TestRestartGates(t *testing.T) {
 		need    bool
 		reason  string
 	}{
-		{"rollout not read yet", nil, MethodDelete, Blocked, true, "not read yet"},
-		{"mid-rollout", &Rollout{Name: "d", Found: true, InProgress: true, Detail: "1 of 2 updated"}, MethodDelete, Blocked, false, "mid-rollout"},
-		{"paused", &Rollout{Name: "d", Found: true, Paused: true}, MethodDelete, Blocked, false, "paused"},
-		{"unreadable fails safe", &Rollout{Name: "d", Err: errors.New("forbidden")}, MethodDelete, Blocked, false, "cannot read Deployment"},
-		{"no deployment, delete method", &Rollout{Name: "d"}, MethodDelete, Restart, false, "restarting the pod alone"},
-		{"no deployment, rollout method", &Rollout{Name: "d"}, MethodRollout, Blocked, false, "needs it"},
-		{"rollout method, pod of the Deployment", &Rollout{Name: "agentenv-scheduler", Found: true, Owners: verified}, MethodRollout, Restart, false, "not rolling out"},
-		{"rollout method, owner chain not read", &Rollout{Name: "agentenv-scheduler", Found: true}, MethodRollout, Blocked, false, "not verified by UID"},
+		{"rollout not read yet", nil, MethodDelete, ActionBlocked, true, "not read yet"},
+		{"mid-rollout", &Rollout{Name: "d", Found: true, InProgress: true, Detail: "1 of 2 updated"}, MethodDelete, ActionBlocked, false, "mid-rollout"},
+		{"paused", &Rollout{Name: "d", Found: true, Paused: true}, MethodDelete, ActionBlocked, false, "paused"},
+		{"unreadable fails safe", &Rollout{Name: "d", Err: errors.New("forbidden")}, MethodDelete, ActionBlocked, false, "cannot read Deployment"},
+		{"no deployment, delete method", &Rollout{Name: "d"}, MethodDelete, ActionRestart, false, "restarting the pod alone"},
+		{"no deployment, rollout method", &Rollout{Name: "d"}, MethodRollout, ActionBlocked, false, "needs it"},
+		{"rollout method, pod of the Deployment", &Rollout{Name: "agentenv-scheduler", Found: true, Owners: verified}, MethodRollout, ActionRestart, false, "not rolling out"},
+		{"rollout method, owner chain not read", &Rollout{Name: "agentenv-scheduler", Found: true}, MethodRollout, ActionBlocked, false, "not verified by UID"},
 		{"rollout method, forged owner chain", &Rollout{Name: "agentenv-scheduler", Found: true, Owners: map[string]OwnerChain{
-			"uid-a": {Detail: `pod sched-a names ReplicaSet agentenv-scheduler-7d9c4 with uid "forged"`}}}, MethodRollout, Blocked, false, `owner chain not verified: pod sched-a names ReplicaSet agentenv-scheduler-7d9c4 with uid "forged"`},
+			"uid-a": {Detail: `pod sched-a names ReplicaSet agentenv-scheduler-7d9c4 with uid "forged"`}}}, MethodRollout, ActionBlocked, false, `owner chain not verified: pod sched-a names ReplicaSet agentenv-scheduler-7d9c4 with uid "forged"`},
 		{"rollout method, chain verified for another pod only", &Rollout{Name: "agentenv-scheduler", Found: true, Owners: map[string]OwnerChain{
-			"uid-b": {Verified: true}}}, MethodRollout, Blocked, false, "not verified by UID"},
+			"uid-b": {Verified: true}}}, MethodRollout, ActionBlocked, false, "not verified by UID"},
 		{"rollout method, controller reference changed since the chain was checked", &Rollout{Name: "agentenv-scheduler", Found: true, Owners: map[string]OwnerChain{
-			"uid-a": {Verified: true, ReplicaSetUID: "old-rs-uid", Detail: "checked"}}}, MethodRollout, Blocked, false, `now names ReplicaSet uid "rs-uid", the chain was checked for uid "old-rs-uid"`},
-		{"delete method needs no owner chain", &Rollout{Name: "agentenv-scheduler", Found: true}, MethodDelete, Restart, false, "not rolling out"},
-		{"rollout method, pod of another Deployment", &Rollout{Name: "agentenv-scheduler-canary", Found: true}, MethodRollout, Blocked, false, "would restart the wrong pods"},
-		{"rollout method, pod of a Deployment whose name extends ours", &Rollout{Name: "agentenv", Found: true}, MethodRollout, Blocked, false, "would restart the wrong pods"},
+			"uid-a": {Verified: true, ReplicaSetUID: "old-rs-uid", Detail: "checked"}}}, MethodRollout, ActionBlocked, false, `now names ReplicaSet uid "rs-uid", the chain was checked for uid "old-rs-uid"`},
+		{"delete method needs no owner chain", &Rollout{Name: "agentenv-scheduler", Found: true}, MethodDelete, ActionRestart, false, "not rolling out"},
+		{"rollout method, pod of another Deployment", &Rollout{Name: "agentenv-scheduler-canary", Found: true}, MethodRollout, ActionBlocked, false, "would restart the wrong pods"},
+		{"rollout method, pod of a Deployment whose name extends ours", &Rollout{Name: "agentenv", Found: true}, MethodRollout, ActionBlocked, false, "would restart the wrong pods"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := cfg
@@ -606,41 +606,41 @@ func TestStrongEvidence(t *testing.T) {
 		}
 		return o
 	}
-	healthyBefore := step{obs: at(-5*time.Minute, 3, 0), verdict: Healthy, action: None}
+	healthyBefore := step{obs: at(-5*time.Minute, 3, 0), verdict: VerdictHealthy, action: ActionNone}
 
 	t.Run("confirmed over the window restarts before wedged-for", func(t *testing.T) {
 		steps := []step{healthyBefore,
-			{obs: at(0, 0, 6), verdict: Wedged, action: Wait, confirming: true, reasonHas: "6 heartbeat(s) rejected"}}
+			{obs: at(0, 0, 6), verdict: VerdictWedged, action: ActionWait, confirming: true, reasonHas: "6 heartbeat(s) rejected"}}
 		for d := 15 * time.Second; d < cfg.ConfirmWindow; d += 15 * time.Second {
-			steps = append(steps, step{obs: at(d, 0, 6), verdict: Wedged, action: Wait, confirming: true})
+			steps = append(steps, step{obs: at(d, 0, 6), verdict: VerdictWedged, action: ActionWait, confirming: true})
 		}
-		steps = append(steps, step{obs: at(cfg.ConfirmWindow, 0, 7), verdict: Wedged, action: Restart, reasonHas: "strong evidence held 1m30s ≥ confirm window 1m30s"})
+		steps = append(steps, step{obs: at(cfg.ConfirmWindow, 0, 7), verdict: VerdictWedged, action: ActionRestart, reasonHas: "strong evidence held 1m30s ≥ confirm window 1m30s"})
 		runSteps(t, cfg, nil, steps)
 	})
 	t.Run("a flap that heals inside the window is not restarted", func(t *testing.T) {
 		s := runSteps(t, cfg, nil, []step{healthyBefore,
-			{obs: at(0, 0, 3), verdict: Wedged, action: Wait, confirming: true},
-			{obs: at(15*time.Second, 0, 6), verdict: Wedged, action: Wait, confirming: true},
-			{obs: at(30*time.Second, 0, 9), verdict: Wedged, action: Wait, confirming: true},
-			{obs: at(40*time.Second, 3, 9), verdict: Healthy, action: None},
+			{obs: at(0, 0, 3), verdict: VerdictWedged, action: ActionWait, confirming: true},
+			{obs: at(15*time.Second, 0, 6), verdict: VerdictWedged, action: ActionWait, confirming: true},
+			{obs: at(30*time.Second, 0, 9), verdict: VerdictWedged, action: ActionWait, confirming: true},
+			{obs: at(40*time.Second, 3, 9), verdict: VerdictHealthy, action: ActionNone},
 		})
 		if len(s.Episodes) != 1 || s.Episodes[0].Outcome != "recovered" || s.Episodes[0].Evidence != "strong" {
 			t.Errorf("the healed flap must be recorded: %+v", s.Episodes)
 		}
 	})
 	t.Run("the restarted pod, terminating then gone, keeps its strong episode", func(t *testing.T) {
-		steps := []step{healthyBefore, {obs: at(0, 0, 6), verdict: Wedged, action: Wait, confirming: true}}
+		steps := []step{healthyBefore, {obs: at(0, 0, 6), verdict: VerdictWedged, action: ActionWait, confirming: true}}
 		for d := 15 * time.Second; d < cfg.ConfirmWindow; d += 15 * time.Second {
-			steps = append(steps, step{obs: at(d, 0, 6), verdict: Wedged, action: Wait, confirming: true})
+			steps = append(steps, step{obs: at(d, 0, 6), verdict: VerdictWedged, action: ActionWait, confirming: true})
 		}
-		steps = append(steps, step{obs: at(cfg.ConfirmWindow, 0, 7), verdict: Wedged, action: Restart})
+		steps = append(steps, step{obs: at(cfg.ConfirmWindow, 0, 7), verdict: VerdictWedged, action: ActionRestart})
 		s := runSteps(t, cfg, nil, steps)
 		s.Restarts = append(s.Restarts, state.Restart{UID: "uid-a", Pod: "sched-a", ClaimedAt: t0.Add(cfg.ConfirmWindow), Outcome: state.RestartDone, Method: "delete"})
 		terminating := at(cfg.ConfirmWindow+5*time.Minute, 0, 7)
 		terminating.Pods[0].Terminating = true
 		s = runSteps(t, cfg, s, []step{
-			{obs: terminating, verdict: Unknown, action: None},
-			{obs: observe(t0.Add(cfg.ConfirmWindow+10*time.Minute), 3), verdict: Unknown, action: None},
+			{obs: terminating, verdict: VerdictUnknown, action: ActionNone},
+			{obs: observe(t0.Add(cfg.ConfirmWindow+10*time.Minute), 3), verdict: VerdictUnknown, action: ActionNone},
 		})
 		if len(s.Episodes) != 1 || s.Episodes[0].Evidence != "strong" {
 			t.Errorf("the episode ended with the restart must stay strong: %+v", s.Episodes)
@@ -649,35 +649,35 @@ func TestStrongEvidence(t *testing.T) {
 	t.Run("a rise since the episode began is strong though the last interval saw none", func(t *testing.T) {
 		runSteps(t, cfg, nil, []step{healthyBefore,
 			// First sight without a rise yet (nodes back off): weak.
-			{obs: at(0, 0, 0), verdict: Wedged, action: Wait, reasonHas: "may not reach"},
-			{obs: at(30*time.Second, 0, 3), verdict: Wedged, action: Wait, confirming: true},
+			{obs: at(0, 0, 0), verdict: VerdictWedged, action: ActionWait, reasonHas: "may not reach"},
+			{obs: at(30*time.Second, 0, 3), verdict: VerdictWedged, action: ActionWait, confirming: true},
 			// Flat since the previous observation, but above the episode's baseline.
-			{obs: at(60*time.Second, 0, 3), verdict: Wedged, action: Wait, confirming: true, reasonHas: "since the episode began"},
+			{obs: at(60*time.Second, 0, 3), verdict: VerdictWedged, action: ActionWait, confirming: true, reasonHas: "since the episode began"},
 		})
 	})
 	t.Run("weak evidence does not confirm early", func(t *testing.T) {
 		runSteps(t, cfg, nil, []step{healthyBefore,
-			{obs: at(0, 0, 0), verdict: Wedged, action: Wait, reasonHas: "nodes may not reach"},
-			{obs: at(2*time.Minute, 0, 0), verdict: Wedged, action: Wait},
+			{obs: at(0, 0, 0), verdict: VerdictWedged, action: ActionWait, reasonHas: "nodes may not reach"},
+			{obs: at(2*time.Minute, 0, 0), verdict: VerdictWedged, action: ActionWait},
 		})
 	})
 	t.Run("an unknown restarts confirmation", func(t *testing.T) {
 		blind := at(30*time.Second, 0, 0)
 		blind.Pods[0].Sample, blind.Pods[0].ScrapeErr = nil, errors.New("refused")
 		runSteps(t, cfg, nil, []step{healthyBefore,
-			{obs: at(0, 0, 3), verdict: Wedged, action: Wait, confirming: true},
-			{obs: blind, verdict: Unknown, action: None},
-			{obs: at(60*time.Second, 0, 6), verdict: Wedged, action: Wait, confirming: true},
-			{obs: at(120*time.Second, 0, 6), verdict: Wedged, action: Wait, confirming: true},
-			{obs: at(150*time.Second, 0, 9), verdict: Wedged, action: Restart},
+			{obs: at(0, 0, 3), verdict: VerdictWedged, action: ActionWait, confirming: true},
+			{obs: blind, verdict: VerdictUnknown, action: ActionNone},
+			{obs: at(60*time.Second, 0, 6), verdict: VerdictWedged, action: ActionWait, confirming: true},
+			{obs: at(120*time.Second, 0, 6), verdict: VerdictWedged, action: ActionWait, confirming: true},
+			{obs: at(150*time.Second, 0, 9), verdict: VerdictWedged, action: ActionRestart},
 		})
 	})
 	t.Run("confirm window zero disables the fast path", func(t *testing.T) {
 		cfg := cfg
 		cfg.ConfirmWindow = 0
 		runSteps(t, cfg, nil, []step{healthyBefore,
-			{obs: at(0, 0, 3), verdict: Wedged, action: Wait},
-			{obs: at(3*time.Minute, 0, 9), verdict: Wedged, action: Wait},
+			{obs: at(0, 0, 3), verdict: VerdictWedged, action: ActionWait},
+			{obs: at(3*time.Minute, 0, 9), verdict: VerdictWedged, action: ActionWait},
 		})
 	})
 	t.Run("an old watch is strong evidence", func(t *testing.T) {
@@ -686,7 +686,7 @@ func TestStrongEvidence(t *testing.T) {
 		o := at(0, 0, 0)
 		age := 900.0
 		o.Pods[0].Sample.WatchAge = &age
-		runSteps(t, cfg, nil, []step{{obs: o, verdict: Wedged, action: Wait, confirming: true, reasonHas: "no event for 15m"}})
+		runSteps(t, cfg, nil, []step{{obs: o, verdict: VerdictWedged, action: ActionWait, confirming: true, reasonHas: "no event for 15m"}})
 	})
 }
 
@@ -696,15 +696,15 @@ func TestDegraded(t *testing.T) {
 		return observe(t0.Add(d), 3, schedPod("sched-a", "uid-a", sample(ready, rejected)))
 	}
 	steps := []step{
-		{obs: at(0, 2, 0), verdict: Healthy, action: None},
-		{obs: at(5*time.Minute, 2, 4), verdict: Degraded, action: Wait, reasonHas: "ready 2 of 3"},
-		{obs: at(10*time.Minute, 2, 4), verdict: Degraded, action: None, reasonHas: "restart-on-degraded=false"},
+		{obs: at(0, 2, 0), verdict: VerdictHealthy, action: ActionNone},
+		{obs: at(5*time.Minute, 2, 4), verdict: VerdictDegraded, action: ActionWait, reasonHas: "ready 2 of 3"},
+		{obs: at(10*time.Minute, 2, 4), verdict: VerdictDegraded, action: ActionNone, reasonHas: "restart-on-degraded=false"},
 	}
 	runSteps(t, cfg, nil, steps)
 
 	cfg.RestartOnDegraded = true
 	degraded := func(at time.Time) Observation { return observe(at, 3, schedPod("sched-a", "uid-a", sample(2, 5))) }
-	runSteps(t, cfg, nil, append(steps[:2], confirmedRun(cfg, t0.Add(10*time.Minute), degraded, step{verdict: Degraded, action: Restart})...))
+	runSteps(t, cfg, nil, append(steps[:2], confirmedRun(cfg, t0.Add(10*time.Minute), degraded, step{verdict: VerdictDegraded, action: ActionRestart})...))
 }
 
 func TestDecideDoesNotModifyItsInput(t *testing.T) {
@@ -723,19 +723,19 @@ func TestDecideDoesNotModifyItsInput(t *testing.T) {
 
 func TestCountRun(t *testing.T) {
 	s := state.New()
-	CountRun(s, Unknown)
-	CountRun(s, Unknown)
+	CountRun(s, VerdictUnknown)
+	CountRun(s, VerdictUnknown)
 	if s.UnknownRuns != 2 {
 		t.Fatalf("unknown runs %d", s.UnknownRuns)
 	}
 	// The bad runs of an episode do not reset it (a wedge seen only every other
 	// run must still end up blind); a run that sees the scheduler fine does.
-	CountRun(s, Wedged)
-	CountRun(s, Degraded)
+	CountRun(s, VerdictWedged)
+	CountRun(s, VerdictDegraded)
 	if s.UnknownRuns != 2 {
 		t.Fatalf("a bad run must not reset the count, got %d", s.UnknownRuns)
 	}
-	for _, fine := range []Verdict{Healthy, Starting, NoNodes} {
+	for _, fine := range []Verdict{VerdictHealthy, VerdictStarting, VerdictNoNodes} {
 		s.UnknownRuns = 2
 		CountRun(s, fine)
 		if s.UnknownRuns != 0 {
@@ -754,14 +754,14 @@ func TestDegradedIsNotRestartedByTheConfirmWindow(t *testing.T) {
 		return observe(t0.Add(d), 3, schedPod("sched-a", "uid-a", sample(ready, rejected)))
 	}
 	runSteps(t, cfg, nil, append([]step{
-		{obs: at(0, 2, 0), verdict: Healthy, action: None},
-		{obs: at(30*time.Second, 2, 4), verdict: Degraded, action: Wait},
-		{obs: at(60*time.Second, 2, 5), verdict: Degraded, action: Wait},
-		{obs: at(90*time.Second, 2, 6), verdict: Degraded, action: Wait},
-		{obs: at(2*time.Minute, 2, 7), verdict: Degraded, action: Wait, reasonHas: "degraded 1m30s < 4m"},
+		{obs: at(0, 2, 0), verdict: VerdictHealthy, action: ActionNone},
+		{obs: at(30*time.Second, 2, 4), verdict: VerdictDegraded, action: ActionWait},
+		{obs: at(60*time.Second, 2, 5), verdict: VerdictDegraded, action: ActionWait},
+		{obs: at(90*time.Second, 2, 6), verdict: VerdictDegraded, action: ActionWait},
+		{obs: at(2*time.Minute, 2, 7), verdict: VerdictDegraded, action: ActionWait, reasonHas: "degraded 1m30s < 4m"},
 	}, confirmedRun(cfg, t0.Add(3*time.Minute), func(at time.Time) Observation {
 		return observe(at, 3, schedPod("sched-a", "uid-a", sample(2, 8)))
-	}, step{verdict: Degraded, action: Restart})...))
+	}, step{verdict: VerdictDegraded, action: ActionRestart})...))
 }
 
 // A finished pod (phase Failed, e.g. Evicted, or Succeeded) stays listed until it is
@@ -774,14 +774,14 @@ func TestFinishedPodIsNotJudged(t *testing.T) {
 	evicted.Phase, evicted.Running, evicted.WaitingReason = "Failed", false, "terminated: Evicted"
 	live := func() Pod { return schedPod("sched-a", "uid-a", sample(0, 0)) }
 	both := func(at time.Time) Observation { return observe(at, 3, evicted, live()) }
-	runSteps(t, cfg, nil, append([]step{{obs: both(t0), verdict: Wedged, action: Wait}},
-		confirmedRun(cfg, t0.Add(5*time.Minute), both, step{verdict: Wedged, action: Restart,
+	runSteps(t, cfg, nil, append([]step{{obs: both(t0), verdict: VerdictWedged, action: ActionWait}},
+		confirmedRun(cfg, t0.Add(5*time.Minute), both, step{verdict: VerdictWedged, action: ActionRestart,
 			check: func(t *testing.T, s *state.State, r Result) {
 				for _, tg := range r.Targets {
-					if tg.UID == "uid-old" && (tg.Judged || tg.Action != None || !strings.Contains(tg.Reason, "Failed")) {
+					if tg.UID == "uid-old" && (tg.Judged || tg.Action != ActionNone || !strings.Contains(tg.Reason, "Failed")) {
 						t.Errorf("finished pod: %+v", tg)
 					}
 				}
 			}})...))
-	runSteps(t, cfg, nil, []step{{obs: observe(t0, 3, evicted, schedPod("sched-a", "uid-a", sample(3, 0))), verdict: Healthy, action: None}})
+	runSteps(t, cfg, nil, []step{{obs: observe(t0, 3, evicted, schedPod("sched-a", "uid-a", sample(3, 0))), verdict: VerdictHealthy, action: ActionNone}})
 }

@@ -26,7 +26,7 @@ func run(cfg Config, s *state.State, start time.Time, budget time.Duration, at f
 		samples++
 		more := false
 		for _, t := range r.Targets {
-			if t.Action == Wait && t.SampleFor != nil && now.Add(*t.SampleFor).Sub(start) <= budget {
+			if t.Action == ActionWait && t.SampleFor != nil && now.Add(*t.SampleFor).Sub(start) <= budget {
 				more = true
 			}
 		}
@@ -52,7 +52,7 @@ func wedgedAt(at time.Time) Observation {
 func TestFailedRunPausesTheWedgeClock(t *testing.T) {
 	cfg := testConfig()
 	s, r := Decide(wedgedAt(t0), state.New(), cfg)
-	if r.Action != Wait {
+	if r.Action != ActionWait {
 		t.Fatalf("first sight: %s", r.Action)
 	}
 	failed := s.Clone()
@@ -75,7 +75,7 @@ func TestFailedRunPausesTheWedgeClock(t *testing.T) {
 	failed = s.Clone()
 	RunFailed(failed)
 	_, r = Decide(inRun(t0.Add(15*time.Second), strong(t0.Add(2*time.Minute), 9)), failed, cfg)
-	if r.Action == Restart {
+	if r.Action == ActionRestart {
 		t.Fatalf("a strong confirmation must not span a failed run: %s", r.Reason)
 	}
 }
@@ -104,7 +104,7 @@ func TestOlderObservationNeverRewindsANewerRecord(t *testing.T) {
 	if merged.Pods["uid-new"] == nil {
 		t.Error("a pod the newer run saw (and this older observation did not) was forgotten as gone")
 	}
-	if r.Targets[0].Action != None || !strings.Contains(r.Reason, "observed this pod later") {
+	if r.Targets[0].Action != ActionNone || !strings.Contains(r.Reason, "observed this pod later") {
 		t.Errorf("the older observation must not act: %s %s", r.Action, r.Reason)
 	}
 	if !merged.ObservedAt.Equal(newer.ObservedAt) {
@@ -151,7 +151,7 @@ func TestWedgeSeenEveryOtherRunIsHealedAndBlind(t *testing.T) {
 		}
 		var r Result
 		s, r, _ = run(cfg, s, start, 170*time.Second, at)
-		if r.Action == Restart && restartAt < 0 {
+		if r.Action == ActionRestart && restartAt < 0 {
 			restartAt = start.Sub(t0)
 			if !strings.Contains(r.Reason, "confirmed in 2 runs separated only by runs that could not see the scheduler") {
 				t.Errorf("restart reason: %s", r.Reason)
@@ -182,7 +182,7 @@ func TestAlternatingSingleSamplesNeverRestartButGoBlind(t *testing.T) {
 		var r Result
 		s, r = Decide(at(t0.Add(time.Duration(i)*5*time.Minute)), s, cfg)
 		CountRun(s, r.Verdict)
-		if r.Action == Restart {
+		if r.Action == ActionRestart {
 			t.Fatalf("run %d restarted on single samples: %s", i, r.Reason)
 		}
 	}
@@ -198,7 +198,7 @@ func TestWeakWedgeRestartsInTheFirstRunWithTheDefaults(t *testing.T) {
 	cfg.WedgedFor = 150 * time.Second
 	s, _ := Decide(observe(t0.Add(-5*time.Minute), 3, schedPod("sched-a", "uid-a", sample(3, 0))), state.New(), cfg)
 	s, r, samples := run(cfg, s, t0, 170*time.Second, wedgedAt)
-	if r.Action != Restart || samples != 11 {
+	if r.Action != ActionRestart || samples != 11 {
 		t.Fatalf("%s after %d samples (%s), want a restart after 2m30s of samples", r.Action, samples, r.Reason)
 	}
 	if !strings.Contains(r.Reason, "wedged 2m30s ≥ 2m30s, ready 0 throughout 2m30s") {
@@ -208,7 +208,7 @@ func TestWeakWedgeRestartsInTheFirstRunWithTheDefaults(t *testing.T) {
 	// With a shorter run budget it cannot, and waits for the next run instead.
 	s2, _ := Decide(observe(t0.Add(-5*time.Minute), 3, schedPod("sched-a", "uid-a", sample(3, 0))), state.New(), cfg)
 	_, r, samples = run(cfg, s2, t0, 60*time.Second, wedgedAt)
-	if r.Action != Wait || samples != 1 {
+	if r.Action != ActionWait || samples != 1 {
 		t.Fatalf("%s after %d samples, want wait after one sample", r.Action, samples)
 	}
 }
@@ -248,12 +248,12 @@ func TestIneffectiveRestartsBackOff(t *testing.T) {
 		for _, tg := range r.Targets {
 			if tg.Ineffective != "" && (len(ineffective) == 0 || ineffective[len(ineffective)-1] != start.Sub(t0)) {
 				ineffective = append(ineffective, start.Sub(t0))
-				if tg.Action == Blocked && !tg.OnlyBackoff() {
+				if tg.Action == ActionBlocked && !tg.OnlyBackoff() {
 					t.Errorf("a restart held back by the back-off alone must not be restart-blocked: %+v", tg.Gates)
 				}
 			}
 		}
-		if r.Action == Restart {
+		if r.Action == ActionRestart {
 			restarts = append(restarts, start.Sub(t0))
 			// Carry it out as pkg/check does: record done, a replacement starts.
 			now := start.Add(150 * time.Second)
@@ -304,7 +304,7 @@ func TestRestartInProgressIsNotBlocked(t *testing.T) {
 	claimed := first.Clone()
 	claimed.Restarts = append(claimed.Restarts, state.Restart{Pod: "sched-a", UID: "uid-a", ClaimedAt: t0.Add(6 * time.Minute), Outcome: state.RestartClaimed})
 	_, r := decideRun(cfg, claimed, t0.Add(5*time.Minute), plain)
-	if r.Action != Blocked || !r.Targets[0].RestartInProgress() || !strings.Contains(r.Reason, "restart already in progress") {
+	if r.Action != ActionBlocked || !r.Targets[0].RestartInProgress() || !strings.Contains(r.Reason, "restart already in progress") {
 		t.Fatalf("%s inProgress=%v: %s", r.Action, r.Targets[0].RestartInProgress(), r.Reason)
 	}
 
@@ -319,7 +319,7 @@ func TestRestartInProgressIsNotBlocked(t *testing.T) {
 	// Past the replacement's grace and confirm window the old pod is still here and
 	// wedged: now it is a blocked restart, and pages.
 	_, r = decideRun(cfg, done, doneAt.Add(cfg.StartupGrace+cfg.ConfirmWindow), plain)
-	if r.Action != Blocked || r.Targets[0].RestartInProgress() || !strings.Contains(r.Reason, "did not replace it") {
+	if r.Action != ActionBlocked || r.Targets[0].RestartInProgress() || !strings.Contains(r.Reason, "did not replace it") {
 		t.Fatalf("%s inProgress=%v: %s", r.Action, r.Targets[0].RestartInProgress(), r.Reason)
 	}
 }
@@ -330,7 +330,7 @@ func TestRestartNeedsAConsistentRead(t *testing.T) {
 	cached := func(at time.Time) Observation { o := wedgedAt(at); o.Consistent = false; return o }
 	s, _ := Decide(cached(t0), state.New(), cfg)
 	_, r := decideRun(cfg, s, t0.Add(5*time.Minute), cached)
-	if r.Action != Blocked || !r.NeedConsistentRead || !r.Targets[0].RestartInProgress() {
+	if r.Action != ActionBlocked || !r.NeedConsistentRead || !r.Targets[0].RestartInProgress() {
 		t.Fatalf("%s need=%v: %s", r.Action, r.NeedConsistentRead, r.Reason)
 	}
 	failing := func(at time.Time) Observation {
@@ -339,7 +339,7 @@ func TestRestartNeedsAConsistentRead(t *testing.T) {
 		return o
 	}
 	_, r = decideRun(cfg, s, t0.Add(5*time.Minute), failing)
-	if r.Action != Blocked || r.NeedConsistentRead || r.Targets[0].RestartInProgress() || !strings.Contains(r.Reason, "etcd leader changed") {
+	if r.Action != ActionBlocked || r.NeedConsistentRead || r.Targets[0].RestartInProgress() || !strings.Contains(r.Reason, "etcd leader changed") {
 		t.Fatalf("a failed consistent read must block, visibly: %s need=%v: %s", r.Action, r.NeedConsistentRead, r.Reason)
 	}
 	// A healthy run needs none.
@@ -359,7 +359,7 @@ func TestHugeWatchAgeIsStrongEvidence(t *testing.T) {
 		a := age
 		p.Sample.WatchAge = &a
 		_, r := Decide(observe(t0, 3, p), state.New(), cfg)
-		if r.Targets[0].Evidence != Strong || !strings.Contains(r.Reason, "saw no event for") {
+		if r.Targets[0].Evidence != EvidenceStrong || !strings.Contains(r.Reason, "saw no event for") {
 			t.Errorf("age %g s: evidence %q, reason %s", age, r.Targets[0].Evidence, r.Reason)
 		}
 	}
@@ -370,7 +370,7 @@ func TestReadyAboveServingIsAWarning(t *testing.T) {
 	cfg := testConfig()
 	o := observe(t0, 2, schedPod("sched-a", "uid-a", sample(5, 0)))
 	_, r := Decide(o, state.New(), cfg)
-	if r.Verdict != Healthy || len(r.Targets[0].Warnings) != 1 || !strings.Contains(r.Targets[0].Warnings[0], "5 ready node(s) but the API server lists only 2") {
+	if r.Verdict != VerdictHealthy || len(r.Targets[0].Warnings) != 1 || !strings.Contains(r.Targets[0].Warnings[0], "5 ready node(s) but the API server lists only 2") {
 		t.Fatalf("%s %q", r.Verdict, r.Targets[0].Warnings)
 	}
 	o = observe(t0, 5, schedPod("sched-a", "uid-a", sample(5, 0)))
@@ -393,7 +393,7 @@ func TestMisconfiguredServiceIsUnknown(t *testing.T) {
 		o := observe(t0, 0, schedPod("sched-a", "uid-a", sample(0, 0)))
 		o.Expected, o.ExpectedErr = c.count, err
 		_, r := Decide(o, state.New(), cfg)
-		if r.Verdict != Unknown || !strings.Contains(r.Reason, c.flag) {
+		if r.Verdict != VerdictUnknown || !strings.Contains(r.Reason, c.flag) {
 			t.Errorf("%+v: %s %s", c.count, r.Verdict, r.Reason)
 		}
 	}
@@ -420,21 +420,21 @@ func TestStrongConfirmationDoesNotSpanRuns(t *testing.T) {
 	for d := time.Duration(0); d <= time.Minute; d += 15 * time.Second {
 		s, r = Decide(inRun(t0, strong(uint64(3+d/time.Second))(t0.Add(d))), s, cfg)
 	}
-	if r.Action != Wait {
+	if r.Action != ActionWait {
 		t.Fatalf("run 1: %s", r.Action)
 	}
 	// Run 2, five minutes later: strong evidence has been there 5m by the clock,
 	// but this run has seen it for one sample.
 	second := t0.Add(5 * time.Minute)
 	s, r = Decide(inRun(second, strong(100)(second)), s, cfg)
-	if r.Action == Restart {
+	if r.Action == ActionRestart {
 		t.Fatalf("restarted on the first sample of a new run: %s", r.Reason)
 	}
 	if d := r.Targets[0].SampleFor; d == nil || *d != cfg.ConfirmWindow {
 		t.Errorf("sample for %v, want the whole confirm window", d)
 	}
 	_, r = decideRun(cfg, s, second, strong(110))
-	if r.Action != Restart || !strings.Contains(r.Reason, "strong evidence held 1m30s") {
+	if r.Action != ActionRestart || !strings.Contains(r.Reason, "strong evidence held 1m30s") {
 		t.Fatalf("confirmed over this run's window: %s %s", r.Action, r.Reason)
 	}
 }

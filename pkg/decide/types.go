@@ -16,38 +16,38 @@ import (
 type Verdict string
 
 const (
-	Healthy  Verdict = "healthy"
-	Starting Verdict = "starting"
-	NoNodes  Verdict = "no-nodes"
-	Unknown  Verdict = "unknown"
-	Wedged   Verdict = "wedged"
-	Degraded Verdict = "degraded"
+	VerdictHealthy  Verdict = "healthy"
+	VerdictStarting Verdict = "starting"
+	VerdictNoNodes  Verdict = "no-nodes"
+	VerdictUnknown  Verdict = "unknown"
+	VerdictWedged   Verdict = "wedged"
+	VerdictDegraded Verdict = "degraded"
 )
 
 // severity orders verdicts for the run's overall verdict: the worst wins.
-var severity = map[Verdict]int{Healthy: 0, Starting: 1, NoNodes: 2, Unknown: 3, Degraded: 4, Wedged: 5}
+var severity = map[Verdict]int{VerdictHealthy: 0, VerdictStarting: 1, VerdictNoNodes: 2, VerdictUnknown: 3, VerdictDegraded: 4, VerdictWedged: 5}
 
 // Action names are part of the interface (docs/design.md §2, §4).
 type Action string
 
 const (
-	None    Action = "none"
-	Wait    Action = "wait"
-	Restart Action = "restart"
-	Blocked Action = "blocked"
+	ActionNone    Action = "none"
+	ActionWait    Action = "wait"
+	ActionRestart Action = "restart"
+	ActionBlocked Action = "blocked"
 )
 
-var actionRank = map[Action]int{None: 0, Wait: 1, Blocked: 2, Restart: 3}
+var actionRank = map[Action]int{ActionNone: 0, ActionWait: 1, ActionBlocked: 2, ActionRestart: 3}
 
 // Evidence says what a bad verdict rests on (docs/design.md §2, "Evidence").
 type Evidence string
 
 const (
-	// Strong: rejected heartbeats rose within the same process since the previous
+	// EvidenceStrong: rejected heartbeats rose within the same process since the previous
 	// observation, or the watch is older than --max-watch-age.
-	Strong Evidence = "strong"
-	// Weak: no counter moved; the nodes may simply not reach the scheduler.
-	Weak Evidence = "weak"
+	EvidenceStrong Evidence = "strong"
+	// EvidenceWeak: no counter moved; the nodes may simply not reach the scheduler.
+	EvidenceWeak Evidence = "weak"
 )
 
 // Restart methods.
@@ -266,7 +266,7 @@ func (t Target) OnlyBackoff() bool {
 // refusedOnlyBy reports a blocked target refused by at least one gate, all of them
 // matching which.
 func (t Target) refusedOnlyBy(which func(Gate) bool) bool {
-	if t.Action != Blocked {
+	if t.Action != ActionBlocked {
 		return false
 	}
 	refused := 0

@@ -40,8 +40,8 @@ type Loop struct {
 	lastErr     string
 }
 
-// NewLoop returns a loop whose health clock starts now.
-func NewLoop(interval, timeout time.Duration, pass Pass, clk clock.Clock, log zerolog.Logger) *Loop {
+// New returns a loop whose health clock starts now.
+func New(interval, timeout time.Duration, pass Pass, clk clock.Clock, log zerolog.Logger) *Loop {
 	now := clk.Now()
 	return &Loop{Interval: interval, Timeout: timeout, Pass: pass, Clock: clk, Log: log, Metrics: NewMetrics(), started: now, lastAlive: now}
 }

@@ -21,7 +21,7 @@ import (
 // A leader whose passes then stop completing must still be reported.
 func TestNewLeaderGetsAFreshHealthClock(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
-	l := NewLoop(30*time.Second, 3*time.Minute, nil, clk, zerolog.Nop())
+	l := New(30*time.Second, 3*time.Minute, nil, clk, zerolog.Nop())
 	for i := 0; i < 20; i++ { // ten minutes as a healthy standby
 		clk.Step(30 * time.Second)
 		l.Alive()
@@ -68,15 +68,15 @@ func TestNodeGauges(t *testing.T) {
 	n := func(v int) *int { return &v }
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	m.Observe(&check.Report{Targets: []decide.Target{
-		{Pod: "sched-a", Judged: true, Verdict: decide.Wedged, Ready: n(0), Expected: n(3)},
-		{Pod: "sched-b", Judged: true, Verdict: decide.Unknown, Expected: n(3)},
+		{Pod: "sched-a", Judged: true, Verdict: decide.VerdictWedged, Ready: n(0), Expected: n(3)},
+		{Pod: "sched-b", Judged: true, Verdict: decide.VerdictUnknown, Expected: n(3)},
 		{Pod: "sched-c", Judged: false, Ready: n(0), Expected: n(3)},
 	}}, nil, time.Second, now)
 	if got, want := nodeGauges(t, m), "agentenv_watchdog_pod_expected_nodes{sched-a} 3, agentenv_watchdog_pod_expected_nodes{sched-b} 3, agentenv_watchdog_pod_ready_nodes{sched-a} 0"; got != want {
 		t.Errorf("after the first pass:\n got %s\nwant %s", got, want)
 	}
 	m.Observe(&check.Report{Targets: []decide.Target{
-		{Pod: "sched-d", Judged: true, Verdict: decide.Healthy, Ready: n(3), Expected: n(3)},
+		{Pod: "sched-d", Judged: true, Verdict: decide.VerdictHealthy, Ready: n(3), Expected: n(3)},
 	}}, nil, time.Second, now.Add(time.Minute))
 	if got, want := nodeGauges(t, m), "agentenv_watchdog_pod_expected_nodes{sched-d} 3, agentenv_watchdog_pod_ready_nodes{sched-d} 3"; got != want {
 		t.Errorf("after the second pass:\n got %s\nwant %s", got, want)

@@ -525,7 +525,7 @@ func exportedMetrics(t *testing.T, doc string) map[string]string {
 	n := 3
 	m.SetLeader(true)
 	m.Observe(&check.Report{
-		Targets:  []decide.Target{{Pod: "p", Judged: true, Verdict: decide.Wedged, Ready: &n, Expected: &n, ScrapeKind: "timeout"}},
+		Targets:  []decide.Target{{Pod: "p", Judged: true, Verdict: decide.VerdictWedged, Ready: &n, Expected: &n, ScrapeKind: "timeout"}},
 		Restarts: []check.RestartReport{{Pod: "p", Outcome: "done"}},
 		Alerts:   []alert.Delivery{{Event: "wedged", Sink: "slack", OK: true}},
 	}, nil, time.Second, time.Now())

@@ -97,10 +97,10 @@ func cronEpisode(t testing.TB, phase testenv.Phase, maxRuns int, configure func(
 		if r.code != 0 {
 			t.Fatalf("run %d: exit %d\n%s", run, r.code, r.stderr)
 		}
-		if r.report.Verdict == decide.Wedged && firstSeen.IsZero() {
+		if r.report.Verdict == decide.VerdictWedged && firstSeen.IsZero() {
 			firstSeen = start
 		}
-		if r.report.Action == decide.Restart {
+		if r.report.Action == decide.ActionRestart {
 			h = heal{restarted: true, runs: run, sinceCause: s.sim.Scaled(time.Since(cause)), sinceSeen: s.sim.Scaled(time.Since(firstSeen))}
 			h.evidence, h.gate = gateOf(r.report.Targets)
 			if s.podExists(s.pod.Name) {
