@@ -131,7 +131,9 @@ func (r *Runner) Run(ctx context.Context) (*Report, error) {
 		return rep, r.saveInterrupted(ctx, snap, next, start, res, rep, errors.New("shutdown while observing"))
 	}
 
-	acts, next, res, err := r.act(ctx, snap, &obs, next, res, rep)
+	p := &pass{snap: snap, obs: &obs, next: next, res: res, rep: rep}
+	acts, err := r.act(ctx, p)
+	next, res = p.next, p.res
 	rep.fill(res)
 	for _, w := range res.Warnings {
 		r.Log.Warn().Msg(w)
@@ -297,27 +299,47 @@ func roundUp(d, interval time.Duration) time.Duration {
 	return (d + interval - 1) / interval * interval
 }
 
+// pass is what a run acts on: the state snapshot it read (and writes over), its
+// latest observation, the next state and the decision, and the report it fills.
+// Acting may move all of them on: a lost claim race re-reads and judges again.
+type pass struct {
+	snap *statestore.Snapshot
+	obs  *decide.Observation
+	next *state.State
+	res  decide.Result
+	rep  *Report
+}
+
 // act claims and carries out the restarts the decision asks for. The claim is
 // written first with the resourceVersion read at the start, so of two racing runs
 // only one acts; the loser re-judges from the winner's state.
-func (r *Runner) act(ctx context.Context, snap *statestore.Snapshot, obs *decide.Observation, next *state.State, res decide.Result, rep *Report) ([]alert.ActOutcome, *state.State, decide.Result, error) {
-	if res.Action != decide.ActionRestart {
-		return nil, next, res, nil
+func (r *Runner) act(ctx context.Context, p *pass) ([]alert.ActOutcome, error) {
+	if p.res.Action != decide.ActionRestart {
+		return nil, nil
 	}
 	if r.DryRun {
-		for _, t := range res.Targets {
+		for _, t := range p.res.Targets {
 			if t.Action == decide.ActionRestart {
 				r.Log.Info().Str("pod", t.Pod).Str("uid", t.UID).Msg("dry run: would restart: " + decide.GateSummary(t))
 			}
 		}
-		return nil, next, res, nil
+		return nil, nil
 	}
+	if claimed, err := r.claim(ctx, p); !claimed {
+		return nil, err
+	}
+	return r.restart(ctx, p), nil
+}
 
+// claim writes the restarts of p's decision into the state before any is carried
+// out. On a lost race it re-reads, judges again and retries; it reports false when
+// the new judgement restarts nothing (another run took care of it) or on an error.
+func (r *Runner) claim(ctx context.Context, p *pass) (bool, error) {
 	now := r.Clock.Now()
 	backoff := claimBackoff
 	for {
-		claimed := next.Clone()
-		for _, t := range res.Targets {
+		claimed := p.next.Clone()
+		for _, t := range p.res.Targets {
 			if t.Action == decide.ActionRestart && t.Resume {
 				// Take the unfinished claim over: a run racing on it then conflicts,
 				// re-reads, and finds it freshly claimed instead of completing it too.
@@ -333,47 +355,51 @@ func (r *Runner) act(ctx context.Context, snap *statestore.Snapshot, obs *decide
 				})
 			}
 		}
-		claimed.LastRun = r.lastRun(now, res, nil)
-		err := r.Store.Save(ctx, snap, claimed, now)
+		claimed.LastRun = r.lastRun(now, p.res, nil)
+		err := r.Store.Save(ctx, p.snap, claimed, now)
 		if err == nil {
-			rep.StateWritten = true
-			next = claimed
-			break
+			p.rep.StateWritten = true
+			p.next = claimed
+			return true, nil
 		}
 		if !errors.Is(err, statestore.ErrConflict) {
-			return nil, next, res, r.failRun(ctx, snap, rep, &Error{What: "claim restart in state", Err: err})
+			return false, r.failRun(ctx, p.snap, p.rep, &Error{What: "claim restart in state", Err: err})
 		}
 		if backoff.Steps <= 1 {
-			return nil, next, res, r.failRun(ctx, snap, rep, &Error{What: "claim restart in state", Err: fmt.Errorf("gave up after repeated conflicts: %w", err)})
+			return false, r.failRun(ctx, p.snap, p.rep, &Error{What: "claim restart in state", Err: fmt.Errorf("gave up after repeated conflicts: %w", err)})
 		}
 		r.Log.Warn().Msg("lost the restart claim race: re-reading state and judging again")
 		select {
 		case <-ctx.Done():
-			return nil, next, res, r.failRun(ctx, snap, rep, &Error{What: "claim restart in state", Err: ctx.Err()})
+			return false, r.failRun(ctx, p.snap, p.rep, &Error{What: "claim restart in state", Err: ctx.Err()})
 		case <-r.Clock.After(backoff.Step()):
 		}
 		latest, lerr := r.Store.Load(ctx)
 		if lerr != nil {
-			return nil, next, res, r.failRun(ctx, snap, rep, &Error{What: "re-read state after a conflict", Err: lerr})
+			return false, r.failRun(ctx, p.snap, p.rep, &Error{What: "re-read state after a conflict", Err: lerr})
 		}
-		*snap = *latest
-		next, res = r.decide(ctx, obs, snap.State, rep)
-		decide.CountRun(next, res.Verdict)
-		if res.Action != decide.ActionRestart {
-			r.Log.Info().Msg("another run already took care of it: " + res.Reason)
-			return nil, next, res, nil
+		*p.snap = *latest
+		p.next, p.res = r.decide(ctx, p.obs, p.snap.State, p.rep)
+		decide.CountRun(p.next, p.res.Verdict)
+		if p.res.Action != decide.ActionRestart {
+			r.Log.Info().Msg("another run already took care of it: " + p.res.Reason)
+			return false, nil
 		}
 	}
+}
 
+// restart carries out the claimed restarts of p's decision, recording each
+// outcome in p.next and the report.
+func (r *Runner) restart(ctx context.Context, p *pass) []alert.ActOutcome {
 	var acts []alert.ActOutcome
-	for _, t := range res.Targets {
+	for _, t := range p.res.Targets {
 		if t.Action != decide.ActionRestart {
 			continue
 		}
 		actx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		result, err := r.Restarter.Restart(actx, t.Pod, t.UID)
 		cancel()
-		rec := next.RestartFor(t.UID)
+		rec := p.next.RestartFor(t.UID)
 		doneAt := r.Clock.Now()
 		a := alert.ActOutcome{Target: t, Detail: result.Detail}
 		if err != nil && interrupted(ctx) {
@@ -393,12 +419,12 @@ func (r *Runner) act(ctx context.Context, snap *statestore.Snapshot, obs *decide
 				rec.Error = result.Detail
 			}
 			r.Log.Warn().Str("pod", t.Pod).Str("uid", t.UID).Str("method", r.Restarter.Method()).Msg("restarted: " + result.Detail + ": " + t.Reason)
-			r.deploymentEvent(ctx, obs, t, result.Detail, rep)
+			r.deploymentEvent(ctx, p.obs, t, result.Detail, p.rep)
 		}
-		rep.Restarts = append(rep.Restarts, RestartReport{Pod: t.Pod, UID: t.UID, Method: r.Restarter.Method(), Outcome: rec.Outcome, Detail: firstNonEmpty(rec.Error, result.Detail)})
+		p.rep.Restarts = append(p.rep.Restarts, RestartReport{Pod: t.Pod, UID: t.UID, Method: r.Restarter.Method(), Outcome: rec.Outcome, Detail: firstNonEmpty(rec.Error, result.Detail)})
 		acts = append(acts, a)
 	}
-	return acts, next, res, nil
+	return acts
 }
 
 func (r *Runner) dispatcher() *alert.Dispatcher {

@@ -78,68 +78,7 @@ State lives in the same ConfigMap as for check, so the two modes can be switched
 			if f.validateOnly {
 				return f.checkConfig(stderr)
 			}
-			p, err := f.setup(stderr)
-			if err != nil {
-				return err
-			}
-			log, client, clk := p.log, p.client, clock.RealClock{}
-			pass := func(ctx context.Context) (*check.Report, error) {
-				rep, err := p.runner.Run(ctx)
-				pingHeartbeat(ctx, &f.alerts, err, f.check.DryRun, log)
-				if err != nil {
-					err = fmt.Errorf("API server %s: %w", p.host, err)
-				}
-				return rep, err
-			}
-			l := loop.New(ro.Interval, f.cluster.Timeout, pass, clk, log)
-
-			ln, err := net.Listen("tcp", ro.MetricsAddr)
-			if err != nil {
-				return fmt.Errorf("listen on --metrics-addr %s: %w", ro.MetricsAddr, err)
-			}
-			srv := &http.Server{Handler: l.Handler(), ReadHeaderTimeout: 5 * time.Second}
-			ctx, cancel := context.WithCancel(cmd.Context())
-			defer cancel()
-			serveErr := make(chan error, 1)
-			go func() { serveErr <- srv.Serve(ln) }()
-			log.Info().Str("metricsAddr", ln.Addr().String()).Dur("interval", ro.Interval).Bool("leaderElect", ro.LeaderElect).Msg("watchdog running")
-
-			done := make(chan error, 1)
-			go func() {
-				if !ro.LeaderElect {
-					l.Lead(ctx)
-					done <- nil
-					return
-				}
-				identity := ro.LeaderIdentity
-				if identity == "" {
-					identity, _ = os.Hostname()
-				}
-				e := &leader.Elector{
-					Config: leader.Config{Namespace: f.cluster.Namespace, Name: ro.LeaderLease, Identity: identity},
-					Client: client, Clock: clk, Log: log,
-					OnAttempt: func(bool) { l.Alive() },
-				}
-				done <- e.Run(ctx, l.Lead)
-			}()
-
-			var runErr error
-			select {
-			case runErr = <-done:
-			case err := <-serveErr:
-				runErr = fmt.Errorf("metrics server on %s: %w", ro.MetricsAddr, err)
-				cancel()
-				if derr := <-done; derr != nil {
-					log.Warn().Err(derr).Msg("leader election stopped with an error")
-				}
-			}
-			shutdownCtx, stop := context.WithTimeout(context.Background(), 5*time.Second)
-			defer stop()
-			if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				log.Warn().Err(err).Msg("metrics server shutdown")
-			}
-			log.Info().Msg("watchdog stopped")
-			return runErr
+			return runPasses(cmd.Context(), f, &ro, stderr)
 		},
 	}
 	f.cluster.AddFlags(cmd.Flags())
@@ -148,4 +87,79 @@ State lives in the same ConfigMap as for check, so the two modes can be switched
 	ro.AddFlags(cmd.Flags())
 	addValidateOnlyFlag(cmd.Flags(), &f.validateOnly)
 	return cmd
+}
+
+// runPasses performs a pass every --interval until ctx ends (while elected, with
+// --leader-elect), serving the loop's metrics and /healthz on --metrics-addr.
+func runPasses(ctx context.Context, f *checkFlags, ro *RunOptions, stderr io.Writer) error {
+	p, err := f.setup(stderr)
+	if err != nil {
+		return err
+	}
+	log, clk := p.log, clock.RealClock{}
+	l := loop.New(ro.Interval, f.cluster.Timeout, p.loopPass(&f.alerts, f.check.DryRun), clk, log)
+
+	ln, err := net.Listen("tcp", ro.MetricsAddr)
+	if err != nil {
+		return fmt.Errorf("listen on --metrics-addr %s: %w", ro.MetricsAddr, err)
+	}
+	srv := &http.Server{Handler: l.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	log.Info().Str("metricsAddr", ln.Addr().String()).Dur("interval", ro.Interval).Bool("leaderElect", ro.LeaderElect).Msg("watchdog running")
+
+	done := make(chan error, 1)
+	go func() { done <- lead(ctx, l, ro, f.cluster.Namespace, p, clk) }()
+
+	var runErr error
+	select {
+	case runErr = <-done:
+	case err := <-serveErr:
+		runErr = fmt.Errorf("metrics server on %s: %w", ro.MetricsAddr, err)
+		cancel()
+		if derr := <-done; derr != nil {
+			log.Warn().Err(derr).Msg("leader election stopped with an error")
+		}
+	}
+	shutdownCtx, stop := context.WithTimeout(context.Background(), 5*time.Second)
+	defer stop()
+	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		log.Warn().Err(err).Msg("metrics server shutdown")
+	}
+	log.Info().Msg("watchdog stopped")
+	return runErr
+}
+
+// loopPass is one pass of run: the runner's, then the heartbeat ping; its error
+// names the API server.
+func (p *pass) loopPass(alerts *AlertOptions, dryRun bool) loop.Pass {
+	return func(ctx context.Context) (*check.Report, error) {
+		rep, err := p.runner.Run(ctx)
+		pingHeartbeat(ctx, alerts, err, dryRun, p.log)
+		if err != nil {
+			err = fmt.Errorf("API server %s: %w", p.host, err)
+		}
+		return rep, err
+	}
+}
+
+// lead runs l's passes until ctx ends: at once, or while this replica holds the
+// --leader-elect-lease with --leader-elect.
+func lead(ctx context.Context, l *loop.Loop, ro *RunOptions, namespace string, p *pass, clk clock.Clock) error {
+	if !ro.LeaderElect {
+		l.Lead(ctx)
+		return nil
+	}
+	identity := ro.LeaderIdentity
+	if identity == "" {
+		identity, _ = os.Hostname()
+	}
+	e := &leader.Elector{
+		Config: leader.Config{Namespace: namespace, Name: ro.LeaderLease, Identity: identity},
+		Client: p.client, Clock: clk, Log: p.log,
+		OnAttempt: func(bool) { l.Alive() },
+	}
+	return e.Run(ctx, l.Lead)
 }
