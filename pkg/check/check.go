@@ -114,7 +114,7 @@ func (r *Runner) Run(ctx context.Context) (*Report, error) {
 		return rep, failure
 	}
 	if snap.Recovered != "" {
-		r.Log.Warn().Str("configmap", r.StateConfigMap).Msg(snap.Recovered)
+		r.Log.Warn().Str("configmap", r.StateConfigMap).Str("detail", snap.Recovered).Msg("starting with empty state")
 		rep.Warnings = append(rep.Warnings, snap.Recovered)
 	}
 	if err != nil {
@@ -180,7 +180,7 @@ func (r *Runner) Run(ctx context.Context) (*Report, error) {
 	}
 	r.Log.Info().Str("verdict", string(res.Verdict)).Str("action", string(res.Action)).Bool("dryRun", r.DryRun).
 		Int("samples", rep.Samples).Str("took", r.Clock.Since(start).Round(time.Millisecond).String()).
-		Msg("run complete: " + res.Reason)
+		Str("reason", res.Reason).Msg("run complete")
 	return rep, runErr
 }
 
@@ -320,7 +320,7 @@ func (r *Runner) act(ctx context.Context, p *pass) ([]alert.ActOutcome, error) {
 	if r.DryRun {
 		for _, t := range p.res.Targets {
 			if t.Action == decide.ActionRestart {
-				r.Log.Info().Str("pod", t.Pod).Str("uid", t.UID).Msg("dry run: would restart: " + decide.GateSummary(t))
+				r.Log.Info().Str("pod", t.Pod).Str("uid", t.UID).Str("gates", decide.GateSummary(t)).Msg("dry run: would restart")
 			}
 		}
 		return nil, nil
@@ -382,7 +382,7 @@ func (r *Runner) claim(ctx context.Context, p *pass) (bool, error) {
 		p.next, p.res = r.decide(ctx, p.obs, p.snap.State, p.rep)
 		decide.CountRun(p.next, p.res.Verdict)
 		if p.res.Action != decide.ActionRestart {
-			r.Log.Info().Msg("another run already took care of it: " + p.res.Reason)
+			r.Log.Info().Str("reason", p.res.Reason).Msg("another run already took care of it")
 			return false, nil
 		}
 	}
@@ -418,7 +418,7 @@ func (r *Runner) restart(ctx context.Context, p *pass) []alert.ActOutcome {
 			if result.Gone {
 				rec.Error = result.Detail
 			}
-			r.Log.Warn().Str("pod", t.Pod).Str("uid", t.UID).Str("method", r.Restarter.Method()).Msg("restarted: " + result.Detail + ": " + t.Reason)
+			r.Log.Warn().Str("pod", t.Pod).Str("uid", t.UID).Str("method", r.Restarter.Method()).Str("detail", result.Detail).Str("reason", t.Reason).Msg("restarted")
 			r.deploymentEvent(ctx, p.obs, t, result.Detail, p.rep)
 		}
 		p.rep.Restarts = append(p.rep.Restarts, RestartReport{Pod: t.Pod, UID: t.UID, Method: r.Restarter.Method(), Outcome: rec.Outcome, Detail: firstNonEmpty(rec.Error, result.Detail)})
@@ -663,7 +663,7 @@ func (r *Runner) saveInterrupted(ctx context.Context, snap *statestore.Snapshot,
 // alertFailure sends watchdog-error for a failure that leaves no state to write
 // (state unreadable or unwritable), deduplicated against s when there is one.
 func (r *Runner) alertFailure(ctx context.Context, s *state.State, failure *Error, rep *Report) {
-	r.Log.Error().Err(failure.Err).Msg(failure.What + " failed")
+	r.Log.Error().Err(failure.Err).Str("step", failure.What).Msg("a step of the run failed")
 	rep.Error = failure.Error()
 	if r.DryRun {
 		return
@@ -739,7 +739,7 @@ func (r *Runner) logDecision(res decide.Result, rep *Report) {
 		if len(t.Gates) > 0 {
 			ev = ev.Str("gates", decide.GateSummary(t))
 		}
-		ev.Msg(t.Reason)
+		ev.Str("reason", t.Reason).Msg("pod judged")
 	}
 }
 
