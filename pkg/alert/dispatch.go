@@ -17,7 +17,7 @@ type Sink interface {
 	Send(ctx context.Context, n Notification) error
 }
 
-// EventEmitter leaves a notification as a Kubernetes Event (see check.eventsFor).
+// EventEmitter leaves a notification as a Kubernetes Event (see check.(*Runner).notificationEvent).
 type EventEmitter func(ctx context.Context, n Notification) error
 
 // Dispatcher delivers notifications to every sink, keeps what failed in the state's

@@ -16,8 +16,8 @@ import (
 	retryablehttp "github.com/hashicorp/go-retryablehttp"
 )
 
-// Delivery bounds. Per attempt: Poster.AttemptTimeout. Per delivery (all attempts
-// and back-off): Poster.Budget, and never past the caller's context.
+// Delivery bounds. Per attempt: NewPoster's attemptTimeout. Per delivery (all
+// attempts and back-off): its budget, and never past the caller's context.
 const (
 	DefaultAttempts = 3
 	DefaultBudget   = 30 * time.Second

@@ -152,7 +152,7 @@ func Plan(s *state.State, res decide.Result, acts []ActOutcome, runErr error, no
 		n := newNotification(ev, &t, res, now, cfg)
 		n.Reason = reason + " (" + t.Reason + ")"
 		out = append(out, n)
-		s.Alerts[ev] = &state.Alert{Event: ev, OpenedAt: now, Pod: t.Pod, Reason: truncate(n.Reason, 300)}
+		s.Alerts[ev] = &state.Alert{Event: ev, OpenedAt: now, Pod: t.Pod, Reason: Truncate(n.Reason, 300)}
 	}
 
 	// Close what is no longer observed: everything when the scheduler is healthy
@@ -221,7 +221,7 @@ func appendOngoing(out []Notification, s *state.State, ev string, t *decide.Targ
 	if t != nil {
 		a.Pod = t.Pod
 	}
-	a.Reason = truncate(n.Reason, 300)
+	a.Reason = Truncate(n.Reason, 300)
 	// Marked as sent when planned; a failed delivery keeps the alert in the outbox,
 	// so it is retried, not re-planned.
 	a.Sends++
@@ -289,8 +289,6 @@ func nextStep(ev string) string {
 	}
 	return ""
 }
-
-func truncate(s string, n int) string { return Truncate(s, n) }
 
 // Truncate shortens s to at most n bytes, ending in "...", without splitting a
 // UTF-8 character (reasons carry ≥, → and ✗).

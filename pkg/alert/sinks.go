@@ -123,22 +123,22 @@ func SlackMessage(n Notification, runbookURL string) *SlackWebhookMessage {
 	fallback := fmt.Sprintf("[%s] scheduler %s in %s: %s", strings.ToUpper(n.Severity), n.Event, esc(where), esc(n.Reason))
 
 	fields := []*SlackText{
-		mrkdwn("*Cluster*\n" + esc(orDash(n.Cluster))),
+		mrkdwn("*Cluster*\n" + esc(OrDash(n.Cluster))),
 		mrkdwn("*Namespace*\n" + esc(n.Namespace)),
-		mrkdwn("*Pod*\n" + esc(orDash(n.Pod))),
-		mrkdwn("*Verdict*\n" + esc(orDash(n.Verdict))),
-		mrkdwn("*Ready / expected*\n" + intOrDash(n.Ready) + " / " + intOrDash(n.Expected)),
+		mrkdwn("*Pod*\n" + esc(OrDash(n.Pod))),
+		mrkdwn("*Verdict*\n" + esc(OrDash(n.Verdict))),
+		mrkdwn("*Ready / expected*\n" + IntOrDash(n.Ready) + " / " + IntOrDash(n.Expected)),
 		mrkdwn("*For*\n" + sinceText(n)),
-		mrkdwn("*Watchdog did*\n" + esc(orDash(n.Action))),
-		mrkdwn("*Evidence*\n" + esc(orDash(n.Evidence))),
+		mrkdwn("*Watchdog did*\n" + esc(OrDash(n.Action))),
+		mrkdwn("*Evidence*\n" + esc(OrDash(n.Evidence))),
 	}
 	blocks := []SlackBlock{
-		{Type: SlackHeader, Text: &SlackText{Type: SlackPlainText, Text: truncate(title, 150), Emoji: true}},
-		{Type: SlackSection, Text: mrkdwn(truncate(esc(n.Reason), 2900))},
+		{Type: SlackHeader, Text: &SlackText{Type: SlackPlainText, Text: Truncate(title, 150), Emoji: true}},
+		{Type: SlackSection, Text: mrkdwn(Truncate(esc(n.Reason), 2900))},
 		{Type: SlackSection, Fields: fields},
 	}
 	if n.NextStep != "" {
-		blocks = append(blocks, SlackBlock{Type: SlackSection, Text: mrkdwn("*Next step*: " + truncate(esc(n.NextStep), 2900))})
+		blocks = append(blocks, SlackBlock{Type: SlackSection, Text: mrkdwn("*Next step*: " + Truncate(esc(n.NextStep), 2900))})
 	}
 	ctxElems := []*SlackText{mrkdwn(fmt.Sprintf("%s · watchdog %s · %s", n.Severity, n.Watchdog, n.Time.UTC().Format(time.RFC3339)))}
 	if runbookURL != "" {
@@ -157,14 +157,16 @@ func mrkdwn(s string) *SlackText {
 	return &SlackText{Type: SlackMarkdown, Text: s}
 }
 
-func orDash(s string) string {
+// OrDash is s, or "-" when s is empty: a blank field in an alert or a report.
+func OrDash(s string) string {
 	if s == "" {
 		return "-"
 	}
 	return s
 }
 
-func intOrDash(p *int) string {
+// IntOrDash is *p, or "-" when p is nil (not measured).
+func IntOrDash(p *int) string {
 	if p == nil {
 		return "-"
 	}

@@ -83,7 +83,7 @@ func (rep *Report) WriteText(w io.Writer) error {
 		if t.BadSince != nil {
 			badFor = decide.ShortDuration(t.BadFor.D())
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.Pod, verdict, t.Action, intOrDash(t.Ready), intOrDash(t.Expected), dash(string(t.Evidence)), badFor)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.Pod, verdict, t.Action, alert.IntOrDash(t.Ready), alert.IntOrDash(t.Expected), alert.OrDash(string(t.Evidence)), badFor)
 	}
 	for _, n := range rep.NotJudged {
 		fmt.Fprintf(tw, "%s\t(not judged)\t-\t-\t-\t-\t-\n", n.Pod)
@@ -137,18 +137,4 @@ func (rep *Report) WriteText(w io.Writer) error {
 		fmt.Fprintf(w, "error:   %s\n", rep.Error)
 	}
 	return nil
-}
-
-func intOrDash(p *int) string {
-	if p == nil {
-		return "-"
-	}
-	return fmt.Sprint(*p)
-}
-
-func dash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }

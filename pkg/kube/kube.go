@@ -118,13 +118,6 @@ func (c *Client) ListPods(ctx context.Context, ns string, opts metav1.ListOption
 	return out, err
 }
 
-// GetPod reads one pod.
-func (c *Client) GetPod(ctx context.Context, ns, name string) (*corev1.Pod, error) {
-	out := &corev1.Pod{}
-	err := c.core.Get().Namespace(ns).Resource("pods").Name(name).Do(ctx).Into(out)
-	return out, err
-}
-
 // DeletePod deletes a pod.
 func (c *Client) DeletePod(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
 	return c.core.Delete().Namespace(ns).Resource("pods").Name(name).Body(&opts).Do(ctx).Error()

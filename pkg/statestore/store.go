@@ -47,9 +47,6 @@ type Snapshot struct {
 	corrupt   string
 }
 
-// Exists reports whether the ConfigMap existed when read.
-func (s *Snapshot) Exists() bool { return s.configMap != nil }
-
 // Load reads the state. A missing ConfigMap or an unreadable document gives a fresh
 // state (Recovered says which); an API failure, or a document written by a newer
 // watchdog (*state.NewerVersionError), is an error.
