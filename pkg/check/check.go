@@ -136,7 +136,7 @@ func (r *Runner) Run(ctx context.Context) (*Report, error) {
 	next, res = p.next, p.res
 	rep.fill(res)
 	for _, w := range res.Warnings {
-		r.Log.Warn().Msg(w)
+		r.Log.Warn().Str("detail", w).Msg("run warning")
 		rep.Warnings = append(rep.Warnings, w)
 	}
 	if err != nil {
