@@ -192,7 +192,7 @@ func (a *Alertmanager) alert(n Notification, startsAt, endsAt time.Time) Postabl
 	if n.NextStep != "" {
 		desc += "\n\nNext step: " + n.NextStep
 	}
-	ann := map[string]string{"summary": summary, "description": Truncate(desc, 4000)}
+	ann := map[string]string{"summary": summary, "description": state.Truncate(desc, 4000)}
 	if a.RunbookURL != "" {
 		ann["runbook_url"] = a.RunbookURL
 	}

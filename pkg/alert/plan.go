@@ -9,7 +9,6 @@ import (
 	"maps"
 	"slices"
 	"time"
-	"unicode/utf8"
 
 	"github.com/agentenv/watchdog/pkg/decide"
 	"github.com/agentenv/watchdog/pkg/state"
@@ -152,7 +151,7 @@ func Plan(s *state.State, res decide.Result, acts []ActOutcome, runErr error, no
 		n := newNotification(ev, &t, res, now, cfg)
 		n.Reason = reason + " (" + t.Reason + ")"
 		out = append(out, n)
-		s.Alerts[ev] = &state.Alert{Event: ev, OpenedAt: now, Pod: t.Pod, Reason: Truncate(n.Reason, 300)}
+		s.Alerts[ev] = &state.Alert{Event: ev, OpenedAt: now, Pod: t.Pod, Reason: state.Truncate(n.Reason, 300)}
 	}
 
 	// Close what is no longer observed: everything when the scheduler is healthy
@@ -221,7 +220,7 @@ func appendOngoing(out []Notification, s *state.State, ev string, t *decide.Targ
 	if t != nil {
 		a.Pod = t.Pod
 	}
-	a.Reason = Truncate(n.Reason, 300)
+	a.Reason = state.Truncate(n.Reason, 300)
 	// Marked as sent when planned; a failed delivery keeps the alert in the outbox,
 	// so it is retried, not re-planned.
 	a.Sends++
@@ -288,17 +287,4 @@ func nextStep(ev string) string {
 		return "Nothing to do."
 	}
 	return ""
-}
-
-// Truncate shortens s to at most n bytes, ending in "...", without splitting a
-// UTF-8 character (reasons carry ≥, → and ✗).
-func Truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := max(n-3, 0)
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "..."
 }

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"unicode/utf8"
 
 	"github.com/agentenv/watchdog/pkg/decide"
 	"github.com/agentenv/watchdog/pkg/state"
@@ -577,15 +576,5 @@ func TestPlanIDsDiffer(t *testing.T) {
 	}
 	if notes[0].ID == notes[1].ID {
 		t.Errorf("two notifications share ID %s", notes[0].ID)
-	}
-}
-
-func TestTruncateKeepsUTF8Whole(t *testing.T) {
-	s := "wedged 7m12s ≥ 4m; → restart"
-	for n := 4; n <= len(s); n++ {
-		got := Truncate(s, n)
-		if len(got) > n || !utf8.ValidString(got) {
-			t.Fatalf("Truncate(%q, %d) = %q (%d bytes, valid %v)", s, n, got, len(got), utf8.ValidString(got))
-		}
 	}
 }

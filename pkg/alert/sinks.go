@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agentenv/watchdog/pkg/state"
 )
 
 // Header names of the generic webhook (docs/alerts.md).
@@ -133,12 +135,12 @@ func SlackMessage(n Notification, runbookURL string) *SlackWebhookMessage {
 		mrkdwn("*Evidence*\n" + esc(OrDash(n.Evidence))),
 	}
 	blocks := []SlackBlock{
-		{Type: SlackHeader, Text: &SlackText{Type: SlackPlainText, Text: Truncate(title, 150), Emoji: true}},
-		{Type: SlackSection, Text: mrkdwn(Truncate(esc(n.Reason), 2900))},
+		{Type: SlackHeader, Text: &SlackText{Type: SlackPlainText, Text: state.Truncate(title, 150), Emoji: true}},
+		{Type: SlackSection, Text: mrkdwn(state.Truncate(esc(n.Reason), 2900))},
 		{Type: SlackSection, Fields: fields},
 	}
 	if n.NextStep != "" {
-		blocks = append(blocks, SlackBlock{Type: SlackSection, Text: mrkdwn("*Next step*: " + Truncate(esc(n.NextStep), 2900))})
+		blocks = append(blocks, SlackBlock{Type: SlackSection, Text: mrkdwn("*Next step*: " + state.Truncate(esc(n.NextStep), 2900))})
 	}
 	ctxElems := []*SlackText{mrkdwn(fmt.Sprintf("%s · watchdog %s · %s", n.Severity, n.Watchdog, n.Time.UTC().Format(time.RFC3339)))}
 	if runbookURL != "" {

@@ -351,7 +351,7 @@ func (r *Runner) claim(ctx context.Context, p *pass) (bool, error) {
 			if t.Action == decide.ActionRestart && !t.Resume {
 				claimed.Restarts = append(claimed.Restarts, state.Restart{
 					Pod: t.Pod, UID: t.UID, Method: r.Restarter.Method(), ClaimedAt: now,
-					Outcome: state.RestartClaimed, Reason: alert.Truncate(t.Reason, 400), Evidence: string(t.Evidence),
+					Outcome: state.RestartClaimed, Reason: state.Truncate(t.Reason, 400), Evidence: string(t.Evidence),
 				})
 			}
 		}
@@ -653,7 +653,7 @@ func (r *Runner) saveInterrupted(ctx context.Context, snap *statestore.Snapshot,
 		return err
 	}
 	s.LastRun = r.lastRun(start, res, nil)
-	s.LastRun.Outcome, s.LastRun.Error = "interrupted", alert.Truncate(cause.Error(), 500)
+	s.LastRun.Outcome, s.LastRun.Error = "interrupted", state.Truncate(cause.Error(), 500)
 	if serr := r.saveWithin(ctx, snap, s, shutdownGrace, rep); serr != nil {
 		r.Log.Warn().Err(serr).Msg("interrupted pass could not write its state")
 	}
@@ -695,9 +695,9 @@ func (r *Runner) sendFailure(ctx context.Context, s *state.State, notes []alert.
 
 func (r *Runner) lastRun(start time.Time, res decide.Result, err error) *state.Run {
 	run := &state.Run{At: start.UTC(), Took: state.Duration(r.Clock.Since(start).Round(time.Millisecond)),
-		Verdict: string(res.Verdict), Action: string(res.Action), Reason: alert.Truncate(res.Reason, 500), Outcome: "ok", Watchdog: r.Version}
+		Verdict: string(res.Verdict), Action: string(res.Action), Reason: state.Truncate(res.Reason, 500), Outcome: "ok", Watchdog: r.Version}
 	if err != nil {
-		run.Outcome, run.Error = "error", alert.Truncate(err.Error(), 500)
+		run.Outcome, run.Error = "error", state.Truncate(err.Error(), 500)
 	}
 	return run
 }

@@ -59,7 +59,7 @@ func (s *State) truncateStrings(n int) bool {
 	changed := false
 	cut := func(p *string) {
 		if len(*p) > n {
-			*p = truncateUTF8(*p, n)
+			*p = Truncate(*p, n)
 			changed = true
 		}
 	}
@@ -109,15 +109,18 @@ func (s *State) truncateStrings(n int) bool {
 	return changed
 }
 
-// truncateUTF8 keeps at most n bytes of s, never splitting a character, and marks
-// the cut.
-func truncateUTF8(s string, n int) string {
-	const mark = "…"
-	keep := max(n-len(mark), 0)
-	for keep > 0 && !utf8.RuneStart(s[keep]) {
-		keep--
+// Truncate shortens s to at most n bytes, ending in "...", without splitting a
+// UTF-8 character (reasons carry ≥, → and ✗). It is the project's one truncation:
+// state fields, alert payloads and run summaries all cut with it.
+func Truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
 	}
-	return s[:keep] + mark
+	cut := max(n-3, 0)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
 }
 
 // dropAllButLedger drops, one kind of record per call: the outbox (its payloads
@@ -157,5 +160,5 @@ func BoundCorrupt(raw string) string {
 	if len(raw) <= maxCorruptBytes {
 		return raw
 	}
-	return truncateUTF8(raw, maxCorruptBytes-200) + fmt.Sprintf("\n[watchdog: the first %d of %d bytes kept]\n", maxCorruptBytes-200, len(raw))
+	return Truncate(raw, maxCorruptBytes-200) + fmt.Sprintf("\n[watchdog: the first %d of %d bytes kept]\n", maxCorruptBytes-200, len(raw))
 }

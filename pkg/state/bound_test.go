@@ -60,8 +60,8 @@ func TestEncodeIsBoundedWhateverTheInput(t *testing.T) {
 			if len(s.Restarts) != MaxRestarts || s.Pods["uid-current"] == nil || s.Alerts["wedged"] == nil {
 				t.Errorf("cutting reasons short must be enough: %d restarts, current pod %v, alert %v", len(s.Restarts), s.Pods["uid-current"] != nil, s.Alerts["wedged"] != nil)
 			}
-			if r := s.Restarts[0].Reason; len(r) > maxStringBytes || !utf8.ValidString(r) || !strings.HasSuffix(r, "…") {
-				t.Errorf("a cut reason is %d bytes, valid UTF-8 %v, marked %v", len(r), utf8.ValidString(r), strings.HasSuffix(r, "…"))
+			if r := s.Restarts[0].Reason; len(r) > maxStringBytes || !utf8.ValidString(r) || !strings.HasSuffix(r, "...") {
+				t.Errorf("a cut reason is %d bytes, valid UTF-8 %v, marked %v", len(r), utf8.ValidString(r), strings.HasSuffix(r, "..."))
 			}
 		}},
 		{"giant outbox payloads", func() *State {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
@@ -184,5 +185,15 @@ func TestEncodeShrinksTheOutboxBeforeTheRestartBudget(t *testing.T) {
 	}
 	if len(s.Outbox) == 0 || s.Outbox[len(s.Outbox)-1].ID != fmt.Sprint("p", MaxOutbox-1) {
 		t.Errorf("the newest pending alert must be kept: %d left", len(s.Outbox))
+	}
+}
+
+func TestTruncateKeepsUTF8Whole(t *testing.T) {
+	s := "wedged 7m12s ≥ 4m; → restart"
+	for n := 4; n <= len(s); n++ {
+		got := Truncate(s, n)
+		if len(got) > n || !utf8.ValidString(got) {
+			t.Fatalf("Truncate(%q, %d) = %q (%d bytes, valid %v)", s, n, got, len(got), utf8.ValidString(got))
+		}
 	}
 }
