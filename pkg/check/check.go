@@ -165,9 +165,11 @@ func (r *Runner) Run(ctx context.Context) (*Report, error) {
 		}
 	}
 	next.LastRun = r.lastRun(start, res, runErr)
-	if err := r.persist(ctx, snap, next, obs, acts, rep); err != nil {
+	if merged, err := r.persist(ctx, snap, next, obs, acts, rep); err != nil {
 		if interrupted(ctx) {
-			return rep, r.saveInterrupted(ctx, snap, next, start, res, rep, err)
+			// What persist last tried to write: after a conflict, the other
+			// writer's state with this run's merged in, never this run's alone.
+			return rep, r.saveInterrupted(ctx, snap, merged, start, res, rep, err)
 		}
 		var failure *Error
 		if errors.As(err, &failure) {
@@ -379,6 +381,7 @@ func (r *Runner) claim(ctx context.Context, p *pass) (bool, error) {
 			return false, r.failRun(ctx, p.snap, p.rep, &Error{What: "re-read state after a conflict", Err: lerr})
 		}
 		*p.snap = *latest
+		p.obs.Merge = true // the winner may have observed later: never rewind it
 		p.next, p.res = r.decide(ctx, p.obs, p.snap.State, p.rep)
 		decide.CountRun(p.next, p.res.Verdict)
 		if p.res.Action != decide.ActionRestart {
@@ -495,29 +498,30 @@ func (r *Runner) deploymentEvent(ctx context.Context, obs *decide.Observation, t
 // persist writes the final state. If another writer got in since our last write,
 // judge again from its state and re-apply what this run did (restart outcomes,
 // alert bookkeeping), then retry: only this merge is safe to retry.
-func (r *Runner) persist(ctx context.Context, snap *statestore.Snapshot, next *state.State, obs decide.Observation, acts []alert.ActOutcome, rep *Report) error {
+func (r *Runner) persist(ctx context.Context, snap *statestore.Snapshot, next *state.State, obs decide.Observation, acts []alert.ActOutcome, rep *Report) (*state.State, error) {
 	if r.DryRun {
-		return nil
+		return next, nil
 	}
 	backoff := claimBackoff
+	obs.Merge = true // any re-decision below merges into another writer's state
 	for {
 		err := r.Store.Save(ctx, snap, next, r.Clock.Now())
 		if err == nil {
 			rep.StateWritten = true
-			return nil
+			return next, nil
 		}
 		if !errors.Is(err, statestore.ErrConflict) || backoff.Steps <= 1 {
 			r.Log.Error().Err(err).Msg("cannot write state")
-			return &Error{What: "write state", Err: err}
+			return next, &Error{What: "write state", Err: err}
 		}
 		select {
 		case <-ctx.Done():
-			return &Error{What: "write state", Err: ctx.Err()}
+			return next, &Error{What: "write state", Err: ctx.Err()}
 		case <-r.Clock.After(backoff.Step()):
 		}
 		latest, lerr := r.Store.Load(ctx)
 		if lerr != nil {
-			return &Error{What: "re-read state after a conflict", Err: lerr}
+			return next, &Error{What: "re-read state after a conflict", Err: lerr}
 		}
 		r.Log.Warn().Msg("state changed during the run: merging this run's outcome into it")
 		merged, _ := decide.Decide(obs, latest.State, r.Decide)

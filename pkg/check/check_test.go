@@ -542,3 +542,39 @@ func TestShutdownSendsNothing(t *testing.T) {
 		})
 	}
 }
+
+// A shutdown during the retried final write (after a conflict and a merge) saves
+// the merged state, never this run's own over the other writer's (found by
+// review: the other writer's restart record was wiped).
+func TestShutdownDuringAMergedWriteKeepsTheOtherWriter(t *testing.T) {
+	h := newHarness(t)
+	h.wedgedAndDue()
+	ctx, cancel := context.WithDeadline(context.Background(), t0.Add(time.Hour))
+	defer cancel()
+	h.store.saveHooks = []func() error{nil, func() error { // the claim goes through; before the final write:
+		snap, err := h.store.MemoryStore.Load(context.Background())
+		if err != nil {
+			return err
+		}
+		s := snap.State
+		s.Restarts = append(s.Restarts, state.Restart{Pod: "sched-b", UID: "uid-b", Method: "delete", ClaimedAt: h.clk.Now(), Outcome: state.RestartDone, Reason: "theirs"})
+		return h.store.MemoryStore.Save(context.Background(), snap, s, h.clk.Now())
+	}, func() error { // the retried write, after the merge: SIGTERM
+		cancel()
+		return context.Canceled
+	}}
+	_, err := h.runner().Run(ctx)
+	if !errors.Is(err, check.ErrInterrupted) {
+		t.Fatalf("error %v, want the pass cut short", err)
+	}
+	s := h.store.current(t)
+	if s.RestartFor("uid-b") == nil {
+		t.Fatalf("the other writer's restart record was lost: %+v", s.Restarts)
+	}
+	if r := s.RestartFor(podUID); r == nil || r.Outcome != state.RestartDone {
+		t.Errorf("this run's restart record %+v, want done", r)
+	}
+	if s.LastRun == nil || s.LastRun.Outcome != "interrupted" {
+		t.Errorf("last run %+v", s.LastRun)
+	}
+}

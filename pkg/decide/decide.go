@@ -25,17 +25,17 @@ func Decide(obs Observation, prev *state.State, cfg Config) (*state.State, Resul
 	for _, p := range obs.Pods {
 		present[p.UID] = true
 	}
-	forgetGonePods(next, present, now)
+	forgetGonePods(next, present, obs)
 
 	for _, p := range notJudged {
-		if p.live && !newerRecord(next, p.pod.UID, now) {
+		if p.live && !newerRecord(next, p.pod.UID, obs) {
 			pauseClock(next, p.pod)
 		}
 		res.Targets = append(res.Targets, Target{Pod: p.pod.Name, UID: p.pod.UID, Verdict: "", Action: ActionNone, Reason: "not judged: " + p.why})
 	}
 	for _, p := range judged {
 		var t Target
-		if ps := next.Pods[p.UID]; newerRecord(next, p.UID, now) || (ps == nil && now.Before(next.ObservedAt)) {
+		if ps := next.Pods[p.UID]; newerRecord(next, p.UID, obs) || (ps == nil && obs.Merge && now.Before(next.ObservedAt)) {
 			t = supersededTarget(p, ps)
 		} else {
 			t = judgePod(p, obs, next, cfg, len(judged))
@@ -75,6 +75,7 @@ func CountRun(s *state.State, verdict Verdict) {
 	switch verdict {
 	case VerdictUnknown:
 		s.UnknownRuns++
+		markRunPaused(s)
 	case VerdictWedged, VerdictDegraded:
 	default:
 		s.UnknownRuns = 0
@@ -90,13 +91,27 @@ func RunFailed(s *state.State) {
 			pause(ps)
 		}
 	}
+	markRunPaused(s)
 }
 
-// newerRecord reports whether another run observed this pod after now: its record
-// stands, and an older observation never rewinds it.
-func newerRecord(s *state.State, uid string, now time.Time) bool {
+// markRunPaused records a whole run that could not see the scheduler (unknown, or
+// failed) after an in-run confirmation: the "confirmed in two runs" path chains
+// confirmations across such runs only, never across one failed sample inside a run.
+func markRunPaused(s *state.State) {
+	for _, ps := range s.Pods {
+		if ps.Bad != nil && ps.Bad.ConfirmedRun != nil {
+			ps.Bad.PausedSince = true
+		}
+	}
+}
+
+// newerRecord reports, while merging this run's observation into another run's
+// state (obs.Merge), whether that run observed this pod after this one: its record
+// stands, and an older observation never rewinds it. Outside a merge a record from
+// the future is clock skew between runs, not news: the pod is judged as usual.
+func newerRecord(s *state.State, uid string, obs Observation) bool {
 	ps := s.Pods[uid]
-	return ps != nil && ps.LastSeen.After(now)
+	return obs.Merge && ps != nil && ps.LastSeen.After(obs.At)
 }
 
 // supersededTarget reports a pod whose newest record comes from a later observation
@@ -216,17 +231,18 @@ func HolderIs(holder, pod string) bool {
 // forgetGonePods drops pods no longer listed, closing their episodes and settling
 // restart claims: a claimed restart whose pod is gone did happen (the delete went
 // through before the run that claimed it could record it).
-func forgetGonePods(s *state.State, present map[string]bool, now time.Time) {
+func forgetGonePods(s *state.State, present map[string]bool, obs Observation) {
+	now := obs.At
 	for i := range s.Restarts {
 		r := &s.Restarts[i]
-		if r.Outcome == state.RestartClaimed && !present[r.UID] && !newerRecord(s, r.UID, now) {
+		if r.Outcome == state.RestartClaimed && !present[r.UID] && !newerRecord(s, r.UID, obs) {
 			r.Outcome = state.RestartDone
 			r.DoneAt = &now
 			r.Error = "the run that claimed this restart did not record it; the pod was gone when checked again"
 		}
 	}
 	for _, uid := range slices.Sorted(maps.Keys(s.Pods)) {
-		if present[uid] || s.Pods[uid].LastSeen.After(now) {
+		if present[uid] || newerRecord(s, uid, obs) {
 			// Listed, or seen by a run that observed after this one: not gone.
 			continue
 		}
@@ -306,6 +322,10 @@ func judgePod(p Pod, obs Observation, s *state.State, cfg Config, judgedCount in
 		t.Expected = &expected
 	}
 
+	if verdict != VerdictHealthy && s.Backoff != nil {
+		// Only an unbroken hour of healthy observations ends the back-off.
+		s.Backoff.HealthySince = nil
+	}
 	switch verdict {
 	case VerdictUnknown:
 		ps.Unknowns++
@@ -325,9 +345,6 @@ func judgePod(p Pod, obs Observation, s *state.State, cfg Config, judgedCount in
 			endEpisode(s, p.UID, ps, now, "became "+string(verdict))
 		}
 		advanceWedgeClock(ps, verdict, evidence, prevVerdict, baseline, obs, cfg, t)
-		if s.Backoff != nil {
-			s.Backoff.HealthySince = nil
-		}
 	default:
 		ps.Unknowns = 0
 		if ps.Bad != nil {
@@ -445,9 +462,6 @@ func pause(ps *state.Pod) {
 	ps.Bad.StrongSince = nil
 	ps.Bad.Evidence = string(EvidenceWeak)
 	ps.Bad.RunSince = nil
-	if ps.Bad.ConfirmedRun != nil {
-		ps.Bad.PausedSince = true
-	}
 }
 
 // advanceWedgeClock extends or starts the bad episode. The clock only advances
@@ -555,9 +569,25 @@ func decideAction(t *Target, p Pod, obs Observation, s *state.State, ps *state.P
 	}
 	if blocked {
 		t.Action = ActionBlocked
+		markInProgress(t)
 		return
 	}
 	t.Action = ActionRestart
+}
+
+// markInProgress: while a restart of this pod is already done or under way, the
+// other refusals are consequences of it (the Deployment mid-rollout from the
+// watchdog's own rollout restart, the budget it just used), not blocked restarts
+// to page about.
+func markInProgress(t *Target) {
+	if !slices.ContainsFunc(t.Gates, func(g Gate) bool { return g.Name == gateOnce && g.InProgress }) {
+		return
+	}
+	for i := range t.Gates {
+		if !t.Gates[i].OK {
+			t.Gates[i].InProgress = true
+		}
+	}
 }
 
 // dueGate adds the wedged-for gate and reports whether a restart is due: by
@@ -731,14 +761,14 @@ func backoffGate(t *Target, p Pod, ps *state.Pod, s *state.State, now time.Time,
 	if cfg.IneffectiveWithin <= 0 {
 		return Gate{}, false
 	}
-	if r := replacedBy(s, p); r != nil && ps.Bad.Since.Sub(p.StartedAt) <= cfg.IneffectiveWithin {
+	if r := replacedBy(s, p, cfg.IneffectiveWithin); r != nil && ps.Bad.Since.Sub(p.StartedAt) <= cfg.IneffectiveWithin {
 		b := s.Backoff
 		if b == nil {
 			b = &state.Backoff{}
 			s.Backoff = b
 		}
 		b.Ineffective++
-		wait := cfg.BackoffBase << min(b.Ineffective-1, 16)
+		wait := cfg.BackoffBase << min(max(b.Ineffective-1, 0), 16)
 		if wait <= 0 || wait > cfg.BackoffMax {
 			wait = cfg.BackoffMax
 		}
@@ -762,8 +792,9 @@ func backoffGate(t *Target, p Pod, ps *state.Pod, s *state.State, now time.Time,
 }
 
 // replacedBy returns the latest restart, done and not yet judged, that this pod's
-// process replaces: another pod restarted before this process started.
-func replacedBy(s *state.State, p Pod) *state.Restart {
+// process replaces: another pod restarted at most within before this process
+// started (a pod started days after a restart replaces nothing of it).
+func replacedBy(s *state.State, p Pod, within time.Duration) *state.Restart {
 	for i := len(s.Restarts) - 1; i >= 0; i-- {
 		r := &s.Restarts[i]
 		if r.Outcome != state.RestartDone || r.UID == p.UID {
@@ -771,7 +802,8 @@ func replacedBy(s *state.State, p Pod) *state.Restart {
 		}
 		// Pod timestamps have whole seconds: a replacement started in the second
 		// of the claim counts as started after it.
-		if r.Ineffective != "" || p.StartedAt.Before(r.ClaimedAt.Truncate(time.Second)) {
+		claimed := r.ClaimedAt.Truncate(time.Second)
+		if r.Ineffective != "" || p.StartedAt.Before(claimed) || p.StartedAt.Sub(claimed) > within {
 			return nil
 		}
 		return r

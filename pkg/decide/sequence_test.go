@@ -90,8 +90,9 @@ func TestOlderObservationNeverRewindsANewerRecord(t *testing.T) {
 	base, _ := Decide(observe(t0, 3, schedPod("sched-a", "uid-a", sample(0, 80))), state.New(), cfg)
 	newer, _ := Decide(observe(t0.Add(5*time.Minute+10*time.Second), 3, schedPod("sched-a", "uid-a", sample(0, 120)), schedPod("sched-new", "uid-new", sample(0, 0))), base, cfg)
 	before, _ := state.Encode(newer.Clone(), t0)
+	merging := func(o Observation) Observation { o.Merge = true; return o }
 
-	merged, r := Decide(observe(t0.Add(5*time.Minute), 3, schedPod("sched-a", "uid-a", sample(0, 100))), newer, cfg)
+	merged, r := Decide(merging(observe(t0.Add(5*time.Minute), 3, schedPod("sched-a", "uid-a", sample(0, 100)))), newer, cfg)
 	for _, e := range merged.Episodes {
 		if e.Outcome == "process restarted" {
 			t.Fatalf("the newer record's higher counters were taken for a counter reset: %+v", merged.Episodes)
@@ -121,16 +122,130 @@ func TestOlderObservationNeverRewindsANewerRecord(t *testing.T) {
 	// not settled as done.
 	claimed := newer.Clone()
 	claimed.Restarts = append(claimed.Restarts, state.Restart{Pod: "sched-new", UID: "uid-new", ClaimedAt: t0.Add(5*time.Minute + 10*time.Second), Outcome: state.RestartClaimed})
-	merged, _ = Decide(observe(t0.Add(5*time.Minute), 3, schedPod("sched-a", "uid-a", sample(0, 100))), claimed, cfg)
+	merged, _ = Decide(merging(observe(t0.Add(5*time.Minute), 3, schedPod("sched-a", "uid-a", sample(0, 100)))), claimed, cfg)
 	if got := merged.RestartFor("uid-new").Outcome; got != state.RestartClaimed {
 		t.Errorf("another run's fresh claim was settled as %s by an older observation", got)
 	}
 	// A pod the newer run forgot (gone by then) is not brought back.
 	gone := newer.Clone()
 	delete(gone.Pods, "uid-new")
-	merged, _ = Decide(observe(t0.Add(5*time.Minute), 3, schedPod("sched-a", "uid-a", sample(0, 100)), schedPod("sched-new", "uid-new", sample(0, 0))), gone, cfg)
+	merged, _ = Decide(merging(observe(t0.Add(5*time.Minute), 3, schedPod("sched-a", "uid-a", sample(0, 100)), schedPod("sched-new", "uid-new", sample(0, 0)))), gone, cfg)
 	if merged.Pods["uid-new"] != nil {
 		t.Error("a pod the newer run no longer lists was brought back by an older observation")
+	}
+}
+
+// Outside a merge, a record dated in the future (a run on a node whose clock is an
+// hour ahead) is clock skew, not news: the pod is judged as usual, and a wedge is
+// not hidden behind the future record (found by review).
+func TestFutureRecordDoesNotHideAWedge(t *testing.T) {
+	cfg := testConfig()
+	s, _ := Decide(observe(t0.Add(time.Hour), 3, schedPod("sched-a", "uid-a", sample(3, 0))), state.New(), cfg)
+	s, r := Decide(wedgedAt(t0), s, cfg)
+	if r.Verdict != VerdictWedged {
+		t.Fatalf("a future record hid the wedge: %s %s", r.Verdict, r.Reason)
+	}
+	s, _ = Decide(wedgedAt(t0.Add(5*time.Minute)), s, cfg)
+	_, r = decideRun(cfg, s, t0.Add(10*time.Minute), wedgedAt)
+	if r.Action != ActionRestart {
+		t.Errorf("the wedge behind a future record never became due: %s %s", r.Action, r.Reason)
+	}
+}
+
+// The "confirmed in two runs" path chains across whole runs that could not see
+// the scheduler, never across one failed sample inside a confirmed run: that would
+// skip --wedged-for (found by review).
+func TestOneFailedSampleDoesNotChainConfirmedRuns(t *testing.T) {
+	cfg := testConfig()
+	cfg.WedgedFor = 30 * time.Minute
+	s, _, _ := run(cfg, state.New(), t0, 170*time.Second, wedgedAt) // confirmed in-run
+	// One scrape fails late in the same run, then the run ends.
+	s, _ = Decide(inRun(t0, scrapeFails(t0.Add(105*time.Second))), s, cfg)
+	CountRun(s, VerdictWedged)
+	_, r, _ := run(cfg, s, t0.Add(5*time.Minute), 170*time.Second, wedgedAt)
+	if r.Action == ActionRestart {
+		t.Fatalf("restarted by chaining across one failed sample: %s", r.Reason)
+	}
+}
+
+// A pod started long after a restart is no replacement of it: its wedge says
+// nothing about whether that restart helped (found by review).
+func TestOldRestartIsNotIneffective(t *testing.T) {
+	cfg := testConfig()
+	cfg.IneffectiveWithin, cfg.BackoffBase, cfg.BackoffMax, cfg.BackoffReset = 15*time.Minute, 10*time.Minute, time.Hour, time.Hour
+	old := t0.Add(-72 * time.Hour)
+	s := state.New()
+	s.Restarts = []state.Restart{{Pod: "sched-0", UID: "uid-0", Method: MethodDelete, ClaimedAt: old, DoneAt: &old, Outcome: state.RestartDone}}
+	p := func(at time.Time) Observation {
+		pod := schedPod("sched-1", "uid-1", sample(0, 0))
+		pod.StartedAt = t0.Add(-10 * time.Minute)
+		return observe(at, 3, pod)
+	}
+	s, _ = Decide(p(t0), s, cfg)
+	_, r := decideRun(cfg, s, t0.Add(5*time.Minute), p)
+	if r.Targets[0].Ineffective != "" || r.Action != ActionRestart {
+		t.Fatalf("a restart three days old was judged ineffective: %s %s", r.Action, r.Reason)
+	}
+}
+
+// A hand-edited negative count must not crash the back-off (found by review).
+func TestNegativeIneffectiveCountDoesNotPanic(t *testing.T) {
+	s, err := state.Decode([]byte(`{"version":1,"backoff":{"ineffective":-3}}`))
+	if err != nil || s.Backoff.Ineffective != 0 {
+		t.Fatalf("sanitize: %v %+v", err, s.Backoff)
+	}
+	cfg := testConfig()
+	cfg.IneffectiveWithin, cfg.BackoffBase, cfg.BackoffMax = 15*time.Minute, 10*time.Minute, time.Hour
+	claimed := t0.Add(-time.Minute)
+	st := state.New()
+	st.Backoff = &state.Backoff{Ineffective: -3}
+	st.Restarts = []state.Restart{{Pod: "sched-0", UID: "uid-0", ClaimedAt: claimed, DoneAt: &claimed, Outcome: state.RestartDone}}
+	p := func(at time.Time) Observation {
+		pod := schedPod("sched-1", "uid-1", sample(0, 0))
+		pod.StartedAt = t0
+		return observe(at, 3, pod)
+	}
+	st, _ = Decide(p(t0.Add(3*time.Minute)), st, cfg)
+	decideRun(cfg, st, t0.Add(8*time.Minute), p) // must not panic
+}
+
+// The watchdog's own rollout restart keeps the Deployment mid-rollout while the
+// old pod still runs: that refusal is part of the restart in progress, not a
+// blocked restart to page (found by review).
+func TestOwnRolloutIsNotABlockedRestart(t *testing.T) {
+	cfg := testConfig()
+	cfg.RestartMethod = MethodRollout
+	o := func(at time.Time) Observation {
+		ob := wedgedAt(at)
+		ob.Rollout = &Rollout{Name: "agentenv-scheduler", Found: true, InProgress: true, Detail: "1 of 1 updated, 1 old replica"}
+		return ob
+	}
+	s, _ := Decide(o(t0), state.New(), cfg)
+	done := t0.Add(4*time.Minute + 30*time.Second)
+	s.Restarts = append(s.Restarts, state.Restart{Pod: "sched-a", UID: "uid-a", Method: MethodRollout, ClaimedAt: done, DoneAt: &done, Outcome: state.RestartDone})
+	_, r := decideRun(cfg, s, t0.Add(5*time.Minute), o)
+	if r.Action != ActionBlocked || !r.Targets[0].RestartInProgress() {
+		t.Fatalf("%s inProgress=%v: %s", r.Action, r.Targets[0].RestartInProgress(), r.Reason)
+	}
+}
+
+// The back-off ends only after an unbroken hour of healthy observations: an
+// unknown in between starts the hour over (found by review).
+func TestBackoffNeedsAnUnbrokenHealthyHour(t *testing.T) {
+	cfg := testConfig()
+	cfg.BackoffReset = time.Hour
+	s := state.New()
+	s.Backoff = &state.Backoff{Ineffective: 2}
+	healthy := func(at time.Time) Observation { return observe(at, 3, schedPod("sched-a", "uid-a", sample(3, 0))) }
+	s, _ = Decide(healthy(t0), s, cfg)
+	s, _ = Decide(scrapeFails(t0.Add(30*time.Minute)), s, cfg)
+	s, _ = Decide(healthy(t0.Add(61*time.Minute)), s, cfg)
+	if s.Backoff == nil {
+		t.Fatal("the back-off ended after two healthy observations an hour apart with an unknown between")
+	}
+	s, _ = Decide(healthy(t0.Add(122*time.Minute)), s, cfg)
+	if s.Backoff != nil {
+		t.Error("an unbroken healthy hour must end the back-off")
 	}
 }
 

@@ -120,6 +120,9 @@ type Observation struct {
 	// ConsistentErr is why it could not be had.
 	Consistent    bool
 	ConsistentErr error
+	// Merge: this observation is being merged into another run's newer state (this
+	// run's write lost a race): what that run observed later is not rewound.
+	Merge bool
 }
 
 // Pod is one scheduler pod as observed.

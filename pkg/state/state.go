@@ -285,6 +285,14 @@ func (s *State) sanitize() {
 	if s.UnknownRuns < 0 {
 		s.UnknownRuns = 0
 	}
+	for _, p := range s.Pods {
+		if p.Bad != nil && p.Bad.ConfirmedRuns < 0 {
+			p.Bad.ConfirmedRuns = 0
+		}
+	}
+	if s.Backoff != nil && s.Backoff.Ineffective < 0 {
+		s.Backoff.Ineffective = 0
+	}
 }
 
 // Encode renders the document, pruned to its bounds, indented for people.
