@@ -411,10 +411,15 @@ func TestConfirmationWithinTheDeadline(t *testing.T) {
 		cut       bool
 		samples   int
 	}{
-		// 60 s less a 10 s reserve: the first sight probes every 15 s while a
-		// sample fits (0, 15, 30, 45 s); the evidence is strong from 15 s, but the
-		// 90 s window from there does not fit.
-		{name: "cut by the deadline", timeout: time.Minute, action: decide.ActionWait, cut: true, samples: 4},
+		// 60 s less two 10 s reserves (persisting, and the reads a restart needs
+		// first): the first sight probes every 15 s while a sample fits (0, 15,
+		// 30 s); the evidence is strong from 15 s, but the 90 s window from there
+		// does not fit.
+		{name: "cut by the deadline", timeout: time.Minute, action: decide.ActionWait, cut: true, samples: 3},
+		// 120 s: the sample at 105 s would confirm, but it would leave 15 s, less
+		// than the two reserves, for the reads, the restart and the write: the
+		// run stops at 90 s and the next run confirms (found by review).
+		{name: "no restart without time for its reads", timeout: 2 * time.Minute, action: decide.ActionWait, cut: true, samples: 7},
 		// Strong from 15 s, confirmed at 105 s (samples every 15 s from 0 s), then
 		// the consistent re-read.
 		{name: "time enough", timeout: 3 * time.Minute, action: decide.ActionRestart, restarted: true, samples: 9},

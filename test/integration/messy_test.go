@@ -285,7 +285,7 @@ func TestShutdownMidPassSendsNothing(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(1500*time.Millisecond, cancel) // mid-confirmation
 	var stdout, stderr bytes.Buffer
-	args := append(append([]string{"check"}, s.base...), "--confirm-window", "20s", "--sample-interval", "500ms",
+	args := append(append([]string{"check"}, s.base...), "--confirm-window", "20s", "--sample-interval", "500ms", "--timeout", "60s",
 		"--webhook-url", rcv.url(webhookPath), "--webhook-secret", hmacKey, "--heartbeat-url", rcv.url(heartbeatPath))
 	code := cli.ExecuteContext(ctx, args, &stdout, &stderr)
 	if code == 0 || !strings.Contains(stderr.String(), check.ErrInterrupted.Error()) {

@@ -29,11 +29,12 @@ func scaledFlags() []string {
 		"--wedged-for", scaled(cli.DefaultWedgedFor),
 		"--confirm-window", scaled(cli.DefaultConfirmWindow),
 		"--sample-interval", scaled(15 * time.Second),
-		// A run keeps min(10 s, timeout/6) back for acting and persisting:
-		// compressed 30×, that sixth (1 s) would stand for 30 s of production
-		// time instead of 10 s. 20 s more restores production's margin, so that a
-		// run samples as long as it does in production.
-		"--timeout", scaled(cli.DefaultTimeout + 20*time.Second),
+		// A run keeps min(10 s, timeout/6) back for persisting, and as much again
+		// before a restart for the reads it needs: compressed 30×, that sixth
+		// (1 s) would stand for 30 s of production time instead of 10 s. 60 s
+		// more restores production's margin, so that a run samples as long as it
+		// does in production.
+		"--timeout", scaled(cli.DefaultTimeout + 60*time.Second),
 		"--scrape-timeout", "1s", "--api-timeout", "2s",
 	}
 }
