@@ -16,18 +16,12 @@ AM="$BIN_DIR/alertmanager"
 
 have() { [[ -x "$AM" ]]; }
 
-if [[ "${1:-}" == "--print" ]]; then
-  have || { echo "alertmanager ${AM_VERSION} not built; run hack/alertmanager.sh" >&2; exit 1; }
-  echo "$AM"; exit 0
-fi
-if have; then echo "$AM"; exit 0; fi
+source "$(dirname "${BASH_SOURCE[0]}")/cache.sh"
+cached_or_exit have "$AM" "alertmanager ${AM_VERSION} not built; run hack/alertmanager.sh" "$@"
 
 # The machine's Go, like the control plane: v0.35.0 asks for go 1.26.0.
 export GOTOOLCHAIN=local GOWORK=off CGO_ENABLED=0 GOFLAGS=-mod=mod
-# A throwaway build cache: nothing of the build stays but the binary.
-SCRATCH="$(mktemp -d "${TMPDIR:-/tmp}/watchdog-am.XXXXXX")"
-trap 'chmod -R u+w "$SCRATCH" 2>/dev/null || true; rm -rf "$SCRATCH"' EXIT
-export GOCACHE="$SCRATCH/gocache"
+scratch_build am
 
 echo "alertmanager: building ${AM_VERSION} (first time only, ~4-11 min)" >&2
 # The module zip leaves out the web UI's built files, which ui/web.go embeds

@@ -15,17 +15,11 @@ BIN_DIR="$CACHE_ROOT/control-plane/k8s-${K8S_VERSION}_etcd-${ETCD_VERSION}/bin"
 
 have_all() { [[ -x "$BIN_DIR/kube-apiserver" && -x "$BIN_DIR/etcd" && -x "$BIN_DIR/kubectl" ]]; }
 
-if [[ "${1:-}" == "--print" ]]; then
-  have_all || { echo "control plane not built; run hack/control-plane.sh" >&2; exit 1; }
-  echo "$BIN_DIR"; exit 0
-fi
-if have_all; then echo "$BIN_DIR"; exit 0; fi
+source "$(dirname "${BASH_SOURCE[0]}")/cache.sh"
+cached_or_exit have_all "$BIN_DIR" "control plane not built; run hack/control-plane.sh" "$@"
 
 export GOTOOLCHAIN=local GOWORK=off CGO_ENABLED=0 GOFLAGS=-mod=mod
-# A throwaway build cache: the Kubernetes build fills ~4 GB we never need again.
-SCRATCH="$(mktemp -d "${TMPDIR:-/tmp}/watchdog-cp.XXXXXX")"
-trap 'chmod -R u+w "$SCRATCH" 2>/dev/null || true; rm -rf "$SCRATCH"' EXIT
-export GOCACHE="$SCRATCH/gocache"
+scratch_build cp
 OUT="$SCRATCH/out"; mkdir -p "$OUT"
 
 log() { echo "control-plane: $*" >&2; }

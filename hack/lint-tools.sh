@@ -46,17 +46,11 @@ have_db() { [[ -s "$DB_DIR/index/db.json" && -s "$DB_DIR/index/modules.json" ]];
 have_all() { have_lint && have_vuln && have_db; }
 
 if [[ "${1:-}" == "--vulndb-version" ]]; then echo "$VULNDB_VERSION"; exit 0; fi
-if [[ "${1:-}" == "--print" ]]; then
-  have_all || { echo "lint tools not installed; run hack/lint-tools.sh" >&2; exit 1; }
-  echo "$BIN_DIR"; exit 0
-fi
-if have_all; then echo "$BIN_DIR"; exit 0; fi
+source "$(dirname "${BASH_SOURCE[0]}")/cache.sh"
+cached_or_exit have_all "$BIN_DIR" "lint tools not installed; run hack/lint-tools.sh" "$@"
 
 export GOWORK=off CGO_ENABLED=0 GOFLAGS=-mod=mod
-# A throwaway build cache and GOBIN: nothing of the builds stays but the binaries.
-SCRATCH="$(mktemp -d "${TMPDIR:-/tmp}/watchdog-lint-tools.XXXXXX")"
-trap 'chmod -R u+w "$SCRATCH" 2>/dev/null || true; rm -rf "$SCRATCH"' EXIT
-export GOCACHE="$SCRATCH/gocache" GOBIN="$SCRATCH/bin"
+scratch_build lint-tools
 mkdir -p "$BIN_DIR"
 log() { echo "lint-tools: $*" >&2; }
 

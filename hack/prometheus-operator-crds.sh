@@ -19,11 +19,8 @@ have() {
   for c in "${CRDS[@]}"; do [[ -s "$DIR/monitoring.coreos.com_${c}.yaml" ]] || return 1; done
 }
 
-if [[ "${1:-}" == "--print" ]]; then
-  have || { echo "Prometheus Operator CRDs ${PROMETHEUS_OPERATOR_VERSION} not fetched; run hack/prometheus-operator-crds.sh" >&2; exit 1; }
-  echo "$DIR"; exit 0
-fi
-if have; then echo "$DIR"; exit 0; fi
+source "$(dirname "${BASH_SOURCE[0]}")/cache.sh"
+cached_or_exit have "$DIR" "Prometheus Operator CRDs ${PROMETHEUS_OPERATOR_VERSION} not fetched; run hack/prometheus-operator-crds.sh" "$@"
 
 export GOTOOLCHAIN=local GOWORK=off GOFLAGS=-mod=mod
 echo "prometheus-operator-crds: fetching github.com/prometheus-operator/prometheus-operator@${PROMETHEUS_OPERATOR_VERSION} from the module proxy" >&2

@@ -21,17 +21,11 @@ RELEASE="3.${minor}.${patch}"
 
 have() { [[ -x "$PROMTOOL" ]] && "$PROMTOOL" --version 2>/dev/null | grep -q "version ${RELEASE} "; }
 
-if [[ "${1:-}" == "--print" ]]; then
-  have || { echo "promtool ${RELEASE} (${PROMETHEUS_MODULE_VERSION}) not installed; run hack/promtool.sh" >&2; exit 1; }
-  echo "$PROMTOOL"; exit 0
-fi
-if have; then echo "$PROMTOOL"; exit 0; fi
+source "$(dirname "${BASH_SOURCE[0]}")/cache.sh"
+cached_or_exit have "$PROMTOOL" "promtool ${RELEASE} (${PROMETHEUS_MODULE_VERSION}) not installed; run hack/promtool.sh" "$@"
 
 export GOTOOLCHAIN=local GOWORK=off CGO_ENABLED=0 GOFLAGS=-mod=mod
-# A throwaway build cache and GOBIN: nothing of the build stays but the binary.
-SCRATCH="$(mktemp -d "${TMPDIR:-/tmp}/watchdog-promtool.XXXXXX")"
-trap 'chmod -R u+w "$SCRATCH" 2>/dev/null || true; rm -rf "$SCRATCH"' EXIT
-export GOCACHE="$SCRATCH/gocache" GOBIN="$SCRATCH/bin"
+scratch_build promtool
 
 echo "promtool: installing promtool ${RELEASE} with go install (first time only: ~9 CPU-minutes, ~5 min on 2 idle cores)" >&2
 # The prometheus module has no replace or exclude directives, so `go install pkg@version`

@@ -15,17 +15,11 @@ HELM="$BIN_DIR/helm"
 
 have() { [[ -x "$HELM" ]] && "$HELM" version --short 2>/dev/null | grep -q "^${HELM_VERSION}"; }
 
-if [[ "${1:-}" == "--print" ]]; then
-  have || { echo "helm ${HELM_VERSION} not installed; run hack/tools.sh" >&2; exit 1; }
-  echo "$HELM"; exit 0
-fi
-if have; then echo "$HELM"; exit 0; fi
+source "$(dirname "${BASH_SOURCE[0]}")/cache.sh"
+cached_or_exit have "$HELM" "helm ${HELM_VERSION} not installed; run hack/tools.sh" "$@"
 
 export GOTOOLCHAIN=local GOWORK=off CGO_ENABLED=0 GOFLAGS=-mod=mod
-# A throwaway build cache and GOBIN: nothing of the build stays but the binary.
-SCRATCH="$(mktemp -d "${TMPDIR:-/tmp}/watchdog-tools.XXXXXX")"
-trap 'chmod -R u+w "$SCRATCH" 2>/dev/null || true; rm -rf "$SCRATCH"' EXIT
-export GOCACHE="$SCRATCH/gocache" GOBIN="$SCRATCH/bin"
+scratch_build tools
 
 echo "tools: installing helm ${HELM_VERSION} with go install (first time only, ~2 min)" >&2
 # helm's version package reads its version from the module's build info when the

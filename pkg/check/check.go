@@ -243,17 +243,15 @@ func (r *Runner) confirm(ctx context.Context, start time.Time, obs *decide.Obser
 	}
 	for {
 		// Sampling on can make a restart due within this run (the confirm window,
-		// or the rest of --wedged-for) if it fits before the deadline's reserve;
-		// otherwise the next run continues. A first sight also samples for the
+		// or the rest of --wedged-for) if it fits before the deadline less two
+		// reserves: one to persist, one for the reads a restart needs first (the
+		// Deployment and owner chain, the consistent re-list and re-scrape), since
+		// a deadline passing there would lose the restart and page watchdog-error.
+		// Otherwise the next run continues. A first sight also samples for the
 		// window, to find out whether the evidence is strong.
-		// A sample that can make a restart due leaves a second reserve behind it,
-		// for the reads the restart needs first (the Deployment and owner chain, the
-		// consistent re-list and re-scrape): a deadline passing during them would
-		// lose the restart and page watchdog-error.
-		left, dueLeft := time.Duration(math.MaxInt64), time.Duration(math.MaxInt64)
+		left := time.Duration(math.MaxInt64)
 		if deadline, ok := ctx.Deadline(); ok {
-			left = deadline.Sub(r.Clock.Now()) - reserve(start, deadline)
-			dueLeft = left - reserve(start, deadline)
+			left = deadline.Sub(r.Clock.Now()) - 2*reserve(start, deadline)
 		}
 		probed := r.Clock.Since(start) >= r.Decide.ConfirmWindow+r.SampleInterval
 		need, cut := false, false
@@ -261,12 +259,12 @@ func (r *Runner) confirm(ctx context.Context, start time.Time, obs *decide.Obser
 			if t.Action != decide.ActionWait {
 				continue
 			}
-			if t.SampleFor != nil && roundUp(*t.SampleFor, r.SampleInterval) <= dueLeft {
+			if t.SampleFor != nil && roundUp(*t.SampleFor, r.SampleInterval) <= left {
 				need = true
 			} else if t.Confirming {
 				cut = true
 			}
-			if probing[t.UID] && !probed && r.SampleInterval <= dueLeft {
+			if probing[t.UID] && !probed && r.SampleInterval <= left {
 				need = true
 			}
 		}

@@ -1,0 +1,25 @@
+# Sourced by the hack/ scripts that build or fetch a tool from the Go module proxy
+# and cache it in a versioned folder (control-plane.sh, tools.sh, alertmanager.sh,
+# promtool.sh, lint-tools.sh, prometheus-operator-crds.sh): their shared two steps.
+
+# cached_or_exit HAVE PATH MISSING ARGS...: with --print, print PATH if the check
+# HAVE (a function of the caller) passes, else fail saying MISSING; without it, a
+# cached tool prints PATH and ends the script. Otherwise it returns: build.
+cached_or_exit() {
+  local have=$1 path=$2 missing=$3
+  shift 3
+  if [[ "${1:-}" == "--print" ]]; then
+    "$have" || { echo "$missing" >&2; exit 1; }
+    echo "$path"; exit 0
+  fi
+  if "$have"; then echo "$path"; exit 0; fi
+}
+
+# scratch_build NAME: a throwaway build cache and GOBIN in $SCRATCH, removed when the
+# script exits: nothing of the build stays but what the script copies out (the
+# Kubernetes build alone fills ~4 GB).
+scratch_build() {
+  SCRATCH="$(mktemp -d "${TMPDIR:-/tmp}/watchdog-$1.XXXXXX")"
+  trap 'chmod -R u+w "$SCRATCH" 2>/dev/null || true; rm -rf "$SCRATCH"' EXIT
+  export GOCACHE="$SCRATCH/gocache" GOBIN="$SCRATCH/bin"
+}
