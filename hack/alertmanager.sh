@@ -47,8 +47,6 @@ done
 )
 
 "$SCRATCH/alertmanager" --version >/dev/null 2>&1 || { echo "alertmanager: the built binary does not run" >&2; exit 1; }
-mkdir -p "$BIN_DIR"
-# Install atomically, so a concurrent or interrupted run never leaves half a binary.
-cp "$SCRATCH/alertmanager" "$AM.tmp.$$" && mv -f "$AM.tmp.$$" "$AM"
+install_binary "$SCRATCH/alertmanager" "$AM"
 echo "alertmanager: cached in $BIN_DIR" >&2
 echo "$AM"

@@ -23,3 +23,10 @@ scratch_build() {
   trap 'chmod -R u+w "$SCRATCH" 2>/dev/null || true; rm -rf "$SCRATCH"' EXIT
   export GOCACHE="$SCRATCH/gocache" GOBIN="$SCRATCH/bin"
 }
+
+# install_binary SRC DST: copy a built binary into the cache atomically, so that a
+# concurrent or interrupted run never leaves half a binary behind.
+install_binary() {
+  mkdir -p "$(dirname "$2")"
+  cp "$1" "$2.tmp.$$" && mv -f "$2.tmp.$$" "$2"
+}

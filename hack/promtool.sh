@@ -35,9 +35,7 @@ go install -trimpath \
   -ldflags "-s -w -X ${v}.Version=${RELEASE} -X ${v}.Branch=HEAD -X ${v}.Revision=${PROMETHEUS_MODULE_VERSION}" \
   "github.com/prometheus/prometheus/cmd/promtool@${PROMETHEUS_MODULE_VERSION}"
 
-mkdir -p "$BIN_DIR"
-# Install atomically, so a concurrent or interrupted run never leaves half a binary.
-cp "$GOBIN/promtool" "$PROMTOOL.tmp.$$" && mv -f "$PROMTOOL.tmp.$$" "$PROMTOOL"
+install_binary "$GOBIN/promtool" "$PROMTOOL"
 have || { echo "promtool: installed binary does not report ${RELEASE}: $("$PROMTOOL" --version 2>&1 | head -1)" >&2; exit 1; }
 echo "promtool: cached in $BIN_DIR" >&2
 echo "$PROMTOOL"

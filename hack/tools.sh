@@ -28,9 +28,7 @@ go install -trimpath \
   -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=${HELM_VERSION}" \
   "helm.sh/helm/v3/cmd/helm@${HELM_VERSION}"
 
-mkdir -p "$BIN_DIR"
-# Install atomically, so a concurrent or interrupted run never leaves half a binary.
-cp "$GOBIN/helm" "$HELM.tmp.$$" && mv -f "$HELM.tmp.$$" "$HELM"
+install_binary "$GOBIN/helm" "$HELM"
 have || { echo "tools: installed helm does not report ${HELM_VERSION}: $("$HELM" version --short 2>&1)" >&2; exit 1; }
 echo "tools: cached in $BIN_DIR" >&2
 echo "$HELM"
