@@ -52,6 +52,20 @@ func sortByLastSeen(s *State, uids []string) {
 	})
 }
 
+// dropLongKeys drops the records whose key is longer than n: an identifier that long
+// (a pod UID, an alert event name) cannot be a real one, and cutting it would make it
+// match nothing.
+func dropLongKeys[T any](m map[string]T, n int) bool {
+	dropped := false
+	for k := range m {
+		if len(k) > n {
+			delete(m, k)
+			dropped = true
+		}
+	}
+	return dropped
+}
+
 // truncateStrings cuts every free-text field to n bytes. Identifiers the watchdog
 // matches on (pod UIDs, alert event names) are not free text: a longer one cannot
 // be a real one (a UID has 36 characters), and its record is dropped instead.
@@ -63,12 +77,9 @@ func (s *State) truncateStrings(n int) bool {
 			changed = true
 		}
 	}
-	for uid, p := range s.Pods {
-		if len(uid) > n {
-			delete(s.Pods, uid)
-			changed = true
-			continue
-		}
+	changed = dropLongKeys(s.Pods, n) || changed
+	changed = dropLongKeys(s.Alerts, n) || changed
+	for _, p := range s.Pods {
 		cut(&p.Name)
 		cut(&p.LastVerdict)
 		if p.Bad != nil {
@@ -88,12 +99,7 @@ func (s *State) truncateStrings(n int) bool {
 			cut(f)
 		}
 	}
-	for event, a := range s.Alerts {
-		if len(event) > n {
-			delete(s.Alerts, event)
-			changed = true
-			continue
-		}
+	for _, a := range s.Alerts {
 		cut(&a.Event)
 		cut(&a.Pod)
 		cut(&a.Reason)
