@@ -5,12 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
-
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
 func TestDoctorUsageErrors(t *testing.T) {
@@ -33,15 +29,7 @@ func TestDoctorUsageErrors(t *testing.T) {
 func TestDoctorUnreachableExitsOne(t *testing.T) {
 	srv := httptest.NewServer(nil)
 	srv.Close()
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["gone"] = &clientcmdapi.Cluster{Server: srv.URL}
-	cfg.AuthInfos["gone"] = &clientcmdapi.AuthInfo{Token: "t"}
-	cfg.Contexts["gone"] = &clientcmdapi.Context{Cluster: "gone", AuthInfo: "gone"}
-	cfg.CurrentContext = "gone"
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := clientcmd.WriteToFile(*cfg, kubeconfig); err != nil {
-		t.Fatal(err)
-	}
+	kubeconfig := writeKubeconfig(t, srv.URL)
 	var stdout, stderr bytes.Buffer
 	code := ExecuteContext(context.Background(), []string{"doctor", "--kubeconfig", kubeconfig, "-o", "json", "--api-timeout", "2s"}, &stdout, &stderr)
 	if code != ExitFailed {

@@ -52,15 +52,7 @@ func TestKlogFromClientGoIsJSON(t *testing.T) {
 		fmt.Fprint(w, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"agentenv-scheduler-watchdog","namespace":"wd","resourceVersion":"7"}}`)
 	}))
 	defer srv.Close()
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["fake"] = &clientcmdapi.Cluster{Server: srv.URL}
-	cfg.AuthInfos["fake"] = &clientcmdapi.AuthInfo{Token: "t"}
-	cfg.Contexts["fake"] = &clientcmdapi.Context{Cluster: "fake", AuthInfo: "fake"}
-	cfg.CurrentContext = "fake"
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := clientcmd.WriteToFile(*cfg, kubeconfig); err != nil {
-		t.Fatal(err)
-	}
+	kubeconfig := writeKubeconfig(t, srv.URL)
 
 	var stdout, stderr bytes.Buffer
 	code := ExecuteContext(context.Background(), []string{"status", "--kubeconfig", kubeconfig, "--namespace", "wd", "-o", "json"}, &stdout, &stderr)
@@ -126,4 +118,20 @@ func TestKlogCallsAreJSON(t *testing.T) {
 	if find(lines, "quiet please") != nil || find(lines, "loud") == nil {
 		t.Errorf("with --log-level error:\n%s", stderr.String())
 	}
+}
+
+// writeKubeconfig writes a kubeconfig for a test API server at server (token auth)
+// and returns its path.
+func writeKubeconfig(t *testing.T, server string) string {
+	t.Helper()
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["test"] = &clientcmdapi.Cluster{Server: server}
+	cfg.AuthInfos["test"] = &clientcmdapi.AuthInfo{Token: "t"}
+	cfg.Contexts["test"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: "test"}
+	cfg.CurrentContext = "test"
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
