@@ -35,13 +35,13 @@ tools:
 alertmanager:
 	hack/alertmanager.sh >/dev/null
 
-## monitoring-tools: promtool (built from the Prometheus module; first time ~9 CPU-minutes: ~5 min on 2 idle cores, 29 min measured on 2 shared cores) and the Prometheus Operator's CRDs, for the chart's monitoring tests
+## monitoring-tools: the Prometheus server and promtool (one build from the Prometheus module; build times in docs/performance.md) and the Prometheus Operator's CRDs, for the chart's monitoring tests and the backtest tests
 monitoring-tools:
-	hack/promtool.sh >/dev/null
+	hack/prometheus.sh >/dev/null
 	hack/prometheus-operator-crds.sh >/dev/null
 
-# The chart's monitoring tests read these; they fail (never skip) without them.
-MONITORING_ENV = PROMTOOL="$$(hack/promtool.sh --print)" PROMETHEUS_OPERATOR_CRDS="$$(hack/prometheus-operator-crds.sh --print)"
+# The chart's monitoring tests and test/backtest read these; they fail (never skip) without them.
+MONITORING_ENV = PROMTOOL="$$(hack/promtool.sh --print)" PROMETHEUS="$$(hack/prometheus.sh --print)" PROMETHEUS_OPERATOR_CRDS="$$(hack/prometheus-operator-crds.sh --print)"
 
 ## test: everything CI runs: vet, gofmt, unit, integration and chart tests on a real API server
 test: control-plane tools alertmanager monitoring-tools vet fmt-check

@@ -1,6 +1,6 @@
 # Sourced by the hack/ scripts that build or fetch a tool from the Go module proxy
 # and cache it in a versioned folder (control-plane.sh, tools.sh, alertmanager.sh,
-# promtool.sh, lint-tools.sh, prometheus-operator-crds.sh): their shared two steps.
+# prometheus.sh, lint-tools.sh, prometheus-operator-crds.sh): their shared two steps.
 
 # cached_or_exit HAVE PATH MISSING ARGS...: with --print, print PATH if the check
 # HAVE (a function of the caller) passes, else fail saying MISSING; without it, a

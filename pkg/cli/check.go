@@ -156,39 +156,7 @@ func newRunner(f *checkFlags, client *kube.Client, sinks []alert.Sink, log zerol
 		restarter = restart.Rollout{Client: client, Namespace: ns, Deployment: f.check.Deployment, Now: clk.Now}
 	}
 	return &check.Runner{
-		Options: check.Options{
-			Decide: decide.Config{
-				StartupGrace:      f.check.StartupGrace,
-				WedgedFor:         f.check.WedgedFor,
-				ConfirmWindow:     f.check.ConfirmWindow,
-				MaxRestarts:       f.check.MaxRestarts,
-				RestartWindow:     f.check.RestartWindow,
-				RestartOnDegraded: f.check.RestartOnDegraded,
-				MaxWatchAge:       f.check.MaxWatchAge,
-				LeaderLease:       f.check.LeaderLease,
-				RestartMethod:     f.check.RestartMethod,
-				MaxPods:           f.check.MaxPods,
-				ClaimTimeout:      f.cluster.Timeout,
-				IneffectiveWithin: ineffectiveWithin(f.check.RestartBackoff),
-				BackoffBase:       f.check.RestartBackoff,
-				BackoffMax:        f.check.RestartBackoffMax,
-				BackoffReset:      decide.DefaultBackoffReset,
-			},
-			Plan: alert.PlanConfig{
-				RealertInterval: f.alerts.RealertInterval,
-				BlindAfter:      f.alerts.BlindAfter,
-				WedgedFor:       f.check.WedgedFor,
-				Cluster:         f.alerts.ClusterName,
-				Namespace:       ns,
-				Version:         version.Version,
-				DryRun:          f.check.DryRun,
-			},
-			DryRun:         f.check.DryRun,
-			SampleInterval: f.check.SampleInterval,
-			Namespace:      ns,
-			StateConfigMap: f.cluster.StateConfigMap,
-			Version:        version.Version,
-		},
+		Options: f.options(),
 		Observer: &observe.Observer{
 			Client:      client,
 			Namespace:   ns,
@@ -212,6 +180,44 @@ func newRunner(f *checkFlags, client *kube.Client, sinks []alert.Sink, log zerol
 		Sinks:     sinks,
 		Clock:     clk,
 		Log:       log,
+	}
+}
+
+// options is the pass's configuration from the flags, for check, run and backtest.
+func (f *checkFlags) options() check.Options {
+	ns := f.cluster.Namespace
+	return check.Options{
+		Decide: decide.Config{
+			StartupGrace:      f.check.StartupGrace,
+			WedgedFor:         f.check.WedgedFor,
+			ConfirmWindow:     f.check.ConfirmWindow,
+			MaxRestarts:       f.check.MaxRestarts,
+			RestartWindow:     f.check.RestartWindow,
+			RestartOnDegraded: f.check.RestartOnDegraded,
+			MaxWatchAge:       f.check.MaxWatchAge,
+			LeaderLease:       f.check.LeaderLease,
+			RestartMethod:     f.check.RestartMethod,
+			MaxPods:           f.check.MaxPods,
+			ClaimTimeout:      f.cluster.Timeout,
+			IneffectiveWithin: ineffectiveWithin(f.check.RestartBackoff),
+			BackoffBase:       f.check.RestartBackoff,
+			BackoffMax:        f.check.RestartBackoffMax,
+			BackoffReset:      decide.DefaultBackoffReset,
+		},
+		Plan: alert.PlanConfig{
+			RealertInterval: f.alerts.RealertInterval,
+			BlindAfter:      f.alerts.BlindAfter,
+			WedgedFor:       f.check.WedgedFor,
+			Cluster:         f.alerts.ClusterName,
+			Namespace:       ns,
+			Version:         version.Version,
+			DryRun:          f.check.DryRun,
+		},
+		DryRun:         f.check.DryRun,
+		SampleInterval: f.check.SampleInterval,
+		Namespace:      ns,
+		StateConfigMap: f.cluster.StateConfigMap,
+		Version:        version.Version,
 	}
 }
 

@@ -1,0 +1,243 @@
+package backtest
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/agentenv/watchdog/pkg/alert"
+	"github.com/agentenv/watchdog/pkg/decide"
+	"github.com/agentenv/watchdog/pkg/state"
+)
+
+// Result is what a backtest found; its JSON form is `watchdog backtest -o json`.
+type Result struct {
+	Prometheus     string         `json:"prometheus,omitempty"`
+	From           time.Time      `json:"from"`
+	To             time.Time      `json:"to"`
+	Mode           string         `json:"mode"`
+	Runs           int            `json:"runs"`
+	ScrapeInterval state.Duration `json:"scrapeInterval"`
+	Step           state.Duration `json:"step"`
+	Pods           []string       `json:"pods"`
+	Warnings       []string       `json:"warnings,omitempty"`
+	Episodes       []Episode      `json:"episodes"`
+	Restarts       []Restart      `json:"restarts"`
+	Blocked        []Blocked      `json:"blocked"`
+	// Pages are every alert the watchdog would have sent, each with its severity
+	// (critical ones page).
+	Pages   []Page  `json:"pages"`
+	Summary Summary `json:"summary"`
+	// StopGap is what the stop-gap script would have done on the same data;
+	// AsRecorded is the history itself, with no restart by anyone.
+	StopGap    StopGap      `json:"stopGap"`
+	AsRecorded WorldSummary `json:"asRecorded"`
+	// State is the simulated watchdog's state document at the end.
+	State *state.State `json:"-"`
+}
+
+// Episode is a bad episode as the decision core kept it.
+type Episode struct {
+	Pod      string         `json:"pod"`
+	UID      string         `json:"uid"`
+	Kind     string         `json:"kind"`
+	Evidence string         `json:"evidence,omitempty"`
+	From     time.Time      `json:"from"`
+	To       *time.Time     `json:"to,omitempty"`
+	Duration state.Duration `json:"duration,omitempty"`
+	Outcome  string         `json:"outcome"`
+}
+
+// Restart is a restart the watchdog would have made.
+type Restart struct {
+	Pod string    `json:"pod"`
+	UID string    `json:"uid"`
+	At  time.Time `json:"at"`
+	// Run is the start of the pass that made it.
+	Run          time.Time  `json:"run"`
+	Evidence     string     `json:"evidence"`
+	Reason       string     `json:"reason"`
+	Gates        string     `json:"gates"`
+	EpisodeStart *time.Time `json:"episodeStart,omitempty"`
+	// AfterEpisodeStart is the time from the episode's first bad observation.
+	AfterEpisodeStart state.Duration `json:"afterEpisodeStart"`
+}
+
+// Blocked is a restart that was due and refused by a gate.
+type Blocked struct {
+	Pod    string        `json:"pod"`
+	At     time.Time     `json:"at"`
+	Run    time.Time     `json:"run"`
+	Gates  []decide.Gate `json:"gates"`
+	Reason string        `json:"reason"`
+}
+
+// Page is one alert the watchdog would have sent.
+type Page struct {
+	At       time.Time `json:"at"`
+	Event    string    `json:"event"`
+	Severity string    `json:"severity"`
+	Pod      string    `json:"pod,omitempty"`
+	Reminder bool      `json:"reminder,omitempty"`
+	Reason   string    `json:"reason"`
+}
+
+// Summary counts what the watchdog would have done.
+type Summary struct {
+	Runs     int `json:"runs"`
+	Restarts int `json:"restarts"`
+	// Pages counts critical alerts; Alerts counts every alert.
+	Pages   int `json:"pages"`
+	Alerts  int `json:"alerts"`
+	Blocked int `json:"blocked"`
+	// WorldSummary is the simulated world's (its restarts are Restarts).
+	WorldSummary
+}
+
+// WorldSummary measures a simulated world: the time the scheduler spent wedged
+// (a pod past its startup grace reading 0 ready while nodes serve), and each
+// wedge from its first to its last such reading.
+type WorldSummary struct {
+	Restarts   int            `json:"restarts"`
+	Wedged     state.Duration `json:"wedged"`
+	WorstWedge state.Duration `json:"worstTimeToHeal"`
+	Wedges     []Wedge        `json:"wedges"`
+}
+
+// Wedge is one stretch of wedged readings; HealedBy says what ended it.
+type Wedge struct {
+	From     time.Time      `json:"from"`
+	To       *time.Time     `json:"to,omitempty"`
+	Duration state.Duration `json:"duration"`
+	HealedBy string         `json:"healedBy"`
+}
+
+// StopGap is the stop-gap script's column.
+type StopGap struct {
+	Restarts []StopGapRestart `json:"restarts"`
+	Summary  WorldSummary     `json:"summary"`
+}
+
+// StopGapRestart is one restart of the stop-gap script.
+type StopGapRestart struct {
+	At        time.Time `json:"at"`
+	Pod       string    `json:"pod"`
+	ZeroSince time.Time `json:"zeroSince"`
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+// finish fills the summary's counts.
+func (r *Result) finish() {
+	r.Summary.Runs, r.Summary.Restarts, r.Summary.Blocked, r.Summary.Alerts = r.Runs, len(r.Restarts), len(r.Blocked), len(r.Pages)
+	r.Summary.WorldSummary.Restarts = len(r.Restarts)
+	r.Summary.Wedges = nonNil(r.Summary.Wedges)
+	r.Summary.Pages = 0
+	for _, p := range r.Pages {
+		if p.Severity == alert.SeverityCritical {
+			r.Summary.Pages++
+		}
+	}
+	r.Episodes, r.Restarts, r.Blocked, r.Pages = nonNil(r.Episodes), nonNil(r.Restarts), nonNil(r.Blocked), nonNil(r.Pages)
+	r.StopGap.Restarts = nonNil(r.StopGap.Restarts)
+	r.StopGap.Summary.Wedges, r.AsRecorded.Wedges = nonNil(r.StopGap.Summary.Wedges), nonNil(r.AsRecorded.Wedges)
+}
+
+// WriteJSON prints the result as one JSON object.
+func (r *Result) WriteJSON(w io.Writer) error {
+	r.finish()
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// WriteText prints the result for people: what happened, then the comparison.
+func (r *Result) WriteText(w io.Writer) error {
+	r.finish()
+	ts := func(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+	short := func(d state.Duration) string { return decide.ShortDuration(d.D()) }
+	fmt.Fprintf(w, "backtest %s → %s (%s), %s: %d runs\n", ts(r.From), ts(r.To), decide.ShortDuration(r.To.Sub(r.From)), r.Mode, r.Runs)
+	fmt.Fprintf(w, "data: scheduler pods %s; scraped every %s; serving nodes every %s\n", strings.Join(r.Pods, ", "), short(r.ScrapeInterval), short(r.Step))
+	for _, warning := range r.Warnings {
+		fmt.Fprintf(w, "warning: %s\n", warning)
+	}
+
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	section := func(title string, n int) {
+		fmt.Fprintf(tw, "\n%s (%d)\n", title, n)
+	}
+	section("EPISODES", len(r.Episodes))
+	if len(r.Episodes) > 0 {
+		fmt.Fprintln(tw, "FROM\tTO\tFOR\tPOD\tKIND\tEVIDENCE\tOUTCOME")
+	}
+	for _, e := range r.Episodes {
+		to, dur := "-", "-"
+		if e.To != nil {
+			to, dur = ts(*e.To), short(e.Duration)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", ts(e.From), to, dur, e.Pod, e.Kind, alert.OrDash(e.Evidence), e.Outcome)
+	}
+	section("RESTARTS the watchdog would have made", len(r.Restarts))
+	if len(r.Restarts) > 0 {
+		fmt.Fprintln(tw, "AT\tPOD\tEVIDENCE\tAFTER EPISODE START\tWHY")
+	}
+	for _, x := range r.Restarts {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", ts(x.At), x.Pod, alert.OrDash(x.Evidence), short(x.AfterEpisodeStart), x.Gates)
+	}
+	section("BLOCKED restarts", len(r.Blocked))
+	if len(r.Blocked) > 0 {
+		fmt.Fprintln(tw, "AT\tPOD\tGATE\tDETAIL")
+	}
+	for _, b := range r.Blocked {
+		for _, g := range b.Gates {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", ts(b.At), b.Pod, g.Name, g.Detail)
+		}
+	}
+	section("ALERTS the watchdog would have sent", len(r.Pages))
+	if len(r.Pages) > 0 {
+		fmt.Fprintln(tw, "AT\tEVENT\tSEVERITY\tPOD")
+	}
+	for _, p := range r.Pages {
+		ev := p.Event
+		if p.Reminder {
+			ev += " (reminder)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", ts(p.At), ev, p.Severity, alert.OrDash(p.Pod))
+	}
+	section("STOP-GAP restarts (ready 0 on two runs 5 min apart, no other check)", len(r.StopGap.Restarts))
+	if len(r.StopGap.Restarts) > 0 {
+		fmt.Fprintln(tw, "AT\tPOD\tREADY 0 SINCE")
+	}
+	for _, x := range r.StopGap.Restarts {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", ts(x.At), x.Pod, ts(x.ZeroSince))
+	}
+
+	fmt.Fprintf(tw, "\nSUMMARY\tWATCHDOG\tSTOP-GAP\tAS RECORDED\n")
+	fmt.Fprintf(tw, "restarts\t%d\t%d\t-\n", r.Summary.Restarts, r.StopGap.Summary.Restarts)
+	fmt.Fprintf(tw, "pages (critical)\t%d\t-\t-\n", r.Summary.Pages)
+	fmt.Fprintf(tw, "alerts (all)\t%d\t-\t-\n", r.Summary.Alerts)
+	fmt.Fprintf(tw, "blocked restarts\t%d\t-\t-\n", r.Summary.Blocked)
+	fmt.Fprintf(tw, "time wedged\t%s\t%s\t%s\n", short(r.Summary.Wedged), short(r.StopGap.Summary.Wedged), short(r.AsRecorded.Wedged))
+	fmt.Fprintf(tw, "wedges\t%s\t%s\t%s\n", wedgeCounts(r.Summary.WorldSummary), wedgeCounts(r.StopGap.Summary), wedgeCounts(r.AsRecorded))
+	fmt.Fprintf(tw, "worst time to heal\t%s\t%s\t%s\n", short(r.Summary.WorstWedge), short(r.StopGap.Summary.WorstWedge), short(r.AsRecorded.WorstWedge))
+	return tw.Flush()
+}
+
+// wedgeCounts is "3 (2 by restart)".
+func wedgeCounts(s WorldSummary) string {
+	byRestart := 0
+	for _, w := range s.Wedges {
+		if w.HealedBy == "restart" {
+			byRestart++
+		}
+	}
+	return fmt.Sprintf("%d (%d by restart)", len(s.Wedges), byRestart)
+}

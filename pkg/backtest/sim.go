@@ -1,0 +1,414 @@
+package backtest
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/agentenv/watchdog/pkg/alert"
+	"github.com/agentenv/watchdog/pkg/check"
+	"github.com/agentenv/watchdog/pkg/decide"
+	"github.com/agentenv/watchdog/pkg/restart"
+	"github.com/agentenv/watchdog/pkg/state"
+	"github.com/agentenv/watchdog/pkg/statestore"
+)
+
+// Schedule is when a CronJob starts its runs (robfig/cron's Schedule, as the
+// CronJob controller parses it).
+type Schedule interface {
+	Next(time.Time) time.Time
+}
+
+// Config is how the simulated watchdog runs.
+type Config struct {
+	// Check is the pass's configuration, built from check's own flags.
+	Check check.Options
+	// RestartMethod is what the recorded restarts say they did.
+	RestartMethod string
+	Deployment    string
+	// Timeout is --timeout: each pass's deadline, in simulated time.
+	Timeout time.Duration
+	// Schedule and ScheduleSpec simulate the CronJob; Interval > 0 simulates
+	// `watchdog run` instead.
+	Schedule     Schedule
+	ScheduleSpec string
+	Interval     time.Duration
+	// StopGap is the stop-gap script's schedule, and how long it lets ready stay 0.
+	StopGap      Schedule
+	StopGapAfter time.Duration
+	// Log receives the simulated passes' own logs (zerolog.Nop() keeps them quiet).
+	Log zerolog.Logger
+}
+
+// Run replays h through the watchdog's pass and the stop-gap script.
+func Run(ctx context.Context, h *History, cfg Config) (*Result, error) {
+	res := &Result{From: h.From.UTC(), To: h.To.UTC(), ScrapeInterval: state.Duration(h.ScrapeInterval), Step: state.Duration(h.Step),
+		Warnings: slices.Clone(h.Warnings)}
+	for _, t := range h.Targets {
+		res.Pods = append(res.Pods, t.Pod)
+	}
+	if cfg.Interval > 0 {
+		res.Mode = fmt.Sprintf("watchdog run --interval %s", cfg.Interval)
+	} else {
+		res.Mode = fmt.Sprintf("CronJob schedule %q", cfg.ScheduleSpec)
+	}
+	if si := cfg.Check.SampleInterval; h.ScrapeInterval > si {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("the scheduler was scraped every %s, coarser than --sample-interval %s: confirmation samples within one scrape interval repeat the same reading",
+			decide.ShortDuration(h.ScrapeInterval), decide.ShortDuration(si)))
+	}
+
+	sim := newSimulation(h, cfg)
+	if err := sim.run(ctx, res); err != nil {
+		return nil, err
+	}
+	res.Summary.WorldSummary = summarizeWorld(sim.world, h, cfg.Check.Decide.StartupGrace)
+	res.StopGap = runStopGap(h, cfg)
+	res.AsRecorded = summarizeWorld(NewWorld(h), h, cfg.Check.Decide.StartupGrace)
+	res.finish()
+	return res, nil
+}
+
+// simulation is one simulated watchdog: check's Runner with collaborators that
+// answer from the world at the simulated time.
+type simulation struct {
+	cfg    Config
+	h      *History
+	world  *World
+	clock  *simClock
+	store  *statestore.MemoryStore
+	runner *check.Runner
+	rec    *recorder
+}
+
+func newSimulation(h *History, cfg Config) *simulation {
+	s := &simulation{cfg: cfg, h: h, world: NewWorld(h), clock: &simClock{clocktesting.NewFakeClock(h.From)}, rec: &recorder{}}
+	s.store = &statestore.MemoryStore{Namespace: cfg.Check.Namespace, Name: cfg.Check.StateConfigMap}
+	s.store.SetData(map[string]string{}) // an empty state, as after install: no "not found" warning
+	opts := cfg.Check
+	// A backtest acts for real in its simulated world: state is kept, restarts are
+	// made (on the world), alerts are sent (to the recorder).
+	opts.DryRun, opts.Plan.DryRun = false, false
+	s.runner = &check.Runner{
+		Options:   opts,
+		Observer:  &observer{world: s.world, clock: s.clock, deployment: cfg.Deployment},
+		Store:     s.store,
+		Restarter: &restarter{world: s.world, clock: s.clock, method: cfg.RestartMethod, rec: s.rec},
+		Sinks:     []alert.Sink{&sink{rec: s.rec}},
+		Clock:     s.clock,
+		Log:       cfg.Log,
+	}
+	return s
+}
+
+// run performs the passes from h.From to h.To: on the CronJob's schedule (a run
+// still going at a scheduled time makes the CronJob skip it, as
+// concurrencyPolicy: Forbid does), or every Interval as `watchdog run` does.
+func (s *simulation) run(ctx context.Context, res *Result) error {
+	next := s.first()
+	seen := map[string]bool{}
+	for !next.After(s.h.To) {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("backtest stopped at %s: %w", next.Format(time.RFC3339), err)
+		}
+		s.clock.SetTime(next)
+		rep, err := s.runner.Run(deadlineContext{Context: ctx, at: next.Add(s.cfg.Timeout)})
+		res.Runs++
+		s.record(res, next, rep, err)
+		if err := s.collectEpisodes(ctx, res, seen); err != nil {
+			return err
+		}
+		next = s.after(next, s.clock.Now())
+	}
+	st, err := s.store.Load(ctx)
+	if err != nil {
+		return fmt.Errorf("read the simulated state: %w", err)
+	}
+	res.State = st.State
+	for uid, p := range st.State.Pods {
+		if p.Bad != nil {
+			res.Episodes = append(res.Episodes, Episode{Pod: p.Name, UID: uid, Kind: p.Bad.Kind, Evidence: p.Bad.Evidence, From: p.Bad.Since, Outcome: "still open at the end"})
+		}
+	}
+	slices.SortStableFunc(res.Episodes, func(a, b Episode) int { return a.From.Compare(b.From) })
+	return nil
+}
+
+func (s *simulation) first() time.Time {
+	if s.cfg.Interval > 0 {
+		return s.h.From
+	}
+	return s.cfg.Schedule.Next(s.h.From.Add(-time.Second))
+}
+
+// after is the start of the pass after one that started at start and ended at end.
+func (s *simulation) after(start, end time.Time) time.Time {
+	if s.cfg.Interval > 0 {
+		return maxTime(start.Add(s.cfg.Interval), end)
+	}
+	return s.cfg.Schedule.Next(maxTime(start, end))
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// record turns one pass's report into the result's restarts, blocked restarts,
+// alerts and warnings.
+func (s *simulation) record(res *Result, run time.Time, rep *check.Report, runErr error) {
+	made, notes := s.rec.take()
+	if runErr != nil {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("run at %s failed: %v", run.UTC().Format(time.RFC3339), runErr))
+	}
+	for _, m := range made {
+		r := Restart{Run: run.UTC(), At: m.at.UTC(), Pod: m.pod, UID: m.uid}
+		if t := targetOf(rep, m.uid); t != nil {
+			r.Evidence, r.Reason, r.Gates = string(t.Evidence), t.Reason, decide.GateSummary(*t)
+			if t.BadSince != nil {
+				since := t.BadSince.UTC()
+				r.EpisodeStart, r.AfterEpisodeStart = &since, state.Duration(m.at.Sub(since))
+			}
+		}
+		res.Restarts = append(res.Restarts, r)
+	}
+	if rep != nil {
+		for _, t := range rep.Targets {
+			if t.Action != decide.ActionBlocked || t.RestartInProgress() {
+				continue
+			}
+			b := Blocked{At: s.clock.Now().UTC(), Run: run.UTC(), Pod: t.Pod, Reason: t.Reason}
+			for _, g := range t.Gates {
+				if !g.OK && !g.InProgress {
+					b.Gates = append(b.Gates, g)
+				}
+			}
+			res.Blocked = append(res.Blocked, b)
+		}
+		for _, w := range rep.Warnings {
+			res.Warnings = appendOnce(res.Warnings, w)
+		}
+	}
+	for _, n := range notes {
+		res.Pages = append(res.Pages, Page{At: n.Time, Event: n.Event, Severity: n.Severity, Pod: n.Pod, Reminder: n.Reminder, Reason: n.Reason})
+	}
+}
+
+func targetOf(rep *check.Report, uid string) *decide.Target {
+	if rep == nil {
+		return nil
+	}
+	for i := range rep.Targets {
+		if rep.Targets[i].UID == uid {
+			return &rep.Targets[i]
+		}
+	}
+	return nil
+}
+
+// collectEpisodes adds the episodes the decision core closed in the last pass.
+func (s *simulation) collectEpisodes(ctx context.Context, res *Result, seen map[string]bool) error {
+	st, err := s.store.Load(ctx)
+	if err != nil {
+		return fmt.Errorf("read the simulated state: %w", err)
+	}
+	for _, e := range st.State.Episodes {
+		key := e.UID + "|" + e.From.String()
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		to := e.To
+		res.Episodes = append(res.Episodes, Episode{Pod: e.Pod, UID: e.UID, Kind: e.Kind, Evidence: e.Evidence, From: e.From, To: &to,
+			Duration: state.Duration(e.To.Sub(e.From)), Outcome: e.Outcome})
+	}
+	return nil
+}
+
+// simClock is a fake clock on which every wait returns at once, the clock moved
+// on by the wait: a pass that samples for 90 s takes no real time.
+type simClock struct {
+	*clocktesting.FakeClock
+}
+
+func (c *simClock) After(d time.Duration) <-chan time.Time {
+	ch := c.FakeClock.After(d)
+	c.Step(d)
+	return ch
+}
+
+// deadlineContext carries a pass's deadline in simulated time: the pass plans its
+// sampling against it, but it never expires in real time (the simulated times
+// are in the past).
+type deadlineContext struct {
+	context.Context
+	at time.Time
+}
+
+func (c deadlineContext) Deadline() (time.Time, bool) { return c.at, true }
+
+// observer answers the pass's reads from the world at the simulated time.
+type observer struct {
+	world      *World
+	clock      *simClock
+	deployment string
+}
+
+func (o *observer) Observe(ctx context.Context) (decide.Observation, error) {
+	return o.world.observation(o.clock.Now(), o.deployment), ctx.Err()
+}
+
+func (o *observer) ObserveConsistent(ctx context.Context) (decide.Observation, error) {
+	obs := o.world.observation(o.clock.Now(), o.deployment)
+	obs.Consistent = true
+	return obs, ctx.Err()
+}
+
+// Rollout: the recorded history has no Deployment; it is taken as found, not
+// rolling out, and owning every pod (the gate passes for both methods).
+func (o *observer) Rollout(_ context.Context, pods ...decide.Pod) *decide.Rollout {
+	r := &decide.Rollout{Name: o.deployment, UID: "backtest", Found: true, Owners: map[string]decide.OwnerChain{}}
+	for _, p := range pods {
+		r.Owners[p.UID] = decide.OwnerChain{Verified: true, ReplicaSetUID: replicaSetUID, Detail: "not in the recorded history: assumed"}
+	}
+	return r
+}
+
+// restarter makes the restart in the world and records it.
+type restarter struct {
+	world  *World
+	clock  *simClock
+	method string
+	rec    *recorder
+}
+
+func (r *restarter) Method() string { return r.method }
+
+func (r *restarter) Restart(_ context.Context, name, uid string) (restart.Result, error) {
+	now := r.clock.Now()
+	if !r.world.Restart(uid, now) {
+		return restart.Result{Gone: true, Detail: fmt.Sprintf("backtest: pod %s already gone", name)}, nil
+	}
+	r.rec.restarted(now, name, uid)
+	return restart.Result{Detail: fmt.Sprintf("backtest: restarted pod %s in the simulation (nothing was touched)", name)}, nil
+}
+
+// sink records the alerts a pass sends.
+type sink struct{ rec *recorder }
+
+func (s *sink) Name() string { return "backtest" }
+
+func (s *sink) Send(_ context.Context, n alert.Notification) error {
+	s.rec.sent(n)
+	return nil
+}
+
+// recorder collects what one pass did.
+type recorder struct {
+	mu    sync.Mutex
+	made  []made
+	notes []alert.Notification
+}
+
+type made struct {
+	at       time.Time
+	pod, uid string
+}
+
+func (r *recorder) restarted(at time.Time, pod, uid string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.made = append(r.made, made{at: at, pod: pod, uid: uid})
+}
+
+func (r *recorder) sent(n alert.Notification) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.notes = append(r.notes, n)
+}
+
+func (r *recorder) take() ([]made, []alert.Notification) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m, n := r.made, r.notes
+	r.made, r.notes = nil, nil
+	return m, n
+}
+
+// runStopGap replays the stop-gap script on its own copy of the world: every
+// scheduled run reads each pod's ready count and restarts a pod once it has read
+// 0 for StopGapAfter (two runs 5 minutes apart), with no other check. A run that
+// reads nothing (a gap) clears the pod's count, as the script's failed curl does.
+func runStopGap(h *History, cfg Config) StopGap {
+	w := NewWorld(h)
+	var out StopGap
+	zeroSince := map[string]time.Time{}
+	for t := cfg.StopGap.Next(h.From.Add(-time.Second)); !t.After(h.To); t = cfg.StopGap.Next(t) {
+		for _, p := range w.Pods(t) {
+			if p.Gap != "" || p.Ready != 0 {
+				delete(zeroSince, p.UID)
+				continue
+			}
+			since, ok := zeroSince[p.UID]
+			if !ok {
+				zeroSince[p.UID] = t
+				continue
+			}
+			if t.Sub(since) >= cfg.StopGapAfter && w.Restart(p.UID, t) {
+				out.Restarts = append(out.Restarts, StopGapRestart{At: t.UTC(), Pod: p.Name, ZeroSince: since.UTC()})
+				delete(zeroSince, p.UID)
+			}
+		}
+	}
+	out.Summary = summarizeWorld(w, h, cfg.Check.Decide.StartupGrace)
+	out.Summary.Restarts = len(out.Restarts)
+	return out
+}
+
+// summarizeWorld measures w over the range at the data's resolution: how long the
+// scheduler was wedged, in how many wedges, and how each one ended.
+func summarizeWorld(w *World, h *History, startupGrace time.Duration) WorldSummary {
+	var s WorldSummary
+	step := h.ScrapeInterval
+	var open *Wedge
+	for t := h.From; !t.After(h.To); t = t.Add(step) {
+		if w.wedged(t, startupGrace) {
+			if open == nil {
+				s.Wedges = append(s.Wedges, Wedge{From: t.UTC()})
+				open = &s.Wedges[len(s.Wedges)-1]
+			}
+			s.Wedged += state.Duration(step)
+			continue
+		}
+		if open != nil {
+			open.To, open.Duration = ptr(t.UTC()), state.Duration(t.Sub(open.From))
+			open.HealedBy = w.healedBy(open.From, t)
+			open = nil
+		}
+	}
+	if open != nil {
+		open.Duration, open.HealedBy = state.Duration(h.To.Sub(open.From)), "still wedged at the end"
+	}
+	for _, wg := range s.Wedges {
+		s.WorstWedge = max(s.WorstWedge, wg.Duration)
+	}
+	return s
+}
+
+// healedBy says whether a restart of w ended a wedge [from, to).
+func (w *World) healedBy(from, to time.Time) string {
+	for _, at := range w.restarts {
+		if !at.Before(from) && !at.After(to) {
+			return "restart"
+		}
+	}
+	return "itself"
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,227 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/api"
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/model"
+	"github.com/robfig/cron/v3"
+	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/agentenv/watchdog/pkg/backtest"
+)
+
+// BacktestOptions say which history to replay and how the watchdog ran.
+type BacktestOptions struct {
+	PrometheusURL string
+	QueryTimeout  time.Duration
+	Start, End    string
+	Schedule      string
+	Interval      time.Duration
+	Step          time.Duration
+	Ready         string
+	Rejected      string
+	StartTime     string
+	Expected      string
+	PodLabel      string
+	StopGapAfter  time.Duration
+
+	// Set by Validate.
+	from, to time.Time
+	schedule cron.Schedule
+}
+
+// DefaultSchedule is the chart's CronJob schedule.
+const DefaultSchedule = "*/5 * * * *"
+
+func (o *BacktestOptions) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.PrometheusURL, "prometheus-url", "", "`URL` of the Prometheus (or compatible) HTTP API holding the history, e.g. http://localhost:9090 through kubectl port-forward")
+	fs.DurationVar(&o.QueryTimeout, "prometheus-timeout", 30*time.Second, "timeout of each Prometheus query")
+	fs.StringVar(&o.Start, "start", "7d", "start of the replay: RFC 3339 time, or a duration back from now (90m, 36h, 7d)")
+	fs.StringVar(&o.End, "end", "now", "end of the replay: RFC 3339 time, a duration back from now, or now")
+	fs.StringVar(&o.Schedule, "schedule", DefaultSchedule, "CronJob schedule of the simulated runs (cron syntax, as the CronJob controller reads it)")
+	fs.DurationVar(&o.Interval, "interval", 0, "simulate `watchdog run` with a pass every interval instead of the CronJob (0: CronJob)")
+	fs.DurationVar(&o.Step, "step", 0, "resolution of --expected-query (0: the scheduler's scrape interval, as found in the data)")
+	fs.StringVar(&o.Ready, "ready-series", "", "series selector of the scheduler's ready gauge (default: agentenv_scheduler_observed_nodes{namespace=<namespace>,status=\"ready\"})")
+	fs.StringVar(&o.Rejected, "rejected-series", "", "series selector of the rejected-heartbeat counter (default: agentenv_scheduler_rpc_duration_seconds_count{namespace=<namespace>,rpc=\"Heartbeat\",status=\"invalid_argument\"})")
+	fs.StringVar(&o.StartTime, "start-time-series", "", "series selector of the scheduler's process start (default: process_start_time_seconds{namespace=<namespace>,pod=~\"<deployment>-.+\"})")
+	fs.StringVar(&o.Expected, "expected-query", "", "PromQL giving the serving node count, one series (default: kube-state-metrics' kube_endpointslice_endpoints of <nodes-service> on <nodes-port>, counted as discovery counts; docs/backtest.md)")
+	fs.StringVar(&o.PodLabel, "pod-label", "pod", "label naming the scheduler pod on its series")
+	fs.DurationVar(&o.StopGapAfter, "stop-gap-after", 5*time.Minute, "the stop-gap script's patience: it restarts once ready read 0 on runs this far apart")
+}
+
+// Validate reports every invalid flag, in the order the flags are declared; now
+// anchors relative times.
+func (o *BacktestOptions) Validate(now time.Time, intervalSet bool) error {
+	var p problems
+	if o.PrometheusURL == "" {
+		p.addf("--prometheus-url is required")
+	} else if err := checkLinkURL(o.PrometheusURL, false); err != nil {
+		p.addf("--prometheus-url: %v", err)
+	}
+	p.positive("--prometheus-timeout", o.QueryTimeout)
+	var err error
+	if o.from, err = parseWhen(o.Start, now); err != nil {
+		p.addf("--start %q: %v", o.Start, err)
+	}
+	if o.to, err = parseWhen(o.End, now); err != nil {
+		p.addf("--end %q: %v", o.End, err)
+	}
+	if !o.from.IsZero() && !o.to.IsZero() && !o.to.After(o.from) {
+		p.addf("--end %s is not after --start %s", o.to.Format(time.RFC3339), o.from.Format(time.RFC3339))
+	}
+	if o.to.After(now) {
+		p.addf("--end %s is in the future", o.to.Format(time.RFC3339))
+	}
+	if o.schedule, err = cron.ParseStandard(o.Schedule); err != nil {
+		p.addf("--schedule %q: %v", o.Schedule, err)
+	}
+	switch {
+	case o.Interval < 0:
+		p.addf("--interval must not be negative, got %s", o.Interval)
+	case intervalSet && o.Interval > 0 && o.Schedule != DefaultSchedule:
+		p.addf("--interval and --schedule: choose one (--interval simulates `watchdog run`, --schedule the CronJob)")
+	case intervalSet && o.Interval > 0 && o.Interval < time.Second:
+		p.addf("--interval %s is too short (at least 1s)", o.Interval)
+	}
+	p.notNegative("--step", o.Step)
+	if !model.UTF8Validation.IsValidLabelName(o.PodLabel) {
+		p.addf("--pod-label %q is not a label name", o.PodLabel)
+	}
+	p.positive("--stop-gap-after", o.StopGapAfter)
+	return p.err()
+}
+
+// parseWhen reads an RFC 3339 time, "now", or a Prometheus duration back from now.
+func parseWhen(s string, now time.Time) (time.Time, error) {
+	if s == "now" {
+		return now, nil
+	}
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t, nil
+	}
+	d, err := model.ParseDuration(s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("want an RFC 3339 time (2026-11-24T08:00:00Z), a duration back from now (90m, 36h, 7d) or now")
+	}
+	return now.Add(-time.Duration(d)), nil
+}
+
+// backtestHidden are the flags of check that mean nothing to a replay: how to
+// reach the cluster, scrape and alert. Hidden, so `backtest --help` shows only
+// what changes a decision.
+var backtestHidden = []string{
+	"kubeconfig", "context", "state-configmap", "api-timeout",
+	"scheduler-selector", "scheduler-container", "metrics-port", "metrics-path", "scrape-timeout", "metrics-max-bytes",
+	"leader-lease", "max-watch-age", "dry-run",
+	"slack-webhook-url", "webhook-url", "webhook-secret", "heartbeat-url", "runbook-url", "cluster-name", "alert-timeout",
+}
+
+func newBacktestCommand(stdout, stderr io.Writer) *cobra.Command {
+	f := &checkFlags{}
+	var bo BacktestOptions
+	cmd := &cobra.Command{
+		Use:   "backtest",
+		Short: "Replay Prometheus history through the watchdog's decisions, beside the stop-gap script",
+		Long: `backtest reads the scheduler's recorded metrics from Prometheus (ready nodes, rejected
+heartbeats, process start) and the serving node count from kube-state-metrics, and
+replays them through the same pass and flags as check: runs on the CronJob's schedule
+(or every --interval, as watchdog run), confirmation samples, gates, restart budget,
+back-off and alerts. It prints each episode, each restart the watchdog would have made,
+each blocked restart and each alert, and a summary beside what the stop-gap script
+(restart once ready read 0 on two runs 5 minutes apart) would have done.
+
+A gap in the data is unknown, never bad. A restart is assumed to heal: the replacement
+reads as many ready nodes as serve until the recorded pod heals by itself
+(docs/backtest.md). Nothing in the cluster is read or touched.`,
+		Example: `  # The last week, as the chart's CronJob would have run, through a port-forward.
+  kubectl -n monitoring port-forward svc/prometheus-operated 9090 &
+  watchdog backtest --prometheus-url http://localhost:9090 --start 7d
+
+  # One incident, as JSON; with the run mode every 30 s.
+  watchdog backtest --prometheus-url http://localhost:9090 \
+    --start 2026-11-20T08:00:00Z --end 2026-11-21T23:00:00Z --interval 30s -o json | jq .summary`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			markStarted(cmd)
+			if err := f.validate(func() error { return bo.Validate(time.Now(), cmd.Flags().Changed("interval")) }); err != nil {
+				return err
+			}
+			res, err := runBacktest(cmd.Context(), f, &bo, stderr)
+			if err != nil {
+				return err
+			}
+			if f.output.Output == "json" {
+				return res.WriteJSON(stdout)
+			}
+			return res.WriteText(stdout)
+		},
+	}
+	f.cluster.AddFlags(cmd.Flags())
+	f.check.AddFlags(cmd.Flags())
+	f.alerts.AddFlags(cmd.Flags())
+	f.output.AddFlags(cmd.Flags())
+	bo.AddFlags(cmd.Flags())
+	cmd.Flags().VisitAll(func(fl *pflag.Flag) {
+		if strings.HasPrefix(fl.Name, "alertmanager-") {
+			fl.Hidden = true
+		}
+	})
+	for _, name := range backtestHidden {
+		if fl := cmd.Flags().Lookup(name); fl != nil {
+			fl.Hidden = true
+		}
+	}
+	return cmd
+}
+
+func runBacktest(ctx context.Context, f *checkFlags, bo *BacktestOptions, stderr io.Writer) (*backtest.Result, error) {
+	log := newLogger(&f.cluster, stderr)
+	client, err := api.NewClient(api.Config{Address: bo.PrometheusURL, Client: &http.Client{Timeout: bo.QueryTimeout + 5*time.Second}})
+	if err != nil {
+		return nil, usagef("--prometheus-url: %v", err)
+	}
+	q := backtest.DefaultQueries(f.cluster.Namespace, f.check.Deployment, f.check.NodesService, f.check.NodesPort)
+	for _, o := range []struct{ flag, query *string }{{&bo.Ready, &q.Ready}, {&bo.Rejected, &q.Rejected}, {&bo.StartTime, &q.StartTime}, {&bo.Expected, &q.Expected}} {
+		if *o.flag != "" {
+			*o.query = *o.flag
+		}
+	}
+	q.PodLabel = bo.PodLabel
+	where := redactedURL(bo.PrometheusURL)
+	log.Info().Str("prometheus", where).Time("start", bo.from).Time("end", bo.to).Msg("reading history")
+	h, err := backtest.Fetch(ctx, promv1.NewAPI(client), q, bo.from, bo.to, bo.Step, bo.QueryTimeout)
+	if err != nil {
+		return nil, fmt.Errorf("read history from %s: %w", where, err)
+	}
+	opts := f.options()
+	opts.Decide.LeaderLease = "" // history has no Lease: every scheduler pod is judged
+	stopGap, _ := cron.ParseStandard(DefaultSchedule)
+	res, err := backtest.Run(ctx, h, backtest.Config{
+		Check: opts, RestartMethod: f.check.RestartMethod, Deployment: f.check.Deployment, Timeout: f.cluster.Timeout,
+		Schedule: bo.schedule, ScheduleSpec: bo.Schedule, Interval: bo.Interval,
+		StopGap: stopGap, StopGapAfter: bo.StopGapAfter, Log: zerolog.Nop(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	res.Prometheus = where
+	return res, nil
+}
+
+func redactedURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
+}

@@ -1,0 +1,185 @@
+// Package backtest tests `watchdog backtest` against a real Prometheus HTTP API:
+// synthetic history for six situations is written as OpenMetrics, imported with
+// `promtool tsdb create-blocks-from openmetrics`, and served by the Prometheus server
+// built from its module (hack/prometheus.sh).
+package backtest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/agentenv/watchdog/internal/promtest"
+)
+
+var (
+	prom *promtest.Server
+	// base is the start of every situation's history: old enough that the
+	// 41-hour one ends in the past.
+	base time.Time
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	_, file, _, _ := runtime.Caller(0)
+	root := filepath.Join(filepath.Dir(file), "..", "..")
+	prometheus, promtool, err := promtest.Binaries(root)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "backtest tests need prometheus and promtool:", err)
+		return 1
+	}
+	dir, err := os.MkdirTemp("", "watchdog-backtest-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	base = time.Now().UTC().Truncate(time.Hour).Add(-46 * time.Hour)
+	om := &promtest.OpenMetrics{}
+	for _, s := range situations() {
+		s.write(om)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	prom, err = promtest.Start(ctx, prometheus, promtool, om.Bytes(), dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "start prometheus on the synthetic history:", err)
+		return 1
+	}
+	code := m.Run()
+	if err := prom.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stop prometheus:", err)
+	}
+	return code
+}
+
+// schedPod is one scheduler pod's recorded series, present in [from, to).
+type schedPod struct {
+	name     string
+	ip       string
+	from, to time.Time
+	// start is the process start at t; ready and rejected its readings (ok false:
+	// the counter series is absent, as before its first increment).
+	start    func(t time.Time) time.Time
+	ready    func(t time.Time) float64
+	rejected func(t time.Time) (float64, bool)
+}
+
+// situation is one namespace's recorded history.
+type situation struct {
+	ns       string
+	from, to time.Time
+	scrape   time.Duration
+	pods     []schedPod
+	// serving is the number of serving node endpoints kube-state-metrics lists.
+	serving func(t time.Time) int
+	// down are spans in which Prometheus recorded nothing at all.
+	down [][2]time.Time
+}
+
+func (s situation) recorded(t time.Time) bool {
+	for _, d := range s.down {
+		if !t.Before(d[0]) && t.Before(d[1]) {
+			return false
+		}
+	}
+	return true
+}
+
+const ksmScrape = 30 * time.Second
+
+// write adds the situation's series as a real install would have them: the
+// scheduler's own (scraped every s.scrape) and kube-state-metrics' EndpointSlice
+// series for agentenv-nodes (every 30 s).
+func (s situation) write(om *promtest.OpenMetrics) {
+	for _, p := range s.pods {
+		target := map[string]string{"namespace": s.ns, "pod": p.name, "container": "scheduler", "job": "agentenv-scheduler", "instance": p.ip + ":9101"}
+		with := func(extra ...string) map[string]string {
+			l := map[string]string{}
+			for k, v := range target {
+				l[k] = v
+			}
+			for i := 0; i+1 < len(extra); i += 2 {
+				l[extra[i]] = extra[i+1]
+			}
+			return l
+		}
+		for t := p.from; t.Before(p.to) && !t.After(s.to); t = t.Add(s.scrape) {
+			if !s.recorded(t) {
+				continue
+			}
+			om.Add("agentenv_scheduler_observed_nodes", "gauge", with("status", "ready"), t, p.ready(t))
+			om.Add("process_start_time_seconds", "gauge", with(), t, float64(p.start(t).Unix()))
+			if v, ok := p.rejected(t); ok {
+				om.Add("agentenv_scheduler_rpc_duration_seconds_count", "unknown", with("rpc", "Heartbeat", "status", "invalid_argument"), t, v)
+			}
+		}
+	}
+	slice := "agentenv-nodes-x7k2p"
+	ksm := func(extra ...string) map[string]string {
+		l := map[string]string{"namespace": s.ns, "endpointslice": slice, "job": "kube-state-metrics", "instance": "10.9.0.2:8080"}
+		for i := 0; i+1 < len(extra); i += 2 {
+			l[extra[i]] = extra[i+1]
+		}
+		return l
+	}
+	for t := s.from; !t.After(s.to); t = t.Add(ksmScrape) {
+		if !s.recorded(t) {
+			continue
+		}
+		om.Add("kube_endpointslice_info", "gauge", ksm("addresstype", "IPv4"), t, 1)
+		n := s.serving(t)
+		if n == 0 {
+			continue // an empty slice carries no port and no endpoint
+		}
+		om.Add("kube_endpointslice_ports", "gauge", ksm("port_name", "grpc", "port_protocol", "TCP", "port_number", "8000"), t, 1)
+		for i := range n {
+			name := "node-" + strconv.Itoa(i)
+			om.Add("kube_endpointslice_endpoints", "gauge", ksm("address", "10.1.0."+strconv.Itoa(10+i), "ready", "true", "serving", "true", "terminating", "false",
+				"hostname", name, "targetref_kind", "Pod", "targetref_name", name, "targetref_namespace", s.ns), t, 1)
+		}
+	}
+}
+
+// Helpers for the readings.
+func constant(v float64) func(time.Time) float64 { return func(time.Time) float64 { return v } }
+func startedAt(at time.Time) func(time.Time) time.Time {
+	return func(time.Time) time.Time { return at }
+}
+func absent(time.Time) (float64, bool) { return 0, false }
+
+// between is v inside [from, to) and other outside.
+func between(from, to time.Time, v, other float64) func(time.Time) float64 {
+	return func(t time.Time) float64 {
+		if !t.Before(from) && t.Before(to) {
+			return v
+		}
+		return other
+	}
+}
+
+// rejections is the rejected-heartbeat counter of nodes that discovery lost at
+// from: absent before, then 3 nodes retrying every 20 s for two minutes and once
+// a minute after (the nodes back off), stopping at to.
+func rejections(from, to time.Time) func(time.Time) (float64, bool) {
+	return func(t time.Time) (float64, bool) {
+		if t.Before(from) {
+			return 0, false
+		}
+		if t.After(to) {
+			t = to
+		}
+		d := t.Sub(from)
+		fast := min(d, 2*time.Minute) / (20 * time.Second)
+		slow := max(d-2*time.Minute, 0) / time.Minute
+		return float64(3 * (fast + slow)), true
+	}
+}
