@@ -307,14 +307,22 @@ func TestBacktestStaleCache(t *testing.T) {
 // TestBacktestTextAndJSONShape: the text report names each part, and the JSON has
 // the documented keys.
 func TestBacktestTextAndJSONShape(t *testing.T) {
+	// Every situation's text report, in the test log (go test -v) for people.
+	for _, s := range situations() {
+		args := []string{"backtest", "--prometheus-url", prom.URL, "-n", s.ns,
+			"--start", s.from.Format(time.RFC3339), "--end", s.to.Format(time.RFC3339)}
+		text := runCLI(t, args...)
+		t.Logf("watchdog %s\n%s", strings.Join(args[3:], " "), text)
+		for _, want := range []string{"EPISODES (", "RESTARTS the watchdog would have made (", "STOP-GAP restarts", "SUMMARY", "worst time to heal"} {
+			if !strings.Contains(text, want) {
+				t.Errorf("%s: text report lacks %q", s.ns, want)
+			}
+		}
+	}
 	args := []string{"backtest", "--prometheus-url", prom.URL, "-n", "bt-wedge",
 		"--start", base.Format(time.RFC3339), "--end", base.Add(41 * time.Hour).Format(time.RFC3339)}
-	text := runCLI(t, args...)
-	t.Logf("watchdog %s\n%s", strings.Join(args, " "), text)
-	for _, want := range []string{"EPISODES (1)", "RESTARTS the watchdog would have made (1)", "STOP-GAP restarts", "SUMMARY", "worst time to heal"} {
-		if !strings.Contains(text, want) {
-			t.Errorf("text report lacks %q", want)
-		}
+	if text := runCLI(t, args...); !strings.Contains(text, "EPISODES (1)") || !strings.Contains(text, "RESTARTS the watchdog would have made (1)") {
+		t.Errorf("the 39-hour wedge's text report:\n%s", text)
 	}
 	var doc map[string]any
 	if err := json.Unmarshal([]byte(runCLI(t, append(args, "-o", "json")...)), &doc); err != nil {
