@@ -221,6 +221,8 @@ func (a *Alertmanager) post(ctx context.Context, alerts []PostableAlert) error {
 	errs := make([]error, len(a.Posters))
 	var wg sync.WaitGroup
 	for i, p := range a.Posters {
+		// A receiver's error page may echo the request's headers.
+		p.AddSecrets(h.Get("Authorization"), strings.TrimPrefix(h.Get("Authorization"), "Basic "), a.BearerToken, a.Password)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -231,7 +233,7 @@ func (a *Alertmanager) post(ctx context.Context, alerts []PostableAlert) error {
 	var failed []string
 	for _, err := range errs {
 		if err != nil {
-			failed = append(failed, a.redact(err.Error(), h.Get("Authorization")))
+			failed = append(failed, err.Error())
 		}
 	}
 	switch {
@@ -244,15 +246,4 @@ func (a *Alertmanager) post(ctx context.Context, alerts []PostableAlert) error {
 		return nil
 	}
 	return errors.New(strings.Join(failed, "; "))
-}
-
-// redact removes the credentials from an error: a receiver's error page may echo
-// the request's headers, and the Poster only removes the URL.
-func (a *Alertmanager) redact(text, authorization string) string {
-	for _, secret := range []string{authorization, strings.TrimPrefix(authorization, "Basic "), a.BearerToken, a.Password} {
-		if len(secret) >= 4 { // never blank out common short strings
-			text = strings.ReplaceAll(text, secret, "<redacted>")
-		}
-	}
-	return text
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -272,5 +273,57 @@ func TestPlanRecoveredCloses(t *testing.T) {
 	b, _ := json.Marshal(notes[0])
 	if !strings.Contains(string(b), `"closes":[{"event":"wedged","pod":"agentenv-scheduler-abc12","openedAt":"2026-03-01T10:00:00Z"}]`) {
 		t.Errorf("webhook payload %s", b)
+	}
+}
+
+// TestCredentialsRedactedWherever: a receiver that answers 400 echoing the request's
+// Authorization header (and a long page around it) leaves no credential in the
+// error, whether the credential came from the URL (Go sends its user:password as a
+// Basic header), from --alertmanager-password, or from the bearer token; and no
+// credential is cut in two with its first part kept.
+func TestCredentialsRedactedWherever(t *testing.T) {
+	const user, pass = "amuser", "XXXXURLPASSSECRET"
+	echo := func(pad int) *captureServer {
+		srv := newCaptureServer(t)
+		srv.status = func(int) int { return http.StatusBadRequest }
+		// The header lands across the 256 bytes kept when pad is near 256.
+		srv.body = func(r *http.Request) string {
+			return strings.Repeat("x", pad) + " bad request: Authorization: " + r.Header.Get("Authorization") + " user=" + user + " pass=" + pass
+		}
+		return srv
+	}
+	basic := func(u, p string) string { return base64.StdEncoding.EncodeToString([]byte(u + ":" + p)) }
+	for _, pad := range []int{0, 200, 230, 250} {
+		for _, c := range []struct {
+			name    string
+			url     func(base string) string
+			setup   func(am *Alertmanager)
+			secrets []string
+		}{
+			{"credentials in the URL", func(b string) string { return strings.Replace(b, "http://", "http://"+user+":"+pass+"@", 1) }, func(*Alertmanager) {},
+				[]string{pass, user + ":" + pass, basic(user, pass), basic(user, pass)[:12]}},
+			{"basic auth flags", func(b string) string { return b }, func(am *Alertmanager) { am.Username, am.Password = user, amPassSecret },
+				[]string{amPassSecret, basic(user, amPassSecret), basic(user, amPassSecret)[:12]}},
+			{"bearer token", func(b string) string { return b }, func(am *Alertmanager) { am.BearerToken = amTokenSecret },
+				[]string{amTokenSecret, amTokenSecret[:12]}},
+		} {
+			t.Run(fmt.Sprintf("%s/pad %d", c.name, pad), func(t *testing.T) {
+				srv := echo(pad)
+				am := testAlertmanager(t, c.url(srv.URL))
+				c.setup(am)
+				err := am.Send(context.Background(), goldenNotification())
+				if err == nil || !strings.Contains(err.Error(), "answered 400") {
+					t.Fatalf("want the 400 reported: %v", err)
+				}
+				if got := srv.requests(); len(got) != 1 || got[0].header.Get("Authorization") == "" {
+					t.Fatalf("the request carried no credential: %+v", got)
+				}
+				for _, secret := range c.secrets {
+					if strings.Contains(err.Error(), secret) {
+						t.Errorf("error names %q: %v", secret, err)
+					}
+				}
+			})
+		}
 	}
 }

@@ -3,17 +3,21 @@ package alert
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	retryablehttp "github.com/hashicorp/go-retryablehttp"
+
+	"github.com/agentenv/watchdog/pkg/state"
 )
 
 // Delivery bounds. Per attempt: NewPoster's attemptTimeout. Per delivery (all
@@ -32,6 +36,10 @@ type Poster struct {
 	url    string
 	client *retryablehttp.Client
 	budget time.Duration
+	// secrets are removed from every error besides the URL: the credentials in
+	// the URL (Go sends them as a Basic header, which a receiver may echo) and
+	// those a sink adds (AddSecrets).
+	secrets []string
 }
 
 // NewPoster builds a poster for name (used in errors instead of the URL).
@@ -83,8 +91,36 @@ func NewPoster(name, rawURL string, attemptTimeout time.Duration, attempts int, 
 	}
 	p := &Poster{name: name, url: rawURL, client: c, budget: budget}
 	c.CheckRetry = p.checkRetry
+	if u, err := url.Parse(rawURL); err == nil && u.User != nil {
+		user := u.User.Username()
+		pass, _ := u.User.Password()
+		p.AddSecrets(u.User.String(), user+":"+pass, base64.StdEncoding.EncodeToString([]byte(user+":"+pass)), user, pass)
+	}
 	return p
 }
+
+// AddSecrets adds credentials the sink sends (a password, a token, a whole
+// Authorization header) to what every error of this poster redacts.
+func (p *Poster) AddSecrets(secrets ...string) {
+	for _, s := range secrets {
+		// Never blank out common short strings ("a", "id"): a credential that
+		// short is not one.
+		if len(s) >= minSecretLen && !slices.Contains(p.secrets, s) {
+			p.secrets = append(p.secrets, s)
+		}
+	}
+	// The longest first: a whole header before the token inside it.
+	slices.SortFunc(p.secrets, func(a, b string) int { return len(b) - len(a) })
+}
+
+// minSecretLen is the shortest string redacted as a secret.
+const minSecretLen = 4
+
+// An error answer's body: read up to snippetRead bytes, keep snippetKept of them.
+const (
+	snippetRead = 4096
+	snippetKept = 256
+)
 
 var (
 	errRedirectOffHost  = errors.New("redirect to another host refused")
@@ -137,7 +173,7 @@ func (p *Poster) Do(ctx context.Context, target string, body []byte, headers htt
 	defer cancel()
 	req, err := retryablehttp.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
 	if err != nil {
-		return fmt.Errorf("%s: build request: %v", p.name, scrub(err))
+		return fmt.Errorf("%s: build request: %v", p.name, p.redact(scrub(err).Error()))
 	}
 	for k, vs := range headers {
 		for _, v := range vs {
@@ -146,28 +182,39 @@ func (p *Poster) Do(ctx context.Context, target string, body []byte, headers htt
 	}
 	resp, err := p.client.Do(req)
 	if err != nil {
-		return fmt.Errorf("%s: %v", p.name, scrub(err))
+		return fmt.Errorf("%s: %v", p.name, p.redact(scrub(err).Error()))
 	}
 	defer resp.Body.Close()
-	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 256))
+	// Read more than is kept: a credential the receiver echoes is redacted whole
+	// before the text is cut, never cut in two with its first part kept.
+	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, snippetRead))
 	if resp.StatusCode/100 != 2 {
 		msg := fmt.Sprintf("%s: answered %s", p.name, resp.Status)
 		if ra := resp.Header.Get("Retry-After"); ra != "" {
 			msg += " (Retry-After " + ra + ")"
 		}
 		if len(snippet) > 0 {
-			msg += fmt.Sprintf(": %q", redact(redact(string(bytes.TrimSpace(snippet)), target), p.url))
+			msg += fmt.Sprintf(": %q", state.Truncate(p.redact(redactURL(string(bytes.TrimSpace(snippet)), target)), snippetKept))
 		}
 		return errors.New(msg)
 	}
 	return nil
 }
 
-// redact removes the URL (and its path and query, the secret parts of a webhook
+// redact removes the configured URL and every credential of this poster from text.
+func (p *Poster) redact(text string) string {
+	text = redactURL(text, p.url)
+	for _, s := range p.secrets {
+		text = strings.ReplaceAll(text, s, "<redacted>")
+	}
+	return text
+}
+
+// redactURL removes the URL (and its path and query, the secret parts of a webhook
 // URL) from text a receiver sent back: some echo the request line in their error
 // pages. Do redacts both the URL it posted to and the configured one, which differ
 // for a heartbeat's <url>/fail.
-func redact(text, target string) string {
+func redactURL(text, target string) string {
 	text = strings.ReplaceAll(text, target, "<url>")
 	if u, err := url.Parse(target); err == nil {
 		if len(u.Path) > 1 {

@@ -34,12 +34,14 @@ type captured struct {
 	at           time.Time
 }
 
-// captureServer records every request on 127.0.0.1 and answers with status().
+// captureServer records every request on 127.0.0.1 and answers with status() and,
+// when set, body().
 type captureServer struct {
 	*httptest.Server
 	mu     sync.Mutex
 	reqs   []captured
 	status func(n int) int
+	body   func(r *http.Request) string
 }
 
 func newCaptureServer(t *testing.T) *captureServer {
@@ -50,9 +52,12 @@ func newCaptureServer(t *testing.T) *captureServer {
 		c.mu.Lock()
 		c.reqs = append(c.reqs, captured{method: r.Method, path: r.URL.Path, header: r.Header.Clone(), body: body, at: time.Now()})
 		n := len(c.reqs)
-		status := c.status
+		status, answer := c.status, c.body
 		c.mu.Unlock()
 		w.WriteHeader(status(n))
+		if answer != nil {
+			_, _ = io.WriteString(w, answer(r))
+		}
 	}))
 	t.Cleanup(c.Close)
 	return c

@@ -2,10 +2,12 @@ package integration
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
@@ -16,6 +18,7 @@ import (
 	"time"
 
 	"github.com/agentenv/watchdog/pkg/alert"
+	"github.com/agentenv/watchdog/pkg/events"
 )
 
 // EnvAlertmanager names the Alertmanager binary the tests start (the Makefile sets
@@ -263,4 +266,45 @@ func TestAlertmanagerSink(t *testing.T) {
 		t.Fatalf("after a quiet run Alertmanager holds %v", alertNames(got))
 	}
 	leakCheck(t, s, runs...)
+}
+
+// TestAlertmanagerURLCredentialsRedacted: credentials in --alertmanager-url reach
+// the receiver (Go sends them as a Basic header); when it refuses with a 400 that
+// echoes the header, no form of them lands in the logs, the Warning Event or the
+// outbox's lastError.
+func TestAlertmanagerURLCredentialsRedacted(t *testing.T) {
+	const user, pass = "amuser", "XXXXAMURLPASSSECRET"
+	basic := base64.StdEncoding.EncodeToString([]byte(user + ":" + pass))
+	var got []string
+	var mu sync.Mutex
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, r.Header.Get("Authorization"))
+		mu.Unlock()
+		w.WriteHeader(http.StatusBadRequest)
+		fmt.Fprintf(w, "invalid request: Authorization: %s", r.Header.Get("Authorization"))
+	}))
+	t.Cleanup(srv.Close)
+	s := newScenario(t, layout{serving: 3, page: fixture(t, "scheduler-metrics-discovery-dead.txt")})
+	amURL := strings.Replace(srv.URL, "http://", "http://"+user+":"+pass+"@", 1)
+	r := s.check("--alertmanager-url", amURL, "--wedged-for", "1h")
+	r.expect(t, 0, "wedged", "wait")
+	mu.Lock()
+	sent := append([]string(nil), got...)
+	mu.Unlock()
+	if len(sent) == 0 || sent[0] != "Basic "+basic {
+		t.Fatalf("the receiver got Authorization %q, want the URL's credentials", sent)
+	}
+	if d := deliveries(r, "wedged", "alertmanager"); len(d) != 1 || d[0].OK || !strings.Contains(d[0].Error, "answered 400") {
+		t.Fatalf("deliveries %+v", r.report.Alerts)
+	}
+	st, _ := s.state()
+	if len(st.Outbox) != 1 || !strings.Contains(st.Outbox[0].LastError, "<redacted>") {
+		t.Fatalf("outbox %+v, want the failed alert kept with its redacted error", st.Outbox)
+	}
+	failed := s.events(s.pod.Name, events.ReasonAlertFailed)
+	if len(failed) != 1 || !strings.Contains(failed[0].Message, "<redacted>") {
+		t.Fatalf("%s Events %+v", events.ReasonAlertFailed, failed)
+	}
+	leakCheckFor(t, s, []string{pass, basic, user + ":" + pass}, r)
 }

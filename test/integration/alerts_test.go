@@ -182,6 +182,12 @@ func alertFlags(r *receiver) []string {
 // state ConfigMap.
 func leakCheck(t *testing.T, s *scenario, runs ...result) {
 	t.Helper()
+	leakCheckFor(t, s, secretMarkers, runs...)
+}
+
+// leakCheckFor is leakCheck for the given secrets.
+func leakCheckFor(t *testing.T, s *scenario, secrets []string, runs ...result) {
+	t.Helper()
 	var hay []string
 	for _, r := range runs {
 		hay = append(hay, r.stdout, r.stderr)
@@ -197,7 +203,7 @@ func leakCheck(t *testing.T, s *scenario, runs ...result) {
 	b, _ = json.Marshal(cms.Items)
 	hay = append(hay, string(b))
 	all := strings.Join(hay, "\n")
-	for _, m := range secretMarkers {
+	for _, m := range secrets {
 		if i := strings.Index(all, m); i >= 0 {
 			t.Errorf("secret %q leaked: ...%s...", m, all[max(0, i-200):min(len(all), i+100)])
 		}
