@@ -12,8 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/agentenv/watchdog/pkg/state"
 )
 
 // Header names of the generic webhook (docs/alerts.md).
@@ -108,6 +106,8 @@ var slackEmoji = map[string]string{
 // SlackMessage renders n as an incoming-webhook message in Block Kit
 // (slack.go has the few types it needs).
 func SlackMessage(n Notification, runbookURL string) *SlackWebhookMessage {
+	// Every text is escaped (esc, escCut), whoever wrote its parts: Slack reads
+	// <!channel> and <url|text> in any text object.
 	title := fmt.Sprintf("%s AgentENV scheduler %s", slackEmoji[n.Event], n.Event)
 	if n.Test {
 		title = slackEmoji[EventTest] + " Watchdog test alert (not a real incident)"
@@ -122,7 +122,7 @@ func SlackMessage(n Notification, runbookURL string) *SlackWebhookMessage {
 	if n.Cluster != "" {
 		where = n.Cluster + "/" + n.Namespace
 	}
-	fallback := fmt.Sprintf("[%s] scheduler %s in %s: %s", strings.ToUpper(n.Severity), n.Event, esc(where), esc(n.Reason))
+	fallback := fmt.Sprintf("[%s] scheduler %s in %s: %s", esc(strings.ToUpper(n.Severity)), esc(n.Event), esc(where), esc(n.Reason))
 
 	fields := []*SlackText{
 		mrkdwn("*Cluster*\n" + esc(OrDash(n.Cluster))),
@@ -130,21 +130,21 @@ func SlackMessage(n Notification, runbookURL string) *SlackWebhookMessage {
 		mrkdwn("*Pod*\n" + esc(OrDash(n.Pod))),
 		mrkdwn("*Verdict*\n" + esc(OrDash(n.Verdict))),
 		mrkdwn("*Ready / expected*\n" + IntOrDash(n.Ready) + " / " + IntOrDash(n.Expected)),
-		mrkdwn("*For*\n" + sinceText(n)),
+		mrkdwn("*For*\n" + esc(sinceText(n))),
 		mrkdwn("*Watchdog did*\n" + esc(OrDash(n.Action))),
 		mrkdwn("*Evidence*\n" + esc(OrDash(n.Evidence))),
 	}
 	blocks := []SlackBlock{
-		{Type: SlackHeader, Text: &SlackText{Type: SlackPlainText, Text: state.Truncate(title, 150), Emoji: true}},
-		{Type: SlackSection, Text: mrkdwn(state.Truncate(esc(n.Reason), 2900))},
+		{Type: SlackHeader, Text: &SlackText{Type: SlackPlainText, Text: escCut(title, 150), Emoji: true}},
+		{Type: SlackSection, Text: mrkdwn(escCut(n.Reason, 2900))},
 		{Type: SlackSection, Fields: fields},
 	}
 	if n.NextStep != "" {
-		blocks = append(blocks, SlackBlock{Type: SlackSection, Text: mrkdwn("*Next step*: " + state.Truncate(esc(n.NextStep), 2900))})
+		blocks = append(blocks, SlackBlock{Type: SlackSection, Text: mrkdwn("*Next step*: " + escCut(n.NextStep, 2900))})
 	}
-	ctxElems := []*SlackText{mrkdwn(fmt.Sprintf("%s · watchdog %s · %s", n.Severity, n.Watchdog, n.Time.UTC().Format(time.RFC3339)))}
+	ctxElems := []*SlackText{mrkdwn(fmt.Sprintf("%s · watchdog %s · %s", esc(n.Severity), esc(n.Watchdog), n.Time.UTC().Format(time.RFC3339)))}
 	if runbookURL != "" {
-		ctxElems = append(ctxElems, mrkdwn(fmt.Sprintf("<%s|Runbook>", runbookURL)))
+		ctxElems = append(ctxElems, mrkdwn(fmt.Sprintf("<%s|Runbook>", escLinkURL(runbookURL))))
 	}
 	blocks = append(blocks, SlackBlock{Type: SlackContext, Elements: ctxElems})
 	return &SlackWebhookMessage{Text: fallback, Blocks: blocks}
@@ -154,6 +154,28 @@ func SlackMessage(n Notification, runbookURL string) *SlackWebhookMessage {
 // unescaped, a reason like "wedged 2m < 4m ... (> --max-watch-age 5m)" is taken
 // for a link and swallowed.
 var esc = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace
+
+// escCut escapes s and cuts it to at most n bytes, between characters of s: a cut
+// entity ("&am") would show as text, or start one with what follows.
+func escCut(s string, n int) string {
+	out := esc(s)
+	if len(out) <= n {
+		return out
+	}
+	var b strings.Builder
+	for _, r := range s {
+		e := esc(string(r))
+		if b.Len()+len(e) > n-len("...") {
+			break
+		}
+		b.WriteString(e)
+	}
+	return b.String() + "..."
+}
+
+// escLinkURL makes a URL safe inside Slack's <url|text>: the three control
+// characters as entities, and the | that would end the URL percent-encoded.
+var escLinkURL = strings.NewReplacer("&", "&amp;", "<", "%3C", ">", "%3E", "|", "%7C").Replace
 
 func mrkdwn(s string) *SlackText {
 	return &SlackText{Type: SlackMarkdown, Text: s}

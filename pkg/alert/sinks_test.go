@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"sort"
 	"strconv"
@@ -320,6 +321,91 @@ func TestSlackEscapesControlCharacters(t *testing.T) {
 	}
 	if b := rawJSON(t, msg); !strings.Contains(b, "<https://runbooks.example.com/x|Runbook>") {
 		t.Errorf("the runbook link itself must stay a link: %s", b)
+	}
+}
+
+// TestSlackEscapesEveryField: every string of a notification, whoever wrote it (a
+// forged outbox entry, a pod name, a reason quoting the scheduler), reaches Slack
+// with <, > and & escaped: read back through Slack's own client (slack-go), no text
+// object holds a mention, a link or a stray entity but the runbook link the
+// configuration asked for. Long texts are cut without cutting an entity.
+func TestSlackEscapesEveryField(t *testing.T) {
+	const hostile = "<!channel> <https://evil.example/x|click here> &amp; <@U024BE7LH> & more > less"
+	n := goldenNotification()
+	v := reflect.ValueOf(&n).Elem()
+	filled := 0
+	for i := range v.NumField() {
+		if f := v.Field(i); f.Kind() == reflect.String {
+			f.SetString(hostile)
+			filled++
+		}
+	}
+	if filled < 10 {
+		t.Fatalf("only %d string fields filled", filled)
+	}
+	const runbook = "https://runbooks.example.com/a?b=1&c=<2>|3"
+	for _, c := range []struct {
+		name   string
+		reason string
+	}{
+		{"short", hostile},
+		{"cut", strings.Repeat("&<>", 1200)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			n.Reason = c.reason
+			body, err := json.Marshal(SlackMessage(n, runbook))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var msg slack.WebhookMessage
+			if err := json.Unmarshal(body, &msg); err != nil {
+				t.Fatalf("slack-go cannot read the message back: %v", err)
+			}
+			texts := []string{msg.Text}
+			for _, b := range msg.Blocks.BlockSet {
+				switch b := b.(type) {
+				case *slack.HeaderBlock:
+					texts = append(texts, b.Text.Text)
+				case *slack.SectionBlock:
+					if b.Text != nil {
+						texts = append(texts, b.Text.Text)
+					}
+					for _, f := range b.Fields {
+						texts = append(texts, f.Text)
+					}
+				case *slack.ContextBlock:
+					for _, e := range b.ContextElements.Elements {
+						if tx, ok := e.(*slack.TextBlockObject); ok {
+							texts = append(texts, tx.Text)
+						}
+					}
+				default:
+					t.Fatalf("unexpected block %T", b)
+				}
+			}
+			link := "<https://runbooks.example.com/a?b=1&amp;c=%3C2%3E%7C3|Runbook>"
+			links := 0
+			entity := regexp.MustCompile(`&(amp|lt|gt);`)
+			for _, text := range texts {
+				if strings.Contains(text, link) {
+					links++
+					text = strings.ReplaceAll(text, link, "")
+				}
+				if strings.ContainsAny(text, "<>") || strings.Contains(entity.ReplaceAllString(text, ""), "&") {
+					t.Errorf("unescaped control characters reach Slack: %.300q", text)
+				}
+			}
+			if links != 1 {
+				t.Errorf("the runbook link appears %d times, want once", links)
+			}
+			all := strings.Join(texts, "\n")
+			if !strings.Contains(all, "&lt;!channel&gt;") || !strings.Contains(all, "*Next step*: &lt;!channel&gt;") {
+				t.Errorf("the hostile text is not in the message as text: %.400s", all)
+			}
+			if reason := msg.Blocks.BlockSet[1].(*slack.SectionBlock).Text.Text; len(c.reason) > 2900 && (len(reason) > 2900 || len(reason) < 2800) {
+				t.Errorf("reason section of %d bytes, want it cut just under 2900", len(reason))
+			}
+		})
 	}
 }
 
