@@ -107,6 +107,16 @@ func NewAlertmanager(urls []string, attemptTimeout time.Duration, attempts int, 
 
 func (a *Alertmanager) Name() string { return "alertmanager" }
 
+// Reach checks the path to every peer: a run delivers while one accepts, but a
+// preflight should show each one it cannot reach.
+func (a *Alertmanager) Reach(ctx context.Context) error {
+	var errs []error
+	for _, p := range a.Posters {
+		errs = append(errs, p.Reach(ctx))
+	}
+	return errors.Join(errs...)
+}
+
 // Send posts the alerts n stands for: the alert itself, or for recovered the
 // resolution of every alert it closes. A test or dry-run notification is sent as
 // any other (a dry run never reaches a sink).

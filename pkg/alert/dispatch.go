@@ -17,6 +17,12 @@ type Sink interface {
 	Send(ctx context.Context, n Notification) error
 }
 
+// Reacher is a sink whose network path can be checked without sending anything
+// (`watchdog doctor`, the chart's `helm test`).
+type Reacher interface {
+	Reach(ctx context.Context) error
+}
+
 // EventEmitter leaves a notification as a Kubernetes Event (see check.(*Runner).notificationEvent).
 type EventEmitter func(ctx context.Context, n Notification) error
 

@@ -162,6 +162,29 @@ func retryAfter(resp *http.Response) (time.Duration, bool) {
 	return 0, false
 }
 
+// Reach opens and closes a TCP connection to where a delivery would connect (the
+// proxy, when the environment names one for the URL): it proves the network path
+// (a NetworkPolicy, a firewall, DNS) without sending anything. doctor runs it.
+func (p *Poster) Reach(ctx context.Context) error {
+	u, err := url.Parse(p.url)
+	if err != nil {
+		return fmt.Errorf("%s: invalid URL", p.name)
+	}
+	if proxy, err := http.ProxyFromEnvironment(&http.Request{URL: u}); err == nil && proxy != nil {
+		u = proxy
+	}
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	d := net.Dialer{Timeout: p.client.HTTPClient.Timeout}
+	conn, err := d.DialContext(ctx, "tcp", net.JoinHostPort(u.Hostname(), port))
+	if err != nil {
+		return fmt.Errorf("%s: %v", p.name, p.redact(scrub(err).Error()))
+	}
+	return conn.Close()
+}
+
 // Post sends body with headers and returns nil on a 2xx answer.
 func (p *Poster) Post(ctx context.Context, body []byte, headers http.Header) error {
 	return p.Do(ctx, p.url, body, headers)

@@ -350,3 +350,42 @@ func TestHeartbeatFailErrorsNeverCarryTheURL(t *testing.T) {
 		noSecret(t, err)
 	}
 }
+
+// TestReachConnectsWithoutSending: Reach opens a connection to the receiver and
+// sends no request; a closed port is an error that names the sink, not the URL.
+func TestReachConnectsWithoutSending(t *testing.T) {
+	rec := newRecorder(t, func(int, http.ResponseWriter, *http.Request) {})
+	accepted := make(chan struct{}, 1)
+	rec.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			accepted <- struct{}{}
+		}
+	}
+	p := NewPoster("webhook", rec.URL+secretPath, time.Second, 1, time.Second)
+	if err := p.Reach(context.Background()); err != nil {
+		t.Fatalf("reach a listening receiver: %v", err)
+	}
+	select {
+	case <-accepted:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the receiver saw no connection")
+	}
+	rec.mu.Lock()
+	hits := len(rec.hits)
+	rec.mu.Unlock()
+	if hits != 0 {
+		t.Errorf("Reach sent %d request(s)", hits)
+	}
+
+	// A port nothing listens on.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	ln.Close()
+	err = NewPoster("slack", "http://"+closed+secretPath, time.Second, 1, time.Second).Reach(context.Background())
+	if err == nil || !strings.HasPrefix(err.Error(), "slack: ") || strings.Contains(err.Error(), "XXXXSECRET") {
+		t.Errorf("closed port: %v", err)
+	}
+}

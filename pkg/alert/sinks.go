@@ -32,6 +32,8 @@ type Webhook struct {
 
 func (w *Webhook) Name() string { return "webhook" }
 
+func (w *Webhook) Reach(ctx context.Context) error { return w.Poster.Reach(ctx) }
+
 func (w *Webhook) Send(ctx context.Context, n Notification) error {
 	body, err := json.Marshal(n)
 	if err != nil {
@@ -86,6 +88,8 @@ type Slack struct {
 }
 
 func (s *Slack) Name() string { return "slack" }
+
+func (s *Slack) Reach(ctx context.Context) error { return s.Poster.Reach(ctx) }
 
 func (s *Slack) Send(ctx context.Context, n Notification) error {
 	body, err := json.Marshal(SlackMessage(n, s.RunbookURL))
@@ -210,6 +214,8 @@ type Heartbeat struct {
 	Poster *Poster
 	URL    string
 }
+
+func (h *Heartbeat) Reach(ctx context.Context) error { return h.Poster.Reach(ctx) }
 
 // Ping reports a run's outcome. body is a short, secret-free summary.
 func (h *Heartbeat) Ping(ctx context.Context, failed bool, body string) error {

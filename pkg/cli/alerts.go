@@ -39,6 +39,11 @@ func buildSinks(o *AlertOptions, namespace string, warn func(error)) ([]alert.Si
 	return sinks, nil
 }
 
+// newHeartbeat is the dead man's switch of o, with attempts within budget.
+func newHeartbeat(o *AlertOptions, attempts int, budget time.Duration) *alert.Heartbeat {
+	return &alert.Heartbeat{Poster: alert.NewPoster("heartbeat", o.HeartbeatURL, o.AlertTimeout, attempts, budget), URL: o.HeartbeatURL}
+}
+
 // pingHeartbeat tells the dead man's switch how the run went. A dry run pings
 // nothing: it sends nothing at all.
 func pingHeartbeat(ctx context.Context, o *AlertOptions, runErr error, dryRun bool, log zerolog.Logger) {
@@ -50,7 +55,7 @@ func pingHeartbeat(ctx context.Context, o *AlertOptions, runErr error, dryRun bo
 	// ping a short deadline of its own.
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*o.AlertTimeout)
 	defer cancel()
-	hb := &alert.Heartbeat{Poster: alert.NewPoster("heartbeat", o.HeartbeatURL, o.AlertTimeout, 2, 2*o.AlertTimeout), URL: o.HeartbeatURL}
+	hb := newHeartbeat(o, 2, 2*o.AlertTimeout)
 	body := "ok"
 	if runErr != nil {
 		// A category, never the error text: that names the namespace, the selector

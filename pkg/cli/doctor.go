@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentenv/watchdog/pkg/alert"
 	"github.com/agentenv/watchdog/pkg/doctor"
 	"github.com/agentenv/watchdog/pkg/scrape"
 )
@@ -132,7 +133,7 @@ func doctorSinks(o *AlertOptions, namespace string) ([]doctor.Sink, error) {
 	}
 	var out []doctor.Sink
 	for _, s := range sinks {
-		out = append(out, doctor.Sink{Name: s.Name(), Send: func(ctx context.Context) error {
+		ds := doctor.Sink{Name: s.Name(), Send: func(ctx context.Context) error {
 			peerErr = nil
 			if err := s.Send(ctx, testNotification(o, namespace, "doctor --send-test")); err != nil {
 				return err
@@ -141,10 +142,14 @@ func doctorSinks(o *AlertOptions, namespace string) ([]doctor.Sink, error) {
 				return fmt.Errorf("accepted, but not by every peer: %w", peerErr)
 			}
 			return nil
-		}})
+		}}
+		if r, ok := s.(alert.Reacher); ok {
+			ds.Reach = r.Reach
+		}
+		out = append(out, ds)
 	}
 	if o.HeartbeatURL != "" {
-		out = append(out, doctor.Sink{Name: "heartbeat", Send: func(ctx context.Context) error {
+		out = append(out, doctor.Sink{Name: "heartbeat", Reach: newHeartbeat(o, 1, o.AlertTimeout).Reach, Send: func(ctx context.Context) error {
 			return testHeartbeat(ctx, o, "doctor --send-test")
 		}})
 	}

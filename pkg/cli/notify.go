@@ -100,6 +100,5 @@ func testNotification(o *AlertOptions, namespace, command string) alert.Notifica
 
 // testHeartbeat pings the dead man's switch as a successful run would.
 func testHeartbeat(ctx context.Context, o *AlertOptions, command string) error {
-	hb := &alert.Heartbeat{Poster: alert.NewPoster("heartbeat", o.HeartbeatURL, o.AlertTimeout, alert.DefaultAttempts, alert.DefaultBudget), URL: o.HeartbeatURL}
-	return hb.Ping(ctx, false, "watchdog "+command)
+	return newHeartbeat(o, alert.DefaultAttempts, alert.DefaultBudget).Ping(ctx, false, "watchdog "+command)
 }

@@ -63,6 +63,8 @@ type Result struct {
 type Sink struct {
 	Name string
 	Send func(ctx context.Context) error
+	// Reach connects to the sink without sending anything (nil: cannot be checked).
+	Reach func(ctx context.Context) error
 }
 
 // Config is what to check: the options of the run being prepared for.
@@ -513,6 +515,7 @@ func (d *Doctor) checkSinks(ctx context.Context) {
 	for _, s := range d.Sinks {
 		name := s.Name + " accepts a test alert"
 		if !d.SendTest {
+			d.checkReach(ctx, s)
 			d.skip(GroupAlerts, name, "configured; not sent (run with --send-test to deliver a test alert)")
 			continue
 		}
@@ -528,4 +531,19 @@ func (d *Doctor) checkSinks(ctx context.Context) {
 		}
 		d.pass(GroupAlerts, name, "delivered a test alert (marked as a test)")
 	}
+}
+
+// checkReach connects to a sink without sending: the network path a run's alerts
+// take (a NetworkPolicy, a firewall, DNS, a proxy) is what a preflight must see.
+func (d *Doctor) checkReach(ctx context.Context, s Sink) {
+	if s.Reach == nil {
+		return
+	}
+	name := s.Name + " is reachable"
+	if err := s.Reach(ctx); err != nil {
+		d.fail(GroupAlerts, name, err.Error(),
+			"this pod cannot open a connection to the sink: check egress (chart: networkPolicy.alertReceivers and extraEgress; DNS), a proxy (HTTPS_PROXY) and the URL's host and port")
+		return
+	}
+	d.pass(GroupAlerts, name, "TCP connection opened (nothing sent)")
 }

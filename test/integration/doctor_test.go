@@ -378,12 +378,24 @@ func TestDoctorStateAndSinks(t *testing.T) {
 		t.Errorf("no sink configured, yet %+v", c)
 	}
 
-	// Sinks: listed without --send-test, delivered with it.
+	// Sinks: without --send-test reached (a connection, nothing sent), delivered with it.
 	rcv := newReceiver(t)
 	sinks := []string{"--webhook-url", rcv.url(webhookPath), "--webhook-secret", hmacKey, "--heartbeat-url", rcv.url(heartbeatPath), "--alert-timeout", "2s"}
 	d = runDoctor(t, s.doctorArgs(sinks...)...)
 	if c := d.check(t, "webhook accepts a test alert"); !c.Skipped || rcv.count() != 0 {
 		t.Errorf("without --send-test: %+v, %d requests", c, rcv.count())
+	}
+	for _, name := range []string{"webhook is reachable", "heartbeat is reachable"} {
+		if c := d.check(t, name); !c.OK || c.Skipped {
+			t.Errorf("%s: %+v", name, c)
+		}
+	}
+	// A sink whose path is blocked (here: nothing listens) fails the preflight, as
+	// a NetworkPolicy that drops it would: without --send-test, nothing is sent.
+	blocked := runDoctor(t, s.doctorArgs("--webhook-url", "http://"+freeAddr(t)+webhookPath, "--alert-timeout", "2s")...)
+	blocked.expectOnly(t, "webhook is reachable")
+	if c := blocked.check(t, "webhook is reachable"); !strings.Contains(c.Hint, "networkPolicy") {
+		t.Errorf("%+v", c)
 	}
 	d = runDoctor(t, s.doctorArgs(append(sinks, "--send-test")...)...)
 	if d.code != 0 || !d.check(t, "webhook accepts").OK || !d.check(t, "heartbeat accepts").OK {
@@ -399,7 +411,7 @@ func TestDoctorStateAndSinks(t *testing.T) {
 	rcv.setStatus(webhookPath, http.StatusForbidden)
 	failed := runDoctor(t, s.doctorArgs(append(sinks, "--send-test")...)...)
 	failed.expectOnly(t, "webhook accepts a test alert")
-	for _, out := range []string{d.stdout, d.stderr, failed.stdout, failed.stderr} {
+	for _, out := range []string{d.stdout, d.stderr, failed.stdout, failed.stderr, blocked.stdout, blocked.stderr} {
 		for _, m := range secretMarkers {
 			if strings.Contains(out, m) {
 				t.Errorf("doctor printed the secret part %q:\n%s", m, out)
