@@ -131,7 +131,7 @@ func Plan(s *state.State, res decide.Result, acts []ActOutcome, runErr error, no
 			keepWorst(active, EventRestartIneffective, t)
 		}
 	}
-	blind := s.UnknownRuns >= cfg.BlindAfter && cfg.BlindAfter > 0
+	blind := s.ConsecutiveUnknownRuns >= cfg.BlindAfter && cfg.BlindAfter > 0
 
 	// Open problems: new ones alert now, old ones remind after the interval.
 	for _, ev := range slices.Sorted(maps.Keys(active)) {
@@ -211,7 +211,7 @@ func appendOngoing(out []Notification, s *state.State, ev string, t *decide.Targ
 	n := newNotification(ev, t, res, now, cfg)
 	n.Reminder = open && a.Sends > 0
 	if ev == EventBlind {
-		n.Reason = fmt.Sprintf("verdict unknown in %d runs since the scheduler was last seen fine: %s", s.UnknownRuns, res.Reason)
+		n.Reason = fmt.Sprintf("verdict unknown in %d runs since the scheduler was last seen fine: %s", s.ConsecutiveUnknownRuns, res.Reason)
 		n.Verdict = string(decide.VerdictUnknown)
 	}
 	if ev == EventRestartIneffective && t != nil {

@@ -41,15 +41,18 @@ type Result struct {
 
 // Episode is a bad episode as the decision core kept it.
 type Episode struct {
-	Pod      string         `json:"pod"`
-	UID      string         `json:"uid"`
-	Kind     string         `json:"kind"`
-	Evidence string         `json:"evidence,omitempty"`
-	From     time.Time      `json:"from"`
-	To       *time.Time     `json:"to,omitempty"`
-	Duration state.Duration `json:"duration,omitempty"`
-	Outcome  string         `json:"outcome"`
+	Pod      string               `json:"pod"`
+	UID      string               `json:"uid"`
+	Kind     state.Verdict        `json:"kind"`
+	Evidence state.Evidence       `json:"evidence,omitempty"`
+	From     time.Time            `json:"from"`
+	To       *time.Time           `json:"to,omitempty"`
+	Duration state.Duration       `json:"duration,omitempty"`
+	Outcome  state.EpisodeOutcome `json:"outcome"`
 }
+
+// episodeOpen is the outcome of an episode still open when the history ends.
+const episodeOpen state.EpisodeOutcome = "still open at the end"
 
 // Restart is a restart the watchdog would have made.
 type Restart struct {
@@ -183,7 +186,7 @@ func (r *Result) WriteText(w io.Writer) error {
 		if e.To != nil {
 			to, dur = ts(*e.To), short(e.Duration)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", ts(e.From), to, dur, e.Pod, e.Kind, alert.OrDash(e.Evidence), e.Outcome)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", ts(e.From), to, dur, e.Pod, e.Kind, alert.OrDash(string(e.Evidence)), e.Outcome)
 	}
 	section("RESTARTS the watchdog would have made", len(r.Restarts))
 	if len(r.Restarts) > 0 {

@@ -130,8 +130,8 @@ func (s *simulation) run(ctx context.Context, res *Result) error {
 	}
 	res.State = st.State
 	for uid, p := range st.State.Pods {
-		if p.Bad != nil {
-			res.Episodes = append(res.Episodes, Episode{Pod: p.Name, UID: uid, Kind: p.Bad.Kind, Evidence: p.Bad.Evidence, From: p.Bad.Since, Outcome: "still open at the end"})
+		if e := p.Episode; e != nil {
+			res.Episodes = append(res.Episodes, Episode{Pod: p.Name, UID: uid, Kind: e.Kind, Evidence: e.Evidence, From: e.Since, Outcome: episodeOpen})
 		}
 	}
 	slices.SortStableFunc(res.Episodes, func(a, b Episode) int { return a.From.Compare(b.From) })

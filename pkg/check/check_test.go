@@ -187,7 +187,7 @@ func TestPersistMergesAfterAConflict(t *testing.T) {
 		t.Fatalf("state written %t, restarts %+v", rep.StateWritten, rep.Restarts)
 	}
 	s := h.store.current(t)
-	outcomes := map[string]string{}
+	outcomes := map[string]state.RestartOutcome{}
 	for _, r := range s.Restarts {
 		outcomes[r.UID] = r.Outcome
 	}
@@ -202,7 +202,7 @@ func TestPersistMergesAfterAConflict(t *testing.T) {
 			t.Errorf("alert %s lost in the merge (have %v)", ev, s.Alerts)
 		}
 	}
-	if s.LastRun == nil || s.LastRun.Action != string(decide.ActionRestart) {
+	if s.LastRun == nil || s.LastRun.Action != decide.ActionRestart {
 		t.Errorf("last run %+v, want ours", s.LastRun)
 	}
 }
@@ -284,7 +284,7 @@ func TestRestartOutcomes(t *testing.T) {
 		name    string
 		result  restart.Result
 		err     error
-		outcome string
+		outcome state.RestartOutcome
 		alert   string
 		what    string
 	}{
@@ -500,7 +500,7 @@ func TestShutdownSendsNothing(t *testing.T) {
 				return true
 			}
 		}, check: func(t *testing.T, s *state.State) {
-			if p := s.Pods[podUID]; p == nil || p.Bad == nil {
+			if p := s.Pods[podUID]; p == nil || p.Episode == nil {
 				t.Errorf("what the pass observed was not kept: %+v", p)
 			}
 		}},

@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentenv/watchdog/pkg/alert"
 	"github.com/agentenv/watchdog/pkg/decide"
+	"github.com/agentenv/watchdog/pkg/state"
 )
 
 // Report is what `watchdog check` prints: the JSON form is the interface scripts use
@@ -37,11 +38,11 @@ type Report struct {
 
 // RestartReport is one restart this run carried out (or tried to).
 type RestartReport struct {
-	Pod     string `json:"pod"`
-	UID     string `json:"uid"`
-	Method  string `json:"method"`
-	Outcome string `json:"outcome"`
-	Detail  string `json:"detail,omitempty"`
+	Pod     string               `json:"pod"`
+	UID     string               `json:"uid"`
+	Method  string               `json:"method"`
+	Outcome state.RestartOutcome `json:"outcome"`
+	Detail  string               `json:"detail,omitempty"`
 }
 
 // NotJudged is a listed pod that was not judged.

@@ -87,7 +87,7 @@ func writeStatusText(w io.Writer, where string, snap *statestore.Snapshot, now t
 	} else {
 		fmt.Fprintln(w, "last run: none recorded")
 	}
-	fmt.Fprintf(w, "unknown runs since the scheduler was last seen fine: %d\n", s.UnknownRuns)
+	fmt.Fprintf(w, "unknown runs since the scheduler was last seen fine: %d\n", s.ConsecutiveUnknownRuns)
 	if b := s.Backoff; b != nil {
 		fmt.Fprintf(w, "restart back-off: %d restart(s) in a row did not heal; next restart not before %s\n  %s\n", b.Ineffective, b.NotBefore.Format(time.RFC3339), b.Reason)
 	}
@@ -98,8 +98,8 @@ func writeStatusText(w io.Writer, where string, snap *statestore.Snapshot, now t
 	for _, uid := range slices.Sorted(maps.Keys(s.Pods)) {
 		p := s.Pods[uid]
 		bad, badFor, evidence := "-", "-", "-"
-		if p.Bad != nil {
-			bad, badFor, evidence = p.Bad.Kind+" since "+p.Bad.Since.Format(time.RFC3339), p.Bad.For.D().String(), p.Bad.Evidence
+		if p.Episode != nil {
+			bad, badFor, evidence = string(p.Episode.Kind)+" since "+p.Episode.Since.Format(time.RFC3339), p.Episode.For.D().String(), string(p.Episode.Evidence)
 		}
 		rejected := "-"
 		if p.Counters != nil {

@@ -272,12 +272,12 @@ func TestUnknownPausesTheWedgeClock(t *testing.T) {
 	runSteps(t, cfg, nil, append([]step{
 		{obs: wedged(t0), verdict: VerdictWedged, action: ActionWait},
 		{obs: blind(t0.Add(5 * time.Minute)), verdict: VerdictUnknown, action: ActionNone, check: func(t *testing.T, s *state.State, _ Result) {
-			bad := s.Pods["uid-a"].Bad
+			bad := s.Pods["uid-a"].Episode
 			if bad == nil || bad.For != 0 || !bad.Since.Equal(t0) {
 				t.Errorf("an unknown must keep the episode without advancing it: %+v", bad)
 			}
-			if s.Pods["uid-a"].Unknowns != 1 {
-				t.Errorf("unknowns = %d", s.Pods["uid-a"].Unknowns)
+			if s.Pods["uid-a"].ConsecutiveUnknowns != 1 {
+				t.Errorf("unknowns = %d", s.Pods["uid-a"].ConsecutiveUnknowns)
 			}
 		}},
 		// The gap around the unknown does not count: still 0 after it.
@@ -725,21 +725,21 @@ func TestCountRun(t *testing.T) {
 	s := state.New()
 	CountRun(s, VerdictUnknown)
 	CountRun(s, VerdictUnknown)
-	if s.UnknownRuns != 2 {
-		t.Fatalf("unknown runs %d", s.UnknownRuns)
+	if s.ConsecutiveUnknownRuns != 2 {
+		t.Fatalf("unknown runs %d", s.ConsecutiveUnknownRuns)
 	}
 	// The bad runs of an episode do not reset it (a wedge seen only every other
 	// run must still end up blind); a run that sees the scheduler fine does.
 	CountRun(s, VerdictWedged)
 	CountRun(s, VerdictDegraded)
-	if s.UnknownRuns != 2 {
-		t.Fatalf("a bad run must not reset the count, got %d", s.UnknownRuns)
+	if s.ConsecutiveUnknownRuns != 2 {
+		t.Fatalf("a bad run must not reset the count, got %d", s.ConsecutiveUnknownRuns)
 	}
 	for _, fine := range []Verdict{VerdictHealthy, VerdictStarting, VerdictNoNodes} {
-		s.UnknownRuns = 2
+		s.ConsecutiveUnknownRuns = 2
 		CountRun(s, fine)
-		if s.UnknownRuns != 0 {
-			t.Fatalf("%s must reset the count, got %d", fine, s.UnknownRuns)
+		if s.ConsecutiveUnknownRuns != 0 {
+			t.Fatalf("%s must reset the count, got %d", fine, s.ConsecutiveUnknownRuns)
 		}
 	}
 }

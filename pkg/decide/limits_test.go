@@ -24,8 +24,8 @@ func TestMaxPods(t *testing.T) {
 
 	t.Run("over the limit", func(t *testing.T) {
 		prev := state.New()
-		prev.Pods["uid-0"] = &state.Pod{Name: "sched-0", StartedAt: started, LastVerdict: string(VerdictWedged),
-			Bad: &state.Bad{Kind: string(VerdictWedged), Since: t0.Add(-10 * time.Minute), Last: t0.Add(-time.Minute), For: state.Duration(9 * time.Minute)}}
+		prev.Pods["uid-0"] = &state.Pod{Name: "sched-0", StartedAt: started, LastVerdict: VerdictWedged,
+			Episode: &state.OpenEpisode{Kind: VerdictWedged, Since: t0.Add(-10 * time.Minute), Last: t0.Add(-time.Minute), For: state.Duration(9 * time.Minute)}}
 		live := pods(4)
 		gone := schedPod("sched-x", "uid-x", nil)
 		gone.Terminating = true // terminating pods do not count
@@ -44,7 +44,7 @@ func TestMaxPods(t *testing.T) {
 				t.Errorf("target %+v judged", tg)
 			}
 		}
-		if len(next.Pods) != 1 || next.Pods["uid-0"].LastVerdict != string(VerdictUnknown) {
+		if len(next.Pods) != 1 || next.Pods["uid-0"].LastVerdict != VerdictUnknown {
 			t.Errorf("the wedge clock of a pod not judged must pause, and no pod be added: %+v", next.Pods)
 		}
 	})

@@ -61,8 +61,8 @@ func TestFailedRunPausesTheWedgeClock(t *testing.T) {
 	if got := r.Targets[0].BadFor.D(); got != 0 {
 		t.Fatalf("wedged for %s after a failed run: the ten minutes without information were counted", got)
 	}
-	if !s.Pods["uid-a"].Bad.Since.Equal(t0) {
-		t.Errorf("the episode must be kept (it began at t0): %v", s.Pods["uid-a"].Bad.Since)
+	if !s.Pods["uid-a"].Episode.Since.Equal(t0) {
+		t.Errorf("the episode must be kept (it began at t0): %v", s.Pods["uid-a"].Episode.Since)
 	}
 
 	// The same with strong evidence: confirmation starts over after the failed run.
@@ -99,7 +99,7 @@ func TestOlderObservationNeverRewindsANewerRecord(t *testing.T) {
 		}
 	}
 	a := merged.Pods["uid-a"]
-	if a == nil || a.Counters.HeartbeatRejected != 120 || a.Bad == nil || a.Bad.For != newer.Pods["uid-a"].Bad.For || !a.LastSeen.Equal(t0.Add(5*time.Minute+10*time.Second)) {
+	if a == nil || a.Counters.HeartbeatRejected != 120 || a.Episode == nil || a.Episode.For != newer.Pods["uid-a"].Episode.For || !a.LastSeen.Equal(t0.Add(5*time.Minute+10*time.Second)) {
 		t.Fatalf("the newer record was rewritten: %+v", a)
 	}
 	if merged.Pods["uid-new"] == nil {
@@ -112,7 +112,7 @@ func TestOlderObservationNeverRewindsANewerRecord(t *testing.T) {
 		t.Errorf("observedAt went back: %v", merged.ObservedAt)
 	}
 	// The pod records are as the newer run left them, byte for byte.
-	merged.ObservedAt, merged.UnknownRuns = newer.ObservedAt, newer.UnknownRuns
+	merged.ObservedAt, merged.ConsecutiveUnknownRuns = newer.ObservedAt, newer.ConsecutiveUnknownRuns
 	after, _ := state.Encode(merged, t0)
 	if string(before) != string(after) {
 		t.Errorf("merging an older observation changed the newer state:\n%s\n---\n%s", before, after)
@@ -272,7 +272,7 @@ func TestWedgeSeenEveryOtherRunIsHealedAndBlind(t *testing.T) {
 				t.Errorf("restart reason: %s", r.Reason)
 			}
 		}
-		if s.UnknownRuns >= blindAfter && blindAt < 0 {
+		if s.ConsecutiveUnknownRuns >= blindAfter && blindAt < 0 {
 			blindAt = start.Sub(t0)
 		}
 	}
@@ -301,8 +301,8 @@ func TestAlternatingSingleSamplesNeverRestartButGoBlind(t *testing.T) {
 			t.Fatalf("run %d restarted on single samples: %s", i, r.Reason)
 		}
 	}
-	if s.UnknownRuns != 12 {
-		t.Errorf("unknown runs %d, want 12: the wedged runs between must not reset the count", s.UnknownRuns)
+	if s.ConsecutiveUnknownRuns != 12 {
+		t.Errorf("unknown runs %d, want 12: the wedged runs between must not reset the count", s.ConsecutiveUnknownRuns)
 	}
 }
 

@@ -12,43 +12,36 @@ import (
 	"github.com/agentenv/watchdog/pkg/state"
 )
 
-// Verdict names are part of the interface (docs/design.md §2, §4).
-type Verdict string
+// The verdict, action and evidence words are the state document's (pkg/state),
+// under the names the decision reads best with. They are part of the interface
+// (docs/design.md §2, §4).
+type (
+	Verdict  = state.Verdict
+	Action   = state.Action
+	Evidence = state.Evidence
+)
 
 const (
-	VerdictHealthy  Verdict = "healthy"
-	VerdictStarting Verdict = "starting"
-	VerdictNoNodes  Verdict = "no-nodes"
-	VerdictUnknown  Verdict = "unknown"
-	VerdictWedged   Verdict = "wedged"
-	VerdictDegraded Verdict = "degraded"
+	VerdictHealthy  = state.VerdictHealthy
+	VerdictStarting = state.VerdictStarting
+	VerdictNoNodes  = state.VerdictNoNodes
+	VerdictUnknown  = state.VerdictUnknown
+	VerdictWedged   = state.VerdictWedged
+	VerdictDegraded = state.VerdictDegraded
+
+	ActionNone    = state.ActionNone
+	ActionWait    = state.ActionWait
+	ActionRestart = state.ActionRestart
+	ActionBlocked = state.ActionBlocked
+
+	EvidenceStrong = state.EvidenceStrong
+	EvidenceWeak   = state.EvidenceWeak
 )
 
 // severity orders verdicts for the run's overall verdict: the worst wins.
 var severity = map[Verdict]int{VerdictHealthy: 0, VerdictStarting: 1, VerdictNoNodes: 2, VerdictUnknown: 3, VerdictDegraded: 4, VerdictWedged: 5}
 
-// Action names are part of the interface (docs/design.md §2, §4).
-type Action string
-
-const (
-	ActionNone    Action = "none"
-	ActionWait    Action = "wait"
-	ActionRestart Action = "restart"
-	ActionBlocked Action = "blocked"
-)
-
 var actionRank = map[Action]int{ActionNone: 0, ActionWait: 1, ActionBlocked: 2, ActionRestart: 3}
-
-// Evidence says what a bad verdict rests on (docs/design.md §2, "Evidence").
-type Evidence string
-
-const (
-	// EvidenceStrong: rejected heartbeats rose within the same process since the previous
-	// observation, or the watch is older than --max-watch-age.
-	EvidenceStrong Evidence = "strong"
-	// EvidenceWeak: no counter moved; the nodes may simply not reach the scheduler.
-	EvidenceWeak Evidence = "weak"
-)
 
 // Restart methods.
 const (

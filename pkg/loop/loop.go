@@ -249,7 +249,7 @@ func (m *Metrics) Observe(rep *check.Report, err error, took time.Duration, now 
 		}
 	}
 	for _, r := range rep.Restarts {
-		m.restarts.WithLabelValues(r.Outcome).Inc()
+		m.restarts.WithLabelValues(string(r.Outcome)).Inc()
 	}
 	for _, a := range rep.Alerts {
 		if a.DryRun {

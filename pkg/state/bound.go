@@ -71,46 +71,38 @@ func dropLongKeys[T any](m map[string]T, n int) bool {
 // be a real one (a UID has 36 characters), and its record is dropped instead.
 func (s *State) truncateStrings(n int) bool {
 	changed := false
-	cut := func(p *string) {
-		if len(*p) > n {
-			*p = Truncate(*p, n)
-			changed = true
+	cut := func(fields ...*string) {
+		for _, p := range fields {
+			if len(*p) > n {
+				*p = Truncate(*p, n)
+				changed = true
+			}
 		}
 	}
 	changed = dropLongKeys(s.Pods, n) || changed
 	changed = dropLongKeys(s.Alerts, n) || changed
 	for _, p := range s.Pods {
-		cut(&p.Name)
-		cut(&p.LastVerdict)
-		if p.Bad != nil {
-			cut(&p.Bad.Kind)
-			cut(&p.Bad.Evidence)
+		cut(&p.Name, (*string)(&p.LastVerdict))
+		if e := p.Episode; e != nil {
+			cut((*string)(&e.Kind), (*string)(&e.Evidence))
 		}
 	}
 	for i := range s.Restarts {
 		r := &s.Restarts[i]
-		for _, f := range []*string{&r.Pod, &r.Method, &r.Outcome, &r.Reason, &r.Evidence, &r.Error} {
-			cut(f)
-		}
+		cut(&r.Pod, &r.Method, (*string)(&r.Outcome), &r.Reason, (*string)(&r.Evidence), &r.Error)
 	}
 	for i := range s.Episodes {
 		e := &s.Episodes[i]
-		for _, f := range []*string{&e.Pod, &e.UID, &e.Kind, &e.Evidence, &e.Outcome} {
-			cut(f)
-		}
+		cut(&e.Pod, &e.UID, (*string)(&e.Kind), (*string)(&e.Evidence), (*string)(&e.Outcome))
 	}
 	for _, a := range s.Alerts {
-		cut(&a.Event)
-		cut(&a.Pod)
-		cut(&a.Reason)
+		cut(&a.Event, &a.Pod, &a.Reason)
 	}
 	for i := range s.Outbox {
 		cut(&s.Outbox[i].LastError)
 	}
 	if r := s.LastRun; r != nil {
-		for _, f := range []*string{&r.Verdict, &r.Action, &r.Reason, &r.Outcome, &r.Error, &r.Watchdog} {
-			cut(f)
-		}
+		cut((*string)(&r.Verdict), (*string)(&r.Action), &r.Reason, (*string)(&r.Outcome), &r.Error, &r.Watchdog)
 	}
 	return changed
 }

@@ -18,7 +18,7 @@ func TestEncodeIsBoundedWhateverTheInput(t *testing.T) {
 	giant := strings.Repeat("é", 300<<10) // 600 KiB of two-byte characters
 	current := func(s *State) {
 		s.Pods["uid-current"] = &Pod{Name: "sched-current", StartedAt: now.Add(-time.Hour), FirstSeen: now.Add(-time.Hour), LastSeen: now, LastVerdict: "wedged",
-			Bad: &Bad{Kind: "wedged", Since: now.Add(-3 * time.Minute), Last: now, For: Duration(3 * time.Minute), Evidence: "strong"}}
+			Episode: &OpenEpisode{Kind: "wedged", Since: now.Add(-3 * time.Minute), Last: now, For: Duration(3 * time.Minute), Evidence: "strong"}}
 	}
 	restarts := func(s *State, n int, reason string) {
 		for i := range n {
@@ -54,7 +54,7 @@ func TestEncodeIsBoundedWhateverTheInput(t *testing.T) {
 			restarts(s, MaxRestarts, giant)
 			s.LastRun = &Run{At: now, Verdict: "wedged", Reason: giant, Error: giant}
 			s.Alerts["wedged"] = &Alert{Event: "wedged", OpenedAt: now, Reason: giant}
-			s.Episodes = append(s.Episodes, Episode{Pod: giant, UID: "u", Kind: "wedged", From: now, To: now, Outcome: giant})
+			s.Episodes = append(s.Episodes, Episode{Pod: giant, UID: "u", Kind: "wedged", From: now, To: now, Outcome: EpisodeOutcome(giant)})
 			return s
 		}, func(t *testing.T, s *State) {
 			if len(s.Restarts) != MaxRestarts || s.Pods["uid-current"] == nil || s.Alerts["wedged"] == nil {

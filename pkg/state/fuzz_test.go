@@ -74,11 +74,11 @@ var fuzzNow = time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 
 func checkSanitized(t *testing.T, s *State) {
 	t.Helper()
-	if s.Version != Version || s.Pods == nil || s.Alerts == nil || s.UnknownRuns < 0 {
-		t.Fatalf("not a sanitized version-%d state: version %d, pods %v, alerts %v, unknown runs %d", Version, s.Version, s.Pods == nil, s.Alerts == nil, s.UnknownRuns)
+	if s.Version != Version || s.Pods == nil || s.Alerts == nil || s.ConsecutiveUnknownRuns < 0 {
+		t.Fatalf("not a sanitized version-%d state: version %d, pods %v, alerts %v, unknown runs %d", Version, s.Version, s.Pods == nil, s.Alerts == nil, s.ConsecutiveUnknownRuns)
 	}
 	for uid, p := range s.Pods {
-		if uid == "" || p == nil || p.Unknowns < 0 || (p.Bad != nil && p.Bad.For < 0) {
+		if uid == "" || p == nil || p.ConsecutiveUnknowns < 0 || (p.Episode != nil && p.Episode.For < 0) {
 			t.Fatalf("pod %q not sanitized: %+v", uid, p)
 		}
 	}
@@ -115,8 +115,8 @@ func seedDocuments(tb testing.TB) [][]byte {
 	s.UpdatedAt = fuzzNow
 	s.Pods["0b8c6f2e-1111-4c1e-9d55-3f1f7a6c2a10"] = &Pod{Name: "agentenv-scheduler-7d9f8b6c5-x2k4p",
 		StartedAt: fuzzNow.Add(-26 * time.Hour), FirstSeen: fuzzNow.Add(-25 * time.Hour), LastSeen: fuzzNow, LastVerdict: "wedged",
-		Unknowns: 1, Counters: &Counters{HeartbeatOK: 2160, HeartbeatRejected: 14, At: fuzzNow},
-		Bad: &Bad{Kind: "wedged", Since: fuzzNow.Add(-5 * time.Minute), Last: fuzzNow, For: Duration(5 * time.Minute),
+		ConsecutiveUnknowns: 1, Counters: &Counters{HeartbeatOK: 2160, HeartbeatRejected: 14, At: fuzzNow},
+		Episode: &OpenEpisode{Kind: "wedged", Since: fuzzNow.Add(-5 * time.Minute), Last: fuzzNow, For: Duration(5 * time.Minute),
 			StrongSince: &strong, Evidence: "strong", BaselineRejected: &baseline, Ready: 0, Expected: 3}}
 	s.Restarts = []Restart{
 		{Pod: "agentenv-scheduler-7d9f8b6c5-abcde", UID: "u-old", Method: "delete", ClaimedAt: fuzzNow.Add(-time.Hour), Outcome: RestartDone, DoneAt: &done, Reason: "wedged for 4m0s", Evidence: "strong"},
@@ -125,7 +125,7 @@ func seedDocuments(tb testing.TB) [][]byte {
 	s.Episodes = []Episode{{Pod: "p", UID: "u-old", Kind: "wedged", Evidence: "weak", From: fuzzNow.Add(-2 * time.Hour), To: fuzzNow.Add(-time.Hour), Outcome: "restarted"}}
 	s.Alerts["wedged"] = &Alert{Event: "wedged", OpenedAt: fuzzNow.Add(-5 * time.Minute), LastSentAt: &sent, Sends: 2, Pod: "p", Reason: "ready 0 of 3"}
 	s.Outbox = []Pending{{ID: "wedged-1", Event: "wedged", CreatedAt: fuzzNow, Attempts: 1, Sinks: []string{"slack", "webhook"}, LastError: "webhook: HTTP 503", Payload: json.RawMessage(`{"event":"wedged","test":false,"n":[1,2.5,null]}`)}}
-	s.UnknownRuns = 2
+	s.ConsecutiveUnknownRuns = 2
 	s.LastRun = &Run{At: fuzzNow, Took: Duration(47 * time.Millisecond), Verdict: "wedged", Action: "restart", Reason: "r", Outcome: "ok", Watchdog: "v0.1.0"}
 	full, err := Encode(s, fuzzNow)
 	if err != nil {

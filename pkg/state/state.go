@@ -14,9 +14,10 @@ import (
 )
 
 // Version is the document version this build writes. Older versions are migrated on
-// read; a newer one (written by a newer watchdog) is refused, never overwritten:
-// replacing it would lose the restart budget and open claims on a rollback.
-const Version = 1
+// read (migrations, below); a newer one (written by a newer watchdog) is refused,
+// never overwritten: replacing it would lose the restart budget and open claims on a
+// rollback.
+const Version = 2
 
 // Bounds keep the document far below the 1 MiB object limit whatever happens.
 const (
@@ -33,14 +34,6 @@ const (
 	maxEncodedBytes = 256 << 10
 )
 
-// Restart outcomes.
-const (
-	RestartClaimed   = "claimed"   // recorded before acting; the action may or may not have happened
-	RestartDone      = "done"      // the pod was deleted (or the rollout requested)
-	RestartFailed    = "failed"    // the API refused the action
-	RestartAbandoned = "abandoned" // claimed, never acted on, and no longer needed
-)
-
 // State is the whole document.
 type State struct {
 	Version   int       `json:"version"`
@@ -55,12 +48,12 @@ type State struct {
 	Alerts map[string]*Alert `json:"alerts,omitempty"`
 	// Outbox holds alerts not yet delivered to every sink.
 	Outbox []Pending `json:"outbox,omitempty"`
-	// UnknownRuns counts runs whose overall verdict was unknown since the last run
+	// ConsecutiveUnknownRuns counts runs whose overall verdict was unknown since the last run
 	// that saw the scheduler fine (healthy, starting, no-nodes): a bad run (wedged,
 	// degraded) in between does not reset it, so a wedge seen only every other run
 	// still ends up "blind" (docs/design.md, "Blind").
-	UnknownRuns int  `json:"consecutiveUnknownRuns"`
-	LastRun     *Run `json:"lastRun,omitempty"`
+	ConsecutiveUnknownRuns int  `json:"consecutiveUnknownRuns"`
+	LastRun                *Run `json:"lastRun,omitempty"`
 	// ObservedAt is the time of the newest observation merged into this document. A
 	// run whose write lost a race re-decides its own, possibly older, observation
 	// against the winner's document: what is older than this never rewinds it.
@@ -93,11 +86,13 @@ type Pod struct {
 	StartedAt   time.Time `json:"startedAt"`
 	FirstSeen   time.Time `json:"firstSeen"`
 	LastSeen    time.Time `json:"lastSeen"`
-	LastVerdict string    `json:"lastVerdict"`
-	// Unknowns counts consecutive unknown observations of this pod.
-	Unknowns int       `json:"consecutiveUnknowns,omitempty"`
-	Counters *Counters `json:"counters,omitempty"`
-	Bad      *Bad      `json:"bad,omitempty"`
+	LastVerdict Verdict   `json:"lastVerdict"`
+	// ConsecutiveUnknowns counts consecutive unknown observations of this pod.
+	ConsecutiveUnknowns int       `json:"consecutiveUnknowns,omitempty"`
+	Counters            *Counters `json:"counters,omitempty"`
+	// Episode is the open bad episode of this process, nil while it is fine.
+	// (Version 1 called it "bad".)
+	Episode *OpenEpisode `json:"episode,omitempty"`
 }
 
 // Counters are the scheduler's counters at the last scrape of this process.
@@ -107,9 +102,11 @@ type Counters struct {
 	At                time.Time `json:"at"`
 }
 
-// Bad is an ongoing bad episode (wedged or degraded) of one process.
-type Bad struct {
-	Kind string `json:"kind"`
+// OpenEpisode is the ongoing bad episode (wedged or degraded) of one process; when it
+// ends it is recorded as an Episode.
+type OpenEpisode struct {
+	// Kind is the bad verdict the episode is of: VerdictWedged or VerdictDegraded.
+	Kind Verdict `json:"kind"`
 	// Since is the first bad observation; Last the latest.
 	Since time.Time `json:"since"`
 	Last  time.Time `json:"last"`
@@ -119,7 +116,7 @@ type Bad struct {
 	// StrongSince is when strong evidence (rejected heartbeats rising, or a stale
 	// watch) was first seen with ready never back since; nil when evidence is weak.
 	StrongSince *time.Time `json:"strongSince,omitempty"`
-	Evidence    string     `json:"evidence"`
+	Evidence    Evidence   `json:"evidence"`
 	// BaselineRejected is the rejected-heartbeat counter just before the episode
 	// (or at its first observation when there was none): any rise over it during
 	// the episode is strong evidence, even when the last interval saw none (nodes
@@ -134,10 +131,10 @@ type Bad struct {
 	RunSince *time.Time `json:"runSince,omitempty"`
 	Run      time.Time  `json:"run,omitzero"`
 	// ConfirmedRun is the start of the last run in which the episode was confirmed
-	// in-run; PausedSince says the clock was paused (unknown, not judged, failed
-	// run) since that confirmation.
-	ConfirmedRun *time.Time `json:"confirmedRun,omitempty"`
-	PausedSince  bool       `json:"pausedSinceConfirmed,omitempty"`
+	// in-run; PausedSinceConfirmed says the clock was paused (unknown, not judged,
+	// failed run) since that confirmation.
+	ConfirmedRun         *time.Time `json:"confirmedRun,omitempty"`
+	PausedSinceConfirmed bool       `json:"pausedSinceConfirmed,omitempty"`
 	// ConfirmedRuns counts the runs confirmed in-run in a row, each after a pause:
 	// two are as good as the duration (a wedge seen only between unknown runs).
 	ConfirmedRuns int `json:"confirmedRuns,omitempty"`
@@ -147,31 +144,29 @@ type Bad struct {
 // over a claim its run left unfinished: from then on the claim protects that run as
 // a fresh claim does.
 type Restart struct {
-	Pod       string     `json:"pod"`
-	UID       string     `json:"uid"`
-	Method    string     `json:"method"`
-	ClaimedAt time.Time  `json:"claimedAt"`
-	ResumedAt *time.Time `json:"resumedAt,omitempty"`
-	Outcome   string     `json:"outcome"`
-	DoneAt    *time.Time `json:"doneAt,omitempty"`
-	Reason    string     `json:"reason"`
-	Evidence  string     `json:"evidence,omitempty"`
-	Error     string     `json:"error,omitempty"`
+	Pod       string         `json:"pod"`
+	UID       string         `json:"uid"`
+	Method    string         `json:"method"`
+	ClaimedAt time.Time      `json:"claimedAt"`
+	ResumedAt *time.Time     `json:"resumedAt,omitempty"`
+	Outcome   RestartOutcome `json:"outcome"`
+	DoneAt    *time.Time     `json:"doneAt,omitempty"`
+	Reason    string         `json:"reason"`
+	Evidence  Evidence       `json:"evidence,omitempty"`
+	Error     string         `json:"error,omitempty"`
 	// Ineffective is set when the replacement wedged again soon after it started.
 	Ineffective string `json:"ineffective,omitempty"`
 }
 
 // Episode is a bad episode that ended.
 type Episode struct {
-	Pod      string    `json:"pod"`
-	UID      string    `json:"uid"`
-	Kind     string    `json:"kind"`
-	Evidence string    `json:"evidence,omitempty"`
-	From     time.Time `json:"from"`
-	To       time.Time `json:"to"`
-	// Outcome: recovered (healthy again without a restart), restarted, or gone
-	// (the pod disappeared, not by our hand).
-	Outcome string `json:"outcome"`
+	Pod      string         `json:"pod"`
+	UID      string         `json:"uid"`
+	Kind     Verdict        `json:"kind"`
+	Evidence Evidence       `json:"evidence,omitempty"`
+	From     time.Time      `json:"from"`
+	To       time.Time      `json:"to"`
+	Outcome  EpisodeOutcome `json:"outcome"`
 }
 
 // Alert is an open problem that has been (or is being) alerted.
@@ -198,14 +193,14 @@ type Pending struct {
 
 // Run is the last run's summary.
 type Run struct {
-	At       time.Time `json:"at"`
-	Took     Duration  `json:"took"`
-	Verdict  string    `json:"verdict"`
-	Action   string    `json:"action"`
-	Reason   string    `json:"reason"`
-	Outcome  string    `json:"outcome"` // ok or error
-	Error    string    `json:"error,omitempty"`
-	Watchdog string    `json:"watchdog,omitempty"`
+	At       time.Time  `json:"at"`
+	Took     Duration   `json:"took"`
+	Verdict  Verdict    `json:"verdict"`
+	Action   Action     `json:"action"`
+	Reason   string     `json:"reason"`
+	Outcome  RunOutcome `json:"outcome"`
+	Error    string     `json:"error,omitempty"`
+	Watchdog string     `json:"watchdog,omitempty"`
 }
 
 // New returns an empty state.
@@ -246,6 +241,13 @@ func Decode(data []byte) (*State, error) {
 	case v == Version:
 	case v > Version:
 		return nil, &NewerVersionError{Found: v, Supported: Version}
+	case v >= 1:
+		for ; v < Version; v++ {
+			var err error
+			if data, err = migrations[v](data); err != nil {
+				return nil, fmt.Errorf("%w: migrating version %d: %v", ErrUnreadable, v, err)
+			}
+		}
 	default:
 		return nil, fmt.Errorf("%w: version %d is not a known version", ErrUnreadable, v)
 	}
@@ -270,11 +272,11 @@ func (s *State) sanitize() {
 			delete(s.Pods, uid)
 			continue
 		}
-		if p.Unknowns < 0 {
-			p.Unknowns = 0
+		if p.ConsecutiveUnknowns < 0 {
+			p.ConsecutiveUnknowns = 0
 		}
-		if p.Bad != nil && p.Bad.For < 0 {
-			p.Bad.For = 0
+		if p.Episode != nil && p.Episode.For < 0 {
+			p.Episode.For = 0
 		}
 	}
 	for k, a := range s.Alerts {
@@ -282,12 +284,12 @@ func (s *State) sanitize() {
 			delete(s.Alerts, k)
 		}
 	}
-	if s.UnknownRuns < 0 {
-		s.UnknownRuns = 0
+	if s.ConsecutiveUnknownRuns < 0 {
+		s.ConsecutiveUnknownRuns = 0
 	}
 	for _, p := range s.Pods {
-		if p.Bad != nil && p.Bad.ConfirmedRuns < 0 {
-			p.Bad.ConfirmedRuns = 0
+		if p.Episode != nil && p.Episode.ConfirmedRuns < 0 {
+			p.Episode.ConfirmedRuns = 0
 		}
 	}
 	if s.Backoff != nil && s.Backoff.Ineffective < 0 {
@@ -384,13 +386,13 @@ func (s *State) Clone() *State {
 			counters := *p.Counters
 			cp.Counters = &counters
 		}
-		if p.Bad != nil {
-			bad := *p.Bad
-			bad.StrongSince = clonePtr(p.Bad.StrongSince)
-			bad.BaselineRejected = clonePtr(p.Bad.BaselineRejected)
-			bad.RunSince = clonePtr(p.Bad.RunSince)
-			bad.ConfirmedRun = clonePtr(p.Bad.ConfirmedRun)
-			cp.Bad = &bad
+		if p.Episode != nil {
+			bad := *p.Episode
+			bad.StrongSince = clonePtr(p.Episode.StrongSince)
+			bad.BaselineRejected = clonePtr(p.Episode.BaselineRejected)
+			bad.RunSince = clonePtr(p.Episode.RunSince)
+			bad.ConfirmedRun = clonePtr(p.Episode.ConfirmedRun)
+			cp.Episode = &bad
 		}
 		c.Pods[uid] = &cp
 	}

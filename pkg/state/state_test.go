@@ -17,7 +17,7 @@ func TestRoundTrip(t *testing.T) {
 	strong := t0.Add(-time.Minute)
 	s.Pods["uid-a"] = &Pod{Name: "a", StartedAt: t0.Add(-time.Hour), FirstSeen: t0, LastSeen: t0, LastVerdict: "wedged",
 		Counters: &Counters{HeartbeatOK: 5, HeartbeatRejected: 7, At: t0},
-		Bad:      &Bad{Kind: "wedged", Since: t0.Add(-5 * time.Minute), Last: t0, For: Duration(5 * time.Minute), StrongSince: &strong, Evidence: "strong"}}
+		Episode:  &OpenEpisode{Kind: "wedged", Since: t0.Add(-5 * time.Minute), Last: t0, For: Duration(5 * time.Minute), StrongSince: &strong, Evidence: "strong"}}
 	s.Restarts = []Restart{{Pod: "a", UID: "uid-a", Method: "delete", ClaimedAt: t0, Outcome: RestartDone, Reason: "wedged"}}
 	s.Alerts["wedged"] = &Alert{Event: "wedged", OpenedAt: t0, Sends: 1}
 	s.Outbox = []Pending{{ID: "x", Event: "wedged", CreatedAt: t0, Sinks: []string{"slack"}, Payload: json.RawMessage(`{"a":1}`)}}
@@ -27,7 +27,7 @@ func TestRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(b), `"for": "5m0s"`) || !strings.Contains(string(b), `"version": 1`) {
+	if !strings.Contains(string(b), `"for": "5m0s"`) || !strings.Contains(string(b), fmt.Sprintf(`"version": %d`, Version)) {
 		t.Errorf("document is not human-readable:\n%s", b)
 	}
 	got, err := Decode(b)
@@ -92,7 +92,7 @@ func TestDecodeSanitizes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := s.Pods["u"]; ok || s.Pods["v"].Unknowns != 0 || len(s.Alerts) != 0 || s.UnknownRuns != 0 {
+	if _, ok := s.Pods["u"]; ok || s.Pods["v"].ConsecutiveUnknowns != 0 || len(s.Alerts) != 0 || s.ConsecutiveUnknownRuns != 0 {
 		t.Errorf("not sanitized: %+v", s)
 	}
 }
@@ -149,15 +149,15 @@ func TestEncodeShrinksOversizedDocuments(t *testing.T) {
 func TestCloneIsDeep(t *testing.T) {
 	s := New()
 	strong := t0
-	s.Pods["u"] = &Pod{Counters: &Counters{HeartbeatRejected: 1}, Bad: &Bad{StrongSince: &strong}}
+	s.Pods["u"] = &Pod{Counters: &Counters{HeartbeatRejected: 1}, Episode: &OpenEpisode{StrongSince: &strong}}
 	s.Alerts["a"] = &Alert{Sends: 1}
 	s.Outbox = []Pending{{Sinks: []string{"x"}, Payload: json.RawMessage(`{}`)}}
 	c := s.Clone()
 	c.Pods["u"].Counters.HeartbeatRejected = 9
-	*c.Pods["u"].Bad.StrongSince = t0.Add(time.Hour)
+	*c.Pods["u"].Episode.StrongSince = t0.Add(time.Hour)
 	c.Alerts["a"].Sends = 9
 	c.Outbox[0].Sinks[0] = "y"
-	if s.Pods["u"].Counters.HeartbeatRejected != 1 || !s.Pods["u"].Bad.StrongSince.Equal(t0) || s.Alerts["a"].Sends != 1 || s.Outbox[0].Sinks[0] != "x" {
+	if s.Pods["u"].Counters.HeartbeatRejected != 1 || !s.Pods["u"].Episode.StrongSince.Equal(t0) || s.Alerts["a"].Sends != 1 || s.Outbox[0].Sinks[0] != "x" {
 		t.Error("clone shares memory with the original")
 	}
 }
@@ -195,5 +195,70 @@ func TestTruncateKeepsUTF8Whole(t *testing.T) {
 		if len(got) > n || !utf8.ValidString(got) {
 			t.Fatalf("Truncate(%q, %d) = %q (%d bytes, valid %v)", s, n, got, len(got), utf8.ValidString(got))
 		}
+	}
+}
+
+// A version 1 document (as v0.x watchdogs wrote it: the open episode under "bad")
+// is migrated on read: nothing is lost, and it is written back as the current
+// version. What no migration knows stays unreadable; a newer version is refused.
+func TestDecodeMigratesVersion1(t *testing.T) {
+	v1 := `{
+  "version": 1,
+  "pods": {
+    "uid-a": {
+      "name": "a", "startedAt": "2026-11-30T11:00:00Z", "firstSeen": "2026-11-30T11:00:00Z",
+      "lastSeen": "2026-11-30T12:00:00Z", "lastVerdict": "wedged", "consecutiveUnknowns": 1,
+      "counters": {"heartbeatOK": 5, "heartbeatRejected": 7, "at": "2026-11-30T12:00:00Z"},
+      "bad": {"kind": "wedged", "since": "2026-11-30T11:55:00Z", "last": "2026-11-30T12:00:00Z", "for": "5m0s",
+        "strongSince": "2026-11-30T11:59:00Z", "evidence": "strong", "baselineRejected": 3, "ready": 0, "expected": 3,
+        "runSince": "2026-11-30T11:58:00Z", "run": "2026-11-30T11:58:00Z", "confirmedRun": "2026-11-30T11:50:00Z",
+        "pausedSinceConfirmed": true, "confirmedRuns": 1}
+    },
+    "uid-b": {"name": "b", "startedAt": "2026-11-30T11:00:00Z", "firstSeen": "2026-11-30T11:00:00Z", "lastSeen": "2026-11-30T12:00:00Z", "lastVerdict": "healthy"}
+  },
+  "restarts": [{"pod": "c", "uid": "uid-c", "method": "delete", "claimedAt": "2026-11-30T11:00:00Z", "outcome": "done", "reason": "wedged", "evidence": "weak"}],
+  "episodes": [{"pod": "c", "uid": "uid-c", "kind": "wedged", "from": "2026-11-30T10:50:00Z", "to": "2026-11-30T11:01:00Z", "outcome": "restarted"}],
+  "consecutiveUnknownRuns": 2
+}`
+	s, err := Decode([]byte(v1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := s.Pods["uid-a"]
+	if a == nil || a.Episode == nil {
+		t.Fatalf("the open episode was lost in the migration: %+v", a)
+	}
+	e := a.Episode
+	if e.Kind != VerdictWedged || e.Evidence != EvidenceStrong || e.For.D() != 5*time.Minute || e.BaselineRejected == nil || *e.BaselineRejected != 3 ||
+		e.Expected != 3 || e.RunSince == nil || e.ConfirmedRun == nil || !e.PausedSinceConfirmed || e.ConfirmedRuns != 1 ||
+		!e.Since.Equal(time.Date(2026, 11, 30, 11, 55, 0, 0, time.UTC)) {
+		t.Errorf("the open episode changed in the migration: %+v", e)
+	}
+	if a.ConsecutiveUnknowns != 1 || a.Counters == nil || a.Counters.HeartbeatRejected != 7 || s.Pods["uid-b"].Episode != nil {
+		t.Errorf("pod records changed in the migration: %+v, %+v", a, s.Pods["uid-b"])
+	}
+	if s.ConsecutiveUnknownRuns != 2 || len(s.Restarts) != 1 || s.Restarts[0].Outcome != RestartDone || len(s.Episodes) != 1 || s.Episodes[0].Outcome != EpisodeRestarted {
+		t.Errorf("the history changed in the migration: %+v %+v %d", s.Restarts, s.Episodes, s.ConsecutiveUnknownRuns)
+	}
+	b, err := Encode(s, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), fmt.Sprintf(`"version": %d`, Version)) || strings.Contains(string(b), `"bad"`) || !strings.Contains(string(b), `"episode": {`) {
+		t.Errorf("the migrated document is not written as version %d:\n%s", Version, b)
+	}
+
+	for _, doc := range []string{
+		`{"version": 1, "pods": {"u": {"bad": {"for": "forever"}}}}`,
+		`{"version": 1, "pods": []}`,
+		`{"version": 1, "pods": {"u": {"bad": {}, "episode": {}}}}`,
+	} {
+		if _, err := Decode([]byte(doc)); !errors.Is(err, ErrUnreadable) {
+			t.Errorf("%s: want ErrUnreadable, got %v", doc, err)
+		}
+	}
+	var newer *NewerVersionError
+	if _, err := Decode([]byte(fmt.Sprintf(`{"version": %d, "pods": {}}`, Version+1))); !errors.As(err, &newer) {
+		t.Errorf("a newer version must be refused, got %v", err)
 	}
 }

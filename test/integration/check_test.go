@@ -177,15 +177,15 @@ func TestUnknownScrapes(t *testing.T) {
 				t.Fatal("restarted on an unknown")
 			}
 			st, _ := s.state()
-			bad := st.Pods[string(s.pod.UID)].Bad
+			bad := st.Pods[string(s.pod.UID)].Episode
 			if bad == nil || bad.For != 0 {
 				t.Errorf("an unknown must neither end nor advance the wedge clock: %+v", bad)
 			}
 		})
 	}
 	st, _ := s.state()
-	if st.UnknownRuns != len(cases) {
-		t.Errorf("consecutive unknown runs = %d, want %d", st.UnknownRuns, len(cases))
+	if st.ConsecutiveUnknownRuns != len(cases) {
+		t.Errorf("consecutive unknown runs = %d, want %d", st.ConsecutiveUnknownRuns, len(cases))
 	}
 }
 

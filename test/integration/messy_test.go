@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/agentenv/watchdog/pkg/check"
 	"github.com/agentenv/watchdog/pkg/cli"
 	"github.com/agentenv/watchdog/pkg/events"
+	"github.com/agentenv/watchdog/pkg/state"
 	"github.com/agentenv/watchdog/pkg/statestore"
 )
 
@@ -158,12 +160,12 @@ func TestNewerStateVersionIsRefused(t *testing.T) {
 	s := newScenario(t, layout{serving: 3, page: fixture(t, "scheduler-metrics-discovery-dead.txt")})
 	ctx, cancel := testenv.Ctx()
 	defer cancel()
-	newer := `{"version": 2, "restarts": [{"pod": "x", "uid": "u", "claimedAt": "2026-12-01T00:00:00Z", "outcome": "claimed"}]}`
+	newer := fmt.Sprintf(`{"version": %d, "restarts": [{"pod": "x", "uid": "u", "claimedAt": "2026-12-01T00:00:00Z", "outcome": "claimed"}]}`, state.Version+1)
 	writeStateRaw(t, ctx, s.ns, newer)
 	_, before := s.rawState(t)
 	for i := 0; i < 2; i++ {
 		r := s.check("--webhook-url", rcv.url(webhookPath), "--webhook-secret", hmacKey)
-		if r.code != 1 || !strings.Contains(r.stderr, "version 2") || !strings.Contains(r.stderr, "version 1") {
+		if r.code != 1 || !strings.Contains(r.stderr, fmt.Sprintf("version %d", state.Version+1)) || !strings.Contains(r.stderr, fmt.Sprintf("version %d", state.Version)) {
 			t.Fatalf("exit %d, want 1 naming both versions\n%s", r.code, r.stderr)
 		}
 		waitPastWedgedFor()
@@ -268,7 +270,7 @@ func TestOlderObservationMergedIntoNewerState(t *testing.T) {
 		}
 	}
 	p := st.Pods[string(s.pod.UID)]
-	if p == nil || p.Counters == nil || p.Counters.HeartbeatRejected != 40 || p.Bad == nil {
+	if p == nil || p.Counters == nil || p.Counters.HeartbeatRejected != 40 || p.Episode == nil {
 		t.Fatalf("B's newer record was rewound: %+v", p)
 	}
 }
@@ -306,7 +308,7 @@ func TestShutdownMidPassSendsNothing(t *testing.T) {
 	if st.LastRun == nil || st.LastRun.Outcome != "interrupted" {
 		t.Fatalf("last run %+v, want outcome interrupted", st.LastRun)
 	}
-	if p := st.Pods[string(s.pod.UID)]; p == nil || p.Bad == nil {
+	if p := st.Pods[string(s.pod.UID)]; p == nil || p.Episode == nil {
 		t.Errorf("the interrupted pass did not keep what it observed: %+v", p)
 	}
 }

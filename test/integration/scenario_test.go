@@ -201,7 +201,7 @@ func runEpisode(t testing.TB, phase testenv.Phase, timeout time.Duration) heal {
 			h := heal{restarted: true, sinceCause: s.sim.Scaled(time.Since(cause))}
 			st, _ := s.state()
 			if r := st.RestartFor(string(s.pod.UID)); r != nil {
-				h.evidence, h.gate = r.Evidence, r.Reason
+				h.evidence, h.gate = string(r.Evidence), r.Reason
 			}
 			return h
 		}

@@ -1,0 +1,213 @@
+package check
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/agentenv/watchdog/pkg/alert"
+	"github.com/agentenv/watchdog/pkg/decide"
+	"github.com/agentenv/watchdog/pkg/events"
+	"github.com/agentenv/watchdog/pkg/state"
+	"github.com/agentenv/watchdog/pkg/statestore"
+)
+
+// restartTimeout bounds one restart request.
+const restartTimeout = 30 * time.Second
+
+// act claims and carries out the restarts the decision asks for. The claim is
+// written first with the resourceVersion read at the start, so of two racing runs
+// only one acts; the loser re-judges from the winner's state.
+func (p *pass) act() ([]alert.ActOutcome, error) {
+	if p.res.Action != decide.ActionRestart {
+		return nil, nil
+	}
+	if p.DryRun {
+		for _, t := range p.restartTargets() {
+			p.Log.Info().Str("pod", t.Pod).Str("uid", t.UID).Str("gates", decide.GateSummary(t)).Msg("dry run: would restart")
+		}
+		return nil, nil
+	}
+	if claimed, err := p.claim(); !claimed {
+		return nil, err
+	}
+	var acts []alert.ActOutcome
+	for _, t := range p.restartTargets() {
+		if a, ok := p.restartPod(t); ok {
+			acts = append(acts, a)
+		}
+	}
+	return acts, nil
+}
+
+// restartTargets are the targets the decision restarts.
+func (p *pass) restartTargets() []decide.Target {
+	var ts []decide.Target
+	for _, t := range p.res.Targets {
+		if t.Action == decide.ActionRestart {
+			ts = append(ts, t)
+		}
+	}
+	return ts
+}
+
+// claim writes the restarts of the decision into the state before any is carried
+// out. On a lost race it re-reads, judges again and retries; it reports false when
+// the new judgement restarts nothing (another run took care of it) or on an error.
+func (p *pass) claim() (bool, error) {
+	now := p.Clock.Now()
+	backoff := claimBackoff
+	for {
+		claimed := p.next.Clone()
+		for _, t := range p.restartTargets() {
+			if t.Resume {
+				// Take the unfinished claim over: a run racing on it then conflicts,
+				// re-reads, and finds it freshly claimed instead of completing it too.
+				if rec := claimed.RestartFor(t.UID); rec != nil {
+					at := now
+					rec.ResumedAt = &at
+				}
+				continue
+			}
+			claimed.Restarts = append(claimed.Restarts, state.Restart{
+				Pod: t.Pod, UID: t.UID, Method: p.Restarter.Method(), ClaimedAt: now,
+				Outcome: state.RestartClaimed, Reason: state.Truncate(t.Reason, 400), Evidence: t.Evidence,
+			})
+		}
+		claimed.LastRun = p.lastRun(now, p.res, nil)
+		err := p.Store.Save(p.ctx, p.snap, claimed, now)
+		if err == nil {
+			p.rep.StateWritten = true
+			p.next = claimed
+			return true, nil
+		}
+		if !errors.Is(err, statestore.ErrConflict) {
+			return false, p.failRun(&Error{What: "claim restart in state", Err: err})
+		}
+		if backoff.Steps <= 1 {
+			return false, p.failRun(&Error{What: "claim restart in state", Err: fmt.Errorf("gave up after repeated conflicts: %w", err)})
+		}
+		p.Log.Warn().Msg("lost the restart claim race: re-reading state and judging again")
+		select {
+		case <-p.ctx.Done():
+			return false, p.failRun(&Error{What: "claim restart in state", Err: p.ctx.Err()})
+		case <-p.Clock.After(backoff.Step()):
+		}
+		latest, lerr := p.Store.Load(p.ctx)
+		if lerr != nil {
+			return false, p.failRun(&Error{What: "re-read state after a conflict", Err: lerr})
+		}
+		*p.snap = *latest
+		p.obs.Merge = true // the winner may have observed later: never rewind it
+		p.decide(p.snap.State)
+		decide.CountRun(p.next, p.res.Verdict)
+		if p.res.Action != decide.ActionRestart {
+			p.Log.Info().Str("reason", p.res.Reason).Msg("another run already took care of it")
+			return false, nil
+		}
+	}
+}
+
+// restartPod carries out one claimed restart and records its outcome in p.next and
+// the report. It is the one place the pass restarts a pod: what must happen just
+// before a restart, or instead of it, belongs here. It reports false when a
+// shutdown cut the request short: the claim stays for the next run.
+func (p *pass) restartPod(t decide.Target) (alert.ActOutcome, bool) {
+	actx, cancel := context.WithTimeout(p.ctx, restartTimeout)
+	result, err := p.Restarter.Restart(actx, t.Pod, t.UID)
+	cancel()
+	rec := p.next.RestartFor(t.UID)
+	doneAt := p.Clock.Now()
+	a := alert.ActOutcome{Target: t, Detail: result.Detail}
+	if err != nil && interrupted(p.ctx) {
+		// Whether the request reached the API server is unknown: the claim
+		// stays, and the next run completes or settles it.
+		p.Log.Warn().Err(err).Str("pod", t.Pod).Str("uid", t.UID).Msg("shutdown during the restart: the claim is left for the next run")
+		return a, false
+	}
+	if err != nil {
+		a.Err = err
+		rec.Outcome, rec.Error = state.RestartFailed, err.Error()
+		p.Log.Error().Err(err).Str("pod", t.Pod).Str("uid", t.UID).Msg("restart failed")
+	} else {
+		a.Done = true
+		rec.Outcome, rec.DoneAt = state.RestartDone, &doneAt
+		if result.Gone {
+			rec.Error = result.Detail
+		}
+		p.Log.Warn().Str("pod", t.Pod).Str("uid", t.UID).Str("method", p.Restarter.Method()).Str("detail", result.Detail).Str("reason", t.Reason).Msg("restarted")
+		p.deploymentEvent(t, result.Detail)
+	}
+	p.rep.Restarts = append(p.rep.Restarts, RestartReport{Pod: t.Pod, UID: t.UID, Method: p.Restarter.Method(), Outcome: rec.Outcome, Detail: firstNonEmpty(rec.Error, result.Detail)})
+	return a, true
+}
+
+func (r *Runner) dispatcher() *alert.Dispatcher {
+	d := &alert.Dispatcher{Sinks: r.Sinks}
+	if r.Events != nil {
+		d.Events = r.notificationEvent
+		d.OnFailure = r.deliveryFailedEvent
+	}
+	return d
+}
+
+// notificationEvent records an alert as an Event on its pod, or on the state
+// ConfigMap when no pod is concerned (blind, watchdog-error).
+func (r *Runner) notificationEvent(ctx context.Context, n alert.Notification) error {
+	eventType := corev1.EventTypeWarning
+	if n.Severity == alert.SeverityInfo {
+		eventType = corev1.EventTypeNormal
+	}
+	msg := fmt.Sprintf("[%s] %s", n.Event, n.Reason)
+	if n.DryRun {
+		msg = "[dry run] " + msg
+	}
+	return r.Events.Emit(ctx, r.eventTarget(n), eventType, eventReason(n.Event), msg)
+}
+
+func (r *Runner) deliveryFailedEvent(ctx context.Context, n alert.Notification, sink string, err error) {
+	msg := fmt.Sprintf("alert %s (%s) to %s failed; retried by the next run that can write state: %v", n.Event, n.ID, sink, err)
+	if eerr := r.Events.Emit(ctx, r.eventTarget(n), corev1.EventTypeWarning, events.ReasonAlertFailed, msg); eerr != nil {
+		r.Log.Warn().Err(eerr).Msg("could not leave an Event about a failed alert")
+	}
+}
+
+func (r *Runner) eventTarget(n alert.Notification) corev1.ObjectReference {
+	if n.Pod != "" {
+		return corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: r.Namespace, Name: n.Pod, UID: types.UID(n.UID)}
+	}
+	return corev1.ObjectReference{Kind: "ConfigMap", APIVersion: "v1", Namespace: r.Namespace, Name: r.StateConfigMap}
+}
+
+// eventReasons maps alert events to Event reasons.
+var eventReasons = map[string]string{
+	alert.EventWedged: events.ReasonWedged, alert.EventDegraded: events.ReasonDegraded,
+	alert.EventRestarted: events.ReasonRestarted, alert.EventRestartFailed: events.ReasonRestartFailed,
+	alert.EventRestartBlocked: events.ReasonRestartBlocked, alert.EventRecovered: events.ReasonRecovered,
+	alert.EventRestartIneffective: events.ReasonRestartIneffective,
+	alert.EventBlind:              events.ReasonBlind,
+}
+
+func eventReason(ev string) string {
+	if r, ok := eventReasons[ev]; ok {
+		return r
+	}
+	return "Watchdog"
+}
+
+// deploymentEvent leaves a Restarted Event on the Deployment too: the pod's own
+// Event goes with the pod.
+func (p *pass) deploymentEvent(t decide.Target, detail string) {
+	if p.Events == nil || p.obs.Rollout == nil || !p.obs.Rollout.Found {
+		return
+	}
+	ref := corev1.ObjectReference{Kind: "Deployment", APIVersion: "apps/v1", Namespace: p.Namespace, Name: p.obs.Rollout.Name, UID: types.UID(p.obs.Rollout.UID)}
+	msg := fmt.Sprintf("Watchdog restarted pod %s: %s. %s", t.Pod, t.Reason, detail)
+	if err := p.Events.Emit(p.ctx, ref, corev1.EventTypeWarning, events.ReasonRestarted, msg); err != nil {
+		p.warn("could not leave an Event on the Deployment", err.Error())
+	}
+}

@@ -1,0 +1,232 @@
+package check
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/agentenv/watchdog/pkg/alert"
+	"github.com/agentenv/watchdog/pkg/decide"
+	"github.com/agentenv/watchdog/pkg/state"
+	"github.com/agentenv/watchdog/pkg/statestore"
+)
+
+// Budgets of their own for what a failing or interrupted pass still does: the
+// run's deadline may be spent, or its context cancelled, which is often why.
+const (
+	failureSendBudget = 15 * time.Second
+	failureSaveBudget = 10 * time.Second
+)
+
+// persist writes the final state (p.next). If another writer got in since our last
+// write, judge again from its state and re-apply what this run did (restart
+// outcomes, alert bookkeeping), then retry: only this merge is safe to retry. On
+// error p.next is what it last tried to write.
+func (p *pass) persist(acts []alert.ActOutcome) error {
+	if p.DryRun {
+		return nil
+	}
+	backoff := claimBackoff
+	obs := p.obs
+	obs.Merge = true // any re-decision below merges into another writer's state
+	for {
+		err := p.Store.Save(p.ctx, p.snap, p.next, p.Clock.Now())
+		if err == nil {
+			p.rep.StateWritten = true
+			return nil
+		}
+		if !errors.Is(err, statestore.ErrConflict) || backoff.Steps <= 1 {
+			p.Log.Error().Err(err).Msg("cannot write state")
+			return &Error{What: "write state", Err: err}
+		}
+		select {
+		case <-p.ctx.Done():
+			return &Error{What: "write state", Err: p.ctx.Err()}
+		case <-p.Clock.After(backoff.Step()):
+		}
+		latest, lerr := p.Store.Load(p.ctx)
+		if lerr != nil {
+			return &Error{What: "re-read state after a conflict", Err: lerr}
+		}
+		p.Log.Warn().Msg("state changed during the run: merging this run's outcome into it")
+		ours := p.next
+		merged, _ := decide.Decide(obs, latest.State, p.Decide)
+		decide.CountRun(merged, ours.LastRun.Verdict)
+		// Only the records of the restarts this run carried out are this run's to
+		// write; the others are as the latest state has them (re-writing them from
+		// this run's older copy would, say, turn another run's "done" back into
+		// "claimed").
+		for _, a := range acts {
+			if rec := ours.RestartFor(a.Target.UID); rec != nil {
+				upsertRestart(merged, *rec)
+			}
+		}
+		merged.Alerts, merged.LastRun = mergeAlerts(ours.Alerts, latest.State.Alerts, ours.LastRun.At), ours.LastRun
+		merged.Outbox = mergeOutbox(ours.Outbox, latest.State.Outbox, p.rep.Alerts)
+		*p.snap = *latest
+		p.next = merged
+	}
+}
+
+// mergeAlerts keeps, per event, the more recently sent record of the two
+// writers, and the other writer's alerts opened after this run began (an alert
+// this run closed stays closed), so that neither's open problem is lost and no
+// recovered is sent twice.
+func mergeAlerts(ours, theirs map[string]*state.Alert, runStart time.Time) map[string]*state.Alert {
+	out := make(map[string]*state.Alert, len(ours)+len(theirs))
+	for ev, a := range ours {
+		out[ev] = a
+	}
+	for ev, t := range theirs {
+		a, ok := out[ev]
+		switch {
+		case ok && sentAfter(t, a):
+			out[ev] = t
+		case !ok && t.OpenedAt.After(runStart):
+			out[ev] = t
+		}
+	}
+	return out
+}
+
+func sentAfter(a, b *state.Alert) bool {
+	return a.LastSentAt != nil && (b.LastSentAt == nil || a.LastSentAt.After(*b.LastSentAt))
+}
+
+// mergeOutbox keeps this run's outbox plus the alerts another writer left pending
+// that this run neither holds nor handled (delivered or dropped): replacing the
+// outbox with this run's would lose them without a trace.
+func mergeOutbox(ours, theirs []state.Pending, handled []alert.Delivery) []state.Pending {
+	known := make(map[string]bool, len(ours)+len(handled))
+	for _, p := range ours {
+		known[p.ID] = true
+	}
+	for _, d := range handled {
+		known[d.ID] = true
+	}
+	out := append([]state.Pending(nil), ours...)
+	for _, p := range theirs {
+		if !known[p.ID] {
+			out = append(out, p)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
+	return out
+}
+
+func upsertRestart(s *state.State, rec state.Restart) {
+	for i := range s.Restarts {
+		if s.Restarts[i].UID == rec.UID && s.Restarts[i].ClaimedAt.Equal(rec.ClaimedAt) {
+			s.Restarts[i] = rec
+			return
+		}
+	}
+	s.Restarts = append(s.Restarts, rec)
+}
+
+// failRun records a failed run in state when it can (not in a dry run), so that
+// `watchdog status` shows it, and returns the failure. The run observed nothing
+// that counts: like an unknown, it pauses every wedge clock, or the next wedged
+// observation would count the whole gap ("ten minutes without information" would
+// become "wedged for 10m").
+func (p *pass) failRun(failure *Error) error {
+	s := p.snap.State.Clone()
+	decide.RunFailed(s)
+	if interrupted(p.ctx) {
+		// The run record names the step cut short; the report keeps the decision.
+		decision := p.res
+		defer func() { p.res = decision }()
+		p.res = decide.Result{Verdict: decide.VerdictUnknown, Action: decide.ActionNone, Reason: failure.What + " cut short"}
+		return p.saveInterrupted(s, failure)
+	}
+	p.Log.Error().Err(failure.Err).Str("what", failure.What).Msg("run failed")
+	p.rep.Error = failure.Error()
+	if p.DryRun {
+		return failure
+	}
+	s.LastRun = p.lastRun(p.Clock.Now(), decide.Result{Verdict: decide.VerdictUnknown, Action: decide.ActionNone, Reason: failure.What + " failed"}, failure)
+	decide.CountRun(s, decide.VerdictUnknown)
+	notes := alert.PlanFailure(s, failure, p.Clock.Now(), p.Plan)
+	// Send before saving, so that what could not be delivered stays in the outbox
+	// and what the outbox delivered leaves it.
+	p.reportDeliveries(p.sendFailure(s, notes))
+	if err := p.saveWithin(s, failureSaveBudget); err != nil {
+		p.Log.Error().Err(err).Msg("could not record the failed run in state either")
+	}
+	return failure
+}
+
+// saveWithin writes s with a deadline of its own: the run's may be spent, or its
+// context cancelled, which is often why it is saving this way.
+func (p *pass) saveWithin(s *state.State, d time.Duration) error {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(p.ctx), d)
+	defer cancel()
+	if err := p.Store.Save(sctx, p.snap, s, p.Clock.Now()); err != nil {
+		return err
+	}
+	p.rep.StateWritten = true
+	return nil
+}
+
+// interrupt reports a pass cut short by shutdown: logged, nothing sent.
+func (p *pass) interrupt(cause error) error {
+	p.Log.Warn().Err(cause).Msg("pass cut short by shutdown: nothing alerted")
+	p.rep.Error = ErrInterrupted.Error()
+	return fmt.Errorf("%w: %v", ErrInterrupted, cause)
+}
+
+// saveInterrupted writes what an interrupted pass knows (s: its observations so
+// far, or the pause of a pass that saw nothing) within a short grace of its own,
+// and sends nothing: a shutdown is not the watchdog failing.
+func (p *pass) saveInterrupted(s *state.State, cause error) error {
+	err := p.interrupt(cause)
+	if p.DryRun {
+		return err
+	}
+	s.LastRun = p.lastRun(p.start, p.res, nil)
+	s.LastRun.Outcome, s.LastRun.Error = state.RunInterrupted, state.Truncate(cause.Error(), 500)
+	if serr := p.saveWithin(s, shutdownGrace); serr != nil {
+		p.Log.Warn().Err(serr).Msg("interrupted pass could not write its state")
+	}
+	return err
+}
+
+// alertFailure sends watchdog-error for a failure that leaves no state to write
+// (state unreadable or unwritable), deduplicated against s when there is one.
+func (p *pass) alertFailure(s *state.State, failure *Error) {
+	p.Log.Error().Err(failure.Err).Str("step", failure.What).Msg("a step of the run failed")
+	p.rep.Error = failure.Error()
+	if p.DryRun {
+		return
+	}
+	// Nothing this sends can be recorded: leave the outbox to a run that can, or
+	// what it delivers would be delivered again; and no failed delivery is kept.
+	c := s.Clone()
+	c.Outbox = nil
+	ds := p.sendFailure(c, alert.PlanFailure(s.Clone(), failure, p.Clock.Now(), p.Plan))
+	for i := range ds {
+		ds[i].Kept = false
+	}
+	p.reportDeliveries(ds)
+}
+
+// sendFailure delivers notes (and s's outbox, and refreshes its open alerts)
+// within failureSendBudget of its own.
+func (p *pass) sendFailure(s *state.State, notes []alert.Notification) []alert.Delivery {
+	if len(notes) == 0 && len(s.Outbox) == 0 && len(s.Alerts) == 0 {
+		return nil
+	}
+	actx, cancel := context.WithTimeout(context.WithoutCancel(p.ctx), failureSendBudget)
+	defer cancel()
+	d := p.dispatcher()
+	ds := d.Deliver(actx, s, notes, p.Clock.Now(), false)
+	return append(ds, d.Refresh(actx, s, p.Clock.Now(), false)...) // a failing watchdog must not let open alerts expire
+}
+
+// reportDeliveries adds deliveries to the report and the log.
+func (p *pass) reportDeliveries(ds []alert.Delivery) {
+	p.rep.Alerts = append(p.rep.Alerts, ds...)
+	p.logDeliveries(ds)
+}

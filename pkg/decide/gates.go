@@ -1,0 +1,388 @@
+package decide
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/agentenv/watchdog/pkg/state"
+)
+
+// Gate names.
+const (
+	gateStartup  = "startup-grace"
+	gateDuration = "wedged-for"
+	gateOnce     = "once-per-wedge"
+	gateSingle   = "single-target"
+	gateRollout  = "rollout"
+	gateBudget   = "budget"
+	gateDegraded = "restart-on-degraded"
+	// gateConsistent: a restart is never made on lists from the watch cache.
+	gateConsistent = "consistent-read"
+	// GateBackoff holds restarts back after restarts that did not heal.
+	GateBackoff = "backoff"
+)
+
+// gateCase is what a restart gate reads: one judged pod, whose restart is due,
+// in the state as judging left it. Gates only read it.
+type gateCase struct {
+	pod    Pod
+	obs    Observation
+	state  *state.State
+	cfg    Config
+	now    time.Time
+	judged int // pods judged this run
+	// resume: completing a restart an earlier run claimed and did not finish.
+	resume bool
+}
+
+// restartGate is one gate of the table below. check answers whether the restart
+// may go ahead, and false for applies when the gate has nothing to say (the
+// back-off when no restart failed to heal).
+type restartGate struct {
+	name string
+	// newOnly gates are skipped when completing an unfinished restart: that is not
+	// a new restart, so neither the back-off nor the budget holds it back.
+	newOnly bool
+	// last gates run only when every other gate agreed: they cost a read.
+	last  bool
+	check func(c *gateCase) (g Gate, applies bool)
+}
+
+// restartGates are the gates a due restart passes, in order (docs/design.md §2,
+// "Gates"). Each is a pure function of the case: none changes state while it
+// answers. Every gate runs, so the report shows each refusal.
+var restartGates = []restartGate{
+	{name: gateOnce, check: always(onceGate)},
+	{name: gateSingle, check: always(singleGate)},
+	{name: gateRollout, check: always(rolloutGate)},
+	{name: GateBackoff, newOnly: true, check: backoffGate},
+	{name: gateBudget, newOnly: true, check: always(budgetGate)},
+	{name: gateConsistent, last: true, check: always(consistentGate)},
+}
+
+func always(f func(c *gateCase) Gate) func(c *gateCase) (Gate, bool) {
+	return func(c *gateCase) (Gate, bool) { return f(c), true }
+}
+
+// restartDue adds the gates that say whether a restart is due at all (startup
+// grace, wedged-for, restart-on-degraded) for a wedged or degraded pod whose
+// episode judging has brought up to date, and reports whether it is: then the
+// restart gates judge it (runGates).
+func restartDue(t *Target, c *gateCase, e *state.OpenEpisode) bool {
+	cfg := c.cfg
+	t.Gates = append(t.Gates, Gate{Name: gateStartup, OK: true,
+		Detail: fmt.Sprintf("started %s ago ≥ %s", ShortDuration(t.Age), ShortDuration(cfg.StartupGrace))})
+	due := dueGate(e, c.now, cfg)
+	t.Gates = append(t.Gates, due.Gate)
+	t.Confirming, t.SampleFor = due.confirming, due.sampleFor
+	if !due.OK {
+		t.Action = ActionWait
+		return false
+	}
+	if e.Kind == VerdictDegraded && !cfg.RestartOnDegraded {
+		t.Gates = append(t.Gates, Gate{Name: gateDegraded, OK: false, Detail: "degraded pods are alerted, not restarted (--restart-on-degraded=false)"})
+		t.Action = ActionNone
+		return false
+	}
+	return true
+}
+
+// runGates runs the restart gates of the table over a due restart and sets the
+// target's action: restart when all agree, blocked otherwise.
+func runGates(t *Target, c *gateCase) {
+	blocked := false
+	for _, rg := range restartGates {
+		if (rg.newOnly && c.resume) || (rg.last && blocked) {
+			continue
+		}
+		g, applies := rg.check(c)
+		if !applies {
+			continue
+		}
+		t.Gates = append(t.Gates, g)
+		blocked = blocked || !g.OK
+		if g.Name == GateBackoff && !g.OK && t.Ineffective == "" {
+			t.Ineffective = c.state.Backoff.Reason
+		}
+	}
+	t.Resume = c.resume
+	if blocked {
+		t.Action = ActionBlocked
+		markInProgress(t)
+		return
+	}
+	t.Action = ActionRestart
+}
+
+// markInProgress: while a restart of this pod is already done or under way, the
+// other refusals are consequences of it (the Deployment mid-rollout from the
+// watchdog's own rollout restart, the budget it just used), not blocked restarts
+// to page about.
+func markInProgress(t *Target) {
+	if !slices.ContainsFunc(t.Gates, func(g Gate) bool { return g.Name == gateOnce && g.InProgress }) {
+		return
+	}
+	for i := range t.Gates {
+		if !t.Gates[i].OK {
+			t.Gates[i].InProgress = true
+		}
+	}
+}
+
+// dueness is the wedged-for gate's answer: the gate, and when it refuses, whether
+// strong evidence is being confirmed and how much longer sampling on is worth it.
+type dueness struct {
+	Gate
+	confirming bool
+	sampleFor  *time.Duration
+}
+
+// dueGate reports whether a restart is due: by --wedged-for (the clock across
+// observations) or by strong evidence held over --confirm-window, and either way
+// confirmed inside this run: ready stayed bad for --confirm-window of this run's
+// samples. Two separate flaps five minutes apart are then two short episodes,
+// never a restart. Two runs confirmed in-run with only unknown runs between them
+// are due too (a wedge seen only every other run).
+func dueGate(e *state.OpenEpisode, now time.Time, cfg Config) dueness {
+	inRun := time.Duration(0)
+	if e.RunSince != nil {
+		inRun = now.Sub(*e.RunSince)
+	}
+	// A degraded pod that is never restarted needs no in-run confirmation: its
+	// gate only decides when the alert says "alerted, not restarted".
+	confirmedInRun := cfg.ConfirmWindow <= 0 || inRun >= cfg.ConfirmWindow ||
+		(e.Kind == VerdictDegraded && !cfg.RestartOnDegraded)
+	// Strong evidence counts from its first sight in this run at the earliest: a
+	// run whose confirmation was cut short by its deadline leaves the next run to
+	// confirm again, never to restart on its first sample.
+	strongFor := time.Duration(0)
+	if e.StrongSince != nil {
+		strongFor = min(now.Sub(*e.StrongSince), inRun)
+	}
+	// The confirm-window path is for wedges only: a degraded scheduler still serves
+	// some nodes, and is restarted (with --restart-on-degraded) after --wedged-for.
+	fastPath := cfg.ConfirmWindow > 0 && e.StrongSince != nil && e.Kind == VerdictWedged
+	ok := func(detail string) dueness {
+		return dueness{Gate: Gate{Name: gateDuration, OK: true, Detail: detail}}
+	}
+	inRunDetail := fmt.Sprintf("ready %s throughout %s of this run's samples", readyWord(e), ShortDuration(inRun))
+	switch {
+	case e.For.D() >= cfg.WedgedFor && confirmedInRun:
+		return ok(fmt.Sprintf("%s %s ≥ %s, %s", e.Kind, ShortDuration(e.For.D()), ShortDuration(cfg.WedgedFor), inRunDetail))
+	case fastPath && strongFor >= cfg.ConfirmWindow:
+		return ok(fmt.Sprintf("strong evidence held %s ≥ confirm window %s, ready never back", ShortDuration(strongFor), ShortDuration(cfg.ConfirmWindow)))
+	case cfg.ConfirmWindow > 0 && e.ConfirmedRuns >= 2 && confirmedInRun:
+		return ok(fmt.Sprintf("confirmed in %d runs separated only by runs that could not see the scheduler; %s", e.ConfirmedRuns, inRunDetail))
+	}
+
+	d := dueness{Gate: Gate{Name: gateDuration}}
+	d.Detail = fmt.Sprintf("%s %s < %s", e.Kind, ShortDuration(e.For.D()), ShortDuration(cfg.WedgedFor))
+	if e.For.D() >= cfg.WedgedFor {
+		d.Detail = fmt.Sprintf("%s %s ≥ %s, confirming in this run: %s < confirm window %s", e.Kind, ShortDuration(e.For.D()), ShortDuration(cfg.WedgedFor), inRunDetail, ShortDuration(cfg.ConfirmWindow))
+	}
+	var due []time.Duration
+	if fastPath {
+		d.Detail += fmt.Sprintf("; strong evidence held %s < confirm window %s", ShortDuration(strongFor), ShortDuration(cfg.ConfirmWindow))
+		d.confirming = true
+		due = append(due, cfg.ConfirmWindow-strongFor)
+	}
+	if e.Kind == VerdictWedged || cfg.RestartOnDegraded {
+		due = append(due, max(cfg.WedgedFor-e.For.D(), cfg.ConfirmWindow-inRun))
+		if cfg.ConfirmWindow > 0 && inRun < cfg.ConfirmWindow {
+			// Confirmed in-run, this run can chain with a later one across
+			// unknown runs (the "confirmed in 2 runs" path).
+			due = append(due, cfg.ConfirmWindow-inRun)
+		}
+	}
+	if len(due) > 0 {
+		left := max(slices.Min(due), 0)
+		d.sampleFor = &left
+	}
+	return d
+}
+
+func readyWord(e *state.OpenEpisode) string {
+	if e.Kind == VerdictDegraded {
+		return "below the serving nodes"
+	}
+	return "0"
+}
+
+// unfinishedClaim reports a restart claimed by an earlier run that did not finish
+// it and is no longer acting: a claim, or its take-over, older than ClaimTimeout.
+// The run that judges it due completes that restart instead of making a new one.
+func unfinishedClaim(r *state.Restart, now time.Time, cfg Config) bool {
+	return r != nil && r.Outcome == state.RestartClaimed &&
+		(r.ResumedAt == nil || now.Sub(*r.ResumedAt) >= cfg.ClaimTimeout) &&
+		now.Sub(r.ClaimedAt) >= cfg.ClaimTimeout
+}
+
+// onceGate refuses a second restart of one pod. A restart already done, or under
+// way in another run, is reported as in progress: not a blocked restart, so nobody
+// is paged, until the replacement had its startup grace (and a confirm window) to
+// take over and the old pod is still here and bad.
+func onceGate(c *gateCase) Gate {
+	r, now, cfg := c.state.RestartFor(c.pod.UID), c.now, c.cfg
+	if r == nil {
+		return Gate{Name: gateOnce, OK: true, Detail: "no restart yet for this pod"}
+	}
+	claimed := r.ClaimedAt.UTC().Format(time.RFC3339)
+	switch {
+	case r.Outcome == state.RestartDone:
+		done := r.ClaimedAt
+		if r.DoneAt != nil {
+			done = *r.DoneAt
+		}
+		if grace := cfg.StartupGrace + cfg.ConfirmWindow; now.Sub(done) < grace {
+			return Gate{Name: gateOnce, InProgress: true, Detail: fmt.Sprintf("restart already in progress: %s at %s; the replacement has until %s to take over",
+				r.Method, done.UTC().Format(time.RFC3339), done.Add(grace).UTC().Format(time.RFC3339))}
+		}
+		return Gate{Name: gateOnce, Detail: fmt.Sprintf("already restarted at %s (%s), and this pod is still running and bad %s later: the restart did not replace it",
+			claimed, r.Method, ShortDuration(now.Sub(done)))}
+	case r.Outcome == state.RestartClaimed && unfinishedClaim(r, now, cfg):
+		return Gate{Name: gateOnce, OK: true, Detail: fmt.Sprintf("restart claimed at %s by a run that did not finish it: completing that restart", claimed)}
+	case r.Outcome == state.RestartClaimed && r.ResumedAt != nil && now.Sub(*r.ResumedAt) < cfg.ClaimTimeout:
+		return Gate{Name: gateOnce, InProgress: true, Detail: fmt.Sprintf("restart already in progress: claimed at %s, taken over at %s by another run, which may still be acting", claimed, r.ResumedAt.UTC().Format(time.RFC3339))}
+	case r.Outcome == state.RestartClaimed:
+		return Gate{Name: gateOnce, InProgress: true, Detail: fmt.Sprintf("restart already in progress: claimed at %s by another run, which may still be acting", claimed)}
+	default:
+		return Gate{Name: gateOnce, OK: true, Detail: fmt.Sprintf("earlier attempt at %s %s", claimed, r.Outcome)}
+	}
+}
+
+func singleGate(c *gateCase) Gate {
+	if c.judged > 1 {
+		return Gate{Name: gateSingle, Detail: fmt.Sprintf("%d scheduler pods are judged and no --leader-lease is set: cannot tell which is the leader", c.judged)}
+	}
+	return Gate{Name: gateSingle, OK: true, Detail: "one scheduler pod judged"}
+}
+
+// consistentGate lets a restart through only on lists read with a consistent read.
+// While none was attempted the refusal is a step of the pass, not a blocked
+// restart: the caller reads again and decides again.
+func consistentGate(c *gateCase) Gate {
+	switch {
+	case c.obs.Consistent:
+		return Gate{Name: gateConsistent, OK: true, Detail: "pods and EndpointSlices re-read with a consistent read"}
+	case c.obs.ConsistentErr != nil:
+		return Gate{Name: gateConsistent, Detail: fmt.Sprintf("cannot re-read the pods and EndpointSlices with a consistent read: %v", c.obs.ConsistentErr)}
+	default:
+		return Gate{Name: gateConsistent, InProgress: true, Detail: "pods and EndpointSlices were read from the API server's watch cache: re-reading them with a consistent read"}
+	}
+}
+
+func rolloutGate(c *gateCase) Gate {
+	p, r, cfg := c.pod, c.obs.Rollout, c.cfg
+	g := Gate{Name: gateRollout}
+	switch {
+	case r == nil:
+		g.Detail = "Deployment not read yet"
+	case r.Err != nil:
+		g.Detail = fmt.Sprintf("cannot read Deployment %s: %v", r.Name, r.Err)
+	case !r.Found && cfg.RestartMethod == MethodRollout:
+		g.Detail = fmt.Sprintf("Deployment %s not found; the rollout method needs it", r.Name)
+	case !r.Found:
+		g.OK, g.Detail = true, fmt.Sprintf("Deployment %s not found; restarting the pod alone", r.Name)
+	case r.Paused:
+		g.Detail = fmt.Sprintf("Deployment %s is paused", r.Name)
+	case r.InProgress:
+		g.Detail = fmt.Sprintf("Deployment %s is mid-rollout: %s", r.Name, r.Detail)
+	case cfg.RestartMethod == MethodRollout && !ownedBy(p, r.Name):
+		// Rolling the Deployment would not replace this pod: the wedge would stay
+		// and count as restarted.
+		g.Detail = fmt.Sprintf("pod %s is not run by Deployment %s (controller: %s %q); the rollout method would restart the wrong pods", p.Name, r.Name, orNone(p.ControllerKind), p.ControllerName)
+	case cfg.RestartMethod == MethodRollout && !chainVerified(p, r):
+		// The names match, but names can be forged: only the chain read by UID says
+		// that rolling this Deployment replaces this pod.
+		g.Detail = ownerChainDetail(p, r)
+	default:
+		g.OK, g.Detail = true, fmt.Sprintf("Deployment %s is not rolling out", r.Name)
+	}
+	return g
+}
+
+func budgetGate(c *gateCase) Gate {
+	s, cfg := c.state, c.cfg
+	from := c.now.Add(-cfg.RestartWindow)
+	used := s.RestartsSince(from)
+	if used >= cfg.MaxRestarts {
+		return Gate{Name: gateBudget, Detail: fmt.Sprintf("budget %d/%d used in the last %s; next slot %s", used, cfg.MaxRestarts, ShortDuration(cfg.RestartWindow), nextSlot(s, from, cfg))}
+	}
+	return Gate{Name: gateBudget, OK: true, Detail: fmt.Sprintf("budget %d/%d used in the last %s", used, cfg.MaxRestarts, ShortDuration(cfg.RestartWindow))}
+}
+
+// backoffGate holds a restart back while restarts are not healing (state.Backoff,
+// which noteIneffective keeps): no restart before its NotBefore.
+func backoffGate(c *gateCase) (Gate, bool) {
+	b := c.state.Backoff
+	if c.cfg.IneffectiveWithin <= 0 || b == nil || b.Ineffective == 0 {
+		return Gate{}, false
+	}
+	if c.now.Before(b.NotBefore) {
+		return Gate{Name: GateBackoff, Detail: fmt.Sprintf("%d restart(s) in a row did not heal; backing off: next restart not before %s", b.Ineffective, b.NotBefore.UTC().Format(time.RFC3339))}, true
+	}
+	return Gate{Name: GateBackoff, OK: true, Detail: fmt.Sprintf("%d restart(s) in a row did not heal; the back-off ended at %s", b.Ineffective, b.NotBefore.UTC().Format(time.RFC3339))}, true
+}
+
+// ownedBy reports whether a pod's controller is a ReplicaSet of the Deployment:
+// ReplicaSets are named <deployment>-<pod-template-hash>, and the hash has no dash
+// (so a pod of "agentenv-scheduler-canary" is not one of "agentenv-scheduler").
+func ownedBy(p Pod, deployment string) bool {
+	i := strings.LastIndexByte(p.ControllerName, '-')
+	return p.ControllerKind == "ReplicaSet" && i > 0 && p.ControllerName[:i] == deployment
+}
+
+// chainVerified reports whether the pod's owner chain was checked by UID, for the
+// controller reference the pod has now.
+func chainVerified(p Pod, r *Rollout) bool {
+	c := r.Owners[p.UID]
+	return c.Verified && c.ReplicaSetUID == p.ControllerUID
+}
+
+// ownerChainDetail says which link of a pod's controller chain failed.
+func ownerChainDetail(p Pod, r *Rollout) string {
+	c, ok := r.Owners[p.UID]
+	switch {
+	case !ok || c.Detail == "":
+		return fmt.Sprintf("owner chain of pod %s not verified by UID (ReplicaSet %s → Deployment %s not read); the rollout method needs it", p.Name, p.ControllerName, r.Name)
+	case c.Verified:
+		return fmt.Sprintf("owner chain not verified: pod %s now names ReplicaSet uid %q, the chain was checked for uid %q", p.Name, p.ControllerUID, c.ReplicaSetUID)
+	}
+	return "owner chain not verified: " + c.Detail
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+// nextSlot is when the oldest restart inside the window leaves it.
+func nextSlot(s *state.State, from time.Time, cfg Config) string {
+	for _, r := range s.Restarts {
+		if !r.ClaimedAt.Before(from) && r.Outcome != state.RestartAbandoned {
+			return r.ClaimedAt.Add(cfg.RestartWindow).UTC().Format(time.RFC3339)
+		}
+	}
+	return "now"
+}
+
+// GateSummary renders the gates the way a dry run shows them, for example
+// "wedged 7m12s ≥ 4m; budget 1/3 used in the last 1h; → restart".
+func GateSummary(t Target) string {
+	var parts []string
+	for _, g := range t.Gates {
+		if g.Name == gateStartup || (g.OK && (g.Name == gateOnce || g.Name == gateSingle || g.Name == gateConsistent)) {
+			continue
+		}
+		mark := ""
+		if !g.OK {
+			mark = "✗ "
+		}
+		parts = append(parts, mark+g.Detail)
+	}
+	return strings.Join(append(parts, "→ "+string(t.Action)), "; ")
+}
