@@ -109,6 +109,9 @@ type pass struct {
 	next  *state.State
 	res   decide.Result
 	rep   *Report
+	// slowest is the longest an observation of this pass took: a restart's reads
+	// (a consistent re-read, the Deployment) are expected to take as long.
+	slowest time.Duration
 }
 
 func (p *pass) run() error {
@@ -213,6 +216,8 @@ func (p *pass) warn(msg, detail string) {
 func (p *pass) observe(consistent bool) (decide.Observation, error) {
 	var obs decide.Observation
 	var err error
+	began := p.Clock.Now()
+	defer func() { p.slowest = max(p.slowest, p.Clock.Since(began)) }()
 	if consistent {
 		obs, err = p.Observer.ObserveConsistent(p.ctx)
 	} else {
@@ -264,17 +269,23 @@ func (p *pass) confirm() {
 			probing[t.UID] = true
 		}
 	}
+	// Samples start every SampleInterval from the first (taken as the pass
+	// began), however long each takes: a slow API server must not stretch the
+	// cadence the wedge clock and the confirm window are counted in.
+	sampled := p.start
 	for {
 		// Sampling on can make a restart due within this run (the confirm window,
 		// or the rest of --wedged-for) if it fits before the deadline less two
 		// reserves: one to persist, one for the reads a restart needs first (the
-		// Deployment and owner chain, the consistent re-list and re-scrape), since
-		// a deadline passing there would lose the restart and page watchdog-error.
-		// Otherwise the next run continues. A first sight also samples for the
-		// window, to find out whether the evidence is strong.
+		// Deployment and owner chain, the consistent re-list and re-scrape, as slow
+		// as this pass's observations), since a deadline passing there would lose
+		// the restart and page watchdog-error. Otherwise the next run continues. A
+		// first sight also samples for the window, to find out whether the
+		// evidence is strong.
 		left := time.Duration(math.MaxInt64)
 		if deadline, ok := p.ctx.Deadline(); ok {
-			left = deadline.Sub(p.Clock.Now()) - 2*reserve(p.start, deadline)
+			r := reserve(p.start, deadline)
+			left = deadline.Sub(p.Clock.Now()) - r - max(r, 2*p.slowest)
 		}
 		probed := p.Clock.Since(p.start) >= p.Decide.ConfirmWindow+p.SampleInterval
 		need, cut := false, false
@@ -298,11 +309,14 @@ func (p *pass) confirm() {
 			return
 		}
 		p.Log.Info().Str("verdict", string(p.res.Verdict)).Str("reason", p.res.Reason).Dur("in", p.SampleInterval).Msg("sampling again to confirm")
-		select {
-		case <-p.ctx.Done():
-			return
-		case <-p.Clock.After(p.SampleInterval):
+		if wait := p.SampleInterval - p.Clock.Since(sampled); wait > 0 {
+			select {
+			case <-p.ctx.Done():
+				return
+			case <-p.Clock.After(wait):
+			}
 		}
+		sampled = p.Clock.Now()
 		obs, err := p.observe(false)
 		if err != nil {
 			p.warn("confirmation stopped", fmt.Sprintf("confirmation stopped: %v", err))

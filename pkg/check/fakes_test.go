@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/agentenv/watchdog/pkg/alert"
 	"github.com/agentenv/watchdog/pkg/check"
+	"github.com/agentenv/watchdog/pkg/cli"
 	"github.com/agentenv/watchdog/pkg/decide"
 	"github.com/agentenv/watchdog/pkg/endpoints"
 	"github.com/agentenv/watchdog/pkg/restart"
@@ -75,13 +77,21 @@ func (c *calls) count(s string) int {
 }
 
 // fakeObserver answers with see(kind, now), kind "observe" or "consistent"; the
-// observation's time and consistency are filled in as the real observer does. A
+// observation's time (when it began) and consistency are filled in as the real
+// observer does. A
 // cancelled context fails the read, as an API call would.
 type fakeObserver struct {
 	clk     *autoClock
 	calls   *calls
 	see     func(kind string, now time.Time) (decide.Observation, error)
 	rollout decide.Rollout
+	// took is how long each observation takes (pod and EndpointSlice lists, the
+	// scrape): the clock moves on by it before the observation is taken.
+	took time.Duration
+	// apiTook is how long the Deployment read takes.
+	apiTook time.Duration
+	// jitter, when set, draws each observation's time from [took/2, took] instead.
+	jitter *rand.Rand
 }
 
 func (o *fakeObserver) read(ctx context.Context, kind string) (decide.Observation, error) {
@@ -89,11 +99,17 @@ func (o *fakeObserver) read(ctx context.Context, kind string) (decide.Observatio
 	if err := ctx.Err(); err != nil {
 		return decide.Observation{}, err
 	}
+	took := o.took
+	if o.jitter != nil && took > 0 {
+		took = took/2 + time.Duration(o.jitter.Int64N(int64(took/2)+1))
+	}
+	began := o.clk.Now()
+	o.clk.Step(took)
 	obs, err := o.see(kind, o.clk.Now())
 	if err != nil {
 		return decide.Observation{}, err
 	}
-	obs.At, obs.Consistent = o.clk.Now(), kind == "consistent"
+	obs.At, obs.Consistent = began, kind == "consistent"
 	return obs, nil
 }
 
@@ -107,6 +123,7 @@ func (o *fakeObserver) ObserveConsistent(ctx context.Context) (decide.Observatio
 
 func (o *fakeObserver) Rollout(context.Context, ...decide.Pod) *decide.Rollout {
 	o.calls.add("rollout")
+	o.clk.Step(o.apiTook)
 	r := o.rollout
 	return &r
 }
@@ -122,6 +139,9 @@ type fakeStore struct {
 	// order; an error fails that call, a nil hook lets it through.
 	loadHooks, saveHooks []func() error
 	saves                int
+	// clk and saveTook: each save takes saveTook of clk's time.
+	clk      *autoClock
+	saveTook time.Duration
 }
 
 func (s *fakeStore) next(hooks *[]func() error) func() error {
@@ -147,6 +167,9 @@ func (s *fakeStore) Load(ctx context.Context) (*statestore.Snapshot, error) {
 
 func (s *fakeStore) Save(ctx context.Context, snap *statestore.Snapshot, st *state.State, now time.Time) error {
 	s.calls.add("save")
+	if s.clk != nil {
+		s.clk.Step(s.saveTook)
+	}
 	if h := s.next(&s.saveHooks); h != nil {
 		if err := h(); err != nil {
 			return err
@@ -182,12 +205,18 @@ func (s *fakeStore) current(t *testing.T) *state.State {
 type fakeRestarter struct {
 	calls     *calls
 	onRestart func(ctx context.Context, name, uid string) (restart.Result, error)
+	// clk and took: each restart request takes took of clk's time.
+	clk  *autoClock
+	took time.Duration
 }
 
 func (r *fakeRestarter) Method() string { return decide.MethodDelete }
 
 func (r *fakeRestarter) Restart(ctx context.Context, name, uid string) (restart.Result, error) {
 	r.calls.add("restart " + name)
+	if r.clk != nil {
+		r.clk.Step(r.took)
+	}
 	if r.onRestart != nil {
 		return r.onRestart(ctx, name, uid)
 	}
@@ -306,8 +335,8 @@ func newHarness(t *testing.T) *harness {
 		clk:       clk,
 		calls:     c,
 		obs:       &fakeObserver{clk: clk, calls: c, see: wedgedWeak, rollout: decide.Rollout{Name: "agentenv-scheduler", UID: "uid-deploy", Found: true}},
-		store:     &fakeStore{MemoryStore: &statestore.MemoryStore{Namespace: "agentenv", Name: "agentenv-scheduler-watchdog"}, calls: c},
-		restarter: &fakeRestarter{calls: c},
+		store:     &fakeStore{MemoryStore: &statestore.MemoryStore{Namespace: "agentenv", Name: "agentenv-scheduler-watchdog"}, calls: c, clk: clk},
+		restarter: &fakeRestarter{calls: c, clk: clk},
 		sink:      &fakeSink{},
 		events:    &fakeEvents{},
 		logs:      &bytes.Buffer{},
@@ -328,6 +357,24 @@ func newHarness(t *testing.T) *harness {
 			Version:        "test",
 		},
 	}
+}
+
+// productionDefaults sets the decision and the pass to the flags' defaults
+// (pkg/cli), as the chart runs them.
+func (h *harness) productionDefaults() {
+	d := &h.opts.Decide
+	d.StartupGrace, d.WedgedFor, d.ConfirmWindow = cli.DefaultStartupGrace, cli.DefaultWedgedFor, cli.DefaultConfirmWindow
+	d.ClaimTimeout = cli.DefaultTimeout
+	d.IneffectiveWithin, d.BackoffBase, d.BackoffMax, d.BackoffReset = decide.DefaultIneffectiveWithin, decide.DefaultBackoffBase, decide.DefaultBackoffMax, decide.DefaultBackoffReset
+	h.opts.Plan.WedgedFor = cli.DefaultWedgedFor
+	h.opts.SampleInterval = cli.DefaultSampleInterval
+	h.timeout = cli.DefaultTimeout
+}
+
+// slowAPI makes every API call of a pass slow: each observation takes took, and
+// each other call (the Deployment read, a state write, the restart) half as long.
+func (h *harness) slowAPI(took time.Duration) {
+	h.obs.took, h.obs.apiTook, h.store.saveTook, h.restarter.took = took, took/2, took/2, took/2
 }
 
 // runner is a pass's Runner over the harness's fakes.

@@ -63,6 +63,11 @@ func (o *Observer) ObserveConsistent(ctx context.Context) (decide.Observation, e
 }
 
 func (o *Observer) observe(ctx context.Context, consistent bool) (decide.Observation, error) {
+	// The observation time is when it began, not when the run began nor when its
+	// last read came back: the pass starts samples on a fixed cadence, so the
+	// wedge clock counts whole intervals however long each observation takes (a
+	// slow API server), and the gauges read are up to 15 s old anyway.
+	began := o.Clock.Now()
 	var (
 		wg          sync.WaitGroup
 		pods        *corev1.PodList
@@ -128,8 +133,7 @@ func (o *Observer) observe(ctx context.Context, consistent bool) (decide.Observa
 		}(&obs.Pods[i], pod)
 	}
 	scrapes.Wait()
-	// The observation time is when the samples were taken, not when the run began.
-	obs.At = o.Clock.Now()
+	obs.At = began
 	return obs, nil
 }
 
