@@ -15,7 +15,7 @@ LDFLAGS := -s -w \
 	-X github.com/agentenv/watchdog/pkg/version.Commit=$(COMMIT) \
 	-X github.com/agentenv/watchdog/pkg/version.Date=$(DATE)
 
-.PHONY: all build test unit vet fmt-check control-plane tools alertmanager monitoring-tools chart-test lint-chart chart-readme demo bench lint lint-tools vulndb-refresh fuzz
+.PHONY: all build test unit vet fmt-check control-plane tools alertmanager monitoring-tools chart-test lint-chart chart-readme event-docs demo bench lint lint-tools vulndb-refresh fuzz
 
 all: build
 
@@ -65,6 +65,10 @@ chart-test: control-plane tools monitoring-tools
 ## chart-readme: regenerate the chart README's value table from values.yaml's `# --` comments (make test fails while it is stale)
 chart-readme:
 	go run ./hack/chart-readme
+
+## event-docs: regenerate the event tables of README.md and docs/alerts.md from pkg/alert/events.go (make test fails while they are stale)
+event-docs:
+	go run ./hack/event-docs
 
 ## lint-chart: helm lint --strict of the chart
 lint-chart: tools

@@ -24,6 +24,8 @@ import (
 	"strings"
 
 	yaml "go.yaml.in/yaml/v3"
+
+	"github.com/agentenv/watchdog/internal/markdown"
 )
 
 // The README's table lives between these two lines.
@@ -73,7 +75,7 @@ func generate(chartDir string) (current, want []byte, err error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("values.yaml: %w", err)
 	}
-	want, err = replaceTable(current, table(rows))
+	want, err = markdown.Replace(current, beginMarker, endMarker, table(rows))
 	return current, want, err
 }
 
@@ -182,58 +184,9 @@ func table(rows []row) string {
 	for _, r := range rows {
 		def := ""
 		if r.Default != "" {
-			def = code(r.Default)
+			def = markdown.Code(r.Default)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", code(r.Key), r.Type, def, cell(r.Description))
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", markdown.Code(r.Key), r.Type, def, markdown.Cell(r.Description))
 	}
 	return b.String()
-}
-
-// code puts s in a code span that survives the table: pipes escaped (GitHub's
-// tables split on them even inside code), and a longer fence when s holds backticks.
-func code(s string) string {
-	s = strings.ReplaceAll(s, "|", `\|`)
-	fence := "`"
-	for strings.Contains(s, fence) {
-		fence += "`"
-	}
-	if strings.HasPrefix(s, "`") || strings.HasSuffix(s, "`") {
-		return fence + " " + s + " " + fence
-	}
-	return fence + s + fence
-}
-
-// cell escapes a description for a table cell: pipes everywhere, and < > outside code
-// spans, where Markdown would take "<url>" for an HTML tag and hide it.
-func cell(s string) string {
-	var b strings.Builder
-	inCode := false
-	for _, r := range s {
-		switch {
-		case r == '`':
-			inCode = !inCode
-			b.WriteRune(r)
-		case r == '|':
-			b.WriteString(`\|`)
-		case r == '<' && !inCode:
-			b.WriteString("&lt;")
-		case r == '>' && !inCode:
-			b.WriteString("&gt;")
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
-}
-
-// replaceTable puts table between the README's markers.
-func replaceTable(readme []byte, table string) ([]byte, error) {
-	s := string(readme)
-	begin := strings.Index(s, beginMarker)
-	end := strings.Index(s, endMarker)
-	if begin < 0 || end < begin {
-		return nil, fmt.Errorf("README.md lacks the marker lines %q and %q", beginMarker, endMarker)
-	}
-	head := s[:begin+len(beginMarker)]
-	return []byte(head + "\n" + table + s[end:]), nil
 }

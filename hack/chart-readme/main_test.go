@@ -4,6 +4,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agentenv/watchdog/internal/markdown"
 )
 
 // TestREADMEIsCurrent: the chart's README shows exactly the values and comments of
@@ -15,21 +17,8 @@ func TestREADMEIsCurrent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(current) == string(want) {
-		return
-	}
-	got, exp := strings.Split(string(current), "\n"), strings.Split(string(want), "\n")
-	for i := 0; i < max(len(got), len(exp)); i++ {
-		var g, e string
-		if i < len(got) {
-			g = got[i]
-		}
-		if i < len(exp) {
-			e = exp[i]
-		}
-		if g != e {
-			t.Fatalf("charts/agentenv-scheduler-watchdog/README.md is not current with values.yaml: run `make chart-readme`.\nFirst difference, line %d:\n  README: %s\n  values: %s", i+1, g, e)
-		}
+	if d := markdown.FirstDiff(current, want); d != "" {
+		t.Fatalf("charts/agentenv-scheduler-watchdog/README.md is not current with values.yaml: run `make chart-readme`.\nFirst difference, %s", d)
 	}
 }
 
@@ -86,19 +75,5 @@ undocumented:
 		if !strings.Contains(tab, line+"\n") {
 			t.Errorf("table lacks %q:\n%s", line, tab)
 		}
-	}
-}
-
-func TestReplaceTable(t *testing.T) {
-	readme := "# Chart\n\nintro\n" + beginMarker + "\nold table\n" + endMarker + "\nafter\n"
-	got, err := replaceTable([]byte(readme), "| new |\n")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := "# Chart\n\nintro\n" + beginMarker + "\n| new |\n" + endMarker + "\nafter\n"; string(got) != want {
-		t.Errorf("got\n%s\nwant\n%s", got, want)
-	}
-	if _, err := replaceTable([]byte("# no markers\n"), "x"); err == nil {
-		t.Error("a README without markers was accepted")
 	}
 }

@@ -25,29 +25,6 @@ const AlertmanagerAPIPath = "/api/v2/alerts"
 // not resolve a problem that is still there.
 const DefaultAlertmanagerTTL = 15 * time.Minute
 
-// alertnameOf is the fixed event → alertname mapping (docs/alerts.md). Routing trees
-// match on it; it is part of the interface.
-var alertnameOf = map[string]string{
-	EventWedged:         "AgentenvSchedulerWedged",
-	EventDegraded:       "AgentenvSchedulerDegraded",
-	EventRestartBlocked: "AgentenvSchedulerRestartBlocked",
-	EventRestarted:      "AgentenvSchedulerRestarted",
-	EventRestartFailed:  "AgentenvSchedulerRestartFailed",
-	EventBlind:          "AgentenvWatchdogBlind",
-	EventWatchdogError:  "AgentenvWatchdogError",
-	EventTest:           "AgentenvWatchdogTest",
-}
-
-// AlertnameOf returns the Alertmanager alertname of a watchdog event ("" for
-// recovered, which is not an alert but the resolution of the ones it closes).
-func AlertnameOf(event string) string { return alertnameOf[event] }
-
-// oneShot events describe something that happened, not a state that lasts: they are
-// posted once with an end of their own and never refreshed.
-func oneShot(event string) bool {
-	return event == EventRestarted || event == EventRestartFailed || event == EventTest
-}
-
 // PostableAlert is one element of the body of Alertmanager's POST /api/v2/alerts
 // (its OpenAPI postableAlert).
 type PostableAlert struct {
@@ -121,6 +98,10 @@ func (a *Alertmanager) Reach(ctx context.Context) error {
 // resolution of every alert it closes. A test or dry-run notification is sent as
 // any other (a dry run never reaches a sink).
 func (a *Alertmanager) Send(ctx context.Context, n Notification) error {
+	if Spec(n.Event).Kind != Resolution && AlertnameOf(n.Event) == "" {
+		// Never report as delivered what Alertmanager was not told.
+		return fmt.Errorf("alertmanager: event %q has no alertname: not sent", n.Event)
+	}
 	alerts := a.Alerts(n)
 	if len(alerts) == 0 {
 		return nil // a recovered that closes nothing this sink knows of
@@ -134,12 +115,12 @@ func (a *Alertmanager) Send(ctx context.Context, n Notification) error {
 func (a *Alertmanager) Refresh(ctx context.Context, open map[string]*state.Alert, now time.Time) (int, error) {
 	var alerts []PostableAlert
 	for _, ev := range slices.Sorted(maps.Keys(open)) {
-		o := open[ev]
-		if o == nil || oneShot(ev) || alertnameOf[ev] == "" {
+		o, spec := open[ev], Spec(ev)
+		if o == nil || spec.Kind != Ongoing || spec.Alertname == "" {
 			continue
 		}
-		n := Notification{Event: ev, Severity: severityOf[ev], Cluster: a.Cluster, Namespace: a.Namespace,
-			Pod: o.Pod, Reason: o.Reason, NextStep: nextStep(ev)}
+		n := Notification{Event: ev, Severity: spec.Severity, Cluster: a.Cluster, Namespace: a.Namespace,
+			Pod: o.Pod, Reason: o.Reason, NextStep: spec.NextStep}
 		alerts = append(alerts, a.alert(n, o.OpenedAt, now.Add(a.TTL)))
 	}
 	if len(alerts) == 0 {
@@ -150,19 +131,19 @@ func (a *Alertmanager) Refresh(ctx context.Context, open map[string]*state.Alert
 
 // Alerts renders n as the postable alerts Send posts.
 func (a *Alertmanager) Alerts(n Notification) []PostableAlert {
-	if n.Event == EventRecovered {
+	if Spec(n.Event).Kind == Resolution {
 		var out []PostableAlert
 		for _, c := range n.Closes {
-			if alertnameOf[c.Event] == "" {
+			if AlertnameOf(c.Event) == "" {
 				continue
 			}
-			closed := Notification{Event: c.Event, Severity: severityOf[c.Event], Cluster: n.Cluster, Namespace: n.Namespace,
-				Pod: c.Pod, Reason: "resolved: " + n.Reason, NextStep: nextStep(EventRecovered)}
+			closed := Notification{Event: c.Event, Severity: Spec(c.Event).Severity, Cluster: n.Cluster, Namespace: n.Namespace,
+				Pod: c.Pod, Reason: "resolved: " + n.Reason, NextStep: Spec(EventRecovered).NextStep}
 			out = append(out, a.alert(closed, c.OpenedAt, n.Time))
 		}
 		return out
 	}
-	if alertnameOf[n.Event] == "" {
+	if AlertnameOf(n.Event) == "" {
 		return nil
 	}
 	// The end counts from the alert's own time, not from now: an alert retried
@@ -176,7 +157,7 @@ func (a *Alertmanager) Alerts(n Notification) []PostableAlert {
 // lasts: no reason, time or reminder flag.
 func (a *Alertmanager) alert(n Notification, startsAt, endsAt time.Time) PostableAlert {
 	labels := map[string]string{
-		"alertname": alertnameOf[n.Event],
+		"alertname": AlertnameOf(n.Event),
 		"severity":  n.Severity,
 		"event":     n.Event,
 		"namespace": n.Namespace,

@@ -55,14 +55,14 @@ func TestAlertmanagerPayloadGolden(t *testing.T) {
 	}
 	restarted := goldenNotification()
 	restarted.Event, restarted.Severity, restarted.Action = EventRestarted, SeverityWarning, "restart"
-	restarted.Reason, restarted.NextStep = "deleted pod agentenv-scheduler-7d9f8b6c5-x2x4k (uid precondition)", nextStep(EventRestarted)
+	restarted.Reason, restarted.NextStep = "deleted pod agentenv-scheduler-7d9f8b6c5-x2x4k (uid precondition)", Spec(EventRestarted).NextStep
 	restarted.Time = n.Time.Add(5 * time.Minute)
 	if err := am.Send(ctx, restarted); err != nil {
 		t.Fatal(err)
 	}
 	rec := goldenNotification()
 	rec.Event, rec.Severity, rec.Action, rec.Verdict = EventRecovered, SeverityInfo, "none", "healthy"
-	rec.Reason, rec.NextStep = "3 of 3 nodes ready; was [restarted wedged] since 2026-03-01T10:05:00Z", nextStep(EventRecovered)
+	rec.Reason, rec.NextStep = "3 of 3 nodes ready; was [restarted wedged] since 2026-03-01T10:05:00Z", Spec(EventRecovered).NextStep
 	rec.Time = n.Time.Add(10 * time.Minute)
 	rec.Closes = []Closed{
 		{Event: EventRestarted, Pod: n.Pod, OpenedAt: restarted.Time},

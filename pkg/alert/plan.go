@@ -14,36 +14,6 @@ import (
 	"github.com/agentenv/watchdog/pkg/state"
 )
 
-// Event names are part of the interface: receivers route on them.
-const (
-	EventWedged         = "wedged"
-	EventRestarted      = "restarted"
-	EventRestartFailed  = "restart-failed"
-	EventRestartBlocked = "restart-blocked"
-	// EventRestartIneffective: restarts are not healing the scheduler; the
-	// watchdog backs off between them (docs/alerts.md).
-	EventRestartIneffective = "restart-ineffective"
-	EventDegraded           = "degraded"
-	EventRecovered          = "recovered"
-	EventBlind              = "blind"
-	EventWatchdogError      = "watchdog-error"
-	EventTest               = "test"
-)
-
-// Severities.
-const (
-	SeverityCritical = "critical"
-	SeverityWarning  = "warning"
-	SeverityInfo     = "info"
-)
-
-var severityOf = map[string]string{
-	EventWedged: SeverityCritical, EventRestartFailed: SeverityCritical, EventRestartBlocked: SeverityCritical,
-	EventRestartIneffective: SeverityCritical,
-	EventWatchdogError:      SeverityCritical, EventBlind: SeverityWarning, EventDegraded: SeverityWarning,
-	EventRestarted: SeverityWarning, EventRecovered: SeverityInfo, EventTest: SeverityInfo,
-}
-
 // SchemaVersion versions the generic webhook payload (docs/alerts.md).
 const SchemaVersion = 1
 
@@ -242,7 +212,7 @@ func newNotification(ev string, t *decide.Target, res decide.Result, now time.Ti
 	n := Notification{
 		SchemaVersion: SchemaVersion,
 		Event:         ev,
-		Severity:      severityOf[ev],
+		Severity:      Spec(ev).Severity,
 		Cluster:       cfg.Cluster,
 		Namespace:     cfg.Namespace,
 		Verdict:       string(res.Verdict),
@@ -259,32 +229,8 @@ func newNotification(ev string, t *decide.Target, res decide.Result, now time.Ti
 			n.Reason += "; " + decide.GateSummary(*t)
 		}
 	}
-	n.NextStep = nextStep(ev)
+	n.NextStep = Spec(ev).NextStep
 	sum := sha256.Sum256([]byte(fmt.Sprintf("%s|%s|%s|%d", ev, n.UID, cfg.Namespace, now.UnixNano())))
 	n.ID = hex.EncodeToString(sum[:8])
 	return n
-}
-
-func nextStep(ev string) string {
-	switch ev {
-	case EventWedged:
-		return "The watchdog restarts the scheduler once the wedge is confirmed. If it cannot, check the scheduler's logs and its RBAC for EndpointSlices, then `kubectl delete pod` it."
-	case EventRestarted:
-		return "Watch the new scheduler pod become healthy (`watchdog status`); repeated restarts mean the cause is outside the pod."
-	case EventRestartFailed:
-		return "Restart the scheduler by hand (`kubectl -n <namespace> delete pod <pod>`) and fix the watchdog's permissions or API access."
-	case EventRestartIneffective:
-		return "Restarting does not fix it: find the cause outside the scheduler (its RBAC for EndpointSlices, NetworkPolicy, the nodes' network). The watchdog waits longer between restarts until an hour of health."
-	case EventRestartBlocked:
-		return "A restart is due but a safety gate refused it (see reason). Decide whether to restart by hand."
-	case EventDegraded:
-		return "Discovery looks stale: some nodes heartbeat but are rejected. Consider a restart (`kubectl rollout restart deployment/agentenv-scheduler`)."
-	case EventBlind:
-		return "The watchdog cannot see the scheduler's state: check the metrics endpoint, network policy and the watchdog's RBAC."
-	case EventWatchdogError:
-		return "The watchdog cannot do its job: read its Job logs (`kubectl logs job/...`)."
-	case EventRecovered:
-		return "Nothing to do."
-	}
-	return ""
 }

@@ -496,7 +496,7 @@ func checkCommon(t *testing.T, n Notification, now time.Time, cfg PlanConfig) {
 	if !n.Time.Equal(now) || n.Time.Location() != time.UTC {
 		t.Errorf("%s: time %s, want %s in UTC", n.Event, n.Time, now)
 	}
-	if n.Severity == "" || n.Severity != severityOf[n.Event] || n.NextStep == "" || len(n.ID) != 16 || n.Reason == "" {
+	if n.Severity == "" || n.Severity != Spec(n.Event).Severity || n.NextStep == "" || len(n.ID) != 16 || n.Reason == "" {
 		t.Errorf("%s: incomplete notification %+v", n.Event, n)
 	}
 	if n.DryRun != cfg.DryRun {

@@ -101,20 +101,14 @@ func (s *Slack) Send(ctx context.Context, n Notification) error {
 	return s.Poster.Post(ctx, body, h)
 }
 
-var slackEmoji = map[string]string{
-	EventWedged: ":rotating_light:", EventRestartFailed: ":x:", EventRestartBlocked: ":no_entry:",
-	EventWatchdogError: ":boom:", EventBlind: ":see_no_evil:", EventDegraded: ":warning:",
-	EventRestarted: ":arrows_counterclockwise:", EventRecovered: ":white_check_mark:", EventTest: ":test_tube:",
-}
-
 // SlackMessage renders n as an incoming-webhook message in Block Kit
 // (slack.go has the few types it needs).
 func SlackMessage(n Notification, runbookURL string) *SlackWebhookMessage {
 	// Every text is escaped (esc, escCut), whoever wrote its parts: Slack reads
 	// <!channel> and <url|text> in any text object.
-	title := fmt.Sprintf("%s AgentENV scheduler %s", slackEmoji[n.Event], n.Event)
+	title := fmt.Sprintf("%s AgentENV scheduler %s", Spec(n.Event).Emoji, n.Event)
 	if n.Test {
-		title = slackEmoji[EventTest] + " Watchdog test alert (not a real incident)"
+		title = Spec(EventTest).Emoji + " Watchdog test alert (not a real incident)"
 	}
 	if n.Reminder {
 		title += " (reminder)"

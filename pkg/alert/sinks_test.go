@@ -94,7 +94,7 @@ func goldenNotification() Notification {
 		Action:   "wait",
 		Time:     at,
 		Watchdog: "v1.2.3",
-		NextStep: nextStep(EventWedged),
+		NextStep: Spec(EventWedged).NextStep,
 	}
 }
 

@@ -166,7 +166,7 @@ func (r *Runner) notificationEvent(ctx context.Context, n alert.Notification) er
 	if n.DryRun {
 		msg = "[dry run] " + msg
 	}
-	return r.Events.Emit(ctx, r.eventTarget(n), eventType, eventReason(n.Event), msg)
+	return r.Events.Emit(ctx, r.eventTarget(n), eventType, alert.Spec(n.Event).Reason, msg)
 }
 
 func (r *Runner) deliveryFailedEvent(ctx context.Context, n alert.Notification, sink string, err error) {
@@ -183,22 +183,6 @@ func (r *Runner) eventTarget(n alert.Notification) corev1.ObjectReference {
 	return corev1.ObjectReference{Kind: "ConfigMap", APIVersion: "v1", Namespace: r.Namespace, Name: r.StateConfigMap}
 }
 
-// eventReasons maps alert events to Event reasons.
-var eventReasons = map[string]string{
-	alert.EventWedged: events.ReasonWedged, alert.EventDegraded: events.ReasonDegraded,
-	alert.EventRestarted: events.ReasonRestarted, alert.EventRestartFailed: events.ReasonRestartFailed,
-	alert.EventRestartBlocked: events.ReasonRestartBlocked, alert.EventRecovered: events.ReasonRecovered,
-	alert.EventRestartIneffective: events.ReasonRestartIneffective,
-	alert.EventBlind:              events.ReasonBlind,
-}
-
-func eventReason(ev string) string {
-	if r, ok := eventReasons[ev]; ok {
-		return r
-	}
-	return "Watchdog"
-}
-
 // deploymentEvent leaves a Restarted Event on the Deployment too: the pod's own
 // Event goes with the pod.
 func (p *pass) deploymentEvent(t decide.Target, detail string) {
@@ -207,7 +191,7 @@ func (p *pass) deploymentEvent(t decide.Target, detail string) {
 	}
 	ref := corev1.ObjectReference{Kind: "Deployment", APIVersion: "apps/v1", Namespace: p.Namespace, Name: p.obs.Rollout.Name, UID: types.UID(p.obs.Rollout.UID)}
 	msg := fmt.Sprintf("Watchdog restarted pod %s: %s. %s", t.Pod, t.Reason, detail)
-	if err := p.Events.Emit(p.ctx, ref, corev1.EventTypeWarning, events.ReasonRestarted, msg); err != nil {
+	if err := p.Events.Emit(p.ctx, ref, corev1.EventTypeWarning, alert.Spec(alert.EventRestarted).Reason, msg); err != nil {
 		p.warn("could not leave an Event on the Deployment", err.Error())
 	}
 }

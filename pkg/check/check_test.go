@@ -48,7 +48,7 @@ func TestWedgeWaitsThenRestarts(t *testing.T) {
 	if got := h.sink.events(); !contains(got, alert.EventRestarted) {
 		t.Errorf("sent %v, want restarted", got)
 	}
-	if got := h.events.list(); !contains(got, events.ReasonRestarted+" Deployment/agentenv-scheduler") {
+	if got := h.events.list(); !contains(got, alert.Spec(alert.EventRestarted).Reason+" Deployment/agentenv-scheduler") {
 		t.Errorf("Events %v: none on the Deployment", got)
 	}
 }
@@ -149,7 +149,7 @@ func TestClaimLostIsReJudged(t *testing.T) {
 	if got := h.sink.events()[sentBefore:]; contains(got, alert.EventRestartBlocked) || contains(got, alert.EventRestarted) {
 		t.Errorf("the loser sent %v", got)
 	}
-	if got := h.events.list()[eventsBefore:]; contains(got, events.ReasonRestartBlocked) {
+	if got := h.events.list()[eventsBefore:]; contains(got, alert.Spec(alert.EventRestartBlocked).Reason) {
 		t.Errorf("the loser left %v", got)
 	}
 	s := h.store.current(t)

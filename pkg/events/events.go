@@ -15,18 +15,9 @@ import (
 	"github.com/agentenv/watchdog/pkg/kube"
 )
 
-// Reasons, stable for people who filter on them.
-const (
-	ReasonWedged             = "SchedulerWedged"
-	ReasonDegraded           = "SchedulerDegraded"
-	ReasonRestarted          = "WatchdogRestarted"
-	ReasonRestartFailed      = "WatchdogRestartFailed"
-	ReasonRestartBlocked     = "WatchdogRestartBlocked"
-	ReasonRestartIneffective = "WatchdogRestartIneffective"
-	ReasonRecovered          = "SchedulerRecovered"
-	ReasonAlertFailed        = "WatchdogAlertFailed"
-	ReasonBlind              = "WatchdogBlind"
-)
+// ReasonAlertFailed marks a failed alert delivery. The reasons of the alerts
+// themselves are in alert.Events, with every other fact about each event.
+const ReasonAlertFailed = "WatchdogAlertFailed"
 
 // Component is the Event source.
 const Component = "agentenv-scheduler-watchdog"

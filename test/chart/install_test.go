@@ -34,7 +34,6 @@ import (
 	"github.com/agentenv/watchdog/internal/testenv"
 	"github.com/agentenv/watchdog/pkg/alert"
 	"github.com/agentenv/watchdog/pkg/check"
-	"github.com/agentenv/watchdog/pkg/events"
 	"github.com/agentenv/watchdog/pkg/restart"
 	"github.com/agentenv/watchdog/pkg/state"
 	"github.com/agentenv/watchdog/pkg/statestore"
@@ -395,7 +394,7 @@ func episode(t *testing.T, ns, method string, sched *scheduler, wd *chartWatchdo
 	for _, e := range evs.Items {
 		reasons[e.Reason] = true
 	}
-	if !reasons[events.ReasonRestarted] || !reasons[events.ReasonRecovered] {
+	if !reasons[alert.Spec(alert.EventRestarted).Reason] || !reasons[alert.Spec(alert.EventRecovered).Reason] {
 		t.Errorf("Events by the NOTES' field selector: %v", reasons)
 	}
 	_, st := stateOf(t, ns)

@@ -308,3 +308,96 @@ func TestAlertmanagerURLCredentialsRedacted(t *testing.T) {
 	}
 	leakCheckFor(t, s, []string{pass, basic, user + ":" + pass}, r)
 }
+
+// TestAlertmanagerRestartIneffective: the page that says restarts do not heal
+// reaches the real Alertmanager as its own critical alert on the replacement pod,
+// and stays active across the runs of the back-off (it is ongoing: refreshed).
+func TestAlertmanagerRestartIneffective(t *testing.T) {
+	am := startAlertmanager(t)
+	s := newScenario(t, layout{serving: 3, page: fixture(t, "scheduler-metrics-discovery-dead.txt")})
+	flags := []string{"--alertmanager-url", am.base, "--alertmanager-bearer-token", amToken, "--cluster-name", clusterName}
+	r := restartDoesNotHeal(t, s, func() {}, flags...)
+	if d := deliveries(r, alert.EventRestartIneffective, "alertmanager"); len(d) != 1 || !d[0].OK {
+		t.Fatalf("restart-ineffective deliveries %+v", r.report.Alerts)
+	}
+	want := alert.Spec(alert.EventRestartIneffective)
+	find := func() *gettableAlert {
+		for _, a := range am.active(t, s.ns) {
+			if a.Labels["alertname"] == want.Alertname {
+				return &a
+			}
+		}
+		return nil
+	}
+	a := find()
+	if a == nil {
+		t.Fatalf("Alertmanager holds %v, no %s", alertNames(am.active(t, s.ns)), want.Alertname)
+	}
+	if a.Labels["severity"] != "critical" || a.Labels["event"] != alert.EventRestartIneffective || a.Labels["pod"] != "agentenv-scheduler-r1" ||
+		a.Labels["cluster"] != clusterName || a.Status.State != "active" ||
+		!strings.Contains(a.Annotations["description"], "did not heal the scheduler") ||
+		!strings.Contains(a.Annotations["description"], "Next step: "+want.NextStep) {
+		t.Errorf("alert %+v", *a)
+	}
+	// A run inside the back-off sends nothing new but keeps the page active.
+	again := s.check(append([]string{"--restart-backoff", "30s", "--restart-backoff-max", "1h"}, flags...)...)
+	again.expect(t, 0, "wedged", "blocked")
+	if d := deliveries(again, alert.EventRefresh, "alertmanager"); len(d) != 1 || !d[0].OK {
+		t.Fatalf("refresh deliveries %+v", again.report.Alerts)
+	}
+	if b := find(); b == nil || !b.EndsAt.After(a.EndsAt) {
+		t.Fatalf("the refresh did not extend the page: before %+v, after %+v", a, b)
+	}
+	leakCheck(t, s, r, again)
+}
+
+// TestAlertmanagerAcceptsEveryEvent: every event of the table, as the sink posts it,
+// is accepted by the real Alertmanager and listed under its alertname and severity;
+// recovered resolves the ones it closes.
+func TestAlertmanagerAcceptsEveryEvent(t *testing.T) {
+	am := startAlertmanager(t)
+	sink, err := alert.NewAlertmanager([]string{am.base}, 5*time.Second, 1, 10*time.Second)
+	must(t, err)
+	ns := "every-event"
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	now := time.Now().UTC()
+	var closes []alert.Closed
+	for _, e := range alert.Events {
+		if e.Kind == alert.Resolution {
+			continue
+		}
+		n := alert.Notification{Event: e.Name, Severity: e.Severity, Namespace: ns, Pod: "p-" + e.Name, Reason: "table test", NextStep: e.NextStep, Time: now}
+		must(t, sink.Send(ctx, n))
+		if e.Kind == alert.Ongoing {
+			closes = append(closes, alert.Closed{Event: e.Name, Pod: n.Pod, OpenedAt: now})
+		}
+	}
+	got := map[string]gettableAlert{}
+	for _, a := range am.active(t, ns) {
+		got[a.Labels["event"]] = a
+	}
+	for _, e := range alert.Events {
+		a, ok := got[e.Name]
+		switch {
+		case e.Kind == alert.Resolution:
+			if ok {
+				t.Errorf("%s is listed as an alert of its own", e.Name)
+			}
+		case !ok:
+			t.Errorf("%s: not in Alertmanager (holds %v)", e.Name, alertNames(am.active(t, ns)))
+		case a.Labels["alertname"] != e.Alertname || a.Labels["severity"] != e.Severity || a.Status.State != "active":
+			t.Errorf("%s: %+v", e.Name, a)
+		}
+	}
+	for _, e := range alert.Events {
+		if e.Kind == alert.Resolution {
+			must(t, sink.Send(ctx, alert.Notification{Event: e.Name, Severity: e.Severity, Namespace: ns, Reason: "table test", Time: time.Now().UTC(), Closes: closes}))
+		}
+	}
+	for _, a := range am.active(t, ns) {
+		if alert.Spec(a.Labels["event"]).Kind == alert.Ongoing {
+			t.Errorf("%s still active after recovered closed it", a.Labels["alertname"])
+		}
+	}
+}

@@ -263,8 +263,8 @@ func TestAlertDedupReminderRecovered(t *testing.T) {
 	if a := st.Alerts[alert.EventWedged]; a == nil || a.Sends != 1 || a.Pod != s.pod.Name {
 		t.Fatalf("state alert %+v", a)
 	}
-	if evs := s.events(s.pod.Name, events.ReasonWedged); len(evs) != 1 {
-		t.Errorf("%d %s Events, want 1", len(evs), events.ReasonWedged)
+	if evs := s.events(s.pod.Name, alert.Spec(alert.EventWedged).Reason); len(evs) != 1 {
+		t.Errorf("%d %s Events, want 1", len(evs), alert.Spec(alert.EventWedged).Reason)
 	}
 
 	// Past the interval: one reminder, then quiet again.
@@ -307,7 +307,7 @@ func TestAlertDedupReminderRecovered(t *testing.T) {
 	if st, _ := s.state(); len(st.Alerts) != 0 {
 		t.Errorf("alerts still open: %v", st.Alerts)
 	}
-	if evs := s.events(s.pod.Name, events.ReasonRecovered); len(evs) != 1 || evs[0].Type != corev1.EventTypeNormal {
+	if evs := s.events(s.pod.Name, alert.Spec(alert.EventRecovered).Reason); len(evs) != 1 || evs[0].Type != corev1.EventTypeNormal {
 		t.Errorf("recovered Events %+v", evs)
 	}
 	leakCheck(t, s, runs...)

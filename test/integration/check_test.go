@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/agentenv/watchdog/internal/testenv"
-	"github.com/agentenv/watchdog/pkg/events"
+	"github.com/agentenv/watchdog/pkg/alert"
 	"github.com/agentenv/watchdog/pkg/state"
 	"github.com/agentenv/watchdog/pkg/statestore"
 )
@@ -68,10 +68,10 @@ func TestWedgedWaitThenRestart(t *testing.T) {
 	if len(st.Restarts) != 1 || st.Restarts[0].UID != string(s.pod.UID) || st.Restarts[0].Outcome != state.RestartDone || st.Restarts[0].Method != "delete" {
 		t.Fatalf("restart not recorded: %+v", st.Restarts)
 	}
-	if evs := s.events(s.pod.Name, events.ReasonRestarted); len(evs) != 1 || evs[0].Type != corev1.EventTypeWarning {
+	if evs := s.events(s.pod.Name, alert.Spec(alert.EventRestarted).Reason); len(evs) != 1 || evs[0].Type != corev1.EventTypeWarning {
 		t.Errorf("want one restart Event on the pod, got %+v", evs)
 	}
-	if evs := s.events("agentenv-scheduler", events.ReasonRestarted); len(evs) != 1 {
+	if evs := s.events("agentenv-scheduler", alert.Spec(alert.EventRestarted).Reason); len(evs) != 1 {
 		t.Errorf("want one restart Event on the Deployment, got %d", len(evs))
 	}
 	if len(second.report.Restarts) != 1 || second.report.Restarts[0].Outcome != "done" {
@@ -207,7 +207,7 @@ func TestBudgetSpentBlocks(t *testing.T) {
 	if !s.podExists(s.pod.Name) {
 		t.Fatal("restarted past the budget")
 	}
-	if evs := s.events(s.pod.Name, events.ReasonRestartBlocked); len(evs) != 1 {
+	if evs := s.events(s.pod.Name, alert.Spec(alert.EventRestartBlocked).Reason); len(evs) != 1 {
 		t.Errorf("want one blocked Event, got %d", len(evs))
 	}
 }
@@ -290,7 +290,7 @@ func TestConcurrentRunsRestartOnce(t *testing.T) {
 		if restarted != 1 || len(st.Restarts) != 1 {
 			t.Fatalf("round %d: %d runs restarted, %d restarts recorded; want exactly one", round, restarted, len(st.Restarts))
 		}
-		if evs := s.events(s.pod.Name, events.ReasonRestarted); len(evs) != 1 {
+		if evs := s.events(s.pod.Name, alert.Spec(alert.EventRestarted).Reason); len(evs) != 1 {
 			t.Fatalf("round %d: %d restart Events", round, len(evs))
 		}
 	}
@@ -334,7 +334,7 @@ func TestConcurrentRunsResumeAClaimOnce(t *testing.T) {
 		if restarted != 1 {
 			t.Fatalf("round %d: %d runs completed the one claimed restart; want exactly one", round, restarted)
 		}
-		if evs := s.events(s.pod.Name, events.ReasonRestarted); len(evs) != 1 {
+		if evs := s.events(s.pod.Name, alert.Spec(alert.EventRestarted).Reason); len(evs) != 1 {
 			t.Fatalf("round %d: %d restart Events", round, len(evs))
 		}
 		after, _ := s.state()

@@ -15,9 +15,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/agentenv/watchdog/internal/testenv"
+	"github.com/agentenv/watchdog/pkg/alert"
 	"github.com/agentenv/watchdog/pkg/check"
 	"github.com/agentenv/watchdog/pkg/cli"
-	"github.com/agentenv/watchdog/pkg/events"
 	"github.com/agentenv/watchdog/pkg/state"
 	"github.com/agentenv/watchdog/pkg/statestore"
 )
@@ -132,7 +132,7 @@ func TestMisconfiguredNodesServiceIsNotSilent(t *testing.T) {
 					t.Fatalf("run %d: exit %d %s: %s", i, r.code, r.report.Verdict, r.report.Reason)
 				}
 			}
-			if evs := s.events("agentenv-scheduler-watchdog", events.ReasonBlind); len(evs) != 1 {
+			if evs := s.events("agentenv-scheduler-watchdog", alert.Spec(alert.EventBlind).Reason); len(evs) != 1 {
 				t.Errorf("%d blind Events after 2 unknown runs, want 1", len(evs))
 			}
 			if !s.podExists(s.pod.Name) {
@@ -220,7 +220,7 @@ func TestRaceLoserDoesNotPage(t *testing.T) {
 			t.Fatalf("the loser of the race paged restart-blocked (blocked runs: %d)", blocked)
 		}
 	}
-	if evs := s.events(s.pod.Name, events.ReasonRestartBlocked); len(evs) != 0 {
+	if evs := s.events(s.pod.Name, alert.Spec(alert.EventRestartBlocked).Reason); len(evs) != 0 {
 		t.Errorf("%d restart-blocked Events", len(evs))
 	}
 }
@@ -320,7 +320,37 @@ func TestShutdownMidPassSendsNothing(t *testing.T) {
 func TestIneffectiveRestartBacksOff(t *testing.T) {
 	rcv := newReceiver(t)
 	s := newScenario(t, layout{serving: 3, page: fixture(t, "scheduler-metrics-discovery-dead.txt")})
-	flags := []string{"--restart-backoff", "30s", "--restart-backoff-max", "1h", "--webhook-url", rcv.url(webhookPath), "--webhook-secret", hmacKey}
+	var mark int
+	r := restartDoesNotHeal(t, s, func() { mark = rcv.count() }, "--webhook-url", rcv.url(webhookPath), "--webhook-secret", hmacKey)
+	if !strings.Contains(r.report.Reason, "did not heal; backing off") || !strings.Contains(r.report.Targets[0].Ineffective, "did not heal the scheduler: its replacement agentenv-scheduler-r1") {
+		t.Fatalf("reason %q, ineffective %q", r.report.Reason, r.report.Targets[0].Ineffective)
+	}
+	got := eventNames(webhooks(t, rcv.since(mark, webhookPath)))
+	if !slices.Contains(got, "restart-ineffective") || slices.Contains(got, "restart-blocked") {
+		t.Errorf("alerts %v, want restart-ineffective and no restart-blocked", got)
+	}
+	if evs := s.events("agentenv-scheduler-r1", alert.Spec(alert.EventRestartIneffective).Reason); len(evs) != 1 {
+		t.Errorf("%d WatchdogRestartIneffective Events on the replacement", len(evs))
+	}
+	if !s.podExists("agentenv-scheduler-r1") {
+		t.Fatal("the replacement was restarted inside the back-off")
+	}
+	st, _ := s.state()
+	if st.Backoff == nil || st.Backoff.Ineffective != 1 || st.Backoff.NotBefore.Sub(st.Backoff.LastRestartAt) != 30*time.Second {
+		t.Fatalf("back-off %+v, want one ineffective restart and 30s", st.Backoff)
+	}
+	if rs := st.RestartFor(string(s.pod.UID)); rs == nil || rs.Ineffective == "" {
+		t.Errorf("the first restart is not marked as not healing: %+v", rs)
+	}
+}
+
+// restartDoesNotHeal drives s (a wedged scheduler) through a restart whose
+// replacement, agentenv-scheduler-r1, wedges the same way, up to the run that backs
+// off instead of restarting it again (--restart-backoff 30s), and returns that run.
+// beforeLast is called just before it.
+func restartDoesNotHeal(t *testing.T, s *scenario, beforeLast func(), extra ...string) result {
+	t.Helper()
+	flags := append([]string{"--restart-backoff", "30s", "--restart-backoff-max", "1h"}, extra...)
 	s.check(flags...).expect(t, 0, "wedged", "wait")
 	waitPastWedgedFor()
 	s.check(flags...).expect(t, 0, "wedged", "restart")
@@ -335,27 +365,8 @@ func TestIneffectiveRestartBacksOff(t *testing.T) {
 	time.Sleep(1100 * time.Millisecond) // past --startup-grace 1s
 	s.check(flags...).expect(t, 0, "wedged", "wait")
 	waitPastWedgedFor()
-	mark := rcv.count()
+	beforeLast()
 	r := s.check(flags...)
 	r.expect(t, 0, "wedged", "blocked")
-	if !strings.Contains(r.report.Reason, "did not heal; backing off") || !strings.Contains(r.report.Targets[0].Ineffective, "did not heal the scheduler: its replacement agentenv-scheduler-r1") {
-		t.Fatalf("reason %q, ineffective %q", r.report.Reason, r.report.Targets[0].Ineffective)
-	}
-	got := eventNames(webhooks(t, rcv.since(mark, webhookPath)))
-	if !slices.Contains(got, "restart-ineffective") || slices.Contains(got, "restart-blocked") {
-		t.Errorf("alerts %v, want restart-ineffective and no restart-blocked", got)
-	}
-	if evs := s.events("agentenv-scheduler-r1", events.ReasonRestartIneffective); len(evs) != 1 {
-		t.Errorf("%d WatchdogRestartIneffective Events on the replacement", len(evs))
-	}
-	if !s.podExists("agentenv-scheduler-r1") {
-		t.Fatal("the replacement was restarted inside the back-off")
-	}
-	st, _ := s.state()
-	if st.Backoff == nil || st.Backoff.Ineffective != 1 || st.Backoff.NotBefore.Sub(st.Backoff.LastRestartAt) != 30*time.Second {
-		t.Fatalf("back-off %+v, want one ineffective restart and 30s", st.Backoff)
-	}
-	if rs := st.RestartFor(string(s.pod.UID)); rs == nil || rs.Ineffective == "" {
-		t.Errorf("the first restart is not marked as not healing: %+v", rs)
-	}
+	return r
 }
