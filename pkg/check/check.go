@@ -26,7 +26,7 @@ type Options struct {
 	Decide decide.Config
 	Plan   alert.PlanConfig
 	DryRun bool
-	// SampleInterval is the pause between samples while confirming (the scheduler
+	// SampleInterval is how often a sample starts while confirming (the scheduler
 	// refreshes its gauges every 15 s, so sampling faster shows nothing new).
 	SampleInterval time.Duration
 	Namespace      string
@@ -290,12 +290,9 @@ func (p *pass) confirm() {
 		probed := p.Clock.Since(p.start) >= p.Decide.ConfirmWindow+p.SampleInterval
 		need, cut := false, false
 		for _, t := range p.res.Targets {
-			if t.Action != decide.ActionWait {
-				continue
-			}
 			if t.SampleFor != nil && roundUp(*t.SampleFor, p.SampleInterval) <= left {
 				need = true
-			} else if t.Confirming {
+			} else if t.Confirming && t.Action == decide.ActionWait {
 				cut = true
 			}
 			if probing[t.UID] && !probed && p.SampleInterval <= left {
@@ -319,10 +316,13 @@ func (p *pass) confirm() {
 		sampled = p.Clock.Now()
 		obs, err := p.observe(false)
 		if err != nil {
-			p.warn("confirmation stopped", fmt.Sprintf("confirmation stopped: %v", err))
-			return
+			// A failed sample neither ends the run nor counts as anything seen:
+			// judged as unread pods, it leaves a gap the next sample settles.
+			p.warn("sample failed", fmt.Sprintf("a sample failed, sampling on: %v", err))
+			obs = decide.Unseen(p.obs, sampled, err)
+		} else {
+			p.rep.Samples++
 		}
-		p.rep.Samples++
 		p.obs = obs
 		p.decide(p.next)
 	}

@@ -111,7 +111,7 @@ func (o *CheckOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.StartupGrace, "startup-grace", DefaultStartupGrace, "no verdict but starting this long after the scheduler container started")
 	fs.DurationVar(&o.WedgedFor, "wedged-for", DefaultWedgedFor, "restart once a wedge has lasted this long across observations of one process, and held through --confirm-window of the restarting run's samples")
 	fs.DurationVar(&o.ConfirmWindow, "confirm-window", DefaultConfirmWindow, "with strong evidence, restart once the wedge held this long while sampling (0 disables; keep it above the 56-71 s an API-server flap takes to heal)")
-	fs.DurationVar(&o.SampleInterval, "sample-interval", DefaultSampleInterval, "pause between samples while confirming (the scheduler refreshes its gauges every 15 s)")
+	fs.DurationVar(&o.SampleInterval, "sample-interval", DefaultSampleInterval, "while confirming, start a sample this often, however long each takes (the scheduler refreshes its gauges every 15 s)")
 	fs.IntVar(&o.MaxRestarts, "max-restarts", 3, "restart budget: at most this many restarts per --restart-window (0: never restart, alert only)")
 	fs.DurationVar(&o.RestartWindow, "restart-window", time.Hour, "window of the restart budget")
 	fs.DurationVar(&o.RestartBackoff, "restart-backoff", decide.DefaultBackoffBase, "after a restart that did not heal (the replacement wedged within 15m of its start), wait this long before the next, doubling per further one (0: no back-off)")

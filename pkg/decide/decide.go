@@ -94,6 +94,19 @@ func RunFailed(s *state.State) {
 	markRunPaused(s)
 }
 
+// Unseen is the observation of a sample that could not be taken at all (the pods
+// could not be listed): the pods of the run's last observation, each unread for
+// err. Judged as failed samples, it neither ends a confirmation nor counts as
+// anything seen.
+func Unseen(last Observation, at time.Time, err error) Observation {
+	o := Observation{At: at, RunStart: last.RunStart, Expected: last.Expected, ExpectedErr: last.ExpectedErr, Leader: last.Leader}
+	for _, p := range last.Pods {
+		p.Sample, p.ScrapeErr = nil, fmt.Errorf("not observed: %w", err)
+		o.Pods = append(o.Pods, p)
+	}
+	return o
+}
+
 // markRunPaused records a whole run that could not see the scheduler (unknown, or
 // failed) after an in-run confirmation: the "confirmed in two runs" path chains
 // confirmations across such runs only, never across one failed sample inside a run.
@@ -330,11 +343,24 @@ func judgePod(p Pod, obs Observation, s *state.State, cfg Config, judgedCount in
 		// Only an unbroken hour of healthy observations ends the back-off.
 		s.Backoff.HealthySince = nil
 	}
+	gap := false
 	switch verdict {
 	case VerdictUnknown:
 		ps.ConsecutiveUnknowns++
-		if ps.Episode != nil {
+		switch {
+		case ps.Episode == nil:
+		case j.failed && inRunStreak(ps.Episode, obs):
+			// A failed sample inside this run's streak: a gap, settled by the
+			// next sample (advanceWedgeClock), not a pause yet.
+			gap = true
+		default:
 			pause(ps)
+		}
+		if j.failed && !gap {
+			// A failed sample before the run saw anything of the pod: unknown,
+			// but worth sampling on while what the next sample may show could
+			// still be confirmed in this run.
+			t.SampleFor = retryFor(ps.Episode, now, cfg)
 		}
 	case VerdictWedged, VerdictDegraded:
 		ps.ConsecutiveUnknowns = 0
@@ -366,6 +392,9 @@ func judgePod(p Pod, obs Observation, s *state.State, cfg Config, judgedCount in
 	ps.LastVerdict = verdict
 
 	e := ps.Episode
+	if gap {
+		return gapTarget(t, e, now, cfg)
+	}
 	if e == nil || !verdict.Bad() {
 		return t
 	}
@@ -464,6 +493,9 @@ type judgement struct {
 	evidence Evidence
 	// noBaseline: no earlier counter value of this process to compare with.
 	noBaseline bool
+	// failed: an unknown because a read failed (the scrape, the serving-node
+	// count), not because of the pod's own state: a failed sample.
+	failed bool
 }
 
 // judge returns the pod's verdict on this observation. It reads the pod's record,
@@ -489,13 +521,13 @@ func judge(p Pod, obs Observation, ps *state.Pod, cfg Config, prevVerdict Verdic
 		return judgement{verdict: VerdictStarting, reason: fmt.Sprintf("scheduler started %s ago, within the %s startup grace", ShortDuration(max(age, 0)), ShortDuration(cfg.StartupGrace))}
 	}
 	if obs.ExpectedErr != nil {
-		return judgement{verdict: VerdictUnknown, reason: fmt.Sprintf("cannot count serving nodes: %v", obs.ExpectedErr)}
+		return judgement{verdict: VerdictUnknown, reason: fmt.Sprintf("cannot count serving nodes: %v", obs.ExpectedErr), failed: true}
 	}
 	if p.ScrapeErr != nil {
-		return judgement{verdict: VerdictUnknown, reason: fmt.Sprintf("metrics unreadable: %v", p.ScrapeErr)}
+		return judgement{verdict: VerdictUnknown, reason: fmt.Sprintf("metrics unreadable: %v", p.ScrapeErr), failed: true}
 	}
 	if p.Sample == nil {
-		return judgement{verdict: VerdictUnknown, reason: "metrics not scraped"}
+		return judgement{verdict: VerdictUnknown, reason: "metrics not scraped", failed: true}
 	}
 	ready, expected := p.Sample.Ready(), obs.Expected.Serving
 
@@ -559,22 +591,78 @@ func pause(ps *state.Pod) {
 	ps.Episode.RunSince = nil
 }
 
+// inRunStreak reports whether the episode's in-run streak belongs to this
+// observation's run: a failed sample then leaves a gap in it, not a pause.
+func inRunStreak(e *state.OpenEpisode, obs Observation) bool {
+	return e.RunSince != nil && e.Run.Equal(obs.RunStart)
+}
+
+// retryFor is how long sampling on after a failed sample can still make a restart
+// due in this run: what the episode needs, or without one a whole confirmation.
+func retryFor(e *state.OpenEpisode, now time.Time, cfg Config) *time.Duration {
+	if e != nil {
+		return dueGate(e, now, cfg).sampleFor
+	}
+	d := cfg.ConfirmWindow
+	if d <= 0 {
+		d = cfg.WedgedFor
+	}
+	return &d
+}
+
+// gapTarget reports a pod whose sample failed inside this run's streak of its
+// episode: still what the run saw it to be (a run that saw a wedge pages it even
+// if a later sample failed), never restarted on this sample, and worth sampling
+// on while a restart can still come due.
+func gapTarget(t Target, e *state.OpenEpisode, now time.Time, cfg Config) Target {
+	failed := t.Reason
+	since := e.Since
+	t.Verdict, t.BadSince, t.BadFor, t.Evidence = e.Kind, &since, e.For, e.Evidence
+	t.Reason = fmt.Sprintf("this sample failed (%s); %s for %s (%s evidence) as of the last sample", failed, e.Kind, ShortDuration(e.For.D()), e.Evidence)
+	due := dueGate(e, now, cfg)
+	t.Confirming = due.confirming
+	t.SampleFor = due.sampleFor
+	if due.OK {
+		next := time.Duration(0)
+		t.SampleFor = &next
+	}
+	t.Gates = []Gate{{Name: gateDuration, Detail: "this sample failed: the wedge clock waits for the next sample, which decides whether the gap is counted"}}
+	t.Action = ActionWait
+	if e.Kind == VerdictDegraded && !cfg.RestartOnDegraded {
+		t.Action = ActionNone
+	}
+	return t
+}
+
 // advanceWedgeClock extends or starts the bad episode. The clock only advances
 // between two consecutive observations with the same bad verdict; an unknown in
-// between pauses it (that gap is not counted). It also keeps the in-run streak: the
-// restart that the episode may make due must be confirmed by this run's samples.
+// between pauses it (that gap is not counted). A gap of failed samples inside
+// the run's streak is bridged (counted, the streak and strong evidence kept) when
+// the rejected-heartbeat counter of the same process was rising on both sides of
+// it: strong evidence held up to the gap and seen again after it (each rejection
+// says its node was not in discovery then, and discovery does not come back and
+// die again within a few samples). Otherwise the streak starts over after it, as
+// after a pause. It also keeps the in-run streak: the restart that the episode
+// may make due must be confirmed by this run's samples.
 func advanceWedgeClock(ps *state.Pod, verdict Verdict, evidence Evidence, prevVerdict Verdict, baseline uint64, obs Observation, cfg Config, t Target) {
 	now := obs.At
 	if ps.Episode == nil || ps.Episode.Kind != verdict {
 		ps.Episode = &state.OpenEpisode{Kind: verdict, Since: now, Last: now, BaselineRejected: &baseline}
 	} else {
-		if prevVerdict == verdict && now.After(ps.Episode.Last) {
-			ps.Episode.For += state.Duration(now.Sub(ps.Episode.Last))
+		e := ps.Episode
+		switch {
+		case prevVerdict == verdict && now.After(e.Last):
+			e.For += state.Duration(now.Sub(e.Last))
+		case prevVerdict == VerdictUnknown && inRunStreak(e, obs) && e.StrongSince != nil && evidence == EvidenceStrong && now.After(e.Last):
+			e.For += state.Duration(now.Sub(e.Last))
+		case prevVerdict == VerdictUnknown:
+			// Ready may have come back unseen: both confirmations start over.
+			e.StrongSince, e.RunSince = nil, nil
 		}
-		ps.Episode.Last = now
+		e.Last = now
 	}
 	bad := ps.Episode
-	if bad.RunSince == nil || !bad.Run.Equal(obs.RunStart) {
+	if !inRunStreak(bad, obs) {
 		at := now
 		bad.RunSince, bad.Run = &at, obs.RunStart
 	}

@@ -271,7 +271,11 @@ func TestUnknownPausesTheWedgeClock(t *testing.T) {
 	}
 	runSteps(t, cfg, nil, append([]step{
 		{obs: wedged(t0), verdict: VerdictWedged, action: ActionWait},
-		{obs: blind(t0.Add(5 * time.Minute)), verdict: VerdictUnknown, action: ActionNone, check: func(t *testing.T, s *state.State, _ Result) {
+		// A failed first sample of a run: unknown (the pass samples on).
+		{obs: blind(t0.Add(5 * time.Minute)), verdict: VerdictUnknown, action: ActionNone, check: func(t *testing.T, s *state.State, r Result) {
+			if r.Targets[0].SampleFor == nil {
+				t.Error("a failed sample must leave the pass sampling on")
+			}
 			bad := s.Pods["uid-a"].Episode
 			if bad == nil || bad.For != 0 || !bad.Since.Equal(t0) {
 				t.Errorf("an unknown must keep the episode without advancing it: %+v", bad)
@@ -661,15 +665,39 @@ func TestStrongEvidence(t *testing.T) {
 			{obs: at(2*time.Minute, 0, 0), verdict: VerdictWedged, action: ActionWait},
 		})
 	})
-	t.Run("an unknown restarts confirmation", func(t *testing.T) {
-		blind := at(30*time.Second, 0, 0)
-		blind.Pods[0].Sample, blind.Pods[0].ScrapeErr = nil, errors.New("refused")
+	// A failed sample inside the run is a gap, not a verdict: the run still sees
+	// the wedge (issue 17, item 2). Whether the gap counts is settled by the next
+	// sample: a rejected counter rising on both sides of it (strong evidence held
+	// up to it and seen again after it) proves discovery stayed dead.
+	blind := at(30*time.Second, 0, 0)
+	blind.Pods[0].Sample, blind.Pods[0].ScrapeErr = nil, errors.New("refused")
+	t.Run("a failed sample without rejections on both sides restarts confirmation", func(t *testing.T) {
+		restartedAt := func(want time.Duration) func(t *testing.T, s *state.State, r Result) {
+			return func(t *testing.T, s *state.State, r Result) {
+				if e := s.Pods["uid-a"].Episode; e.RunSince == nil || !e.RunSince.Equal(t0.Add(want)) {
+					t.Errorf("the in-run streak starts at %v, want +%s", e.RunSince, want)
+				}
+			}
+		}
+		// Weak before the gap (no counter moved), strong after it.
+		runSteps(t, cfg, nil, []step{{obs: at(-5*time.Minute, 3, 3), verdict: VerdictHealthy, action: ActionNone},
+			{obs: at(0, 0, 3), verdict: VerdictWedged, action: ActionWait},
+			{obs: blind, verdict: VerdictWedged, action: ActionWait, reasonHas: "this sample failed"},
+			{obs: at(60*time.Second, 0, 6), verdict: VerdictWedged, action: ActionWait, confirming: true, check: restartedAt(60 * time.Second)},
+			{obs: at(120*time.Second, 0, 9), verdict: VerdictWedged, action: ActionWait, confirming: true},
+			{obs: at(150*time.Second, 0, 12), verdict: VerdictWedged, action: ActionRestart},
+		})
+	})
+	t.Run("rejections rising across a failed sample keep confirmation", func(t *testing.T) {
 		runSteps(t, cfg, nil, []step{healthyBefore,
 			{obs: at(0, 0, 3), verdict: VerdictWedged, action: ActionWait, confirming: true},
-			{obs: blind, verdict: VerdictUnknown, action: ActionNone},
-			{obs: at(60*time.Second, 0, 6), verdict: VerdictWedged, action: ActionWait, confirming: true},
-			{obs: at(120*time.Second, 0, 6), verdict: VerdictWedged, action: ActionWait, confirming: true},
-			{obs: at(150*time.Second, 0, 9), verdict: VerdictWedged, action: ActionRestart},
+			{obs: blind, verdict: VerdictWedged, action: ActionWait, confirming: true},
+			{obs: at(60*time.Second, 0, 6), verdict: VerdictWedged, action: ActionWait, confirming: true, check: func(t *testing.T, s *state.State, r Result) {
+				if got := r.Targets[0].BadFor.D(); got != 60*time.Second {
+					t.Errorf("the gap was not counted: wedged for %s, want 1m", got)
+				}
+			}},
+			{obs: at(120*time.Second, 0, 6), verdict: VerdictWedged, action: ActionRestart},
 		})
 	})
 	t.Run("confirm window zero disables the fast path", func(t *testing.T) {

@@ -26,7 +26,7 @@ func run(cfg Config, s *state.State, start time.Time, budget time.Duration, at f
 		samples++
 		more := false
 		for _, t := range r.Targets {
-			if t.Action == ActionWait && t.SampleFor != nil && now.Add(*t.SampleFor).Sub(start) <= budget {
+			if t.SampleFor != nil && now.Add(*t.SampleFor).Sub(start) <= budget {
 				more = true
 			}
 		}

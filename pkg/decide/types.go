@@ -238,8 +238,9 @@ type Target struct {
 	Warnings []string `json:"warnings,omitempty"`
 	// SampleFor is how much longer sampling on is worth it in this run: until a
 	// restart can be due (the confirm window, the rest of --wedged-for), or until
-	// the wedge is confirmed in-run, which a later run can build on. The pass keeps
-	// sampling while it fits before its deadline.
+	// the wedge is confirmed in-run, which a later run can build on; after a failed
+	// sample, while what the next one shows could still be confirmed. The pass
+	// keeps sampling while it fits before its deadline.
 	SampleFor *time.Duration `json:"-"`
 	// Ineffective says why restarts are not healing this scheduler, while the
 	// back-off holds a restart back (or when it was first found): it is alerted as

@@ -30,12 +30,7 @@ type faultScenario struct {
 func newFaultScenario(t *testing.T, page string) *faultScenario {
 	t.Helper()
 	s := newScenario(t, layout{serving: 3, page: page})
-	proxy, err := env.NewProxy()
-	must(t, err)
-	t.Cleanup(proxy.Close)
-	kubeconfig, err := proxy.Kubeconfig(t.TempDir())
-	must(t, err)
-	s.base[1] = kubeconfig
+	proxy := s.proxied(t)
 	s.base = append(s.base, "--timeout", "3s", "--api-timeout", "1s")
 	return &faultScenario{scenario: s, proxy: proxy}
 }

@@ -5,12 +5,14 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/agentenv/watchdog/internal/testenv"
+	"github.com/agentenv/watchdog/pkg/alert"
 	"github.com/agentenv/watchdog/pkg/cli"
 	"github.com/agentenv/watchdog/pkg/decide"
 )
@@ -43,6 +45,8 @@ func scaledFlags() []string {
 type simScenario struct {
 	*scenario
 	sim *testenv.Sim
+	// beforeRun, when set, runs before each run of cronEpisode.
+	beforeRun func()
 }
 
 func newSimScenario(t testing.TB) *simScenario {
@@ -63,6 +67,10 @@ type heal struct {
 	sinceSeen  time.Duration // scheduler time from the first run seeing the wedge to the restart
 	evidence   string
 	gate       string
+	// seenRun and pagedRun are the first runs that ended wedged and that paged
+	// wedged; log has a line per run.
+	seenRun, pagedRun int
+	log               []string
 }
 
 func (h heal) String() string {
@@ -81,6 +89,11 @@ func cronEpisode(t testing.TB, phase testenv.Phase, maxRuns int, configure func(
 	if configure != nil {
 		configure(s.sim)
 	}
+	return s.cronEpisode(t, phase, maxRuns)
+}
+
+// cronEpisode is cronEpisode on this scenario; each run gets args too.
+func (s *simScenario) cronEpisode(t testing.TB, phase testenv.Phase, maxRuns int, args ...string) heal {
 	interval := time.Duration(float64(5*time.Minute) / speed)
 	// A healthy run first: it stores the counters the next run compares with.
 	next := time.Now()
@@ -94,15 +107,22 @@ func cronEpisode(t testing.TB, phase testenv.Phase, maxRuns int, configure func(
 		time.Sleep(time.Until(next))
 		next = next.Add(interval)
 		start := time.Now()
-		r := s.check()
+		if s.beforeRun != nil {
+			s.beforeRun()
+		}
+		r := s.check(args...)
 		if r.code != 0 {
 			t.Fatalf("run %d: exit %d\n%s", run, r.code, r.stderr)
 		}
 		if r.report.Verdict == decide.VerdictWedged && firstSeen.IsZero() {
-			firstSeen = start
+			firstSeen, h.seenRun = start, run
 		}
+		if h.pagedRun == 0 && slices.ContainsFunc(r.report.Alerts, func(d alert.Delivery) bool { return d.Event == alert.EventWedged && d.OK }) {
+			h.pagedRun = run
+		}
+		h.log = append(h.log, fmt.Sprintf("run %d: %s/%s, %d samples, %s", run, r.report.Verdict, r.report.Action, r.report.Samples, r.report.Reason))
 		if r.report.Action == decide.ActionRestart {
-			h = heal{restarted: true, runs: run, sinceCause: s.sim.Scaled(time.Since(cause)), sinceSeen: s.sim.Scaled(time.Since(firstSeen))}
+			h.restarted, h.runs, h.sinceCause, h.sinceSeen = true, run, s.sim.Scaled(time.Since(cause)), s.sim.Scaled(time.Since(firstSeen))
 			h.evidence, h.gate = gateOf(r.report.Targets)
 			if s.podExists(s.pod.Name) {
 				t.Fatal("the report says restart but the pod still exists")

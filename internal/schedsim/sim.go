@@ -1,4 +1,9 @@
-package testenv
+// Package schedsim simulates the AgentENV scheduler's metrics: the signatures of
+// docs/design.md §1 as measured, on a clock that can be compressed (integration
+// tests replay a */5 CronJob in seconds) or injected (the pass's sequence tests
+// replay hours of runs on a fake clock). It needs no API server; internal/testenv
+// serves it to the real one.
+package schedsim
 
 import (
 	"math"
@@ -53,7 +58,12 @@ type simPhase struct {
 // NewSim simulates a healthy scheduler process with n nodes that has been up
 // for an hour (scheduler time).
 func NewSim(nodes int, speed float64) *Sim {
-	s := &Sim{Nodes: nodes, Speed: speed, now: time.Now}
+	return NewSimOn(nodes, speed, time.Now)
+}
+
+// NewSimOn is NewSim on the clock now.
+func NewSimOn(nodes int, speed float64, now func() time.Time) *Sim {
+	s := &Sim{Nodes: nodes, Speed: speed, now: now}
 	s.start = s.now().Add(-s.Real(time.Hour))
 	s.phases = []simPhase{{Healthy, 0}}
 	return s
