@@ -382,6 +382,7 @@ func judgePod(p Pod, obs Observation, s *state.State, cfg Config, judgedCount in
 		}
 		if verdict == VerdictHealthy {
 			endBackoffAfterHealthyHour(s, now, cfg)
+			noteHealed(s, p, now, cfg)
 		}
 		// A claim left by a crashed run is moot once the pod is fine.
 		if r := s.RestartFor(p.UID); r != nil && r.Outcome == state.RestartClaimed {
@@ -448,9 +449,30 @@ func noteIneffective(s *state.State, p Pod, e *state.OpenEpisode, cfg Config) st
 	return b.Reason
 }
 
-// replacedBy returns the latest restart, done and not yet judged, that this pod's
-// process replaces: another pod restarted at most within before this process
-// started (a pod started days after a restart replaces nothing of it).
+// noteHealed records, when this pod is the replacement of a restart and is
+// observed healthy, that the restart healed: a later wedge of this process is a
+// new problem (a new flap), not the restart failing (issue 17, item 3).
+func noteHealed(s *state.State, p Pod, now time.Time, cfg Config) {
+	if r := replacedBy(s, p, healWindow(cfg)); r != nil {
+		at := now
+		r.HealedAt = &at
+	}
+}
+
+// healWindow is how long after a restart a pod that started counts as its
+// replacement: IneffectiveWithin, or its default when the back-off is off (the
+// record still says whether the restart healed).
+func healWindow(cfg Config) time.Duration {
+	if cfg.IneffectiveWithin > 0 {
+		return cfg.IneffectiveWithin
+	}
+	return DefaultIneffectiveWithin
+}
+
+// replacedBy returns the latest restart, done and neither judged ineffective nor
+// healed yet, that this pod's process replaces: another pod restarted at most
+// within before this process started (a pod started days after a restart replaces
+// nothing of it).
 func replacedBy(s *state.State, p Pod, within time.Duration) *state.Restart {
 	for i := len(s.Restarts) - 1; i >= 0; i-- {
 		r := &s.Restarts[i]
@@ -460,7 +482,7 @@ func replacedBy(s *state.State, p Pod, within time.Duration) *state.Restart {
 		// Pod timestamps have whole seconds: a replacement started in the second
 		// of the claim counts as started after it.
 		claimed := r.ClaimedAt.Truncate(time.Second)
-		if r.Ineffective != "" || p.StartedAt.Before(claimed) || p.StartedAt.Sub(claimed) > within {
+		if r.Ineffective != "" || r.HealedAt != nil || p.StartedAt.Before(claimed) || p.StartedAt.Sub(claimed) > within {
 			return nil
 		}
 		return r

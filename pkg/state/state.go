@@ -156,6 +156,9 @@ type Restart struct {
 	Error     string         `json:"error,omitempty"`
 	// Ineffective is set when the replacement wedged again soon after it started.
 	Ineffective string `json:"ineffective,omitempty"`
+	// HealedAt is when the replacement was first observed healthy: the restart
+	// healed, and a later wedge of the replacement is a new problem.
+	HealedAt *time.Time `json:"healedAt,omitempty"`
 }
 
 // Episode is a bad episode that ended.
@@ -400,6 +403,7 @@ func (s *State) Clone() *State {
 	for i := range c.Restarts {
 		c.Restarts[i].DoneAt = clonePtr(c.Restarts[i].DoneAt)
 		c.Restarts[i].ResumedAt = clonePtr(c.Restarts[i].ResumedAt)
+		c.Restarts[i].HealedAt = clonePtr(c.Restarts[i].HealedAt)
 	}
 	c.Episodes = append([]Episode(nil), s.Episodes...)
 	c.Alerts = make(map[string]*Alert, len(s.Alerts))

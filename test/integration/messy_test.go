@@ -370,3 +370,42 @@ func restartDoesNotHeal(t *testing.T, s *scenario, beforeLast func(), extra ...s
 	r.expect(t, 0, "wedged", "blocked")
 	return r
 }
+
+// A restart whose replacement was observed healthy healed the scheduler: when the
+// replacement wedges later (a new flap, inside the 15 minutes that judge a
+// restart), that is a new problem, restarted as usual, with no
+// restart-ineffective and no back-off (issue 17, item 3).
+func TestHealedRestartIsNotIneffective(t *testing.T) {
+	rcv := newReceiver(t)
+	dead := fixture(t, "scheduler-metrics-discovery-dead.txt")
+	s := newScenario(t, layout{serving: 3, page: dead})
+	flags := []string{"--restart-backoff", "30s", "--restart-backoff-max", "1h", "--webhook-url", rcv.url(webhookPath), "--webhook-secret", hmacKey}
+	s.check(flags...).expect(t, 0, "wedged", "wait")
+	waitPastWedgedFor()
+	s.check(flags...).expect(t, 0, "wedged", "restart")
+	ctx, cancel := testenv.Ctx()
+	defer cancel()
+	_, err := testenv.CreateSchedulerPod(ctx, env.Client, s.ns, testenv.PodSpec{Name: "agentenv-scheduler-r1", StartedAt: time.Now()})
+	must(t, err)
+	time.Sleep(1100 * time.Millisecond) // past --startup-grace 1s
+	s.metrics.SetPage(fixture(t, "scheduler-metrics-healthy.txt"))
+	s.check(flags...).expect(t, 0, "healthy", "none")
+
+	// A new flap kills the replacement's watch.
+	s.metrics.SetPage(dead)
+	s.check(flags...).expect(t, 0, "wedged", "wait")
+	waitPastWedgedFor()
+	mark := rcv.count()
+	r := s.check(flags...)
+	r.expect(t, 0, "wedged", "restart")
+	if got := eventNames(webhooks(t, rcv.since(mark, webhookPath))); slices.Contains(got, "restart-ineffective") {
+		t.Errorf("alerts %v: a restart that healed was called ineffective", got)
+	}
+	st, _ := s.state()
+	if st.Backoff != nil {
+		t.Errorf("back-off %+v after a restart that healed", st.Backoff)
+	}
+	if rs := st.RestartFor(string(s.pod.UID)); rs == nil || rs.HealedAt == nil || rs.Ineffective != "" {
+		t.Errorf("the first restart is not recorded as healed: %+v", rs)
+	}
+}
