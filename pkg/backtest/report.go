@@ -80,7 +80,9 @@ type Blocked struct {
 
 // Page is one alert the watchdog would have sent.
 type Page struct {
-	At       time.Time `json:"at"`
+	At time.Time `json:"at"`
+	// Run is the start of the run that sent it (At is when, in that run).
+	Run      time.Time `json:"run"`
 	Event    string    `json:"event"`
 	Severity string    `json:"severity"`
 	Pod      string    `json:"pod,omitempty"`

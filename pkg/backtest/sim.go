@@ -196,7 +196,7 @@ func (s *simulation) record(res *Result, run time.Time, rep *check.Report, runEr
 		}
 	}
 	for _, n := range notes {
-		res.Pages = append(res.Pages, Page{At: n.Time, Event: n.Event, Severity: n.Severity, Pod: n.Pod, Reminder: n.Reminder, Reason: n.Reason})
+		res.Pages = append(res.Pages, Page{At: n.Time, Run: run.UTC(), Event: n.Event, Severity: n.Severity, Pod: n.Pod, Reminder: n.Reminder, Reason: n.Reason})
 	}
 }
 

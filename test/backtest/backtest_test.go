@@ -260,8 +260,8 @@ func TestBacktestScrapeGap(t *testing.T) {
 	if len(res.Pages) == 0 {
 		return
 	}
-	if blind := res.Pages[0].At; !blind.Equal(base.Add(time.Hour + 15*time.Minute)) {
-		t.Errorf("blind at %s, want the third run in the gap (+1h15m)", blind)
+	if blind := res.Pages[0].Run; !blind.Equal(base.Add(time.Hour + 15*time.Minute)) {
+		t.Errorf("blind from the run of %s, want the third run in the gap (+1h15m)", blind)
 	}
 	if len(res.StopGap.Restarts) != 0 {
 		t.Errorf("stop-gap restarts = %+v, want none", res.StopGap.Restarts)
