@@ -426,10 +426,7 @@ func TestAlertDeadReceiverDoesNotStopRestart(t *testing.T) {
 }
 
 func TestAlertClosedReceiverRetriedNextRun(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	must(t, err)
-	addr := l.Addr().String()
-	must(t, l.Close()) // nothing listens: connection refused
+	addr := freeAddr(t) // nothing listens: connection refused
 	s := newScenario(t, layout{serving: 3, page: fixture(t, "scheduler-metrics-discovery-dead.txt")})
 	flags := []string{"--webhook-url", "http://" + addr + webhookPath, "--webhook-secret", hmacKey}
 
@@ -443,7 +440,7 @@ func TestAlertClosedReceiverRetriedNextRun(t *testing.T) {
 	}
 
 	// The receiver comes up on the same address.
-	l, err = net.Listen("tcp", addr)
+	l, err := net.Listen("tcp", addr)
 	must(t, err)
 	rcv := &receiver{status: map[string]int{}, release: make(chan struct{})}
 	rcv.srv = httptest.NewUnstartedServer(http.HandlerFunc(rcv.serve))

@@ -12,6 +12,14 @@ import (
 	"github.com/agentenv/watchdog/internal/testenv"
 )
 
+// The shared test helpers (internal/testenv) under the short names these tests use.
+var (
+	must     = testenv.Must
+	fixture  = testenv.MustFixture
+	waitFor  = testenv.WaitFor
+	freeAddr = testenv.FreeAddr
+)
+
 func readFile(path string) (string, error) {
 	b, err := os.ReadFile(path)
 	return string(b), err

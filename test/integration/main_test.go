@@ -200,20 +200,6 @@ func (s *scenario) events(object, reason string) []corev1.Event {
 	return out
 }
 
-func must(t testing.TB, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
-func fixture(t testing.TB, name string) string {
-	t.Helper()
-	page, err := testenv.Fixture(name)
-	must(t, err)
-	return page
-}
-
 // outputFormat is the last --output given, as the command line would read it.
 func outputFormat(args []string) string {
 	format := "text"

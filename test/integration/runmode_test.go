@@ -75,18 +75,6 @@ func (in *instance) get(path string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// waitFor polls cond until it holds or the timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // runFlags are the base flags without --output (run prints no report).
 func (s *scenario) runFlags() []string {
 	return removeFlag(append([]string(nil), s.base...), "--output")

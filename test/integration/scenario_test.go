@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -249,14 +248,6 @@ func removeFlag(args []string, flag string) []string {
 		out = append(out, args[i])
 	}
 	return out
-}
-
-func freeAddr(t testing.TB) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	must(t, err)
-	addr := ln.Addr().String()
-	must(t, ln.Close())
-	return addr
 }
 
 type lockedBuffer struct {
