@@ -62,7 +62,7 @@ func TestDisruptionBudgetAndSpreadOnlyForReplicas(t *testing.T) {
 	r := render(t, "mode: deployment\ndeployment: {replicas: 3}")
 	d, pdb := r.deployment(), r.pdb()
 	podLabels := labels.Set(d.Spec.Template.Labels)
-	if pdb.Namespace != renderNamespace || pdb.Name != renderFullname {
+	if pdb.Namespace != renderNamespace || pdb.Name != fullname {
 		t.Errorf("PodDisruptionBudget %s/%s", pdb.Namespace, pdb.Name)
 	}
 	if pdb.Spec.MaxUnavailable == nil || *pdb.Spec.MaxUnavailable != intstr.FromInt32(1) || pdb.Spec.MinAvailable != nil {

@@ -52,7 +52,7 @@ func TestDoctorHookShape(t *testing.T) {
 				t.Errorf("namespace %q labels %v", pod.Namespace, pod.Labels)
 			}
 			workload := r.podSpec()
-			if pod.Spec.ServiceAccountName != renderFullname || pod.Spec.ServiceAccountName != workload.ServiceAccountName ||
+			if pod.Spec.ServiceAccountName != fullname || pod.Spec.ServiceAccountName != workload.ServiceAccountName ||
 				pod.Spec.AutomountServiceAccountToken == nil || !*pod.Spec.AutomountServiceAccountToken {
 				t.Errorf("serviceAccountName %q automount %v", pod.Spec.ServiceAccountName, pod.Spec.AutomountServiceAccountToken)
 			}
@@ -187,13 +187,16 @@ func TestDoctorHookInstalled(t *testing.T) {
 	// A new RoleBinding reaches the authorizer quickly, but not instantly.
 	var code int
 	var stdout, stderr string
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		code, stdout, stderr = run()
-		if code == 0 || time.Now().After(deadline) {
-			break
+	defer func() {
+		if t.Failed() {
+			t.Logf("last doctor run: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 		}
-	}
-	if code != 0 || !strings.Contains(stdout, "✓ can delete pods") || !strings.Contains(stdout, "✓ all ") {
+	}()
+	waitFor(t, 10*time.Second, "doctor to pass with the chart's rights", func() bool {
+		code, stdout, stderr = run()
+		return code == 0
+	})
+	if !strings.Contains(stdout, "✓ can delete pods") || !strings.Contains(stdout, "✓ all ") {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
 	code, stdout, _ = run("--nodes-port", "8001")

@@ -1,27 +1,19 @@
 package chart
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"maps"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -29,320 +21,45 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/agentenv/watchdog/internal/testenv"
 	"github.com/agentenv/watchdog/pkg/alert"
-	"github.com/agentenv/watchdog/pkg/check"
 	"github.com/agentenv/watchdog/pkg/restart"
 	"github.com/agentenv/watchdog/pkg/state"
-	"github.com/agentenv/watchdog/pkg/statestore"
 )
 
-const (
-	release   = "wd"
-	fullname  = "wd-agentenv-scheduler-watchdog"
-	stateName = "agentenv-scheduler-watchdog"
-	schedDep  = "agentenv-scheduler"
-	hmacKey   = "chart-test-hmac-key"
-)
+// The chart installed on the real API server, the watchdog run as its
+// ServiceAccount with its pods' own arguments and environment. Each test installs
+// its own release in a namespace of its own (install): none depends on another's
+// order or leftovers.
 
-// ---- the release ------------------------------------------------------------------
-
-// release is the chart installed in one namespace of the test API server.
-type releaseT struct {
-	t      *testing.T
-	ns     string
-	name   string
-	values string // path of the values file
-}
-
-func installChart(t *testing.T, ns, name, values string, extra ...string) (*releaseT, string) {
-	t.Helper()
-	r := &releaseT{t: t, ns: ns, name: name, values: valuesFile(t, values)}
-	out := mustHelm(t, append([]string{"install", name, chartDir, "--namespace", ns, "--kubeconfig", env.Kubeconfig, "-f", r.values}, extra...)...)
-	return r, out
-}
-
-func (r *releaseT) upgrade(extra ...string) {
-	r.t.Helper()
-	mustHelm(r.t, append([]string{"upgrade", r.name, chartDir, "--namespace", r.ns, "--kubeconfig", env.Kubeconfig, "-f", r.values}, extra...)...)
-}
-
-func (r *releaseT) uninstall() {
-	r.t.Helper()
-	mustHelm(r.t, "uninstall", r.name, "--namespace", r.ns, "--kubeconfig", env.Kubeconfig)
-}
-
-// ---- the chart's identity -----------------------------------------------------------
-
-// saToken returns a TokenRequest token for the chart's ServiceAccount: the identity
-// the CronJob's pod would have.
-func saToken(t *testing.T, ns, sa string) string {
-	t.Helper()
-	ctx, cancel := testenv.Ctx()
-	defer cancel()
-	seconds := int64(3600)
-	tr, err := env.Client.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa, &authenticationv1.TokenRequest{
-		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &seconds},
-	}, metav1.CreateOptions{})
-	must(t, err)
-	return tr.Status.Token
-}
-
-var kubeconfigSeq struct {
-	sync.Mutex
-	n int
-}
-
-func saKubeconfig(t *testing.T, ns, sa string) (string, kubernetes.Interface) {
-	t.Helper()
-	token := saToken(t, ns, sa)
-	kubeconfigSeq.Lock()
-	kubeconfigSeq.n++
-	name := fmt.Sprintf("%s-%s-%d", ns, sa, kubeconfigSeq.n)
-	kubeconfigSeq.Unlock()
-	path, err := env.WriteKubeconfig(name, token)
-	must(t, err)
-	cfg := &rest.Config{Host: env.Config.Host, BearerToken: token, TLSClientConfig: rest.TLSClientConfig{CAData: env.Config.CAData}, QPS: 200, Burst: 400}
-	client, err := kubernetes.NewForConfig(cfg)
-	must(t, err)
-	return path, client
-}
-
-// containerEnv resolves a container's environment as the kubelet would: plain values,
-// Secret keys (read as admin), the pod name; the memory limit is left out.
-func containerEnv(t *testing.T, ns string, c corev1.Container, podName string) []string {
-	t.Helper()
-	ctx, cancel := testenv.Ctx()
-	defer cancel()
-	var out []string
-	for _, e := range c.Env {
-		switch {
-		case e.ValueFrom == nil:
-			out = append(out, e.Name+"="+e.Value)
-		case e.ValueFrom.SecretKeyRef != nil:
-			ref := e.ValueFrom.SecretKeyRef
-			s, err := env.Client.CoreV1().Secrets(ns).Get(ctx, ref.Name, metav1.GetOptions{})
-			if apierrors.IsNotFound(err) && ref.Optional != nil && *ref.Optional {
-				continue
-			}
-			must(t, err)
-			v, ok := s.Data[ref.Key]
-			if !ok {
-				if ref.Optional != nil && *ref.Optional {
-					continue
-				}
-				t.Fatalf("Secret %s has no key %s", ref.Name, ref.Key)
-			}
-			out = append(out, e.Name+"="+string(v))
-		case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.name":
-			out = append(out, e.Name+"="+podName)
-		case e.ValueFrom.ResourceFieldRef != nil:
-			// GOMEMLIMIT: the kubelet would fill in the limit; irrelevant here.
-		default:
-			t.Fatalf("cannot resolve env %s: %+v", e.Name, e.ValueFrom)
-		}
-	}
-	return out
-}
-
-// chartWatchdog runs the watchdog binary as the chart's CronJob would: its args and
-// environment as installed, its ServiceAccount's token, plus test-only flags (flags
-// beat environment variables).
-type chartWatchdog struct {
-	t          *testing.T
-	args       []string
-	env        []string
-	kubeconfig string
-}
-
-func cronJobWatchdog(t *testing.T, ns, kubeconfig string) *chartWatchdog {
-	t.Helper()
-	ctx, cancel := testenv.Ctx()
-	defer cancel()
-	cj, err := env.Client.BatchV1().CronJobs(ns).Get(ctx, fullname, metav1.GetOptions{})
-	must(t, err)
-	c := cj.Spec.JobTemplate.Spec.Template.Spec.Containers[0]
-	return &chartWatchdog{t: t, args: c.Args, env: containerEnv(t, ns, c, fullname+"-manual"), kubeconfig: kubeconfig}
-}
-
-type runResult struct {
-	code           int
-	report         check.Report
-	stdout, stderr string
-	// maxRSS and cpu are the process's peak resident memory and CPU time (user +
-	// system), from its rusage: what the chart's resources are sized from.
-	maxRSS int64
-	cpu    time.Duration
-}
-
-func (w *chartWatchdog) check(flags ...string) runResult {
-	w.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	usage := filepath.Join(w.t.TempDir(), "rusage.json")
-	args := append(append(append([]string{usage, watchdogBin}, w.args...), "--kubeconfig", w.kubeconfig), flags...)
-	cmd := exec.CommandContext(ctx, rusageBin, args...)
-	cmd.Env = w.env
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	r := runResult{stdout: stdout.String(), stderr: stderr.String()}
-	if raw, rerr := os.ReadFile(usage); rerr == nil {
-		var ru struct{ MaxRSSBytes, CPUNanos int64 }
-		if json.Unmarshal(raw, &ru) == nil {
-			r.maxRSS, r.cpu = ru.MaxRSSBytes, time.Duration(ru.CPUNanos)
-		}
-	}
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		r.code = ee.ExitCode()
-	} else if err != nil {
-		w.t.Fatalf("run watchdog: %v", err)
-	}
-	if r.code != 2 && stdout.Len() > 0 {
-		if err := json.Unmarshal(stdout.Bytes(), &r.report); err != nil {
-			w.t.Fatalf("stdout is not one JSON report (is run.output json?): %v\n%s", err, r.stdout)
-		}
-	}
-	return r
-}
-
-func (r runResult) expect(t *testing.T, code int, verdict, action string) {
-	t.Helper()
-	if r.code != code || string(r.report.Verdict) != verdict || string(r.report.Action) != action {
-		t.Fatalf("got exit %d %s/%s (%s), want exit %d %s/%s\nstdout:\n%s\nstderr:\n%s", r.code, r.report.Verdict, r.report.Action, r.report.Reason, code, verdict, action, r.stdout, r.stderr)
-	}
-}
-
-// ---- the simulated scheduler ---------------------------------------------------------
-
-type scheduler struct {
-	ns      string
-	metrics *testenv.MetricsServer
-	pod     *corev1.Pod
-}
-
-func layOutScheduler(t *testing.T, ns, page string) *scheduler {
-	t.Helper()
-	ctx, cancel := testenv.Ctx()
-	defer cancel()
-	_, err := testenv.CreateDeployment(ctx, env.Client, ns, schedDep)
-	must(t, err)
-	must(t, testenv.CreateNodeSlices(ctx, env.Client, ns, "agentenv-nodes", 3, 100))
-	s := &scheduler{ns: ns, metrics: testenv.NewMetricsServer(page)}
-	t.Cleanup(s.metrics.Close)
-	s.pod, err = testenv.CreateSchedulerPod(ctx, env.Client, ns, testenv.PodSpec{Name: "agentenv-scheduler-abc12"})
-	must(t, err)
-	return s
-}
-
-func fixture(t testing.TB, name string) string {
-	t.Helper()
-	page, err := testenv.Fixture(name)
-	must(t, err)
-	return page
-}
-
-func stateOf(t *testing.T, ns string) (*corev1.ConfigMap, *state.State) {
-	t.Helper()
-	ctx, cancel := testenv.Ctx()
-	defer cancel()
-	cm, err := env.Client.CoreV1().ConfigMaps(ns).Get(ctx, stateName, metav1.GetOptions{})
-	must(t, err)
-	raw, ok := cm.Data[statestore.DataKey]
-	if !ok {
-		return cm, nil
-	}
-	st, err := state.Decode([]byte(raw))
-	must(t, err)
-	return cm, st
-}
-
-// receiver is a loopback webhook that checks each alert's HMAC signature.
-type receiver struct {
-	*httptest.Server
-	mu     sync.Mutex
-	events []string
-	bad    []string
-}
-
-func newReceiver(t *testing.T, key string) *receiver {
-	r := &receiver{}
-	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		body, _ := io.ReadAll(req.Body)
-		ts, sig := req.Header.Get(alert.HeaderTimestamp), req.Header.Get(alert.HeaderSignature)
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		if sig != "sha256="+alert.Sign([]byte(key), ts, body) {
-			r.bad = append(r.bad, req.Header.Get(alert.HeaderEvent))
-		} else {
-			r.events = append(r.events, req.Header.Get(alert.HeaderEvent))
-		}
-		w.WriteHeader(http.StatusNoContent)
-	}))
-	t.Cleanup(r.Close)
-	return r
-}
-
-func (r *receiver) got() (good, bad []string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]string{}, r.events...), append([]string{}, r.bad...)
-}
-
-// ---- the episode ---------------------------------------------------------------------
-
-// TestChartEpisode installs the chart and runs the watchdog as the chart's
-// ServiceAccount, with the CronJob's own environment, through wedged → restart →
-// recovered for each restart method; then proves what that identity cannot do, that
-// `helm upgrade` keeps the state, and that uninstall + reinstall keeps it consistent.
+// TestChartEpisode: for each restart method, with the chart's admission policy
+// enforced, wedged → restart → recovered, each alert signed with the key of the
+// chart's Secret, and the Events the NOTES point at.
 func TestChartEpisode(t *testing.T) {
 	for _, method := range []string{"delete", "rollout"} {
 		t.Run(method, func(t *testing.T) {
-			ctx, cancel := testenv.Ctx()
-			defer cancel()
-			ns, err := env.CreateNamespace(ctx, "chart-"+method)
-			must(t, err)
-			values := fmt.Sprintf("restart: {method: %s}\nalerts: {webhookURL: 'https://hooks.invalid/watchdog', webhookSecret: %s, clusterName: envtest}\n", method, hmacKey)
-			rel, notes := installChart(t, ns, release, values)
-			checkNotes(t, notes, ns)
-
-			sched := layOutScheduler(t, ns, fixture(t, "scheduler-metrics-discovery-dead.txt"))
-			kubeconfig, saClient := saKubeconfig(t, ns, fullname)
-			wd := cronJobWatchdog(t, ns, kubeconfig)
-			recv := newReceiver(t, hmacKey)
-			flags := []string{
-				"--metrics-port", strconv.Itoa(sched.metrics.Port()),
-				"--startup-grace", "1s", "--wedged-for", "2s", "--confirm-window", "0", "--scrape-timeout", "1s",
-				// The chart's Secret holds an https URL; point the sink at the loopback
-				// receiver. The HMAC key still comes from the chart's Secret.
-				"--webhook-url", recv.URL,
-			}
-
-			// The chart's admission policy is on by default: enforced before the episode.
-			t.Run("admission policy", func(t *testing.T) { policyEnforced(t, ns, method, sched, saClient) })
-			episode(t, ns, method, sched, wd, recv, flags)
-			t.Run("identity limits", func(t *testing.T) { identityLimits(t, ns, method, saClient) })
-			t.Run("one-off dry run from NOTES", func(t *testing.T) { oneOffDryRun(t, ns, kubeconfig, flags) })
-			t.Run("upgrade keeps state", func(t *testing.T) { upgradeKeepsState(t, rel, wd, flags) })
-			t.Run("uninstall and reinstall", func(t *testing.T) { reinstallKeepsState(t, rel, kubeconfig, flags) })
-			t.Run("state ConfigMap deleted", func(t *testing.T) { stateDeleted(t, rel, recv, flags) })
+			in := install(t, method, "scheduler-metrics-discovery-dead.txt")
+			checkNotes(t, in.notes, in.ns)
+			// On by default: enforced before the episode restarts anything.
+			policyEnforced(t, in.ns, method, in.sched, in.sa)
+			episode(t, in, method)
 		})
 	}
 }
 
-func episode(t *testing.T, ns, method string, sched *scheduler, wd *chartWatchdog, recv *receiver, flags []string) {
+func episode(t *testing.T, in *installed, method string) {
 	ctx, cancel := testenv.Ctx()
 	defer cancel()
+	ns, sched, wd, recv, flags := in.ns, in.sched, in.wd, in.recv, in.flags
 
 	first := wd.check(flags...)
 	first.expect(t, 0, "wedged", "wait")
 	if !first.report.StateWritten {
 		t.Fatalf("the chart's identity could not write the state: %+v", first.report)
 	}
-	time.Sleep(2100 * time.Millisecond)
+	// The wedge must outlast --wedged-for in real time: a duration, not a condition.
+	time.Sleep(time.Until(first.report.Time.Add(wedgedFor + 100*time.Millisecond)))
 	second := wd.check(flags...)
 	second.expect(t, 0, "wedged", "restart")
 	if len(second.report.Restarts) != 1 || second.report.Restarts[0].Outcome != "done" || second.report.Restarts[0].Method != method {
@@ -384,7 +101,7 @@ func episode(t *testing.T, ns, method string, sched *scheduler, wd *chartWatchdo
 		t.Fatalf("no recovered alert delivered to Events and the webhook: %+v\nstderr:\n%s", third.report.Alerts, third.stderr)
 	}
 	good, bad := recv.got()
-	if len(bad) != 0 || !contains(good, alert.EventRecovered) || !contains(good, alert.EventRestarted) {
+	if len(bad) != 0 || !slices.Contains(good, alert.EventRecovered) || !slices.Contains(good, alert.EventRestarted) {
 		t.Errorf("webhook got %v signed with the chart Secret's key, %v badly signed", good, bad)
 	}
 	// The Events the NOTES tell people to look for.
@@ -410,52 +127,14 @@ func episode(t *testing.T, ns, method string, sched *scheduler, wd *chartWatchdo
 	resourcesFit(t, ns, first, second, third)
 }
 
-// resourcesFit: the measured peak RSS of the runs fits the chart's memory request
-// with room to spare under the limit.
-func resourcesFit(t *testing.T, ns string, runs ...runResult) {
-	t.Helper()
-	ctx, cancel := testenv.Ctx()
-	defer cancel()
-	cj, err := env.Client.BatchV1().CronJobs(ns).Get(ctx, fullname, metav1.GetOptions{})
-	must(t, err)
-	res := cj.Spec.JobTemplate.Spec.Template.Spec.Containers[0].Resources
-	var peak int64
-	var cpus []string
-	for _, r := range runs {
-		peak = max(peak, r.maxRSS)
-		cpus = append(cpus, r.cpu.Round(time.Millisecond).String())
-	}
-	t.Logf("measured per check: peak RSS %.1f MiB, CPU %s; chart requests %s / limits %s memory",
-		float64(peak)/(1<<20), strings.Join(cpus, ", "), res.Requests.Memory(), res.Limits.Memory())
-	if peak == 0 {
-		t.Fatal("no rusage measured")
-	}
-	if peak > res.Requests.Memory().Value() || 2*peak > res.Limits.Memory().Value() {
-		t.Errorf("peak RSS %d bytes does not fit the request %s with 2x headroom under the limit %s", peak, res.Requests.Memory(), res.Limits.Memory())
-	}
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-func checkNotes(t *testing.T, notes, ns string) {
-	t.Helper()
-	for _, want := range []string{
-		"kubectl -n " + ns + " logs job/$job",
-		"--from=cronjob/" + fullname,
-		"kubectl set env --local -f - WATCHDOG_DRY_RUN=true",
-		"get configmap " + stateName + ` -o jsonpath='{.data.state\.json}'`,
-		`"spec":{"suspend":true}`,
-	} {
-		if !strings.Contains(notes, want) {
-			t.Errorf("NOTES lack %q:\n%s", want, notes)
-		}
+// TestChartIdentityLimits proves, with real calls and access reviews as the chart's
+// ServiceAccount, what it cannot do under each restart method.
+func TestChartIdentityLimits(t *testing.T) {
+	for _, method := range []string{"delete", "rollout"} {
+		t.Run(method, func(t *testing.T) {
+			in := install(t, method, "scheduler-metrics-healthy.txt")
+			identityLimits(t, in.ns, method, in.sa)
+		})
 	}
 }
 
@@ -514,7 +193,7 @@ func identityLimits(t *testing.T, ns, method string, sa kubernetes.Interface) {
 			[]byte(`{"spec":{"template":{"metadata":{"annotations":{"x":"y"}}}}}`), metav1.PatchOptions{})
 		forbidden("patch the scheduler Deployment under the delete method", err)
 	case "rollout":
-		forbidden("delete the scheduler pod under the rollout method", sa.CoreV1().Pods(ns).Delete(ctx, "agentenv-scheduler-def34", metav1.DeleteOptions{}))
+		forbidden("delete the scheduler pod under the rollout method", sa.CoreV1().Pods(ns).Delete(ctx, "agentenv-scheduler-abc12", metav1.DeleteOptions{}))
 	}
 	_, err = sa.CoordinationV1().Leases(ns).Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, metav1.CreateOptions{})
 	forbidden("create a Lease", err)
@@ -593,6 +272,12 @@ func identityLimits(t *testing.T, ns, method string, sa kubernetes.Interface) {
 	}
 }
 
+// TestChartOneOffDryRun runs the NOTES recipe for a one-off dry run.
+func TestChartOneOffDryRun(t *testing.T) {
+	in := install(t, "delete", "scheduler-metrics-healthy.txt")
+	oneOffDryRun(t, in.ns, in.kubeconfig, in.flags)
+}
+
 // oneOffDryRun runs the NOTES recipe with the control plane's kubectl: a Job from
 // the CronJob with WATCHDOG_DRY_RUN=true; then runs that Job's container.
 func oneOffDryRun(t *testing.T, ns, kubeconfig string, flags []string) {
@@ -638,54 +323,59 @@ func oneOffDryRun(t *testing.T, ns, kubeconfig string, flags []string) {
 	must(t, env.Client.BatchV1().Jobs(ns).Delete(ctx, "wd-dry-1", metav1.DeleteOptions{}))
 }
 
-func upgradeKeepsState(t *testing.T, rel *releaseT, wd *chartWatchdog, flags []string) {
-	ctx, cancel := testenv.Ctx()
-	defer cancel()
-	before, st := stateOf(t, rel.ns)
-	if st == nil || len(st.Restarts) != 1 {
-		t.Fatalf("no state to keep: %+v", st)
-	}
-	rel.upgrade("--set", "restart.maxRestarts=5", "--set", "cronjob.suspend=true", "--set", "image.tag=0.1.1")
-	after, _ := stateOf(t, rel.ns)
+// TestChartUpgradeKeepsState: `helm upgrade` with new values leaves the state the
+// watchdog wrote as it was, and the upgraded configuration works with it.
+func TestChartUpgradeKeepsState(t *testing.T) {
+	in := install(t, "delete", "scheduler-metrics-healthy.txt")
+	seeded := seedState(t, in.ns)
+	before, _ := stateOf(t, in.ns)
+	in.upgrade("--set", "restart.maxRestarts=5", "--set", "cronjob.suspend=true", "--set", "image.tag=0.1.1")
+	after, _ := stateOf(t, in.ns)
 	if !maps.Equal(before.Data, after.Data) {
 		t.Fatalf("helm upgrade changed the state:\nbefore %v\nafter  %v", before.Data, after.Data)
 	}
 	if after.Labels["app.kubernetes.io/version"] != "0.1.1" || after.Annotations["helm.sh/resource-policy"] != "keep" {
 		t.Errorf("upgrade did not manage the ConfigMap's metadata: %v %v", after.Labels, after.Annotations)
 	}
-	cj, err := env.Client.BatchV1().CronJobs(rel.ns).Get(ctx, fullname, metav1.GetOptions{})
+	ctx, cancel := testenv.Ctx()
+	defer cancel()
+	cj, err := env.Client.BatchV1().CronJobs(in.ns).Get(ctx, fullname, metav1.GetOptions{})
 	must(t, err)
 	if cj.Spec.Suspend == nil || !*cj.Spec.Suspend {
 		t.Errorf("upgrade did not suspend the CronJob")
 	}
 	// The upgraded configuration and the kept state work together.
-	wd = cronJobWatchdog(t, rel.ns, wd.kubeconfig)
-	if !contains(wd.env, "WATCHDOG_MAX_RESTARTS=5") {
+	wd := cronJobWatchdog(t, in.ns, in.kubeconfig)
+	if !slices.Contains(wd.env, "WATCHDOG_MAX_RESTARTS=5") {
 		t.Errorf("upgraded env lacks WATCHDOG_MAX_RESTARTS=5")
 	}
-	r := wd.check(flags...)
-	r.expect(t, 0, "healthy", "none")
-	if _, st := stateOf(t, rel.ns); len(st.Restarts) != 1 {
+	wd.check(in.flags...).expect(t, 0, "healthy", "none")
+	if _, st := stateOf(t, in.ns); len(st.Restarts) != 1 || st.Restarts[0].Pod != seeded.Restarts[0].Pod {
 		t.Errorf("restart history after upgrade: %+v", st.Restarts)
 	}
 }
 
-func reinstallKeepsState(t *testing.T, rel *releaseT, oldKubeconfig string, flags []string) {
+// TestChartReinstallKeepsState: `helm uninstall` leaves the state ConfigMap and
+// removes the identity's rights; reinstalling the same release adopts the state
+// unchanged; a second release sharing it is refused.
+func TestChartReinstallKeepsState(t *testing.T) {
+	in := install(t, "delete", "scheduler-metrics-healthy.txt")
+	seedState(t, in.ns)
 	ctx, cancel := testenv.Ctx()
 	defer cancel()
-	before, _ := stateOf(t, rel.ns)
-	rel.uninstall()
+	before, _ := stateOf(t, in.ns)
+	in.uninstall()
 
-	after, st := stateOf(t, rel.ns)
+	after, st := stateOf(t, in.ns)
 	if !maps.Equal(before.Data, after.Data) || st == nil || len(st.Restarts) != 1 {
 		t.Fatalf("uninstall changed or dropped the state: %v", after.Data)
 	}
 	for what, err := range map[string]error{
-		"Role":           getErr(env.Client.RbacV1().Roles(rel.ns).Get(ctx, fullname, metav1.GetOptions{})),
-		"RoleBinding":    getErr(env.Client.RbacV1().RoleBindings(rel.ns).Get(ctx, fullname, metav1.GetOptions{})),
-		"ServiceAccount": getErr(env.Client.CoreV1().ServiceAccounts(rel.ns).Get(ctx, fullname, metav1.GetOptions{})),
-		"CronJob":        getErr(env.Client.BatchV1().CronJobs(rel.ns).Get(ctx, fullname, metav1.GetOptions{})),
-		"Secret":         getErr(env.Client.CoreV1().Secrets(rel.ns).Get(ctx, fullname, metav1.GetOptions{})),
+		"Role":           getErr(env.Client.RbacV1().Roles(in.ns).Get(ctx, fullname, metav1.GetOptions{})),
+		"RoleBinding":    getErr(env.Client.RbacV1().RoleBindings(in.ns).Get(ctx, fullname, metav1.GetOptions{})),
+		"ServiceAccount": getErr(env.Client.CoreV1().ServiceAccounts(in.ns).Get(ctx, fullname, metav1.GetOptions{})),
+		"CronJob":        getErr(env.Client.BatchV1().CronJobs(in.ns).Get(ctx, fullname, metav1.GetOptions{})),
+		"Secret":         getErr(env.Client.CoreV1().Secrets(in.ns).Get(ctx, fullname, metav1.GetOptions{})),
 	} {
 		if !apierrors.IsNotFound(err) {
 			t.Errorf("%s after uninstall: %v, want NotFound", what, err)
@@ -694,64 +384,61 @@ func reinstallKeepsState(t *testing.T, rel *releaseT, oldKubeconfig string, flag
 	// The old identity can do nothing any more. (The API server caches a successful
 	// token authentication for 10 s, so right after uninstall the token may still
 	// authenticate; what it may do is gone with the Role and the binding.)
-	old := &chartWatchdog{t: t, args: []string{"check", "--output=json"}, env: []string{"WATCHDOG_NAMESPACE=" + rel.ns}, kubeconfig: oldKubeconfig}
-	if r := old.check(flags...); r.code != 1 || !(strings.Contains(r.stderr, "forbidden") || strings.Contains(r.stderr, "Unauthorized")) {
+	old := &chartWatchdog{t: t, args: []string{"check", "--output=json"}, env: []string{"WATCHDOG_NAMESPACE=" + in.ns}, kubeconfig: in.kubeconfig}
+	if r := old.check(in.flags...); r.code != 1 || !(strings.Contains(r.stderr, "forbidden") || strings.Contains(r.stderr, "Unauthorized")) {
 		t.Errorf("the uninstalled ServiceAccount's token still works: exit %d\n%s", r.code, r.stderr)
 	}
 
 	// Reinstalling the same release adopts the kept ConfigMap and leaves its data.
-	mustHelm(t, "install", rel.name, chartDir, "--namespace", rel.ns, "--kubeconfig", env.Kubeconfig, "-f", rel.values)
-	again, _ := stateOf(t, rel.ns)
+	mustHelm(t, "install", in.name, chartDir, "--namespace", in.ns, "--kubeconfig", env.Kubeconfig, "-f", in.values)
+	again, _ := stateOf(t, in.ns)
 	if !maps.Equal(before.Data, again.Data) {
 		t.Fatalf("reinstall changed the state:\nbefore %v\nafter  %v", before.Data, again.Data)
 	}
-	if again.Annotations["meta.helm.sh/release-name"] != rel.name {
+	if again.Annotations["meta.helm.sh/release-name"] != in.name {
 		t.Errorf("reinstalled release does not own the state ConfigMap: %v", again.Annotations)
 	}
-	kubeconfig, _ := saKubeconfig(t, rel.ns, fullname)
-	wd := cronJobWatchdog(t, rel.ns, kubeconfig)
-	wd.check(flags...).expect(t, 0, "healthy", "none")
-	_, st = stateOf(t, rel.ns)
+	kubeconfig, _ := saKubeconfig(t, in.ns, fullname)
+	cronJobWatchdog(t, in.ns, kubeconfig).check(in.flags...).expect(t, 0, "healthy", "none")
+	_, st = stateOf(t, in.ns)
 	if len(st.Restarts) != 1 || st.LastRun == nil {
 		t.Errorf("state after reinstall: restarts %+v lastRun %+v", st.Restarts, st.LastRun)
 	}
 
 	// A second release in the same namespace would share the state: Helm refuses it.
-	out, stderr, err := helm(t, "install", "wd2", chartDir, "--namespace", rel.ns, "--kubeconfig", env.Kubeconfig, "-f", rel.values)
+	out, stderr, err := helm(t, "install", "wd2", chartDir, "--namespace", in.ns, "--kubeconfig", env.Kubeconfig, "-f", in.values)
 	if err == nil || !strings.Contains(stderr, "ConfigMap") || !strings.Contains(stderr, stateName) {
 		t.Errorf("a second release sharing the state ConfigMap: err %v\n%s%s", err, out, stderr)
 	}
 }
 
-// stateDeleted: without its ConfigMap the identity cannot write state (no create),
-// so a run fails loudly, naming the ConfigMap; `helm upgrade` re-creates it.
-func stateDeleted(t *testing.T, rel *releaseT, recv *receiver, flags []string) {
+// TestChartStateDeleted: without its ConfigMap the identity cannot write state (no
+// create), so a run fails loudly, naming the ConfigMap, and alerts; `helm upgrade`
+// re-creates it.
+func TestChartStateDeleted(t *testing.T) {
+	in := install(t, "delete", "scheduler-metrics-healthy.txt")
 	ctx, cancel := testenv.Ctx()
 	defer cancel()
-	must(t, env.Client.CoreV1().ConfigMaps(rel.ns).Delete(ctx, stateName, metav1.DeleteOptions{}))
-	kubeconfig, _ := saKubeconfig(t, rel.ns, fullname)
-	wd := cronJobWatchdog(t, rel.ns, kubeconfig)
-	r := wd.check(flags...)
+	must(t, env.Client.CoreV1().ConfigMaps(in.ns).Delete(ctx, stateName, metav1.DeleteOptions{}))
+	r := in.wd.check(in.flags...)
 	if r.code != 1 || !strings.Contains(r.stderr, stateName) || !strings.Contains(r.stderr, "forbidden") {
 		t.Errorf("run without its state ConfigMap: exit %d, want 1 naming %s as forbidden\n%s", r.code, stateName, r.stderr)
 	}
-	if good, _ := recv.got(); !contains(good, alert.EventWatchdogError) {
+	if good, _ := in.recv.got(); !slices.Contains(good, alert.EventWatchdogError) {
 		t.Errorf("no watchdog-error alert for the unwritable state; webhook got %v", good)
 	}
-	rel.upgrade()
-	cm, st := stateOf(t, rel.ns)
+	in.upgrade()
+	cm, st := stateOf(t, in.ns)
 	if cm.Annotations["helm.sh/resource-policy"] != "keep" || st != nil {
 		t.Fatalf("helm upgrade did not re-create an empty state ConfigMap: %v %v", cm.Annotations, cm.Data)
 	}
-	wd.check(flags...).expect(t, 0, "healthy", "none")
-	if _, st := stateOf(t, rel.ns); st == nil || st.LastRun == nil {
+	in.wd.check(in.flags...).expect(t, 0, "healthy", "none")
+	if _, st := stateOf(t, in.ns); st == nil || st.LastRun == nil {
 		t.Errorf("no state written after the ConfigMap was re-created")
 	}
 }
 
 func getErr[T any](_ T, err error) error { return err }
-
-// ---- deployment mode ---------------------------------------------------------------
 
 // TestChartDeploymentMode installs mode: deployment with 2 replicas and an HA
 // scheduler, then runs two `watchdog run` processes as the chart's ServiceAccount
@@ -800,12 +487,12 @@ func TestChartDeploymentMode(t *testing.T) {
 	if leader == follower {
 		follower = fullname + "-b"
 	}
-	waitFor(t, "a pass by the leader recorded in the state", func() bool {
+	waitFor(t, 30*time.Second, "a pass by the leader recorded in the state", func() bool {
 		_, st := stateOf(t, ns)
 		return st != nil && st.LastRun != nil && st.LastRun.Verdict == "healthy"
 	})
 	for pod, p := range procs {
-		waitFor(t, pod+" /healthz 200", func() bool { return p.get("/healthz") == http.StatusOK })
+		waitFor(t, 30*time.Second, pod+" /healthz 200", func() bool { return p.get("/healthz") == http.StatusOK })
 	}
 	if body := procs[leader].body("/metrics"); !strings.Contains(body, "agentenv_watchdog_leader 1") || !strings.Contains(body, "agentenv_watchdog_passes_total") {
 		t.Errorf("leader metrics:\n%s", body)
@@ -816,7 +503,7 @@ func TestChartDeploymentMode(t *testing.T) {
 
 	// Memory of a long-running watchdog after several passes, against the chart's
 	// request (VmHWM: the peak of the process's own address space since its exec).
-	time.Sleep(3 * time.Second)
+	waitFor(t, 30*time.Second, "three passes by the leader", func() bool { return procs[leader].passes() >= 3 })
 	hwm := procs[leader].peakRSS(t)
 	req := c.Resources.Requests.Memory()
 	t.Logf("measured: leader's peak RSS after %s of 1 s passes: %.1f MiB; chart requests %s / limits %s memory",
@@ -837,134 +524,5 @@ func TestChartDeploymentMode(t *testing.T) {
 		if s := p.stderr.String(); strings.Contains(s, "forbidden") {
 			t.Errorf("%s hit a permission it lacks:\n%s", pod, s)
 		}
-	}
-}
-
-type runProc struct {
-	cmd     *exec.Cmd
-	started time.Time
-	addr    string
-	stderr  *syncBuffer
-	done    chan struct{}
-	code    int
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func startRun(t *testing.T, args, environ []string, flags ...string) *runProc {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	must(t, err)
-	addr := ln.Addr().String()
-	must(t, ln.Close())
-	p := &runProc{addr: addr, stderr: &syncBuffer{}, done: make(chan struct{})}
-	full := append(append(append([]string{}, args...), "--metrics-addr", addr), flags...)
-	p.cmd = exec.Command(watchdogBin, full...)
-	p.cmd.Env = environ
-	p.cmd.Stderr = p.stderr
-	must(t, p.cmd.Start())
-	p.started = time.Now()
-	go func() {
-		_ = p.cmd.Wait()
-		p.code = p.cmd.ProcessState.ExitCode()
-		close(p.done)
-	}()
-	t.Cleanup(func() { p.stop() })
-	return p
-}
-
-// stop sends SIGTERM to the process this test started and waits for it.
-func (p *runProc) stop() int {
-	select {
-	case <-p.done:
-		return p.code
-	default:
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(20 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
-	return p.code
-}
-
-func (p *runProc) age() time.Duration { return time.Since(p.started) }
-
-// peakRSS reads VmHWM of the running process.
-func (p *runProc) peakRSS(t *testing.T) int64 {
-	t.Helper()
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
-	must(t, err)
-	for _, line := range strings.Split(string(raw), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kib, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			must(t, err)
-			return kib * 1024
-		}
-	}
-	t.Fatalf("no VmHWM in /proc/%d/status", p.cmd.Process.Pid)
-	return 0
-}
-
-func (p *runProc) get(path string) int {
-	resp, err := (&http.Client{Timeout: 2 * time.Second}).Get("http://" + p.addr + path)
-	if err != nil {
-		return 0
-	}
-	resp.Body.Close()
-	return resp.StatusCode
-}
-
-func (p *runProc) body(path string) string {
-	resp, err := (&http.Client{Timeout: 2 * time.Second}).Get("http://" + p.addr + path)
-	if err != nil {
-		return err.Error()
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return string(b)
-}
-
-func waitHolder(t *testing.T, ns string, ok func(string) bool) string {
-	t.Helper()
-	var holder string
-	waitFor(t, "the election Lease to be held", func() bool {
-		ctx, cancel := testenv.Ctx()
-		defer cancel()
-		l, err := env.Client.CoordinationV1().Leases(ns).Get(ctx, "agentenv-scheduler-watchdog", metav1.GetOptions{})
-		if err != nil || l.Spec.HolderIdentity == nil {
-			return false
-		}
-		holder = *l.Spec.HolderIdentity
-		return ok(holder)
-	})
-	return holder
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(200 * time.Millisecond)
 	}
 }

@@ -137,9 +137,9 @@ func valuesFile(t testing.TB, yaml string) string {
 	return f.Name()
 }
 
-func must(t testing.TB, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
+// The shared test helpers (internal/testenv) under the short names these tests use.
+var (
+	must    = testenv.Must
+	fixture = testenv.MustFixture
+	waitFor = testenv.WaitFor
+)

@@ -135,8 +135,8 @@ func TestPodMonitorScrapesTheDeployment(t *testing.T) {
 		t.Errorf("endpoint %v: port %v is container port %d (want 9200), path /metrics, honorLabels (the verdict's pod label)", ep, ep["port"], port)
 	}
 	relabel, _ := json.Marshal(ep["relabelings"])
-	if !strings.Contains(string(relabel), `"replacement":"`+renderFullname+`","targetLabel":"job"`) {
-		t.Errorf("relabelings %s do not set job=%s, which the rules select", relabel, renderFullname)
+	if !strings.Contains(string(relabel), `"replacement":"`+fullname+`","targetLabel":"job"`) {
+		t.Errorf("relabelings %s do not set job=%s, which the rules select", relabel, fullname)
 	}
 	// Extra labels for the Prometheus's podMonitorSelector.
 	r = render(t, "mode: deployment\nmonitoring: {podMonitor: {enabled: true, labels: {release: kps}}}", operatorAPIs...)

@@ -15,7 +15,7 @@ import (
 // configured restart, and names the selector in its message. (What it enforces is
 // proven on the API server: TestChartEpisode, TestAdmissionPolicySelector.)
 func TestAdmissionPolicyRender(t *testing.T) {
-	const name = renderFullname + "-" + renderNamespace
+	const name = fullname + "-" + renderNamespace
 	type policy struct {
 		vap     admissionv1.ValidatingAdmissionPolicy
 		binding admissionv1.ValidatingAdmissionPolicyBinding
@@ -49,7 +49,7 @@ func TestAdmissionPolicyRender(t *testing.T) {
 	t.Run("defaults", func(t *testing.T) {
 		p := get(t, "")
 		mc := p.vap.Spec.MatchConditions
-		if len(mc) != 1 || mc[0].Expression != "request.userInfo.username == 'system:serviceaccount:agentenv-system:"+renderFullname+"'" {
+		if len(mc) != 1 || mc[0].Expression != "request.userInfo.username == 'system:serviceaccount:agentenv-system:"+fullname+"'" {
 			t.Errorf("matchConditions %+v, want the chart's ServiceAccount only", mc)
 		}
 		m := messages(p)
@@ -120,7 +120,7 @@ func TestNetworkPolicy(t *testing.T) {
 		var np networkingv1.NetworkPolicy
 		render(t, "networkPolicy: {enabled: true, apiServer: {cidrs: [10.96.0.1/32, 172.18.0.2/32]}}\n"+values).one("NetworkPolicy", &np)
 		sel := np.Spec.PodSelector.MatchLabels
-		if sel["app.kubernetes.io/instance"] != renderRelease || sel["app.kubernetes.io/component"] != "watchdog" {
+		if sel["app.kubernetes.io/instance"] != release || sel["app.kubernetes.io/component"] != "watchdog" {
 			t.Errorf("podSelector %v does not select the watchdog's pods", sel)
 		}
 		if len(np.Spec.PolicyTypes) != 2 {

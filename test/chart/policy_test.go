@@ -100,24 +100,20 @@ func policyEnforced(t *testing.T, ns, method string, sched *scheduler, sa kubern
 }
 
 // waitDenied polls op until the API server answers Forbidden, bounded: a loaded
-// policy denies at once, and loading takes about a second.
+// policy denies at once, and loading takes about a second. The bound is shorter
+// than the 30 s context of the calls, so a policy never enforced reads as such.
 func waitDenied(t *testing.T, what string, op func() error) error {
 	t.Helper()
-	// Shorter than the 30 s context of the calls, so a policy never enforced reads as such.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	var denied error
+	waitFor(t, 20*time.Second, what, func() bool {
 		err := op()
-		if apierrors.IsForbidden(err) {
-			return err
-		}
-		if err != nil {
+		if err != nil && !apierrors.IsForbidden(err) {
 			t.Fatalf("waiting for %s: %v", what, err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		denied = err
+		return err != nil
+	})
+	return denied
 }
 
 func createPod(t *testing.T, ns, name string, lbls map[string]string) string {

@@ -27,12 +27,6 @@ import (
 	"github.com/agentenv/watchdog/pkg/cli"
 )
 
-const (
-	renderRelease   = "wd"
-	renderNamespace = "agentenv-system"
-	renderFullname  = "wd-agentenv-scheduler-watchdog"
-)
-
 // rendered is the output of one `helm template`.
 type rendered struct {
 	t    testing.TB
@@ -57,7 +51,7 @@ const renderKubeVersion = "1.30.0"
 
 func renderErr(t testing.TB, values string, args ...string) (string, error) {
 	t.Helper()
-	full := []string{"template", renderRelease, chartDir, "--namespace", renderNamespace}
+	full := []string{"template", release, chartDir, "--namespace", renderNamespace}
 	if !slices.Contains(args, "--kube-version") {
 		full = append(full, "--kube-version", renderKubeVersion)
 	}
@@ -412,7 +406,7 @@ func TestSecurityContextAndResources(t *testing.T) {
 				psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
 				t.Errorf("pod securityContext %+v", psc)
 			}
-			if pod.AutomountServiceAccountToken == nil || !*pod.AutomountServiceAccountToken || pod.ServiceAccountName != renderFullname {
+			if pod.AutomountServiceAccountToken == nil || !*pod.AutomountServiceAccountToken || pod.ServiceAccountName != fullname {
 				t.Errorf("pod must mount its own ServiceAccount's token: %v %q", pod.AutomountServiceAccountToken, pod.ServiceAccountName)
 			}
 			if len(pod.Containers) != 1 {
@@ -457,7 +451,7 @@ func TestStandardLabels(t *testing.T) {
 				t.Errorf("%s %s lacks label %s", o.GetKind(), o.GetName(), k)
 			}
 		}
-		if l["app.kubernetes.io/instance"] != renderRelease || l["app.kubernetes.io/managed-by"] != "Helm" {
+		if l["app.kubernetes.io/instance"] != release || l["app.kubernetes.io/managed-by"] != "Helm" {
 			t.Errorf("%s %s labels %v", o.GetKind(), o.GetName(), l)
 		}
 	}

@@ -1,0 +1,112 @@
+package chart
+
+// What the watchdog watches, remembers and tells: the simulated AgentENV scheduler
+// beside the release, the state ConfigMap, and a webhook receiver.
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/agentenv/watchdog/internal/testenv"
+	"github.com/agentenv/watchdog/pkg/alert"
+	"github.com/agentenv/watchdog/pkg/state"
+	"github.com/agentenv/watchdog/pkg/statestore"
+)
+
+// scheduler is the simulated scheduler: its Deployment, one pod, the nodes'
+// EndpointSlices (3 serving) and a loopback metrics server.
+type scheduler struct {
+	ns      string
+	metrics *testenv.MetricsServer
+	pod     *corev1.Pod
+}
+
+func layOutScheduler(t *testing.T, ns, page string) *scheduler {
+	t.Helper()
+	ctx, cancel := testenv.Ctx()
+	defer cancel()
+	_, err := testenv.CreateDeployment(ctx, env.Client, ns, schedDep)
+	must(t, err)
+	must(t, testenv.CreateNodeSlices(ctx, env.Client, ns, "agentenv-nodes", 3, 100))
+	s := &scheduler{ns: ns, metrics: testenv.NewMetricsServer(page)}
+	t.Cleanup(s.metrics.Close)
+	s.pod, err = testenv.CreateSchedulerPod(ctx, env.Client, ns, testenv.PodSpec{Name: "agentenv-scheduler-abc12"})
+	must(t, err)
+	return s
+}
+
+// stateOf reads the state ConfigMap and decodes its document (nil when it has none).
+func stateOf(t *testing.T, ns string) (*corev1.ConfigMap, *state.State) {
+	t.Helper()
+	ctx, cancel := testenv.Ctx()
+	defer cancel()
+	cm, err := env.Client.CoreV1().ConfigMaps(ns).Get(ctx, stateName, metav1.GetOptions{})
+	must(t, err)
+	raw, ok := cm.Data[statestore.DataKey]
+	if !ok {
+		return cm, nil
+	}
+	st, err := state.Decode([]byte(raw))
+	must(t, err)
+	return cm, st
+}
+
+// seedState writes, as the admin, a state document holding one restart done an
+// hour ago: what a release that has worked for a while keeps, and must keep.
+func seedState(t *testing.T, ns string) *state.State {
+	t.Helper()
+	ctx, cancel := testenv.Ctx()
+	defer cancel()
+	at := time.Now().Add(-time.Hour).UTC().Truncate(time.Second)
+	st := state.New()
+	st.Restarts = []state.Restart{{Pod: "agentenv-scheduler-old12", UID: "0b6f3e0e-0000-4c11-9d7e-2f6a8c1d9e42", Method: "delete",
+		ClaimedAt: at, DoneAt: &at, Outcome: state.RestartDone, Reason: "wedged (seeded by the test)"}}
+	raw, err := state.Encode(st, at)
+	must(t, err)
+	cm, err := env.Client.CoreV1().ConfigMaps(ns).Get(ctx, stateName, metav1.GetOptions{})
+	must(t, err)
+	cm.Data = map[string]string{statestore.DataKey: string(raw)}
+	_, err = env.Client.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{})
+	must(t, err)
+	return st
+}
+
+// receiver is a loopback webhook that checks each alert's HMAC signature.
+type receiver struct {
+	*httptest.Server
+	mu     sync.Mutex
+	events []string
+	bad    []string
+}
+
+func newReceiver(t *testing.T, key string) *receiver {
+	r := &receiver{}
+	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		body, _ := io.ReadAll(req.Body)
+		ts, sig := req.Header.Get(alert.HeaderTimestamp), req.Header.Get(alert.HeaderSignature)
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if sig != "sha256="+alert.Sign([]byte(key), ts, body) {
+			r.bad = append(r.bad, req.Header.Get(alert.HeaderEvent))
+		} else {
+			r.events = append(r.events, req.Header.Get(alert.HeaderEvent))
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(r.Close)
+	return r
+}
+
+// got returns the events received with a good signature, and those without.
+func (r *receiver) got() (good, bad []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string{}, r.events...), append([]string{}, r.bad...)
+}
