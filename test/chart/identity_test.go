@@ -48,7 +48,7 @@ func saKubeconfig(t *testing.T, ns, sa string) (string, kubernetes.Interface) {
 }
 
 // containerEnv resolves a container's environment as the kubelet would: plain values,
-// Secret keys (read as admin), the pod name; the memory limit is left out.
+// Secret keys (read as admin), the pod name.
 func containerEnv(t *testing.T, ns string, c corev1.Container, podName string) []string {
 	t.Helper()
 	ctx, cancel := testenv.Ctx()
@@ -76,8 +76,6 @@ func containerEnv(t *testing.T, ns string, c corev1.Container, podName string) [
 			out = append(out, e.Name+"="+string(v))
 		case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.name":
 			out = append(out, e.Name+"="+podName)
-		case e.ValueFrom.ResourceFieldRef != nil:
-			// GOMEMLIMIT: the kubelet would fill in the limit; irrelevant here.
 		default:
 			t.Fatalf("cannot resolve env %s: %+v", e.Name, e.ValueFrom)
 		}

@@ -4,11 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -429,9 +431,7 @@ func TestSecurityContextAndResources(t *testing.T) {
 			if lim.Memory().Value() < 48<<20 || req.Memory().Value() < 17<<20 || req.Memory().Cmp(*lim.Memory()) > 0 {
 				t.Errorf("memory request %s limit %s do not fit a ~17 MiB peak", req.Memory(), lim.Memory())
 			}
-			if e := envOf(c)["GOMEMLIMIT"]; e.ValueFrom == nil || e.ValueFrom.ResourceFieldRef == nil || e.ValueFrom.ResourceFieldRef.Resource != "limits.memory" {
-				t.Errorf("GOMEMLIMIT not set from the memory limit: %+v", e)
-			}
+			goMemLimitUnder(t, c)
 		})
 	}
 	var sa corev1.ServiceAccount
@@ -550,6 +550,57 @@ func TestSecretsOnlyThroughSecret(t *testing.T) {
 	if _, ok := envOf(r.podSpec().Containers[0])["WATCHDOG_WEBHOOK_URL"]; ok {
 		t.Errorf("no sinks, yet WATCHDOG_WEBHOOK_URL is set")
 	}
+}
+
+// secretFlags lists the flags of check, run and doctor whose help says they are
+// secret: the binary is the one list, so a new secret flag the schema does not
+// guard fails TestSecretFlagsRefusedInExtras.
+func secretFlags(t *testing.T) []string {
+	t.Helper()
+	root := cli.NewRootCommand(io.Discard, io.Discard)
+	seen := map[string]bool{}
+	for _, c := range root.Commands() {
+		c.Flags().VisitAll(func(f *pflag.Flag) {
+			if strings.Contains(f.Usage, "(secret") {
+				seen[f.Name] = true
+			}
+		})
+	}
+	if len(seen) < 7 {
+		t.Fatalf("only %d secret flags found: %v", len(seen), seen)
+	}
+	return slices.Sorted(maps.Keys(seen))
+}
+
+// TestSecretFlagsRefusedInExtras: extraArgs and extraEnv cannot carry a secret in
+// the clear (anyone who can read the pod reads its arguments and plain env): no
+// secret flag as an argument or a plain variable, and no URL with credentials in it.
+func TestSecretFlagsRefusedInExtras(t *testing.T) {
+	for _, flag := range secretFlags(t) {
+		for _, values := range []string{
+			fmt.Sprintf("extraArgs: ['--%s=https://x.example.com']", flag),
+			fmt.Sprintf("extraArgs: ['--%s', 'https://x.example.com']", flag),
+			fmt.Sprintf("extraEnv: [{name: %s, value: 'https://x.example.com'}]", cli.EnvName(flag)),
+		} {
+			if out, err := renderErr(t, values); err == nil || !strings.Contains(err.Error(), "extra") {
+				t.Errorf("--%s: the chart accepted %s (err %v)\n%.300s", flag, values, err, out)
+			}
+		}
+		// From a Secret it is fine.
+		render(t, fmt.Sprintf("extraEnv: [{name: %s, valueFrom: {secretKeyRef: {name: s, key: k}}}]", cli.EnvName(flag)))
+	}
+	for _, values := range []string{
+		"extraArgs: ['--runbook-url=https://user:pass@wiki.example.com/wd']",
+		"extraArgs: ['--alertmanager-generator-url', 'https://user:pass@grafana.example.com']",
+		"extraEnv: [{name: WATCHDOG_RUNBOOK_URL, value: 'https://user:pass@wiki.example.com/wd'}]",
+		"extraEnv: [{name: HTTPS_PROXY, value: 'http://user:pass@proxy.example.com:3128'}]",
+	} {
+		if out, err := renderErr(t, values); err == nil || !strings.Contains(err.Error(), "extra") {
+			t.Errorf("the chart accepted credentials in a URL: %s (err %v)\n%.300s", values, err, out)
+		}
+	}
+	// A URL without credentials, or with an @ in its path, is not a secret.
+	render(t, "extraArgs: ['--runbook-url=https://wiki.example.com/wd/@team']\nextraEnv: [{name: HTTPS_PROXY, value: 'http://proxy.example.com:3128'}]")
 }
 
 // commandFlags lists the flags of one watchdog subcommand.
@@ -689,6 +740,9 @@ func TestSchemaRejectsNonsense(t *testing.T) {
 		{"writable root filesystem", "securityContext: {readOnlyRootFilesystem: false}", "readOnlyRootFilesystem"},
 		{"privilege escalation", "securityContext: {allowPrivilegeEscalation: true}", "allowPrivilegeEscalation"},
 		{"added capability", "securityContext: {capabilities: {drop: [ALL], add: [NET_ADMIN]}}", "add"},
+		{"unconfined seccomp (pod)", "podSecurityContext: {seccompProfile: {type: Unconfined}}", "seccompProfile"},
+		{"unconfined seccomp (container)", "securityContext: {seccompProfile: {type: Unconfined}}", "seccompProfile"},
+		{"no seccomp profile", "securityContext: {seccompProfile: null}", "seccompProfile"},
 		{"secret flag as an argument", "extraArgs: ['--webhook-url=https://x.example.com']", "extraArgs"},
 		{"secret flag as plain env", "extraEnv: [{name: WATCHDOG_WEBHOOK_SECRET, value: k}]", "extraEnv"},
 		{"bad digest", "image: {digest: latest}", "digest"},
@@ -702,6 +756,8 @@ func TestSchemaRejectsNonsense(t *testing.T) {
 		{"existing secret and values", "alerts: {existingSecret: s, webhookURL: 'https://h.example.com'}", "existingSecret"},
 		{"election on the scheduler's lease", "mode: deployment\ndeployment: {replicas: 2, leaderElection: {lease: agentenv-scheduler}}\nscheduler: {leaderLease: agentenv-scheduler}", "leaderLease"},
 		{"no ServiceAccount", "serviceAccount: {create: false}", "serviceAccount.name"},
+		{"the namespace's default ServiceAccount", "serviceAccount: {create: false, name: default}", "serviceAccount.name: default"},
+		{"a chart-made ServiceAccount named default", "serviceAccount: {create: true, name: default}", "serviceAccount.name: default"},
 		// Single values the binary refuses, found by TestValuesContract.
 		{"restart window beyond the kept history", "restart: {window: 169h}", "restart.window"},
 		{"sub-second interval", "mode: deployment\ndeployment: {interval: 500ms}", "deployment.interval"},
@@ -735,6 +791,38 @@ func TestSchemaAcceptsSensibleValues(t *testing.T) {
 		t.Run(v.name, func(t *testing.T) {
 			render(t, v.values)
 		})
+	}
+}
+
+// goMemLimitUnder: GOMEMLIMIT is set in bytes, with headroom under the container's
+// memory limit (the runtime's limit does not cover all of the process's memory).
+func goMemLimitUnder(t *testing.T, c corev1.Container) {
+	t.Helper()
+	e := envOf(c)["GOMEMLIMIT"]
+	got, err := strconv.ParseInt(e.Value, 10, 64)
+	if err != nil {
+		t.Fatalf("GOMEMLIMIT %+v is not a number of bytes: %v", e, err)
+	}
+	if lim := c.Resources.Limits.Memory().Value(); float64(got) < 0.8*float64(lim) || float64(got) > 0.95*float64(lim) {
+		t.Errorf("GOMEMLIMIT %d bytes for a %d-byte limit: want 80-95%% of it", got, lim)
+	}
+}
+
+// TestGoMemLimit sweeps the forms a memory limit takes; without one, no GOMEMLIMIT.
+func TestGoMemLimit(t *testing.T) {
+	for _, limit := range []string{"64Mi", "'128M'", "1Gi", "0.5Gi", "100000000", "2.5e8", "'100000000'", "48Mi"} {
+		t.Run(limit, func(t *testing.T) {
+			for _, mode := range []string{"cronjob", "deployment"} {
+				goMemLimitUnder(t, render(t, "mode: "+mode+"\nresources: {limits: {memory: "+limit+"}}").podSpec().Containers[0])
+			}
+		})
+	}
+	r := render(t, "resources: {limits: {memory: null}}")
+	if e, ok := envOf(r.podSpec().Containers[0])["GOMEMLIMIT"]; ok {
+		t.Errorf("GOMEMLIMIT %+v without a memory limit", e)
+	}
+	if _, err := renderErr(t, "resources: {limits: {memory: 64 MiB}}"); err == nil || !strings.Contains(err.Error(), "resources.limits.memory") {
+		t.Errorf("a memory limit the chart cannot read: %v", err)
 	}
 }
 

@@ -140,6 +140,11 @@ seconds, rounded up, so templates can compare durations with each other. */}}
 {{- if and (not .Values.serviceAccount.create) (not .Values.serviceAccount.name) -}}
 {{- fail "serviceAccount.create is false: set serviceAccount.name to the ServiceAccount to run as (never the namespace's default)" -}}
 {{- end -}}
+{{- /* Every pod of the namespace that names no ServiceAccount runs as `default`: the
+Role bound to it would be theirs too. */ -}}
+{{- if eq (include "watchdog.serviceAccountName" .) "default" -}}
+{{- fail "serviceAccount.name: default is the namespace's default ServiceAccount, which every pod without a serviceAccountName runs as: the watchdog's Role would be theirs too. Name a ServiceAccount of the watchdog's own" -}}
+{{- end -}}
 {{- end -}}
 
 {{/* Container ------------------------------------------------------------------- */}}
@@ -203,14 +208,38 @@ short and readable in `kubectl describe`), secrets through secretKeyRef only. */
       optional: true
 {{- end }}
 {{- end }}
-# Size the Go heap to the container's memory limit (a soft limit: GC works harder first).
+{{- with include "watchdog.goMemLimit" . }}
+# A soft limit under the container's (watchdog.goMemLimit): the GC works harder
+# before the kernel would OOM-kill.
 - name: GOMEMLIMIT
-  valueFrom:
-    resourceFieldRef:
-      resource: limits.memory
+  value: {{ . | quote }}
+{{- end }}
 {{- with $v.extraEnv }}
 {{ toYaml . }}
 {{- end }}
+{{- end -}}
+
+{{/* watchdog.goMemLimit: GOMEMLIMIT in bytes, 90% of resources.limits.memory ("" without
+a limit). The Go runtime's limit covers only the memory it manages: stacks, the binary
+and the kernel's accounting of page cache need the rest, so a GOMEMLIMIT equal to the
+container's limit lets the kernel kill first. */}}
+{{- define "watchdog.goMemLimit" -}}
+{{- $q := (.Values.resources.limits | default dict).memory -}}
+{{- if $q -}}
+{{- $bytes := 0.0 -}}
+{{- if kindIs "string" $q -}}
+{{- $num := regexFind "^[0-9]+(\\.[0-9]+)?" $q -}}
+{{- $units := dict "" 1.0 "k" 1e3 "M" 1e6 "G" 1e9 "T" 1e12 "Ki" 1024.0 "Mi" 1048576.0 "Gi" 1073741824.0 "Ti" 1099511627776.0 -}}
+{{- $suffix := trimPrefix $num $q -}}
+{{- if or (not $num) (not (hasKey $units $suffix)) -}}
+{{- fail (printf "resources.limits.memory %q: give it in bytes or with a suffix (Ki, Mi, Gi, Ti, k, M, G, T)" $q) -}}
+{{- end -}}
+{{- $bytes = mulf (float64 $num) (get $units $suffix) -}}
+{{- else -}}
+{{- $bytes = float64 $q -}}
+{{- end -}}
+{{- mulf $bytes 0.9 | floor | int64 -}}
+{{- end -}}
 {{- end -}}
 
 {{/* Pod spec fields shared by the CronJob's and the Deployment's pods. */}}
