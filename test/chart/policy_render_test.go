@@ -1,6 +1,9 @@
 package chart
 
 import (
+	"fmt"
+	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
@@ -118,11 +121,9 @@ func TestNetworkPolicy(t *testing.T) {
 	get := func(t *testing.T, values string) *networkingv1.NetworkPolicy {
 		t.Helper()
 		var np networkingv1.NetworkPolicy
-		render(t, "networkPolicy: {enabled: true, apiServer: {cidrs: [10.96.0.1/32, 172.18.0.2/32]}}\n"+values).one("NetworkPolicy", &np)
-		sel := np.Spec.PodSelector.MatchLabels
-		if sel["app.kubernetes.io/instance"] != release || sel["app.kubernetes.io/component"] != "watchdog" {
-			t.Errorf("podSelector %v does not select the watchdog's pods", sel)
-		}
+		r := render(t, "networkPolicy: {enabled: true, apiServer: {cidrs: [10.96.0.1/32, 172.18.0.2/32]}}\n"+values)
+		r.one("NetworkPolicy", &np)
+		policySelects(t, &np, r)
 		if len(np.Spec.PolicyTypes) != 2 {
 			t.Errorf("policyTypes %v, want Ingress and Egress", np.Spec.PolicyTypes)
 		}
@@ -217,4 +218,127 @@ func TestNetworkPolicy(t *testing.T) {
 			t.Errorf("alertReceivers.cidrs [] still renders a receivers rule: %+v", np.Spec.Egress)
 		}
 	})
+}
+
+// policySelects: the NetworkPolicy selects the watchdog's pods and the `helm test`
+// pod (doctor), and no other pod of the namespace: a preflight outside the policy
+// would pass while every run is blocked.
+func policySelects(t *testing.T, np *networkingv1.NetworkPolicy, r *rendered) {
+	t.Helper()
+	sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+	must(t, err)
+	if !sel.Matches(labels.Set(r.podTemplateLabels())) {
+		t.Errorf("podSelector %s does not select the watchdog's pods %v", sel, r.podTemplateLabels())
+	}
+	if doctor := r.doctorPod(); !sel.Matches(labels.Set(doctor.Labels)) {
+		t.Errorf("podSelector %s does not select the helm test pod %v", sel, doctor.Labels)
+	}
+	for _, other := range []labels.Set{
+		{"app.kubernetes.io/name": "agentenv-scheduler-watchdog", "app.kubernetes.io/instance": "other", "app.kubernetes.io/component": "watchdog"},
+		{"app.kubernetes.io/name": "agentenv-scheduler-watchdog", "app.kubernetes.io/instance": release, "app.kubernetes.io/component": "restart-evidence"},
+		{"app.kubernetes.io/name": "agentenv-scheduler", "app.kubernetes.io/instance": release},
+	} {
+		if sel.Matches(other) {
+			t.Errorf("podSelector %s selects %v", sel, other)
+		}
+	}
+}
+
+// TestNetworkPolicyExceptPerFamily: each alert receiver block gets exactly the
+// excepts that are strict subsets of it, as the API server requires (the old
+// template put 10.0.0.0/8 under ::/0 and `helm install` failed); an except inside
+// no block fails the render. Swept over blocks and excepts of both families,
+// checked against Go's own prefix arithmetic (net/netip).
+func TestNetworkPolicyExceptPerFamily(t *testing.T) {
+	excepts := []string{"10.0.0.0/8", "10.1.0.0/16", "192.168.0.0/16", "192.0.2.8/29", "fd00::/8", "2001:db8:1::/48", "2001:db8::ff00:0/120", "::ffff:0:0/96"}
+	for _, cidrs := range [][]string{
+		{"0.0.0.0/0", "::/0"},
+		{"10.0.0.0/8", "2001:db8::/32"},
+		{"10.0.0.0/8", "192.0.0.0/8", "::/0"},
+		{"0.0.0.0/1", "128.0.0.0/1", "2001:db8::/64"},
+		{"10.0.0.0/8", "10.0.0.0/12", "fc00::/7"},
+	} {
+		t.Run(strings.Join(cidrs, ","), func(t *testing.T) {
+			// What Go says each block must carry.
+			want := map[string][]string{}
+			inNone := []string{}
+			for _, e := range excepts {
+				ep := netip.MustParsePrefix(e)
+				used := false
+				for _, c := range cidrs {
+					cp := netip.MustParsePrefix(c)
+					if cp.Addr().Is4() == ep.Addr().Is4() && ep.Bits() > cp.Bits() && cp.Contains(ep.Addr()) {
+						want[c] = append(want[c], e)
+						used = true
+					}
+				}
+				if !used {
+					inNone = append(inNone, e)
+				}
+			}
+			quoted := func(l []string) string { return "'" + strings.Join(l, "', '") + "'" }
+			values := fmt.Sprintf("networkPolicy: {enabled: true, apiServer: {cidrs: [10.96.0.1/32]}, alertReceivers: {cidrs: [%s], except: [%%s]}}", quoted(cidrs))
+			// Every except inside some block: rendered where Go says.
+			var fits []string
+			for _, e := range excepts {
+				if !slices.Contains(inNone, e) {
+					fits = append(fits, e)
+				}
+			}
+			var np networkingv1.NetworkPolicy
+			render(t, fmt.Sprintf(values, quoted(fits))).one("NetworkPolicy", &np)
+			e := np.Spec.Egress[len(np.Spec.Egress)-1]
+			if len(e.To) != len(cidrs) {
+				t.Fatalf("receivers rule %+v, want one block per cidr", e)
+			}
+			for i, peer := range e.To {
+				if peer.IPBlock.CIDR != cidrs[i] || !slices.Equal(peer.IPBlock.Except, want[cidrs[i]]) {
+					t.Errorf("block %s except %v, want %v", peer.IPBlock.CIDR, peer.IPBlock.Except, want[cidrs[i]])
+				}
+			}
+			// An except inside no block is a mistake the render names.
+			for _, e := range inNone {
+				if out, err := renderErr(t, fmt.Sprintf(values, quoted([]string{e}))); err == nil || !strings.Contains(err.Error(), "alertReceivers.except "+e) {
+					t.Errorf("except %s inside none of %v: err %v\n%.300s", e, cidrs, err, out)
+				}
+			}
+		})
+	}
+}
+
+// TestNetworkPolicyReceiverPorts: every alert receiver URL the chart knows must be
+// allowed by the policy (the receivers' rule or an extraEgress rule), else the
+// render fails naming the value and the port, never the URL: the default 443 would
+// silently drop an in-cluster Alertmanager on 9093.
+func TestNetworkPolicyReceiverPorts(t *testing.T) {
+	const on = "networkPolicy: {enabled: true, apiServer: {cidrs: [10.96.0.1/32]}"
+	const am = "alerts: {alertmanagerURLs: ['https://am-0.example.com/XXXXPATH', 'http://alertmanager.monitoring:9093']}\n"
+	for _, c := range []struct {
+		name, values string
+		fails        string // the value named, "" when it renders
+	}{
+		{"in-cluster Alertmanager, default ports", am + on + "}", "alerts.alertmanagerURLs[1] is on port 9093"},
+		{"its port added to the receivers", am + on + ", alertReceivers: {ports: [443, 9093]}}", ""},
+		{"an extraEgress rule to its namespace and port", am + on + ", extraEgress: [{to: [{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: monitoring}}}], ports: [{port: 9093, protocol: TCP}]}]}", ""},
+		{"an extraEgress port range", am + on + ", extraEgress: [{ports: [{port: 9000, endPort: 9100}]}]}", ""},
+		{"an extraEgress rule without ports", am + on + ", extraEgress: [{to: [{podSelector: {}}]}]}", ""},
+		{"an extraEgress rule for UDP only", am + on + ", extraEgress: [{ports: [{port: 9093, protocol: UDP}]}]}", "alerts.alertmanagerURLs[1] is on port 9093"},
+		{"webhook on 8443", "alerts: {webhookURL: 'https://h.example.com:8443/XXXXPATH'}\n" + on + "}", "alerts.webhookURL is on port 8443"},
+		{"Slack on 443", "alerts: {slackWebhookURL: 'https://hooks.slack.com/services/XXXXPATH'}\n" + on + "}", ""},
+		{"no receivers rule at all", "alerts: {heartbeatURL: 'https://hc-ping.com/XXXXPATH'}\n" + on + ", alertReceivers: {cidrs: []}}", "alerts.heartbeatURL is on port 443"},
+		{"Alertmanager on http's 80", "alerts: {alertmanagerURLs: ['http://am.monitoring']}\n" + on + "}", "alerts.alertmanagerURLs[0] is on port 80"},
+		{"the policy off", "alerts: {alertmanagerURLs: ['http://alertmanager.monitoring:9093']}", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			out, err := renderErr(t, c.values)
+			switch {
+			case c.fails == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case c.fails != "" && (err == nil || !strings.Contains(err.Error(), c.fails)):
+				t.Fatalf("err %v, want it to name %q\n%.300s", err, c.fails, out)
+			case err != nil && (strings.Contains(err.Error(), "XXXXPATH") || strings.Contains(err.Error(), "alertmanager.monitoring")):
+				t.Errorf("the error names the URL: %v", err)
+			}
+		})
+	}
 }

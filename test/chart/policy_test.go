@@ -3,6 +3,7 @@ package chart
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -188,4 +189,48 @@ func TestAdmissionPolicySelector(t *testing.T) {
 		t.Errorf("%d of %d pods match: the cases do not exercise the selector", matched, len(pods))
 	}
 	t.Logf("%d pods: the policy allowed exactly the %d that %q selects", len(pods), matched, selector)
+}
+
+// TestNetworkPolicyOnTheAPIServer: the documented receiver settings (excepts of both
+// address families, an in-cluster Alertmanager allowed by an extraEgress rule)
+// install on the real API server, which refuses an except that is not a strict
+// subset of its block (the old template put 10.0.0.0/8 under ::/0); the stored
+// policy selects the CronJob's pods and the `helm test` pod.
+func TestNetworkPolicyOnTheAPIServer(t *testing.T) {
+	ctx, cancel := testenv.Ctx()
+	defer cancel()
+	ns, err := env.CreateNamespace(ctx, "chart-netpol")
+	must(t, err)
+	installChart(t, ns, release, `networkPolicy:
+  enabled: true
+  apiServer: {cidrs: [127.0.0.1/32]}
+  alertReceivers: {except: [10.0.0.0/8, 172.16.0.0/12, fd00::/8]}
+  extraEgress:
+    - to: [{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: monitoring}}}]
+      ports: [{port: 9093, protocol: TCP}]
+alerts: {alertmanagerURLs: ['http://alertmanager.monitoring:9093']}
+`)
+	np, err := env.Client.NetworkingV1().NetworkPolicies(ns).Get(ctx, fullname, metav1.GetOptions{})
+	must(t, err)
+	blocks := map[string][]string{}
+	for _, e := range np.Spec.Egress {
+		for _, peer := range e.To {
+			if peer.IPBlock != nil {
+				blocks[peer.IPBlock.CIDR] = peer.IPBlock.Except
+			}
+		}
+	}
+	if !slices.Equal(blocks["0.0.0.0/0"], []string{"10.0.0.0/8", "172.16.0.0/12"}) || !slices.Equal(blocks["::/0"], []string{"fd00::/8"}) {
+		t.Errorf("stored receiver blocks %v, want each except under its own family", blocks)
+	}
+	sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+	must(t, err)
+	cj, err := env.Client.BatchV1().CronJobs(ns).Get(ctx, fullname, metav1.GetOptions{})
+	must(t, err)
+	doctor := parse(t, mustHelm(t, "get", "hooks", release, "--namespace", ns, "--kubeconfig", env.Kubeconfig)).doctorPod()
+	for what, l := range map[string]map[string]string{"the CronJob's pods": cj.Spec.JobTemplate.Spec.Template.Labels, "the helm test pod": doctor.Labels} {
+		if !sel.Matches(labels.Set(l)) {
+			t.Errorf("the stored policy's podSelector %s does not select %s %v", sel, what, l)
+		}
+	}
 }

@@ -137,6 +137,14 @@ func (r *rendered) podSpec() *corev1.PodSpec {
 	return &r.deployment().Spec.Template.Spec
 }
 
+// podTemplateLabels are the labels of the CronJob's or Deployment's pods.
+func (r *rendered) podTemplateLabels() map[string]string {
+	if len(r.kinds("CronJob")) > 0 {
+		return r.cronJob().Spec.JobTemplate.Spec.Template.Labels
+	}
+	return r.deployment().Spec.Template.Labels
+}
+
 func envOf(c corev1.Container) map[string]corev1.EnvVar {
 	m := map[string]corev1.EnvVar{}
 	for _, e := range c.Env {

@@ -155,3 +155,122 @@ watchdog.selectorCEL; k!=v and k notin (..) match pods without the key, as NotIn
 {{- end -}}
 {{- toYaml (dict "matchExpressions" $exprs) -}}
 {{- end -}}
+
+{{/* watchdog.ipBits: the address of an IPv4 or IPv6 CIDR as a string of bits (32 or
+128 of them), so that containment is a prefix test (watchdog.receiverBlocks). */}}
+{{- define "watchdog.ipBits" -}}
+{{- $addr := first (splitList "/" .) | lower -}}
+{{- if contains ":" $addr -}}
+{{- if contains "." $addr -}}
+{{- fail (printf "networkPolicy: %q: write IPv6 addresses in hex, without an embedded IPv4 address" .) -}}
+{{- end -}}
+{{- $halves := splitList "::" $addr -}}
+{{- $head := list -}}
+{{- $tail := list -}}
+{{- with first $halves }}{{ $head = splitList ":" . }}{{ end -}}
+{{- if gt (len $halves) 1 }}{{ with last $halves }}{{ $tail = splitList ":" . }}{{ end }}{{ end -}}
+{{- $groups := $head -}}
+{{- if gt (len $halves) 1 -}}
+{{- range until (int (sub 8 (add (len $head) (len $tail)))) }}{{ $groups = append $groups "0" }}{{ end -}}
+{{- end -}}
+{{- $groups = concat $groups $tail -}}
+{{- $hex := dict "0" "0000" "1" "0001" "2" "0010" "3" "0011" "4" "0100" "5" "0101" "6" "0110" "7" "0111" "8" "1000" "9" "1001" "a" "1010" "b" "1011" "c" "1100" "d" "1101" "e" "1110" "f" "1111" -}}
+{{- $bits := "" -}}
+{{- range $g := $groups -}}
+{{- range $d := splitList "" (trunc -4 (printf "0000%s" $g)) -}}
+{{- $bits = printf "%s%s" $bits (get $hex $d) -}}
+{{- end -}}
+{{- end -}}
+{{- if ne (len $bits) 128 -}}
+{{- fail (printf "networkPolicy: %q is not an IPv6 CIDR the chart can read" .) -}}
+{{- end -}}
+{{- $bits -}}
+{{- else -}}
+{{- range $o := splitList "." $addr -}}
+{{- $n := atoi $o -}}
+{{- range $bit := list 128 64 32 16 8 4 2 1 -}}
+{{- if ge $n $bit }}1{{ $n = sub $n $bit }}{{ else }}0{{ end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* watchdog.receiverBlocks: the ipBlocks of the alert receivers' rule, as YAML. The API
+server requires each `except` to be a strict subset of its block's `cidr`, so each
+cidr gets only the excepts inside it: a 10.0.0.0/8 under ::/0 would make `helm
+install` fail. An except inside no cidr is a mistake and fails the render. */}}
+{{- define "watchdog.receiverBlocks" -}}
+{{- $r := .Values.networkPolicy.alertReceivers -}}
+{{- $blocks := list -}}
+{{- $used := dict -}}
+{{- range $cidr := $r.cidrs -}}
+{{- $bits := include "watchdog.ipBits" $cidr -}}
+{{- $len := int (last (splitList "/" $cidr)) -}}
+{{- $except := list -}}
+{{- range $e := $r.except -}}
+{{- $ebits := include "watchdog.ipBits" $e -}}
+{{- if and (eq (len $ebits) (len $bits)) (gt (int (last (splitList "/" $e))) $len) (hasPrefix (trunc $len $bits) $ebits) -}}
+{{- $except = append $except $e -}}
+{{- $_ := set $used $e true -}}
+{{- end -}}
+{{- end -}}
+{{- $block := dict "cidr" $cidr -}}
+{{- with $except }}{{ $_ := set $block "except" . }}{{ end -}}
+{{- $blocks = append $blocks (dict "ipBlock" $block) -}}
+{{- end -}}
+{{- range $e := $r.except -}}
+{{- if not (hasKey $used $e) -}}
+{{- fail (printf "networkPolicy.alertReceivers.except %s is inside none of networkPolicy.alertReceivers.cidrs (each except must be a strict subset of a cidr of its address family)" $e) -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml $blocks -}}
+{{- end -}}
+
+{{/* watchdog.receiverPorts: each alert receiver URL the chart knows (not those of
+alerts.existingSecret) must reach a port the NetworkPolicy allows: the receivers' rule,
+or an extraEgress rule (one without ports allows every port). Otherwise alerts would
+be dropped silently by the CNI while `helm install` succeeds, so the render fails. The
+message names the value, never the URL (it is a secret). */}}
+{{- define "watchdog.receiverPorts" -}}
+{{- $np := .Values.networkPolicy -}}
+{{- $a := .Values.alerts -}}
+{{- $urls := list -}}
+{{- range $name := list "slackWebhookURL" "webhookURL" "heartbeatURL" -}}
+{{- with get $a $name }}{{ $urls = append $urls (list (printf "alerts.%s" $name) .) }}{{ end -}}
+{{- end -}}
+{{- range $i, $u := $a.alertmanagerURLs -}}
+{{- $urls = append $urls (list (printf "alerts.alertmanagerURLs[%d]" $i) $u) -}}
+{{- end -}}
+{{- range $entry := $urls -}}
+{{- $u := index $entry 1 -}}
+{{- $port := regexReplaceAll "^[A-Za-z]+://(?:[^@/]*@)?(?:\\[[^\\]]*\\]|[^:/]*)(?::([0-9]*))?(?:[/?#].*)?$" $u "${1}" -}}
+{{- if not $port -}}
+{{- $port = ternary "80" "443" (hasPrefix "http://" $u) -}}
+{{- end -}}
+{{- $port = int $port -}}
+{{- $allowed := false -}}
+{{- if $np.alertReceivers.cidrs -}}
+{{- range $np.alertReceivers.ports }}{{ if eq (int .) $port }}{{ $allowed = true }}{{ end }}{{ end -}}
+{{- end -}}
+{{- range $rule := $np.extraEgress -}}
+{{- if not $rule.ports -}}
+{{- $allowed = true -}}
+{{- end -}}
+{{- range $p := $rule.ports -}}
+{{- if and (ne (default "TCP" $p.protocol) "UDP") (ne (default "TCP" $p.protocol) "SCTP") -}}
+{{- if or (not (hasKey $p "port")) (kindIs "string" $p.port) -}}
+{{- /* No port: every port. A named port is resolved at the destination pod: the chart cannot tell. */ -}}
+{{- $allowed = true -}}
+{{- else if and $p.endPort (ge $port (int $p.port)) (le $port (int $p.endPort)) -}}
+{{- $allowed = true -}}
+{{- else if eq (int $p.port) $port -}}
+{{- $allowed = true -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- if not $allowed -}}
+{{- fail (printf "networkPolicy: %s is on port %d, which the NetworkPolicy does not allow, so its alerts would be dropped: add %d to networkPolicy.alertReceivers.ports, or allow it with a networkPolicy.extraEgress rule (for an in-cluster Alertmanager: its namespace and port)" (index $entry 0) $port $port) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
