@@ -2,6 +2,7 @@ package chart
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"maps"
 	"net/http"
@@ -439,6 +440,60 @@ func TestChartStateDeleted(t *testing.T) {
 }
 
 func getErr[T any](_ T, err error) error { return err }
+
+// TestChartSecretChecksumSalted: checksum/secret, on the Deployment's pod template
+// for anyone who can read pods, cannot be used to test guesses of a weak password
+// offline (render the chart with the guess, compare digests); it stays the same
+// across an upgrade that changes no secret (no pointless roll) and changes with one
+// that does. Seen failing first: with the Secret's sha256 alone, the right guess
+// reproduced the digest.
+func TestChartSecretChecksumSalted(t *testing.T) {
+	ctx, cancel := testenv.Ctx()
+	defer cancel()
+	ns, err := env.CreateNamespace(ctx, "chart-checksum")
+	must(t, err)
+	values := func(password string) string {
+		return "mode: deployment\nalerts: {alertmanagerURLs: ['https://am.example.com'], alertmanagerUsername: watchdog, alertmanagerPassword: " + password + "}\n"
+	}
+	rel, _ := installChart(t, ns, release, values("hunter2"))
+	checksum := func() string {
+		t.Helper()
+		d, err := env.Client.AppsV1().Deployments(ns).Get(ctx, fullname, metav1.GetOptions{})
+		must(t, err)
+		return d.Spec.Template.Annotations["checksum/secret"]
+	}
+	installed := checksum()
+	if installed == "" {
+		t.Fatal("no checksum/secret on the Deployment's pod template")
+	}
+	// The attacker's offline test: the chart, the release's names, every value but
+	// the password, and a dictionary that holds it.
+	for _, guess := range []string{"password", "letmein", "hunter2"} {
+		out := mustHelm(t, "template", release, chartDir, "--namespace", ns, "--kube-version", renderKubeVersion, "-f", valuesFile(t, values(guess)), "--show-only", "templates/secret.yaml")
+		// The template's own text, as the chart hashes it: without helm's
+		// "---" and "# Source:" lines, with and without the final newline.
+		body := out[strings.Index(out, "\n# Source:")+1:]
+		body = body[strings.Index(body, "\n")+1:]
+		for _, text := range []string{body, strings.TrimSuffix(body, "\n"), "\n" + body} {
+			if fmt.Sprintf("%x", sha256.Sum256([]byte(text))) == installed {
+				t.Fatalf("checksum/secret matches the Secret rendered with the guess %q: the password can be found offline", guess)
+			}
+		}
+	}
+	rel.upgrade()
+	if got := checksum(); got != installed {
+		t.Errorf("an upgrade that changed no secret changed checksum/secret: %s → %s", installed, got)
+	}
+	rel.upgrade("--set", "alerts.alertmanagerPassword=correct-horse")
+	if got := checksum(); got == installed {
+		t.Errorf("a changed password left checksum/secret as it was")
+	}
+	s, err := env.Client.CoreV1().Secrets(ns).Get(ctx, fullname, metav1.GetOptions{})
+	must(t, err)
+	if len(s.Data["outbox-key"]) != 43 {
+		t.Errorf("the Secret's outbox-key %q, want the 43 characters generated at install", s.Data["outbox-key"])
+	}
+}
 
 // TestChartDeploymentMode installs mode: deployment with 2 replicas and an HA
 // scheduler, then runs two `watchdog run` processes as the chart's ServiceAccount

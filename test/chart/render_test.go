@@ -526,17 +526,18 @@ func TestSecretsOnlyThroughSecret(t *testing.T) {
 					}
 				}
 			}
-			// A changed secret rolls the pods.
-			if pod := r.podSpec(); pod != nil {
-				var ann map[string]string
-				if mode == "cronjob" {
-					ann = r.cronJob().Spec.JobTemplate.Spec.Template.Annotations
-				} else {
-					ann = r.deployment().Spec.Template.Annotations
+			// The chart's own random key (TestChartSecretChecksumSalted has the rest).
+			if k := secret.StringData["outbox-key"]; len(k) != 43 {
+				t.Errorf("Secret key outbox-key %q, want 43 random characters", k)
+			}
+			// A changed secret rolls the Deployment's pods; a CronJob's pod reads the
+			// Secret when it starts anyway.
+			if mode == "cronjob" {
+				if ann := r.cronJob().Spec.JobTemplate.Spec.Template.Annotations; ann["checksum/secret"] != "" {
+					t.Errorf("CronJob pod template has checksum/secret: %v", ann)
 				}
-				if ann["checksum/secret"] == "" {
-					t.Errorf("pod template lacks checksum/secret")
-				}
+			} else if ann := r.deployment().Spec.Template.Annotations; ann["checksum/secret"] == "" {
+				t.Errorf("Deployment pod template lacks checksum/secret")
 			}
 		})
 	}

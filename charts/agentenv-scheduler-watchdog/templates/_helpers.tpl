@@ -271,9 +271,32 @@ affinity:
 {{- end }}
 {{- end -}}
 
+{{/* watchdog.outboxKey: a random key of the watchdog's own in the chart's Secret
+(alerts.existingSecretKeys.outboxKey), generated at the first install and kept by
+every upgrade (lookup). One value per render: secret.yaml and checksum/secret both
+render it, so it is kept in the values of this render. Because the Secret holds it,
+checksum/secret tells nothing about the Secret's other values: without it, anyone who
+can read pods could test password guesses against the digest offline. */}}
+{{- define "watchdog.outboxKey" -}}
+{{- $a := .Values.alerts -}}
+{{- if not (hasKey $a "_outboxKey") -}}
+{{- $key := "" -}}
+{{- with lookup "v1" "Secret" .Release.Namespace (include "watchdog.secretName" .) -}}
+{{- with .data -}}
+{{- $key = get . $a.existingSecretKeys.outboxKey | b64dec -}}
+{{- end -}}
+{{- end -}}
+{{- $_ := set $a "_outboxKey" (default (randAlphaNum 43) $key) -}}
+{{- end -}}
+{{- $a._outboxKey -}}
+{{- end -}}
+
+{{/* Pod annotations. checksum/secret rolls the Deployment's pods when the Secret
+changes (a running process read it at start); the CronJob needs none: each Job's pod
+reads the Secret when it starts. */}}
 {{- define "watchdog.podAnnotations" -}}
 {{- $ann := deepCopy (default dict .Values.podAnnotations) -}}
-{{- if include "watchdog.createSecret" . -}}
+{{- if and (include "watchdog.createSecret" .) (eq .Values.mode "deployment") -}}
 {{- $_ := set $ann "checksum/secret" (include (print $.Template.BasePath "/secret.yaml") . | sha256sum) -}}
 {{- end -}}
 {{- with $ann }}
