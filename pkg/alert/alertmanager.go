@@ -168,6 +168,10 @@ func (a *Alertmanager) alert(n Notification, startsAt, endsAt time.Time) Postabl
 	if n.Pod != "" {
 		labels["pod"] = n.Pod
 	}
+	if n.Shadow {
+		// A label, so that routes can send shadow mode's alerts elsewhere.
+		labels["shadow"] = "true"
+	}
 	where := n.Namespace
 	if n.Cluster != "" {
 		where = n.Cluster + "/" + n.Namespace
@@ -178,6 +182,9 @@ func (a *Alertmanager) alert(n Notification, startsAt, endsAt time.Time) Postabl
 	}
 	if n.Test {
 		summary = "Watchdog test alert (not a real incident) for " + where
+	}
+	if n.Shadow {
+		summary = "[shadow] " + summary
 	}
 	desc := n.Reason
 	if n.NextStep != "" {

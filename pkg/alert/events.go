@@ -7,8 +7,11 @@ package alert
 
 // Event names are part of the interface: receivers route on them.
 const (
-	EventWedged         = "wedged"
-	EventRestarted      = "restarted"
+	EventWedged    = "wedged"
+	EventRestarted = "restarted"
+	// EventWouldRestart: shadow mode (--shadow) would have restarted the pod here,
+	// and did not.
+	EventWouldRestart   = "would-restart"
 	EventRestartFailed  = "restart-failed"
 	EventRestartBlocked = "restart-blocked"
 	// EventRestartIneffective: restarts are not healing the scheduler; the
@@ -78,6 +81,12 @@ var Events = []EventSpec{
 		Reason: "WatchdogRestarted", Alertname: "AgentenvSchedulerRestarted", Emoji: ":arrows_counterclockwise:",
 		NextStep: "Watch the new scheduler pod become healthy (`watchdog status`); repeated restarts mean the cause is outside the pod.",
 		When:     "the watchdog restarted a pod (one per restart; the Event also goes on the Deployment)",
+	},
+	{
+		Name: EventWouldRestart, Severity: SeverityWarning, Kind: OneShot,
+		Reason: "WatchdogWouldRestart", Alertname: "AgentenvSchedulerWouldRestart", Emoji: ":ghost:",
+		NextStep: "Shadow mode: nothing was restarted. Check that this matches a real outage (`watchdog status`); if the scheduler stays wedged, restart it by hand (`kubectl -n <namespace> delete pod <pod>`).",
+		When:     "shadow mode (`--shadow`) would have restarted a pod and did not (one per episode; recorded in the state)",
 	},
 	{
 		Name: EventRestartFailed, Severity: SeverityCritical, Kind: OneShot,

@@ -37,8 +37,10 @@ type Notification struct {
 	Since         *time.Time `json:"since,omitempty"`
 	Action        string     `json:"action"`
 	DryRun        bool       `json:"dryRun"`
-	Time          time.Time  `json:"time"`
-	Watchdog      string     `json:"watchdogVersion"`
+	// Shadow: sent by a watchdog in shadow mode, which restarts nothing.
+	Shadow   bool      `json:"shadow,omitempty"`
+	Time     time.Time `json:"time"`
+	Watchdog string    `json:"watchdogVersion"`
 	// NextStep tells a human what to do; rendered in Slack, included for webhooks.
 	NextStep string `json:"nextStep,omitempty"`
 	// Closes lists, on recovered, the alerts it closes (refresh.go).
@@ -55,6 +57,8 @@ type PlanConfig struct {
 	Namespace string
 	Version   string
 	DryRun    bool
+	// Shadow marks every notification as shadow mode's.
+	Shadow bool
 }
 
 // ActOutcome is what happened to one restart the decision asked for.
@@ -64,6 +68,8 @@ type ActOutcome struct {
 	Done   bool
 	Err    error
 	Detail string
+	// Shadow: shadow mode recorded the restart instead of making it (would-restart).
+	Shadow bool
 }
 
 // Plan compares the run's outcome with the open alerts in s, updates s.Alerts, and
@@ -115,7 +121,10 @@ func Plan(s *state.State, res decide.Result, acts []ActOutcome, runErr error, no
 	for _, a := range acts {
 		t := a.Target
 		ev, reason := EventRestarted, a.Detail
-		if a.Err != nil {
+		switch {
+		case a.Shadow:
+			ev = EventWouldRestart
+		case a.Err != nil:
 			ev, reason = EventRestartFailed, a.Err.Error()
 		}
 		n := newNotification(ev, &t, res, now, cfg)
@@ -219,6 +228,7 @@ func newNotification(ev string, t *decide.Target, res decide.Result, now time.Ti
 		Reason:        res.Reason,
 		Action:        string(res.Action),
 		DryRun:        cfg.DryRun,
+		Shadow:        cfg.Shadow,
 		Time:          now.UTC(),
 		Watchdog:      cfg.Version,
 	}

@@ -116,11 +116,17 @@ func SlackMessage(n Notification, runbookURL string) *SlackWebhookMessage {
 	if n.DryRun {
 		title += " [dry run]"
 	}
+	if n.Shadow {
+		title += " [shadow]"
+	}
 	where := n.Namespace
 	if n.Cluster != "" {
 		where = n.Cluster + "/" + n.Namespace
 	}
 	fallback := fmt.Sprintf("[%s] scheduler %s in %s: %s", esc(strings.ToUpper(n.Severity)), esc(n.Event), esc(where), esc(n.Reason))
+	if n.Shadow {
+		fallback = "[shadow] " + fallback
+	}
 
 	fields := []*SlackText{
 		mrkdwn("*Cluster*\n" + esc(OrDash(n.Cluster))),

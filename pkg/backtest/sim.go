@@ -92,7 +92,7 @@ func newSimulation(h *History, cfg Config) *simulation {
 	opts := cfg.Check
 	// A backtest acts for real in its simulated world: state is kept, restarts are
 	// made (on the world), alerts are sent (to the recorder).
-	opts.DryRun, opts.Plan.DryRun = false, false
+	opts.DryRun, opts.Plan.DryRun, opts.Shadow, opts.Plan.Shadow = false, false, false, false
 	s.runner = &check.Runner{
 		Options:   opts,
 		Observer:  &observer{world: s.world, clock: s.clock, deployment: cfg.Deployment},

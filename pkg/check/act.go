@@ -32,6 +32,11 @@ func (p *pass) act() ([]alert.ActOutcome, error) {
 		}
 		return nil, nil
 	}
+	if p.Shadow {
+		// No claim: shadow mode's restart leaves no restart record (budget,
+		// once-per-wedge and back-off see none), only its own.
+		return p.wouldRestart(), nil
+	}
 	if claimed, err := p.claim(); !claimed {
 		return nil, err
 	}
@@ -42,6 +47,33 @@ func (p *pass) act() ([]alert.ActOutcome, error) {
 		}
 	}
 	return acts, nil
+}
+
+// wouldRestart is shadow mode's restart, instead of claim and restartPod: it
+// records each restart of the decision in p.next, one record per episode (a later
+// run of the same episode only counts a repeat), and returns the new ones for the
+// would-restart alert. The pods are treated as not restarted.
+func (p *pass) wouldRestart() []alert.ActOutcome {
+	now := p.Clock.Now()
+	var acts []alert.ActOutcome
+	for _, t := range p.restartTargets() {
+		since := now
+		if t.BadSince != nil {
+			since = *t.BadSince
+		}
+		if w := p.next.WouldRestartFor(t.UID, since); w != nil {
+			w.Repeats, w.LastAt = w.Repeats+1, now
+			continue
+		}
+		gates := decide.GateSummary(t)
+		p.next.WouldRestarts = append(p.next.WouldRestarts, state.WouldRestart{Pod: t.Pod, UID: t.UID, At: now, EpisodeSince: since,
+			Reason: state.Truncate(t.Reason, 400), Evidence: t.Evidence, Gates: state.Truncate(gates, 400)})
+		detail := fmt.Sprintf("shadow mode: would have restarted pod %s (%s); nothing was restarted", t.Pod, p.Restarter.Method())
+		p.Log.Warn().Str("pod", t.Pod).Str("uid", t.UID).Str("gates", gates).Msg("shadow mode: would restart")
+		p.rep.WouldRestarts = append(p.rep.WouldRestarts, RestartReport{Pod: t.Pod, UID: t.UID, Method: p.Restarter.Method(), Outcome: alert.EventWouldRestart, Detail: detail})
+		acts = append(acts, alert.ActOutcome{Target: t, Shadow: true, Detail: detail})
+	}
+	return acts
 }
 
 // restartTargets are the targets the decision restarts.
@@ -165,6 +197,9 @@ func (r *Runner) notificationEvent(ctx context.Context, n alert.Notification) er
 	msg := fmt.Sprintf("[%s] %s", n.Event, n.Reason)
 	if n.DryRun {
 		msg = "[dry run] " + msg
+	}
+	if n.Shadow {
+		msg = "[shadow] " + msg
 	}
 	return r.Events.Emit(ctx, r.eventTarget(n), eventType, alert.Spec(n.Event).Reason, msg)
 }

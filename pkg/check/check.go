@@ -26,6 +26,9 @@ type Options struct {
 	Decide decide.Config
 	Plan   alert.PlanConfig
 	DryRun bool
+	// Shadow runs as live (state, episodes, alerts) but records a would-restart
+	// where it would restart, and treats the pod as not restarted.
+	Shadow bool
 	// SampleInterval is how often a sample starts while confirming (the scheduler
 	// refreshes its gauges every 15 s, so sampling faster shows nothing new).
 	SampleInterval time.Duration
@@ -85,7 +88,7 @@ var claimBackoff = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jit
 func (r *Runner) Run(ctx context.Context) (*Report, error) {
 	start := r.Clock.Now()
 	p := &pass{Runner: r, ctx: ctx, start: start,
-		rep: &Report{Time: start.UTC(), DryRun: r.DryRun, Namespace: r.Namespace, Cluster: r.Plan.Cluster,
+		rep: &Report{Time: start.UTC(), DryRun: r.DryRun, Shadow: r.Shadow, Namespace: r.Namespace, Cluster: r.Plan.Cluster,
 			Verdict: decide.VerdictUnknown, Action: decide.ActionNone}}
 	defer func() { p.rep.Took = r.Clock.Since(start).Round(time.Millisecond).String() }()
 	return p.rep, p.run()
@@ -137,6 +140,10 @@ func (p *pass) run() error {
 	}
 	if p.snap.Recovered != "" {
 		p.warn("starting with empty state", p.snap.Recovered)
+	}
+	if last := p.snap.State.LastRun; !p.Shadow && !p.DryRun && last != nil && last.Shadow {
+		decide.LeaveShadow(p.snap.State, p.Decide)
+		p.Log.Info().Msg("first live run after shadow mode: open episodes are confirmed afresh before any restart")
 	}
 	if err != nil {
 		p.rep.Reason = "cannot list scheduler pods"
@@ -339,7 +346,7 @@ func roundUp(d, interval time.Duration) time.Duration {
 
 func (r *Runner) lastRun(start time.Time, res decide.Result, err error) *state.Run {
 	run := &state.Run{At: start.UTC(), Took: state.Duration(r.Clock.Since(start).Round(time.Millisecond)),
-		Verdict: res.Verdict, Action: res.Action, Reason: state.Truncate(res.Reason, 500), Outcome: state.RunOK, Watchdog: r.Version}
+		Verdict: res.Verdict, Action: res.Action, Reason: state.Truncate(res.Reason, 500), Outcome: state.RunOK, Watchdog: r.Version, Shadow: r.Shadow}
 	if err != nil {
 		run.Outcome, run.Error = state.RunError, state.Truncate(err.Error(), 500)
 	}

@@ -59,6 +59,10 @@ func (p *pass) persist(acts []alert.ActOutcome) error {
 		// this run's older copy would, say, turn another run's "done" back into
 		// "claimed").
 		for _, a := range acts {
+			if a.Shadow {
+				upsertWouldRestart(merged, ours, a.Target)
+				continue
+			}
 			if rec := ours.RestartFor(a.Target.UID); rec != nil {
 				upsertRestart(merged, *rec)
 			}
@@ -114,6 +118,17 @@ func mergeOutbox(ours, theirs []state.Pending, handled []alert.Delivery) []state
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
 	return out
+}
+
+// upsertWouldRestart copies the would-restart this run recorded for t from ours
+// into s, unless s has it.
+func upsertWouldRestart(s, ours *state.State, t decide.Target) {
+	if t.BadSince == nil {
+		return
+	}
+	if w := ours.WouldRestartFor(t.UID, *t.BadSince); w != nil && s.WouldRestartFor(t.UID, *t.BadSince) == nil {
+		s.WouldRestarts = append(s.WouldRestarts, *w)
+	}
 }
 
 func upsertRestart(s *state.State, rec state.Restart) {

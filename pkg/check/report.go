@@ -15,20 +15,24 @@ import (
 // Report is what `watchdog check` prints: the JSON form is the interface scripts use
 // (docs/design.md §4), the text form is for people.
 type Report struct {
-	Verdict   decide.Verdict `json:"verdict"`
-	Action    decide.Action  `json:"action"`
-	DryRun    bool           `json:"dryRun"`
-	Reason    string         `json:"reason"`
-	Time      time.Time      `json:"time"`
-	Took      string         `json:"took"`
-	Cluster   string         `json:"cluster,omitempty"`
-	Namespace string         `json:"namespace"`
+	Verdict decide.Verdict `json:"verdict"`
+	Action  decide.Action  `json:"action"`
+	DryRun  bool           `json:"dryRun"`
+	// Shadow: shadow mode, which records would-restarts and restarts nothing.
+	Shadow    bool      `json:"shadow,omitempty"`
+	Reason    string    `json:"reason"`
+	Time      time.Time `json:"time"`
+	Took      string    `json:"took"`
+	Cluster   string    `json:"cluster,omitempty"`
+	Namespace string    `json:"namespace"`
 	// Targets are the pods judged (docs/design.md §4); NotJudged the others (terminating,
 	// finished, HA standbys) with why.
-	Targets   []decide.Target  `json:"targets"`
-	NotJudged []NotJudged      `json:"notJudged,omitempty"`
-	Restarts  []RestartReport  `json:"restarts,omitempty"`
-	Alerts    []alert.Delivery `json:"alerts,omitempty"`
+	Targets   []decide.Target `json:"targets"`
+	NotJudged []NotJudged     `json:"notJudged,omitempty"`
+	Restarts  []RestartReport `json:"restarts,omitempty"`
+	// WouldRestarts are the restarts shadow mode recorded instead of making.
+	WouldRestarts []RestartReport  `json:"wouldRestarts,omitempty"`
+	Alerts        []alert.Delivery `json:"alerts,omitempty"`
 	// Samples is how many observations the run took (more than one while confirming).
 	Samples      int      `json:"samples"`
 	StateWritten bool     `json:"stateWritten"`
@@ -113,9 +117,15 @@ func (rep *Report) WriteText(w io.Writer) error {
 			action = string(rep.Action) + " (dry run: nothing written, deleted, recorded or sent)"
 		}
 	}
+	if rep.Shadow && rep.Action == decide.ActionRestart {
+		action = "would restart (shadow mode: recorded, nothing restarted)"
+	}
 	fmt.Fprintf(w, "verdict: %s\naction:  %s\nreason:  %s\n", rep.Verdict, action, rep.Reason)
 	for _, r := range rep.Restarts {
 		fmt.Fprintf(w, "restart: %s %s (%s): %s\n", r.Pod, r.Outcome, r.Method, r.Detail)
+	}
+	for _, r := range rep.WouldRestarts {
+		fmt.Fprintf(w, "shadow:  %s\n", r.Detail)
 	}
 	for _, a := range rep.Alerts {
 		switch {

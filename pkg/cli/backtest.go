@@ -122,7 +122,7 @@ func parseWhen(s string, now time.Time) (time.Time, error) {
 var backtestHidden = []string{
 	"kubeconfig", "context", "state-configmap", "api-timeout",
 	"scheduler-selector", "scheduler-container", "metrics-port", "metrics-path", "scrape-timeout", "metrics-max-bytes",
-	"leader-lease", "max-watch-age", "dry-run",
+	"leader-lease", "max-watch-age", "dry-run", "shadow",
 	"slack-webhook-url", "webhook-url", "webhook-secret", "heartbeat-url", "runbook-url", "cluster-name", "alert-timeout",
 }
 

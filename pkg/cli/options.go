@@ -96,6 +96,7 @@ type CheckOptions struct {
 	MaxWatchAge        time.Duration
 	MaxPods            int
 	DryRun             bool
+	Shadow             bool
 }
 
 func (o *CheckOptions) AddFlags(fs *pflag.FlagSet) {
@@ -122,6 +123,7 @@ func (o *CheckOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.MaxWatchAge, "max-watch-age", 0, "when the scheduler exports agentenv_scheduler_watch_last_event_age_seconds, an older watch is strong evidence (0: off)")
 	fs.IntVar(&o.MaxPods, "max-pods", 10, "judge nothing (verdict unknown, a warning, no scrape, no restart) when more live pods than this match --scheduler-selector")
 	fs.BoolVar(&o.DryRun, "dry-run", false, "run the real pipeline but write, delete, record and send nothing; show what would happen")
+	fs.BoolVar(&o.Shadow, "shadow", false, "run as live (state, episodes, alerts) but record a would-restart instead of restarting; leaving it needs a fresh confirmation before a restart")
 }
 
 // Validate reports every invalid flag, in the order the flags are declared;
@@ -169,6 +171,9 @@ func (o *CheckOptions) Validate(timeout time.Duration) error {
 	p.notNegative("--max-watch-age", o.MaxWatchAge)
 	if o.MaxPods < 1 {
 		p.addf("--max-pods must be at least 1, got %d", o.MaxPods)
+	}
+	if o.DryRun && o.Shadow {
+		p.addf("--dry-run and --shadow: choose one (a dry run writes and sends nothing; shadow mode keeps its record and restarts nothing)")
 	}
 	return p.err()
 }

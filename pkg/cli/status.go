@@ -12,6 +12,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentenv/watchdog/pkg/alert"
+	"github.com/agentenv/watchdog/pkg/decide"
 	"github.com/agentenv/watchdog/pkg/state"
 	"github.com/agentenv/watchdog/pkg/statestore"
 )
@@ -120,6 +122,17 @@ func writeStatusText(w io.Writer, where string, snap *statestore.Snapshot, now t
 			resumed += " (did not heal)"
 		}
 		fmt.Fprintf(w, "  %s  %-9s %s %s (%s)%s %s\n", r.ClaimedAt.Format(time.RFC3339), r.Outcome, r.Method, r.Pod, r.UID, resumed, r.Error)
+	}
+	if len(s.WouldRestarts) > 0 {
+		fmt.Fprintf(w, "would-restarts in shadow mode (newest last, %d kept; nothing was restarted):\n", len(s.WouldRestarts))
+		for _, wr := range s.WouldRestarts {
+			repeats := ""
+			if wr.Repeats > 0 {
+				repeats = fmt.Sprintf(" (again in %d later run(s), last %s)", wr.Repeats, wr.LastAt.Format(time.RFC3339))
+			}
+			fmt.Fprintf(w, "  %s  %s (%s), %s evidence, %s into the episode%s: %s\n", wr.At.Format(time.RFC3339), wr.Pod, wr.UID,
+				alert.OrDash(string(wr.Evidence)), decide.ShortDuration(wr.At.Sub(wr.EpisodeSince)), repeats, wr.Gates)
+		}
 	}
 	fmt.Fprintln(w, "open alerts:")
 	for _, ev := range slices.Sorted(maps.Keys(s.Alerts)) {

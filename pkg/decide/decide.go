@@ -107,6 +107,25 @@ func Unseen(last Observation, at time.Time, err error) Observation {
 	return o
 }
 
+// LeaveShadow prepares the state a shadow-mode run left for the first live run:
+// no episode watched in shadow mode is restarted without a fresh confirmation. As
+// after a run that could not see the scheduler, every open episode's confirmation
+// starts over (in this run's samples, --confirm-window), and so does the chain of
+// runs confirmed in-run; with no confirm window the episode's clock starts over
+// too, so that --wedged-for of live observations comes first.
+func LeaveShadow(s *state.State, cfg Config) {
+	for _, ps := range s.Pods {
+		if ps.Episode == nil {
+			continue
+		}
+		pause(ps)
+		ps.Episode.ConfirmedRun, ps.Episode.ConfirmedRuns, ps.Episode.PausedSinceConfirmed = nil, 0, false
+		if cfg.ConfirmWindow <= 0 {
+			ps.Episode.For = 0
+		}
+	}
+}
+
 // markRunPaused records a whole run that could not see the scheduler (unknown, or
 // failed) after an in-run confirmation: the "confirmed in two runs" path chains
 // confirmations across such runs only, never across one failed sample inside a run.

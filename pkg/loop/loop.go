@@ -171,6 +171,7 @@ type Metrics struct {
 	ready        *prometheus.GaugeVec
 	expected     *prometheus.GaugeVec
 	restarts     *prometheus.CounterVec
+	wouldRestart prometheus.Counter
 	alerts       *prometheus.CounterVec
 	scrapeErrors *prometheus.CounterVec
 	passes       *prometheus.CounterVec
@@ -191,6 +192,8 @@ func NewMetrics() *Metrics {
 			Help: "Serving nodes the API server lists for each judged scheduler pod in the last pass (what ready should be); absent when unknown."}, []string{"pod"}),
 		restarts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentenv_watchdog_restarts_total",
 			Help: "Restarts carried out, by outcome (done, failed)."}, []string{"outcome"}),
+		wouldRestart: prometheus.NewCounter(prometheus.CounterOpts{Name: "agentenv_watchdog_would_restarts_total",
+			Help: "Restarts shadow mode (--shadow) recorded instead of making, one per episode."}),
 		alerts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentenv_watchdog_alerts_total",
 			Help: "Alert deliveries, by event, sink and result (ok, failed)."}, []string{"event", "sink", "result"}),
 		scrapeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentenv_watchdog_scrape_errors_total",
@@ -204,7 +207,7 @@ func NewMetrics() *Metrics {
 		leader: prometheus.NewGauge(prometheus.GaugeOpts{Name: "agentenv_watchdog_leader",
 			Help: "1 while this instance is the elected leader and runs passes."}),
 	}
-	m.Registry.MustRegister(m.verdict, m.ready, m.expected, m.restarts, m.alerts, m.scrapeErrors, m.passes, m.lastSuccess, m.duration, m.leader)
+	m.Registry.MustRegister(m.verdict, m.ready, m.expected, m.restarts, m.wouldRestart, m.alerts, m.scrapeErrors, m.passes, m.lastSuccess, m.duration, m.leader)
 	return m
 }
 
@@ -251,6 +254,7 @@ func (m *Metrics) Observe(rep *check.Report, err error, took time.Duration, now 
 	for _, r := range rep.Restarts {
 		m.restarts.WithLabelValues(string(r.Outcome)).Inc()
 	}
+	m.wouldRestart.Add(float64(len(rep.WouldRestarts)))
 	for _, a := range rep.Alerts {
 		if a.DryRun {
 			continue

@@ -91,6 +91,10 @@ func (s *State) truncateStrings(n int) bool {
 		r := &s.Restarts[i]
 		cut(&r.Pod, &r.Method, (*string)(&r.Outcome), &r.Reason, (*string)(&r.Evidence), &r.Error)
 	}
+	for i := range s.WouldRestarts {
+		w := &s.WouldRestarts[i]
+		cut(&w.Pod, &w.UID, &w.Reason, (*string)(&w.Evidence), &w.Gates)
+	}
 	for i := range s.Episodes {
 		e := &s.Episodes[i]
 		cut(&e.Pod, &e.UID, (*string)(&e.Kind), (*string)(&e.Evidence), (*string)(&e.Outcome))
@@ -122,7 +126,7 @@ func Truncate(s string, n int) string {
 }
 
 // dropAllButLedger drops, one kind of record per call: the outbox (its payloads
-// cannot be cut), ended episodes, open alerts, then the newest-seen half of the
+// cannot be cut), ended episodes, shadow mode's would-restarts, open alerts, then the newest-seen half of the
 // pods judged this run (and so on, halving). Only the restart history is left,
 // with every field already cut short.
 func (s *State) dropAllButLedger() bool {
@@ -131,6 +135,8 @@ func (s *State) dropAllButLedger() bool {
 		s.Outbox = nil
 	case len(s.Episodes) > 0:
 		s.Episodes = nil
+	case len(s.WouldRestarts) > 0:
+		s.WouldRestarts = nil
 	case len(s.Alerts) > 0:
 		s.Alerts = map[string]*Alert{}
 	case len(s.Pods) > 0:

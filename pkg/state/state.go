@@ -60,6 +60,26 @@ type State struct {
 	ObservedAt time.Time `json:"observedAt,omitzero"`
 	// Backoff spaces restarts that do not heal (docs/design.md, "Ineffective restarts").
 	Backoff *Backoff `json:"backoff,omitempty"`
+	// WouldRestarts are the restarts shadow mode recorded instead of making,
+	// oldest first: one per episode.
+	WouldRestarts []WouldRestart `json:"wouldRestarts,omitempty"`
+}
+
+// WouldRestart is a restart that shadow mode (--shadow) did not make: every gate
+// agreed, and the pod was treated as not restarted. One record per bad episode of
+// a pod (EpisodeSince); Repeats counts the later runs of the episode that would
+// have restarted it again.
+type WouldRestart struct {
+	Pod          string    `json:"pod"`
+	UID          string    `json:"uid"`
+	At           time.Time `json:"at"`
+	EpisodeSince time.Time `json:"episodeSince"`
+	Reason       string    `json:"reason"`
+	Evidence     Evidence  `json:"evidence,omitempty"`
+	// Gates is the gates' summary as the restart alert gives it.
+	Gates   string    `json:"gates,omitempty"`
+	Repeats int       `json:"repeats,omitempty"`
+	LastAt  time.Time `json:"lastAt,omitzero"`
 }
 
 // Backoff is the restart back-off after restarts that did not heal: the
@@ -204,6 +224,9 @@ type Run struct {
 	Outcome  RunOutcome `json:"outcome"`
 	Error    string     `json:"error,omitempty"`
 	Watchdog string     `json:"watchdog,omitempty"`
+	// Shadow: the run was in shadow mode. The first run after shadow mode has every
+	// open episode confirmed afresh before it may restart.
+	Shadow bool `json:"shadow,omitempty"`
 }
 
 // New returns an empty state.
@@ -324,6 +347,8 @@ func Encode(s *State, now time.Time) ([]byte, error) {
 			s.Outbox = s.Outbox[len(s.Outbox)/2:]
 		case len(s.Episodes) > 1:
 			s.Episodes = s.Episodes[len(s.Episodes)/2:]
+		case len(s.WouldRestarts) > 1:
+			s.WouldRestarts = s.WouldRestarts[len(s.WouldRestarts)/2:]
 		case s.dropStalePods():
 		case s.truncateStrings(maxStringBytes):
 		case s.dropAllButLedger():
@@ -352,6 +377,14 @@ func (s *State) Prune(now time.Time) {
 	if n := len(s.Episodes); n > MaxEpisodes {
 		s.Episodes = s.Episodes[n-MaxEpisodes:]
 	}
+	cut = 0
+	for cut < len(s.WouldRestarts) && now.Sub(s.WouldRestarts[cut].At) > MaxHistoryAge {
+		cut++
+	}
+	s.WouldRestarts = s.WouldRestarts[cut:]
+	if n := len(s.WouldRestarts); n > MaxRestarts {
+		s.WouldRestarts = s.WouldRestarts[n-MaxRestarts:]
+	}
 	if n := len(s.Outbox); n > MaxOutbox {
 		s.Outbox = s.Outbox[n-MaxOutbox:]
 	}
@@ -362,6 +395,17 @@ func (s *State) RestartFor(uid string) *Restart {
 	for i := len(s.Restarts) - 1; i >= 0; i-- {
 		if s.Restarts[i].UID == uid {
 			return &s.Restarts[i]
+		}
+	}
+	return nil
+}
+
+// WouldRestartFor returns the would-restart recorded for the episode of pod uid
+// that began at since, or nil.
+func (s *State) WouldRestartFor(uid string, since time.Time) *WouldRestart {
+	for i := len(s.WouldRestarts) - 1; i >= 0; i-- {
+		if w := &s.WouldRestarts[i]; w.UID == uid && w.EpisodeSince.Equal(since) {
+			return w
 		}
 	}
 	return nil
@@ -406,6 +450,7 @@ func (s *State) Clone() *State {
 		c.Restarts[i].HealedAt = clonePtr(c.Restarts[i].HealedAt)
 	}
 	c.Episodes = append([]Episode(nil), s.Episodes...)
+	c.WouldRestarts = append([]WouldRestart(nil), s.WouldRestarts...)
 	c.Alerts = make(map[string]*Alert, len(s.Alerts))
 	for k, a := range s.Alerts {
 		ca := *a

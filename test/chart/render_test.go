@@ -762,6 +762,7 @@ func TestSchemaRejectsNonsense(t *testing.T) {
 		{"confirmation does not fit a run", "run: {timeout: 90s}\ndecision: {confirmWindow: 2m}\ncronjob: {activeDeadlineSeconds: 120}", "confirmWindow"},
 		{"scrape timeout beyond run", "run: {timeout: 30s}\ndecision: {confirmWindow: 0s}\nscheduler: {scrapeTimeout: 1m}", "scrapeTimeout"},
 		{"HMAC key without webhook", "alerts: {webhookSecret: k}", "webhookURL"},
+		{"dry run and shadow mode", "dryRun: true\ndecision: {shadow: true}", "decision.shadow"},
 		{"existing secret and values", "alerts: {existingSecret: s, webhookURL: 'https://h.example.com'}", "existingSecret"},
 		{"election on the scheduler's lease", "mode: deployment\ndeployment: {replicas: 2, leaderElection: {lease: agentenv-scheduler}}\nscheduler: {leaderLease: agentenv-scheduler}", "leaderLease"},
 		{"no ServiceAccount", "serviceAccount: {create: false}", "serviceAccount.name"},

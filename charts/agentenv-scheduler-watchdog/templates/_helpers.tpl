@@ -128,6 +128,9 @@ seconds, rounded up, so templates can compare durations with each other. */}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
+{{- if and $v.dryRun $v.decision.shadow -}}
+{{- fail "dryRun and decision.shadow: choose one (a dry run writes and sends nothing; shadow mode keeps its record and restarts nothing)" -}}
+{{- end -}}
 {{- if and $v.alerts.webhookSecret (not $v.alerts.webhookURL) -}}
 {{- fail "alerts.webhookSecret is set but alerts.webhookURL is not" -}}
 {{- end -}}
@@ -177,6 +180,7 @@ short and readable in `kubectl describe`), secrets through secretKeyRef only. */
   (list "SAMPLE_INTERVAL" $v.decision.sampleInterval)
   (list "MAX_WATCH_AGE" $v.decision.maxWatchAge)
   (list "RESTART_ON_DEGRADED" $v.decision.restartOnDegraded)
+  (list "SHADOW" $v.decision.shadow)
   (list "RESTART_METHOD" $v.restart.method)
   (list "MAX_RESTARTS" (int64 $v.restart.maxRestarts))
   (list "RESTART_WINDOW" $v.restart.window)
