@@ -1,6 +1,8 @@
 package check_test
 
 import (
+	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -135,5 +137,35 @@ func TestLeavingShadowRestartsAnOldEpisodeOnlyAfterAFreshConfirmation(t *testing
 				t.Errorf("pod record %+v: the episode watched in shadow mode must be kept, not reset", ps)
 			}
 		})
+	}
+}
+
+// A shadow alert that could not be delivered is retried from the outbox, and the
+// retry still says shadow: the marker is part of what the outbox keeps.
+func TestShadowMarkerSurvivesTheOutbox(t *testing.T) {
+	h := newHarness(t)
+	h.opts.Shadow, h.opts.Plan.Shadow = true, true
+	h.sink.fail = errors.New("receiver answered 503")
+	h.wedgedAndDue()
+	if _, err := h.pass(); err != nil {
+		t.Fatal(err)
+	}
+	if s := h.store.current(t); len(s.Outbox) == 0 {
+		t.Fatal("nothing kept in the outbox while the receiver failed")
+	}
+	h.sink.fail = nil
+	h.clk.Step(5 * time.Minute)
+	if _, err := h.pass(); err != nil {
+		t.Fatal(err)
+	}
+	var retried []string
+	for _, n := range h.sink.sent {
+		if !n.Shadow {
+			t.Errorf("%s delivered without the shadow marker", n.Event)
+		}
+		retried = append(retried, n.Event)
+	}
+	if !slices.Contains(retried, alert.EventWouldRestart) {
+		t.Errorf("delivered %v after the outage, want the would-restart retried", retried)
 	}
 }
