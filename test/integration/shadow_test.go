@@ -82,6 +82,7 @@ func TestShadowWeek(t *testing.T) {
 	if status.code != 0 || strings.Count(status.stdout, "  "+s.pod.Name+" (") < 2 || !strings.Contains(status.stdout, "would-restarts in shadow mode") {
 		t.Errorf("watchdog status does not list both would-restarts:\n%s", status.stdout)
 	}
+	t.Logf("watchdog status after a shadow week:\n%s", status.stdout)
 
 	// Restarts on: the state is kept, and the first live run confirms afresh.
 	time.Sleep(interval)
