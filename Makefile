@@ -80,7 +80,8 @@ demo: control-plane build
 
 ## bench: every benchmark, printing figures (docs/performance.md records them)
 bench: control-plane build
-	@command -v jq >/dev/null && command -v curl >/dev/null || { apt-get update -qq && apt-get install -y -qq jq curl; }
+	@missing=""; for t in jq curl; do command -v $$t >/dev/null || missing="$$missing $$t"; done; \
+	if [ -n "$$missing" ]; then echo "make bench: missing:$$missing (the stop-gap script the benchmark compares with uses them; install them with your package manager)" >&2; exit 1; fi
 	@echo "== binary size (stripped, as the Dockerfile builds it)"; ls -l bin/watchdog | awk '{printf "%.1f MB\n", $$5/1048576}'
 	go test -run '^$$' -bench Extract -benchmem ./pkg/scrape/
 	KUBEBUILDER_ASSETS="$$(hack/control-plane.sh --print)" go test -run '^$$' -bench 'CheckHealthy|CheckVsScript' -benchtime 30x ./test/integration/

@@ -29,7 +29,7 @@ type ClusterOptions struct {
 	LogFormat      string
 }
 
-// Defaults chosen from the scheduler's timings for a */5 CronJob (docs/design.md §1, §5; README "Defaults").
+// Defaults chosen from the scheduler's timings for a */5 CronJob (docs/design.md §1, §5 "Defaults for a */5 CronJob").
 const (
 	DefaultStartupGrace  = 2 * time.Minute
 	DefaultWedgedFor     = 150 * time.Second

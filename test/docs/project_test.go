@@ -1,0 +1,117 @@
+package docs
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+)
+
+// pinned reads NAME="${NAME:-value}" from a hack/ script: the version a tool is built at.
+func pinned(t *testing.T, script, name string) string {
+	t.Helper()
+	m := regexp.MustCompile(name + `="\$\{` + name + `:-([^}]+)\}"`).FindStringSubmatch(read(t, script))
+	if m == nil {
+		t.Fatalf("%s does not pin %s", script, name)
+	}
+	return m[1]
+}
+
+func chartMeta(t *testing.T) (version, appVersion string) {
+	t.Helper()
+	var c struct {
+		Version    string `json:"version"`
+		AppVersion string `json:"appVersion"`
+	}
+	if err := yaml.Unmarshal([]byte(read(t, "charts/agentenv-scheduler-watchdog/Chart.yaml")), &c); err != nil {
+		t.Fatal(err)
+	}
+	return c.Version, c.AppVersion
+}
+
+func TestLicenseIsMIT(t *testing.T) {
+	l := read(t, "LICENSE")
+	for _, want := range []string{"MIT License", "Copyright (c)", "Permission is hereby granted, free of charge", `THE SOFTWARE IS PROVIDED "AS IS"`} {
+		if !strings.Contains(l, want) {
+			t.Errorf("LICENSE lacks %q", want)
+		}
+	}
+}
+
+// TestChangelogHasTheRelease: Keep a Changelog, with an entry for the version the chart
+// ships, dated, and a link for it.
+func TestChangelogHasTheRelease(t *testing.T) {
+	version, appVersion := chartMeta(t)
+	if version != appVersion {
+		t.Errorf("Chart.yaml version %s and appVersion %s differ: docs/versioning.md says they move together", version, appVersion)
+	}
+	c := read(t, "CHANGELOG.md")
+	for _, re := range []string{
+		`(?m)^## \[Unreleased\]$`,
+		`(?m)^## \[` + regexp.QuoteMeta(appVersion) + `\] - \d{4}-\d{2}-\d{2}$`,
+		`(?m)^\[` + regexp.QuoteMeta(appVersion) + `\]: https://`,
+		`keepachangelog\.com`,
+		`(?m)^### (Added|Changed|Fixed|Removed|Deprecated|Security)$`,
+	} {
+		if !regexp.MustCompile(re).MatchString(c) {
+			t.Errorf("CHANGELOG.md does not match %s", re)
+		}
+	}
+}
+
+// TestCompatibilityTableNamesTestedVersions: the table says what the tests use, so a
+// bump of a pinned component without the table fails here.
+func TestCompatibilityTableNamesTestedVersions(t *testing.T) {
+	v := read(t, "docs/versioning.md")
+	for _, pin := range []struct{ script, name string }{
+		{"hack/control-plane.sh", "K8S_VERSION"},
+		{"hack/control-plane.sh", "ETCD_VERSION"},
+		{"hack/tools.sh", "HELM_VERSION"},
+		{"hack/alertmanager.sh", "AM_VERSION"},
+	} {
+		if want := pinned(t, pin.script, pin.name); !strings.Contains(v, want) {
+			t.Errorf("docs/versioning.md does not name %s %s (%s)", pin.name, want, pin.script)
+		}
+	}
+	for _, want := range []string{"not tested", "Version policy", "The interface"} {
+		if !strings.Contains(v, want) {
+			t.Errorf("docs/versioning.md lacks %q", want)
+		}
+	}
+}
+
+// TestReadmeFirstScreen: the README's first lines take an operator from nothing to a
+// watchdog in shadow mode, and upgrade and uninstall; the developer loop stays.
+func TestReadmeFirstScreen(t *testing.T) {
+	lines := strings.Split(read(t, "README.md"), "\n")
+	first := strings.Join(lines[:min(130, len(lines))], "\n")
+	for _, want := range []string{
+		"Kubernetes **1.30", "admissionPolicy.enabled=false", "agentenv-nodes", "9101", "8000",
+		"helm install watchdog oci://ghcr.io/agentenv/charts/agentenv-scheduler-watchdog",
+		"image.digest=sha256:", "helm test watchdog", "shadow", "watchdog status",
+		"helm upgrade", "helm uninstall", "SHA256SUMS", "docs/design.md",
+	} {
+		if !strings.Contains(first, want) {
+			t.Errorf("the README's first 130 lines lack %q", want)
+		}
+	}
+	all := strings.Join(lines, "\n")
+	for _, want := range []string{"make demo", "make test", "(CONTRIBUTING.md)", "(SECURITY.md)", "(LICENSE)", "(CHANGELOG.md)"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("README lacks %q", want)
+		}
+	}
+	for _, f := range []struct{ file, want string }{
+		{"SECURITY.md", "Report a vulnerability"},
+		{"SECURITY.md", "Supported versions"},
+		{"CONTRIBUTING.md", "make demo"},
+		{"CONTRIBUTING.md", "make test"},
+		{"CONTRIBUTING.md", "make lint"},
+		{"CONTRIBUTING.md", "Adding a test"},
+	} {
+		if !strings.Contains(read(t, f.file), f.want) {
+			t.Errorf("%s lacks %q", f.file, f.want)
+		}
+	}
+}
