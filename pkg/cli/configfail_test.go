@@ -144,3 +144,30 @@ func TestValidateOnly(t *testing.T) {
 		t.Errorf("--validate-only made requests: %v", got)
 	}
 }
+
+// --validate-only needs no kubeconfig and no cluster: with none anywhere (no flag,
+// no $KUBECONFIG, no ~/.kube/config, not in a pod) the flags are still checked and
+// the API client is reported as not checked.
+func TestValidateOnlyWithoutKubeconfig(t *testing.T) {
+	cleanEnv(t)
+	t.Setenv("HOME", t.TempDir())
+	t.Setenv("KUBECONFIG", "")
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"check", "--validate-only"}, cli.ExitOK, "not checked: no kubeconfig"},
+		{[]string{"run", "--validate-only", "--leader-elect"}, cli.ExitOK, "not checked: no kubeconfig"},
+		{[]string{"check", "--validate-only", "--wedged-for", "bogus"}, cli.ExitUsage, "wedged-for"},
+		{[]string{"check", "--validate-only", "--webhook-url", "http://example.com/hook"}, cli.ExitUsage, "webhook-url"},
+		{[]string{"check", "--validate-only", "--kubeconfig", "/nonexistent"}, cli.ExitUsage, "/nonexistent"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := cli.ExecuteContext(context.Background(), c.args, &stdout, &stderr)
+		if code != c.code || !strings.Contains(stderr.String(), c.want) {
+			t.Errorf("%v: exit %d, want %d with %q in:\n%s", c.args, code, c.code, c.want, stderr.String())
+		}
+	}
+}

@@ -2,8 +2,11 @@ package cli
 
 import (
 	"io"
+	"os"
 
 	"github.com/spf13/pflag"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
 // validateOnlyFlag is the flag of check and run that stops after the configuration.
@@ -16,20 +19,37 @@ func addValidateOnlyFlag(fs *pflag.FlagSet, v *bool) {
 // checkConfig builds everything a pass needs that takes no network call: the flags
 // checked against each other, the logger, the API client configuration (in-cluster
 // or kubeconfig) and the alert sinks. A configuration that passes starts a watchdog;
-// test/chart runs it on every values set the chart accepts.
+// test/chart runs it on every values set the chart accepts. Where no client
+// configuration exists at all (a CI job checking a values file, a laptop without a
+// kubeconfig), the flags are still checked and the client is said to be unchecked; a
+// kubeconfig that is named or found but broken is an error.
 func (f *checkFlags) checkConfig(stderr io.Writer) error {
 	if err := f.validate(); err != nil {
 		return err
 	}
 	log := newLogger(&f.cluster, stderr)
-	_, cfg, err := newClient(&f.cluster)
-	if err != nil {
-		return err
+	apiServer := "not checked: no kubeconfig (--kubeconfig, $KUBECONFIG, ~/.kube/config) and not in a pod"
+	if !noClientConfig(&f.cluster) {
+		_, cfg, err := newClient(&f.cluster)
+		if err != nil {
+			return err
+		}
+		apiServer = cfg.Host
 	}
 	if _, err := buildSinks(&f.alerts, f.cluster.Namespace, func(error) {}); err != nil {
 		return err
 	}
-	log.Info().Str("apiServer", cfg.Host).Str("namespace", f.cluster.Namespace).Str("restartMethod", f.check.RestartMethod).
+	log.Info().Str("apiServer", apiServer).Str("namespace", f.cluster.Namespace).Str("restartMethod", f.check.RestartMethod).
 		Msg("configuration is valid (--validate-only: no API call made, nothing sent)")
 	return nil
+}
+
+// noClientConfig: no --kubeconfig or --context, not in a pod, and no kubeconfig file
+// where the defaults look ($KUBECONFIG, ~/.kube/config).
+func noClientConfig(o *ClusterOptions) bool {
+	if o.Kubeconfig != "" || o.Context != "" || os.Getenv("KUBERNETES_SERVICE_HOST") != "" {
+		return false
+	}
+	cfg, err := clientcmd.NewDefaultClientConfigLoadingRules().Load()
+	return err == nil && clientcmdapi.IsConfigEmpty(cfg)
 }
