@@ -134,7 +134,9 @@ func run(bin string) error {
 	watchdog := func(args ...string) error {
 		full := append(append([]string{}, args...), "--kubeconfig", env.Kubeconfig, "--namespace", ns, "--log-format", "console")
 		if args[0] == "check" {
-			full = append(full, "--metrics-port", strconv.Itoa(metrics.Port()), "--cluster-name", "demo",
+			// The simulated scheduler listens on loopback, which the API server will not
+			// proxy to: scrape it directly, as the watchdog does in a pod.
+			full = append(full, "--scrape-via", "direct", "--metrics-port", strconv.Itoa(metrics.Port()), "--cluster-name", "demo",
 				"--startup-grace", "5s", "--wedged-for", "1m", "--confirm-window", "10s", "--sample-interval", "2s", "--timeout", "1m")
 		}
 		cmd := exec.Command(bin, full...)

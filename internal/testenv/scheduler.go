@@ -3,6 +3,7 @@ package testenv
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -233,6 +234,16 @@ type MetricsServer struct {
 func NewMetricsServer(page string) *MetricsServer {
 	m := &MetricsServer{page: page}
 	m.Server = httptest.NewServer(http.HandlerFunc(m.serve))
+	return m
+}
+
+// NewMetricsServerOn is NewMetricsServer on a listener of the caller's, such as
+// one on a NetnsHost.
+func NewMetricsServerOn(l net.Listener, page string) *MetricsServer {
+	m := &MetricsServer{page: page}
+	m.Server = httptest.NewUnstartedServer(http.HandlerFunc(m.serve))
+	m.Listener = l
+	m.Start()
 	return m
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/agentenv/watchdog/pkg/decide"
 	"github.com/agentenv/watchdog/pkg/restart"
 	"github.com/agentenv/watchdog/pkg/state"
+	"github.com/agentenv/watchdog/pkg/scrape"
 	"github.com/agentenv/watchdog/pkg/statestore"
 )
 
@@ -35,6 +36,9 @@ type Options struct {
 	Namespace      string
 	StateConfigMap string
 	Version        string
+	// ScrapeVia is the path the Observer's scrapes take (direct or apiserver), for
+	// the report.
+	ScrapeVia scrape.Via
 }
 
 // Runner holds a pass's collaborators.
@@ -89,7 +93,7 @@ func (r *Runner) Run(ctx context.Context) (*Report, error) {
 	start := r.Clock.Now()
 	p := &pass{Runner: r, ctx: ctx, start: start,
 		rep: &Report{Time: start.UTC(), DryRun: r.DryRun, Shadow: r.Shadow, Namespace: r.Namespace, Cluster: r.Plan.Cluster,
-			Verdict: decide.VerdictUnknown, Action: decide.ActionNone}}
+			ScrapeVia: r.ScrapeVia, Verdict: decide.VerdictUnknown, Action: decide.ActionNone}}
 	defer func() { p.rep.Took = r.Clock.Since(start).Round(time.Millisecond).String() }()
 	return p.rep, p.run()
 }

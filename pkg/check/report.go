@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentenv/watchdog/pkg/alert"
 	"github.com/agentenv/watchdog/pkg/decide"
+	"github.com/agentenv/watchdog/pkg/scrape"
 	"github.com/agentenv/watchdog/pkg/state"
 )
 
@@ -25,6 +26,8 @@ type Report struct {
 	Took      string    `json:"took"`
 	Cluster   string    `json:"cluster,omitempty"`
 	Namespace string    `json:"namespace"`
+	// ScrapeVia is how the pods' metrics were reached: direct or apiserver.
+	ScrapeVia scrape.Via `json:"scrapeVia,omitempty"`
 	// Targets are the pods judged (docs/design.md §4); NotJudged the others (terminating,
 	// finished, HA standbys) with why.
 	Targets   []decide.Target `json:"targets"`
@@ -121,6 +124,9 @@ func (rep *Report) WriteText(w io.Writer) error {
 		action = "would restart (shadow mode: recorded, nothing restarted)"
 	}
 	fmt.Fprintf(w, "verdict: %s\naction:  %s\nreason:  %s\n", rep.Verdict, action, rep.Reason)
+	if rep.ScrapeVia != "" {
+		fmt.Fprintf(w, "scrape:  %s\n", rep.ScrapeVia.Describe())
+	}
 	for _, r := range rep.Restarts {
 		fmt.Fprintf(w, "restart: %s %s (%s): %s\n", r.Pod, r.Outcome, r.Method, r.Detail)
 	}

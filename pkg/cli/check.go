@@ -19,7 +19,6 @@ import (
 	"github.com/agentenv/watchdog/pkg/kube"
 	"github.com/agentenv/watchdog/pkg/observe"
 	"github.com/agentenv/watchdog/pkg/restart"
-	"github.com/agentenv/watchdog/pkg/scrape"
 	"github.com/agentenv/watchdog/pkg/statestore"
 	"github.com/agentenv/watchdog/pkg/version"
 )
@@ -144,26 +143,35 @@ func (f *checkFlags) setup(stderr io.Writer) (*pass, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &pass{runner: newRunner(f, client, sinks, log, clock.RealClock{}), client: client, log: log, host: cfg.Host}, nil
+	metrics, err := newMetricsPath(&f.check, cfg)
+	if err != nil {
+		return nil, err
+	}
+	runner := newRunner(f, client, cfg.Host, metrics, sinks, log, clock.RealClock{})
+	return &pass{runner: runner, client: client, log: log, host: cfg.Host}, nil
 }
 
 // newRunner wires a pass from the flags.
-func newRunner(f *checkFlags, client *kube.Client, sinks []alert.Sink, log zerolog.Logger, clk clock.Clock) *check.Runner {
+func newRunner(f *checkFlags, client *kube.Client, host string, metrics metricsPath, sinks []alert.Sink, log zerolog.Logger, clk clock.Clock) *check.Runner {
 	ns := f.cluster.Namespace
-	host, _ := os.Hostname()
+	hostname, _ := os.Hostname()
 	var restarter restart.Restarter = restart.Deleter{Client: client, Namespace: ns}
 	if f.check.RestartMethod == decide.MethodRollout {
 		restarter = restart.Rollout{Client: client, Namespace: ns, Deployment: f.check.Deployment, Now: clk.Now}
 	}
+	opts := f.options()
+	opts.ScrapeVia = metrics.via
 	return &check.Runner{
-		Options: f.options(),
+		Options: opts,
 		Observer: &observe.Observer{
 			Client:      client,
 			Namespace:   ns,
 			Selector:    f.check.SchedulerSelector,
 			Container:   f.check.SchedulerContainer,
 			Endpoints:   observe.EndpointLister{Client: client, Namespace: ns, Service: f.check.NodesService, Port: int32(f.check.NodesPort)},
-			Scraper:     scrape.NewScraper(f.check.ScrapeTimeout, f.check.MetricsMaxBytes),
+			Scraper:     metrics.scraper,
+			Via:         metrics.via,
+			APIServer:   host,
 			MetricsPort: f.check.MetricsPort,
 			MetricsPath: f.check.MetricsPath,
 			LeaderLease: f.check.LeaderLease,
@@ -176,7 +184,7 @@ func newRunner(f *checkFlags, client *kube.Client, sinks []alert.Sink, log zerol
 		},
 		Store:     &statestore.Store{Client: client, Namespace: ns, Name: f.cluster.StateConfigMap},
 		Restarter: restarter,
-		Events:    &events.Recorder{Client: client, Namespace: ns, Host: host, Now: clk.Now},
+		Events:    &events.Recorder{Client: client, Namespace: ns, Host: hostname, Now: clk.Now},
 		Sinks:     sinks,
 		Clock:     clk,
 		Log:       log,

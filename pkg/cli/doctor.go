@@ -10,7 +10,6 @@ import (
 
 	"github.com/agentenv/watchdog/pkg/alert"
 	"github.com/agentenv/watchdog/pkg/doctor"
-	"github.com/agentenv/watchdog/pkg/scrape"
 )
 
 // doctorFlags are check's options (so a doctor run checks exactly the configuration
@@ -67,6 +66,10 @@ Exit codes: 0 every check passed; 1 a check failed (each ✗ line says how to fi
 			if err != nil {
 				return err
 			}
+			metrics, err := newMetricsPath(&f.check, cfg)
+			if err != nil {
+				return err
+			}
 			sinks, err := doctorSinks(&f.alerts, f.cluster.Namespace)
 			if err != nil {
 				return err
@@ -84,7 +87,8 @@ Exit codes: 0 every check passed; 1 a check failed (each ✗ line says how to fi
 				Deployment:     f.check.Deployment,
 				MetricsPort:    f.check.MetricsPort,
 				MetricsPath:    f.check.MetricsPath,
-				Scraper:        scrape.NewScraper(f.check.ScrapeTimeout, f.check.MetricsMaxBytes),
+				Scraper:        metrics.scraper,
+				Via:            metrics.via,
 				NodesService:   f.check.NodesService,
 				NodesPort:      int32(f.check.NodesPort),
 				RestartMethod:  f.check.RestartMethod,

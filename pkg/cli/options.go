@@ -80,6 +80,7 @@ type CheckOptions struct {
 	MetricsPath        string
 	ScrapeTimeout      time.Duration
 	MetricsMaxBytes    int64
+	ScrapeVia          string
 	NodesService       string
 	NodesPort          int
 	StartupGrace       time.Duration
@@ -107,6 +108,7 @@ func (o *CheckOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.MetricsPath, "metrics-path", "/metrics", "scheduler metrics path")
 	fs.DurationVar(&o.ScrapeTimeout, "scrape-timeout", scrape.DefaultTimeout, "timeout of one metrics scrape, body included")
 	fs.Int64Var(&o.MetricsMaxBytes, "metrics-max-bytes", scrape.DefaultMaxBytes, "largest metrics page read; larger pages make the verdict unknown")
+	fs.StringVar(&o.ScrapeVia, "scrape-via", string(scrape.ViaAuto), "how metrics are reached: direct (the pod IP), apiserver (the API server's pod proxy; needs get pods/proxy), or auto: direct inside a pod, apiserver elsewhere")
 	fs.StringVar(&o.NodesService, "nodes-service", "agentenv-nodes", "Service whose EndpointSlices list the runtime nodes")
 	fs.IntVar(&o.NodesPort, "nodes-port", 8000, "node port that discovery counts")
 	fs.DurationVar(&o.StartupGrace, "startup-grace", DefaultStartupGrace, "no verdict but starting this long after the scheduler container started")
@@ -142,6 +144,9 @@ func (o *CheckOptions) Validate(timeout time.Duration) error {
 	}
 	if o.MetricsMaxBytes < 1024 {
 		p.addf("--metrics-max-bytes %d is too small for any metrics page", o.MetricsMaxBytes)
+	}
+	if _, err := scrape.ParseVia(o.ScrapeVia); err != nil {
+		p.addf("--scrape-via %v", err)
 	}
 	if errs := validation.IsDNS1123Label(o.NodesService); len(errs) > 0 {
 		p.addf("--nodes-service %q: %s", o.NodesService, strings.Join(errs, "; "))

@@ -87,6 +87,7 @@ func TestValidateReportsEveryInvalidFlagInDeclarationOrder(t *testing.T) {
 		"--metrics-port", "70000",
 		"--wedged-for", "-1s",
 		"--scrape-timeout", "0s",
+		"--scrape-via", "tunnel",
 		"--startup-grace", "-1s",
 		"--restart-method", "kill",
 		"--blind-after", "0",
@@ -99,6 +100,7 @@ func TestValidateReportsEveryInvalidFlagInDeclarationOrder(t *testing.T) {
 		`watchdog: --namespace "Bad_NS": `,
 		`watchdog: --metrics-port 70000: want 1-65535`,
 		`watchdog: --scrape-timeout must be positive, got 0s`,
+		`watchdog: --scrape-via "tunnel": want auto, direct or apiserver`,
 		`watchdog: --nodes-port 0: want 1-65535`,
 		`watchdog: --startup-grace must not be negative, got -1s`,
 		`watchdog: --wedged-for must be positive, got -1s`,
@@ -120,7 +122,7 @@ func TestValidateReportsEveryInvalidFlagInDeclarationOrder(t *testing.T) {
 	// One Validate alone returns one UsageError listing them all.
 	o := CheckOptions{SchedulerSelector: "app=x", MetricsPort: 0, NodesPort: 0, MetricsPath: "/metrics", ScrapeTimeout: time.Second,
 		MetricsMaxBytes: 4096, NodesService: "nodes", WedgedFor: time.Minute, SampleInterval: time.Second, RestartWindow: time.Hour,
-		RestartBackoffMax: time.Hour, RestartMethod: "delete", MaxPods: 10}
+		RestartBackoffMax: time.Hour, RestartMethod: "delete", MaxPods: 10, ScrapeVia: "auto"}
 	err := o.Validate(DefaultTimeout)
 	var ue *UsageError
 	if !errors.As(err, &ue) {

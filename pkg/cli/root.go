@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/agentenv/watchdog/pkg/kube"
+	"github.com/agentenv/watchdog/pkg/scrape"
 	"github.com/agentenv/watchdog/pkg/version"
 )
 
@@ -227,7 +228,7 @@ func newLogger(o *ClusterOptions, w io.Writer) zerolog.Logger {
 // otherwise, then the usual kubeconfig rules.
 func restConfig(o *ClusterOptions) (*rest.Config, error) {
 	var cfg *rest.Config
-	if o.Kubeconfig == "" && o.Context == "" && os.Getenv("KUBERNETES_SERVICE_HOST") != "" {
+	if o.Kubeconfig == "" && o.Context == "" && inPod() {
 		c, err := rest.InClusterConfig()
 		if err != nil {
 			return nil, usagef("in-cluster configuration: %v", err)
@@ -251,6 +252,34 @@ func restConfig(o *ClusterOptions) (*rest.Config, error) {
 	cfg.ContentType = "application/vnd.kubernetes.protobuf"
 	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
 	return cfg, nil
+}
+
+// inPod: the watchdog runs in a pod (the kubelet sets KUBERNETES_SERVICE_HOST in
+// every container), where pod IPs are routable.
+func inPod() bool { return os.Getenv("KUBERNETES_SERVICE_HOST") != "" }
+
+// metricsPath is how a pass reaches the scheduler pods' metrics: --scrape-via
+// resolved (auto is direct in a pod, apiserver elsewhere) and its scraper, with the
+// same time and size bounds on both paths.
+type metricsPath struct {
+	via     scrape.Via
+	scraper *scrape.Scraper
+}
+
+func newMetricsPath(o *CheckOptions, cfg *rest.Config) (metricsPath, error) {
+	via, err := scrape.ParseVia(o.ScrapeVia)
+	if err != nil {
+		return metricsPath{}, usagef("--scrape-via %v", err)
+	}
+	via = via.Resolve(inPod())
+	if via == scrape.ViaDirect {
+		return metricsPath{via: via, scraper: scrape.NewScraper(o.ScrapeTimeout, o.MetricsMaxBytes)}, nil
+	}
+	rt, err := rest.TransportFor(cfg)
+	if err != nil {
+		return metricsPath{}, usagef("--scrape-via apiserver: transport to %s: %v", cfg.Host, err)
+	}
+	return metricsPath{via: via, scraper: scrape.NewProxiedScraper(rt, o.ScrapeTimeout, o.MetricsMaxBytes)}, nil
 }
 
 func newClient(o *ClusterOptions) (*kube.Client, *rest.Config, error) {

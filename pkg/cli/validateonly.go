@@ -2,7 +2,6 @@ package cli
 
 import (
 	"io"
-	"os"
 
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/tools/clientcmd"
@@ -47,7 +46,7 @@ func (f *checkFlags) checkConfig(stderr io.Writer) error {
 // noClientConfig: no --kubeconfig or --context, not in a pod, and no kubeconfig file
 // where the defaults look ($KUBECONFIG, ~/.kube/config).
 func noClientConfig(o *ClusterOptions) bool {
-	if o.Kubeconfig != "" || o.Context != "" || os.Getenv("KUBERNETES_SERVICE_HOST") != "" {
+	if o.Kubeconfig != "" || o.Context != "" || inPod() {
 		return false
 	}
 	cfg, err := clientcmd.NewDefaultClientConfigLoadingRules().Load()

@@ -12,7 +12,9 @@ import (
 type Access struct {
 	Group    string `json:"group"`
 	Resource string `json:"resource"`
-	Verb     string `json:"verb"`
+	// Subresource: "proxy" for pods/proxy.
+	Subresource string `json:"subresource,omitempty"`
+	Verb        string `json:"verb"`
 	Name     string `json:"name,omitempty"`
 	// Why says which part of the watchdog makes the call.
 	Why string `json:"-"`
@@ -21,6 +23,9 @@ type Access struct {
 // String reads like `kubectl auth can-i`: "delete pods", "get configmaps/state".
 func (a Access) String() string {
 	res := a.Resource
+	if a.Subresource != "" {
+		res += "/" + a.Subresource
+	}
 	if a.Group != "" {
 		res += "." + a.Group
 	}
@@ -40,6 +45,9 @@ type Needs struct {
 	LeaderLease string
 	// ElectionLease is the watchdog's own election Lease (`run --leader-elect`), or "".
 	ElectionLease string
+	// ScrapeViaAPIServer: metrics are read through the API server's pod proxy
+	// (--scrape-via apiserver, or auto outside a pod), which needs get pods/proxy.
+	ScrapeViaAPIServer bool
 	// StateMissing and ElectionLeaseMissing: the object does not exist yet, so the
 	// watchdog will create it (the chart creates both, and grants no create).
 	StateMissing         bool
@@ -53,6 +61,10 @@ type Needs struct {
 func (n Needs) Required() []Access {
 	restarts := n.MaxRestarts > 0
 	out := []Access{{Resource: "pods", Verb: "list", Why: "observe the scheduler pods (--scheduler-selector)"}}
+	if n.ScrapeViaAPIServer {
+		// Not in the chart's Role: in a pod, auto scrapes directly.
+		out = append(out, Access{Resource: "pods", Subresource: "proxy", Verb: "get", Why: "scrape the scheduler's metrics through the API server's pod proxy (--scrape-via apiserver)"})
+	}
 	if restarts && n.RestartMethod == decide.MethodDelete {
 		out = append(out, Access{Resource: "pods", Verb: "delete", Why: "restart a wedged scheduler (--restart-method delete)"})
 	}

@@ -80,8 +80,11 @@ type Config struct {
 	MetricsPort    int
 	MetricsPath    string
 	Scraper        *scrape.Scraper
-	// ScrapeURL overrides how a pod's metrics URL is built (tests); nil uses
-	// http://podIP:MetricsPort+MetricsPath, as the observer does.
+	// Via is the resolved scrape path, as a run takes it: direct, or apiserver
+	// (Scraper is then a proxied scraper to Host).
+	Via scrape.Via
+	// ScrapeURL overrides how a pod's metrics URL is built (tests); nil builds it
+	// as the observer does (observe.ScrapeURL).
 	ScrapeURL     func(pod *corev1.Pod) string
 	NodesService  string
 	NodesPort     int32
@@ -190,6 +193,7 @@ func (d *Doctor) needs(ctx context.Context) Needs {
 	n := Needs{
 		StateConfigMap: d.StateConfigMap, Deployment: d.Deployment, RestartMethod: d.RestartMethod,
 		MaxRestarts: d.MaxRestarts, LeaderLease: d.LeaderLease, ElectionLease: d.ElectionLease,
+		ScrapeViaAPIServer: d.Via == scrape.ViaAPIServer,
 	}
 	// Existence decides whether create is needed. If the read itself is refused, the
 	// get check below says so; assume the object exists, as the chart creates it.
@@ -210,7 +214,7 @@ func (d *Doctor) checkRBAC(ctx context.Context) {
 		name := "can " + a.String()
 		review, err := d.Client.CreateSelfSubjectAccessReview(ctx, &authorizationv1.SelfSubjectAccessReview{
 			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
-				Namespace: d.Namespace, Verb: a.Verb, Group: a.Group, Resource: a.Resource, Name: a.Name,
+				Namespace: d.Namespace, Verb: a.Verb, Group: a.Group, Resource: a.Resource, Subresource: a.Subresource, Name: a.Name,
 			}},
 		})
 		switch {
@@ -236,12 +240,16 @@ func rbacHint(a Access, ns string) string {
 	if group == "" {
 		group = `""`
 	}
+	resource := a.Resource
+	if a.Subresource != "" {
+		resource += "/" + a.Subresource
+	}
 	names := ""
 	if a.Name != "" {
 		names = fmt.Sprintf(", resourceNames: [%s]", a.Name)
 	}
 	return fmt.Sprintf("grant it in the Role bound to the watchdog's identity: {apiGroups: [%s], resources: [%s], verbs: [%s]%s} in namespace %s (the chart's Role does for this configuration); check with `kubectl auth can-i %s -n %s --as system:serviceaccount:<namespace>:<serviceaccount>`",
-		group, a.Resource, a.Verb, names, ns, a.String(), ns)
+		group, resource, a.Verb, names, ns, a.String(), ns)
 }
 
 // checkPods lists the scheduler pods as a run does. It returns the pods to scrape.
@@ -297,11 +305,11 @@ func (d *Doctor) checkMetrics(ctx context.Context, pods []corev1.Pod) {
 		}
 		sample, err := d.Scraper.Scrape(ctx, url)
 		if err != nil {
-			d.fail(GroupScheduler, name, err.Error(), scrapeHint(scrape.KindOf(err), d.MetricsPort, d.MetricsPath))
+			d.fail(GroupScheduler, name, err.Error()+"; "+"scraped "+d.Via.Describe(), scrapeHint(scrape.KindOf(err), d.Via, d.MetricsPort, d.MetricsPath))
 			continue
 		}
-		d.pass(GroupScheduler, name, fmt.Sprintf("%s carries %s (%s) and %s (Heartbeat ok %d, rejected %d)",
-			url, scrape.ObservedNodesMetric, observed(sample.Observed), scrape.RPCDurationMetric, sample.HeartbeatOK, sample.HeartbeatRejected))
+		d.pass(GroupScheduler, name, fmt.Sprintf("%s carries %s (%s) and %s (Heartbeat ok %d, rejected %d); %s",
+			url, scrape.ObservedNodesMetric, observed(sample.Observed), scrape.RPCDurationMetric, sample.HeartbeatOK, sample.HeartbeatRejected, "scraped "+d.Via.Describe()))
 	}
 }
 
@@ -318,7 +326,10 @@ func observed(m map[string]int) string {
 	return strings.Join(parts, " ")
 }
 
-func scrapeHint(kind scrape.Kind, port int, path string) string {
+func scrapeHint(kind scrape.Kind, via scrape.Via, port int, path string) string {
+	if via == scrape.ViaAPIServer && (kind == scrape.KindHTTPStatus || kind == scrape.KindUnreachable || kind == scrape.KindTimeout) {
+		return "through the API server's pod proxy: you need `get pods/proxy` in the namespace, and the API server must reach the pod IP; from inside the cluster, --scrape-via direct needs neither"
+	}
 	switch kind {
 	case scrape.KindUnreachable:
 		return fmt.Sprintf("the watchdog must reach each scheduler pod on --metrics-port %d: check the port (chart: scheduler.metricsPort) and any NetworkPolicy in front of the scheduler", port)
@@ -338,7 +349,7 @@ func (d *Doctor) url(pod *corev1.Pod) string {
 	if d.ScrapeURL != nil {
 		return d.ScrapeURL(pod)
 	}
-	return observe.MetricsURL(pod, d.MetricsPort, d.MetricsPath)
+	return observe.ScrapeURL(d.Via, d.Host, pod, d.MetricsPort, d.MetricsPath)
 }
 
 // checkSlices reads the nodes Service's EndpointSlices as a run does

@@ -6,7 +6,9 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -43,6 +45,10 @@ type Observer struct {
 	// MaxScrapes bounds the scrapes in flight; zero is DefaultMaxScrapes.
 	MaxScrapes int
 	Clock      clock.PassiveClock
+	// Via is the resolved scrape path (direct or apiserver); for apiserver,
+	// APIServer is the API server's URL and Scraper is a proxied scraper.
+	Via       scrape.Via
+	APIServer string
 	// ScrapeURL overrides how a pod's metrics URL is built; nil uses
 	// http://podIP:MetricsPort+MetricsPath. Tests use it to give pods distinct servers.
 	ScrapeURL func(pod *corev1.Pod) string
@@ -158,7 +164,17 @@ func (o *Observer) url(pod *corev1.Pod) string {
 	if o.ScrapeURL != nil {
 		return o.ScrapeURL(pod)
 	}
-	return MetricsURL(pod, o.MetricsPort, o.MetricsPath)
+	return ScrapeURL(o.Via, o.APIServer, pod, o.MetricsPort, o.MetricsPath)
+}
+
+// ScrapeURL is the URL a pod's metrics are read from on the path via (resolved:
+// direct or apiserver), or "" while the pod has no IP (the API server's proxy needs
+// one too).
+func ScrapeURL(via scrape.Via, apiServer string, pod *corev1.Pod, port int, path string) string {
+	if via == scrape.ViaAPIServer {
+		return ProxyURL(apiServer, pod, port, path)
+	}
+	return MetricsURL(pod, port, path)
 }
 
 // MetricsURL is where a scheduler pod serves its metrics: its IP (the scheduler's
@@ -168,6 +184,17 @@ func MetricsURL(pod *corev1.Pod, port int, path string) string {
 		return ""
 	}
 	return "http://" + net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(port)) + path
+}
+
+// ProxyURL is the same page through the API server's pod proxy:
+// <apiServer>/api/v1/namespaces/<ns>/pods/<pod>:<port>/proxy<path>. apiServer may
+// carry a path prefix (a cluster behind Rancher), as a kubeconfig's server can.
+func ProxyURL(apiServer string, pod *corev1.Pod, port int, path string) string {
+	if pod.Status.PodIP == "" {
+		return ""
+	}
+	return strings.TrimRight(apiServer, "/") + "/api/v1/namespaces/" + url.PathEscape(pod.Namespace) +
+		"/pods/" + url.PathEscape(pod.Name) + ":" + strconv.Itoa(port) + "/proxy" + path
 }
 
 // describe turns a pod into the decision core's view. The age comes from the

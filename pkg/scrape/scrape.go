@@ -2,12 +2,14 @@ package scrape
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"mime"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -55,6 +57,8 @@ type Scraper struct {
 	client   *http.Client
 	timeout  time.Duration
 	maxBytes int64
+	// proxied: requests go through the API server's pod proxy (NewProxiedScraper).
+	proxied bool
 }
 
 // NewScraper returns a scraper whose every request is bounded by timeout (the whole
@@ -105,6 +109,11 @@ func (s *Scraper) Scrape(ctx context.Context, url string) (Sample, error) {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
+		if s.proxied {
+			// The API server says why it refused (forbidden, address not allowed, the
+			// pod unreachable from it) in a Status object: the message is the error.
+			return Sample{}, &Error{Kind: KindHTTPStatus, Err: fmt.Errorf("GET %s answered %s: %s", url, resp.Status, statusMessage(resp.Body))}
+		}
 		// Drain a little so the error is about the status, not the connection.
 		_, _ = io.CopyN(io.Discard, resp.Body, 4<<10)
 		return Sample{}, &Error{Kind: KindHTTPStatus, Err: fmt.Errorf("GET %s answered %s", url, resp.Status)}
@@ -128,6 +137,24 @@ func (s *Scraper) Scrape(ctx context.Context, url string) (Sample, error) {
 		return Sample{}, err
 	}
 	return sample, nil
+}
+
+// statusMessage is the message of a Kubernetes Status body, else its first line,
+// at most 300 bytes of either.
+func statusMessage(body io.Reader) string {
+	raw, _ := io.ReadAll(io.LimitReader(body, 4<<10))
+	var status struct {
+		Message string `json:"message"`
+	}
+	msg := strings.TrimSpace(string(raw))
+	if json.Unmarshal(raw, &status) == nil && status.Message != "" {
+		msg = status.Message
+	}
+	msg, _, _ = strings.Cut(msg, "\n")
+	if len(msg) > 300 {
+		msg = msg[:300] + "…"
+	}
+	return strings.ToValidUTF8(msg, "")
 }
 
 // cappedReader fails once more than limit bytes have been read.

@@ -80,5 +80,8 @@ func containerEnv(t *testing.T, ns string, c corev1.Container, podName string) [
 			t.Fatalf("cannot resolve env %s: %+v", e.Name, e.ValueFrom)
 		}
 	}
-	return out
+	// The kubelet sets this in every container: the process stands in for the pod,
+	// where --scrape-via auto scrapes the pod IPs directly (--kubeconfig still gives
+	// the ServiceAccount's token from outside).
+	return append(out, "KUBERNETES_SERVICE_HOST=10.96.0.1", "KUBERNETES_SERVICE_PORT=443")
 }

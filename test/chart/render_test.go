@@ -639,6 +639,7 @@ var notFromValues = map[string]string{
 	"output":     "an argument of check (run.output)",
 	// test/chart TestValuesContract adds it to the rendered arguments.
 	"validate-only": "a one-off check of the configuration, not a setting",
+	"scrape-via":    "in a pod, auto scrapes the pod IPs directly; the Role grants no get pods/proxy",
 }
 
 // TestEveryFlagReachable: every flag of check and run reaches the container, as a

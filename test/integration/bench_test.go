@@ -51,11 +51,16 @@ func measure(tb testing.TB, bin string, args ...string) runStats {
 }
 
 // chartEnv is the environment the chart's CronJob gives a check, less the
-// WATCHDOG_* settings the benchmarks pass as flags: GOMAXPROCS=1 from process start.
-func chartEnv() []string { return []string{"HOME=" + os.TempDir(), "GOMAXPROCS=1"} }
+// WATCHDOG_* settings the benchmarks pass as flags: GOMAXPROCS=1 from process start,
+// and the kubelet's KUBERNETES_SERVICE_HOST (in a pod, metrics are scraped directly).
+func chartEnv() []string {
+	return []string{"HOME=" + os.TempDir(), "GOMAXPROCS=1", "KUBERNETES_SERVICE_HOST=10.96.0.1"}
+}
 
-// bareEnv is a check started by hand, without the chart's GOMAXPROCS.
-func bareEnv() []string { return []string{"HOME=" + os.TempDir()} }
+// bareEnv is a check started by hand, without the chart's GOMAXPROCS, scraping
+// directly as in a pod (the loopback metrics server is not reachable through the
+// API server's proxy).
+func bareEnv() []string { return []string{"HOME=" + os.TempDir(), "WATCHDOG_SCRAPE_VIA=direct"} }
 
 func measureWithEnv(tb testing.TB, environ []string, bin string, args ...string) runStats {
 	tb.Helper()

@@ -27,6 +27,13 @@ import (
 var env *testenv.Env
 
 func TestMain(m *testing.M) {
+	// The stand-in schedulers serve their metrics on loopback, which the API server
+	// refuses to proxy to: every run scrapes directly, as a pod does (auto outside a
+	// pod would take the API server's proxy). scrapevia_test.go covers the proxy.
+	if err := os.Setenv("WATCHDOG_SCRAPE_VIA", "direct"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	e, err := testenv.Start()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "integration tests need a control plane:", err)
