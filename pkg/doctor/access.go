@@ -15,7 +15,7 @@ type Access struct {
 	// Subresource: "proxy" for pods/proxy.
 	Subresource string `json:"subresource,omitempty"`
 	Verb        string `json:"verb"`
-	Name     string `json:"name,omitempty"`
+	Name        string `json:"name,omitempty"`
 	// Why says which part of the watchdog makes the call.
 	Why string `json:"-"`
 }
