@@ -1,21 +1,22 @@
 # watchdog: the README's quick start uses `make demo` and `make test`.
 SHELL := /usr/bin/env bash
-# The release toolchain, for the binary, the tests and govulncheck: this machine's
-# go1.26.8 has 12 reachable standard-library vulnerabilities (fixed in 1.26.9 and
-# 1.26.10, which the module proxy does not serve); go1.27.3 has none. The go
-# command fetches it from the module proxy once (76 MB). The Dockerfile's build
-# image follows it. The control plane and the tools build with the machine's Go.
+# The release toolchain, for the binary, the tests and govulncheck (README
+# "Building": why this one). The go command fetches it from the module proxy once.
+# The Dockerfile's build image follows it. The tools build with the machine's Go.
 export GOTOOLCHAIN := go1.27.3
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
-DATE    ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
+# The commit's time, not the clock's (SOURCE_DATE_EPOCH, reproducible builds): the
+# same commit gives the same binaries, archives and image digests.
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || date +%s)
+DATE    ?= $(shell date -u -d @$(SOURCE_DATE_EPOCH) +%Y-%m-%dT%H:%M:%SZ 2>/dev/null || date -u -r $(SOURCE_DATE_EPOCH) +%Y-%m-%dT%H:%M:%SZ)
 LDFLAGS := -s -w \
 	-X github.com/agentenv/watchdog/pkg/version.Version=$(VERSION) \
 	-X github.com/agentenv/watchdog/pkg/version.Commit=$(COMMIT) \
 	-X github.com/agentenv/watchdog/pkg/version.Date=$(DATE)
 
-.PHONY: all build test unit vet fmt-check control-plane tools alertmanager monitoring-tools chart-test lint-chart chart-readme event-docs demo bench lint lint-tools vulndb-refresh fuzz
+.PHONY: all build test unit vet fmt-check control-plane tools alertmanager monitoring-tools chart-test lint-chart chart-readme event-docs demo bench lint lint-tools vulndb-refresh fuzz binaries image dist chart-package release-check sbom-tool
 
 all: build
 
@@ -23,15 +24,15 @@ all: build
 build:
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/watchdog ./cmd/watchdog
 
-## control-plane: build and cache kube-apiserver, etcd and kubectl (first time ~5-15 min)
+## control-plane: build and cache kube-apiserver, etcd and kubectl (first build: docs/performance.md)
 control-plane:
 	hack/control-plane.sh >/dev/null
 
-## tools: install and cache helm (from the Go module proxy; first time ~2-5 min)
+## tools: install and cache helm (from the Go module proxy)
 tools:
 	hack/tools.sh >/dev/null
 
-## alertmanager: build and cache Alertmanager for the alertmanager sink's tests (first time ~4 min with the module cache warm, ~11 min cold on 2 shared cores)
+## alertmanager: build and cache Alertmanager for the alertmanager sink's tests
 alertmanager:
 	hack/alertmanager.sh >/dev/null
 
@@ -52,7 +53,7 @@ unit:
 	go test -count=1 $$(go list ./... | grep -v /test/)
 
 vet:
-	go vet ./...
+	go vet -tags release ./...
 
 fmt-check:
 	@out="$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))"; \
@@ -87,7 +88,7 @@ bench: control-plane build
 	KUBEBUILDER_ASSETS="$$(hack/control-plane.sh --print)" go test -run '^$$' -bench 'CheckHealthy|CheckVsScript' -benchtime 30x ./test/integration/
 	KUBEBUILDER_ASSETS="$$(hack/control-plane.sh --print)" go test -run '^$$' -bench 'APIRequests|HealLatency' -benchtime 1x ./test/integration/
 
-## lint: gofmt, go vet, golangci-lint (.golangci.yml), the release binary's Go, the vulnerability database's age (VULNDB_MAX_AGE_DAYS, default 90) and govulncheck against that offline database (tools: hack/lint-tools.sh, first time 10-20 min)
+## lint: gofmt, go vet, golangci-lint (.golangci.yml), actionlint over .github/workflows, the release binary's Go, the vulnerability database's age (VULNDB_MAX_AGE_DAYS, default 90) and govulncheck against that offline database (tools: hack/lint-tools.sh, hack/actionlint.sh)
 lint: build
 	VULN_GOTOOLCHAIN=$(GOTOOLCHAIN) hack/lint.sh
 
@@ -104,3 +105,48 @@ fuzz:
 	go test ./pkg/scrape -run '^$$' -fuzz '^FuzzExtract$$' -fuzztime $(FUZZTIME) -parallel 1
 	go test ./pkg/state -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) -parallel 1
 	go test ./pkg/cli -run '^$$' -fuzz '^FuzzFlags$$' -fuzztime $(FUZZTIME) -parallel 1
+
+# ---- release artifacts (README "Releases"; .github/workflows/release.yml runs these) ----
+DIST ?= dist
+BIN_PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
+IMAGE_PLATFORMS := linux/amd64 linux/arm64
+# --base local: a base assembled from this machine's CA bundle (no registry needed);
+# a release passes the distroless base pinned by digest, as the Dockerfile's.
+IMAGE_BASE ?= local
+CHART_DIR := charts/agentenv-scheduler-watchdog
+
+## binaries: the static binary for every release platform in dist/bin/<os>_<arch>/, built as `make build` builds it
+binaries:
+	@for p in $(BIN_PLATFORMS); do \
+	  os=$${p%/*}; arch=$${p#*/}; echo "go build $$os/$$arch"; \
+	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch go build -trimpath -ldflags '$(LDFLAGS)' -o $(DIST)/bin/$${os}_$${arch}/watchdog ./cmd/watchdog || exit 1; \
+	done
+
+sbom-tool:
+	hack/cyclonedx-gomod.sh >/dev/null
+
+## image: the multi-arch image (linux/amd64, linux/arm64) as an OCI image layout in dist/image, without a Docker daemon (hack/release, go-containerregistry), and a CycloneDX SBOM per platform in dist/sbom
+image: binaries sbom-tool
+	go run ./hack/release image --out $(DIST)/image --base $(IMAGE_BASE) --version $(VERSION) --revision $(COMMIT) --created $(DATE) \
+	  $(foreach p,$(IMAGE_PLATFORMS),--binary $(p)=$(DIST)/bin/$(subst /,_,$(p))/watchdog)
+	@mkdir -p $(DIST)/sbom
+	@for p in $(IMAGE_PLATFORMS); do \
+	  f=$(DIST)/sbom/watchdog_$${p%/*}_$${p#*/}.cdx.json; \
+	  "$$(hack/cyclonedx-gomod.sh --print)" bin -json -output $$f -version $(VERSION) $(DIST)/bin/$${p%/*}_$${p#*/}/watchdog || exit 1; \
+	  echo "$$f"; \
+	done
+
+## dist: version-stamped archives of watchdog for linux and darwin, amd64 and arm64, with SHA256SUMS, in dist/
+dist: binaries
+	go run ./hack/release archive --out $(DIST) --version $(VERSION) --created $(DATE) --file LICENSE --file README.md \
+	  $(foreach p,$(BIN_PLATFORMS),$(p)=$(DIST)/bin/$(subst /,_,$(p))/watchdog)
+
+## chart-package: the chart as dist/agentenv-scheduler-watchdog-<version>.tgz, after helm lint --strict
+chart-package: tools
+	"$$(hack/tools.sh --print)" lint --strict $(CHART_DIR)
+	"$$(hack/tools.sh --print)" package $(CHART_DIR) --destination $(DIST)
+
+## release-check: a whole release locally: the artifacts checked, pushed to an OCI registry on loopback and installed from oci:// onto a real API server (test/release)
+release-check: image dist chart-package control-plane tools
+	KUBEBUILDER_ASSETS="$$(hack/control-plane.sh --print)" HELM="$$(hack/tools.sh --print)" RELEASE_DIST="$(abspath $(DIST))" RELEASE_VERSION="$(VERSION)" RELEASE_COMMIT="$(COMMIT)" \
+	  go test -tags release -count=1 -v ./test/release/

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Static checks, as `make lint` and CI run them: gofmt, go vet, golangci-lint (with
-# .golangci.yml), the release binary's Go (hack/check-release-go.sh on bin/watchdog,
+# .golangci.yml), actionlint over .github/workflows (hack/actionlint.sh), the release binary's Go (hack/check-release-go.sh on bin/watchdog,
 # which `make lint` builds first), the vulnerability database's age
 # (hack/vulndb-age.sh: at most VULNDB_MAX_AGE_DAYS, default 90) and govulncheck
 # (against the offline vulnerability database that hack/lint-tools.sh builds). Every
@@ -33,11 +33,16 @@ if [[ -n "$unformatted" ]]; then
   failed+=(gofmt)
 fi
 
-step "go vet ./..."
-go vet ./... || failed+=("go vet")
+step "go vet -tags release ./..."
+go vet -tags release ./... || failed+=("go vet")
 
 step "golangci-lint $("$BIN/golangci-lint" version --short 2>/dev/null || true) run ./..."
-"$BIN/golangci-lint" run ./... || failed+=(golangci-lint)
+"$BIN/golangci-lint" run --build-tags release ./... || failed+=(golangci-lint)
+
+step "actionlint $("$(hack/actionlint.sh)" -version 2>/dev/null | head -1) .github/workflows"
+# shellcheck and pyflakes are not Go modules: actionlint runs without them (it checks
+# the workflows' syntax, expressions, action inputs and job graph).
+"$(hack/actionlint.sh)" -shellcheck= -pyflakes= .github/workflows/*.yml || failed+=(actionlint)
 
 step "release binary built with $VULN_GOTOOLCHAIN (${WATCHDOG_BIN:-bin/watchdog}, make build)"
 hack/check-release-go.sh "${WATCHDOG_BIN:-bin/watchdog}" "$VULN_GOTOOLCHAIN" || failed+=("release binary's Go")

@@ -1,0 +1,38 @@
+// Command release assembles the release artifacts the Makefile's image and dist
+// targets name, from binaries the Makefile built (it owns the build flags), with
+// go-containerregistry: no Docker daemon and no registry is needed to build.
+//
+//	release image   --out dist/image --binary linux/amd64=PATH ... --version V --revision R --created T
+//	release archive --out dist --version V --file LICENSE --file README.md OS/ARCH=PATH ...
+//	release push    --layout dist/image --ref REGISTRY/REPO:TAG [--insecure]
+//
+// push prints the digest it pushed; the release workflow and `make release-check`
+// use it alike.
+package main
+
+import (
+	"fmt"
+	"os"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: release image|archive|push [flags]")
+		os.Exit(2)
+	}
+	var err error
+	switch os.Args[1] {
+	case "image":
+		err = imageCommand(os.Args[2:])
+	case "archive":
+		err = archiveCommand(os.Args[2:])
+	case "push":
+		err = pushCommand(os.Args[2:])
+	default:
+		err = fmt.Errorf("unknown command %q: want image, archive or push", os.Args[1])
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "release:", err)
+		os.Exit(1)
+	}
+}
