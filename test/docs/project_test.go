@@ -89,7 +89,7 @@ func TestReadmeFirstScreen(t *testing.T) {
 	for _, want := range []string{
 		"Kubernetes **1.30", "admissionPolicy.enabled=false", "agentenv-nodes", "9101", "8000",
 		"helm install watchdog oci://ghcr.io/agentenv/charts/agentenv-scheduler-watchdog",
-		"image.digest=sha256:", "helm test watchdog", "shadow", "watchdog status",
+		"image.digest=sha256:", "decision.shadow=true", "helm test watchdog", "would-restart", "watchdog status", "watchdog backtest",
 		"helm upgrade", "helm uninstall", "SHA256SUMS", "docs/design.md",
 	} {
 		if !strings.Contains(first, want) {
