@@ -27,6 +27,7 @@ import (
 type checkFlags struct {
 	cluster ClusterOptions
 	check   CheckOptions
+	job     JobOptions
 	alerts  AlertOptions
 	output  OutputOptions
 	// validateOnly: --validate-only, stop once the configuration is built.
@@ -39,6 +40,7 @@ func (f *checkFlags) validate(more ...func() error) error {
 	var p problems
 	p.add(f.cluster.Validate())
 	p.add(f.check.Validate(f.cluster.Timeout))
+	p.add(f.job.Validate())
 	p.add(f.alerts.Validate())
 	p.add(f.output.Validate())
 	for _, v := range more {
@@ -82,7 +84,12 @@ and exits 0 or 2 without any API call.`,
 			if err != nil {
 				return err
 			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), f.cluster.Timeout)
+			deadline, late, capped := f.job.Deadline(time.Now(), f.cluster.Timeout)
+			if capped {
+				p.log.Warn().Str("job", f.job.Name).Dur("startedLate", late).Time("deadline", deadline).
+					Msg("the Job's pod started late: the run ends before the Job's activeDeadlineSeconds, not --timeout after its start")
+			}
+			ctx, cancel := context.WithDeadline(cmd.Context(), deadline)
 			defer cancel()
 			rep, runErr := p.runner.Run(ctx)
 			pingHeartbeat(ctx, &f.alerts, runErr, f.check.DryRun, p.log)
@@ -97,6 +104,7 @@ and exits 0 or 2 without any API call.`,
 	}
 	f.cluster.AddFlags(cmd.Flags())
 	f.check.AddFlags(cmd.Flags())
+	f.job.AddFlags(cmd.Flags())
 	f.alerts.AddFlags(cmd.Flags())
 	f.output.AddFlags(cmd.Flags())
 	addValidateOnlyFlag(cmd.Flags(), &f.validateOnly)

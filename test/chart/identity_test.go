@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -48,7 +49,7 @@ func saKubeconfig(t *testing.T, ns, sa string) (string, kubernetes.Interface) {
 }
 
 // containerEnv resolves a container's environment as the kubelet would: plain values,
-// Secret keys (read as admin), the pod name.
+// Secret keys (read as admin), the pod name, the name of this minute's Job.
 func containerEnv(t *testing.T, ns string, c corev1.Container, podName string) []string {
 	t.Helper()
 	ctx, cancel := testenv.Ctx()
@@ -76,6 +77,9 @@ func containerEnv(t *testing.T, ns string, c corev1.Container, podName string) [
 			out = append(out, e.Name+"="+string(v))
 		case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.name":
 			out = append(out, e.Name+"="+podName)
+		case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.labels['batch.kubernetes.io/job-name']":
+			// As the CronJob controller names the Job of this minute's run.
+			out = append(out, fmt.Sprintf("%s=%s-%d", e.Name, podName, time.Now().Unix()/60))
 		default:
 			t.Fatalf("cannot resolve env %s: %+v", e.Name, e.ValueFrom)
 		}

@@ -321,6 +321,22 @@ func TestCronJobShape(t *testing.T) {
 	if deadline <= timeout || deadline >= 5*time.Minute {
 		t.Errorf("activeDeadlineSeconds %s must be longer than --timeout %s and shorter than the 5 min interval", deadline, timeout)
 	}
+	// The watchdog is told which run it is and the Job's deadline, so that a pod
+	// that starts late ends its run before it (issue 17, item 5).
+	if e := envOf(c)["WATCHDOG_JOB_ACTIVE_DEADLINE"]; e.Value != fmt.Sprintf("%ds", *job.ActiveDeadlineSeconds) {
+		t.Errorf("WATCHDOG_JOB_ACTIVE_DEADLINE=%q, want the Job's activeDeadlineSeconds %d", e.Value, *job.ActiveDeadlineSeconds)
+	}
+	if e := envOf(c)["WATCHDOG_JOB_NAME"]; e.ValueFrom == nil || e.ValueFrom.FieldRef == nil || e.ValueFrom.FieldRef.FieldPath != "metadata.labels['batch.kubernetes.io/job-name']" {
+		t.Errorf("WATCHDOG_JOB_NAME %+v, want the pod's batch.kubernetes.io/job-name label", e.ValueFrom)
+	}
+	if e := envOf(render(t, "cronjob: {activeDeadlineSeconds: 250}").cronJob().Spec.JobTemplate.Spec.Template.Spec.Containers[0])["WATCHDOG_JOB_ACTIVE_DEADLINE"]; e.Value != "250s" {
+		t.Errorf("cronjob.activeDeadlineSeconds 250 reaches the watchdog as %q", e.Value)
+	}
+	// With the defaults a pod started 120 s late still has time for a
+	// confirmation (pkg/check TestLateJobPodFinishesBeforeTheJobDeadline).
+	if left := deadline - 120*time.Second - cli.JobKillMargin; left < 2*time.Minute {
+		t.Errorf("a pod started 120 s late has %s before the Job's deadline less the watchdog's margin", left)
+	}
 	confirm, err := time.ParseDuration(envOf(c)["WATCHDOG_CONFIRM_WINDOW"].Value)
 	must(t, err)
 	if confirm >= timeout {
