@@ -16,7 +16,7 @@ LDFLAGS := -s -w \
 	-X github.com/agentenv/watchdog/pkg/version.Commit=$(COMMIT) \
 	-X github.com/agentenv/watchdog/pkg/version.Date=$(DATE)
 
-.PHONY: all build test unit vet fmt-check control-plane tools alertmanager monitoring-tools chart-test lint-chart chart-readme event-docs demo bench lint lint-tools vulndb-refresh fuzz binaries image dist chart-package release-check sbom-tool
+.PHONY: all build test unit vet fmt-check control-plane tools alertmanager pushgateway monitoring-tools chart-test lint-chart chart-readme event-docs demo bench lint lint-tools vulndb-refresh fuzz binaries image dist chart-package release-check sbom-tool
 
 all: build
 
@@ -36,6 +36,10 @@ tools:
 alertmanager:
 	hack/alertmanager.sh >/dev/null
 
+## pushgateway: build and cache the Prometheus Pushgateway for the --pushgateway-url tests (docs/performance.md has the build time)
+pushgateway:
+	hack/pushgateway.sh >/dev/null
+
 ## monitoring-tools: the Prometheus server and promtool (one build from the Prometheus module; build times in docs/performance.md) and the Prometheus Operator's CRDs, for the chart's monitoring tests and the backtest tests
 monitoring-tools:
 	hack/prometheus.sh >/dev/null
@@ -45,8 +49,8 @@ monitoring-tools:
 MONITORING_ENV = PROMTOOL="$$(hack/promtool.sh --print)" PROMETHEUS="$$(hack/prometheus.sh --print)" PROMETHEUS_OPERATOR_CRDS="$$(hack/prometheus-operator-crds.sh --print)"
 
 ## test: everything CI runs: vet, gofmt, unit, integration and chart tests on a real API server
-test: control-plane tools alertmanager monitoring-tools vet fmt-check
-	KUBEBUILDER_ASSETS="$$(hack/control-plane.sh --print)" WATCHDOG_ALERTMANAGER="$$(hack/alertmanager.sh --print)" $(MONITORING_ENV) go test -count=1 ./...
+test: control-plane tools alertmanager pushgateway monitoring-tools vet fmt-check
+	KUBEBUILDER_ASSETS="$$(hack/control-plane.sh --print)" WATCHDOG_ALERTMANAGER="$$(hack/alertmanager.sh --print)" WATCHDOG_PUSHGATEWAY="$$(hack/pushgateway.sh --print)" $(MONITORING_ENV) go test -count=1 ./...
 
 ## unit: tests that need no control plane
 unit:

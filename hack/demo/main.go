@@ -27,6 +27,7 @@ import (
 
 	"github.com/agentenv/watchdog/internal/testenv"
 	"github.com/agentenv/watchdog/pkg/alert"
+	"github.com/agentenv/watchdog/pkg/cli"
 )
 
 const ns = "agentenv-system"
@@ -118,6 +119,17 @@ func run(bin string) error {
 		return err
 	}
 	fmt.Printf("Deployment agentenv-scheduler, pod %s (metrics on %s), 3 serving nodes in EndpointSlices of agentenv-nodes\n", pod.Name, metrics.URL)
+	// A stand-in kubelet for the pod's Node: the API server proxies pods/log to it,
+	// so the evidence saved before the restart holds the scheduler's last log lines.
+	kubelet := testenv.StartKubelet(schedulerLog())
+	defer kubelet.Close()
+	removeNode, err := kubelet.RegisterNode(ctx, env.Client, "demo-node-1", ns, pod.Name)
+	if removeNode != nil {
+		defer removeNode()
+	}
+	if err != nil {
+		return err
+	}
 
 	secret := make([]byte, 16)
 	_, _ = rand.Read(secret)
@@ -156,7 +168,8 @@ func run(bin string) error {
 	step("2. discovery dies: ready drops to 0 and node heartbeats are rejected")
 	metrics.SetPage(dead)
 	fmt.Println("(demo timings: --startup-grace 5s --wedged-for 1m --confirm-window 10s --sample-interval 2s;")
-	fmt.Println(" production defaults are 2m, 4m, 90s and 15s)")
+	// From the flags' own defaults, so the note cannot go stale again.
+	fmt.Printf(" production defaults are %s, %s, %s and %s)\n", cli.DefaultStartupGrace, cli.DefaultWedgedFor, cli.DefaultConfirmWindow, cli.DefaultSampleInterval)
 	if err := watchdog("check", "--dry-run"); err != nil {
 		return err
 	}
@@ -164,8 +177,18 @@ func run(bin string) error {
 	if err := watchdog("check"); err != nil {
 		return err
 	}
-	if _, err := env.Client.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{}); err == nil {
+	// The pod is on a Node now: the API server only marks it for deletion, and its
+	// kubelet removes it once the container stopped. The stand-in kubelet runs no
+	// container, so the demo does that part.
+	gone, err := env.Client.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
+	if err == nil && gone.DeletionTimestamp == nil {
 		return fmt.Errorf("pod %s was not restarted", pod.Name)
+	}
+	if err == nil {
+		zero := int64(0)
+		if err := env.Client.CoreV1().Pods(ns).Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+			return err
+		}
 	}
 	fmt.Printf("pod %s is gone\n", pod.Name)
 
@@ -188,6 +211,20 @@ func run(bin string) error {
 	if err := watchdog("status"); err != nil {
 		return err
 	}
+	step("what it did and why, newest first (watchdog history)")
+	if err := watchdog("history"); err != nil {
+		return err
+	}
+	step("what the scheduler looked like just before the restart (watchdog history --evidence)")
+	cm, err := env.Client.CoreV1().ConfigMaps(ns).Get(ctx, "agentenv-scheduler-watchdog-evidence", metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	for key := range cm.Data {
+		if err := watchdog("history", "--evidence", key); err != nil {
+			return err
+		}
+	}
 	events, err := env.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return err
@@ -197,4 +234,20 @@ func run(bin string) error {
 		fmt.Printf("%-8s %-22s %s/%s: %s\n", e.Type, e.Reason, e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Message)
 	}
 	return nil
+}
+
+// schedulerLog is what the simulated scheduler logged before its watch died.
+func schedulerLog() string {
+	var b strings.Builder
+	at := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	for i := 0; i < 240; i++ {
+		fmt.Fprintf(&b, "%s INFO heartbeat accepted node=runtime-%d\n", at.Add(time.Duration(i)*time.Second).Format(time.RFC3339), i%3)
+	}
+	at = at.Add(4 * time.Minute)
+	fmt.Fprintf(&b, "%s WARN endpointslice watch: http2: client connection lost\n", at.Format(time.RFC3339))
+	fmt.Fprintf(&b, "%s INFO endpointslice informer: watch closed, not re-established\n", at.Add(time.Second).Format(time.RFC3339))
+	for i := 2; i < 40; i++ {
+		fmt.Fprintf(&b, "%s WARN heartbeat rejected: unknown node node=runtime-%d code=InvalidArgument\n", at.Add(time.Duration(i)*5*time.Second).Format(time.RFC3339), i%3)
+	}
+	return b.String()
 }

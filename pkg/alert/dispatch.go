@@ -40,6 +40,10 @@ type Dispatcher struct {
 	SendBy time.Time
 }
 
+// SinkKubernetesEvent names the Kubernetes Event a notification leaves, in
+// deliveries and metrics, as if it were a sink.
+const SinkKubernetesEvent = "kubernetes-event"
+
 // Delivery is the outcome of one notification to one sink.
 type Delivery struct {
 	ID    string `json:"id"`
@@ -64,7 +68,7 @@ func (d *Dispatcher) Deliver(ctx context.Context, s *state.State, notes []Notifi
 				out = append(out, Delivery{ID: n.ID, Event: n.Event, Sink: sink.Name(), DryRun: true})
 			}
 			if d.Events != nil {
-				out = append(out, Delivery{ID: n.ID, Event: n.Event, Sink: "kubernetes-event", DryRun: true})
+				out = append(out, Delivery{ID: n.ID, Event: n.Event, Sink: SinkKubernetesEvent, DryRun: true})
 			}
 		}
 		return out
@@ -79,7 +83,7 @@ func (d *Dispatcher) Deliver(ctx context.Context, s *state.State, notes []Notifi
 	out = append(out, d.retryOutbox(ctx, sctx, s, now)...)
 	for _, n := range notes {
 		if d.Events != nil {
-			del := Delivery{ID: n.ID, Event: n.Event, Sink: "kubernetes-event", OK: true}
+			del := Delivery{ID: n.ID, Event: n.Event, Sink: SinkKubernetesEvent, OK: true}
 			if err := d.Events(sctx, n); err != nil {
 				del.OK, del.Error = false, err.Error()
 			}
@@ -101,7 +105,7 @@ func (d *Dispatcher) Deliver(ctx context.Context, s *state.State, notes []Notifi
 		}
 		if len(failed) > 0 {
 			for i := range out {
-				if out[i].ID == n.ID && !out[i].OK && out[i].Sink != "kubernetes-event" {
+				if out[i].ID == n.ID && !out[i].OK && out[i].Sink != SinkKubernetesEvent {
 					out[i].Kept = true
 				}
 			}

@@ -70,6 +70,9 @@ type ActOutcome struct {
 	Detail string
 	// Shadow: shadow mode recorded the restart instead of making it (would-restart).
 	Shadow bool
+	// Evidence is the key of the evidence bundle saved just before (pkg/evidence),
+	// "" when none was: the alert says how to read it.
+	Evidence string
 }
 
 // Plan compares the run's outcome with the open alerts in s, updates s.Alerts, and
@@ -129,6 +132,9 @@ func Plan(s *state.State, res decide.Result, acts []ActOutcome, runErr error, no
 		}
 		n := newNotification(ev, &t, res, now, cfg)
 		n.Reason = reason + " (" + t.Reason + ")"
+		if a.Evidence != "" {
+			n.Reason += fmt.Sprintf("; evidence (its log, metrics, status): watchdog history -n %s --evidence %s", cfg.Namespace, a.Evidence)
+		}
 		out = append(out, n)
 		s.Alerts[ev] = &state.Alert{Event: ev, OpenedAt: now, Pod: t.Pod, Reason: state.Truncate(n.Reason, 300)}
 	}

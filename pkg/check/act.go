@@ -12,6 +12,7 @@ import (
 	"github.com/agentenv/watchdog/pkg/alert"
 	"github.com/agentenv/watchdog/pkg/decide"
 	"github.com/agentenv/watchdog/pkg/events"
+	"github.com/agentenv/watchdog/pkg/evidence"
 	"github.com/agentenv/watchdog/pkg/state"
 	"github.com/agentenv/watchdog/pkg/statestore"
 )
@@ -66,12 +67,13 @@ func (p *pass) wouldRestart() []alert.ActOutcome {
 			continue
 		}
 		gates := decide.GateSummary(t)
+		bundle := p.captureEvidence(t, "would-restart")
 		p.next.WouldRestarts = append(p.next.WouldRestarts, state.WouldRestart{Pod: t.Pod, UID: t.UID, At: now, EpisodeSince: since,
-			Reason: state.Truncate(t.Reason, 400), Evidence: t.Evidence, Gates: state.Truncate(gates, 400)})
+			Reason: state.Truncate(t.Reason, 400), Evidence: t.Evidence, Gates: state.Truncate(gates, 400), Bundle: bundle})
 		detail := fmt.Sprintf("shadow mode: would have restarted pod %s (%s); nothing was restarted", t.Pod, p.Restarter.Method())
 		p.Log.Warn().Str("pod", t.Pod).Str("uid", t.UID).Str("gates", gates).Msg("shadow mode: would restart")
 		p.rep.WouldRestarts = append(p.rep.WouldRestarts, RestartReport{Pod: t.Pod, UID: t.UID, Method: p.Restarter.Method(), Outcome: alert.EventWouldRestart, Detail: detail})
-		acts = append(acts, alert.ActOutcome{Target: t, Shadow: true, Detail: detail})
+		acts = append(acts, alert.ActOutcome{Target: t, Shadow: true, Detail: detail, Evidence: bundle})
 	}
 	return acts
 }
@@ -108,6 +110,7 @@ func (p *pass) claim() (bool, error) {
 			claimed.Restarts = append(claimed.Restarts, state.Restart{
 				Pod: t.Pod, UID: t.UID, Method: p.Restarter.Method(), ClaimedAt: now,
 				Outcome: state.RestartClaimed, Reason: state.Truncate(t.Reason, 400), Evidence: t.Evidence,
+				Gates: state.Truncate(decide.GateSummary(t), 400),
 			})
 		}
 		claimed.LastRun = p.lastRun(now, p.res, nil)
@@ -149,12 +152,16 @@ func (p *pass) claim() (bool, error) {
 // before a restart, or instead of it, belongs here. It reports false when a
 // shutdown cut the request short: the claim stays for the next run.
 func (p *pass) restartPod(t decide.Target) (alert.ActOutcome, bool) {
+	bundle := p.captureEvidence(t, "restart")
 	actx, cancel := context.WithTimeout(p.ctx, restartTimeout)
 	result, err := p.Restarter.Restart(actx, t.Pod, t.UID)
 	cancel()
 	rec := p.next.RestartFor(t.UID)
 	doneAt := p.Clock.Now()
-	a := alert.ActOutcome{Target: t, Detail: result.Detail}
+	a := alert.ActOutcome{Target: t, Detail: result.Detail, Evidence: bundle}
+	if rec != nil {
+		rec.Bundle = bundle
+	}
 	if err != nil && interrupted(p.ctx) {
 		// Whether the request reached the API server is unknown: the claim
 		// stays, and the next run completes or settles it.
@@ -174,8 +181,41 @@ func (p *pass) restartPod(t decide.Target) (alert.ActOutcome, bool) {
 		p.Log.Warn().Str("pod", t.Pod).Str("uid", t.UID).Str("method", p.Restarter.Method()).Str("detail", result.Detail).Str("reason", t.Reason).Msg("restarted")
 		p.deploymentEvent(t, result.Detail)
 	}
-	p.rep.Restarts = append(p.rep.Restarts, RestartReport{Pod: t.Pod, UID: t.UID, Method: p.Restarter.Method(), Outcome: rec.Outcome, Detail: firstNonEmpty(rec.Error, result.Detail)})
+	p.rep.Restarts = append(p.rep.Restarts, RestartReport{Pod: t.Pod, UID: t.UID, Method: p.Restarter.Method(), Outcome: rec.Outcome, Detail: firstNonEmpty(rec.Error, result.Detail), Evidence: bundle})
 	return a, true
+}
+
+// captureEvidence saves the evidence bundle of t just before it is restarted (or,
+// in shadow mode, would be: action says which) and returns the bundle's key, ""
+// when none was saved. The log read takes at most evidence.DefaultTimeout, the
+// save evidence.SaveTimeout, each at most a quarter of what the pass has left;
+// what it cannot read or save is a warning, never a reason not to restart.
+func (p *pass) captureEvidence(t decide.Target, action string) string {
+	if p.Evidence == nil {
+		return ""
+	}
+	// The log read and the save each have their own bound: a kubelet that never
+	// answers must not cost the bundle too.
+	bound := func(d time.Duration) (context.Context, context.CancelFunc) {
+		if dl, ok := p.ctx.Deadline(); ok {
+			d = min(d, time.Until(dl)/4)
+		}
+		return context.WithTimeout(p.ctx, d)
+	}
+	ctx, cancel := bound(evidence.DefaultTimeout)
+	b := p.Evidence.Capture(ctx, t, p.obs, action, p.Clock.Now())
+	cancel()
+	if b.LogError != "" {
+		p.warn("evidence without the scheduler's log", b.LogError)
+	}
+	ctx, cancel = bound(evidence.SaveTimeout)
+	defer cancel()
+	if err := p.Evidence.Save(ctx, b); err != nil {
+		p.warn("evidence not saved", err.Error())
+		return ""
+	}
+	p.Log.Info().Str("pod", t.Pod).Str("bundle", b.Key).Int("logBytes", len(b.Log)).Msg("evidence saved")
+	return b.Key
 }
 
 func (r *Runner) dispatcher() *alert.Dispatcher {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentenv/watchdog/pkg/alert"
 	"github.com/agentenv/watchdog/pkg/decide"
+	"github.com/agentenv/watchdog/pkg/evidence"
 	"github.com/agentenv/watchdog/pkg/restart"
 	"github.com/agentenv/watchdog/pkg/scrape"
 	"github.com/agentenv/watchdog/pkg/state"
@@ -51,8 +52,11 @@ type Runner struct {
 	Events EventRecorder
 	// Sinks are where alerts go besides logs and Events.
 	Sinks []alert.Sink
-	Clock clock.Clock
-	Log   zerolog.Logger
+	// Evidence, when not nil, saves what the scheduler looked like just before a
+	// restart (pkg/evidence).
+	Evidence *evidence.Keeper
+	Clock    clock.Clock
+	Log      zerolog.Logger
 }
 
 // Error is a pass that could not do its job; the CLI exits 1 on it.

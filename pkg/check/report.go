@@ -50,6 +50,8 @@ type RestartReport struct {
 	Method  string               `json:"method"`
 	Outcome state.RestartOutcome `json:"outcome"`
 	Detail  string               `json:"detail,omitempty"`
+	// Evidence is the key of the evidence bundle saved just before.
+	Evidence string `json:"evidenceBundle,omitempty"`
 }
 
 // NotJudged is a listed pod that was not judged.
@@ -71,14 +73,13 @@ func (rep *Report) fill(res decide.Result) {
 	}
 }
 
-// WriteJSON prints the report as one JSON object.
+// WriteJSON prints the report as one JSON object on one line: the CronJob's log
+// keeps each run's report whole (the CLI indents it on a terminal).
 func (rep *Report) WriteJSON(w io.Writer) error {
 	if rep.Targets == nil {
 		rep.Targets = []decide.Target{}
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(rep)
+	return json.NewEncoder(w).Encode(rep)
 }
 
 // WriteText prints a short table per pod and the decision.

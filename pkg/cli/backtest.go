@@ -49,7 +49,7 @@ func (o *BacktestOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Start, "start", "7d", "start of the replay: RFC 3339 time, or a duration back from now (90m, 36h, 7d)")
 	fs.StringVar(&o.End, "end", "now", "end of the replay: RFC 3339 time, a duration back from now, or now")
 	fs.StringVar(&o.Schedule, "schedule", DefaultSchedule, "CronJob schedule of the simulated runs (cron syntax, as the CronJob controller reads it)")
-	fs.DurationVar(&o.Interval, "interval", 0, "simulate `watchdog run` with a pass every interval instead of the CronJob (0: CronJob)")
+	fs.DurationVar(&o.Interval, "interval", 0, "simulate watchdog run with a pass every interval instead of the CronJob (0: CronJob)")
 	fs.DurationVar(&o.Step, "step", 0, "resolution of --expected-query (0: the scheduler's scrape interval, as found in the data)")
 	fs.StringVar(&o.Ready, "ready-series", "", "series selector of the scheduler's ready gauge (default: agentenv_scheduler_observed_nodes{namespace=<namespace>,status=\"ready\"})")
 	fs.StringVar(&o.Rejected, "rejected-series", "", "series selector of the rejected-heartbeat counter (default: agentenv_scheduler_rpc_duration_seconds_count{namespace=<namespace>,rpc=\"Heartbeat\",status=\"invalid_argument\"})")

@@ -30,6 +30,10 @@ type checkFlags struct {
 	job     JobOptions
 	alerts  AlertOptions
 	output  OutputOptions
+	// evidence: check and run (a pass that may restart).
+	evidence EvidenceOptions
+	// push: check only (run serves its metrics).
+	push PushOptions
 	// validateOnly: --validate-only, stop once the configuration is built.
 	validateOnly bool
 }
@@ -77,10 +81,10 @@ and exits 0 or 2 without any API call.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			markStarted(cmd)
 			if f.validateOnly {
-				return f.checkConfig(stderr)
+				return f.checkConfig(stderr, f.evidence.Validate, f.push.Validate)
 			}
 			oneProcessor()
-			p, err := f.setup(stderr)
+			p, err := f.setup(stderr, f.evidence.Validate, f.push.Validate)
 			if err != nil {
 				return err
 			}
@@ -91,8 +95,14 @@ and exits 0 or 2 without any API call.`,
 			}
 			ctx, cancel := context.WithDeadline(cmd.Context(), deadline)
 			defer cancel()
+			start := time.Now()
 			rep, runErr := p.runner.Run(ctx)
 			pingHeartbeat(ctx, &f.alerts, runErr, f.check.DryRun, p.log)
+			// Its own deadline: a pass that used all of --timeout still reports.
+			if err := f.push.push(cmd.Context(), rep, runErr, time.Since(start), p.sinkNames(), f.check.DryRun); err != nil {
+				p.log.Warn().Str("error", err.Error()).Msg("metrics push failed")
+				rep.Warnings = append(rep.Warnings, err.Error())
+			}
 			if err := printReport(stdout, f.output.Output, rep); err != nil {
 				return fmt.Errorf("print report: %w", err)
 			}
@@ -107,6 +117,8 @@ and exits 0 or 2 without any API call.`,
 	f.job.AddFlags(cmd.Flags())
 	f.alerts.AddFlags(cmd.Flags())
 	f.output.AddFlags(cmd.Flags())
+	f.evidence.AddFlags(cmd.Flags())
+	f.push.AddFlags(cmd.Flags())
 	addValidateOnlyFlag(cmd.Flags(), &f.validateOnly)
 	return cmd
 }
@@ -122,7 +134,7 @@ func oneProcessor() {
 
 func printReport(w io.Writer, format string, rep *check.Report) error {
 	if format == "json" {
-		return rep.WriteJSON(w)
+		return writeJSON(w, rep.WriteJSON)
 	}
 	return rep.WriteText(w)
 }
@@ -135,9 +147,18 @@ type pass struct {
 	host   string
 }
 
+// sinkNames names the configured sinks.
+func (p *pass) sinkNames() []string {
+	var out []string
+	for _, s := range p.runner.Sinks {
+		out = append(out, s.Name())
+	}
+	return out
+}
+
 // setup validates the flags and wires a pass: logger, API client, sinks, runner.
-func (f *checkFlags) setup(stderr io.Writer) (*pass, error) {
-	if err := f.validate(); err != nil {
+func (f *checkFlags) setup(stderr io.Writer, more ...func() error) (*pass, error) {
+	if err := f.validate(more...); err != nil {
 		return nil, err
 	}
 	log := newLogger(&f.cluster, stderr)
@@ -194,6 +215,7 @@ func newRunner(f *checkFlags, client *kube.Client, host string, metrics metricsP
 		Restarter: restarter,
 		Events:    &events.Recorder{Client: client, Namespace: ns, Host: hostname, Now: clk.Now},
 		Sinks:     sinks,
+		Evidence:  f.evidence.keeper(client, ns, f.check.SchedulerContainer),
 		Clock:     clk,
 		Log:       log,
 	}

@@ -23,6 +23,10 @@ type doctorFlags struct {
 	leaderElectLease string
 }
 
+// doctorHidden are the flags doctor accepts and does not show.
+var doctorHidden = []string{"startup-grace", "wedged-for", "confirm-window", "sample-interval", "max-watch-age",
+	"restart-on-degraded", "restart-window", "restart-backoff", "restart-backoff-max", "dry-run", "realert-interval", "blind-after"}
+
 func newDoctorCommand(stdout, stderr io.Writer) *cobra.Command {
 	f := &doctorFlags{}
 	cmd := &cobra.Command{
@@ -78,24 +82,26 @@ Exit codes: 0 every check passed; 1 a check failed (each ✗ line says how to fi
 				return usagef("--send-test: no sink configured: set --slack-webhook-url, --webhook-url, --alertmanager-url or --heartbeat-url")
 			}
 			d := &doctor.Doctor{Config: doctor.Config{
-				Client:         client,
-				Host:           cfg.Host,
-				Namespace:      f.cluster.Namespace,
-				StateConfigMap: f.cluster.StateConfigMap,
-				Selector:       f.check.SchedulerSelector,
-				Container:      f.check.SchedulerContainer,
-				Deployment:     f.check.Deployment,
-				MetricsPort:    f.check.MetricsPort,
-				MetricsPath:    f.check.MetricsPath,
-				Scraper:        metrics.scraper,
-				Via:            metrics.via,
-				NodesService:   f.check.NodesService,
-				NodesPort:      int32(f.check.NodesPort),
-				RestartMethod:  f.check.RestartMethod,
-				MaxRestarts:    f.check.MaxRestarts,
-				LeaderLease:    f.check.LeaderLease,
-				Sinks:          sinks,
-				SendTest:       f.sendTest,
+				Client:            client,
+				Host:              cfg.Host,
+				Namespace:         f.cluster.Namespace,
+				StateConfigMap:    f.cluster.StateConfigMap,
+				EvidenceConfigMap: f.evidence.ConfigMap,
+				EvidenceLogs:      f.evidence.Logs,
+				Selector:          f.check.SchedulerSelector,
+				Container:         f.check.SchedulerContainer,
+				Deployment:        f.check.Deployment,
+				MetricsPort:       f.check.MetricsPort,
+				MetricsPath:       f.check.MetricsPath,
+				Scraper:           metrics.scraper,
+				Via:               metrics.via,
+				NodesService:      f.check.NodesService,
+				NodesPort:         int32(f.check.NodesPort),
+				RestartMethod:     f.check.RestartMethod,
+				MaxRestarts:       f.check.MaxRestarts,
+				LeaderLease:       f.check.LeaderLease,
+				Sinks:             sinks,
+				SendTest:          f.sendTest,
 			}}
 			if f.leaderElect {
 				d.ElectionLease = f.leaderElectLease
@@ -105,7 +111,7 @@ Exit codes: 0 every check passed; 1 a check failed (each ✗ line says how to fi
 			rep := doctor.NewReport(f.cluster.Namespace, cfg.Host, d.Run(ctx))
 			write := rep.WriteText
 			if f.output.Output == "json" {
-				write = rep.WriteJSON
+				write = func(w io.Writer) error { return writeJSON(w, rep.WriteJSON) }
 			}
 			if err := write(stdout); err != nil {
 				return fmt.Errorf("print report: %w", err)
@@ -120,9 +126,18 @@ Exit codes: 0 every check passed; 1 a check failed (each ✗ line says how to fi
 	f.check.AddFlags(cmd.Flags())
 	f.alerts.AddFlags(cmd.Flags())
 	f.output.AddFlags(cmd.Flags())
-	cmd.Flags().BoolVar(&f.sendTest, "send-test", false, "deliver a clearly marked test alert to each configured sink (as `notify test` does) and ping --heartbeat-url")
-	cmd.Flags().BoolVar(&f.leaderElect, "leader-elect", false, "check the election Lease and rights of `run --leader-elect` too")
-	cmd.Flags().StringVar(&f.leaderElectLease, "leader-elect-lease", "agentenv-scheduler-watchdog", "Lease of `run --leader-elect`")
+	f.evidence.AddFlags(cmd.Flags())
+	// check's flags that only shape decisions and alert timing change no check:
+	// accepted, so that doctor reads the CronJob's WATCHDOG_* variables as they are,
+	// but not shown.
+	for _, name := range doctorHidden {
+		if err := cmd.Flags().MarkHidden(name); err != nil {
+			panic(err) // a renamed flag: the list is wrong
+		}
+	}
+	cmd.Flags().BoolVar(&f.sendTest, "send-test", false, "deliver a clearly marked test alert to each configured sink (as notify test does) and ping --heartbeat-url")
+	cmd.Flags().BoolVar(&f.leaderElect, "leader-elect", false, "check the election Lease and rights of run --leader-elect too")
+	cmd.Flags().StringVar(&f.leaderElectLease, "leader-elect-lease", "agentenv-scheduler-watchdog", "the `name` of the Lease of run --leader-elect")
 	return cmd
 }
 

@@ -125,7 +125,7 @@ func FuzzFlags(f *testing.F) {
 		if code != cli.ExitOK && code != cli.ExitFailed && code != cli.ExitUsage {
 			t.Fatalf("exit %d\nargs %q\n%s", code, args, out)
 		}
-		if code == cli.ExitUsage && !strings.Contains(stderr.String(), "Run 'watchdog --help' for usage.") {
+		if code == cli.ExitUsage && !strings.Contains(stderr.String(), "Run 'watchdog "+args[0]+" --help' for usage.") {
 			t.Fatalf("exit 2 without a usage message\nargs %q\n%s", args, out)
 		}
 		if why := invalid(given); why != "" && code != cli.ExitUsage {

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/agentenv/watchdog/pkg/version"
 )
@@ -187,5 +189,96 @@ func TestVersionFlag(t *testing.T) {
 	flag, code := run("--version")
 	if code != ExitOK || flag != cmd {
 		t.Errorf("watchdog --version: exit %d, %q; want %q as watchdog version prints", code, flag, cmd)
+	}
+}
+
+// TestFlagArgumentNames: pflag turns the first `quoted` word of a usage into the
+// flag's argument name in --help. Each shown flag's argument name is a real one: one
+// word (no sentence fragment a quote in the usage made the name), and none for a
+// boolean.
+func TestFlagArgumentNames(t *testing.T) {
+	word := regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9=._-]*$`)
+	for _, c := range commands(NewRootCommand(io.Discard, io.Discard)) {
+		c.Flags().VisitAll(func(f *pflag.Flag) {
+			if f.Hidden {
+				return
+			}
+			name, _ := pflag.UnquoteUsage(f)
+			switch {
+			case f.Value.Type() == "bool" && name != "":
+				t.Errorf("%s --%s: a boolean shows the argument %q", c.CommandPath(), f.Name, name)
+			case f.Value.Type() != "bool" && !word.MatchString(name):
+				t.Errorf("%s --%s: argument name %q", c.CommandPath(), f.Name, name)
+			}
+		})
+	}
+}
+
+// TestUsageErrorPointsAtHelp: a usage error names the help of the command that
+// refused it.
+func TestUsageErrorPointsAtHelp(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		help string
+	}{
+		{[]string{"doctor", "--no-such-flag"}, "watchdog doctor --help"},
+		{[]string{"notify", "test", "--timeout", "0s", "--webhook-url", "https://127.0.0.1:9/x"}, "watchdog notify test --help"},
+		{[]string{"check", "--output", "yaml"}, "watchdog check --help"},
+		{[]string{"no-such-command"}, "watchdog --help"},
+	} {
+		var stderr bytes.Buffer
+		if code := ExecuteContext(context.Background(), c.args, io.Discard, &stderr); code != ExitUsage {
+			t.Errorf("%v: exit %d, want %d", c.args, code, ExitUsage)
+		}
+		if want := "Run '" + c.help + "' for usage."; !strings.Contains(stderr.String(), want) {
+			t.Errorf("%v: %q lacks %q", c.args, stderr.String(), want)
+		}
+	}
+}
+
+// TestFlagsShownApply: doctor accepts every flag of check (it reads the same
+// WATCHDOG_* variables as the CronJob) but shows only those that change a check; the
+// Pushgateway flags are check's alone.
+func TestFlagsShownApply(t *testing.T) {
+	root := NewRootCommand(io.Discard, io.Discard)
+	cmd := func(path ...string) *cobra.Command {
+		c, _, err := root.Find(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	doctor := cmd("doctor")
+	for _, name := range doctorHidden {
+		f := doctor.Flags().Lookup(name)
+		if f == nil || !f.Hidden {
+			t.Errorf("doctor --%s: %+v, want accepted and hidden", name, f)
+		}
+	}
+	var help bytes.Buffer
+	doctor.SetOut(&help)
+	if err := doctor.Help(); err != nil {
+		t.Fatal(err)
+	}
+	shown := func(name string) bool {
+		return regexp.MustCompile(`(?m)^\s+(-[a-z], )?--` + name + `\s`).MatchString(help.String())
+	}
+	for _, name := range doctorHidden {
+		if shown(name) {
+			t.Errorf("doctor --help shows --%s", name)
+		}
+	}
+	for _, name := range []string{"max-restarts", "restart-method", "scheduler-selector", "send-test"} {
+		if !shown(name) {
+			t.Errorf("doctor --help lacks --%s, which changes its checks", name)
+		}
+	}
+	for _, path := range [][]string{{"run"}, {"doctor"}, {"status"}, {"notify", "test"}} {
+		if cmd(path...).Flags().Lookup("pushgateway-url") != nil {
+			t.Errorf("%v has --pushgateway-url", path)
+		}
+	}
+	if cmd("check").Flags().Lookup("pushgateway-url") == nil {
+		t.Error("check has no --pushgateway-url")
 	}
 }

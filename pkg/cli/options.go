@@ -29,6 +29,13 @@ type ClusterOptions struct {
 	LogFormat      string
 }
 
+// Log formats (--log-format).
+const (
+	LogFormatAuto    = "auto"
+	LogFormatJSON    = "json"
+	LogFormatConsole = "console"
+)
+
 // Defaults chosen from the scheduler's timings for a */5 CronJob (docs/design.md §1, §5 "Defaults for a */5 CronJob").
 const (
 	DefaultStartupGrace  = 2 * time.Minute
@@ -45,10 +52,10 @@ func (o *ClusterOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Context, "context", "", "kubeconfig context to use")
 	fs.StringVarP(&o.Namespace, "namespace", "n", "agentenv-system", "namespace of the scheduler, its nodes Service and the state ConfigMap")
 	fs.StringVar(&o.StateConfigMap, "state-configmap", "agentenv-scheduler-watchdog", "ConfigMap holding the watchdog's state")
-	fs.DurationVar(&o.Timeout, "timeout", DefaultTimeout, "deadline for the whole run; must fit a confirmation (--confirm-window) and stay under the CronJob's activeDeadlineSeconds")
+	fs.DurationVar(&o.Timeout, "timeout", DefaultTimeout, "deadline of the whole command (for check and run: of a pass, which must fit a confirmation, --confirm-window, and end before the CronJob's activeDeadlineSeconds)")
 	fs.DurationVar(&o.APITimeout, "api-timeout", 15*time.Second, "timeout of each API server request")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
-	fs.StringVar(&o.LogFormat, "log-format", "json", "log format on stderr: json, or console for people")
+	fs.StringVar(&o.LogFormat, "log-format", LogFormatAuto, "log format on stderr: console (for people), json (for log pipelines), or auto: console on a terminal, json otherwise")
 }
 
 // Validate reports every invalid flag, in the order the flags are declared.
@@ -65,8 +72,8 @@ func (o *ClusterOptions) Validate() error {
 	if _, err := zerolog.ParseLevel(o.LogLevel); err != nil || o.LogLevel == "" {
 		p.addf("--log-level %q: want debug, info, warn or error", o.LogLevel)
 	}
-	if o.LogFormat != "json" && o.LogFormat != "console" {
-		p.addf("--log-format %q: want json or console", o.LogFormat)
+	if o.LogFormat != LogFormatAuto && o.LogFormat != LogFormatJSON && o.LogFormat != LogFormatConsole {
+		p.addf("--log-format %q: want auto, json or console", o.LogFormat)
 	}
 	return p.err()
 }

@@ -107,7 +107,7 @@ func TestValidateReportsEveryInvalidFlagInDeclarationOrder(t *testing.T) {
 		`watchdog: --restart-method "kill": want delete or rollout`,
 		`watchdog: --blind-after must be at least 1, got 0`,
 		`watchdog: --output "yaml": want text or json`,
-		`Run 'watchdog --help' for usage.`,
+		`Run 'watchdog check --help' for usage.`,
 	}
 	got := strings.Split(strings.TrimSuffix(stderr.String(), "\n"), "\n")
 	if len(got) != len(want) {

@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"golang.org/x/term"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -117,7 +118,11 @@ func ExecuteContext(ctx context.Context, args []string, stdout, stderr io.Writer
 		} else {
 			fmt.Fprintf(stderr, "watchdog: %v\n", err)
 		}
-		fmt.Fprintln(stderr, "Run 'watchdog --help' for usage.")
+		help := root
+		if cmd != nil {
+			help = cmd
+		}
+		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", help.CommandPath())
 		reportConfigFailure(ctx, cmd, args, err, stderr)
 		return ExitUsage
 	}
@@ -165,7 +170,7 @@ underscores, upper case); a flag beats its environment variable.`,
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.Flags().Bool("version", false, "print the version, commit and build date, as the version command does")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usagef("%v", err) })
-	root.AddCommand(newCheckCommand(stdout, stderr), newStatusCommand(stdout, stderr), newVersionCommand(stdout), newNotifyCommand(stdout, stderr), newRunCommand(stderr), newDoctorCommand(stdout, stderr), newBacktestCommand(stdout, stderr))
+	root.AddCommand(newCheckCommand(stdout, stderr), newStatusCommand(stdout, stderr), newHistoryCommand(stdout, stderr), newVersionCommand(stdout), newNotifyCommand(stdout, stderr), newRunCommand(stderr), newDoctorCommand(stdout, stderr), newBacktestCommand(stdout, stderr))
 	return root
 }
 
@@ -211,17 +216,24 @@ func newVersionCommand(stdout io.Writer) *cobra.Command {
 	}
 }
 
-// newLogger builds the stderr logger: JSON by default, console for people. client-go's
-// own lines (klog) go through it too (klog.go).
+// newLogger builds the stderr logger: console for people (a terminal, or
+// --log-format console), JSON for log pipelines. client-go's own lines (klog) go
+// through it too (klog.go).
 func newLogger(o *ClusterOptions, w io.Writer) zerolog.Logger {
 	level, _ := zerolog.ParseLevel(o.LogLevel) // validated
 	var out io.Writer = w
-	if o.LogFormat == "console" {
+	if o.LogFormat == LogFormatConsole || (o.LogFormat == LogFormatAuto && isTerminal(w)) {
 		out = zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05"}
 	}
 	log := zerolog.New(out).Level(level).With().Timestamp().Logger()
 	routeKlog(log)
 	return log
+}
+
+// isTerminal reports whether w is a terminal, where a person reads.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 // restConfig loads the API server connection: in-cluster when nothing says

@@ -17,6 +17,7 @@ import (
 	"github.com/agentenv/watchdog/pkg/check"
 	"github.com/agentenv/watchdog/pkg/leader"
 	"github.com/agentenv/watchdog/pkg/loop"
+	"github.com/agentenv/watchdog/pkg/metrics"
 )
 
 // RunOptions configure the continuous mode.
@@ -72,7 +73,7 @@ State lives in the same ConfigMap as for check, so the two modes can be switched
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			markStarted(cmd)
 			// run's own flags are declared after check's.
-			if err := f.validate(ro.Validate, func() error { return f.alerts.Alertmanager.checkRunInterval(ro.Interval) }); err != nil {
+			if err := f.validate(f.evidence.Validate, ro.Validate, func() error { return f.alerts.Alertmanager.checkRunInterval(ro.Interval) }); err != nil {
 				return err
 			}
 			if f.validateOnly {
@@ -84,6 +85,7 @@ State lives in the same ConfigMap as for check, so the two modes can be switched
 	f.cluster.AddFlags(cmd.Flags())
 	f.check.AddFlags(cmd.Flags())
 	f.alerts.AddFlags(cmd.Flags())
+	f.evidence.AddFlags(cmd.Flags())
 	ro.AddFlags(cmd.Flags())
 	addValidateOnlyFlag(cmd.Flags(), &f.validateOnly)
 	return cmd
@@ -97,7 +99,8 @@ func runPasses(ctx context.Context, f *checkFlags, ro *RunOptions, stderr io.Wri
 		return err
 	}
 	log, clk := p.log, clock.RealClock{}
-	l := loop.New(ro.Interval, f.cluster.Timeout, p.loopPass(&f.alerts, f.check.DryRun), clk, log)
+	m := metrics.New(metrics.Options{Sinks: p.sinkNames(), Runtime: true})
+	l := loop.New(ro.Interval, f.cluster.Timeout, p.loopPass(&f.alerts, f.check.DryRun), m, clk, log)
 
 	ln, err := net.Listen("tcp", ro.MetricsAddr)
 	if err != nil {

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -51,9 +50,7 @@ func newStatusCommand(stdout, stderr io.Writer) *cobra.Command {
 				return fmt.Errorf("API server %s: %w", cfg.Host, err)
 			}
 			if output.Output == "json" {
-				enc := json.NewEncoder(stdout)
-				enc.SetIndent("", "  ")
-				return enc.Encode(statusJSON{ConfigMap: cluster.Namespace + "/" + cluster.StateConfigMap, ResourceVersion: snap.ResourceVersion, Warning: snap.Recovered, State: snap.State})
+				return encodeJSON(stdout, statusJSON{ConfigMap: cluster.Namespace + "/" + cluster.StateConfigMap, ResourceVersion: snap.ResourceVersion, Warning: snap.Recovered, State: snap.State})
 			}
 			return writeStatusText(stdout, cluster.Namespace+"/"+cluster.StateConfigMap, snap, time.Now())
 		},
@@ -111,6 +108,19 @@ func writeStatusText(w io.Writer, where string, snap *statestore.Snapshot, now t
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if n := len(s.Restarts); n > 0 {
+		r := s.Restarts[n-1]
+		fmt.Fprintf(w, "\nlast restart: %s %s by %s: %s, %s evidence\n  reason: %s\n", r.ClaimedAt.Format(time.RFC3339), r.Pod, r.Method, r.Outcome, alert.OrDash(string(r.Evidence)), r.Reason)
+		if r.Gates != "" {
+			fmt.Fprintf(w, "  gates: %s\n", r.Gates)
+		}
+		if r.Ineffective != "" {
+			fmt.Fprintf(w, "  did not heal: %s\n", r.Ineffective)
+		}
+		if r.Bundle != "" {
+			fmt.Fprintf(w, "  evidence bundle: %s (watchdog history --evidence %s)\n", r.Bundle, r.Bundle)
+		}
 	}
 	fmt.Fprintf(w, "\nrestarts (newest last, %d kept):\n", len(s.Restarts))
 	for _, r := range s.Restarts {

@@ -22,8 +22,8 @@ func addValidateOnlyFlag(fs *pflag.FlagSet, v *bool) {
 // configuration exists at all (a CI job checking a values file, a laptop without a
 // kubeconfig), the flags are still checked and the client is said to be unchecked; a
 // kubeconfig that is named or found but broken is an error.
-func (f *checkFlags) checkConfig(stderr io.Writer) error {
-	if err := f.validate(); err != nil {
+func (f *checkFlags) checkConfig(stderr io.Writer, more ...func() error) error {
+	if err := f.validate(more...); err != nil {
 		return err
 	}
 	log := newLogger(&f.cluster, stderr)

@@ -48,6 +48,10 @@ type Needs struct {
 	// ScrapeViaAPIServer: metrics are read through the API server's pod proxy
 	// (--scrape-via apiserver, or auto outside a pod), which needs get pods/proxy.
 	ScrapeViaAPIServer bool
+	// EvidenceConfigMap keeps the evidence of restarts (--evidence-configmap);
+	// EvidenceLogs reads the scheduler's log into it (--evidence-logs).
+	EvidenceConfigMap string
+	EvidenceLogs      bool
 	// StateMissing and ElectionLeaseMissing: the object does not exist yet, so the
 	// watchdog will create it (the chart creates both, and grants no create).
 	StateMissing         bool
@@ -76,6 +80,15 @@ func (n Needs) Required() []Access {
 	if n.StateMissing {
 		// create is authorized without a name: RBAC cannot narrow it.
 		out = append(out, Access{Resource: "configmaps", Verb: "create", Why: fmt.Sprintf("create the missing state ConfigMap %s on the first run", n.StateConfigMap)})
+	}
+	if n.EvidenceConfigMap != "" {
+		out = append(out,
+			Access{Resource: "configmaps", Verb: "get", Name: n.EvidenceConfigMap, Why: "keep the evidence of restarts (--evidence-configmap)"},
+			Access{Resource: "configmaps", Verb: "update", Name: n.EvidenceConfigMap, Why: "keep the evidence of restarts (--evidence-configmap)"},
+		)
+	}
+	if n.EvidenceLogs {
+		out = append(out, Access{Resource: "pods", Subresource: "log", Verb: "get", Why: "save the scheduler's last log lines before a restart (--evidence-logs)"})
 	}
 	out = append(out,
 		Access{Resource: "events", Verb: "create", Why: "leave an Event on each object judged or acted on"},

@@ -85,12 +85,15 @@ type Config struct {
 	Via scrape.Via
 	// ScrapeURL overrides how a pod's metrics URL is built (tests); nil builds it
 	// as the observer does (observe.ScrapeURL).
-	ScrapeURL     func(pod *corev1.Pod) string
-	NodesService  string
-	NodesPort     int32
-	RestartMethod string
-	MaxRestarts   int
-	LeaderLease   string
+	ScrapeURL func(pod *corev1.Pod) string
+	// EvidenceConfigMap and EvidenceLogs: the evidence of restarts (pkg/evidence).
+	EvidenceConfigMap string
+	EvidenceLogs      bool
+	NodesService      string
+	NodesPort         int32
+	RestartMethod     string
+	MaxRestarts       int
+	LeaderLease       string
 	// ElectionLease is `run --leader-elect`'s Lease, "" without election.
 	ElectionLease string
 	// Sinks are the configured alert sinks; SendTest delivers a test alert to each.
@@ -194,6 +197,7 @@ func (d *Doctor) needs(ctx context.Context) Needs {
 		StateConfigMap: d.StateConfigMap, Deployment: d.Deployment, RestartMethod: d.RestartMethod,
 		MaxRestarts: d.MaxRestarts, LeaderLease: d.LeaderLease, ElectionLease: d.ElectionLease,
 		ScrapeViaAPIServer: d.Via == scrape.ViaAPIServer,
+		EvidenceConfigMap:  d.EvidenceConfigMap, EvidenceLogs: d.EvidenceLogs,
 	}
 	// Existence decides whether create is needed. If the read itself is refused, the
 	// get check below says so; assume the object exists, as the chart creates it.

@@ -12,7 +12,9 @@ package kube
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
+	"strconv"
 
 	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -39,7 +41,7 @@ var kinds = []struct {
 	gv   schema.GroupVersion
 	objs []runtime.Object
 }{
-	{corev1.SchemeGroupVersion, []runtime.Object{&corev1.Pod{}, &corev1.PodList{}, &corev1.ConfigMap{}, &corev1.Event{}}},
+	{corev1.SchemeGroupVersion, []runtime.Object{&corev1.Pod{}, &corev1.PodList{}, &corev1.ConfigMap{}, &corev1.Event{}, &corev1.EventList{}}},
 	{appsv1.SchemeGroupVersion, []runtime.Object{&appsv1.Deployment{}, &appsv1.ReplicaSet{}}},
 	{discoveryv1.SchemeGroupVersion, []runtime.Object{&discoveryv1.EndpointSliceList{}}},
 	{coordinationv1.SchemeGroupVersion, []runtime.Object{&coordinationv1.Lease{}}},
@@ -158,6 +160,13 @@ func (c *Client) CreateEvent(ctx context.Context, ev *corev1.Event) (*corev1.Eve
 	return out, err
 }
 
+// ListEvents lists Events (watchdog history reads the watchdog's own).
+func (c *Client) ListEvents(ctx context.Context, ns string, opts metav1.ListOptions) (*corev1.EventList, error) {
+	out := &corev1.EventList{}
+	err := c.core.Get().Namespace(ns).Resource("events").VersionedParams(&opts, params).Do(ctx).Into(out)
+	return out, err
+}
+
 // GetDeployment reads a Deployment.
 func (c *Client) GetDeployment(ctx context.Context, ns, name string) (*appsv1.Deployment, error) {
 	out := &appsv1.Deployment{}
@@ -199,4 +208,20 @@ func (c *Client) UpdateLease(ctx context.Context, l *coordinationv1.Lease) (*coo
 	out := &coordinationv1.Lease{}
 	err := c.coordination.Put().Namespace(l.Namespace).Resource("leases").Name(l.Name).Body(l).Do(ctx).Into(out)
 	return out, err
+}
+
+// PodLog streams a container's log (pods/log): the API server reads it from the
+// kubelet of the pod's node.
+func (c *Client) PodLog(ctx context.Context, ns, pod string, opts *corev1.PodLogOptions) (io.ReadCloser, error) {
+	req := c.core.Get().Namespace(ns).Resource("pods").Name(pod).SubResource("log")
+	if opts.Container != "" {
+		req = req.Param("container", opts.Container)
+	}
+	if opts.TailLines != nil {
+		req = req.Param("tailLines", strconv.FormatInt(*opts.TailLines, 10))
+	}
+	if opts.LimitBytes != nil {
+		req = req.Param("limitBytes", strconv.FormatInt(*opts.LimitBytes, 10))
+	}
+	return req.Stream(ctx)
 }

@@ -1,17 +1,13 @@
 package loop
 
 import (
-	"fmt"
-	"sort"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/agentenv/watchdog/pkg/check"
-	"github.com/agentenv/watchdog/pkg/decide"
+	"github.com/agentenv/watchdog/pkg/metrics"
 )
 
 // A standby that wins the election after a long wait is a fresh leader: /healthz
@@ -21,7 +17,7 @@ import (
 // A leader whose passes then stop completing must still be reported.
 func TestNewLeaderGetsAFreshHealthClock(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
-	l := New(30*time.Second, 3*time.Minute, nil, clk, zerolog.Nop())
+	l := New(30*time.Second, 3*time.Minute, nil, metrics.New(metrics.Options{}), clk, zerolog.Nop())
 	for i := 0; i < 20; i++ { // ten minutes as a healthy standby
 		clk.Step(30 * time.Second)
 		l.Alive()
@@ -58,53 +54,4 @@ func (l *Loop) runPassResult(now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.lastAlive, l.lastSuccess, l.lastErr = now, now, ""
-}
-
-// The ready and expected node gauges are what a dashboard draws per scheduler pod:
-// set for judged pods whose numbers are known, absent otherwise, and forgotten with
-// the pod (a deleted pod's last numbers must not stay on the graph).
-func TestNodeGauges(t *testing.T) {
-	m := NewMetrics()
-	n := func(v int) *int { return &v }
-	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	m.Observe(&check.Report{Targets: []decide.Target{
-		{Pod: "sched-a", Judged: true, Verdict: decide.VerdictWedged, Ready: n(0), Expected: n(3)},
-		{Pod: "sched-b", Judged: true, Verdict: decide.VerdictUnknown, Expected: n(3)},
-		{Pod: "sched-c", Judged: false, Ready: n(0), Expected: n(3)},
-	}}, nil, time.Second, now)
-	if got, want := nodeGauges(t, m), "agentenv_watchdog_pod_expected_nodes{sched-a} 3, agentenv_watchdog_pod_expected_nodes{sched-b} 3, agentenv_watchdog_pod_ready_nodes{sched-a} 0"; got != want {
-		t.Errorf("after the first pass:\n got %s\nwant %s", got, want)
-	}
-	m.Observe(&check.Report{Targets: []decide.Target{
-		{Pod: "sched-d", Judged: true, Verdict: decide.VerdictHealthy, Ready: n(3), Expected: n(3)},
-	}}, nil, time.Second, now.Add(time.Minute))
-	if got, want := nodeGauges(t, m), "agentenv_watchdog_pod_expected_nodes{sched-d} 3, agentenv_watchdog_pod_ready_nodes{sched-d} 3"; got != want {
-		t.Errorf("after the second pass:\n got %s\nwant %s", got, want)
-	}
-}
-
-// nodeGauges lists the series of the two node gauges as "name{pod} value", sorted.
-func nodeGauges(t *testing.T, m *Metrics) string {
-	t.Helper()
-	families, err := m.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, f := range families {
-		if f.GetName() != "agentenv_watchdog_pod_ready_nodes" && f.GetName() != "agentenv_watchdog_pod_expected_nodes" {
-			continue
-		}
-		for _, s := range f.GetMetric() {
-			var pod string
-			for _, l := range s.GetLabel() {
-				if l.GetName() == "pod" {
-					pod = l.GetValue()
-				}
-			}
-			out = append(out, fmt.Sprintf("%s{%s} %g", f.GetName(), pod, s.GetGauge().GetValue()))
-		}
-	}
-	sort.Strings(out)
-	return strings.Join(out, ", ")
 }

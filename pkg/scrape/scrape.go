@@ -26,7 +26,11 @@ const (
 	KindParse       Kind = "parse"       // expfmt rejected the page
 	KindAbsent      Kind = "absent"      // the observed_nodes family is not there
 	KindInvalid     Kind = "invalid"     // NaN, negative, duplicate series, missing status
+	KindOther       Kind = "other"       // an error of none of the kinds above
 )
+
+// Kinds lists every kind (the metrics start a counter at 0 for each).
+var Kinds = []Kind{KindUnreachable, KindTimeout, KindHTTPStatus, KindNotMetrics, KindTooLarge, KindTruncated, KindParse, KindAbsent, KindInvalid, KindOther}
 
 // Error is a scrape that cannot be trusted. Decisions treat every one as "unknown".
 type Error struct {

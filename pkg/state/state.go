@@ -77,7 +77,9 @@ type WouldRestart struct {
 	Reason       string    `json:"reason"`
 	Evidence     Evidence  `json:"evidence,omitempty"`
 	// Gates is the gates' summary as the restart alert gives it.
-	Gates   string    `json:"gates,omitempty"`
+	Gates string `json:"gates,omitempty"`
+	// Bundle is the key of the evidence saved at that moment (pkg/evidence).
+	Bundle  string    `json:"bundle,omitempty"`
 	Repeats int       `json:"repeats,omitempty"`
 	LastAt  time.Time `json:"lastAt,omitzero"`
 }
@@ -179,6 +181,11 @@ type Restart struct {
 	// HealedAt is when the replacement was first observed healthy: the restart
 	// healed, and a later wedge of the replacement is a new problem.
 	HealedAt *time.Time `json:"healedAt,omitempty"`
+	// Gates are the decision's gates as they passed ("✓ wedged 3m ≥ 2m30s; ...").
+	Gates string `json:"gates,omitempty"`
+	// Bundle is the key of the evidence saved just before the restart, in the
+	// evidence ConfigMap (pkg/evidence); empty when none could be saved.
+	Bundle string `json:"bundle,omitempty"`
 }
 
 // Episode is a bad episode that ended.

@@ -129,6 +129,7 @@ func TestDoctorChecksWhatTheRoleGrants(t *testing.T) {
 			n := doctor.Needs{
 				StateConfigMap: get("state-configmap"), Deployment: get("deployment"),
 				RestartMethod: get("restart-method"), MaxRestarts: maxRestarts, LeaderLease: get("leader-lease"),
+				EvidenceConfigMap: get("evidence-configmap"), EvidenceLogs: get("evidence-logs") == "true",
 			}
 			if get("leader-elect") == "true" {
 				n.ElectionLease = get("leader-elect-lease")

@@ -25,7 +25,7 @@ import (
 	"github.com/agentenv/watchdog/pkg/alert"
 	"github.com/agentenv/watchdog/pkg/check"
 	"github.com/agentenv/watchdog/pkg/decide"
-	"github.com/agentenv/watchdog/pkg/loop"
+	"github.com/agentenv/watchdog/pkg/metrics"
 	"github.com/agentenv/watchdog/pkg/scrape"
 )
 
@@ -37,6 +37,8 @@ const (
 	// Every monitoring object on, in each mode, with the scheduler's rules too.
 	monitoringRun  = "mode: deployment\nmonitoring: {podMonitor: {enabled: true}, prometheusRule: {enabled: true, scheduler: {enabled: true}}, dashboard: {enabled: true}}"
 	monitoringCron = "monitoring: {podMonitor: {enabled: true}, prometheusRule: {enabled: true, scheduler: {enabled: true}}, dashboard: {enabled: true}}"
+	// CronJob runs pushing their metrics: the rules on the watchdog's metrics too.
+	monitoringPushed = "monitoring: {pushgateway: {url: 'http://pushgateway.monitoring:9091'}, prometheusRule: {enabled: true, scheduler: {enabled: true}}, dashboard: {enabled: true}}"
 )
 
 // tool returns the path in $envVar, else what `hack/<script> --print` prints. A missing
@@ -168,7 +170,7 @@ func TestMonitoringValuesRejected(t *testing.T) {
 		{"zero failed Jobs", "monitoring: {prometheusRule: {failedJobsPerHour: 0}}", "failedJobsPerHour"},
 		{"bad dashboard label", "monitoring: {dashboard: {label: 'grafana dashboard'}}", "label"},
 		{"bad dashboard namespace", "monitoring: {dashboard: {namespace: Grafana}}", "namespace"},
-		{"unknown key", "monitoring: {serviceMonitor: {enabled: true}}", "serviceMonitor"},
+		{"unknown key", "monitoring: {probeMonitor: {enabled: true}}", "probeMonitor"},
 		{"more failures than Jobs kept", "monitoring: {prometheusRule: {enabled: true, failedJobsPerHour: 4}}", "failedJobsHistoryLimit"},
 	}
 	for _, c := range cases {
@@ -249,8 +251,9 @@ func TestPrometheusRules(t *testing.T) {
 		tests        []string
 		groups       []string
 	}{
-		{"deployment", monitoringRun, []string{"run.test.yaml", "scheduler.test.yaml"}, []string{"agentenv-scheduler-watchdog.run", "agentenv-scheduler.discovery"}},
+		{"deployment", monitoringRun, []string{"run.test.yaml", "metrics.test.yaml", "scheduler.test.yaml"}, []string{"agentenv-scheduler-watchdog.metrics", "agentenv-scheduler.discovery"}},
 		{"cronjob", monitoringCron, []string{"cronjob.test.yaml", "scheduler.test.yaml"}, []string{"agentenv-scheduler-watchdog.cronjob", "agentenv-scheduler.discovery"}},
+		{"cronjob with a Pushgateway", monitoringPushed, []string{"metrics.test.yaml", "cronjob.test.yaml", "scheduler.test.yaml"}, []string{"agentenv-scheduler-watchdog.metrics", "agentenv-scheduler-watchdog.cronjob", "agentenv-scheduler.discovery"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -356,8 +359,8 @@ func TestPrometheusRuleFollowsValues(t *testing.T) {
 	if got := alerts["AgentenvWatchdogRestartBudgetSpent"].Expr; !strings.HasSuffix(got, ">= 5") {
 		t.Errorf("budget alert does not use restart.maxRestarts: %q", got)
 	}
-	if got := alerts["AgentenvSchedulerWedged"].For; got != "7m" {
-		t.Errorf("AgentenvSchedulerWedged for %q, want 7m", got)
+	if got := alerts["AgentenvSchedulerWedgedTooLong"].For; got != "7m" {
+		t.Errorf("AgentenvSchedulerWedgedTooLong for %q, want 7m", got)
 	}
 	_, groups = rulesFile(t, "mode: deployment\nrestart: {maxRestarts: 0}\nmonitoring: {prometheusRule: {enabled: true}}", dir)
 	for _, g := range groups.Groups {
@@ -521,7 +524,7 @@ func TestDashboardWellFormed(t *testing.T) {
 func exportedMetrics(t *testing.T, doc string) map[string]string {
 	t.Helper()
 	names := map[string]string{}
-	m := loop.NewMetrics()
+	m := metrics.New(metrics.Options{Sinks: []string{"slack"}, Runtime: true})
 	n := 3
 	m.SetLeader(true)
 	m.Observe(&check.Report{

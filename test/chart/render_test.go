@@ -185,13 +185,17 @@ func grants(role *rbacv1.Role) []grant {
 	return out
 }
 
-// baseGrants are what every configuration needs: observe, state, Events, rollout gate.
+// baseGrants are what every configuration needs: observe, state, Events, rollout gate,
+// and the evidence before a restart (its ConfigMap by name, the scheduler's log).
 func baseGrants(configMap, deployment string) []grant {
 	return []grant{
 		{"", "pods", "list", ""},
 		{"discovery.k8s.io", "endpointslices", "list", ""},
 		{"", "configmaps", "get", configMap},
 		{"", "configmaps", "update", configMap},
+		{"", "configmaps", "get", "agentenv-scheduler-watchdog-evidence"},
+		{"", "configmaps", "update", "agentenv-scheduler-watchdog-evidence"},
+		{"", "pods/log", "get", ""},
 		{"", "events", "create", ""},
 		{"apps", "deployments", "get", deployment},
 	}
@@ -216,6 +220,7 @@ func TestRBACPerConfiguration(t *testing.T) {
 			{"", "pods", "delete", ""},
 			{"coordination.k8s.io", "leases", "get", "agentenv-scheduler-watchdog"},
 			{"coordination.k8s.io", "leases", "update", "agentenv-scheduler-watchdog"}}},
+		{"no evidence logs", "evidence: {logs: false}", []grant{{"", "pods", "delete", ""}}},
 		{"renamed objects", "state: {configMapName: wd-state}\nscheduler: {deployment: sched}\nrestart: {method: rollout}",
 			append(baseGrants("wd-state", "sched")[:0:0], grant{"apps", "deployments", "patch", "sched"}, grant{"apps", "replicasets", "get", ""})},
 	}
@@ -225,6 +230,9 @@ func TestRBACPerConfiguration(t *testing.T) {
 			want := baseGrants(cm, dep)
 			if strings.Contains(c.name, "renamed") {
 				want = baseGrants("wd-state", "sched")
+			}
+			if strings.Contains(c.name, "no evidence logs") {
+				want = slices.DeleteFunc(want, func(g grant) bool { return g.resource == "pods/log" })
 			}
 			want = append(want, c.extra...)
 			sort.Slice(want, func(i, j int) bool { return want[i].String() < want[j].String() })
@@ -253,8 +261,11 @@ func assertNoBroadRBAC(t *testing.T, r *rendered) {
 			if g.resource == "secrets" || strings.HasPrefix(g.resource, "secrets/") {
 				t.Errorf("Role grants %s: never Secrets", g)
 			}
-			if g.group == "*" || g.resource == "*" || g.verb == "*" || strings.Contains(g.resource, "/") {
-				t.Errorf("Role grants %s: no wildcards, no subresources", g)
+			// The one subresource: get pods/log, the evidence before a restart
+			// (evidence.logs), read-only.
+			logs := g.resource == "pods/log" && g.verb == "get"
+			if g.group == "*" || g.resource == "*" || g.verb == "*" || (strings.Contains(g.resource, "/") && !logs) {
+				t.Errorf("Role grants %s: no wildcards, no subresources but get pods/log", g)
 			}
 			if slices.Contains([]string{"create", "patch", "update", "delete", "deletecollection"}, g.verb) && g.name == "" &&
 				!(g.resource == "events" && g.verb == "create") && !(g.resource == "pods" && g.verb == "delete") {
@@ -481,17 +492,27 @@ func TestStandardLabels(t *testing.T) {
 	}
 }
 
+// TestStateConfigMapHasNoDataAndIsKept: the state and the evidence ConfigMaps are
+// pre-created empty (the watchdog owns their data, which helm upgrade must never
+// reset) and survive an uninstall.
 func TestStateConfigMapHasNoDataAndIsKept(t *testing.T) {
-	var cm corev1.ConfigMap
-	render(t, "").one("ConfigMap", &cm)
-	if cm.Name != "agentenv-scheduler-watchdog" || cm.Namespace != renderNamespace {
-		t.Errorf("state ConfigMap %s/%s", cm.Namespace, cm.Name)
+	cms := render(t, "").kinds("ConfigMap")
+	want := map[string]string{"agentenv-scheduler-watchdog": "state", "agentenv-scheduler-watchdog-evidence": "restart-evidence"}
+	if len(cms) != len(want) {
+		t.Fatalf("want %d ConfigMaps, rendered %d", len(want), len(cms))
 	}
-	if cm.Data != nil || cm.BinaryData != nil {
-		t.Errorf("the chart must not own the state's data (helm upgrade would reset it): %v", cm.Data)
-	}
-	if cm.Annotations["helm.sh/resource-policy"] != "keep" {
-		t.Errorf("state ConfigMap annotations %v, want helm.sh/resource-policy: keep", cm.Annotations)
+	for _, u := range cms {
+		var cm corev1.ConfigMap
+		must(t, runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &cm))
+		if component, ok := want[cm.Name]; !ok || cm.Namespace != renderNamespace || cm.Labels["app.kubernetes.io/component"] != component {
+			t.Errorf("ConfigMap %s/%s labels %v", cm.Namespace, cm.Name, cm.Labels)
+		}
+		if cm.Data != nil || cm.BinaryData != nil {
+			t.Errorf("the chart must not own %s's data (helm upgrade would reset it): %v", cm.Name, cm.Data)
+		}
+		if cm.Annotations["helm.sh/resource-policy"] != "keep" {
+			t.Errorf("%s annotations %v, want helm.sh/resource-policy: keep", cm.Name, cm.Annotations)
+		}
 	}
 }
 
@@ -664,7 +685,11 @@ func TestEveryFlagReachable(t *testing.T) {
 	secrets := "alerts: {webhookURL: 'https://h.example.com', webhookSecret: k, slackWebhookURL: 'https://s.example.com', heartbeatURL: 'https://b.example.com'}\n"
 	for _, c := range []struct{ mode, command string }{{"cronjob", "check"}, {"deployment", "run"}} {
 		t.Run(c.command, func(t *testing.T) {
-			pod := render(t, secrets+"mode: "+c.mode+"\ndeployment: {replicas: 2}").podSpec()
+			values := secrets + "mode: " + c.mode + "\ndeployment: {replicas: 2}"
+			if c.mode == "cronjob" {
+				values += "\nmonitoring: {pushgateway: {url: 'http://pushgateway.monitoring:9091'}}"
+			}
+			pod := render(t, values).podSpec()
 			cont := pod.Containers[0]
 			env := envOf(cont)
 			flags := commandFlags(t, c.command)
@@ -890,39 +915,44 @@ func TestLintClean(t *testing.T) {
 	}
 }
 
-// TestDocsListEveryValue: docs/chart.md's reference names every leaf of values.yaml.
-func TestDocsListEveryValue(t *testing.T) {
+// TestOneValuesReference: the chart's README (generated from values.yaml, kept
+// current by hack/chart-readme's test) is the one table of values: every value has a
+// description there, its own or its parent's, and docs/chart.md links to it instead
+// of keeping a second table that would drift.
+func TestOneValuesReference(t *testing.T) {
 	root := filepath.Dir(filepath.Dir(chartDir))
 	doc, err := os.ReadFile(filepath.Join(root, "docs", "chart.md"))
 	must(t, err)
-	raw, err := os.ReadFile(filepath.Join(chartDir, "values.yaml"))
+	if !strings.Contains(string(doc), "(../charts/agentenv-scheduler-watchdog/README.md#values)") {
+		t.Error("docs/chart.md does not link to the chart README's values")
+	}
+	readme, err := os.ReadFile(filepath.Join(chartDir, "README.md"))
 	must(t, err)
-	var values map[string]any
-	must(t, utilyaml.Unmarshal(raw, &values))
-	var leaves []string
-	var walk func(prefix string, v any)
-	walk = func(prefix string, v any) {
-		m, ok := v.(map[string]any)
-		if !ok || len(m) == 0 || strings.HasSuffix(prefix, "Keys") || strings.HasSuffix(prefix, "Probe") ||
-			strings.HasSuffix(prefix, "resources") || strings.HasSuffix(prefix, "ecurityContext") || strings.HasSuffix(prefix, "Selector") {
-			leaves = append(leaves, prefix)
-			return
-		}
-		for k, sub := range m {
-			p := k
-			if prefix != "" {
-				p = prefix + "." + k
-			}
-			walk(p, sub)
+	described := map[string]bool{}
+	var keys []string
+	for _, m := range regexp.MustCompile("(?m)^\\| `([^`]+)` \\| [a-z]+ \\| .*? \\| (.*) \\|$").FindAllStringSubmatch(string(readme), -1) {
+		keys = append(keys, m[1])
+		described[m[1]] = strings.TrimSpace(m[2]) != ""
+	}
+	if len(keys) < 100 {
+		t.Fatalf("only %d values in the chart README", len(keys))
+	}
+	for _, m := range regexp.MustCompile("(?m)^\\| `([^`]+)` \\|").FindAllStringSubmatch(string(doc), -1) {
+		if _, ok := described[m[1]]; ok {
+			t.Errorf("docs/chart.md keeps a values table of its own (row %s): link to the chart README", m[1])
 		}
 	}
-	walk("", values)
-	if len(leaves) < 50 {
-		t.Fatalf("only %d values found", len(leaves))
-	}
-	for _, l := range leaves {
-		if !regexp.MustCompile("`" + regexp.QuoteMeta(l) + "`").Match(doc) {
-			t.Errorf("docs/chart.md does not document `%s`", l)
+	for _, k := range keys {
+		if described[k] {
+			continue
+		}
+		ok := false
+		for p := k; strings.Contains(p, ".") && !ok; {
+			p = p[:strings.LastIndex(p, ".")]
+			ok = described[p]
+		}
+		if !ok {
+			t.Errorf("chart README: %s has no description, nor has any value above it (add a `# --` comment in values.yaml)", k)
 		}
 	}
 }

@@ -3,27 +3,19 @@ package integration
 import (
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/agentenv/watchdog/internal/testenv"
 	"github.com/agentenv/watchdog/pkg/alert"
 	"github.com/agentenv/watchdog/pkg/events"
 )
-
-// EnvAlertmanager names the Alertmanager binary the tests start (the Makefile sets
-// it from hack/alertmanager.sh).
-const EnvAlertmanager = "WATCHDOG_ALERTMANAGER"
 
 // Secret-looking parts of the Alertmanager configuration: the route prefix makes the
 // URL's path carry one, the bearer token the other.
@@ -34,100 +26,41 @@ const (
 
 func init() { secretMarkers = append(secretMarkers, "XXXXAMPATHSECRET", "XXXXAMTOKENSECRET") }
 
-// alertmanagerProc is a real Alertmanager on 127.0.0.1, without gossip, with a
-// throwaway storage directory and a route that sends nowhere.
-type alertmanagerProc struct {
-	base   string // URL up to the route prefix: what --alertmanager-url takes
-	cmd    *exec.Cmd
-	out    *lockedBuffer
-	exited chan struct{}
-	once   sync.Once
-}
+// alertmanagerProc is a real Alertmanager on 127.0.0.1 with a route that sends
+// nowhere.
+type alertmanagerProc struct{ *testenv.Alertmanager }
 
 func startAlertmanager(t *testing.T) *alertmanagerProc {
 	t.Helper()
-	bin := os.Getenv(EnvAlertmanager)
+	bin := alertmanagerBin(t)
+	// group_wait 1h: the receiver is a black hole anyway; the tests read the API.
+	am, err := testenv.StartAlertmanager(bin, "route:\n  receiver: blackhole\n  group_wait: 1h\nreceivers:\n  - name: blackhole\n", amRoutePrefix, t.TempDir())
+	must(t, err)
+	t.Cleanup(am.Stop)
+	return &alertmanagerProc{am}
+}
+
+// alertmanagerBin is the Alertmanager binary to run.
+func alertmanagerBin(t *testing.T) string {
+	return toolBinary(t, testenv.EnvAlertmanager, "alertmanager.sh")
+}
+
+// toolBinary is the binary a test runs from envVar (the Makefile sets it from
+// hack/<script>); the test skips without one, and fails in CI.
+func toolBinary(t *testing.T, envVar, script string) string {
+	t.Helper()
+	bin := os.Getenv(envVar)
 	if bin == "" {
-		msg := EnvAlertmanager + " is not set: run `make test`, or `" + EnvAlertmanager + "=$(hack/alertmanager.sh) go test ./test/integration/`"
+		msg := envVar + " is not set: run `make test`, or `" + envVar + "=$(hack/" + script + ") go test ./test/integration/`"
 		if os.Getenv("CI") == "true" {
-			t.Fatal(msg + " (CI must run the Alertmanager tests)")
+			t.Fatal(msg + " (CI must run the tests that need it)")
 		}
 		t.Skip(msg)
 	}
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "alertmanager.yml")
-	// group_wait 1h: the receiver is a black hole anyway; the tests read the API.
-	must(t, os.WriteFile(cfg, []byte("route:\n  receiver: blackhole\n  group_wait: 1h\nreceivers:\n  - name: blackhole\n"), 0o600))
-	// A free port can be taken between Listen and Alertmanager's bind: try again.
-	var lastOut string
-	for attempt := 0; attempt < 3; attempt++ {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		must(t, err)
-		addr := ln.Addr().String()
-		ln.Close()
-		p := &alertmanagerProc{base: "http://" + addr + amRoutePrefix, out: &lockedBuffer{}, exited: make(chan struct{})}
-		p.cmd = exec.Command(bin,
-			"--config.file="+cfg,
-			"--storage.path="+filepath.Join(dir, fmt.Sprintf("data-%d", attempt)),
-			"--web.listen-address="+addr,
-			"--web.route-prefix="+amRoutePrefix,
-			"--cluster.listen-address=", // no gossip: no port beyond the API
-			"--log.level=warn",
-		)
-		p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-		must(t, p.cmd.Start())
-		go func() { _ = p.cmd.Wait(); close(p.exited) }()
-		t.Cleanup(p.stop)
-		if p.waitReady() {
-			return p
-		}
-		lastOut = p.out.String()
-		p.stop()
-	}
-	t.Fatalf("Alertmanager did not start:\n%s", lastOut)
-	return nil
+	return bin
 }
 
-// waitReady polls /-/ready until Alertmanager answers or exits (a readiness wait,
-// not a timed assertion: the bound only stops a hung start from hanging the test).
-func (p *alertmanagerProc) waitReady() bool {
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		select {
-		case <-p.exited:
-			return false
-		default:
-		}
-		resp, err := http.Get(p.base + "/-/ready")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return true
-			}
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return false
-}
-
-func (p *alertmanagerProc) stop() {
-	p.once.Do(func() {
-		_ = p.cmd.Process.Kill()
-		<-p.exited
-	})
-}
-
-// gettableAlert is the part of Alertmanager's GET /api/v2/alerts the tests read.
-type gettableAlert struct {
-	Labels       map[string]string `json:"labels"`
-	Annotations  map[string]string `json:"annotations"`
-	StartsAt     time.Time         `json:"startsAt"`
-	EndsAt       time.Time         `json:"endsAt"`
-	GeneratorURL string            `json:"generatorURL"`
-	Status       struct {
-		State string `json:"state"`
-	} `json:"status"`
-}
+type gettableAlert = testenv.GettableAlert
 
 // active lists the alerts Alertmanager holds as not yet resolved for namespace ns
 // (resolved alerts, endsAt in the past, are not listed).
@@ -135,17 +68,8 @@ func (p *alertmanagerProc) active(t *testing.T, ns string) []gettableAlert {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	q := url.Values{"filter": {fmt.Sprintf("namespace=%q", ns)}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.base+"/api/v2/alerts?"+q.Encode(), nil)
+	out, err := p.Alerts(ctx, fmt.Sprintf("namespace=%q", ns))
 	must(t, err)
-	resp, err := http.DefaultClient.Do(req)
-	must(t, err)
-	defer resp.Body.Close()
-	var out []gettableAlert
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET /api/v2/alerts: %s", resp.Status)
-	}
-	must(t, json.NewDecoder(resp.Body).Decode(&out))
 	return out
 }
 
@@ -167,7 +91,7 @@ func TestAlertmanagerSink(t *testing.T) {
 	const ttl = 4 * time.Second
 	runbook := "https://runbooks.example.com/agentenv/scheduler-wedged"
 	flags := []string{
-		"--alertmanager-url", am1.base + "," + am2.base, "--alertmanager-bearer-token", amToken,
+		"--alertmanager-url", am1.Base + "," + am2.Base, "--alertmanager-bearer-token", amToken,
 		"--alertmanager-alert-ttl", ttl.String(), "--cluster-name", clusterName, "--runbook-url", runbook,
 		// --wedged-for 1h: the wedge stays open (no restart) while runs repeat;
 		// the realert interval keeps the runs after the first from sending wedged.
@@ -177,7 +101,7 @@ func TestAlertmanagerSink(t *testing.T) {
 
 	// notify test reaches Alertmanager too (under a namespace of its own, so that
 	// the counts below are the pipeline's).
-	nt := runCLI(t, "notify", "test", "--alertmanager-url", am1.base, "--alertmanager-bearer-token", amToken, "--namespace", s.ns+"-notify", "--cluster-name", clusterName)
+	nt := runCLI(t, "notify", "test", "--alertmanager-url", am1.Base, "--alertmanager-bearer-token", amToken, "--namespace", s.ns+"-notify", "--cluster-name", clusterName)
 	runs = append(runs, nt)
 	if nt.code != 0 || !strings.Contains(nt.stdout, "alertmanager ok") {
 		t.Fatalf("notify test: exit %d\n%s%s", nt.code, nt.stdout, nt.stderr)
@@ -224,7 +148,7 @@ func TestAlertmanagerSink(t *testing.T) {
 
 	// One peer goes down: the pair still counts as delivered (the other accepted),
 	// with a warning in the log.
-	am2.stop()
+	am2.Stop()
 	for time.Since(firstAt) < ttl+time.Second {
 		time.Sleep(ttl / 2)
 		r := s.check(flags...)
@@ -315,7 +239,7 @@ func TestAlertmanagerURLCredentialsRedacted(t *testing.T) {
 func TestAlertmanagerRestartIneffective(t *testing.T) {
 	am := startAlertmanager(t)
 	s := newScenario(t, layout{serving: 3, page: fixture(t, "scheduler-metrics-discovery-dead.txt")})
-	flags := []string{"--alertmanager-url", am.base, "--alertmanager-bearer-token", amToken, "--cluster-name", clusterName}
+	flags := []string{"--alertmanager-url", am.Base, "--alertmanager-bearer-token", amToken, "--cluster-name", clusterName}
 	r := restartDoesNotHeal(t, s, func() {}, flags...)
 	if d := deliveries(r, alert.EventRestartIneffective, "alertmanager"); len(d) != 1 || !d[0].OK {
 		t.Fatalf("restart-ineffective deliveries %+v", r.report.Alerts)
@@ -356,7 +280,7 @@ func TestAlertmanagerRestartIneffective(t *testing.T) {
 // recovered resolves the ones it closes.
 func TestAlertmanagerAcceptsEveryEvent(t *testing.T) {
 	am := startAlertmanager(t)
-	sink, err := alert.NewAlertmanager([]string{am.base}, 5*time.Second, 1, 10*time.Second)
+	sink, err := alert.NewAlertmanager([]string{am.Base}, 5*time.Second, 1, 10*time.Second)
 	must(t, err)
 	ns := "every-event"
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -22,7 +22,8 @@ func chartRules() []rbacv1.PolicyRule {
 		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list"}},
 		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"delete"}},
 		{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"list"}},
-		{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{"agentenv-scheduler-watchdog"}, Verbs: []string{"get", "update"}},
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{"agentenv-scheduler-watchdog", "agentenv-scheduler-watchdog-evidence"}, Verbs: []string{"get", "update"}},
+		{APIGroups: []string{""}, Resources: []string{"pods/log"}, Verbs: []string{"get"}},
 		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create"}},
 		{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, ResourceNames: []string{"agentenv-scheduler"}, Verbs: []string{"get"}},
 	}
@@ -238,10 +239,11 @@ func TestDoctorMissingRBAC(t *testing.T) {
 	})
 
 	t.Run("update state", func(t *testing.T) {
-		// The review and the dry-run write both fail.
+		// The review and the dry-run write both fail (and the evidence's review:
+		// without() takes update off every configmaps rule).
 		args := restrictedDoctor(t, s, "read-only", without(chartRules(), "configmaps", "update"))
 		d := runDoctor(t, args...)
-		d.expectOnly(t, "can update configmaps/agentenv-scheduler-watchdog", "state ConfigMap can be written")
+		d.expectOnly(t, "can update configmaps/agentenv-scheduler-watchdog", "can update configmaps/agentenv-scheduler-watchdog-evidence", "state ConfigMap can be written")
 		if c := d.check(t, "state ConfigMap can be written"); !strings.Contains(c.Detail, "forbidden") {
 			t.Errorf("state write detail %q", c.Detail)
 		}

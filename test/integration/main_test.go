@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -152,6 +153,10 @@ func runCLI(t testing.TB, args ...string) result {
 	code := cli.ExecuteContext(context.Background(), args, &stdout, &stderr)
 	r := result{code: code, stdout: stdout.String(), stderr: stderr.String(), took: time.Since(start)}
 	if outputFormat(args) == "json" && stdout.Len() > 0 && args[0] == "check" {
+		// One object on one line: a log pipeline (the chart's default) keeps it whole.
+		if lines := strings.Count(stdout.String(), "\n"); lines != 1 {
+			t.Fatalf("the JSON report takes %d lines, want 1:\n%s", lines, stdout.String())
+		}
 		if err := json.Unmarshal(stdout.Bytes(), &r.report); err != nil {
 			t.Fatalf("stdout is not one JSON report: %v\n%s", err, stdout.String())
 		}

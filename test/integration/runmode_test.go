@@ -106,6 +106,18 @@ func TestRunModeMetricsAndHealth(t *testing.T) {
 		`agentenv_watchdog_passes_total{result="ok"}`,
 		"agentenv_watchdog_pass_duration_seconds_bucket",
 		"\nagentenv_watchdog_leader 1\n",
+		`agentenv_watchdog_last_pass_verdict{verdict="healthy"} 1`,
+		`agentenv_watchdog_last_pass_action{action="none"} 1`,
+		// Who is running: the build, and the Go and process collectors.
+		`agentenv_watchdog_build_info{commit="`,
+		"\ngo_goroutines ",
+		"\nprocess_start_time_seconds ",
+		// Every counter is there at 0 before its first event.
+		`agentenv_watchdog_restarts_total{outcome="done"} 0`,
+		`agentenv_watchdog_restarts_total{outcome="failed"} 0`,
+		`agentenv_watchdog_passes_total{result="error"} 0`,
+		`agentenv_watchdog_scrape_errors_total{kind="timeout"} 0`,
+		`agentenv_watchdog_alerts_total{event="restart-ineffective",result="failed",sink="kubernetes-event"} 0`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %q", want)
@@ -202,7 +214,8 @@ func TestLeaderElectionTwoInstances(t *testing.T) {
 	// Only the leader runs passes: the state says who ran last, and the standby's
 	// pass counter stays at zero.
 	_, body := standby.get("/metrics")
-	if strings.Contains(body, "agentenv_watchdog_passes_total{") {
+	// (Its counters are there, at 0, from the start.)
+	if regexp.MustCompile(`(?m)^agentenv_watchdog_passes_total\{[^}]*\} [1-9]`).MatchString(body) {
 		t.Error("the standby ran passes")
 	}
 

@@ -250,22 +250,7 @@ func removeFlag(args []string, flag string) []string {
 	return out
 }
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+type lockedBuffer = testenv.SyncBuffer
 
 // BenchmarkHealLatency prints how long each kind of wedge takes to heal, in
 // production time (the scenarios run 30× compressed):

@@ -194,7 +194,17 @@ short and readable in `kubectl describe`), secrets through secretKeyRef only. */
   (list "ALERT_TIMEOUT" $v.alerts.timeout)
   (list "ALERTMANAGER_ALERT_TTL" $v.alerts.alertmanagerAlertTTL)
   (list "ALERTMANAGER_GENERATOR_URL" $v.alerts.alertmanagerGeneratorURL)
+  (list "EVIDENCE_CONFIGMAP" $v.evidence.configMapName)
+  (list "EVIDENCE_LOGS" $v.evidence.logs)
 -}}
+{{- if include "watchdog.pushgateway" . }}
+{{- $flags = concat $flags (list
+  (list "PUSHGATEWAY_URL" $v.monitoring.pushgateway.url)
+  (list "PUSHGATEWAY_JOB" (include "watchdog.fullname" .))
+  (list "PUSHGATEWAY_GROUPING" (printf "namespace=%s" .Release.Namespace))
+  (list "PUSHGATEWAY_TIMEOUT" $v.monitoring.pushgateway.timeout)
+) }}
+{{- end }}
 {{- range $flags }}
 - name: WATCHDOG_{{ index . 0 }}
   value: {{ index . 1 | toString | quote }}

@@ -6,6 +6,30 @@ metrics (mode: deployment), and the cluster serves the CRD. */}}
 {{- if and .Values.monitoring.podMonitor.enabled (eq .Values.mode "deployment") (.Capabilities.APIVersions.Has "monitoring.coreos.com/v1/PodMonitor") -}}true{{- end -}}
 {{- end -}}
 
+{{/* True ("true") when the ServiceMonitor is rendered: asked for, `watchdog run` serves
+the metrics through the chart's Service, and the cluster serves the CRD. */}}
+{{- define "watchdog.serviceMonitor" -}}
+{{- if and .Values.monitoring.serviceMonitor.enabled (eq .Values.mode "deployment") .Values.deployment.service.enabled (.Capabilities.APIVersions.Has "monitoring.coreos.com/v1/ServiceMonitor") -}}true{{- end -}}
+{{- end -}}
+
+{{/* True ("true") when each CronJob run pushes its metrics to a Pushgateway. */}}
+{{- define "watchdog.pushgateway" -}}
+{{- if and (eq .Values.mode "cronjob") .Values.monitoring.pushgateway.url -}}true{{- end -}}
+{{- end -}}
+
+{{/* True ("true") when the watchdog's own metrics reach Prometheus: served by
+`watchdog run`, or pushed by each CronJob run. */}}
+{{- define "watchdog.ownMetrics" -}}
+{{- if or (eq .Values.mode "deployment") (include "watchdog.pushgateway" .) -}}true{{- end -}}
+{{- end -}}
+
+{{/* The TCP port of monitoring.pushgateway.url (its scheme's default when it names none). */}}
+{{- define "watchdog.pushgatewayPort" -}}
+{{- $u := urlParse .Values.monitoring.pushgateway.url -}}
+{{- $host := get $u "host" -}}
+{{- if regexMatch ":[0-9]+$" $host -}}{{ regexFind "[0-9]+$" $host }}{{- else if eq (get $u "scheme") "https" -}}443{{- else -}}80{{- end -}}
+{{- end -}}
+
 {{/* True ("true") when the PrometheusRule is rendered: asked for and the CRD is served. */}}
 {{- define "watchdog.prometheusRule" -}}
 {{- if and .Values.monitoring.prometheusRule.enabled (.Capabilities.APIVersions.Has "monitoring.coreos.com/v1/PrometheusRule") -}}true{{- end -}}
@@ -39,4 +63,20 @@ window ago therefore counts with its whole value, the others with increase(). Se
 operators match series ignoring the metric name, so each series is counted once. */}}
 {{- define "watchdog.promIncrease" -}}
 ({{ .series }} unless {{ .series }} offset {{ .window }}) or increase({{ .series }}[{{ .window }}])
+{{- end -}}
+
+{{/* Monitoring values that contradict each other. */}}
+{{- define "watchdog.validateMonitoring" -}}
+{{- $m := .Values.monitoring -}}
+{{- if eq .Values.mode "deployment" -}}
+{{- if and $m.podMonitor.enabled $m.serviceMonitor.enabled -}}
+{{- fail "monitoring.podMonitor and monitoring.serviceMonitor are both enabled: Prometheus would scrape every watchdog twice; enable one" -}}
+{{- end -}}
+{{- if and $m.serviceMonitor.enabled (not .Values.deployment.service.enabled) -}}
+{{- fail "monitoring.serviceMonitor needs deployment.service.enabled (it scrapes through that Service)" -}}
+{{- end -}}
+{{- if $m.pushgateway.url -}}
+{{- fail "monitoring.pushgateway.url is for mode cronjob: watchdog run serves its metrics (monitoring.podMonitor or serviceMonitor)" -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}

@@ -1,0 +1,265 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+
+	"github.com/agentenv/watchdog/pkg/alert"
+	"github.com/agentenv/watchdog/pkg/events"
+	"github.com/agentenv/watchdog/pkg/evidence"
+	"github.com/agentenv/watchdog/pkg/kube"
+	"github.com/agentenv/watchdog/pkg/state"
+	"github.com/agentenv/watchdog/pkg/statestore"
+)
+
+// Entry is one line of the history: something the watchdog saw or did.
+type Entry struct {
+	At   time.Time `json:"at"`
+	Kind string    `json:"kind"` // episode, restart, would-restart, back-off, alert, event
+	Pod  string    `json:"pod,omitempty"`
+	// What says it in a line; the fields below hold the details.
+	What     string   `json:"what"`
+	Reason   string   `json:"reason,omitempty"`
+	Evidence string   `json:"evidence,omitempty"`
+	Gates    string   `json:"gates,omitempty"`
+	Outcome  string   `json:"outcome,omitempty"`
+	Healed   string   `json:"healed,omitempty"`
+	Bundle   string   `json:"bundle,omitempty"`
+	Notes    []string `json:"notes,omitempty"`
+}
+
+func newHistoryCommand(stdout, stderr io.Writer) *cobra.Command {
+	var cluster ClusterOptions
+	var output OutputOptions
+	var ev EvidenceOptions
+	var since time.Duration
+	var bundle string
+	cmd := &cobra.Command{
+		Use:   "history",
+		Short: "What the watchdog saw and did, newest first: episodes, restarts (reason, evidence, gates, outcome, healed), back-off, alerts",
+		Long: `history lists, newest first, every bad episode, restart (its reason, evidence, the gates
+it passed, its outcome, whether it healed, and the key of its evidence bundle), back-off
+and open or undelivered alert in the state ConfigMap, and the watchdog's Events that
+still exist (blocked restarts, alert deliveries; the API server keeps Events about an
+hour). --evidence KEY prints one evidence bundle: the scheduler's last log lines, the
+metrics and gates judged, the endpoints counted and the pod's status just before the
+restart.`,
+		Example: `  # The last day.
+  watchdog history -n agentenv-system --since 24h
+
+  # The evidence of a restart (its key is in the history and the restarted alert).
+  watchdog history -n agentenv-system --evidence 20261201T101500Z-agentenv-scheduler-7d9c4-x2k8p.json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			markStarted(cmd)
+			var p problems
+			p.add(cluster.Validate())
+			p.add(output.Validate())
+			p.add(ev.Validate())
+			p.notNegative("--since", since)
+			if err := p.err(); err != nil {
+				return err
+			}
+			newLogger(&cluster, stderr)
+			client, cfg, err := newClient(&cluster)
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), cluster.Timeout)
+			defer cancel()
+			bundles, berr := evidence.Load(ctx, client, cluster.Namespace, ev.ConfigMap)
+			if bundle != "" {
+				for _, b := range bundles {
+					if b.Key == bundle {
+						if output.Output == "json" {
+							return encodeJSON(stdout, b)
+						}
+						return writeBundleText(stdout, b)
+					}
+				}
+				if berr != nil {
+					return fmt.Errorf("API server %s: %w", cfg.Host, berr)
+				}
+				return fmt.Errorf("no evidence bundle %q in %s/%s (it keeps the %d newest)", bundle, cluster.Namespace, ev.ConfigMap, evidence.MaxBundles)
+			}
+			snap, err := (&statestore.Store{Client: client, Namespace: cluster.Namespace, Name: cluster.StateConfigMap}).Load(ctx)
+			if err != nil {
+				return fmt.Errorf("API server %s: %w", cfg.Host, err)
+			}
+			now := time.Now()
+			entries := stateHistory(snap.State, now)
+			evs, eerr := watchdogEvents(ctx, client, cluster.Namespace)
+			entries = append(entries, evs...)
+			var from time.Time
+			if since > 0 {
+				from = now.Add(-since)
+			}
+			entries = slices.DeleteFunc(entries, func(e Entry) bool { return e.At.Before(from) })
+			slices.SortStableFunc(entries, func(a, b Entry) int { return b.At.Compare(a.At) })
+			var notes []string
+			if eerr != nil {
+				notes = append(notes, "Events not read: "+eerr.Error())
+			}
+			if berr != nil {
+				notes = append(notes, "evidence: "+berr.Error())
+			}
+			if output.Output == "json" {
+				return encodeJSON(stdout, struct {
+					Entries []Entry  `json:"entries"`
+					Notes   []string `json:"notes,omitempty"`
+				}{entries, notes})
+			}
+			return writeHistoryText(stdout, entries, notes)
+		},
+	}
+	cluster.AddFlags(cmd.Flags())
+	output.AddFlags(cmd.Flags())
+	ev.AddFlags(cmd.Flags())
+	if err := cmd.Flags().MarkHidden("evidence-logs"); err != nil { // a setting of the runs, not of reading
+		panic(err)
+	}
+	cmd.Flags().DurationVar(&since, "since", 0, "only what happened within this long (0: everything kept)")
+	cmd.Flags().StringVar(&bundle, "evidence", "", "print the evidence bundle with this `key` instead")
+	return cmd
+}
+
+// stateHistory turns the state document into entries.
+func stateHistory(s *state.State, now time.Time) []Entry {
+	var out []Entry
+	for _, e := range s.Episodes {
+		out = append(out, Entry{At: e.To, Kind: "episode", Pod: e.Pod, Evidence: string(e.Evidence), Outcome: string(e.Outcome),
+			What: fmt.Sprintf("%s episode ended (%s): %s → %s", e.Kind, e.Outcome, e.From.UTC().Format(time.RFC3339), e.To.UTC().Format(time.RFC3339))})
+	}
+	for _, p := range s.Pods {
+		if e := p.Episode; e != nil {
+			out = append(out, Entry{At: e.Last, Kind: "episode", Pod: p.Name, Evidence: string(e.Evidence), Outcome: "open",
+				What: fmt.Sprintf("%s since %s (%s so far), ready %d of %d", e.Kind, e.Since.UTC().Format(time.RFC3339), e.For.D(), e.Ready, e.Expected)})
+		}
+	}
+	for _, r := range s.Restarts {
+		at := r.ClaimedAt
+		if r.DoneAt != nil {
+			at = *r.DoneAt
+		}
+		healed := ""
+		switch {
+		case r.Ineffective != "":
+			healed = "no: " + r.Ineffective
+		case r.Outcome == state.RestartDone:
+			healed = "not judged ineffective"
+		}
+		e := Entry{At: at, Kind: "restart", Pod: r.Pod, Reason: r.Reason, Evidence: string(r.Evidence), Gates: r.Gates,
+			Outcome: string(r.Outcome), Healed: healed, Bundle: r.Bundle, What: fmt.Sprintf("restart by %s: %s", r.Method, r.Outcome)}
+		if r.Error != "" {
+			e.Notes = append(e.Notes, r.Error)
+		}
+		out = append(out, e)
+	}
+	for _, w := range s.WouldRestarts {
+		e := Entry{At: w.At, Kind: "would-restart", Pod: w.Pod, Reason: w.Reason, Evidence: string(w.Evidence), Gates: w.Gates, Bundle: w.Bundle,
+			What: "shadow mode: would have restarted it (nothing was restarted)"}
+		if w.Repeats > 0 {
+			e.Notes = append(e.Notes, fmt.Sprintf("due again %d more time(s) in the same episode, last %s", w.Repeats, w.LastAt.UTC().Format(time.RFC3339)))
+		}
+		out = append(out, e)
+	}
+	if b := s.Backoff; b != nil {
+		out = append(out, Entry{At: b.LastRestartAt, Kind: "back-off", Reason: b.Reason,
+			What: fmt.Sprintf("%d restart(s) in a row did not heal: next restart not before %s", b.Ineffective, b.NotBefore.UTC().Format(time.RFC3339))})
+	}
+	for ev, a := range s.Alerts {
+		at := a.OpenedAt
+		if a.LastSentAt != nil {
+			at = *a.LastSentAt
+		}
+		out = append(out, Entry{At: at, Kind: "alert", Pod: a.Pod, Reason: a.Reason,
+			What: fmt.Sprintf("%s open since %s, sent %d time(s)", ev, a.OpenedAt.UTC().Format(time.RFC3339), a.Sends)})
+	}
+	for _, p := range s.Outbox {
+		out = append(out, Entry{At: p.CreatedAt, Kind: "alert", Reason: p.LastError,
+			What: fmt.Sprintf("%s not yet delivered to %s after %d attempt(s)", p.Event, strings.Join(p.Sinks, ", "), p.Attempts)})
+	}
+	return out
+}
+
+// watchdogEvents are the Events the watchdog left that the API server still keeps.
+func watchdogEvents(ctx context.Context, c *kube.Client, ns string) ([]Entry, error) {
+	list, err := c.ListEvents(ctx, ns, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("source", events.Component).String()})
+	if err != nil {
+		return nil, fmt.Errorf("list Events in %s: %w", ns, err)
+	}
+	var out []Entry
+	for _, e := range list.Items {
+		at := e.LastTimestamp.Time
+		if at.IsZero() {
+			at = e.EventTime.Time
+		}
+		out = append(out, Entry{At: at, Kind: "event", Pod: e.InvolvedObject.Name,
+			What: e.Reason + " on " + e.InvolvedObject.Kind + "/" + e.InvolvedObject.Name, Reason: e.Message})
+	}
+	return out, nil
+}
+
+func writeHistoryText(w io.Writer, entries []Entry, notes []string) error {
+	if len(entries) == 0 {
+		fmt.Fprintln(w, "nothing recorded")
+	}
+	for _, e := range entries {
+		pod := ""
+		if e.Pod != "" {
+			pod = " " + e.Pod
+		}
+		fmt.Fprintf(w, "%s  %-8s%s: %s\n", e.At.UTC().Format(time.RFC3339), e.Kind, pod, e.What)
+		for _, kv := range [][2]string{{"reason", e.Reason}, {"evidence", e.Evidence}, {"gates", e.Gates}, {"healed", e.Healed}, {"evidence bundle", e.Bundle}} {
+			if kv[1] != "" {
+				fmt.Fprintf(w, "    %s: %s\n", kv[0], kv[1])
+			}
+		}
+		for _, n := range e.Notes {
+			fmt.Fprintf(w, "    note: %s\n", n)
+		}
+	}
+	for _, n := range notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
+	return nil
+}
+
+func writeBundleText(w io.Writer, b evidence.Bundle) error {
+	fmt.Fprintf(w, "evidence %s\n  %s of %s (%s) at %s: %s, %s evidence\n  reason: %s\n", b.Key, b.Action, b.Pod, b.UID, b.At.Format(time.RFC3339), b.Verdict, b.Evidence, b.Reason)
+	for _, g := range b.Gates {
+		mark := "✓"
+		if !g.OK {
+			mark = "✗"
+		}
+		fmt.Fprintf(w, "  gate %s %s: %s\n", mark, g.Name, g.Detail)
+	}
+	if s := b.Sample; s != nil {
+		fmt.Fprintf(w, "  metrics: observed_nodes %v, heartbeats ok %d, rejected %d\n", s.Observed, s.HeartbeatOK, s.HeartbeatRejected)
+	}
+	if e := b.Endpoints; e != nil {
+		fmt.Fprintf(w, "  endpoints: %d serving node(s), %d lingering, in %d slice(s)\n", e.Serving, e.Lingering, e.Slices)
+	}
+	st := b.Status
+	fmt.Fprintf(w, "  pod: phase %s, ready %v, running %v since %s, %s\n", st.Phase, st.Ready, st.Running, st.StartedAt.Format(time.RFC3339), alert.OrDash(st.Controller))
+	for _, warn := range b.Warnings {
+		fmt.Fprintf(w, "  warning: %s\n", warn)
+	}
+	if b.LogError != "" {
+		fmt.Fprintf(w, "  log: not saved: %s\n", b.LogError)
+		return nil
+	}
+	fmt.Fprintf(w, "  log (last %d line(s)):\n", strings.Count(b.Log, "\n"))
+	for _, line := range strings.Split(strings.TrimSuffix(b.Log, "\n"), "\n") {
+		fmt.Fprintf(w, "    %s\n", line)
+	}
+	return nil
+}

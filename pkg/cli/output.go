@@ -1,0 +1,29 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+)
+
+// writeJSON writes what write encodes (one JSON object on one line, which a log
+// pipeline keeps whole), indented when w is a terminal, where a person reads it.
+func writeJSON(w io.Writer, write func(io.Writer) error) error {
+	if !isTerminal(w) {
+		return write(w)
+	}
+	var compact, out bytes.Buffer
+	if err := write(&compact); err != nil {
+		return err
+	}
+	if err := json.Indent(&out, compact.Bytes(), "", "  "); err != nil {
+		return err
+	}
+	_, err := w.Write(out.Bytes())
+	return err
+}
+
+// encodeJSON is writeJSON of v.
+func encodeJSON(w io.Writer, v any) error {
+	return writeJSON(w, func(w io.Writer) error { return json.NewEncoder(w).Encode(v) })
+}

@@ -1,0 +1,249 @@
+// Package evidence keeps what the scheduler looked like just before the watchdog
+// restarted it (or, in shadow mode, would have): the last lines of its log, the
+// samples and gates of the decision, the serving endpoints counted, the pod's
+// status. The restart removes the pod and its log with it; the bundle stays, in a
+// ConfigMap holding a bounded ring of the newest bundles.
+package evidence
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/agentenv/watchdog/pkg/decide"
+	"github.com/agentenv/watchdog/pkg/endpoints"
+	"github.com/agentenv/watchdog/pkg/scrape"
+)
+
+// Bounds: a bundle stays small enough that a ring of them fits a ConfigMap far
+// below the API server's 1 MiB object limit.
+const (
+	DefaultLogLines = 200
+	DefaultLogBytes = 64 << 10
+	// MaxBundles is how many bundles the ring keeps, newest first.
+	MaxBundles = 5
+	// maxRingBytes bounds the ConfigMap's data whatever the bundles hold.
+	maxRingBytes = 640 << 10
+	// DefaultTimeout bounds a capture (the log read) and SaveTimeout its save:
+	// both run just before a restart and must never hold it up for long.
+	DefaultTimeout = 5 * time.Second
+	SaveTimeout    = 2 * time.Second
+)
+
+// Component is the app.kubernetes.io/component label of the evidence ConfigMap.
+const Component = "restart-evidence"
+
+// Bundle is the evidence of one restart.
+type Bundle struct {
+	Key      string          `json:"key"`
+	At       time.Time       `json:"at"`
+	Pod      string          `json:"pod"`
+	UID      string          `json:"uid"`
+	Action   string          `json:"action"` // restart, or would-restart in shadow mode
+	Verdict  decide.Verdict  `json:"verdict"`
+	Evidence decide.Evidence `json:"evidence,omitempty"`
+	Reason   string          `json:"reason"`
+	// Gates are the decision's gates, each with whether it passed.
+	Gates []decide.Gate `json:"gates,omitempty"`
+	// Sample is what the metrics the decision judged said (observed_nodes by
+	// status, the Heartbeat counters, the watch age).
+	Sample *scrape.Sample `json:"sample,omitempty"`
+	// Endpoints is the serving node count the API server gave (what ready should be).
+	Endpoints *endpoints.Count `json:"endpoints,omitempty"`
+	Status    PodStatus        `json:"podStatus"`
+	// Log holds the last lines of the scheduler container's log (bounded); LogError
+	// why there are none.
+	Log      string   `json:"log,omitempty"`
+	LogError string   `json:"logError,omitempty"`
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// PodStatus is the part of the pod's status a person asks about after the fact.
+type PodStatus struct {
+	Phase         string    `json:"phase"`
+	Ready         bool      `json:"ready"`
+	Running       bool      `json:"running"`
+	StartedAt     time.Time `json:"startedAt,omitzero"`
+	WaitingReason string    `json:"waitingReason,omitempty"`
+	Controller    string    `json:"controller,omitempty"`
+}
+
+// LogReader reads a container's log through the API server (pods/log).
+type LogReader interface {
+	PodLog(ctx context.Context, ns, pod string, opts *corev1.PodLogOptions) (io.ReadCloser, error)
+}
+
+// ConfigMaps reads and writes the evidence ConfigMap.
+type ConfigMaps interface {
+	GetConfigMap(ctx context.Context, ns, name string) (*corev1.ConfigMap, error)
+	CreateConfigMap(ctx context.Context, cm *corev1.ConfigMap, opts metav1.CreateOptions) (*corev1.ConfigMap, error)
+	UpdateConfigMap(ctx context.Context, cm *corev1.ConfigMap, opts metav1.UpdateOptions) (*corev1.ConfigMap, error)
+}
+
+// Keeper captures bundles and keeps them in its ConfigMap.
+type Keeper struct {
+	Logs       LogReader // nil: no log is read (--evidence-logs=false)
+	ConfigMaps ConfigMaps
+	Namespace  string
+	ConfigMap  string
+	Container  string
+	LogLines   int64
+	LogBytes   int64
+}
+
+// Capture builds the bundle of target t of observation obs, at now. It never fails:
+// what it could not read is said in the bundle (LogError, Warnings).
+func (k *Keeper) Capture(ctx context.Context, t decide.Target, obs decide.Observation, action string, now time.Time) Bundle {
+	b := Bundle{
+		Key: Key(now, t.Pod), At: now.UTC(), Pod: t.Pod, UID: t.UID, Action: action,
+		Verdict: t.Verdict, Evidence: t.Evidence, Reason: t.Reason, Gates: t.Gates,
+	}
+	if obs.ExpectedErr == nil {
+		c := obs.Expected
+		b.Endpoints = &c
+	}
+	for _, p := range obs.Pods {
+		if p.UID != t.UID {
+			continue
+		}
+		b.Sample = p.Sample
+		b.Status = PodStatus{Phase: p.Phase, Ready: p.Ready, Running: p.Running, StartedAt: p.StartedAt.UTC(), WaitingReason: p.WaitingReason}
+		if p.ControllerName != "" {
+			b.Status.Controller = p.ControllerKind + "/" + p.ControllerName
+		}
+	}
+	if k.Logs == nil {
+		b.LogError = "not read: --evidence-logs=false"
+		return b
+	}
+	log, err := k.readLog(ctx, t.Pod)
+	b.Log = log
+	if err != nil {
+		b.LogError = err.Error()
+	}
+	return b
+}
+
+// readLog reads the last LogLines lines, at most LogBytes, of the scheduler
+// container: the API server enforces both (tailLines, limitBytes), and the read
+// stops at LogBytes whatever it answers.
+func (k *Keeper) readLog(ctx context.Context, pod string) (string, error) {
+	lines, limit := k.LogLines, k.LogBytes
+	if lines <= 0 {
+		lines = DefaultLogLines
+	}
+	if limit <= 0 {
+		limit = DefaultLogBytes
+	}
+	rc, err := k.Logs.PodLog(ctx, k.Namespace, pod, &corev1.PodLogOptions{Container: k.Container, TailLines: &lines, LimitBytes: &limit})
+	if err != nil {
+		return "", fmt.Errorf("read the log of %s/%s (pods/log): %w", pod, k.Container, err)
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(io.LimitReader(rc, limit))
+	if err != nil {
+		return string(b), fmt.Errorf("read the log of %s/%s: %w", pod, k.Container, err)
+	}
+	return string(b), nil
+}
+
+// Key names a bundle in the ConfigMap: its time first, so that keys sort by age.
+func Key(at time.Time, pod string) string {
+	return at.UTC().Format("20060102T150405Z") + "-" + pod + ".json"
+}
+
+// Save puts b into the ConfigMap, keeping the newest MaxBundles bundles. It creates
+// the ConfigMap when it does not exist (the chart pre-creates it; without the
+// chart the watchdog needs the right to create ConfigMaps).
+func (k *Keeper) Save(ctx context.Context, b Bundle) error {
+	raw, err := json.Marshal(b)
+	if err != nil {
+		return fmt.Errorf("encode evidence: %w", err)
+	}
+	for attempt := 0; ; attempt++ {
+		cm, err := k.ConfigMaps.GetConfigMap(ctx, k.Namespace, k.ConfigMap)
+		if apierrors.IsNotFound(err) {
+			cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: k.ConfigMap, Namespace: k.Namespace,
+				Labels: map[string]string{"app.kubernetes.io/component": Component, "app.kubernetes.io/managed-by": "agentenv-scheduler-watchdog"}}}
+			cm.Data = ring(nil, b.Key, string(raw))
+			if _, err := k.ConfigMaps.CreateConfigMap(ctx, cm, metav1.CreateOptions{}); err != nil {
+				return fmt.Errorf("create evidence ConfigMap %s/%s: %w", k.Namespace, k.ConfigMap, err)
+			}
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read evidence ConfigMap %s/%s: %w", k.Namespace, k.ConfigMap, err)
+		}
+		cm.Data = ring(cm.Data, b.Key, string(raw))
+		_, err = k.ConfigMaps.UpdateConfigMap(ctx, cm, metav1.UpdateOptions{})
+		if err == nil {
+			return nil
+		}
+		if !apierrors.IsConflict(err) || attempt >= 2 {
+			return fmt.Errorf("update evidence ConfigMap %s/%s: %w", k.Namespace, k.ConfigMap, err)
+		}
+	}
+}
+
+// ring adds key to data and drops the oldest bundles beyond MaxBundles or the size
+// bound. Keys that are no bundle's are kept as they are.
+func ring(data map[string]string, key, value string) map[string]string {
+	out := maps.Clone(data)
+	if out == nil {
+		out = map[string]string{}
+	}
+	out[key] = value
+	var keys []string
+	size := 0
+	for k, v := range out {
+		if strings.HasSuffix(k, ".json") {
+			keys = append(keys, k)
+			size += len(k) + len(v)
+		}
+	}
+	slices.Sort(keys) // oldest first
+	for len(keys) > 1 && (len(keys) > MaxBundles || size > maxRingBytes) {
+		size -= len(keys[0]) + len(out[keys[0]])
+		delete(out, keys[0])
+		keys = keys[1:]
+	}
+	return out
+}
+
+// Load reads the bundles of the ConfigMap, newest first. A missing ConfigMap has
+// none; a bundle that does not decode is skipped and named in the error.
+func Load(ctx context.Context, cms ConfigMaps, ns, name string) ([]Bundle, error) {
+	cm, err := cms.GetConfigMap(ctx, ns, name)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read evidence ConfigMap %s/%s: %w", ns, name, err)
+	}
+	var out []Bundle
+	var errs []error
+	for key, v := range cm.Data {
+		if !strings.HasSuffix(key, ".json") {
+			continue
+		}
+		var b Bundle
+		if err := json.Unmarshal([]byte(v), &b); err != nil {
+			errs = append(errs, fmt.Errorf("bundle %s: %w", key, err))
+			continue
+		}
+		b.Key = key
+		out = append(out, b)
+	}
+	slices.SortFunc(out, func(a, b Bundle) int { return strings.Compare(b.Key, a.Key) })
+	return out, errors.Join(errs...)
+}

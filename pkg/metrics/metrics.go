@@ -1,0 +1,198 @@
+// Package metrics holds the watchdog's own Prometheus metrics: one set of families
+// for both modes. `watchdog run` serves them (with the Go and process collectors);
+// `watchdog check` pushes them to a Pushgateway after its pass (push.go), so the
+// same rules and dashboards read either mode.
+package metrics
+
+import (
+	"errors"
+	"runtime"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/agentenv/watchdog/pkg/alert"
+	"github.com/agentenv/watchdog/pkg/check"
+	"github.com/agentenv/watchdog/pkg/scrape"
+	"github.com/agentenv/watchdog/pkg/state"
+	"github.com/agentenv/watchdog/pkg/version"
+)
+
+// Options say what the registry holds beyond the watchdog's families.
+type Options struct {
+	// Sinks names the configured alert sinks (alert.Sink.Name): the delivery
+	// counter starts at 0 for each of them, every event and both results.
+	Sinks []string
+	// Runtime adds the Go and process collectors (a long-running `watchdog run`;
+	// a pushed one-shot run's heap and file descriptors say nothing).
+	Runtime bool
+}
+
+// Metrics are the watchdog's own metrics.
+type Metrics struct {
+	Registry     *prometheus.Registry
+	verdict      *prometheus.GaugeVec
+	ready        *prometheus.GaugeVec
+	expected     *prometheus.GaugeVec
+	restarts     *prometheus.CounterVec
+	wouldRestart prometheus.Counter
+	alerts       *prometheus.CounterVec
+	scrapeErrors *prometheus.CounterVec
+	passes       *prometheus.CounterVec
+	lastSuccess  prometheus.Gauge
+	lastPass     prometheus.Gauge
+	passVerdict  *prometheus.GaugeVec
+	passAction   *prometheus.GaugeVec
+	duration     prometheus.Histogram
+	leader       prometheus.Gauge
+	buildInfo    *prometheus.GaugeVec
+}
+
+// Outcomes of a pass, the passes counter's result label.
+const (
+	PassOK          = "ok"
+	PassError       = "error"
+	PassInterrupted = "interrupted"
+)
+
+// Results of a delivery, the alerts counter's result label.
+const (
+	DeliveryOK     = "ok"
+	DeliveryFailed = "failed"
+)
+
+// New registers the metrics in a registry of their own, every counter present at 0.
+func New(o Options) *Metrics {
+	m := &Metrics{
+		Registry: prometheus.NewRegistry(),
+		verdict: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "agentenv_watchdog_pod_verdict",
+			Help: "1 for the verdict of each judged scheduler pod in the last pass."}, []string{"pod", "verdict"}),
+		ready: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "agentenv_watchdog_pod_ready_nodes",
+			Help: "Nodes each judged scheduler pod counted ready (its agentenv_scheduler_observed_nodes{status=\"ready\"}) in the last pass; absent when unknown."}, []string{"pod"}),
+		expected: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "agentenv_watchdog_pod_expected_nodes",
+			Help: "Serving nodes the API server lists for each judged scheduler pod in the last pass (what ready should be); absent when unknown."}, []string{"pod"}),
+		restarts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentenv_watchdog_restarts_total",
+			Help: "Restarts carried out, by outcome (done, failed)."}, []string{"outcome"}),
+		wouldRestart: prometheus.NewCounter(prometheus.CounterOpts{Name: "agentenv_watchdog_would_restarts_total",
+			Help: "Restarts shadow mode (--shadow) recorded instead of making, one per episode."}),
+		alerts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentenv_watchdog_alerts_total",
+			Help: "Alert deliveries, by event, sink and result (ok, failed)."}, []string{"event", "sink", "result"}),
+		scrapeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentenv_watchdog_scrape_errors_total",
+			Help: "Scheduler metrics scrapes that could not be trusted, by kind."}, []string{"kind"}),
+		passes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentenv_watchdog_passes_total",
+			Help: "Passes run, by result (ok, error, interrupted)."}, []string{"result"}),
+		lastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{Name: "agentenv_watchdog_last_successful_pass_timestamp_seconds",
+			Help: "Unix time of the last pass that completed without error."}),
+		lastPass: prometheus.NewGauge(prometheus.GaugeOpts{Name: "agentenv_watchdog_last_pass_timestamp_seconds",
+			Help: "Unix time the last pass ended, whatever its outcome."}),
+		passVerdict: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "agentenv_watchdog_last_pass_verdict",
+			Help: "1 for the overall verdict of the last pass that reached one."}, []string{"verdict"}),
+		passAction: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "agentenv_watchdog_last_pass_action",
+			Help: "1 for what the last pass that reached a decision did (none, wait, restart, blocked)."}, []string{"action"}),
+		duration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "agentenv_watchdog_pass_duration_seconds",
+			Help: "Duration of passes (long ones are confirming a wedge).", Buckets: []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 15, 30, 60, 120, 180}}),
+		leader: prometheus.NewGauge(prometheus.GaugeOpts{Name: "agentenv_watchdog_leader",
+			Help: "1 while this instance is the elected leader and runs passes."}),
+		buildInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "agentenv_watchdog_build_info",
+			Help: "1, labelled with the watchdog's version, commit and Go version."}, []string{"version", "commit", "goversion"}),
+	}
+	m.Registry.MustRegister(m.verdict, m.ready, m.expected, m.restarts, m.wouldRestart, m.alerts, m.scrapeErrors, m.passes,
+		m.lastSuccess, m.lastPass, m.passVerdict, m.passAction, m.duration, m.leader, m.buildInfo)
+	if o.Runtime {
+		m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	m.buildInfo.WithLabelValues(version.Version, version.Commit, runtime.Version()).Set(1)
+
+	// Every counter starts at 0: increase() needs a sample before the first
+	// event, and a dashboard shows 0, not "no data", for a watchdog that never
+	// had to act.
+	for _, o := range []state.RestartOutcome{state.RestartDone, state.RestartFailed} {
+		m.restarts.WithLabelValues(string(o))
+	}
+	for _, r := range []string{PassOK, PassError, PassInterrupted} {
+		m.passes.WithLabelValues(r)
+	}
+	for _, k := range scrape.Kinds {
+		m.scrapeErrors.WithLabelValues(string(k))
+	}
+	sinks := append([]string{alert.SinkKubernetesEvent}, o.Sinks...)
+	for _, e := range alert.Events {
+		if e.Name == alert.EventTest {
+			continue // notify test runs no pass
+		}
+		for _, s := range sinks {
+			for _, r := range []string{DeliveryOK, DeliveryFailed} {
+				m.alerts.WithLabelValues(e.Name, s, r)
+			}
+		}
+	}
+	return m
+}
+
+// SetLeader records leadership.
+func (m *Metrics) SetLeader(leading bool) {
+	if leading {
+		m.leader.Set(1)
+	} else {
+		m.leader.Set(0)
+	}
+}
+
+// Observe records a pass that took took and ended at now, with its report (nil when
+// the pass failed before it had one) and error.
+func (m *Metrics) Observe(rep *check.Report, err error, took time.Duration, now time.Time) {
+	m.duration.Observe(took.Seconds())
+	m.lastPass.Set(float64(now.UnixNano()) / 1e9)
+	switch {
+	case errors.Is(err, check.ErrInterrupted):
+		m.passes.WithLabelValues(PassInterrupted).Inc()
+	case err != nil:
+		m.passes.WithLabelValues(PassError).Inc()
+	default:
+		m.passes.WithLabelValues(PassOK).Inc()
+		m.lastSuccess.Set(float64(now.UnixNano()) / 1e9)
+	}
+	if rep == nil {
+		return
+	}
+	if rep.Verdict != "" {
+		m.passVerdict.Reset()
+		m.passVerdict.WithLabelValues(string(rep.Verdict)).Set(1)
+	}
+	if rep.Action != "" {
+		m.passAction.Reset()
+		m.passAction.WithLabelValues(string(rep.Action)).Set(1)
+	}
+	m.verdict.Reset()
+	m.ready.Reset()
+	m.expected.Reset()
+	for _, t := range rep.Targets {
+		if t.Judged {
+			m.verdict.WithLabelValues(t.Pod, string(t.Verdict)).Set(1)
+			if t.Ready != nil {
+				m.ready.WithLabelValues(t.Pod).Set(float64(*t.Ready))
+			}
+			if t.Expected != nil {
+				m.expected.WithLabelValues(t.Pod).Set(float64(*t.Expected))
+			}
+		}
+		if t.ScrapeKind != "" {
+			m.scrapeErrors.WithLabelValues(t.ScrapeKind).Inc()
+		}
+	}
+	for _, r := range rep.Restarts {
+		m.restarts.WithLabelValues(string(r.Outcome)).Inc()
+	}
+	m.wouldRestart.Add(float64(len(rep.WouldRestarts)))
+	for _, a := range rep.Alerts {
+		if a.DryRun {
+			continue
+		}
+		result := DeliveryOK
+		if !a.OK {
+			result = DeliveryFailed
+		}
+		m.alerts.WithLabelValues(a.Event, a.Sink, result).Inc()
+	}
+}
