@@ -136,7 +136,11 @@ func TestDoctorChecksWhatTheRoleGrants(t *testing.T) {
 			}
 			var checked []grant
 			for _, a := range n.Required() {
-				checked = append(checked, grant{a.Group, a.Resource, a.Verb, a.Name})
+				res := a.Resource
+				if a.Subresource != "" {
+					res += "/" + a.Subresource
+				}
+				checked = append(checked, grant{a.Group, res, a.Verb, a.Name})
 			}
 			sort.Slice(checked, func(i, j int) bool { return checked[i].String() < checked[j].String() })
 			if granted := grants(r.role()); !slices.Equal(checked, granted) {
