@@ -116,7 +116,7 @@ var Events = []EventSpec{
 		Name: EventRecovered, Severity: SeverityInfo, Kind: Resolution,
 		Reason: "SchedulerRecovered", Emoji: ":white_check_mark:",
 		NextStep: "Nothing to do.",
-		When:     "a clean run finds it healthy (or no-nodes) again after any other alert, `watchdog-error` included; once per episode; resolves what it closes",
+		When:     "a clean run finds it healthy (or no-nodes with no wedge open) again after any other alert, `watchdog-error` included; once per episode; resolves what it closes",
 	},
 	{
 		Name: EventBlind, Severity: SeverityWarning, Kind: Ongoing,

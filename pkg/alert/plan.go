@@ -141,7 +141,7 @@ func Plan(s *state.State, res decide.Result, acts []ActOutcome, runErr error, no
 
 	// Close what is no longer observed: everything when the scheduler is healthy
 	// again, which sends recovered once; blind alone on any other known verdict.
-	healthy := (res.Verdict == decide.VerdictHealthy || res.Verdict == decide.VerdictNoNodes) && runErr == nil
+	healthy := (res.Verdict == decide.VerdictHealthy || (res.Verdict == decide.VerdictNoNodes && !openEpisode(s))) && runErr == nil
 	if healthy && len(s.Alerts) > 0 && len(acts) == 0 {
 		opened := slices.Sorted(maps.Keys(s.Alerts))
 		var first time.Time
@@ -249,4 +249,16 @@ func newNotification(ev string, t *decide.Target, res decide.Result, now time.Ti
 	sum := sha256.Sum256([]byte(fmt.Sprintf("%s|%s|%s|%d", ev, n.UID, cfg.Namespace, now.UnixNano())))
 	n.ID = hex.EncodeToString(sum[:8])
 	return n
+}
+
+// openEpisode reports a pod whose bad episode is still open: no node listed (the
+// nodes scaled to zero) then closes nothing, since it says nothing about whether
+// discovery works again.
+func openEpisode(s *state.State) bool {
+	for _, p := range s.Pods {
+		if p.Episode != nil {
+			return true
+		}
+	}
+	return false
 }

@@ -394,6 +394,16 @@ func judgePod(p Pod, obs Observation, s *state.State, cfg Config, judgedCount in
 			endEpisode(s, p.UID, ps, now, state.EpisodeBecame(verdict))
 		}
 		advanceWedgeClock(ps, verdict, j.evidence, prevVerdict, baseline, obs, cfg, t)
+	case VerdictNoNodes:
+		ps.ConsecutiveUnknowns = 0
+		if ps.Episode != nil {
+			// No serving node listed (the nodes scaled to zero): ready 0 is the
+			// truth, and says nothing about whether discovery works again. The
+			// episode stays open, paused, until a node is listed.
+			pause(ps)
+			break
+		}
+		abandonClaim(s, p, verdict)
 	default:
 		ps.ConsecutiveUnknowns = 0
 		if ps.Episode != nil {
@@ -403,11 +413,7 @@ func judgePod(p Pod, obs Observation, s *state.State, cfg Config, judgedCount in
 			endBackoffAfterHealthyHour(s, now, cfg)
 			noteHealed(s, p, now, cfg)
 		}
-		// A claim left by a crashed run is moot once the pod is fine.
-		if r := s.RestartFor(p.UID); r != nil && r.Outcome == state.RestartClaimed {
-			r.Outcome = state.RestartAbandoned
-			r.Error = fmt.Sprintf("pod %s was %s when checked again", p.Name, verdict)
-		}
+		abandonClaim(s, p, verdict)
 	}
 	ps.LastVerdict = verdict
 
@@ -636,6 +642,14 @@ func pause(ps *state.Pod) {
 // observation's run: a failed sample then leaves a gap in it, not a pause.
 func inRunStreak(e *state.OpenEpisode, obs Observation) bool {
 	return e.RunSince != nil && e.Run.Equal(obs.RunStart)
+}
+
+// abandonClaim settles a claim left by a crashed run on a pod that is fine: moot.
+func abandonClaim(s *state.State, p Pod, verdict Verdict) {
+	if r := s.RestartFor(p.UID); r != nil && r.Outcome == state.RestartClaimed {
+		r.Outcome = state.RestartAbandoned
+		r.Error = fmt.Sprintf("pod %s was %s when checked again", p.Name, verdict)
+	}
 }
 
 // retryFor is how long sampling on after a failed sample can still make a restart

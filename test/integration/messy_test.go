@@ -409,3 +409,33 @@ func TestHealedRestartIsNotIneffective(t *testing.T) {
 		t.Errorf("the first restart is not recorded as healed: %+v", rs)
 	}
 }
+
+// The nodes scaled to zero in the middle of a wedge (issue 17, "check"): the
+// EndpointSlice empties, the verdict is no-nodes, but that says nothing about
+// discovery: no recovered, and when the nodes come back to a discovery still
+// dead, the same episode goes on.
+func TestNodesScaledToZeroMidWedgeIsNotRecovered(t *testing.T) {
+	rcv := newReceiver(t)
+	s := newScenario(t, layout{serving: 3, page: fixture(t, "scheduler-metrics-discovery-dead.txt")})
+	flags := []string{"--webhook-url", rcv.url(webhookPath), "--webhook-secret", hmacKey, "--wedged-for", "1h"}
+	s.check(flags...).expect(t, 0, "wedged", "wait")
+	setNodes := func(n int) {
+		t.Helper()
+		ctx, cancel := testenv.Ctx()
+		defer cancel()
+		must(t, env.Client.DiscoveryV1().EndpointSlices(s.ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}))
+		must(t, testenv.CreateNodeSlices(ctx, env.Client, s.ns, "agentenv-nodes", n, 100))
+	}
+	setNodes(0)
+	s.check(flags...).expect(t, 0, "no-nodes", "none")
+	setNodes(3)
+	r := s.check(flags...)
+	r.expect(t, 0, "wedged", "wait")
+	if got := eventNames(webhooks(t, rcv.since(0, webhookPath))); slices.Contains(got, "recovered") {
+		t.Errorf("alerts %v: the nodes going away is no recovery", got)
+	}
+	st, _ := s.state()
+	if p := st.Pods[string(s.pod.UID)]; p == nil || p.Episode == nil || len(st.Episodes) != 0 {
+		t.Errorf("the episode did not go on across the nodes' absence: %+v, ended %+v", p, st.Episodes)
+	}
+}

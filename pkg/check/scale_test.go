@@ -1,0 +1,97 @@
+package check_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/agentenv/watchdog/pkg/decide"
+)
+
+// Scale-to-zero in the middle of a wedge (issue 17, "check"): the wedged pod is
+// deleted by its Deployment going to zero replicas, with discovery maybe still
+// dead. Nothing may say the scheduler recovered: no scheduler runs, nothing was
+// seen healthy.
+func TestScaleToZeroMidWedgeIsNotRecovered(t *testing.T) {
+	h := newHarness(t)
+	h.productionDefaults()
+	h.obs.see = wedgedWeak
+	h.timeout = time.Minute  // short runs: the wedge is seen and paged, not restarted
+	for i := 0; i < 2; i++ { // wedged, paged
+		if _, err := h.pass(); err != nil {
+			t.Fatal(err)
+		}
+		h.clk.SetTime(t0.Add(time.Duration(i+1) * 5 * time.Minute))
+	}
+	if got := h.sink.events(); len(got) == 0 || got[0] != "wedged" {
+		t.Fatalf("sent %v before the scale-down", got)
+	}
+	sent := len(h.sink.events())
+	steps := []struct {
+		name string
+		see  func(string, time.Time) (decide.Observation, error)
+	}{
+		{"terminating", func(string, time.Time) (decide.Observation, error) {
+			p := schedPod(0, 11)
+			p.Terminating = true
+			return observation(3, p), nil
+		}},
+		{"no pod", func(string, time.Time) (decide.Observation, error) { return observation(3), nil }},
+		{"no pod, no nodes", func(string, time.Time) (decide.Observation, error) { return observation(0), nil }},
+	}
+	for i, st := range steps {
+		h.obs.see = st.see
+		h.clk.SetTime(t0.Add(time.Duration(10+5*i) * time.Minute))
+		rep, err := h.pass()
+		t.Logf("%s: %s/%s, %v: %s", st.name, rep.Verdict, rep.Action, err, rep.Reason)
+		if got := h.sink.events()[sent:]; len(got) > 0 {
+			for _, ev := range got {
+				if ev == "recovered" {
+					t.Errorf("%s: sent %v: the scheduler was scaled away, not seen recovered", st.name, got)
+				}
+			}
+		}
+	}
+	t.Logf("sent after the scale-down: %v", h.sink.events()[sent:])
+}
+
+// The nodes scaled to zero in the middle of a wedge (the other scale-to-zero):
+// the API server lists no serving node, so ready 0 is the truth (no-nodes), but
+// it says nothing about whether discovery works again. No recovered is sent, the
+// episode stays open (paused), and when the nodes come back to a still dead
+// discovery, the same episode goes on.
+func TestNodesScaledToZeroMidWedgeIsNotRecovered(t *testing.T) {
+	h := newHarness(t)
+	h.productionDefaults()
+	h.obs.see = wedgedWeak
+	h.timeout = time.Minute // a short run: the wedge is seen and paged, not yet restarted
+	if _, err := h.pass(); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.sink.events(); len(got) != 1 || got[0] != "wedged" {
+		t.Fatalf("sent %v before the scale-down", got)
+	}
+	h.obs.see = func(string, time.Time) (decide.Observation, error) { return observation(0, schedPod(0, 11)), nil }
+	h.clk.SetTime(t0.Add(5 * time.Minute))
+	rep, err := h.pass()
+	if err != nil || rep.Verdict != decide.VerdictNoNodes {
+		t.Fatalf("nodes gone: %s/%s, %v", rep.Verdict, rep.Action, err)
+	}
+	if got := h.sink.events(); len(got) != 1 {
+		t.Errorf("sent %v: no node means nothing about discovery, not a recovery", got)
+	}
+	st := h.store.current(t)
+	if p := st.Pods[podUID]; p == nil || p.Episode == nil || !p.Episode.Since.Equal(t0) {
+		t.Fatalf("the wedge's episode was closed by the nodes going away: %+v, episodes %+v", p, st.Episodes)
+	}
+	// The nodes come back; discovery is still dead.
+	h.obs.see = wedgedWeak
+	h.clk.SetTime(t0.Add(10 * time.Minute))
+	h.timeout = time.Minute
+	rep, err = h.pass()
+	if err != nil || rep.Verdict != decide.VerdictWedged || rep.Targets[0].BadSince == nil || !rep.Targets[0].BadSince.Equal(t0) {
+		t.Fatalf("nodes back, discovery dead: %s/%s %v, since %v: %s", rep.Verdict, rep.Action, err, rep.Targets[0].BadSince, rep.Reason)
+	}
+	if got := h.sink.events(); len(got) != 1 {
+		t.Errorf("sent %v: the same wedge goes on", got)
+	}
+}
