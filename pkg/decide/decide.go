@@ -221,7 +221,7 @@ func selectTargets(obs Observation, cfg Config) (judged []Pod, notJudged []candi
 	if end, expired := obs.Leader.ExpiredAt(obs.At); expired && obs.Leader.Holder != "" {
 		// The holder stopped renewing: it may have stepped down, and a standby may
 		// be about to take over. Judging it would restart a pod on a guess.
-		why := fmt.Sprintf("leader Lease %s held by %q expired at %s (renewTime + leaseDurationSeconds): no current leader",
+		why := fmt.Sprintf("leader Lease %s held by %q expired at %s (last renewal + leaseDurationSeconds): no current leader",
 			cfg.LeaderLease, obs.Leader.Holder, end.UTC().Format(time.RFC3339))
 		for _, p := range live {
 			notJudged = append(notJudged, candidate{p, why, true})
@@ -347,7 +347,10 @@ func judgePod(p Pod, obs Observation, s *state.State, cfg Config, judgedCount in
 		}
 	}
 	if !p.StartedAt.IsZero() {
-		t.Age = now.Sub(p.StartedAt)
+		t.Age = j.age
+	}
+	if j.warning != "" {
+		t.Warnings = append(t.Warnings, j.warning)
 	}
 	if p.Sample != nil && p.ScrapeErr == nil && verdict != VerdictUnknown {
 		ready, expected := p.Sample.Ready(), obs.Expected.Serving
@@ -543,6 +546,9 @@ type judgement struct {
 	// failed: an unknown because a read failed (the scrape, the serving-node
 	// count), not because of the pod's own state: a failed sample.
 	failed bool
+	// age is the process's age as judged; warning a doubt about it (clock skew).
+	age     time.Duration
+	warning string
 }
 
 // judge returns the pod's verdict on this observation. It reads the pod's record,
@@ -559,11 +565,24 @@ func judge(p Pod, obs Observation, ps *state.Pod, cfg Config, prevVerdict Verdic
 	if p.StartedAt.IsZero() {
 		return judgement{verdict: VerdictUnknown, reason: "no start time for the scheduler container or the pod"}
 	}
+	age, skew := now.Sub(p.StartedAt), ""
 	if p.StartedAt.After(now.Add(ClockSkewTolerance)) {
-		return judgement{verdict: VerdictUnknown, reason: fmt.Sprintf("container start %s is %s in the future: clock skew, the pod's age cannot be trusted",
-			p.StartedAt.UTC().Format(time.RFC3339), ShortDuration(p.StartedAt.Sub(now)))}
+		// The node's clock runs ahead of the watchdog's. The process is at least as
+		// old as the time this watchdog has watched it, by its own clock.
+		ahead := fmt.Sprintf("container start %s is %s in the future: clock skew, the node's clock runs ahead", p.StartedAt.UTC().Format(time.RFC3339), ShortDuration(p.StartedAt.Sub(now)))
+		watched := now.Sub(ps.FirstSeen)
+		if ps.FirstSeen.IsZero() || watched < cfg.StartupGrace {
+			return judgement{verdict: VerdictUnknown, reason: fmt.Sprintf("%s; judged once the watchdog has watched it for --startup-grace %s by its own clock", ahead, ShortDuration(cfg.StartupGrace))}
+		}
+		age, skew = watched, fmt.Sprintf("%s; its age is taken as the %s the watchdog has watched it", ahead, ShortDuration(watched))
 	}
-	age := now.Sub(p.StartedAt)
+	j := judgeAged(p, obs, ps, cfg, prevVerdict, age)
+	j.age, j.warning = age, skew
+	return j
+}
+
+// judgeAged is judge for a process of a known age.
+func judgeAged(p Pod, obs Observation, ps *state.Pod, cfg Config, prevVerdict Verdict, age time.Duration) judgement {
 	if age < cfg.StartupGrace {
 		return judgement{verdict: VerdictStarting, reason: fmt.Sprintf("scheduler started %s ago, within the %s startup grace", ShortDuration(max(age, 0)), ShortDuration(cfg.StartupGrace))}
 	}

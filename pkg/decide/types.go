@@ -150,21 +150,32 @@ type Leader struct {
 	// either zero means the Lease does not say when it expires.
 	RenewedAt time.Time
 	Duration  time.Duration
+	// WrittenAt is when the API server last wrote the holder's renewTime (the
+	// Lease's managedFields), by the API server's clock; zero when unknown.
+	WrittenAt time.Time
 	Err       error
 }
 
-// LeaseSkew is how far past renewTime + leaseDurationSeconds a Lease must be before
-// it counts as expired: renewTime comes from the holder's clock, "now" from ours.
+// LeaseSkew is how far past its last renewal + leaseDurationSeconds a Lease must be
+// before it counts as expired: the renewal is by the API server's clock (or the
+// holder's, when unknown), "now" by ours.
 // Generous on purpose: a healthy Lease must not look expired on a node whose clock
 // is off by tens of seconds, and a minute's delay matters little to a */5 check.
 const LeaseSkew = time.Minute
 
-// ExpiredAt reports when the Lease stopped naming a leader, if it has by now.
+// ExpiredAt reports when the Lease stopped naming a leader, if it has by now. The
+// last renewal is when the API server wrote it (WrittenAt), when known: renewTime
+// comes from the holder's clock, and a holder whose clock lags would otherwise
+// never look renewed, one whose clock runs ahead never look stopped.
 func (l *Leader) ExpiredAt(now time.Time) (time.Time, bool) {
-	if l.RenewedAt.IsZero() || l.Duration <= 0 {
+	renewed := l.RenewedAt
+	if !l.WrittenAt.IsZero() {
+		renewed = l.WrittenAt
+	}
+	if renewed.IsZero() || l.Duration <= 0 {
 		return time.Time{}, false
 	}
-	end := l.RenewedAt.Add(l.Duration)
+	end := renewed.Add(l.Duration)
 	return end, now.After(end.Add(LeaseSkew))
 }
 

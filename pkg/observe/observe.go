@@ -3,6 +3,7 @@
 package observe
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -260,7 +262,25 @@ func (o *Observer) readLeader(ctx context.Context) *decide.Leader {
 	if lease.Spec.LeaseDurationSeconds != nil {
 		l.Duration = time.Duration(*lease.Spec.LeaseDurationSeconds) * time.Second
 	}
+	l.WrittenAt = renewalWritten(lease)
 	return l
+}
+
+// renewalWritten is when the API server last wrote the Lease's renewTime, by its
+// own clock: the newest time of the managedFields entries that own
+// spec.renewTime (the holder's), or zero when none says. Another manager's edit
+// (a label) is not a renewal.
+func renewalWritten(lease *coordinationv1.Lease) time.Time {
+	var at time.Time
+	for _, m := range lease.ManagedFields {
+		if m.Time == nil || m.FieldsV1 == nil || !bytes.Contains(m.FieldsV1.Raw, []byte(`"f:renewTime"`)) {
+			continue
+		}
+		if m.Time.After(at) {
+			at = m.Time.Time
+		}
+	}
+	return at
 }
 
 // Rollout reads the scheduler Deployment for the rollout gate. A missing Deployment

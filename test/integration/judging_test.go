@@ -1,6 +1,8 @@
 package integration
 
 import (
+	"encoding/json"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -107,8 +109,12 @@ func TestLeaderOnlyJudging(t *testing.T) {
 
 // TestExpiredLeaderLeaseJudgesNobody: a Lease whose holder stopped renewing names
 // no leader; the watchdog judges and scrapes nobody (unknown) until it is renewed.
+// The API server cannot date a write an hour back, so the Lease as it would read
+// after an hour without renewal (its renewTime and the managedFields time of that
+// write an hour old) is answered by the proxy in front of it.
 func TestExpiredLeaderLeaseJudgesNobody(t *testing.T) {
 	s := newScenario(t, layout{serving: 3, page: fixture(t, "scheduler-metrics-discovery-dead.txt")})
+	proxy := s.proxied(t)
 	ctx, cancel := testenv.Ctx()
 	defer cancel()
 	holder, seconds := s.pod.Name+"_5c0ffee", int32(15)
@@ -118,6 +124,19 @@ func TestExpiredLeaderLeaseJudgesNobody(t *testing.T) {
 		Spec:       coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &seconds, RenewTime: &renewed},
 	}, metav1.CreateOptions{})
 	must(t, err)
+	stale := lease.DeepCopy()
+	stale.APIVersion, stale.Kind = "coordination.k8s.io/v1", "Lease"
+	for i := range stale.ManagedFields {
+		stale.ManagedFields[i].Time = &metav1.Time{Time: renewed.Time}
+	}
+	body, err := json.Marshal(stale)
+	must(t, err)
+	proxy.SetFault(func(r *http.Request) *testenv.Fault {
+		if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/leases/agentenv-scheduler") {
+			return &testenv.Fault{Body: body}
+		}
+		return nil
+	})
 
 	before := s.metrics.Hits()
 	r := s.check("--leader-lease", "agentenv-scheduler")
@@ -133,6 +152,7 @@ func TestExpiredLeaderLeaseJudgesNobody(t *testing.T) {
 	}
 
 	// Renewed: the holder is judged again (its page reads 0 ready: wedged).
+	proxy.SetFault(nil)
 	lease.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
 	_, err = env.Client.CoordinationV1().Leases(s.ns).Update(ctx, lease, metav1.UpdateOptions{})
 	must(t, err)
@@ -242,5 +262,28 @@ func TestWatchAgeIsStrongEvidence(t *testing.T) {
 	on.expect(t, 0, "wedged", "restart")
 	if on.report.Targets[0].Evidence != "strong" || !strings.Contains(on.report.Reason, "no event for 15m") {
 		t.Errorf("evidence %q, reason %q", on.report.Targets[0].Evidence, on.report.Reason)
+	}
+}
+
+// A Lease holder whose clock lags writes renewTime minutes in the past at each
+// renewal (issue 17, "check"): the API server's time of that write says it is
+// renewing, so it still names the leader, which is judged.
+func TestLaggingLeaseHolderIsStillTheLeader(t *testing.T) {
+	s := newScenario(t, layout{serving: 3, page: fixture(t, "scheduler-metrics-discovery-dead.txt")})
+	ctx, cancel := testenv.Ctx()
+	defer cancel()
+	holder, seconds := s.pod.Name, int32(15)
+	lagging := func() *metav1.MicroTime { return &metav1.MicroTime{Time: time.Now().Add(-5 * time.Minute)} }
+	lease, err := env.Client.CoordinationV1().Leases(s.ns).Create(ctx, &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: "agentenv-scheduler", Namespace: s.ns},
+		Spec:       coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &seconds, RenewTime: lagging()},
+	}, metav1.CreateOptions{})
+	must(t, err)
+	for i := 0; i < 2; i++ {
+		s.check("--leader-lease", "agentenv-scheduler").expect(t, 0, "wedged", "wait")
+		time.Sleep(time.Second)
+		lease.Spec.RenewTime = lagging() // the holder renews, by its lagging clock
+		lease, err = env.Client.CoordinationV1().Leases(s.ns).Update(ctx, lease, metav1.UpdateOptions{})
+		must(t, err)
 	}
 }
