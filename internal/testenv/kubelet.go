@@ -28,7 +28,8 @@ type Kubelet struct {
 	calls []url.URL
 }
 
-// StartKubelet serves log as every container's log, honouring tailLines.
+// StartKubelet serves log as every container's log, honouring tailLines and
+// limitBytes as the kubelet does.
 func StartKubelet(log string) *Kubelet {
 	k := &Kubelet{log: log}
 	k.Server = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -48,7 +49,13 @@ func StartKubelet(log string) *Kubelet {
 		if n, err := strconv.Atoi(r.URL.Query().Get("tailLines")); err == nil && n < len(lines) {
 			lines = lines[len(lines)-n:]
 		}
-		fmt.Fprint(w, strings.Join(lines, "")+"\n")
+		out := strings.Join(lines, "") + "\n"
+		// As the kubelet does: limitBytes counts from the first of the tailed
+		// lines, so it cuts the newest ones off.
+		if n, err := strconv.Atoi(r.URL.Query().Get("limitBytes")); err == nil && n < len(out) {
+			out = out[:n]
+		}
+		fmt.Fprint(w, out)
 	}))
 	return k
 }

@@ -205,7 +205,7 @@ func (p *pass) captureEvidence(t decide.Target, action string) string {
 	ctx, cancel := bound(evidence.DefaultTimeout)
 	b := p.Evidence.Capture(ctx, t, p.obs, action, p.Clock.Now())
 	cancel()
-	if b.LogError != "" {
+	if b.LogError != "" && p.Evidence.Logs != nil { // without Logs, the log is not read by choice
 		p.warn("evidence without the scheduler's log", b.LogError)
 	}
 	ctx, cancel = bound(evidence.SaveTimeout)

@@ -6,6 +6,7 @@
 package evidence
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +16,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -30,6 +32,9 @@ import (
 const (
 	DefaultLogLines = 200
 	DefaultLogBytes = 64 << 10
+	// MaxLogRead bounds what one log read transfers (the limitBytes asked for):
+	// 200 lines of 5 KiB on average, of which the newest DefaultLogBytes are kept.
+	MaxLogRead = 1 << 20
 	// MaxBundles is how many bundles the ring keeps, newest first.
 	MaxBundles = 5
 	// maxRingBytes bounds the ConfigMap's data whatever the bundles hold.
@@ -134,27 +139,63 @@ func (k *Keeper) Capture(ctx context.Context, t decide.Target, obs decide.Observ
 	return b
 }
 
-// readLog reads the last LogLines lines, at most LogBytes, of the scheduler
-// container: the API server enforces both (tailLines, limitBytes), and the read
-// stops at LogBytes whatever it answers.
+// readLog reads the last LogLines lines of the scheduler container and keeps the
+// newest LogBytes of them, from a line's start. The kubelet counts limitBytes from
+// the first of the tailed lines, so asking it for LogBytes would keep the oldest
+// lines and drop the newest, the ones just before the restart: it is asked for the
+// lines with limitBytes at MaxLogRead, a bound on what is read, and the end is kept
+// here. Lines long enough to fill that bound are read again, fewer at a time.
 func (k *Keeper) readLog(ctx context.Context, pod string) (string, error) {
-	lines, limit := k.LogLines, k.LogBytes
+	lines, keep := k.LogLines, k.LogBytes
 	if lines <= 0 {
 		lines = DefaultLogLines
 	}
-	if limit <= 0 {
-		limit = DefaultLogBytes
+	if keep <= 0 {
+		keep = DefaultLogBytes
 	}
+	read := max(keep, MaxLogRead)
+	for {
+		b, err := k.readTail(ctx, pod, lines, read)
+		if err != nil || int64(len(b)) < read || lines == 1 {
+			return string(keepEnd(b, keep)), err
+		}
+		lines = max(1, lines/4)
+	}
+}
+
+// readTail reads the last lines lines of the container's log, at most limit bytes
+// of them counted from the first.
+func (k *Keeper) readTail(ctx context.Context, pod string, lines, limit int64) ([]byte, error) {
 	rc, err := k.Logs.PodLog(ctx, k.Namespace, pod, &corev1.PodLogOptions{Container: k.Container, TailLines: &lines, LimitBytes: &limit})
 	if err != nil {
-		return "", fmt.Errorf("read the log of %s/%s (pods/log): %w", pod, k.Container, err)
+		return nil, fmt.Errorf("read the log of %s/%s (pods/log): %w", pod, k.Container, err)
 	}
 	defer rc.Close()
 	b, err := io.ReadAll(io.LimitReader(rc, limit))
 	if err != nil {
-		return string(b), fmt.Errorf("read the log of %s/%s: %w", pod, k.Container, err)
+		return b, fmt.Errorf("read the log of %s/%s: %w", pod, k.Container, err)
 	}
-	return string(b), nil
+	return b, nil
+}
+
+// keepEnd is the end of b, at most n bytes, starting at a line's start when one
+// begins in it (else at a character's).
+func keepEnd(b []byte, n int64) []byte {
+	if int64(len(b)) <= n {
+		return b
+	}
+	cut := int64(len(b)) - n
+	if b[cut-1] == '\n' {
+		return b[cut:]
+	}
+	end := b[cut:]
+	if i := bytes.IndexByte(end, '\n'); i >= 0 && i < len(end)-1 {
+		return end[i+1:]
+	}
+	for len(end) > 0 && !utf8.RuneStart(end[0]) {
+		end = end[1:]
+	}
+	return end
 }
 
 // Key names a bundle in the ConfigMap: its time first, so that keys sort by age.

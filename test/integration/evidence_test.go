@@ -76,7 +76,7 @@ func TestEvidenceBeforeRestart(t *testing.T) {
 
 	calls := k.Requests()
 	if len(calls) != 1 || calls[0].Path != "/containerLogs/"+s.ns+"/"+s.pod.Name+"/scheduler" ||
-		calls[0].Query().Get("tailLines") != "200" || calls[0].Query().Get("limitBytes") != strconv.Itoa(64<<10) {
+		calls[0].Query().Get("tailLines") != "200" || calls[0].Query().Get("limitBytes") != strconv.Itoa(evidence.MaxLogRead) {
 		t.Fatalf("the kubelet was asked %v, want one bounded read of the scheduler container's log", calls)
 	}
 	bs := s.bundles(t)
@@ -166,6 +166,59 @@ func TestEvidenceKubeletHangs(t *testing.T) {
 	}
 	bs := s.bundles(t)
 	if len(bs) != 1 || bs[0].Log != "" || bs[0].LogError == "" || bs[0].Sample == nil {
+		t.Errorf("bundles %+v, want one without the log, saying why", bs)
+	}
+}
+
+// TestEvidenceKeepsTheNewestLines: when the last 200 lines are more than the 64 KiB
+// kept (a scheduler logging long JSON lines), the bundle holds the newest of them,
+// up to the last line before the restart, starting on a whole line. The kubelet
+// applies limitBytes from the first tailed line: asking it for 64 KiB would keep
+// the oldest lines and drop the ones that explain the wedge.
+func TestEvidenceKeepsTheNewestLines(t *testing.T) {
+	pad := strings.Repeat("x", 1000)
+	var log strings.Builder
+	for i := 1; i <= 500; i++ {
+		fmt.Fprintf(&log, "line %d: %s\n", i, pad)
+	}
+	k := startKubelet(t, log.String())
+	s := newScenario(t, layout{serving: 3, page: fixture(t, "scheduler-metrics-discovery-dead.txt")})
+	onNode(t, s, k, s.pod.Name)
+	s.check().expect(t, 0, "wedged", "wait")
+	waitPastWedgedFor()
+	s.check().expect(t, 0, "wedged", "restart")
+	bs := s.bundles(t)
+	if len(bs) != 1 {
+		t.Fatalf("%d bundles, want 1", len(bs))
+	}
+	b := bs[0]
+	if b.LogError != "" || len(b.Log) > evidence.DefaultLogBytes || !strings.HasPrefix(b.Log, "line ") ||
+		!strings.HasSuffix(b.Log, "line 500: "+pad+"\n") {
+		first, _, _ := strings.Cut(b.Log, ":")
+		t.Errorf("bundle log of %d bytes from %q to %q (error %q), want at most %d bytes of whole lines ending with line 500",
+			len(b.Log), first, b.Log[max(0, len(b.Log)-20):], b.LogError, evidence.DefaultLogBytes)
+	}
+}
+
+// TestEvidenceWithoutLogs: --evidence-logs=false (chart evidence.logs: false, which
+// removes the pods/log grant) saves the bundle without asking the kubelet, and is
+// no warning: it is what was asked for.
+func TestEvidenceWithoutLogs(t *testing.T) {
+	k := startKubelet(t, "never read\n")
+	s := newScenario(t, layout{serving: 3, page: fixture(t, "scheduler-metrics-discovery-dead.txt")})
+	onNode(t, s, k, s.pod.Name)
+	s.check("--evidence-logs=false").expect(t, 0, "wedged", "wait")
+	waitPastWedgedFor()
+	r := s.check("--evidence-logs=false")
+	r.expect(t, 0, "wedged", "restart")
+	if calls := k.Requests(); len(calls) != 0 {
+		t.Errorf("the kubelet was asked %v", calls)
+	}
+	if len(r.report.Warnings) != 0 {
+		t.Errorf("warnings %v, want none", r.report.Warnings)
+	}
+	bs := s.bundles(t)
+	if len(bs) != 1 || bs[0].Log != "" || !strings.Contains(bs[0].LogError, "--evidence-logs=false") || bs[0].Sample == nil {
 		t.Errorf("bundles %+v, want one without the log, saying why", bs)
 	}
 }
