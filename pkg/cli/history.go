@@ -51,7 +51,12 @@ and open or undelivered alert in the state ConfigMap, and the watchdog's Events 
 still exist (blocked restarts, alert deliveries; the API server keeps Events about an
 hour). --evidence KEY prints one evidence bundle: the scheduler's last log lines, the
 metrics and gates judged, the endpoints counted and the pod's status just before the
-restart.`,
+restart.
+
+It reads (get) the state and evidence ConfigMaps and lists Events in --namespace: run
+it with your own kubeconfig. The chart's Role does not grant list events (no run
+needs it), so as the watchdog's ServiceAccount history says in a note that it could
+not read the Events and shows the rest.`,
 		Example: `  # The last day.
   watchdog history -n agentenv-system --since 24h
 
@@ -149,15 +154,8 @@ func stateHistory(s *state.State, now time.Time) []Entry {
 		if r.DoneAt != nil {
 			at = *r.DoneAt
 		}
-		healed := ""
-		switch {
-		case r.Ineffective != "":
-			healed = "no: " + r.Ineffective
-		case r.Outcome == state.RestartDone:
-			healed = "not judged ineffective"
-		}
 		e := Entry{At: at, Kind: "restart", Pod: r.Pod, Reason: r.Reason, Evidence: string(r.Evidence), Gates: r.Gates,
-			Outcome: string(r.Outcome), Healed: healed, Bundle: r.Bundle, What: fmt.Sprintf("restart by %s: %s", r.Method, r.Outcome)}
+			Outcome: string(r.Outcome), Healed: healed(r), Bundle: r.Bundle, What: fmt.Sprintf("restart by %s: %s", r.Method, r.Outcome)}
 		if r.Error != "" {
 			e.Notes = append(e.Notes, r.Error)
 		}
@@ -188,6 +186,21 @@ func stateHistory(s *state.State, now time.Time) []Entry {
 			What: fmt.Sprintf("%s not yet delivered to %s after %d attempt(s)", p.Event, strings.Join(p.Sinks, ", "), p.Attempts)})
 	}
 	return out
+}
+
+// healed says whether restart r healed the scheduler, from its record: its
+// replacement seen healthy (healedAt), or wedged again soon (ineffective); "" for a
+// restart that was not carried out.
+func healed(r state.Restart) string {
+	switch {
+	case r.HealedAt != nil:
+		return "yes: its replacement was healthy at " + r.HealedAt.UTC().Format(time.RFC3339)
+	case r.Ineffective != "":
+		return "no: " + r.Ineffective
+	case r.Outcome == state.RestartDone:
+		return "not yet known: its replacement has not been seen healthy"
+	}
+	return ""
 }
 
 // watchdogEvents are the Events the watchdog left that the API server still keeps.

@@ -115,8 +115,8 @@ func writeStatusText(w io.Writer, where string, snap *statestore.Snapshot, now t
 		if r.Gates != "" {
 			fmt.Fprintf(w, "  gates: %s\n", r.Gates)
 		}
-		if r.Ineffective != "" {
-			fmt.Fprintf(w, "  did not heal: %s\n", r.Ineffective)
+		if h := healed(r); h != "" {
+			fmt.Fprintf(w, "  healed: %s\n", h)
 		}
 		if r.Bundle != "" {
 			fmt.Fprintf(w, "  evidence bundle: %s (watchdog history --evidence %s)\n", r.Bundle, r.Bundle)
@@ -128,7 +128,10 @@ func writeStatusText(w io.Writer, where string, snap *statestore.Snapshot, now t
 		if r.ResumedAt != nil {
 			resumed = " resumed " + r.ResumedAt.Format(time.RFC3339)
 		}
-		if r.Ineffective != "" {
+		switch {
+		case r.HealedAt != nil:
+			resumed += " (healed)"
+		case r.Ineffective != "":
 			resumed += " (did not heal)"
 		}
 		fmt.Fprintf(w, "  %s  %-9s %s %s (%s)%s %s\n", r.ClaimedAt.Format(time.RFC3339), r.Outcome, r.Method, r.Pod, r.UID, resumed, r.Error)
