@@ -152,6 +152,10 @@ func TestRoutingExampleOnePagePerProblem(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			pod := "agentenv-scheduler-7d9c4-x2k8p"
+			// The page goes first, as in a cluster (the watchdog pages at its first
+			// wedged run, the rules wait out their `for`): Alertmanager's inhibitor
+			// learns of alerts asynchronously, so a target posted in the same instant
+			// as its source can beat it to a group that does not wait (group_wait 0s).
 			if c.pushed {
 				n := alert.Notification{Event: c.event, Severity: alert.Spec(c.event).Severity, Cluster: cluster, Namespace: "agentenv-sched",
 					Reason: "routing test", Time: time.Now().UTC()}
@@ -159,7 +163,6 @@ func TestRoutingExampleOnePagePerProblem(t *testing.T) {
 					n.Pod = pod
 				}
 				must(t, sink.Send(ctx, n))
-				waitFor(t, 30*time.Second, "the pushed alert listed", func() bool { return len(amAlerts(t, am, cluster, alert.AlertnameOf(c.event))) == 1 })
 			}
 			var posted []alert.PostableAlert
 			for _, name := range c.rules {
@@ -167,24 +170,29 @@ func TestRoutingExampleOnePagePerProblem(t *testing.T) {
 				if !ok {
 					t.Fatalf("the chart renders no rule %s", name)
 				}
+				if name == c.want {
+					postAlerts(t, am.Base, []alert.PostableAlert{ruleAlert(r, cluster, pod)})
+					continue
+				}
 				posted = append(posted, ruleAlert(r, cluster, pod))
 			}
+			waitFor(t, 30*time.Second, "the page delivered", func() bool { return len(rcv.about(cluster)) > 0 })
 			postAlerts(t, am.Base, posted)
 			// Every rule alert but the one that pages is inhibited: Alertmanager marks
 			// it when its group would notify, so this waits for every group's first
 			// flush; later flushes mute it again.
 			inhibited := func() (bool, string) {
 				var states []string
-				done := len(rcv.about(cluster)) > 0
+				muted := 0
 				for _, name := range c.rules {
 					for _, a := range amAlerts(t, am, cluster, name) {
 						states = append(states, fmt.Sprintf("%s %s inhibited by %v", name, a.Status.State, a.Status.InhibitedBy))
-						if name != c.want && (a.Status.State != "suppressed" || len(a.Status.InhibitedBy) == 0) {
-							done = false
+						if name != c.want && a.Status.State == "suppressed" && len(a.Status.InhibitedBy) > 0 {
+							muted++
 						}
 					}
 				}
-				return done, strings.Join(states, "; ")
+				return muted == len(posted), strings.Join(states, "; ")
 			}
 			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
 				done, states := inhibited()
