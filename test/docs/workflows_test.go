@@ -69,3 +69,46 @@ func TestWorkflowsRunWhatCIRuns(t *testing.T) {
 		t.Error("make lint (hack/lint.sh) does not run actionlint over .github/workflows")
 	}
 }
+
+// TestWorkflowsGiveBackWhatRootBuilt: .ci/run runs as root (a test makes a network
+// namespace), so the checkout's bin/ and dist/, Go's caches and the tools cache
+// come out owned by root. The release's later steps run as the runner user (rm -rf
+// dist, make image, go run ./hack/release), and actions/cache saves the tools cache
+// as that user after the job: each workflow hands them back right after .ci/run,
+// even when it failed.
+func TestWorkflowsGiveBackWhatRootBuilt(t *testing.T) {
+	for _, path := range []string{".github/workflows/ci.yml", ".github/workflows/release.yml"} {
+		raw := read(t, path)
+		var w struct {
+			Jobs map[string]struct {
+				Steps []struct {
+					If  string `yaml:"if"`
+					Run string `yaml:"run"`
+				} `yaml:"steps"`
+			} `yaml:"jobs"`
+		}
+		if err := yaml.Unmarshal([]byte(raw), &w); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		for name, job := range w.Jobs {
+			for i, s := range job.Steps {
+				if !strings.Contains(s.Run, "sudo") || !strings.Contains(s.Run, ".ci/run") {
+					continue
+				}
+				if i+1 >= len(job.Steps) {
+					t.Errorf("%s job %s: nothing after the root .ci/run gives its files back", path, name)
+					continue
+				}
+				next := job.Steps[i+1]
+				for _, want := range []string{"sudo chown -R", `"$(id -u):$(id -g)"`, "GITHUB_WORKSPACE", "GOCACHE", "GOMODCACHE", ".cache/agentenv-watchdog"} {
+					if !strings.Contains(next.Run, want) {
+						t.Errorf("%s job %s: the step after the root .ci/run lacks %q:\n%s", path, name, want, next.Run)
+					}
+				}
+				if !strings.Contains(next.If, "always()") {
+					t.Errorf("%s job %s: the step giving the files back runs only on success (if: %q); the cache is saved after a failure too", path, name, next.If)
+				}
+			}
+		}
+	}
+}
