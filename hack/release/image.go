@@ -3,6 +3,7 @@ package main
 import (
 	"archive/tar"
 	"bytes"
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -51,6 +52,7 @@ func imageCommand(args []string) error {
 	revision := fs.String("revision", "", "org.opencontainers.image.revision")
 	source := fs.String("source", "https://github.com/agentenv/watchdog", "org.opencontainers.image.source")
 	created := fs.String("created", "", "creation time, RFC 3339 (the commit's time: the same inputs give the same digest)")
+	timeout := fs.Duration("timeout", 5*time.Minute, "deadline of reading a release base from its registry")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -69,6 +71,8 @@ func imageCommand(args []string) error {
 		"org.opencontainers.image.title":       "agentenv-scheduler-watchdog",
 		"org.opencontainers.image.description": "Detects a wedged AgentENV scheduler and restarts it safely",
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
 	var adds []mutate.IndexAddendum
 	for _, b := range binaries {
 		platform, path, ok := strings.Cut(b, "=")
@@ -79,7 +83,7 @@ func imageCommand(args []string) error {
 		if err != nil {
 			return fmt.Errorf("--binary %q: %w", b, err)
 		}
-		baseImage, err := baseFor(*base, *p, *caBundle, at)
+		baseImage, err := baseFor(ctx, *base, *p, *caBundle, at)
 		if err != nil {
 			return err
 		}
@@ -116,7 +120,7 @@ func imageCommand(args []string) error {
 
 // baseFor is the base of one platform: assembled here, or the platform's image of
 // a multi-arch base pinned by digest.
-func baseFor(base string, p v1.Platform, caBundle string, at time.Time) (v1.Image, error) {
+func baseFor(ctx context.Context, base string, p v1.Platform, caBundle string, at time.Time) (v1.Image, error) {
 	if base == "local" {
 		return localBase(p, caBundle, at)
 	}
@@ -124,7 +128,7 @@ func baseFor(base string, p v1.Platform, caBundle string, at time.Time) (v1.Imag
 	if err != nil {
 		return nil, fmt.Errorf("--base %q: a release base is pinned by digest (name@sha256:...): %w", base, err)
 	}
-	img, err := remote.Image(ref, remote.WithPlatform(p))
+	img, err := remote.Image(ref, remote.WithPlatform(p), remote.WithContext(ctx))
 	if err != nil {
 		return nil, fmt.Errorf("--base %s for %s: %w", ref, p, err)
 	}

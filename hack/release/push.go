@@ -1,9 +1,11 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
@@ -17,6 +19,9 @@ func pushCommand(args []string) error {
 	dir := fs.String("layout", "dist/image", "OCI image layout written by `release image`")
 	refFlag := fs.String("ref", "", "where to push: REGISTRY/REPOSITORY:TAG")
 	insecure := fs.Bool("insecure", false, "plain HTTP (a registry on loopback)")
+	// A registry that stops answering would otherwise hold the release job until
+	// the workflow's own timeout, with nothing said.
+	timeout := fs.Duration("timeout", 10*time.Minute, "deadline of the whole push")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -35,8 +40,10 @@ func pushCommand(args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := remote.WriteIndex(ref, idx, remote.WithAuthFromKeychain(authn.DefaultKeychain)); err != nil {
-		return fmt.Errorf("push %s: %w", ref, err)
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	if err := remote.WriteIndex(ref, idx, remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain)); err != nil {
+		return fmt.Errorf("push %s (--timeout %s): %w", ref, *timeout, err)
 	}
 	d, err := idx.Digest()
 	if err != nil {
