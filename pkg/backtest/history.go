@@ -122,6 +122,13 @@ func Fetch(ctx context.Context, api promv1.API, q Queries, from, to time.Time, s
 	if h.Expected, err = f.ranged(ctx, "--expected-query", q.Expected, from.Add(-lead), to, step); err != nil {
 		return nil, err
 	}
+	if len(h.Expected) == 0 {
+		// Not an error: the replay still shows what a watchdog that cannot count
+		// the nodes does (it is blind). But the cause is the data, and says so.
+		h.Warnings = append(h.Warnings, fmt.Sprintf("--expected-query %s: no samples between %s and %s, so every run is unknown (blind) and nothing is restarted: "+
+			"kube-state-metrics exports EndpointSlices only with --resources including endpointslices; or pass a query that counts the serving nodes (docs/backtest.md)",
+			q.Expected, from.Format(time.RFC3339), to.Format(time.RFC3339)))
+	}
 	for _, t := range h.Targets {
 		if len(t.StartTime) == 0 {
 			h.Warnings = append(h.Warnings, fmt.Sprintf("pod %s: no process_start_time_seconds (--start-time-series): its age is taken from its first sample, so a container restart is not seen as one", t.Pod))

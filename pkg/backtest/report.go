@@ -122,6 +122,8 @@ type Wedge struct {
 
 // StopGap is the stop-gap script's column.
 type StopGap struct {
+	// After is its patience (--stop-gap-after): ready 0 on runs this far apart.
+	After    state.Duration   `json:"after"`
 	Restarts []StopGapRestart `json:"restarts"`
 	Summary  WorldSummary     `json:"summary"`
 }
@@ -217,7 +219,7 @@ func (r *Result) WriteText(w io.Writer) error {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", ts(p.At), ev, p.Severity, alert.OrDash(p.Pod))
 	}
-	section("STOP-GAP restarts (ready 0 on two runs 5 min apart, no other check)", len(r.StopGap.Restarts))
+	section(fmt.Sprintf("STOP-GAP restarts (ready 0 on runs %s apart, no other check)", short(r.StopGap.After)), len(r.StopGap.Restarts))
 	if len(r.StopGap.Restarts) > 0 {
 		fmt.Fprintln(tw, "AT\tPOD\tREADY 0 SINCE")
 	}

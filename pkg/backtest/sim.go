@@ -347,7 +347,7 @@ func (r *recorder) take() ([]made, []alert.Notification) {
 // reads nothing (a gap) clears the pod's count, as the script's failed curl does.
 func runStopGap(h *History, cfg Config) StopGap {
 	w := NewWorld(h)
-	var out StopGap
+	out := StopGap{After: state.Duration(cfg.StopGapAfter)}
 	zeroSince := map[string]time.Time{}
 	for t := cfg.StopGap.Next(h.From.Add(-time.Second)); !t.After(h.To); t = cfg.StopGap.Next(t) {
 		for _, p := range w.Pods(t) {

@@ -2,6 +2,7 @@ package backtest
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -110,5 +111,34 @@ func TestReplacementsAreNamedApart(t *testing.T) {
 	}
 	if pods := w.Pods(at.Add(4 * time.Minute)); len(pods) != 1 || pods[0].Name != "sched-1~2" {
 		t.Errorf("pods = %+v, want sched-1~2", pods)
+	}
+}
+
+// TestStopGapPatience: --stop-gap-after is the stop-gap's patience, in its
+// replay and in the report's words: ready 0 read at +15m restarts at +25m with
+// 10m, and the text says 10m, not the default's 5 min.
+func TestStopGapPatience(t *testing.T) {
+	wedge := t0.Add(12 * time.Minute)
+	h := history(time.Hour, func(t time.Time) float64 {
+		if t.Before(wedge) {
+			return 3
+		}
+		return 0
+	}, func(time.Time) (float64, bool) { return 0, false })
+	cfg := config()
+	cfg.StopGapAfter = 10 * time.Minute
+	res, err := Run(context.Background(), h, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.StopGap.Restarts) == 0 || !res.StopGap.Restarts[0].At.Equal(t0.Add(25*time.Minute)) {
+		t.Errorf("stop-gap restarts = %+v, want the first at +25m", res.StopGap.Restarts)
+	}
+	var text strings.Builder
+	if err := res.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text.String(), "ready 0 on runs 10m apart") || strings.Contains(text.String(), "5 min") {
+		t.Errorf("the stop-gap's section does not name its 10m patience:\n%s", text.String())
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -143,7 +144,6 @@ func within(t *testing.T, what string, got, lo, hi time.Duration) {
 // the stop-gap restarts once, at its second run reading 0; left alone the scheduler
 // stayed wedged 39 hours.
 func TestBacktestDeadDiscovery39h(t *testing.T) {
-	w := wedgeAt()
 	res := backtestRun(t, "bt-wedge", base, base.Add(41*time.Hour))
 	if len(res.Restarts) != 1 {
 		t.Fatalf("restarts = %+v, want exactly one", res.Restarts)
@@ -189,7 +189,6 @@ func TestBacktestDeadDiscovery39h(t *testing.T) {
 	if res.AsRecorded.WorstWedge.D() < 38*time.Hour {
 		t.Errorf("as recorded: worst time to heal %s, want the 39 h wedge", res.AsRecorded.WorstWedge.D())
 	}
-	_ = w
 }
 
 // TestBacktestRunMode: `watchdog run` every 30 s sees the same wedge sooner and
@@ -254,17 +253,14 @@ func TestBacktestScrapeGap(t *testing.T) {
 	if len(res.Restarts) != 0 || len(res.Episodes) != 0 || res.Summary.Pages != 0 {
 		t.Errorf("restarts %+v, episodes %+v, pages %d: want none", res.Restarts, res.Episodes, res.Summary.Pages)
 	}
-	if got, want := events(res), []string{"blind/warning", "recovered/info"}; !slices.Equal(got, want) {
-		t.Errorf("alerts = %v, want %v", got, want)
+	if len(res.StopGap.Restarts) != 0 {
+		t.Errorf("stop-gap restarts = %+v, want none", res.StopGap.Restarts)
 	}
-	if len(res.Pages) == 0 {
-		return
+	if got, want := events(res), []string{"blind/warning", "recovered/info"}; !slices.Equal(got, want) {
+		t.Fatalf("alerts = %v, want %v", got, want)
 	}
 	if blind := res.Pages[0].Run; !blind.Equal(base.Add(time.Hour + 15*time.Minute)) {
 		t.Errorf("blind from the run of %s, want the third run in the gap (+1h15m)", blind)
-	}
-	if len(res.StopGap.Restarts) != 0 {
-		t.Errorf("stop-gap restarts = %+v, want none", res.StopGap.Restarts)
 	}
 }
 
@@ -338,5 +334,57 @@ func TestBacktestTextAndJSONShape(t *testing.T) {
 		if _, ok := r[key]; !ok {
 			t.Errorf("restart lacks %q: %v", key, r)
 		}
+	}
+}
+
+// TestBacktestWithoutServingCount: a Prometheus without kube-state-metrics'
+// EndpointSlice series has no serving-node count. Every run is unknown (blind,
+// never a restart), and the report says why at the top instead of leaving the
+// reader to guess from a column of blind runs.
+func TestBacktestWithoutServingCount(t *testing.T) {
+	res := backtestRun(t, "bt-wedge", base, base.Add(3*time.Hour),
+		"--expected-query", `count(kube_endpointslice_endpoints{namespace="no-such-namespace"})`)
+	if len(res.Restarts) != 0 || len(res.Episodes) != 0 {
+		t.Errorf("restarts %+v, episodes %+v: want none without a serving count", res.Restarts, res.Episodes)
+	}
+	if got := events(res); len(got) == 0 || got[0] != "blind/warning" {
+		t.Errorf("alerts = %v, want blind first", got)
+	}
+	if !slices.ContainsFunc(res.Warnings, func(w string) bool {
+		return strings.Contains(w, "--expected-query") && strings.Contains(w, "no samples") && strings.Contains(w, "endpointslices")
+	}) {
+		t.Errorf("warnings = %q, want the empty --expected-query named, with kube-state-metrics' --resources", res.Warnings)
+	}
+}
+
+// TestBacktestBlockedRestart: with --max-restarts 0 (alert only) the 39-hour wedge
+// is due and refused: the report lists the blocked restart with the gate that
+// refused it, the watchdog restarts nothing and stays wedged as recorded, and the
+// stop-gap, which has no budget, still restarts once.
+func TestBacktestBlockedRestart(t *testing.T) {
+	res := backtestRun(t, "bt-wedge", base, base.Add(3*time.Hour), "--max-restarts", "0")
+	if len(res.Restarts) != 0 {
+		t.Errorf("restarts = %+v, want none with --max-restarts 0", res.Restarts)
+	}
+	if len(res.Blocked) == 0 {
+		t.Fatalf("blocked = none, want the due restart refused")
+	}
+	b := res.Blocked[0]
+	if b.Pod != sched+"a1b2c" || !b.Run.Equal(base.Add(time.Hour+5*time.Minute)) || len(b.Gates) == 0 || b.Gates[0].Name != "budget" {
+		t.Errorf("first blocked restart = %+v, want pod %sa1b2c in the run of +1h05m, refused by the budget gate", b, sched)
+	}
+	if res.Summary.Blocked != len(res.Blocked) || !slices.Contains(events(res), "restart-blocked/critical") {
+		t.Errorf("summary %+v, alerts %v: want the blocked restarts counted and alerted", res.Summary, events(res))
+	}
+	if len(res.StopGap.Restarts) != 1 || res.Summary.Wedged <= res.StopGap.Summary.Wedged {
+		t.Errorf("stop-gap restarts %+v; wedged %s (watchdog) vs %s (stop-gap): the watchdog that may not restart stays wedged longer",
+			res.StopGap.Restarts, res.Summary.Wedged.D(), res.StopGap.Summary.Wedged.D())
+	}
+	var text strings.Builder
+	if err := res.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text.String(), "BLOCKED restarts ("+strconv.Itoa(len(res.Blocked))+")") || !strings.Contains(text.String(), "budget") {
+		t.Errorf("text report without the blocked restarts and their gate:\n%s", text.String())
 	}
 }
