@@ -121,7 +121,7 @@ func parseWhen(s string, now time.Time) (time.Time, error) {
 // what changes a decision.
 var backtestHidden = []string{
 	"kubeconfig", "context", "state-configmap", "api-timeout",
-	"scheduler-selector", "scheduler-container", "metrics-port", "metrics-path", "scrape-timeout", "metrics-max-bytes",
+	"scheduler-selector", "scheduler-container", "metrics-port", "metrics-path", "scrape-timeout", "metrics-max-bytes", "scrape-via",
 	"leader-lease", "max-watch-age", "dry-run", "shadow",
 	"slack-webhook-url", "webhook-url", "webhook-secret", "heartbeat-url", "runbook-url", "cluster-name", "alert-timeout",
 }

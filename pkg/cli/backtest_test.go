@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -50,5 +51,26 @@ func TestBacktestFlagsValidate(t *testing.T) {
 	o := BacktestOptions{Start: "36h", End: "2026-11-25T06:00:00Z", PrometheusURL: "http://x:9090", QueryTimeout: time.Second, Schedule: DefaultSchedule, PodLabel: "pod", StopGapAfter: time.Minute}
 	if err := o.Validate(now, false); err != nil || !o.from.Equal(now.Add(-36*time.Hour)) || !o.to.Equal(now.Add(-6*time.Hour)) {
 		t.Errorf("36h → %s, 2026-11-25T06:00:00Z → %s (%v)", o.from, o.to, err)
+	}
+}
+
+// TestBacktestHidesWhatAReplayCannotUse: backtest accepts check's flags (one
+// configuration for both) but shows only those that change a replayed decision:
+// how to reach a cluster, scrape or alert means nothing to it.
+func TestBacktestHidesWhatAReplayCannotUse(t *testing.T) {
+	root := NewRootCommand(io.Discard, io.Discard)
+	bt, _, err := root.Find([]string{"backtest"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"kubeconfig", "context", "scrape-via", "metrics-port", "scrape-timeout", "slack-webhook-url", "alertmanager-url", "dry-run", "shadow", "leader-lease"} {
+		if f := bt.Flags().Lookup(name); f == nil || !f.Hidden {
+			t.Errorf("backtest --%s: %+v, want accepted and hidden", name, f)
+		}
+	}
+	for _, name := range []string{"prometheus-url", "start", "wedged-for", "confirm-window", "max-restarts", "restart-backoff", "startup-grace", "namespace"} {
+		if f := bt.Flags().Lookup(name); f == nil || f.Hidden {
+			t.Errorf("backtest --%s: %+v, want shown", name, f)
+		}
 	}
 }
