@@ -46,7 +46,17 @@ type simScenario struct {
 	sim *testenv.Sim
 	// beforeRun, when set, runs before each run of cronEpisode.
 	beforeRun func()
+	// worstPhase: the cause comes readyLag before a run, so that ready still
+	// reads N when that run looks and the wedge waits a whole interval more to
+	// be seen (issue 17, item 4); otherwise right after a run.
+	worstPhase bool
 }
+
+// readyLag is how long before a run the worst-phase cause comes: ready reads 0
+// 40-55 s after the nodes roll (the first gauge refresh 40 s after the roll), and
+// a run looks a few seconds into its start on the compressed clock (its real
+// processing time times 30).
+const readyLag = 37 * time.Second
 
 func newSimScenario(t testing.TB) *simScenario {
 	t.Helper()
@@ -76,6 +86,9 @@ func (h heal) String() string {
 	if !h.restarted {
 		return "no restart"
 	}
+	if h.runs == 0 { // run mode: passes are not counted
+		return fmt.Sprintf("restart after %s from the cause (%s evidence)", h.sinceCause.Round(time.Second), h.evidence)
+	}
 	return fmt.Sprintf("restart after %s from the cause, %s from first sight (%d runs, %s evidence: %s)",
 		h.sinceCause.Round(time.Second), h.sinceSeen.Round(time.Second), h.runs, h.evidence, h.gate)
 }
@@ -98,6 +111,10 @@ func (s *simScenario) cronEpisode(t testing.TB, phase testenv.Phase, maxRuns int
 	next := time.Now()
 	s.check().expect(t, 0, "healthy", "none")
 	next = next.Add(interval)
+	if s.worstPhase {
+		time.Sleep(time.Until(next.Add(-s.sim.Real(readyLag))))
+		maxRuns++ // the first run after the cause still sees the scheduler healthy
+	}
 	cause := s.sim.Set(phase)
 
 	var h heal
@@ -196,7 +213,11 @@ func TestFlapHealingInsideConfirmWindowIsNotRestarted(t *testing.T) {
 // runEpisode starts `watchdog run` (compressed: --interval 1s is 30 s), enters
 // phase, and measures until the pod is deleted or timeout.
 func runEpisode(t testing.TB, phase testenv.Phase, timeout time.Duration) heal {
-	s := newSimScenario(t)
+	return newSimScenario(t).runEpisode(t, phase, timeout)
+}
+
+// runEpisode is runEpisode on this scenario.
+func (s *simScenario) runEpisode(t testing.TB, phase testenv.Phase, timeout time.Duration) heal {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	var stderr lockedBuffer
@@ -213,6 +234,16 @@ func runEpisode(t testing.TB, phase testenv.Phase, timeout time.Duration) heal {
 
 	// Let a few healthy passes store counters, then break discovery.
 	time.Sleep(3 * time.Second)
+	if s.worstPhase {
+		// Passes start every --interval: the cause comes readyLag before one.
+		interval := s.sim.Real(30 * time.Second)
+		last := s.lastPassStart(t)
+		at := last.Add(interval - s.sim.Real(readyLag))
+		for at.Before(time.Now()) {
+			at = at.Add(interval)
+		}
+		time.Sleep(time.Until(at))
+	}
 	cause := s.sim.Set(phase)
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
@@ -228,6 +259,23 @@ func runEpisode(t testing.TB, phase testenv.Phase, timeout time.Duration) heal {
 	}
 	t.Logf("watchdog run logs:\n%s", stderr.String())
 	return heal{}
+}
+
+// lastPassStart waits for the next pass of `watchdog run` to be written and returns
+// when it started.
+func (s *simScenario) lastPassStart(t testing.TB) time.Time {
+	st, _ := s.state()
+	var before time.Time
+	if st != nil && st.LastRun != nil {
+		before = st.LastRun.At
+	}
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if st, _ := s.state(); st != nil && st.LastRun != nil && st.LastRun.At.After(before) {
+			return st.LastRun.At
+		}
+	}
+	t.Fatal("no pass of watchdog run was written in 10 s")
+	return time.Time{}
 }
 
 func TestRunModeStrongEvidence(t *testing.T) {
@@ -252,22 +300,33 @@ func removeFlag(args []string, flag string) []string {
 
 type lockedBuffer = testenv.SyncBuffer
 
-// BenchmarkHealLatency prints how long each kind of wedge takes to heal, in
-// production time (the scenarios run 30× compressed):
+// BenchmarkHealLatency prints how long each kind of wedge takes to heal, from
+// the cause (the nodes rolled, or stopped reaching the scheduler), in production
+// time (the scenarios run 30× compressed), in two phases: the worst (the cause
+// comes just long enough before a run that ready still reads N when it looks, so
+// the wedge is seen a whole interval later) and the cause right after a run.
 //
 //	go test ./test/integration -run '^$' -bench HealLatency -benchtime 1x
 func BenchmarkHealLatency(b *testing.B) {
 	for i := 0; i < b.N; i++ {
-		for _, c := range []struct {
-			name string
-			heal func() heal
-		}{
-			{"CronJob */5, strong evidence (discovery dead, nodes rolled)", func() heal { return cronEpisode(b, testenv.DeadRolled, 4, nil) }},
-			{"CronJob */5, weak evidence (nodes cannot reach the scheduler)", func() heal { return cronEpisode(b, testenv.Unreachable, 4, nil) }},
-			{"run --interval 30s, strong evidence", func() heal { return runEpisode(b, testenv.DeadRolled, 20*time.Second) }},
-			{"run --interval 30s, weak evidence", func() heal { return runEpisode(b, testenv.Unreachable, 30*time.Second) }},
-		} {
-			fmt.Printf("%-64s %s\n", c.name+":", c.heal())
+		for _, worst := range []bool{true, false} {
+			phase := "cause right after a run"
+			if worst {
+				phase = fmt.Sprintf("worst phase: cause %s before a run", readyLag)
+			}
+			for _, c := range []struct {
+				name string
+				heal func(s *simScenario) heal
+			}{
+				{"CronJob */5, strong evidence (discovery dead, nodes rolled)", func(s *simScenario) heal { return s.cronEpisode(b, testenv.DeadRolled, 4) }},
+				{"CronJob */5, weak evidence (nodes cannot reach the scheduler)", func(s *simScenario) heal { return s.cronEpisode(b, testenv.Unreachable, 4) }},
+				{"run --interval 30s, strong evidence", func(s *simScenario) heal { return s.runEpisode(b, testenv.DeadRolled, 20*time.Second) }},
+				{"run --interval 30s, weak evidence", func(s *simScenario) heal { return s.runEpisode(b, testenv.Unreachable, 30*time.Second) }},
+			} {
+				s := newSimScenario(b)
+				s.worstPhase = worst
+				fmt.Printf("%-40s %-64s %s\n", phase+":", c.name+":", c.heal(s))
+			}
 		}
 	}
 }
