@@ -98,7 +98,7 @@ func writeStatusText(w io.Writer, where string, snap *statestore.Snapshot, now t
 		p := s.Pods[uid]
 		bad, badFor, evidence := "-", "-", "-"
 		if p.Episode != nil {
-			bad, badFor, evidence = string(p.Episode.Kind)+" since "+p.Episode.Since.Format(time.RFC3339), p.Episode.For.D().String(), string(p.Episode.Evidence)
+			bad, badFor, evidence = string(p.Episode.Kind)+" since "+p.Episode.Since.Format(time.RFC3339), decide.ShortDuration(p.Episode.For.D()), string(p.Episode.Evidence)
 		}
 		rejected := "-"
 		if p.Counters != nil {
