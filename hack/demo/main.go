@@ -13,11 +13,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -173,7 +175,11 @@ func run(bin string) error {
 	if err := watchdog("check", "--dry-run"); err != nil {
 		return err
 	}
-	step("3. the real run: strong evidence, confirmed over the window, then a restart")
+	step("2b. shadow mode (the first week's setting): the run is live but records a would-restart instead of restarting")
+	if err := watchdog("check", "--shadow"); err != nil {
+		return err
+	}
+	step("3. restarts on: the run confirms afresh over the window (a shadow confirmation does not count), then restarts")
 	if err := watchdog("check"); err != nil {
 		return err
 	}
@@ -220,8 +226,10 @@ func run(bin string) error {
 	if err != nil {
 		return err
 	}
-	for key := range cm.Data {
-		if err := watchdog("history", "--evidence", key); err != nil {
+	// The newest bundle is the restart's (keys begin with their time); the shadow
+	// run's would-restart saved one too, listed by history.
+	if keys := slices.Sorted(maps.Keys(cm.Data)); len(keys) > 0 {
+		if err := watchdog("history", "--evidence", keys[len(keys)-1]); err != nil {
 			return err
 		}
 	}

@@ -62,7 +62,7 @@ func TestAlertmanagerPayloadGolden(t *testing.T) {
 	}
 	rec := goldenNotification()
 	rec.Event, rec.Severity, rec.Action, rec.Verdict = EventRecovered, SeverityInfo, "none", "healthy"
-	rec.Reason, rec.NextStep = "3 of 3 nodes ready; was [restarted wedged] since 2026-03-01T10:05:00Z", Spec(EventRecovered).NextStep
+	rec.Reason, rec.NextStep = "3 of 3 nodes ready; was restarted, wedged since 2026-03-01T10:05:00Z", Spec(EventRecovered).NextStep
 	rec.Time = n.Time.Add(10 * time.Minute)
 	rec.Closes = []Closed{
 		{Event: EventRestarted, Pod: n.Pod, OpenedAt: restarted.Time},

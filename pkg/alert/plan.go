@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/agentenv/watchdog/pkg/decide"
@@ -151,7 +152,7 @@ func Plan(s *state.State, res decide.Result, acts []ActOutcome, runErr error, no
 			}
 		}
 		n := newNotification(EventRecovered, firstJudged(res), res, now, cfg)
-		n.Reason = fmt.Sprintf("%s; was %v since %s", res.Reason, opened, first.UTC().Format(time.RFC3339))
+		n.Reason = fmt.Sprintf("%s; was %s since %s", res.Reason, strings.Join(opened, ", "), first.UTC().Format(time.RFC3339))
 		n.Since = &first
 		n.Closes = closedAlerts(s.Alerts)
 		out = append(out, n)

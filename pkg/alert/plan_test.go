@@ -172,7 +172,7 @@ func TestPlan(t *testing.T) {
 				{at: 5 * time.Minute, res: healthy, sent: []string{"recovered"},
 					check: func(t *testing.T, notes []Notification, s *state.State) {
 						n := notes[0]
-						if n.Severity != SeverityInfo || n.Since == nil || !n.Since.Equal(t0) || !strings.Contains(n.Reason, "[wedged]") {
+						if n.Severity != SeverityInfo || n.Since == nil || !n.Since.Equal(t0) || !strings.Contains(n.Reason, "was wedged since") {
 							t.Errorf("recovered %+v: want severity info, since t0, reason naming wedged", n)
 						}
 						if len(s.Alerts) != 0 {
@@ -308,7 +308,7 @@ func TestPlan(t *testing.T) {
 				}, sent: []string{}},
 				{at: 8 * time.Minute, res: healthy, sent: []string{"recovered"},
 					check: func(t *testing.T, notes []Notification, _ *state.State) {
-						if !strings.Contains(notes[0].Reason, "[restarted wedged]") {
+						if !strings.Contains(notes[0].Reason, "restarted, wedged") {
 							t.Errorf("recovered reason %q does not name what was open", notes[0].Reason)
 						}
 					}},
