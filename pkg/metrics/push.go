@@ -23,7 +23,8 @@ type PushConfig struct {
 }
 
 // Push sends the metrics of a finished run to a Pushgateway with client_golang's
-// pusher. It POSTs (push.Add): the families sent replace theirs in the group and the
+// pusher. Its counters hold this run's counts, not totals over runs: queries count
+// them per run by the pushed last-pass timestamp (docs/monitoring.md). It POSTs (push.Add): the families sent replace theirs in the group and the
 // others stay, so a failed run, which sends no last-successful-pass time, leaves
 // the one of the last run that succeeded. The leader gauge is not sent: a one-shot
 // run elects nobody.

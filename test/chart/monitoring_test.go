@@ -251,9 +251,9 @@ func TestPrometheusRules(t *testing.T) {
 		tests        []string
 		groups       []string
 	}{
-		{"deployment", monitoringRun, []string{"run.test.yaml", "metrics.test.yaml", "scheduler.test.yaml"}, []string{"agentenv-scheduler-watchdog.metrics", "agentenv-scheduler.discovery"}},
+		{"deployment", monitoringRun, []string{"run.test.yaml", "metrics.test.yaml", "counters.test.yaml", "scheduler.test.yaml"}, []string{"agentenv-scheduler-watchdog.metrics", "agentenv-scheduler.discovery"}},
 		{"cronjob", monitoringCron, []string{"cronjob.test.yaml", "scheduler.test.yaml"}, []string{"agentenv-scheduler-watchdog.cronjob", "agentenv-scheduler.discovery"}},
-		{"cronjob with a Pushgateway", monitoringPushed, []string{"metrics.test.yaml", "cronjob.test.yaml", "scheduler.test.yaml"}, []string{"agentenv-scheduler-watchdog.metrics", "agentenv-scheduler-watchdog.cronjob", "agentenv-scheduler.discovery"}},
+		{"cronjob with a Pushgateway", monitoringPushed, []string{"metrics.test.yaml", "pushed.test.yaml", "cronjob.test.yaml", "scheduler.test.yaml"}, []string{"agentenv-scheduler-watchdog.metrics", "agentenv-scheduler-watchdog.cronjob", "agentenv-scheduler.discovery"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -361,6 +361,24 @@ func TestPrometheusRuleFollowsValues(t *testing.T) {
 	}
 	if got := alerts["AgentenvSchedulerWedgedTooLong"].For; got != "7m" {
 		t.Errorf("AgentenvSchedulerWedgedTooLong for %q, want 7m", got)
+	}
+	if got := alerts["AgentenvWatchdogRestartBudgetSpent"].Expr; strings.Contains(got, "last_pass_timestamp") {
+		t.Errorf("deployment mode counts served counters by runs: %q", got)
+	}
+	// Pushed counts are summed per run, each run told by its timestamp, which the
+	// selector and the window reach too (counters.test.yaml and pushed.test.yaml
+	// replay the two forms).
+	_, groups = rulesFile(t, "restart: {maxRestarts: 5, window: 2h}\nmonitoring: {pushgateway: {url: 'http://pg:9091'}, prometheusRule: {enabled: true, watchdogSelector: 'job=\"custom\"'}}", dir)
+	for _, g := range groups.Groups {
+		for _, r := range g.Rules {
+			if r.Alert == "AgentenvWatchdogRestartBudgetSpent" {
+				for _, want := range []string{`max_over_time(agentenv_watchdog_last_pass_timestamp_seconds{job="custom"}[7200s] offset 1m)`, `[7200s:1m]`, `outcome="done"}`} {
+					if !strings.Contains(r.Expr, want) {
+						t.Errorf("pushed budget alert: expr %q lacks %q", r.Expr, want)
+					}
+				}
+			}
+		}
 	}
 	_, groups = rulesFile(t, "mode: deployment\nrestart: {maxRestarts: 0}\nmonitoring: {prometheusRule: {enabled: true}}", dir)
 	for _, g := range groups.Groups {
