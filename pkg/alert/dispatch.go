@@ -2,7 +2,6 @@ package alert
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -38,6 +37,8 @@ type Dispatcher struct {
 	// receiver that never answers cannot take the time the caller needs to persist
 	// what failed. Events are not bounded by it.
 	SendBy time.Time
+	// Outbox seals what is kept for retry and rebuilds what is retried (outbox.go).
+	Outbox OutboxConfig
 }
 
 // SinkKubernetesEvent names the Kubernetes Event a notification leaves, in
@@ -56,6 +57,12 @@ type Delivery struct {
 	Kept   bool   `json:"kept,omitempty"`
 	Error  string `json:"error,omitempty"`
 	DryRun bool   `json:"dryRun,omitempty"`
+	// Dropped: an outbox entry that is not retried (too old, unreadable, or not
+	// written by this watchdog); Error says why. A warning of the run.
+	Dropped bool `json:"dropped,omitempty"`
+	// Unauthenticated: retried from the outbox without a key to authenticate it
+	// (--outbox-key is not set). A warning of the run.
+	Unauthenticated bool `json:"unauthenticated,omitempty"`
 }
 
 // Deliver sends the outbox, then notes. With dryRun nothing is sent and the
@@ -109,11 +116,11 @@ func (d *Dispatcher) Deliver(ctx context.Context, s *state.State, notes []Notifi
 					out[i].Kept = true
 				}
 			}
-			payload, err := json.Marshal(n)
+			p, err := d.Outbox.pending(n, now, failed, lastErr)
 			if err != nil {
 				continue // plain data: cannot happen
 			}
-			s.Outbox = append(s.Outbox, state.Pending{ID: n.ID, Event: n.Event, CreatedAt: now, Attempts: 1, Sinks: failed, LastError: lastErr, Payload: payload})
+			s.Outbox = append(s.Outbox, p)
 		}
 	}
 	return out
@@ -128,12 +135,14 @@ func (d *Dispatcher) retryOutbox(ctx, sctx context.Context, s *state.State, now 
 	kept := s.Outbox[:0]
 	for _, p := range s.Outbox {
 		if now.Sub(p.CreatedAt) > MaxPendingAge {
-			out = append(out, Delivery{ID: p.ID, Event: p.Event, Sink: strings.Join(p.Sinks, ","), Error: fmt.Sprintf("dropped after %d attempts over %s: %s", p.Attempts, MaxPendingAge, p.LastError)})
+			out = append(out, Delivery{ID: p.ID, Event: p.Event, Sink: strings.Join(p.Sinks, ","), Dropped: true, Error: fmt.Sprintf("undelivered after %d attempts over %s: %s", p.Attempts, MaxPendingAge, p.LastError)})
 			continue
 		}
-		var n Notification
-		if err := json.Unmarshal(p.Payload, &n); err != nil {
-			out = append(out, Delivery{ID: p.ID, Event: p.Event, Sink: "outbox", Error: fmt.Sprintf("dropped unreadable pending alert: %v", err)})
+		n, authenticated, err := d.Outbox.rebuild(p, now)
+		if err != nil {
+			// Names only what the watchdog itself would write: the entry's text
+			// is someone else's.
+			out = append(out, Delivery{ID: state.Truncate(p.ID, 32), Event: state.Truncate(p.Event, 32), Sink: "outbox", Dropped: true, Error: err.Error()})
 			continue
 		}
 		var still []string
@@ -143,7 +152,7 @@ func (d *Dispatcher) retryOutbox(ctx, sctx context.Context, s *state.State, now 
 				// The sink was removed from the configuration: nothing to retry.
 				continue
 			}
-			del := Delivery{ID: p.ID, Event: p.Event, Sink: name, OK: true, Retry: true}
+			del := Delivery{ID: p.ID, Event: p.Event, Sink: name, OK: true, Retry: true, Unauthenticated: !authenticated}
 			if err := sink.Send(sctx, n); err != nil {
 				del.OK, del.Error, del.Kept = false, err.Error(), true
 				still = append(still, name)

@@ -40,6 +40,8 @@ type Options struct {
 	// ScrapeVia is the path the Observer's scrapes take (direct or apiserver), for
 	// the report.
 	ScrapeVia scrape.Via
+	// OutboxKey seals and authenticates the alerts kept for retry (alert.OutboxConfig).
+	OutboxKey []byte
 }
 
 // Runner holds a pass's collaborators.
@@ -190,9 +192,8 @@ func (p *pass) run() error {
 	if deadline, ok := p.ctx.Deadline(); ok {
 		d.SendBy = deadline.Add(-reserve(p.start, deadline)) // keep time to persist the outcome and the outbox
 	}
-	p.rep.Alerts = d.Deliver(p.ctx, p.next, notes, p.Clock.Now(), p.DryRun)
-	p.rep.Alerts = append(p.rep.Alerts, d.Refresh(p.ctx, p.next, p.Clock.Now(), p.DryRun)...) // keep open alerts alive (Alertmanager)
-	p.logDeliveries(p.rep.Alerts)
+	p.reportDeliveries(d.Deliver(p.ctx, p.next, notes, p.Clock.Now(), p.DryRun))
+	p.reportDeliveries(d.Refresh(p.ctx, p.next, p.Clock.Now(), p.DryRun)) // keep open alerts alive (Alertmanager)
 	for _, a := range acts {
 		if a.Err != nil && runErr == nil {
 			runErr = &Error{What: "restart", Err: a.Err}
@@ -404,6 +405,8 @@ func (p *pass) logDecision() {
 func (r *Runner) logDeliveries(ds []alert.Delivery) {
 	for _, d := range ds {
 		switch {
+		case d.Dropped:
+			// Warned about in the report (reportDeliveries).
 		case d.DryRun:
 			r.Log.Info().Str("event", d.Event).Str("sink", d.Sink).Msg("dry run: would send alert")
 		case !d.OK:

@@ -240,8 +240,21 @@ func (p *pass) sendFailure(s *state.State, notes []alert.Notification) []alert.D
 	return append(ds, d.Refresh(actx, s, p.Clock.Now(), false)...) // a failing watchdog must not let open alerts expire
 }
 
-// reportDeliveries adds deliveries to the report and the log.
+// reportDeliveries adds deliveries to the report and the log; an outbox entry
+// dropped, or retried without a key to authenticate it, is a warning of the run.
 func (p *pass) reportDeliveries(ds []alert.Delivery) {
 	p.rep.Alerts = append(p.rep.Alerts, ds...)
 	p.logDeliveries(ds)
+	unauthenticated := map[string]bool{}
+	for _, d := range ds {
+		switch {
+		case d.Dropped:
+			p.warn("outbox entry dropped", fmt.Sprintf("outbox entry %s (%s) dropped, never delivered: %s", d.ID, d.Event, d.Error))
+		case d.Unauthenticated:
+			unauthenticated[d.ID] = true
+		}
+	}
+	if n := len(unauthenticated); n > 0 {
+		p.warn("outbox retried unauthenticated", fmt.Sprintf("%d outbox entr%s retried without authentication: --outbox-key is not set, so an entry written into the state ConfigMap by someone else cannot be told from the watchdog's (docs/alerts.md, \"The outbox\")", n, map[bool]string{true: "y", false: "ies"}[n == 1]))
+	}
 }

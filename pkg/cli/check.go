@@ -116,6 +116,7 @@ and exits 0 or 2 without any API call.`,
 	f.check.AddFlags(cmd.Flags())
 	f.job.AddFlags(cmd.Flags())
 	f.alerts.AddFlags(cmd.Flags())
+	f.alerts.AddOutboxFlag(cmd.Flags())
 	f.output.AddFlags(cmd.Flags())
 	f.evidence.AddFlags(cmd.Flags())
 	f.push.AddFlags(cmd.Flags())
@@ -258,6 +259,7 @@ func (f *checkFlags) options() check.Options {
 		Namespace:      ns,
 		StateConfigMap: f.cluster.StateConfigMap,
 		Version:        version.Version,
+		OutboxKey:      []byte(f.alerts.OutboxKey),
 	}
 }
 

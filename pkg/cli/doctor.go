@@ -102,6 +102,7 @@ Exit codes: 0 every check passed; 1 a check failed (each ✗ line says how to fi
 				LeaderLease:       f.check.LeaderLease,
 				Sinks:             sinks,
 				SendTest:          f.sendTest,
+				OutboxKey:         f.alerts.OutboxKey != "",
 			}}
 			if f.leaderElect {
 				d.ElectionLease = f.leaderElectLease
@@ -125,6 +126,7 @@ Exit codes: 0 every check passed; 1 a check failed (each ✗ line says how to fi
 	f.cluster.AddFlags(cmd.Flags())
 	f.check.AddFlags(cmd.Flags())
 	f.alerts.AddFlags(cmd.Flags())
+	f.alerts.AddOutboxFlag(cmd.Flags())
 	f.output.AddFlags(cmd.Flags())
 	f.evidence.AddFlags(cmd.Flags())
 	// check's flags that only shape decisions and alert timing change no check:

@@ -209,6 +209,8 @@ type AlertOptions struct {
 	BlindAfter      int
 	AlertTimeout    time.Duration
 	Alertmanager    AlertmanagerOptions
+	// OutboxKey seals the alerts kept in the state for retry (pkg/alert/outbox.go).
+	OutboxKey string
 }
 
 func (o *AlertOptions) AddFlags(fs *pflag.FlagSet) {
@@ -222,6 +224,12 @@ func (o *AlertOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.BlindAfter, "blind-after", 3, "alert blind after this many consecutive runs with verdict unknown")
 	fs.DurationVar(&o.AlertTimeout, "alert-timeout", 10*time.Second, "timeout of one delivery attempt")
 	o.Alertmanager.AddFlags(fs)
+}
+
+// AddOutboxFlag adds --outbox-key, for the commands that keep alerts for retry
+// (check, run) and doctor, which checks that it is set.
+func (o *AlertOptions) AddOutboxFlag(fs *pflag.FlagSet) {
+	fs.StringVar(&o.OutboxKey, "outbox-key", "", "key authenticating the alerts the state keeps for retry: without it, an entry someone else wrote into the state ConfigMap cannot be told from the watchdog's (secret; the chart generates one)")
 }
 
 // Validate reports every invalid flag, in the order the flags are declared.

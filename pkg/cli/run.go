@@ -86,6 +86,7 @@ State lives in the same ConfigMap as for check, so the two modes can be switched
 	f.check.AddFlags(cmd.Flags())
 	f.alerts.AddFlags(cmd.Flags())
 	f.evidence.AddFlags(cmd.Flags())
+	f.alerts.AddOutboxFlag(cmd.Flags())
 	ro.AddFlags(cmd.Flags())
 	addValidateOnlyFlag(cmd.Flags(), &f.validateOnly)
 	return cmd

@@ -99,6 +99,9 @@ type Config struct {
 	// Sinks are the configured alert sinks; SendTest delivers a test alert to each.
 	Sinks    []Sink
 	SendTest bool
+	// OutboxKey says whether --outbox-key is set (alerts kept for retry are
+	// authenticated).
+	OutboxKey bool
 	// Now is the local clock; nil is time.Now.
 	Now func() time.Time
 }
@@ -546,6 +549,20 @@ func (d *Doctor) checkSinks(ctx context.Context) {
 		}
 		d.pass(GroupAlerts, name, "delivered a test alert (marked as a test)")
 	}
+	d.checkOutboxKey()
+}
+
+// checkOutboxKey: with sinks, alerts a receiver refused are kept in the state
+// ConfigMap and retried; only --outbox-key tells the watchdog's entries from
+// anyone else's there.
+func (d *Doctor) checkOutboxKey() {
+	const name = "alerts kept for retry are authenticated"
+	if d.OutboxKey {
+		d.pass(GroupAlerts, name, "--outbox-key is set")
+		return
+	}
+	d.fail(GroupAlerts, name, "--outbox-key is not set: an alert written into the state ConfigMap's outbox by anyone who may edit it would be retried as the watchdog's (rebuilt from its facts, but not authenticated)",
+		"set --outbox-key (WATCHDOG_OUTBOX_KEY) from a Secret: the chart's own Secret has one; with alerts.existingSecret, add a random outbox-key to it")
 }
 
 // checkReach connects to a sink without sending: the network path a run's alerts

@@ -209,8 +209,9 @@ type Alert struct {
 	Reason     string     `json:"reason,omitempty"`
 }
 
-// Pending is an alert not yet delivered to every sink. Payload holds the rendered,
-// secret-free notification so that the retry says what the original said.
+// Pending is an alert not yet delivered to every sink. Payload holds the facts of
+// the notification (pkg/alert rebuilds the rest on retry); Seal authenticates the
+// entry with the watchdog's --outbox-key (pkg/alert/outbox.go).
 type Pending struct {
 	ID        string          `json:"id"`
 	Event     string          `json:"event"`
@@ -219,6 +220,7 @@ type Pending struct {
 	Sinks     []string        `json:"sinks"`
 	LastError string          `json:"lastError,omitempty"`
 	Payload   json.RawMessage `json:"payload"`
+	Seal      string          `json:"seal,omitempty"`
 }
 
 // Run is the last run's summary.

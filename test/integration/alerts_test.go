@@ -30,10 +30,11 @@ const (
 	slackPath     = "/services/T000/B000/XXXXSLACKSECRET"
 	heartbeatPath = "/ping/XXXXHEARTBEATSECRET"
 	hmacKey       = "hmac-XXXXKEYSECRET"
+	outboxKey     = "outbox-XXXXOUTBOXSECRET"
 	clusterName   = "it-cluster"
 )
 
-var secretMarkers = []string{"XXXXWEBHOOKPATHSECRET", "XXXXSLACKSECRET", "XXXXHEARTBEATSECRET", "XXXXKEYSECRET", "/hooks/", "/services/T000"}
+var secretMarkers = []string{"XXXXWEBHOOKPATHSECRET", "XXXXSLACKSECRET", "XXXXHEARTBEATSECRET", "XXXXKEYSECRET", "XXXXOUTBOXSECRET", "/hooks/", "/services/T000"}
 
 // received is one request a receiver got.
 type received struct {
@@ -177,6 +178,12 @@ func alertFlags(r *receiver) []string {
 	}
 }
 
+// checkAlertFlags are alertFlags for check and run, which keep refused alerts in
+// the state for retry, sealed with the outbox key (as the chart configures them).
+func checkAlertFlags(r *receiver) []string {
+	return append(alertFlags(r), "--outbox-key", outboxKey)
+}
+
 // leakCheck greps everything the watchdog produced for the secrets: stdout and
 // stderr (JSON report and logs) of every run, every Event in the namespace, and the
 // state ConfigMap.
@@ -225,7 +232,7 @@ func TestAlertDedupReminderRecovered(t *testing.T) {
 	rcv := newReceiver(t)
 	s := newScenario(t, layout{serving: 3, page: fixture(t, "scheduler-metrics-discovery-dead.txt")})
 	// --wedged-for 1h: the wedge stays open (no restart) while runs repeat.
-	flags := append(alertFlags(rcv), "--wedged-for", "1h", "--realert-interval", "2s")
+	flags := append(checkAlertFlags(rcv), "--wedged-for", "1h", "--realert-interval", "2s")
 	var runs []result
 	run := func() result {
 		r := s.check(flags...)
@@ -317,7 +324,7 @@ func TestAlertDryRunSendsNothing(t *testing.T) {
 	rcv := newReceiver(t)
 	s := newScenario(t, layout{serving: 3, page: fixture(t, "scheduler-metrics-discovery-dead.txt")})
 	hb := []string{"--heartbeat-url", rcv.url(heartbeatPath)}
-	dry := s.check(append(append(alertFlags(rcv), hb...), "--dry-run")...)
+	dry := s.check(append(append(checkAlertFlags(rcv), hb...), "--dry-run")...)
 	dry.expect(t, 0, "wedged", "wait")
 	if n := rcv.count(); n != 0 {
 		t.Fatalf("a dry run sent %d requests: %+v", n, rcv.all())
@@ -334,7 +341,7 @@ func TestAlertDryRunSendsNothing(t *testing.T) {
 	if evs := s.events(s.pod.Name, ""); len(evs) != 0 {
 		t.Errorf("a dry run left %d Events", len(evs))
 	}
-	text := s.check(append(alertFlags(rcv), "--dry-run", "--output", "text")...)
+	text := s.check(append(checkAlertFlags(rcv), "--dry-run", "--output", "text")...)
 	for _, want := range []string{"alert:   would send wedged to webhook", "alert:   would send wedged to slack"} {
 		if !strings.Contains(text.stdout, want) {
 			t.Errorf("dry-run text lacks %q:\n%s", want, text.stdout)
@@ -344,7 +351,7 @@ func TestAlertDryRunSendsNothing(t *testing.T) {
 		t.Fatalf("a text dry run sent %d requests", n)
 	}
 	// The dry runs marked nothing as sent: the real run alerts.
-	realRun := s.check(alertFlags(rcv)...)
+	realRun := s.check(checkAlertFlags(rcv)...)
 	if got := eventNames(webhooks(t, rcv.since(0, webhookPath))); len(got) != 1 || got[0] != "wedged" {
 		t.Errorf("real run after dry runs sent %v", got)
 	}

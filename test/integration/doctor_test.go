@@ -382,7 +382,7 @@ func TestDoctorStateAndSinks(t *testing.T) {
 
 	// Sinks: without --send-test reached (a connection, nothing sent), delivered with it.
 	rcv := newReceiver(t)
-	sinks := []string{"--webhook-url", rcv.url(webhookPath), "--webhook-secret", hmacKey, "--heartbeat-url", rcv.url(heartbeatPath), "--alert-timeout", "2s"}
+	sinks := []string{"--webhook-url", rcv.url(webhookPath), "--webhook-secret", hmacKey, "--heartbeat-url", rcv.url(heartbeatPath), "--alert-timeout", "2s", "--outbox-key", outboxKey}
 	d = runDoctor(t, s.doctorArgs(sinks...)...)
 	if c := d.check(t, "webhook accepts a test alert"); !c.Skipped || rcv.count() != 0 {
 		t.Errorf("without --send-test: %+v, %d requests", c, rcv.count())
@@ -394,9 +394,16 @@ func TestDoctorStateAndSinks(t *testing.T) {
 	}
 	// A sink whose path is blocked (here: nothing listens) fails the preflight, as
 	// a NetworkPolicy that drops it would: without --send-test, nothing is sent.
-	blocked := runDoctor(t, s.doctorArgs("--webhook-url", "http://"+freeAddr(t)+webhookPath, "--alert-timeout", "2s")...)
+	blocked := runDoctor(t, s.doctorArgs("--webhook-url", "http://"+freeAddr(t)+webhookPath, "--alert-timeout", "2s", "--outbox-key", outboxKey)...)
 	blocked.expectOnly(t, "webhook is reachable")
 	if c := blocked.check(t, "webhook is reachable"); !strings.Contains(c.Hint, "networkPolicy") {
+		t.Errorf("%+v", c)
+	}
+	// Sinks without --outbox-key: what a refused alert leaves in the state for retry
+	// could not be told from what a ConfigMap editor writes there.
+	unkeyed := runDoctor(t, s.doctorArgs("--webhook-url", rcv.url(webhookPath), "--alert-timeout", "2s")...)
+	unkeyed.expectOnly(t, "alerts kept for retry are authenticated")
+	if c := unkeyed.check(t, "alerts kept for retry are authenticated"); !strings.Contains(c.Hint, "outbox-key") {
 		t.Errorf("%+v", c)
 	}
 	d = runDoctor(t, s.doctorArgs(append(sinks, "--send-test")...)...)
@@ -413,7 +420,7 @@ func TestDoctorStateAndSinks(t *testing.T) {
 	rcv.setStatus(webhookPath, http.StatusForbidden)
 	failed := runDoctor(t, s.doctorArgs(append(sinks, "--send-test")...)...)
 	failed.expectOnly(t, "webhook accepts a test alert")
-	for _, out := range []string{d.stdout, d.stderr, failed.stdout, failed.stderr, blocked.stdout, blocked.stderr} {
+	for _, out := range []string{d.stdout, d.stderr, failed.stdout, failed.stderr, blocked.stdout, blocked.stderr, unkeyed.stdout, unkeyed.stderr} {
 		for _, m := range secretMarkers {
 			if strings.Contains(out, m) {
 				t.Errorf("doctor printed the secret part %q:\n%s", m, out)

@@ -212,7 +212,7 @@ short and readable in `kubectl describe`), secrets through secretKeyRef only. */
 {{- if include "watchdog.useSecret" . }}
 {{- $secret := include "watchdog.secretName" . }}
 {{- $keys := $v.alerts.existingSecretKeys }}
-{{- range $env, $key := dict "SLACK_WEBHOOK_URL" $keys.slackWebhookURL "WEBHOOK_URL" $keys.webhookURL "WEBHOOK_SECRET" $keys.webhookSecret "HEARTBEAT_URL" $keys.heartbeatURL "ALERTMANAGER_URL" $keys.alertmanagerURL "ALERTMANAGER_USERNAME" $keys.alertmanagerUsername "ALERTMANAGER_PASSWORD" $keys.alertmanagerPassword "ALERTMANAGER_BEARER_TOKEN" $keys.alertmanagerBearerToken }}
+{{- range $env, $key := dict "SLACK_WEBHOOK_URL" $keys.slackWebhookURL "WEBHOOK_URL" $keys.webhookURL "WEBHOOK_SECRET" $keys.webhookSecret "HEARTBEAT_URL" $keys.heartbeatURL "ALERTMANAGER_URL" $keys.alertmanagerURL "ALERTMANAGER_USERNAME" $keys.alertmanagerUsername "ALERTMANAGER_PASSWORD" $keys.alertmanagerPassword "ALERTMANAGER_BEARER_TOKEN" $keys.alertmanagerBearerToken "OUTBOX_KEY" $keys.outboxKey }}
 - name: WATCHDOG_{{ $env }}
   valueFrom:
     secretKeyRef:

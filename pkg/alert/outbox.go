@@ -1,0 +1,160 @@
+package alert
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/agentenv/watchdog/pkg/state"
+)
+
+// The outbox keeps what a run could not deliver, in the state ConfigMap, for the
+// next run to retry. Anyone who may edit that ConfigMap (a namespace editor, a
+// controller with ConfigMap write) can write entries too, so a retried entry is
+// never sent as stored (docs/alerts.md, "The outbox"):
+//
+//   - it is sealed: an HMAC-SHA256, under --outbox-key, of the entry's identity
+//     and its notification's facts. With a key, an entry whose seal does not
+//     verify was not written by this watchdog (or under another key) and is
+//     dropped with a warning, never delivered;
+//   - it is rebuilt: the stored notification keeps only its facts (what happened:
+//     event, pod, reason, counts, times). The severity and the next step come
+//     from the event table, the cluster, namespace and version from this run's
+//     configuration, and each fact is checked and bounded. An unknown event, a
+//     malformed fact or an unknown field drops the entry, with a warning.
+//
+// A new field of Notification is a fact unless rebuild fills it in: it is kept,
+// sealed and checked as JSON with the rest, with no change here.
+
+// OutboxConfig is what the dispatcher needs to seal and rebuild outbox entries.
+type OutboxConfig struct {
+	// Key seals new entries and authenticates retried ones; empty: entries are
+	// rebuilt but cannot be authenticated (a warning says so when one is retried).
+	Key                         []byte
+	Cluster, Namespace, Version string
+}
+
+// sealPrefix names the seal's algorithm and version in the state document.
+const sealPrefix = "hmac-sha256:"
+
+// Bounds of a retried notification's facts: generous for what the watchdog
+// writes, small enough that an entry it did not write says little.
+const (
+	maxReason  = 4000
+	maxWordLen = 64 // verdict, action, evidence
+)
+
+var (
+	// A pod name (DNS subdomain), a UID and the words of the decision's vocabulary.
+	podName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$`)
+	uidText = regexp.MustCompile(`^[0-9A-Za-z._-]{1,64}$`)
+	word    = regexp.MustCompile(`^[a-z][a-z-]*$`)
+)
+
+// stored is n as the outbox keeps it: its facts, without what rebuild fills in.
+func stored(n Notification) Notification {
+	n.SchemaVersion, n.Severity, n.NextStep = 0, "", ""
+	n.Cluster, n.Namespace, n.Watchdog = "", "", ""
+	return n
+}
+
+// pending makes the outbox entry of n, sealed when there is a key.
+func (c OutboxConfig) pending(n Notification, now time.Time, sinks []string, lastErr string) (state.Pending, error) {
+	payload, err := json.Marshal(stored(n))
+	if err != nil {
+		return state.Pending{}, fmt.Errorf("encode pending alert: %w", err)
+	}
+	p := state.Pending{ID: n.ID, Event: n.Event, CreatedAt: now.UTC(), Attempts: 1, Sinks: sinks, LastError: lastErr, Payload: payload}
+	if len(c.Key) > 0 {
+		p.Seal = c.seal(p, payload)
+	}
+	return p, nil
+}
+
+// seal is the MAC of an entry: its identity, the namespace it was written for,
+// and its facts (payload, as encoded by json.Marshal of the stored notification).
+func (c OutboxConfig) seal(p state.Pending, payload []byte) string {
+	mac := hmac.New(sha256.New, c.Key)
+	fmt.Fprintf(mac, "agentenv-watchdog outbox v1\n%s\n%s\n%s\n%s\n", c.Namespace, p.ID, p.Event, p.CreatedAt.UTC().Format(time.RFC3339Nano))
+	mac.Write(payload)
+	return sealPrefix + hex.EncodeToString(mac.Sum(nil))
+}
+
+// errUnsealed marks an entry dropped because it is not authenticated.
+var errUnsealed = errors.New("not sealed with this watchdog's --outbox-key: written by someone else, or under another key")
+
+// rebuild returns the notification an outbox entry stands for, or why the entry
+// is dropped. authenticated is false when there is no key to check it with.
+func (c OutboxConfig) rebuild(p state.Pending, now time.Time) (n Notification, authenticated bool, err error) {
+	dec := json.NewDecoder(bytes.NewReader(p.Payload))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&n); err != nil || dec.More() {
+		// Not the decoder's message: it quotes the entry (an unknown field's name).
+		return n, false, errors.New("not a notification as the watchdog writes one (unreadable, or with fields it never writes)")
+	}
+	// What was sealed: the facts as json.Marshal writes them (the document may
+	// have been re-indented since).
+	facts, err := json.Marshal(n)
+	if err != nil {
+		return n, false, fmt.Errorf("re-encode: %w", err)
+	}
+	if len(c.Key) > 0 {
+		if !hmac.Equal([]byte(p.Seal), []byte(c.seal(p, facts))) {
+			return n, false, errUnsealed
+		}
+		authenticated = true
+	}
+	if err := c.check(p, n, now); err != nil {
+		return n, authenticated, err
+	}
+	spec, _ := Lookup(n.Event)
+	n.SchemaVersion, n.Severity, n.NextStep = SchemaVersion, spec.Severity, spec.NextStep
+	n.Cluster, n.Namespace, n.Watchdog = c.Cluster, c.Namespace, c.Version
+	n.Reason = state.Truncate(n.Reason, maxReason)
+	return n, authenticated, nil
+}
+
+// check refuses facts the watchdog never writes. Its errors never repeat the
+// entry's text: it is someone else's.
+func (c OutboxConfig) check(p state.Pending, n Notification, now time.Time) error {
+	spec, known := Lookup(n.Event)
+	switch {
+	case !known:
+		return fmt.Errorf("not an event of the watchdog's")
+	case n.Event != p.Event:
+		return fmt.Errorf("its notification is a %s, the entry says otherwise", n.Event)
+	case n.ID != p.ID:
+		return fmt.Errorf("its notification's id differs from the entry's")
+	case spec.Name == EventTest || n.Test:
+		return fmt.Errorf("a test alert is never kept for retry")
+	case n.DryRun:
+		return fmt.Errorf("a dry run sends nothing")
+	case n.Pod != "" && !podName.MatchString(n.Pod):
+		return fmt.Errorf("its pod is not a pod name")
+	case n.UID != "" && !uidText.MatchString(n.UID):
+		return fmt.Errorf("uid is not a UID")
+	case n.Time.After(now.Add(time.Minute)) || n.Time.Before(now.Add(-MaxPendingAge-time.Hour)):
+		return fmt.Errorf("its time %s is not of the last day", n.Time.UTC().Format(time.RFC3339))
+	}
+	for name, w := range map[string]string{"verdict": n.Verdict, "action": n.Action, "evidence": n.Evidence} {
+		if w != "" && (len(w) > maxWordLen || !word.MatchString(w)) {
+			return fmt.Errorf("its %s is not a word of the watchdog's", name)
+		}
+	}
+	for _, cl := range n.Closes {
+		if _, ok := Lookup(cl.Event); !ok || (cl.Pod != "" && !podName.MatchString(cl.Pod)) {
+			return fmt.Errorf("it closes an alert the watchdog never opens")
+		}
+	}
+	if strings.ContainsAny(n.Reason, "\x00") {
+		return fmt.Errorf("its reason holds a NUL")
+	}
+	return nil
+}

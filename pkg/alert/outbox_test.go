@@ -1,0 +1,234 @@
+package alert
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentenv/watchdog/pkg/state"
+)
+
+// memorySink records what it is sent, and refuses while fail is set.
+type memorySink struct {
+	name string
+	mu   sync.Mutex
+	fail bool
+	sent []Notification
+}
+
+func (m *memorySink) Name() string { return m.name }
+
+func (m *memorySink) Send(_ context.Context, n Notification) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.fail {
+		return errors.New(m.name + ": answered 503")
+	}
+	m.sent = append(m.sent, n)
+	return nil
+}
+
+func (m *memorySink) got() []Notification {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]Notification(nil), m.sent...)
+}
+
+var outboxKey = []byte("outbox-test-key")
+
+func outboxConfig(key []byte) OutboxConfig {
+	n := goldenNotification()
+	return OutboxConfig{Key: key, Cluster: n.Cluster, Namespace: n.Namespace, Version: n.Watchdog}
+}
+
+// keep runs one delivery of n that the sink refuses, and returns the state with
+// n kept in its outbox.
+func keep(t *testing.T, key []byte, n Notification) (*state.State, *memorySink, *Dispatcher) {
+	t.Helper()
+	sink := &memorySink{name: "webhook", fail: true}
+	d := &Dispatcher{Sinks: []Sink{sink}, Outbox: outboxConfig(key)}
+	s := state.New()
+	d.Deliver(context.Background(), s, []Notification{n}, n.Time, false)
+	if len(s.Outbox) != 1 || (len(key) > 0) != (s.Outbox[0].Seal != "") {
+		t.Fatalf("outbox %+v after a refused delivery", s.Outbox)
+	}
+	sink.fail = false
+	return s, sink, d
+}
+
+// reencode puts the state through its document codec, as the ConfigMap does.
+func reencode(t *testing.T, s *state.State, now time.Time) *state.State {
+	t.Helper()
+	raw, err := state.Encode(s, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := state.Decode(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return back
+}
+
+// TestOutboxRetrySaysWhatTheOriginalSaid: an alert a receiver refused is retried
+// by the next run as the same notification, field for field: the facts from the
+// sealed entry, the rest rebuilt (severity and next step from the event table,
+// cluster, namespace and version from the configuration). Every field of
+// Notification is set in the fixture, so a field added later (a shadow marker,
+// say) is either carried or rebuilt, or this fails.
+func TestOutboxRetrySaysWhatTheOriginalSaid(t *testing.T) {
+	n := goldenNotification()
+	n.Reminder, n.Shadow = true, true
+	n.Closes = []Closed{{Event: EventBlind, OpenedAt: n.Time.Add(-time.Hour)}}
+	v := reflect.ValueOf(n)
+	for i := range v.NumField() {
+		// Test and DryRun are never kept for retry (TestOutboxRefusesWhatItDidNotWrite).
+		if name := v.Type().Field(i).Name; v.Field(i).IsZero() && name != "Test" && name != "DryRun" {
+			t.Fatalf("the fixture leaves Notification.%s zero: set it, so the round trip covers it", name)
+		}
+	}
+	for _, key := range [][]byte{outboxKey, nil} {
+		s, sink, d := keep(t, key, n)
+		s = reencode(t, s, n.Time)
+		ds := d.Deliver(context.Background(), s, nil, n.Time.Add(5*time.Minute), false)
+		got := sink.got()
+		if len(got) != 1 || len(ds) != 1 || !ds[0].OK || !ds[0].Retry || ds[0].Unauthenticated != (key == nil) {
+			t.Fatalf("key %q: sent %d, deliveries %+v", key, len(got), ds)
+		}
+		if !reflect.DeepEqual(got[0], n) {
+			t.Errorf("key %q: the retry differs from the original:\n got %+v\nwant %+v", key, got[0], n)
+		}
+		if len(s.Outbox) != 0 {
+			t.Errorf("key %q: outbox %+v after the retry", key, s.Outbox)
+		}
+	}
+}
+
+// TestOutboxRefusesWhatItDidNotWrite: with a key, an entry is delivered only with
+// the seal the watchdog gave it, over the very facts it kept: each forgery a
+// ConfigMap editor could write is dropped with a warning (Dropped), never sent;
+// the genuine entry beside them is still retried. Without a key the same
+// forgeries are rebuilt: the labels and text the configuration and the event
+// table own are never the entry's.
+func TestOutboxRefusesWhatItDidNotWrite(t *testing.T) {
+	n := goldenNotification()
+	now := n.Time.Add(5 * time.Minute)
+	forge := func(p state.Pending, edit func(m map[string]any)) state.Pending {
+		var m map[string]any
+		if err := json.Unmarshal(p.Payload, &m); err != nil {
+			t.Fatal(err)
+		}
+		edit(m)
+		b, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Payload = b
+		return p
+	}
+	s, _, _ := keep(t, outboxKey, n)
+	genuine := s.Outbox[0]
+	// The example: labels and text of the attacker's choosing.
+	hostile := func(m map[string]any) {
+		m["severity"], m["namespace"], m["cluster"] = "info", "kube-system", "prod-other"
+		m["reason"], m["pod"] = "<!channel> call +1 555 0100 now", "agentenv-scheduler-evil"
+	}
+	withID := func(p state.Pending, id string) state.Pending {
+		p = forge(p, func(m map[string]any) { m["id"] = id })
+		p.ID = id
+		return p
+	}
+	otherKey, _, _ := keep(t, []byte("another key"), n)
+	otherNS := outboxConfig(outboxKey)
+	otherNS.Namespace = "agentenv-other"
+	forgeries := map[string]state.Pending{
+		"no seal":                      func() state.Pending { p := withID(forge(genuine, hostile), "f1"); p.Seal = ""; return p }(),
+		"genuine seal, changed reason": withID(forge(genuine, func(m map[string]any) { m["reason"] = "restart everything" }), genuine.ID),
+		"genuine seal, other event": func() state.Pending {
+			p := forge(genuine, func(m map[string]any) { m["event"] = EventRecovered })
+			p.Event = EventRecovered
+			return p
+		}(),
+		"genuine seal, other time":     func() state.Pending { p := genuine; p.CreatedAt = p.CreatedAt.Add(time.Minute); return p }(),
+		"sealed under another key":     otherKey.Outbox[0],
+		"sealed for another namespace": func() state.Pending { p := genuine; p.Seal = otherNS.seal(p, p.Payload); return p }(),
+		"a field the watchdog never writes": func() state.Pending {
+			p := forge(genuine, func(m map[string]any) { m["mention"] = "<!here>" })
+			p.Seal = outboxConfig(outboxKey).seal(p, p.Payload)
+			return p
+		}(),
+	}
+	for name, f := range forgeries {
+		t.Run(name, func(t *testing.T) {
+			sink := &memorySink{name: "webhook"}
+			d := &Dispatcher{Sinks: []Sink{sink}, Outbox: outboxConfig(outboxKey)}
+			st := state.New()
+			st.Outbox = []state.Pending{f, genuine}
+			st = reencode(t, st, now)
+			ds := d.Deliver(context.Background(), st, nil, now, false)
+			got := sink.got()
+			if len(got) != 1 || got[0].ID != genuine.ID || !reflect.DeepEqual(got[0], n) {
+				t.Fatalf("sent %+v, want the genuine entry alone, as written", got)
+			}
+			dropped := 0
+			for _, del := range ds {
+				if del.Dropped {
+					dropped++
+					if del.OK || del.Error == "" {
+						t.Errorf("dropped delivery %+v", del)
+					}
+				}
+			}
+			if dropped != 1 || len(st.Outbox) != 0 {
+				t.Errorf("deliveries %+v, outbox %+v: want the forgery dropped once and nothing kept", ds, st.Outbox)
+			}
+		})
+	}
+
+	// Without a key nothing can be authenticated, but what the entry says of
+	// itself beyond its facts is not believed.
+	t.Run("no key: rebuilt", func(t *testing.T) {
+		s, sink, d := keep(t, nil, n)
+		s.Outbox[0] = forge(s.Outbox[0], hostile)
+		d.Deliver(context.Background(), s, nil, now, false)
+		got := sink.got()
+		if len(got) != 1 {
+			t.Fatalf("sent %+v", got)
+		}
+		g := got[0]
+		if g.Severity != SeverityCritical || g.Namespace != n.Namespace || g.Cluster != n.Cluster || g.Watchdog != n.Watchdog || g.NextStep != Spec(EventWedged).NextStep {
+			t.Errorf("a retried alert kept the entry's severity, namespace, cluster, version or next step: %+v", g)
+		}
+	})
+	for name, edit := range map[string]func(m map[string]any){
+		"unknown event":        func(m map[string]any) { m["event"] = "pwned" },
+		"a test alert":         func(m map[string]any) { m["test"] = true },
+		"a dry run":            func(m map[string]any) { m["dryRun"] = true },
+		"not a pod name":       func(m map[string]any) { m["pod"] = "<@U024BE7LH>" },
+		"not a verdict":        func(m map[string]any) { m["verdict"] = "wedged <!channel>" },
+		"closes a fake alert":  func(m map[string]any) { m["closes"] = []map[string]any{{"event": "pwned", "openedAt": n.Time}} },
+		"a time of last year":  func(m map[string]any) { m["time"] = n.Time.AddDate(-1, 0, 0) },
+		"an unknown field":     func(m map[string]any) { m["mention"] = "<!here>" },
+		"another notification": func(m map[string]any) { m["id"] = "0000000000000000" },
+	} {
+		t.Run("no key: "+name, func(t *testing.T) {
+			s, sink, d := keep(t, nil, n)
+			s.Outbox[0] = forge(s.Outbox[0], edit)
+			if name == "unknown event" {
+				s.Outbox[0].Event = "pwned"
+			}
+			ds := d.Deliver(context.Background(), s, nil, now, false)
+			if got := sink.got(); len(got) != 0 || len(ds) != 1 || !ds[0].Dropped || len(s.Outbox) != 0 {
+				t.Errorf("sent %+v, deliveries %+v, outbox %+v: want it dropped", got, ds, s.Outbox)
+			}
+			if strings.Contains(ds[0].Error, "<") {
+				t.Errorf("the dropped delivery's error repeats the entry's text: %q", ds[0].Error)
+			}
+		})
+	}
+}
