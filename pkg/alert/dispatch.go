@@ -3,7 +3,6 @@ package alert
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/agentenv/watchdog/pkg/state"
@@ -134,11 +133,15 @@ func (d *Dispatcher) retryOutbox(ctx, sctx context.Context, s *state.State, now 
 	var out []Delivery
 	kept := s.Outbox[:0]
 	for _, p := range s.Outbox {
-		if now.Sub(p.CreatedAt) > MaxPendingAge {
-			out = append(out, Delivery{ID: p.ID, Event: p.Event, Sink: strings.Join(p.Sinks, ","), Dropped: true, Error: fmt.Sprintf("undelivered after %d attempts over %s: %s", p.Attempts, MaxPendingAge, p.LastError)})
-			continue
+		n, authenticated, err := d.Outbox.open(p)
+		if err == nil && now.Sub(p.CreatedAt) > MaxPendingAge {
+			// Not its lastError or sinks: no seal covers them. Each failure was
+			// logged and left a WatchdogAlertFailed Event when it happened.
+			err = fmt.Errorf("undelivered after %d attempts over %s (each failed attempt was logged, with a Warning Event, when it happened)", p.Attempts, MaxPendingAge)
 		}
-		n, authenticated, err := d.Outbox.rebuild(p, now)
+		if err == nil {
+			n, err = d.Outbox.rebuild(p, n, now)
+		}
 		if err != nil {
 			// Names only what the watchdog itself would write: the entry's text
 			// is someone else's.

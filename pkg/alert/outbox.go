@@ -90,9 +90,10 @@ func (c OutboxConfig) seal(p state.Pending, payload []byte) string {
 // errUnsealed marks an entry dropped because it is not authenticated.
 var errUnsealed = errors.New("not sealed with this watchdog's --outbox-key: written by someone else, or under another key")
 
-// rebuild returns the notification an outbox entry stands for, or why the entry
-// is dropped. authenticated is false when there is no key to check it with.
-func (c OutboxConfig) rebuild(p state.Pending, now time.Time) (n Notification, authenticated bool, err error) {
+// open reads an outbox entry's facts and, with a key, authenticates them: an
+// entry is judged (even its age) only after its seal is checked, so that a
+// forgery is reported as one. authenticated is false when there is no key.
+func (c OutboxConfig) open(p state.Pending) (n Notification, authenticated bool, err error) {
 	dec := json.NewDecoder(bytes.NewReader(p.Payload))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&n); err != nil || dec.More() {
@@ -111,14 +112,20 @@ func (c OutboxConfig) rebuild(p state.Pending, now time.Time) (n Notification, a
 		}
 		authenticated = true
 	}
+	return n, authenticated, nil
+}
+
+// rebuild returns the notification an opened outbox entry stands for, or why the
+// entry is dropped.
+func (c OutboxConfig) rebuild(p state.Pending, n Notification, now time.Time) (Notification, error) {
 	if err := c.check(p, n, now); err != nil {
-		return n, authenticated, err
+		return n, err
 	}
 	spec, _ := Lookup(n.Event)
 	n.SchemaVersion, n.Severity, n.NextStep = SchemaVersion, spec.Severity, spec.NextStep
 	n.Cluster, n.Namespace, n.Watchdog = c.Cluster, c.Namespace, c.Version
 	n.Reason = state.Truncate(n.Reason, maxReason)
-	return n, authenticated, nil
+	return n, nil
 }
 
 // check refuses facts the watchdog never writes. Its errors never repeat the

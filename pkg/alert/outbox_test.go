@@ -232,3 +232,44 @@ func TestOutboxRefusesWhatItDidNotWrite(t *testing.T) {
 		})
 	}
 }
+
+// TestOutboxExpiredEntrySaysNothingOfItsOwn: an entry older than MaxPendingAge is
+// dropped with a warning, and the warning is the watchdog's: with a key, a forged
+// entry dated a day back is refused as unsealed (not reported as an alert the
+// watchdog tried to deliver for a day); with or without a key, neither its
+// lastError nor its sinks, which no seal covers, are repeated. A genuine expired
+// entry says how often it was tried.
+func TestOutboxExpiredEntrySaysNothingOfItsOwn(t *testing.T) {
+	n := goldenNotification()
+	later := n.Time.Add(MaxPendingAge + time.Minute)
+	const hostile = "<!channel> the scheduler is fine, ignore the pages"
+	for _, key := range [][]byte{outboxKey, nil} {
+		t.Run(map[bool]string{true: "with key", false: "without key"}[key != nil], func(t *testing.T) {
+			s, sink, d := keep(t, key, n)
+			genuine := s.Outbox[0]
+			genuine.LastError = hostile
+			genuine.Sinks = []string{"webhook", hostile}
+			forged := genuine
+			forged.ID, forged.Seal = "f1f1f1f1f1f1f1f1", ""
+			s.Outbox = []state.Pending{genuine, forged}
+			ds := d.Deliver(context.Background(), s, nil, later, false)
+			if got := sink.got(); len(got) != 0 || len(s.Outbox) != 0 || len(ds) != 2 {
+				t.Fatalf("sent %+v, outbox %+v, deliveries %+v: want both dropped, nothing sent", got, s.Outbox, ds)
+			}
+			for _, del := range ds {
+				if !del.Dropped || del.OK {
+					t.Errorf("delivery %+v, want dropped", del)
+				}
+				if text := del.Sink + " " + del.Error; strings.Contains(text, "<") || strings.Contains(text, "ignore") {
+					t.Errorf("the warning repeats the entry's own text: %+v", del)
+				}
+			}
+			if !strings.Contains(ds[0].Error, "undelivered after 1 attempts") {
+				t.Errorf("the genuine expired entry: %q", ds[0].Error)
+			}
+			if key != nil && !strings.Contains(ds[1].Error, "not sealed") {
+				t.Errorf("with a key, the forged expired entry: %q, want it refused as unsealed", ds[1].Error)
+			}
+		})
+	}
+}

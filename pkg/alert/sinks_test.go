@@ -23,6 +23,8 @@ import (
 	"time"
 
 	"github.com/slack-go/slack"
+
+	"github.com/agentenv/watchdog/internal/testenv"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -361,27 +363,9 @@ func TestSlackEscapesEveryField(t *testing.T) {
 			if err := json.Unmarshal(body, &msg); err != nil {
 				t.Fatalf("slack-go cannot read the message back: %v", err)
 			}
-			texts := []string{msg.Text}
-			for _, b := range msg.Blocks.BlockSet {
-				switch b := b.(type) {
-				case *slack.HeaderBlock:
-					texts = append(texts, b.Text.Text)
-				case *slack.SectionBlock:
-					if b.Text != nil {
-						texts = append(texts, b.Text.Text)
-					}
-					for _, f := range b.Fields {
-						texts = append(texts, f.Text)
-					}
-				case *slack.ContextBlock:
-					for _, e := range b.ContextElements.Elements {
-						if tx, ok := e.(*slack.TextBlockObject); ok {
-							texts = append(texts, tx.Text)
-						}
-					}
-				default:
-					t.Fatalf("unexpected block %T", b)
-				}
+			texts, err := testenv.SlackTexts(body)
+			if err != nil {
+				t.Fatal(err)
 			}
 			link := "<https://runbooks.example.com/a?b=1&amp;c=%3C2%3E%7C3|Runbook>"
 			links := 0

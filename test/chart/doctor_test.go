@@ -167,6 +167,14 @@ func TestDoctorHookInstalled(t *testing.T) {
 	pod := hooks.doctorPod()
 	c := pod.Spec.Containers[0]
 	environ := containerEnv(t, ns, c, pod.Name)
+	// A default install authenticates its outbox from the start: the key comes from
+	// the Secret the chart created and filled (docs/alerts.md, "The outbox").
+	if !slices.ContainsFunc(environ, func(e string) bool {
+		k, v, _ := strings.Cut(e, "=")
+		return k == "WATCHDOG_OUTBOX_KEY" && len(v) == 43
+	}) {
+		t.Errorf("a default install gives the watchdog no --outbox-key (WATCHDOG_OUTBOX_KEY)")
+	}
 	run := func(flags ...string) (int, string, string) {
 		t.Helper()
 		rctx, rcancel := context.WithTimeout(context.Background(), time.Minute)

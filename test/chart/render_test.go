@@ -588,13 +588,20 @@ func TestSecretsOnlyThroughSecret(t *testing.T) {
 	if e.ValueFrom == nil || e.ValueFrom.SecretKeyRef.Name != "my-alerts" || e.ValueFrom.SecretKeyRef.Key != "hmac" || e.ValueFrom.SecretKeyRef.Optional == nil || !*e.ValueFrom.SecretKeyRef.Optional {
 		t.Errorf("existingSecret env %+v", e)
 	}
-	// No sink at all: no Secret, no reference to one.
-	r = render(t, "")
-	if n := len(r.kinds("Secret")); n != 0 {
-		t.Errorf("no sinks rendered %d Secret", n)
-	}
-	if _, ok := envOf(r.podSpec().Containers[0])["WATCHDOG_WEBHOOK_URL"]; ok {
-		t.Errorf("no sinks, yet WATCHDOG_WEBHOOK_URL is set")
+	// The defaults, no sink at all: the chart's Secret holds the outbox key alone,
+	// and the watchdog reads it, so that a sink added later (helm upgrade, or an
+	// extraEnv from another Secret) finds its outbox authenticated from the start.
+	for _, mode := range []string{"cronjob", "deployment"} {
+		r = render(t, "mode: "+mode)
+		var secret corev1.Secret
+		r.one("Secret", &secret)
+		if k := secret.StringData["outbox-key"]; len(k) != 43 || len(secret.StringData) != 1 {
+			t.Errorf("%s, no sinks: Secret data %v, want the generated outbox-key alone", mode, slices.Sorted(maps.Keys(secret.StringData)))
+		}
+		e := envOf(r.podSpec().Containers[0])["WATCHDOG_OUTBOX_KEY"]
+		if e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil || e.ValueFrom.SecretKeyRef.Name != secret.Name || e.ValueFrom.SecretKeyRef.Key != "outbox-key" {
+			t.Errorf("%s, no sinks: WATCHDOG_OUTBOX_KEY = %+v, want secretKeyRef %s/outbox-key", mode, e, secret.Name)
+		}
 	}
 }
 

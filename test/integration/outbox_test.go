@@ -91,11 +91,12 @@ func forgedEntry(id string, at time.Time) map[string]any {
 // Alertmanager: a receiver outage leaves the watchdog's own alert in the outbox;
 // a namespace editor (the cluster's `edit` role) adds the issue's forged entry
 // and a copy of the genuine one with its reason changed. With --outbox-key the
-// next run delivers the genuine alert, signed, to the webhook, drops both
-// forgeries with a warning each, and nothing of theirs reaches a receiver.
-// Without a key the forged entry is retried rebuilt: Alertmanager gets the
-// configuration's namespace and cluster and the event table's severity, never
-// the entry's, and the run warns that it could not authenticate it.
+// next run delivers the genuine alert, signed, to the webhook and Slack, drops
+// both forgeries with a warning each, and nothing of theirs reaches a receiver.
+// Without a key the forged entry is retried rebuilt: the webhook, Slack and
+// Alertmanager get the configuration's namespace and cluster and the event
+// table's severity, never the entry's; Slack, read back through slack-go, shows
+// its "<!channel>" as text; and the run warns that it could not authenticate it.
 func TestOutboxForgedByANamespaceEditor(t *testing.T) {
 	for _, keyed := range []bool{true, false} {
 		name := map[bool]string{true: "with outbox key", false: "without outbox key"}[keyed]
@@ -103,14 +104,15 @@ func TestOutboxForgedByANamespaceEditor(t *testing.T) {
 			am := startAlertmanager(t)
 			rcv := newReceiver(t)
 			s := newScenario(t, layout{serving: 3, page: fixture(t, "scheduler-metrics-discovery-dead.txt")})
-			flags := []string{"--webhook-url", rcv.url(webhookPath), "--webhook-secret", hmacKey, "--alertmanager-url", am.Base,
+			flags := []string{"--webhook-url", rcv.url(webhookPath), "--webhook-secret", hmacKey, "--alertmanager-url", am.Base, "--slack-webhook-url", rcv.url(slackPath),
 				"--cluster-name", clusterName, "--wedged-for", "1h", "--realert-interval", "1h"}
 			if keyed {
 				flags = append(flags, "--outbox-key", outboxKey)
 			}
 
-			// The outage: the webhook refuses, the genuine wedged alert is kept.
+			// The outage: the webhook and Slack refuse, the genuine wedged alert is kept.
 			rcv.setStatus(webhookPath, http.StatusServiceUnavailable)
+			rcv.setStatus(slackPath, http.StatusServiceUnavailable)
 			first := s.check(flags...)
 			first.expect(t, 0, "wedged", "wait")
 			st, _ := s.state()
@@ -136,6 +138,7 @@ func TestOutboxForgedByANamespaceEditor(t *testing.T) {
 
 			// The receiver is back.
 			rcv.setStatus(webhookPath, http.StatusOK)
+			rcv.setStatus(slackPath, http.StatusOK)
 			mark := rcv.count()
 			second := s.check(flags...)
 			second.expect(t, 0, "wedged", "wait")
@@ -167,6 +170,32 @@ func TestOutboxForgedByANamespaceEditor(t *testing.T) {
 				}
 			} else if len(sent) != 2 || !strings.Contains(strings.Join(second.report.Warnings, "\n"), "without authentication") {
 				t.Errorf("webhook got %v, warnings %q: want the genuine and the rebuilt forgery, and a warning", ids, second.report.Warnings)
+			}
+			// Slack, read back through slack-go: the retried messages name the
+			// configuration's cluster and namespace, and no text object holds a
+			// mention or a link (the forgery's "<!channel>" arrives escaped, as text).
+			messages := rcv.since(mark, slackPath)
+			if want := map[bool]int{true: 1, false: 2}[keyed]; len(messages) != want {
+				t.Errorf("Slack got %d messages, want %d", len(messages), want)
+			}
+			escaped := 0
+			for _, m := range messages {
+				texts, err := testenv.SlackTexts(m.Body)
+				must(t, err)
+				if !strings.HasPrefix(texts[0], "[CRITICAL] scheduler wedged in "+clusterName+"/"+s.ns+": ") {
+					t.Errorf("Slack fallback %q, want the configuration's cluster and namespace and the event table's severity", texts[0])
+				}
+				for _, text := range texts {
+					if strings.ContainsAny(text, "<>") || keyed && strings.Contains(text, "channel") {
+						t.Errorf("Slack renders a raw <, > or the forgery's mention: %q", text)
+					}
+				}
+				if strings.Contains(strings.Join(texts, "\n"), "&lt;!channel&gt; all clear") {
+					escaped++
+				}
+			}
+			if want := map[bool]int{true: 0, false: 1}[keyed]; escaped != want {
+				t.Errorf("Slack shows the forgery's reason, as text, in %d messages, want %d", escaped, want)
 			}
 			// Alertmanager: no alert ever under the forgery's labels.
 			for _, ns := range []string{"kube-system", s.ns} {

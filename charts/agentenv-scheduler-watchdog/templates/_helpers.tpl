@@ -39,15 +39,18 @@ state ConfigMap and the election Lease live there; everything else in the releas
 {{- default (include "watchdog.fullname" .) .Values.alerts.existingSecret -}}
 {{- end -}}
 
-{{/* True ("true") when the chart creates the alerts Secret. */}}
+{{/* True ("true") when the chart creates the alerts Secret: always, unless
+alerts.existingSecret names one. Without a sink it holds the outbox key alone, so
+that the alerts a sink added later keeps for retry are authenticated from the start
+(docs/alerts.md, "The outbox"). */}}
 {{- define "watchdog.createSecret" -}}
-{{- $a := .Values.alerts -}}
-{{- if and (not $a.existingSecret) (or $a.slackWebhookURL $a.webhookURL $a.webhookSecret $a.heartbeatURL $a.alertmanagerURLs $a.alertmanagerUsername $a.alertmanagerPassword $a.alertmanagerBearerToken) -}}true{{- end -}}
+{{- if not .Values.alerts.existingSecret -}}true{{- end -}}
 {{- end -}}
 
-{{/* True ("true") when the pod reads secrets from a Secret at all. */}}
-{{- define "watchdog.useSecret" -}}
-{{- if or .Values.alerts.existingSecret (include "watchdog.createSecret" .) -}}true{{- end -}}
+{{/* True ("true") when a sink may be configured: a sink value, or alerts.existingSecret. */}}
+{{- define "watchdog.sinksConfigured" -}}
+{{- $a := .Values.alerts -}}
+{{- if or $a.existingSecret $a.slackWebhookURL $a.webhookURL $a.webhookSecret $a.heartbeatURL $a.alertmanagerURLs $a.alertmanagerUsername $a.alertmanagerPassword $a.alertmanagerBearerToken -}}true{{- end -}}
 {{- end -}}
 
 {{/* True ("true") when `watchdog run` elects a leader: deployment mode with replicas > 1. */}}
@@ -209,7 +212,6 @@ short and readable in `kubectl describe`), secrets through secretKeyRef only. */
 - name: WATCHDOG_{{ index . 0 }}
   value: {{ index . 1 | toString | quote }}
 {{- end }}
-{{- if include "watchdog.useSecret" . }}
 {{- $secret := include "watchdog.secretName" . }}
 {{- $keys := $v.alerts.existingSecretKeys }}
 {{- range $env, $key := dict "SLACK_WEBHOOK_URL" $keys.slackWebhookURL "WEBHOOK_URL" $keys.webhookURL "WEBHOOK_SECRET" $keys.webhookSecret "HEARTBEAT_URL" $keys.heartbeatURL "ALERTMANAGER_URL" $keys.alertmanagerURL "ALERTMANAGER_USERNAME" $keys.alertmanagerUsername "ALERTMANAGER_PASSWORD" $keys.alertmanagerPassword "ALERTMANAGER_BEARER_TOKEN" $keys.alertmanagerBearerToken "OUTBOX_KEY" $keys.outboxKey }}
@@ -220,7 +222,6 @@ short and readable in `kubectl describe`), secrets through secretKeyRef only. */
       key: {{ $key }}
       # The Secret holds only the sinks in use; an absent key is an unused sink.
       optional: true
-{{- end }}
 {{- end }}
 {{- with include "watchdog.goMemLimit" . }}
 # A soft limit under the container's (watchdog.goMemLimit): the GC works harder
