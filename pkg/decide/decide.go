@@ -56,6 +56,7 @@ func Decide(obs Observation, prev *state.State, cfg Config) (*state.State, Resul
 	if cfg.MaxPods > 0 && len(judged) == 0 && strings.HasPrefix(runProblem, tooManyPrefix) {
 		res.Warnings = append(res.Warnings, runProblem)
 	}
+	res.Warnings = append(res.Warnings, datedAheadWarnings(next, now, cfg)...)
 	// A target that reached the rollout gate without the Deployment read was
 	// blocked by it: read the Deployment and decide again.
 	res.NeedRollout = obs.Rollout == nil && slices.ContainsFunc(res.Targets, func(t Target) bool {

@@ -303,14 +303,65 @@ func rolloutGate(c *gateCase) Gate {
 	return g
 }
 
+// budgetGate counts the restarts of the last --restart-window. A record dated
+// beyond ClockSkewTolerance ahead of now is not counted until its date comes
+// (futureRestarts; Decide warns about it): counted from the start, an edit dated
+// a year ahead would turn healing off for a year.
 func budgetGate(c *gateCase) Gate {
 	s, cfg := c.state, c.cfg
-	from := c.now.Add(-cfg.RestartWindow)
-	used := s.RestartsSince(from)
-	if used >= cfg.MaxRestarts {
-		return Gate{Name: gateBudget, Detail: fmt.Sprintf("budget %d/%d used in the last %s; next slot %s", used, cfg.MaxRestarts, ShortDuration(cfg.RestartWindow), nextSlot(s, from, cfg))}
+	from, to := c.now.Add(-cfg.RestartWindow), c.now.Add(ClockSkewTolerance)
+	used := s.RestartsBetween(from, to)
+	ignored := ""
+	if n := len(futureRestarts(s, c.now)); n > 0 {
+		ignored = fmt.Sprintf(" (%d dated in the future not counted)", n)
 	}
-	return Gate{Name: gateBudget, OK: true, Detail: fmt.Sprintf("budget %d/%d used in the last %s", used, cfg.MaxRestarts, ShortDuration(cfg.RestartWindow))}
+	if used >= cfg.MaxRestarts {
+		return Gate{Name: gateBudget, Detail: fmt.Sprintf("budget %d/%d used in the last %s%s; next slot %s", used, cfg.MaxRestarts, ShortDuration(cfg.RestartWindow), ignored, nextSlot(s, from, to, cfg))}
+	}
+	return Gate{Name: gateBudget, OK: true, Detail: fmt.Sprintf("budget %d/%d used in the last %s%s", used, cfg.MaxRestarts, ShortDuration(cfg.RestartWindow), ignored)}
+}
+
+// futureRestarts returns the restart records dated beyond ClockSkewTolerance
+// ahead of now: written by a run whose clock ran ahead, or by an edit of the
+// state. The budget does not count them until their date comes.
+func futureRestarts(s *state.State, now time.Time) []state.Restart {
+	var out []state.Restart
+	for _, r := range s.Restarts {
+		if r.ClaimedAt.After(now.Add(ClockSkewTolerance)) && r.Outcome != state.RestartAbandoned {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// backoffAhead reports a back-off that ends further ahead than --restart-backoff-max
+// (and ClockSkewTolerance) from now: it is set to end at most --restart-backoff-max
+// after a restart, and restarts are not in the future. A restart record dated
+// ahead, or an edit, set it; backoffGate ignores it.
+func backoffAhead(b *state.Backoff, now time.Time, cfg Config) bool {
+	return b != nil && cfg.BackoffMax > 0 && b.NotBefore.After(now.Add(cfg.BackoffMax+ClockSkewTolerance))
+}
+
+// datedAheadWarnings says what futureRestarts and backoffAhead found. They name
+// times only: the records may be anyone's text.
+func datedAheadWarnings(s *state.State, now time.Time, cfg Config) []string {
+	var out []string
+	if cfg.IneffectiveWithin > 0 && backoffAhead(s.Backoff, now, cfg) {
+		out = append(out, fmt.Sprintf("the restart back-off in the state ends at %s, %s from now, further ahead than --restart-backoff-max %s allows: ignored. A run on a node whose clock ran ahead wrote it, or someone edited the state ConfigMap",
+			s.Backoff.NotBefore.UTC().Format(time.RFC3339), ShortDuration(s.Backoff.NotBefore.Sub(now)), ShortDuration(cfg.BackoffMax)))
+	}
+	future := futureRestarts(s, now)
+	if len(future) == 0 {
+		return out
+	}
+	latest := future[0].ClaimedAt
+	for _, r := range future[1:] {
+		if r.ClaimedAt.After(latest) {
+			latest = r.ClaimedAt
+		}
+	}
+	return append(out, fmt.Sprintf("%d restart record(s) in the state are dated in the future, up to %s (%s ahead of this watchdog's clock, tolerance %s): not counted in the restart budget until their date comes. A run on a node whose clock ran ahead wrote them, or someone edited the state ConfigMap",
+		len(future), latest.UTC().Format(time.RFC3339), ShortDuration(latest.Sub(now)), ShortDuration(ClockSkewTolerance)))
 }
 
 // backoffGate holds a restart back while restarts are not healing (state.Backoff,
@@ -319,6 +370,9 @@ func backoffGate(c *gateCase) (Gate, bool) {
 	b := c.state.Backoff
 	if c.cfg.IneffectiveWithin <= 0 || b == nil || b.Ineffective == 0 {
 		return Gate{}, false
+	}
+	if backoffAhead(b, c.now, c.cfg) {
+		return Gate{Name: GateBackoff, OK: true, Detail: fmt.Sprintf("%d restart(s) in a row did not heal, but the back-off's end %s is further ahead than --restart-backoff-max allows: ignored", b.Ineffective, b.NotBefore.UTC().Format(time.RFC3339))}, true
 	}
 	if c.now.Before(b.NotBefore) {
 		return Gate{Name: GateBackoff, Detail: fmt.Sprintf("%d restart(s) in a row did not heal; backing off: next restart not before %s", b.Ineffective, b.NotBefore.UTC().Format(time.RFC3339))}, true
@@ -361,9 +415,9 @@ func orNone(s string) string {
 }
 
 // nextSlot is when the oldest restart inside the window leaves it.
-func nextSlot(s *state.State, from time.Time, cfg Config) string {
+func nextSlot(s *state.State, from, to time.Time, cfg Config) string {
 	for _, r := range s.Restarts {
-		if !r.ClaimedAt.Before(from) && r.Outcome != state.RestartAbandoned {
+		if !r.ClaimedAt.Before(from) && !r.ClaimedAt.After(to) && r.Outcome != state.RestartAbandoned {
 			return r.ClaimedAt.Add(cfg.RestartWindow).UTC().Format(time.RFC3339)
 		}
 	}

@@ -1,6 +1,9 @@
 package decide
 
 import (
+	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -68,6 +71,107 @@ func TestLeaseRenewalByTheAPIServersClock(t *testing.T) {
 			_, r := Decide(o, state.New(), cfg)
 			if r.Verdict != tc.verdict {
 				t.Errorf("%s: %s (%s)", tc.name, r.Verdict, r.Reason)
+			}
+		})
+	}
+}
+
+// Issue 19, item 6: restart records dated in the future (written by a run on a
+// node whose clock ran ahead, or by an edit of the state ConfigMap) are not
+// counted in the restart budget until their date comes, within
+// ClockSkewTolerance; a run that sees them warns. Replayed as */5 runs over three
+// hours: the state holds a full budget (3 in 1h) of records dated `ahead` of the
+// first run; the scheduler wedges at +0 and, after its restart, again at +80m.
+// Checked: each record counted from the first run on, so a year-ahead edit turned
+// healing off for a year (and a 5-minute skew held the first restart for an hour).
+func TestFutureRestartRecordsDoNotSpendTheBudget(t *testing.T) {
+	cfg := testConfig()
+	cfg.WedgedFor = 150 * time.Second
+	for _, tc := range []struct {
+		ahead time.Duration
+		// restarts: when the runs restarted; warned: the runs that warned.
+		restarts []time.Duration
+		warned   int
+	}{
+		// Within the tolerance: a clock that disagrees by seconds, counted.
+		{ahead: 30 * time.Second, restarts: []time.Duration{60 * time.Minute, 80 * time.Minute}},
+		// Counted once their date comes, for a window from then.
+		{ahead: 5 * time.Minute, restarts: []time.Duration{0, 80 * time.Minute}, warned: 1},
+		{ahead: time.Hour, restarts: []time.Duration{0, 120 * time.Minute}, warned: 12},
+		{ahead: 365 * 24 * time.Hour, restarts: []time.Duration{0, 80 * time.Minute}, warned: 36},
+	} {
+		t.Run(ShortDuration(tc.ahead)+" ahead", func(t *testing.T) {
+			s := state.New()
+			for i := range cfg.MaxRestarts {
+				at := t0.Add(tc.ahead + time.Duration(i)*time.Second)
+				s.Restarts = append(s.Restarts, state.Restart{Pod: "sched-old", UID: fmt.Sprintf("uid-old-%d", i), Method: MethodDelete, ClaimedAt: at, DoneAt: &at, Outcome: state.RestartDone})
+			}
+			n := 0
+			cur, started := "sched-0", t0.Add(-time.Hour)
+			at := func(now time.Time) Observation {
+				p := schedPod(cur, "uid-"+cur, sample(0, 0))
+				if n == 1 && now.Before(t0.Add(80*time.Minute)) {
+					p.Sample = sample(3, 0) // the first replacement is healthy until a new flap at +80m
+				} else if n > 1 {
+					p.Sample = sample(3, 0)
+				}
+				p.StartedAt = started
+				return observe(now, 3, p)
+			}
+			var restarts []time.Duration
+			warned := 0
+			for i := 0; i < 36; i++ {
+				start := t0.Add(time.Duration(i) * 5 * time.Minute)
+				var r Result
+				s, r, _ = run(cfg, s, start, 170*time.Second, at)
+				future := slices.ContainsFunc(r.Warnings, func(w string) bool { return strings.Contains(w, "dated in the future") })
+				if future {
+					warned++
+				}
+				if ahead := t0.Add(tc.ahead).Sub(start); future != (ahead > ClockSkewTolerance) {
+					t.Errorf("run at +%s, records %s ahead: warnings %q", start.Sub(t0), ahead, r.Warnings)
+				}
+				if r.Action == ActionRestart {
+					restarts = append(restarts, start.Sub(t0))
+					done := start.Add(150 * time.Second)
+					s.Restarts = append(s.Restarts, state.Restart{Pod: cur, UID: "uid-" + cur, Method: MethodDelete, ClaimedAt: done, DoneAt: &done, Outcome: state.RestartDone})
+					n++
+					cur, started = fmt.Sprintf("sched-%d", n), done.Add(10*time.Second)
+				}
+			}
+			if !slices.Equal(restarts, tc.restarts) || warned != tc.warned {
+				t.Errorf("restarts at %v, %d runs warned; want restarts at %v, %d warned", restarts, warned, tc.restarts, tc.warned)
+			}
+		})
+	}
+}
+
+// The same for the back-off (item 6): its end is at most --restart-backoff-max after the
+// restart that did not heal, which is no later than now. An end further ahead
+// than that (a restart record dated ahead, an edit) is ignored, with a warning;
+// counted, an end dated a year ahead turned healing off for a year.
+func TestBackoffBeyondItsMaximumIsIgnored(t *testing.T) {
+	cfg := testConfig()
+	cfg.WedgedFor = 150 * time.Second
+	cfg.IneffectiveWithin, cfg.BackoffBase, cfg.BackoffMax, cfg.BackoffReset = DefaultIneffectiveWithin, DefaultBackoffBase, DefaultBackoffMax, DefaultBackoffReset
+	for _, tc := range []struct {
+		ahead   time.Duration
+		blocked bool
+	}{
+		{30 * time.Minute, true},
+		{DefaultBackoffMax, true},
+		{DefaultBackoffMax + ClockSkewTolerance, true},
+		{DefaultBackoffMax + 2*ClockSkewTolerance, false},
+		{365 * 24 * time.Hour, false},
+	} {
+		t.Run(ShortDuration(tc.ahead)+" ahead", func(t *testing.T) {
+			s := state.New()
+			decided := t0.Add(cfg.WedgedFor) // the run's last sample, where the restart is due
+			s.Backoff = &state.Backoff{Ineffective: 4, LastRestartAt: t0.Add(-time.Minute), NotBefore: decided.Add(tc.ahead)}
+			_, r, _ := run(cfg, s, t0, 170*time.Second, wedgedAt)
+			warned := slices.ContainsFunc(r.Warnings, func(w string) bool { return strings.Contains(w, "back-off") })
+			if blocked := r.Action == ActionBlocked; blocked != tc.blocked || warned == tc.blocked {
+				t.Errorf("back-off ending %s ahead: %s (%s), warnings %q; want blocked %v, a warning %v", tc.ahead, r.Action, r.Reason, r.Warnings, tc.blocked, !tc.blocked)
 			}
 		})
 	}

@@ -420,12 +420,12 @@ func (s *State) WouldRestartFor(uid string, since time.Time) *WouldRestart {
 	return nil
 }
 
-// RestartsSince counts restarts that count against the budget: every claim since
-// from except those abandoned before any action.
-func (s *State) RestartsSince(from time.Time) int {
+// RestartsBetween counts restarts that count against the budget: every claim
+// from from to to (both included) except those abandoned before any action.
+func (s *State) RestartsBetween(from, to time.Time) int {
 	n := 0
 	for _, r := range s.Restarts {
-		if !r.ClaimedAt.Before(from) && r.Outcome != RestartAbandoned {
+		if !r.ClaimedAt.Before(from) && !r.ClaimedAt.After(to) && r.Outcome != RestartAbandoned {
 			n++
 		}
 	}

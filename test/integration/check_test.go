@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -209,6 +210,41 @@ func TestBudgetSpentBlocks(t *testing.T) {
 	}
 	if evs := s.events(s.pod.Name, alert.Spec(alert.EventRestartBlocked).Reason); len(evs) != 1 {
 		t.Errorf("want one blocked Event, got %d", len(evs))
+	}
+}
+
+// TestFutureRestartRecordsDoNotBlock (issue 19, item 6), on the real API server: a
+// namespace editor fills the restart budget with records dated a year ahead (the
+// cluster's `edit` role may update the state ConfigMap). The restart that comes
+// due is made, the run warns that the records are dated in the future, and the
+// budget gate says they were not counted. Seen failing first: blocked, "budget
+// 3/3 used", with the wedged pod left running.
+func TestFutureRestartRecordsDoNotBlock(t *testing.T) {
+	s := newScenario(t, layout{serving: 3, page: fixture(t, "scheduler-metrics-discovery-dead.txt")})
+	s.check().expect(t, 0, "wedged", "wait")
+	ahead := time.Now().AddDate(1, 0, 0).UTC()
+	editState(t, namespaceEditor(t, s.ns), s.ns, func(doc map[string]any) {
+		restarts, _ := doc["restarts"].([]any)
+		for i := range 3 {
+			at := ahead.Add(time.Duration(i) * time.Minute)
+			restarts = append(restarts, map[string]any{"pod": "old", "uid": fmt.Sprintf("old-uid-%d", i), "method": "delete", "claimedAt": at, "doneAt": at, "outcome": "done"})
+		}
+		doc["restarts"] = restarts
+	})
+	if st, _ := s.state(); len(st.Restarts) != 3 {
+		t.Fatalf("the edited state holds %d restarts, want the 3 dated ahead", len(st.Restarts))
+	}
+	waitPastWedgedFor()
+	r := s.check()
+	r.expect(t, 0, "wedged", "restart")
+	if w := strings.Join(r.report.Warnings, "\n"); !strings.Contains(w, "3 restart record(s) in the state are dated in the future") {
+		t.Errorf("warnings %q, want the records dated in the future named", r.report.Warnings)
+	}
+	if !strings.Contains(r.report.Reason, "budget 0/3 used in the last 1h (3 dated in the future not counted)") {
+		t.Errorf("reason %q, want the budget gate to say what it did not count", r.report.Reason)
+	}
+	if s.podExists(s.pod.Name) {
+		t.Error("the wedged pod is still there: the records dated ahead blocked its restart")
 	}
 }
 

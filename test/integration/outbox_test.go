@@ -40,9 +40,9 @@ func namespaceEditor(t *testing.T, ns string) kubernetes.Interface {
 	return c
 }
 
-// addToOutbox edits the state ConfigMap as the editor would: the document as
-// JSON, entries appended to its outbox, written back with an update.
-func addToOutbox(t *testing.T, editor kubernetes.Interface, ns string, entries ...map[string]any) {
+// editState edits the state ConfigMap as a namespace editor would: the document
+// as JSON, changed by edit, written back with an update.
+func editState(t *testing.T, editor kubernetes.Interface, ns string, edit func(doc map[string]any)) {
 	t.Helper()
 	var last error
 	defer func() {
@@ -59,16 +59,24 @@ func addToOutbox(t *testing.T, editor kubernetes.Interface, ns string, entries .
 		}
 		var doc map[string]any
 		must(t, json.Unmarshal([]byte(cm.Data[statestore.DataKey]), &doc))
-		outbox, _ := doc["outbox"].([]any)
-		for _, e := range entries {
-			outbox = append(outbox, e)
-		}
-		doc["outbox"] = outbox
+		edit(doc)
 		raw, err := json.Marshal(doc)
 		must(t, err)
 		cm.Data[statestore.DataKey] = string(raw)
 		_, last = editor.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{})
 		return last == nil
+	})
+}
+
+// addToOutbox appends entries to the state document's outbox, as an editor.
+func addToOutbox(t *testing.T, editor kubernetes.Interface, ns string, entries ...map[string]any) {
+	t.Helper()
+	editState(t, editor, ns, func(doc map[string]any) {
+		outbox, _ := doc["outbox"].([]any)
+		for _, e := range entries {
+			outbox = append(outbox, e)
+		}
+		doc["outbox"] = outbox
 	})
 }
 
