@@ -344,11 +344,16 @@ func (p *pass) confirm() {
 	}
 }
 
-// roundUp is d rounded up to a whole number of sampling intervals: when the sample
-// that makes a restart due will be taken.
+// roundUp is d rounded up to a whole number of sampling intervals, at least one:
+// when the sample that makes a restart due will be taken. Sampling on is always
+// for another sample, an interval away, even when d is 0 (a restart already due
+// whose last sample failed, or whose reads failed).
 func roundUp(d, interval time.Duration) time.Duration {
-	if interval <= 0 || d <= 0 {
+	if interval <= 0 {
 		return max(d, 0)
+	}
+	if d <= 0 {
+		return interval
 	}
 	return (d + interval - 1) / interval * interval
 }

@@ -111,10 +111,13 @@ type healOutcome struct {
 // clock) against a simulated scheduler that enters phase at cause, after the first
 // run (schedsim.DeadRolled: discovery dead, nodes rolled, every heartbeat
 // rejected; schedsim.Unreachable: no node reaches it, no counter moves), each
-// sample's scrape failing with probability rate, until a restart or 2 hours.
-func replayWedge(t *testing.T, phase schedsim.Phase, rate float64, seed uint64) healOutcome {
+// sample's scrape failing with probability rate, until a restart or 2 hours. Each
+// observation takes took (every other API call half as long); every run must end
+// by its deadline.
+func replayWedge(t *testing.T, phase schedsim.Phase, rate float64, seed uint64, took time.Duration) healOutcome {
 	h := newHarness(t)
 	h.productionDefaults()
+	h.slowAPI(took)
 	rng := rand.New(rand.NewPCG(seed, 0x17))
 	sim := schedsim.NewSimOn(3, 1, h.clk.Now)
 	var out healOutcome
@@ -143,9 +146,16 @@ func replayWedge(t *testing.T, phase schedsim.Phase, rate float64, seed uint64) 
 	for run = 0; run <= 24; run++ {
 		h.clk.SetTime(t0.Add(time.Duration(run) * 5 * time.Minute))
 		sent := len(h.sink.events())
+		start := h.clk.Now()
 		rep, err := h.pass()
 		if err != nil {
 			t.Fatalf("run %d: %v", run, err)
+		}
+		if ran := h.clk.Since(start); ran > h.timeout {
+			// In a cluster the deadline would have cut the restart or its record
+			// short, and paged watchdog-error.
+			t.Errorf("phase %d, failure rate %.0f%%, seed %d, observations of %s: run %d ran %s, past its %s deadline (%s/%s after %d samples)",
+				phase, rate*100, seed, took, run, ran, h.timeout, rep.Verdict, rep.Action, rep.Samples)
 		}
 		if run == 0 {
 			// The cause lands somewhere in the next interval (seeded), after this
@@ -190,7 +200,7 @@ func TestScrapeFailuresSweep(t *testing.T) {
 			var heal []time.Duration
 			lastPaged, unhealed := 0, 0
 			for seed := uint64(1); seed <= seeds; seed++ {
-				o := replayWedge(t, phase.phase, rate, seed)
+				o := replayWedge(t, phase.phase, rate, seed, 0)
 				if o.restartRun == 0 || o.seenRun == 0 {
 					if rate <= 0.20 {
 						t.Errorf("%s, failure rate %.0f%%, seed %d: no restart in 2 hours (first seen in run %d):\n%s", phase.name, rate*100, seed, o.seenRun, strings.Join(o.log, "\n"))
@@ -213,6 +223,35 @@ func TestScrapeFailuresSweep(t *testing.T) {
 			slices.Sort(heal)
 			t.Logf("%-24s scrape failures %3.0f%%: restarted by run %d (median) / %d (worst) counted from the first that saw it; paged by run %d at worst; cause to restart %s median, %s worst; %d of %d not restarted in 2 h",
 				phase.name, rate*100, runsAfter[len(runsAfter)/2], runsAfter[len(runsAfter)-1], lastPaged, heal[len(heal)/2].Round(time.Second), heal[len(heal)-1].Round(time.Second), unhealed, seeds)
+		}
+	}
+}
+
+// The same replays on a slow API server: every observation takes 0-5 s (every
+// other API call half as long) while 0-30 % of the scrapes fail. Every run ends by
+// its deadline, whatever it was doing when time ran short: a failed sample leaves
+// the pass sampling on, and the next sample is a whole interval away; and a strong
+// wedge is still paged by the first run that sees it and restarted within two
+// runs up to 20 %.
+func TestFailedSamplesOnASlowAPIEndByTheDeadline(t *testing.T) {
+	const seeds = 40
+	for took := time.Duration(0); took <= 5*time.Second; took += time.Second {
+		for _, rate := range []float64{0, 0.10, 0.20, 0.30} {
+			worst := 0
+			for seed := uint64(1); seed <= seeds; seed++ {
+				o := replayWedge(t, schedsim.DeadRolled, rate, seed, took)
+				if o.restartRun == 0 || o.seenRun == 0 {
+					t.Errorf("observations of %s, failure rate %.0f%%, seed %d: no restart in 2 hours:\n%s", took, rate*100, seed, strings.Join(o.log, "\n"))
+					continue
+				}
+				after := o.restartRun - o.seenRun + 1
+				worst = max(worst, after)
+				if o.pagedRun != o.seenRun || (rate <= 0.20 && after > 2) {
+					t.Errorf("observations of %s, failure rate %.0f%%, seed %d: first seen in run %d, paged in run %d, restarted in run %d:\n%s",
+						took, rate*100, seed, o.seenRun, o.pagedRun, o.restartRun, strings.Join(o.log, "\n"))
+				}
+			}
+			t.Logf("strong wedge, observations of %s, scrape failures %3.0f%%: restarted by run %d at worst, counted from the first that saw it", took, rate*100, worst)
 		}
 	}
 }
