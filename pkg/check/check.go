@@ -255,10 +255,13 @@ func (p *pass) decide(prev *state.State) {
 		switch {
 		case p.res.NeedRollout && p.obs.Rollout == nil:
 			p.obs.Rollout = p.Observer.Rollout(p.ctx, p.obs.Pods...)
+			if err := p.obs.Rollout.Err; err != nil {
+				p.warn("read before a restart failed", fmt.Sprintf("reading the Deployment before a restart failed: %v; read again at the next sample while a restart still fits", err))
+			}
 		case p.res.NeedConsistentRead && !p.obs.Consistent:
 			fresh, err := p.observe(true)
 			if err != nil {
-				p.Log.Warn().Err(err).Msg("consistent re-read before a restart failed: no restart this run")
+				p.warn("read before a restart failed", fmt.Sprintf("the consistent re-read before a restart failed: %v; read again at the next sample while a restart still fits", err))
 				p.obs.ConsistentErr = err
 			} else {
 				p.rep.Samples++

@@ -97,6 +97,64 @@ func TestAFailedListDoesNotEndTheRun(t *testing.T) {
 	}
 }
 
+// The reads a restart needs (the Deployment, the pods and EndpointSlices again
+// with a consistent read) are samples too, and fail when the API server is in
+// trouble. A failed one is read again at the next sample while a restart still
+// fits before the deadline: a strong wedge whose reads fail once or twice in a row
+// is restarted by the run that confirmed it, with observations of 0-5 s, and nobody
+// is paged restart-blocked. When no retry fits (every read fails), the run ends
+// blocked by its deadline and says why.
+func TestAFailedReadBeforeTheRestartIsRetried(t *testing.T) {
+	for _, read := range []string{"consistent", "rollout"} {
+		for took := time.Duration(0); took <= 5*time.Second; took += 2500 * time.Millisecond {
+			for _, fails := range []int{1, 2, 1000} {
+				t.Run(fmt.Sprintf("%s/%s/%d failed", read, took, fails), func(t *testing.T) {
+					h := newHarness(t)
+					h.productionDefaults()
+					h.slowAPI(took)
+					n := 0
+					failing := func() error {
+						if n++; n <= fails {
+							return errors.New("etcdserver: request timed out")
+						}
+						return nil
+					}
+					h.obs.see = func(kind string, now time.Time) (decide.Observation, error) {
+						if kind == read {
+							if err := failing(); err != nil {
+								return decide.Observation{}, err
+							}
+						}
+						return wedgedStrong(kind, now)
+					}
+					if read == "rollout" {
+						h.obs.rolloutErr = failing
+					}
+					rep, _ := h.pass()
+					ran := h.clk.Since(t0)
+					if ran > h.timeout || !rep.StateWritten {
+						t.Errorf("the pass ran %s (deadline %s), state written %t", ran, h.timeout, rep.StateWritten)
+					}
+					sent := h.sink.events()
+					if fails == 1000 {
+						if h.restarts() != 0 || rep.Action != decide.ActionBlocked || !slices.Contains(sent, alert.EventRestartBlocked) {
+							t.Errorf("every %s read failing: %s/%s, %d restarts, sent %v; want blocked, and restart-blocked paged", read, rep.Verdict, rep.Action, h.restarts(), sent)
+						}
+						return
+					}
+					if rep.Action != decide.ActionRestart || h.restarts() != 1 || slices.Contains(sent, alert.EventRestartBlocked) {
+						t.Fatalf("%d failed %s read(s): %s/%s after %d samples, %s in, %d restarts, sent %v: %s", fails, read, rep.Verdict, rep.Action, rep.Samples, ran, h.restarts(), sent, rep.Reason)
+					}
+					if !contains(rep.Warnings, "etcdserver: request timed out") {
+						t.Errorf("warnings %q: the failed read is not reported", rep.Warnings)
+					}
+					t.Logf("%d failed %s read(s), observations of %s: restarted %s into the run, after %d samples", fails, read, took, ran, rep.Samples)
+				})
+			}
+		}
+	}
+}
+
 // healOutcome is what one replay of a wedge measured.
 type healOutcome struct {
 	seenRun      int           // the first run with a sample that saw ready 0 (0: none)

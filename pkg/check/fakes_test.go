@@ -92,6 +92,8 @@ type fakeObserver struct {
 	apiTook time.Duration
 	// jitter, when set, draws each observation's time from [took/2, took] instead.
 	jitter *rand.Rand
+	// rolloutErr, when set, is asked before each Deployment read: an error fails it.
+	rolloutErr func() error
 }
 
 func (o *fakeObserver) read(ctx context.Context, kind string) (decide.Observation, error) {
@@ -125,6 +127,9 @@ func (o *fakeObserver) Rollout(context.Context, ...decide.Pod) *decide.Rollout {
 	o.calls.add("rollout")
 	o.clk.Step(o.apiTook)
 	r := o.rollout
+	if o.rolloutErr != nil {
+		r.Err = o.rolloutErr()
+	}
 	return &r
 }
 

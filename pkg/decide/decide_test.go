@@ -596,6 +596,11 @@ func TestRestartGates(t *testing.T) {
 			if !found {
 				t.Errorf("no gate says %q: %+v", tc.reason, r.Targets[0].Gates)
 			}
+			// Only a failed read asks to sample on and read again (issue 17, item 2).
+			again := r.Targets[0].SampleFor != nil && *r.Targets[0].SampleFor == 0
+			if want := tc.rollout != nil && tc.rollout.Err != nil; again != want {
+				t.Errorf("sample on and read again: %t, want %t", again, want)
+			}
 		})
 	}
 }

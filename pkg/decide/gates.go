@@ -111,9 +111,29 @@ func runGates(t *Target, c *gateCase) {
 	if blocked {
 		t.Action = ActionBlocked
 		markInProgress(t)
+		if t.refusedOnlyBy(func(g Gate) bool { return readFailed(g, c) }) {
+			// A read the restart needs failed: a failed sample, not a verdict on
+			// the restart. Worth sampling on to read again (issue 17, item 2);
+			// the pass does while a restart still fits before its deadline, and
+			// otherwise the run ends blocked and says why.
+			again := time.Duration(0)
+			t.SampleFor = &again
+		}
 		return
 	}
 	t.Action = ActionRestart
+}
+
+// readFailed reports a gate's refusal because a read the restart needs failed:
+// the Deployment, or the consistent re-read of the pods and EndpointSlices.
+func readFailed(g Gate, c *gateCase) bool {
+	switch g.Name {
+	case gateRollout:
+		return c.obs.Rollout != nil && c.obs.Rollout.Err != nil
+	case gateConsistent:
+		return c.obs.ConsistentErr != nil
+	}
+	return false
 }
 
 // markInProgress: while a restart of this pod is already done or under way, the

@@ -457,6 +457,10 @@ func TestRestartNeedsAConsistentRead(t *testing.T) {
 	if r.Action != ActionBlocked || r.NeedConsistentRead || r.Targets[0].RestartInProgress() || !strings.Contains(r.Reason, "etcd leader changed") {
 		t.Fatalf("a failed consistent read must block, visibly: %s need=%v: %s", r.Action, r.NeedConsistentRead, r.Reason)
 	}
+	// It is a failed sample: worth sampling on to read again while one fits.
+	if sf := r.Targets[0].SampleFor; sf == nil || *sf != 0 {
+		t.Errorf("a failed consistent read must ask to sample on and read again: SampleFor %v", sf)
+	}
 	// A healthy run needs none.
 	_, r = Decide(observe(t0, 3, schedPod("sched-a", "uid-a", sample(3, 0))), state.New(), cfg)
 	if r.NeedConsistentRead {
