@@ -84,22 +84,23 @@ and exits 0 or 2 without any API call.`,
 				return f.checkConfig(stderr, f.evidence.Validate, f.push.Validate)
 			}
 			oneProcessor()
-			p, err := f.setup(stderr, f.evidence.Validate, f.push.Validate)
+			clk := clockOf(cmd.Context())
+			p, err := f.setup(stderr, clk, f.evidence.Validate, f.push.Validate)
 			if err != nil {
 				return err
 			}
-			deadline, late, capped := f.job.Deadline(time.Now(), f.cluster.Timeout)
+			deadline, late, capped := f.job.Deadline(clk.Now(), f.cluster.Timeout)
 			if capped {
 				p.log.Warn().Str("job", f.job.Name).Dur("startedLate", late).Time("deadline", deadline).
 					Msg("the Job's pod started late: the run ends before the Job's activeDeadlineSeconds, not --timeout after its start")
 			}
 			ctx, cancel := context.WithDeadline(cmd.Context(), deadline)
 			defer cancel()
-			start := time.Now()
+			start := clk.Now()
 			rep, runErr := p.runner.Run(ctx)
 			pingHeartbeat(ctx, &f.alerts, runErr, f.check.DryRun, p.log)
 			// Its own deadline: a pass that used all of --timeout still reports.
-			if err := f.push.push(cmd.Context(), rep, runErr, time.Since(start), p.sinkNames(), f.check.DryRun); err != nil {
+			if err := f.push.push(cmd.Context(), rep, runErr, clk.Since(start), p.sinkNames(), f.check.DryRun); err != nil {
 				p.log.Warn().Str("error", err.Error()).Msg("metrics push failed")
 				rep.Warnings = append(rep.Warnings, err.Error())
 			}
@@ -157,8 +158,8 @@ func (p *pass) sinkNames() []string {
 	return out
 }
 
-// setup validates the flags and wires a pass: logger, API client, sinks, runner.
-func (f *checkFlags) setup(stderr io.Writer, more ...func() error) (*pass, error) {
+// setup validates the flags and wires a pass on clk: logger, API client, sinks, runner.
+func (f *checkFlags) setup(stderr io.Writer, clk clock.Clock, more ...func() error) (*pass, error) {
 	if err := f.validate(more...); err != nil {
 		return nil, err
 	}
@@ -177,7 +178,7 @@ func (f *checkFlags) setup(stderr io.Writer, more ...func() error) (*pass, error
 	if err != nil {
 		return nil, err
 	}
-	runner := newRunner(f, client, cfg.Host, metrics, sinks, log, clock.RealClock{})
+	runner := newRunner(f, client, cfg.Host, metrics, sinks, log, clk)
 	return &pass{runner: runner, client: client, log: log, host: cfg.Host}, nil
 }
 

@@ -95,11 +95,12 @@ State lives in the same ConfigMap as for check, so the two modes can be switched
 // runPasses performs a pass every --interval until ctx ends (while elected, with
 // --leader-elect), serving the loop's metrics and /healthz on --metrics-addr.
 func runPasses(ctx context.Context, f *checkFlags, ro *RunOptions, stderr io.Writer) error {
-	p, err := f.setup(stderr)
+	clk := clock.RealClock{}
+	p, err := f.setup(stderr, clk)
 	if err != nil {
 		return err
 	}
-	log, clk := p.log, clock.RealClock{}
+	log := p.log
 	m := metrics.New(metrics.Options{Sinks: p.sinkNames(), Runtime: true})
 	l := loop.New(ro.Interval, f.cluster.Timeout, p.loopPass(&f.alerts, f.check.DryRun), m, clk, log)
 

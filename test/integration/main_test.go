@@ -148,9 +148,15 @@ func (s *scenario) syncCache() {
 
 func runCLI(t testing.TB, args ...string) result {
 	t.Helper()
+	return runCLIContext(context.Background(), t, args...)
+}
+
+// runCLIContext is runCLI under ctx (cli.WithClock: a run on a virtual clock).
+func runCLIContext(ctx context.Context, t testing.TB, args ...string) result {
+	t.Helper()
 	var stdout, stderr bytes.Buffer
 	start := time.Now()
-	code := cli.ExecuteContext(context.Background(), args, &stdout, &stderr)
+	code := cli.ExecuteContext(ctx, args, &stdout, &stderr)
 	r := result{code: code, stdout: stdout.String(), stderr: stderr.String(), took: time.Since(start)}
 	if outputFormat(args) == "json" && stdout.Len() > 0 && args[0] == "check" {
 		// One object on one line: a log pipeline (the chart's default) keeps it whole.
