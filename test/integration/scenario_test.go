@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentenv/watchdog/internal/schedsim"
 	"github.com/agentenv/watchdog/internal/testenv"
 	"github.com/agentenv/watchdog/pkg/alert"
 	"github.com/agentenv/watchdog/pkg/cli"
@@ -45,11 +44,9 @@ func scaledFlags() []string {
 type simScenario struct {
 	*scenario
 	sim *testenv.Sim
-	// beforeRun, when set, runs before each run of cronEpisode.
-	beforeRun func()
-	// worstPhase: the cause comes readyLag before a run, so that ready still
-	// reads N when that run looks and the wedge waits a whole interval more to
-	// be seen (issue 17, item 4); otherwise right after a run.
+	// worstPhase: runEpisode's cause comes readyLag before a pass, so that ready
+	// still reads N when that pass looks and the wedge waits a whole interval
+	// more to be seen (issue 17, item 4); otherwise right after a pass.
 	worstPhase bool
 }
 
@@ -57,7 +54,7 @@ type simScenario struct {
 // clock: ready reads 0 40-55 s after the nodes roll (the first gauge refresh 40 s
 // after the roll), and a run looks a few seconds into its start (its real
 // processing time times 30), so 37 s is the lag that is always still seen as N.
-// It is up to 18 s short of the gauge's worst; virtualCronEpisode takes the worst.
+// It is up to 18 s short of the gauge's worst; virtualScenario.cronEpisode takes the worst.
 const readyLag = 37 * time.Second
 
 func newSimScenario(t testing.TB) *simScenario {
@@ -97,8 +94,8 @@ func (h heal) String() string {
 }
 
 // cronEpisode runs `watchdog check` on a compressed */5 schedule, enters phase
-// right after a run (the worst case: the wedge waits a whole interval to be seen),
-// and runs until a restart or maxRuns.
+// right after a run, and runs until a restart or maxRuns. (The heal-latency
+// benchmark replays the CronJob on the virtual clock: virtualScenario.cronEpisode.)
 func cronEpisode(t testing.TB, phase testenv.Phase, maxRuns int, configure func(*testenv.Sim)) heal {
 	s := newSimScenario(t)
 	if configure != nil {
@@ -114,10 +111,6 @@ func (s *simScenario) cronEpisode(t testing.TB, phase testenv.Phase, maxRuns int
 	next := time.Now()
 	s.check().expect(t, 0, "healthy", "none")
 	next = next.Add(interval)
-	if s.worstPhase {
-		time.Sleep(time.Until(next.Add(-s.sim.Real(readyLag))))
-		maxRuns++ // the first run after the cause still sees the scheduler healthy
-	}
 	cause := s.sim.Set(phase)
 
 	var h heal
@@ -125,9 +118,6 @@ func (s *simScenario) cronEpisode(t testing.TB, phase testenv.Phase, maxRuns int
 		time.Sleep(time.Until(next))
 		next = next.Add(interval)
 		start := time.Now()
-		if s.beforeRun != nil {
-			s.beforeRun()
-		}
 		if h.record(t, s.scenario, run, start, s.check(args...), cause, func(at time.Time) time.Duration { return s.sim.Scaled(time.Since(at)) }) {
 			return h
 		}
@@ -312,52 +302,44 @@ func removeFlag(args []string, flag string) []string {
 
 type lockedBuffer = testenv.SyncBuffer
 
-// virtualCronEpisode replays */5 runs of `watchdog check` with the production
-// defaults on a virtual clock (cli.WithClock, the simulated scheduler on the same
-// clock, no API delay): a healthy run, the cause, then a run every 5 minutes until
-// a restart or maxRuns. Only the samples' cadence takes time, so the figures are
-// the decision's own, exact, whatever the machine's load.
+// cronEpisode replays */5 runs of `watchdog check` with the production defaults
+// on the virtual clock (no API delay but what the test injects): a healthy run,
+// the cause, then a run every 5 minutes until a restart or maxRuns. Only the
+// samples' cadence takes time, so the figures are the decision's own, exact,
+// whatever the machine's load.
 //
-// Worst phase: the scheduler's gauges refresh 1 ms after each run looks, and the
-// cause comes just under 55 s before a run: ready reads 0 at the first refresh at
-// least 40 s after the roll, so that run still reads N, and the wedge is seen a
-// whole interval later. Otherwise the cause comes right after a run.
-func virtualCronEpisode(t testing.TB, phase testenv.Phase, worst bool, maxRuns int) heal {
-	s := newScenario(t, layout{serving: 3})
-	s.base = s.base[:10:10] // the production defaults
-	clk := newVirtualClock()
-	ctx := cli.WithClock(context.Background(), clk)
-	runAt := clk.Now()
-	clk.SetTime(runAt.Add(time.Millisecond))
-	sim := schedsim.NewSimOn(3, 1, clk.Now) // its gauges refresh at runAt + 1 ms + k*15 s
-	s.metrics.SetHandler(sim.ServeHTTP)
-	check := func() result {
-		s.syncCache()
-		return runCLIContext(ctx, t, append([]string{"check"}, s.base...)...)
-	}
-	check().expect(t, 0, "healthy", "none") // stores the counters
+// Worst phase: the cause comes just under 55 s before a run, whose gauges refresh
+// just after it looks: ready reads 0 at the first refresh at least 40 s after the
+// roll, so that run still reads N, and the wedge is seen a whole interval later.
+// Otherwise the cause comes right after a run.
+func (v *virtualScenario) cronEpisode(t testing.TB, phase testenv.Phase, worst bool, maxRuns int) heal {
+	t.Helper()
+	v.check().expect(t, 0, "healthy", "none") // stores the counters
 	const interval = 5 * time.Minute
-	next := runAt.Add(interval)
-	cause := clk.Now().Add(time.Millisecond)
+	next := v.clk.Now().Truncate(time.Minute).Add(interval)
+	cause := v.clk.Now().Add(time.Millisecond)
 	if worst {
 		// The refresh before the run is at next - 14.999 s: the cause must come
 		// less than 40 s before it for the run to read N.
 		cause = next.Add(-55*time.Second + 2*time.Millisecond)
 		maxRuns++
 	}
-	clk.SetTime(cause)
-	sim.Set(phase)
+	v.clk.SetTime(cause)
+	v.sim.Set(phase)
 
 	var h heal
 	for run := 1; run <= maxRuns; run++ {
-		clk.SetTime(next)
+		v.clk.SetTime(next)
 		start := next
 		next = next.Add(interval)
-		r := check()
+		if v.beforeRun != nil {
+			v.beforeRun()
+		}
+		r := v.check()
 		if worst && run == 1 && r.report.Verdict != decide.VerdictHealthy {
 			t.Fatalf("worst phase: the run %s after the cause should still read ready N, got %s: %s", start.Sub(cause), r.report.Verdict, r.report.Reason)
 		}
-		if h.record(t, s, run, start, r, cause, clk.Since) {
+		if h.record(t, v.scenario, run, start, r, cause, v.clk.Since) {
 			return h
 		}
 	}
@@ -370,7 +352,7 @@ func virtualCronEpisode(t testing.TB, phase testenv.Phase, worst bool, maxRuns i
 // time, in two phases: the worst (the cause comes just long enough before a run
 // that ready still reads N when it looks, so the wedge is seen a whole interval
 // later) and the cause right after a run. The CronJob runs on a virtual clock
-// (virtualCronEpisode: exact, the gauges' refresh phase at its worst, 55 s);
+// (virtualScenario.cronEpisode: exact, the gauges' refresh phase at its worst, 55 s);
 // `watchdog run` on the 30x compressed clock, the cause readyLag (37 s) before a
 // pass, with real processing time multiplied by 30 in its figures.
 //
@@ -383,8 +365,8 @@ func BenchmarkHealLatency(b *testing.B) {
 				phase string
 				heal  func() heal
 			}{
-				{"CronJob */5, strong evidence (discovery dead, nodes rolled)", "cause 55 s before a run", func() heal { return virtualCronEpisode(b, testenv.DeadRolled, worst, 4) }},
-				{"CronJob */5, weak evidence (nodes cannot reach the scheduler)", "cause 55 s before a run", func() heal { return virtualCronEpisode(b, testenv.Unreachable, worst, 4) }},
+				{"CronJob */5, strong evidence (discovery dead, nodes rolled)", "cause 55 s before a run", func() heal { return newVirtualScenario(b).cronEpisode(b, testenv.DeadRolled, worst, 4) }},
+				{"CronJob */5, weak evidence (nodes cannot reach the scheduler)", "cause 55 s before a run", func() heal { return newVirtualScenario(b).cronEpisode(b, testenv.Unreachable, worst, 4) }},
 				{"run --interval 30s, strong evidence", fmt.Sprintf("cause %s before a pass", readyLag), func() heal {
 					s := newSimScenario(b)
 					s.worstPhase = worst
