@@ -577,3 +577,25 @@ func TestReplacementStartedInTheClaimSecond(t *testing.T) {
 		t.Fatalf("the replacement was not recognised: %s %s", r.Action, r.Reason)
 	}
 }
+
+// Runs the CronJob controller skips (startingDeadlineSeconds during a control-plane
+// upgrade) leave no observation (issue 17, "check"). The clock counts the gap as it
+// counts any time between two runs that saw the same wedge, but the first run after
+// the gap restarts only once its own samples confirmed the wedge for the confirm
+// window: a weak wedge seen before a gap of 2-6 skipped runs waits through the
+// confirm window of the run after it, whatever the gap.
+func TestSkippedRunsConfirmInTheRunAfterThem(t *testing.T) {
+	cfg := testConfig()
+	for skipped := 2; skipped <= 6; skipped++ {
+		s, r := Decide(wedgedAt(t0), state.New(), cfg)
+		if r.Action != ActionWait {
+			t.Fatalf("first sight: %s", r.Action)
+		}
+		after := t0.Add(time.Duration(skipped+1) * 5 * time.Minute)
+		runSteps(t, cfg, s, confirmedRun(cfg, after, wedgedAt, step{verdict: VerdictWedged, action: ActionRestart, check: func(t *testing.T, s *state.State, r Result) {
+			if got, want := r.Targets[0].BadFor.D(), after.Add(cfg.ConfirmWindow).Sub(t0); got != want {
+				t.Errorf("%d runs skipped: wedged for %s, want the gap counted (%s)", skipped, got, want)
+			}
+		}}))
+	}
+}
