@@ -17,11 +17,14 @@ cached_or_exit() {
 
 # scratch_build NAME: a throwaway build cache and GOBIN in $SCRATCH, removed when the
 # script exits: nothing of the build stays but what the script copies out (the
-# Kubernetes build alone fills ~4 GB).
+# Kubernetes build alone fills ~4 GB). With WATCHDOG_TOOLS_GOCACHE (.ci/run sets it to
+# a directory it removes at the end) the tools share one build cache instead, so the
+# standard library and the modules they have in common compile once per CI run, not
+# once per tool.
 scratch_build() {
   SCRATCH="$(mktemp -d "${TMPDIR:-/tmp}/watchdog-$1.XXXXXX")"
   trap 'chmod -R u+w "$SCRATCH" 2>/dev/null || true; rm -rf "$SCRATCH"' EXIT
-  export GOCACHE="$SCRATCH/gocache" GOBIN="$SCRATCH/bin"
+  export GOCACHE="${WATCHDOG_TOOLS_GOCACHE:-$SCRATCH/gocache}" GOBIN="$SCRATCH/bin"
 }
 
 # install_binary SRC DST: copy a built binary into the cache atomically, so that a
