@@ -298,7 +298,7 @@ func TestAlertDedupReminderRecovered(t *testing.T) {
 	if got := eventNames(rec); len(got) != 1 || got[0] != "recovered" {
 		t.Fatalf("recovery sent %v, want [recovered]", got)
 	}
-	if rec[0].Severity != "info" || !strings.Contains(rec[0].Reason, "[wedged]") {
+	if rec[0].Severity != "info" || !strings.Contains(rec[0].Reason, "was wedged since") {
 		t.Errorf("recovered %+v", rec[0])
 	}
 	if texts := slackTexts(t, rcv.since(mark, slackPath)); len(texts) != 1 || !strings.Contains(texts[0], "recovered") {
