@@ -273,11 +273,20 @@ func (o *observer) ObserveConsistent(ctx context.Context) (decide.Observation, e
 // Rollout: the recorded history has no Deployment; it is taken as found, not
 // rolling out, and owning every pod (the gate passes for both methods).
 func (o *observer) Rollout(_ context.Context, pods ...decide.Pod) *decide.Rollout {
-	r := &decide.Rollout{Name: o.deployment, UID: "backtest", Found: true, Owners: map[string]decide.OwnerChain{}}
+	return &decide.Rollout{Name: o.deployment, UID: "backtest", Found: true, Owners: assumedChains(o.deployment, pods)}
+}
+
+// assumedChains owns every pod whose name says it is the Deployment's
+// (<deployment>-<hash>-<suffix>; DefaultQueries select "<deployment>-.+", which a
+// canary "<deployment>-canary-..." matches too): history records no owner chain.
+func assumedChains(deployment string, pods []decide.Pod) map[string]decide.OwnerChain {
+	chains := make(map[string]decide.OwnerChain, len(pods))
 	for _, p := range pods {
-		r.Owners[p.UID] = decide.OwnerChain{Verified: true, ReplicaSetUID: replicaSetUID, Detail: "not in the recorded history: assumed"}
+		if decide.OwnedByName(p, deployment) {
+			chains[p.UID] = decide.OwnerChain{Verified: true, ReplicaSetUID: replicaSetUID, Detail: "not in the recorded history: assumed from the pod's name"}
+		}
 	}
-	return r
+	return chains
 }
 
 // restarter makes the restart in the world and records it.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/prometheus/common/model"
@@ -210,7 +211,7 @@ func (w *World) observation(t time.Time, deployment string) decide.Observation {
 	obs.Expected.Serving = expected
 	for _, p := range w.Pods(t) {
 		dp := decide.Pod{Name: p.Name, UID: p.UID, Phase: "Running", Ready: true, Running: true, StartedAt: p.StartedAt,
-			ControllerKind: "ReplicaSet", ControllerName: deployment + "-backtest", ControllerUID: replicaSetUID}
+			ControllerKind: "ReplicaSet", ControllerName: replicaSetOf(p.Name), ControllerUID: replicaSetUID}
 		switch {
 		case p.Gap != "":
 			dp.ScrapeErr = &scrape.Error{Kind: scrape.KindAbsent, Err: fmt.Errorf("%s", p.Gap)}
@@ -222,7 +223,18 @@ func (w *World) observation(t time.Time, deployment string) decide.Observation {
 		}
 		obs.Pods = append(obs.Pods, dp)
 	}
+	obs.Ownership = &decide.Ownership{Deployment: deployment, Found: true, Chains: assumedChains(deployment, obs.Pods)}
 	return obs
+}
+
+// replicaSetOf is the ReplicaSet a pod's name says it belongs to: a Deployment's
+// pods are named <deployment>-<template hash>-<suffix>. History has no owner
+// references; the name is all there is.
+func replicaSetOf(pod string) string {
+	if i := strings.LastIndexByte(pod, '-'); i > 0 {
+		return pod[:i]
+	}
+	return ""
 }
 
 // replicaSetUID stands for the scheduler's ReplicaSet, which history does not

@@ -376,6 +376,8 @@ func observationError(obs decide.Observation) error {
 		return &Error{What: "count serving nodes", Err: obs.ExpectedErr}
 	case obs.Leader != nil && obs.Leader.Err != nil:
 		return &Error{What: "read leader Lease", Err: obs.Leader.Err}
+	case obs.Ownership != nil && obs.Ownership.Err != nil:
+		return &Error{What: "read the scheduler Deployment's pods", Err: obs.Ownership.Err}
 	case obs.Rollout != nil && obs.Rollout.Err != nil:
 		return &Error{What: "read scheduler Deployment", Err: obs.Rollout.Err}
 	case obs.Rollout != nil && obs.Rollout.OwnersErr != nil:

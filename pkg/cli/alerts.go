@@ -72,16 +72,17 @@ func pingHeartbeat(ctx context.Context, o *AlertOptions, runErr error, dryRun bo
 // failureCategories maps what a pass could not do (check.Error.What) to the fixed
 // word the dead man's switch receives.
 var failureCategories = map[string]string{
-	"read state":                     "read-state",
-	"re-read state after a conflict": "read-state",
-	"observe":                        "observe",
-	"count serving nodes":            "observe",
-	"read leader Lease":              "observe",
-	"read scheduler Deployment":      "observe",
-	"read scheduler ReplicaSet":      "observe",
-	"claim restart in state":         "write-state",
-	"write state":                    "write-state",
-	"restart":                        "restart",
+	"read state":                           "read-state",
+	"re-read state after a conflict":       "read-state",
+	"observe":                              "observe",
+	"count serving nodes":                  "observe",
+	"read leader Lease":                    "observe",
+	"read scheduler Deployment":            "observe",
+	"read scheduler ReplicaSet":            "observe",
+	"read the scheduler Deployment's pods": "observe",
+	"claim restart in state":               "write-state",
+	"write state":                          "write-state",
+	"restart":                              "restart",
 }
 
 // errConfiguration marks a configuration that could not start a run (exit 2); its

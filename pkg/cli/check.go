@@ -210,6 +210,7 @@ func newRunner(f *checkFlags, client *kube.Client, host string, metrics metricsP
 			// The rollout gate checks the owner chain by UID for the rollout method
 			// only: delete acts on the observed pod alone (UID precondition).
 			VerifyOwners: f.check.RestartMethod == decide.MethodRollout,
+			JudgePods:    decide.JudgePods(f.check.JudgePods),
 			MaxPods:      f.check.MaxPods,
 			Clock:        clk,
 		},
@@ -236,6 +237,7 @@ func (f *checkFlags) options() check.Options {
 			RestartOnDegraded: f.check.RestartOnDegraded,
 			MaxWatchAge:       f.check.MaxWatchAge,
 			LeaderLease:       f.check.LeaderLease,
+			JudgePods:         decide.JudgePods(f.check.JudgePods),
 			RestartMethod:     f.check.RestartMethod,
 			MaxPods:           f.check.MaxPods,
 			ClaimTimeout:      f.cluster.Timeout,

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentenv/watchdog/pkg/alert"
+	"github.com/agentenv/watchdog/pkg/decide"
 	"github.com/agentenv/watchdog/pkg/doctor"
 )
 
@@ -100,6 +101,8 @@ Exit codes: 0 every check passed; 1 a check failed (each ✗ line says how to fi
 				RestartMethod:     f.check.RestartMethod,
 				MaxRestarts:       f.check.MaxRestarts,
 				LeaderLease:       f.check.LeaderLease,
+				JudgePods:         decide.JudgePods(f.check.JudgePods),
+				MaxPods:           f.check.MaxPods,
 				Sinks:             sinks,
 				SendTest:          f.sendTest,
 				OutboxKey:         f.alerts.OutboxKey != "",

@@ -101,6 +101,7 @@ type CheckOptions struct {
 	RestartMethod      string
 	RestartOnDegraded  bool
 	LeaderLease        string
+	JudgePods          string
 	MaxWatchAge        time.Duration
 	MaxPods            int
 	DryRun             bool
@@ -129,8 +130,9 @@ func (o *CheckOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.RestartMethod, "restart-method", decide.MethodDelete, "delete (the pod, UID-preconditioned) or rollout (kubectl rollout restart of --deployment)")
 	fs.BoolVar(&o.RestartOnDegraded, "restart-on-degraded", false, "also restart a degraded scheduler (stale cache) once it has lasted --wedged-for")
 	fs.StringVar(&o.LeaderLease, "leader-lease", "", "Lease naming the leader scheduler; when set, only its holder is judged (HA)")
+	fs.StringVar(&o.JudgePods, "judge-pods", string(decide.JudgeDeployment), "which pods matching --scheduler-selector are judged: deployment (only those whose owner chain, by UID, leads to --deployment; others, a canary say, are listed, not judged) or selector (every one: a scheduler no Deployment runs)")
 	fs.DurationVar(&o.MaxWatchAge, "max-watch-age", 0, "when the scheduler exports agentenv_scheduler_watch_last_event_age_seconds, an older watch is strong evidence (0: off)")
-	fs.IntVar(&o.MaxPods, "max-pods", 10, "judge nothing (verdict unknown, a warning, no scrape, no restart) when more live pods than this match --scheduler-selector")
+	fs.IntVar(&o.MaxPods, "max-pods", 10, "judge nothing (verdict unknown, a warning, no scrape, no restart) when more live pods than this would be judged (--judge-pods: of --deployment, or matching --scheduler-selector)")
 	fs.BoolVar(&o.DryRun, "dry-run", false, "run the real pipeline but write, delete, record and send nothing; show what would happen")
 	fs.BoolVar(&o.Shadow, "shadow", false, "run as live (state, episodes, alerts) but record a would-restart instead of restarting; leaving it needs a fresh confirmation before a restart")
 }
@@ -179,6 +181,9 @@ func (o *CheckOptions) Validate(timeout time.Duration) error {
 	p.positive("--restart-backoff-max", o.RestartBackoffMax)
 	if o.RestartMethod != decide.MethodDelete && o.RestartMethod != decide.MethodRollout {
 		p.addf("--restart-method %q: want delete or rollout", o.RestartMethod)
+	}
+	if o.JudgePods != string(decide.JudgeDeployment) && o.JudgePods != string(decide.JudgeSelector) {
+		p.addf("--judge-pods %q: want deployment or selector", o.JudgePods)
 	}
 	p.notNegative("--max-watch-age", o.MaxWatchAge)
 	if o.MaxPods < 1 {

@@ -90,6 +90,7 @@ func TestValidateReportsEveryInvalidFlagInDeclarationOrder(t *testing.T) {
 		"--scrape-via", "tunnel",
 		"--startup-grace", "-1s",
 		"--restart-method", "kill",
+		"--judge-pods", "owners",
 		"--blind-after", "0",
 		"--output", "yaml",
 	}, &stdout, &stderr)
@@ -105,6 +106,7 @@ func TestValidateReportsEveryInvalidFlagInDeclarationOrder(t *testing.T) {
 		`watchdog: --startup-grace must not be negative, got -1s`,
 		`watchdog: --wedged-for must be positive, got -1s`,
 		`watchdog: --restart-method "kill": want delete or rollout`,
+		`watchdog: --judge-pods "owners": want deployment or selector`,
 		`watchdog: --blind-after must be at least 1, got 0`,
 		`watchdog: --output "yaml": want text or json`,
 		`Run 'watchdog check --help' for usage.`,
@@ -122,7 +124,7 @@ func TestValidateReportsEveryInvalidFlagInDeclarationOrder(t *testing.T) {
 	// One Validate alone returns one UsageError listing them all.
 	o := CheckOptions{SchedulerSelector: "app=x", MetricsPort: 0, NodesPort: 0, MetricsPath: "/metrics", ScrapeTimeout: time.Second,
 		MetricsMaxBytes: 4096, NodesService: "nodes", WedgedFor: time.Minute, SampleInterval: time.Second, RestartWindow: time.Hour,
-		RestartBackoffMax: time.Hour, RestartMethod: "delete", MaxPods: 10, ScrapeVia: "auto"}
+		RestartBackoffMax: time.Hour, RestartMethod: "delete", JudgePods: "deployment", MaxPods: 10, ScrapeVia: "auto"}
 	err := o.Validate(DefaultTimeout)
 	var ue *UsageError
 	if !errors.As(err, &ue) {

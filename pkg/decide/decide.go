@@ -100,7 +100,7 @@ func RunFailed(s *state.State) {
 // err. Judged as failed samples, it neither ends a confirmation nor counts as
 // anything seen.
 func Unseen(last Observation, at time.Time, err error) Observation {
-	o := Observation{At: at, RunStart: last.RunStart, Expected: last.Expected, ExpectedErr: last.ExpectedErr, Leader: last.Leader}
+	o := Observation{At: at, RunStart: last.RunStart, Expected: last.Expected, ExpectedErr: last.ExpectedErr, Leader: last.Leader, Ownership: last.Ownership}
 	for _, p := range last.Pods {
 		p.Sample, p.ScrapeErr = nil, fmt.Errorf("not observed: %w", err)
 		o.Pods = append(o.Pods, p)
@@ -167,6 +167,17 @@ func supersededTarget(p Pod, ps *state.Pod) Target {
 	return t
 }
 
+// Judged says which of obs's pods a run judges, why each other is not (by pod
+// name), and the run's problem when none is: Decide's selection, for doctor.
+func Judged(obs Observation, cfg Config) (judged []Pod, notJudged map[string]string, problem string) {
+	judged, others, problem := selectTargets(obs, cfg)
+	notJudged = make(map[string]string, len(others))
+	for _, c := range others {
+		notJudged[c.pod.Name] = c.why
+	}
+	return judged, notJudged, problem
+}
+
 type candidate struct {
 	pod Pod
 	why string
@@ -199,8 +210,18 @@ func selectTargets(obs Observation, cfg Config) (judged []Pod, notJudged []candi
 	if len(live) == 0 {
 		return nil, notJudged, "every scheduler pod is terminating or finished"
 	}
+	if cfg.JudgePods == JudgeDeployment {
+		var problem string
+		live, notJudged, problem = deploymentsPods(obs.Ownership, live, notJudged)
+		if problem != "" {
+			return nil, notJudged, problem
+		}
+	}
 	if cfg.MaxPods > 0 && len(live) > cfg.MaxPods {
 		why := TooManyPods(len(live), cfg.MaxPods)
+		if cfg.JudgePods == JudgeDeployment {
+			why = tooManyOwned(len(live), cfg.MaxPods, obs.Ownership.Deployment)
+		}
 		for _, p := range live {
 			notJudged = append(notJudged, candidate{p, why, true})
 		}
@@ -246,6 +267,44 @@ func selectTargets(obs Observation, cfg Config) (judged []Pod, notJudged []candi
 	return judged, notJudged, ""
 }
 
+// deploymentsPods keeps the live pods whose owner chain, read by UID, leads to
+// the scheduler Deployment, and lists the others as not judged (still live: an
+// episode one of them had pauses). problem is set when no pod is kept.
+func deploymentsPods(o *Ownership, live []Pod, notJudged []candidate) (owned []Pod, _ []candidate, problem string) {
+	switch {
+	case o == nil:
+		problem = "the scheduler Deployment's pods were not read"
+	case o.Err != nil:
+		problem = fmt.Sprintf("cannot tell the pods of Deployment %s: %v", o.Deployment, o.Err)
+	case !o.Found:
+		problem = fmt.Sprintf("Deployment %s not found: no pod is judged (set --deployment to the scheduler's, or --judge-pods selector for a scheduler that no Deployment runs)", o.Deployment)
+	}
+	if problem != "" {
+		for _, p := range live {
+			notJudged = append(notJudged, candidate{p, problem, true})
+		}
+		return nil, notJudged, problem
+	}
+	for _, p := range live {
+		c, read := o.Chains[p.UID]
+		switch {
+		case o.Owns(p):
+			owned = append(owned, p)
+		case read:
+			notJudged = append(notJudged, candidate{p, fmt.Sprintf("not a pod of Deployment %s: %s", o.Deployment, c.Detail), true})
+		case p.ControllerName == "":
+			notJudged = append(notJudged, candidate{p, fmt.Sprintf("not a pod of Deployment %s: it has no controller", o.Deployment), true})
+		default:
+			notJudged = append(notJudged, candidate{p, fmt.Sprintf("not a pod of Deployment %s: its controller is %s %s", o.Deployment, p.ControllerKind, p.ControllerName), true})
+		}
+	}
+	if len(owned) == 0 {
+		return nil, notJudged, fmt.Sprintf("no live pod of Deployment %s matches the selector (%d other live pod%s, not judged)",
+			o.Deployment, len(live), map[bool]string{true: " does", false: "s do"}[len(live) == 1])
+	}
+	return owned, notJudged, ""
+}
+
 const tooManyPrefix = "too many scheduler pods"
 
 // TooManyPods is the run's reason when more live pods match the selector than
@@ -253,6 +312,11 @@ const tooManyPrefix = "too many scheduler pods"
 // a scrape of each and a restart decision on a guess.
 func TooManyPods(live, limit int) string {
 	return fmt.Sprintf("%s: %d live pods match the selector, more than --max-pods %d; none is scraped or judged (check --scheduler-selector)", tooManyPrefix, live, limit)
+}
+
+// tooManyOwned is TooManyPods when only the Deployment's pods are judged.
+func tooManyOwned(owned, limit int, deployment string) string {
+	return fmt.Sprintf("%s: %d live pods of Deployment %s, more than --max-pods %d; none is scraped or judged", tooManyPrefix, owned, deployment, limit)
 }
 
 // HolderIs reports whether a Lease holderIdentity names a pod. client-go's leader

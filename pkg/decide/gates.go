@@ -309,7 +309,7 @@ func rolloutGate(c *gateCase) Gate {
 		g.Detail = fmt.Sprintf("Deployment %s is paused", r.Name)
 	case r.InProgress:
 		g.Detail = fmt.Sprintf("Deployment %s is mid-rollout: %s", r.Name, r.Detail)
-	case cfg.RestartMethod == MethodRollout && !ownedBy(p, r.Name):
+	case cfg.RestartMethod == MethodRollout && !OwnedByName(p, r.Name):
 		// Rolling the Deployment would not replace this pod: the wedge would stay
 		// and count as restarted.
 		g.Detail = fmt.Sprintf("pod %s is not run by Deployment %s (controller: %s %q); the rollout method would restart the wrong pods", p.Name, r.Name, orNone(p.ControllerKind), p.ControllerName)
@@ -400,10 +400,10 @@ func backoffGate(c *gateCase) (Gate, bool) {
 	return Gate{Name: GateBackoff, OK: true, Detail: fmt.Sprintf("%d restart(s) in a row did not heal; the back-off ended at %s", b.Ineffective, b.NotBefore.UTC().Format(time.RFC3339))}, true
 }
 
-// ownedBy reports whether a pod's controller is a ReplicaSet of the Deployment:
+// OwnedByName reports whether a pod's controller is a ReplicaSet of the Deployment:
 // ReplicaSets are named <deployment>-<pod-template-hash>, and the hash has no dash
 // (so a pod of "agentenv-scheduler-canary" is not one of "agentenv-scheduler").
-func ownedBy(p Pod, deployment string) bool {
+func OwnedByName(p Pod, deployment string) bool {
 	i := strings.LastIndexByte(p.ControllerName, '-')
 	return p.ControllerKind == "ReplicaSet" && i > 0 && p.ControllerName[:i] == deployment
 }

@@ -61,11 +61,15 @@ type Config struct {
 	RestartOnDegraded bool
 	// MaxWatchAge turns a watch older than this into strong evidence; zero is off.
 	MaxWatchAge time.Duration
+	// JudgePods says which live pods matching the selector are judged; the zero
+	// value is JudgeSelector (every one), the CLI's default JudgeDeployment.
+	JudgePods JudgePods
 	// LeaderLease, when set, judges only the pod holding that Lease.
 	LeaderLease   string
 	RestartMethod string
-	// MaxPods: when more live pods match the selector, none is judged (the
-	// verdict is unknown, with a warning). Zero is no limit.
+	// MaxPods: when more live pods match the selector (with JudgeDeployment:
+	// name a ReplicaSet of the Deployment), none is judged (the verdict is
+	// unknown, with a warning). Zero is no limit.
 	MaxPods int
 	// ClaimTimeout is how long a restart claim may stay unfinished before a later
 	// run completes it: younger claims belong to a run that may still be acting.
@@ -93,6 +97,19 @@ const (
 // watchdog stops trusting the pod's clock.
 const ClockSkewTolerance = time.Minute
 
+// JudgePods is which of the pods matching the selector a run judges.
+type JudgePods string
+
+const (
+	// JudgeDeployment judges only the pods whose owner chain, by UID, leads to
+	// the scheduler Deployment (pod → ReplicaSet → --deployment): a canary or a
+	// debug pod sharing the scheduler's labels is listed, not judged.
+	JudgeDeployment JudgePods = "deployment"
+	// JudgeSelector judges every live pod matching the selector (a scheduler run
+	// by something other than a Deployment).
+	JudgeSelector JudgePods = "selector"
+)
+
 // Observation is everything one run saw.
 type Observation struct {
 	At time.Time
@@ -107,6 +124,9 @@ type Observation struct {
 	Leader *Leader
 	// Rollout is the Deployment's state; nil until read (see Result.NeedRollout).
 	Rollout *Rollout
+	// Ownership says which pods are the Deployment's (Config.JudgePods
+	// JudgeDeployment); nil when not read.
+	Ownership *Ownership
 	// Consistent: the pods and EndpointSlices were listed with a consistent
 	// (quorum) read, not from the API server's watch cache, which can lag most
 	// precisely during API-server trouble. A restart needs one (Result.NeedConsistentRead);
@@ -194,6 +214,24 @@ type Rollout struct {
 	Owners map[string]OwnerChain
 	// OwnersErr is the first API error met reading that chain (RBAC, say).
 	OwnersErr error
+}
+
+// Ownership is which listed pods the scheduler Deployment runs, read by UID for
+// every observation (JudgeDeployment). Only pods whose controller reference names
+// a ReplicaSet of the Deployment (OwnedByName) are read and counted; Chains holds
+// their verdicts by pod UID.
+type Ownership struct {
+	Deployment string
+	Found      bool
+	Err        error
+	Chains     map[string]OwnerChain
+}
+
+// Owns reports whether the pod's chain was verified by UID, for the controller
+// reference the pod has now.
+func (o *Ownership) Owns(p Pod) bool {
+	c, ok := o.Chains[p.UID]
+	return ok && c.Verified && c.ReplicaSetUID == p.ControllerUID
 }
 
 // OwnerChain is the verdict on one pod's controller chain. Detail names the link

@@ -40,6 +40,7 @@ type Needs struct {
 	StateConfigMap string
 	Deployment     string
 	RestartMethod  string
+	JudgePods      decide.JudgePods
 	MaxRestarts    int
 	// LeaderLease is the scheduler's leader Lease (--leader-lease), or "".
 	LeaderLease string
@@ -97,8 +98,11 @@ func (n Needs) Required() []Access {
 	if restarts && n.RestartMethod == decide.MethodRollout {
 		out = append(out, Access{Group: "apps", Resource: "deployments", Verb: "patch", Name: n.Deployment, Why: "restart a wedged scheduler (--restart-method rollout)"})
 	}
-	if n.RestartMethod == decide.MethodRollout {
-		// ReplicaSet names change with every rollout: not narrowed by name.
+	switch {
+	// ReplicaSet names change with every rollout: not narrowed by name.
+	case n.JudgePods == decide.JudgeDeployment:
+		out = append(out, Access{Group: "apps", Resource: "replicasets", Verb: "get", Why: "judge only the Deployment's pods: pod → ReplicaSet → Deployment by UID (--judge-pods deployment)"})
+	case n.RestartMethod == decide.MethodRollout:
 		out = append(out, Access{Group: "apps", Resource: "replicasets", Verb: "get", Why: "check pod → ReplicaSet → Deployment by UID before a rollout restart (--restart-method rollout)"})
 	}
 	if n.LeaderLease != "" {

@@ -3,6 +3,8 @@ package doctor
 import (
 	"slices"
 	"testing"
+
+	"github.com/agentenv/watchdog/pkg/decide"
 )
 
 func accessStrings(n Needs) []string {
@@ -37,14 +39,24 @@ func TestRequiredCreatesOnlyWhatIsMissing(t *testing.T) {
 	}
 }
 
-// The rollout method reads the ReplicaSet of each pod it would restart (the owner
-// chain, by UID); the delete method does not.
-func TestRolloutNeedsReplicaSets(t *testing.T) {
-	for _, method := range []string{"delete", "rollout"} {
-		for _, max := range []int{0, 3} {
-			got := accessStrings(Needs{StateConfigMap: "st", Deployment: "sched", RestartMethod: method, MaxRestarts: max})
-			if has := slices.Contains(got, "get replicasets.apps"); has != (method == "rollout") {
-				t.Errorf("%s, --max-restarts %d: get replicasets.apps required %v: %q", method, max, has, got)
+// Judging only the Deployment's pods (--judge-pods deployment, the default)
+// reads the ReplicaSet of each pod naming one of the Deployment's, and so does the
+// rollout method before a restart (the owner chain, by UID); the delete method
+// judging every pod reads none.
+func TestReplicaSetsAreReadForOwnerChains(t *testing.T) {
+	for _, judge := range []decide.JudgePods{decide.JudgeDeployment, decide.JudgeSelector} {
+		for _, method := range []string{"delete", "rollout"} {
+			for _, max := range []int{0, 3} {
+				got := accessStrings(Needs{StateConfigMap: "st", Deployment: "sched", RestartMethod: method, JudgePods: judge, MaxRestarts: max})
+				n := 0
+				for _, a := range got {
+					if a == "get replicasets.apps" {
+						n++
+					}
+				}
+				if want := judge == decide.JudgeDeployment || method == "rollout"; (n == 1) != want || n > 1 {
+					t.Errorf("--judge-pods %s, %s, --max-restarts %d: get replicasets.apps required %d times, want it %v: %q", judge, method, max, n, want, got)
+				}
 			}
 		}
 	}

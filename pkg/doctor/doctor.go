@@ -18,7 +18,9 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
 
+	"github.com/agentenv/watchdog/pkg/decide"
 	"github.com/agentenv/watchdog/pkg/endpoints"
 	"github.com/agentenv/watchdog/pkg/kube"
 	"github.com/agentenv/watchdog/pkg/observe"
@@ -51,9 +53,11 @@ const (
 type Result struct {
 	Group string `json:"group"`
 	Name  string `json:"name"`
-	// OK is false only for a failed check; a skipped check is OK and Skipped.
+	// OK is false only for a failed check; a skipped check is OK and Skipped; a
+	// check that passed with a doubt is OK and Warning (its Hint says what to do).
 	OK      bool   `json:"ok"`
 	Skipped bool   `json:"skipped,omitempty"`
+	Warning bool   `json:"warning,omitempty"`
 	Detail  string `json:"detail"`
 	// Hint says how to fix a failed check.
 	Hint string `json:"hint,omitempty"`
@@ -94,6 +98,9 @@ type Config struct {
 	RestartMethod     string
 	MaxRestarts       int
 	LeaderLease       string
+	// JudgePods and MaxPods: which pods a run judges (--judge-pods, --max-pods).
+	JudgePods decide.JudgePods
+	MaxPods   int
 	// ElectionLease is `run --leader-elect`'s Lease, "" without election.
 	ElectionLease string
 	// Sinks are the configured alert sinks; SendTest delivers a test alert to each.
@@ -122,6 +129,12 @@ func (d *Doctor) fail(group, name, detail, hint string) {
 	d.add(Result{Group: group, Name: name, Detail: detail, Hint: hint})
 }
 
+// warn records a check that passed with a doubt a run will act on: a warning,
+// not a failure (the exit code stays 0), with what to do.
+func (d *Doctor) warn(group, name, detail, hint string) {
+	d.add(Result{Group: group, Name: name, OK: true, Warning: true, Detail: detail, Hint: hint})
+}
+
 func (d *Doctor) skip(group, name, detail string) {
 	d.add(Result{Group: group, Name: name, OK: true, Skipped: true, Detail: detail})
 }
@@ -140,6 +153,7 @@ func (d *Doctor) Run(ctx context.Context) []Result {
 	if d.checkAPI(ctx) {
 		d.checkRBAC(ctx)
 		pods := d.checkPods(ctx)
+		d.checkJudged(ctx, pods)
 		d.checkMetrics(ctx, pods)
 		d.checkSlices(ctx)
 		d.checkObjects(ctx)
@@ -197,7 +211,7 @@ func Skew(before, after, date time.Time) time.Duration {
 // needs reads whether the objects the watchdog may create exist.
 func (d *Doctor) needs(ctx context.Context) Needs {
 	n := Needs{
-		StateConfigMap: d.StateConfigMap, Deployment: d.Deployment, RestartMethod: d.RestartMethod,
+		StateConfigMap: d.StateConfigMap, Deployment: d.Deployment, RestartMethod: d.RestartMethod, JudgePods: d.JudgePods,
 		MaxRestarts: d.MaxRestarts, LeaderLease: d.LeaderLease, ElectionLease: d.ElectionLease,
 		ScrapeViaAPIServer: d.Via == scrape.ViaAPIServer,
 		EvidenceConfigMap:  d.EvidenceConfigMap, EvidenceLogs: d.EvidenceLogs,
@@ -294,6 +308,55 @@ func (d *Doctor) checkPods(ctx context.Context) []corev1.Pod {
 		d.pass(GroupScheduler, cname, fmt.Sprintf("container %q in %d of %d pod(s)", d.Container, len(withContainer), len(list.Items)))
 	}
 	return live
+}
+
+// checkJudged says which of the live pods a run judges, as a run selects them
+// (--judge-pods, --max-pods; the leader Lease picks among them at run time).
+// Several judged without --leader-lease is a warning: the single-target gate
+// then blocks every restart. None judged is a failure: every run is blind.
+func (d *Doctor) checkJudged(ctx context.Context, pods []corev1.Pod) {
+	const name = "scheduler pods a run judges"
+	if len(pods) == 0 {
+		d.skip(GroupScheduler, name, "no live scheduler pod")
+		return
+	}
+	o := &observe.Observer{Client: d.Client, Namespace: d.Namespace, Container: d.Container, Deployment: d.Deployment, MaxPods: d.MaxPods, Clock: clock.RealClock{}}
+	obs := decide.Observation{At: d.now()}
+	for i := range pods {
+		obs.Pods = append(obs.Pods, o.Describe(&pods[i]))
+	}
+	if d.JudgePods == decide.JudgeDeployment {
+		obs.Ownership = o.Ownership(ctx, obs.Pods)
+	}
+	judged, notJudged, problem := decide.Judged(obs, decide.Config{JudgePods: d.JudgePods, MaxPods: d.MaxPods})
+	var names []string
+	for _, p := range judged {
+		names = append(names, p.Name)
+	}
+	others := make([]string, 0, len(notJudged))
+	for pod, why := range notJudged {
+		others = append(others, fmt.Sprintf("%s (%s)", pod, why))
+	}
+	sort.Strings(others)
+	detail := fmt.Sprintf("judged: %s", strings.Join(names, ", "))
+	if len(others) > 0 {
+		detail += "; not judged: " + strings.Join(others, "; ")
+	}
+	switch {
+	case len(judged) == 0:
+		hint := "set --deployment (chart: scheduler.deployment) to the Deployment that runs the scheduler"
+		if d.JudgePods == decide.JudgeDeployment {
+			hint += ", or --judge-pods selector (chart: scheduler.judgePods) for a scheduler that no Deployment runs"
+		} else {
+			hint = "narrow --scheduler-selector (chart: scheduler.selector) to the scheduler's pods, or raise --max-pods"
+		}
+		d.fail(GroupScheduler, name, problem, hint)
+	case len(judged) > 1 && d.LeaderLease == "":
+		d.warn(GroupScheduler, name, fmt.Sprintf("%d pods are judged and --leader-lease is not set: %s", len(judged), detail),
+			"no restart will happen while several pods are judged (the single-target gate cannot tell which leads): set --leader-lease (chart: scheduler.leaderLease) for an HA scheduler; with --judge-pods selector, narrow --scheduler-selector or use --judge-pods deployment")
+	default:
+		d.pass(GroupScheduler, name, detail)
+	}
 }
 
 // checkMetrics scrapes every live scheduler pod, with the run's scraper.
@@ -397,7 +460,7 @@ func ports(ps []int32) string {
 // checkObjects reads the Deployment and the Leases the configuration names.
 func (d *Doctor) checkObjects(ctx context.Context) {
 	const dname = "scheduler Deployment exists"
-	dep, err := d.Client.GetDeployment(ctx, d.Namespace, d.Deployment)
+	dep, err := d.Client.GetDeployment(ctx, d.Namespace, d.Deployment, kube.Quorum)
 	switch {
 	case apierrors.IsNotFound(err):
 		d.fail(GroupObjects, dname, fmt.Sprintf("Deployment %s/%s not found", d.Namespace, d.Deployment),
@@ -414,7 +477,7 @@ func (d *Doctor) checkObjects(ctx context.Context) {
 
 	const lname = "scheduler leader Lease exists"
 	if d.LeaderLease == "" {
-		d.skip(GroupObjects, lname, "--leader-lease is not set: every scheduler pod is judged")
+		d.skip(GroupObjects, lname, "--leader-lease is not set: every pod a run judges is a target (see the Scheduler checks)")
 	} else {
 		lease, err := d.Client.GetLease(ctx, d.Namespace, d.LeaderLease)
 		switch {

@@ -172,3 +172,33 @@ func TestReportFormats(t *testing.T) {
 		t.Errorf("all-passed report ok %t:\n%s", ok.OK, text.String())
 	}
 }
+
+// A warning passes (exit 0) but shows its doubt and what to do, and is counted.
+func TestReportWarning(t *testing.T) {
+	rep := NewReport("wd", "https://api", []Result{
+		{Group: GroupAPI, Name: "API server is reachable", OK: true, Detail: "Kubernetes v1.37.2"},
+		{Group: GroupScheduler, Name: "scheduler pods a run judges", OK: true, Warning: true, Detail: "2 pods are judged", Hint: "set --leader-lease"},
+	})
+	if !rep.OK || rep.Warnings != 1 || rep.Failed != 0 {
+		t.Fatalf("report %+v", rep)
+	}
+	var text bytes.Buffer
+	if err := rep.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"! scheduler pods a run judges: 2 pods are judged\n    fix: set --leader-lease\n",
+		"! all 2 checks passed, 1 with a warning (0 skipped)\n",
+	} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("text report lacks %q:\n%s", want, text.String())
+		}
+	}
+	var js bytes.Buffer
+	if err := rep.WriteJSON(&js); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(js.String(), `"warnings":1`) || !strings.Contains(js.String(), `"warning":true`) {
+		t.Errorf("JSON report %s", js.String())
+	}
+}

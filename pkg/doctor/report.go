@@ -12,6 +12,7 @@ type Report struct {
 	// OK is true when no check failed (skipped checks do not count).
 	OK        bool     `json:"ok"`
 	Failed    int      `json:"failed"`
+	Warnings  int      `json:"warnings"`
 	Skipped   int      `json:"skipped"`
 	Namespace string   `json:"namespace"`
 	Host      string   `json:"apiServer"`
@@ -30,6 +31,8 @@ func NewReport(namespace, host string, results []Result) *Report {
 			r.Failed++
 		case c.Skipped:
 			r.Skipped++
+		case c.Warning:
+			r.Warnings++
 		}
 	}
 	r.OK = r.Failed == 0
@@ -47,6 +50,7 @@ const (
 	MarkOK   = "✓"
 	MarkFail = "✗"
 	MarkSkip = "-"
+	MarkWarn = "!"
 )
 
 // WriteText writes the report for people: a heading per group, a line per check,
@@ -66,6 +70,8 @@ func (r *Report) WriteText(w io.Writer) error {
 			mark = MarkFail
 		case c.Skipped:
 			mark = MarkSkip
+		case c.Warning:
+			mark = MarkWarn
 		}
 		fmt.Fprintf(&b, "%s %s", mark, c.Name)
 		if c.Skipped {
@@ -75,15 +81,18 @@ func (r *Report) WriteText(w io.Writer) error {
 			fmt.Fprintf(&b, ": %s", c.Detail)
 		}
 		b.WriteByte('\n')
-		if !c.OK && c.Hint != "" {
+		if (!c.OK || c.Warning) && c.Hint != "" {
 			fmt.Fprintf(&b, "    fix: %s\n", c.Hint)
 		}
 	}
 	b.WriteByte('\n')
 	total := len(r.Checks)
-	if r.OK {
+	switch {
+	case r.OK && r.Warnings > 0:
+		fmt.Fprintf(&b, "%s all %d checks passed, %d with a warning (%d skipped)\n", MarkWarn, total-r.Skipped, r.Warnings, r.Skipped)
+	case r.OK:
 		fmt.Fprintf(&b, "%s all %d checks passed (%d skipped)\n", MarkOK, total-r.Skipped, r.Skipped)
-	} else {
+	default:
 		fmt.Fprintf(&b, "%s %d of %d checks failed (%d skipped)\n", MarkFail, r.Failed, total-r.Skipped, r.Skipped)
 	}
 	_, err := io.WriteString(w, b.String())

@@ -167,18 +167,26 @@ func (c *Client) ListEvents(ctx context.Context, ns string, opts metav1.ListOpti
 	return out, err
 }
 
+// Quorum is a read of the current object, from etcd; Cached one from the API
+// server's watch cache (resourceVersion "0"), as FromCache lists: enough where a
+// UID is all that is checked, and it spares etcd a read per sample.
+var (
+	Quorum = metav1.GetOptions{}
+	Cached = metav1.GetOptions{ResourceVersion: "0"}
+)
+
 // GetDeployment reads a Deployment.
-func (c *Client) GetDeployment(ctx context.Context, ns, name string) (*appsv1.Deployment, error) {
+func (c *Client) GetDeployment(ctx context.Context, ns, name string, opts metav1.GetOptions) (*appsv1.Deployment, error) {
 	out := &appsv1.Deployment{}
-	err := c.apps.Get().Namespace(ns).Resource("deployments").Name(name).Do(ctx).Into(out)
+	err := c.apps.Get().Namespace(ns).Resource("deployments").Name(name).VersionedParams(&opts, params).Do(ctx).Into(out)
 	return out, err
 }
 
 // GetReplicaSet reads a ReplicaSet (the link between a scheduler pod and its
-// Deployment, checked by UID before a rollout restart).
-func (c *Client) GetReplicaSet(ctx context.Context, ns, name string) (*appsv1.ReplicaSet, error) {
+// Deployment, checked by UID).
+func (c *Client) GetReplicaSet(ctx context.Context, ns, name string, opts metav1.GetOptions) (*appsv1.ReplicaSet, error) {
 	out := &appsv1.ReplicaSet{}
-	err := c.apps.Get().Namespace(ns).Resource("replicasets").Name(name).Do(ctx).Into(out)
+	err := c.apps.Get().Namespace(ns).Resource("replicasets").Name(name).VersionedParams(&opts, params).Do(ctx).Into(out)
 	return out, err
 }
 

@@ -41,6 +41,13 @@ type Observer struct {
 	// VerifyOwners reads each pod's ReplicaSet with the Deployment (Rollout) and
 	// checks the chain by UID: the rollout method's gate needs it.
 	VerifyOwners bool
+	// JudgePods: with decide.JudgeDeployment every observation reads the
+	// Deployment and the owner chains of the pods naming its ReplicaSets
+	// (Observation.Ownership), and scrapes only the Deployment's pods.
+	JudgePods decide.JudgePods
+	// owners keeps the Deployment and ReplicaSets read for Ownership for a while
+	// (ownersTTL): the samples of a run would read the same ones each time.
+	owners ownersCache
 	// MaxPods: when more live pods match the selector, none is scraped (decide
 	// judges none). Zero is no limit.
 	MaxPods int
@@ -83,6 +90,8 @@ func (o *Observer) observe(ctx context.Context, consistent bool) (decide.Observa
 		expected    endpoints.Count
 		expectedErr error
 		leader      *decide.Leader
+		dep         *appsv1.Deployment
+		depErr      error
 	)
 	wg.Add(2)
 	go func() {
@@ -104,6 +113,15 @@ func (o *Observer) observe(ctx context.Context, consistent bool) (decide.Observa
 			leader = o.readLeader(ctx)
 		}()
 	}
+	if o.JudgePods == decide.JudgeDeployment {
+		// Beside the pod list, not after it, and mostly from the cache: a slow
+		// API server must not make each sample a round trip longer.
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			dep, depErr = o.cachedDeployment(ctx)
+		}()
+	}
 	wg.Wait()
 	if podsErr != nil {
 		return decide.Observation{}, fmt.Errorf("list scheduler pods (%s) in %s: %w", o.Selector, o.Namespace, podsErr)
@@ -111,15 +129,22 @@ func (o *Observer) observe(ctx context.Context, consistent bool) (decide.Observa
 
 	obs := decide.Observation{Expected: expected, ExpectedErr: expectedErr, Leader: leader, Consistent: consistent}
 	obs.Pods = make([]decide.Pod, len(pods.Items))
+	for i := range pods.Items {
+		obs.Pods[i] = o.Describe(&pods.Items[i])
+	}
+	judgeable := countLive(obs.Pods)
+	if o.JudgePods == decide.JudgeDeployment {
+		obs.Ownership = o.ownership(ctx, dep, depErr, obs.Pods)
+		judgeable = countOwned(obs.Ownership, obs.Pods)
+	}
 	// Too many matching pods: a selector gone wide. Scraping them all would be the
 	// watchdog's own fan-out; decide judges none of them (Config.MaxPods).
-	scrapeNone := o.MaxPods > 0 && countLive(pods.Items) > o.MaxPods
+	scrapeNone := o.MaxPods > 0 && judgeable > o.MaxPods
 	var scrapes sync.WaitGroup
 	slots := make(chan struct{}, o.maxScrapes())
 	for i := range pods.Items {
 		pod := &pods.Items[i]
-		obs.Pods[i] = o.describe(pod)
-		if scrapeNone || !o.shouldScrape(pod, leader) {
+		if scrapeNone || !o.shouldScrape(pod, leader) || (obs.Ownership != nil && !obs.Ownership.Owns(obs.Pods[i])) {
 			continue
 		}
 		scrapes.Add(1)
@@ -199,10 +224,10 @@ func ProxyURL(apiServer string, pod *corev1.Pod, port int, path string) string {
 		"/pods/" + url.PathEscape(pod.Name) + ":" + strconv.Itoa(port) + "/proxy" + path
 }
 
-// describe turns a pod into the decision core's view. The age comes from the
+// Describe turns a pod into the decision core's view. The age comes from the
 // scheduler container's current run (a container restart is a fresh start), falling
 // back to the pod's start time, never its creation.
-func (o *Observer) describe(pod *corev1.Pod) decide.Pod {
+func (o *Observer) Describe(pod *corev1.Pod) decide.Pod {
 	p := decide.Pod{
 		Name:        pod.Name,
 		UID:         string(pod.UID),
@@ -288,7 +313,7 @@ func renewalWritten(lease *coordinationv1.Lease) time.Time {
 // gate fails safe on it. With VerifyOwners, it also checks pods' owner chains.
 func (o *Observer) Rollout(ctx context.Context, pods ...decide.Pod) *decide.Rollout {
 	r := &decide.Rollout{Name: o.Deployment}
-	d, err := o.Client.GetDeployment(ctx, o.Namespace, o.Deployment)
+	d, err := o.Client.GetDeployment(ctx, o.Namespace, o.Deployment, kube.Quorum)
 	if apierrors.IsNotFound(err) {
 		return r
 	}
@@ -300,7 +325,10 @@ func (o *Observer) Rollout(ctx context.Context, pods ...decide.Pod) *decide.Roll
 	r.Paused = d.Spec.Paused
 	r.InProgress, r.Detail = rollingOut(d)
 	if o.VerifyOwners {
-		r.Owners, r.OwnersErr = o.ownerChains(ctx, d, pods)
+		// Read afresh: the last look before acting.
+		r.Owners, r.OwnersErr = o.ownerChains(ctx, d, pods, func(ctx context.Context, name string) (*appsv1.ReplicaSet, error) {
+			return o.Client.GetReplicaSet(ctx, o.Namespace, name, kube.Quorum)
+		})
 	}
 	return r
 }

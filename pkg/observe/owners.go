@@ -3,14 +3,16 @@ package observe
 import (
 	"context"
 	"fmt"
+	"sync"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/agentenv/watchdog/pkg/decide"
+	"github.com/agentenv/watchdog/pkg/kube"
 )
 
 // ownerChains reads, for each live pod controlled by a ReplicaSet, that ReplicaSet
@@ -25,7 +27,7 @@ import (
 //
 // Each ReplicaSet is read once per call (the pods of one Deployment share it), and
 // the call is made only when a restart is due, for at most --max-pods pods.
-func (o *Observer) ownerChains(ctx context.Context, d *appsv1.Deployment, pods []decide.Pod) (map[string]decide.OwnerChain, error) {
+func (o *Observer) ownerChains(ctx context.Context, d *appsv1.Deployment, pods []decide.Pod, get func(ctx context.Context, name string) (*appsv1.ReplicaSet, error)) (map[string]decide.OwnerChain, error) {
 	out := make(map[string]decide.OwnerChain, len(pods))
 	type read struct {
 		rs  *appsv1.ReplicaSet
@@ -34,7 +36,7 @@ func (o *Observer) ownerChains(ctx context.Context, d *appsv1.Deployment, pods [
 	cache := map[string]read{}
 	var firstErr error
 	for _, p := range pods {
-		if p.Terminating || p.Phase == "Failed" || p.Phase == "Succeeded" {
+		if !live(p) {
 			continue // never judged: nothing to restart
 		}
 		if p.ControllerKind != "ReplicaSet" || p.ControllerName == "" {
@@ -43,7 +45,7 @@ func (o *Observer) ownerChains(ctx context.Context, d *appsv1.Deployment, pods [
 		}
 		got, ok := cache[p.ControllerName]
 		if !ok {
-			got.rs, got.err = o.Client.GetReplicaSet(ctx, o.Namespace, p.ControllerName)
+			got.rs, got.err = get(ctx, p.ControllerName)
 			cache[p.ControllerName] = got
 		}
 		switch {
@@ -60,6 +62,106 @@ func (o *Observer) ownerChains(ctx context.Context, d *appsv1.Deployment, pods [
 		}
 	}
 	return out, firstErr
+}
+
+// Ownership reads which of pods the scheduler Deployment runs, by UID, for
+// judging (decide.JudgeDeployment). Only live pods whose controller reference
+// names a ReplicaSet of the Deployment (decide.OwnedByName) are read: a canary or
+// a pod of another workload costs no call. More distinct ReplicaSet names among
+// them than --max-pods are not read at all (their pods are not judged), so that a
+// flood of pods cannot turn into a flood of reads.
+func (o *Observer) Ownership(ctx context.Context, pods []decide.Pod) *decide.Ownership {
+	d, err := o.cachedDeployment(ctx)
+	return o.ownership(ctx, d, err, pods)
+}
+
+// ownership is Ownership with the Deployment read (d, err).
+func (o *Observer) ownership(ctx context.Context, d *appsv1.Deployment, err error, pods []decide.Pod) *decide.Ownership {
+	own := &decide.Ownership{Deployment: o.Deployment}
+	switch {
+	case apierrors.IsNotFound(err):
+		return own
+	case err != nil:
+		own.Err = fmt.Errorf("get Deployment %s/%s: %w", o.Namespace, o.Deployment, err)
+		return own
+	}
+	own.Found = true
+	var named []decide.Pod
+	replicaSets := map[string]bool{}
+	for _, p := range pods {
+		if live(p) && decide.OwnedByName(p, o.Deployment) {
+			named = append(named, p)
+			replicaSets[p.ControllerName] = true
+		}
+	}
+	if o.MaxPods > 0 && len(replicaSets) > o.MaxPods {
+		own.Chains = make(map[string]decide.OwnerChain, len(named))
+		for _, p := range named {
+			own.Chains[p.UID] = decide.OwnerChain{Detail: fmt.Sprintf("not checked: the pods name %d ReplicaSets of Deployment %s, more than --max-pods %d", len(replicaSets), o.Deployment, o.MaxPods)}
+		}
+		return own
+	}
+	own.Chains, own.Err = o.ownerChains(ctx, d, named, o.cachedReplicaSet)
+	return own
+}
+
+// ownersTTL is how long the Deployment and the ReplicaSets read for Ownership
+// are reused (they are read from the API server's watch cache: only UIDs and
+// controller references are checked, and a lagging cache is the next read's). Their UIDs and controllers change only when one is deleted and
+// recreated, or orphaned and adopted: a pod naming a recreated ReplicaSet names
+// another UID and is not judged until the next read (at most this long); the
+// rollout gate reads the chain afresh before acting. A minute spares the 6-12
+// samples of a confirming run two round trips each on a slow API server.
+const ownersTTL = time.Minute
+
+// ownersCache holds the objects read successfully for Ownership, by key
+// ("deployment", "replicaset/<name>"), with when. Failures are not kept.
+type ownersCache struct {
+	mu    sync.Mutex
+	byKey map[string]cachedRead
+}
+
+type cachedRead struct {
+	obj  any
+	read time.Time
+}
+
+// cached returns the object under key, read by read unless a read younger than
+// ownersTTL is kept.
+func cached[T any](o *Observer, key string, read func() (*T, error)) (*T, error) {
+	c := &o.owners
+	now := o.Clock.Now()
+	c.mu.Lock()
+	hit, ok := c.byKey[key]
+	c.mu.Unlock()
+	if ok && now.Sub(hit.read) < ownersTTL && !now.Before(hit.read) {
+		return hit.obj.(*T), nil
+	}
+	obj, err := read()
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.byKey == nil {
+		c.byKey = map[string]cachedRead{}
+	}
+	c.byKey[key] = cachedRead{obj: obj, read: now}
+	return obj, nil
+}
+
+// cachedDeployment is the scheduler Deployment for Ownership (ownersTTL).
+func (o *Observer) cachedDeployment(ctx context.Context) (*appsv1.Deployment, error) {
+	return cached(o, "deployment", func() (*appsv1.Deployment, error) {
+		return o.Client.GetDeployment(ctx, o.Namespace, o.Deployment, kube.Cached)
+	})
+}
+
+// cachedReplicaSet is a ReplicaSet for Ownership (ownersTTL).
+func (o *Observer) cachedReplicaSet(ctx context.Context, name string) (*appsv1.ReplicaSet, error) {
+	return cached(o, "replicaset/"+name, func() (*appsv1.ReplicaSet, error) {
+		return o.Client.GetReplicaSet(ctx, o.Namespace, name, kube.Cached)
+	})
 }
 
 // VerifyChain checks one pod's chain given the ReplicaSet its controller
@@ -99,13 +201,28 @@ func (o *Observer) maxScrapes() int {
 	return DefaultMaxScrapes
 }
 
-// countLive counts the pods that could be judged: neither terminating nor finished
+// live reports a pod that could be judged: neither terminating nor finished
 // (decide's own split).
-func countLive(pods []corev1.Pod) int {
+func live(p decide.Pod) bool {
+	return !p.Terminating && p.Phase != "Failed" && p.Phase != "Succeeded"
+}
+
+// countOwned counts the live pods own says the Deployment runs.
+func countOwned(own *decide.Ownership, pods []decide.Pod) int {
 	n := 0
-	for i := range pods {
-		p := &pods[i]
-		if p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodFailed && p.Status.Phase != corev1.PodSucceeded {
+	for _, p := range pods {
+		if live(p) && own.Owns(p) {
+			n++
+		}
+	}
+	return n
+}
+
+// countLive counts the pods that could be judged.
+func countLive(pods []decide.Pod) int {
+	n := 0
+	for _, p := range pods {
+		if live(p) {
 			n++
 		}
 	}

@@ -189,3 +189,151 @@ func TestTooManyPodsAreNotScraped(t *testing.T) {
 		}
 	}
 }
+
+// ownedPods are the pods of TestOnlyTheDeploymentsPodsAreRead: one of the
+// scheduler Deployment (through its ReplicaSet, by UID), canaries of another
+// Deployment with the same labels, bare debug pods, and pods naming ReplicaSets
+// of the Deployment that do not exist (fake hashes).
+func ownedPods(canaries, debug, fake int) []corev1.Pod {
+	yes := true
+	owned := func(name, rs, uid string) corev1.Pod {
+		p := runningPods(1)[0]
+		p.Name, p.UID = name, types.UID("uid-"+name)
+		if rs != "" {
+			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs, UID: types.UID(uid), Controller: &yes}}
+		}
+		return p
+	}
+	pods := []corev1.Pod{owned("agentenv-scheduler-7d9c4-x2k8p", "agentenv-scheduler-7d9c4", "rs-uid")}
+	for i := range canaries {
+		pods = append(pods, owned(fmt.Sprintf("agentenv-scheduler-canary-5d8f9-%d", i), "agentenv-scheduler-canary-5d8f9", "rs-canary"))
+	}
+	for i := range debug {
+		pods = append(pods, owned(fmt.Sprintf("debug-%d", i), "", ""))
+	}
+	for i := range fake {
+		pods = append(pods, owned(fmt.Sprintf("agentenv-scheduler-fake%d-x", i), fmt.Sprintf("agentenv-scheduler-fake%d", i), "rs-fake"))
+	}
+	return pods
+}
+
+// TestOnlyTheDeploymentsPodsAreRead (issue 19, item 7): with JudgeDeployment an
+// observation reads the Deployment and the ReplicaSet the Deployment's pods
+// name, once; a canary of another Deployment or a bare pod with the scheduler's
+// labels costs no read, is not scraped and does not count for --max-pods. More
+// ReplicaSet names of the Deployment than --max-pods are not read at all.
+func TestOnlyTheDeploymentsPodsAreRead(t *testing.T) {
+	yes := true
+	dep := &appsv1.Deployment{TypeMeta: metav1.TypeMeta{Kind: "Deployment", APIVersion: "apps/v1"}, ObjectMeta: metav1.ObjectMeta{Name: "agentenv-scheduler", Namespace: "ns", UID: "dep-uid"}}
+	rs := &appsv1.ReplicaSet{TypeMeta: metav1.TypeMeta{Kind: "ReplicaSet", APIVersion: "apps/v1"}, ObjectMeta: metav1.ObjectMeta{Name: "agentenv-scheduler-7d9c4", Namespace: "ns", UID: "rs-uid",
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "agentenv-scheduler", UID: "dep-uid", Controller: &yes}}}}
+	for _, tc := range []struct {
+		name                       string
+		canaries, debug, fake, max int
+		// reads: the ReplicaSets read; scrapes; owned: whether the genuine pod is the Deployment's.
+		reads, scrapes int
+		owned          bool
+	}{
+		{name: "a canary and a debug pod", canaries: 1, debug: 1, max: 10, reads: 1, scrapes: 1, owned: true},
+		{name: "many others, fewer than them allowed", canaries: 5, debug: 5, max: 2, reads: 1, scrapes: 1, owned: true},
+		{name: "pods naming ReplicaSets that do not exist", fake: 1, max: 10, reads: 2, scrapes: 1, owned: true},
+		{name: "more ReplicaSet names than --max-pods", fake: 2, max: 2, reads: 0, scrapes: 0, owned: false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var reads []string
+			deployments := 0
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				switch {
+				case strings.HasSuffix(r.URL.Path, "/pods"):
+					_ = json.NewEncoder(w).Encode(&corev1.PodList{TypeMeta: metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"}, Items: ownedPods(tc.canaries, tc.debug, tc.fake)})
+				case strings.HasSuffix(r.URL.Path, "/endpointslices"):
+					_ = json.NewEncoder(w).Encode(&discoveryv1.EndpointSliceList{TypeMeta: metav1.TypeMeta{Kind: "EndpointSliceList", APIVersion: "discovery.k8s.io/v1"}})
+				case strings.HasSuffix(r.URL.Path, "/deployments/agentenv-scheduler"):
+					mu.Lock()
+					deployments++
+					mu.Unlock()
+					_ = json.NewEncoder(w).Encode(dep)
+				case strings.Contains(r.URL.Path, "/replicasets/"):
+					mu.Lock()
+					reads = append(reads, r.URL.Path[strings.LastIndex(r.URL.Path, "/")+1:])
+					mu.Unlock()
+					if strings.HasSuffix(r.URL.Path, "/"+rs.Name) {
+						_ = json.NewEncoder(w).Encode(rs)
+						return
+					}
+					w.WriteHeader(http.StatusNotFound)
+					_ = json.NewEncoder(w).Encode(&metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusFailure, Reason: metav1.StatusReasonNotFound, Code: http.StatusNotFound})
+				default:
+					http.NotFound(w, r)
+				}
+			}))
+			defer srv.Close()
+			c, err := kube.New(&rest.Config{Host: srv.URL})
+			if err != nil {
+				t.Fatal(err)
+			}
+			g := &gatedMetrics{want: 1, open: make(chan struct{})}
+			metrics := httptest.NewServer(g)
+			defer metrics.Close()
+			o := newObserver(t, nil, metrics.URL)
+			o.Client, o.Endpoints.Client = c, c
+			o.Deployment, o.JudgePods, o.MaxPods = "agentenv-scheduler", decide.JudgeDeployment, tc.max
+			obs, err := o.Observe(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if obs.Ownership == nil || !obs.Ownership.Found || obs.Ownership.Err != nil {
+				t.Fatalf("ownership %+v", obs.Ownership)
+			}
+			if got := obs.Ownership.Owns(obs.Pods[0]); got != tc.owned {
+				t.Errorf("the Deployment's pod owned: %v, want %v (%+v)", got, tc.owned, obs.Ownership.Chains)
+			}
+			for _, p := range obs.Pods[1:] {
+				if obs.Ownership.Owns(p) {
+					t.Errorf("pod %s counted as the Deployment's", p.Name)
+				}
+			}
+			g.mu.Lock()
+			if len(reads) != tc.reads || g.hits != tc.scrapes {
+				t.Errorf("ReplicaSets read %q, %d scrapes; want %d reads, %d scrapes", reads, g.hits, tc.reads, tc.scrapes)
+			}
+			g.mu.Unlock()
+
+			// The next samples of the run reuse what was read, for ownersTTL;
+			// a failed read (NotFound) is read again. The rollout gate's last look
+			// before acting reads afresh.
+			clk := o.Clock.(*clocktesting.FakePassiveClock)
+			count := func() int { mu.Lock(); defer mu.Unlock(); return len(reads) }
+			notFound := tc.reads - min(tc.reads, 1) // the fake ReplicaSets
+			clk.SetTime(clk.Now().Add(ownersTTL - time.Second))
+			if _, err := o.Observe(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if got := count(); got != 2*tc.reads-min(tc.reads, 1) {
+				t.Errorf("a second sample within %s read %d ReplicaSets in all, want %d (the %d not found again)", ownersTTL, got, 2*tc.reads-min(tc.reads, 1), notFound)
+			}
+			before := count()
+			clk.SetTime(clk.Now().Add(2 * time.Second))
+			if _, err := o.Observe(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if got := count() - before; got != tc.reads {
+				t.Errorf("a sample past %s read %d ReplicaSets, want %d", ownersTTL, got, tc.reads)
+			}
+			mu.Lock()
+			if deployments != 2 {
+				t.Errorf("three samples over %s read the Deployment %d times, want 2", ownersTTL+time.Second, deployments)
+			}
+			mu.Unlock()
+			if tc.owned {
+				before = count()
+				o.VerifyOwners = true
+				if r := o.Rollout(context.Background(), obs.Pods[0]); !r.Owners[obs.Pods[0].UID].Verified || count()-before != 1 {
+					t.Errorf("the rollout gate's read: %+v, %d reads, want a fresh one", r.Owners, count()-before)
+				}
+			}
+		})
+	}
+}

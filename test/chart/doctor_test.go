@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentenv/watchdog/internal/testenv"
 	"github.com/agentenv/watchdog/pkg/cli"
+	"github.com/agentenv/watchdog/pkg/decide"
 	"github.com/agentenv/watchdog/pkg/doctor"
 )
 
@@ -119,6 +120,8 @@ func TestDoctorChecksWhatTheRoleGrants(t *testing.T) {
 		"mode: deployment",
 		"mode: deployment\ndeployment: {replicas: 3}",
 		"state: {configMapName: wd-state}\nscheduler: {deployment: sched, leaderLease: lead}\nrestart: {method: rollout}",
+		"scheduler: {judgePods: selector}",
+		"scheduler: {judgePods: selector}\nrestart: {method: rollout}",
 	} {
 		t.Run(values, func(t *testing.T) {
 			r := render(t, values)
@@ -128,7 +131,7 @@ func TestDoctorChecksWhatTheRoleGrants(t *testing.T) {
 			must(t, err)
 			n := doctor.Needs{
 				StateConfigMap: get("state-configmap"), Deployment: get("deployment"),
-				RestartMethod: get("restart-method"), MaxRestarts: maxRestarts, LeaderLease: get("leader-lease"),
+				RestartMethod: get("restart-method"), JudgePods: decide.JudgePods(get("judge-pods")), MaxRestarts: maxRestarts, LeaderLease: get("leader-lease"),
 				EvidenceConfigMap: get("evidence-configmap"), EvidenceLogs: get("evidence-logs") == "true",
 			}
 			if get("leader-elect") == "true" {

@@ -210,6 +210,8 @@ func identityLimits(t *testing.T, ns, method string, sa kubernetes.Interface) {
 		{"update", "", "configmaps", "", stateName, ns},
 		{"create", "", "events", "", "", ns},
 		{"get", "apps", "deployments", "", schedDep, ns},
+		// scheduler.judgePods deployment (the default): the owner chain by UID.
+		{"get", "apps", "replicasets", "", "x", ns},
 	}
 	denied := []attr{
 		{"get", "", "secrets", "", fullname, ns}, {"list", "", "secrets", "", "", ns}, {"watch", "", "secrets", "", "", ns},
@@ -232,15 +234,15 @@ func identityLimits(t *testing.T, ns, method string, sa kubernetes.Interface) {
 		{"impersonate", "", "serviceaccounts", "", "", ns},
 		{"list", "", "nodes", "", "", ""}, {"list", "", "namespaces", "", "", ""},
 		{"delete", "", "events", "", "", ns}, {"update", "", "events", "", "x", ns},
+		{"list", "apps", "replicasets", "", "", ns}, {"update", "apps", "replicasets", "", "x", ns}, {"get", "apps", "replicasets", "", "x", other},
 	}
 	switch method {
 	case "delete":
 		allowed = append(allowed, attr{"delete", "", "pods", "", "x", ns})
-		denied = append(denied, attr{"patch", "apps", "deployments", "", schedDep, ns}, attr{"get", "apps", "replicasets", "", "x", ns})
+		denied = append(denied, attr{"patch", "apps", "deployments", "", schedDep, ns})
 	case "rollout":
-		allowed = append(allowed, attr{"patch", "apps", "deployments", "", schedDep, ns}, attr{"get", "apps", "replicasets", "", "x", ns})
-		denied = append(denied, attr{"delete", "", "pods", "", "x", ns}, attr{"list", "apps", "replicasets", "", "", ns},
-			attr{"update", "apps", "replicasets", "", "x", ns}, attr{"get", "apps", "replicasets", "", "x", other})
+		allowed = append(allowed, attr{"patch", "apps", "deployments", "", schedDep, ns})
+		denied = append(denied, attr{"delete", "", "pods", "", "x", ns})
 	}
 	review := func(a attr) bool {
 		t.Helper()

@@ -198,6 +198,8 @@ func baseGrants(configMap, deployment string) []grant {
 		{"", "pods/log", "get", ""},
 		{"", "events", "create", ""},
 		{"apps", "deployments", "get", deployment},
+		// scheduler.judgePods deployment (the default): the owner chain by UID.
+		{"apps", "replicasets", "get", ""},
 	}
 }
 
@@ -209,10 +211,12 @@ func TestRBACPerConfiguration(t *testing.T) {
 		extra  []grant
 	}{
 		{"delete method (default)", "", []grant{{"", "pods", "delete", ""}}},
-		{"rollout method", "restart: {method: rollout}", []grant{{"apps", "deployments", "patch", dep}, {"apps", "replicasets", "get", ""}}},
+		{"rollout method", "restart: {method: rollout}", []grant{{"apps", "deployments", "patch", dep}}},
 		{"alert only: no restart rights", "restart: {maxRestarts: 0}", nil},
 		// The rollout gate still checks the owner chain, so that a blocked alert names the right reason.
-		{"alert only with rollout", "restart: {method: rollout, maxRestarts: 0}", []grant{{"apps", "replicasets", "get", ""}}},
+		{"alert only with rollout", "restart: {method: rollout, maxRestarts: 0}", nil},
+		{"judging every pod: no ReplicaSets", "scheduler: {judgePods: selector}", []grant{{"", "pods", "delete", ""}}},
+		{"judging every pod, rollout method", "scheduler: {judgePods: selector}\nrestart: {method: rollout}", []grant{{"apps", "deployments", "patch", dep}, {"apps", "replicasets", "get", ""}}},
 		{"HA scheduler: its leader Lease by name", "scheduler: {leaderLease: agentenv-scheduler}", []grant{
 			{"", "pods", "delete", ""}, {"coordination.k8s.io", "leases", "get", "agentenv-scheduler"}}},
 		{"deployment mode, one replica: no election", "mode: deployment", []grant{{"", "pods", "delete", ""}}},
@@ -222,7 +226,7 @@ func TestRBACPerConfiguration(t *testing.T) {
 			{"coordination.k8s.io", "leases", "update", "agentenv-scheduler-watchdog"}}},
 		{"no evidence logs", "evidence: {logs: false}", []grant{{"", "pods", "delete", ""}}},
 		{"renamed objects", "state: {configMapName: wd-state}\nscheduler: {deployment: sched}\nrestart: {method: rollout}",
-			append(baseGrants("wd-state", "sched")[:0:0], grant{"apps", "deployments", "patch", "sched"}, grant{"apps", "replicasets", "get", ""})},
+			append(baseGrants("wd-state", "sched")[:0:0], grant{"apps", "deployments", "patch", "sched"})},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -233,6 +237,9 @@ func TestRBACPerConfiguration(t *testing.T) {
 			}
 			if strings.Contains(c.name, "no evidence logs") {
 				want = slices.DeleteFunc(want, func(g grant) bool { return g.resource == "pods/log" })
+			}
+			if strings.Contains(c.values, "judgePods: selector") {
+				want = slices.DeleteFunc(want, func(g grant) bool { return g.resource == "replicasets" })
 			}
 			want = append(want, c.extra...)
 			sort.Slice(want, func(i, j int) bool { return want[i].String() < want[j].String() })

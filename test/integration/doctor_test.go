@@ -16,7 +16,8 @@ import (
 )
 
 // chartRules are what the chart's Role grants with its default values (restart
-// method delete, restarts on, no leader Lease): role.yaml, rendered.
+// method delete, restarts on, no leader Lease, judgePods deployment): role.yaml,
+// rendered.
 func chartRules() []rbacv1.PolicyRule {
 	return []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list"}},
@@ -26,6 +27,7 @@ func chartRules() []rbacv1.PolicyRule {
 		{APIGroups: []string{""}, Resources: []string{"pods/log"}, Verbs: []string{"get"}},
 		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create"}},
 		{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, ResourceNames: []string{"agentenv-scheduler"}, Verbs: []string{"get"}},
+		{APIGroups: []string{"apps"}, Resources: []string{"replicasets"}, Verbs: []string{"get"}},
 	}
 }
 
@@ -227,8 +229,6 @@ func TestDoctorMissingRBAC(t *testing.T) {
 		// name does not count.
 		rules := append(without(chartRules(), "pods", "delete"), rbacv1.PolicyRule{
 			APIGroups: []string{"apps"}, Resources: []string{"deployments"}, ResourceNames: []string{"someone-else"}, Verbs: []string{"patch"},
-		}, rbacv1.PolicyRule{ // the chart's rollout Role: the owner chain, by UID
-			APIGroups: []string{"apps"}, Resources: []string{"replicasets"}, Verbs: []string{"get"},
 		})
 		args := restrictedDoctor(t, s, "no-patch", rules)
 		d := runDoctor(t, append(args, "--restart-method", "rollout")...)
@@ -298,7 +298,9 @@ func TestDoctorMisconfigured(t *testing.T) {
 	})
 
 	t.Run("wrong deployment", func(t *testing.T) {
-		runDoctor(t, s.doctorArgs("--deployment", "agentenv-sched")...).expectOnly(t, "scheduler Deployment exists")
+		// No pod is judged either (--judge-pods deployment, the default).
+		runDoctor(t, s.doctorArgs("--deployment", "agentenv-sched")...).expectOnly(t, "scheduler pods a run judges", "scheduler Deployment exists")
+		runDoctor(t, s.doctorArgs("--deployment", "agentenv-sched", "--judge-pods", "selector")...).expectOnly(t, "scheduler Deployment exists")
 	})
 
 	t.Run("missing leader lease", func(t *testing.T) {
@@ -448,5 +450,47 @@ func TestDoctorNewerState(t *testing.T) {
 	}
 	if c := d.check(t, "state ConfigMap can be written"); !c.Skipped {
 		t.Errorf("%+v", c)
+	}
+}
+
+// TestDoctorJudgedPods (issue 19, item 7): doctor says which pods a run judges,
+// as a run selects them. A canary of another Deployment with the scheduler's
+// labels is listed as not judged, and all pass; judging every pod (--judge-pods
+// selector) that is two pods without --leader-lease: a warning (exit 0), since
+// the single-target gate would block every restart; so are two replicas of the
+// Deployment itself. No Deployment: nothing is judged, a failure.
+func TestDoctorJudgedPods(t *testing.T) {
+	const name = "scheduler pods a run judges"
+	s := newScenario(t, layout{serving: 3, page: fixture(t, "scheduler-metrics-healthy.txt")})
+	createEmptyState(t, s.ns)
+	canary := s.addCanary()
+
+	d := runDoctor(t, s.doctorArgs()...)
+	if c := d.check(t, name); !c.OK || c.Warning || !strings.Contains(c.Detail, "judged: "+s.pod.Name+"; not judged: "+canary.Name+" (not a pod of Deployment agentenv-scheduler") {
+		t.Errorf("by default: %+v", c)
+	}
+	if d.code != 0 {
+		t.Errorf("exit %d, failed %q", d.code, d.failed())
+	}
+
+	all := runDoctor(t, s.doctorArgs("--judge-pods", "selector")...)
+	if c := all.check(t, name); !c.OK || !c.Warning || !strings.Contains(c.Detail, "2 pods are judged and --leader-lease is not set") || !strings.Contains(c.Hint, "--leader-lease") {
+		t.Errorf("judging every pod: %+v", c)
+	}
+	if all.code != 0 || all.report.Warnings != 1 {
+		t.Errorf("a warning must not fail doctor: exit %d, %d warnings", all.code, all.report.Warnings)
+	}
+
+	ctx, cancel := testenv.Ctx()
+	defer cancel()
+	_, err := testenv.CreateSchedulerPod(ctx, env.Client, s.ns, testenv.PodSpec{Name: "agentenv-scheduler-7d9c4-r3pl1"})
+	must(t, err)
+	if c := runDoctor(t, s.doctorArgs()...).check(t, name); !c.Warning || !strings.Contains(c.Detail, "2 pods are judged") {
+		t.Errorf("two replicas of the Deployment: %+v", c)
+	}
+
+	none := runDoctor(t, s.doctorArgs("--deployment", "agentenv-sched")...)
+	if c := none.check(t, name); c.OK || !strings.Contains(c.Detail, "Deployment agentenv-sched not found") || !strings.Contains(c.Hint, "--judge-pods selector") {
+		t.Errorf("no such Deployment: %+v", c)
 	}
 }

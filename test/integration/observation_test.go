@@ -108,8 +108,10 @@ func (v *virtualScenario) check(args ...string) result {
 // observation takes, 0 to 5 s, with the production defaults (issue 17, item 1),
 // on the real API server through the proxy: the pod list of each observation is
 // held that long (the EndpointSlices are listed beside it, the scrape follows;
-// the pod list stands for the whole observation), every request a run makes in
-// turn (the Deployment read, the state writes, the delete) half as long; and,
+// the pod list stands for the whole observation: so do the reads from the watch
+// cache that tell the Deployment's pods, beside it), every request a run makes in
+// turn (the Deployment read before a restart, the state writes, the delete) half
+// as long; and,
 // jittered, each pod list for a seeded time in [took/2, took]. The run is on a
 // virtual clock (cli.WithClock), so only those holds and the samples' cadence take
 // time: the real time the API server, the proxy and the process take, which a
@@ -137,7 +139,7 @@ func TestSlowAPIStillRestartsInTheFirstRun(t *testing.T) {
 						}
 						return clk.holdFor(d)
 					case r.Method != http.MethodGet && !strings.Contains(r.URL.Path, "/events"),
-						r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/deployments/"):
+						r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/deployments/") && r.URL.Query().Get("resourceVersion") != "0":
 						return clk.holdFor(took / 2)
 					}
 					// The EndpointSlices beside the pod list, and the state read

@@ -176,6 +176,7 @@ short and readable in `kubectl describe`), secrets through secretKeyRef only. */
   (list "NODES_SERVICE" $v.scheduler.nodesService)
   (list "NODES_PORT" (int64 $v.scheduler.nodesPort))
   (list "LEADER_LEASE" $v.scheduler.leaderLease)
+  (list "JUDGE_PODS" $v.scheduler.judgePods)
   (list "MAX_PODS" (int64 $v.scheduler.maxPods))
   (list "STARTUP_GRACE" $v.decision.startupGrace)
   (list "WEDGED_FOR" $v.decision.wedgedFor)
