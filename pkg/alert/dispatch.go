@@ -140,7 +140,7 @@ func (d *Dispatcher) retryOutbox(ctx, sctx context.Context, s *state.State, now 
 			err = fmt.Errorf("undelivered after %d attempts over %s (each failed attempt was logged, with a Warning Event, when it happened)", p.Attempts, MaxPendingAge)
 		}
 		if err == nil {
-			n, err = d.Outbox.rebuild(p, n, now)
+			n, err = d.Outbox.rebuild(p, n, authenticated, now)
 		}
 		if err != nil {
 			// Names only what the watchdog itself would write: the entry's text

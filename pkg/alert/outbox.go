@@ -87,8 +87,13 @@ func (c OutboxConfig) seal(p state.Pending, payload []byte) string {
 	return sealPrefix + hex.EncodeToString(mac.Sum(nil))
 }
 
-// errUnsealed marks an entry dropped because it is not authenticated.
-var errUnsealed = errors.New("not sealed with this watchdog's --outbox-key: written by someone else, or under another key")
+// errUnsealed and errNoSeal mark an entry dropped because it is not
+// authenticated: a seal that does not verify, or none at all (0.1.0 sealed
+// nothing, so an alert pending across the upgrade has none).
+var (
+	errUnsealed = errors.New("not sealed with this watchdog's --outbox-key: written by someone else, or under another key (a rotated key drops what the old one sealed)")
+	errNoSeal   = errors.New("not sealed at all: pending since before the upgrade from 0.1.0, which sealed nothing, or written by someone else")
+)
 
 // open reads an outbox entry's facts and, with a key, authenticates them: an
 // entry is judged (even its age) only after its seal is checked, so that a
@@ -107,6 +112,9 @@ func (c OutboxConfig) open(p state.Pending) (n Notification, authenticated bool,
 		return n, false, fmt.Errorf("re-encode: %w", err)
 	}
 	if len(c.Key) > 0 {
+		if p.Seal == "" {
+			return n, false, errNoSeal
+		}
 		if !hmac.Equal([]byte(p.Seal), []byte(c.seal(p, facts))) {
 			return n, false, errUnsealed
 		}
@@ -116,9 +124,9 @@ func (c OutboxConfig) open(p state.Pending) (n Notification, authenticated bool,
 }
 
 // rebuild returns the notification an opened outbox entry stands for, or why the
-// entry is dropped.
-func (c OutboxConfig) rebuild(p state.Pending, n Notification, now time.Time) (Notification, error) {
-	if err := c.check(p, n, now); err != nil {
+// entry is dropped. authenticated: open verified its seal.
+func (c OutboxConfig) rebuild(p state.Pending, n Notification, authenticated bool, now time.Time) (Notification, error) {
+	if err := c.check(p, n, authenticated, now); err != nil {
 		return n, err
 	}
 	spec, _ := Lookup(n.Event)
@@ -129,8 +137,11 @@ func (c OutboxConfig) rebuild(p state.Pending, n Notification, now time.Time) (N
 }
 
 // check refuses facts the watchdog never writes. Its errors never repeat the
-// entry's text: it is someone else's.
-func (c OutboxConfig) check(p state.Pending, n Notification, now time.Time) error {
+// entry's text: it is someone else's. The time of an authenticated entry is the
+// watchdog's own, from the clock of the run that kept it: a CronJob's runs land on
+// different nodes, and a node whose clock ran ahead must not lose the page (its age
+// is bounded by its sealed createdAt instead).
+func (c OutboxConfig) check(p state.Pending, n Notification, authenticated bool, now time.Time) error {
 	spec, known := Lookup(n.Event)
 	switch {
 	case !known:
@@ -147,7 +158,7 @@ func (c OutboxConfig) check(p state.Pending, n Notification, now time.Time) erro
 		return fmt.Errorf("its pod is not a pod name")
 	case n.UID != "" && !uidText.MatchString(n.UID):
 		return fmt.Errorf("uid is not a UID")
-	case n.Time.After(now.Add(time.Minute)) || n.Time.Before(now.Add(-MaxPendingAge-time.Hour)):
+	case !authenticated && (n.Time.After(now.Add(time.Minute)) || n.Time.Before(now.Add(-MaxPendingAge-time.Hour))):
 		return fmt.Errorf("its time %s is not of the last day", n.Time.UTC().Format(time.RFC3339))
 	}
 	for name, w := range map[string]string{"verdict": n.Verdict, "action": n.Action, "evidence": n.Evidence} {

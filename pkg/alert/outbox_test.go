@@ -273,3 +273,34 @@ func TestOutboxExpiredEntrySaysNothingOfItsOwn(t *testing.T) {
 		})
 	}
 }
+
+// TestOutboxSealedEntryOfAFastClockIsRetried: a CronJob's runs land on different
+// nodes, and a node's clock may run ahead (decide.ClockSkewTolerance, issue 19
+// item 6). A page kept by a run whose clock was ahead of the next run's by more
+// than a minute is the watchdog's own, sealed, and is retried, not dropped as "not
+// of the last day"; without a key, where nothing is authenticated, a time ahead
+// of the run's clock is still refused. Skews swept from behind to a day ahead.
+func TestOutboxSealedEntryOfAFastClockIsRetried(t *testing.T) {
+	n := goldenNotification()
+	for _, ahead := range []time.Duration{-time.Hour, 0, 30 * time.Second, 2 * time.Minute, 10 * time.Minute, 3 * time.Hour, MaxPendingAge} {
+		// The next run, 5 minutes later, on a clock `ahead` behind the writer's.
+		now := n.Time.Add(5*time.Minute - ahead)
+		for _, key := range [][]byte{outboxKey, nil} {
+			s, sink, d := keep(t, key, n)
+			s = reencode(t, s, n.Time)
+			ds := d.Deliver(context.Background(), s, nil, now, false)
+			sent := len(sink.got()) == 1
+			want := key != nil || ahead <= 5*time.Minute+time.Minute
+			if sent != want {
+				t.Errorf("writer's clock %s ahead, key %v: sent %v, want %v (deliveries %+v)", ahead, key != nil, sent, want, ds)
+			}
+		}
+	}
+	// The 0.1.0 upgrade: an entry without a seal says so, not only "someone else".
+	s, sink, d := keep(t, outboxKey, n)
+	s.Outbox[0].Seal = ""
+	ds := d.Deliver(context.Background(), s, nil, n.Time.Add(5*time.Minute), false)
+	if len(sink.got()) != 0 || len(ds) != 1 || !ds[0].Dropped || !strings.Contains(ds[0].Error, "0.1.0") {
+		t.Errorf("an unsealed entry with a key: deliveries %+v", ds)
+	}
+}
