@@ -111,7 +111,7 @@ type CheckOptions struct {
 func (o *CheckOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.SchedulerSelector, "scheduler-selector", "app.kubernetes.io/name=agentenv-scheduler", "label selector of the scheduler pods")
 	fs.StringVar(&o.SchedulerContainer, "scheduler-container", "scheduler", "name of the scheduler container, whose start is the process's age")
-	fs.StringVar(&o.Deployment, "deployment", "agentenv-scheduler", "the scheduler's Deployment: rollout gate, Events, and the rollout restart method")
+	fs.StringVar(&o.Deployment, "deployment", "agentenv-scheduler", "the scheduler's Deployment: with --judge-pods deployment only its pods are judged; rollout gate, Events, and the rollout restart method")
 	fs.IntVar(&o.MetricsPort, "metrics-port", 9101, "scheduler metrics port, scraped on each pod's IP")
 	fs.StringVar(&o.MetricsPath, "metrics-path", "/metrics", "scheduler metrics path")
 	fs.DurationVar(&o.ScrapeTimeout, "scrape-timeout", scrape.DefaultTimeout, "timeout of one metrics scrape, body included")
