@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -230,7 +231,7 @@ func writeHistoryText(w io.Writer, entries []Entry, notes []string) error {
 		if e.Pod != "" {
 			pod = " " + e.Pod
 		}
-		fmt.Fprintf(w, "%s  %-8s%s: %s\n", e.At.UTC().Format(time.RFC3339), e.Kind, pod, e.What)
+		fmt.Fprintf(w, "%s  %-13s%s: %s\n", e.At.UTC().Format(time.RFC3339), e.Kind, pod, e.What)
 		for _, kv := range [][2]string{{"reason", e.Reason}, {"evidence", e.Evidence}, {"gates", e.Gates}, {"healed", e.Healed}, {"evidence bundle", e.Bundle}} {
 			if kv[1] != "" {
 				fmt.Fprintf(w, "    %s: %s\n", kv[0], kv[1])
@@ -256,7 +257,11 @@ func writeBundleText(w io.Writer, b evidence.Bundle) error {
 		fmt.Fprintf(w, "  gate %s %s: %s\n", mark, g.Name, g.Detail)
 	}
 	if s := b.Sample; s != nil {
-		fmt.Fprintf(w, "  metrics: observed_nodes %v, heartbeats ok %d, rejected %d\n", s.Observed, s.HeartbeatOK, s.HeartbeatRejected)
+		var observed []string
+		for _, status := range slices.Sorted(maps.Keys(s.Observed)) {
+			observed = append(observed, fmt.Sprintf("%s %d", status, s.Observed[status]))
+		}
+		fmt.Fprintf(w, "  metrics: observed_nodes %s; heartbeats ok %d, rejected %d\n", strings.Join(observed, ", "), s.HeartbeatOK, s.HeartbeatRejected)
 	}
 	if e := b.Endpoints; e != nil {
 		fmt.Fprintf(w, "  endpoints: %d serving node(s), %d lingering, in %d slice(s)\n", e.Serving, e.Lingering, e.Slices)

@@ -134,7 +134,10 @@ func writeStatusText(w io.Writer, where string, snap *statestore.Snapshot, now t
 		case r.Ineffective != "":
 			resumed += " (did not heal)"
 		}
-		fmt.Fprintf(w, "  %s  %-9s %s %s (%s)%s %s\n", r.ClaimedAt.Format(time.RFC3339), r.Outcome, r.Method, r.Pod, r.UID, resumed, r.Error)
+		if r.Error != "" {
+			resumed += ": " + r.Error
+		}
+		fmt.Fprintf(w, "  %s  %-9s %s %s (%s)%s\n", r.ClaimedAt.Format(time.RFC3339), r.Outcome, r.Method, r.Pod, r.UID, resumed)
 	}
 	if len(s.WouldRestarts) > 0 {
 		fmt.Fprintf(w, "would-restarts in shadow mode (newest last, %d kept; nothing was restarted):\n", len(s.WouldRestarts))
