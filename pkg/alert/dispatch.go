@@ -149,8 +149,16 @@ func (d *Dispatcher) retryOutbox(ctx, sctx context.Context, s *state.State, now 
 			continue
 		}
 		var still []string
+		tried := map[string]bool{}
 		for _, name := range p.Sinks {
 			sink := d.sink(name)
+			if tried[name] {
+				// Sinks are not sealed: a name listed twice (an edit of the state)
+				// is sent once, so it cannot multiply sends or spend the deadline
+				// this run's own alerts need.
+				continue
+			}
+			tried[name] = true
 			if sink == nil {
 				// The sink was removed from the configuration: nothing to retry.
 				continue

@@ -89,10 +89,11 @@ func (c OutboxConfig) seal(p state.Pending, payload []byte) string {
 
 // errUnsealed and errNoSeal mark an entry dropped because it is not
 // authenticated: a seal that does not verify, or none at all (0.1.0 sealed
-// nothing, so an alert pending across the upgrade has none).
+// nothing, so an alert pending across the upgrade has none; nor does a run
+// without the key, by hand say).
 var (
 	errUnsealed = errors.New("not sealed with this watchdog's --outbox-key: written by someone else, or under another key (a rotated key drops what the old one sealed)")
-	errNoSeal   = errors.New("not sealed at all: pending since before the upgrade from 0.1.0, which sealed nothing, or written by someone else")
+	errNoSeal   = errors.New("not sealed at all: kept by a run without --outbox-key (0.1.0, before the upgrade, sealed nothing; so does a run by hand without the key), or written by someone else")
 )
 
 // open reads an outbox entry's facts and, with a key, authenticates them: an

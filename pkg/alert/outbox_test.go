@@ -304,3 +304,32 @@ func TestOutboxSealedEntryOfAFastClockIsRetried(t *testing.T) {
 		t.Errorf("an unsealed entry with a key: deliveries %+v", ds)
 	}
 }
+
+// TestOutboxSendsEachSinkOnce: an entry's sinks are not sealed (they change on
+// every retry), so an editor of the state may list a sink many times in a genuine
+// entry. Each configured sink is sent an entry at most once per run: a list of a
+// thousand names neither spams the receiver nor spends the run's send deadline
+// that the run's own new alerts need.
+func TestOutboxSendsEachSinkOnce(t *testing.T) {
+	n := goldenNotification()
+	for _, key := range [][]byte{outboxKey, nil} {
+		s, sink, d := keep(t, key, n)
+		sinks := make([]string, 1000)
+		for i := range sinks {
+			sinks[i] = "webhook"
+		}
+		s.Outbox[0].Sinks = sinks
+		ds := d.Deliver(context.Background(), s, nil, n.Time.Add(5*time.Minute), false)
+		if got := len(sink.got()); got != 1 || len(ds) != 1 {
+			t.Errorf("key %v: the entry was sent %d times (%d deliveries), want once", key != nil, got, len(ds))
+		}
+		// Refused again: kept once for the next run, not a thousand times.
+		s, sink, d = keep(t, key, n)
+		s.Outbox[0].Sinks = sinks
+		sink.fail = true
+		d.Deliver(context.Background(), s, nil, n.Time.Add(5*time.Minute), false)
+		if len(s.Outbox) != 1 || len(s.Outbox[0].Sinks) != 1 {
+			t.Errorf("key %v: kept %d entries (%v), want one entry for one sink", key != nil, len(s.Outbox), len(s.Outbox) > 0 && len(s.Outbox[0].Sinks) > 1)
+		}
+	}
+}
