@@ -345,7 +345,11 @@ func (d *Doctor) checkJudged(ctx context.Context, pods []corev1.Pod) {
 	switch {
 	case len(judged) == 0:
 		hint := "set --deployment (chart: scheduler.deployment) to the Deployment that runs the scheduler"
-		if d.JudgePods == decide.JudgeDeployment {
+		if own := obs.Ownership; own != nil && own.Err != nil {
+			// Not a wrong name: the reads were refused or failed (a Role of one's own
+			// from before --judge-pods deployment lacks get replicasets).
+			hint = fmt.Sprintf("the watchdog needs get deployments/%s and get replicasets in %s to tell the Deployment's pods (the chart's Role grants both; see the permission checks), or --judge-pods selector (chart: scheduler.judgePods) for a scheduler that no Deployment runs", d.Deployment, d.Namespace)
+		} else if d.JudgePods == decide.JudgeDeployment {
 			hint += ", or --judge-pods selector (chart: scheduler.judgePods) for a scheduler that no Deployment runs"
 		} else {
 			hint = "narrow --scheduler-selector (chart: scheduler.selector) to the scheduler's pods, or raise --max-pods"

@@ -249,6 +249,23 @@ func TestDoctorMissingRBAC(t *testing.T) {
 		}
 	})
 
+	t.Run("get replicasets", func(t *testing.T) {
+		// A Role of one's own from before --judge-pods deployment (the CHANGELOG's
+		// upgrade note): the permission is a ✗, and the judged-pods check says the
+		// read was refused, not that --deployment is wrong.
+		args := restrictedDoctor(t, s, "no-replicasets", without(chartRules(), "replicasets", "get"))
+		d := runDoctor(t, args...)
+		d.expectOnly(t, "can get replicasets.apps", "scheduler pods a run judges")
+		c := d.check(t, "scheduler pods a run judges")
+		if !strings.Contains(c.Detail, "forbidden") || !strings.Contains(c.Hint, "get replicasets") || strings.Contains(c.Hint, "set --deployment") {
+			t.Errorf("judged pods with ReplicaSets refused: detail %q hint %q", c.Detail, c.Hint)
+		}
+		// --judge-pods selector with the delete method reads no ReplicaSet.
+		if d := runDoctor(t, append(args, "--judge-pods", "selector")...); d.code != 0 {
+			t.Errorf("--judge-pods selector: exit %d, failed %q", d.code, d.failed())
+		}
+	})
+
 	t.Run("leader lease", func(t *testing.T) {
 		args := restrictedDoctor(t, s, "no-lease", chartRules())
 		d := runDoctor(t, append(args, "--leader-lease", "agentenv-scheduler-leader")...)
