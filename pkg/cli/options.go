@@ -144,6 +144,11 @@ func (o *CheckOptions) Validate(timeout time.Duration) error {
 	if _, err := labels.Parse(o.SchedulerSelector); err != nil || strings.TrimSpace(o.SchedulerSelector) == "" {
 		p.addf("--scheduler-selector %q is not a label selector: %v", o.SchedulerSelector, err)
 	}
+	// A name that cannot be a Deployment's would judge no pod on every run
+	// (--judge-pods deployment) and hold every rollout restart.
+	if errs := validation.IsDNS1123Subdomain(o.Deployment); len(errs) > 0 {
+		p.addf("--deployment %q: %s", o.Deployment, strings.Join(errs, "; "))
+	}
 	p.port("--metrics-port", o.MetricsPort)
 	if !strings.HasPrefix(o.MetricsPath, "/") {
 		p.addf("--metrics-path %q must start with /", o.MetricsPath)

@@ -83,6 +83,7 @@ func TestValidateReportsEveryInvalidFlagInDeclarationOrder(t *testing.T) {
 	var stdout, stderr strings.Builder
 	code := Execute([]string{"check", "--validate-only",
 		"--namespace", "Bad_NS",
+		"--deployment", "Agentenv_Scheduler",
 		"--nodes-port", "0",
 		"--metrics-port", "70000",
 		"--wedged-for", "-1s",
@@ -99,6 +100,7 @@ func TestValidateReportsEveryInvalidFlagInDeclarationOrder(t *testing.T) {
 	}
 	want := []string{
 		`watchdog: --namespace "Bad_NS": `,
+		`watchdog: --deployment "Agentenv_Scheduler": `,
 		`watchdog: --metrics-port 70000: want 1-65535`,
 		`watchdog: --scrape-timeout must be positive, got 0s`,
 		`watchdog: --scrape-via "tunnel": want auto, direct or apiserver`,
@@ -122,7 +124,7 @@ func TestValidateReportsEveryInvalidFlagInDeclarationOrder(t *testing.T) {
 	}
 
 	// One Validate alone returns one UsageError listing them all.
-	o := CheckOptions{SchedulerSelector: "app=x", MetricsPort: 0, NodesPort: 0, MetricsPath: "/metrics", ScrapeTimeout: time.Second,
+	o := CheckOptions{SchedulerSelector: "app=x", Deployment: "sched", MetricsPort: 0, NodesPort: 0, MetricsPath: "/metrics", ScrapeTimeout: time.Second,
 		MetricsMaxBytes: 4096, NodesService: "nodes", WedgedFor: time.Minute, SampleInterval: time.Second, RestartWindow: time.Hour,
 		RestartBackoffMax: time.Hour, RestartMethod: "delete", JudgePods: "deployment", MaxPods: 10, ScrapeVia: "auto"}
 	err := o.Validate(DefaultTimeout)
