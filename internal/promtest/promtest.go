@@ -30,7 +30,7 @@ func Binaries(repoRoot string) (prometheus, promtool string, err error) {
 		if p := os.Getenv(envVar); p != "" {
 			return p, nil
 		}
-		out, err := exec.Command("bash", filepath.Join(repoRoot, "hack", "prometheus.sh"), flag).Output()
+		out, err := exec.Command("bash", filepath.Join(repoRoot, "hack", "prometheus.sh"), flag).Output() //nolint:gosec // the repository's own script
 		if err != nil {
 			return "", fmt.Errorf("%s is not set and hack/prometheus.sh %s failed (run hack/prometheus.sh, or make test): %w", envVar, flag, err)
 		}
@@ -75,7 +75,7 @@ func Start(ctx context.Context, prometheus, promtool string, history []byte, dir
 		return nil, err
 	}
 	s := &Server{URL: "http://" + addr, logs: &syncBuffer{}, done: make(chan error, 1)}
-	s.cmd = exec.Command(prometheus,
+	s.cmd = exec.Command(prometheus, //nolint:gosec // the Prometheus binary the tests built
 		"--config.file="+config,
 		"--storage.tsdb.path="+data,
 		// Imported history must outlive the server's retention check, whatever its age.
@@ -134,8 +134,7 @@ func (s *Server) Stop() error {
 		return nil
 	case <-time.After(10 * time.Second):
 		_ = s.cmd.Process.Kill()
-		<-s.done
-		return errors.New("prometheus did not stop within 10s of SIGTERM; killed")
+		return errors.Join(errors.New("prometheus did not stop within 10s of SIGTERM; killed"), <-s.done)
 	}
 }
 

@@ -298,7 +298,7 @@ func (o *Observer) readLeader(ctx context.Context) *decide.Leader {
 func renewalWritten(lease *coordinationv1.Lease) time.Time {
 	var at time.Time
 	for _, m := range lease.ManagedFields {
-		if m.Time == nil || m.FieldsV1 == nil || !bytes.Contains(m.FieldsV1.Raw, []byte(`"f:renewTime"`)) {
+		if m.Time == nil || m.FieldsV1 == nil || !bytes.Contains(m.FieldsV1.GetRawBytes(), []byte(`"f:renewTime"`)) {
 			continue
 		}
 		if m.Time.After(at) {

@@ -10,6 +10,7 @@ import (
 	"crypto/sha256"
 	"debug/buildinfo"
 	"encoding/hex"
+	"errors"
 	"io"
 	"os"
 	"os/exec"
@@ -54,7 +55,7 @@ func TestArchives(t *testing.T) {
 			var names []string
 			for {
 				hd, err := tr.Next()
-				if err == io.EOF {
+				if errors.Is(err, io.EOF) {
 					break
 				}
 				must(t, err)
