@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -68,18 +67,11 @@ func (p *Alertmanager) Alerts(ctx context.Context, filter string) ([]GettableAle
 	if filter != "" {
 		q.Set("filter", filter)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.Base+"/api/v2/alerts?"+q.Encode(), nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := get(ctx, p.Base+"/api/v2/alerts?"+q.Encode())
 	if err != nil {
 		return nil, err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET /api/v2/alerts: %s", resp.Status)
-	}
 	var out []GettableAlert
 	return out, json.NewDecoder(resp.Body).Decode(&out)
 }
