@@ -2,6 +2,7 @@ package backtest
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +21,10 @@ import (
 
 var t0 = time.Date(2026, 11, 20, 8, 0, 0, 0, time.UTC)
 
+// pod1 is named as the Deployment "sched" names its pods, so that the CLI's
+// default --judge-pods deployment judges it.
+const pod1 = "sched-5d8f7-a1b2c"
+
 func series(from, to time.Time, step time.Duration, v func(time.Time) (float64, bool)) []model.SamplePair {
 	var out []model.SamplePair
 	for t := from; t.Before(to); t = t.Add(step) {
@@ -36,7 +41,7 @@ func history(span time.Duration, ready func(time.Time) float64, rejected func(ti
 	always := func(v float64) func(time.Time) (float64, bool) {
 		return func(time.Time) (float64, bool) { return v, true }
 	}
-	tg := &Target{Pod: "sched-1", Key: `{pod="sched-1"}`, Namespace: "ns",
+	tg := &Target{Pod: pod1, Key: `{pod="` + pod1 + `"}`, Namespace: "ns",
 		Ready:     series(t0, end, 15*time.Second, func(t time.Time) (float64, bool) { return ready(t), true }),
 		Rejected:  series(t0, end, 15*time.Second, rejected),
 		StartTime: series(t0, end, 15*time.Second, always(float64(t0.Add(-time.Hour).Unix())))}
@@ -49,7 +54,8 @@ func config() Config {
 	return Config{
 		Check: check.Options{
 			Decide: decide.Config{StartupGrace: 2 * time.Minute, WedgedFor: 150 * time.Second, ConfirmWindow: 90 * time.Second,
-				MaxRestarts: 3, RestartWindow: time.Hour, RestartMethod: decide.MethodDelete, MaxPods: 10, ClaimTimeout: 3 * time.Minute},
+				MaxRestarts: 3, RestartWindow: time.Hour, RestartMethod: decide.MethodDelete, MaxPods: 10, ClaimTimeout: 3 * time.Minute,
+				JudgePods: decide.JudgeDeployment},
 			Plan:           alert.PlanConfig{RealertInterval: time.Hour, BlindAfter: 3, WedgedFor: 150 * time.Second, Namespace: "ns"},
 			SampleInterval: 15 * time.Second, Namespace: "ns", StateConfigMap: "backtest",
 		},
@@ -96,21 +102,21 @@ func TestReplacementsAreNamedApart(t *testing.T) {
 	h := history(time.Hour, func(time.Time) float64 { return 0 }, func(time.Time) (float64, bool) { return 0, false })
 	w := NewWorld(h)
 	at := t0.Add(10 * time.Minute)
-	if !w.Restart("ns/sched-1", at) {
+	if !w.Restart("ns/"+pod1, at) {
 		t.Fatal("restart of the recorded pod refused")
 	}
 	pods := w.Pods(at.Add(time.Minute))
-	if len(pods) != 1 || pods[0].Name != "sched-1~1" || !pods[0].Replacement || pods[0].Ready != 3 {
-		t.Fatalf("pods after a restart = %+v, want the replacement sched-1~1 reading 3", pods)
+	if len(pods) != 1 || pods[0].Name != pod1+"~1" || !pods[0].Replacement || pods[0].Ready != 3 {
+		t.Fatalf("pods after a restart = %+v, want the replacement ~1 reading 3", pods)
 	}
-	if w.Restart("ns/sched-1", at.Add(2*time.Minute)) {
+	if w.Restart("ns/"+pod1, at.Add(2*time.Minute)) {
 		t.Error("the restarted pod is gone; restarting it again must fail")
 	}
-	if !w.Restart("ns/sched-1~1", at.Add(3*time.Minute)) {
+	if !w.Restart("ns/"+pod1+"~1", at.Add(3*time.Minute)) {
 		t.Fatal("restart of the replacement refused")
 	}
-	if pods := w.Pods(at.Add(4 * time.Minute)); len(pods) != 1 || pods[0].Name != "sched-1~2" {
-		t.Errorf("pods = %+v, want sched-1~2", pods)
+	if pods := w.Pods(at.Add(4 * time.Minute)); len(pods) != 1 || pods[0].Name != pod1+"~2" {
+		t.Errorf("pods = %+v, want ~2", pods)
 	}
 }
 
@@ -141,4 +147,71 @@ func TestStopGapPatience(t *testing.T) {
 	if !strings.Contains(text.String(), "ready 0 on runs 10m apart") || strings.Contains(text.String(), "5 min") {
 		t.Errorf("the stop-gap's section does not name its 10m patience:\n%s", text.String())
 	}
+}
+
+// wedgedIn reads 0 inside any of the spans and 3 outside.
+func wedgedIn(spans ...[2]time.Duration) func(time.Time) float64 {
+	return func(t time.Time) float64 {
+		for _, s := range spans {
+			if !t.Before(t0.Add(s[0])) && t.Before(t0.Add(s[1])) {
+				return 0
+			}
+		}
+		return 3
+	}
+}
+
+func noRejections(time.Time) (float64, bool) { return 0, false }
+
+// TestRepeatWedgeIsANewPod: the recorded pod wedges at +12m, heals by itself at
+// +40m and wedges again at +60m. The watchdog restarts the first wedge; what the
+// replay shows after the recorded heal is the replacement (live, the pod the
+// restart made, with a new UID), so the second wedge is restarted too, not
+// refused by the first restart's once-per-wedge record.
+func TestRepeatWedgeIsANewPod(t *testing.T) {
+	h := history(2*time.Hour, wedgedIn([2]time.Duration{12 * time.Minute, 40 * time.Minute}, [2]time.Duration{60 * time.Minute, 3 * time.Hour}), noRejections)
+	res := replay(t, h, config())
+	if len(res.Restarts) != 2 || len(res.Blocked) != 0 {
+		t.Fatalf("restarts %+v, blocked %+v: want two restarts (one per wedge), none blocked", res.Restarts, res.Blocked)
+	}
+	if res.Restarts[0].UID == res.Restarts[1].UID {
+		t.Errorf("both restarts of UID %s: the second wedge is on the first restart's replacement", res.Restarts[0].UID)
+	}
+	if slices.Contains(pageEvents(res), "restart-blocked/critical") {
+		t.Errorf("alerts = %v, want no restart-blocked", pageEvents(res))
+	}
+	// The stop-gap restarts both wedges too; the watchdog, sooner.
+	if len(res.StopGap.Restarts) != 2 || res.Summary.Wedged >= res.StopGap.Summary.Wedged {
+		t.Errorf("stop-gap restarts %+v; wedged %s (watchdog) vs %s (stop-gap): want 2, and the watchdog shorter",
+			res.StopGap.Restarts, res.Summary.Wedged.D(), res.StopGap.Summary.Wedged.D())
+	}
+	if n := len(res.Summary.Wedges); n != 2 || res.Summary.Wedges[0].HealedBy != "restart" || res.Summary.Wedges[1].HealedBy != "restart" {
+		t.Errorf("watchdog wedges = %+v, want two, each healed by a restart", res.Summary.Wedges)
+	}
+	// Measured after the replay, each wedge lasts until its own restart (seen at
+	// the run after it began, restarted 2m30s later), not until the record healed.
+	if res.Summary.WorstWedge.D() > 6*time.Minute {
+		t.Errorf("watchdog: worst time to heal %s, want at most 6m", res.Summary.WorstWedge.D())
+	}
+}
+
+func pageEvents(res *Result) []string {
+	var out []string
+	for _, p := range res.Pages {
+		out = append(out, p.Event+"/"+p.Severity)
+	}
+	return out
+}
+
+// replay runs the backtest and logs its figures (go test -v shows them).
+func replay(t *testing.T, h *History, cfg Config) *Result {
+	t.Helper()
+	res, err := Run(context.Background(), h, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("watchdog: %d restarts, %d blocked, %d pages, wedged %s in %d wedges (worst %s); stop-gap: %d restarts, wedged %s; as recorded: wedged %s in %d wedges (worst %s)",
+		len(res.Restarts), len(res.Blocked), res.Summary.Pages, res.Summary.Wedged.D(), len(res.Summary.Wedges), res.Summary.WorstWedge.D(),
+		len(res.StopGap.Restarts), res.StopGap.Summary.Wedged.D(), res.AsRecorded.Wedged.D(), len(res.AsRecorded.Wedges), res.AsRecorded.WorstWedge.D())
+	return res
 }

@@ -19,11 +19,16 @@ import (
 // restarted pod leaves the listing at once, and a replacement (named pod~1,
 // pod~2, ...) reads as many ready nodes as the API server serves, from when it
 // starts, until the recorded pod heals on its own (ready above 0 again, a new
-// process, or its series end); from then on the world follows the record again.
-// The replacement's data has the record's gaps.
+// process, or its series end); from then on the replacement reads what the record
+// reads. It stays the replacement (its name and UID) to the decision core: live,
+// the pod the restart made is a new pod, and a later wedge in the record is its
+// wedge, not the restarted pod's. The replacement's data has the record's gaps.
 type World struct {
 	h     *History
-	lines map[string]*line // by Target.Key
+	// lines are, by Target.Key, the restarts of each target in the order made:
+	// the world at any time is the latest made by then, so that it reads the same
+	// during the replay and when measured after it.
+	lines map[string][]*line
 	// made counts the replacements of each target, so that no two share a name.
 	made map[string]int
 	// restarts are the times of the restarts made.
@@ -45,7 +50,7 @@ type line struct {
 
 // NewWorld is the record with no restart made yet.
 func NewWorld(h *History) *World {
-	return &World{h: h, lines: map[string]*line{}, made: map[string]int{}}
+	return &World{h: h, lines: map[string][]*line{}, made: map[string]int{}}
 }
 
 // Pod is one scheduler pod of the world at a given time.
@@ -68,14 +73,14 @@ func (w *World) Pods(t time.Time) []Pod {
 			continue
 		}
 		uid := podUID(tg)
-		l := w.lines[tg.Key]
+		l := w.lineAt(tg.Key, t)
 		switch {
-		case l == nil || t.Before(l.deletedAt):
+		case l == nil:
 			out = append(out, w.recorded(tg, uid, t))
 		case l.healAt.IsZero() || t.Before(l.healAt):
 			out = append(out, w.replacement(tg, uid, l, t))
 		case !l.ended:
-			out = append(out, w.recorded(tg, uid, t))
+			out = append(out, w.healed(tg, uid, l, t))
 		}
 	}
 	return out
@@ -114,7 +119,8 @@ func (w *World) recorded(tg *Target, uid string, t time.Time) Pod {
 }
 
 func (w *World) replacement(tg *Target, uid string, l *line, t time.Time) Pod {
-	p := Pod{Name: fmt.Sprintf("%s~%d", tg.Pod, l.n), UID: fmt.Sprintf("%s~%d", uid, l.n), Target: tg, Replacement: true, StartedAt: l.startedAt}
+	p := Pod{Target: tg, Replacement: true, StartedAt: l.startedAt}
+	p.Name, p.UID = l.names(tg, uid)
 	if _, when, ok := at(tg.Ready, t, w.h.MaxAge); !ok {
 		p.Gap = gapReason("the ready series", when, t, w.h.MaxAge)
 		return p
@@ -123,6 +129,24 @@ func (w *World) replacement(tg *Target, uid string, l *line, t time.Time) Pod {
 		p.Ready = float64(n)
 	}
 	return p
+}
+
+// healed is the replacement once the record has healed: the record's readings
+// under the replacement's name and UID. Its process started with the replacement,
+// or later when the record shows a newer process.
+func (w *World) healed(tg *Target, uid string, l *line, t time.Time) Pod {
+	p := w.recorded(tg, uid, t)
+	p.Name, p.UID = l.names(tg, uid)
+	p.Replacement = true
+	if p.StartedAt.Before(l.startedAt) {
+		p.StartedAt = l.startedAt
+	}
+	return p
+}
+
+// names are the current replacement's pod name and UID.
+func (l *line) names(tg *Target, uid string) (name, podUID string) {
+	return fmt.Sprintf("%s~%d", tg.Pod, l.n), fmt.Sprintf("%s~%d", uid, l.n)
 }
 
 // startedAt is the process start the record gives at t: the latest
@@ -154,20 +178,34 @@ func (w *World) Restart(uid string, t time.Time) bool {
 			continue
 		}
 		key := p.Target.Key
-		l := w.lines[key]
-		if l == nil || (!l.healAt.IsZero() && !t.Before(l.healAt)) {
-			l = &line{deletedAt: t}
+		l := &line{deletedAt: t}
+		if prev := w.lineAt(key, t); prev != nil && (prev.healAt.IsZero() || t.Before(prev.healAt)) {
+			// A replacement restarted before the record healed: the record still
+			// heals when it did.
+			l.healAt, l.ended = prev.healAt, prev.ended
+		} else {
 			l.healAt, l.ended = w.healsAt(p.Target, t)
-			w.lines[key] = l
 		}
 		// The replacement starts a few seconds after the delete, in whole seconds.
 		w.made[key]++
 		w.restarts = append(w.restarts, t)
 		l.n = w.made[key]
 		l.startedAt = t.Add(5 * time.Second).Truncate(time.Second)
+		w.lines[key] = append(w.lines[key], l)
 		return true
 	}
 	return false
+}
+
+// lineAt is the latest restart of the target made by t, or nil.
+func (w *World) lineAt(key string, t time.Time) *line {
+	lines := w.lines[key]
+	for i := len(lines) - 1; i >= 0; i-- {
+		if !t.Before(lines[i].deletedAt) {
+			return lines[i]
+		}
+	}
+	return nil
 }
 
 // healsAt is when the record of tg heals by itself after t: its first ready
