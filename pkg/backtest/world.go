@@ -24,7 +24,7 @@ import (
 // the pod the restart made is a new pod, and a later wedge in the record is its
 // wedge, not the restarted pod's. The replacement's data has the record's gaps.
 type World struct {
-	h     *History
+	h *History
 	// lines are, by Target.Key, the restarts of each target in the order made:
 	// the world at any time is the latest made by then, so that it reads the same
 	// during the replay and when measured after it.
