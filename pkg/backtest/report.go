@@ -112,11 +112,14 @@ type WorldSummary struct {
 	Wedges     []Wedge        `json:"wedges"`
 }
 
-// Wedge is one stretch of wedged readings; HealedBy says what ended it.
+// Wedge is one stretch of wedged readings; HealedBy says what ended it. A gap in
+// the data between wedged readings is unknown time inside the wedge (Unknown),
+// never a heal: the wedge lasts until a reading says it healed.
 type Wedge struct {
 	From     time.Time      `json:"from"`
 	To       *time.Time     `json:"to,omitempty"`
 	Duration state.Duration `json:"duration"`
+	Unknown  state.Duration `json:"unknown,omitempty"`
 	HealedBy string         `json:"healedBy"`
 }
 
@@ -235,6 +238,7 @@ func (r *Result) WriteText(w io.Writer) error {
 	fmt.Fprintf(tw, "time wedged\t%s\t%s\t%s\n", short(r.Summary.Wedged), short(r.StopGap.Summary.Wedged), short(r.AsRecorded.Wedged))
 	fmt.Fprintf(tw, "wedges\t%s\t%s\t%s\n", wedgeCounts(r.Summary.WorldSummary), wedgeCounts(r.StopGap.Summary), wedgeCounts(r.AsRecorded))
 	fmt.Fprintf(tw, "worst time to heal\t%s\t%s\t%s\n", short(r.Summary.WorstWedge), short(r.StopGap.Summary.WorstWedge), short(r.AsRecorded.WorstWedge))
+	fmt.Fprintf(tw, "of which unknown (gaps)\t%s\t%s\t%s\n", short(unknownIn(r.Summary.WorldSummary)), short(unknownIn(r.StopGap.Summary)), short(unknownIn(r.AsRecorded)))
 	return tw.Flush()
 }
 
@@ -247,4 +251,14 @@ func wedgeCounts(s WorldSummary) string {
 		}
 	}
 	return fmt.Sprintf("%d (%d by restart)", len(s.Wedges), byRestart)
+}
+
+// unknownIn is the time inside wedges the data does not cover: the wedges'
+// durations include it.
+func unknownIn(s WorldSummary) state.Duration {
+	var d state.Duration
+	for _, w := range s.Wedges {
+		d += w.Unknown
+	}
+	return d
 }

@@ -381,27 +381,42 @@ func runStopGap(h *History, cfg Config) StopGap {
 }
 
 // summarizeWorld measures w over the range at the data's resolution: how long the
-// scheduler was wedged, in how many wedges, and how each one ended.
+// scheduler was wedged, in how many wedges, and how each one ended. Unknown
+// readings (a gap in the data) inside a wedge neither end it nor start another:
+// they are unknown time inside it, and the wedge ends at the first reading that
+// says it healed.
 func summarizeWorld(w *World, h *History, startupGrace time.Duration) WorldSummary {
 	var s WorldSummary
 	step := h.ScrapeInterval
 	var open *Wedge
+	var unknown time.Duration // since the last wedged reading of the open wedge
 	for t := h.From; !t.After(h.To); t = t.Add(step) {
-		if w.wedged(t, startupGrace) {
+		switch w.condition(t, startupGrace) {
+		case condWedged:
 			if open == nil {
 				s.Wedges = append(s.Wedges, Wedge{From: t.UTC()})
 				open = &s.Wedges[len(s.Wedges)-1]
 			}
-			s.Wedged += state.Duration(step)
-			continue
-		}
-		if open != nil {
-			open.To, open.Duration = ptr(t.UTC()), state.Duration(t.Sub(open.From))
-			open.HealedBy = w.healedBy(open.From, t)
-			open = nil
+			open.Unknown += state.Duration(unknown)
+			s.Wedged += state.Duration(step + unknown)
+			unknown = 0
+		case condUnknown:
+			if open != nil {
+				unknown += step
+			}
+		case condFine:
+			if open != nil {
+				open.Unknown += state.Duration(unknown)
+				s.Wedged += state.Duration(unknown)
+				open.To, open.Duration = ptr(t.UTC()), state.Duration(t.Sub(open.From))
+				open.HealedBy = w.healedBy(open.From, t)
+				open, unknown = nil, 0
+			}
 		}
 	}
 	if open != nil {
+		open.Unknown += state.Duration(unknown)
+		s.Wedged += state.Duration(unknown)
 		open.Duration, open.HealedBy = state.Duration(h.To.Sub(open.From)), "still wedged at the end"
 	}
 	for _, wg := range s.Wedges {

@@ -215,3 +215,40 @@ func replay(t *testing.T, h *History, cfg Config) *Result {
 		len(res.StopGap.Restarts), res.StopGap.Summary.Wedged.D(), res.AsRecorded.Wedged.D(), len(res.AsRecorded.Wedges), res.AsRecorded.WorstWedge.D())
 	return res
 }
+
+// without drops the target's samples (every series) inside [from, to): a scrape gap.
+func without(h *History, from, to time.Duration) *History {
+	keep := func(s []model.SamplePair) []model.SamplePair {
+		return slices.DeleteFunc(slices.Clone(s), func(p model.SamplePair) bool {
+			at := p.Timestamp.Time()
+			return !at.Before(t0.Add(from)) && at.Before(t0.Add(to))
+		})
+	}
+	for _, tg := range h.Targets {
+		tg.Ready, tg.Rejected, tg.StartTime = keep(tg.Ready), keep(tg.Rejected), keep(tg.StartTime)
+	}
+	return h
+}
+
+// TestGapInsideAWedgeIsOneWedge: a 39-minute wedge with a 5-minute scrape gap
+// in its middle is one wedge, with unknown time inside, not two healed "by
+// itself": as recorded, one wedge of 39m; the stop-gap's and the watchdog's
+// restarts heal it, each once.
+func TestGapInsideAWedgeIsOneWedge(t *testing.T) {
+	h := without(history(2*time.Hour, wedgedIn([2]time.Duration{12 * time.Minute, 51 * time.Minute}), noRejections), 30*time.Minute, 35*time.Minute)
+	cfg := config()
+	cfg.Check.Decide.MaxRestarts = 0 // alert only: the watchdog's world keeps the wedge as recorded
+	res := replay(t, h, cfg)
+	for name, s := range map[string]WorldSummary{"as recorded": res.AsRecorded, "watchdog (--max-restarts 0)": res.Summary.WorldSummary} {
+		if len(s.Wedges) != 1 || s.Wedges[0].HealedBy != "itself" || s.WorstWedge.D() != 39*time.Minute {
+			t.Errorf("%s: wedges %+v, worst %s: want one wedge of 39m, healed by itself", name, s.Wedges, s.WorstWedge.D())
+			continue
+		}
+		if u := s.Wedges[0].Unknown.D(); u < 4*time.Minute || u > 5*time.Minute {
+			t.Errorf("%s: unknown time inside the wedge %s, want the 5m gap", name, s.Wedges[0].Unknown.D())
+		}
+	}
+	if len(res.StopGap.Restarts) != 1 || len(res.StopGap.Summary.Wedges) != 1 || res.StopGap.Summary.Wedges[0].HealedBy != "restart" {
+		t.Errorf("stop-gap: restarts %+v, wedges %+v: want one restart healing the one wedge", res.StopGap.Restarts, res.StopGap.Summary.Wedges)
+	}
+}

@@ -227,19 +227,38 @@ func (w *World) healsAt(tg *Target, t time.Time) (time.Time, bool) {
 	return time.Time{}, false
 }
 
-// wedged reports whether the world's scheduler is wedged at t, as an outside
-// observer would call it: a pod past startupGrace reads 0 ready while nodes serve.
-func (w *World) wedged(t time.Time, startupGrace time.Duration) bool {
+// condition is the world's scheduler at t as an outside observer would call it.
+type condition int
+
+const (
+	// condFine: no pod is wedged, as far as the readings tell.
+	condFine condition = iota
+	// condWedged: a pod past the startup grace reads 0 ready while nodes serve.
+	condWedged
+	// condUnknown: not wedged by any reading, but the data cannot tell (a gap in
+	// a pod's series, or no serving-node count).
+	condUnknown
+)
+
+// condition reports whether the world's scheduler is wedged at t.
+func (w *World) condition(t time.Time, startupGrace time.Duration) condition {
 	n, ok := w.Expected(t)
-	if !ok || n == 0 {
-		return false
+	if !ok {
+		return condUnknown
 	}
+	if n == 0 {
+		return condFine
+	}
+	c := condFine
 	for _, p := range w.Pods(t) {
-		if p.Gap == "" && p.Ready == 0 && t.Sub(p.StartedAt) >= startupGrace {
-			return true
+		switch {
+		case p.Gap != "":
+			c = condUnknown
+		case p.Ready == 0 && t.Sub(p.StartedAt) >= startupGrace:
+			return condWedged
 		}
 	}
-	return false
+	return c
 }
 
 // observation is the world at t as the watchdog's observer reports it.
