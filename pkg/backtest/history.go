@@ -15,6 +15,8 @@ import (
 
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
+
+	"github.com/agentenv/watchdog/pkg/decide"
 )
 
 // Queries is the PromQL the backtest reads. Ready, Rejected and StartTime are
@@ -25,6 +27,9 @@ type Queries struct {
 	Rejected  string
 	StartTime string
 	Expected  string
+	// ExpectedSeries is a series selector recorded with the serving count (by
+	// the same scrape): how often it was recorded is the count's resolution.
+	ExpectedSeries string
 	// PodLabel names the label holding the scheduler pod's name.
 	PodLabel string
 }
@@ -44,7 +49,8 @@ func DefaultQueries(namespace, deployment, service string, port int) Queries {
 			`kube_endpointslice_endpoints{namespace=%[1]s,endpointslice=~%[2]s,serving="true",terminating="false",targetref_name!=""}`+
 			` and on (namespace, endpointslice) kube_endpointslice_ports{namespace=%[1]s,endpointslice=~%[2]s,port_number="%[3]d"}))`+
 			` or on () (0 * count(kube_endpointslice_info{namespace=%[1]s,endpointslice=~%[2]s}))`, ns, slices, port),
-		PodLabel: "pod",
+		ExpectedSeries: fmt.Sprintf(`kube_endpointslice_info{namespace=%s,endpointslice=~%s}`, ns, slices),
+		PodLabel:       "pod",
 	}
 }
 
@@ -53,14 +59,40 @@ type History struct {
 	From, To time.Time
 	// Targets are the scheduler's scrape targets (one per pod), by first sample.
 	Targets []*Target
-	// Expected is the serving node count at each Step of the range.
+	// Expected is the serving node count at each Step of the range, from
+	// samples at most two ExpectedIntervals old: a step without one is a gap.
 	Expected []model.SamplePair
 	Step     time.Duration
+	// ExpectedInterval is how often the serving count was recorded (the median
+	// spacing of ExpectedSeries), or the scrape interval when that is unknown.
+	ExpectedInterval time.Duration
 	// ScrapeInterval is the median spacing of the ready samples; a sample older
-	// than MaxAge at a given time is a gap (unknown), never a reading.
+	// than MaxAge at a given time is a gap (unknown), never a reading. A target
+	// scraped at its own interval has its own MaxAge.
 	ScrapeInterval time.Duration
 	MaxAge         time.Duration
-	Warnings       []string
+	// RejectedInterval is the median spacing of the rejected-heartbeat samples.
+	RejectedInterval time.Duration
+	Warnings         []string
+}
+
+// Series names one series of the history and how often it was recorded, for the
+// report's warning when it is coarser than the pass samples.
+type Series struct {
+	Name     string
+	Interval time.Duration
+}
+
+// Resolutions are the history's series with a known interval.
+func (h *History) Resolutions() []Series {
+	var out []Series
+	for _, s := range []Series{{"the scheduler's ready gauge", h.ScrapeInterval}, {"the rejected-heartbeat counter", h.RejectedInterval},
+		{"the serving-node count (--expected-query)", h.ExpectedInterval}} {
+		if s.Interval > 0 {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // Target is one scheduler scrape target: its pod and three of its series.
@@ -73,6 +105,9 @@ type Target struct {
 	Ready     []model.SamplePair
 	Rejected  []model.SamplePair
 	StartTime []model.SamplePair
+	// MaxAge is twice this target's own scrape interval: an older ready sample
+	// is a gap.
+	MaxAge time.Duration
 }
 
 // First and Last are the target's first and last ready samples.
@@ -113,13 +148,46 @@ func Fetch(ctx context.Context, api promv1.API, q Queries, from, to time.Time, s
 		return nil, err
 	}
 	h.Targets = join(q.PodLabel, ready, rejected, started)
-	h.ScrapeInterval = medianSpacing(h.Targets)
+	h.ScrapeInterval = medianSpacing(readySamples(h.Targets))
+	if h.ScrapeInterval == 0 {
+		h.ScrapeInterval = 15 * time.Second // one sample: Prometheus' usual interval
+	}
 	h.MaxAge = 2 * h.ScrapeInterval
+	for _, t := range h.Targets {
+		t.MaxAge = 2 * medianSpacing([][]model.SamplePair{t.Ready})
+	}
+	var rej [][]model.SamplePair
+	for _, s := range rejected {
+		rej = append(rej, s.Values)
+	}
+	h.RejectedInterval = medianSpacing(rej)
+	// The serving count is read at its own resolution: kube-state-metrics is often
+	// scraped less often than the scheduler, and read at the scheduler's, with a
+	// lookback of two of its intervals, some steps found no sample: a gap that is
+	// not in the data.
+	h.ExpectedInterval = h.ScrapeInterval
+	if q.ExpectedSeries != "" {
+		cadence, err := f.raw(ctx, "--expected-series", q.ExpectedSeries, from.Add(-lead), to)
+		if err != nil {
+			return nil, err
+		}
+		var samples [][]model.SamplePair
+		for _, s := range cadence {
+			samples = append(samples, s.Values)
+		}
+		if d := medianSpacing(samples); d > 0 {
+			h.ExpectedInterval = d
+		} else {
+			h.Warnings = append(h.Warnings, fmt.Sprintf("--expected-series %s: no samples, so how often the serving count was recorded is unknown: "+
+				"it is read at the scheduler's scrape interval (%s), and if it was recorded less often some readings are gaps that are not in the data",
+				q.ExpectedSeries, decide.ShortDuration(h.ScrapeInterval)))
+		}
+	}
 	if step <= 0 {
-		step = h.ScrapeInterval
+		step = h.ExpectedInterval
 	}
 	h.Step = step
-	if h.Expected, err = f.ranged(ctx, "--expected-query", q.Expected, from.Add(-lead), to, step); err != nil {
+	if h.Expected, err = f.ranged(ctx, "--expected-query", q.Expected, from.Add(-lead), to, step, 2*h.ExpectedInterval); err != nil {
 		return nil, err
 	}
 	if len(h.Expected) == 0 {
@@ -179,10 +247,13 @@ func (f fetcher) raw(ctx context.Context, flag, selector string, from, to time.T
 }
 
 // ranged evaluates expr at every step of [from, to], in ranges of at most
-// maxSteps. The lookback is two steps, so that a gap in the data stays a gap
-// rather than the last value carried over five minutes.
-func (f fetcher) ranged(ctx context.Context, flag, expr string, from, to time.Time, step time.Duration) ([]model.SamplePair, error) {
+// maxSteps, from a multiple of step (so that the steps fall at the same moments
+// whatever the start: a relative --start is not on a scrape). The lookback is
+// two of the series' own intervals, so that a gap in the data stays a gap rather
+// than the last value carried over five minutes, and a sparse series is no gap.
+func (f fetcher) ranged(ctx context.Context, flag, expr string, from, to time.Time, step, lookback time.Duration) ([]model.SamplePair, error) {
 	var out []model.SamplePair
+	from = time.UnixMilli(from.UnixMilli() / step.Milliseconds() * step.Milliseconds()).UTC()
 	span := time.Duration(maxSteps) * step
 	for start := from; !start.After(to); start = start.Add(span + step) {
 		end := start.Add(span)
@@ -191,7 +262,7 @@ func (f fetcher) ranged(ctx context.Context, flag, expr string, from, to time.Ti
 		}
 		r := promv1.Range{Start: start, End: end, Step: step}
 		v, err := f.query(ctx, flag, expr, func(qctx context.Context) (model.Value, promv1.Warnings, error) {
-			v, w, _, err := f.api.QueryRange(qctx, expr, r, promv1.WithTimeout(f.timeout), promv1.WithLookbackDelta(2*step))
+			v, w, _, err := f.api.QueryRange(qctx, expr, r, promv1.WithTimeout(f.timeout), promv1.WithLookbackDelta(lookback))
 			return v, w, err
 		})
 		if err != nil {
@@ -291,17 +362,25 @@ func mergeSamples(a, b []model.SamplePair) []model.SamplePair {
 	return slices.CompactFunc(out, func(x, y model.SamplePair) bool { return x.Timestamp == y.Timestamp })
 }
 
-// medianSpacing is the median time between consecutive ready samples: the scrape
-// interval, robust to the odd gap.
-func medianSpacing(targets []*Target) time.Duration {
-	var d []time.Duration
+func readySamples(targets []*Target) [][]model.SamplePair {
+	out := make([][]model.SamplePair, 0, len(targets))
 	for _, t := range targets {
-		for i := 1; i < len(t.Ready); i++ {
-			d = append(d, t.Ready[i].Timestamp.Time().Sub(t.Ready[i-1].Timestamp.Time()))
+		out = append(out, t.Ready)
+	}
+	return out
+}
+
+// medianSpacing is the median time between consecutive samples of each series:
+// the scrape interval, robust to the odd gap; 0 with fewer than two samples.
+func medianSpacing(series [][]model.SamplePair) time.Duration {
+	var d []time.Duration
+	for _, s := range series {
+		for i := 1; i < len(s); i++ {
+			d = append(d, s[i].Timestamp.Time().Sub(s[i-1].Timestamp.Time()))
 		}
 	}
 	if len(d) == 0 {
-		return 15 * time.Second
+		return 0
 	}
 	slices.Sort(d)
 	return d[len(d)/2]

@@ -57,9 +57,11 @@ func Run(ctx context.Context, h *History, cfg Config) (*Result, error) {
 	} else {
 		res.Mode = fmt.Sprintf("CronJob schedule %q", cfg.ScheduleSpec)
 	}
-	if si := cfg.Check.SampleInterval; h.ScrapeInterval > si {
-		res.Warnings = append(res.Warnings, fmt.Sprintf("the scheduler was scraped every %s, coarser than --sample-interval %s: confirmation samples within one scrape interval repeat the same reading",
-			decide.ShortDuration(h.ScrapeInterval), decide.ShortDuration(si)))
+	for _, s := range h.Resolutions() {
+		if si := cfg.Check.SampleInterval; s.Interval > si {
+			res.Warnings = append(res.Warnings, fmt.Sprintf("%s was recorded every %s, coarser than --sample-interval %s: confirmation samples within one interval repeat the same reading",
+				s.Name, decide.ShortDuration(s.Interval), decide.ShortDuration(si)))
+		}
 	}
 
 	sim := newSimulation(h, cfg)

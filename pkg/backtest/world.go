@@ -69,7 +69,7 @@ type Pod struct {
 func (w *World) Pods(t time.Time) []Pod {
 	var out []Pod
 	for _, tg := range w.h.Targets {
-		if t.Before(tg.First()) || t.Sub(tg.Last()) > w.h.MaxAge {
+		if t.Before(tg.First()) || t.Sub(tg.Last()) > w.maxAge(tg) {
 			continue
 		}
 		uid := podUID(tg)
@@ -86,9 +86,10 @@ func (w *World) Pods(t time.Time) []Pod {
 	return out
 }
 
-// Expected is the serving node count at t, if the record has it.
+// Expected is the serving node count at t, if the record has it. The count is
+// evaluated at every Step with its own staleness, so a missing step is a gap.
 func (w *World) Expected(t time.Time) (int, bool) {
-	v, _, ok := at(w.h.Expected, t, 2*w.h.Step)
+	v, _, ok := at(w.h.Expected, t, w.h.Step)
 	if !ok || v < 0 {
 		return 0, false
 	}
@@ -104,9 +105,9 @@ func podUID(tg *Target) string {
 
 func (w *World) recorded(tg *Target, uid string, t time.Time) Pod {
 	p := Pod{Name: tg.Pod, UID: uid, Target: tg, StartedAt: w.startedAt(tg, t)}
-	ready, when, ok := at(tg.Ready, t, w.h.MaxAge)
+	ready, when, ok := at(tg.Ready, t, w.maxAge(tg))
 	if !ok {
-		p.Gap = gapReason("the ready series", when, t, w.h.MaxAge)
+		p.Gap = gapReason("the ready series", when, t, w.maxAge(tg))
 		return p
 	}
 	p.Ready = ready
@@ -121,14 +122,25 @@ func (w *World) recorded(tg *Target, uid string, t time.Time) Pod {
 func (w *World) replacement(tg *Target, uid string, l *line, t time.Time) Pod {
 	p := Pod{Target: tg, Replacement: true, StartedAt: l.startedAt}
 	p.Name, p.UID = l.names(tg, uid)
-	if _, when, ok := at(tg.Ready, t, w.h.MaxAge); !ok {
-		p.Gap = gapReason("the ready series", when, t, w.h.MaxAge)
+	if _, when, ok := at(tg.Ready, t, w.maxAge(tg)); !ok {
+		p.Gap = gapReason("the ready series", when, t, w.maxAge(tg))
 		return p
 	}
-	if n, ok := w.Expected(t); ok {
-		p.Ready = float64(n)
+	// It reads what serves. While the record has no count (a gap in
+	// kube-state-metrics' series, not in the scheduler's), the last one known.
+	if v, _, ok := at(w.h.Expected, t, math.MaxInt64); ok && v > 0 {
+		p.Ready = math.Round(v)
 	}
 	return p
+}
+
+// maxAge is how old a ready sample of tg may be and still be a reading: twice
+// its own scrape interval.
+func (w *World) maxAge(tg *Target) time.Duration {
+	if tg.MaxAge > 0 {
+		return tg.MaxAge
+	}
+	return w.h.MaxAge
 }
 
 // healed is the replacement once the record has healed: the record's readings
@@ -221,7 +233,7 @@ func (w *World) healsAt(tg *Target, t time.Time) (time.Time, bool) {
 			return when, false
 		}
 	}
-	if w.h.To.Sub(tg.Last()) > w.h.MaxAge {
+	if w.h.To.Sub(tg.Last()) > w.maxAge(tg) {
 		return tg.Last(), true
 	}
 	return time.Time{}, false
@@ -274,7 +286,7 @@ func (w *World) observation(t time.Time, deployment string) decide.Observation {
 			dp.ScrapeErr = &scrape.Error{Kind: scrape.KindAbsent, Err: fmt.Errorf("%s", p.Gap)}
 		case !known:
 			// Not an API failure of the watchdog's: the record has no count here.
-			dp.ScrapeErr = &scrape.Error{Kind: scrape.KindAbsent, Err: fmt.Errorf("%s", gapReason("the serving-node count (--expected-query)", time.Time{}, t, 2*w.h.Step))}
+			dp.ScrapeErr = &scrape.Error{Kind: scrape.KindAbsent, Err: fmt.Errorf("%s", gapReason("the serving-node count (--expected-query)", time.Time{}, t, w.h.Step))}
 		default:
 			dp.Sample = &scrape.Sample{Observed: map[string]int{"ready": int(math.Round(p.Ready))}, HeartbeatRejected: uint64(max(p.Rejected, 0))}
 		}

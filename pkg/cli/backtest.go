@@ -32,6 +32,7 @@ type BacktestOptions struct {
 	Rejected      string
 	StartTime     string
 	Expected      string
+	ExpectedSer   string
 	PodLabel      string
 	StopGapAfter  time.Duration
 
@@ -50,11 +51,12 @@ func (o *BacktestOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.End, "end", "now", "end of the replay: RFC 3339 time, a duration back from now, or now")
 	fs.StringVar(&o.Schedule, "schedule", DefaultSchedule, "CronJob schedule of the simulated runs (cron syntax, as the CronJob controller reads it)")
 	fs.DurationVar(&o.Interval, "interval", 0, "simulate watchdog run with a pass every interval instead of the CronJob (0: CronJob)")
-	fs.DurationVar(&o.Step, "step", 0, "resolution of --expected-query (0: the scheduler's scrape interval, as found in the data)")
+	fs.DurationVar(&o.Step, "step", 0, "resolution of --expected-query (0: how often it was recorded, found from --expected-series)")
 	fs.StringVar(&o.Ready, "ready-series", "", "series selector of the scheduler's ready gauge (default: agentenv_scheduler_observed_nodes{namespace=<namespace>,status=\"ready\"})")
 	fs.StringVar(&o.Rejected, "rejected-series", "", "series selector of the rejected-heartbeat counter (default: agentenv_scheduler_rpc_duration_seconds_count{namespace=<namespace>,rpc=\"Heartbeat\",status=\"invalid_argument\"})")
 	fs.StringVar(&o.StartTime, "start-time-series", "", "series selector of the scheduler's process start (default: process_start_time_seconds{namespace=<namespace>,pod=~\"<deployment>-.+\"})")
 	fs.StringVar(&o.Expected, "expected-query", "", "PromQL giving the serving node count, one series (default: kube-state-metrics' kube_endpointslice_endpoints of <nodes-service> on <nodes-port>, counted as discovery counts; docs/backtest.md)")
+	fs.StringVar(&o.ExpectedSer, "expected-series", "", "series selector recorded with the serving count, by the same scrape: how often it was recorded is the count's resolution and staleness (default: kube_endpointslice_info{namespace=<namespace>,endpointslice=~\"<nodes-service>-.+\"})")
 	fs.StringVar(&o.PodLabel, "pod-label", "pod", "label naming the scheduler pod on its series")
 	fs.DurationVar(&o.StopGapAfter, "stop-gap-after", 5*time.Minute, "the stop-gap script's patience: it restarts once ready read 0 on runs this far apart")
 }
@@ -191,7 +193,7 @@ func runBacktest(ctx context.Context, f *checkFlags, bo *BacktestOptions, stderr
 		return nil, usagef("--prometheus-url: %v", err)
 	}
 	q := backtest.DefaultQueries(f.cluster.Namespace, f.check.Deployment, f.check.NodesService, f.check.NodesPort)
-	for _, o := range []struct{ flag, query *string }{{&bo.Ready, &q.Ready}, {&bo.Rejected, &q.Rejected}, {&bo.StartTime, &q.StartTime}, {&bo.Expected, &q.Expected}} {
+	for _, o := range []struct{ flag, query *string }{{&bo.Ready, &q.Ready}, {&bo.Rejected, &q.Rejected}, {&bo.StartTime, &q.StartTime}, {&bo.Expected, &q.Expected}, {&bo.ExpectedSer, &q.ExpectedSeries}} {
 		if *o.flag != "" {
 			*o.query = *o.flag
 		}

@@ -294,7 +294,7 @@ func TestBacktestStaleCache(t *testing.T) {
 		t.Errorf("stop-gap restarts %+v, wedged as recorded %s: want none", res.StopGap.Restarts, res.AsRecorded.Wedged.D())
 	}
 	if !slices.ContainsFunc(res.Warnings, func(w string) bool {
-		return strings.Contains(w, "scraped every 30s, coarser than --sample-interval 15s")
+		return strings.Contains(w, "ready gauge was recorded every 30s, coarser than --sample-interval 15s")
 	}) {
 		t.Errorf("warnings = %q, want the coarse scrape interval named", res.Warnings)
 	}
