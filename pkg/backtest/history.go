@@ -30,6 +30,11 @@ type Queries struct {
 	// ExpectedSeries is a series selector recorded with the serving count (by
 	// the same scrape): how often it was recorded is the count's resolution.
 	ExpectedSeries string
+	// PodReady, when set, is a series selector of the scheduler pods' readiness
+	// (kube-state-metrics' kube_pod_status_ready{condition="true"}), joined to
+	// the targets by PodLabel: an HA scheduler's leader is the ready pod. Set
+	// with --leader-lease only.
+	PodReady string
 	// PodLabel names the label holding the scheduler pod's name.
 	PodLabel string
 }
@@ -73,7 +78,12 @@ type History struct {
 	MaxAge         time.Duration
 	// RejectedInterval is the median spacing of the rejected-heartbeat samples.
 	RejectedInterval time.Duration
-	Warnings         []string
+	// LeaderFromReadiness: the scheduler runs HA (--leader-lease) and its leader
+	// at each moment is the one pod whose readiness (Target.PodReady, recorded
+	// every PodReadyInterval) is 1.
+	LeaderFromReadiness bool
+	PodReadyInterval    time.Duration
+	Warnings            []string
 }
 
 // Series names one series of the history and how often it was recorded, for the
@@ -87,7 +97,7 @@ type Series struct {
 func (h *History) Resolutions() []Series {
 	var out []Series
 	for _, s := range []Series{{"the scheduler's ready gauge", h.ScrapeInterval}, {"the rejected-heartbeat counter", h.RejectedInterval},
-		{"the serving-node count (--expected-query)", h.ExpectedInterval}} {
+		{"the serving-node count (--expected-query)", h.ExpectedInterval}, {"the pods' readiness (--pod-ready-series, the leader)", h.PodReadyInterval}} {
 		if s.Interval > 0 {
 			out = append(out, s)
 		}
@@ -108,6 +118,9 @@ type Target struct {
 	// MaxAge is twice this target's own scrape interval: an older ready sample
 	// is a gap.
 	MaxAge time.Duration
+	// PodReady is the pod's readiness as kube-state-metrics recorded it (1 or 0),
+	// read only to tell an HA scheduler's leader (readiness is leadership).
+	PodReady []model.SamplePair
 }
 
 // First and Last are the target's first and last ready samples.
@@ -197,12 +210,57 @@ func Fetch(ctx context.Context, api promv1.API, q Queries, from, to time.Time, s
 			"kube-state-metrics exports EndpointSlices only with --resources including endpointslices; or pass a query that counts the serving nodes (docs/backtest.md)",
 			q.Expected, from.Format(time.RFC3339), to.Format(time.RFC3339)))
 	}
+	if q.PodReady != "" {
+		if err := f.podReady(ctx, q, from.Add(-lead), to); err != nil {
+			return nil, err
+		}
+	}
 	for _, t := range h.Targets {
 		if len(t.StartTime) == 0 {
 			h.Warnings = append(h.Warnings, fmt.Sprintf("pod %s: no process_start_time_seconds (--start-time-series): its age is taken from its first sample, so a container restart is not seen as one", t.Pod))
 		}
 	}
 	return h, nil
+}
+
+// PodReadySelector is kube-state-metrics' readiness of the scheduler
+// Deployment's pods: an HA scheduler's leader is its ready pod.
+func PodReadySelector(namespace, deployment string) string {
+	return fmt.Sprintf(`kube_pod_status_ready{namespace=%s,pod=~%s,condition="true"}`, strconv.Quote(namespace), strconv.Quote(deployment+"-.+"))
+}
+
+// podReady reads the pods' readiness and attaches it to the targets by pod
+// name. With none for any target the leader can never be told: an error, not a
+// replay that judges nobody.
+func (f fetcher) podReady(ctx context.Context, q Queries, from, to time.Time) error {
+	series, err := f.raw(ctx, "--pod-ready-series", q.PodReady, from, to)
+	if err != nil {
+		return err
+	}
+	byPod := map[string][]model.SamplePair{}
+	var all [][]model.SamplePair
+	for _, s := range series {
+		pod := string(s.Metric[model.LabelName(q.PodLabel)])
+		byPod[pod] = mergeSamples(byPod[pod], s.Values)
+		all = append(all, s.Values)
+	}
+	found := false
+	for _, t := range f.h.Targets {
+		t.PodReady = byPod[t.Pod]
+		found = found || len(t.PodReady) > 0
+	}
+	if !found {
+		return fmt.Errorf("--leader-lease: the history has no readiness of the scheduler pods (--pod-ready-series %s, label %s) between %s and %s, "+
+			"so the leader of an HA scheduler cannot be told and its standbys (ready 0 by design) would be judged wedged: "+
+			"kube-state-metrics exports kube_pod_status_ready by default; or drop --leader-lease for a scheduler with one replica",
+			q.PodReady, q.PodLabel, from.Format(time.RFC3339), to.Format(time.RFC3339))
+	}
+	f.h.LeaderFromReadiness = true
+	f.h.PodReadyInterval = medianSpacing(all)
+	if f.h.PodReadyInterval == 0 {
+		f.h.PodReadyInterval = f.h.ScrapeInterval
+	}
+	return nil
 }
 
 type fetcher struct {

@@ -64,6 +64,12 @@ func Run(ctx context.Context, h *History, cfg Config) (*Result, error) {
 		}
 	}
 
+	if cfg.Check.Decide.LeaderLease == "" {
+		if w := severalPods(h); w != "" {
+			res.Warnings = append(res.Warnings, w)
+		}
+	}
+
 	sim := newSimulation(h, cfg)
 	if err := sim.run(ctx, res); err != nil {
 		return nil, err
@@ -380,6 +386,36 @@ func runStopGap(h *History, cfg Config) StopGap {
 	out.Summary = summarizeWorld(w, h, cfg.Check.Decide.StartupGrace)
 	out.Summary.Restarts = len(out.Restarts)
 	return out
+}
+
+// severalAtOnce is how long several scheduler pods may report at once before
+// the replay says so: longer than a rollout's overlap.
+const severalAtOnce = 10 * time.Minute
+
+// severalPods warns when several scheduler pods reported at once for longer than
+// a rollout: an HA scheduler, whose standbys read 0 by design. Without
+// --leader-lease every one is judged, as a live run would, and the single-target
+// gate refuses every restart.
+func severalPods(h *History) string {
+	w := NewWorld(h)
+	var overlap time.Duration
+	var first time.Time
+	most := 0
+	for t := h.From; !t.After(h.To); t = t.Add(h.ScrapeInterval) {
+		if n := len(w.Pods(t)); n > 1 {
+			if first.IsZero() {
+				first = t
+			}
+			overlap += h.ScrapeInterval
+			most = max(most, n)
+		}
+	}
+	if overlap <= severalAtOnce {
+		return ""
+	}
+	return fmt.Sprintf("up to %d scheduler pods reported at once, for %s in all (first at %s): every one is judged, as a live run without --leader-lease would, "+
+		"and the single-target gate refuses every restart; if the scheduler runs HA (standbys read 0 ready by design), pass --leader-lease: "+
+		"the leader is then the pod kube-state-metrics records ready (--pod-ready-series)", most, decide.ShortDuration(overlap), first.UTC().Format(time.RFC3339))
 }
 
 // summarizeWorld measures w over the range at the data's resolution: how long the

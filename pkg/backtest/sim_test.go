@@ -252,3 +252,71 @@ func TestGapInsideAWedgeIsOneWedge(t *testing.T) {
 		t.Errorf("stop-gap: restarts %+v, wedges %+v: want one restart healing the one wedge", res.StopGap.Restarts, res.StopGap.Summary.Wedges)
 	}
 }
+
+// ha is three replicas of an HA scheduler over span: the leader (the first pod)
+// reads leaderReady, the standbys read 0 by design; kube-state-metrics records
+// each pod's readiness (readiness is leadership) every 30 s.
+func ha(span time.Duration, leaderReady func(time.Time) float64) *History {
+	h := history(span, leaderReady, noRejections)
+	h.Targets[0].PodReady = series(t0.Add(-10*time.Minute), t0.Add(span), 30*time.Second, func(time.Time) (float64, bool) { return 1, true })
+	for _, name := range []string{"sched-5d8f7-d3e4f", "sched-5d8f7-g5h6i"} {
+		tg := *h.Targets[0]
+		tg.Pod, tg.Key = name, `{pod="`+name+`"}`
+		tg.Ready = series(t0, t0.Add(span), 15*time.Second, func(time.Time) (float64, bool) { return 0, true })
+		tg.PodReady = series(t0.Add(-10*time.Minute), t0.Add(span), 30*time.Second, func(time.Time) (float64, bool) { return 0, true })
+		h.Targets = append(h.Targets, &tg)
+	}
+	h.LeaderFromReadiness, h.PodReadyInterval = true, 30*time.Second
+	return h
+}
+
+// TestHALeaderFromReadiness: with --leader-lease, the leader is the pod
+// kube-state-metrics records ready (readiness is leadership); standbys read 0 by
+// design and are not judged. A healthy hour is quiet; the leader's wedge in the
+// second hour is restarted once.
+func TestHALeaderFromReadiness(t *testing.T) {
+	h := ha(2*time.Hour, wedgedIn([2]time.Duration{70 * time.Minute, 3 * time.Hour}))
+	cfg := config()
+	cfg.Check.Decide.LeaderLease = "sched"
+	res := replay(t, h, cfg)
+	if len(res.Blocked) != 0 || len(res.Restarts) != 1 || res.Restarts[0].Pod != pod1 {
+		t.Errorf("restarts %+v, blocked %+v: want the leader's wedge restarted once, nothing blocked", res.Restarts, res.Blocked)
+	}
+	if got := pageEvents(res); !slices.Equal(got, []string{"wedged/critical", "restarted/warning", "recovered/info"}) {
+		t.Errorf("alerts = %v, want only the leader's wedge", got)
+	}
+	if len(res.AsRecorded.Wedges) != 1 || !res.AsRecorded.Wedges[0].From.Equal(t0.Add(70*time.Minute)) {
+		t.Errorf("as recorded: wedges %+v, want the leader's, from +1h10m (standbys are not wedged)", res.AsRecorded.Wedges)
+	}
+	if res.Summary.Wedged.D() > 6*time.Minute {
+		t.Errorf("watchdog: wedged %s, want the leader's wedge until its restart", res.Summary.Wedged.D())
+	}
+}
+
+// TestHALeaderUnknown: with --leader-lease and no readiness recorded at some
+// moment (or two pods ready), the leader cannot be told: nobody is judged then
+// (unknown), never a standby restarted on a guess.
+func TestHALeaderUnknown(t *testing.T) {
+	h := ha(time.Hour, wedgedIn([2]time.Duration{0, 3 * time.Hour}))
+	for _, tg := range h.Targets {
+		tg.PodReady = nil
+	}
+	cfg := config()
+	cfg.Check.Decide.LeaderLease = "sched"
+	res := replay(t, h, cfg)
+	if len(res.Restarts) != 0 || len(res.Blocked) != 0 || res.Summary.Wedged != 0 {
+		t.Errorf("restarts %+v, blocked %+v, wedged %s: want none while the leader cannot be told", res.Restarts, res.Blocked, res.Summary.Wedged.D())
+	}
+}
+
+// TestHAWithoutLeaderLeaseSaysSo: three replicas replayed without
+// --leader-lease are judged as a live run would judge them, and the report says
+// why and what to pass.
+func TestHAWithoutLeaderLeaseSaysSo(t *testing.T) {
+	h := ha(time.Hour, func(time.Time) float64 { return 3 })
+	h.LeaderFromReadiness = false
+	res := replay(t, h, config())
+	if !containsWarning(res, "up to 3 scheduler pods reported at once", "pass --leader-lease") {
+		t.Errorf("warnings = %q, want several pods named with --leader-lease", res.Warnings)
+	}
+}

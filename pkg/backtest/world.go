@@ -3,6 +3,7 @@ package backtest
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -252,7 +253,8 @@ const (
 	condUnknown
 )
 
-// condition reports whether the world's scheduler is wedged at t.
+// condition reports whether the world's scheduler is wedged at t. Of an HA
+// scheduler, only the leader: standbys read 0 by design.
 func (w *World) condition(t time.Time, startupGrace time.Duration) condition {
 	n, ok := w.Expected(t)
 	if !ok {
@@ -261,8 +263,16 @@ func (w *World) condition(t time.Time, startupGrace time.Duration) condition {
 	if n == 0 {
 		return condFine
 	}
+	pods := w.Pods(t)
+	if w.h.LeaderFromReadiness {
+		holder, err := w.leader(t, pods)
+		if err != nil {
+			return condUnknown
+		}
+		pods = slices.DeleteFunc(pods, func(p Pod) bool { return p.Name != holder })
+	}
 	c := condFine
-	for _, p := range w.Pods(t) {
+	for _, p := range pods {
 		switch {
 		case p.Gap != "":
 			c = condUnknown
@@ -293,7 +303,43 @@ func (w *World) observation(t time.Time, deployment string) decide.Observation {
 		obs.Pods = append(obs.Pods, dp)
 	}
 	obs.Ownership = &decide.Ownership{Deployment: deployment, Found: true, Chains: assumedChains(deployment, obs.Pods)}
+	if w.h.LeaderFromReadiness {
+		holder, err := w.leader(t, w.Pods(t))
+		// No renewal time: the Lease's expiry is not in the history; readiness
+		// recorded within its staleness is the leadership of the moment.
+		obs.Leader = &decide.Leader{Holder: holder, Err: err}
+	}
 	return obs
+}
+
+// leader is the HA scheduler's leader among pods at t: the one pod whose
+// readiness, recorded within two of its intervals, is 1 (readiness is
+// leadership). When none is, several are, or a pod's readiness is not recorded
+// then, the leader cannot be told: an error, so that nobody is judged rather
+// than a standby judged on a guess.
+func (w *World) leader(t time.Time, pods []Pod) (string, error) {
+	var ready, unknown []string
+	maxAge := 2 * w.h.PodReadyInterval
+	for _, p := range pods {
+		v, _, ok := at(p.Target.PodReady, t, maxAge)
+		switch {
+		case !ok:
+			unknown = append(unknown, p.Name)
+		case v == 1:
+			ready = append(ready, p.Name)
+		}
+	}
+	switch {
+	case len(unknown) > 0:
+		return "", fmt.Errorf("the history cannot tell the leader at %s: no readiness (--pod-ready-series) recorded for %s within %s",
+			t.UTC().Format(time.RFC3339), strings.Join(unknown, ", "), decide.ShortDuration(maxAge))
+	case len(ready) == 1:
+		return ready[0], nil
+	case len(ready) == 0:
+		return "", fmt.Errorf("the history cannot tell the leader at %s: no scheduler pod was ready (readiness is leadership)", t.UTC().Format(time.RFC3339))
+	default:
+		return "", fmt.Errorf("the history cannot tell the leader at %s: %s were all ready (readiness is leadership)", t.UTC().Format(time.RFC3339), strings.Join(ready, ", "))
+	}
 }
 
 // replicaSetOf is the ReplicaSet a pod's name says it belongs to: a Deployment's

@@ -33,6 +33,7 @@ type BacktestOptions struct {
 	StartTime     string
 	Expected      string
 	ExpectedSer   string
+	PodReady      string
 	PodLabel      string
 	StopGapAfter  time.Duration
 
@@ -57,6 +58,7 @@ func (o *BacktestOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.StartTime, "start-time-series", "", "series selector of the scheduler's process start (default: process_start_time_seconds{namespace=<namespace>,pod=~\"<deployment>-.+\"})")
 	fs.StringVar(&o.Expected, "expected-query", "", "PromQL giving the serving node count, one series (default: kube-state-metrics' kube_endpointslice_endpoints of <nodes-service> on <nodes-port>, counted as discovery counts; docs/backtest.md)")
 	fs.StringVar(&o.ExpectedSer, "expected-series", "", "series selector recorded with the serving count, by the same scrape: how often it was recorded is the count's resolution and staleness (default: kube_endpointslice_info{namespace=<namespace>,endpointslice=~\"<nodes-service>-.+\"})")
+	fs.StringVar(&o.PodReady, "pod-ready-series", "", "with --leader-lease: series selector of the scheduler pods' readiness, whose ready pod is the leader (default: kube_pod_status_ready{namespace=<namespace>,pod=~\"<deployment>-.+\",condition=\"true\"})")
 	fs.StringVar(&o.PodLabel, "pod-label", "pod", "label naming the scheduler pod on its series")
 	fs.DurationVar(&o.StopGapAfter, "stop-gap-after", 5*time.Minute, "the stop-gap script's patience: it restarts once ready read 0 on runs this far apart")
 }
@@ -124,7 +126,7 @@ func parseWhen(s string, now time.Time) (time.Time, error) {
 var backtestHidden = []string{
 	"kubeconfig", "context", "state-configmap", "api-timeout",
 	"scheduler-selector", "scheduler-container", "metrics-port", "metrics-path", "scrape-timeout", "metrics-max-bytes", "scrape-via",
-	"leader-lease", "max-watch-age", "dry-run", "shadow",
+	"max-watch-age", "dry-run", "shadow",
 	"slack-webhook-url", "webhook-url", "webhook-secret", "heartbeat-url", "runbook-url", "cluster-name", "alert-timeout",
 }
 
@@ -199,6 +201,13 @@ func runBacktest(ctx context.Context, f *checkFlags, bo *BacktestOptions, stderr
 		}
 	}
 	q.PodLabel = bo.PodLabel
+	if f.check.LeaderLease != "" {
+		// History has no Lease; an HA scheduler's readiness is its leadership.
+		q.PodReady = backtest.PodReadySelector(f.cluster.Namespace, f.check.Deployment)
+		if bo.PodReady != "" {
+			q.PodReady = bo.PodReady
+		}
+	}
 	where := redactedURL(bo.PrometheusURL)
 	log.Info().Str("prometheus", where).Time("start", bo.from).Time("end", bo.to).Msg("reading history")
 	h, err := backtest.Fetch(ctx, promv1.NewAPI(client), q, bo.from, bo.to, bo.Step, bo.QueryTimeout)
@@ -206,7 +215,6 @@ func runBacktest(ctx context.Context, f *checkFlags, bo *BacktestOptions, stderr
 		return nil, fmt.Errorf("read history from %s: %w", where, err)
 	}
 	opts := f.options()
-	opts.Decide.LeaderLease = "" // history has no Lease: every scheduler pod is judged
 	stopGap, _ := cron.ParseStandard(DefaultSchedule)
 	res, err := backtest.Run(ctx, h, backtest.Config{
 		Check: opts, RestartMethod: f.check.RestartMethod, Deployment: f.check.Deployment, Timeout: f.cluster.Timeout,
