@@ -56,19 +56,20 @@ func TestBacktestFlagsValidate(t *testing.T) {
 
 // TestBacktestHidesWhatAReplayCannotUse: backtest accepts check's flags (one
 // configuration for both) but shows only those that change a replayed decision:
-// how to reach a cluster, scrape or alert means nothing to it.
+// how to reach a cluster, scrape or alert means nothing to it. --leader-lease
+// changes who is judged: the replay tells the leader from recorded readiness.
 func TestBacktestHidesWhatAReplayCannotUse(t *testing.T) {
 	root := NewRootCommand(io.Discard, io.Discard)
 	bt, _, err := root.Find([]string{"backtest"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"kubeconfig", "context", "scrape-via", "metrics-port", "scrape-timeout", "slack-webhook-url", "alertmanager-url", "dry-run", "shadow", "leader-lease"} {
+	for _, name := range []string{"kubeconfig", "context", "scrape-via", "metrics-port", "scrape-timeout", "slack-webhook-url", "alertmanager-url", "dry-run", "shadow"} {
 		if f := bt.Flags().Lookup(name); f == nil || !f.Hidden {
 			t.Errorf("backtest --%s: %+v, want accepted and hidden", name, f)
 		}
 	}
-	for _, name := range []string{"prometheus-url", "start", "wedged-for", "confirm-window", "max-restarts", "restart-backoff", "startup-grace", "namespace"} {
+	for _, name := range []string{"prometheus-url", "start", "wedged-for", "confirm-window", "max-restarts", "restart-backoff", "startup-grace", "namespace", "leader-lease", "pod-ready-series", "expected-series"} {
 		if f := bt.Flags().Lookup(name); f == nil || f.Hidden {
 			t.Errorf("backtest --%s: %+v, want shown", name, f)
 		}
