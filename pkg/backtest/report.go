@@ -23,10 +23,12 @@ type Result struct {
 	ScrapeInterval state.Duration `json:"scrapeInterval"`
 	Step           state.Duration `json:"step"`
 	Pods           []string       `json:"pods"`
-	Warnings       []string       `json:"warnings,omitempty"`
-	Episodes       []Episode      `json:"episodes"`
-	Restarts       []Restart      `json:"restarts"`
-	Blocked        []Blocked      `json:"blocked"`
+	// Assumed is what the history cannot show and the replay takes as passing.
+	Assumed  []string  `json:"assumed"`
+	Warnings []string  `json:"warnings,omitempty"`
+	Episodes []Episode `json:"episodes"`
+	Restarts []Restart `json:"restarts"`
+	Blocked  []Blocked `json:"blocked"`
 	// Pages are every alert the watchdog would have sent, each with its severity
 	// (critical ones page).
 	Pages   []Page  `json:"pages"`
@@ -157,6 +159,7 @@ func (r *Result) finish() {
 		}
 	}
 	r.Episodes, r.Restarts, r.Blocked, r.Pages = nonNil(r.Episodes), nonNil(r.Restarts), nonNil(r.Blocked), nonNil(r.Pages)
+	r.Assumed = nonNil(r.Assumed)
 	r.StopGap.Restarts = nonNil(r.StopGap.Restarts)
 	r.StopGap.Summary.Wedges, r.AsRecorded.Wedges = nonNil(r.StopGap.Summary.Wedges), nonNil(r.AsRecorded.Wedges)
 }
@@ -176,6 +179,9 @@ func (r *Result) WriteText(w io.Writer) error {
 	short := func(d state.Duration) string { return decide.ShortDuration(d.D()) }
 	fmt.Fprintf(w, "backtest %s → %s (%s), %s: %d runs\n", ts(r.From), ts(r.To), decide.ShortDuration(r.To.Sub(r.From)), r.Mode, r.Runs)
 	fmt.Fprintf(w, "data: scheduler pods %s; scraped every %s; serving nodes every %s\n", strings.Join(r.Pods, ", "), short(r.ScrapeInterval), short(r.Step))
+	for _, a := range r.Assumed {
+		fmt.Fprintf(w, "assumed (not in the history, taken as passing): %s\n", a)
+	}
 	for _, warning := range r.Warnings {
 		fmt.Fprintf(w, "warning: %s\n", warning)
 	}

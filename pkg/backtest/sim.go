@@ -52,6 +52,7 @@ func Run(ctx context.Context, h *History, cfg Config) (*Result, error) {
 	for _, t := range h.Targets {
 		res.Pods = append(res.Pods, t.Pod)
 	}
+	res.Assumed = assumptions(h, cfg)
 	if cfg.Interval > 0 {
 		res.Mode = fmt.Sprintf("watchdog run --interval %s", cfg.Interval)
 	} else {
@@ -385,6 +386,21 @@ func runStopGap(h *History, cfg Config) StopGap {
 	}
 	out.Summary = summarizeWorld(w, h, cfg.Check.Decide.StartupGrace)
 	out.Summary.Restarts = len(out.Restarts)
+	return out
+}
+
+// assumptions are what the history cannot show and the replay takes as passing:
+// said at the top of the report, so that a reader weighs the replay by them.
+func assumptions(h *History, cfg Config) []string {
+	out := []string{
+		fmt.Sprintf("Deployment %s exists and is not rolling out, except that a pod whose series ended while a newer pod reported is terminating from the newer pod's start", cfg.Deployment),
+		fmt.Sprintf("every pod named %s-<hash>-<suffix> is the Deployment's (the owner chain and the rollout gate pass for it)", cfg.Deployment),
+		"the consistent re-read before a restart agrees with the listing",
+		"a restart heals: the replacement reads as many ready nodes as serve until the recorded pod heals by itself",
+	}
+	if cfg.Check.Decide.LeaderLease != "" && h.LeaderFromReadiness {
+		out = append(out, fmt.Sprintf("Lease %s is held by the pod recorded ready (readiness is leadership)", cfg.Check.Decide.LeaderLease))
+	}
 	return out
 }
 

@@ -320,3 +320,54 @@ func TestHAWithoutLeaderLeaseSaysSo(t *testing.T) {
 		t.Errorf("warnings = %q, want several pods named with --leader-lease", res.Warnings)
 	}
 }
+
+// TestRolloutOldPodIsTerminating: a rollout at +30m. The new pod starts (ready
+// 0 while it starts), the old one drains (ready 0) and its series ends 4 minutes
+// later. Live, the old pod is terminating and not judged: no episode of it, no
+// blocked restart (two pods judged, single-target), no page; nor is its drain a
+// wedge in the summary.
+func TestRolloutOldPodIsTerminating(t *testing.T) {
+	roll := t0.Add(30 * time.Minute)
+	h := history(time.Hour, func(t time.Time) float64 {
+		if t.Before(roll) {
+			return 3
+		}
+		return 0
+	}, noRejections)
+	old := h.Targets[0]
+	old.Ready = slices.DeleteFunc(old.Ready, func(p model.SamplePair) bool { return !p.Timestamp.Time().Before(roll.Add(4 * time.Minute)) })
+	started := float64(roll.Unix())
+	fresh := &Target{Pod: "sched-6c9a1-z9y8x", Key: `{pod="sched-6c9a1-z9y8x"}`, Namespace: "ns",
+		Ready: series(roll, t0.Add(time.Hour), 15*time.Second, func(t time.Time) (float64, bool) {
+			if t.Before(roll.Add(45 * time.Second)) {
+				return 0, true
+			}
+			return 3, true
+		}),
+		StartTime: series(roll, t0.Add(time.Hour), 15*time.Second, func(time.Time) (float64, bool) { return started, true })}
+	h.Targets = append(h.Targets, fresh)
+	res := replay(t, h, config())
+	if len(res.Blocked) != 0 || len(res.Restarts) != 0 || len(res.Pages) != 0 || len(res.Episodes) != 0 {
+		t.Errorf("blocked %+v, restarts %+v, alerts %v, episodes %+v: want none during a rollout", res.Blocked, res.Restarts, pageEvents(res), res.Episodes)
+	}
+	if res.AsRecorded.Wedged != 0 || res.Summary.Wedged != 0 {
+		t.Errorf("wedged %s as recorded, %s for the watchdog: a terminating pod's drain is no wedge", res.AsRecorded.Wedged.D(), res.Summary.Wedged.D())
+	}
+}
+
+// TestReportHeaderSaysWhatIsAssumed: what history cannot show (rollout state,
+// owner chains) is taken as passing, and the report says so at the top, before
+// any section.
+func TestReportHeaderSaysWhatIsAssumed(t *testing.T) {
+	res := replay(t, history(time.Hour, func(time.Time) float64 { return 3 }, noRejections), config())
+	var text strings.Builder
+	if err := res.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	head, _, _ := strings.Cut(text.String(), "EPISODES")
+	for _, want := range []string{"assumed (not in the history, taken as passing): Deployment sched exists and is not rolling out", "owner chain"} {
+		if !strings.Contains(head, want) {
+			t.Errorf("the report's header lacks %q:\n%s", want, head)
+		}
+	}
+}

@@ -34,6 +34,11 @@ type World struct {
 	made map[string]int
 	// restarts are the times of the restarts made.
 	restarts []time.Time
+	// supersededAt is, by Target.Key, when a newer pod started while the
+	// target's series went on and then ended for good: a rollout (or a deleted
+	// pod's replacement). From then the target is terminating, as the API server
+	// would list it; history records no deletion mark.
+	supersededAt map[string]time.Time
 }
 
 // line is a target the simulation restarted.
@@ -51,7 +56,20 @@ type line struct {
 
 // NewWorld is the record with no restart made yet.
 func NewWorld(h *History) *World {
-	return &World{h: h, lines: map[string][]*line{}, made: map[string]int{}}
+	w := &World{h: h, lines: map[string][]*line{}, made: map[string]int{}, supersededAt: map[string]time.Time{}}
+	for _, old := range h.Targets {
+		if h.To.Sub(old.Last()) <= w.maxAge(old) {
+			continue // still reporting at the end: not replaced
+		}
+		for _, tg := range h.Targets {
+			if tg.Namespace == old.Namespace && tg.First().After(old.First()) && !tg.First().After(old.Last()) {
+				if at, ok := w.supersededAt[old.Key]; !ok || tg.First().Before(at) {
+					w.supersededAt[old.Key] = tg.First()
+				}
+			}
+		}
+	}
+	return w
 }
 
 // Pod is one scheduler pod of the world at a given time.
@@ -64,6 +82,8 @@ type Pod struct {
 	// Ready and Rejected are its readings; Gap says why there are none.
 	Ready, Rejected float64
 	Gap             string
+	// Terminating: a newer pod replaces it (see World.supersededAt).
+	Terminating bool
 }
 
 // Pods lists the world's scheduler pods at t with their readings.
@@ -75,14 +95,21 @@ func (w *World) Pods(t time.Time) []Pod {
 		}
 		uid := podUID(tg)
 		l := w.lineAt(tg.Key, t)
+		var p Pod
 		switch {
 		case l == nil:
-			out = append(out, w.recorded(tg, uid, t))
+			p = w.recorded(tg, uid, t)
 		case l.healAt.IsZero() || t.Before(l.healAt):
-			out = append(out, w.replacement(tg, uid, l, t))
+			p = w.replacement(tg, uid, l, t)
 		case !l.ended:
-			out = append(out, w.healed(tg, uid, l, t))
+			p = w.healed(tg, uid, l, t)
+		default:
+			continue
 		}
+		if at, ok := w.supersededAt[tg.Key]; ok && !t.Before(at) {
+			p.Terminating = true
+		}
+		out = append(out, p)
 	}
 	return out
 }
@@ -274,6 +301,8 @@ func (w *World) condition(t time.Time, startupGrace time.Duration) condition {
 	c := condFine
 	for _, p := range pods {
 		switch {
+		case p.Terminating:
+			// Shutting down: its readings say nothing of the scheduler that serves.
 		case p.Gap != "":
 			c = condUnknown
 		case p.Ready == 0 && t.Sub(p.StartedAt) >= startupGrace:
@@ -289,7 +318,7 @@ func (w *World) observation(t time.Time, deployment string) decide.Observation {
 	expected, known := w.Expected(t)
 	obs.Expected.Serving = expected
 	for _, p := range w.Pods(t) {
-		dp := decide.Pod{Name: p.Name, UID: p.UID, Phase: "Running", Ready: true, Running: true, StartedAt: p.StartedAt,
+		dp := decide.Pod{Name: p.Name, UID: p.UID, Phase: "Running", Ready: true, Running: true, StartedAt: p.StartedAt, Terminating: p.Terminating,
 			ControllerKind: "ReplicaSet", ControllerName: replicaSetOf(p.Name), ControllerUID: replicaSetUID}
 		switch {
 		case p.Gap != "":
