@@ -44,7 +44,7 @@ func run(m *testing.M) int {
 	defer os.RemoveAll(dir)
 	base = time.Now().UTC().Truncate(time.Hour).Add(-46 * time.Hour)
 	om := &promtest.OpenMetrics{}
-	for _, s := range situations() {
+	for _, s := range append(situations(), fidelitySituations()...) {
 		s.write(om)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -71,6 +71,12 @@ type schedPod struct {
 	start    func(t time.Time) time.Time
 	ready    func(t time.Time) float64
 	rejected func(t time.Time) (float64, bool)
+	// gaps are spans in which this pod's series were not scraped (kube-state-
+	// metrics' were).
+	gaps [][2]time.Time
+	// podReady is kube-state-metrics' kube_pod_status_ready{condition="true"} of
+	// the pod (nil: not written); for an HA scheduler, readiness is leadership.
+	podReady func(t time.Time) float64
 }
 
 // situation is one namespace's recorded history.
@@ -83,18 +89,29 @@ type situation struct {
 	serving func(t time.Time) int
 	// down are spans in which Prometheus recorded nothing at all.
 	down [][2]time.Time
+	// ksm is kube-state-metrics' scrape interval (0: ksmScrape).
+	ksm time.Duration
 }
 
-func (s situation) recorded(t time.Time) bool {
-	for _, d := range s.down {
+func (s situation) recorded(t time.Time) bool { return !inside(s.down, t) }
+
+func inside(spans [][2]time.Time, t time.Time) bool {
+	for _, d := range spans {
 		if !t.Before(d[0]) && t.Before(d[1]) {
-			return false
+			return true
 		}
 	}
-	return true
+	return false
 }
 
 const ksmScrape = 30 * time.Second
+
+func (s situation) ksmInterval() time.Duration {
+	if s.ksm > 0 {
+		return s.ksm
+	}
+	return ksmScrape
+}
 
 // write adds the situation's series as a real install would have them: the
 // scheduler's own (scraped every s.scrape) and kube-state-metrics' EndpointSlice
@@ -113,7 +130,7 @@ func (s situation) write(om *promtest.OpenMetrics) {
 			return l
 		}
 		for t := p.from; t.Before(p.to) && !t.After(s.to); t = t.Add(s.scrape) {
-			if !s.recorded(t) {
+			if !s.recorded(t) || inside(p.gaps, t) {
 				continue
 			}
 			om.Add("agentenv_scheduler_observed_nodes", "gauge", with("status", "ready"), t, p.ready(t))
@@ -131,9 +148,15 @@ func (s situation) write(om *promtest.OpenMetrics) {
 		}
 		return l
 	}
-	for t := s.from; !t.After(s.to); t = t.Add(ksmScrape) {
+	for t := s.from; !t.After(s.to); t = t.Add(s.ksmInterval()) {
 		if !s.recorded(t) {
 			continue
+		}
+		for _, p := range s.pods {
+			if p.podReady != nil && !t.Before(p.from) && t.Before(p.to) {
+				om.Add("kube_pod_status_ready", "gauge", map[string]string{"namespace": s.ns, "pod": p.name, "condition": "true",
+					"job": "kube-state-metrics", "instance": "10.9.0.2:8080", "uid": "uid-" + p.name}, t, p.podReady(t))
+			}
 		}
 		om.Add("kube_endpointslice_info", "gauge", ksm("addresstype", "IPv4"), t, 1)
 		n := s.serving(t)
