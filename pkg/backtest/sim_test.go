@@ -124,13 +124,7 @@ func TestReplacementsAreNamedApart(t *testing.T) {
 // replay and in the report's words: ready 0 read at +15m restarts at +25m with
 // 10m, and the text says 10m, not the default's 5 min.
 func TestStopGapPatience(t *testing.T) {
-	wedge := t0.Add(12 * time.Minute)
-	h := history(time.Hour, func(t time.Time) float64 {
-		if t.Before(wedge) {
-			return 3
-		}
-		return 0
-	}, func(time.Time) (float64, bool) { return 0, false })
+	h := history(time.Hour, wedgedIn([2]time.Duration{12 * time.Minute, 3 * time.Hour}), noRejections)
 	cfg := config()
 	cfg.StopGapAfter = 10 * time.Minute
 	res, err := Run(context.Background(), h, cfg)
@@ -328,12 +322,7 @@ func TestHAWithoutLeaderLeaseSaysSo(t *testing.T) {
 // wedge in the summary.
 func TestRolloutOldPodIsTerminating(t *testing.T) {
 	roll := t0.Add(30 * time.Minute)
-	h := history(time.Hour, func(t time.Time) float64 {
-		if t.Before(roll) {
-			return 3
-		}
-		return 0
-	}, noRejections)
+	h := history(time.Hour, wedgedIn([2]time.Duration{30 * time.Minute, 3 * time.Hour}), noRejections)
 	old := h.Targets[0]
 	old.Ready = slices.DeleteFunc(old.Ready, func(p model.SamplePair) bool { return !p.Timestamp.Time().Before(roll.Add(4 * time.Minute)) })
 	started := float64(roll.Unix())
