@@ -201,6 +201,9 @@ func runBacktest(ctx context.Context, f *checkFlags, bo *BacktestOptions, stderr
 		}
 	}
 	q.PodLabel = bo.PodLabel
+	if bo.PodReady != "" && f.check.LeaderLease == "" {
+		return nil, usagef("--pod-ready-series tells an HA scheduler's leader and is read only with --leader-lease")
+	}
 	if f.check.LeaderLease != "" {
 		// History has no Lease; an HA scheduler's readiness is its leadership.
 		q.PodReady = backtest.PodReadySelector(f.cluster.Namespace, f.check.Deployment)

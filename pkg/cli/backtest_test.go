@@ -75,3 +75,14 @@ func TestBacktestHidesWhatAReplayCannotUse(t *testing.T) {
 		}
 	}
 }
+
+// TestBacktestPodReadyNeedsLeaderLease: --pod-ready-series without
+// --leader-lease would be read by nothing: a usage error, before any query.
+func TestBacktestPodReadyNeedsLeaderLease(t *testing.T) {
+	var stderr strings.Builder
+	code := ExecuteContext(t.Context(), []string{"backtest", "--prometheus-url", "http://127.0.0.1:1", "--pod-ready-series", `kube_pod_status_ready{condition="true"}`},
+		io.Discard, &stderr)
+	if code == 0 || !strings.Contains(stderr.String(), "--pod-ready-series") || !strings.Contains(stderr.String(), "--leader-lease") {
+		t.Errorf("exit %d, stderr %q: want a usage error naming both flags", code, stderr.String())
+	}
+}
