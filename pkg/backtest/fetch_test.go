@@ -3,7 +3,6 @@ package backtest
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -182,4 +181,3 @@ func containsWarning(res *Result, parts ...string) bool {
 	return false
 }
 
-var _ = fmt.Sprintf
