@@ -360,3 +360,18 @@ func TestReportHeaderSaysWhatIsAssumed(t *testing.T) {
 		}
 	}
 }
+
+// TestRepeatWedgeRunMode: the repeat wedges as `watchdog run --interval 30s`
+// sees them: two restarts, each within 3 minutes of its wedge, none blocked.
+func TestRepeatWedgeRunMode(t *testing.T) {
+	h := history(2*time.Hour, wedgedIn([2]time.Duration{12 * time.Minute, 40 * time.Minute}, [2]time.Duration{60 * time.Minute, 3 * time.Hour}), noRejections)
+	cfg := config()
+	cfg.Interval = 30 * time.Second
+	res := replay(t, h, cfg)
+	if len(res.Restarts) != 2 || len(res.Blocked) != 0 || res.Summary.WorstWedge.D() > 3*time.Minute {
+		t.Errorf("restarts %+v, blocked %d, worst %s: want two, none blocked, each within 3m", res.Restarts, len(res.Blocked), res.Summary.WorstWedge.D())
+	}
+	if len(res.StopGap.Restarts) != 2 || res.StopGap.Summary.WorstWedge <= res.Summary.WorstWedge {
+		t.Errorf("stop-gap restarts %+v, worst %s: want 2, slower than the watchdog's %s", res.StopGap.Restarts, res.StopGap.Summary.WorstWedge.D(), res.Summary.WorstWedge.D())
+	}
+}
