@@ -35,7 +35,7 @@ func fidelitySituations() []situation {
 	old := startedAt(base.Add(-3 * time.Hour))
 	w1, w2 := base.Add(time.Hour+2*time.Minute+10*time.Second), base.Add(2*time.Hour+12*time.Minute+10*time.Second)
 	gw := base.Add(time.Hour + 2*time.Minute + 10*time.Second)
-	roll := base.Add(time.Hour + 31*time.Minute)
+	roll := base.Add(time.Hour + 30*time.Minute) // on a CronJob run: it sees both pods
 	haWedge := base.Add(2*time.Hour + 2*time.Minute + 10*time.Second)
 	one := func(time.Time) float64 { return 1 }
 	zero := func(time.Time) float64 { return 0 }
@@ -73,7 +73,7 @@ func fidelitySituations() []situation {
 		pods: []schedPod{{name: sched + "w1e2k", ip: "10.0.1.4", from: base, to: base.Add(3 * time.Hour), start: old,
 			ready: zeroIn([2]time.Time{base.Add(time.Hour + 2*time.Minute), base.Add(4 * time.Hour)}), rejected: absent}},
 	}, {
-		// A rollout at +1h31m: the new pod starts (ready 0 for 45 s), the old one
+		// A rollout at +1h30m: the new pod starts (ready 0 for 45 s), the old one
 		// drains (ready 0) and its series ends 4 minutes later.
 		ns: "bt-rollout", from: base, to: base.Add(3 * time.Hour), scrape: 15 * time.Second, serving: three,
 		pods: []schedPod{
