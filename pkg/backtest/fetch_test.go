@@ -180,4 +180,3 @@ func containsWarning(res *Result, parts ...string) bool {
 	}
 	return false
 }
-
