@@ -346,7 +346,7 @@ func forgetGonePods(s *state.State, present map[string]bool, obs Observation) {
 		ps := s.Pods[uid]
 		if ps.Episode != nil {
 			outcome := state.EpisodeGone
-			if r := s.RestartFor(uid); r != nil && r.Outcome == state.RestartDone {
+			if r := RestartOf(s, uid, now); r != nil && r.Outcome == state.RestartDone {
 				outcome = state.EpisodeRestarted
 			}
 			endEpisode(s, uid, ps, now, outcome)
@@ -471,7 +471,7 @@ func judgePod(p Pod, obs Observation, s *state.State, cfg Config, judgedCount in
 			pause(ps)
 			break
 		}
-		abandonClaim(s, p, verdict)
+		abandonClaim(s, p, verdict, now)
 	default:
 		ps.ConsecutiveUnknowns = 0
 		if ps.Episode != nil {
@@ -481,7 +481,7 @@ func judgePod(p Pod, obs Observation, s *state.State, cfg Config, judgedCount in
 			endBackoffAfterHealthyHour(s, now, cfg)
 			noteHealed(s, p, now, cfg)
 		}
-		abandonClaim(s, p, verdict)
+		abandonClaim(s, p, verdict, now)
 	}
 	ps.LastVerdict = verdict
 
@@ -496,13 +496,13 @@ func judgePod(p Pod, obs Observation, s *state.State, cfg Config, judgedCount in
 	t.BadSince, t.BadFor, t.Evidence = &since, e.For, e.Evidence
 	t.Reason = fmt.Sprintf("%s; %s for %s (%s evidence)", t.Reason, verdict, ShortDuration(t.BadFor.D()), t.Evidence)
 	c := &gateCase{pod: p, obs: obs, state: s, cfg: cfg, now: now, judged: judgedCount,
-		resume: unfinishedClaim(s.RestartFor(p.UID), now, cfg)}
+		resume: unfinishedClaim(RestartOf(s, p.UID, now), now, cfg)}
 	if !restartDue(&t, c, e) {
 		return t
 	}
 	if !c.resume {
 		// Completing an unfinished restart is not a new one: it judges no earlier one.
-		t.Ineffective = noteIneffective(s, p, e, cfg)
+		t.Ineffective = noteIneffective(s, p, e, now, cfg)
 	}
 	runGates(&t, c)
 	return t
@@ -517,11 +517,11 @@ func judgePod(p Pod, obs Observation, s *state.State, cfg Config, judgedCount in
 // window would only add churn. Each such restart doubles the wait before the next
 // one, up to BackoffMax; an hour of healthy observations ends the back-off
 // (backoffGate holds restarts back until then).
-func noteIneffective(s *state.State, p Pod, e *state.OpenEpisode, cfg Config) string {
+func noteIneffective(s *state.State, p Pod, e *state.OpenEpisode, now time.Time, cfg Config) string {
 	if cfg.IneffectiveWithin <= 0 {
 		return ""
 	}
-	r := replacedBy(s, p, cfg.IneffectiveWithin)
+	r := replacedBy(s, p, cfg.IneffectiveWithin, now)
 	if r == nil || e.Since.Sub(p.StartedAt) > cfg.IneffectiveWithin {
 		return ""
 	}
@@ -546,7 +546,7 @@ func noteIneffective(s *state.State, p Pod, e *state.OpenEpisode, cfg Config) st
 // observed healthy, that the restart healed: a later wedge of this process is a
 // new problem (a new flap), not the restart failing (issue 17, item 3).
 func noteHealed(s *state.State, p Pod, now time.Time, cfg Config) {
-	if r := replacedBy(s, p, healWindow(cfg)); r != nil {
+	if r := replacedBy(s, p, healWindow(cfg), now); r != nil {
 		at := now
 		r.HealedAt = &at
 	}
@@ -565,11 +565,12 @@ func healWindow(cfg Config) time.Duration {
 // replacedBy returns the latest restart, done and neither judged ineffective nor
 // healed yet, that this pod's process replaces: another pod restarted at most
 // within before this process started (a pod started days after a restart replaces
-// nothing of it).
-func replacedBy(s *state.State, p Pod, within time.Duration) *state.Restart {
+// nothing of it). A record dated ahead is passed over: saving the state sorts
+// it last, where it would hide the restart this process replaces.
+func replacedBy(s *state.State, p Pod, within time.Duration, now time.Time) *state.Restart {
 	for i := len(s.Restarts) - 1; i >= 0; i-- {
 		r := &s.Restarts[i]
-		if r.Outcome != state.RestartDone || r.UID == p.UID {
+		if r.Outcome != state.RestartDone || r.UID == p.UID || datedAhead(*r, now) {
 			continue
 		}
 		// Pod timestamps have whole seconds: a replacement started in the second
@@ -729,8 +730,8 @@ func inRunStreak(e *state.OpenEpisode, obs Observation) bool {
 }
 
 // abandonClaim settles a claim left by a crashed run on a pod that is fine: moot.
-func abandonClaim(s *state.State, p Pod, verdict Verdict) {
-	if r := s.RestartFor(p.UID); r != nil && r.Outcome == state.RestartClaimed {
+func abandonClaim(s *state.State, p Pod, verdict Verdict, now time.Time) {
+	if r := RestartOf(s, p.UID, now); r != nil && r.Outcome == state.RestartClaimed {
 		r.Outcome = state.RestartAbandoned
 		r.Error = fmt.Sprintf("pod %s was %s when checked again", p.Name, verdict)
 	}
