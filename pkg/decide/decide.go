@@ -440,6 +440,10 @@ func judgePod(p Pod, obs Observation, s *state.State, cfg Config, judgedCount in
 			// A failed sample inside this run's streak: a gap, settled by the
 			// next sample (advanceWedgeClock), not a pause yet.
 			gap = true
+		case j.failed:
+			// A failed sample before this run saw the pod: unknown, and the
+			// episode waits for the next good sample, which bridges the gap
+			// or starts the confirmations over (advanceWedgeClock).
 		default:
 			pause(ps)
 		}
@@ -447,7 +451,7 @@ func judgePod(p Pod, obs Observation, s *state.State, cfg Config, judgedCount in
 			// A failed sample before the run saw anything of the pod: unknown,
 			// but worth sampling on while what the next sample may show could
 			// still be confirmed in this run.
-			t.SampleFor = retryFor(ps.Episode, now, cfg)
+			t.SampleFor = retryFor(ps.Episode, obs, cfg)
 		}
 	case VerdictWedged, VerdictDegraded:
 		ps.ConsecutiveUnknowns = 0
@@ -739,9 +743,15 @@ func abandonClaim(s *state.State, p Pod, verdict Verdict, now time.Time) {
 
 // retryFor is how long sampling on after a failed sample can still make a restart
 // due in this run: what the episode needs, or without one a whole confirmation.
-func retryFor(e *state.OpenEpisode, now time.Time, cfg Config) *time.Duration {
+func retryFor(e *state.OpenEpisode, obs Observation, cfg Config) *time.Duration {
 	if e != nil {
-		return dueGate(e, now, cfg).sampleFor
+		if !inRunStreak(e, obs) {
+			// What the next sample can make due: a confirmation of this run.
+			c := *e
+			c.RunSince, c.StrongSince = nil, nil
+			e = &c
+		}
+		return dueGate(e, obs.At, cfg).sampleFor
 	}
 	d := cfg.ConfirmWindow
 	if d <= 0 {
@@ -778,23 +788,34 @@ func gapTarget(t Target, e *state.OpenEpisode, now time.Time, cfg Config) Target
 // between two consecutive observations with the same bad verdict; an unknown in
 // between pauses it (that gap is not counted). A gap of failed samples inside
 // the run's streak is bridged (counted, the streak and strong evidence kept) when
-// the rejected-heartbeat counter of the same process was rising on both sides of
-// it: strong evidence held up to the gap and seen again after it (each rejection
-// says its node was not in discovery then, and discovery does not come back and
-// die again within a few samples). Otherwise the streak starts over after it, as
-// after a pause. It also keeps the in-run streak: the restart that the episode
-// may make due must be confirmed by this run's samples.
+// the same process shows on both sides of it that discovery stayed dead or that
+// ready cannot have risen (bridged). Otherwise the streak starts over after it,
+// as after a pause. It also keeps the in-run streak: the restart that the
+// episode may make due must be confirmed by this run's samples.
 func advanceWedgeClock(ps *state.Pod, verdict Verdict, evidence Evidence, prevVerdict Verdict, baseline uint64, obs Observation, cfg Config, t Target) {
 	now := obs.At
+	// since is where this run's streak begins when it begins now: at this
+	// sample, or at the run's first sample when every sample of the run before
+	// this one failed and the gap is bridged.
+	since := now
 	if ps.Episode == nil || ps.Episode.Kind != verdict {
 		ps.Episode = &state.OpenEpisode{Kind: verdict, Since: now, Last: now, BaselineRejected: &baseline}
+		if ps.Counters != nil {
+			first := *ps.Counters
+			ps.Episode.FirstCounters = &first
+		}
 	} else {
 		e := ps.Episode
 		switch {
 		case prevVerdict == verdict && now.After(e.Last):
 			e.For += state.Duration(now.Sub(e.Last))
-		case prevVerdict == VerdictUnknown && inRunStreak(e, obs) && e.StrongSince != nil && evidence == EvidenceStrong && now.After(e.Last):
+		case prevVerdict == VerdictUnknown && e.RunSince != nil && bridged(e, evidence, ps.Counters, inRunStreak(e, obs)) && now.After(e.Last):
+			// Only failed samples since the last bad one (a pause clears
+			// RunSince), and the gap is bridged: counted, nothing starts over.
 			e.For += state.Duration(now.Sub(e.Last))
+			if obs.RunStart.After(e.Last) && !obs.RunStart.After(now) {
+				since = obs.RunStart
+			}
 		case prevVerdict == VerdictUnknown:
 			// Ready may have come back unseen: both confirmations start over.
 			e.StrongSince, e.RunSince = nil, nil
@@ -803,8 +824,7 @@ func advanceWedgeClock(ps *state.Pod, verdict Verdict, evidence Evidence, prevVe
 	}
 	bad := ps.Episode
 	if !inRunStreak(bad, obs) {
-		at := now
-		bad.RunSince, bad.Run = &at, obs.RunStart
+		bad.RunSince, bad.Run = &since, obs.RunStart
 	}
 	if cfg.ConfirmWindow > 0 && now.Sub(*bad.RunSince) >= cfg.ConfirmWindow &&
 		(bad.ConfirmedRun == nil || !bad.ConfirmedRun.Equal(bad.Run)) {
@@ -834,6 +854,28 @@ func advanceWedgeClock(ps *state.Pod, verdict Verdict, evidence Evidence, prevVe
 	if t.Expected != nil {
 		ps.Episode.Expected = *t.Expected
 	}
+}
+
+// bridged reports whether a gap of failed samples in episode e can be counted,
+// given the evidence and counters of the sample after it (the process is the
+// same: a new one starts a fresh record):
+//   - inside this run's streak, strong evidence held up to the gap and is seen
+//     again after it: the rejected-heartbeat counter rose on both sides (each
+//     rejection says its node was not in discovery then, and discovery does not
+//     come back and die again within a few samples);
+//   - or, in this run or across runs, the accepted and the rejected heartbeat
+//     counters both still read what they read at the episode's first bad
+//     observation: no heartbeat reached the scheduler since, so ready, which
+//     only an accepted heartbeat raises, stayed 0 across the gap. A heal moves
+//     the accepted counter and a flap of discovery the rejected one, so neither
+//     is bridged.
+func bridged(e *state.OpenEpisode, evidence Evidence, cur *state.Counters, inRun bool) bool {
+	if inRun && e.StrongSince != nil && evidence == EvidenceStrong {
+		return true
+	}
+	first := e.FirstCounters
+	return e.Kind == VerdictWedged && first != nil && cur != nil &&
+		cur.HeartbeatOK == first.HeartbeatOK && cur.HeartbeatRejected == first.HeartbeatRejected
 }
 
 // summarize picks the run's verdict and action: the worst among judged pods.

@@ -144,7 +144,12 @@ type OpenEpisode struct {
 	// the episode is strong evidence, even when the last interval saw none (nodes
 	// back off to one heartbeat a minute).
 	BaselineRejected *uint64 `json:"baselineRejected,omitempty"`
-	Ready            int     `json:"ready"`
+	// FirstCounters are the heartbeat counters at the episode's first bad
+	// observation. While both still read the same, nothing reached the scheduler
+	// since: ready cannot have risen, so a failed sample between two such
+	// observations need not start the confirmation over.
+	FirstCounters *Counters `json:"firstCounters,omitempty"`
+	Ready         int       `json:"ready"`
 	Expected         int     `json:"expected"`
 	// RunSince is the first observation of the current unbroken bad streak inside
 	// the run that started at Run (an unknown, or a new run, starts it over). A
