@@ -150,7 +150,7 @@ type OpenEpisode struct {
 	// observations need not start the confirmation over.
 	FirstCounters *Counters `json:"firstCounters,omitempty"`
 	Ready         int       `json:"ready"`
-	Expected         int     `json:"expected"`
+	Expected      int       `json:"expected"`
 	// RunSince is the first observation of the current unbroken bad streak inside
 	// the run that started at Run (an unknown, or a new run, starts it over). A
 	// restart must be confirmed inside the run that makes it: ready stayed bad for
