@@ -395,7 +395,7 @@ func judgePod(p Pod, obs Observation, s *state.State, cfg Config, judgedCount in
 		if ps.Episode != nil {
 			endEpisode(s, p.UID, ps, now, state.EpisodeProcessRestarted)
 		}
-		ps.Counters = nil
+		ps.Counters, ps.AgedCounters, ps.AgingCounters = nil, nil, nil
 		ps.FirstSeen = now
 	}
 	prevVerdict := ps.LastVerdict
@@ -420,6 +420,7 @@ func judgePod(p Pod, obs Observation, s *state.State, cfg Config, judgedCount in
 	if p.Sample != nil && p.ScrapeErr == nil && verdict != VerdictUnknown {
 		ready, expected := p.Sample.Ready(), obs.Expected.Serving
 		t.Ready, t.Expected = &ready, &expected
+		ageCounters(ps, now)
 		ps.Counters = &state.Counters{HeartbeatOK: p.Sample.HeartbeatOK, HeartbeatRejected: p.Sample.HeartbeatRejected, At: now}
 	} else if obs.ExpectedErr == nil {
 		expected := obs.Expected.Serving
@@ -697,11 +698,38 @@ func weigh(p Pod, ps *state.Pod, cfg Config) (Evidence, string, bool) {
 	if ps.Counters == nil {
 		return EvidenceWeak, "no earlier counter value of this process to compare with", true
 	}
-	if cur > ps.Counters.HeartbeatRejected {
-		return EvidenceStrong, fmt.Sprintf("%d heartbeat(s) rejected since %s: discovery does not know nodes that are calling in",
-			cur-ps.Counters.HeartbeatRejected, ps.Counters.At.UTC().Format(time.RFC3339)), false
+	for _, c := range []*state.Counters{ps.Counters, ps.AgedCounters} {
+		if c != nil && cur > c.HeartbeatRejected {
+			return EvidenceStrong, fmt.Sprintf("%d heartbeat(s) rejected since %s: discovery does not know nodes that are calling in",
+				cur-c.HeartbeatRejected, c.At.UTC().Format(time.RFC3339)), false
+		}
 	}
-	return EvidenceWeak, "no rejected heartbeats since the last observation: the nodes may not reach the scheduler", false
+	since := ps.Counters.At
+	if ps.AgedCounters != nil {
+		since = ps.AgedCounters.At
+	}
+	return EvidenceWeak, fmt.Sprintf("no rejected heartbeats since %s: the nodes may not reach the scheduler", since.UTC().Format(time.RFC3339)), false
+}
+
+// HeartbeatBackoffCap is the longest a rejected node waits between heartbeats
+// (5 s doubling to 60 s, docs/design.md §1): two of them without a rejection
+// say the nodes are not calling in; one short interval says nothing.
+const HeartbeatBackoffCap = 60 * time.Second
+
+// ageCounters keeps, before the reading at now replaces ps.Counters, a reading
+// at least two back-off caps old (AgedCounters) for weigh: the newest that was
+// that old when it was promoted. A CronJob's last reading is already older; a
+// `watchdog run` pass every 30 s needs the older one for its first sight to
+// see the rejections of nodes backing off.
+func ageCounters(ps *state.Pod, now time.Time) {
+	const span = 2 * HeartbeatBackoffCap
+	if a := ps.AgingCounters; a != nil && now.Sub(a.At) >= span {
+		ps.AgedCounters, ps.AgingCounters = a, nil
+	}
+	if ps.AgingCounters == nil && ps.Counters != nil && (ps.AgedCounters == nil || ps.Counters.At.After(ps.AgedCounters.At)) {
+		last := *ps.Counters
+		ps.AgingCounters = &last
+	}
 }
 
 // pauseClock records that a pod with a bad episode was not judged this run (a

@@ -662,3 +662,37 @@ func TestFailedSampleBridgedWhileTheCountersStandStill(t *testing.T) {
 		})
 	}
 }
+
+// `watchdog run` looks every 30 s. Nodes rejected by a dead discovery back off to
+// one heartbeat a minute, so at the first sight of ready 0 the rejected counter
+// can read what it read one pass earlier: judged against that reading alone the
+// first sight was weak, and the strong confirmation began a pass or more later.
+// Judged also against a reading at least two back-off caps (2 min) old, it is
+// strong at first sight whenever the nodes were rejected in that span, and weak
+// when nobody called in. Checked before: weak at first sight, every case.
+func TestFirstSightJudgedAgainstAReadingTwoBackoffCapsOld(t *testing.T) {
+	cfg := testConfig()
+	for _, tc := range []struct {
+		name     string
+		rejected func(d time.Duration) uint64 // rejected count d after t0
+		want     Evidence
+	}{
+		// Rejections 60 s apart, the last one 50 s before first sight.
+		{"rejected a minute apart", func(d time.Duration) uint64 { return 10 + 3*uint64(max(d-10*time.Second, 0)/time.Minute) }, EvidenceStrong},
+		{"nobody calling in", func(time.Duration) uint64 { return 10 }, EvidenceWeak},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := state.New()
+			at := func(d time.Duration, ready int) Observation {
+				return observe(t0.Add(d), 3, schedPod("sched-a", "uid-a", sample(ready, tc.rejected(d))))
+			}
+			for d := time.Duration(0); d < 4*time.Minute; d += 30 * time.Second {
+				s, _ = Decide(at(d, 3), s, cfg) // healthy passes; ready reads N until the gauge catches up
+			}
+			_, r := Decide(at(4*time.Minute, 0), s, cfg)
+			if got := r.Targets[0].Evidence; r.Verdict != VerdictWedged || got != tc.want {
+				t.Errorf("first sight: %s, %s evidence, want %s: %s", r.Verdict, got, tc.want, r.Reason)
+			}
+		})
+	}
+}

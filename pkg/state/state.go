@@ -112,6 +112,13 @@ type Pod struct {
 	// ConsecutiveUnknowns counts consecutive unknown observations of this pod.
 	ConsecutiveUnknowns int       `json:"consecutiveUnknowns,omitempty"`
 	Counters            *Counters `json:"counters,omitempty"`
+	// AgedCounters is a reading of this process at least two heartbeat back-off
+	// caps older than the last one was when it was kept; AgingCounters the next
+	// one to become it. First sight of a wedge compares with it too: nodes back
+	// off to one heartbeat a minute, so a reading one short interval old can show
+	// no rejection although they are being rejected.
+	AgedCounters  *Counters `json:"agedCounters,omitempty"`
+	AgingCounters *Counters `json:"agingCounters,omitempty"`
 	// Episode is the open bad episode of this process, nil while it is fine.
 	// (Version 1 called it "bad".)
 	Episode *OpenEpisode `json:"episode,omitempty"`
