@@ -101,7 +101,7 @@ func (p *pass) claim() (bool, error) {
 			if t.Resume {
 				// Take the unfinished claim over: a run racing on it then conflicts,
 				// re-reads, and finds it freshly claimed instead of completing it too.
-				if rec := claimed.RestartFor(t.UID); rec != nil {
+				if rec := decide.RestartOf(claimed, t.UID, now); rec != nil {
 					at := now
 					rec.ResumedAt = &at
 				}
@@ -156,8 +156,8 @@ func (p *pass) restartPod(t decide.Target) (alert.ActOutcome, bool) {
 	actx, cancel := context.WithTimeout(p.ctx, restartTimeout)
 	result, err := p.Restarter.Restart(actx, t.Pod, t.UID)
 	cancel()
-	rec := p.next.RestartFor(t.UID)
 	doneAt := p.Clock.Now()
+	rec := decide.RestartOf(p.next, t.UID, doneAt)
 	a := alert.ActOutcome{Target: t, Detail: result.Detail, Evidence: bundle}
 	if rec != nil {
 		rec.Bundle = bundle

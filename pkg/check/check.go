@@ -266,12 +266,32 @@ func (p *pass) decide(prev *state.State) {
 			} else {
 				p.rep.Samples++
 				fresh.Rollout = p.obs.Rollout
+				keepScrapes(&fresh, p.obs)
 				p.obs = fresh
 			}
 		default:
 			return
 		}
 		p.next, p.res = decide.Decide(p.obs, prev, p.Decide)
+	}
+}
+
+// keepScrapes gives a pod of the consistent re-read whose scrape failed the
+// scrape the sample just before took of the same process: the re-read is for the
+// lists, which the watch cache may serve stale, while a scrape is never cached,
+// and one taken a moment earlier says as much. Re-scraped anew, every failed
+// scrape there cost the restart a whole sample interval.
+func keepScrapes(fresh *decide.Observation, cached decide.Observation) {
+	for i := range fresh.Pods {
+		p := &fresh.Pods[i]
+		if p.ScrapeErr == nil {
+			continue
+		}
+		for _, c := range cached.Pods {
+			if c.UID == p.UID && c.StartedAt.Equal(p.StartedAt) && c.Sample != nil && c.ScrapeErr == nil {
+				p.Sample, p.ScrapeErr = c.Sample, nil
+			}
+		}
 	}
 }
 

@@ -583,3 +583,49 @@ func TestShutdownDuringAMergedWriteKeepsTheOtherWriter(t *testing.T) {
 		t.Errorf("last run %+v", s.LastRun)
 	}
 }
+
+// A restart record on the pod's own UID dated a year ahead (a run whose node
+// clock ran ahead and died between claim and delete) does not hold the restart
+// back, and the pass records the outcome on the restart it claimed, not on that
+// record: saving the state sorts the records by claim time, which puts the one
+// dated ahead last. Checked before the fix: no restart ("restart already in
+// progress"), no restart-blocked page; and with only the decision fixed, the
+// year-ahead record was marked done and this pass's own claim left claimed.
+func TestFutureRestartRecordOfThePodDoesNotBlockTheRestart(t *testing.T) {
+	for _, outcome := range []state.RestartOutcome{state.RestartClaimed, state.RestartDone} {
+		t.Run(string(outcome), func(t *testing.T) {
+			h := newHarness(t)
+			ahead := t0.Add(365 * 24 * time.Hour)
+			rec := state.Restart{Pod: podName, UID: podUID, Method: decide.MethodDelete, ClaimedAt: ahead, Outcome: outcome, Reason: "dated ahead"}
+			if outcome == state.RestartDone {
+				rec.DoneAt = &ahead
+			}
+			seed := state.New()
+			seed.Restarts = append(seed.Restarts, rec)
+			if err := h.store.MemoryStore.Save(context.Background(), &statestore.Snapshot{}, seed, t0); err != nil {
+				t.Fatal(err)
+			}
+			h.wedgedAndDue()
+			rep, err := h.pass()
+			if err != nil || rep.Action != decide.ActionRestart || h.restarts() != 1 {
+				t.Fatalf("%s/%s, %d restarts, %v: want the pod restarted", rep.Verdict, rep.Action, h.restarts(), err)
+			}
+			if !contains(rep.Warnings, "dated in the future") {
+				t.Errorf("warnings %q: the record dated ahead is not named", rep.Warnings)
+			}
+			s := h.store.current(t)
+			var ours, theirs int
+			for _, r := range s.Restarts {
+				switch {
+				case r.Reason == "dated ahead" && r.Outcome == outcome && r.ClaimedAt.Equal(ahead):
+					theirs++
+				case r.UID == podUID && r.Outcome == state.RestartDone && !r.ClaimedAt.After(h.clk.Now()):
+					ours++
+				}
+			}
+			if ours != 1 || theirs != 1 || len(s.Restarts) != 2 {
+				t.Errorf("stored restarts %+v: want this pass's done and the record dated ahead as it was", s.Restarts)
+			}
+		})
+	}
+}

@@ -63,7 +63,7 @@ func (p *pass) persist(acts []alert.ActOutcome) error {
 				upsertWouldRestart(merged, ours, a.Target)
 				continue
 			}
-			if rec := ours.RestartFor(a.Target.UID); rec != nil {
+			if rec := decide.RestartOf(ours, a.Target.UID, p.Clock.Now()); rec != nil {
 				upsertRestart(merged, *rec)
 			}
 		}

@@ -346,7 +346,7 @@ func forgetGonePods(s *state.State, present map[string]bool, obs Observation) {
 		ps := s.Pods[uid]
 		if ps.Episode != nil {
 			outcome := state.EpisodeGone
-			if r := s.RestartFor(uid); r != nil && r.Outcome == state.RestartDone {
+			if r := RestartOf(s, uid, now); r != nil && r.Outcome == state.RestartDone {
 				outcome = state.EpisodeRestarted
 			}
 			endEpisode(s, uid, ps, now, outcome)
@@ -395,7 +395,7 @@ func judgePod(p Pod, obs Observation, s *state.State, cfg Config, judgedCount in
 		if ps.Episode != nil {
 			endEpisode(s, p.UID, ps, now, state.EpisodeProcessRestarted)
 		}
-		ps.Counters = nil
+		ps.Counters, ps.AgedCounters, ps.AgingCounters = nil, nil, nil
 		ps.FirstSeen = now
 	}
 	prevVerdict := ps.LastVerdict
@@ -420,6 +420,7 @@ func judgePod(p Pod, obs Observation, s *state.State, cfg Config, judgedCount in
 	if p.Sample != nil && p.ScrapeErr == nil && verdict != VerdictUnknown {
 		ready, expected := p.Sample.Ready(), obs.Expected.Serving
 		t.Ready, t.Expected = &ready, &expected
+		ageCounters(ps, now)
 		ps.Counters = &state.Counters{HeartbeatOK: p.Sample.HeartbeatOK, HeartbeatRejected: p.Sample.HeartbeatRejected, At: now}
 	} else if obs.ExpectedErr == nil {
 		expected := obs.Expected.Serving
@@ -440,6 +441,10 @@ func judgePod(p Pod, obs Observation, s *state.State, cfg Config, judgedCount in
 			// A failed sample inside this run's streak: a gap, settled by the
 			// next sample (advanceWedgeClock), not a pause yet.
 			gap = true
+		case j.failed:
+			// A failed sample before this run saw the pod: unknown, and the
+			// episode waits for the next good sample, which bridges the gap
+			// or starts the confirmations over (advanceWedgeClock).
 		default:
 			pause(ps)
 		}
@@ -447,7 +452,7 @@ func judgePod(p Pod, obs Observation, s *state.State, cfg Config, judgedCount in
 			// A failed sample before the run saw anything of the pod: unknown,
 			// but worth sampling on while what the next sample may show could
 			// still be confirmed in this run.
-			t.SampleFor = retryFor(ps.Episode, now, cfg)
+			t.SampleFor = retryFor(ps.Episode, obs, cfg)
 		}
 	case VerdictWedged, VerdictDegraded:
 		ps.ConsecutiveUnknowns = 0
@@ -471,7 +476,7 @@ func judgePod(p Pod, obs Observation, s *state.State, cfg Config, judgedCount in
 			pause(ps)
 			break
 		}
-		abandonClaim(s, p, verdict)
+		abandonClaim(s, p, verdict, now)
 	default:
 		ps.ConsecutiveUnknowns = 0
 		if ps.Episode != nil {
@@ -481,7 +486,7 @@ func judgePod(p Pod, obs Observation, s *state.State, cfg Config, judgedCount in
 			endBackoffAfterHealthyHour(s, now, cfg)
 			noteHealed(s, p, now, cfg)
 		}
-		abandonClaim(s, p, verdict)
+		abandonClaim(s, p, verdict, now)
 	}
 	ps.LastVerdict = verdict
 
@@ -496,13 +501,13 @@ func judgePod(p Pod, obs Observation, s *state.State, cfg Config, judgedCount in
 	t.BadSince, t.BadFor, t.Evidence = &since, e.For, e.Evidence
 	t.Reason = fmt.Sprintf("%s; %s for %s (%s evidence)", t.Reason, verdict, ShortDuration(t.BadFor.D()), t.Evidence)
 	c := &gateCase{pod: p, obs: obs, state: s, cfg: cfg, now: now, judged: judgedCount,
-		resume: unfinishedClaim(s.RestartFor(p.UID), now, cfg)}
+		resume: unfinishedClaim(RestartOf(s, p.UID, now), now, cfg)}
 	if !restartDue(&t, c, e) {
 		return t
 	}
 	if !c.resume {
 		// Completing an unfinished restart is not a new one: it judges no earlier one.
-		t.Ineffective = noteIneffective(s, p, e, cfg)
+		t.Ineffective = noteIneffective(s, p, e, now, cfg)
 	}
 	runGates(&t, c)
 	return t
@@ -517,11 +522,11 @@ func judgePod(p Pod, obs Observation, s *state.State, cfg Config, judgedCount in
 // window would only add churn. Each such restart doubles the wait before the next
 // one, up to BackoffMax; an hour of healthy observations ends the back-off
 // (backoffGate holds restarts back until then).
-func noteIneffective(s *state.State, p Pod, e *state.OpenEpisode, cfg Config) string {
+func noteIneffective(s *state.State, p Pod, e *state.OpenEpisode, now time.Time, cfg Config) string {
 	if cfg.IneffectiveWithin <= 0 {
 		return ""
 	}
-	r := replacedBy(s, p, cfg.IneffectiveWithin)
+	r := replacedBy(s, p, cfg.IneffectiveWithin, now)
 	if r == nil || e.Since.Sub(p.StartedAt) > cfg.IneffectiveWithin {
 		return ""
 	}
@@ -546,7 +551,7 @@ func noteIneffective(s *state.State, p Pod, e *state.OpenEpisode, cfg Config) st
 // observed healthy, that the restart healed: a later wedge of this process is a
 // new problem (a new flap), not the restart failing (issue 17, item 3).
 func noteHealed(s *state.State, p Pod, now time.Time, cfg Config) {
-	if r := replacedBy(s, p, healWindow(cfg)); r != nil {
+	if r := replacedBy(s, p, healWindow(cfg), now); r != nil {
 		at := now
 		r.HealedAt = &at
 	}
@@ -565,11 +570,12 @@ func healWindow(cfg Config) time.Duration {
 // replacedBy returns the latest restart, done and neither judged ineffective nor
 // healed yet, that this pod's process replaces: another pod restarted at most
 // within before this process started (a pod started days after a restart replaces
-// nothing of it).
-func replacedBy(s *state.State, p Pod, within time.Duration) *state.Restart {
+// nothing of it). A record dated ahead is passed over: saving the state sorts
+// it last, where it would hide the restart this process replaces.
+func replacedBy(s *state.State, p Pod, within time.Duration, now time.Time) *state.Restart {
 	for i := len(s.Restarts) - 1; i >= 0; i-- {
 		r := &s.Restarts[i]
-		if r.Outcome != state.RestartDone || r.UID == p.UID {
+		if r.Outcome != state.RestartDone || r.UID == p.UID || datedAhead(*r, now) {
 			continue
 		}
 		// Pod timestamps have whole seconds: a replacement started in the second
@@ -692,11 +698,38 @@ func weigh(p Pod, ps *state.Pod, cfg Config) (Evidence, string, bool) {
 	if ps.Counters == nil {
 		return EvidenceWeak, "no earlier counter value of this process to compare with", true
 	}
-	if cur > ps.Counters.HeartbeatRejected {
-		return EvidenceStrong, fmt.Sprintf("%d heartbeat(s) rejected since %s: discovery does not know nodes that are calling in",
-			cur-ps.Counters.HeartbeatRejected, ps.Counters.At.UTC().Format(time.RFC3339)), false
+	for _, c := range []*state.Counters{ps.Counters, ps.AgedCounters} {
+		if c != nil && cur > c.HeartbeatRejected {
+			return EvidenceStrong, fmt.Sprintf("%d heartbeat(s) rejected since %s: discovery does not know nodes that are calling in",
+				cur-c.HeartbeatRejected, c.At.UTC().Format(time.RFC3339)), false
+		}
 	}
-	return EvidenceWeak, "no rejected heartbeats since the last observation: the nodes may not reach the scheduler", false
+	since := ps.Counters.At
+	if ps.AgedCounters != nil {
+		since = ps.AgedCounters.At
+	}
+	return EvidenceWeak, fmt.Sprintf("no rejected heartbeats since %s: the nodes may not reach the scheduler", since.UTC().Format(time.RFC3339)), false
+}
+
+// HeartbeatBackoffCap is the longest a rejected node waits between heartbeats
+// (5 s doubling to 60 s, docs/design.md §1): two of them without a rejection
+// say the nodes are not calling in; one short interval says nothing.
+const HeartbeatBackoffCap = 60 * time.Second
+
+// ageCounters keeps, before the reading at now replaces ps.Counters, a reading
+// at least two back-off caps old (AgedCounters) for weigh: the newest that was
+// that old when it was promoted. A CronJob's last reading is already older; a
+// `watchdog run` pass every 30 s needs the older one for its first sight to
+// see the rejections of nodes backing off.
+func ageCounters(ps *state.Pod, now time.Time) {
+	const span = 2 * HeartbeatBackoffCap
+	if a := ps.AgingCounters; a != nil && now.Sub(a.At) >= span {
+		ps.AgedCounters, ps.AgingCounters = a, nil
+	}
+	if ps.AgingCounters == nil && ps.Counters != nil && (ps.AgedCounters == nil || ps.Counters.At.After(ps.AgedCounters.At)) {
+		last := *ps.Counters
+		ps.AgingCounters = &last
+	}
 }
 
 // pauseClock records that a pod with a bad episode was not judged this run (a
@@ -729,8 +762,8 @@ func inRunStreak(e *state.OpenEpisode, obs Observation) bool {
 }
 
 // abandonClaim settles a claim left by a crashed run on a pod that is fine: moot.
-func abandonClaim(s *state.State, p Pod, verdict Verdict) {
-	if r := s.RestartFor(p.UID); r != nil && r.Outcome == state.RestartClaimed {
+func abandonClaim(s *state.State, p Pod, verdict Verdict, now time.Time) {
+	if r := RestartOf(s, p.UID, now); r != nil && r.Outcome == state.RestartClaimed {
 		r.Outcome = state.RestartAbandoned
 		r.Error = fmt.Sprintf("pod %s was %s when checked again", p.Name, verdict)
 	}
@@ -738,9 +771,15 @@ func abandonClaim(s *state.State, p Pod, verdict Verdict) {
 
 // retryFor is how long sampling on after a failed sample can still make a restart
 // due in this run: what the episode needs, or without one a whole confirmation.
-func retryFor(e *state.OpenEpisode, now time.Time, cfg Config) *time.Duration {
+func retryFor(e *state.OpenEpisode, obs Observation, cfg Config) *time.Duration {
 	if e != nil {
-		return dueGate(e, now, cfg).sampleFor
+		if !inRunStreak(e, obs) {
+			// What the next sample can make due: a confirmation of this run.
+			c := *e
+			c.RunSince, c.StrongSince = nil, nil
+			e = &c
+		}
+		return dueGate(e, obs.At, cfg).sampleFor
 	}
 	d := cfg.ConfirmWindow
 	if d <= 0 {
@@ -777,23 +816,34 @@ func gapTarget(t Target, e *state.OpenEpisode, now time.Time, cfg Config) Target
 // between two consecutive observations with the same bad verdict; an unknown in
 // between pauses it (that gap is not counted). A gap of failed samples inside
 // the run's streak is bridged (counted, the streak and strong evidence kept) when
-// the rejected-heartbeat counter of the same process was rising on both sides of
-// it: strong evidence held up to the gap and seen again after it (each rejection
-// says its node was not in discovery then, and discovery does not come back and
-// die again within a few samples). Otherwise the streak starts over after it, as
-// after a pause. It also keeps the in-run streak: the restart that the episode
-// may make due must be confirmed by this run's samples.
+// the same process shows on both sides of it that discovery stayed dead or that
+// ready cannot have risen (bridged). Otherwise the streak starts over after it,
+// as after a pause. It also keeps the in-run streak: the restart that the
+// episode may make due must be confirmed by this run's samples.
 func advanceWedgeClock(ps *state.Pod, verdict Verdict, evidence Evidence, prevVerdict Verdict, baseline uint64, obs Observation, cfg Config, t Target) {
 	now := obs.At
+	// since is where this run's streak begins when it begins now: at this
+	// sample, or at the run's first sample when every sample of the run before
+	// this one failed and the gap is bridged.
+	since := now
 	if ps.Episode == nil || ps.Episode.Kind != verdict {
 		ps.Episode = &state.OpenEpisode{Kind: verdict, Since: now, Last: now, BaselineRejected: &baseline}
+		if ps.Counters != nil {
+			first := *ps.Counters
+			ps.Episode.FirstCounters = &first
+		}
 	} else {
 		e := ps.Episode
 		switch {
 		case prevVerdict == verdict && now.After(e.Last):
 			e.For += state.Duration(now.Sub(e.Last))
-		case prevVerdict == VerdictUnknown && inRunStreak(e, obs) && e.StrongSince != nil && evidence == EvidenceStrong && now.After(e.Last):
+		case prevVerdict == VerdictUnknown && e.RunSince != nil && bridged(e, evidence, ps.Counters, inRunStreak(e, obs)) && now.After(e.Last):
+			// Only failed samples since the last bad one (a pause clears
+			// RunSince), and the gap is bridged: counted, nothing starts over.
 			e.For += state.Duration(now.Sub(e.Last))
+			if obs.RunStart.After(e.Last) && !obs.RunStart.After(now) {
+				since = obs.RunStart
+			}
 		case prevVerdict == VerdictUnknown:
 			// Ready may have come back unseen: both confirmations start over.
 			e.StrongSince, e.RunSince = nil, nil
@@ -802,8 +852,7 @@ func advanceWedgeClock(ps *state.Pod, verdict Verdict, evidence Evidence, prevVe
 	}
 	bad := ps.Episode
 	if !inRunStreak(bad, obs) {
-		at := now
-		bad.RunSince, bad.Run = &at, obs.RunStart
+		bad.RunSince, bad.Run = &since, obs.RunStart
 	}
 	if cfg.ConfirmWindow > 0 && now.Sub(*bad.RunSince) >= cfg.ConfirmWindow &&
 		(bad.ConfirmedRun == nil || !bad.ConfirmedRun.Equal(bad.Run)) {
@@ -833,6 +882,28 @@ func advanceWedgeClock(ps *state.Pod, verdict Verdict, evidence Evidence, prevVe
 	if t.Expected != nil {
 		ps.Episode.Expected = *t.Expected
 	}
+}
+
+// bridged reports whether a gap of failed samples in episode e can be counted,
+// given the evidence and counters of the sample after it (the process is the
+// same: a new one starts a fresh record):
+//   - inside this run's streak, strong evidence held up to the gap and is seen
+//     again after it: the rejected-heartbeat counter rose on both sides (each
+//     rejection says its node was not in discovery then, and discovery does not
+//     come back and die again within a few samples);
+//   - or, in this run or across runs, the accepted and the rejected heartbeat
+//     counters both still read what they read at the episode's first bad
+//     observation: no heartbeat reached the scheduler since, so ready, which
+//     only an accepted heartbeat raises, stayed 0 across the gap. A heal moves
+//     the accepted counter and a flap of discovery the rejected one, so neither
+//     is bridged.
+func bridged(e *state.OpenEpisode, evidence Evidence, cur *state.Counters, inRun bool) bool {
+	if inRun && e.StrongSince != nil && evidence == EvidenceStrong {
+		return true
+	}
+	first := e.FirstCounters
+	return e.Kind == VerdictWedged && first != nil && cur != nil &&
+		cur.HeartbeatOK == first.HeartbeatOK && cur.HeartbeatRejected == first.HeartbeatRejected
 }
 
 // summarize picks the run's verdict and action: the worst among judged pods.

@@ -244,9 +244,14 @@ func unfinishedClaim(r *state.Restart, now time.Time, cfg Config) bool {
 // is paged, until the replacement had its startup grace (and a confirm window) to
 // take over and the old pod is still here and bad.
 func onceGate(c *gateCase) Gate {
-	r, now, cfg := c.state.RestartFor(c.pod.UID), c.now, c.cfg
+	now, cfg := c.now, c.cfg
+	r := RestartOf(c.state, c.pod.UID, now)
 	if r == nil {
-		return Gate{Name: gateOnce, OK: true, Detail: "no restart yet for this pod"}
+		detail := "no restart yet for this pod"
+		if ahead := c.state.RestartFor(c.pod.UID); ahead != nil {
+			detail = fmt.Sprintf("no restart yet for this pod that counts (a record dated %s, in the future, is ignored)", latestDate(*ahead).UTC().Format(time.RFC3339))
+		}
+		return Gate{Name: gateOnce, OK: true, Detail: detail}
 	}
 	claimed := r.ClaimedAt.UTC().Format(time.RFC3339)
 	switch {
@@ -325,14 +330,14 @@ func rolloutGate(c *gateCase) Gate {
 
 // budgetGate counts the restarts of the last --restart-window. A record dated
 // beyond ClockSkewTolerance ahead of now is not counted until its date comes
-// (futureRestarts; Decide warns about it): counted from the start, an edit dated
-// a year ahead would turn healing off for a year.
+// (datedAhead; Decide warns about it): counted from the start, an edit dated a
+// year ahead would turn healing off for a year.
 func budgetGate(c *gateCase) Gate {
 	s, cfg := c.state, c.cfg
 	from, to := c.now.Add(-cfg.RestartWindow), c.now.Add(ClockSkewTolerance)
 	used := s.RestartsBetween(from, to)
 	ignored := ""
-	if n := len(futureRestarts(s, c.now)); n > 0 {
+	if n := countFunc(futureRestarts(s, c.now), func(r state.Restart) bool { return r.ClaimedAt.After(to) }); n > 0 {
 		ignored = fmt.Sprintf(" (%d dated in the future not counted)", n)
 	}
 	if used >= cfg.MaxRestarts {
@@ -341,13 +346,56 @@ func budgetGate(c *gateCase) Gate {
 	return Gate{Name: gateBudget, OK: true, Detail: fmt.Sprintf("budget %d/%d used in the last %s%s", used, cfg.MaxRestarts, ShortDuration(cfg.RestartWindow), ignored)}
 }
 
-// futureRestarts returns the restart records dated beyond ClockSkewTolerance
-// ahead of now: written by a run whose clock ran ahead, or by an edit of the
-// state. The budget does not count them until their date comes.
+func countFunc[T any](s []T, f func(T) bool) int {
+	n := 0
+	for _, v := range s {
+		if f(v) {
+			n++
+		}
+	}
+	return n
+}
+
+// latestDate is the latest time a restart record names: its claim, its
+// completion, or another run's take-over of it.
+func latestDate(r state.Restart) time.Time {
+	at := r.ClaimedAt
+	for _, t := range []*time.Time{r.DoneAt, r.ResumedAt} {
+		if t != nil && t.After(at) {
+			at = *t
+		}
+	}
+	return at
+}
+
+// datedAhead reports a restart record that names a time beyond
+// ClockSkewTolerance ahead of now: written by a run whose clock ran ahead, or by
+// an edit of the state. It does not count until its date comes: not in the
+// budget, and not as a restart done or under way for its pod (RestartOf), or a
+// record a year ahead would hold that pod's restart back, silently, for a year.
+func datedAhead(r state.Restart, now time.Time) bool {
+	return latestDate(r).After(now.Add(ClockSkewTolerance))
+}
+
+// RestartOf returns the latest restart record of the pod that counts now: the
+// records dated ahead (datedAhead) are passed over. The pass finds the record
+// of the restart it claimed with it too, since saving the state sorts the
+// records by claim time and puts one dated ahead last.
+func RestartOf(s *state.State, uid string, now time.Time) *state.Restart {
+	for i := len(s.Restarts) - 1; i >= 0; i-- {
+		if r := &s.Restarts[i]; r.UID == uid && !datedAhead(*r, now) {
+			return r
+		}
+	}
+	return nil
+}
+
+// futureRestarts returns the restart records dated ahead (datedAhead), except
+// those abandoned before any action.
 func futureRestarts(s *state.State, now time.Time) []state.Restart {
 	var out []state.Restart
 	for _, r := range s.Restarts {
-		if r.ClaimedAt.After(now.Add(ClockSkewTolerance)) && r.Outcome != state.RestartAbandoned {
+		if datedAhead(r, now) && r.Outcome != state.RestartAbandoned {
 			out = append(out, r)
 		}
 	}
@@ -374,13 +422,13 @@ func datedAheadWarnings(s *state.State, now time.Time, cfg Config) []string {
 	if len(future) == 0 {
 		return out
 	}
-	latest := future[0].ClaimedAt
+	latest := latestDate(future[0])
 	for _, r := range future[1:] {
-		if r.ClaimedAt.After(latest) {
-			latest = r.ClaimedAt
+		if at := latestDate(r); at.After(latest) {
+			latest = at
 		}
 	}
-	return append(out, fmt.Sprintf("%d restart record(s) in the state are dated in the future, up to %s (%s ahead of this watchdog's clock, tolerance %s): not counted in the restart budget until their date comes. A run on a node whose clock ran ahead wrote them, or someone edited the state ConfigMap",
+	return append(out, fmt.Sprintf("%d restart record(s) in the state are dated in the future, up to %s (%s ahead of this watchdog's clock, tolerance %s): until their date comes they are not counted in the restart budget, nor as a restart done or in progress for their pod. A run on a node whose clock ran ahead wrote them, or someone edited the state ConfigMap",
 		len(future), latest.UTC().Format(time.RFC3339), ShortDuration(latest.Sub(now)), ShortDuration(ClockSkewTolerance)))
 }
 

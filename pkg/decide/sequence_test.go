@@ -599,3 +599,100 @@ func TestSkippedRunsConfirmInTheRunAfterThem(t *testing.T) {
 		}}))
 	}
 }
+
+// A failed sample between two samples whose accepted and rejected heartbeat
+// counters both still read their values at the episode's first bad sample is
+// bridged: nothing reached the scheduler, so ready cannot have risen. The gap
+// counts on the wedge clock and the in-run confirmation goes on; across runs,
+// this run's confirmation counts from its first (failed) sample. A moved
+// accepted counter (a heal under way) or rejected one (a flap) is not bridged.
+// Checked before the bridge: every case started the confirmation over.
+func TestFailedSampleBridgedWhileTheCountersStandStill(t *testing.T) {
+	cfg := testConfig()
+	wedged := func(ok, rejected uint64) func(time.Time) Observation {
+		return func(at time.Time) Observation {
+			s := sample(0, rejected)
+			s.HeartbeatOK = ok
+			return observe(at, 3, schedPod("sched-a", "uid-a", s))
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		// after is the sample after the gap; nextRun: the gap ends the run and the
+		// sample after it is the next run's second.
+		after   func(time.Time) Observation
+		nextRun bool
+		bridged bool
+	}{
+		{name: "counters still", after: wedged(1000, 7), bridged: true},
+		{name: "accepted counter moved", after: wedged(1003, 7)},
+		{name: "rejected counter moved", after: wedged(1000, 8)},
+		{name: "counters still, across runs", after: wedged(1000, 7), nextRun: true, bridged: true},
+		{name: "accepted counter moved, across runs", after: wedged(1000+3, 7), nextRun: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := state.New()
+			before := wedged(1000, 7)
+			healthy := sample(3, 7)
+			healthy.HeartbeatOK = 990
+			s, _ = Decide(observe(t0.Add(-5*time.Minute), 3, schedPod("sched-a", "uid-a", healthy)), s, cfg) // the previous run
+			s, _ = Decide(before(t0), s, cfg)                                                                // the episode's first sample
+			s, _ = Decide(inRun(t0, before(t0.Add(15*time.Second))), s, cfg)
+			gapRun, gapAt, afterAt := t0, t0.Add(30*time.Second), t0.Add(45*time.Second)
+			if tc.nextRun {
+				gapRun, gapAt, afterAt = t0.Add(5*time.Minute), t0.Add(5*time.Minute), t0.Add(5*time.Minute+15*time.Second)
+			}
+			s, _ = Decide(inRun(gapRun, scrapeFails(gapAt)), s, cfg)
+			s, r := Decide(inRun(gapRun, tc.after(afterAt)), s, cfg)
+			e := s.Pods["uid-a"].Episode
+			wantFor := 15 * time.Second
+			if tc.bridged {
+				wantFor = afterAt.Sub(t0)
+			}
+			if e.For.D() != wantFor {
+				t.Errorf("wedge clock %s, want %s: %s", e.For.D(), wantFor, r.Reason)
+			}
+			wantSince := afterAt
+			if tc.bridged {
+				wantSince = gapRun
+			}
+			if !e.RunSince.Equal(wantSince) {
+				t.Errorf("in-run streak since +%s, want +%s", e.RunSince.Sub(t0), wantSince.Sub(t0))
+			}
+		})
+	}
+}
+
+// `watchdog run` looks every 30 s. Nodes rejected by a dead discovery back off to
+// one heartbeat a minute, so at the first sight of ready 0 the rejected counter
+// can read what it read one pass earlier: judged against that reading alone the
+// first sight was weak, and the strong confirmation began a pass or more later.
+// Judged also against a reading at least two back-off caps (2 min) old, it is
+// strong at first sight whenever the nodes were rejected in that span, and weak
+// when nobody called in. Checked before: weak at first sight, every case.
+func TestFirstSightJudgedAgainstAReadingTwoBackoffCapsOld(t *testing.T) {
+	cfg := testConfig()
+	for _, tc := range []struct {
+		name     string
+		rejected func(d time.Duration) uint64 // rejected count d after t0
+		want     Evidence
+	}{
+		// Rejections 60 s apart, the last one 50 s before first sight.
+		{"rejected a minute apart", func(d time.Duration) uint64 { return 10 + 3*uint64(max(d-10*time.Second, 0)/time.Minute) }, EvidenceStrong},
+		{"nobody calling in", func(time.Duration) uint64 { return 10 }, EvidenceWeak},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := state.New()
+			at := func(d time.Duration, ready int) Observation {
+				return observe(t0.Add(d), 3, schedPod("sched-a", "uid-a", sample(ready, tc.rejected(d))))
+			}
+			for d := time.Duration(0); d < 4*time.Minute; d += 30 * time.Second {
+				s, _ = Decide(at(d, 3), s, cfg) // healthy passes; ready reads N until the gauge catches up
+			}
+			_, r := Decide(at(4*time.Minute, 0), s, cfg)
+			if got := r.Targets[0].Evidence; r.Verdict != VerdictWedged || got != tc.want {
+				t.Errorf("first sight: %s, %s evidence, want %s: %s", r.Verdict, got, tc.want, r.Reason)
+			}
+		})
+	}
+}

@@ -176,3 +176,89 @@ func TestBackoffBeyondItsMaximumIsIgnored(t *testing.T) {
 		})
 	}
 }
+
+// A restart record on the judged pod's own UID dated beyond ClockSkewTolerance in
+// the future (a `claimed` or `done` written by a run whose node clock ran ahead
+// and died between claim and delete, or an edit of the state ConfigMap) does not
+// count, as the budget gate already treats it: it neither says "restart in
+// progress" nor "already restarted", and every run warns while it is ahead.
+// Replayed as */5 runs over three hours of a strong wedge from t0; after a
+// restart the replacement (a new UID) is healthy. Checked before the fix: a
+// record a year ahead left every run blocked "restart in progress" (no restart,
+// no restart-blocked page) for the whole three hours.
+func TestFutureRestartRecordOfThePodDoesNotBlockItsRestart(t *testing.T) {
+	cfg := testConfig()
+	year := 365 * 24 * time.Hour
+	for _, tc := range []struct {
+		name              string
+		outcome           state.RestartOutcome
+		claimed, done     time.Duration // from t0; done 0: no DoneAt
+		first             time.Duration // the first run that restarts or pages blocked
+		action            Action
+		silentRuns, warns int
+	}{
+		// Within the tolerance the record counts, as before: another run's claim
+		// is completed once it is older than --claim-timeout; a done restart that
+		// left the pod in place is a blocked restart, paged.
+		{name: "claimed 30s ahead", outcome: state.RestartClaimed, claimed: 30 * time.Second, first: 5 * time.Minute, action: ActionRestart, silentRuns: 1},
+		{name: "done 30s ahead", outcome: state.RestartDone, claimed: 30 * time.Second, done: 30 * time.Second, first: 5 * time.Minute, action: ActionBlocked, silentRuns: 1},
+		{name: "claimed 5m ahead", outcome: state.RestartClaimed, claimed: 5 * time.Minute, first: 0, action: ActionRestart, warns: 1},
+		{name: "claimed a year ahead", outcome: state.RestartClaimed, claimed: year, first: 0, action: ActionRestart, warns: 36},
+		{name: "done a year ahead", outcome: state.RestartDone, claimed: year, done: year, first: 0, action: ActionRestart, warns: 36},
+		{name: "claimed 2m ago, done a year ahead", outcome: state.RestartDone, claimed: -2 * time.Minute, done: year, first: 0, action: ActionRestart, warns: 36},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := state.New()
+			rec := state.Restart{Pod: "sched-a", UID: "uid-a", Method: MethodDelete, ClaimedAt: t0.Add(tc.claimed), Outcome: tc.outcome}
+			if tc.done != 0 {
+				done := t0.Add(tc.done)
+				rec.DoneAt = &done
+			}
+			s.Restarts = append(s.Restarts, rec)
+			replaced := false
+			at := func(now time.Time) Observation {
+				if replaced {
+					p := schedPod("sched-b", "uid-b", sample(3, 0))
+					p.StartedAt = t0
+					return observe(now, 3, p)
+				}
+				return wedgedRising(now)
+			}
+			first, action := time.Duration(-1), Action("")
+			silent, warned := 0, 0
+			for i := 0; i < 36; i++ {
+				start := t0.Add(time.Duration(i) * 5 * time.Minute)
+				var r Result
+				s, r, _ = run(cfg, s, start, 170*time.Second, at)
+				if slices.ContainsFunc(r.Warnings, func(w string) bool { return strings.Contains(w, "dated in the future") }) {
+					warned++
+				}
+				tg := r.Targets[0]
+				if tg.RestartInProgress() {
+					silent++
+				}
+				if first < 0 && (tg.Action == ActionRestart || (tg.Action == ActionBlocked && !tg.RestartInProgress())) {
+					first, action = start.Sub(t0), tg.Action
+				}
+				if tg.Action == ActionRestart {
+					// As the pass records it: the claim, done, saved (which sorts
+					// the records by claim time); the replacement is healthy.
+					now := start.Add(2 * time.Minute)
+					s.Restarts = append(s.Restarts, state.Restart{Pod: tg.Pod, UID: tg.UID, Method: MethodDelete, ClaimedAt: now, DoneAt: &now, Outcome: state.RestartDone})
+					s.Prune(now)
+					replaced = true
+				}
+			}
+			if first != tc.first || action != tc.action || silent != tc.silentRuns || warned != tc.warns {
+				t.Errorf("first %s at +%s, %d runs blocked silently as in progress, %d warned; want %s at +%s, %d silent, %d warned",
+					action, first, silent, warned, tc.action, tc.first, tc.silentRuns, tc.warns)
+			}
+		})
+	}
+}
+
+// wedgedRising is a wedge with strong evidence: rejected heartbeats rise by one
+// every 5 s.
+func wedgedRising(at time.Time) Observation {
+	return observe(at, 3, schedPod("sched-a", "uid-a", sample(0, 100+uint64(at.Sub(t0)/(5*time.Second)))))
+}

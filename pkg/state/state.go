@@ -112,6 +112,13 @@ type Pod struct {
 	// ConsecutiveUnknowns counts consecutive unknown observations of this pod.
 	ConsecutiveUnknowns int       `json:"consecutiveUnknowns,omitempty"`
 	Counters            *Counters `json:"counters,omitempty"`
+	// AgedCounters is a reading of this process at least two heartbeat back-off
+	// caps older than the last one was when it was kept; AgingCounters the next
+	// one to become it. First sight of a wedge compares with it too: nodes back
+	// off to one heartbeat a minute, so a reading one short interval old can show
+	// no rejection although they are being rejected.
+	AgedCounters  *Counters `json:"agedCounters,omitempty"`
+	AgingCounters *Counters `json:"agingCounters,omitempty"`
 	// Episode is the open bad episode of this process, nil while it is fine.
 	// (Version 1 called it "bad".)
 	Episode *OpenEpisode `json:"episode,omitempty"`
@@ -144,8 +151,13 @@ type OpenEpisode struct {
 	// the episode is strong evidence, even when the last interval saw none (nodes
 	// back off to one heartbeat a minute).
 	BaselineRejected *uint64 `json:"baselineRejected,omitempty"`
-	Ready            int     `json:"ready"`
-	Expected         int     `json:"expected"`
+	// FirstCounters are the heartbeat counters at the episode's first bad
+	// observation. While both still read the same, nothing reached the scheduler
+	// since: ready cannot have risen, so a failed sample between two such
+	// observations need not start the confirmation over.
+	FirstCounters *Counters `json:"firstCounters,omitempty"`
+	Ready         int       `json:"ready"`
+	Expected      int       `json:"expected"`
 	// RunSince is the first observation of the current unbroken bad streak inside
 	// the run that started at Run (an unknown, or a new run, starts it over). A
 	// restart must be confirmed inside the run that makes it: ready stayed bad for

@@ -220,16 +220,12 @@ func TestBudgetSpentBlocks(t *testing.T) {
 // budget gate says they were not counted. Seen failing first: blocked, "budget
 // 3/3 used", with the wedged pod left running.
 func TestFutureRestartRecordsDoNotBlock(t *testing.T) {
-	s := newScenario(t, layout{serving: 3, page: fixture(t, "scheduler-metrics-discovery-dead.txt")})
-	s.check().expect(t, 0, "wedged", "wait")
-	ahead := time.Now().AddDate(1, 0, 0).UTC()
-	editState(t, namespaceEditor(t, s.ns), s.ns, func(doc map[string]any) {
-		restarts, _ := doc["restarts"].([]any)
+	s, _ := wedgedWithRecordsAhead(t, func(_ *scenario, ahead time.Time) (records []any) {
 		for i := range 3 {
 			at := ahead.Add(time.Duration(i) * time.Minute)
-			restarts = append(restarts, map[string]any{"pod": "old", "uid": fmt.Sprintf("old-uid-%d", i), "method": "delete", "claimedAt": at, "doneAt": at, "outcome": "done"})
+			records = append(records, map[string]any{"pod": "old", "uid": fmt.Sprintf("old-uid-%d", i), "method": "delete", "claimedAt": at, "doneAt": at, "outcome": "done"})
 		}
-		doc["restarts"] = restarts
+		return records
 	})
 	if st, _ := s.state(); len(st.Restarts) != 3 {
 		t.Fatalf("the edited state holds %d restarts, want the 3 dated ahead", len(st.Restarts))
@@ -246,6 +242,48 @@ func TestFutureRestartRecordsDoNotBlock(t *testing.T) {
 	if s.podExists(s.pod.Name) {
 		t.Error("the wedged pod is still there: the records dated ahead blocked its restart")
 	}
+}
+
+// A namespace editor's claim on the wedged pod's own UID, dated a year ahead (as a
+// run whose node clock ran ahead and died between claim and delete would leave
+// it), does not say "restart in progress": the pod is restarted, with a warning,
+// and the record stays as it was.
+func TestFutureRestartRecordOfThePodDoesNotBlock(t *testing.T) {
+	s, ahead := wedgedWithRecordsAhead(t, func(s *scenario, ahead time.Time) []any {
+		return []any{map[string]any{"pod": s.pod.Name, "uid": string(s.pod.UID), "method": "delete", "claimedAt": ahead, "outcome": "claimed"}}
+	})
+	waitPastWedgedFor()
+	r := s.check()
+	r.expect(t, 0, "wedged", "restart")
+	if w := strings.Join(r.report.Warnings, "\n"); !strings.Contains(w, "1 restart record(s) in the state are dated in the future") {
+		t.Errorf("warnings %q, want the record dated in the future named", r.report.Warnings)
+	}
+	if s.podExists(s.pod.Name) {
+		t.Error("the wedged pod is still there: the claim dated ahead blocked its restart")
+	}
+	st, _ := s.state()
+	outcomes := map[string]state.RestartOutcome{}
+	for _, rec := range st.Restarts {
+		outcomes[rec.ClaimedAt.Format(time.RFC3339)] = rec.Outcome
+	}
+	if len(st.Restarts) != 2 || outcomes[ahead.Format(time.RFC3339)] != state.RestartClaimed {
+		t.Errorf("restarts %+v: want this run's and the claim dated ahead, untouched", st.Restarts)
+	}
+}
+
+// wedgedWithRecordsAhead is a strong wedge seen once, after which a namespace
+// editor adds the restart records of records to the state, dated from a year
+// ahead (returned).
+func wedgedWithRecordsAhead(t *testing.T, records func(s *scenario, ahead time.Time) []any) (*scenario, time.Time) {
+	t.Helper()
+	s := newScenario(t, layout{serving: 3, page: fixture(t, "scheduler-metrics-discovery-dead.txt")})
+	s.check().expect(t, 0, "wedged", "wait")
+	ahead := time.Now().AddDate(1, 0, 0).UTC()
+	editState(t, namespaceEditor(t, s.ns), s.ns, func(doc map[string]any) {
+		restarts, _ := doc["restarts"].([]any)
+		doc["restarts"] = append(restarts, records(s, ahead)...)
+	})
+	return s, ahead
 }
 
 func writeState(t *testing.T, ns string, s *state.State) {
