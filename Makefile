@@ -16,7 +16,7 @@ LDFLAGS := -s -w \
 	-X github.com/agentenv/watchdog/pkg/version.Commit=$(COMMIT) \
 	-X github.com/agentenv/watchdog/pkg/version.Date=$(DATE)
 
-.PHONY: all build test unit vet fmt-check control-plane tools alertmanager pushgateway monitoring-tools chart-test lint-chart chart-readme event-docs demo bench lint lint-tools vulndb-refresh fuzz binaries image dist chart-package release-check sbom-tool
+.PHONY: node cluster cluster-down e2e all build test unit vet fmt-check control-plane tools alertmanager pushgateway monitoring-tools chart-test lint-chart chart-readme event-docs demo bench lint lint-tools vulndb-refresh fuzz binaries image dist chart-package release-check sbom-tool
 
 all: build
 
@@ -74,6 +74,18 @@ chart-readme:
 ## event-docs: regenerate the event tables of README.md and docs/alerts.md from pkg/alert/events.go (make test fails while they are stale)
 event-docs:
 	go run ./hack/event-docs
+
+## node: build and cache kube-controller-manager, kube-scheduler, kubelet and kube-proxy for the real node (first build: docs/performance.md)
+node:
+	hack/node.sh >/dev/null
+
+## cluster: start a real one-node cluster on this machine (root on Linux; docs/e2e.md): `export $$(hack/cluster.sh env)` then kubectl, helm
+cluster: control-plane node
+	hack/cluster.sh up
+
+## cluster-down: stop the real node: processes, pods, mounts, cgroups, bridge, routes; sysctls restored
+cluster-down:
+	hack/cluster.sh down
 
 ## lint-chart: helm lint --strict of the chart
 lint-chart: tools
