@@ -107,7 +107,7 @@ func TestCronJobOnARealNode(t *testing.T) {
 	lost := time.Now()
 	control(t, sched, "discovery?state=lost")
 	kubectl(t, "rollout", "restart", "-n", ns, "deployment/"+nodesName)
-	var restarted run
+	var restarted jobRun
 	for restarted.report.Restarts == nil {
 		r := j.next(t, 4*time.Minute-time.Since(lost))
 		if r.report.Verdict == "healthy" && r.job.CreationTimestamp.After(lost.Add(30*time.Second)) {
@@ -140,7 +140,7 @@ func TestCronJobOnARealNode(t *testing.T) {
 	})
 	readyAt := time.Now()
 	timing(t, "restart -> replacement Ready (seen)", readyAt.Sub(restartAt))
-	var recovered run
+	var recovered jobRun
 	for !slices.Contains(eventsOf(recovered), "recovered") {
 		recovered = j.next(t, 3*time.Minute-time.Since(readyAt))
 	}
@@ -179,7 +179,7 @@ func TestCronJobOnARealNode(t *testing.T) {
 }
 
 // eventsOf are the alert events a run delivered.
-func eventsOf(r run) []string {
+func eventsOf(r jobRun) []string {
 	var out []string
 	for _, d := range r.report.Alerts {
 		out = append(out, d.Event)

@@ -295,8 +295,8 @@ func (s *sink) events(t *testing.T) []string {
 	return out
 }
 
-// run is one Job of the CronJob, finished, with what its pod logged.
-type run struct {
+// jobRun is one Job of the CronJob, finished, with what its pod logged.
+type jobRun struct {
 	job    batchv1.Job
 	pod    string
 	log    string
@@ -316,9 +316,9 @@ type jobs struct {
 func newJobs(ns string) *jobs { return &jobs{ns: ns, seen: map[string]bool{}} }
 
 // next waits for the next finished Job not seen yet and returns it.
-func (j *jobs) next(t *testing.T, timeout time.Duration) run {
+func (j *jobs) next(t *testing.T, timeout time.Duration) jobRun {
 	t.Helper()
-	var r run
+	var r jobRun
 	waitFor(t, timeout, "the next finished Job in "+j.ns, func() bool {
 		list, err := client.BatchV1().Jobs(j.ns).List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=watchdog"})
 		if err != nil {
@@ -339,10 +339,10 @@ func (j *jobs) next(t *testing.T, timeout time.Duration) run {
 }
 
 // readRun reads a finished Job's pod log through the API server and the kubelet.
-func readRun(t *testing.T, job batchv1.Job) run {
+func readRun(t *testing.T, job batchv1.Job) jobRun {
 	t.Helper()
 	ctx := context.Background()
-	r := run{job: job}
+	r := jobRun{job: job}
 	pods, err := client.CoreV1().Pods(job.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=" + job.Name})
 	must(t, err)
 	if len(pods.Items) != 1 {
