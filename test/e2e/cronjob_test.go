@@ -12,16 +12,17 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/agentenv/watchdog/internal/realnode"
 	"github.com/agentenv/watchdog/pkg/evidence"
 )
 
 // installArgs is `helm install` from oci:// at the pushed digests, CronJob every
 // minute, the decision's timings shortened so a wedge is confirmed within two
 // runs (production defaults: values.yaml).
-func installArgs(im images, ns string, s *sink, extra ...string) []string {
-	args := []string{"install", "watchdog", im.chartRef, "--version", im.chartVersion, "--plain-http",
+func installArgs(im realnode.Images, ns string, s *sink, extra ...string) []string {
+	args := []string{"install", "watchdog", im.ChartRef, "--version", im.ChartVersion, "--plain-http",
 		"--namespace", ns, "--wait", "--timeout", "2m",
-		"--set", "image.repository=" + im.watchdogRepo, "--set", "image.digest=" + im.watchdogDigest,
+		"--set", "image.repository=" + im.WatchdogRepo, "--set", "image.digest=" + im.WatchdogDigest,
 		"--set", "cronjob.schedule=*/1 * * * *",
 		"--set", "cronjob.activeDeadlineSeconds=55", "--set", "run.timeout=45s",
 		"--set", "decision.startupGrace=20s", "--set", "decision.wedgedFor=30s",
@@ -56,7 +57,7 @@ func TestCronJobOnARealNode(t *testing.T) {
 	im := pushImages(t)
 	timing(t, "images and chart pushed", time.Since(begin))
 	ns := createNamespace(t, "agentenv-system")
-	layOutScheduler(t, ns, im.sim)
+	must(t, cluster.LayOut(context.Background(), ns, im.Sim))
 	timing(t, "scheduler and 3 nodes Ready", time.Since(begin))
 	s := newSink(t)
 	helm(t, installArgs(im, ns, s)...)
@@ -93,7 +94,7 @@ func TestCronJobOnARealNode(t *testing.T) {
 	if sc := c.SecurityContext; sc == nil || sc.RunAsUser == nil || *sc.RunAsUser != 65532 || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
 		t.Errorf("Job pod %s security context %+v: want uid 65532, read-only root filesystem", first.pod, c.SecurityContext)
 	}
-	if want := im.watchdogRepo + "@" + im.watchdogDigest; c.Image != want || !strings.HasSuffix(jobPod.Status.ContainerStatuses[0].ImageID, im.watchdogDigest) {
+	if want := im.WatchdogRepo + "@" + im.WatchdogDigest; c.Image != want || !strings.HasSuffix(jobPod.Status.ContainerStatuses[0].ImageID, im.WatchdogDigest) {
 		t.Errorf("Job pod %s ran %s (image id %s), want the pushed %s", first.pod, c.Image, jobPod.Status.ContainerStatuses[0].ImageID, want)
 	}
 	if _, err := client.CoreV1().ConfigMaps(ns).Get(context.Background(), "agentenv-scheduler-watchdog", metav1.GetOptions{}); err != nil {
@@ -105,8 +106,8 @@ func TestCronJobOnARealNode(t *testing.T) {
 
 	// ---- dead discovery while the nodes roll
 	lost := time.Now()
-	control(t, sched, "discovery?state=lost")
-	kubectl(t, "rollout", "restart", "-n", ns, "deployment/"+nodesName)
+	must(t, realnode.Control(context.Background(), sched, "discovery?state=lost"))
+	kubectl(t, "rollout", "restart", "-n", ns, "deployment/"+realnode.Nodes)
 	var restarted jobRun
 	for restarted.report.Restarts == nil {
 		r := j.next(t, 4*time.Minute-time.Since(lost))
@@ -124,12 +125,12 @@ func TestCronJobOnARealNode(t *testing.T) {
 	// The Deployment's replacement, started by the kubelet.
 	var replacement string
 	waitFor(t, 2*time.Minute, "the scheduler's replacement pod Ready", func() bool {
-		pods, err := client.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + schedulerName})
+		pods, err := client.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + realnode.Scheduler})
 		if err != nil {
 			return false
 		}
 		for _, p := range pods.Items {
-			if p.Name != sched.Name && p.DeletionTimestamp == nil && podReady(&p) && len(p.Status.ContainerStatuses) == 1 &&
+			if p.Name != sched.Name && p.DeletionTimestamp == nil && realnode.PodReady(&p) && len(p.Status.ContainerStatuses) == 1 &&
 				p.Status.ContainerStatuses[0].State.Running != nil {
 				replacement = p.Name
 				timing(t, "restart -> replacement container started", p.Status.ContainerStatuses[0].State.Running.StartedAt.Sub(restartAt))

@@ -17,12 +17,11 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/agentenv/watchdog/internal/realnode"
 	"github.com/agentenv/watchdog/internal/testenv"
 	"github.com/agentenv/watchdog/pkg/alert"
 	"github.com/agentenv/watchdog/pkg/check"
@@ -30,80 +29,23 @@ import (
 
 var must = testenv.Must
 
-const (
-	schedulerName = "agentenv-scheduler"
-	nodesName     = "agentenv-node"
-	nodesService  = "agentenv-nodes"
-	// The stand-in's clock: 4 scheduler seconds a second, so its "ready drops 40 s
-	// after the roll" takes 10 s and the e2e stays within its budget.
-	simSpeed = "4"
-	// The scheduler stand-in's control port (hack/schedsim).
-	controlPort = 9190
-)
-
-// images are the digests pushed to the node's registry, once per test binary.
-type images struct {
-	watchdogRepo, watchdogDigest string
-	sim                          string // the stand-in's image, by digest
-	chartRef, chartVersion       string
-}
-
-var (
-	pushed     images
-	pushedOnce sync.Once
-	pushErr    error
-)
-
-// pushImages builds the watchdog's image (linux/amd64, as `make image` builds it)
-// and the scheduler stand-in's, and pushes them and the packaged chart to the
-// node's registry.
-func pushImages(t *testing.T) images {
+// pushImages pushes the watchdog's image, the stand-in's and the chart to the
+// node's registry, once per test binary.
+func pushImages(t *testing.T) realnode.Images {
 	t.Helper()
-	pushedOnce.Do(func() { pushed, pushErr = buildAndPush(t) })
+	pushedOnce.Do(func() {
+		home := filepath.Join(os.TempDir(), "watchdog-e2e-helm")
+		pushed, pushErr = cluster.Push(context.Background(), root, watchdogBin, helmBin, helmEnv(home))
+	})
 	must(t, pushErr)
 	return pushed
 }
 
-func buildAndPush(t *testing.T) (images, error) {
-	var im images
-	dir, err := os.MkdirTemp("", "watchdog-e2e-")
-	if err != nil {
-		return im, err
-	}
-	defer os.RemoveAll(dir)
-	release := filepath.Join(clusterBin, "release")
-	created := time.Unix(0, 0).UTC().Format(time.RFC3339)
-	if out, err := tryCommand(t, release, "image", "--out", dir+"/image", "--base", "local", "--version", "e2e", "--revision", "e2e",
-		"--created", created, "--binary", "linux/amd64="+watchdogBin); err != nil {
-		return im, fmt.Errorf("release image: %v\n%s", err, out)
-	}
-	im.watchdogRepo = registry + "/agentenv/scheduler-watchdog"
-	out, err := tryCommand(t, release, "push", "--layout", dir+"/image", "--ref", im.watchdogRepo+":e2e", "--insecure")
-	if err != nil {
-		return im, fmt.Errorf("release push: %v\n%s", err, out)
-	}
-	im.watchdogDigest = strings.TrimSpace(out)
-	simRepo := registry + "/agentenv/scheduler-sim"
-	out, err = tryCommand(t, release, "binary-image", "--binary", filepath.Join(clusterBin, "schedsim"), "--cmd", "scheduler", "--ref", simRepo+":e2e", "--insecure")
-	if err != nil {
-		return im, fmt.Errorf("release binary-image: %v\n%s", err, out)
-	}
-	im.sim = simRepo + "@" + strings.TrimSpace(out)
-	out, err = tryCommand(t, helmBin, "package", filepath.Join(root, "charts", "agentenv-scheduler-watchdog"), "--destination", dir)
-	if err != nil {
-		return im, fmt.Errorf("helm package: %v\n%s", err, out)
-	}
-	pkgs, _ := filepath.Glob(dir + "/agentenv-scheduler-watchdog-*.tgz")
-	if len(pkgs) != 1 {
-		return im, fmt.Errorf("helm package wrote %v", pkgs)
-	}
-	im.chartVersion = strings.TrimSuffix(strings.TrimPrefix(filepath.Base(pkgs[0]), "agentenv-scheduler-watchdog-"), ".tgz")
-	if out, err := tryCommand(t, helmBin, "push", pkgs[0], "oci://"+registry+"/charts", "--plain-http"); err != nil {
-		return im, fmt.Errorf("helm push: %v\n%s", err, out)
-	}
-	im.chartRef = "oci://" + registry + "/charts/agentenv-scheduler-watchdog"
-	return im, nil
-}
+var (
+	pushed     realnode.Images
+	pushedOnce sync.Once
+	pushErr    error
+)
 
 // createNamespace makes a namespace for one test and deletes it at the end (its
 // pods really stop: the kubelet runs them).
@@ -130,120 +72,23 @@ func dump(t *testing.T, ns string) {
 	t.Logf("events in %s:\n%s", ns, out)
 }
 
-// layOutScheduler creates what the watchdog watches, as pods the kubelet runs: the
-// scheduler stand-in's Deployment (one replica) and a few simulated runtime nodes
-// behind the agentenv-nodes Service, whose EndpointSlices the real controller
-// keeps. It waits until all are Ready.
-func layOutScheduler(t *testing.T, ns, simImage string) {
-	t.Helper()
-	ctx := context.Background()
-	nonRoot, ro, no := true, true, false
-	secure := &corev1.SecurityContext{RunAsNonRoot: &nonRoot, ReadOnlyRootFilesystem: &ro, AllowPrivilegeEscalation: &no,
-		Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}}
-	grace := int64(5)
-	deployment := func(name string, labels map[string]string, replicas int32, c corev1.Container) *appsv1.Deployment {
-		c.Image, c.SecurityContext = simImage, secure
-		return &appsv1.Deployment{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
-			Spec: appsv1.DeploymentSpec{
-				Replicas: &replicas,
-				Selector: &metav1.LabelSelector{MatchLabels: labels},
-				Template: corev1.PodTemplateSpec{
-					ObjectMeta: metav1.ObjectMeta{Labels: labels},
-					Spec:       corev1.PodSpec{TerminationGracePeriodSeconds: &grace, Containers: []corev1.Container{c}},
-				},
-			},
-		}
-	}
-	probe := func(path string, port int) *corev1.Probe {
-		return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromInt(port)}}, PeriodSeconds: 1}
-	}
-	nodeLabels := map[string]string{"app.kubernetes.io/name": nodesName}
-	_, err := client.AppsV1().Deployments(ns).Create(ctx, deployment(nodesName, nodeLabels, 3, corev1.Container{
-		Name: "node", Args: []string{"node"}, ReadinessProbe: probe("/healthz", 8000),
-		Ports: []corev1.ContainerPort{{Name: "node", ContainerPort: 8000}},
-	}), metav1.CreateOptions{})
-	must(t, err)
-	_, err = client.CoreV1().Services(ns).Create(ctx, &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: nodesService, Namespace: ns},
-		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Selector: nodeLabels,
-			Ports: []corev1.ServicePort{{Name: "node", Port: 8000}}},
-	}, metav1.CreateOptions{})
-	must(t, err)
-	schedLabels := map[string]string{"app.kubernetes.io/name": schedulerName}
-	_, err = client.AppsV1().Deployments(ns).Create(ctx, deployment(schedulerName, schedLabels, 1, corev1.Container{
-		Name: "scheduler", Args: []string{"scheduler", "--nodes", "3", "--speed", simSpeed}, ReadinessProbe: probe("/metrics", 9101),
-		Ports: []corev1.ContainerPort{{Name: "metrics", ContainerPort: 9101}, {Name: "control", ContainerPort: controlPort}},
-	}), metav1.CreateOptions{})
-	must(t, err)
-	waitDeploymentReady(t, ns, nodesName, 3)
-	waitDeploymentReady(t, ns, schedulerName, 1)
-}
-
-// waitDeploymentReady waits until the Deployment's pods are Ready, as the kubelet
-// reports them.
-func waitDeploymentReady(t *testing.T, ns, name string, replicas int32) {
-	t.Helper()
-	waitFor(t, 2*time.Minute, fmt.Sprintf("Deployment %s/%s: %d ready", ns, name, replicas), func() bool {
-		d, err := client.AppsV1().Deployments(ns).Get(context.Background(), name, metav1.GetOptions{})
-		return err == nil && d.Status.ObservedGeneration == d.Generation && d.Status.ReadyReplicas == replicas &&
-			d.Status.UpdatedReplicas == replicas && d.Status.Replicas == replicas
-	})
-}
-
-// waitFor polls cond every second (the cluster's controllers act in seconds; a
-// finer poll only loads the API server) until it holds or timeout passes.
+// waitFor is realnode.Poll bounded by timeout, failing the test.
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(time.Second)
-	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	must(t, realnode.Poll(ctx, what, cond))
 }
 
 // schedulerPod is the scheduler's one running, Ready pod.
 func schedulerPod(t *testing.T, ns string) *corev1.Pod {
 	t.Helper()
-	pods, err := client.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + schedulerName})
+	ready, err := cluster.SchedulerPods(context.Background(), ns)
 	must(t, err)
-	var ready []corev1.Pod
-	for _, p := range pods.Items {
-		if p.DeletionTimestamp == nil && podReady(&p) {
-			ready = append(ready, p)
-		}
-	}
 	if len(ready) != 1 {
-		t.Fatalf("want one Ready scheduler pod, found %d of %d", len(ready), len(pods.Items))
+		t.Fatalf("want one Ready scheduler pod, found %d", len(ready))
 	}
 	return &ready[0]
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
-// control tells the scheduler stand-in in pod p to misbehave, over the pod network.
-func control(t *testing.T, p *corev1.Pod, path string) {
-	t.Helper()
-	url := fmt.Sprintf("http://%s/%s", net.JoinHostPort(p.Status.PodIP, fmt.Sprint(controlPort)), path)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, nil)
-	must(t, err)
-	resp, err := http.DefaultClient.Do(req)
-	must(t, err)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusNoContent {
-		t.Fatalf("POST %s: %s", url, resp.Status)
-	}
 }
 
 // sink is a webhook receiver on the bridge's host address, which the Job pods reach
@@ -258,7 +103,7 @@ type sink struct {
 
 func newSink(t *testing.T) *sink {
 	t.Helper()
-	l, err := net.Listen("tcp", net.JoinHostPort(hostIP, "0"))
+	l, err := net.Listen("tcp", net.JoinHostPort(cluster.HostIP, "0"))
 	must(t, err)
 	s := &sink{URL: "http://" + l.Addr().String() + "/alerts", secret: hex.EncodeToString([]byte(t.Name()))}
 	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

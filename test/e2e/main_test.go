@@ -17,16 +17,17 @@ import (
 	"testing"
 
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/agentenv/watchdog/internal/realnode"
 	"github.com/agentenv/watchdog/internal/testenv"
 )
 
 // What `make e2e` hands over (hack/cluster.sh env, plus the binaries it built).
 var (
-	kubeconfig, registry, clusterBin, hostIP, helmBin, watchdogBin, root string
-	client                                                             kubernetes.Interface
-	skipReason                                                         string
+	cluster                                      *realnode.Cluster
+	kubeconfig, clusterBin, helmBin, watchdogBin string
+	root, skipReason                             string
+	client                                       kubernetes.Interface
 )
 
 func TestMain(m *testing.M) {
@@ -42,27 +43,20 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "test/e2e: skipped:", skipReason)
 		return m.Run()
 	}
-	for name, into := range map[string]*string{
-		"KUBECONFIG": &kubeconfig, "WATCHDOG_REGISTRY": &registry, "WATCHDOG_CLUSTER_BIN": &clusterBin,
-		"WATCHDOG_CLUSTER_HOST_IP": &hostIP, "HELM": &helmBin, "WATCHDOG_BIN": &watchdogBin,
-	} {
+	var err error
+	if cluster, err = realnode.FromEnv(); err != nil {
+		fmt.Fprintln(os.Stderr, "test/e2e:", err)
+		return 1
+	}
+	kubeconfig, clusterBin, client = cluster.Kubeconfig, cluster.Bin, cluster.Client
+	for name, into := range map[string]*string{"HELM": &helmBin, "WATCHDOG_BIN": &watchdogBin} {
 		if *into = os.Getenv(name); *into == "" {
 			fmt.Fprintf(os.Stderr, "test/e2e: WATCHDOG_E2E is set but %s is not: run these tests with `make e2e`\n", name)
 			return 1
 		}
 	}
-	var err error
 	if root, err = testenv.RepoRoot(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "test/e2e:", err)
-		return 1
-	}
-	if client, err = kubernetes.NewForConfig(cfg); err != nil {
-		fmt.Fprintln(os.Stderr, "test/e2e:", err)
 		return 1
 	}
 	return m.Run()
@@ -92,9 +86,7 @@ func tryCommand(t *testing.T, name string, args ...string) (string, error) {
 	ctx := t.Context()
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir = root
-	home := filepath.Join(os.TempDir(), "watchdog-e2e-helm")
-	cmd.Env = append(cmd.Environ(), "KUBECONFIG="+kubeconfig,
-		"HELM_CACHE_HOME="+home+"/cache", "HELM_CONFIG_HOME="+home+"/config", "HELM_DATA_HOME="+home+"/data")
+	cmd.Env = append(append(cmd.Environ(), "KUBECONFIG="+kubeconfig), helmEnv(filepath.Join(os.TempDir(), "watchdog-e2e-helm"))...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
@@ -107,4 +99,10 @@ func kubectl(t *testing.T, args ...string) string {
 func helm(t *testing.T, args ...string) string {
 	t.Helper()
 	return command(t, helmBin, args...)
+}
+
+// helmEnv is a helm home of the tests' own: registry logins and caches stay out of
+// the user's.
+func helmEnv(home string) []string {
+	return []string{"HELM_CACHE_HOME=" + home + "/cache", "HELM_CONFIG_HOME=" + home + "/config", "HELM_DATA_HOME=" + home + "/data"}
 }
