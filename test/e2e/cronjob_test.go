@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/agentenv/watchdog/internal/realnode"
+	"github.com/agentenv/watchdog/pkg/check"
 	"github.com/agentenv/watchdog/pkg/evidence"
 )
 
@@ -195,4 +197,35 @@ func keys(m map[string]string) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// TestCheckFromTheHost is `watchdog check --dry-run` from outside the cluster, as
+// from a laptop: the scheduler pod's metrics reached through the API server's pod
+// proxy, on the node's pod network.
+func TestCheckFromTheHost(t *testing.T) {
+	needNode(t)
+	im := pushImages(t)
+	ns := createNamespace(t, "watchdog-from-host")
+	must(t, cluster.LayOut(context.Background(), ns, im.Sim))
+	sched := schedulerPod(t, ns)
+	// Past a short startup grace, judged as any running scheduler.
+	started := sched.Status.ContainerStatuses[0].State.Running.StartedAt.Time
+	time.Sleep(time.Until(started.Add(6 * time.Second)))
+	cmd := exec.CommandContext(t.Context(), watchdogBin, "check", "--dry-run", "--namespace", ns, "--kubeconfig", kubeconfig,
+		"--output", "json", "--scrape-via", "apiserver", "--startup-grace", "5s")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("watchdog check: %v\n%s%s", err, out, stderr.String())
+	}
+	var r check.Report
+	must(t, json.Unmarshal(out, &r))
+	if r.Verdict != "healthy" || r.ScrapeVia != "apiserver" || !r.DryRun || r.StateWritten {
+		t.Errorf("check from the host: verdict %s via %s, dry run %v, state written %v; want healthy via apiserver, a dry run writing nothing\n%s",
+			r.Verdict, r.ScrapeVia, r.DryRun, r.StateWritten, out)
+	}
+	if len(r.Targets) != 1 || r.Targets[0].Pod != sched.Name {
+		t.Errorf("judged %+v, want the scheduler pod %s", r.Targets, sched.Name)
+	}
 }
