@@ -229,3 +229,66 @@ func TestCheckFromTheHost(t *testing.T) {
 		t.Errorf("judged %+v, want the scheduler pod %s", r.Targets, sched.Name)
 	}
 }
+
+// TestShadowWeekOnARealNode is the README's first week for real: installed with
+// shadow on, a wedge gives a would-restart and no restart; `helm upgrade` with the
+// README's own command turns restarts on, the state is kept, and the wedge is
+// restarted only after a live run confirmed it afresh.
+func TestShadowWeekOnARealNode(t *testing.T) {
+	needNode(t)
+	if os.Getenv("WATCHDOG_E2E_SHADOW") == "" {
+		t.Skip("the shadow week adds ~4 minutes: `WATCHDOG_E2E_SHADOW=1 make e2e` runs it")
+	}
+	im := pushImages(t)
+	ns := createNamespace(t, "shadow-week")
+	must(t, cluster.LayOut(context.Background(), ns, im.Sim))
+	s := newSink(t)
+	helm(t, installArgs(im, ns, s, "--set", "decision.shadow=true")...)
+	j := newJobs(ns)
+	first := j.next(t, 3*time.Minute)
+	if !first.report.Shadow || first.report.Verdict != "healthy" {
+		t.Fatalf("first shadow run: shadow %v, verdict %s", first.report.Shadow, first.report.Verdict)
+	}
+	sched := schedulerPod(t, ns)
+	lost := time.Now()
+	must(t, realnode.Control(context.Background(), sched, "discovery?state=lost"))
+	var would jobRun
+	for would.report.WouldRestarts == nil {
+		would = j.next(t, 4*time.Minute-time.Since(lost))
+		if len(would.report.Restarts) > 0 {
+			t.Fatalf("Job %s restarted in shadow mode: %+v", would.job.Name, would.report.Restarts)
+		}
+	}
+	timing(t, "shadow: wedge -> would-restart", would.report.Time.Sub(lost))
+	if now := schedulerPod(t, ns); now.Name != sched.Name {
+		t.Fatalf("the scheduler pod changed in shadow mode: %s -> %s", sched.Name, now.Name)
+	}
+	// The README's command, at this chart's version and from this registry.
+	upgraded := time.Now()
+	helm(t, "upgrade", "watchdog", im.ChartRef, "--version", im.ChartVersion, "--plain-http", "-n", ns, "--reuse-values", "--set", "decision.shadow=false")
+	var live jobRun
+	for live.report.Restarts == nil {
+		live = j.next(t, 4*time.Minute-time.Since(upgraded))
+		if live.job.CreationTimestamp.Time.Before(upgraded) {
+			continue // scheduled before the upgrade: still shadow
+		}
+		if live.report.Shadow {
+			t.Fatalf("Job %s after the upgrade still runs in shadow mode", live.job.Name)
+		}
+		if live.report.Restarts == nil && live.report.Samples < 2 {
+			t.Logf("Job %s: %s without confirming (%d samples)", live.job.Name, live.report.Action, live.report.Samples)
+		}
+	}
+	timing(t, "shadow: upgrade -> restart", live.report.Time.Sub(upgraded))
+	if live.report.Samples < 2 {
+		t.Errorf("Job %s restarted on %d sample(s): a shadow confirmation must not count, a live run confirms afresh", live.job.Name, live.report.Samples)
+	}
+	if live.report.Restarts[0].Pod != sched.Name {
+		t.Errorf("Job %s restarted %s, want %s", live.job.Name, live.report.Restarts[0].Pod, sched.Name)
+	}
+	// State kept across the switch: the episode the shadow runs opened is the one restarted.
+	status := command(t, watchdogBin, "status", "--namespace", ns, "--kubeconfig", kubeconfig)
+	if !strings.Contains(status, "would") {
+		t.Errorf("watchdog status after the upgrade does not show the shadow week's would-restart:\n%s", status)
+	}
+}

@@ -58,6 +58,7 @@ func createNamespace(t *testing.T, name string) string {
 		if t.Failed() {
 			dump(t, name)
 		}
+		_, _ = tryCommand(t, helmBin, "uninstall", "watchdog", "--namespace", name, "--ignore-not-found")
 		_ = client.CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{})
 	})
 	return name
