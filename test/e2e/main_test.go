@@ -9,12 +9,14 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/client-go/kubernetes"
 
@@ -83,7 +85,9 @@ func command(t *testing.T, name string, args ...string) string {
 
 func tryCommand(t *testing.T, name string, args ...string) (string, error) {
 	t.Helper()
-	ctx := t.Context()
+	// Not t.Context(): cleanups run commands too, after it is canceled.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir = root
 	cmd.Env = append(append(cmd.Environ(), "KUBECONFIG="+kubeconfig), helmEnv(filepath.Join(os.TempDir(), "watchdog-e2e-helm"))...)
