@@ -29,28 +29,13 @@ OUT="$SCRATCH/out"; mkdir -p "$OUT"
 log() { echo "node: $*" >&2; }
 
 log "building ${COMPONENTS[*]} ${K8S_VERSION} (first time only; docs/performance.md has the time)"
-K8S_MOD="$SCRATCH/k8s"; mkdir -p "$K8S_MOD"
-STAGING_VERSION="v0.${K8S_VERSION#v1.}"
+source "$(dirname "${BASH_SOURCE[0]}")/k8s-module.sh"
+k8s_module "$SCRATCH/k8s" watchdog.local/node "${COMPONENTS[@]}"
 (
-  cd "$K8S_MOD"
-  go mod init watchdog.local/node >/dev/null 2>&1
-  modfile="$(go mod download -json "k8s.io/kubernetes@${K8S_VERSION}" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')"
-  go_line="$(sed -n 's/^go \([0-9.]*\).*/\1/p' "$modfile")"
-  go mod edit -go="$go_line" -require="k8s.io/kubernetes@${K8S_VERSION}"
-  for m in $(sed -n 's#^[[:space:]]*\(k8s.io/[^[:space:]]*\) => ./staging/.*#\1#p' "$modfile"); do
-    go mod edit -replace="$m=$m@$STAGING_VERSION"
-  done
-  {
-    printf '//go:build tools\n\npackage tools\n\nimport (\n'
-    for c in "${COMPONENTS[@]}"; do printf '\t_ "k8s.io/kubernetes/cmd/%s"\n' "$c"; done
-    printf ')\n'
-  } > tools.go
-  go mod tidy >/dev/null
-  minor="${K8S_VERSION#v1.}"; minor="${minor%%.*}"
-  ldflags="-s -w -X k8s.io/component-base/version.gitVersion=${K8S_VERSION} -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=${minor} -X k8s.io/client-go/pkg/version.gitVersion=${K8S_VERSION} -X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=${minor}"
+  cd "$SCRATCH/k8s"
   for c in "${COMPONENTS[@]}"; do
     log "go build $c"
-    go build -trimpath -ldflags "$ldflags" -o "$OUT/$c" "k8s.io/kubernetes/cmd/$c"
+    go build -trimpath -ldflags "$K8S_LDFLAGS" -o "$OUT/$c" "k8s.io/kubernetes/cmd/$c"
   done
 )
 
