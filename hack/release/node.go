@@ -14,7 +14,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
@@ -85,13 +84,9 @@ func binaryImageCommand(args []string) error {
 	if *bin == "" || *refFlag == "" {
 		return errors.New("binary-image: --binary and --ref are required")
 	}
-	var opts []name.Option
-	if *insecure {
-		opts = append(opts, name.Insecure)
-	}
-	ref, err := name.NewTag(*refFlag, opts...)
+	ref, err := tagRef(*refFlag, *insecure)
 	if err != nil {
-		return fmt.Errorf("--ref: %w", err)
+		return err
 	}
 	// A fixed time: the same binary gives the same digest.
 	at := time.Unix(0, 0).UTC()
