@@ -288,11 +288,11 @@ up() {
   # ---- controllers
   start kube-controller-manager "$STATE/bin/kube-controller-manager" --kubeconfig "$STATE/kube-controller-manager.kubeconfig" \
     --authentication-kubeconfig "$STATE/kube-controller-manager.kubeconfig" --authorization-kubeconfig "$STATE/kube-controller-manager.kubeconfig" \
-    --bind-address 127.0.0.1 --secure-port 0 --leader-elect=false --use-service-account-credentials \
+    --bind-address 127.0.0.1 --leader-elect=false --use-service-account-credentials \
     --root-ca-file "$PKI/ca.crt" --service-account-private-key-file "$PKI/sa.key" --profiling=false --v 1
   start kube-scheduler "$STATE/bin/kube-scheduler" --kubeconfig "$STATE/kube-scheduler.kubeconfig" \
     --authentication-kubeconfig "$STATE/kube-scheduler.kubeconfig" --authorization-kubeconfig "$STATE/kube-scheduler.kubeconfig" \
-    --bind-address 127.0.0.1 --secure-port 0 --leader-elect=false --profiling=false --v 1
+    --bind-address 127.0.0.1 --leader-elect=false --profiling=false --v 1
 
   # ---- containerd: its own root, state and socket; images only from the loopback registry
   local CD="$STATE/containerd"
@@ -374,6 +374,11 @@ EOF
     [[ "$hier" == */unified/ ]] && continue
     mkdir -p "$hier$CGROUP_ROOT"
   done
+  # A new cpuset has no CPUs and no memory nodes until given its parent's.
+  if [[ -d /sys/fs/cgroup/cpuset/$CGROUP_ROOT ]]; then
+    cat /sys/fs/cgroup/cpuset/cpuset.cpus > "/sys/fs/cgroup/cpuset/$CGROUP_ROOT/cpuset.cpus"
+    cat /sys/fs/cgroup/cpuset/cpuset.mems > "/sys/fs/cgroup/cpuset/$CGROUP_ROOT/cpuset.mems"
+  fi
   echo "nameserver 127.0.0.1" > "$STATE/resolv.conf" # pods resolve nothing off the machine
   cat > "$STATE/kubelet.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
@@ -415,8 +420,8 @@ mode: iptables
 clientConnection: {kubeconfig: $STATE/kube-proxy.kubeconfig}
 hostnameOverride: $node
 bindAddress: 127.0.0.1
-healthzBindAddress: 127.0.0.1:0
-metricsBindAddress: 127.0.0.1:0
+healthzBindAddress: 127.0.0.1:10256
+metricsBindAddress: 127.0.0.1:10249
 clusterCIDR: $POD_CIDR
 conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
 iptables: {localhostNodePorts: false}
