@@ -16,7 +16,7 @@ LDFLAGS := -s -w \
 	-X github.com/agentenv/watchdog/pkg/version.Commit=$(COMMIT) \
 	-X github.com/agentenv/watchdog/pkg/version.Date=$(DATE)
 
-.PHONY: all build test unit vet fmt-check control-plane tools alertmanager pushgateway monitoring-tools chart-test lint-chart chart-readme event-docs demo bench lint lint-tools vulndb-refresh fuzz binaries image dist chart-package release-check sbom-tool
+.PHONY: node cluster cluster-down e2e all build test unit vet fmt-check control-plane tools alertmanager pushgateway monitoring-tools chart-test lint-chart chart-readme event-docs demo bench lint lint-tools vulndb-refresh fuzz binaries image dist chart-package release-check sbom-tool
 
 all: build
 
@@ -50,6 +50,7 @@ MONITORING_ENV = PROMTOOL="$$(hack/promtool.sh --print)" PROMETHEUS="$$(hack/pro
 
 ## test: everything CI runs: vet, gofmt, unit, integration and chart tests on a real API server
 test: control-plane tools alertmanager pushgateway monitoring-tools vet fmt-check
+	@echo "make test: test/e2e needs the real node and is skipped here: make e2e runs it (root on Linux)"
 	KUBEBUILDER_ASSETS="$$(hack/control-plane.sh --print)" WATCHDOG_ALERTMANAGER="$$(hack/alertmanager.sh --print)" WATCHDOG_PUSHGATEWAY="$$(hack/pushgateway.sh --print)" $(MONITORING_ENV) go test -count=1 ./...
 
 ## unit: tests that need no control plane
@@ -75,13 +76,45 @@ chart-readme:
 event-docs:
 	go run ./hack/event-docs
 
+## node: build and cache kube-controller-manager, kube-scheduler, kubelet and kube-proxy for the real node (first build: docs/performance.md)
+node:
+	hack/node.sh >/dev/null
+
+## cluster: start a real one-node cluster on this machine (root on Linux; docs/e2e.md): `export $$(hack/cluster.sh env)` then kubectl, helm
+cluster: control-plane node
+	hack/cluster.sh up
+
+## cluster-down: stop the real node: processes, pods, mounts, cgroups, bridge, routes; sysctls restored
+cluster-down:
+	hack/cluster.sh down
+
+## e2e: the end-to-end tests on a real one-node cluster (hack/cluster.sh, root on Linux): started, tested, stopped; elsewhere it says so and passes
+E2E_TIMEOUT ?= 15m
+e2e:
+	@if [ "$$(uname -s)" != Linux ] || [ "$$(id -u)" != 0 ]; then echo "make e2e: skipped: the real node needs root on Linux (docs/e2e.md)"; exit 0; fi; \
+	$(MAKE) --no-print-directory control-plane node tools build || exit 1; \
+	trap 'hack/cluster.sh down' EXIT; \
+	hack/cluster.sh up || exit 1; \
+	set -a; . <(hack/cluster.sh env); set +a; \
+	WATCHDOG_E2E=1 HELM="$$(hack/tools.sh --print)" WATCHDOG_BIN="$(abspath bin/watchdog)" \
+	  go test -count=1 -v -timeout $(E2E_TIMEOUT) ./test/e2e/
+
 ## lint-chart: helm lint --strict of the chart
 lint-chart: tools
 	"$$(hack/tools.sh --print)" lint --strict charts/agentenv-scheduler-watchdog
 
-## demo: the README's run command: a local control plane and a simulated scheduler through healthy → wedged → restart → recovered
+## demo: the README's run command: a simulated AgentENV scheduler through healthy → wedged → restart → recovered; on the real node (hack/cluster.sh) as root on Linux, else on a local control plane
 demo: control-plane build
-	go run ./hack/demo -watchdog bin/watchdog -release-go $(GOTOOLCHAIN)
+	@if [ "$$(uname -s)" = Linux ] && [ "$$(id -u)" = 0 ] && [ -z "$(DEMO_NO_NODE)" ]; then \
+	  $(MAKE) --no-print-directory node tools || exit 1; \
+	  trap 'hack/cluster.sh down' EXIT; \
+	  hack/cluster.sh up || exit 1; \
+	  set -a; . <(hack/cluster.sh env); set +a; \
+	  go run ./hack/demo -node -helm "$$(hack/tools.sh --print)" -watchdog bin/watchdog -release-go $(GOTOOLCHAIN); \
+	else \
+	  echo "make demo: on a local control plane (the real node needs root on Linux; DEMO_NO_NODE=1 chooses this)"; \
+	  go run ./hack/demo -watchdog bin/watchdog -release-go $(GOTOOLCHAIN); \
+	fi
 
 ## bench: every benchmark, printing figures (docs/performance.md records them)
 bench: control-plane build

@@ -25,35 +25,13 @@ OUT="$SCRATCH/out"; mkdir -p "$OUT"
 log() { echo "control-plane: $*" >&2; }
 
 # --- kube-apiserver + kubectl -------------------------------------------------------
-# k8s.io/kubernetes replaces ~33 ./staging modules; a scratch module re-points each at
-# its published v0.x release so the commands build outside the Kubernetes repo.
 log "building kube-apiserver and kubectl ${K8S_VERSION} (first time only, ~5 min)"
-K8S_MOD="$SCRATCH/k8s"; mkdir -p "$K8S_MOD"
-STAGING_VERSION="v0.${K8S_VERSION#v1.}"
+source "$(dirname "${BASH_SOURCE[0]}")/k8s-module.sh"
+k8s_module "$SCRATCH/k8s" watchdog.local/controlplane kube-apiserver kubectl
 (
-  cd "$K8S_MOD"
-  go mod init watchdog.local/controlplane >/dev/null 2>&1
-  modfile="$(go mod download -json "k8s.io/kubernetes@${K8S_VERSION}" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')"
-  go_line="$(sed -n 's/^go \([0-9.]*\).*/\1/p' "$modfile")"
-  go mod edit -go="$go_line" -require="k8s.io/kubernetes@${K8S_VERSION}"
-  for m in $(sed -n 's#^[[:space:]]*\(k8s.io/[^[:space:]]*\) => ./staging/.*#\1#p' "$modfile"); do
-    go mod edit -replace="$m=$m@$STAGING_VERSION"
-  done
-  cat > tools.go <<'GO'
-//go:build tools
-
-package tools
-
-import (
-	_ "k8s.io/kubernetes/cmd/kube-apiserver"
-	_ "k8s.io/kubernetes/cmd/kubectl"
-)
-GO
-  go mod tidy >/dev/null
-  minor="${K8S_VERSION#v1.}"; minor="${minor%%.*}"
-  ldflags="-s -w -X k8s.io/component-base/version.gitVersion=${K8S_VERSION} -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=${minor} -X k8s.io/client-go/pkg/version.gitVersion=${K8S_VERSION} -X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=${minor}"
-  go build -trimpath -ldflags "$ldflags" -o "$OUT/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
-  go build -trimpath -ldflags "$ldflags" -o "$OUT/kubectl" k8s.io/kubernetes/cmd/kubectl
+  cd "$SCRATCH/k8s"
+  go build -trimpath -ldflags "$K8S_LDFLAGS" -o "$OUT/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
+  go build -trimpath -ldflags "$K8S_LDFLAGS" -o "$OUT/kubectl" k8s.io/kubernetes/cmd/kubectl
 )
 
 # --- etcd ---------------------------------------------------------------------------

@@ -37,10 +37,16 @@ const ns = "agentenv-system"
 func main() {
 	bin := flag.String("watchdog", "bin/watchdog", "watchdog binary to run")
 	releaseGo := flag.String("release-go", "", "refuse a binary built with another Go than this (make demo passes the Makefile's GOTOOLCHAIN)")
+	node := flag.Bool("node", false, "tell the story on the real node hack/cluster.sh started (its environment: hack/cluster.sh env)")
+	helm := flag.String("helm", "", "helm binary, for -node")
 	flag.Parse()
 	if err := checkReleaseGo(*bin, *releaseGo); err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		os.Exit(1)
+	}
+	run := run
+	if *node {
+		run = func(bin string) error { return runNode(bin, *helm) }
 	}
 	if err := run(*bin); err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
@@ -133,34 +139,13 @@ func run(bin string) error {
 		return err
 	}
 
-	secret := make([]byte, 16)
-	_, _ = rand.Read(secret)
-	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		valid := alert.Verify([]byte(hex.EncodeToString(secret)), r.Header.Get(alert.HeaderTimestamp), r.Header.Get(alert.HeaderSignature), body, time.Now(), 5*time.Minute)
-		var n alert.Notification
-		_ = json.Unmarshal(body, &n)
-		fmt.Printf("\033[35m[webhook receiver] %s alert %q (signature valid: %v): %s\033[0m\n", strings.ToUpper(n.Severity), n.Event, valid, n.Reason)
-		w.WriteHeader(http.StatusNoContent)
-	}))
+	receiver, secret := startReceiver()
 	defer receiver.Close()
 
-	watchdog := func(args ...string) error {
-		full := append(append([]string{}, args...), "--kubeconfig", env.Kubeconfig, "--namespace", ns, "--log-format", "console")
-		if args[0] == "check" {
-			// The simulated scheduler listens on loopback, which the API server will not
-			// proxy to: scrape it directly, as the watchdog does in a pod.
-			full = append(full, "--scrape-via", "direct", "--metrics-port", strconv.Itoa(metrics.Port()), "--cluster-name", "demo",
-				"--startup-grace", "5s", "--wedged-for", "1m", "--confirm-window", "10s", "--sample-interval", "2s", "--timeout", "1m")
-		}
-		cmd := exec.Command(bin, full...)
-		if args[0] == "check" {
-			cmd.Env = append(os.Environ(), "WATCHDOG_WEBHOOK_URL="+receiver.URL+"/alerts", "WATCHDOG_WEBHOOK_SECRET="+hex.EncodeToString(secret))
-		}
-		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stdout
-		fmt.Printf("\033[2m$ watchdog %s ...\033[0m\n", strings.Join(args, " "))
-		return cmd.Run()
-	}
+	// The simulated scheduler listens on loopback, which the API server will not
+	// proxy to: scrape it directly, as the watchdog does in a pod.
+	watchdog := runner(bin, env.Kubeconfig, receiver.URL, secret,
+		"--scrape-via", "direct", "--metrics-port", strconv.Itoa(metrics.Port()))
 
 	step("1. healthy: the scheduler sees its 3 nodes")
 	if err := watchdog("check"); err != nil {
@@ -242,6 +227,42 @@ func run(bin string) error {
 		fmt.Printf("%-8s %-22s %s/%s: %s\n", e.Type, e.Reason, e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Message)
 	}
 	return nil
+}
+
+// startReceiver is a local webhook receiver that prints the alerts it gets and
+// whether their signatures verify with the secret it returns.
+func startReceiver() (*httptest.Server, string) {
+	raw := make([]byte, 16)
+	_, _ = rand.Read(raw)
+	secret := hex.EncodeToString(raw)
+	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		valid := alert.Verify([]byte(secret), r.Header.Get(alert.HeaderTimestamp), r.Header.Get(alert.HeaderSignature), body, time.Now(), 5*time.Minute)
+		var n alert.Notification
+		_ = json.Unmarshal(body, &n)
+		fmt.Printf("\033[35m[webhook receiver] %s alert %q (signature valid: %v): %s\033[0m\n", strings.ToUpper(n.Severity), n.Event, valid, n.Reason)
+		w.WriteHeader(http.StatusNoContent)
+	})), secret
+}
+
+// runner runs the watchdog binary against the cluster of kubeconfig in the demo's
+// namespace; a check also gets the demo's timings, the receiver, and scrape, how it
+// reaches the scheduler's metrics.
+func runner(bin, kubeconfig, receiverURL, secret string, scrape ...string) func(args ...string) error {
+	return func(args ...string) error {
+		full := append(append([]string{}, args...), "--kubeconfig", kubeconfig, "--namespace", ns, "--log-format", "console")
+		if args[0] == "check" {
+			full = append(append(full, scrape...), "--cluster-name", "demo",
+				"--startup-grace", "5s", "--wedged-for", "1m", "--confirm-window", "10s", "--sample-interval", "2s", "--timeout", "1m")
+		}
+		cmd := exec.Command(bin, full...)
+		if args[0] == "check" {
+			cmd.Env = append(os.Environ(), "WATCHDOG_WEBHOOK_URL="+receiverURL+"/alerts", "WATCHDOG_WEBHOOK_SECRET="+secret)
+		}
+		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stdout
+		fmt.Printf("\033[2m$ watchdog %s ...\033[0m\n", strings.Join(args, " "))
+		return cmd.Run()
+	}
 }
 
 // schedulerLog is what the simulated scheduler logged before its watch died.

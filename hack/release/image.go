@@ -30,10 +30,15 @@ const (
 	user       = "65532:65532"
 )
 
-var (
-	entrypoint = []string{binaryPath}
-	cmd        = []string{"check"}
-)
+// watchdogEntry is the watchdog image's binary and command.
+var watchdogEntry = entry{path: binaryPath, cmd: []string{"check"}}
+
+// entry is where an image's one binary goes and what it runs: the binary is the
+// entrypoint, cmd its default arguments.
+type entry struct {
+	path string
+	cmd  []string
+}
 
 // multiFlag collects a repeated flag.
 type multiFlag []string
@@ -87,7 +92,7 @@ func imageCommand(args []string) error {
 		if err != nil {
 			return err
 		}
-		img, err := withBinary(baseImage, *p, path, labels, at)
+		img, err := withBinary(baseImage, *p, path, watchdogEntry, labels, at)
 		if err != nil {
 			return fmt.Errorf("%s: %w", platform, err)
 		}
@@ -174,19 +179,19 @@ func localBase(p v1.Platform, caBundle string, at time.Time) (v1.Image, error) {
 	return mutate.ConfigFile(img, cf)
 }
 
-// withBinary adds the binary as the image's one application layer and sets the
-// entrypoint, user and labels.
-func withBinary(base v1.Image, p v1.Platform, path string, labels map[string]string, at time.Time) (v1.Image, error) {
+// withBinary adds the binary as the image's one application layer, at e.path, and
+// sets the entrypoint, user and labels.
+func withBinary(base v1.Image, p v1.Platform, path string, e entry, labels map[string]string, at time.Time) (v1.Image, error) {
 	bin, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	layer, err := tarLayer(at, []file{{name: strings.TrimPrefix(binaryPath, "/"), mode: 0o755, data: bin}})
+	layer, err := tarLayer(at, []file{{name: strings.TrimPrefix(e.path, "/"), mode: 0o755, data: bin}})
 	if err != nil {
 		return nil, err
 	}
 	img, err := mutate.Append(base, mutate.Addendum{Layer: layer,
-		History: v1.History{CreatedBy: "watchdog " + labels["org.opencontainers.image.version"], Created: v1.Time{Time: at}}})
+		History: v1.History{CreatedBy: strings.TrimPrefix(e.path, "/") + " " + labels["org.opencontainers.image.version"], Created: v1.Time{Time: at}}})
 	if err != nil {
 		return nil, err
 	}
@@ -198,8 +203,8 @@ func withBinary(base v1.Image, p v1.Platform, path string, labels map[string]str
 	cf.OS, cf.Architecture, cf.Variant = p.OS, p.Architecture, p.Variant
 	cf.Created = v1.Time{Time: at}
 	cf.Config.User = user
-	cf.Config.Entrypoint = entrypoint
-	cf.Config.Cmd = cmd
+	cf.Config.Entrypoint = []string{e.path}
+	cf.Config.Cmd = e.cmd
 	cf.Config.WorkingDir = "/"
 	if cf.Config.Labels == nil {
 		cf.Config.Labels = map[string]string{}

@@ -5,6 +5,8 @@
 //	release image   --out dist/image --binary linux/amd64=PATH ... --version V --revision R --created T
 //	release archive --out dist --version V --file LICENSE --file README.md OS/ARCH=PATH ...
 //	release push    --layout dist/image --ref REGISTRY/REPO:TAG [--insecure]
+//	release registry --addr 127.0.0.1:0 [--addr-file F]     an OCI registry on loopback
+//	release binary-image --binary PATH [--cmd ARG] --ref REGISTRY/REPO:TAG [--insecure]
 //
 // push prints the digest it pushed; the release workflow and `make release-check`
 // use it alike.
@@ -17,7 +19,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: release image|archive|push [flags]")
+		fmt.Fprintln(os.Stderr, "usage: release image|archive|push|registry|binary-image [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -28,8 +30,12 @@ func main() {
 		err = archiveCommand(os.Args[2:])
 	case "push":
 		err = pushCommand(os.Args[2:])
+	case "registry":
+		err = registryCommand(os.Args[2:])
+	case "binary-image":
+		err = binaryImageCommand(os.Args[2:])
 	default:
-		err = fmt.Errorf("unknown command %q: want image, archive or push", os.Args[1])
+		err = fmt.Errorf("unknown command %q: want image, archive, push, registry or binary-image", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "release:", err)

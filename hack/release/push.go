@@ -28,13 +28,9 @@ func pushCommand(args []string) error {
 	if *refFlag == "" {
 		return errors.New("push: --ref is required")
 	}
-	var opts []name.Option
-	if *insecure {
-		opts = append(opts, name.Insecure)
-	}
-	ref, err := name.NewTag(*refFlag, opts...)
+	ref, err := tagRef(*refFlag, *insecure)
 	if err != nil {
-		return fmt.Errorf("--ref: %w", err)
+		return err
 	}
 	idx, err := layoutIndex(*dir)
 	if err != nil {
@@ -51,4 +47,17 @@ func pushCommand(args []string) error {
 	}
 	fmt.Println(d)
 	return nil
+}
+
+// tagRef parses --ref (REGISTRY/REPOSITORY:TAG); insecure allows plain HTTP.
+func tagRef(ref string, insecure bool) (name.Tag, error) {
+	var opts []name.Option
+	if insecure {
+		opts = append(opts, name.Insecure)
+	}
+	t, err := name.NewTag(ref, opts...)
+	if err != nil {
+		return t, fmt.Errorf("--ref: %w", err)
+	}
+	return t, nil
 }

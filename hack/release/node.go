@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"syscall"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+)
+
+// The two commands a real node on this machine needs (hack/cluster.sh): the OCI
+// registry containerd pulls from, and single-binary images of the test programs
+// pushed to it, built as the watchdog's image is (the local base, no Docker).
+
+// registryCommand serves go-containerregistry's registry (the one test/release
+// pushes to) on a loopback address until SIGTERM.
+func registryCommand(args []string) error {
+	fs := flag.NewFlagSet("registry", flag.ContinueOnError)
+	addr := fs.String("addr", "127.0.0.1:0", "listen address: loopback only")
+	addrFile := fs.String("addr-file", "", "write the address listened on to this file once serving")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	host, _, err := net.SplitHostPort(*addr)
+	if err != nil {
+		return fmt.Errorf("--addr: %w", err)
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("--addr %s: the registry serves on a loopback address only", *addr)
+	}
+	l, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: registry.New(), ReadHeaderTimeout: 10 * time.Second}
+	if *addrFile != "" {
+		tmp := *addrFile + ".tmp"
+		if err := os.WriteFile(tmp, []byte(l.Addr().String()), 0o644); err != nil {
+			return err
+		}
+		if err := os.Rename(tmp, *addrFile); err != nil {
+			return err
+		}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdown)
+	}()
+	if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// binaryImageCommand builds a one-platform image of a static binary on the local
+// base (the binary its entrypoint, uid 65532) and pushes it; prints the digest.
+func binaryImageCommand(args []string) error {
+	fs := flag.NewFlagSet("binary-image", flag.ContinueOnError)
+	bin := fs.String("binary", "", "static binary (built for this machine's platform)")
+	var cmdArgs multiFlag
+	fs.Var(&cmdArgs, "cmd", "the image's default argument (repeat)")
+	refFlag := fs.String("ref", "", "where to push: REGISTRY/REPOSITORY:TAG")
+	insecure := fs.Bool("insecure", false, "plain HTTP (a registry on loopback)")
+	caBundle := fs.String("ca-bundle", "/etc/ssl/certs/ca-certificates.crt", "the CA bundle of the local base")
+	timeout := fs.Duration("timeout", 2*time.Minute, "deadline of the push")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *bin == "" || *refFlag == "" {
+		return errors.New("binary-image: --binary and --ref are required")
+	}
+	ref, err := tagRef(*refFlag, *insecure)
+	if err != nil {
+		return err
+	}
+	// A fixed time: the same binary gives the same digest.
+	at := time.Unix(0, 0).UTC()
+	p := v1.Platform{OS: "linux", Architecture: runtime.GOARCH}
+	base, err := localBase(p, *caBundle, at)
+	if err != nil {
+		return err
+	}
+	img, err := withBinary(base, p, *bin, entry{path: "/" + filepath.Base(*bin), cmd: cmdArgs}, map[string]string{"org.opencontainers.image.version": ref.TagStr()}, at)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	if err := remote.Write(ref, img, remote.WithContext(ctx)); err != nil {
+		return fmt.Errorf("push %s: %w", ref, err)
+	}
+	d, err := img.Digest()
+	if err != nil {
+		return err
+	}
+	fmt.Println(d)
+	return nil
+}
