@@ -5,6 +5,7 @@
 //	release image   --out dist/image --binary linux/amd64=PATH ... --version V --revision R --created T
 //	release archive --out dist --version V --file LICENSE --file README.md OS/ARCH=PATH ...
 //	release push    --layout dist/image --ref REGISTRY/REPO:TAG [--insecure]
+//	release chart   --created T dist/CHART-VERSION.tgz ...   (helm package's output, made reproducible)
 //
 // push prints the digest it pushed; the release workflow and `make release-check`
 // use it alike.
@@ -17,7 +18,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: release image|archive|push [flags]")
+		fmt.Fprintln(os.Stderr, "usage: release image|archive|push|chart [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -28,8 +29,10 @@ func main() {
 		err = archiveCommand(os.Args[2:])
 	case "push":
 		err = pushCommand(os.Args[2:])
+	case "chart":
+		err = chartCommand(os.Args[2:])
 	default:
-		err = fmt.Errorf("unknown command %q: want image, archive or push", os.Args[1])
+		err = fmt.Errorf("unknown command %q: want image, archive, push or chart", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "release:", err)
