@@ -14,6 +14,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/agentenv/watchdog/internal/testenv"
 	"github.com/agentenv/watchdog/pkg/cli"
@@ -218,5 +219,79 @@ func TestDoctorHookInstalled(t *testing.T) {
 	code, stdout, _ = run("--nodes-port", "8001")
 	if code != 1 || !strings.Contains(stdout, "✗ nodes Service has EndpointSlices with --nodes-port") || !strings.Contains(stdout, "fix: set --nodes-port (chart: scheduler.nodesPort)") {
 		t.Errorf("wrong --nodes-port: exit %d\n%s", code, stdout)
+	}
+}
+
+// TestHelmTestLogs: `helm test <release> --logs`, the README's own check, exits 0 on
+// a passing test and prints the doctor's lines: the hook's Pod must outlive its
+// success long enough for helm to read its log. No kubelet runs here, so the test
+// plays it: it binds the hook's Pod to a Node whose kubelet endpoint serves the
+// log (the API server proxies pods/log there) and marks the Pod Succeeded. A second
+// `helm test` replaces the kept Pod (before-hook-creation).
+func TestHelmTestLogs(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	ns, err := env.CreateNamespace(ctx, "chart-helm-test")
+	must(t, err)
+	installChart(t, ns, release, "")
+	const doctorLine = "✓ all 14 checks passed"
+	kubelet := testenv.StartKubelet(doctorLine + "\n")
+	defer kubelet.Close()
+	podName := fullname + "-doctor"
+	node := ns + "-node"
+
+	var seen []string // UIDs of the hook Pods already played
+	for round := 1; round <= 2; round++ {
+		type result struct {
+			stdout, stderr string
+			err            error
+		}
+		done := make(chan result, 1)
+		go func() {
+			stdout, stderr, err := helm(t, "test", release, "--namespace", ns, "--kubeconfig", env.Kubeconfig, "--logs", "--timeout", "60s")
+			done <- result{stdout, stderr, err}
+		}()
+		var pod *corev1.Pod
+		waitFor(t, 30*time.Second, "helm test to create the doctor Pod", func() bool {
+			p, err := env.Client.CoreV1().Pods(ns).Get(ctx, podName, metav1.GetOptions{})
+			if err != nil || slices.Contains(seen, string(p.UID)) {
+				return false
+			}
+			pod = p
+			return true
+		})
+		seen = append(seen, string(pod.UID))
+		if round == 1 {
+			cleanup, err := kubelet.RegisterNode(ctx, env.Client, node, ns, podName)
+			if cleanup != nil {
+				defer cleanup()
+			}
+			must(t, err)
+		} else {
+			must(t, env.Client.CoreV1().Pods(ns).Bind(ctx, &corev1.Binding{
+				ObjectMeta: metav1.ObjectMeta{Name: podName, Namespace: ns},
+				Target:     corev1.ObjectReference{Kind: "Node", Name: node},
+			}, metav1.CreateOptions{}))
+		}
+		pod, err = env.Client.CoreV1().Pods(ns).Get(ctx, podName, metav1.GetOptions{})
+		must(t, err)
+		now := metav1.Now()
+		pod.Status.Phase = corev1.PodSucceeded
+		pod.Status.StartTime = &now
+		pod.Status.ContainerStatuses = []corev1.ContainerStatus{{
+			Name: pod.Spec.Containers[0].Name, Image: pod.Spec.Containers[0].Image,
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed", StartedAt: now, FinishedAt: now}},
+		}}
+		_, err = env.Client.CoreV1().Pods(ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
+		must(t, err)
+		var r result
+		select {
+		case r = <-done:
+		case <-time.After(90 * time.Second):
+			t.Fatalf("round %d: helm test did not finish", round)
+		}
+		if r.err != nil || !strings.Contains(r.stdout, doctorLine) {
+			t.Fatalf("round %d: helm test --logs on a passing test: %v\nstdout:\n%s\nstderr:\n%s", round, r.err, r.stdout, r.stderr)
+		}
 	}
 }
