@@ -105,6 +105,82 @@ seconds, rounded up, so templates can compare durations with each other. */}}
 {{- ceil $total | int64 -}}
 {{- end -}}
 
+{{/* watchdog.cronInterval is the shortest gap, in seconds, between two runs of a
+CronJob schedule (five fields or a macro), read as the CronJob controller reads it
+(robfig/cron's standard syntax): the minute and hour fields give the run times of a
+day; the gap across midnight is counted as if the next day runs too, so a schedule
+whose days are restricted (day of month, month, day of week) is judged by its
+busiest day and a daily or rarer one counts as a day. */}}
+{{- define "watchdog.cronInterval" -}}
+{{- $spec := trim (toString .) -}}
+{{- $macros := dict "@yearly" "0 0 1 1 *" "@annually" "0 0 1 1 *" "@monthly" "0 0 1 * *" "@weekly" "0 0 * * 0" "@daily" "0 0 * * *" "@midnight" "0 0 * * *" "@hourly" "0 * * * *" -}}
+{{- $spec = get $macros $spec | default $spec -}}
+{{- $fields := regexSplit "\\s+" $spec -1 -}}
+{{- if ne (len $fields) 5 -}}
+{{- fail (printf "cronjob.schedule %q: want five fields (minute hour day-of-month month day-of-week) or a macro such as @hourly" . ) -}}
+{{- end -}}
+{{- $minutes := include "watchdog.cronField" (list (index $fields 0) "minute" 0 59) | splitList "," -}}
+{{- $hours := include "watchdog.cronField" (list (index $fields 1) "hour" 0 23) | splitList "," -}}
+{{- $first := -1 -}}
+{{- $prev := -1 -}}
+{{- $gap := 1440 -}}
+{{- range $h := until 24 -}}
+{{- if has (toString $h) $hours -}}
+{{- range $m := until 60 -}}
+{{- if has (toString $m) $minutes -}}
+{{- $t := add (mul $h 60) $m -}}
+{{- if ge $prev 0 -}}
+{{- $gap = min $gap (sub $t $prev) -}}
+{{- else -}}
+{{- $first = $t -}}
+{{- end -}}
+{{- $prev = $t -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- $gap = min $gap (add (sub 1440 $prev) $first) -}}
+{{- mul $gap 60 -}}
+{{- end -}}
+
+{{/* watchdog.cronField expands one cron field (list: text, name, lowest, highest)
+into its values, comma-separated: "*", "a", "a-b", each with an optional "/step"
+("a/step" runs from a to the highest), joined by commas. */}}
+{{- define "watchdog.cronField" -}}
+{{- $text := index . 0 -}}
+{{- $name := index . 1 -}}
+{{- $lowest := index . 2 | int -}}
+{{- $highest := index . 3 | int -}}
+{{- $out := list -}}
+{{- range $part := splitList "," $text -}}
+{{- if not (regexMatch "^(\\*|[0-9]+(-[0-9]+)?)(/[0-9]+)?$" $part) -}}
+{{- fail (printf "cronjob.schedule: cannot read the %s field %q (want *, a number, a-b, each with an optional /step, comma-separated)" $name $text) -}}
+{{- end -}}
+{{- $rangeStep := splitList "/" $part -}}
+{{- $step := 1 -}}
+{{- if gt (len $rangeStep) 1 -}}
+{{- $step = index $rangeStep 1 | int -}}
+{{- end -}}
+{{- $lo := $lowest -}}
+{{- $hi := $highest -}}
+{{- $r := index $rangeStep 0 -}}
+{{- if ne $r "*" -}}
+{{- $bounds := splitList "-" $r -}}
+{{- $lo = index $bounds 0 | int -}}
+{{- if gt (len $bounds) 1 -}}
+{{- $hi = index $bounds 1 | int -}}
+{{- else if eq (len $rangeStep) 1 -}}
+{{- $hi = $lo -}}
+{{- end -}}
+{{- end -}}
+{{- if or (lt $step 1) (lt $lo $lowest) (gt $hi $highest) (gt $lo $hi) -}}
+{{- fail (printf "cronjob.schedule: the %s field %q is out of range (%d-%d, step at least 1)" $name $text $lowest $highest) -}}
+{{- end -}}
+{{- $out = concat $out (untilStep $lo (add1 $hi | int) $step) -}}
+{{- end -}}
+{{- join "," $out -}}
+{{- end -}}
+
 {{/* Consistency checks the schema cannot express (it sees one value at a time). */}}
 {{- define "watchdog.validate" -}}
 {{- $v := .Values -}}
@@ -122,13 +198,11 @@ seconds, rounded up, so templates can compare durations with each other. */}}
 {{- if le $deadline $timeout -}}
 {{- fail (printf "cronjob.activeDeadlineSeconds (%d) must be longer than run.timeout (%s = %ds): the watchdog must hit its own deadline first and report why" $deadline $v.run.timeout $timeout) -}}
 {{- end -}}
-{{- /* For the common every-N-minutes schedules the interval is known: a run must end before the next is due. */ -}}
-{{- $every := regexFind "^\\*/[0-9]+ \\* \\* \\* \\*$" (trim $v.cronjob.schedule) -}}
-{{- if $every -}}
-{{- $interval := mul (regexFind "[0-9]+" $every | int64) 60 -}}
+{{- /* A run must end before the next is due, whatever the schedule's spelling
+(five stars run every minute, as a step of 1 does): the shortest gap between two runs. */ -}}
+{{- $interval := include "watchdog.cronInterval" $v.cronjob.schedule | int64 -}}
 {{- if ge $deadline $interval -}}
-{{- fail (printf "cronjob.activeDeadlineSeconds (%d) must be shorter than the schedule's interval (%q = %ds): with concurrencyPolicy Forbid a longer run makes the next one skip" $deadline $v.cronjob.schedule $interval) -}}
-{{- end -}}
+{{- fail (printf "cronjob.activeDeadlineSeconds (%d) must be shorter than the schedule's interval (%q runs as often as every %ds): with concurrencyPolicy Forbid a longer run makes the next one skip" $deadline $v.cronjob.schedule $interval) -}}
 {{- end -}}
 {{- end -}}
 {{- if and $v.dryRun $v.decision.shadow -}}
