@@ -970,3 +970,31 @@ func TestOneValuesReference(t *testing.T) {
 		}
 	}
 }
+
+// TestGlobalImageRegistry: global.imageRegistry, the mirror convention of most
+// charts, is used, never silently ignored: it replaces the registry of
+// image.repository in every container the chart runs (workload and test hook),
+// keeping the image's path; what is not a registry is refused by the schema.
+func TestGlobalImageRegistry(t *testing.T) {
+	for _, c := range []struct{ values, want string }{
+		{"", "ghcr.io/agentenv/scheduler-watchdog:"},
+		{"global: {imageRegistry: 'registry.corp.example:5000'}", "registry.corp.example:5000/agentenv/scheduler-watchdog:"},
+		{"global: {imageRegistry: 'mirror.example/ghcr/'}", "mirror.example/ghcr/agentenv/scheduler-watchdog:"},
+		{"global: {imageRegistry: 'localhost:5000'}\nimage: {repository: agentenv/wd}", "localhost:5000/agentenv/wd:"},
+		{"global: {imageRegistry: 'localhost:5000'}\nimage: {repository: 'localhost/wd', digest: 'sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef'}",
+			"localhost:5000/wd@sha256:"},
+		{"mode: deployment\nglobal: {imageRegistry: 'registry.corp.example'}", "registry.corp.example/agentenv/scheduler-watchdog:"},
+	} {
+		r := render(t, c.values)
+		for what, image := range map[string]string{"workload": r.podSpec().Containers[0].Image, "helm test hook": r.doctorPod().Spec.Containers[0].Image} {
+			if !strings.HasPrefix(image, c.want) {
+				t.Errorf("%q: %s image %q, want %s...", c.values, what, image, c.want)
+			}
+		}
+	}
+	for _, bad := range []string{"https://registry.example", "Registry.Example", "registry.example:port"} {
+		if _, err := renderErr(t, "global: {imageRegistry: '"+bad+"'}"); err == nil || !strings.Contains(err.Error(), "imageRegistry") {
+			t.Errorf("global.imageRegistry %q: want refused by the schema, got %v", bad, err)
+		}
+	}
+}

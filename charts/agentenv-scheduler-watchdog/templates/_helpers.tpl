@@ -83,10 +83,21 @@ app.kubernetes.io/part-of: agentenv
 {{- end -}}
 
 {{- define "watchdog.image" -}}
+{{- $repo := .Values.image.repository -}}
+{{- with (.Values.global | default dict).imageRegistry -}}
+{{- /* A mirror: its registry replaces image.repository's (the first path element
+when it names a host: a dot, a port or localhost), keeping the image's path. */ -}}
+{{- $parts := splitList "/" $repo -}}
+{{- $first := first $parts -}}
+{{- if and (gt (len $parts) 1) (or (contains "." $first) (contains ":" $first) (eq $first "localhost")) -}}
+{{- $parts = rest $parts -}}
+{{- end -}}
+{{- $repo = printf "%s/%s" (trimSuffix "/" .) (join "/" $parts) -}}
+{{- end -}}
 {{- if .Values.image.digest -}}
-{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- printf "%s@%s" $repo .Values.image.digest -}}
 {{- else -}}
-{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- printf "%s:%s" $repo (default .Chart.AppVersion .Values.image.tag) -}}
 {{- end -}}
 {{- end -}}
 
