@@ -3,13 +3,21 @@ package chart
 import (
 	"bytes"
 	"context"
+	"encoding/pem"
 	"errors"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -72,7 +80,7 @@ func TestDoctorHookShape(t *testing.T) {
 			}
 			// Every setting of the workload's environment that doctor reads, identical
 			// (secrets through the same secretKeyRef).
-			doctorReads := map[string]bool{"GOMAXPROCS": true, "GOMEMLIMIT": true}
+			doctorReads := map[string]bool{"GOMAXPROCS": true, "GOMEMLIMIT": true, "SSL_CERT_DIR": true}
 			for _, f := range commandFlags(t, "doctor") {
 				doctorReads[cli.EnvName(f)] = true
 			}
@@ -293,5 +301,82 @@ func TestHelmTestLogs(t *testing.T) {
 		if r.err != nil || !strings.Contains(r.stdout, doctorLine) {
 			t.Fatalf("round %d: helm test --logs on a passing test: %v\nstdout:\n%s\nstderr:\n%s", round, r.err, r.stdout, r.stderr)
 		}
+	}
+}
+
+// TestDoctorTrustsTheCABundle: with caBundle, the hook's doctor (as every run of the
+// workload) trusts a receiver whose certificate the private CA signed, and still
+// the image's public CAs; without it, the same receiver is a ✗. The hook's process
+// runs with the rendered environment, SSL_CERT_DIR pointing where the test put the
+// ConfigMap's content (as the kubelet mounts it at the hook's volumeMount).
+func TestDoctorTrustsTheCABundle(t *testing.T) {
+	ctx, cancel := testenv.Ctx()
+	defer cancel()
+	ns, err := env.CreateNamespace(ctx, "chart-ca")
+	must(t, err)
+	installChart(t, ns, release, "caBundle: {configMap: corp-ca}\nalerts: {webhookURL: 'https://hooks.invalid/watchdog', webhookSecret: k}")
+	sched := layOutScheduler(t, ns, fixture(t, "scheduler-metrics-healthy.txt"))
+	kubeconfig, _ := saKubeconfig(t, ns, fullname)
+	var hits atomic.Int32
+	receiver := httptest.NewTLSServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { hits.Add(1) }))
+	defer receiver.Close()
+	receiver.Config.ErrorLog = log.New(io.Discard, "", 0)
+	caDir := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(caDir, "ca.crt"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: receiver.Certificate().Raw}), 0o644))
+
+	pod := parse(t, mustHelm(t, "get", "hooks", release, "--namespace", ns, "--kubeconfig", env.Kubeconfig)).doctorPod()
+	c := pod.Spec.Containers[0]
+	mounted := ""
+	for _, m := range c.VolumeMounts {
+		if m.Name == "ca-bundle" && m.ReadOnly {
+			mounted = m.MountPath
+		}
+	}
+	var withCA, withoutCA []string
+	for _, e := range containerEnv(t, ns, c, pod.Name) {
+		if name, value, _ := strings.Cut(e, "="); name == "SSL_CERT_DIR" {
+			if value != mounted || mounted == "" {
+				t.Fatalf("SSL_CERT_DIR=%s, the CA bundle is mounted at %q", value, mounted)
+			}
+			withCA = append(withCA, "SSL_CERT_DIR="+caDir)
+			continue
+		}
+		withCA, withoutCA = append(withCA, e), append(withoutCA, e)
+	}
+	if len(withCA) == len(withoutCA) {
+		t.Fatal("the hook's environment has no SSL_CERT_DIR")
+	}
+	run := func(environ []string) (int, string) {
+		t.Helper()
+		rctx, rcancel := context.WithTimeout(context.Background(), time.Minute)
+		defer rcancel()
+		args := append(append([]string{}, c.Args...), "--kubeconfig", kubeconfig, "--metrics-port", strconv.Itoa(sched.metrics.Port()), "--webhook-url", receiver.URL+"/hook")
+		cmd := exec.CommandContext(rctx, watchdogBin, args...)
+		cmd.Env = environ
+		var stdout bytes.Buffer
+		cmd.Stdout = &stdout
+		err := cmd.Run()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return ee.ExitCode(), stdout.String()
+		}
+		must(t, err)
+		return 0, stdout.String()
+	}
+	var code int
+	var out string
+	waitFor(t, 10*time.Second, "doctor to pass with the chart's rights and its CA bundle", func() bool {
+		code, out = run(withCA)
+		return code == 0
+	})
+	if !strings.Contains(out, "✓ webhook is reachable") {
+		t.Errorf("with the CA bundle:\n%s", out)
+	}
+	code, out = run(withoutCA)
+	if code != 1 || !strings.Contains(out, "✗ webhook is reachable") || !strings.Contains(out, "certificate") {
+		t.Errorf("without the CA bundle: exit %d\n%s", code, out)
+	}
+	if n := hits.Load(); n != 0 {
+		t.Errorf("doctor sent %d request(s) to the receiver", n)
 	}
 }

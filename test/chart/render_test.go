@@ -998,3 +998,40 @@ func TestGlobalImageRegistry(t *testing.T) {
 		}
 	}
 }
+
+// TestExtraVolumesAndCABundle: extraVolumes and extraVolumeMounts reach the pods of
+// both modes and the helm test hook, beside the CA bundle's volume; the root
+// filesystem stays read-only; both a ConfigMap and a Secret bundle are refused.
+func TestExtraVolumesAndCABundle(t *testing.T) {
+	const extras = "extraVolumes: [{name: corp, secret: {secretName: corp-tls}}]\nextraVolumeMounts: [{name: corp, mountPath: /etc/corp, readOnly: true}]\n"
+	for _, mode := range []string{"cronjob", "deployment"} {
+		r := render(t, extras+"caBundle: {secret: corp-ca}\nmode: "+mode)
+		for what, spec := range map[string]*corev1.PodSpec{"workload": r.podSpec(), "helm test hook": &r.doctorPod().Spec} {
+			vols := map[string]corev1.Volume{}
+			for _, v := range spec.Volumes {
+				vols[v.Name] = v
+			}
+			if vols["corp"].Secret == nil || vols["corp"].Secret.SecretName != "corp-tls" || vols["ca-bundle"].Secret == nil || vols["ca-bundle"].Secret.SecretName != "corp-ca" {
+				t.Errorf("%s, %s: volumes %+v", mode, what, spec.Volumes)
+			}
+			c := spec.Containers[0]
+			mounts := map[string]string{}
+			for _, m := range c.VolumeMounts {
+				mounts[m.Name] = m.MountPath
+			}
+			if mounts["corp"] != "/etc/corp" || mounts["ca-bundle"] != "/etc/watchdog/ca" || envOf(c)["SSL_CERT_DIR"].Value != "/etc/watchdog/ca" {
+				t.Errorf("%s, %s: mounts %v, SSL_CERT_DIR %q", mode, what, mounts, envOf(c)["SSL_CERT_DIR"].Value)
+			}
+			if c.SecurityContext == nil || c.SecurityContext.ReadOnlyRootFilesystem == nil || !*c.SecurityContext.ReadOnlyRootFilesystem {
+				t.Errorf("%s, %s: the root filesystem is no longer read-only", mode, what)
+			}
+		}
+	}
+	plain := render(t, "")
+	if spec := plain.podSpec(); len(spec.Volumes) != 0 || len(spec.Containers[0].VolumeMounts) != 0 {
+		t.Errorf("a default install mounts %+v %+v", spec.Volumes, spec.Containers[0].VolumeMounts)
+	}
+	if _, err := renderErr(t, "caBundle: {configMap: a, secret: b}"); err == nil || !strings.Contains(err.Error(), "caBundle") {
+		t.Errorf("both a ConfigMap and a Secret bundle: %v", err)
+	}
+}

@@ -216,6 +216,9 @@ into its values, comma-separated: "*", "a", "a-b", each with an optional "/step"
 {{- fail (printf "cronjob.activeDeadlineSeconds (%d) must be shorter than the schedule's interval (%q runs as often as every %ds): with concurrencyPolicy Forbid a longer run makes the next one skip" $deadline $v.cronjob.schedule $interval) -}}
 {{- end -}}
 {{- end -}}
+{{- if and $v.caBundle.configMap $v.caBundle.secret -}}
+{{- fail "caBundle: set configMap or secret, not both" -}}
+{{- end -}}
 {{- if and $v.dryRun $v.decision.shadow -}}
 {{- fail "dryRun and decision.shadow: choose one (a dry run writes and sends nothing; shadow mode keeps its record and restarts nothing)" -}}
 {{- end -}}
@@ -369,6 +372,51 @@ tolerations:
 {{- with .Values.affinity }}
 affinity:
   {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- $ca := .Values.caBundle | default dict }}
+{{- if or $ca.configMap $ca.secret .Values.extraVolumes }}
+volumes:
+  {{- with $ca.configMap }}
+  - name: ca-bundle
+    configMap:
+      name: {{ . }}
+  {{- end }}
+  {{- with $ca.secret }}
+  - name: ca-bundle
+    secret:
+      secretName: {{ . }}
+  {{- end }}
+  {{- with .Values.extraVolumes }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+{{- end }}
+{{- end -}}
+
+{{/* watchdog.containerExtras: what every watchdog container (workload and helm test
+hook) adds to its environment and mounts for caBundle and extraVolumeMounts. The CA
+bundle's directory joins Go's system roots through SSL_CERT_DIR (the image's public
+CAs stay trusted): every TLS connection to a receiver, the Pushgateway or a proxy
+trusts it; the API server's CA is the ServiceAccount's own, unaffected. */}}
+{{- define "watchdog.caEnv" -}}
+{{- $ca := .Values.caBundle | default dict }}
+{{- if or $ca.configMap $ca.secret }}
+- name: SSL_CERT_DIR
+  value: /etc/watchdog/ca
+{{- end }}
+{{- end -}}
+
+{{- define "watchdog.volumeMounts" -}}
+{{- $ca := .Values.caBundle | default dict }}
+{{- if or $ca.configMap $ca.secret .Values.extraVolumeMounts }}
+volumeMounts:
+  {{- if or $ca.configMap $ca.secret }}
+  - name: ca-bundle
+    mountPath: /etc/watchdog/ca
+    readOnly: true
+  {{- end }}
+  {{- with .Values.extraVolumeMounts }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
 {{- end }}
 {{- end -}}
 
