@@ -1035,3 +1035,23 @@ func TestExtraVolumesAndCABundle(t *testing.T) {
 		t.Errorf("both a ConfigMap and a Secret bundle: %v", err)
 	}
 }
+
+// TestAlertLabelsValue: alerts.extraLabels reaches the watchdog as --alert-labels
+// (sorted name=value pairs; none by default), in the workload and the hook; the
+// schema refuses the watchdog's own label names and values a comma would split.
+func TestAlertLabelsValue(t *testing.T) {
+	r := render(t, "alerts: {extraLabels: {tier: '1', team: scheduling}}")
+	for what, c := range map[string]corev1.Container{"workload": r.podSpec().Containers[0], "hook": r.doctorPod().Spec.Containers[0]} {
+		if got := envOf(c)["WATCHDOG_ALERT_LABELS"].Value; got != "team=scheduling,tier=1" {
+			t.Errorf("%s: WATCHDOG_ALERT_LABELS=%q", what, got)
+		}
+	}
+	if got, ok := envOf(render(t, "").podSpec().Containers[0])["WATCHDOG_ALERT_LABELS"]; !ok || got.Value != "" {
+		t.Errorf("default: WATCHDOG_ALERT_LABELS %+v (set: %v), want empty", got, ok)
+	}
+	for _, bad := range []string{"{severity: low}", "{'te-am': x}", "{team: 'a,b'}", "{team: ''}"} {
+		if _, err := renderErr(t, "alerts: {extraLabels: "+bad+"}"); err == nil {
+			t.Errorf("alerts.extraLabels %s accepted", bad)
+		}
+	}
+}

@@ -192,6 +192,17 @@ into its values, comma-separated: "*", "a", "a-b", each with an optional "/step"
 {{- join "," $out -}}
 {{- end -}}
 
+{{/* watchdog.alertLabels is alerts.extraLabels as --alert-labels takes it:
+name=value pairs, sorted, comma-separated ("" for none). */}}
+{{- define "watchdog.alertLabels" -}}
+{{- $labels := .Values.alerts.extraLabels | default dict -}}
+{{- $pairs := list -}}
+{{- range $k := keys $labels | sortAlpha -}}
+{{- $pairs = append $pairs (printf "%s=%v" $k (get $labels $k)) -}}
+{{- end -}}
+{{- join "," $pairs -}}
+{{- end -}}
+
 {{/* Consistency checks the schema cannot express (it sees one value at a time). */}}
 {{- define "watchdog.validate" -}}
 {{- $v := .Values -}}
@@ -280,6 +291,7 @@ short and readable in `kubectl describe`), secrets through secretKeyRef only. */
   (list "RESTART_BACKOFF_MAX" $v.restart.backoffMax)
   (list "DRY_RUN" $v.dryRun)
   (list "CLUSTER_NAME" $v.alerts.clusterName)
+  (list "ALERT_LABELS" (include "watchdog.alertLabels" .))
   (list "RUNBOOK_URL" $v.alerts.runbookURL)
   (list "REALERT_INTERVAL" $v.alerts.realertInterval)
   (list "BLIND_AFTER" (int64 $v.alerts.blindAfter))
