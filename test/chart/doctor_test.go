@@ -1,16 +1,13 @@
 package chart
 
 import (
-	"bytes"
 	"context"
 	"encoding/pem"
-	"errors"
 	"io"
 	"log"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -189,24 +186,10 @@ func TestDoctorHookInstalled(t *testing.T) {
 	}
 	run := func(flags ...string) (int, string, string) {
 		t.Helper()
-		rctx, rcancel := context.WithTimeout(context.Background(), time.Minute)
-		defer rcancel()
 		// The only test-only flags: where the simulated scheduler's metrics listen,
 		// and the ServiceAccount's token from outside a pod.
 		args := append(append(append([]string{}, c.Args...), "--kubeconfig", kubeconfig, "--metrics-port", strconv.Itoa(sched.metrics.Port())), flags...)
-		cmd := exec.CommandContext(rctx, watchdogBin, args...)
-		cmd.Env = environ
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		err := cmd.Run()
-		var ee *exec.ExitError
-		code := 0
-		if errors.As(err, &ee) {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatalf("run doctor: %v", err)
-		}
-		return code, stdout.String(), stderr.String()
+		return runWatchdog(t, time.Minute, environ, args...)
 	}
 
 	// A new RoleBinding reaches the authorizer quickly, but not instantly.
@@ -348,20 +331,9 @@ func TestDoctorTrustsTheCABundle(t *testing.T) {
 	}
 	run := func(environ []string) (int, string) {
 		t.Helper()
-		rctx, rcancel := context.WithTimeout(context.Background(), time.Minute)
-		defer rcancel()
 		args := append(append([]string{}, c.Args...), "--kubeconfig", kubeconfig, "--metrics-port", strconv.Itoa(sched.metrics.Port()), "--webhook-url", receiver.URL+"/hook")
-		cmd := exec.CommandContext(rctx, watchdogBin, args...)
-		cmd.Env = environ
-		var stdout bytes.Buffer
-		cmd.Stdout = &stdout
-		err := cmd.Run()
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			return ee.ExitCode(), stdout.String()
-		}
-		must(t, err)
-		return 0, stdout.String()
+		code, stdout, _ := runWatchdog(t, time.Minute, environ, args...)
+		return code, stdout
 	}
 	var code int
 	var out string
