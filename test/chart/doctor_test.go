@@ -245,6 +245,13 @@ func TestHelmTestLogs(t *testing.T) {
 		var pod *corev1.Pod
 		waitFor(t, 30*time.Second, "helm test to create the doctor Pod", func() bool {
 			p, err := env.Client.CoreV1().Pods(ns).Get(ctx, podName, metav1.GetOptions{})
+			if err == nil && p.DeletionTimestamp != nil {
+				// before-hook-creation deletes the kept Pod and helm waits until it
+				// is gone: the kubelet's part is to confirm the deletion.
+				zero := int64(0)
+				_ = env.Client.CoreV1().Pods(ns).Delete(ctx, podName, metav1.DeleteOptions{GracePeriodSeconds: &zero, Preconditions: &metav1.Preconditions{UID: &p.UID}})
+				return false
+			}
 			if err != nil || slices.Contains(seen, string(p.UID)) {
 				return false
 			}
