@@ -178,10 +178,11 @@ dist: binaries
 	go run ./hack/release archive --out $(DIST) --version $(VERSION) --created $(DATE) --file LICENSE --file README.md \
 	  $(foreach p,$(BIN_PLATFORMS),$(p)=$(DIST)/bin/$(subst /,_,$(p))/watchdog)
 
-## chart-package: the chart as dist/agentenv-scheduler-watchdog-<version>.tgz, after helm lint --strict
+## chart-package: the chart as dist/agentenv-scheduler-watchdog-<version>.tgz, after helm lint --strict; reproducible (every entry at the commit's time, not helm's clock)
 chart-package: tools
 	"$$(hack/tools.sh --print)" lint --strict $(CHART_DIR)
 	"$$(hack/tools.sh --print)" package $(CHART_DIR) --destination $(DIST)
+	go run ./hack/release chart --created $(DATE) $(DIST)/agentenv-scheduler-watchdog-$$(awk '/^version:/ {print $$2}' $(CHART_DIR)/Chart.yaml).tgz
 
 ## release-check: a whole release locally: the artifacts checked, pushed to an OCI registry on loopback and installed from oci:// onto a real API server (test/release)
 release-check: image dist chart-package control-plane tools

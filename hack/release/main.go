@@ -7,6 +7,7 @@
 //	release push    --layout dist/image --ref REGISTRY/REPO:TAG [--insecure]
 //	release registry --addr 127.0.0.1:0 [--addr-file F]     an OCI registry on loopback
 //	release binary-image --binary PATH [--cmd ARG] --ref REGISTRY/REPO:TAG [--insecure]
+//	release chart   --created T dist/CHART-VERSION.tgz ...   (helm package's output, made reproducible)
 //
 // push prints the digest it pushed; the release workflow and `make release-check`
 // use it alike.
@@ -19,7 +20,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: release image|archive|push|registry|binary-image [flags]")
+		fmt.Fprintln(os.Stderr, "usage: release image|archive|push|registry|binary-image|chart [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -34,8 +35,10 @@ func main() {
 		err = registryCommand(os.Args[2:])
 	case "binary-image":
 		err = binaryImageCommand(os.Args[2:])
+	case "chart":
+		err = chartCommand(os.Args[2:])
 	default:
-		err = fmt.Errorf("unknown command %q: want image, archive, push, registry or binary-image", os.Args[1])
+		err = fmt.Errorf("unknown command %q: want image, archive, push, registry, binary-image or chart", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "release:", err)

@@ -51,8 +51,10 @@ type Alertmanager struct {
 	Username, Password, BearerToken string
 	TTL                             time.Duration
 	RunbookURL, GeneratorURL        string
-	// Cluster and Namespace label refreshed alerts (notifications carry their own).
+	// Cluster, Namespace and Labels (--alert-labels) label refreshed alerts
+	// (notifications carry their own).
 	Cluster, Namespace string
+	Labels             map[string]string
 	// Warn is told about a peer that failed while another accepted the alerts (the
 	// delivery counts as done). Never nil after NewAlertmanager.
 	Warn func(err error)
@@ -119,7 +121,7 @@ func (a *Alertmanager) Refresh(ctx context.Context, open map[string]*state.Alert
 		if o == nil || spec.Kind != Ongoing || spec.Alertname == "" {
 			continue
 		}
-		n := Notification{Event: ev, Severity: spec.Severity, Cluster: a.Cluster, Namespace: a.Namespace,
+		n := Notification{Event: ev, Severity: spec.Severity, Cluster: a.Cluster, Namespace: a.Namespace, Labels: a.Labels,
 			Pod: o.Pod, Reason: o.Reason, NextStep: spec.NextStep}
 		alerts = append(alerts, a.alert(n, o.OpenedAt, now.Add(a.TTL)))
 	}
@@ -137,7 +139,7 @@ func (a *Alertmanager) Alerts(n Notification) []PostableAlert {
 			if AlertnameOf(c.Event) == "" {
 				continue
 			}
-			closed := Notification{Event: c.Event, Severity: Spec(c.Event).Severity, Cluster: n.Cluster, Namespace: n.Namespace,
+			closed := Notification{Event: c.Event, Severity: Spec(c.Event).Severity, Cluster: n.Cluster, Namespace: n.Namespace, Labels: n.Labels,
 				Pod: c.Pod, Reason: "resolved: " + n.Reason, NextStep: Spec(EventRecovered).NextStep}
 			out = append(out, a.alert(closed, c.OpenedAt, n.Time))
 		}
@@ -161,6 +163,13 @@ func (a *Alertmanager) alert(n Notification, startsAt, endsAt time.Time) Postabl
 		"severity":  n.Severity,
 		"event":     n.Event,
 		"namespace": n.Namespace,
+	}
+	// The operator's labels never replace the watchdog's own (--alert-labels
+	// refuses those names; a retried entry might still carry one).
+	for k, v := range n.Labels {
+		if _, own := labels[k]; !own {
+			labels[k] = v
+		}
 	}
 	if n.Cluster != "" {
 		labels["cluster"] = n.Cluster

@@ -327,3 +327,36 @@ func TestCredentialsRedactedWherever(t *testing.T) {
 		}
 	}
 }
+
+// TestOperatorLabels: the operator's labels go on every alert, ongoing, refreshed
+// and resolved, and never replace the watchdog's own; Slack names them; a retried
+// outbox entry gets them from the configuration, not from the state.
+func TestOperatorLabels(t *testing.T) {
+	am := testAlertmanager(t, "http://127.0.0.1:1")
+	labels := map[string]string{"team": "scheduling", "severity": "low"} // severity as a stale state might carry it
+	am.Labels = labels
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	n := Notification{Event: EventWedged, Severity: SeverityCritical, Namespace: "agentenv-system", Pod: "p", Time: now, Labels: labels}
+	recovered := Notification{Event: EventRecovered, Namespace: "agentenv-system", Time: now, Labels: labels,
+		Closes: []Closed{{Event: EventWedged, Pod: "p", OpenedAt: now.Add(-time.Hour)}}}
+	for _, a := range append(am.Alerts(n), am.Alerts(recovered)...) {
+		if a.Labels["team"] != "scheduling" || a.Labels["severity"] != SeverityCritical {
+			t.Errorf("labels %v", a.Labels)
+		}
+	}
+	if msg := SlackMessage(n, ""); !strings.Contains(fmt.Sprint(msg.Blocks[len(msg.Blocks)-1].Elements[1].Text), "severity=low · team=scheduling") {
+		t.Errorf("Slack context %+v", msg.Blocks[len(msg.Blocks)-1].Elements)
+	}
+	c := OutboxConfig{Key: []byte("k"), Namespace: "agentenv-system", Labels: map[string]string{"team": "now"}}
+	p, err := c.pending(n, now, []string{"webhook"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, authenticated, err := c.open(p)
+	if err == nil {
+		got, err = c.rebuild(p, got, authenticated, now)
+	}
+	if err != nil || got.Labels["team"] != "now" || len(got.Labels) != 1 {
+		t.Errorf("rebuilt labels %v (%v)", got.Labels, err)
+	}
+}

@@ -125,6 +125,29 @@ func (d *Dispatcher) Deliver(ctx context.Context, s *state.State, notes []Notifi
 	return out
 }
 
+// Reserve puts each of notes into s's outbox as not yet delivered to any sink.
+// A run writes it with the alerts' records before it sends (the alert claim), so
+// that a run ending between that write and its sends leaves the pages for the next
+// run to deliver instead of losing them. The run's own Deliver sends notes itself:
+// the reserved entries belong only in the state written by the claim.
+func (d *Dispatcher) Reserve(s *state.State, notes []Notification, now time.Time) {
+	var sinks []string
+	for _, sink := range d.Sinks {
+		sinks = append(sinks, sink.Name())
+	}
+	if len(sinks) == 0 {
+		return
+	}
+	for _, n := range notes {
+		p, err := d.Outbox.pending(n, now, sinks, "not sent yet: the run that claimed it ended before sending")
+		if err != nil {
+			continue // plain data: cannot happen
+		}
+		p.Attempts = 0
+		s.Outbox = append(s.Outbox, p)
+	}
+}
+
 // MaxPendingAge is how long an undelivered alert is retried before it is dropped
 // (with an error log and Event): a day-old page helps nobody.
 const MaxPendingAge = 24 * time.Hour

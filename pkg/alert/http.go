@@ -1,8 +1,10 @@
 package alert
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -162,27 +164,108 @@ func retryAfter(resp *http.Response) (time.Duration, bool) {
 	return 0, false
 }
 
-// Reach opens and closes a TCP connection to where a delivery would connect (the
-// proxy, when the environment names one for the URL): it proves the network path
-// (a NetworkPolicy, a firewall, DNS) without sending anything. doctor runs it.
+// Reach connects to the receiver as a delivery would, without sending anything:
+// through the delivery's proxy (the one the environment names for the URL) (an HTTP CONNECT tunnel for
+// https), then for https a TLS handshake verified with the delivery's own TLS
+// configuration. It proves the network path (a NetworkPolicy, a firewall, DNS, a
+// proxy) and that the receiver's certificate is trusted: a bare TCP connect would
+// pass while every send fails the handshake. doctor runs it.
 func (p *Poster) Reach(ctx context.Context) error {
+	if err := p.reach(ctx); err != nil {
+		return fmt.Errorf("%s: %v", p.name, p.redact(scrub(err).Error()))
+	}
+	return nil
+}
+
+func (p *Poster) reach(ctx context.Context) error {
 	u, err := url.Parse(p.url)
 	if err != nil {
-		return fmt.Errorf("%s: invalid URL", p.name)
+		return errors.New("invalid URL")
 	}
-	if proxy, err := http.ProxyFromEnvironment(&http.Request{URL: u}); err == nil && proxy != nil {
-		u = proxy
+	timeout := p.client.HTTPClient.Timeout
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
 	}
+	target := hostPort(u)
+	var proxy *url.URL
+	if t, ok := p.client.HTTPClient.Transport.(*http.Transport); ok && t.Proxy != nil {
+		if proxy, err = t.Proxy(&http.Request{URL: u}); err != nil {
+			return fmt.Errorf("proxy: %w", err)
+		}
+	}
+	dialAddr := target
+	if proxy != nil {
+		dialAddr = hostPort(proxy)
+	}
+	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", dialAddr)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if deadline, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(deadline)
+	}
+	if u.Scheme != "https" {
+		return nil // plain http: the connection is all a delivery needs first
+	}
+	if proxy != nil {
+		if proxy.Scheme == "https" {
+			conn = tls.Client(conn, p.tlsConfig(proxy.Hostname()))
+		}
+		if err := connectTunnel(conn, proxy, target); err != nil {
+			return err
+		}
+	}
+	tc := tls.Client(conn, p.tlsConfig(u.Hostname()))
+	if err := tc.HandshakeContext(ctx); err != nil {
+		return fmt.Errorf("TLS handshake: %w", err)
+	}
+	return nil
+}
+
+// tlsConfig is the TLS configuration deliveries use, for serverName.
+func (p *Poster) tlsConfig(serverName string) *tls.Config {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if t, ok := p.client.HTTPClient.Transport.(*http.Transport); ok && t.TLSClientConfig != nil {
+		cfg = t.TLSClientConfig.Clone()
+	}
+	if cfg.ServerName == "" {
+		cfg.ServerName = serverName
+	}
+	return cfg
+}
+
+// connectTunnel asks an HTTP proxy on conn for a tunnel to target, as the
+// transport does for an https URL.
+func connectTunnel(conn net.Conn, proxy *url.URL, target string) error {
+	req := &http.Request{Method: http.MethodConnect, URL: &url.URL{Opaque: target}, Host: target, Header: http.Header{}}
+	if proxy.User != nil {
+		pass, _ := proxy.User.Password()
+		req.Header.Set("Proxy-Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(proxy.User.Username()+":"+pass)))
+	}
+	if err := req.Write(conn); err != nil {
+		return fmt.Errorf("proxy CONNECT: %w", err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), req)
+	if err != nil {
+		return fmt.Errorf("proxy CONNECT: %w", err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("proxy CONNECT answered %s", resp.Status)
+	}
+	return nil
+}
+
+// hostPort is u's host and port, the scheme's default port when it names none.
+func hostPort(u *url.URL) string {
 	port := u.Port()
 	if port == "" {
 		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
 	}
-	d := net.Dialer{Timeout: p.client.HTTPClient.Timeout}
-	conn, err := d.DialContext(ctx, "tcp", net.JoinHostPort(u.Hostname(), port))
-	if err != nil {
-		return fmt.Errorf("%s: %v", p.name, p.redact(scrub(err).Error()))
-	}
-	return conn.Close()
+	return net.JoinHostPort(u.Hostname(), port)
 }
 
 // Post sends body with headers and returns nil on a 2xx answer.

@@ -2,10 +2,14 @@ package alert
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -432,5 +436,80 @@ func TestReachConnectsWithoutSending(t *testing.T) {
 	err = NewPoster("slack", "http://"+closed+secretPath, time.Second, 1, time.Second).Reach(context.Background())
 	if err == nil || !strings.HasPrefix(err.Error(), "slack: ") || strings.Contains(err.Error(), "XXXXSECRET") {
 		t.Errorf("closed port: %v", err)
+	}
+}
+
+// TestReachVerifiesTLS: for https, Reach completes the TLS handshake a delivery
+// would, with the delivery's own TLS configuration and proxy, and sends nothing: a
+// receiver whose certificate is not trusted fails it (a bare TCP connect would
+// pass while every send fails the handshake).
+func TestReachVerifiesTLS(t *testing.T) {
+	var mu sync.Mutex
+	hits := 0
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+		mu.Lock()
+		hits++
+		mu.Unlock()
+	}))
+	defer srv.Close()
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshakes
+
+	untrusted := NewPoster("webhook", srv.URL+secretPath, time.Second, 1, time.Second)
+	err := untrusted.Reach(context.Background())
+	if err == nil || !strings.HasPrefix(err.Error(), "webhook: ") || !strings.Contains(err.Error(), "certificate") || strings.Contains(err.Error(), "XXXXSECRET") {
+		t.Errorf("untrusted certificate: %v", err)
+	}
+
+	pool := x509.NewCertPool()
+	pool.AddCert(srv.Certificate())
+	trusted := NewPoster("webhook", srv.URL+secretPath, time.Second, 1, time.Second)
+	trusted.client.HTTPClient.Transport.(*http.Transport).TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	if err := trusted.Reach(context.Background()); err != nil {
+		t.Errorf("trusted certificate: %v", err)
+	}
+
+	// Through an HTTP proxy: a CONNECT tunnel, then the same handshake.
+	var tunnels []string
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodConnect {
+			http.Error(w, "CONNECT only", http.StatusMethodNotAllowed)
+			return
+		}
+		mu.Lock()
+		tunnels = append(tunnels, r.Host)
+		mu.Unlock()
+		up, err := net.Dial("tcp", r.Host)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+		down, _, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			up.Close()
+			return
+		}
+		go func() { _, _ = io.Copy(up, down); up.Close() }()
+		_, _ = io.Copy(down, up)
+		down.Close()
+	}))
+	defer proxy.Close()
+	proxyURL, _ := url.Parse(proxy.URL)
+	for _, p := range []*Poster{untrusted, trusted} {
+		p.client.HTTPClient.Transport.(*http.Transport).Proxy = http.ProxyURL(proxyURL)
+	}
+	if err := untrusted.Reach(context.Background()); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Errorf("untrusted certificate through the proxy: %v", err)
+	}
+	if err := trusted.Reach(context.Background()); err != nil {
+		t.Errorf("trusted certificate through the proxy: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := strings.TrimPrefix(srv.URL, "https://"); len(tunnels) != 2 || tunnels[0] != want {
+		t.Errorf("tunnels %q, want two to %s", tunnels, want)
+	}
+	if hits != 0 {
+		t.Errorf("Reach sent %d request(s)", hits)
 	}
 }

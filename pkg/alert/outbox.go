@@ -39,6 +39,8 @@ type OutboxConfig struct {
 	// rebuilt but cannot be authenticated (a warning says so when one is retried).
 	Key                         []byte
 	Cluster, Namespace, Version string
+	// Labels are the configuration's --alert-labels, put back on a retried alert.
+	Labels map[string]string
 }
 
 // sealPrefix names the seal's algorithm and version in the state document.
@@ -61,7 +63,7 @@ var (
 // stored is n as the outbox keeps it: its facts, without what rebuild fills in.
 func stored(n Notification) Notification {
 	n.SchemaVersion, n.Severity, n.NextStep = 0, "", ""
-	n.Cluster, n.Namespace, n.Watchdog = "", "", ""
+	n.Cluster, n.Namespace, n.Watchdog, n.Labels = "", "", "", nil
 	return n
 }
 
@@ -132,7 +134,7 @@ func (c OutboxConfig) rebuild(p state.Pending, n Notification, authenticated boo
 	}
 	spec, _ := Lookup(n.Event)
 	n.SchemaVersion, n.Severity, n.NextStep = SchemaVersion, spec.Severity, spec.NextStep
-	n.Cluster, n.Namespace, n.Watchdog = c.Cluster, c.Namespace, c.Version
+	n.Cluster, n.Namespace, n.Watchdog, n.Labels = c.Cluster, c.Namespace, c.Version, c.Labels
 	n.Reason = state.Truncate(n.Reason, maxReason)
 	return n, nil
 }

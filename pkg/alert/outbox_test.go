@@ -52,6 +52,7 @@ func keep(t *testing.T, key []byte, n Notification) (*state.State, *memorySink, 
 	t.Helper()
 	sink := &memorySink{name: "webhook", fail: true}
 	d := &Dispatcher{Sinks: []Sink{sink}, Outbox: outboxConfig(key)}
+	d.Outbox.Labels = n.Labels // the configuration's --alert-labels, as the run's
 	s := state.New()
 	d.Deliver(context.Background(), s, []Notification{n}, n.Time, false)
 	if len(s.Outbox) != 1 || (len(key) > 0) != (s.Outbox[0].Seal != "") {
@@ -85,6 +86,7 @@ func TestOutboxRetrySaysWhatTheOriginalSaid(t *testing.T) {
 	n := goldenNotification()
 	n.Reminder, n.Shadow = true, true
 	n.Closes = []Closed{{Event: EventBlind, OpenedAt: n.Time.Add(-time.Hour)}}
+	n.Labels = map[string]string{"team": "scheduling"}
 	v := reflect.ValueOf(n)
 	for i := range v.NumField() {
 		// Test and DryRun are never kept for retry (TestOutboxRefusesWhatItDidNotWrite).

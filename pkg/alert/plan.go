@@ -46,6 +46,9 @@ type Notification struct {
 	NextStep string `json:"nextStep,omitempty"`
 	// Closes lists, on recovered, the alerts it closes (refresh.go).
 	Closes []Closed `json:"closes,omitempty"`
+	// Labels are the operator's own (--alert-labels: team routing), the same on
+	// every alert: Alertmanager labels, the webhook's labels, a line in Slack.
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // PlanConfig holds what the plan needs beyond the decision.
@@ -60,6 +63,8 @@ type PlanConfig struct {
 	DryRun    bool
 	// Shadow marks every notification as shadow mode's.
 	Shadow bool
+	// Labels go on every notification (--alert-labels).
+	Labels map[string]string
 }
 
 // ActOutcome is what happened to one restart the decision asked for.
@@ -238,6 +243,7 @@ func newNotification(ev string, t *decide.Target, res decide.Result, now time.Ti
 		Shadow:        cfg.Shadow,
 		Time:          now.UTC(),
 		Watchdog:      cfg.Version,
+		Labels:        cfg.Labels,
 	}
 	if t != nil {
 		n.Pod, n.UID, n.Verdict, n.Reason, n.Action = t.Pod, t.UID, string(t.Verdict), t.Reason, string(t.Action)

@@ -7,8 +7,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -147,6 +149,13 @@ func SlackMessage(n Notification, runbookURL string) *SlackWebhookMessage {
 		blocks = append(blocks, SlackBlock{Type: SlackSection, Text: mrkdwn("*Next step*: " + escCut(n.NextStep, 2900))})
 	}
 	ctxElems := []*SlackText{mrkdwn(fmt.Sprintf("%s · watchdog %s · %s", esc(n.Severity), esc(n.Watchdog), n.Time.UTC().Format(time.RFC3339)))}
+	if len(n.Labels) > 0 {
+		var kv []string
+		for _, k := range slices.Sorted(maps.Keys(n.Labels)) {
+			kv = append(kv, k+"="+n.Labels[k])
+		}
+		ctxElems = append(ctxElems, mrkdwn(escCut(strings.Join(kv, " · "), 2900)))
+	}
 	if runbookURL != "" {
 		ctxElems = append(ctxElems, mrkdwn(fmt.Sprintf("<%s|Runbook>", escLinkURL(runbookURL))))
 	}

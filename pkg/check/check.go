@@ -187,8 +187,8 @@ func (p *pass) run() error {
 	// API reads that failed made the verdict unknown; they also mean the watchdog
 	// cannot do its job (often missing RBAC), which exit code 1 makes visible.
 	runErr := observationError(p.obs)
-	notes := alert.Plan(p.next, p.res, acts, runErr, p.Clock.Now(), p.Plan)
 	d := p.dispatcher()
+	notes := p.claimAlerts(d, acts, runErr)
 	if deadline, ok := p.ctx.Deadline(); ok {
 		d.SendBy = deadline.Add(-reserve(p.start, deadline)) // keep time to persist the outcome and the outbox
 	}

@@ -164,7 +164,7 @@ func TestClaimLostIsReJudged(t *testing.T) {
 func TestPersistMergesAfterAConflict(t *testing.T) {
 	h := newHarness(t)
 	h.wedgedAndDue()
-	h.store.saveHooks = []func() error{nil, func() error { // the claim goes through; before the final write:
+	h.store.saveHooks = []func() error{nil, nil, func() error { // the restart and alert claims go through; before the final write:
 		h.clk.Step(time.Second)
 		snap, err := h.store.MemoryStore.Load(context.Background())
 		if err != nil {
@@ -556,7 +556,7 @@ func TestShutdownDuringAMergedWriteKeepsTheOtherWriter(t *testing.T) {
 	h.wedgedAndDue()
 	ctx, cancel := context.WithDeadline(context.Background(), t0.Add(time.Hour))
 	defer cancel()
-	h.store.saveHooks = []func() error{nil, func() error { // the claim goes through; before the final write:
+	h.store.saveHooks = []func() error{nil, nil, func() error { // the restart and alert claims go through; before the final write:
 		snap, err := h.store.MemoryStore.Load(context.Background())
 		if err != nil {
 			return err

@@ -74,6 +74,63 @@ func (p *pass) persist(acts []alert.ActOutcome) error {
 	}
 }
 
+// claimAlerts plans the run's notifications and, before any is sent, writes their
+// records into the state with the resourceVersion last read or written, as the
+// restart claim does: of two runs at once (the CronJob controller's Forbid is no
+// guarantee), the one that loses the write re-reads the winner's state, judges
+// again and plans again, and finds the problem already paged. The write also
+// reserves each notification in the outbox, so a run that ends before its sends
+// leaves them to the next run rather than losing them. A claim that cannot be
+// written for another reason (API errors, conflicts past the back-off) sends
+// anyway: a duplicate page is better than none.
+func (p *pass) claimAlerts(d *alert.Dispatcher, acts []alert.ActOutcome, runErr error) []alert.Notification {
+	base := p.next.Clone() // before Plan records anything
+	notes := alert.Plan(p.next, p.res, acts, runErr, p.Clock.Now(), p.Plan)
+	if p.DryRun {
+		return notes
+	}
+	backoff := claimBackoff
+	for len(notes) > 0 {
+		now := p.Clock.Now()
+		claimed := p.next.Clone()
+		d.Reserve(claimed, notes, now)
+		err := p.Store.Save(p.ctx, p.snap, claimed, now)
+		if err == nil {
+			p.rep.StateWritten = true
+			return notes
+		}
+		if !errors.Is(err, statestore.ErrConflict) || backoff.Steps <= 1 {
+			p.Log.Warn().Err(err).Msg("cannot record the alerts before sending them: sending anyway")
+			return notes
+		}
+		select {
+		case <-p.ctx.Done():
+			return notes
+		case <-p.Clock.After(backoff.Step()):
+		}
+		latest, lerr := p.Store.Load(p.ctx)
+		if lerr != nil {
+			p.Log.Warn().Err(lerr).Msg("cannot re-read the state after a conflict: sending the alerts anyway")
+			return notes
+		}
+		p.Log.Warn().Msg("state changed during the run: planning the alerts again from it")
+		*p.snap = *latest
+		p.obs.Merge = true // the other writer may have observed later: never rewind it
+		p.decide(p.snap.State)
+		decide.CountRun(p.next, p.res.Verdict)
+		// This run's own restart records and would-restarts, as persist keeps them.
+		for _, a := range acts {
+			if a.Shadow {
+				upsertWouldRestart(p.next, base, a.Target)
+			} else if rec := base.RestartFor(a.Target.UID); rec != nil {
+				upsertRestart(p.next, *rec)
+			}
+		}
+		notes = alert.Plan(p.next, p.res, acts, runErr, p.Clock.Now(), p.Plan)
+	}
+	return notes
+}
+
 // mergeAlerts keeps, per event, the more recently sent record of the two
 // writers, and the other writer's alerts opened after this run began (an alert
 // this run closed stays closed), so that neither's open problem is lost and no

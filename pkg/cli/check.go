@@ -251,6 +251,7 @@ func (f *checkFlags) options() check.Options {
 			BlindAfter:      f.alerts.BlindAfter,
 			WedgedFor:       f.check.WedgedFor,
 			Cluster:         f.alerts.ClusterName,
+			Labels:          f.alerts.Labels,
 			Namespace:       ns,
 			Version:         version.Version,
 			DryRun:          f.check.DryRun,

@@ -92,7 +92,7 @@ func testNotification(o *AlertOptions, namespace, command string) alert.Notifica
 	now := time.Now().UTC()
 	return alert.Notification{
 		SchemaVersion: alert.SchemaVersion, ID: fmt.Sprintf("test-%d", now.UnixNano()), Event: alert.EventTest,
-		Severity: alert.SeverityInfo, Test: true, Cluster: o.ClusterName, Namespace: namespace,
+		Severity: alert.SeverityInfo, Test: true, Cluster: o.ClusterName, Namespace: namespace, Labels: o.Labels,
 		Reason: "This is a test alert from agentenv-scheduler-watchdog `" + command + "`; no action is needed.",
 		Action: "none", Time: now, Watchdog: version.Version, NextStep: "Nothing to do: this only proves the alert path works.",
 	}

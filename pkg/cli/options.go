@@ -2,8 +2,10 @@ package cli
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -221,6 +223,57 @@ type AlertOptions struct {
 	Alertmanager    AlertmanagerOptions
 	// OutboxKey seals the alerts kept in the state for retry (pkg/alert/outbox.go).
 	OutboxKey string
+	// Labels go on every alert (--alert-labels).
+	Labels AlertLabels
+}
+
+// AlertLabels is --alert-labels: key=value pairs, comma-separated; "" is none.
+type AlertLabels map[string]string
+
+// reservedLabels are the labels the watchdog sets on its Alertmanager alerts: an
+// operator's label of the same name would change what identifies an alert.
+var reservedLabels = map[string]bool{"alertname": true, "severity": true, "event": true, "namespace": true, "cluster": true, "pod": true, "shadow": true}
+
+func (l *AlertLabels) String() string {
+	var kv []string
+	for _, k := range slices.Sorted(maps.Keys(*l)) {
+		kv = append(kv, k+"="+(*l)[k])
+	}
+	return strings.Join(kv, ",")
+}
+
+func (l *AlertLabels) Type() string { return "key=value,..." }
+
+// Set parses key=value pairs; each name must be a label name Alertmanager accepts
+// and not one the watchdog sets itself.
+func (l *AlertLabels) Set(text string) error {
+	out := AlertLabels{}
+	for _, pair := range strings.Split(text, ",") {
+		if strings.TrimSpace(pair) == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(pair, "=")
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		switch {
+		case !ok || v == "":
+			return fmt.Errorf("%q: want key=value", pair)
+		case !labelName.MatchString(k) || strings.HasPrefix(k, "__"):
+			return fmt.Errorf("%q: not a label name (letters, digits and _, not starting with a digit or __)", k)
+		case reservedLabels[k]:
+			return fmt.Errorf("%q: the watchdog sets this label itself", k)
+		case len(v) > 256:
+			return fmt.Errorf("%q: the value is longer than 256 characters", k)
+		}
+		if _, dup := out[k]; dup {
+			return fmt.Errorf("%q: given twice", k)
+		}
+		out[k] = v
+	}
+	if len(out) == 0 {
+		out = nil
+	}
+	*l = out
+	return nil
 }
 
 func (o *AlertOptions) AddFlags(fs *pflag.FlagSet) {
@@ -233,6 +286,7 @@ func (o *AlertOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.RealertInterval, "realert-interval", time.Hour, "remind about a problem still open this often")
 	fs.IntVar(&o.BlindAfter, "blind-after", 3, "alert blind after this many consecutive runs with verdict unknown")
 	fs.DurationVar(&o.AlertTimeout, "alert-timeout", 10*time.Second, "timeout of one delivery attempt")
+	fs.Var(&o.Labels, "alert-labels", "labels on every alert, comma-separated `name=value` pairs (team=scheduling,tier=1), for routing: Alertmanager labels, the webhook's labels, a line in Slack")
 	o.Alertmanager.AddFlags(fs)
 }
 

@@ -136,3 +136,35 @@ func TestValidateReportsEveryInvalidFlagInDeclarationOrder(t *testing.T) {
 		t.Errorf("got %q, want %q", err.Error(), want)
 	}
 }
+
+// TestAlertLabels: --alert-labels takes key=value pairs that Alertmanager accepts
+// as labels, never one the watchdog sets itself; "" is none.
+func TestAlertLabels(t *testing.T) {
+	for text, want := range map[string]string{
+		"":                         "",
+		"team=scheduling":          "team=scheduling",
+		" tier = 1 , team=sched ,": "team=sched,tier=1",
+		"routing_key=a=b":          "routing_key=a=b",
+	} {
+		var l AlertLabels
+		if err := l.Set(text); err != nil || l.String() != want {
+			t.Errorf("%q: %q, %v; want %q", text, l.String(), err, want)
+		}
+	}
+	for text, want := range map[string]string{
+		"team":                             "want key=value",
+		"team=":                            "want key=value",
+		"1team=x":                          "not a label name",
+		"__name__=x":                       "not a label name",
+		"te-am=x":                          "not a label name",
+		"severity=low":                     "sets this label itself",
+		"alertname=x":                      "sets this label itself",
+		"a=1,a=2":                          "given twice",
+		"team=" + strings.Repeat("x", 257): "longer than 256",
+	} {
+		var l AlertLabels
+		if err := l.Set(text); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%.40q: %v, want %q", text, err, want)
+		}
+	}
+}

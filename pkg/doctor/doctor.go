@@ -632,17 +632,21 @@ func (d *Doctor) checkOutboxKey() {
 		"set --outbox-key (WATCHDOG_OUTBOX_KEY) from a Secret: the chart's own Secret has one; with alerts.existingSecret, add a random outbox-key to it")
 }
 
-// checkReach connects to a sink without sending: the network path a run's alerts
-// take (a NetworkPolicy, a firewall, DNS, a proxy) is what a preflight must see.
+// checkReach connects to a sink as a delivery would, without sending: the network
+// path a run's alerts take (a NetworkPolicy, a firewall, DNS, a proxy) and, for
+// https, the receiver's certificate are what a preflight must see.
 func (d *Doctor) checkReach(ctx context.Context, s Sink) {
 	if s.Reach == nil {
 		return
 	}
 	name := s.Name + " is reachable"
 	if err := s.Reach(ctx); err != nil {
-		d.fail(GroupAlerts, name, err.Error(),
-			"this pod cannot open a connection to the sink: check egress (chart: networkPolicy.alertReceivers and extraEgress; DNS), a proxy (HTTPS_PROXY) and the URL's host and port")
+		hint := "this pod cannot open a connection to the sink: check egress (chart: networkPolicy.alertReceivers and extraEgress; DNS), a proxy (HTTPS_PROXY) and the URL's host and port"
+		if strings.Contains(err.Error(), "TLS handshake") {
+			hint = "the receiver's TLS certificate is not accepted, so every delivery would fail the same way: it must chain to a CA the watchdog trusts (the image's CA bundle) and name the URL's host"
+		}
+		d.fail(GroupAlerts, name, err.Error(), hint)
 		return
 	}
-	d.pass(GroupAlerts, name, "TCP connection opened (nothing sent)")
+	d.pass(GroupAlerts, name, "connected as a delivery would (https: TLS handshake verified); nothing sent")
 }

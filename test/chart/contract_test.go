@@ -199,21 +199,29 @@ func renderedEnv(t *testing.T, c corev1.Container, secrets map[string]map[string
 
 func validateOnly(t *testing.T, args, environ []string) (int, string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	code, _, stderr := runWatchdog(t, 30*time.Second, environ, append(append([]string{}, args...), "--validate-only")...)
+	return code, stderr
+}
+
+// runWatchdog runs the watchdog built for these tests as a process with environ
+// (a container's environment) and returns its exit code, stdout and stderr.
+func runWatchdog(t *testing.T, timeout time.Duration, environ []string, args ...string) (int, string, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, watchdogBin, append(append([]string{}, args...), "--validate-only")...)
+	cmd := exec.CommandContext(ctx, watchdogBin, args...)
 	cmd.Env = environ
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
-		return ee.ExitCode(), stderr.String()
+		return ee.ExitCode(), stdout.String(), stderr.String()
 	}
 	if err != nil {
 		t.Fatalf("run watchdog: %v", err)
 	}
-	return 0, stderr.String()
+	return 0, stdout.String(), stderr.String()
 }
 
 func stubKubeconfig(t *testing.T) string {

@@ -1,19 +1,25 @@
 package chart
 
 import (
-	"bytes"
 	"context"
-	"errors"
-	"os/exec"
+	"encoding/pem"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/agentenv/watchdog/internal/testenv"
 	"github.com/agentenv/watchdog/pkg/cli"
@@ -71,7 +77,7 @@ func TestDoctorHookShape(t *testing.T) {
 			}
 			// Every setting of the workload's environment that doctor reads, identical
 			// (secrets through the same secretKeyRef).
-			doctorReads := map[string]bool{"GOMAXPROCS": true, "GOMEMLIMIT": true}
+			doctorReads := map[string]bool{"GOMAXPROCS": true, "GOMEMLIMIT": true, "SSL_CERT_DIR": true}
 			for _, f := range commandFlags(t, "doctor") {
 				doctorReads[cli.EnvName(f)] = true
 			}
@@ -180,24 +186,10 @@ func TestDoctorHookInstalled(t *testing.T) {
 	}
 	run := func(flags ...string) (int, string, string) {
 		t.Helper()
-		rctx, rcancel := context.WithTimeout(context.Background(), time.Minute)
-		defer rcancel()
 		// The only test-only flags: where the simulated scheduler's metrics listen,
 		// and the ServiceAccount's token from outside a pod.
 		args := append(append(append([]string{}, c.Args...), "--kubeconfig", kubeconfig, "--metrics-port", strconv.Itoa(sched.metrics.Port())), flags...)
-		cmd := exec.CommandContext(rctx, watchdogBin, args...)
-		cmd.Env = environ
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		err := cmd.Run()
-		var ee *exec.ExitError
-		code := 0
-		if errors.As(err, &ee) {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatalf("run doctor: %v", err)
-		}
-		return code, stdout.String(), stderr.String()
+		return runWatchdog(t, time.Minute, environ, args...)
 	}
 
 	// A new RoleBinding reaches the authorizer quickly, but not instantly.
@@ -218,5 +210,152 @@ func TestDoctorHookInstalled(t *testing.T) {
 	code, stdout, _ = run("--nodes-port", "8001")
 	if code != 1 || !strings.Contains(stdout, "✗ nodes Service has EndpointSlices with --nodes-port") || !strings.Contains(stdout, "fix: set --nodes-port (chart: scheduler.nodesPort)") {
 		t.Errorf("wrong --nodes-port: exit %d\n%s", code, stdout)
+	}
+}
+
+// TestHelmTestLogs: `helm test <release> --logs`, the README's own check, exits 0 on
+// a passing test and prints the doctor's lines: the hook's Pod must outlive its
+// success long enough for helm to read its log. No kubelet runs here, so the test
+// plays it: it binds the hook's Pod to a Node whose kubelet endpoint serves the
+// log (the API server proxies pods/log there) and marks the Pod Succeeded. A second
+// `helm test` replaces the kept Pod (before-hook-creation).
+func TestHelmTestLogs(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	ns, err := env.CreateNamespace(ctx, "chart-helm-test")
+	must(t, err)
+	installChart(t, ns, release, "")
+	const doctorLine = "✓ all 14 checks passed"
+	kubelet := testenv.StartKubelet(doctorLine + "\n")
+	defer kubelet.Close()
+	podName := fullname + "-doctor"
+	node := ns + "-node"
+
+	var seen []string // UIDs of the hook Pods already played
+	for round := 1; round <= 2; round++ {
+		type result struct {
+			stdout, stderr string
+			err            error
+		}
+		done := make(chan result, 1)
+		go func() {
+			stdout, stderr, err := helm(t, "test", release, "--namespace", ns, "--kubeconfig", env.Kubeconfig, "--logs", "--timeout", "60s")
+			done <- result{stdout, stderr, err}
+		}()
+		var pod *corev1.Pod
+		waitFor(t, 30*time.Second, "helm test to create the doctor Pod", func() bool {
+			p, err := env.Client.CoreV1().Pods(ns).Get(ctx, podName, metav1.GetOptions{})
+			if err == nil && p.DeletionTimestamp != nil {
+				// before-hook-creation deletes the kept Pod and helm waits until it
+				// is gone: the kubelet's part is to confirm the deletion.
+				zero := int64(0)
+				_ = env.Client.CoreV1().Pods(ns).Delete(ctx, podName, metav1.DeleteOptions{GracePeriodSeconds: &zero, Preconditions: &metav1.Preconditions{UID: &p.UID}})
+				return false
+			}
+			if err != nil || slices.Contains(seen, string(p.UID)) {
+				return false
+			}
+			pod = p
+			return true
+		})
+		seen = append(seen, string(pod.UID))
+		if round == 1 {
+			cleanup, err := kubelet.RegisterNode(ctx, env.Client, node, ns, podName)
+			if cleanup != nil {
+				defer cleanup()
+			}
+			must(t, err)
+		} else {
+			must(t, env.Client.CoreV1().Pods(ns).Bind(ctx, &corev1.Binding{
+				ObjectMeta: metav1.ObjectMeta{Name: podName, Namespace: ns},
+				Target:     corev1.ObjectReference{Kind: "Node", Name: node},
+			}, metav1.CreateOptions{}))
+		}
+		pod, err = env.Client.CoreV1().Pods(ns).Get(ctx, podName, metav1.GetOptions{})
+		must(t, err)
+		now := metav1.Now()
+		pod.Status.Phase = corev1.PodSucceeded
+		pod.Status.StartTime = &now
+		pod.Status.ContainerStatuses = []corev1.ContainerStatus{{
+			Name: pod.Spec.Containers[0].Name, Image: pod.Spec.Containers[0].Image,
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed", StartedAt: now, FinishedAt: now}},
+		}}
+		_, err = env.Client.CoreV1().Pods(ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
+		must(t, err)
+		var r result
+		select {
+		case r = <-done:
+		case <-time.After(90 * time.Second):
+			t.Fatalf("round %d: helm test did not finish", round)
+		}
+		if r.err != nil || !strings.Contains(r.stdout, doctorLine) {
+			t.Fatalf("round %d: helm test --logs on a passing test: %v\nstdout:\n%s\nstderr:\n%s", round, r.err, r.stdout, r.stderr)
+		}
+	}
+}
+
+// TestDoctorTrustsTheCABundle: with caBundle, the hook's doctor (as every run of the
+// workload) trusts a receiver whose certificate the private CA signed, and still
+// the image's public CAs; without it, the same receiver is a ✗. The hook's process
+// runs with the rendered environment, SSL_CERT_DIR pointing where the test put the
+// ConfigMap's content (as the kubelet mounts it at the hook's volumeMount).
+func TestDoctorTrustsTheCABundle(t *testing.T) {
+	ctx, cancel := testenv.Ctx()
+	defer cancel()
+	ns, err := env.CreateNamespace(ctx, "chart-ca")
+	must(t, err)
+	installChart(t, ns, release, "caBundle: {configMap: corp-ca}\nalerts: {webhookURL: 'https://hooks.invalid/watchdog', webhookSecret: k}")
+	sched := layOutScheduler(t, ns, fixture(t, "scheduler-metrics-healthy.txt"))
+	kubeconfig, _ := saKubeconfig(t, ns, fullname)
+	var hits atomic.Int32
+	receiver := httptest.NewTLSServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { hits.Add(1) }))
+	defer receiver.Close()
+	receiver.Config.ErrorLog = log.New(io.Discard, "", 0)
+	caDir := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(caDir, "ca.crt"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: receiver.Certificate().Raw}), 0o644))
+
+	pod := parse(t, mustHelm(t, "get", "hooks", release, "--namespace", ns, "--kubeconfig", env.Kubeconfig)).doctorPod()
+	c := pod.Spec.Containers[0]
+	mounted := ""
+	for _, m := range c.VolumeMounts {
+		if m.Name == "ca-bundle" && m.ReadOnly {
+			mounted = m.MountPath
+		}
+	}
+	var withCA, withoutCA []string
+	for _, e := range containerEnv(t, ns, c, pod.Name) {
+		if name, value, _ := strings.Cut(e, "="); name == "SSL_CERT_DIR" {
+			if value != mounted || mounted == "" {
+				t.Fatalf("SSL_CERT_DIR=%s, the CA bundle is mounted at %q", value, mounted)
+			}
+			withCA = append(withCA, "SSL_CERT_DIR="+caDir)
+			continue
+		}
+		withCA, withoutCA = append(withCA, e), append(withoutCA, e)
+	}
+	if len(withCA) == len(withoutCA) {
+		t.Fatal("the hook's environment has no SSL_CERT_DIR")
+	}
+	run := func(environ []string) (int, string) {
+		t.Helper()
+		args := append(append([]string{}, c.Args...), "--kubeconfig", kubeconfig, "--metrics-port", strconv.Itoa(sched.metrics.Port()), "--webhook-url", receiver.URL+"/hook")
+		code, stdout, _ := runWatchdog(t, time.Minute, environ, args...)
+		return code, stdout
+	}
+	var code int
+	var out string
+	waitFor(t, 10*time.Second, "doctor to pass with the chart's rights and its CA bundle", func() bool {
+		code, out = run(withCA)
+		return code == 0
+	})
+	if !strings.Contains(out, "✓ webhook is reachable") {
+		t.Errorf("with the CA bundle:\n%s", out)
+	}
+	code, out = run(withoutCA)
+	if code != 1 || !strings.Contains(out, "✗ webhook is reachable") || !strings.Contains(out, "certificate") {
+		t.Errorf("without the CA bundle: exit %d\n%s", code, out)
+	}
+	if n := hits.Load(); n != 0 {
+		t.Errorf("doctor sent %d request(s) to the receiver", n)
 	}
 }

@@ -275,30 +275,42 @@ func identityLimits(t *testing.T, ns, method string, sa kubernetes.Interface) {
 	}
 }
 
-// TestChartOneOffDryRun runs the NOTES recipe for a one-off dry run.
+// TestChartOneOffDryRun runs the NOTES recipe for a one-off dry run, on a live
+// install and on a shadow install (a dry run is never also shadow mode: the recipe
+// turns shadow off for its one run).
 func TestChartOneOffDryRun(t *testing.T) {
-	in := install(t, "delete", "scheduler-metrics-healthy.txt")
-	oneOffDryRun(t, in.ns, in.kubeconfig, in.flags)
+	t.Run("live", func(t *testing.T) {
+		in := install(t, "delete", "scheduler-metrics-healthy.txt")
+		oneOffDryRun(t, in.ns, in.notes, in.kubeconfig, in.flags)
+	})
+	t.Run("shadow", func(t *testing.T) {
+		in := installWith(t, "delete", "scheduler-metrics-healthy.txt", "decision: {shadow: true}")
+		oneOffDryRun(t, in.ns, in.notes, in.kubeconfig, in.flags)
+	})
 }
 
-// oneOffDryRun runs the NOTES recipe with the control plane's kubectl: a Job from
-// the CronJob with WATCHDOG_DRY_RUN=true; then runs that Job's container.
-func oneOffDryRun(t *testing.T, ns, kubeconfig string, flags []string) {
+// oneOffDryRun runs the NOTES recipe, as the NOTES print it, with the control
+// plane's kubectl: a Job from the CronJob with WATCHDOG_DRY_RUN=true; then runs
+// that Job's container.
+func oneOffDryRun(t *testing.T, ns, notes, kubeconfig string, flags []string) {
 	assets, err := testenv.Assets()
 	must(t, err)
 	kubectl := filepath.Join(assets, "kubectl")
-	script := fmt.Sprintf(`set -euo pipefail
-%[1]s -n %[2]s create job wd-dry-1 --from=cronjob/%[3]s --dry-run=client -o yaml \
-  | %[1]s set env --local -f - WATCHDOG_DRY_RUN=true -o yaml \
-  | %[1]s -n %[2]s apply -f -`, kubectl, ns, fullname)
-	cmd := exec.Command("bash", "-c", script)
+	_, recipe, ok := strings.Cut(notes, "2. A one-off run now, as a dry run")
+	if !ok {
+		t.Fatalf("NOTES have no one-off dry-run recipe:\n%s", notes)
+	}
+	recipe, _, _ = strings.Cut(strings.TrimLeft(recipe[strings.Index(recipe, "\n\n")+2:], " "), "\n\n")
+	recipe = strings.ReplaceAll(strings.ReplaceAll(recipe, "kubectl ", kubectl+" "), "$(date +%s)", "1")
+	cmd := exec.Command("bash", "-c", "set -euo pipefail\n"+recipe)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+env.Kubeconfig)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("NOTES dry-run recipe: %v\n%s", err, out)
+		t.Fatalf("NOTES dry-run recipe: %v\n%s\n%s", err, recipe, out)
 	}
+	const jobName = fullname + "-dry-1"
 	ctx, cancel := testenv.Ctx()
 	defer cancel()
-	job, err := env.Client.BatchV1().Jobs(ns).Get(ctx, "wd-dry-1", metav1.GetOptions{})
+	job, err := env.Client.BatchV1().Jobs(ns).Get(ctx, jobName, metav1.GetOptions{})
 	must(t, err)
 	c := job.Spec.Template.Spec.Containers[0]
 	var dry []string
@@ -314,7 +326,7 @@ func oneOffDryRun(t *testing.T, ns, kubeconfig string, flags []string) {
 		t.Errorf("one-off Job lost the CronJob's pod settings: sa %q deadline %v", job.Spec.Template.Spec.ServiceAccountName, job.Spec.ActiveDeadlineSeconds)
 	}
 	cmBefore, _ := stateOf(t, ns)
-	wd := &chartWatchdog{t: t, args: c.Args, env: containerEnv(t, ns, c, "wd-dry-1-x"), kubeconfig: kubeconfig}
+	wd := &chartWatchdog{t: t, args: c.Args, env: containerEnv(t, ns, c, jobName+"-x"), kubeconfig: kubeconfig}
 	r := wd.check(flags...)
 	if r.code != 0 || !r.report.DryRun || r.report.StateWritten {
 		t.Fatalf("one-off dry run: exit %d dryRun %v stateWritten %v\n%s", r.code, r.report.DryRun, r.report.StateWritten, r.stderr)
@@ -323,7 +335,7 @@ func oneOffDryRun(t *testing.T, ns, kubeconfig string, flags []string) {
 	if cmAfter.ResourceVersion != cmBefore.ResourceVersion {
 		t.Errorf("a dry run wrote the state ConfigMap")
 	}
-	must(t, env.Client.BatchV1().Jobs(ns).Delete(ctx, "wd-dry-1", metav1.DeleteOptions{}))
+	must(t, env.Client.BatchV1().Jobs(ns).Delete(ctx, jobName, metav1.DeleteOptions{}))
 }
 
 // TestChartUpgradeKeepsState: `helm upgrade` with new values leaves the state the

@@ -22,3 +22,32 @@ func TestShowReadme(t *testing.T) {
 		}
 	}
 }
+
+// TestReadmeUninstallNamesWhatStays: the README's uninstall section names every
+// object `helm uninstall` leaves behind: each one the chart marks
+// helm.sh/resource-policy: keep, and the `helm test` Pod (hooks are not uninstalled).
+func TestReadmeUninstallNamesWhatStays(t *testing.T) {
+	root := filepath.Dir(filepath.Dir(chartDir))
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	must(t, err)
+	_, section, ok := strings.Cut(string(readme), "\n## Upgrade and uninstall\n")
+	if !ok {
+		t.Fatal("README has no \"## Upgrade and uninstall\" section")
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	section = strings.Join(strings.Fields(section), " ") // names may wrap
+	var kept []string
+	for _, o := range render(t, "").objs {
+		if o.GetAnnotations()["helm.sh/resource-policy"] == "keep" {
+			kept = append(kept, o.GetName())
+		}
+	}
+	if len(kept) < 2 {
+		t.Fatalf("kept objects %v: want the state and evidence ConfigMaps at least", kept)
+	}
+	for _, name := range append(kept, "watchdog-agentenv-scheduler-watchdog-doctor") {
+		if !strings.Contains(section, name) {
+			t.Errorf("the README's uninstall section does not name %s, which uninstall leaves", name)
+		}
+	}
+}

@@ -63,7 +63,8 @@ func checkNotes(t *testing.T, notes, ns string) {
 	for _, want := range []string{
 		"kubectl -n " + ns + " logs job/$job",
 		"--from=cronjob/" + fullname,
-		"kubectl set env --local -f - WATCHDOG_DRY_RUN=true",
+		"kubectl set env --local -f - WATCHDOG_DRY_RUN=true WATCHDOG_SHADOW=false",
+		"helm test " + release + " -n " + ns + " --logs",
 		"get configmap " + stateName + ` -o jsonpath='{.data.state\.json}'`,
 		`"spec":{"suspend":true}`,
 	} {
@@ -95,13 +96,19 @@ type installed struct {
 // page (a testdata/ fixture).
 func install(t *testing.T, method, page string) *installed {
 	t.Helper()
+	return installWith(t, method, page, "")
+}
+
+// installWith is install with more values (YAML) after the test's own.
+func installWith(t *testing.T, method, page, more string) *installed {
+	t.Helper()
 	ctx, cancel := testenv.Ctx()
 	defer cancel()
 	ns, err := env.CreateNamespace(ctx, "chart-"+method)
 	must(t, err)
 	values := fmt.Sprintf("restart: {method: %s}\nalerts: {webhookURL: 'https://hooks.invalid/watchdog', webhookSecret: %s, clusterName: envtest}\n", method, hmacKey)
 	in := &installed{}
-	in.releaseT, in.notes = installChart(t, ns, release, values)
+	in.releaseT, in.notes = installChart(t, ns, release, values+more)
 	in.sched = layOutScheduler(t, ns, fixture(t, page))
 	in.kubeconfig, in.sa = saKubeconfig(t, ns, fullname)
 	in.wd = cronJobWatchdog(t, ns, in.kubeconfig)

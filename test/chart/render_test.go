@@ -970,3 +970,88 @@ func TestOneValuesReference(t *testing.T) {
 		}
 	}
 }
+
+// TestGlobalImageRegistry: global.imageRegistry, the mirror convention of most
+// charts, is used, never silently ignored: it replaces the registry of
+// image.repository in every container the chart runs (workload and test hook),
+// keeping the image's path; what is not a registry is refused by the schema.
+func TestGlobalImageRegistry(t *testing.T) {
+	for _, c := range []struct{ values, want string }{
+		{"", "ghcr.io/agentenv/scheduler-watchdog:"},
+		{"global: {imageRegistry: 'registry.corp.example:5000'}", "registry.corp.example:5000/agentenv/scheduler-watchdog:"},
+		{"global: {imageRegistry: 'mirror.example/ghcr/'}", "mirror.example/ghcr/agentenv/scheduler-watchdog:"},
+		{"global: {imageRegistry: 'localhost:5000'}\nimage: {repository: agentenv/wd}", "localhost:5000/agentenv/wd:"},
+		{"global: {imageRegistry: 'localhost:5000'}\nimage: {repository: 'localhost/wd', digest: 'sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef'}",
+			"localhost:5000/wd@sha256:"},
+		{"mode: deployment\nglobal: {imageRegistry: 'registry.corp.example'}", "registry.corp.example/agentenv/scheduler-watchdog:"},
+	} {
+		r := render(t, c.values)
+		for what, image := range map[string]string{"workload": r.podSpec().Containers[0].Image, "helm test hook": r.doctorPod().Spec.Containers[0].Image} {
+			if !strings.HasPrefix(image, c.want) {
+				t.Errorf("%q: %s image %q, want %s...", c.values, what, image, c.want)
+			}
+		}
+	}
+	for _, bad := range []string{"https://registry.example", "Registry.Example", "registry.example:port"} {
+		if _, err := renderErr(t, "global: {imageRegistry: '"+bad+"'}"); err == nil || !strings.Contains(err.Error(), "imageRegistry") {
+			t.Errorf("global.imageRegistry %q: want refused by the schema, got %v", bad, err)
+		}
+	}
+}
+
+// TestExtraVolumesAndCABundle: extraVolumes and extraVolumeMounts reach the pods of
+// both modes and the helm test hook, beside the CA bundle's volume; the root
+// filesystem stays read-only; both a ConfigMap and a Secret bundle are refused.
+func TestExtraVolumesAndCABundle(t *testing.T) {
+	const extras = "extraVolumes: [{name: corp, secret: {secretName: corp-tls}}]\nextraVolumeMounts: [{name: corp, mountPath: /etc/corp, readOnly: true}]\n"
+	for _, mode := range []string{"cronjob", "deployment"} {
+		r := render(t, extras+"caBundle: {secret: corp-ca}\nmode: "+mode)
+		for what, spec := range map[string]*corev1.PodSpec{"workload": r.podSpec(), "helm test hook": &r.doctorPod().Spec} {
+			vols := map[string]corev1.Volume{}
+			for _, v := range spec.Volumes {
+				vols[v.Name] = v
+			}
+			if vols["corp"].Secret == nil || vols["corp"].Secret.SecretName != "corp-tls" || vols["ca-bundle"].Secret == nil || vols["ca-bundle"].Secret.SecretName != "corp-ca" {
+				t.Errorf("%s, %s: volumes %+v", mode, what, spec.Volumes)
+			}
+			c := spec.Containers[0]
+			mounts := map[string]string{}
+			for _, m := range c.VolumeMounts {
+				mounts[m.Name] = m.MountPath
+			}
+			if mounts["corp"] != "/etc/corp" || mounts["ca-bundle"] != "/etc/watchdog/ca" || envOf(c)["SSL_CERT_DIR"].Value != "/etc/watchdog/ca" {
+				t.Errorf("%s, %s: mounts %v, SSL_CERT_DIR %q", mode, what, mounts, envOf(c)["SSL_CERT_DIR"].Value)
+			}
+			if c.SecurityContext == nil || c.SecurityContext.ReadOnlyRootFilesystem == nil || !*c.SecurityContext.ReadOnlyRootFilesystem {
+				t.Errorf("%s, %s: the root filesystem is no longer read-only", mode, what)
+			}
+		}
+	}
+	plain := render(t, "")
+	if spec := plain.podSpec(); len(spec.Volumes) != 0 || len(spec.Containers[0].VolumeMounts) != 0 {
+		t.Errorf("a default install mounts %+v %+v", spec.Volumes, spec.Containers[0].VolumeMounts)
+	}
+	if _, err := renderErr(t, "caBundle: {configMap: a, secret: b}"); err == nil || !strings.Contains(err.Error(), "caBundle") {
+		t.Errorf("both a ConfigMap and a Secret bundle: %v", err)
+	}
+}
+
+// TestAlertLabelsValue: alerts.extraLabels reaches the watchdog as --alert-labels
+// (sorted name=value pairs; none by default), in the workload and the hook; the
+// schema refuses the watchdog's own label names and values a comma would split.
+func TestAlertLabelsValue(t *testing.T) {
+	r := render(t, "alerts: {extraLabels: {tier: '1', team: scheduling}}")
+	for what, c := range map[string]corev1.Container{"workload": r.podSpec().Containers[0], "hook": r.doctorPod().Spec.Containers[0]} {
+		if got := envOf(c)["WATCHDOG_ALERT_LABELS"].Value; got != "team=scheduling,tier=1" {
+			t.Errorf("%s: WATCHDOG_ALERT_LABELS=%q", what, got)
+		}
+	}
+	if got, ok := envOf(render(t, "").podSpec().Containers[0])["WATCHDOG_ALERT_LABELS"]; !ok || got.Value != "" {
+		t.Errorf("default: WATCHDOG_ALERT_LABELS %+v (set: %v), want empty", got, ok)
+	}
+	for _, bad := range []string{"{severity: low}", "{'te-am': x}", "{team: 'a,b'}", "{team: ''}"} {
+		if _, err := renderErr(t, "alerts: {extraLabels: "+bad+"}"); err == nil {
+			t.Errorf("alerts.extraLabels %s accepted", bad)
+		}
+	}
+}

@@ -325,3 +325,38 @@ func TestAlertmanagerAcceptsEveryEvent(t *testing.T) {
 		}
 	}
 }
+
+// TestAlertLabelsOnEverySink: --alert-labels (team routing) reach every alert: the
+// real Alertmanager's labels (the watchdog's own unchanged), the webhook's labels,
+// and Slack's message; a label the watchdog sets itself is refused.
+func TestAlertLabelsOnEverySink(t *testing.T) {
+	am := startAlertmanager(t)
+	rcv := newReceiver(t)
+	s := newScenario(t, layout{serving: 3, page: fixture(t, "scheduler-metrics-discovery-dead.txt")})
+	flags := append(checkAlertFlags(rcv), "--alertmanager-url", am.Base, "--alertmanager-bearer-token", amToken,
+		"--alert-labels", "team=scheduling, tier=1")
+	s.check(flags...).expect(t, 0, "wedged", "wait")
+
+	var wedged []gettableAlert
+	for _, a := range am.active(t, s.ns) {
+		if a.Labels["alertname"] == "AgentenvSchedulerWedged" {
+			wedged = append(wedged, a)
+		}
+	}
+	if len(wedged) != 1 || wedged[0].Labels["team"] != "scheduling" || wedged[0].Labels["tier"] != "1" ||
+		wedged[0].Labels["severity"] != "critical" || wedged[0].Labels["namespace"] != s.ns {
+		t.Errorf("Alertmanager holds %+v", wedged)
+	}
+	hooks := webhooks(t, rcv.since(0, webhookPath))
+	if len(hooks) != 1 || hooks[0].Labels["team"] != "scheduling" || hooks[0].Labels["tier"] != "1" {
+		t.Errorf("webhook notifications %+v", hooks)
+	}
+	slackBodies := rcv.since(0, slackPath)
+	if len(slackBodies) != 1 || !strings.Contains(string(slackBodies[0].Body), "team=scheduling · tier=1") {
+		t.Errorf("Slack messages %d, want one naming the labels", len(slackBodies))
+	}
+	bad := s.check(append(flags, "--alert-labels", "severity=low")...)
+	if bad.code != 2 || !strings.Contains(bad.stderr, "the watchdog sets this label itself") {
+		t.Errorf("a reserved label: exit %d\n%s", bad.code, bad.stderr)
+	}
+}

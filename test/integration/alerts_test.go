@@ -51,6 +51,7 @@ type receiver struct {
 	reqs    []received
 	status  map[string]int // by path; "" for every other path
 	hang    bool
+	delay   time.Duration // before each answer
 	release chan struct{}
 }
 
@@ -73,8 +74,13 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 	if !ok {
 		code = r.status[""]
 	}
-	hang := r.hang
+	hang, delay := r.hang, r.delay
 	r.mu.Unlock()
+	select {
+	case <-time.After(delay):
+	case <-req.Context().Done():
+		return
+	}
 	if hang {
 		select {
 		case <-r.release:
@@ -95,6 +101,13 @@ func (r *receiver) setStatus(path string, code int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.status[path] = code
+}
+
+// setDelay makes every answer come after d, as a slow receiver's does.
+func (r *receiver) setDelay(d time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.delay = d
 }
 
 func (r *receiver) setHang(hang bool) {

@@ -2,8 +2,12 @@ package integration
 
 import (
 	"encoding/json"
+	"io"
+	"log"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -417,6 +421,27 @@ func TestDoctorStateAndSinks(t *testing.T) {
 	blocked.expectOnly(t, "webhook is reachable")
 	if c := blocked.check(t, "webhook is reachable"); !strings.Contains(c.Hint, "networkPolicy") {
 		t.Errorf("%+v", c)
+	}
+	// An https receiver whose certificate the watchdog does not trust: the port is
+	// open, yet every send would fail the handshake, so the preflight fails too, for
+	// each kind of sink, and nothing reaches the receiver.
+	var tlsHits atomic.Int32
+	untrusted := httptest.NewTLSServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { tlsHits.Add(1) }))
+	defer untrusted.Close()
+	untrusted.Config.ErrorLog = log.New(io.Discard, "", 0)
+	for _, c := range []struct{ check, flag, url string }{
+		{"webhook is reachable", "--webhook-url", untrusted.URL + webhookPath},
+		{"slack is reachable", "--slack-webhook-url", untrusted.URL + "/services/T0/B0/x"},
+		{"alertmanager is reachable", "--alertmanager-url", untrusted.URL},
+	} {
+		d := runDoctor(t, s.doctorArgs(c.flag, c.url, "--alert-timeout", "2s", "--outbox-key", outboxKey)...)
+		d.expectOnly(t, c.check)
+		if r := d.check(t, c.check); !strings.Contains(r.Detail, "certificate") || !strings.Contains(r.Hint, "CA") {
+			t.Errorf("%s with an untrusted certificate: %+v", c.flag, r)
+		}
+	}
+	if n := tlsHits.Load(); n != 0 {
+		t.Errorf("doctor sent %d request(s) to the untrusted receiver", n)
 	}
 	// Sinks without --outbox-key: what a refused alert leaves in the state for retry
 	// could not be told from what a ConfigMap editor writes there.

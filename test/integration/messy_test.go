@@ -225,6 +225,41 @@ func TestRaceLoserDoesNotPage(t *testing.T) {
 	}
 }
 
+// Two runs at once (the CronJob controller's Forbid is no guarantee: it ran two
+// Jobs after an API-server restart) page once per problem, even when the receiver
+// answers slowly: the run that loses the alert claim re-reads the winner's state,
+// finds the problem paged, and sends nothing of its own. The claim's reservation
+// leaves nothing in the outbox once the page is delivered.
+func TestOverlappingRunsPageOnce(t *testing.T) {
+	for round := 0; round < 2; round++ {
+		rcv := newReceiver(t)
+		rcv.setDelay(3 * time.Second)
+		s := newScenario(t, layout{serving: 3, page: fixture(t, "scheduler-metrics-discovery-dead.txt")})
+		results := s.race(2, "--webhook-url", rcv.url(webhookPath), "--webhook-secret", hmacKey, "--alert-timeout", "10s")
+		for _, r := range results {
+			if r.code != 0 {
+				t.Fatalf("round %d: a racing run failed: exit %d\n%s", round, r.code, r.stderr)
+			}
+		}
+		var ids []string
+		for _, n := range webhooks(t, rcv.since(0, webhookPath)) {
+			if n.Event == "wedged" {
+				ids = append(ids, n.ID)
+			}
+		}
+		if len(ids) != 1 {
+			t.Fatalf("round %d: %d wedged pages (ids %v), want 1", round, len(ids), ids)
+		}
+		st, _ := s.state()
+		if a := st.Alerts["wedged"]; a == nil || a.LastSentAt == nil {
+			t.Errorf("round %d: the wedged alert is not recorded as sent: %+v", round, a)
+		}
+		if len(st.Outbox) != 0 {
+			t.Errorf("round %d: outbox %+v, want empty: the page was delivered", round, st.Outbox)
+		}
+	}
+}
+
 // A run whose write loses to a run that observed later merges its older
 // observation: the newer record stands (the newer counters are not a "counter
 // reset", the episode is not closed as "process restarted").

@@ -83,10 +83,21 @@ app.kubernetes.io/part-of: agentenv
 {{- end -}}
 
 {{- define "watchdog.image" -}}
+{{- $repo := .Values.image.repository -}}
+{{- with (.Values.global | default dict).imageRegistry -}}
+{{- /* A mirror: its registry replaces image.repository's (the first path element
+when it names a host: a dot, a port or localhost), keeping the image's path. */ -}}
+{{- $parts := splitList "/" $repo -}}
+{{- $first := first $parts -}}
+{{- if and (gt (len $parts) 1) (or (contains "." $first) (contains ":" $first) (eq $first "localhost")) -}}
+{{- $parts = rest $parts -}}
+{{- end -}}
+{{- $repo = printf "%s/%s" (trimSuffix "/" .) (join "/" $parts) -}}
+{{- end -}}
 {{- if .Values.image.digest -}}
-{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- printf "%s@%s" $repo .Values.image.digest -}}
 {{- else -}}
-{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- printf "%s:%s" $repo (default .Chart.AppVersion .Values.image.tag) -}}
 {{- end -}}
 {{- end -}}
 
@@ -103,6 +114,93 @@ seconds, rounded up, so templates can compare durations with each other. */}}
 {{- $total = addf $total (mulf (float64 $num) (get $units $unit)) -}}
 {{- end -}}
 {{- ceil $total | int64 -}}
+{{- end -}}
+
+{{/* watchdog.cronInterval is the shortest gap, in seconds, between two runs of a
+CronJob schedule (five fields or a macro), read as the CronJob controller reads it
+(robfig/cron's standard syntax): the minute and hour fields give the run times of a
+day; the gap across midnight is counted as if the next day runs too, so a schedule
+whose days are restricted (day of month, month, day of week) is judged by its
+busiest day and a daily or rarer one counts as a day. */}}
+{{- define "watchdog.cronInterval" -}}
+{{- $spec := trim (toString .) -}}
+{{- $macros := dict "@yearly" "0 0 1 1 *" "@annually" "0 0 1 1 *" "@monthly" "0 0 1 * *" "@weekly" "0 0 * * 0" "@daily" "0 0 * * *" "@midnight" "0 0 * * *" "@hourly" "0 * * * *" -}}
+{{- $spec = get $macros $spec | default $spec -}}
+{{- $fields := regexSplit "\\s+" $spec -1 -}}
+{{- if ne (len $fields) 5 -}}
+{{- fail (printf "cronjob.schedule %q: want five fields (minute hour day-of-month month day-of-week) or a macro such as @hourly" . ) -}}
+{{- end -}}
+{{- $minutes := include "watchdog.cronField" (list (index $fields 0) "minute" 0 59) | splitList "," -}}
+{{- $hours := include "watchdog.cronField" (list (index $fields 1) "hour" 0 23) | splitList "," -}}
+{{- $first := -1 -}}
+{{- $prev := -1 -}}
+{{- $gap := 1440 -}}
+{{- range $h := until 24 -}}
+{{- if has (toString $h) $hours -}}
+{{- range $m := until 60 -}}
+{{- if has (toString $m) $minutes -}}
+{{- $t := add (mul $h 60) $m -}}
+{{- if ge $prev 0 -}}
+{{- $gap = min $gap (sub $t $prev) -}}
+{{- else -}}
+{{- $first = $t -}}
+{{- end -}}
+{{- $prev = $t -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- $gap = min $gap (add (sub 1440 $prev) $first) -}}
+{{- mul $gap 60 -}}
+{{- end -}}
+
+{{/* watchdog.cronField expands one cron field (list: text, name, lowest, highest)
+into its values, comma-separated: "*", "a", "a-b", each with an optional "/step"
+("a/step" runs from a to the highest), joined by commas. */}}
+{{- define "watchdog.cronField" -}}
+{{- $text := index . 0 -}}
+{{- $name := index . 1 -}}
+{{- $lowest := index . 2 | int -}}
+{{- $highest := index . 3 | int -}}
+{{- $out := list -}}
+{{- range $part := splitList "," $text -}}
+{{- if not (regexMatch "^(\\*|[0-9]+(-[0-9]+)?)(/[0-9]+)?$" $part) -}}
+{{- fail (printf "cronjob.schedule: cannot read the %s field %q (want *, a number, a-b, each with an optional /step, comma-separated)" $name $text) -}}
+{{- end -}}
+{{- $rangeStep := splitList "/" $part -}}
+{{- $step := 1 -}}
+{{- if gt (len $rangeStep) 1 -}}
+{{- $step = index $rangeStep 1 | int -}}
+{{- end -}}
+{{- $lo := $lowest -}}
+{{- $hi := $highest -}}
+{{- $r := index $rangeStep 0 -}}
+{{- if ne $r "*" -}}
+{{- $bounds := splitList "-" $r -}}
+{{- $lo = index $bounds 0 | int -}}
+{{- if gt (len $bounds) 1 -}}
+{{- $hi = index $bounds 1 | int -}}
+{{- else if eq (len $rangeStep) 1 -}}
+{{- $hi = $lo -}}
+{{- end -}}
+{{- end -}}
+{{- if or (lt $step 1) (lt $lo $lowest) (gt $hi $highest) (gt $lo $hi) -}}
+{{- fail (printf "cronjob.schedule: the %s field %q is out of range (%d-%d, step at least 1)" $name $text $lowest $highest) -}}
+{{- end -}}
+{{- $out = concat $out (untilStep $lo (add1 $hi | int) $step) -}}
+{{- end -}}
+{{- join "," $out -}}
+{{- end -}}
+
+{{/* watchdog.alertLabels is alerts.extraLabels as --alert-labels takes it:
+name=value pairs, sorted, comma-separated ("" for none). */}}
+{{- define "watchdog.alertLabels" -}}
+{{- $labels := .Values.alerts.extraLabels | default dict -}}
+{{- $pairs := list -}}
+{{- range $k := keys $labels | sortAlpha -}}
+{{- $pairs = append $pairs (printf "%s=%v" $k (get $labels $k)) -}}
+{{- end -}}
+{{- join "," $pairs -}}
 {{- end -}}
 
 {{/* Consistency checks the schema cannot express (it sees one value at a time). */}}
@@ -122,14 +220,15 @@ seconds, rounded up, so templates can compare durations with each other. */}}
 {{- if le $deadline $timeout -}}
 {{- fail (printf "cronjob.activeDeadlineSeconds (%d) must be longer than run.timeout (%s = %ds): the watchdog must hit its own deadline first and report why" $deadline $v.run.timeout $timeout) -}}
 {{- end -}}
-{{- /* For the common every-N-minutes schedules the interval is known: a run must end before the next is due. */ -}}
-{{- $every := regexFind "^\\*/[0-9]+ \\* \\* \\* \\*$" (trim $v.cronjob.schedule) -}}
-{{- if $every -}}
-{{- $interval := mul (regexFind "[0-9]+" $every | int64) 60 -}}
+{{- /* A run must end before the next is due, whatever the schedule's spelling
+(five stars run every minute, as a step of 1 does): the shortest gap between two runs. */ -}}
+{{- $interval := include "watchdog.cronInterval" $v.cronjob.schedule | int64 -}}
 {{- if ge $deadline $interval -}}
-{{- fail (printf "cronjob.activeDeadlineSeconds (%d) must be shorter than the schedule's interval (%q = %ds): with concurrencyPolicy Forbid a longer run makes the next one skip" $deadline $v.cronjob.schedule $interval) -}}
+{{- fail (printf "cronjob.activeDeadlineSeconds (%d) must be shorter than the schedule's interval (%q runs as often as every %ds): with concurrencyPolicy Forbid a longer run makes the next one skip" $deadline $v.cronjob.schedule $interval) -}}
 {{- end -}}
 {{- end -}}
+{{- if and $v.caBundle.configMap $v.caBundle.secret -}}
+{{- fail "caBundle: set configMap or secret, not both" -}}
 {{- end -}}
 {{- if and $v.dryRun $v.decision.shadow -}}
 {{- fail "dryRun and decision.shadow: choose one (a dry run writes and sends nothing; shadow mode keeps its record and restarts nothing)" -}}
@@ -192,6 +291,7 @@ short and readable in `kubectl describe`), secrets through secretKeyRef only. */
   (list "RESTART_BACKOFF_MAX" $v.restart.backoffMax)
   (list "DRY_RUN" $v.dryRun)
   (list "CLUSTER_NAME" $v.alerts.clusterName)
+  (list "ALERT_LABELS" (include "watchdog.alertLabels" .))
   (list "RUNBOOK_URL" $v.alerts.runbookURL)
   (list "REALERT_INTERVAL" $v.alerts.realertInterval)
   (list "BLIND_AFTER" (int64 $v.alerts.blindAfter))
@@ -284,6 +384,51 @@ tolerations:
 {{- with .Values.affinity }}
 affinity:
   {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- $ca := .Values.caBundle | default dict }}
+{{- if or $ca.configMap $ca.secret .Values.extraVolumes }}
+volumes:
+  {{- with $ca.configMap }}
+  - name: ca-bundle
+    configMap:
+      name: {{ . }}
+  {{- end }}
+  {{- with $ca.secret }}
+  - name: ca-bundle
+    secret:
+      secretName: {{ . }}
+  {{- end }}
+  {{- with .Values.extraVolumes }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+{{- end }}
+{{- end -}}
+
+{{/* watchdog.containerExtras: what every watchdog container (workload and helm test
+hook) adds to its environment and mounts for caBundle and extraVolumeMounts. The CA
+bundle's directory joins Go's system roots through SSL_CERT_DIR (the image's public
+CAs stay trusted): every TLS connection to a receiver, the Pushgateway or a proxy
+trusts it; the API server's CA is the ServiceAccount's own, unaffected. */}}
+{{- define "watchdog.caEnv" -}}
+{{- $ca := .Values.caBundle | default dict }}
+{{- if or $ca.configMap $ca.secret }}
+- name: SSL_CERT_DIR
+  value: /etc/watchdog/ca
+{{- end }}
+{{- end -}}
+
+{{- define "watchdog.volumeMounts" -}}
+{{- $ca := .Values.caBundle | default dict }}
+{{- if or $ca.configMap $ca.secret .Values.extraVolumeMounts }}
+volumeMounts:
+  {{- if or $ca.configMap $ca.secret }}
+  - name: ca-bundle
+    mountPath: /etc/watchdog/ca
+    readOnly: true
+  {{- end }}
+  {{- with .Values.extraVolumeMounts }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
 {{- end }}
 {{- end -}}
 
