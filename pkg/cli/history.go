@@ -19,6 +19,7 @@ import (
 	"github.com/agentenv/watchdog/pkg/kube"
 	"github.com/agentenv/watchdog/pkg/state"
 	"github.com/agentenv/watchdog/pkg/statestore"
+	"github.com/agentenv/watchdog/pkg/termtext"
 )
 
 // Entry is one line of the history: something the watchdog saw or did.
@@ -231,53 +232,53 @@ func writeHistoryText(w io.Writer, entries []Entry, notes []string) error {
 		if e.Pod != "" {
 			pod = " " + e.Pod
 		}
-		fmt.Fprintf(w, "%s  %-13s%s: %s\n", e.At.UTC().Format(time.RFC3339), e.Kind, pod, e.What)
+		termtext.Fprintf(w, "%s  %-13s%s: %s\n", e.At.UTC().Format(time.RFC3339), e.Kind, pod, e.What)
 		for _, kv := range [][2]string{{"reason", e.Reason}, {"evidence", e.Evidence}, {"gates", e.Gates}, {"healed", e.Healed}, {"evidence bundle", e.Bundle}} {
 			if kv[1] != "" {
-				fmt.Fprintf(w, "    %s: %s\n", kv[0], kv[1])
+				termtext.Fprintf(w, "    %s: %s\n", kv[0], kv[1])
 			}
 		}
 		for _, n := range e.Notes {
-			fmt.Fprintf(w, "    note: %s\n", n)
+			termtext.Fprintf(w, "    note: %s\n", n)
 		}
 	}
 	for _, n := range notes {
-		fmt.Fprintf(w, "note: %s\n", n)
+		termtext.Fprintf(w, "note: %s\n", n)
 	}
 	return nil
 }
 
 func writeBundleText(w io.Writer, b evidence.Bundle) error {
-	fmt.Fprintf(w, "evidence %s\n  %s of %s (%s) at %s: %s, %s evidence\n  reason: %s\n", b.Key, b.Action, b.Pod, b.UID, b.At.Format(time.RFC3339), b.Verdict, b.Evidence, b.Reason)
+	termtext.Fprintf(w, "evidence %s\n  %s of %s (%s) at %s: %s, %s evidence\n  reason: %s\n", b.Key, b.Action, b.Pod, b.UID, b.At.Format(time.RFC3339), b.Verdict, b.Evidence, b.Reason)
 	for _, g := range b.Gates {
 		mark := "✓"
 		if !g.OK {
 			mark = "✗"
 		}
-		fmt.Fprintf(w, "  gate %s %s: %s\n", mark, g.Name, g.Detail)
+		termtext.Fprintf(w, "  gate %s %s: %s\n", mark, g.Name, g.Detail)
 	}
 	if s := b.Sample; s != nil {
 		var observed []string
 		for _, status := range slices.Sorted(maps.Keys(s.Observed)) {
 			observed = append(observed, fmt.Sprintf("%s %d", status, s.Observed[status]))
 		}
-		fmt.Fprintf(w, "  metrics: observed_nodes %s; heartbeats ok %d, rejected %d\n", strings.Join(observed, ", "), s.HeartbeatOK, s.HeartbeatRejected)
+		termtext.Fprintf(w, "  metrics: observed_nodes %s; heartbeats ok %d, rejected %d\n", strings.Join(observed, ", "), s.HeartbeatOK, s.HeartbeatRejected)
 	}
 	if e := b.Endpoints; e != nil {
-		fmt.Fprintf(w, "  endpoints: %d serving node(s), %d lingering, in %d slice(s)\n", e.Serving, e.Lingering, e.Slices)
+		termtext.Fprintf(w, "  endpoints: %d serving node(s), %d lingering, in %d slice(s)\n", e.Serving, e.Lingering, e.Slices)
 	}
 	st := b.Status
-	fmt.Fprintf(w, "  pod: phase %s, ready %v, running %v since %s, %s\n", st.Phase, st.Ready, st.Running, st.StartedAt.Format(time.RFC3339), alert.OrDash(st.Controller))
+	termtext.Fprintf(w, "  pod: phase %s, ready %v, running %v since %s, %s\n", st.Phase, st.Ready, st.Running, st.StartedAt.Format(time.RFC3339), alert.OrDash(st.Controller))
 	for _, warn := range b.Warnings {
-		fmt.Fprintf(w, "  warning: %s\n", warn)
+		termtext.Fprintf(w, "  warning: %s\n", warn)
 	}
 	if b.LogError != "" {
-		fmt.Fprintf(w, "  log: not saved: %s\n", b.LogError)
+		termtext.Fprintf(w, "  log: not saved: %s\n", b.LogError)
 		return nil
 	}
-	fmt.Fprintf(w, "  log (last %d line(s)):\n", strings.Count(b.Log, "\n"))
+	termtext.Fprintf(w, "  log (last %d line(s)):\n", strings.Count(b.Log, "\n"))
 	for _, line := range strings.Split(strings.TrimSuffix(b.Log, "\n"), "\n") {
-		fmt.Fprintf(w, "    %s\n", line)
+		termtext.Fprintf(w, "    %s\n", line)
 	}
 	return nil
 }
