@@ -74,6 +74,9 @@ type Bundle struct {
 	Log      string   `json:"log,omitempty"`
 	LogError string   `json:"logError,omitempty"`
 	Warnings []string `json:"warnings,omitempty"`
+	// Integrity says, when read back (Load), whether the watchdog's seal of the
+	// bundle verifies. Never saved.
+	Integrity Integrity `json:"integrity,omitempty"`
 }
 
 // PodStatus is the part of the pod's status a person asks about after the fact.
@@ -105,8 +108,11 @@ type Keeper struct {
 	Namespace  string
 	ConfigMap  string
 	Container  string
-	LogLines   int64
-	LogBytes   int64
+	// Key seals every bundle saved (the outbox key): an editor of the ConfigMap
+	// cannot forge or change one unnoticed. Empty: bundles are saved unsealed.
+	Key      []byte
+	LogLines int64
+	LogBytes int64
 }
 
 // Capture builds the bundle of target t of observation obs, at now. It never fails:
@@ -320,9 +326,15 @@ func Key(at time.Time, pod string) string {
 // the ConfigMap when it does not exist (the chart pre-creates it; without the
 // chart the watchdog needs the right to create ConfigMaps).
 func (k *Keeper) Save(ctx context.Context, b Bundle) error {
+	b.Integrity = ""
 	raw, err := encode(b)
 	if err != nil {
 		return err
+	}
+	if len(k.Key) > 0 {
+		if raw, err = sealed(k.Key, k.Namespace, b.Key, raw); err != nil {
+			return err
+		}
 	}
 	for attempt := 0; ; attempt++ {
 		cm, err := k.ConfigMaps.GetConfigMap(ctx, k.Namespace, k.ConfigMap)
@@ -374,9 +386,11 @@ func ring(data map[string]string, key, value string) map[string]string {
 	return out
 }
 
-// Load reads the bundles of the ConfigMap, newest first. A missing ConfigMap has
-// none; a bundle that does not decode is skipped and named in the error.
-func Load(ctx context.Context, cms ConfigMaps, ns, name string) ([]Bundle, error) {
+// Load reads the bundles of the ConfigMap, newest first, each with its Integrity
+// checked under key (nil: sealed ones are IntegrityUnchecked). A missing
+// ConfigMap has none; a bundle that does not decode is skipped and named in the
+// error.
+func Load(ctx context.Context, cms ConfigMaps, ns, name string, key []byte) ([]Bundle, error) {
 	cm, err := cms.GetConfigMap(ctx, ns, name)
 	if apierrors.IsNotFound(err) {
 		return nil, nil
@@ -386,16 +400,16 @@ func Load(ctx context.Context, cms ConfigMaps, ns, name string) ([]Bundle, error
 	}
 	var out []Bundle
 	var errs []error
-	for key, v := range cm.Data {
-		if !strings.HasSuffix(key, ".json") {
+	for k, v := range cm.Data {
+		if !strings.HasSuffix(k, ".json") {
 			continue
 		}
-		var b Bundle
-		if err := json.Unmarshal([]byte(v), &b); err != nil {
-			errs = append(errs, fmt.Errorf("bundle %s: %w", key, err))
+		b, err := Open(key, ns, k, []byte(v))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("bundle %s: %w", k, err))
 			continue
 		}
-		b.Key = key
+		b.Key = k
 		out = append(out, b)
 	}
 	slices.SortFunc(out, func(a, b Bundle) int { return strings.Compare(b.Key, a.Key) })

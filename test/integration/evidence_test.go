@@ -43,8 +43,8 @@ func (s *scenario) bundles(t *testing.T) []evidence.Bundle {
 	}
 	var out []evidence.Bundle
 	for k, v := range cm.Data {
-		var b evidence.Bundle
-		if err := json.Unmarshal([]byte(v), &b); err != nil {
+		b, err := evidence.Open(nil, s.ns, k, []byte(v))
+		if err != nil {
 			t.Fatalf("bundle %s: %v", k, err)
 		}
 		out = append(out, b)
