@@ -40,7 +40,7 @@ func (m *memorySink) got() []Notification {
 	return append([]Notification(nil), m.sent...)
 }
 
-var outboxKey = []byte("outbox-test-key")
+var outboxKey = []byte("outbox-test-key-of-thirty-two-bytes")
 
 func outboxConfig(key []byte) OutboxConfig {
 	n := goldenNotification()
