@@ -57,8 +57,8 @@ func printable(s string) bool {
 
 // Fprintf is fmt.Fprintf for a terminal: format is the program's own text, and
 // every argument that is text (a string of any string type, a list of them, an
-// error) is escaped before it is formatted. Numbers, booleans, durations and
-// times are printed as they are: pass other text as a string.
+// error, a fmt.Stringer that is not a number) is escaped before it is formatted.
+// Numbers, booleans and durations are printed as they are.
 func Fprintf(w io.Writer, format string, args ...any) {
 	safe := make([]any, len(args))
 	for i, a := range args {
@@ -82,7 +82,11 @@ func escapeArg(a any) any {
 	case error:
 		return Escape(v.Error())
 	}
-	if rv := reflect.ValueOf(a); rv.Kind() == reflect.String {
+	rv := reflect.ValueOf(a)
+	if s, ok := a.(fmt.Stringer); ok && (rv.Kind() == reflect.String || rv.Kind() == reflect.Struct || rv.Kind() == reflect.Pointer) {
+		return Escape(s.String()) // as fmt would print it; not a number (%d of a Duration)
+	}
+	if rv.Kind() == reflect.String {
 		return Escape(rv.String()) // a typed word: state.Verdict, decide.Evidence
 	}
 	return a

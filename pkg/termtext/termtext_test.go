@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"testing"
+	"time"
 )
 
 func TestEscape(t *testing.T) {
@@ -25,10 +26,14 @@ func TestEscape(t *testing.T) {
 
 type word string
 
+type named struct{ s string }
+
+func (n named) String() string { return n.s }
+
 func TestFprintfEscapesTextArguments(t *testing.T) {
 	var b bytes.Buffer
-	Fprintf(&b, "%s|%s|%v|%v|%d|%v\n", "a\x1bb", word("w\x07"), []string{"x\ny"}, errors.New("e\rr"), 3, true)
-	if got, want := b.String(), "a\\x1bb|w\\x07|[x\\ny]|e\\rr|3|true\n"; got != want {
+	Fprintf(&b, "%s|%s|%v|%v|%d|%v|%s|%d|%s\n", "a\x1bb", word("w\x07"), []string{"x\ny"}, errors.New("e\rr"), 3, true, named{"n\x1b"}, time.Second, time.Second)
+	if got, want := b.String(), "a\\x1bb|w\\x07|[x\\ny]|e\\rr|3|true|n\\x1b|1000000000|1s\n"; got != want {
 		t.Errorf("got %q, want %q", got, want)
 	}
 }
