@@ -2,7 +2,9 @@ package alert
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/agentenv/watchdog/pkg/state"
@@ -152,15 +154,39 @@ func (d *Dispatcher) Reserve(s *state.State, notes []Notification, now time.Time
 // (with an error log and Event): a day-old page helps nobody.
 const MaxPendingAge = 24 * time.Hour
 
+// maxDeliveredID is the longest entry id remembered as delivered: the
+// watchdog's ids have 16 characters; a longer one is not its own.
+const maxDeliveredID = 64
+
+// Why a copy of an entry is not sent: the outbox is read from a document an
+// editor may have written, and a genuine sealed entry can be copied or put back.
+var (
+	errRetriedThisRun   = errors.New("a copy of an entry already retried in this run: each entry is retried at most once per run")
+	errAlreadyDelivered = errors.New("already delivered: an entry put back after its delivery is not sent again")
+)
+
 func (d *Dispatcher) retryOutbox(ctx, sctx context.Context, s *state.State, now time.Time) []Delivery {
 	var out []Delivery
+	// Forget what can no longer be replayed: an older entry is dropped for its age.
+	s.Delivered = slices.DeleteFunc(s.Delivered, func(e state.DeliveredEntry) bool { return now.Sub(e.CreatedAt) > MaxPendingAge })
+	delivered := map[string]bool{}
+	for _, e := range s.Delivered {
+		delivered[e.ID] = true
+	}
+	retried := map[string]bool{}
 	kept := s.Outbox[:0]
 	for _, p := range s.Outbox {
 		n, authenticated, err := d.Outbox.open(p)
-		if err == nil && now.Sub(p.CreatedAt) > MaxPendingAge {
+		switch {
+		case err != nil:
+		case now.Sub(p.CreatedAt) > MaxPendingAge:
 			// Not its lastError or sinks: no seal covers them. Each failure was
 			// logged and left a WatchdogAlertFailed Event when it happened.
 			err = fmt.Errorf("undelivered after %d attempts over %s (each failed attempt was logged, with a Warning Event, when it happened)", p.Attempts, MaxPendingAge)
+		case retried[p.ID]:
+			err = errRetriedThisRun
+		case delivered[p.ID]:
+			err = errAlreadyDelivered
 		}
 		if err == nil {
 			n, err = d.Outbox.rebuild(p, n, authenticated, now)
@@ -197,10 +223,13 @@ func (d *Dispatcher) retryOutbox(ctx, sctx context.Context, s *state.State, now 
 			}
 			out = append(out, del)
 		}
+		retried[p.ID] = true
 		p.Attempts++
 		if len(still) > 0 {
 			p.Sinks = still
 			kept = append(kept, p)
+		} else if len(p.ID) <= maxDeliveredID {
+			s.Delivered = append(s.Delivered, state.DeliveredEntry{ID: p.ID, CreatedAt: p.CreatedAt})
 		}
 	}
 	s.Outbox = kept

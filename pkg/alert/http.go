@@ -19,6 +19,7 @@ import (
 
 	retryablehttp "github.com/hashicorp/go-retryablehttp"
 
+	"github.com/agentenv/watchdog/pkg/httpbound"
 	"github.com/agentenv/watchdog/pkg/state"
 )
 
@@ -54,14 +55,16 @@ func NewPoster(name, rawURL string, attemptTimeout time.Duration, attempts int, 
 	}
 	httpClient := &http.Client{
 		Timeout: attemptTimeout,
-		Transport: &http.Transport{
+		// Every answer is cut at maxAnswer bytes whoever reads it (Do keeps a
+		// snippet, the retry loop drains a little).
+		Transport: httpbound.Transport(&http.Transport{
 			Proxy:                 http.ProxyFromEnvironment,
 			DialContext:           (&net.Dialer{Timeout: attemptTimeout}).DialContext,
 			TLSHandshakeTimeout:   attemptTimeout,
 			ResponseHeaderTimeout: attemptTimeout,
 			MaxIdleConns:          2,
 			IdleConnTimeout:       30 * time.Second,
-		},
+		}, maxAnswer),
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
 			if len(via) > 0 && req.URL.Host != via[0].URL.Host {
 				return errRedirectOffHost
@@ -119,9 +122,11 @@ func (p *Poster) AddSecrets(secrets ...string) {
 const minSecretLen = 4
 
 // An error answer's body: read up to snippetRead bytes, keep snippetKept of them.
+// maxAnswer bounds what is ever read of an answer.
 const (
 	snippetRead = 4096
 	snippetKept = 256
+	maxAnswer   = 64 << 10
 )
 
 var (

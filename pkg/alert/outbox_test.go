@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"sync"
@@ -39,7 +40,7 @@ func (m *memorySink) got() []Notification {
 	return append([]Notification(nil), m.sent...)
 }
 
-var outboxKey = []byte("outbox-test-key")
+var outboxKey = []byte("outbox-test-key-of-thirty-two-bytes")
 
 func outboxConfig(key []byte) OutboxConfig {
 	n := goldenNotification()
@@ -333,5 +334,77 @@ func TestOutboxSendsEachSinkOnce(t *testing.T) {
 		if len(s.Outbox) != 1 || len(s.Outbox[0].Sinks) != 1 {
 			t.Errorf("key %v: kept %d entries (%v), want one entry for one sink", key != nil, len(s.Outbox), len(s.Outbox) > 0 && len(s.Outbox[0].Sinks) > 1)
 		}
+	}
+}
+
+// TestOutboxDeliversEachEntryOnce: the state's outbox is read from a document an
+// editor may have written. A thousand copies of one genuine sealed entry are one
+// alert: read back through the document codec, the outbox holds no more than
+// its cap, and the alert is sent once (one failure, one warning, when the
+// receiver refuses), not once per copy.
+func TestOutboxDeliversEachEntryOnce(t *testing.T) {
+	n := goldenNotification()
+	for _, fail := range []bool{false, true} {
+		s, sink, d := keep(t, outboxKey, n)
+		copies := make([]state.Pending, 1000)
+		for i := range copies {
+			copies[i] = s.Outbox[0]
+		}
+		s.Outbox = copies
+		now := n.Time.Add(5 * time.Minute)
+		s = reencode(t, s, now) // Encode prunes: put the copies back as an editor would
+		s.Outbox = copies
+		raw, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s, err = state.Decode(raw); err != nil {
+			t.Fatal(err)
+		}
+		if len(s.Outbox) > state.MaxOutbox {
+			t.Errorf("decoded outbox holds %d entries, cap %d", len(s.Outbox), state.MaxOutbox)
+		}
+		failures := 0
+		d.OnFailure = func(context.Context, Notification, string, error) { failures++ }
+		sink.fail = fail
+		d.Deliver(context.Background(), s, nil, now, false)
+		if fail {
+			if failures != 1 || len(s.Outbox) != 1 {
+				t.Errorf("refused: %d failures, %d entries kept, want 1 and 1", failures, len(s.Outbox))
+			}
+		} else if got := len(sink.got()); got != 1 {
+			t.Errorf("sent %d times, want once", got)
+		}
+	}
+}
+
+// TestOutboxRefusesReplayOfADeliveredEntry: a genuine sealed entry put back
+// after it was delivered (from an old copy of the ConfigMap, say) is not sent
+// again while it could still be retried; the watchdog remembers what it
+// delivered for that long, within a bound.
+func TestOutboxRefusesReplayOfADeliveredEntry(t *testing.T) {
+	n := goldenNotification()
+	s, sink, d := keep(t, outboxKey, n)
+	old := s.Outbox[0]
+	now := n.Time.Add(5 * time.Minute)
+	d.Deliver(context.Background(), s, nil, now, false)
+	if len(sink.got()) != 1 || len(s.Outbox) != 0 {
+		t.Fatalf("first retry: sent %d, outbox %d", len(sink.got()), len(s.Outbox))
+	}
+	for _, later := range []time.Duration{10 * time.Minute, 12 * time.Hour, MaxPendingAge - time.Minute} {
+		s = reencode(t, s, now)
+		s.Outbox = append(s.Outbox, old)
+		s = reencode(t, s, n.Time.Add(later))
+		ds := d.Deliver(context.Background(), s, nil, n.Time.Add(later), false)
+		if len(sink.got()) != 1 || len(ds) != 1 || !ds[0].Dropped || !strings.Contains(ds[0].Error, "already delivered") {
+			t.Errorf("replayed %s later: sent %d times in all, deliveries %+v", later, len(sink.got()), ds)
+		}
+	}
+	// The memory is bounded: however many entries were delivered.
+	for i := range 5 * state.MaxDelivered {
+		s.Delivered = append(s.Delivered, state.DeliveredEntry{ID: fmt.Sprintf("%016x", i), CreatedAt: now})
+	}
+	if s = reencode(t, s, now); len(s.Delivered) > state.MaxDelivered {
+		t.Errorf("remembers %d delivered entries, bound %d", len(s.Delivered), state.MaxDelivered)
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/agentenv/watchdog/pkg/httpbound"
 )
 
 // bothSchemes serves https and plain http on one loopback port (the first byte of
@@ -84,7 +86,7 @@ func TestPosterRefusesSchemeChangingRedirect(t *testing.T) {
 
 	newPoster := func(url string) *Poster {
 		p := NewPoster("webhook", url, 2*time.Second, 1, 5*time.Second)
-		p.client.HTTPClient.Transport.(*http.Transport).TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+		httpbound.Base(p.client.HTTPClient.Transport).(*http.Transport).TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 		return p
 	}
 	hdr := http.Header{}

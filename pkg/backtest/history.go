@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -45,11 +46,12 @@ type Queries struct {
 // as discovery counts (docs/backtest.md).
 func DefaultQueries(namespace, deployment, service string, port int) Queries {
 	ns := strconv.Quote(namespace)
-	slices := strconv.Quote(service + "-.+") // EndpointSlices are named <service>-<suffix>
+	// Names inside =~ are matched as themselves (a Deployment's name may hold dots).
+	slices := strconv.Quote(regexp.QuoteMeta(service) + "-.+") // EndpointSlices are named <service>-<suffix>
 	return Queries{
 		Ready:     fmt.Sprintf(`agentenv_scheduler_observed_nodes{namespace=%s,status="ready"}`, ns),
 		Rejected:  fmt.Sprintf(`agentenv_scheduler_rpc_duration_seconds_count{namespace=%s,rpc="Heartbeat",status="invalid_argument"}`, ns),
-		StartTime: fmt.Sprintf(`process_start_time_seconds{namespace=%s,pod=~%s}`, ns, strconv.Quote(deployment+"-.+")),
+		StartTime: fmt.Sprintf(`process_start_time_seconds{namespace=%s,pod=~%s}`, ns, strconv.Quote(regexp.QuoteMeta(deployment)+"-.+")),
 		Expected: fmt.Sprintf(`count(count by (targetref_name) (`+
 			`kube_endpointslice_endpoints{namespace=%[1]s,endpointslice=~%[2]s,serving="true",terminating="false",targetref_name!=""}`+
 			` and on (namespace, endpointslice) kube_endpointslice_ports{namespace=%[1]s,endpointslice=~%[2]s,port_number="%[3]d"}))`+

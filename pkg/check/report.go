@@ -11,6 +11,7 @@ import (
 	"github.com/agentenv/watchdog/pkg/decide"
 	"github.com/agentenv/watchdog/pkg/scrape"
 	"github.com/agentenv/watchdog/pkg/state"
+	"github.com/agentenv/watchdog/pkg/termtext"
 )
 
 // Report is what `watchdog check` prints: the JSON form is the interface scripts use
@@ -92,26 +93,26 @@ func (rep *Report) WriteText(w io.Writer) error {
 		if t.BadSince != nil {
 			badFor = decide.ShortDuration(t.BadFor.D())
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.Pod, verdict, t.Action, alert.IntOrDash(t.Ready), alert.IntOrDash(t.Expected), alert.OrDash(string(t.Evidence)), badFor)
+		termtext.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.Pod, verdict, t.Action, alert.IntOrDash(t.Ready), alert.IntOrDash(t.Expected), alert.OrDash(string(t.Evidence)), badFor)
 	}
 	for _, n := range rep.NotJudged {
-		fmt.Fprintf(tw, "%s\t(not judged)\t-\t-\t-\t-\t-\n", n.Pod)
+		termtext.Fprintf(tw, "%s\t(not judged)\t-\t-\t-\t-\t-\n", n.Pod)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	for _, t := range rep.Targets {
-		fmt.Fprintf(w, "\n%s: %s\n", t.Pod, t.Reason)
+		termtext.Fprintf(w, "\n%s: %s\n", t.Pod, t.Reason)
 		for _, g := range t.Gates {
 			mark := "✓"
 			if !g.OK {
 				mark = "✗"
 			}
-			fmt.Fprintf(w, "  %s %-20s %s\n", mark, g.Name, g.Detail)
+			termtext.Fprintf(w, "  %s %-20s %s\n", mark, g.Name, g.Detail)
 		}
 	}
 	for _, n := range rep.NotJudged {
-		fmt.Fprintf(w, "\n%s: %s\n", n.Pod, n.Reason)
+		termtext.Fprintf(w, "\n%s: %s\n", n.Pod, n.Reason)
 	}
 	fmt.Fprintln(w)
 	action := string(rep.Action)
@@ -124,35 +125,35 @@ func (rep *Report) WriteText(w io.Writer) error {
 	if rep.Shadow && rep.Action == decide.ActionRestart {
 		action = "would restart (shadow mode: recorded, nothing restarted)"
 	}
-	fmt.Fprintf(w, "verdict: %s\naction:  %s\nreason:  %s\n", rep.Verdict, action, rep.Reason)
+	termtext.Fprintf(w, "verdict: %s\naction:  %s\nreason:  %s\n", rep.Verdict, action, rep.Reason)
 	if rep.ScrapeVia != "" {
-		fmt.Fprintf(w, "scrape:  %s\n", rep.ScrapeVia.Describe())
+		termtext.Fprintf(w, "scrape:  %s\n", rep.ScrapeVia.Describe())
 	}
 	for _, r := range rep.Restarts {
-		fmt.Fprintf(w, "restart: %s %s (%s): %s\n", r.Pod, r.Outcome, r.Method, r.Detail)
+		termtext.Fprintf(w, "restart: %s %s (%s): %s\n", r.Pod, r.Outcome, r.Method, r.Detail)
 	}
 	for _, r := range rep.WouldRestarts {
-		fmt.Fprintf(w, "shadow:  %s\n", r.Detail)
+		termtext.Fprintf(w, "shadow:  %s\n", r.Detail)
 	}
 	for _, a := range rep.Alerts {
 		switch {
 		case a.DryRun:
-			fmt.Fprintf(w, "alert:   would send %s to %s\n", a.Event, a.Sink)
+			termtext.Fprintf(w, "alert:   would send %s to %s\n", a.Event, a.Sink)
 		case a.OK:
-			fmt.Fprintf(w, "alert:   sent %s to %s\n", a.Event, a.Sink)
+			termtext.Fprintf(w, "alert:   sent %s to %s\n", a.Event, a.Sink)
 		default:
 			kept := "not kept"
 			if a.Kept {
 				kept = "kept for the next run"
 			}
-			fmt.Fprintf(w, "alert:   %s to %s FAILED (%s): %s\n", a.Event, a.Sink, kept, a.Error)
+			termtext.Fprintf(w, "alert:   %s to %s FAILED (%s): %s\n", a.Event, a.Sink, kept, a.Error)
 		}
 	}
 	for _, warning := range rep.Warnings {
-		fmt.Fprintf(w, "warning: %s\n", warning)
+		termtext.Fprintf(w, "warning: %s\n", warning)
 	}
 	if rep.Error != "" {
-		fmt.Fprintf(w, "error:   %s\n", rep.Error)
+		termtext.Fprintf(w, "error:   %s\n", rep.Error)
 	}
 	return nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
 	"net/url"
 	"strings"
 	"time"
@@ -18,29 +17,36 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/agentenv/watchdog/pkg/backtest"
+	"github.com/agentenv/watchdog/pkg/httpbound"
 )
 
 // BacktestOptions say which history to replay and how the watchdog ran.
 type BacktestOptions struct {
 	PrometheusURL string
 	QueryTimeout  time.Duration
-	Start, End    string
-	Schedule      string
-	Interval      time.Duration
-	Step          time.Duration
-	Ready         string
-	Rejected      string
-	StartTime     string
-	Expected      string
-	ExpectedSer   string
-	PodReady      string
-	PodLabel      string
-	StopGapAfter  time.Duration
+	// MaxBytes bounds each Prometheus answer.
+	MaxBytes     int64
+	Start, End   string
+	Schedule     string
+	Interval     time.Duration
+	Step         time.Duration
+	Ready        string
+	Rejected     string
+	StartTime    string
+	Expected     string
+	ExpectedSer  string
+	PodReady     string
+	PodLabel     string
+	StopGapAfter time.Duration
 
 	// Set by Validate.
 	from, to time.Time
 	schedule cron.Schedule
 }
+
+// DefaultPrometheusMaxBytes bounds a Prometheus answer: a week of one series at
+// a 15s step is ~2 MB of JSON; a few scheduler pods' worth fits many times.
+const DefaultPrometheusMaxBytes = 256 << 20
 
 // DefaultSchedule is the chart's CronJob schedule.
 const DefaultSchedule = "*/5 * * * *"
@@ -48,6 +54,7 @@ const DefaultSchedule = "*/5 * * * *"
 func (o *BacktestOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.PrometheusURL, "prometheus-url", "", "`URL` of the Prometheus (or compatible) HTTP API holding the history, e.g. http://localhost:9090 through kubectl port-forward")
 	fs.DurationVar(&o.QueryTimeout, "prometheus-timeout", 30*time.Second, "timeout of each Prometheus query")
+	fs.Int64Var(&o.MaxBytes, "prometheus-max-bytes", DefaultPrometheusMaxBytes, "largest Prometheus answer read (bytes); a larger one fails the backtest, saying so: shorten --start..--end or raise --step")
 	fs.StringVar(&o.Start, "start", "7d", "start of the replay: RFC 3339 time, or a duration back from now (90m, 36h, 7d)")
 	fs.StringVar(&o.End, "end", "now", "end of the replay: RFC 3339 time, a duration back from now, or now")
 	fs.StringVar(&o.Schedule, "schedule", DefaultSchedule, "CronJob schedule of the simulated runs (cron syntax, as the CronJob controller reads it)")
@@ -71,6 +78,13 @@ func (o *BacktestOptions) Validate(now time.Time, intervalSet bool) error {
 		p.addf("--prometheus-url is required")
 	} else if err := checkLinkURL(o.PrometheusURL, false); err != nil {
 		p.addf("--prometheus-url: %v", err)
+	} else if u, _ := url.Parse(o.PrometheusURL); u.Scheme == "http" && u.User != nil && !isLoopback(u.Hostname()) {
+		// Basic auth over plain http crosses the network in clear text; through
+		// kubectl port-forward (loopback) it does not leave the machine.
+		p.addf("--prometheus-url %s: credentials over plain http would cross the network in clear text: use https (or kubectl port-forward to localhost)", u.Redacted())
+	}
+	if o.MaxBytes < 1<<20 {
+		p.addf("--prometheus-max-bytes must be at least 1048576 (1 MiB), got %d", o.MaxBytes)
 	}
 	p.positive("--prometheus-timeout", o.QueryTimeout)
 	var err error
@@ -190,7 +204,7 @@ reads as many ready nodes as serve until the recorded pod heals by itself
 
 func runBacktest(ctx context.Context, f *checkFlags, bo *BacktestOptions, stderr io.Writer) (*backtest.Result, error) {
 	log := newLogger(&f.cluster, stderr)
-	client, err := api.NewClient(api.Config{Address: bo.PrometheusURL, Client: &http.Client{Timeout: bo.QueryTimeout + 5*time.Second}})
+	client, err := bo.prometheusClient()
 	if err != nil {
 		return nil, usagef("--prometheus-url: %v", err)
 	}
@@ -229,6 +243,14 @@ func runBacktest(ctx context.Context, f *checkFlags, bo *BacktestOptions, stderr
 	}
 	res.Prometheus = where
 	return res, nil
+}
+
+// prometheusClient reads each answer up to MaxBytes, within the query timeout,
+// and follows no redirect: the history comes from --prometheus-url, nowhere else.
+func (o *BacktestOptions) prometheusClient() (api.Client, error) {
+	hc := httpbound.Client(nil, o.MaxBytes)
+	hc.Timeout = o.QueryTimeout + 5*time.Second
+	return api.NewClient(api.Config{Address: o.PrometheusURL, Client: hc})
 }
 
 func redactedURL(raw string) string {

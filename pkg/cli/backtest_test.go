@@ -1,10 +1,16 @@
 package cli
 
 import (
+	"context"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 )
 
 func TestBacktestFlagsValidate(t *testing.T) {
@@ -26,9 +32,16 @@ func TestBacktestFlagsValidate(t *testing.T) {
 			want: []string{"choose one"}},
 		{name: "run mode", intervalSet: true, set: func(o *BacktestOptions) { o.Interval = 30 * time.Second }},
 		{name: "pod label", set: func(o *BacktestOptions) { o.PodLabel = "\xff" }, want: []string{"--pod-label"}},
+		// Basic auth over plain http would send the password in clear text; through
+		// kubectl port-forward (loopback) it never leaves the machine.
+		{name: "credentials over http", set: func(o *BacktestOptions) { o.PrometheusURL = "http://admin:hunter2@prometheus.example:9090" },
+			want: []string{"--prometheus-url", "credentials", "https"}},
+		{name: "credentials over https", set: func(o *BacktestOptions) { o.PrometheusURL = "https://admin:hunter2@prometheus.example" }},
+		{name: "credentials over port-forward", set: func(o *BacktestOptions) { o.PrometheusURL = "http://admin:hunter2@localhost:9090" }},
+		{name: "plain http without credentials", set: func(o *BacktestOptions) { o.PrometheusURL = "http://prometheus.monitoring:9090" }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o := BacktestOptions{PrometheusURL: "http://localhost:9090", QueryTimeout: 30 * time.Second, Start: "7d", End: "now",
+			o := BacktestOptions{PrometheusURL: "http://localhost:9090", QueryTimeout: 30 * time.Second, MaxBytes: DefaultPrometheusMaxBytes, Start: "7d", End: "now",
 				Schedule: DefaultSchedule, PodLabel: "pod", StopGapAfter: 5 * time.Minute}
 			tc.set(&o)
 			err := o.Validate(now, tc.intervalSet)
@@ -48,7 +61,7 @@ func TestBacktestFlagsValidate(t *testing.T) {
 			}
 		})
 	}
-	o := BacktestOptions{Start: "36h", End: "2026-11-25T06:00:00Z", PrometheusURL: "http://x:9090", QueryTimeout: time.Second, Schedule: DefaultSchedule, PodLabel: "pod", StopGapAfter: time.Minute}
+	o := BacktestOptions{Start: "36h", End: "2026-11-25T06:00:00Z", PrometheusURL: "http://x:9090", QueryTimeout: time.Second, MaxBytes: DefaultPrometheusMaxBytes, Schedule: DefaultSchedule, PodLabel: "pod", StopGapAfter: time.Minute}
 	if err := o.Validate(now, false); err != nil || !o.from.Equal(now.Add(-36*time.Hour)) || !o.to.Equal(now.Add(-6*time.Hour)) {
 		t.Errorf("36h → %s, 2026-11-25T06:00:00Z → %s (%v)", o.from, o.to, err)
 	}
@@ -84,5 +97,47 @@ func TestBacktestPodReadyNeedsLeaderLease(t *testing.T) {
 		io.Discard, &stderr)
 	if code == 0 || !strings.Contains(stderr.String(), "--pod-ready-series") || !strings.Contains(stderr.String(), "--leader-lease") {
 		t.Errorf("exit %d, stderr %q: want a usage error naming both flags", code, stderr.String())
+	}
+}
+
+// TestBacktestBoundsPrometheusAnswers: backtest reads what a Prometheus (or
+// whatever answers at --prometheus-url) sends: each answer is read up to
+// --prometheus-max-bytes, and a redirect is refused, so neither a huge answer
+// nor another host can be made to answer for it.
+func TestBacktestBoundsPrometheusAnswers(t *testing.T) {
+	huge := `{"status":"success","data":{"resultType":"vector","result":[` + strings.Repeat(`{"metric":{"a":"b"},"value":[1,"1"]},`, 200000) + `{"metric":{},"value":[1,"1"]}]}}`
+	var elsewhere atomic.Int32
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		elsewhere.Add(1)
+		_, _ = io.WriteString(w, `{"status":"success","data":{"resultType":"vector","result":[]}}`)
+	}))
+	defer other.Close()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.Contains(r.URL.RawQuery+r.URL.Path, "redirect") || r.FormValue("query") == "redirect" {
+			http.Redirect(w, r, other.URL+r.URL.Path, http.StatusTemporaryRedirect)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, huge)
+	}))
+	defer srv.Close()
+	bo := BacktestOptions{PrometheusURL: srv.URL, QueryTimeout: 10 * time.Second, MaxBytes: 1 << 20}
+	client, err := bo.prometheusClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, _, _, err := promv1.NewAPI(client).Query(ctx, "up", time.Now()); err == nil || !strings.Contains(err.Error(), "exceeds") {
+		t.Errorf("an answer of %d bytes, bound 1 MiB: %v", len(huge), err)
+	}
+	bo.MaxBytes = 64 << 20
+	if client, err = bo.prometheusClient(); err != nil {
+		t.Fatal(err)
+	}
+	if v, _, _, err := promv1.NewAPI(client).Query(ctx, "up", time.Now()); err != nil || v.String() == "" {
+		t.Errorf("the same answer within the bound: %v", err)
+	}
+	if _, _, _, err := promv1.NewAPI(client).Query(ctx, "redirect", time.Now()); err == nil || elsewhere.Load() != 0 {
+		t.Errorf("a redirect: %v, %d request(s) elsewhere", err, elsewhere.Load())
 	}
 }

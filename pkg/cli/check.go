@@ -218,7 +218,7 @@ func newRunner(f *checkFlags, client *kube.Client, host string, metrics metricsP
 		Restarter: restarter,
 		Events:    &events.Recorder{Client: client, Namespace: ns, Host: hostname, Now: clk.Now},
 		Sinks:     sinks,
-		Evidence:  f.evidence.keeper(client, ns, f.check.SchedulerContainer),
+		Evidence:  f.evidence.keeper(client, ns, f.check.SchedulerContainer, []byte(f.alerts.OutboxKey)),
 		Clock:     clk,
 		Log:       log,
 	}

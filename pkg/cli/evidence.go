@@ -31,8 +31,9 @@ func (o *EvidenceOptions) Validate() error {
 }
 
 // keeper wires the evidence of a pass.
-func (o *EvidenceOptions) keeper(client *kube.Client, namespace, container string) *evidence.Keeper {
-	k := &evidence.Keeper{ConfigMaps: client, Namespace: namespace, ConfigMap: o.ConfigMap, Container: container}
+// keeper saves bundles sealed with key (the outbox key; empty: unsealed).
+func (o *EvidenceOptions) keeper(client *kube.Client, namespace, container string, key []byte) *evidence.Keeper {
+	k := &evidence.Keeper{ConfigMaps: client, Namespace: namespace, ConfigMap: o.ConfigMap, Container: container, Key: key}
 	if o.Logs {
 		k.Logs = client
 	}

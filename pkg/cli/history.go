@@ -19,6 +19,7 @@ import (
 	"github.com/agentenv/watchdog/pkg/kube"
 	"github.com/agentenv/watchdog/pkg/state"
 	"github.com/agentenv/watchdog/pkg/statestore"
+	"github.com/agentenv/watchdog/pkg/termtext"
 )
 
 // Entry is one line of the history: something the watchdog saw or did.
@@ -41,6 +42,7 @@ func newHistoryCommand(stdout, stderr io.Writer) *cobra.Command {
 	var cluster ClusterOptions
 	var output OutputOptions
 	var ev EvidenceOptions
+	var alerts AlertOptions // only --outbox-key: it checks the bundles' seals
 	var since time.Duration
 	var bundle string
 	cmd := &cobra.Command{
@@ -53,6 +55,10 @@ still exist (blocked restarts, alert deliveries; the API server keeps Events abo
 hour). --evidence KEY prints one evidence bundle: the scheduler's last log lines, the
 metrics and gates judged, the endpoints counted and the pod's status just before the
 restart.
+
+With --outbox-key (WATCHDOG_OUTBOX_KEY: the key the runs seal bundles with, in the
+chart's Secret), history checks each bundle's seal, and marks one that does not
+verify (edited since it was saved, or written by someone else) or that is not sealed.
 
 It reads (get) the state and evidence ConfigMaps and lists Events in --namespace: run
 it with your own kubeconfig. The chart's Role does not grant list events (no run
@@ -81,7 +87,7 @@ not read the Events and shows the rest.`,
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), cluster.Timeout)
 			defer cancel()
-			bundles, berr := evidence.Load(ctx, client, cluster.Namespace, ev.ConfigMap)
+			bundles, berr := evidence.Load(ctx, client, cluster.Namespace, ev.ConfigMap, []byte(alerts.OutboxKey))
 			if bundle != "" {
 				for _, b := range bundles {
 					if b.Key == bundle {
@@ -102,6 +108,7 @@ not read the Events and shows the rest.`,
 			}
 			now := time.Now()
 			entries := stateHistory(snap.State, now)
+			markBundles(entries, bundles)
 			evs, eerr := watchdogEvents(ctx, client, cluster.Namespace)
 			entries = append(entries, evs...)
 			var from time.Time
@@ -129,6 +136,7 @@ not read the Events and shows the rest.`,
 	cluster.AddFlags(cmd.Flags())
 	output.AddFlags(cmd.Flags())
 	ev.AddFlags(cmd.Flags())
+	alerts.AddOutboxFlag(cmd.Flags())
 	if err := cmd.Flags().MarkHidden("evidence-logs"); err != nil { // a setting of the runs, not of reading
 		panic(err)
 	}
@@ -192,6 +200,20 @@ func stateHistory(s *state.State, now time.Time) []Entry {
 // healed says whether restart r healed the scheduler, from its record: its
 // replacement seen healthy (healedAt), or wedged again soon (ineffective); "" for a
 // restart that was not carried out.
+// markBundles notes, on each entry naming a bundle whose seal does not verify
+// (or that is unsealed, when the key was given to check it), what that means.
+func markBundles(entries []Entry, bundles []evidence.Bundle) {
+	integrity := map[string]evidence.Integrity{}
+	for _, b := range bundles {
+		integrity[b.Key] = b.Integrity
+	}
+	for i, e := range entries {
+		if in := integrity[e.Bundle]; e.Bundle != "" && (in == evidence.IntegrityBroken || in == evidence.IntegrityUnsealed) {
+			entries[i].Notes = append(entries[i].Notes, "evidence bundle "+evidence.Integrities[in])
+		}
+	}
+}
+
 func healed(r state.Restart) string {
 	switch {
 	case r.HealedAt != nil:
@@ -231,53 +253,61 @@ func writeHistoryText(w io.Writer, entries []Entry, notes []string) error {
 		if e.Pod != "" {
 			pod = " " + e.Pod
 		}
-		fmt.Fprintf(w, "%s  %-13s%s: %s\n", e.At.UTC().Format(time.RFC3339), e.Kind, pod, e.What)
+		termtext.Fprintf(w, "%s  %-13s%s: %s\n", e.At.UTC().Format(time.RFC3339), e.Kind, pod, e.What)
 		for _, kv := range [][2]string{{"reason", e.Reason}, {"evidence", e.Evidence}, {"gates", e.Gates}, {"healed", e.Healed}, {"evidence bundle", e.Bundle}} {
 			if kv[1] != "" {
-				fmt.Fprintf(w, "    %s: %s\n", kv[0], kv[1])
+				termtext.Fprintf(w, "    %s: %s\n", kv[0], kv[1])
 			}
 		}
 		for _, n := range e.Notes {
-			fmt.Fprintf(w, "    note: %s\n", n)
+			termtext.Fprintf(w, "    note: %s\n", n)
 		}
 	}
 	for _, n := range notes {
-		fmt.Fprintf(w, "note: %s\n", n)
+		termtext.Fprintf(w, "note: %s\n", n)
 	}
 	return nil
 }
 
 func writeBundleText(w io.Writer, b evidence.Bundle) error {
-	fmt.Fprintf(w, "evidence %s\n  %s of %s (%s) at %s: %s, %s evidence\n  reason: %s\n", b.Key, b.Action, b.Pod, b.UID, b.At.Format(time.RFC3339), b.Verdict, b.Evidence, b.Reason)
+	termtext.Fprintf(w, "evidence %s\n", b.Key)
+	if b.Integrity != "" {
+		mark := "✓"
+		if b.Integrity != evidence.IntegritySealed {
+			mark = "✗"
+		}
+		termtext.Fprintf(w, "  seal: %s %s\n", mark, evidence.Integrities[b.Integrity])
+	}
+	termtext.Fprintf(w, "  %s of %s (%s) at %s: %s, %s evidence\n  reason: %s\n", b.Action, b.Pod, b.UID, b.At.Format(time.RFC3339), b.Verdict, b.Evidence, b.Reason)
 	for _, g := range b.Gates {
 		mark := "✓"
 		if !g.OK {
 			mark = "✗"
 		}
-		fmt.Fprintf(w, "  gate %s %s: %s\n", mark, g.Name, g.Detail)
+		termtext.Fprintf(w, "  gate %s %s: %s\n", mark, g.Name, g.Detail)
 	}
 	if s := b.Sample; s != nil {
 		var observed []string
 		for _, status := range slices.Sorted(maps.Keys(s.Observed)) {
 			observed = append(observed, fmt.Sprintf("%s %d", status, s.Observed[status]))
 		}
-		fmt.Fprintf(w, "  metrics: observed_nodes %s; heartbeats ok %d, rejected %d\n", strings.Join(observed, ", "), s.HeartbeatOK, s.HeartbeatRejected)
+		termtext.Fprintf(w, "  metrics: observed_nodes %s; heartbeats ok %d, rejected %d\n", strings.Join(observed, ", "), s.HeartbeatOK, s.HeartbeatRejected)
 	}
 	if e := b.Endpoints; e != nil {
-		fmt.Fprintf(w, "  endpoints: %d serving node(s), %d lingering, in %d slice(s)\n", e.Serving, e.Lingering, e.Slices)
+		termtext.Fprintf(w, "  endpoints: %d serving node(s), %d lingering, in %d slice(s)\n", e.Serving, e.Lingering, e.Slices)
 	}
 	st := b.Status
-	fmt.Fprintf(w, "  pod: phase %s, ready %v, running %v since %s, %s\n", st.Phase, st.Ready, st.Running, st.StartedAt.Format(time.RFC3339), alert.OrDash(st.Controller))
+	termtext.Fprintf(w, "  pod: phase %s, ready %v, running %v since %s, %s\n", st.Phase, st.Ready, st.Running, st.StartedAt.Format(time.RFC3339), alert.OrDash(st.Controller))
 	for _, warn := range b.Warnings {
-		fmt.Fprintf(w, "  warning: %s\n", warn)
+		termtext.Fprintf(w, "  warning: %s\n", warn)
 	}
 	if b.LogError != "" {
-		fmt.Fprintf(w, "  log: not saved: %s\n", b.LogError)
+		termtext.Fprintf(w, "  log: not saved: %s\n", b.LogError)
 		return nil
 	}
-	fmt.Fprintf(w, "  log (last %d line(s)):\n", strings.Count(b.Log, "\n"))
+	termtext.Fprintf(w, "  log (last %d line(s)):\n", strings.Count(b.Log, "\n"))
 	for _, line := range strings.Split(strings.TrimSuffix(b.Log, "\n"), "\n") {
-		fmt.Fprintf(w, "    %s\n", line)
+		termtext.Fprintf(w, "    %s\n", line)
 	}
 	return nil
 }

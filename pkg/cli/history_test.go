@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentenv/watchdog/pkg/evidence"
 	"github.com/agentenv/watchdog/pkg/state"
 	"github.com/agentenv/watchdog/pkg/statestore"
 )
@@ -49,5 +50,36 @@ func TestHistorySaysWhetherARestartHealed(t *testing.T) {
 	}
 	if out := b.String(); !strings.Contains(out, "  healed: yes: its replacement was healthy at 2026-12-01T11:12:00Z") {
 		t.Errorf("status's last restart does not say it healed:\n%s", out)
+	}
+}
+
+// TestHistoryMarksABundleWhoseSealFails: history says, beside a restart and on
+// the bundle itself, that its evidence bundle's seal does not verify.
+func TestHistoryMarksABundleWhoseSealFails(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	s := state.New()
+	s.Restarts = []state.Restart{
+		{Pod: "forged", UID: "u1", Method: "delete", ClaimedAt: now.Add(-time.Hour), Outcome: state.RestartDone, Bundle: "a.json"},
+		{Pod: "genuine", UID: "u2", Method: "delete", ClaimedAt: now.Add(-time.Minute), Outcome: state.RestartDone, Bundle: "b.json"},
+	}
+	bundles := []evidence.Bundle{{Key: "a.json", Integrity: evidence.IntegrityBroken}, {Key: "b.json", Integrity: evidence.IntegritySealed}}
+	entries := stateHistory(s, now)
+	markBundles(entries, bundles)
+	var b bytes.Buffer
+	if err := writeHistoryText(&b, entries, nil); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	if strings.Count(out, "SEAL DOES NOT VERIFY") != 1 || !strings.Contains(out, "forged: restart") {
+		t.Errorf("history does not mark the one forged bundle:\n%s", out)
+	}
+	for _, bundle := range bundles {
+		b.Reset()
+		if err := writeBundleText(&b, bundle); err != nil {
+			t.Fatal(err)
+		}
+		if broken := strings.Contains(b.String(), "seal: ✗ SEAL DOES NOT VERIFY"); broken != (bundle.Integrity == evidence.IntegrityBroken) {
+			t.Errorf("bundle %s (%s):\n%s", bundle.Key, bundle.Integrity, b.String())
+		}
 	}
 }

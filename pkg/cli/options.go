@@ -290,10 +290,14 @@ func (o *AlertOptions) AddFlags(fs *pflag.FlagSet) {
 	o.Alertmanager.AddFlags(fs)
 }
 
+// MinOutboxKeyBytes is the shortest --outbox-key accepted: an HMAC-SHA256 key
+// of fewer random bytes is weaker than the hash.
+const MinOutboxKeyBytes = 32
+
 // AddOutboxFlag adds --outbox-key, for the commands that keep alerts for retry
 // (check, run) and doctor, which checks that it is set.
 func (o *AlertOptions) AddOutboxFlag(fs *pflag.FlagSet) {
-	fs.StringVar(&o.OutboxKey, "outbox-key", "", "key authenticating the alerts the state keeps for retry: without it, an entry someone else wrote into the state ConfigMap cannot be told from the watchdog's (secret; the chart generates one)")
+	fs.StringVar(&o.OutboxKey, "outbox-key", "", "key (at least 32 random bytes) authenticating the alerts the state keeps for retry and sealing evidence bundles: without it, an entry someone else wrote into the state ConfigMap cannot be told from the watchdog's (secret; the chart generates one)")
 }
 
 // Validate reports every invalid flag, in the order the flags are declared.
@@ -311,6 +315,10 @@ func (o *AlertOptions) Validate() error {
 		p.addf("--blind-after must be at least 1, got %d", o.BlindAfter)
 	}
 	p.positive("--alert-timeout", o.AlertTimeout)
+	if n := len(o.OutboxKey); n > 0 && n < MinOutboxKeyBytes {
+		// Its length only: the key is a secret.
+		p.addf("--outbox-key has %d bytes: at least %d bytes are required, random (head -c 32 /dev/urandom | base64; the chart generates 43 characters)", n, MinOutboxKeyBytes)
+	}
 	p.add(o.Alertmanager.Validate())
 	return p.err()
 }

@@ -168,3 +168,26 @@ func TestAlertLabels(t *testing.T) {
 		}
 	}
 }
+
+// TestOutboxKeyIsAtLeast32Bytes: --outbox-key is an HMAC key; a short one can be
+// guessed. Unset stays allowed (doctor says what that costs); set, it has at least
+// 32 bytes, as the chart's generated one (43) does. The error never repeats it.
+func TestOutboxKeyIsAtLeast32Bytes(t *testing.T) {
+	for _, n := range []int{0, 1, 16, 31, 32, 43, 64} {
+		var o AlertOptions
+		fs := pflag.NewFlagSet("check", pflag.ContinueOnError)
+		o.AddFlags(fs)
+		o.AddOutboxFlag(fs)
+		key := strings.Repeat("k", n)
+		if err := fs.Parse([]string{"--outbox-key=" + key}); err != nil {
+			t.Fatal(err)
+		}
+		err := o.Validate()
+		if ok := n == 0 || n >= 32; ok != (err == nil) {
+			t.Errorf("a key of %d bytes: %v", n, err)
+		}
+		if err != nil && (!strings.Contains(err.Error(), "--outbox-key") || !strings.Contains(err.Error(), "32 bytes") || (n > 8 && strings.Contains(err.Error(), key))) {
+			t.Errorf("a key of %d bytes: %v, want it to name --outbox-key and 32 bytes, not the key", n, err)
+		}
+	}
+}

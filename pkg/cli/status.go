@@ -15,6 +15,7 @@ import (
 	"github.com/agentenv/watchdog/pkg/decide"
 	"github.com/agentenv/watchdog/pkg/state"
 	"github.com/agentenv/watchdog/pkg/statestore"
+	"github.com/agentenv/watchdog/pkg/termtext"
 )
 
 func newStatusCommand(stdout, stderr io.Writer) *cobra.Command {
@@ -69,26 +70,26 @@ type statusJSON struct {
 
 func writeStatusText(w io.Writer, where string, snap *statestore.Snapshot, now time.Time) error {
 	s := snap.State
-	fmt.Fprintf(w, "state: %s", where)
+	termtext.Fprintf(w, "state: %s", where)
 	if snap.ResourceVersion != "" {
-		fmt.Fprintf(w, " (resourceVersion %s)", snap.ResourceVersion)
+		termtext.Fprintf(w, " (resourceVersion %s)", snap.ResourceVersion)
 	}
 	fmt.Fprintln(w)
 	if snap.Recovered != "" {
-		fmt.Fprintf(w, "warning: %s\n", snap.Recovered)
+		termtext.Fprintf(w, "warning: %s\n", snap.Recovered)
 	}
 	if r := s.LastRun; r != nil {
-		fmt.Fprintf(w, "last run: %s (%s ago, took %s): %s, verdict %s, action %s\n  %s\n",
+		termtext.Fprintf(w, "last run: %s (%s ago, took %s): %s, verdict %s, action %s\n  %s\n",
 			r.At.Format(time.RFC3339), now.Sub(r.At).Round(time.Second), r.Took.D(), r.Outcome, r.Verdict, r.Action, r.Reason)
 		if r.Error != "" {
-			fmt.Fprintf(w, "  error: %s\n", r.Error)
+			termtext.Fprintf(w, "  error: %s\n", r.Error)
 		}
 	} else {
 		fmt.Fprintln(w, "last run: none recorded")
 	}
-	fmt.Fprintf(w, "unknown runs since the scheduler was last seen fine: %d\n", s.ConsecutiveUnknownRuns)
+	termtext.Fprintf(w, "unknown runs since the scheduler was last seen fine: %d\n", s.ConsecutiveUnknownRuns)
 	if b := s.Backoff; b != nil {
-		fmt.Fprintf(w, "restart back-off: %d restart(s) in a row did not heal; next restart not before %s\n  %s\n", b.Ineffective, b.NotBefore.Format(time.RFC3339), b.Reason)
+		termtext.Fprintf(w, "restart back-off: %d restart(s) in a row did not heal; next restart not before %s\n  %s\n", b.Ineffective, b.NotBefore.Format(time.RFC3339), b.Reason)
 	}
 	fmt.Fprintln(w)
 
@@ -104,25 +105,25 @@ func writeStatusText(w io.Writer, where string, snap *statestore.Snapshot, now t
 		if p.Counters != nil {
 			rejected = fmt.Sprint(p.Counters.HeartbeatRejected)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.Name, uid, p.LastVerdict, p.LastSeen.Format(time.RFC3339), bad, badFor, evidence, rejected)
+		termtext.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.Name, uid, p.LastVerdict, p.LastSeen.Format(time.RFC3339), bad, badFor, evidence, rejected)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	if n := len(s.Restarts); n > 0 {
 		r := s.Restarts[n-1]
-		fmt.Fprintf(w, "\nlast restart: %s %s by %s: %s, %s evidence\n  reason: %s\n", r.ClaimedAt.Format(time.RFC3339), r.Pod, r.Method, r.Outcome, alert.OrDash(string(r.Evidence)), r.Reason)
+		termtext.Fprintf(w, "\nlast restart: %s %s by %s: %s, %s evidence\n  reason: %s\n", r.ClaimedAt.Format(time.RFC3339), r.Pod, r.Method, r.Outcome, alert.OrDash(string(r.Evidence)), r.Reason)
 		if r.Gates != "" {
-			fmt.Fprintf(w, "  gates: %s\n", r.Gates)
+			termtext.Fprintf(w, "  gates: %s\n", r.Gates)
 		}
 		if h := healed(r); h != "" {
-			fmt.Fprintf(w, "  healed: %s\n", h)
+			termtext.Fprintf(w, "  healed: %s\n", h)
 		}
 		if r.Bundle != "" {
-			fmt.Fprintf(w, "  evidence bundle: %s (watchdog history --evidence %s)\n", r.Bundle, r.Bundle)
+			termtext.Fprintf(w, "  evidence bundle: %s (watchdog history --evidence %s)\n", r.Bundle, r.Bundle)
 		}
 	}
-	fmt.Fprintf(w, "\nrestarts (newest last, %d kept):\n", len(s.Restarts))
+	termtext.Fprintf(w, "\nrestarts (newest last, %d kept):\n", len(s.Restarts))
 	for _, r := range s.Restarts {
 		resumed := ""
 		if r.ResumedAt != nil {
@@ -137,16 +138,16 @@ func writeStatusText(w io.Writer, where string, snap *statestore.Snapshot, now t
 		if r.Error != "" {
 			resumed += ": " + r.Error
 		}
-		fmt.Fprintf(w, "  %s  %-9s %s %s (%s)%s\n", r.ClaimedAt.Format(time.RFC3339), r.Outcome, r.Method, r.Pod, r.UID, resumed)
+		termtext.Fprintf(w, "  %s  %-9s %s %s (%s)%s\n", r.ClaimedAt.Format(time.RFC3339), r.Outcome, r.Method, r.Pod, r.UID, resumed)
 	}
 	if len(s.WouldRestarts) > 0 {
-		fmt.Fprintf(w, "would-restarts in shadow mode (newest last, %d kept; nothing was restarted):\n", len(s.WouldRestarts))
+		termtext.Fprintf(w, "would-restarts in shadow mode (newest last, %d kept; nothing was restarted):\n", len(s.WouldRestarts))
 		for _, wr := range s.WouldRestarts {
 			repeats := ""
 			if wr.Repeats > 0 {
 				repeats = fmt.Sprintf(" (again in %d later run(s), last %s)", wr.Repeats, wr.LastAt.Format(time.RFC3339))
 			}
-			fmt.Fprintf(w, "  %s  %s (%s), %s evidence, %s into the episode%s: %s\n", wr.At.Format(time.RFC3339), wr.Pod, wr.UID,
+			termtext.Fprintf(w, "  %s  %s (%s), %s evidence, %s into the episode%s: %s\n", wr.At.Format(time.RFC3339), wr.Pod, wr.UID,
 				alert.OrDash(string(wr.Evidence)), decide.ShortDuration(wr.At.Sub(wr.EpisodeSince)), repeats, wr.Gates)
 		}
 	}
@@ -157,15 +158,15 @@ func writeStatusText(w io.Writer, where string, snap *statestore.Snapshot, now t
 		if a.LastSentAt != nil {
 			last = a.LastSentAt.Format(time.RFC3339)
 		}
-		fmt.Fprintf(w, "  %-16s opened %s, sent %d time(s), last %s: %s\n", ev, a.OpenedAt.Format(time.RFC3339), a.Sends, last, a.Reason)
+		termtext.Fprintf(w, "  %-16s opened %s, sent %d time(s), last %s: %s\n", ev, a.OpenedAt.Format(time.RFC3339), a.Sends, last, a.Reason)
 	}
-	fmt.Fprintf(w, "undelivered alerts: %d\n", len(s.Outbox))
+	termtext.Fprintf(w, "undelivered alerts: %d\n", len(s.Outbox))
 	for _, p := range s.Outbox {
-		fmt.Fprintf(w, "  %s %s to %v, %d attempt(s): %s\n", p.CreatedAt.Format(time.RFC3339), p.Event, p.Sinks, p.Attempts, p.LastError)
+		termtext.Fprintf(w, "  %s %s to %v, %d attempt(s): %s\n", p.CreatedAt.Format(time.RFC3339), p.Event, p.Sinks, p.Attempts, p.LastError)
 	}
-	fmt.Fprintf(w, "episodes (newest last, %d kept):\n", len(s.Episodes))
+	termtext.Fprintf(w, "episodes (newest last, %d kept):\n", len(s.Episodes))
 	for _, e := range s.Episodes {
-		fmt.Fprintf(w, "  %s → %s  %s %s (%s evidence): %s\n", e.From.Format(time.RFC3339), e.To.Format(time.RFC3339), e.Kind, e.Pod, e.Evidence, e.Outcome)
+		termtext.Fprintf(w, "  %s → %s  %s %s (%s evidence): %s\n", e.From.Format(time.RFC3339), e.To.Format(time.RFC3339), e.Kind, e.Pod, e.Evidence, e.Outcome)
 	}
 	return nil
 }

@@ -625,11 +625,11 @@ func (d *Doctor) checkSinks(ctx context.Context) {
 func (d *Doctor) checkOutboxKey() {
 	const name = "alerts kept for retry are authenticated"
 	if d.OutboxKey {
-		d.pass(GroupAlerts, name, "--outbox-key is set")
+		d.pass(GroupAlerts, name, "--outbox-key is set (at least 32 bytes)")
 		return
 	}
 	d.fail(GroupAlerts, name, "--outbox-key is not set: an alert written into the state ConfigMap's outbox by anyone who may edit it would be retried as the watchdog's (rebuilt from its facts, but not authenticated)",
-		"set --outbox-key (WATCHDOG_OUTBOX_KEY) from a Secret: the chart's own Secret has one; with alerts.existingSecret, add a random outbox-key to it")
+		"set --outbox-key (WATCHDOG_OUTBOX_KEY) from a Secret: the chart's own Secret has one; with alerts.existingSecret, add a random outbox-key of at least 32 bytes to it (head -c 32 /dev/urandom | base64)")
 }
 
 // checkReach connects to a sink as a delivery would, without sending: the network

@@ -2,9 +2,10 @@ package doctor
 
 import (
 	"encoding/json"
-	"fmt"
 	"io"
 	"strings"
+
+	"github.com/agentenv/watchdog/pkg/termtext"
 )
 
 // Report is what `watchdog doctor` prints.
@@ -57,12 +58,12 @@ const (
 // the fix under each failed one, and a summary.
 func (r *Report) WriteText(w io.Writer) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "watchdog doctor: namespace %s, API server %s\n", r.Namespace, r.Host)
+	termtext.Fprintf(&b, "watchdog doctor: namespace %s, API server %s\n", r.Namespace, r.Host)
 	group := ""
 	for _, c := range r.Checks {
 		if c.Group != group {
 			group = c.Group
-			fmt.Fprintf(&b, "\n%s\n%s\n", group, strings.Repeat("-", len(group)))
+			termtext.Fprintf(&b, "\n%s\n%s\n", group, strings.Repeat("-", len(group)))
 		}
 		mark := MarkOK
 		switch {
@@ -73,27 +74,27 @@ func (r *Report) WriteText(w io.Writer) error {
 		case c.Warning:
 			mark = MarkWarn
 		}
-		fmt.Fprintf(&b, "%s %s", mark, c.Name)
+		termtext.Fprintf(&b, "%s %s", mark, c.Name)
 		if c.Skipped {
 			b.WriteString(" (skipped)")
 		}
 		if c.Detail != "" {
-			fmt.Fprintf(&b, ": %s", c.Detail)
+			termtext.Fprintf(&b, ": %s", c.Detail)
 		}
 		b.WriteByte('\n')
 		if (!c.OK || c.Warning) && c.Hint != "" {
-			fmt.Fprintf(&b, "    fix: %s\n", c.Hint)
+			termtext.Fprintf(&b, "    fix: %s\n", c.Hint)
 		}
 	}
 	b.WriteByte('\n')
 	total := len(r.Checks)
 	switch {
 	case r.OK && r.Warnings > 0:
-		fmt.Fprintf(&b, "%s all %d checks passed, %d with a warning (%d skipped)\n", MarkWarn, total-r.Skipped, r.Warnings, r.Skipped)
+		termtext.Fprintf(&b, "%s all %d checks passed, %d with a warning (%d skipped)\n", MarkWarn, total-r.Skipped, r.Warnings, r.Skipped)
 	case r.OK:
-		fmt.Fprintf(&b, "%s all %d checks passed (%d skipped)\n", MarkOK, total-r.Skipped, r.Skipped)
+		termtext.Fprintf(&b, "%s all %d checks passed (%d skipped)\n", MarkOK, total-r.Skipped, r.Skipped)
 	default:
-		fmt.Fprintf(&b, "%s %d of %d checks failed (%d skipped)\n", MarkFail, r.Failed, total-r.Skipped, r.Skipped)
+		termtext.Fprintf(&b, "%s %d of %d checks failed (%d skipped)\n", MarkFail, r.Failed, total-r.Skipped, r.Skipped)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

@@ -37,6 +37,9 @@ const (
 	MaxLogRead = 1 << 20
 	// MaxBundles is how many bundles the ring keeps, newest first.
 	MaxBundles = 5
+	// MaxBundleBytes bounds one encoded bundle, whatever its log and metrics hold:
+	// the log is cut (its oldest part) to fit, so MaxBundles of them fit the ring.
+	MaxBundleBytes = 96 << 10
 	// maxRingBytes bounds the ConfigMap's data whatever the bundles hold.
 	maxRingBytes = 640 << 10
 	// DefaultTimeout bounds a capture (the log read) and SaveTimeout its save:
@@ -71,6 +74,9 @@ type Bundle struct {
 	Log      string   `json:"log,omitempty"`
 	LogError string   `json:"logError,omitempty"`
 	Warnings []string `json:"warnings,omitempty"`
+	// Integrity says, when read back (Load), whether the watchdog's seal of the
+	// bundle verifies. Never saved.
+	Integrity Integrity `json:"integrity,omitempty"`
 }
 
 // PodStatus is the part of the pod's status a person asks about after the fact.
@@ -102,8 +108,11 @@ type Keeper struct {
 	Namespace  string
 	ConfigMap  string
 	Container  string
-	LogLines   int64
-	LogBytes   int64
+	// Key seals every bundle saved (the outbox key): an editor of the ConfigMap
+	// cannot forge or change one unnoticed. Empty: bundles are saved unsealed.
+	Key      []byte
+	LogLines int64
+	LogBytes int64
 }
 
 // Capture builds the bundle of target t of observation obs, at now. It never fails:
@@ -121,7 +130,7 @@ func (k *Keeper) Capture(ctx context.Context, t decide.Target, obs decide.Observ
 		if p.UID != t.UID {
 			continue
 		}
-		b.Sample = p.Sample
+		b.Sample = knownStatuses(p.Sample, &b)
 		b.Status = PodStatus{Phase: p.Phase, Ready: p.Ready, Running: p.Running, StartedAt: p.StartedAt.UTC(), WaitingReason: p.WaitingReason}
 		if p.ControllerName != "" {
 			b.Status.Controller = p.ControllerKind + "/" + p.ControllerName
@@ -137,6 +146,116 @@ func (k *Keeper) Capture(ctx context.Context, t decide.Target, obs decide.Observ
 		b.LogError = err.Error()
 	}
 	return b
+}
+
+// knownStatuses is a copy of sample with only the statuses the scheduler is
+// known to write: a label value is the scheduler's text, and a metrics page with
+// thousands of made-up ones must not make the bundle too large to save.
+func knownStatuses(sample *scrape.Sample, b *Bundle) *scrape.Sample {
+	if sample == nil {
+		return nil
+	}
+	c := *sample
+	c.Observed = make(map[string]int, len(scrape.ObservedStatuses))
+	for _, status := range scrape.ObservedStatuses {
+		if n, ok := sample.Observed[status]; ok {
+			c.Observed[status] = n
+		}
+	}
+	if other := len(sample.Observed) - len(c.Observed); other > 0 {
+		b.Warnings = append(b.Warnings, fmt.Sprintf("%d observed_nodes series of statuses the scheduler is not known to write were not kept", other))
+	}
+	return &c
+}
+
+// encode is the bundle as saved: JSON without HTML escaping (a log of <, > and &
+// would grow sixfold), within MaxBundleBytes. What is over is cut from the log,
+// its oldest part first; the rest of a bundle is the watchdog's own and small,
+// but is cut too (each text to 1 KiB, each list to 20) should it not fit.
+func encode(b Bundle) ([]byte, error) {
+	cutAt := -1 // the warning saying how much of the log was kept
+	for cut := false; ; {
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(b); err != nil {
+			return nil, fmt.Errorf("encode evidence: %w", err)
+		}
+		raw := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+		over := len(raw) - MaxBundleBytes
+		switch {
+		case over <= 0:
+			return raw, nil
+		case b.Log != "":
+			// The log's bytes grow by the same factor when escaped, on average:
+			// drop what is over in that proportion (and a little more for the
+			// warning); the loop checks, and cuts again if it was not enough.
+			grown := len(jsonString(b.Log))
+			drop := (over + 200) * len(b.Log) / grown
+			b.Log = string(keepEnd([]byte(b.Log), max(int64(len(b.Log)-drop-1), 0)))
+			msg := fmt.Sprintf("log cut to its newest %d bytes to keep the bundle within %d bytes", len(b.Log), MaxBundleBytes)
+			if cutAt < 0 {
+				cutAt = len(b.Warnings)
+				b.Warnings = append(slices.Clone(b.Warnings), msg)
+			} else {
+				b.Warnings = slices.Clone(b.Warnings)
+				b.Warnings[cutAt] = msg
+			}
+			cut = true
+		case !cut || len(b.Warnings) > 20:
+			b = b.shortened()
+			cut = true
+		default:
+			return nil, fmt.Errorf("encode evidence: %d bytes with nothing left to cut (bound %d)", len(raw), MaxBundleBytes)
+		}
+	}
+}
+
+// jsonString is s as encode writes it.
+func jsonString(s string) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s) // a string always encodes
+	return buf.Bytes()
+}
+
+// shortened cuts every text of b to 1 KiB and every list to 20 entries.
+func (b Bundle) shortened() Bundle {
+	const text, list = 1 << 10, 20
+	cut := func(s *string) { *s = truncate(*s, text) }
+	for _, p := range []*string{&b.Reason, &b.LogError, &b.Status.Phase, &b.Status.WaitingReason, &b.Status.Controller} {
+		cut(p)
+	}
+	b.Gates = slices.Clone(b.Gates[:min(len(b.Gates), list)])
+	for i := range b.Gates {
+		cut(&b.Gates[i].Name)
+		cut(&b.Gates[i].Detail)
+	}
+	b.Warnings = slices.Clone(b.Warnings[:min(len(b.Warnings), list)])
+	for i := range b.Warnings {
+		cut(&b.Warnings[i])
+	}
+	if b.Sample != nil {
+		s := *b.Sample
+		s.Warnings = slices.Clone(s.Warnings[:min(len(s.Warnings), list)])
+		for i := range s.Warnings {
+			cut(&s.Warnings[i])
+		}
+		b.Sample = &s
+	}
+	return b
+}
+
+// truncate cuts s to at most n bytes without splitting a character.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // readLog reads the last LogLines lines of the scheduler container and keeps the
@@ -207,9 +326,15 @@ func Key(at time.Time, pod string) string {
 // the ConfigMap when it does not exist (the chart pre-creates it; without the
 // chart the watchdog needs the right to create ConfigMaps).
 func (k *Keeper) Save(ctx context.Context, b Bundle) error {
-	raw, err := json.Marshal(b)
+	b.Integrity = ""
+	raw, err := encode(b)
 	if err != nil {
-		return fmt.Errorf("encode evidence: %w", err)
+		return err
+	}
+	if len(k.Key) > 0 {
+		if raw, err = sealed(k.Key, k.Namespace, b.Key, raw); err != nil {
+			return err
+		}
 	}
 	for attempt := 0; ; attempt++ {
 		cm, err := k.ConfigMaps.GetConfigMap(ctx, k.Namespace, k.ConfigMap)
@@ -261,9 +386,11 @@ func ring(data map[string]string, key, value string) map[string]string {
 	return out
 }
 
-// Load reads the bundles of the ConfigMap, newest first. A missing ConfigMap has
-// none; a bundle that does not decode is skipped and named in the error.
-func Load(ctx context.Context, cms ConfigMaps, ns, name string) ([]Bundle, error) {
+// Load reads the bundles of the ConfigMap, newest first, each with its Integrity
+// checked under key (nil: sealed ones are IntegrityUnchecked). A missing
+// ConfigMap has none; a bundle that does not decode is skipped and named in the
+// error.
+func Load(ctx context.Context, cms ConfigMaps, ns, name string, key []byte) ([]Bundle, error) {
 	cm, err := cms.GetConfigMap(ctx, ns, name)
 	if apierrors.IsNotFound(err) {
 		return nil, nil
@@ -273,16 +400,16 @@ func Load(ctx context.Context, cms ConfigMaps, ns, name string) ([]Bundle, error
 	}
 	var out []Bundle
 	var errs []error
-	for key, v := range cm.Data {
-		if !strings.HasSuffix(key, ".json") {
+	for k, v := range cm.Data {
+		if !strings.HasSuffix(k, ".json") {
 			continue
 		}
-		var b Bundle
-		if err := json.Unmarshal([]byte(v), &b); err != nil {
-			errs = append(errs, fmt.Errorf("bundle %s: %w", key, err))
+		b, err := Open(key, ns, k, []byte(v))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("bundle %s: %w", k, err))
 			continue
 		}
-		b.Key = key
+		b.Key = k
 		out = append(out, b)
 	}
 	slices.SortFunc(out, func(a, b Bundle) int { return strings.Compare(b.Key, a.Key) })

@@ -3,12 +3,13 @@ package metrics
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/push"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/agentenv/watchdog/pkg/httpbound"
 )
 
 // PushConfig says where a one-shot run pushes its metrics.
@@ -22,6 +23,10 @@ type PushConfig struct {
 	Timeout  time.Duration
 }
 
+// maxPushAnswer bounds what is read of the Pushgateway's answer (its error
+// message ends up in the run's error).
+const maxPushAnswer = 4 << 10
+
 // Push sends the metrics of a finished run to a Pushgateway with client_golang's
 // pusher. Its counters hold this run's counts, not totals over runs: queries count
 // them per run by the pushed last-pass timestamp (docs/monitoring.md). It POSTs (push.Add): the families sent replace theirs in the group and the
@@ -31,9 +36,13 @@ type PushConfig struct {
 func (m *Metrics) Push(ctx context.Context, c PushConfig) error {
 	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
 	defer cancel()
+	// The Pushgateway answers nothing but a status and a short error: its answer
+	// is read up to maxPushAnswer bytes, and a redirect is refused.
+	client := httpbound.Client(nil, maxPushAnswer)
+	client.Timeout = c.Timeout
 	p := push.New(c.URL, c.Job).
 		Gatherer(prometheus.GathererFunc(m.pushed)).
-		Client(&http.Client{Timeout: c.Timeout})
+		Client(client)
 	for k, v := range c.Grouping {
 		p = p.Grouping(k, v)
 	}

@@ -126,13 +126,16 @@ func Truncate(s string, n int) string {
 }
 
 // dropAllButLedger drops, one kind of record per call: the outbox (its payloads
-// cannot be cut), ended episodes, shadow mode's would-restarts, open alerts, then the newest-seen half of the
+// cannot be cut) and the memory of what it delivered, ended episodes, shadow mode's would-restarts, open alerts, then the newest-seen half of the
 // pods judged this run (and so on, halving). Only the restart history is left,
 // with every field already cut short.
 func (s *State) dropAllButLedger() bool {
 	switch {
 	case len(s.Outbox) > 0:
 		s.Outbox = nil
+	case len(s.Delivered) > 0:
+		// Without the outbox, there is nothing left to replay.
+		s.Delivered = nil
 	case len(s.Episodes) > 0:
 		s.Episodes = nil
 	case len(s.WouldRestarts) > 0:

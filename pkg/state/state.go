@@ -24,6 +24,8 @@ const (
 	MaxRestarts = 100
 	MaxEpisodes = 50
 	MaxOutbox   = 20
+	// MaxDelivered bounds the memory of delivered outbox entries (Delivered).
+	MaxDelivered = 100
 	// MaxHistoryAge drops restart records older than this (a budget window longer
 	// than a week makes no sense for a CronJob).
 	MaxHistoryAge = 7 * 24 * time.Hour
@@ -48,6 +50,9 @@ type State struct {
 	Alerts map[string]*Alert `json:"alerts,omitempty"`
 	// Outbox holds alerts not yet delivered to every sink.
 	Outbox []Pending `json:"outbox,omitempty"`
+	// Delivered remembers the outbox entries that were delivered, for as long as
+	// an entry may be retried, so that a copy put back is not sent again.
+	Delivered []DeliveredEntry `json:"delivered,omitempty"`
 	// ConsecutiveUnknownRuns counts runs whose overall verdict was unknown since the last run
 	// that saw the scheduler fine (healthy, starting, no-nodes): a bad run (wedged,
 	// degraded) in between does not reset it, so a wedge seen only every other run
@@ -235,6 +240,12 @@ type Pending struct {
 	Seal      string          `json:"seal,omitempty"`
 }
 
+// DeliveredEntry is an outbox entry that left the outbox delivered.
+type DeliveredEntry struct {
+	ID        string    `json:"id"`
+	CreatedAt time.Time `json:"createdAt"`
+}
+
 // Run is the last run's summary.
 type Run struct {
 	At       time.Time  `json:"at"`
@@ -342,6 +353,7 @@ func (s *State) sanitize() {
 	if s.Backoff != nil && s.Backoff.Ineffective < 0 {
 		s.Backoff.Ineffective = 0
 	}
+	s.capCounts()
 }
 
 // Encode renders the document, pruned to its bounds, indented for people.
@@ -392,23 +404,32 @@ func (s *State) Prune(now time.Time) {
 		cut++
 	}
 	s.Restarts = s.Restarts[cut:]
-	if n := len(s.Restarts); n > MaxRestarts {
-		s.Restarts = s.Restarts[n-MaxRestarts:]
-	}
-	if n := len(s.Episodes); n > MaxEpisodes {
-		s.Episodes = s.Episodes[n-MaxEpisodes:]
-	}
 	cut = 0
 	for cut < len(s.WouldRestarts) && now.Sub(s.WouldRestarts[cut].At) > MaxHistoryAge {
 		cut++
 	}
 	s.WouldRestarts = s.WouldRestarts[cut:]
-	if n := len(s.WouldRestarts); n > MaxRestarts {
-		s.WouldRestarts = s.WouldRestarts[n-MaxRestarts:]
+	s.capCounts()
+}
+
+// capCounts keeps the newest of each list within its bound. Decode applies it
+// too: a document is read from a ConfigMap an editor may have written, and a
+// thousand copies of one outbox entry must not be a thousand sends.
+func (s *State) capCounts() {
+	sort.SliceStable(s.Restarts, func(i, j int) bool { return s.Restarts[i].ClaimedAt.Before(s.Restarts[j].ClaimedAt) })
+	s.Restarts = newest(s.Restarts, MaxRestarts)
+	s.Episodes = newest(s.Episodes, MaxEpisodes)
+	s.WouldRestarts = newest(s.WouldRestarts, MaxRestarts)
+	s.Outbox = newest(s.Outbox, MaxOutbox)
+	s.Delivered = newest(s.Delivered, MaxDelivered)
+}
+
+// newest returns the last max elements of list.
+func newest[T any](list []T, max int) []T {
+	if n := len(list); n > max {
+		return list[n-max:]
 	}
-	if n := len(s.Outbox); n > MaxOutbox {
-		s.Outbox = s.Outbox[n-MaxOutbox:]
-	}
+	return list
 }
 
 // RestartFor returns the latest restart record for a pod UID, or nil.
@@ -485,6 +506,7 @@ func (s *State) Clone() *State {
 		c.Outbox[i].Sinks = slices.Clone(c.Outbox[i].Sinks)
 		c.Outbox[i].Payload = slices.Clone(c.Outbox[i].Payload)
 	}
+	c.Delivered = append([]DeliveredEntry(nil), s.Delivered...)
 	c.LastRun = clonePtr(s.LastRun)
 	if s.Backoff != nil {
 		b := *s.Backoff

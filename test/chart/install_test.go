@@ -391,6 +391,9 @@ func TestChartReinstallKeepsState(t *testing.T) {
 		"ServiceAccount": getErr(env.Client.CoreV1().ServiceAccounts(in.ns).Get(ctx, fullname, metav1.GetOptions{})),
 		"CronJob":        getErr(env.Client.BatchV1().CronJobs(in.ns).Get(ctx, fullname, metav1.GetOptions{})),
 		"Secret":         getErr(env.Client.CoreV1().Secrets(in.ns).Get(ctx, fullname, metav1.GetOptions{})),
+		// The scheduler's log lines copied into the evidence go with the release
+		// (evidence.keepAfterUninstall keeps them).
+		"evidence ConfigMap": getErr(env.Client.CoreV1().ConfigMaps(in.ns).Get(ctx, stateName+"-evidence", metav1.GetOptions{})),
 	} {
 		if !apierrors.IsNotFound(err) {
 			t.Errorf("%s after uninstall: %v, want NotFound", what, err)

@@ -1,6 +1,8 @@
 package docs
 
 import (
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -111,4 +113,120 @@ func TestWorkflowsGiveBackWhatRootBuilt(t *testing.T) {
 			}
 		}
 	}
+}
+
+// usesLine is a step's action reference as written, with its trailing comment.
+var usesLine = regexp.MustCompile(`(?m)^\s*(?:-\s+)?uses:\s*([^\s@]+)@(\S+)[ \t]*(?:#[ \t]*(\S+))?`)
+
+// TestWorkflowsPinActionsByCommit: a tag of an action can be moved by whoever
+// controls its repository; a commit cannot. Every action is pinned by its full
+// commit SHA, with the release tag it was taken from as a comment for people
+// (and for update bots).
+func TestWorkflowsPinActionsByCommit(t *testing.T) {
+	sha := regexp.MustCompile(`^[0-9a-f]{40}$`)
+	tag := regexp.MustCompile(`^v\d+\.\d+\.\d+$`)
+	for _, path := range []string{".github/workflows/ci.yml", ".github/workflows/release.yml"} {
+		uses := usesLine.FindAllStringSubmatch(read(t, path), -1)
+		if len(uses) == 0 {
+			t.Errorf("%s: no action found", path)
+		}
+		for _, u := range uses {
+			if !sha.MatchString(u[2]) || !tag.MatchString(u[3]) {
+				t.Errorf("%s: %s@%s (comment %q): want a 40-hex commit SHA and its release tag as a comment (# vX.Y.Z)", path, u[1], u[2], u[3])
+			}
+		}
+	}
+}
+
+// TestReleaseJobTrustsNothingBeforeIt: the tests run as root (a test makes a
+// network namespace), and a process a test starts could outlive its step. So the
+// tests run in a job that can write nothing, and the job holding packages,
+// id-token and attestations write runs after it on a fresh runner: it checks out
+// afresh, restores no cache (a cached tool could be anyone's: the cached helm
+// would receive the registry token), runs nothing as root, and builds every tool
+// itself from the Go module proxy, verified against the Go checksum database.
+func TestReleaseJobTrustsNothingBeforeIt(t *testing.T) {
+	raw := read(t, ".github/workflows/release.yml")
+	var w struct {
+		Permissions map[string]string `yaml:"permissions"`
+		Env         map[string]string `yaml:"env"`
+		Jobs        map[string]struct {
+			Needs       any               `yaml:"needs"`
+			Permissions map[string]string `yaml:"permissions"`
+			Env         map[string]string `yaml:"env"`
+			Steps       []struct {
+				Uses string            `yaml:"uses"`
+				Run  string            `yaml:"run"`
+				With map[string]any    `yaml:"with"`
+				Env  map[string]string `yaml:"env"`
+			} `yaml:"steps"`
+		} `yaml:"jobs"`
+	}
+	if err := yaml.Unmarshal([]byte(raw), &w); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range w.Permissions {
+		if v != "read" && v != "none" {
+			t.Errorf("release.yml grants %s: %s to every job", k, v)
+		}
+	}
+	var testJob, releaseJob string
+	for name, job := range w.Jobs {
+		writes := false
+		for _, v := range job.Permissions {
+			writes = writes || v == "write"
+		}
+		var runs []string
+		for _, s := range job.Steps {
+			runs = append(runs, s.Run)
+		}
+		all := strings.Join(runs, "\n")
+		switch {
+		case strings.Contains(all, ".ci/run"):
+			testJob = name
+			if writes {
+				t.Errorf("job %s runs the tests with write permissions %v", name, job.Permissions)
+			}
+		case writes:
+			releaseJob = name
+			for _, s := range job.Steps {
+				if strings.HasPrefix(s.Uses, "actions/cache") {
+					t.Errorf("release job %s restores a cache (%s)", name, s.Uses)
+				}
+				if strings.Contains(s.Run, "sudo") || strings.Contains(s.Run, "make test") || strings.Contains(s.Run, "release-check") {
+					t.Errorf("release job %s runs tests or root:\n%s", name, s.Run)
+				}
+				if strings.HasPrefix(s.Uses, "actions/checkout") && s.With["persist-credentials"] != false {
+					t.Errorf("release job %s keeps the checkout's credentials", name)
+				}
+			}
+			for _, want := range []string{"WATCHDOG_CACHE_DIR=${RUNNER_TEMP}", "GOTOOLCHAIN=", "GITHUB_PATH"} {
+				if !strings.Contains(all, want) {
+					t.Errorf("release job %s lacks %q: tools must be built afresh by a verified toolchain", name, want)
+				}
+			}
+			for _, env := range []map[string]string{w.Env, job.Env} {
+				for _, k := range []string{"GONOSUMDB", "GONOSUMCHECK", "GOINSECURE", "GOPRIVATE", "GOFLAGS"} {
+					if _, ok := env[k]; ok {
+						t.Errorf("release.yml sets %s: the Go checksum database must check every module", k)
+					}
+				}
+				if v, ok := env["GOSUMDB"]; ok && v != "sum.golang.org" {
+					t.Errorf("release.yml sets GOSUMDB=%s", v)
+				}
+			}
+		}
+	}
+	if testJob == "" || releaseJob == "" || testJob == releaseJob {
+		t.Fatalf("release.yml: want a job running the tests without write permissions and another releasing; found tests in %q, release in %q", testJob, releaseJob)
+	}
+	needs := w.Jobs[releaseJob].Needs
+	if needs != testJob && !slices.Contains(anySlice(needs), any(testJob)) {
+		t.Errorf("release job %s does not need the test job %s (needs %v)", releaseJob, testJob, needs)
+	}
+}
+
+func anySlice(v any) []any {
+	s, _ := v.([]any)
+	return s
 }

@@ -30,7 +30,7 @@ const (
 	slackPath     = "/services/T000/B000/XXXXSLACKSECRET"
 	heartbeatPath = "/ping/XXXXHEARTBEATSECRET"
 	hmacKey       = "hmac-XXXXKEYSECRET"
-	outboxKey     = "outbox-XXXXOUTBOXSECRET"
+	outboxKey     = "outbox-key-of-32-bytes-XXXXOUTBOXSECRET"
 	clusterName   = "it-cluster"
 )
 

@@ -43,8 +43,8 @@ func (s *scenario) bundles(t *testing.T) []evidence.Bundle {
 	}
 	var out []evidence.Bundle
 	for k, v := range cm.Data {
-		var b evidence.Bundle
-		if err := json.Unmarshal([]byte(v), &b); err != nil {
+		b, err := evidence.Open(nil, s.ns, k, []byte(v))
+		if err != nil {
 			t.Fatalf("bundle %s: %v", k, err)
 		}
 		out = append(out, b)
@@ -220,5 +220,53 @@ func TestEvidenceWithoutLogs(t *testing.T) {
 	bs := s.bundles(t)
 	if len(bs) != 1 || bs[0].Log != "" || !strings.Contains(bs[0].LogError, "--evidence-logs=false") || bs[0].Sample == nil {
 		t.Errorf("bundles %+v, want one without the log, saying why", bs)
+	}
+}
+
+// TestEvidenceSealedOnTheAPIServer: with --outbox-key the run saves its bundle
+// sealed in the evidence ConfigMap on the API server; history given the key says
+// the bundle is the watchdog's, and marks it once someone edits it there (as a
+// namespace editor may), beside the restart and on the bundle.
+func TestEvidenceSealedOnTheAPIServer(t *testing.T) {
+	k := startKubelet(t, "2026-12-01T10:00:00Z endpointslice watch closed; not re-established\n")
+	s := newScenario(t, layout{serving: 3, page: fixture(t, "scheduler-metrics-discovery-dead.txt")})
+	onNode(t, s, k, s.pod.Name)
+	keyed := []string{"--outbox-key", outboxKey}
+	s.check(keyed...).expect(t, 0, "wedged", "wait")
+	waitPastWedgedFor()
+	s.check(keyed...).expect(t, 0, "wedged", "restart")
+	bs := s.bundles(t)
+	if len(bs) != 1 {
+		t.Fatalf("%d bundles, want 1", len(bs))
+	}
+	base := []string{"--kubeconfig", env.Kubeconfig, "--namespace", s.ns}
+	show := func(args ...string) string {
+		t.Helper()
+		r := runCLI(t, append(append([]string{"history"}, base...), args...)...)
+		if r.code != 0 {
+			t.Fatalf("history %v: exit %d\n%s%s", args, r.code, r.stdout, r.stderr)
+		}
+		return r.stdout
+	}
+	if out := show("--evidence", bs[0].Key, "--outbox-key", outboxKey); !strings.Contains(out, "seal: ✓ sealed") {
+		t.Errorf("the watchdog's own bundle, checked with its key:\n%s", out)
+	}
+	if out := show("--evidence", bs[0].Key); !strings.Contains(out, "seal: ✗ sealed, not checked") {
+		t.Errorf("the bundle read without the key:\n%s", out)
+	}
+
+	// An editor rewrites the log line the operator will read.
+	ctx, cancel := testenv.Ctx()
+	defer cancel()
+	cm, err := env.Client.CoreV1().ConfigMaps(s.ns).Get(ctx, "agentenv-scheduler-watchdog-evidence", metav1.GetOptions{})
+	must(t, err)
+	cm.Data[bs[0].Key] = strings.Replace(cm.Data[bs[0].Key], "watch closed; not re-established", "all healthy, no problem", 1)
+	_, err = env.Client.CoreV1().ConfigMaps(s.ns).Update(ctx, cm, metav1.UpdateOptions{})
+	must(t, err)
+	if out := show("--evidence", bs[0].Key, "--outbox-key", outboxKey); !strings.Contains(out, "seal: ✗ SEAL DOES NOT VERIFY") || !strings.Contains(out, "all healthy") {
+		t.Errorf("the edited bundle:\n%s", out)
+	}
+	if out := show("--outbox-key", outboxKey); strings.Count(out, "SEAL DOES NOT VERIFY") != 1 {
+		t.Errorf("history does not mark the restart whose bundle was edited:\n%s", out)
 	}
 }

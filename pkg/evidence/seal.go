@@ -1,0 +1,95 @@
+package evidence
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+)
+
+// Evidence bundles are kept in a ConfigMap that others may write (a namespace
+// editor), and are read after the fact to judge a restart: with the outbox key,
+// each is saved sealed, an HMAC-SHA256 of the bundle's bytes, the namespace and
+// the key (name) it is saved under, so that neither an edit nor a bundle moved
+// under another restart's name verifies (docs/alerts.md, "Evidence").
+
+// Integrity is what reading a bundle back found of its seal.
+type Integrity string
+
+const (
+	// IntegritySealed: the seal verifies under the key: the watchdog saved it so.
+	IntegritySealed Integrity = "sealed"
+	// IntegrityBroken: the seal does not verify: edited since, moved under
+	// another name, written by someone else, or sealed under another key.
+	IntegrityBroken Integrity = "seal-broken"
+	// IntegrityUnsealed: no seal: saved by a run without the key (or before
+	// bundles were sealed), or written by someone else.
+	IntegrityUnsealed Integrity = "unsealed"
+	// IntegrityUnchecked: sealed, read without the key to check it.
+	IntegrityUnchecked Integrity = "unchecked"
+)
+
+// Integrities says, for people, what each Integrity means (history shows it).
+var Integrities = map[Integrity]string{
+	IntegritySealed:    "sealed with this watchdog's key (--outbox-key): saved as shown",
+	IntegrityBroken:    "SEAL DOES NOT VERIFY: edited since it was saved, moved under another name, written by someone else, or sealed under another key; do not trust it",
+	IntegrityUnsealed:  "not sealed: saved by a run without --outbox-key (or before bundles were sealed), or written by someone else",
+	IntegrityUnchecked: "sealed, not checked: give --outbox-key (WATCHDOG_OUTBOX_KEY) to check it",
+}
+
+const sealPrefix = "hmac-sha256:"
+
+// envelope is a sealed bundle as saved: the bundle's bytes exactly as sealed.
+type envelope struct {
+	Seal   string          `json:"seal"`
+	Bundle json.RawMessage `json:"bundle"`
+}
+
+func seal(key []byte, ns, name string, raw []byte) string {
+	mac := hmac.New(sha256.New, key)
+	fmt.Fprintf(mac, "agentenv-watchdog evidence v1\n%s\n%s\n", ns, name)
+	mac.Write(raw)
+	return sealPrefix + hex.EncodeToString(mac.Sum(nil))
+}
+
+// sealed is raw (an encoded bundle) in its envelope.
+func sealed(key []byte, ns, name string, raw []byte) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false) // the bundle's bytes as they are: what was sealed
+	if err := enc.Encode(envelope{Seal: seal(key, ns, name, raw), Bundle: raw}); err != nil {
+		return nil, fmt.Errorf("encode evidence: %w", err)
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// Open decodes a saved bundle (the value of key name in the ConfigMap in ns),
+// sealed or not, and checks its seal under key.
+func Open(key []byte, ns, name string, value []byte) (Bundle, error) {
+	var e envelope
+	if err := json.Unmarshal(value, &e); err == nil && len(e.Bundle) > 0 {
+		var b Bundle
+		if err := json.Unmarshal(e.Bundle, &b); err != nil {
+			return b, err
+		}
+		switch {
+		case e.Seal == "":
+			b.Integrity = IntegrityUnsealed
+		case len(key) == 0:
+			b.Integrity = IntegrityUnchecked
+		case hmac.Equal([]byte(e.Seal), []byte(seal(key, ns, name, e.Bundle))):
+			b.Integrity = IntegritySealed
+		default:
+			b.Integrity = IntegrityBroken
+		}
+		return b, nil
+	}
+	var b Bundle
+	if err := json.Unmarshal(value, &b); err != nil {
+		return b, err
+	}
+	b.Integrity = IntegrityUnsealed
+	return b, nil
+}

@@ -1,0 +1,87 @@
+// Package httpbound bounds what the watchdog's HTTP clients accept from an
+// answer: its body is read up to a limit (a huge answer must not OOM-kill a
+// 64 Mi CronJob pod), and a redirect is refused (the watchdog talks to the URL it
+// was given, not to wherever an answer points).
+package httpbound
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+)
+
+// ErrRedirect is a redirect the client refused.
+var ErrRedirect = errors.New("redirect refused: the watchdog only talks to the URL it was given")
+
+// RefuseRedirects is an http.Client's CheckRedirect that follows none.
+func RefuseRedirects(req *http.Request, _ []*http.Request) error {
+	return fmt.Errorf("%w (answered with Location %s://%s)", ErrRedirect, req.URL.Scheme, req.URL.Host)
+}
+
+// Client returns a client whose every answer's body is cut at max bytes (a
+// reader of it then fails with ErrTooLarge) and which follows no redirect.
+// base nil: http.DefaultTransport.
+func Client(base http.RoundTripper, max int64) *http.Client {
+	return &http.Client{Transport: Transport(base, max), CheckRedirect: RefuseRedirects}
+}
+
+// Transport wraps base so that every answer's body is cut at max bytes.
+func Transport(base http.RoundTripper, max int64) http.RoundTripper {
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	return capped{base: base, max: max}
+}
+
+// ErrTooLarge is an answer whose body exceeds the bound.
+var ErrTooLarge = errors.New("answer body exceeds the bound")
+
+type capped struct {
+	base http.RoundTripper
+	max  int64
+}
+
+func (c capped) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := c.base.RoundTrip(req)
+	if err != nil || resp.Body == nil {
+		return resp, err
+	}
+	resp.Body = &limitedBody{rc: resp.Body, left: c.max, max: c.max}
+	return resp, nil
+}
+
+// limitedBody reads at most max bytes, then fails with ErrTooLarge.
+type limitedBody struct {
+	rc   io.ReadCloser
+	left int64
+	max  int64
+}
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		// One byte more tells a body of exactly max bytes from a larger one.
+		var one [1]byte
+		if n, _ := b.rc.Read(one[:]); n == 0 {
+			return 0, io.EOF
+		}
+		return 0, fmt.Errorf("%w (%d bytes)", ErrTooLarge, b.max)
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.rc.Read(p)
+	b.left -= int64(n)
+	return n, err
+}
+
+func (b *limitedBody) Close() error { return b.rc.Close() }
+
+// Base returns the transport rt wraps (rt itself when it wraps none): a test
+// sets its TLS roots there.
+func Base(rt http.RoundTripper) http.RoundTripper {
+	if c, ok := rt.(capped); ok {
+		return c.base
+	}
+	return rt
+}

@@ -1,0 +1,93 @@
+// Package termtext makes text from others safe to print on a terminal. The
+// watchdog's text output shows scheduler log lines, metric label values, Event
+// messages and what an editor of its ConfigMaps wrote: an escape sequence in any
+// of them could erase and rewrite a line the operator reads, set the clipboard
+// (OSC 52) or disguise a link (OSC 8), and a newline could forge a line. JSON
+// output needs none of this: its encoder escapes control characters.
+package termtext
+
+import (
+	"fmt"
+	"io"
+	"reflect"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Escape returns s with every character that is not printable written as a Go
+// escape (\x1b, \n, \u202e; an invalid byte as \xff). A tab is kept: it is
+// shown, not acted on, and tables and log lines use it.
+func Escape(s string) string {
+	if printable(s) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case r == '\t' || unicode.IsPrint(r):
+			b.WriteString(s[i : i+size])
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r < 0x100:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case r <= 0xffff:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			fmt.Fprintf(&b, `\U%08x`, r)
+		}
+		i += size
+	}
+	return b.String()
+}
+
+func printable(s string) bool {
+	for _, r := range s {
+		if r != '\t' && (r == utf8.RuneError || !unicode.IsPrint(r)) {
+			return false
+		}
+	}
+	return true
+}
+
+// Fprintf is fmt.Fprintf for a terminal: format is the program's own text, and
+// every argument that is text (a string of any string type, a list of them, an
+// error, a fmt.Stringer that is not a number) is escaped before it is formatted.
+// Numbers, booleans and durations are printed as they are.
+func Fprintf(w io.Writer, format string, args ...any) {
+	safe := make([]any, len(args))
+	for i, a := range args {
+		safe[i] = escapeArg(a)
+	}
+	fmt.Fprintf(w, format, safe...)
+}
+
+func escapeArg(a any) any {
+	switch v := a.(type) {
+	case nil:
+		return nil
+	case string:
+		return Escape(v)
+	case []string:
+		out := make([]string, len(v))
+		for i, s := range v {
+			out[i] = Escape(s)
+		}
+		return out
+	case error:
+		return Escape(v.Error())
+	}
+	rv := reflect.ValueOf(a)
+	if s, ok := a.(fmt.Stringer); ok && (rv.Kind() == reflect.String || rv.Kind() == reflect.Struct || rv.Kind() == reflect.Pointer) {
+		return Escape(s.String()) // as fmt would print it; not a number (%d of a Duration)
+	}
+	if rv.Kind() == reflect.String {
+		return Escape(rv.String()) // a typed word: state.Verdict, decide.Evidence
+	}
+	return a
+}
