@@ -186,6 +186,11 @@ func (a *Alertmanager) alert(n Notification, startsAt, endsAt time.Time) Postabl
 	if n.Shadow {
 		summary = "[shadow] " + summary
 	}
+	if n.Paused != "" {
+		// An annotation, not a label: a label would make the paused alert another
+		// alert than the same problem's once the pause ends.
+		summary = "[paused] " + summary
+	}
 	desc := n.Reason
 	if n.NextStep != "" {
 		desc += "\n\nNext step: " + n.NextStep
@@ -193,6 +198,9 @@ func (a *Alertmanager) alert(n Notification, startsAt, endsAt time.Time) Postabl
 	ann := map[string]string{"summary": summary, "description": state.Truncate(desc, 4000)}
 	if a.RunbookURL != "" {
 		ann["runbook_url"] = a.RunbookURL
+	}
+	if n.Paused != "" {
+		ann["paused"] = state.Truncate(n.Paused, 1000)
 	}
 	// Alertmanager rejects an alert that ends before it starts.
 	if !endsAt.After(startsAt) {

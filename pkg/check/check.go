@@ -364,6 +364,9 @@ func roundUp(d, interval time.Duration) time.Duration {
 func (r *Runner) lastRun(start time.Time, res decide.Result, err error) *state.Run {
 	run := &state.Run{At: start.UTC(), Took: state.Duration(r.Clock.Since(start).Round(time.Millisecond)),
 		Verdict: res.Verdict, Action: res.Action, Reason: state.Truncate(res.Reason, 500), Outcome: state.RunOK, Watchdog: r.Version, Shadow: r.Shadow}
+	if res.Pause != nil {
+		run.Paused = state.Truncate(res.Pause.String(), 700)
+	}
 	if err != nil {
 		run.Outcome, run.Error = state.RunError, state.Truncate(err.Error(), 500)
 	}

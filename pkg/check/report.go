@@ -20,12 +20,14 @@ type Report struct {
 	Action  decide.Action  `json:"action"`
 	DryRun  bool           `json:"dryRun"`
 	// Shadow: shadow mode, which records would-restarts and restarts nothing.
-	Shadow    bool      `json:"shadow,omitempty"`
-	Reason    string    `json:"reason"`
-	Time      time.Time `json:"time"`
-	Took      string    `json:"took"`
-	Cluster   string    `json:"cluster,omitempty"`
-	Namespace string    `json:"namespace"`
+	Shadow bool `json:"shadow,omitempty"`
+	// Paused: the scheduler Deployment's pause, while active (restarts are held).
+	Paused    *decide.Pause `json:"paused,omitempty"`
+	Reason    string        `json:"reason"`
+	Time      time.Time     `json:"time"`
+	Took      string        `json:"took"`
+	Cluster   string        `json:"cluster,omitempty"`
+	Namespace string        `json:"namespace"`
 	// ScrapeVia is how the pods' metrics were reached: direct or apiserver.
 	ScrapeVia scrape.Via `json:"scrapeVia,omitempty"`
 	// Targets are the pods judged (docs/design.md §4); NotJudged the others (terminating,
@@ -62,7 +64,7 @@ type NotJudged struct {
 }
 
 func (rep *Report) fill(res decide.Result) {
-	rep.Verdict, rep.Action, rep.Reason = res.Verdict, res.Action, res.Reason
+	rep.Verdict, rep.Action, rep.Reason, rep.Paused = res.Verdict, res.Action, res.Reason, res.Pause
 	rep.Targets, rep.NotJudged = []decide.Target{}, nil
 	for _, t := range res.Targets {
 		if t.Judged {
@@ -125,6 +127,9 @@ func (rep *Report) WriteText(w io.Writer) error {
 		action = "would restart (shadow mode: recorded, nothing restarted)"
 	}
 	fmt.Fprintf(w, "verdict: %s\naction:  %s\nreason:  %s\n", rep.Verdict, action, rep.Reason)
+	if rep.Paused != nil {
+		fmt.Fprintf(w, "paused:  %s (restarts nothing; judges, records and pages)\n", rep.Paused)
+	}
 	if rep.ScrapeVia != "" {
 		fmt.Fprintf(w, "scrape:  %s\n", rep.ScrapeVia.Describe())
 	}

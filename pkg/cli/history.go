@@ -24,7 +24,7 @@ import (
 // Entry is one line of the history: something the watchdog saw or did.
 type Entry struct {
 	At   time.Time `json:"at"`
-	Kind string    `json:"kind"` // episode, restart, would-restart, back-off, alert, event
+	Kind string    `json:"kind"` // episode, restart, would-restart, pause, back-off, alert, event
 	Pod  string    `json:"pod,omitempty"`
 	// What says it in a line; the fields below hold the details.
 	What     string   `json:"what"`
@@ -169,6 +169,9 @@ func stateHistory(s *state.State, now time.Time) []Entry {
 			e.Notes = append(e.Notes, fmt.Sprintf("due again %d more time(s) in the same episode, last %s", w.Repeats, w.LastAt.UTC().Format(time.RFC3339)))
 		}
 		out = append(out, e)
+	}
+	if r := s.LastRun; r != nil && r.Paused != "" {
+		out = append(out, Entry{At: r.At, Kind: "pause", What: r.Paused + "; the watchdog judges, records and pages, and restarts nothing"})
 	}
 	if b := s.Backoff; b != nil {
 		out = append(out, Entry{At: b.LastRestartAt, Kind: "back-off", Reason: b.Reason,

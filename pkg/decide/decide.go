@@ -57,6 +57,10 @@ func Decide(obs Observation, prev *state.State, cfg Config) (*state.State, Resul
 		res.Warnings = append(res.Warnings, runProblem)
 	}
 	res.Warnings = append(res.Warnings, datedAheadWarnings(next, now, cfg)...)
+	var ignored string
+	if res.Pause, ignored = runPause(obs); ignored != "" {
+		res.Warnings = append(res.Warnings, ignored)
+	}
 	// A target that reached the rollout gate without the Deployment read was
 	// blocked by it: read the Deployment and decide again.
 	res.NeedRollout = obs.Rollout == nil && slices.ContainsFunc(res.Targets, func(t Target) bool {

@@ -136,6 +136,9 @@ type Observation struct {
 	// Merge: this observation is being merged into another run's newer state (this
 	// run's write lost a race): what that run observed later is not rewound.
 	Merge bool
+	// Annotated is the scheduler Deployment's annotations as this observation
+	// read them (the pause), nil when not read.
+	Annotated *Annotated
 }
 
 // Pod is one scheduler pod as observed.
@@ -214,6 +217,8 @@ type Rollout struct {
 	Owners map[string]OwnerChain
 	// OwnersErr is the first API error met reading that chain (RBAC, say).
 	OwnersErr error
+	// Annotations are the Deployment's own (the pause is read from them).
+	Annotations map[string]string
 }
 
 // Ownership is which listed pods the scheduler Deployment runs, read by UID for
@@ -342,4 +347,7 @@ type Result struct {
 	// Warnings are problems of the run's configuration or surroundings that the
 	// caller should report as warnings (too many pods matching the selector).
 	Warnings []string
+	// Pause is the scheduler Deployment's pause, while one is active: restarts
+	// are held (GatePaused), and every report and alert says so.
+	Pause *Pause
 }
