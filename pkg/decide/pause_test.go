@@ -147,7 +147,7 @@ func TestPauseSetDuringTheRunHoldsTheRestart(t *testing.T) {
 	at := func(now time.Time) Observation {
 		o := wedgedAt(now)
 		o.Annotated = &Annotated{Deployment: o.Rollout.Name} // the cached read: not paused yet
-		o.Rollout.Annotations = ann                           // the read before the restart: paused
+		o.Rollout.Annotations = ann                          // the read before the restart: paused
 		return o
 	}
 	s, _ := Decide(at(t0), state.New(), cfg)
