@@ -209,6 +209,18 @@ func (a *Alertmanager) alert(n Notification, startsAt, endsAt time.Time) Postabl
 	return PostableAlert{Labels: labels, Annotations: ann, StartsAt: startsAt.UTC(), EndsAt: endsAt.UTC(), GeneratorURL: a.GeneratorURL}
 }
 
+// headers are the request headers with the configured credentials.
+func (a *Alertmanager) headers() http.Header {
+	h := http.Header{}
+	switch {
+	case a.BearerToken != "":
+		h.Set("Authorization", "Bearer "+a.BearerToken)
+	case a.Username != "":
+		h.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(a.Username+":"+a.Password)))
+	}
+	return h
+}
+
 // post sends alerts to every peer at once (a hung peer must not use up the time
 // of the others) and succeeds when at least one accepted them.
 func (a *Alertmanager) post(ctx context.Context, alerts []PostableAlert) error {
@@ -216,14 +228,8 @@ func (a *Alertmanager) post(ctx context.Context, alerts []PostableAlert) error {
 	if err != nil {
 		return fmt.Errorf("alertmanager: encode: %w", err)
 	}
-	h := http.Header{}
+	h := a.headers()
 	h.Set("Content-Type", "application/json")
-	switch {
-	case a.BearerToken != "":
-		h.Set("Authorization", "Bearer "+a.BearerToken)
-	case a.Username != "":
-		h.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(a.Username+":"+a.Password)))
-	}
 	errs := make([]error, len(a.Posters))
 	var wg sync.WaitGroup
 	for i, p := range a.Posters {

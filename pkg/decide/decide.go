@@ -66,6 +66,7 @@ func Decide(obs Observation, prev *state.State, cfg Config) (*state.State, Resul
 	res.NeedRollout = obs.Rollout == nil && slices.ContainsFunc(res.Targets, func(t Target) bool {
 		return slices.ContainsFunc(t.Gates, func(g Gate) bool { return g.Name == gateRollout })
 	})
+	res.NeedAlerts = needAlerts(obs, cfg, res.Targets)
 	res.NeedConsistentRead = !obs.Consistent && obs.ConsistentErr == nil && slices.ContainsFunc(res.Targets, func(t Target) bool {
 		return slices.ContainsFunc(t.Gates, func(g Gate) bool { return g.Name == gateConsistent && !g.OK })
 	})

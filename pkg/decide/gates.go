@@ -60,6 +60,7 @@ var restartGates = []restartGate{
 	{name: GatePaused, check: pauseGate},
 	{name: GateBackoff, newOnly: true, check: backoffGate},
 	{name: gateBudget, newOnly: true, check: always(budgetGate)},
+	{name: GateAlerts, last: true, check: alertsGate},
 	{name: gateConsistent, last: true, check: always(consistentGate)},
 }
 

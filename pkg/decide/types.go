@@ -83,6 +83,8 @@ type Config struct {
 	BackoffBase  time.Duration
 	BackoffMax   time.Duration
 	BackoffReset time.Duration
+	// HoldOnAlerts: restarts are held while matching alerts fire (GateAlerts).
+	HoldOnAlerts bool
 }
 
 // Back-off defaults: like CrashLoopBackOff, on the scale of a */5 CronJob.
@@ -139,6 +141,9 @@ type Observation struct {
 	// Annotated is the scheduler Deployment's annotations as this observation
 	// read them (the pause), nil when not read.
 	Annotated *Annotated
+	// Alerts are the firing alerts that hold restarts (Config.HoldOnAlerts), read
+	// just before a restart; nil until read (see Result.NeedAlerts).
+	Alerts *FiringAlerts
 }
 
 // Pod is one scheduler pod as observed.
@@ -350,4 +355,6 @@ type Result struct {
 	// Pause is the scheduler Deployment's pause, while one is active: restarts
 	// are held (GatePaused), and every report and alert says so.
 	Pause *Pause
+	// NeedAlerts asks the caller to read the firing alerts and decide again.
+	NeedAlerts bool
 }
