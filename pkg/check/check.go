@@ -61,7 +61,7 @@ type Runner struct {
 	// (decide.Config.HoldOnAlerts), just before a restart.
 	Hold  AlertHold
 	Clock clock.Clock
-	Log      zerolog.Logger
+	Log   zerolog.Logger
 }
 
 // AlertHold reads the firing alerts that hold restarts (alert.AlertHold); an
