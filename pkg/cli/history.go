@@ -45,7 +45,7 @@ func newHistoryCommand(stdout, stderr io.Writer) *cobra.Command {
 	var bundle string
 	cmd := &cobra.Command{
 		Use:   "history",
-		Short: "What the watchdog saw and did, newest first: episodes, restarts (reason, evidence, gates, outcome, healed), back-off, alerts",
+		Short: "What the watchdog saw and did, newest first: episodes, restarts, pauses, alerts",
 		Long: `history lists, newest first, every bad episode, restart (its reason, evidence, the gates
 it passed, its outcome, whether it healed, and the key of its evidence bundle), back-off
 and open or undelivered alert in the state ConfigMap, and the watchdog's Events that
@@ -62,7 +62,7 @@ not read the Events and shows the rest.`,
   watchdog history -n agentenv-system --since 24h
 
   # The evidence of a restart (its key is in the history and the restarted alert).
-  watchdog history -n agentenv-system --evidence 20261201T101500Z-agentenv-scheduler-7d9c4-x2k8p.json`,
+  watchdog history --evidence 20261201T101500Z-agentenv-scheduler-7d9c4-x2k8p.json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			markStarted(cmd)

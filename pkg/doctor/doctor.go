@@ -269,8 +269,8 @@ func rbacHint(a Access, ns string) string {
 	if a.Name != "" {
 		names = fmt.Sprintf(", resourceNames: [%s]", a.Name)
 	}
-	return fmt.Sprintf("grant it in the Role bound to the watchdog's identity: {apiGroups: [%s], resources: [%s], verbs: [%s]%s} in namespace %s (the chart's Role does for this configuration); check with `kubectl auth can-i %s -n %s --as system:serviceaccount:<namespace>:<serviceaccount>`",
-		group, resource, a.Verb, names, ns, a.String(), ns)
+	return fmt.Sprintf("grant it in the Role bound to the watchdog's identity: {apiGroups: [%s], resources: [%s], verbs: [%s]%s} in namespace %s (the chart's Role does for this configuration); check with `kubectl auth can-i %s -n %s --as system:serviceaccount:<namespace>:<serviceaccount>`, or all of them at once with `watchdog doctor -n %s --as system:serviceaccount:<namespace>:<serviceaccount>`",
+		group, resource, a.Verb, names, ns, a.String(), ns, ns)
 }
 
 // checkPods lists the scheduler pods as a run does. It returns the pods to scrape.
