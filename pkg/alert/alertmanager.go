@@ -195,6 +195,11 @@ func (a *Alertmanager) alert(n Notification, startsAt, endsAt time.Time) Postabl
 	if n.Shadow {
 		summary = "[shadow] " + summary
 	}
+	if n.Paused != "" {
+		// An annotation, not a label: a label would make the paused alert another
+		// alert than the same problem's once the pause ends.
+		summary = "[paused] " + summary
+	}
 	desc := n.Reason
 	if n.NextStep != "" {
 		desc += "\n\nNext step: " + n.NextStep
@@ -203,11 +208,26 @@ func (a *Alertmanager) alert(n Notification, startsAt, endsAt time.Time) Postabl
 	if a.RunbookURL != "" {
 		ann["runbook_url"] = a.RunbookURL
 	}
+	if n.Paused != "" {
+		ann["paused"] = state.Truncate(n.Paused, 1000)
+	}
 	// Alertmanager rejects an alert that ends before it starts.
 	if !endsAt.After(startsAt) {
 		endsAt = startsAt.Add(time.Second)
 	}
 	return PostableAlert{Labels: labels, Annotations: ann, StartsAt: startsAt.UTC(), EndsAt: endsAt.UTC(), GeneratorURL: a.GeneratorURL}
+}
+
+// headers are the request headers with the configured credentials.
+func (a *Alertmanager) headers() http.Header {
+	h := http.Header{}
+	switch {
+	case a.BearerToken != "":
+		h.Set("Authorization", "Bearer "+a.BearerToken)
+	case a.Username != "":
+		h.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(a.Username+":"+a.Password)))
+	}
+	return h
 }
 
 // post sends alerts to every peer at once (a hung peer must not use up the time
@@ -217,14 +237,8 @@ func (a *Alertmanager) post(ctx context.Context, alerts []PostableAlert) error {
 	if err != nil {
 		return fmt.Errorf("alertmanager: encode: %w", err)
 	}
-	h := http.Header{}
+	h := a.headers()
 	h.Set("Content-Type", "application/json")
-	switch {
-	case a.BearerToken != "":
-		h.Set("Authorization", "Bearer "+a.BearerToken)
-	case a.Username != "":
-		h.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(a.Username+":"+a.Password)))
-	}
 	errs := make([]error, len(a.Posters))
 	var wg sync.WaitGroup
 	for i, p := range a.Posters {

@@ -280,11 +280,27 @@ func (p *Poster) Post(ctx context.Context, body []byte, headers http.Header) err
 
 // Do sends body to target (the poster's URL or one derived from it).
 func (p *Poster) Do(ctx context.Context, target string, body []byte, headers http.Header) error {
+	_, err := p.exchange(ctx, http.MethodPost, target, body, headers, 0)
+	return err
+}
+
+// Get reads target (a URL derived from the poster's), with the poster's retries,
+// bounds and redaction, and returns at most limit bytes of a 2xx answer's body.
+func (p *Poster) Get(ctx context.Context, target string, headers http.Header, limit int64) ([]byte, error) {
+	return p.exchange(ctx, http.MethodGet, target, nil, headers, limit)
+}
+
+// exchange sends one request and returns up to keep bytes of a 2xx answer.
+func (p *Poster) exchange(ctx context.Context, method, target string, body []byte, headers http.Header, keep int64) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.budget)
 	defer cancel()
-	req, err := retryablehttp.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
+	var reader io.Reader
+	if body != nil {
+		reader = bytes.NewReader(body)
+	}
+	req, err := retryablehttp.NewRequestWithContext(ctx, method, target, reader)
 	if err != nil {
-		return fmt.Errorf("%s: build request: %v", p.name, p.redact(scrub(err).Error()))
+		return nil, fmt.Errorf("%s: build request: %v", p.name, p.redact(scrub(err).Error()))
 	}
 	for k, vs := range headers {
 		for _, v := range vs {
@@ -293,9 +309,16 @@ func (p *Poster) Do(ctx context.Context, target string, body []byte, headers htt
 	}
 	resp, err := p.client.Do(req)
 	if err != nil {
-		return fmt.Errorf("%s: %v", p.name, p.redact(scrub(err).Error()))
+		return nil, fmt.Errorf("%s: %v", p.name, p.redact(scrub(err).Error()))
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode/100 == 2 && keep > 0 {
+		b, err := io.ReadAll(io.LimitReader(resp.Body, keep))
+		if err != nil {
+			return nil, fmt.Errorf("%s: read answer: %v", p.name, p.redact(scrub(err).Error()))
+		}
+		return b, nil
+	}
 	// Read more than is kept: a credential the receiver echoes is redacted whole
 	// before the text is cut, never cut in two with its first part kept.
 	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, snippetRead))
@@ -307,9 +330,9 @@ func (p *Poster) Do(ctx context.Context, target string, body []byte, headers htt
 		if len(snippet) > 0 {
 			msg += fmt.Sprintf(": %q", state.Truncate(p.redact(redactURL(string(bytes.TrimSpace(snippet)), target)), snippetKept))
 		}
-		return errors.New(msg)
+		return nil, errors.New(msg)
 	}
-	return nil
+	return nil, nil
 }
 
 // redact removes the configured URL and every credential of this poster from text.

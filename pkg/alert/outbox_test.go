@@ -86,6 +86,7 @@ func reencode(t *testing.T, s *state.State, now time.Time) *state.State {
 func TestOutboxRetrySaysWhatTheOriginalSaid(t *testing.T) {
 	n := goldenNotification()
 	n.Reminder, n.Shadow = true, true
+	n.Paused = "paused until 2026-03-01T12:00:00Z by annotation on Deployment agentenv-scheduler: etcd maintenance"
 	n.Closes = []Closed{{Event: EventBlind, OpenedAt: n.Time.Add(-time.Hour)}}
 	n.Labels = map[string]string{"team": "scheduling"}
 	v := reflect.ValueOf(n)

@@ -39,7 +39,10 @@ type Notification struct {
 	Action        string     `json:"action"`
 	DryRun        bool       `json:"dryRun"`
 	// Shadow: sent by a watchdog in shadow mode, which restarts nothing.
-	Shadow   bool      `json:"shadow,omitempty"`
+	Shadow bool `json:"shadow,omitempty"`
+	// Paused says, while the scheduler Deployment is paused, until when and why:
+	// the watchdog restarts nothing meanwhile.
+	Paused   string    `json:"paused,omitempty"`
 	Time     time.Time `json:"time"`
 	Watchdog string    `json:"watchdogVersion"`
 	// NextStep tells a human what to do; rendered in Slack, included for webhooks.
@@ -172,6 +175,17 @@ func Plan(s *state.State, res decide.Result, acts []ActOutcome, runErr error, no
 		if !blind && res.Verdict != decide.VerdictUnknown {
 			delete(s.Alerts, EventBlind)
 		}
+	}
+	return markPaused(out, res.Pause)
+}
+
+// markPaused says on every alert of a run that the scheduler is paused.
+func markPaused(out []Notification, p *decide.Pause) []Notification {
+	if p == nil {
+		return out
+	}
+	for i := range out {
+		out[i].Paused = p.String()
 	}
 	return out
 }

@@ -121,6 +121,9 @@ func SlackMessage(n Notification, runbookURL string) *SlackWebhookMessage {
 	if n.Shadow {
 		title += " [shadow]"
 	}
+	if n.Paused != "" {
+		title += " [paused]"
+	}
 	where := n.Namespace
 	if n.Cluster != "" {
 		where = n.Cluster + "/" + n.Namespace
@@ -144,6 +147,9 @@ func SlackMessage(n Notification, runbookURL string) *SlackWebhookMessage {
 		{Type: SlackHeader, Text: &SlackText{Type: SlackPlainText, Text: escCut(title, 150), Emoji: true}},
 		{Type: SlackSection, Text: mrkdwn(escCut(n.Reason, 2900))},
 		{Type: SlackSection, Fields: fields},
+	}
+	if n.Paused != "" {
+		blocks = append(blocks, SlackBlock{Type: SlackSection, Text: mrkdwn("*Paused*: " + escCut(n.Paused, 2900) + "; the watchdog restarts nothing meanwhile")})
 	}
 	if n.NextStep != "" {
 		blocks = append(blocks, SlackBlock{Type: SlackSection, Text: mrkdwn("*Next step*: " + escCut(n.NextStep, 2900))})

@@ -243,6 +243,9 @@ func (r *Runner) notificationEvent(ctx context.Context, n alert.Notification) er
 	if n.Shadow {
 		msg = "[shadow] " + msg
 	}
+	if n.Paused != "" {
+		msg = "[" + n.Paused + "] " + msg
+	}
 	return r.Events.Emit(ctx, r.eventTarget(n), eventType, alert.Spec(n.Event).Reason, msg)
 }
 

@@ -57,9 +57,22 @@ type Runner struct {
 	// Evidence, when not nil, saves what the scheduler looked like just before a
 	// restart (pkg/evidence).
 	Evidence *evidence.Keeper
-	Clock    clock.Clock
-	Log      zerolog.Logger
+	// Hold, when not nil, reads the firing alerts that hold restarts
+	// (decide.Config.HoldOnAlerts), just before a restart.
+	Hold  AlertHold
+	Clock clock.Clock
+	Log   zerolog.Logger
 }
+
+// AlertHold reads the firing alerts that hold restarts (alert.AlertHold); an
+// unreadable Alertmanager is in the answer's Err.
+type AlertHold interface {
+	Read(ctx context.Context) *decide.FiringAlerts
+}
+
+// alertsTimeout bounds the read of the firing alerts: the hold fails open, so a
+// slow Alertmanager must not cost the restart its time.
+const alertsTimeout = 10 * time.Second
 
 // Error is a pass that could not do its job; the CLI exits 1 on it.
 type Error struct {
@@ -250,8 +263,8 @@ func (p *pass) observe(consistent bool) (decide.Observation, error) {
 func (p *pass) decide(prev *state.State) {
 	p.next, p.res = decide.Decide(p.obs, prev, p.Decide)
 	// Each read is taken at most once; the rollout gate comes before the
-	// consistent-read gate, so the Deployment is read first.
-	for range 2 {
+	// firing-alerts and consistent-read gates, so the Deployment is read first.
+	for range 3 {
 		switch {
 		case p.res.NeedRollout && p.obs.Rollout == nil:
 			p.obs.Rollout = p.Observer.Rollout(p.ctx, p.obs.Pods...)
@@ -265,10 +278,12 @@ func (p *pass) decide(prev *state.State) {
 				p.obs.ConsistentErr = err
 			} else {
 				p.rep.Samples++
-				fresh.Rollout = p.obs.Rollout
+				fresh.Rollout, fresh.Alerts = p.obs.Rollout, p.obs.Alerts
 				keepScrapes(&fresh, p.obs)
 				p.obs = fresh
 			}
+		case p.res.NeedAlerts && p.obs.Alerts == nil:
+			p.obs.Alerts = p.readAlerts()
 		default:
 			return
 		}
@@ -293,6 +308,21 @@ func keepScrapes(fresh *decide.Observation, cached decide.Observation) {
 			}
 		}
 	}
+}
+
+// readAlerts reads the firing alerts that hold restarts. Without a reader (none
+// configured) or on an error the hold fails open, with a warning.
+func (p *pass) readAlerts() *decide.FiringAlerts {
+	if p.Hold == nil {
+		return &decide.FiringAlerts{Err: errors.New("no Alertmanager to read")}
+	}
+	ctx, cancel := context.WithTimeout(p.ctx, alertsTimeout)
+	defer cancel()
+	a := p.Hold.Read(ctx)
+	if a.Err != nil {
+		p.warn("firing alerts unreadable", fmt.Sprintf("cannot read the firing alerts that hold restarts (%v): the hold fails open, a due restart goes ahead", a.Err))
+	}
+	return a
 }
 
 // confirm keeps sampling while a wedge is being confirmed (strong evidence, not yet
@@ -384,6 +414,9 @@ func roundUp(d, interval time.Duration) time.Duration {
 func (r *Runner) lastRun(start time.Time, res decide.Result, err error) *state.Run {
 	run := &state.Run{At: start.UTC(), Took: state.Duration(r.Clock.Since(start).Round(time.Millisecond)),
 		Verdict: res.Verdict, Action: res.Action, Reason: state.Truncate(res.Reason, 500), Outcome: state.RunOK, Watchdog: r.Version, Shadow: r.Shadow}
+	if res.Pause != nil {
+		run.Paused = state.Truncate(res.Pause.String(), 700)
+	}
 	if err != nil {
 		run.Outcome, run.Error = state.RunError, state.Truncate(err.Error(), 500)
 	}

@@ -21,12 +21,14 @@ type Report struct {
 	Action  decide.Action  `json:"action"`
 	DryRun  bool           `json:"dryRun"`
 	// Shadow: shadow mode, which records would-restarts and restarts nothing.
-	Shadow    bool      `json:"shadow,omitempty"`
-	Reason    string    `json:"reason"`
-	Time      time.Time `json:"time"`
-	Took      string    `json:"took"`
-	Cluster   string    `json:"cluster,omitempty"`
-	Namespace string    `json:"namespace"`
+	Shadow bool `json:"shadow,omitempty"`
+	// Paused: the scheduler Deployment's pause, while active (restarts are held).
+	Paused    *decide.Pause `json:"paused,omitempty"`
+	Reason    string        `json:"reason"`
+	Time      time.Time     `json:"time"`
+	Took      string        `json:"took"`
+	Cluster   string        `json:"cluster,omitempty"`
+	Namespace string        `json:"namespace"`
 	// ScrapeVia is how the pods' metrics were reached: direct or apiserver.
 	ScrapeVia scrape.Via `json:"scrapeVia,omitempty"`
 	// Targets are the pods judged (docs/design.md §4); NotJudged the others (terminating,
@@ -63,7 +65,7 @@ type NotJudged struct {
 }
 
 func (rep *Report) fill(res decide.Result) {
-	rep.Verdict, rep.Action, rep.Reason = res.Verdict, res.Action, res.Reason
+	rep.Verdict, rep.Action, rep.Reason, rep.Paused = res.Verdict, res.Action, res.Reason, res.Pause
 	rep.Targets, rep.NotJudged = []decide.Target{}, nil
 	for _, t := range res.Targets {
 		if t.Judged {
@@ -126,6 +128,9 @@ func (rep *Report) WriteText(w io.Writer) error {
 		action = "would restart (shadow mode: recorded, nothing restarted)"
 	}
 	termtext.Fprintf(w, "verdict: %s\naction:  %s\nreason:  %s\n", rep.Verdict, action, rep.Reason)
+	if rep.Paused != nil {
+		termtext.Fprintf(w, "paused:  %s (restarts nothing; judges, records and pages)\n", rep.Paused)
+	}
 	if rep.ScrapeVia != "" {
 		termtext.Fprintf(w, "scrape:  %s\n", rep.ScrapeVia.Describe())
 	}

@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -19,6 +20,8 @@ type AlertmanagerOptions struct {
 	BearerToken  string
 	TTL          time.Duration
 	GeneratorURL string
+	// HoldOn are the matcher sets of alerts that hold restarts while they fire.
+	HoldOn []string
 }
 
 func (o *AlertmanagerOptions) AddFlags(fs *pflag.FlagSet) {
@@ -27,6 +30,8 @@ func (o *AlertmanagerOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Password, "alertmanager-password", "", "basic auth password for --alertmanager-url (secret)")
 	fs.StringVar(&o.BearerToken, "alertmanager-bearer-token", "", "bearer token for --alertmanager-url (secret)")
 	fs.DurationVar(&o.TTL, "alertmanager-alert-ttl", alert.DefaultAlertmanagerTTL, "an alert posted to Alertmanager ends this long after its last post unless posted again; keep it above the time between two runs")
+	fs.StringArrayVar(&o.HoldOn, "hold-restarts-on-alert", nil, "hold restarts while an alert matching this set fires in --alertmanager-url "+
+		"(`matchers`, Alertmanager syntax: alertname=~\"etcd.*\",severity=\"critical\"); repeat (or one per line) for several sets; Alertmanager unreachable: restart allowed")
 	fs.StringVar(&o.GeneratorURL, "alertmanager-generator-url", "", "generatorURL of every Alertmanager alert: a link to where the watchdog's runs can be seen (its logs, a dashboard)")
 }
 
@@ -55,6 +60,14 @@ func (o *AlertmanagerOptions) Validate() error {
 	}
 	if o.TTL < time.Second {
 		p.addf("--alertmanager-alert-ttl %s is too short (at least 1s; keep it above the time between two runs)", o.TTL)
+	}
+	for _, set := range o.holdSets() {
+		if _, err := alert.ParseMatchers(set); err != nil {
+			p.addf("--hold-restarts-on-alert %q: %v", set, err)
+		}
+	}
+	if len(o.holdSets()) > 0 && len(o.URLs) == 0 {
+		p.addf("--hold-restarts-on-alert needs --alertmanager-url: the firing alerts are read from there")
 	}
 	if o.GeneratorURL != "" {
 		// A link people click, not a place the watchdog posts to: http is fine.
@@ -118,4 +131,40 @@ func buildAlertmanager(o *AlertOptions, namespace string, warn func(error)) (*al
 		sink.Warn = warn
 	}
 	return sink, nil
+}
+
+// holdSets are the matcher sets of --hold-restarts-on-alert: one per flag, or
+// per line of one (the chart's environment variable holds them all).
+func (o *AlertmanagerOptions) holdSets() []string {
+	var sets []string
+	for _, v := range o.HoldOn {
+		for _, line := range strings.Split(v, "\n") {
+			if strings.TrimSpace(line) != "" {
+				sets = append(sets, line)
+			}
+		}
+	}
+	return sets
+}
+
+// buildHold is the reader of the alerts that hold restarts, nil when none is
+// configured. Validate has parsed the sets.
+func buildHold(o *AlertOptions, namespace string) (*alert.AlertHold, error) {
+	sets := o.Alertmanager.holdSets()
+	if len(sets) == 0 {
+		return nil, nil
+	}
+	am, err := buildAlertmanager(o, namespace, nil)
+	if err != nil {
+		return nil, err
+	}
+	h := &alert.AlertHold{Alertmanager: am}
+	for _, set := range sets {
+		ms, err := alert.ParseMatchers(set)
+		if err != nil {
+			return nil, usagef("--hold-restarts-on-alert %q: %v", set, err)
+		}
+		h.Sets = append(h.Sets, ms)
+	}
+	return h, nil
 }

@@ -179,6 +179,13 @@ func (f *checkFlags) setup(stderr io.Writer, clk clock.Clock, more ...func() err
 		return nil, err
 	}
 	runner := newRunner(f, client, cfg.Host, metrics, sinks, log, clk)
+	hold, err := buildHold(&f.alerts, f.cluster.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	if hold != nil {
+		runner.Hold = hold
+	}
 	return &pass{runner: runner, client: client, log: log, host: cfg.Host}, nil
 }
 
@@ -245,6 +252,7 @@ func (f *checkFlags) options() check.Options {
 			BackoffBase:       f.check.RestartBackoff,
 			BackoffMax:        f.check.RestartBackoffMax,
 			BackoffReset:      decide.DefaultBackoffReset,
+			HoldOnAlerts:      len(f.alerts.Alertmanager.holdSets()) > 0,
 		},
 		Plan: alert.PlanConfig{
 			RealertInterval: f.alerts.RealertInterval,

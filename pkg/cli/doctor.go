@@ -32,7 +32,7 @@ func newDoctorCommand(stdout, stderr io.Writer) *cobra.Command {
 	f := &doctorFlags{}
 	cmd := &cobra.Command{
 		Use:   "doctor",
-		Short: "Preflight: check everything a run depends on, one line each, with a fix for each failure",
+		Short: "Preflight: check everything a run depends on, with a fix for each failure",
 		Long: `doctor checks, for the configuration given by the same flags (and WATCHDOG_*
 variables) as check, everything a run depends on: the API server answers and its clock
 agrees with ours (within 5s); this identity may make every call the configuration makes
@@ -52,6 +52,9 @@ Exit codes: 0 every check passed; 1 a check failed (each ✗ line says how to fi
 
   # For scripts, and with a test delivery to every configured sink:
   watchdog doctor -o json --send-test --webhook-url https://alerts.example.com/hook
+
+  # With your kubeconfig, as the chart's ServiceAccount (its rights, not yours):
+  watchdog doctor --as system:serviceaccount:agentenv-system:agentenv-scheduler-watchdog
 
   # In-cluster, as the chart's ServiceAccount, with the chart's settings:
   helm test <release> -n agentenv-system --logs`,

@@ -261,7 +261,8 @@ func TestFlagsShownApply(t *testing.T) {
 		t.Fatal(err)
 	}
 	shown := func(name string) bool {
-		return regexp.MustCompile(`(?m)^\s+(-[a-z], )?--` + name + `\s`).MatchString(help.String())
+		// A flag's own line, not a wrapped usage text that names it.
+		return regexp.MustCompile(`(?m)^(  -[a-z], |      )--` + name + `\s`).MatchString(help.String())
 	}
 	for _, name := range doctorHidden {
 		if shown(name) {
@@ -280,5 +281,50 @@ func TestFlagsShownApply(t *testing.T) {
 	}
 	if cmd("check").Flags().Lookup("pushgateway-url") == nil {
 		t.Error("check has no --pushgateway-url")
+	}
+}
+
+// Every line of every command's --help fits in 100 columns: a terminal of that
+// width shows each flag on one line.
+func TestHelpFitsIn100Columns(t *testing.T) {
+	root := NewRootCommand(io.Discard, io.Discard)
+	for _, c := range append(commands(root), root) {
+		var b bytes.Buffer
+		c.SetOut(&b)
+		if err := c.Help(); err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(b.String(), "\n") {
+			if n := len([]rune(line)); n > 100 {
+				t.Errorf("%s --help: %d columns: %s", c.CommandPath(), n, line)
+			}
+		}
+	}
+}
+
+// check's help lists its flags in groups, the common ones first.
+func TestCheckHelpCommonFlagsFirst(t *testing.T) {
+	root := NewRootCommand(io.Discard, io.Discard)
+	check, _, err := root.Find([]string{"check"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	check.SetOut(&b)
+	if err := check.Help(); err != nil {
+		t.Fatal(err)
+	}
+	help := b.String()
+	common := strings.Index(help, "Common flags:")
+	if common < 0 || strings.Index(help, "Decision flags:") < common {
+		t.Fatalf("check --help does not start its flags with the common ones:\n%s", help)
+	}
+	for _, name := range groupedNames(check)[:5] {
+		if i := strings.Index(help[common:], "--"+name+" "); i < 0 || common+i > strings.Index(help, "Decision flags:") {
+			t.Errorf("--%s is not among the common flags", name)
+		}
+	}
+	if i := strings.Index(help[common:], "--startup-grace"); common+i < strings.Index(help, "Decision flags:") {
+		t.Error("--startup-grace listed before the decision flags")
 	}
 }

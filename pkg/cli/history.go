@@ -25,7 +25,7 @@ import (
 // Entry is one line of the history: something the watchdog saw or did.
 type Entry struct {
 	At   time.Time `json:"at"`
-	Kind string    `json:"kind"` // episode, restart, would-restart, back-off, alert, event
+	Kind string    `json:"kind"` // episode, restart, would-restart, pause, back-off, alert, event
 	Pod  string    `json:"pod,omitempty"`
 	// What says it in a line; the fields below hold the details.
 	What     string   `json:"what"`
@@ -47,7 +47,7 @@ func newHistoryCommand(stdout, stderr io.Writer) *cobra.Command {
 	var bundle string
 	cmd := &cobra.Command{
 		Use:   "history",
-		Short: "What the watchdog saw and did, newest first: episodes, restarts (reason, evidence, gates, outcome, healed), back-off, alerts",
+		Short: "What the watchdog saw and did, newest first: episodes, restarts, pauses, alerts",
 		Long: `history lists, newest first, every bad episode, restart (its reason, evidence, the gates
 it passed, its outcome, whether it healed, and the key of its evidence bundle), back-off
 and open or undelivered alert in the state ConfigMap, and the watchdog's Events that
@@ -68,7 +68,7 @@ not read the Events and shows the rest.`,
   watchdog history -n agentenv-system --since 24h
 
   # The evidence of a restart (its key is in the history and the restarted alert).
-  watchdog history -n agentenv-system --evidence 20261201T101500Z-agentenv-scheduler-7d9c4-x2k8p.json`,
+  watchdog history --evidence 20261201T101500Z-agentenv-scheduler-7d9c4-x2k8p.json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			markStarted(cmd)
@@ -177,6 +177,9 @@ func stateHistory(s *state.State, now time.Time) []Entry {
 			e.Notes = append(e.Notes, fmt.Sprintf("due again %d more time(s) in the same episode, last %s", w.Repeats, w.LastAt.UTC().Format(time.RFC3339)))
 		}
 		out = append(out, e)
+	}
+	if r := s.LastRun; r != nil && r.Paused != "" {
+		out = append(out, Entry{At: r.At, Kind: "pause", What: r.Paused + "; the watchdog judges, records and pages, and restarts nothing"})
 	}
 	if b := s.Backoff; b != nil {
 		out = append(out, Entry{At: b.LastRestartAt, Kind: "back-off", Reason: b.Reason,

@@ -26,15 +26,17 @@ func newNotifyCommand(stdout, stderr io.Writer) *cobra.Command {
 		Long: `notify test sends one test alert (event "test", marked as a test in every payload) to
 each configured sink: --slack-webhook-url, --webhook-url (signed with --webhook-secret
 when set), --alertmanager-url (alert AgentenvWatchdogTest, ending after
---alertmanager-alert-ttl) and --heartbeat-url. It exits 1 if any sink failed, 2 if none is configured.`,
+--alertmanager-alert-ttl) and --heartbeat-url. It exits 1 if any sink failed, 2 if none is
+configured.`,
 		Example: `  # Prove the Slack path works (prints "slack ok" or why not).
   watchdog notify test --slack-webhook-url "$SLACK_WEBHOOK_URL" --cluster-name prod-eu1
 
   # Alertmanager (an in-cluster one may be plain http): AgentenvWatchdogTest, ending by itself.
-  WATCHDOG_ALERTMANAGER_URL=http://alertmanager.monitoring:9093 watchdog notify test -n agentenv-system
+  WATCHDOG_ALERTMANAGER_URL=http://alertmanager.monitoring:9093 watchdog notify test
 
   # Every sink the chart configured, from the same variables the CronJob reads.
-  WATCHDOG_WEBHOOK_URL=https://alerts.example.com/hook WATCHDOG_WEBHOOK_SECRET="$KEY" watchdog notify test -n agentenv-system`,
+  export WATCHDOG_WEBHOOK_URL=https://alerts.example.com/hook WATCHDOG_WEBHOOK_SECRET="$KEY"
+  watchdog notify test -n agentenv-system`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			markStarted(cmd)

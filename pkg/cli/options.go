@@ -13,16 +13,25 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/agentenv/watchdog/pkg/decide"
 	"github.com/agentenv/watchdog/pkg/scrape"
 	"github.com/agentenv/watchdog/pkg/state"
 )
 
-// ClusterOptions are shared by every command that talks to the API server.
+// ClusterOptions are shared by every command that talks to the API server. The
+// connection flags are kubectl's own, bound by client-go's clientcmd (what
+// k8s.io/cli-runtime's ConfigFlags wraps: --context, --cluster, --user, --as,
+// --as-group, --token, --server, --request-timeout, ...), so a kubectl habit works
+// as it does there. cli-runtime itself was measured and left out: it links
+// kustomize and the resource builder (+17.6 MB binary, +12 MiB RSS;
+// docs/performance.md "kubectl's connection flags").
 type ClusterOptions struct {
-	Kubeconfig     string
-	Context        string
+	Kubeconfig string
+	Overrides  clientcmd.ConfigOverrides
+	// Namespace is -n, or the kubeconfig context's namespace, or DefaultNamespace
+	// (resolved by Validate).
 	Namespace      string
 	StateConfigMap string
 	Timeout        time.Duration
@@ -49,10 +58,44 @@ const (
 	DefaultSampleInterval = 15 * time.Second
 )
 
+// kubeFlagUsage shortens kubectl's flag texts to the help's 100 columns; the
+// flags mean what they mean in kubectl.
+var kubeFlagUsage = map[string]string{
+	"kubeconfig":               "path to a kubeconfig (default: in-cluster, then $KUBECONFIG, ~/.kube/config)",
+	"namespace":                "namespace of the scheduler and the state (default: the context's, else " + DefaultNamespace + ")",
+	"context":                  "kubeconfig context to use",
+	"cluster":                  "kubeconfig cluster to use",
+	"user":                     "kubeconfig user to use",
+	"server":                   "address and port of the API server",
+	"token":                    "bearer token for the API server (secret)",
+	"as":                       "user to impersonate (a ServiceAccount: system:serviceaccount:<ns>:<name>)",
+	"as-group":                 "group to impersonate; repeat for several",
+	"as-uid":                   "UID to impersonate",
+	"as-user-extra":            "user extra to impersonate (key=value); repeat for several",
+	"certificate-authority":    "path to a CA certificate file for the API server",
+	"client-certificate":       "path to a client certificate file",
+	"client-key":               "path to a client key file",
+	"tls-server-name":          "server name to verify the API server's certificate against",
+	"insecure-skip-tls-verify": "do not verify the API server's certificate (insecure)",
+	"proxy-url":                "proxy URL for requests to the API server",
+	"disable-compression":      "do not ask for compressed API server responses",
+	"request-timeout":          "timeout of each API server request, as kubectl's (0: --api-timeout)",
+	"username":                 "basic auth user for the API server",
+	"password":                 "basic auth password for the API server (secret)",
+}
+
+// DefaultNamespace is the namespace when neither -n nor the kubeconfig context
+// names one: where the chart installs the scheduler.
+const DefaultNamespace = "agentenv-system"
+
 func (o *ClusterOptions) AddFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "path to a kubeconfig (default: in-cluster, then $KUBECONFIG and ~/.kube/config)")
-	fs.StringVar(&o.Context, "context", "", "kubeconfig context to use")
-	fs.StringVarP(&o.Namespace, "namespace", "n", "agentenv-system", "namespace of the scheduler, its nodes Service and the state ConfigMap")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "")
+	clientcmd.BindOverrideFlags(&o.Overrides, fs, clientcmd.RecommendedConfigOverrideFlags(""))
+	for name, usage := range kubeFlagUsage {
+		if f := fs.Lookup(name); f != nil {
+			f.Usage = usage
+		}
+	}
 	fs.StringVar(&o.StateConfigMap, "state-configmap", "agentenv-scheduler-watchdog", "ConfigMap holding the watchdog's state")
 	fs.DurationVar(&o.Timeout, "timeout", DefaultTimeout, "deadline of the whole command (for check and run: of a pass, which must fit a confirmation, --confirm-window, and end before the CronJob's activeDeadlineSeconds)")
 	fs.DurationVar(&o.APITimeout, "api-timeout", 15*time.Second, "timeout of each API server request")
@@ -60,9 +103,11 @@ func (o *ClusterOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.LogFormat, "log-format", LogFormatAuto, "log format on stderr: console (for people), json (for log pipelines), or auto: console on a terminal, json otherwise")
 }
 
-// Validate reports every invalid flag, in the order the flags are declared.
+// Validate resolves the namespace and reports every invalid flag, in the order
+// the flags are declared.
 func (o *ClusterOptions) Validate() error {
 	var p problems
+	o.Namespace = o.resolveNamespace()
 	if errs := validation.IsDNS1123Label(o.Namespace); len(errs) > 0 {
 		p.addf("--namespace %q: %s", o.Namespace, strings.Join(errs, "; "))
 	}
@@ -78,6 +123,41 @@ func (o *ClusterOptions) Validate() error {
 		p.addf("--log-format %q: want auto, json or console", o.LogFormat)
 	}
 	return p.err()
+}
+
+// resolveNamespace is -n, else the namespace of the kubeconfig context in use
+// (as kubectl), else DefaultNamespace. In a pod without a kubeconfig the chart
+// sets WATCHDOG_NAMESPACE.
+func (o *ClusterOptions) resolveNamespace() string {
+	if ns := o.Overrides.Context.Namespace; ns != "" {
+		return ns
+	}
+	raw, err := o.loader().RawConfig()
+	if err != nil {
+		return DefaultNamespace // the client reports the kubeconfig's problem
+	}
+	name := raw.CurrentContext
+	if c := o.Overrides.CurrentContext; c != "" {
+		name = c
+	}
+	if ctx := raw.Contexts[name]; ctx != nil && ctx.Namespace != "" {
+		return ctx.Namespace
+	}
+	return DefaultNamespace
+}
+
+// explicitConfig: a kubeconfig or context was named on the command line (or its
+// environment variable), which wins over the in-cluster configuration.
+func (o *ClusterOptions) explicitConfig() bool {
+	return o.Kubeconfig != "" || o.Overrides.CurrentContext != "" || o.Overrides.ClusterInfo.Server != ""
+}
+
+// loader reads the kubeconfig as kubectl does: --kubeconfig, else $KUBECONFIG,
+// else ~/.kube/config, with the command line's overrides.
+func (o *ClusterOptions) loader() clientcmd.ClientConfig {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = o.Kubeconfig
+	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &o.Overrides)
 }
 
 // CheckOptions configure observing and deciding.

@@ -18,7 +18,6 @@ import (
 	"github.com/spf13/pflag"
 	"golang.org/x/term"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/agentenv/watchdog/pkg/kube"
 	"github.com/agentenv/watchdog/pkg/scrape"
@@ -164,6 +163,7 @@ underscores, upper case); a flag beats its environment variable.`,
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
+	root.SetUsageTemplate(usageTemplate)
 	// --version prints exactly what `watchdog version` prints. Declared here so cobra
 	// does not add its own with a -v shorthand (kubectl users read -v as verbosity).
 	root.Version = version.String()
@@ -199,7 +199,7 @@ func applyEnv(fs *pflag.FlagSet) error {
 }
 
 var secretFlags = map[string]bool{"slack-webhook-url": true, "webhook-url": true, "webhook-secret": true, "heartbeat-url": true,
-	"alertmanager-url": true, "alertmanager-password": true, "alertmanager-bearer-token": true}
+	"token": true, "password": true, "alertmanager-url": true, "alertmanager-password": true, "alertmanager-bearer-token": true}
 
 func newVersionCommand(stdout io.Writer) *cobra.Command {
 	return &cobra.Command{
@@ -240,24 +240,29 @@ func isTerminal(w io.Writer) bool {
 // otherwise, then the usual kubeconfig rules.
 func restConfig(o *ClusterOptions) (*rest.Config, error) {
 	var cfg *rest.Config
-	if o.Kubeconfig == "" && o.Context == "" && inPod() {
+	if !o.explicitConfig() && inPod() {
 		c, err := rest.InClusterConfig()
 		if err != nil {
 			return nil, usagef("in-cluster configuration: %v", err)
 		}
 		cfg = c
-	} else {
-		rules := clientcmd.NewDefaultClientConfigLoadingRules()
-		if o.Kubeconfig != "" {
-			rules.ExplicitPath = o.Kubeconfig
+		// kubectl's identity flags apply in a pod too (--as for a check of rights).
+		a := o.Overrides.AuthInfo
+		cfg.Impersonate.UserName, cfg.Impersonate.UID, cfg.Impersonate.Groups = a.Impersonate, a.ImpersonateUID, a.ImpersonateGroups
+		if a.Token != "" {
+			cfg.BearerToken, cfg.BearerTokenFile = a.Token, ""
 		}
-		c, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: o.Context}).ClientConfig()
+	} else {
+		c, err := o.loader().ClientConfig()
 		if err != nil {
 			return nil, usagef("load kubeconfig: %v", err)
 		}
 		cfg = c
 	}
-	cfg.Timeout = o.APITimeout
+	// --request-timeout, when given, is kubectl's; otherwise --api-timeout.
+	if rt := o.Overrides.Timeout; rt == "" || rt == "0" {
+		cfg.Timeout = o.APITimeout
+	}
 	cfg.QPS, cfg.Burst = 20, 40
 	cfg.UserAgent = "agentenv-scheduler-watchdog/" + version.Version
 	// Protobuf halves the decode cost of pod and EndpointSlice lists.

@@ -84,6 +84,9 @@ func writeStatusText(w io.Writer, where string, snap *statestore.Snapshot, now t
 		if r.Error != "" {
 			termtext.Fprintf(w, "  error: %s\n", r.Error)
 		}
+		if r.Paused != "" {
+			fmt.Fprintf(w, "  %s: restarts nothing meanwhile\n", r.Paused)
+		}
 	} else {
 		fmt.Fprintln(w, "last run: none recorded")
 	}

@@ -28,3 +28,25 @@ func TestStatusTextShowsBackoff(t *testing.T) {
 		}
 	}
 }
+
+// A run held by a pause says so in status and history.
+func TestStatusAndHistorySayPaused(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	s := state.New()
+	paused := "paused until 2026-12-01T14:00:00Z by annotation on Deployment agentenv-scheduler: etcd maintenance"
+	s.LastRun = &state.Run{At: now.Add(-time.Minute), Verdict: "wedged", Action: "blocked", Outcome: state.RunOK, Paused: paused}
+	var b bytes.Buffer
+	if err := writeStatusText(&b, "ns/cm", &statestore.Snapshot{State: s}, now); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), paused+": restarts nothing meanwhile") {
+		t.Errorf("status does not say paused:\n%s", b.String())
+	}
+	found := false
+	for _, e := range stateHistory(s, now) {
+		found = found || (e.Kind == "pause" && strings.Contains(e.What, paused))
+	}
+	if !found {
+		t.Errorf("history has no pause entry: %+v", stateHistory(s, now))
+	}
+}

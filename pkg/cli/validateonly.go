@@ -46,7 +46,7 @@ func (f *checkFlags) checkConfig(stderr io.Writer, more ...func() error) error {
 // noClientConfig: no --kubeconfig or --context, not in a pod, and no kubeconfig file
 // where the defaults look ($KUBECONFIG, ~/.kube/config).
 func noClientConfig(o *ClusterOptions) bool {
-	if o.Kubeconfig != "" || o.Context != "" || inPod() {
+	if o.explicitConfig() || inPod() {
 		return false
 	}
 	cfg, err := clientcmd.NewDefaultClientConfigLoadingRules().Load()

@@ -57,11 +57,16 @@ func Decide(obs Observation, prev *state.State, cfg Config) (*state.State, Resul
 		res.Warnings = append(res.Warnings, runProblem)
 	}
 	res.Warnings = append(res.Warnings, datedAheadWarnings(next, now, cfg)...)
+	var ignored string
+	if res.Pause, ignored = runPause(obs); ignored != "" {
+		res.Warnings = append(res.Warnings, ignored)
+	}
 	// A target that reached the rollout gate without the Deployment read was
 	// blocked by it: read the Deployment and decide again.
 	res.NeedRollout = obs.Rollout == nil && slices.ContainsFunc(res.Targets, func(t Target) bool {
 		return slices.ContainsFunc(t.Gates, func(g Gate) bool { return g.Name == gateRollout })
 	})
+	res.NeedAlerts = needAlerts(obs, cfg, res.Targets)
 	res.NeedConsistentRead = !obs.Consistent && obs.ConsistentErr == nil && slices.ContainsFunc(res.Targets, func(t Target) bool {
 		return slices.ContainsFunc(t.Gates, func(g Gate) bool { return g.Name == gateConsistent && !g.OK })
 	})

@@ -57,8 +57,10 @@ var restartGates = []restartGate{
 	{name: gateOnce, check: always(onceGate)},
 	{name: gateSingle, check: always(singleGate)},
 	{name: gateRollout, check: always(rolloutGate)},
+	{name: GatePaused, check: pauseGate},
 	{name: GateBackoff, newOnly: true, check: backoffGate},
 	{name: gateBudget, newOnly: true, check: always(budgetGate)},
+	{name: GateAlerts, last: true, check: alertsGate},
 	{name: gateConsistent, last: true, check: always(consistentGate)},
 }
 

@@ -83,6 +83,8 @@ type Config struct {
 	BackoffBase  time.Duration
 	BackoffMax   time.Duration
 	BackoffReset time.Duration
+	// HoldOnAlerts: restarts are held while matching alerts fire (GateAlerts).
+	HoldOnAlerts bool
 }
 
 // Back-off defaults: like CrashLoopBackOff, on the scale of a */5 CronJob.
@@ -136,6 +138,12 @@ type Observation struct {
 	// Merge: this observation is being merged into another run's newer state (this
 	// run's write lost a race): what that run observed later is not rewound.
 	Merge bool
+	// Annotated is the scheduler Deployment's annotations as this observation
+	// read them (the pause), nil when not read.
+	Annotated *Annotated
+	// Alerts are the firing alerts that hold restarts (Config.HoldOnAlerts), read
+	// just before a restart; nil until read (see Result.NeedAlerts).
+	Alerts *FiringAlerts
 }
 
 // Pod is one scheduler pod as observed.
@@ -214,6 +222,8 @@ type Rollout struct {
 	Owners map[string]OwnerChain
 	// OwnersErr is the first API error met reading that chain (RBAC, say).
 	OwnersErr error
+	// Annotations are the Deployment's own (the pause is read from them).
+	Annotations map[string]string
 }
 
 // Ownership is which listed pods the scheduler Deployment runs, read by UID for
@@ -342,4 +352,9 @@ type Result struct {
 	// Warnings are problems of the run's configuration or surroundings that the
 	// caller should report as warnings (too many pods matching the selector).
 	Warnings []string
+	// Pause is the scheduler Deployment's pause, while one is active: restarts
+	// are held (GatePaused), and every report and alert says so.
+	Pause *Pause
+	// NeedAlerts asks the caller to read the firing alerts and decide again.
+	NeedAlerts bool
 }

@@ -269,8 +269,8 @@ func rbacHint(a Access, ns string) string {
 	if a.Name != "" {
 		names = fmt.Sprintf(", resourceNames: [%s]", a.Name)
 	}
-	return fmt.Sprintf("grant it in the Role bound to the watchdog's identity: {apiGroups: [%s], resources: [%s], verbs: [%s]%s} in namespace %s (the chart's Role does for this configuration); check with `kubectl auth can-i %s -n %s --as system:serviceaccount:<namespace>:<serviceaccount>`",
-		group, resource, a.Verb, names, ns, a.String(), ns)
+	return fmt.Sprintf("grant it in the Role bound to the watchdog's identity: {apiGroups: [%s], resources: [%s], verbs: [%s]%s} in namespace %s (the chart's Role does for this configuration); check with `kubectl auth can-i %s -n %s --as system:serviceaccount:<namespace>:<serviceaccount>`, or all of them at once with `watchdog doctor -n %s --as system:serviceaccount:<namespace>:<serviceaccount>`",
+		group, resource, a.Verb, names, ns, a.String(), ns, ns)
 }
 
 // checkPods lists the scheduler pods as a run does. It returns the pods to scrape.
@@ -461,6 +461,22 @@ func ports(ps []int32) string {
 	return strings.Join(out, ", ")
 }
 
+// checkPause says whether the scheduler Deployment's pause annotations hold the
+// restarts, or are there and ignored.
+func (d *Doctor) checkPause(name string, ann map[string]string) {
+	const pname = "restarts not paused"
+	unpause := fmt.Sprintf("kubectl -n %s annotate deployment %s %s- %s-", d.Namespace, name, decide.PauseUntilAnnotation, decide.PauseReasonAnnotation)
+	switch p, ignored := decide.ReadPause(name, ann, d.now()); {
+	case p != nil:
+		d.warn(GroupObjects, pname, p.String()+": the watchdog judges, records and pages, and restarts nothing", "to resume restarts before then: "+unpause)
+	case ignored != "":
+		d.warn(GroupObjects, pname, ignored, fmt.Sprintf("fix the annotations (%s: an RFC 3339 time at most %s ahead; %s: why) or remove them: %s",
+			decide.PauseUntilAnnotation, decide.ShortDuration(decide.MaxPause), decide.PauseReasonAnnotation, unpause))
+	default:
+		d.pass(GroupObjects, pname, fmt.Sprintf("Deployment %s has no %s annotation", name, decide.PauseUntilAnnotation))
+	}
+}
+
 // checkObjects reads the Deployment and the Leases the configuration names.
 func (d *Doctor) checkObjects(ctx context.Context) {
 	const dname = "scheduler Deployment exists"
@@ -477,6 +493,7 @@ func (d *Doctor) checkObjects(ctx context.Context) {
 			want = *dep.Spec.Replicas
 		}
 		d.pass(GroupObjects, dname, fmt.Sprintf("%s: %d of %d replica(s) updated, %d ready, paused %t", dep.Name, dep.Status.UpdatedReplicas, want, dep.Status.ReadyReplicas, dep.Spec.Paused))
+		d.checkPause(dep.Name, dep.Annotations)
 	}
 
 	const lname = "scheduler leader Lease exists"

@@ -113,9 +113,10 @@ func (o *Observer) observe(ctx context.Context, consistent bool) (decide.Observa
 			leader = o.readLeader(ctx)
 		}()
 	}
-	if o.JudgePods == decide.JudgeDeployment {
+	if o.JudgePods == decide.JudgeDeployment || o.Deployment != "" {
 		// Beside the pod list, not after it, and mostly from the cache: a slow
-		// API server must not make each sample a round trip longer.
+		// API server must not make each sample a round trip longer. Read for the
+		// pause annotations too, which every report and alert shows.
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -128,6 +129,7 @@ func (o *Observer) observe(ctx context.Context, consistent bool) (decide.Observa
 	}
 
 	obs := decide.Observation{Expected: expected, ExpectedErr: expectedErr, Leader: leader, Consistent: consistent}
+	obs.Annotated = annotated(o.Deployment, dep, depErr)
 	obs.Pods = make([]decide.Pod, len(pods.Items))
 	for i := range pods.Items {
 		obs.Pods[i] = o.Describe(&pods.Items[i])
@@ -321,7 +323,7 @@ func (o *Observer) Rollout(ctx context.Context, pods ...decide.Pod) *decide.Roll
 		r.Err = fmt.Errorf("get Deployment %s/%s: %w", o.Namespace, o.Deployment, err)
 		return r
 	}
-	r.Found, r.UID = true, string(d.UID)
+	r.Found, r.UID, r.Annotations = true, string(d.UID), d.Annotations
 	r.Paused = d.Spec.Paused
 	r.InProgress, r.Detail = rollingOut(d)
 	if o.VerifyOwners {
@@ -331,6 +333,18 @@ func (o *Observer) Rollout(ctx context.Context, pods ...decide.Pod) *decide.Roll
 		})
 	}
 	return r
+}
+
+// annotated is the Deployment's annotations for the pause: none when it is not
+// found, nil (not read) when the read failed (the read before a restart decides).
+func annotated(name string, d *appsv1.Deployment, err error) *decide.Annotated {
+	switch {
+	case name == "" || (err != nil && !apierrors.IsNotFound(err)):
+		return nil
+	case err != nil || d == nil:
+		return &decide.Annotated{Deployment: name}
+	}
+	return &decide.Annotated{Deployment: name, Annotations: d.Annotations}
 }
 
 func rollingOut(d *appsv1.Deployment) (bool, string) {

@@ -259,6 +259,9 @@ type Run struct {
 	// Shadow: the run was in shadow mode. The first run after shadow mode has every
 	// open episode confirmed afresh before it may restart.
 	Shadow bool `json:"shadow,omitempty"`
+	// Paused is the scheduler Deployment's pause during the run, when one was
+	// active ("paused until ... : reason"): restarts were held.
+	Paused string `json:"paused,omitempty"`
 }
 
 // New returns an empty state.

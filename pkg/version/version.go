@@ -1,17 +1,76 @@
-// Package version holds build information, injected with -ldflags -X.
+// Package version holds build information: injected with -ldflags -X by the
+// Makefile and the Dockerfile, otherwise read from the Go build info (`go install
+// .../cmd/watchdog@vX`, a plain `go build` in a checkout).
 package version
 
 import (
 	"fmt"
+	"regexp"
 	"runtime"
+	"runtime/debug"
+	"time"
 )
 
 // Set at build time: -X github.com/agentenv/watchdog/pkg/version.Version=v1.2.3 etc.
+// Left at these defaults, they are filled from the build info.
 var (
 	Version = "dev"
 	Commit  = "unknown"
 	Date    = "unknown"
 )
+
+func init() {
+	if info, ok := debug.ReadBuildInfo(); ok {
+		Version, Commit, Date = fromBuildInfo(info, Version, Commit, Date)
+	}
+}
+
+// pseudoVersion is a Go pseudo-version's tail: its UTC timestamp and the commit's
+// 12-hex prefix (v0.0.0-20261201101500-abcdef123456, v1.2.4-0.2026...-abcdef123456).
+var pseudoVersion = regexp.MustCompile(`(?:^|[-.])(\d{14})-([0-9a-f]{12})(?:\+dirty)?$`)
+
+// fromBuildInfo fills what -ldflags did not set (still "dev"/"unknown") from the
+// build info: the module version (`go install @vX`: the tag; `go build` in a
+// checkout since Go 1.24: a tag or pseudo-version), the VCS revision and time
+// (`go build` in a checkout), or else the commit and time a pseudo-version
+// names. A module built from a tag has no revision in its build info: the tag is
+// then the commit's name.
+func fromBuildInfo(info *debug.BuildInfo, version, commit, date string) (string, string, string) {
+	settings := map[string]string{}
+	for _, s := range info.Settings {
+		settings[s.Key] = s.Value
+	}
+	mv := info.Main.Version
+	if version == "dev" && mv != "" && mv != "(devel)" {
+		version = mv
+	}
+	if commit == "unknown" {
+		switch rev := settings["vcs.revision"]; {
+		case rev != "":
+			commit = rev
+			if len(commit) > 12 {
+				commit = commit[:12]
+			}
+			if settings["vcs.modified"] == "true" {
+				commit += "-dirty"
+			}
+		case pseudoVersion.MatchString(mv):
+			commit = pseudoVersion.FindStringSubmatch(mv)[2]
+		case mv != "" && mv != "(devel)":
+			commit = "tag " + mv
+		}
+	}
+	if date == "unknown" {
+		if t := settings["vcs.time"]; t != "" {
+			date = t
+		} else if m := pseudoVersion.FindStringSubmatch(mv); m != nil {
+			if t, err := time.Parse("20060102150405", m[1]); err == nil {
+				date = t.UTC().Format(time.RFC3339)
+			}
+		}
+	}
+	return version, commit, date
+}
 
 // String is the one-line form `watchdog version` prints.
 func String() string {

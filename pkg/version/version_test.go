@@ -2,6 +2,7 @@ package version
 
 import (
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"testing"
 )
@@ -18,4 +19,50 @@ func TestStringNamesEveryPart(t *testing.T) {
 			t.Errorf("version.String() = %q lacks %q", s, want)
 		}
 	}
+}
+
+// Without -ldflags, the version, commit and date come from the build info, as
+// each way of building leaves it.
+func TestFromBuildInfo(t *testing.T) {
+	for name, c := range map[string]struct {
+		info                      debug.BuildInfo
+		version, commit, date     string
+		ldVersion, ldCommit, ldAt string
+	}{
+		"go install @v1.2.3 (module zip: no VCS)": {
+			info:    debug.BuildInfo{Main: debug.Module{Version: "v1.2.3"}},
+			version: "v1.2.3", commit: "tag v1.2.3", date: "unknown",
+		},
+		"go install @main (pseudo-version)": {
+			info:    debug.BuildInfo{Main: debug.Module{Version: "v0.0.0-20261201101500-abcdef123456"}},
+			version: "v0.0.0-20261201101500-abcdef123456", commit: "abcdef123456", date: "2026-12-01T10:15:00Z",
+		},
+		"go build in a dirty checkout": {
+			info: debug.BuildInfo{Main: debug.Module{Version: "v0.1.1-0.20261201101500-abcdef123456+dirty"}, Settings: []debug.BuildSetting{
+				{Key: "vcs.revision", Value: "abcdef1234567890abcdef1234567890abcdef12"}, {Key: "vcs.time", Value: "2026-12-01T10:15:00Z"}, {Key: "vcs.modified", Value: "true"}}},
+			version: "v0.1.1-0.20261201101500-abcdef123456+dirty", commit: "abcdef123456-dirty", date: "2026-12-01T10:15:00Z",
+		},
+		"go build without VCS stamping": {
+			info:    debug.BuildInfo{Main: debug.Module{Version: "(devel)"}},
+			version: "dev", commit: "unknown", date: "unknown",
+		},
+		"-ldflags win": {
+			info:      debug.BuildInfo{Main: debug.Module{Version: "v1.2.3"}, Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "ffff"}}},
+			ldVersion: "v9.9.9", ldCommit: "abc1234", ldAt: "2026-11-30T00:00:00Z",
+			version: "v9.9.9", commit: "abc1234", date: "2026-11-30T00:00:00Z",
+		},
+	} {
+		v, cm, d := firstOr(c.ldVersion, "dev"), firstOr(c.ldCommit, "unknown"), firstOr(c.ldAt, "unknown")
+		v, cm, d = fromBuildInfo(&c.info, v, cm, d)
+		if v != c.version || cm != c.commit || d != c.date {
+			t.Errorf("%s: %s %s %s, want %s %s %s", name, v, cm, d, c.version, c.commit, c.date)
+		}
+	}
+}
+
+func firstOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
 }

@@ -229,3 +229,41 @@ func TestBinaryIsStaticAndRunsWithEmptyEnvironment(t *testing.T) {
 		t.Errorf("check with no kubeconfig: want exit 2, got %v\n%s", err, msg)
 	}
 }
+
+// TestPlainGoBuildPrintsTheCommit: `go build` in a fresh clone, without the
+// Makefile's -ldflags, prints the clone's commit and a version from the build
+// info, not "dev (commit unknown)". A clone, not this directory: Go stamps the
+// VCS only where .git is a directory, which a git worktree's is not.
+func TestPlainGoBuildPrintsTheCommit(t *testing.T) {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	clone := filepath.Join(t.TempDir(), "watchdog")
+	if b, err := exec.Command("git", "clone", "--quiet", "--local", "--no-hardlinks", root, clone).CombinedOutput(); err != nil {
+		t.Skipf("not a git checkout: %v\n%s", err, b)
+	}
+	head, err := exec.Command("git", "-C", clone, "rev-parse", "HEAD").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "watchdog")
+	build := exec.Command("go", "build", "-o", out, "./cmd/watchdog")
+	build.Dir = clone
+	// The default, as a user's shell has it (a CI environment may turn it off).
+	build.Env = append(os.Environ(), "GOFLAGS=-buildvcs=true")
+	if b, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, b)
+	}
+	got, err := exec.Command(out, "version").CombinedOutput()
+	if err != nil {
+		t.Fatalf("version: %v\n%s", err, got)
+	}
+	t.Logf("%s", got)
+	if commit := strings.TrimSpace(string(head))[:12]; !strings.Contains(string(got), "commit "+commit) {
+		t.Errorf("version %q lacks the checkout's commit %s", got, commit)
+	}
+	if strings.Contains(string(got), "watchdog dev ") || strings.Contains(string(got), "built unknown") {
+		t.Errorf("version %q: the build info was not used", got)
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/agentenv/watchdog/internal/testenv"
+	"github.com/agentenv/watchdog/pkg/decide"
 	"github.com/agentenv/watchdog/pkg/restart"
 )
 
@@ -84,6 +85,8 @@ func policyEnforced(t *testing.T, ns, method string, sched *scheduler, sa kubern
 			"restartedAt and the replicas":       `{"spec":{"replicas":0,"template":{"metadata":{"annotations":{` + at + `}}}}}`,
 			"a label of the Deployment":          `{"metadata":{"labels":{"x":"y"}}}`,
 			"pausing the rollout":                `{"spec":{"paused":true}}`,
+			"lifting the watchdog's pause":       `{"metadata":{"annotations":{"` + decide.PauseUntilAnnotation + `":null}}}`,
+			"moving the watchdog's pause":        `{"metadata":{"annotations":{"` + decide.PauseUntilAnnotation + `":"2000-01-01T00:00:00Z"}}}`,
 		} {
 			if err := patch(p); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), rolloutPolicyMessage) {
 				t.Errorf("patch with %s as the chart's identity: %v, want Forbidden by the policy", what, err)
@@ -97,6 +100,26 @@ func policyEnforced(t *testing.T, ns, method string, sched *scheduler, sa kubern
 		if _, err := env.Client.AppsV1().Deployments(ns).Patch(ctx, schedDep, types.StrategicMergePatchType, []byte(`{"spec":{"replicas":5}}`), metav1.PatchOptions{DryRun: dryRunAll}); err != nil {
 			t.Fatalf("admin dry-run patch: %v (the policy must concern only the watchdog)", err)
 		}
+	}
+	pauseIsTheOwners(t, ns, sa)
+}
+
+// pauseIsTheOwners: the pause annotations on the scheduler Deployment are its
+// owners' control over the watchdog: whoever may edit the Deployment sets them,
+// and the watchdog's own identity can neither set, move nor lift them (the Role
+// grants no patch under restart.method delete; the policy allows only restartedAt
+// under rollout).
+func pauseIsTheOwners(t *testing.T, ns string, sa kubernetes.Interface) {
+	t.Helper()
+	ctx, cancel := testenv.Ctx()
+	defer cancel()
+	pause := []byte(`{"metadata":{"annotations":{"` + decide.PauseUntilAnnotation + `":"` + time.Now().Add(time.Hour).UTC().Format(time.RFC3339) +
+		`","` + decide.PauseReasonAnnotation + `":"maintenance"}}}`)
+	if _, err := sa.AppsV1().Deployments(ns).Patch(ctx, schedDep, types.StrategicMergePatchType, pause, metav1.PatchOptions{DryRun: dryRunAll}); !apierrors.IsForbidden(err) {
+		t.Errorf("the watchdog's identity set a pause on the scheduler Deployment: %v, want Forbidden", err)
+	}
+	if _, err := env.Client.AppsV1().Deployments(ns).Patch(ctx, schedDep, types.StrategicMergePatchType, pause, metav1.PatchOptions{DryRun: dryRunAll}); err != nil {
+		t.Errorf("the scheduler's owner cannot set a pause: %v", err)
 	}
 }
 

@@ -289,6 +289,7 @@ short and readable in `kubectl describe`), secrets through secretKeyRef only. */
   (list "RESTART_WINDOW" $v.restart.window)
   (list "RESTART_BACKOFF" $v.restart.backoff)
   (list "RESTART_BACKOFF_MAX" $v.restart.backoffMax)
+  (list "HOLD_RESTARTS_ON_ALERT" (join "\n" (default (list) $v.restart.holdOnAlerts)))
   (list "DRY_RUN" $v.dryRun)
   (list "CLUSTER_NAME" $v.alerts.clusterName)
   (list "ALERT_LABELS" (include "watchdog.alertLabels" .))

@@ -106,6 +106,9 @@ silently count fewer restarts than configured. */ -}}
 {{- fail (printf "alerts.alertmanagerAlertTTL (%s) must be longer than deployment.interval (%s), or open alerts resolve between passes" $a.alertmanagerAlertTTL $v.deployment.interval) -}}
 {{- end -}}
 {{- $creds := or $a.alertmanagerUsername $a.alertmanagerPassword $a.alertmanagerBearerToken -}}
+{{- if and $v.restart.holdOnAlerts (not $a.alertmanagerURLs) (not $a.existingSecret) -}}
+{{- fail "restart.holdOnAlerts needs alerts.alertmanagerURLs: the firing alerts are read from there" -}}
+{{- end -}}
 {{- if and $creds (not $a.alertmanagerURLs) -}}
 {{- fail "alerts.alertmanagerUsername, alertmanagerPassword or alertmanagerBearerToken is set but alerts.alertmanagerURLs is not" -}}
 {{- end -}}

@@ -1,0 +1,88 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+const kubeconfigTwoContexts = `apiVersion: v1
+kind: Config
+clusters:
+- name: c1
+  cluster: {server: "https://127.0.0.1:6443"}
+- name: c2
+  cluster: {server: "https://127.0.0.1:7443"}
+users:
+- name: u1
+  user: {token: "tok-1"}
+contexts:
+- name: a
+  context: {cluster: c1, user: u1, namespace: team-a}
+- name: b
+  context: {cluster: c2, user: u1, namespace: team-b}
+- name: bare
+  context: {cluster: c1, user: u1}
+current-context: a
+`
+
+func parseCluster(t *testing.T, args ...string) *ClusterOptions {
+	t.Helper()
+	var o ClusterOptions
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	o.AddFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return &o
+}
+
+// kubectl's habits: the namespace comes from the kubeconfig context when -n is
+// not given, $KUBECONFIG is read, and --context, --cluster, --user, --as,
+// --as-group, --token, --server and --request-timeout mean what they mean there.
+func TestKubectlConnectionFlags(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "config")
+	if err := os.WriteFile(path, []byte(kubeconfigTwoContexts), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("KUBECONFIG", path)
+	t.Setenv("KUBERNETES_SERVICE_HOST", "") // not in a pod
+	for _, c := range []struct {
+		args []string
+		ns   string
+	}{
+		{nil, "team-a"},
+		{[]string{"--context", "b"}, "team-b"},
+		{[]string{"--context", "bare"}, DefaultNamespace},
+		{[]string{"-n", "elsewhere"}, "elsewhere"},
+		{[]string{"--context", "b", "--namespace", "x"}, "x"},
+	} {
+		if got := parseCluster(t, c.args...).Namespace; got != c.ns {
+			t.Errorf("%v: namespace %q, want %q", c.args, got, c.ns)
+		}
+	}
+
+	o := parseCluster(t, "--context", "b", "--as", "system:serviceaccount:agentenv-system:watchdog", "--as-group", "ops", "--request-timeout", "7s")
+	cfg, err := restConfig(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Host != "https://127.0.0.1:7443" || cfg.Impersonate.UserName != "system:serviceaccount:agentenv-system:watchdog" ||
+		len(cfg.Impersonate.Groups) != 1 || cfg.Impersonate.Groups[0] != "ops" || cfg.Timeout != 7*time.Second {
+		t.Errorf("rest config: host %s impersonate %+v timeout %s", cfg.Host, cfg.Impersonate, cfg.Timeout)
+	}
+	o = parseCluster(t, "--server", "https://127.0.0.1:9443", "--token", "tok-2", "--cluster", "c2", "--user", "u1")
+	cfg, err = restConfig(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Host != "https://127.0.0.1:9443" || cfg.BearerToken != "tok-2" || cfg.Timeout != o.APITimeout {
+		t.Errorf("rest config: host %s token %q timeout %s", cfg.Host, cfg.BearerToken, cfg.Timeout)
+	}
+}

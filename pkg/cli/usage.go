@@ -1,0 +1,152 @@
+package cli
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+// helpColumns is the width every --help line fits in: flag texts are wrapped.
+const helpColumns = 100
+
+// flagGroup is a titled group of flags in a command's help.
+type flagGroup struct {
+	title string
+	flags []string
+}
+
+// checkFlagGroups orders check's (and run's) many flags so the common ones come
+// first: what most installs set, then by concern. A flag in no group is listed
+// last, under "Other flags".
+var checkFlagGroups = []flagGroup{
+	{"Common flags", []string{"namespace", "kubeconfig", "context", "output", "dry-run", "shadow", "deployment",
+		"scheduler-selector", "wedged-for", "max-restarts", "restart-method", "cluster-name", "slack-webhook-url",
+		"webhook-url", "alertmanager-url", "timeout", "validate-only", "help"}},
+	{"Decision flags", []string{"startup-grace", "confirm-window", "sample-interval", "max-watch-age", "restart-on-degraded",
+		"restart-window", "restart-backoff", "restart-backoff-max", "judge-pods", "leader-lease", "max-pods",
+		"hold-restarts-on-alert"}},
+	{"Scheduler flags", []string{"scheduler-container", "metrics-port", "metrics-path", "metrics-max-bytes", "scrape-timeout",
+		"scrape-via", "nodes-service", "nodes-port", "state-configmap", "evidence-configmap", "evidence-logs"}},
+	{"Alert flags", []string{"runbook-url", "realert-interval", "blind-after", "alert-timeout", "webhook-secret", "heartbeat-url",
+		"outbox-key", "alertmanager-username", "alertmanager-password", "alertmanager-bearer-token",
+		"alertmanager-alert-ttl", "alertmanager-generator-url"}},
+	{"Pushgateway flags", []string{"pushgateway-url", "pushgateway-job", "pushgateway-grouping", "pushgateway-timeout"}},
+	{"Cluster connection flags (as kubectl's)", []string{"cluster", "user", "server", "token", "as", "as-group", "as-uid",
+		"request-timeout", "api-timeout", "certificate-authority", "client-certificate", "client-key", "tls-server-name",
+		"insecure-skip-tls-verify", "proxy-url", "disable-compression", "username", "password"}},
+	{"Logging flags", []string{"log-level", "log-format"}},
+}
+
+// flagGroups are the groups of a command's help, by command name.
+var flagGroups = map[string][]flagGroup{"check": checkFlagGroups, "run": checkFlagGroups}
+
+// groupedFlags renders a command's local flags, wrapped to helpColumns, in its
+// groups when it has them.
+func groupedFlags(c *cobra.Command) string {
+	local := c.LocalFlags()
+	groups := flagGroups[c.Name()]
+	var b strings.Builder
+	placed := map[string]bool{}
+	section := func(title string, keep func(f *pflag.Flag) bool) {
+		fs := pflag.NewFlagSet(title, pflag.ContinueOnError)
+		local.VisitAll(func(f *pflag.Flag) {
+			if !f.Hidden && !placed[f.Name] && keep(f) {
+				fs.AddFlag(f)
+				placed[f.Name] = true
+			}
+		})
+		if !fs.HasAvailableFlags() {
+			return
+		}
+		if b.Len() > 0 {
+			b.WriteString("\n\n")
+		}
+		b.WriteString(title + ":\n" + wrap(fs))
+	}
+	for _, g := range groups {
+		// In the group's order, not alphabetical: the most used first.
+		fs := pflag.NewFlagSet(g.title, pflag.ContinueOnError)
+		fs.SortFlags = false
+		for _, name := range g.flags {
+			if f := local.Lookup(name); f != nil && !f.Hidden {
+				fs.AddFlag(f)
+				placed[name] = true
+			}
+		}
+		if fs.HasAvailableFlags() {
+			if b.Len() > 0 {
+				b.WriteString("\n\n")
+			}
+			b.WriteString(g.title + ":\n" + wrap(fs))
+		}
+	}
+	title := "Flags"
+	if len(groups) > 0 {
+		title = "Other flags"
+	}
+	section(title, func(*pflag.Flag) bool { return true })
+	return b.String()
+}
+
+// usageTemplate is cobra's, with the flags grouped and wrapped (groupedFlags).
+const usageTemplate = `Usage:{{if .Runnable}}
+  {{.UseLine}}{{end}}{{if .HasAvailableSubCommands}}
+  {{.CommandPath}} [command]{{end}}{{if gt (len .Aliases) 0}}
+
+Aliases:
+  {{.NameAndAliases}}{{end}}{{if .HasExample}}
+
+Examples:
+{{.Example}}{{end}}{{if .HasAvailableSubCommands}}
+
+Available Commands:{{range .Commands}}{{if (or .IsAvailableCommand (eq .Name "help"))}}
+  {{rpad .Name .NamePadding }} {{.Short}}{{end}}{{end}}{{end}}{{if .HasAvailableLocalFlags}}
+
+{{groupedFlags .}}{{end}}{{if .HasAvailableInheritedFlags}}
+
+Global Flags:
+{{wrappedFlags .InheritedFlags}}{{end}}{{if .HasAvailableSubCommands}}
+
+Use "{{.CommandPath}} [command] --help" for more information about a command.{{end}}
+`
+
+// wrap is pflag's wrapped usages, with a line still too long (a metric name
+// cannot be broken at a space) broken at its last comma or brace inside the width,
+// continued under the usage text.
+func wrap(fs *pflag.FlagSet) string {
+	var out []string
+	for _, line := range strings.Split(strings.TrimRight(fs.FlagUsagesWrapped(helpColumns), " \n"), "\n") {
+		indent := len(line) - len(strings.TrimLeft(line, " "))
+		for len([]rune(line)) > helpColumns {
+			r := []rune(line)
+			cut := strings.LastIndexAny(string(r[:helpColumns]), ",{")
+			if cut <= indent {
+				break
+			}
+			out = append(out, string(r[:cut+1]))
+			line = strings.Repeat(" ", indent+2) + string(r[cut+1:])
+		}
+		out = append(out, line)
+	}
+	return strings.Join(out, "\n")
+}
+
+func init() {
+	cobra.AddTemplateFunc("groupedFlags", groupedFlags)
+	cobra.AddTemplateFunc("wrappedFlags", wrap)
+}
+
+// groupedNames lists a command's flags in the order its help shows them (tests).
+func groupedNames(c *cobra.Command) []string {
+	var out []string
+	for _, g := range flagGroups[c.Name()] {
+		for _, n := range g.flags {
+			if c.LocalFlags().Lookup(n) != nil && !slices.Contains(out, n) {
+				out = append(out, n)
+			}
+		}
+	}
+	return out
+}

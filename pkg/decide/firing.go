@@ -1,0 +1,49 @@
+package decide
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// GateAlerts holds a due restart while alerts named by --hold-restarts-on-alert
+// fire (an API server or etcd alert: the new pod's informer could not sync, and
+// the restart only adds churn).
+const GateAlerts = "firing-alerts"
+
+// FiringAlerts is what Alertmanager said, read just before a restart.
+type FiringAlerts struct {
+	// Matchers are the configured matchers, for the messages.
+	Matchers string
+	// Firing names the active alerts that match, as alertname{labels}.
+	Firing []string
+	// Err: Alertmanager could not be read. The gate fails open on it.
+	Err error
+}
+
+// alertsGate refuses while a matching alert fires. Alertmanager unreachable lets
+// the restart through (docs/design.md, "Holding restarts while alerts fire"):
+// the wedge is certain, the outage behind the alerts only suspected.
+func alertsGate(c *gateCase) (Gate, bool) {
+	if !c.cfg.HoldOnAlerts {
+		return Gate{}, false
+	}
+	a := c.obs.Alerts
+	switch {
+	case a == nil:
+		return Gate{Name: GateAlerts, InProgress: true, Detail: "firing alerts not read yet: reading Alertmanager"}, true
+	case a.Err != nil:
+		return Gate{Name: GateAlerts, OK: true, Detail: fmt.Sprintf("cannot read the firing alerts (%v): restart allowed, the hold fails open", a.Err)}, true
+	case len(a.Firing) > 0:
+		return Gate{Name: GateAlerts, Detail: fmt.Sprintf("held while alerts fire: %s (matching %s); a restart cannot help while they do", strings.Join(a.Firing, ", "), a.Matchers)}, true
+	}
+	return Gate{Name: GateAlerts, OK: true, Detail: fmt.Sprintf("no alert matching %s is firing", a.Matchers)}, true
+}
+
+// needAlerts reports a target that reached the alerts gate before Alertmanager
+// was read: the caller reads it and decides again.
+func needAlerts(obs Observation, cfg Config, targets []Target) bool {
+	return cfg.HoldOnAlerts && obs.Alerts == nil && slices.ContainsFunc(targets, func(t Target) bool {
+		return slices.ContainsFunc(t.Gates, func(g Gate) bool { return g.Name == GateAlerts && !g.OK })
+	})
+}

@@ -1,0 +1,115 @@
+package decide
+
+import (
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// The pause: annotations on the scheduler Deployment, set by the scheduler's
+// owners (`kubectl annotate`), that hold every restart until an expiry. The
+// watchdog still judges, records and pages while paused; it restarts nothing
+// (docs/design.md, "Pause").
+const (
+	PauseUntilAnnotation  = "watchdog.agentenv.io/paused-until"
+	PauseReasonAnnotation = "watchdog.agentenv.io/pause-reason"
+	// MaxPause is how far ahead a pause may end: a pause forgotten after a
+	// maintenance must not turn healing off for good.
+	MaxPause = 7 * 24 * time.Hour
+	// maxPauseReason bounds the reason carried into every alert.
+	maxPauseReason = 512
+	// GatePaused holds a due restart while the Deployment is paused.
+	GatePaused = "paused"
+)
+
+// Annotated is the scheduler Deployment's annotations as an observation read them
+// (nil annotations: none, or the Deployment was not found).
+type Annotated struct {
+	Deployment  string
+	Annotations map[string]string
+}
+
+// Pause is an active pause.
+type Pause struct {
+	Deployment string    `json:"deployment"`
+	Reason     string    `json:"reason"`
+	Until      time.Time `json:"until"`
+}
+
+// String is how status, history, doctor and the alerts say it.
+func (p *Pause) String() string {
+	return fmt.Sprintf("paused until %s by annotation on Deployment %s: %s", p.Until.UTC().Format(time.RFC3339), p.Deployment, p.Reason)
+}
+
+// ReadPause reads the pause annotations of a Deployment at now: the active pause,
+// or nil and, when the annotations are there but make no valid pause (expired,
+// malformed), why they are ignored.
+func ReadPause(deployment string, ann map[string]string, now time.Time) (*Pause, string) {
+	untilText, hasUntil := ann[PauseUntilAnnotation]
+	reason, hasReason := ann[PauseReasonAnnotation]
+	if !hasUntil && !hasReason {
+		return nil, ""
+	}
+	ignored := func(format string, a ...any) (*Pause, string) {
+		return nil, fmt.Sprintf("pause annotation on Deployment %s ignored: ", deployment) + fmt.Sprintf(format, a...)
+	}
+	reason = strings.TrimSpace(reason)
+	switch {
+	case !hasUntil:
+		return ignored("no %s: a pause needs an expiry (an RFC 3339 time, at most %s ahead)", PauseUntilAnnotation, ShortDuration(MaxPause))
+	case reason == "":
+		return ignored("no %s: a pause needs a reason, for whoever is paged while it lasts", PauseReasonAnnotation)
+	case utf8.RuneCountInString(reason) > maxPauseReason:
+		return ignored("%s is longer than %d characters", PauseReasonAnnotation, maxPauseReason)
+	}
+	until, err := time.Parse(time.RFC3339, strings.TrimSpace(untilText))
+	switch {
+	case err != nil:
+		return ignored("%s %q is not an RFC 3339 time (like %s)", PauseUntilAnnotation, cutValue(untilText), now.Add(2*time.Hour).UTC().Truncate(time.Minute).Format(time.RFC3339))
+	case !until.After(now):
+		return ignored("expired at %s (%s)", until.UTC().Format(time.RFC3339), reason)
+	case until.Sub(now) > MaxPause:
+		return ignored("%s %s is more than %s ahead: a forgotten pause would turn healing off", PauseUntilAnnotation, until.UTC().Format(time.RFC3339), ShortDuration(MaxPause))
+	}
+	return &Pause{Deployment: deployment, Reason: reason, Until: until}, ""
+}
+
+// cutValue cuts an annotation value for a message.
+func cutValue(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
+}
+
+// runPause is the run's pause: from the Deployment as read before a restart when
+// it was, otherwise as the observation read it.
+func runPause(obs Observation) (*Pause, string) {
+	if r := obs.Rollout; r != nil && r.Found && r.Err == nil {
+		return ReadPause(r.Name, r.Annotations, obs.At)
+	}
+	if a := obs.Annotated; a != nil {
+		return ReadPause(a.Deployment, a.Annotations, obs.At)
+	}
+	return nil, ""
+}
+
+// pauseGate holds a due restart while the Deployment, as read just before the
+// restart, is paused. A restart held this way is blocked and pages: someone
+// paused healing, and whoever is paged must know the scheduler is wedged anyway.
+// An ignored pause shows as a passed gate that says why.
+func pauseGate(c *gateCase) (Gate, bool) {
+	r := c.obs.Rollout
+	if r == nil || !r.Found || r.Err != nil {
+		return Gate{}, false // the rollout gate refuses, or there is no Deployment to annotate
+	}
+	p, ignored := ReadPause(r.Name, r.Annotations, c.now)
+	switch {
+	case p != nil:
+		return Gate{Name: GatePaused, Detail: "paused: would restart; " + p.String()}, true
+	case ignored != "":
+		return Gate{Name: GatePaused, OK: true, Detail: ignored}, true
+	}
+	return Gate{}, false
+}

@@ -1,0 +1,158 @@
+package decide
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentenv/watchdog/pkg/state"
+)
+
+// pausedUntil is an observation of a wedged scheduler whose Deployment carries the
+// pause annotations (nil: none).
+func pausedObs(ann map[string]string) func(time.Time) Observation {
+	return func(at time.Time) Observation {
+		o := wedgedAt(at)
+		o.Rollout.Annotations = ann
+		o.Annotated = &Annotated{Deployment: o.Rollout.Name, Annotations: ann}
+		return o
+	}
+}
+
+func pauseAnn(until time.Time, reason string) map[string]string {
+	return map[string]string{PauseUntilAnnotation: until.UTC().Format(time.RFC3339), PauseReasonAnnotation: reason}
+}
+
+func hasGate(r Result, name string, ok bool) (Gate, bool) {
+	for _, t := range r.Targets {
+		for _, g := range t.Gates {
+			if g.Name == name && g.OK == ok {
+				return g, true
+			}
+		}
+	}
+	return Gate{}, false
+}
+
+// A pause holds every restart while it lasts: the watchdog still judges, records
+// and pages (blocked, "paused: would restart"), and restarts as usual once the
+// pause expires, with a warning that the annotation is stale. Three hours of */5
+// runs of a scheduler wedged throughout, paused for the first 75 minutes.
+func TestPauseHoldsRestartsUntilItExpires(t *testing.T) {
+	cfg := testConfig()
+	until := t0.Add(75 * time.Minute)
+	wedged := pausedObs(pauseAnn(until, "etcd maintenance, CHG-1234"))
+	restarted := false
+	at := func(now time.Time) Observation {
+		o := wedged(now)
+		if restarted { // the replacement is healthy
+			p := schedPod("sched-b", "uid-b", sample(3, 0))
+			o.Pods = []Pod{p}
+		}
+		return o
+	}
+	s := state.New()
+	var restarts, blocked []time.Duration
+	for i := 0; i < 36; i++ {
+		start := t0.Add(time.Duration(i) * 5 * time.Minute)
+		var r Result
+		s, r, _ = run(cfg, s, start, 170*time.Second, at)
+		paused := start.Before(until)
+		if paused != (r.Pause != nil) {
+			t.Fatalf("run at +%s: pause %+v, want paused=%v", start.Sub(t0), r.Pause, paused)
+		}
+		switch r.Action {
+		case ActionRestart:
+			if paused {
+				t.Fatalf("restart at +%s while paused: %s", start.Sub(t0), r.Reason)
+			}
+			restarts = append(restarts, start.Sub(t0))
+			now := start.Add(2 * time.Minute)
+			s.Restarts = append(s.Restarts, state.Restart{Pod: "sched-a", UID: "uid-a", Method: MethodDelete, ClaimedAt: now, DoneAt: &now, Outcome: state.RestartDone})
+			restarted = true
+		case ActionBlocked:
+			g, ok := hasGate(r, GatePaused, false)
+			if !ok {
+				t.Fatalf("blocked at +%s by something other than the pause: %s", start.Sub(t0), r.Reason)
+			}
+			if !strings.HasPrefix(g.Detail, "paused: would restart") || !strings.Contains(g.Detail, "etcd maintenance, CHG-1234") || !strings.Contains(g.Detail, until.Format(time.RFC3339)) {
+				t.Errorf("the pause gate must say it would restart, why and until when: %q", g.Detail)
+			}
+			if r.Targets[0].RestartInProgress() {
+				t.Error("a paused restart must page (restart-blocked), not pass as in progress")
+			}
+			blocked = append(blocked, start.Sub(t0))
+		}
+		if !paused && !strings.Contains(strings.Join(r.Warnings, "\n"), "expired") {
+			t.Errorf("run at +%s: an expired pause must be warned about: %q", start.Sub(t0), r.Warnings)
+		}
+	}
+	if len(blocked) == 0 || blocked[0] > 10*time.Minute {
+		t.Fatalf("the paused wedge must be blocked (paged) as soon as a restart is due: blocked at %v", blocked)
+	}
+	if len(restarts) == 0 || restarts[0] != 75*time.Minute {
+		t.Fatalf("restarts at %v: want the first at +75m, the first run after the pause expired", restarts)
+	}
+	// Nothing of the pause is charged to the budget: the restart record is the only one.
+	if n := len(s.Restarts); n != len(restarts) {
+		t.Errorf("%d restart records for %d restarts", n, len(restarts))
+	}
+}
+
+// An annotation that does not make a valid pause is ignored (the restart goes
+// ahead) with a warning that says what is wrong with it.
+func TestMalformedPauseIsIgnoredWithAWarning(t *testing.T) {
+	cfg := testConfig()
+	now := t0.Add(5 * time.Minute)
+	for name, c := range map[string]struct {
+		ann  map[string]string
+		warn string
+	}{
+		"expired":          {pauseAnn(t0, "maintenance"), "expired at"},
+		"no expiry":        {map[string]string{PauseReasonAnnotation: "maintenance"}, "no " + PauseUntilAnnotation},
+		"no reason":        {map[string]string{PauseUntilAnnotation: now.Add(time.Hour).Format(time.RFC3339)}, "no " + PauseReasonAnnotation},
+		"not a time":       {map[string]string{PauseUntilAnnotation: "tomorrow", PauseReasonAnnotation: "maintenance"}, "not an RFC 3339 time"},
+		"a duration":       {map[string]string{PauseUntilAnnotation: "2h", PauseReasonAnnotation: "maintenance"}, "not an RFC 3339 time"},
+		"beyond a week":    {pauseAnn(now.Add(8*24*time.Hour), "forever"), "more than 168h ahead"},
+		"blank reason":     {pauseAnn(now.Add(time.Hour), "  "), "no " + PauseReasonAnnotation},
+		"reason too large": {pauseAnn(now.Add(time.Hour), strings.Repeat("x", 2000)), "longer than"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			s, _ := Decide(pausedObs(c.ann)(t0), state.New(), cfg)
+			_, r := decideRun(cfg, s, now, pausedObs(c.ann))
+			if r.Action != ActionRestart || r.Pause != nil {
+				t.Fatalf("an invalid pause must be ignored: %s pause=%+v: %s", r.Action, r.Pause, r.Reason)
+			}
+			if w := strings.Join(r.Warnings, "\n"); !strings.Contains(w, c.warn) || !strings.Contains(w, "ignored") {
+				t.Errorf("warnings %q lack %q", r.Warnings, c.warn)
+			}
+			if g, ok := hasGate(r, GatePaused, true); !ok || !strings.Contains(g.Detail, "ignored") {
+				t.Errorf("the pause gate must show the ignored annotation: %+v", r.Targets[0].Gates)
+			}
+		})
+	}
+	// No annotation: no gate, no warning.
+	s, _ := Decide(pausedObs(nil)(t0), state.New(), cfg)
+	_, r := decideRun(cfg, s, now, pausedObs(nil))
+	if _, ok := hasGate(r, GatePaused, true); ok || len(r.Warnings) > 0 || r.Action != ActionRestart {
+		t.Errorf("without a pause annotation: %s %q %+v", r.Action, r.Warnings, r.Targets[0].Gates)
+	}
+}
+
+// The gate decides on the Deployment as read just before the restart: a pause set
+// after the run's first (cached) read still holds the restart.
+func TestPauseSetDuringTheRunHoldsTheRestart(t *testing.T) {
+	cfg := testConfig()
+	ann := pauseAnn(t0.Add(time.Hour), "investigating")
+	at := func(now time.Time) Observation {
+		o := wedgedAt(now)
+		o.Annotated = &Annotated{Deployment: o.Rollout.Name} // the cached read: not paused yet
+		o.Rollout.Annotations = ann                          // the read before the restart: paused
+		return o
+	}
+	s, _ := Decide(at(t0), state.New(), cfg)
+	_, r := decideRun(cfg, s, t0.Add(5*time.Minute), at)
+	if r.Action != ActionBlocked || r.Pause == nil {
+		t.Fatalf("%s pause=%+v: %s", r.Action, r.Pause, r.Reason)
+	}
+}
