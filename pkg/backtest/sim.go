@@ -66,7 +66,7 @@ func Run(ctx context.Context, h *History, cfg Config) (*Result, error) {
 	}
 
 	if cfg.Check.Decide.LeaderLease == "" {
-		if w := severalPods(h); w != "" {
+		if w := severalPods(h, cfg); w != "" {
 			res.Warnings = append(res.Warnings, w)
 		}
 	}
@@ -77,7 +77,7 @@ func Run(ctx context.Context, h *History, cfg Config) (*Result, error) {
 	}
 	res.Summary.WorldSummary = summarizeWorld(sim.world, h, cfg.Check.Decide.StartupGrace)
 	res.StopGap = runStopGap(h, cfg)
-	res.AsRecorded = summarizeWorld(NewWorld(h), h, cfg.Check.Decide.StartupGrace)
+	res.AsRecorded = summarizeWorld(newWorld(h, cfg), h, cfg.Check.Decide.StartupGrace)
 	res.finish()
 	return res, nil
 }
@@ -95,7 +95,7 @@ type simulation struct {
 }
 
 func newSimulation(h *History, cfg Config) *simulation {
-	s := &simulation{cfg: cfg, h: h, world: NewWorld(h), clock: &simClock{clocktesting.NewFakeClock(h.From)}, rec: &recorder{}}
+	s := &simulation{cfg: cfg, h: h, world: newWorld(h, cfg), clock: &simClock{clocktesting.NewFakeClock(h.From)}, rec: &recorder{}}
 	s.store = &statestore.MemoryStore{Namespace: cfg.Check.Namespace, Name: cfg.Check.StateConfigMap}
 	s.store.SetData(map[string]string{}) // an empty state, as after install: no "not found" warning
 	opts := cfg.Check
@@ -359,12 +359,25 @@ func (r *recorder) take() ([]made, []alert.Notification) {
 	return m, n
 }
 
+// newWorld is the record as cfg judges it: with --judge-pods deployment only
+// the Deployment's pods (by name: history has no owner chain) are the scheduler
+// whose wedges the summaries measure; a canary's are not.
+func newWorld(h *History, cfg Config) *World {
+	w := NewWorld(h)
+	if cfg.Check.Decide.JudgePods == decide.JudgeDeployment {
+		w.scheduler = func(p Pod) bool {
+			return decide.OwnedByName(decide.Pod{Name: p.Name, ControllerKind: "ReplicaSet", ControllerName: replicaSetOf(p.Name)}, cfg.Deployment)
+		}
+	}
+	return w
+}
+
 // runStopGap replays the stop-gap script on its own copy of the world: every
 // scheduled run reads each pod's ready count and restarts a pod once it has read
 // 0 for StopGapAfter (two runs 5 minutes apart), with no other check. A run that
 // reads nothing (a gap) clears the pod's count, as the script's failed curl does.
 func runStopGap(h *History, cfg Config) StopGap {
-	w := NewWorld(h)
+	w := newWorld(h, cfg)
 	out := StopGap{After: state.Duration(cfg.StopGapAfter)}
 	zeroSince := map[string]time.Time{}
 	for t := cfg.StopGap.Next(h.From.Add(-time.Second)); !t.After(h.To); t = cfg.StopGap.Next(t) {
@@ -412,13 +425,13 @@ const severalAtOnce = 10 * time.Minute
 // a rollout: an HA scheduler, whose standbys read 0 by design. Without
 // --leader-lease every one is judged, as a live run would, and the single-target
 // gate refuses every restart.
-func severalPods(h *History) string {
-	w := NewWorld(h)
+func severalPods(h *History, cfg Config) string {
+	w := newWorld(h, cfg)
 	var overlap time.Duration
 	var first time.Time
 	most := 0
 	for t := h.From; !t.After(h.To); t = t.Add(h.ScrapeInterval) {
-		if n := len(w.Pods(t)); n > 1 {
+		if n := len(slices.DeleteFunc(w.Pods(t), func(p Pod) bool { return !w.isScheduler(p) })); n > 1 {
 			if first.IsZero() {
 				first = t
 			}

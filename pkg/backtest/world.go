@@ -39,7 +39,12 @@ type World struct {
 	// pod's replacement). From then the target is terminating, as the API server
 	// would list it; history records no deletion mark.
 	supersededAt map[string]time.Time
+	// scheduler says which pods are the scheduler the summaries measure; nil:
+	// every pod.
+	scheduler func(Pod) bool
 }
+
+func (w *World) isScheduler(p Pod) bool { return w.scheduler == nil || w.scheduler(p) }
 
 // line is a target the simulation restarted.
 type line struct {
@@ -301,8 +306,9 @@ func (w *World) condition(t time.Time, startupGrace time.Duration) condition {
 	c := condFine
 	for _, p := range pods {
 		switch {
-		case p.Terminating:
-			// Shutting down: its readings say nothing of the scheduler that serves.
+		case p.Terminating || !w.isScheduler(p):
+			// Shutting down, or not the scheduler (a canary): its readings say
+			// nothing of the scheduler that serves.
 		case p.Gap != "":
 			c = condUnknown
 		case p.Ready == 0 && t.Sub(p.StartedAt) >= startupGrace:

@@ -159,7 +159,9 @@ each blocked restart and each alert, and a summary beside what the stop-gap scri
 (restart once ready read 0 on two runs 5 minutes apart) would have done.
 
 A gap in the data is unknown, never bad. A restart is assumed to heal: the replacement
-reads as many ready nodes as serve until the recorded pod heals by itself
+(a new pod) reads as many ready nodes as serve until the recorded pod heals by itself,
+and then the record. With --leader-lease the leader is the pod kube-state-metrics recorded
+ready. What history cannot show is taken as passing, and the report's header says what
 (docs/backtest.md). Nothing in the cluster is read or touched.`,
 		Example: `  # The last week, as the chart's CronJob would have run, through a port-forward.
   kubectl -n monitoring port-forward svc/prometheus-operated 9090 &

@@ -230,6 +230,11 @@ func TestBacktestDefaultJudgePods(t *testing.T) {
 	if len(res.StopGap.Restarts) == 0 || !strings.Contains(res.StopGap.Restarts[0].Pod, "canary") {
 		t.Errorf("stop-gap restarts = %+v, want the canary restarted", res.StopGap.Restarts)
 	}
+	// The summaries measure the scheduler, which the canary is not.
+	if res.Summary.Wedged != 0 || res.AsRecorded.Wedged != 0 || res.StopGap.Summary.Wedged != 0 {
+		t.Errorf("wedged %s (watchdog), %s (stop-gap), %s (as recorded): want 0, the scheduler was healthy",
+			res.Summary.Wedged.D(), res.StopGap.Summary.Wedged.D(), res.AsRecorded.Wedged.D())
+	}
 	sel := replay(t, "bt-canary", base, base.Add(3*time.Hour), "--judge-pods", "selector")
 	if len(sel.Restarts) != 0 || len(sel.Blocked) == 0 || sel.Blocked[0].Gates[0].Name != "single-target" {
 		t.Errorf("selector: restarts %+v, blocked %+v: want the canary's restart refused by the single-target gate", sel.Restarts, sel.Blocked)
