@@ -23,7 +23,6 @@ import (
 type Queries struct {
 	Ready     string
 	Rejected  string
-	Accepted  string
 	StartTime string
 	Expected  string
 	// PodLabel names the label holding the scheduler pod's name.
@@ -40,7 +39,6 @@ func DefaultQueries(namespace, deployment, service string, port int) Queries {
 	return Queries{
 		Ready:     fmt.Sprintf(`agentenv_scheduler_observed_nodes{namespace=%s,status="ready"}`, ns),
 		Rejected:  fmt.Sprintf(`agentenv_scheduler_rpc_duration_seconds_count{namespace=%s,rpc="Heartbeat",status="invalid_argument"}`, ns),
-		Accepted:  fmt.Sprintf(`agentenv_scheduler_rpc_duration_seconds_count{namespace=%s,rpc="Heartbeat",status="ok"}`, ns),
 		StartTime: fmt.Sprintf(`process_start_time_seconds{namespace=%s,pod=~%s}`, ns, strconv.Quote(deployment+"-.+")),
 		Expected: fmt.Sprintf(`count(count by (targetref_name) (`+
 			`kube_endpointslice_endpoints{namespace=%[1]s,endpointslice=~%[2]s,serving="true",terminating="false",targetref_name!=""}`+
@@ -74,7 +72,6 @@ type Target struct {
 	Namespace string
 	Ready     []model.SamplePair
 	Rejected  []model.SamplePair
-	Accepted  []model.SamplePair
 	StartTime []model.SamplePair
 }
 
@@ -115,15 +112,7 @@ func Fetch(ctx context.Context, api promv1.API, q Queries, from, to time.Time, s
 	if err != nil {
 		return nil, err
 	}
-	// The accepted heartbeats: the decision bridges failed samples only while
-	// both counters stand still. Unset (a caller's own Queries): read as absent.
-	var accepted map[model.Fingerprint]*model.SampleStream
-	if q.Accepted != "" {
-		if accepted, err = f.raw(ctx, "the accepted-heartbeat series", q.Accepted, from.Add(-lead), to); err != nil {
-			return nil, err
-		}
-	}
-	h.Targets = join(q.PodLabel, ready, rejected, accepted, started)
+	h.Targets = join(q.PodLabel, ready, rejected, started)
 	h.ScrapeInterval = medianSpacing(h.Targets)
 	h.MaxAge = 2 * h.ScrapeInterval
 	if step <= 0 {
@@ -256,7 +245,7 @@ func targetKey(m model.Metric) string {
 
 // join groups the three selectors' series by target. A target without a ready
 // series is not a scheduler pod the backtest can judge.
-func join(podLabel string, ready, rejected, accepted, started map[model.Fingerprint]*model.SampleStream) []*Target {
+func join(podLabel string, ready, rejected, started map[model.Fingerprint]*model.SampleStream) []*Target {
 	byKey := map[string]*Target{}
 	for _, s := range ready {
 		if len(s.Values) == 0 {
@@ -282,7 +271,6 @@ func join(podLabel string, ready, rejected, accepted, started map[model.Fingerpr
 		}
 	}
 	attach(rejected, func(t *Target, v []model.SamplePair) { t.Rejected = mergeSamples(t.Rejected, v) })
-	attach(accepted, func(t *Target, v []model.SamplePair) { t.Accepted = mergeSamples(t.Accepted, v) })
 	attach(started, func(t *Target, v []model.SamplePair) { t.StartTime = mergeSamples(t.StartTime, v) })
 	out := make([]*Target, 0, len(byKey))
 	for _, t := range byKey {

@@ -142,18 +142,3 @@ func TestStopGapPatience(t *testing.T) {
 		t.Errorf("the stop-gap's section does not name its 10m patience:\n%s", text.String())
 	}
 }
-
-// The replay reads the accepted-heartbeat counter too: the decision bridges a
-// gap of failed samples only while both heartbeat counters stand still, so a
-// replay that read the accepted counter as 0 throughout would bridge a gap in
-// the data during which the scheduler healed. Checked before: HeartbeatOK 0.
-func TestObservationCarriesTheAcceptedHeartbeats(t *testing.T) {
-	h := history(time.Hour, func(time.Time) float64 { return 3 }, func(time.Time) (float64, bool) { return 0, false })
-	h.Targets[0].Accepted = series(t0, t0.Add(time.Hour), 15*time.Second, func(t time.Time) (float64, bool) {
-		return float64(t.Sub(t0) / (5 * time.Second) * 3), true
-	})
-	obs := NewWorld(h).observation(t0.Add(10*time.Minute), "sched")
-	if len(obs.Pods) != 1 || obs.Pods[0].Sample == nil || obs.Pods[0].Sample.HeartbeatOK != 360 {
-		t.Fatalf("observation at +10m: %+v, want the accepted counter 360", obs.Pods)
-	}
-}
