@@ -195,7 +195,7 @@ func (p *Poster) reach(ctx context.Context) error {
 	}
 	target := hostPort(u)
 	var proxy *url.URL
-	if t, ok := p.client.HTTPClient.Transport.(*http.Transport); ok && t.Proxy != nil {
+	if t := p.transport(); t != nil && t.Proxy != nil {
 		if proxy, err = t.Proxy(&http.Request{URL: u}); err != nil {
 			return fmt.Errorf("proxy: %w", err)
 		}
@@ -230,10 +230,18 @@ func (p *Poster) reach(ctx context.Context) error {
 	return nil
 }
 
+// transport is the transport deliveries go through, under the body bound: Reach
+// takes its proxy and TLS configuration from it, so it reaches a receiver as a
+// send would.
+func (p *Poster) transport() *http.Transport {
+	t, _ := httpbound.Base(p.client.HTTPClient.Transport).(*http.Transport)
+	return t
+}
+
 // tlsConfig is the TLS configuration deliveries use, for serverName.
 func (p *Poster) tlsConfig(serverName string) *tls.Config {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
-	if t, ok := p.client.HTTPClient.Transport.(*http.Transport); ok && t.TLSClientConfig != nil {
+	if t := p.transport(); t != nil && t.TLSClientConfig != nil {
 		cfg = t.TLSClientConfig.Clone()
 	}
 	if cfg.ServerName == "" {

@@ -463,7 +463,7 @@ func TestReachVerifiesTLS(t *testing.T) {
 	pool := x509.NewCertPool()
 	pool.AddCert(srv.Certificate())
 	trusted := NewPoster("webhook", srv.URL+secretPath, time.Second, 1, time.Second)
-	trusted.client.HTTPClient.Transport.(*http.Transport).TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	trusted.transport().TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	if err := trusted.Reach(context.Background()); err != nil {
 		t.Errorf("trusted certificate: %v", err)
 	}
@@ -496,7 +496,7 @@ func TestReachVerifiesTLS(t *testing.T) {
 	defer proxy.Close()
 	proxyURL, _ := url.Parse(proxy.URL)
 	for _, p := range []*Poster{untrusted, trusted} {
-		p.client.HTTPClient.Transport.(*http.Transport).Proxy = http.ProxyURL(proxyURL)
+		p.transport().Proxy = http.ProxyURL(proxyURL)
 	}
 	if err := untrusted.Reach(context.Background()); err == nil || !strings.Contains(err.Error(), "certificate") {
 		t.Errorf("untrusted certificate through the proxy: %v", err)
