@@ -26,6 +26,7 @@ import (
 type Queries struct {
 	Ready     string
 	Rejected  string
+	Accepted  string
 	StartTime string
 	Expected  string
 	// ExpectedSeries is a series selector recorded with the serving count (by
@@ -51,6 +52,7 @@ func DefaultQueries(namespace, deployment, service string, port int) Queries {
 	return Queries{
 		Ready:     fmt.Sprintf(`agentenv_scheduler_observed_nodes{namespace=%s,status="ready"}`, ns),
 		Rejected:  fmt.Sprintf(`agentenv_scheduler_rpc_duration_seconds_count{namespace=%s,rpc="Heartbeat",status="invalid_argument"}`, ns),
+		Accepted:  fmt.Sprintf(`agentenv_scheduler_rpc_duration_seconds_count{namespace=%s,rpc="Heartbeat",status="ok"}`, ns),
 		StartTime: fmt.Sprintf(`process_start_time_seconds{namespace=%s,pod=~%s}`, ns, strconv.Quote(regexp.QuoteMeta(deployment)+"-.+")),
 		Expected: fmt.Sprintf(`count(count by (targetref_name) (`+
 			`kube_endpointslice_endpoints{namespace=%[1]s,endpointslice=~%[2]s,serving="true",terminating="false",targetref_name!=""}`+
@@ -116,6 +118,7 @@ type Target struct {
 	Namespace string
 	Ready     []model.SamplePair
 	Rejected  []model.SamplePair
+	Accepted  []model.SamplePair
 	StartTime []model.SamplePair
 	// MaxAge is twice this target's own scrape interval: an older ready sample
 	// is a gap.
@@ -162,7 +165,15 @@ func Fetch(ctx context.Context, api promv1.API, q Queries, from, to time.Time, s
 	if err != nil {
 		return nil, err
 	}
-	h.Targets = join(q.PodLabel, ready, rejected, started)
+	// The accepted heartbeats: the decision bridges failed samples only while
+	// both counters stand still. Unset (a caller's own Queries): read as absent.
+	var accepted map[model.Fingerprint]*model.SampleStream
+	if q.Accepted != "" {
+		if accepted, err = f.raw(ctx, "the accepted-heartbeat series", q.Accepted, from.Add(-lead), to); err != nil {
+			return nil, err
+		}
+	}
+	h.Targets = join(q.PodLabel, ready, rejected, accepted, started)
 	h.ScrapeInterval = medianSpacing(readySamples(h.Targets))
 	if h.ScrapeInterval == 0 {
 		h.ScrapeInterval = 15 * time.Second // one sample: Prometheus' usual interval
@@ -374,9 +385,10 @@ func targetKey(m model.Metric) string {
 	return c.String()
 }
 
-// join groups the three selectors' series by target. A target without a ready
-// series is not a scheduler pod the backtest can judge.
-func join(podLabel string, ready, rejected, started map[model.Fingerprint]*model.SampleStream) []*Target {
+// join groups the selectors' series (ready, the two heartbeat counters, the
+// start time) by target. A target without a ready series is not a scheduler
+// pod the backtest can judge.
+func join(podLabel string, ready, rejected, accepted, started map[model.Fingerprint]*model.SampleStream) []*Target {
 	byKey := map[string]*Target{}
 	for _, s := range ready {
 		if len(s.Values) == 0 {
@@ -402,6 +414,7 @@ func join(podLabel string, ready, rejected, started map[model.Fingerprint]*model
 		}
 	}
 	attach(rejected, func(t *Target, v []model.SamplePair) { t.Rejected = mergeSamples(t.Rejected, v) })
+	attach(accepted, func(t *Target, v []model.SamplePair) { t.Accepted = mergeSamples(t.Accepted, v) })
 	attach(started, func(t *Target, v []model.SamplePair) { t.StartTime = mergeSamples(t.StartTime, v) })
 	out := make([]*Target, 0, len(byKey))
 	for _, t := range byKey {
