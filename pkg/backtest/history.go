@@ -6,12 +6,14 @@ package backtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"regexp"
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
@@ -205,8 +207,8 @@ func Fetch(ctx context.Context, api promv1.API, q Queries, from, to time.Time, s
 			h.ExpectedInterval = d
 		} else {
 			h.Warnings = append(h.Warnings, fmt.Sprintf("--expected-series %s: no samples, so how often the serving count was recorded is unknown: "+
-				"it is read at the scheduler's scrape interval (%s), and if it was recorded less often some readings are gaps that are not in the data",
-				q.ExpectedSeries, decide.ShortDuration(h.ScrapeInterval)))
+				"it is read at the scheduler's scrape interval (%s), and if it was recorded less often some readings are gaps that are not in the data; %s",
+				q.ExpectedSeries, decide.ShortDuration(h.ScrapeInterval), ksmEndpointSlices))
 		}
 	}
 	if step <= 0 {
@@ -220,8 +222,8 @@ func Fetch(ctx context.Context, api promv1.API, q Queries, from, to time.Time, s
 		// Not an error: the replay still shows what a watchdog that cannot count
 		// the nodes does (it is blind). But the cause is the data, and says so.
 		h.Warnings = append(h.Warnings, fmt.Sprintf("--expected-query %s: no samples between %s and %s, so every run is unknown (blind) and nothing is restarted: "+
-			"kube-state-metrics exports EndpointSlices only with --resources including endpointslices; or pass a query that counts the serving nodes (docs/backtest.md)",
-			q.Expected, from.Format(time.RFC3339), to.Format(time.RFC3339)))
+			"%s; or pass a query that counts the serving nodes (docs/backtest.md)",
+			q.Expected, from.Format(time.RFC3339), to.Format(time.RFC3339), ksmEndpointSlices))
 	}
 	if q.PodReady != "" {
 		if err := f.podReady(ctx, q, from.Add(-lead), to); err != nil {
@@ -358,12 +360,33 @@ func (f fetcher) query(ctx context.Context, flag, q string, do func(context.Cont
 	defer cancel()
 	v, warnings, err := do(qctx)
 	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", flag, q, err)
+		return nil, fmt.Errorf("%s %s: %w%s", flag, q, err, answered(err))
 	}
 	for _, w := range warnings {
 		f.h.Warnings = appendOnce(f.h.Warnings, fmt.Sprintf("Prometheus on %s: %s", flag, w))
 	}
 	return v, nil
+}
+
+// ksmEndpointSlices says how to make kube-state-metrics export the EndpointSlice
+// series the default queries read.
+const ksmEndpointSlices = "kube-state-metrics exports EndpointSlice series only while it watches endpointslices: " +
+	"if it runs with --resources (its Helm chart: collectors), add endpointslices to the list " +
+	"(kube-state-metrics --resources=<the list it has>,endpointslices), and let its ServiceAccount list and watch endpointslices.discovery.k8s.io"
+
+// answered is what an API that refused a query said, when it is not Prometheus'
+// own JSON (which the error already carries): a gateway's "authentication failed"
+// or "no org id" is the reason, and the client's error alone says only the code.
+func answered(err error) string {
+	var pe *promv1.Error
+	if !errors.As(err, &pe) || pe.Detail == "" {
+		return ""
+	}
+	d := strings.Join(strings.Fields(pe.Detail), " ")
+	if len(d) > 200 {
+		d = d[:200] + "..."
+	}
+	return fmt.Sprintf(" (the API answered: %q)", d)
 }
 
 func appendOnce(list []string, s string) []string {
