@@ -93,15 +93,15 @@ func publishCommand(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	size, mt, raw := int64(0), types.OCIImageIndex, []byte(nil)
-	if raw, err = idx.RawManifest(); err != nil {
+	raw, err := idx.RawManifest()
+	if err != nil {
 		return err
 	}
-	size = int64(len(raw))
-	if m, err := idx.MediaType(); err == nil {
-		mt = m
+	mt, err := idx.MediaType()
+	if err != nil {
+		return err
 	}
-	sbom, err := pushSBOMs(ctx, repo, v1.Descriptor{MediaType: mt, Digest: digest, Size: size}, *sbomDir, ropts)
+	sbom, err := pushSBOMs(ctx, repo, v1.Descriptor{MediaType: mt, Digest: digest, Size: int64(len(raw))}, *sbomDir, ropts)
 	if err != nil {
 		return fmt.Errorf("image %s@%s pushed; its SBOM: %w%s", repo, digest, err, loginHint(err, repo.RegistryStr()))
 	}

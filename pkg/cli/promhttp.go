@@ -111,6 +111,9 @@ func (o *PrometheusHTTPOptions) config() config.HTTPClientConfig {
 		EnableHTTP2:     true,
 		BearerTokenFile: o.BearerTokenFile,
 		TLSConfig:       config.TLSConfig{CAFile: o.CAFile, CertFile: o.CertFile, KeyFile: o.KeyFile},
+		// HTTPS_PROXY and NO_PROXY as every Go client honours them (and this one
+		// did before it was prometheus/common's, whose default is no proxy).
+		ProxyConfig: config.ProxyConfig{ProxyFromEnvironment: true},
 	}
 	if o.BasicAuthUser != "" {
 		cfg.BasicAuth = &config.BasicAuth{Username: o.BasicAuthUser, PasswordFile: o.BasicAuthPassFile}

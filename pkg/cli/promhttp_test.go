@@ -1,10 +1,17 @@
 package cli
 
 import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 )
 
 // TestPrometheusHTTPOptionsValidate: every credential and TLS flag is checked
@@ -62,5 +69,29 @@ func TestPrometheusHTTPOptionsValidate(t *testing.T) {
 				t.Errorf("error %q shows the secret", err)
 			}
 		})
+	}
+}
+
+// TestPrometheusClientHonoursTheProxyEnvironment: HTTP_PROXY reaches the API
+// through the proxy, as any Go client (and the backtest before its client was
+// prometheus/common's, which uses no proxy unless told) does. The host name
+// never resolves: only the proxy can answer for it.
+func TestPrometheusClientHonoursTheProxyEnvironment(t *testing.T) {
+	var via string
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		via = r.URL.Host
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"status":"success","data":{"resultType":"vector","result":[]}}`)
+	}))
+	defer proxy.Close()
+	t.Setenv("HTTP_PROXY", proxy.URL)
+	t.Setenv("NO_PROXY", "")
+	bo := BacktestOptions{PrometheusURL: "http://prometheus.invalid:9090", QueryTimeout: 10 * time.Second, MaxBytes: 1 << 20}
+	client, err := bo.prometheusClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := promv1.NewAPI(client).Query(context.Background(), "up", time.Now()); err != nil || via != "prometheus.invalid:9090" {
+		t.Errorf("query through HTTP_PROXY: %v, the proxy saw host %q", err, via)
 	}
 }
