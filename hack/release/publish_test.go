@@ -28,15 +28,7 @@ import (
 // and the chart are pushed, their digests printed, and the printed helm install
 // line resolves the chart and pins the pushed image.
 func TestPublishToARegistryWithAuthentication(t *testing.T) {
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command("bash", filepath.Join(root, "hack", "tools.sh"), "--print").Output()
-	if err != nil {
-		t.Fatalf("helm is not installed: run hack/tools.sh (make test does): %v", err)
-	}
-	helm := strings.TrimSpace(string(out))
+	root, helm := helmTool(t)
 	work := t.TempDir()
 	// helm and the keychain read only what this test gives them.
 	for k, v := range map[string]string{"DOCKER_CONFIG": filepath.Join(work, "docker"), "HELM_CONFIG_HOME": filepath.Join(work, "helm-config"),
