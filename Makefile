@@ -16,7 +16,7 @@ LDFLAGS := -s -w \
 	-X github.com/agentenv/watchdog/pkg/version.Commit=$(COMMIT) \
 	-X github.com/agentenv/watchdog/pkg/version.Date=$(DATE)
 
-.PHONY: node cluster cluster-down e2e all build test unit vet fmt-check control-plane tools alertmanager pushgateway monitoring-tools chart-test lint-chart chart-readme event-docs demo bench lint lint-tools vulndb-refresh fuzz binaries image dist chart-package release-check sbom-tool
+.PHONY: node cluster cluster-down e2e all build test unit vet fmt-check control-plane tools alertmanager pushgateway monitoring-tools chart-test lint-chart chart-readme event-docs demo bench lint lint-tools vulndb-refresh fuzz binaries image dist chart-package release-check sbom-tool push push-needs-registry
 
 all: build
 
@@ -183,6 +183,16 @@ chart-package: tools
 	"$$(hack/tools.sh --print)" lint --strict $(CHART_DIR)
 	"$$(hack/tools.sh --print)" package $(CHART_DIR) --destination $(DIST)
 	go run ./hack/release chart --created $(DATE) $(DIST)/agentenv-scheduler-watchdog-$$(awk '/^version:/ {print $$2}' $(CHART_DIR)/Chart.yaml).tgz
+
+## push: push the multi-arch image, its SBOM and the chart to REGISTRY (any OCI registry, e.g. make push REGISTRY=registry.corp.example/platform) with your docker login / credential helpers and helm registry login; prints the digests and the helm install line (INSECURE=1: plain http, a registry on loopback)
+# Without REGISTRY nothing is built: the one prerequisite says what to set.
+push: $(if $(REGISTRY),image chart-package,push-needs-registry)
+	go run ./hack/release publish --registry $(REGISTRY) --layout $(DIST)/image --sbom-dir $(DIST)/sbom --tag $(VERSION) \
+	  --chart $(DIST)/agentenv-scheduler-watchdog-$$(awk '/^version:/ {print $$2}' $(CHART_DIR)/Chart.yaml).tgz \
+	  --helm "$$(hack/tools.sh --print)" $(if $(INSECURE),--insecure)
+
+push-needs-registry:
+	@echo "make push: set REGISTRY, e.g. make push REGISTRY=registry.corp.example/platform" >&2; exit 2
 
 ## release-check: a whole release locally: the artifacts checked, pushed to an OCI registry on loopback and installed from oci:// onto a real API server (test/release)
 release-check: image dist chart-package control-plane tools

@@ -14,15 +14,7 @@ import (
 // apart differ (helm stamps each entry with its clock); after `release chart` they
 // are the same bytes, and the package is still a chart helm reads.
 func TestChartPackageReproducible(t *testing.T) {
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command("bash", filepath.Join(root, "hack", "tools.sh"), "--print").Output()
-	if err != nil {
-		t.Fatalf("helm is not installed: run hack/tools.sh (make test does): %v", err)
-	}
-	helm := strings.TrimSpace(string(out))
+	root, helm := helmTool(t)
 	chart := filepath.Join(root, "charts", "agentenv-scheduler-watchdog")
 	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	pkg := func(dir string) (string, []byte) {
@@ -66,4 +58,18 @@ func TestChartPackageReproducible(t *testing.T) {
 	if b, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(b), "name: agentenv-scheduler-watchdog") {
 		t.Errorf("helm show chart of the normalized package: %v\n%s", err, b)
 	}
+}
+
+// helmTool returns the repository's root and the helm hack/tools.sh installed.
+func helmTool(t *testing.T) (root, helm string) {
+	t.Helper()
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("bash", filepath.Join(root, "hack", "tools.sh"), "--print").Output()
+	if err != nil {
+		t.Fatalf("helm is not installed: run hack/tools.sh (make test does): %v", err)
+	}
+	return root, strings.TrimSpace(string(out))
 }

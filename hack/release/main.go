@@ -5,6 +5,7 @@
 //	release image   --out dist/image --binary linux/amd64=PATH ... --version V --revision R --created T
 //	release archive --out dist --version V --file LICENSE --file README.md OS/ARCH=PATH ...
 //	release push    --layout dist/image --ref REGISTRY/REPO:TAG [--insecure]
+//	release publish --registry REGISTRY[/PATH] --chart dist/CHART.tgz [--layout dist/image] [--sbom-dir dist/sbom] [--helm PATH] [--insecure]
 //	release registry --addr 127.0.0.1:0 [--addr-file F]     an OCI registry on loopback
 //	release binary-image --binary PATH [--cmd ARG] --ref REGISTRY/REPO:TAG [--insecure]
 //	release chart   --created T dist/CHART-VERSION.tgz ...   (helm package's output, made reproducible)
@@ -20,7 +21,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: release image|archive|push|registry|binary-image|chart [flags]")
+		fmt.Fprintln(os.Stderr, "usage: release image|archive|push|publish|registry|binary-image|chart [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -31,6 +32,8 @@ func main() {
 		err = archiveCommand(os.Args[2:])
 	case "push":
 		err = pushCommand(os.Args[2:])
+	case "publish":
+		err = publishCommand(os.Args[2:], os.Stdout)
 	case "registry":
 		err = registryCommand(os.Args[2:])
 	case "binary-image":
@@ -38,7 +41,7 @@ func main() {
 	case "chart":
 		err = chartCommand(os.Args[2:])
 	default:
-		err = fmt.Errorf("unknown command %q: want image, archive, push, registry, binary-image or chart", os.Args[1])
+		err = fmt.Errorf("unknown command %q: want image, archive, push, publish, registry, binary-image or chart", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "release:", err)

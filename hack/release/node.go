@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/subtle"
 	"errors"
 	"flag"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"syscall"
 	"time"
 
@@ -29,6 +31,7 @@ func registryCommand(args []string) error {
 	fs := flag.NewFlagSet("registry", flag.ContinueOnError)
 	addr := fs.String("addr", "127.0.0.1:0", "listen address: loopback only")
 	addrFile := fs.String("addr-file", "", "write the address listened on to this file once serving")
+	authFile := fs.String("basic-auth-file", "", "file holding USER:PASSWORD: every request must carry them (basic auth), as a private registry asks")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -43,7 +46,19 @@ func registryCommand(args []string) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: registry.New(), ReadHeaderTimeout: 10 * time.Second}
+	var handler http.Handler = registry.New(registry.WithReferrersSupport(true))
+	if *authFile != "" {
+		b, err := os.ReadFile(*authFile)
+		if err != nil {
+			return fmt.Errorf("--basic-auth-file: %w", err)
+		}
+		user, pass, ok := strings.Cut(strings.TrimSpace(string(b)), ":")
+		if !ok || user == "" || pass == "" {
+			return fmt.Errorf("--basic-auth-file %s: want USER:PASSWORD", *authFile)
+		}
+		handler = basicAuth(handler, user, pass)
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	if *addrFile != "" {
 		tmp := *addrFile + ".tmp"
 		if err := os.WriteFile(tmp, []byte(l.Addr().String()), 0o644); err != nil {
@@ -110,4 +125,18 @@ func binaryImageCommand(args []string) error {
 	}
 	fmt.Println(d)
 	return nil
+}
+
+// basicAuth refuses a request without the user and password, with the challenge
+// a registry sends (so that clients answer it with their stored credentials).
+func basicAuth(next http.Handler, user, pass string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u, p, ok := r.BasicAuth()
+		if !ok || subtle.ConstantTimeCompare([]byte(u), []byte(user)) != 1 || subtle.ConstantTimeCompare([]byte(p), []byte(pass)) != 1 {
+			w.Header().Set("WWW-Authenticate", `Basic realm="watchdog test registry"`)
+			http.Error(w, `{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}`, http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }

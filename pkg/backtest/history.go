@@ -6,12 +6,14 @@ package backtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"regexp"
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
@@ -26,6 +28,7 @@ import (
 type Queries struct {
 	Ready     string
 	Rejected  string
+	Accepted  string
 	StartTime string
 	Expected  string
 	// ExpectedSeries is a series selector recorded with the serving count (by
@@ -51,6 +54,7 @@ func DefaultQueries(namespace, deployment, service string, port int) Queries {
 	return Queries{
 		Ready:     fmt.Sprintf(`agentenv_scheduler_observed_nodes{namespace=%s,status="ready"}`, ns),
 		Rejected:  fmt.Sprintf(`agentenv_scheduler_rpc_duration_seconds_count{namespace=%s,rpc="Heartbeat",status="invalid_argument"}`, ns),
+		Accepted:  fmt.Sprintf(`agentenv_scheduler_rpc_duration_seconds_count{namespace=%s,rpc="Heartbeat",status="ok"}`, ns),
 		StartTime: fmt.Sprintf(`process_start_time_seconds{namespace=%s,pod=~%s}`, ns, strconv.Quote(regexp.QuoteMeta(deployment)+"-.+")),
 		Expected: fmt.Sprintf(`count(count by (targetref_name) (`+
 			`kube_endpointslice_endpoints{namespace=%[1]s,endpointslice=~%[2]s,serving="true",terminating="false",targetref_name!=""}`+
@@ -116,6 +120,7 @@ type Target struct {
 	Namespace string
 	Ready     []model.SamplePair
 	Rejected  []model.SamplePair
+	Accepted  []model.SamplePair
 	StartTime []model.SamplePair
 	// MaxAge is twice this target's own scrape interval: an older ready sample
 	// is a gap.
@@ -162,7 +167,15 @@ func Fetch(ctx context.Context, api promv1.API, q Queries, from, to time.Time, s
 	if err != nil {
 		return nil, err
 	}
-	h.Targets = join(q.PodLabel, ready, rejected, started)
+	// The accepted heartbeats: the decision bridges failed samples only while
+	// both counters stand still. Unset (a caller's own Queries): read as absent.
+	var accepted map[model.Fingerprint]*model.SampleStream
+	if q.Accepted != "" {
+		if accepted, err = f.raw(ctx, "the accepted-heartbeat series", q.Accepted, from.Add(-lead), to); err != nil {
+			return nil, err
+		}
+	}
+	h.Targets = join(q.PodLabel, ready, rejected, accepted, started)
 	h.ScrapeInterval = medianSpacing(readySamples(h.Targets))
 	if h.ScrapeInterval == 0 {
 		h.ScrapeInterval = 15 * time.Second // one sample: Prometheus' usual interval
@@ -194,8 +207,8 @@ func Fetch(ctx context.Context, api promv1.API, q Queries, from, to time.Time, s
 			h.ExpectedInterval = d
 		} else {
 			h.Warnings = append(h.Warnings, fmt.Sprintf("--expected-series %s: no samples, so how often the serving count was recorded is unknown: "+
-				"it is read at the scheduler's scrape interval (%s), and if it was recorded less often some readings are gaps that are not in the data",
-				q.ExpectedSeries, decide.ShortDuration(h.ScrapeInterval)))
+				"it is read at the scheduler's scrape interval (%s), and if it was recorded less often some readings are gaps that are not in the data; %s",
+				q.ExpectedSeries, decide.ShortDuration(h.ScrapeInterval), ksmEndpointSlices))
 		}
 	}
 	if step <= 0 {
@@ -209,8 +222,8 @@ func Fetch(ctx context.Context, api promv1.API, q Queries, from, to time.Time, s
 		// Not an error: the replay still shows what a watchdog that cannot count
 		// the nodes does (it is blind). But the cause is the data, and says so.
 		h.Warnings = append(h.Warnings, fmt.Sprintf("--expected-query %s: no samples between %s and %s, so every run is unknown (blind) and nothing is restarted: "+
-			"kube-state-metrics exports EndpointSlices only with --resources including endpointslices; or pass a query that counts the serving nodes (docs/backtest.md)",
-			q.Expected, from.Format(time.RFC3339), to.Format(time.RFC3339)))
+			"%s; or pass a query that counts the serving nodes (docs/backtest.md)",
+			q.Expected, from.Format(time.RFC3339), to.Format(time.RFC3339), ksmEndpointSlices))
 	}
 	if q.PodReady != "" {
 		if err := f.podReady(ctx, q, from.Add(-lead), to); err != nil {
@@ -347,12 +360,33 @@ func (f fetcher) query(ctx context.Context, flag, q string, do func(context.Cont
 	defer cancel()
 	v, warnings, err := do(qctx)
 	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", flag, q, err)
+		return nil, fmt.Errorf("%s %s: %w%s", flag, q, err, answered(err))
 	}
 	for _, w := range warnings {
 		f.h.Warnings = appendOnce(f.h.Warnings, fmt.Sprintf("Prometheus on %s: %s", flag, w))
 	}
 	return v, nil
+}
+
+// ksmEndpointSlices says how to make kube-state-metrics export the EndpointSlice
+// series the default queries read.
+const ksmEndpointSlices = "kube-state-metrics exports EndpointSlice series only while it watches endpointslices: " +
+	"if it runs with --resources (its Helm chart: collectors), add endpointslices to the list " +
+	"(kube-state-metrics --resources=<the list it has>,endpointslices), and let its ServiceAccount list and watch endpointslices.discovery.k8s.io"
+
+// answered is what an API that refused a query said, when it is not Prometheus'
+// own JSON (which the error already carries): a gateway's "authentication failed"
+// or "no org id" is the reason, and the client's error alone says only the code.
+func answered(err error) string {
+	var pe *promv1.Error
+	if !errors.As(err, &pe) || pe.Detail == "" {
+		return ""
+	}
+	d := strings.Join(strings.Fields(pe.Detail), " ")
+	if len(d) > 200 {
+		d = d[:200] + "..."
+	}
+	return fmt.Sprintf(" (the API answered: %q)", d)
 }
 
 func appendOnce(list []string, s string) []string {
@@ -374,9 +408,10 @@ func targetKey(m model.Metric) string {
 	return c.String()
 }
 
-// join groups the three selectors' series by target. A target without a ready
-// series is not a scheduler pod the backtest can judge.
-func join(podLabel string, ready, rejected, started map[model.Fingerprint]*model.SampleStream) []*Target {
+// join groups the selectors' series (ready, the two heartbeat counters, the
+// start time) by target. A target without a ready series is not a scheduler
+// pod the backtest can judge.
+func join(podLabel string, ready, rejected, accepted, started map[model.Fingerprint]*model.SampleStream) []*Target {
 	byKey := map[string]*Target{}
 	for _, s := range ready {
 		if len(s.Values) == 0 {
@@ -402,6 +437,7 @@ func join(podLabel string, ready, rejected, started map[model.Fingerprint]*model
 		}
 	}
 	attach(rejected, func(t *Target, v []model.SamplePair) { t.Rejected = mergeSamples(t.Rejected, v) })
+	attach(accepted, func(t *Target, v []model.SamplePair) { t.Accepted = mergeSamples(t.Accepted, v) })
 	attach(started, func(t *Target, v []model.SamplePair) { t.StartTime = mergeSamples(t.StartTime, v) })
 	out := make([]*Target, 0, len(byKey))
 	for _, t := range byKey {

@@ -219,7 +219,7 @@ func without(h *History, from, to time.Duration) *History {
 		})
 	}
 	for _, tg := range h.Targets {
-		tg.Ready, tg.Rejected, tg.StartTime = keep(tg.Ready), keep(tg.Rejected), keep(tg.StartTime)
+		tg.Ready, tg.Rejected, tg.Accepted, tg.StartTime = keep(tg.Ready), keep(tg.Rejected), keep(tg.Accepted), keep(tg.StartTime)
 	}
 	return h
 }
@@ -373,5 +373,20 @@ func TestRepeatWedgeRunMode(t *testing.T) {
 	}
 	if len(res.StopGap.Restarts) != 2 || res.StopGap.Summary.WorstWedge <= res.Summary.WorstWedge {
 		t.Errorf("stop-gap restarts %+v, worst %s: want 2, slower than the watchdog's %s", res.StopGap.Restarts, res.StopGap.Summary.WorstWedge.D(), res.Summary.WorstWedge.D())
+	}
+}
+
+// The replay reads the accepted-heartbeat counter too: the decision bridges a
+// gap of failed samples only while both heartbeat counters stand still, so a
+// replay that read the accepted counter as 0 throughout would bridge a gap in
+// the data during which the scheduler healed. Checked before: HeartbeatOK 0.
+func TestObservationCarriesTheAcceptedHeartbeats(t *testing.T) {
+	h := history(time.Hour, func(time.Time) float64 { return 3 }, func(time.Time) (float64, bool) { return 0, false })
+	h.Targets[0].Accepted = series(t0, t0.Add(time.Hour), 15*time.Second, func(t time.Time) (float64, bool) {
+		return float64(t.Sub(t0) / (5 * time.Second) * 3), true
+	})
+	obs := NewWorld(h).observation(t0.Add(10*time.Minute), "sched")
+	if len(obs.Pods) != 1 || obs.Pods[0].Sample == nil || obs.Pods[0].Sample.HeartbeatOK != 360 {
+		t.Fatalf("observation at +10m: %+v, want the accepted counter 360", obs.Pods)
 	}
 }

@@ -84,9 +84,9 @@ type Pod struct {
 	// Replacement: the pod stands in for a restarted one (see World).
 	Replacement bool
 	StartedAt   time.Time
-	// Ready and Rejected are its readings; Gap says why there are none.
-	Ready, Rejected float64
-	Gap             string
+	// Ready, Rejected and Accepted are its readings; Gap says why there are none.
+	Ready, Rejected, Accepted float64
+	Gap                       string
 	// Terminating: a newer pod replaces it (see World.supersededAt).
 	Terminating bool
 }
@@ -148,6 +148,9 @@ func (w *World) recorded(tg *Target, uid string, t time.Time) Pod {
 	// gap of the counter alone, its last value of this process stands (no rise).
 	if v, seen, ok := at(tg.Rejected, t, math.MaxInt64); ok && !seen.Before(p.StartedAt) {
 		p.Rejected = v
+	}
+	if v, seen, ok := at(tg.Accepted, t, math.MaxInt64); ok && !seen.Before(p.StartedAt) {
+		p.Accepted = v
 	}
 	return p
 }
@@ -333,7 +336,7 @@ func (w *World) observation(t time.Time, deployment string) decide.Observation {
 			// Not an API failure of the watchdog's: the record has no count here.
 			dp.ScrapeErr = &scrape.Error{Kind: scrape.KindAbsent, Err: fmt.Errorf("%s", gapReason("the serving-node count (--expected-query)", time.Time{}, t, w.h.Step))}
 		default:
-			dp.Sample = &scrape.Sample{Observed: map[string]int{"ready": int(math.Round(p.Ready))}, HeartbeatRejected: uint64(max(p.Rejected, 0))}
+			dp.Sample = &scrape.Sample{Observed: map[string]int{"ready": int(math.Round(p.Ready))}, HeartbeatRejected: uint64(max(p.Rejected, 0)), HeartbeatOK: uint64(max(p.Accepted, 0))}
 		}
 		obs.Pods = append(obs.Pods, dp)
 	}

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/api"
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
 	"github.com/robfig/cron/v3"
@@ -17,13 +16,14 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/agentenv/watchdog/pkg/backtest"
-	"github.com/agentenv/watchdog/pkg/httpbound"
 )
 
 // BacktestOptions say which history to replay and how the watchdog ran.
 type BacktestOptions struct {
 	PrometheusURL string
-	QueryTimeout  time.Duration
+	// HTTP: credentials, CA and tenant for --prometheus-url.
+	HTTP         PrometheusHTTPOptions
+	QueryTimeout time.Duration
 	// MaxBytes bounds each Prometheus answer.
 	MaxBytes     int64
 	Start, End   string
@@ -53,6 +53,7 @@ const DefaultSchedule = "*/5 * * * *"
 
 func (o *BacktestOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.PrometheusURL, "prometheus-url", "", "`URL` of the Prometheus (or compatible) HTTP API holding the history, e.g. http://localhost:9090 through kubectl port-forward")
+	o.HTTP.AddFlags(fs)
 	fs.DurationVar(&o.QueryTimeout, "prometheus-timeout", 30*time.Second, "timeout of each Prometheus query")
 	fs.Int64Var(&o.MaxBytes, "prometheus-max-bytes", DefaultPrometheusMaxBytes, "largest Prometheus answer read (bytes); a larger one fails the backtest, saying so: shorten --start..--end or raise --step")
 	fs.StringVar(&o.Start, "start", "7d", "start of the replay: RFC 3339 time, or a duration back from now (90m, 36h, 7d)")
@@ -82,6 +83,8 @@ func (o *BacktestOptions) Validate(now time.Time, intervalSet bool) error {
 		// Basic auth over plain http crosses the network in clear text; through
 		// kubectl port-forward (loopback) it does not leave the machine.
 		p.addf("--prometheus-url %s: credentials over plain http would cross the network in clear text: use https (or kubectl port-forward to localhost)", u.Redacted())
+	} else {
+		p.add(o.HTTP.Validate(o.PrometheusURL))
 	}
 	if o.MaxBytes < 1<<20 {
 		p.addf("--prometheus-max-bytes must be at least 1048576 (1 MiB), got %d", o.MaxBytes)
@@ -231,7 +234,7 @@ func runBacktest(ctx context.Context, f *checkFlags, bo *BacktestOptions, stderr
 	log.Info().Str("prometheus", where).Time("start", bo.from).Time("end", bo.to).Msg("reading history")
 	h, err := backtest.Fetch(ctx, promv1.NewAPI(client), q, bo.from, bo.to, bo.Step, bo.QueryTimeout)
 	if err != nil {
-		return nil, fmt.Errorf("read history from %s: %w", where, err)
+		return nil, fmt.Errorf("read history from %s: %w%s", where, err, credentialHint(err))
 	}
 	opts := f.options()
 	stopGap, _ := cron.ParseStandard(DefaultSchedule)
@@ -245,14 +248,6 @@ func runBacktest(ctx context.Context, f *checkFlags, bo *BacktestOptions, stderr
 	}
 	res.Prometheus = where
 	return res, nil
-}
-
-// prometheusClient reads each answer up to MaxBytes, within the query timeout,
-// and follows no redirect: the history comes from --prometheus-url, nowhere else.
-func (o *BacktestOptions) prometheusClient() (api.Client, error) {
-	hc := httpbound.Client(nil, o.MaxBytes)
-	hc.Timeout = o.QueryTimeout + 5*time.Second
-	return api.NewClient(api.Config{Address: o.PrometheusURL, Client: hc})
 }
 
 func redactedURL(raw string) string {

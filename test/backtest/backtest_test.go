@@ -355,6 +355,15 @@ func TestBacktestWithoutServingCount(t *testing.T) {
 	}) {
 		t.Errorf("warnings = %q, want the empty --expected-query named, with kube-state-metrics' --resources", res.Warnings)
 	}
+	// The series the serving count's resolution is read from: empty for the same
+	// reason, and said the same way.
+	res = backtestRun(t, "bt-wedge", base, base.Add(3*time.Hour),
+		"--expected-series", `kube_endpointslice_info{namespace="no-such-namespace"}`)
+	if !slices.ContainsFunc(res.Warnings, func(w string) bool {
+		return strings.Contains(w, "--expected-series") && strings.Contains(w, "--resources=<the list it has>,endpointslices")
+	}) {
+		t.Errorf("warnings = %q, want the empty --expected-series named, with kube-state-metrics' --resources", res.Warnings)
+	}
 }
 
 // TestBacktestBlockedRestart: with --max-restarts 0 (alert only) the 39-hour wedge
