@@ -40,6 +40,10 @@ type Dispatcher struct {
 	SendBy time.Time
 	// Outbox seals what is kept for retry and rebuilds what is retried (outbox.go).
 	Outbox OutboxConfig
+	// ReservedFor is how long an entry Reserve made belongs to the run that made it
+	// (which sends it itself): another run leaves it alone that long, and retries
+	// it after, as the pages of a run that ended before sending.
+	ReservedFor time.Duration
 }
 
 // SinkKubernetesEvent names the Kubernetes Event a notification leaves, in
@@ -176,6 +180,10 @@ func (d *Dispatcher) retryOutbox(ctx, sctx context.Context, s *state.State, now 
 	retried := map[string]bool{}
 	kept := s.Outbox[:0]
 	for _, p := range s.Outbox {
+		if p.Attempts == 0 && now.Sub(p.CreatedAt) < d.ReservedFor {
+			kept = append(kept, p) // another run's, being sent by it now
+			continue
+		}
 		n, authenticated, err := d.Outbox.open(p)
 		switch {
 		case err != nil:

@@ -409,3 +409,25 @@ func TestOutboxRefusesReplayOfADeliveredEntry(t *testing.T) {
 		t.Errorf("remembers %d delivered entries, bound %d", len(s.Delivered), state.MaxDelivered)
 	}
 }
+
+// TestReservedEntriesWaitForTheirRun: what Reserve puts in the outbox belongs to
+// the run that is sending it: another run leaves it alone for ReservedFor, then
+// retries it, as the page of a run that ended before sending.
+func TestReservedEntriesWaitForTheirRun(t *testing.T) {
+	n := goldenNotification()
+	sink := &memorySink{name: "webhook"}
+	d := &Dispatcher{Sinks: []Sink{sink}, Outbox: outboxConfig(outboxKey), ReservedFor: 3 * time.Minute}
+	s := state.New()
+	d.Reserve(s, []Notification{n}, n.Time)
+	if len(s.Outbox) != 1 || s.Outbox[0].Attempts != 0 || s.Outbox[0].Sinks[0] != "webhook" {
+		t.Fatalf("reserved %+v", s.Outbox)
+	}
+	s = reencode(t, s, n.Time)
+	if ds := d.Deliver(context.Background(), s, nil, n.Time.Add(time.Minute), false); len(ds) != 0 || len(sink.got()) != 0 || len(s.Outbox) != 1 {
+		t.Fatalf("within ReservedFor: deliveries %+v, sent %d, outbox %d", ds, len(sink.got()), len(s.Outbox))
+	}
+	ds := d.Deliver(context.Background(), s, nil, n.Time.Add(4*time.Minute), false)
+	if len(ds) != 1 || !ds[0].OK || !ds[0].Retry || len(sink.got()) != 1 || len(s.Outbox) != 0 {
+		t.Fatalf("after ReservedFor: deliveries %+v, sent %d, outbox %+v", ds, len(sink.got()), s.Outbox)
+	}
+}

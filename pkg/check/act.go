@@ -221,7 +221,7 @@ func (p *pass) captureEvidence(t decide.Target, action string) string {
 func (r *Runner) dispatcher() *alert.Dispatcher {
 	d := &alert.Dispatcher{Sinks: r.Sinks, Outbox: alert.OutboxConfig{
 		Key: r.OutboxKey, Cluster: r.Plan.Cluster, Namespace: r.Plan.Namespace, Version: r.Plan.Version, Labels: r.Plan.Labels,
-	}}
+	}, ReservedFor: r.Decide.ClaimTimeout}
 	if r.Events != nil {
 		d.Events = r.notificationEvent
 		d.OnFailure = r.deliveryFailedEvent

@@ -167,7 +167,19 @@ func mergeOutbox(ours, theirs []state.Pending, handled []alert.Delivery) []state
 	for _, d := range handled {
 		known[d.ID] = true
 	}
-	out := append([]state.Pending(nil), ours...)
+	inTheirs := make(map[string]bool, len(theirs))
+	for _, p := range theirs {
+		inTheirs[p.ID] = true
+	}
+	var out []state.Pending
+	for _, p := range ours {
+		// Another run's reservation (this run never holds its own) that the
+		// latest state no longer holds: its run has sent it and settled it.
+		if p.Attempts == 0 && !inTheirs[p.ID] {
+			continue
+		}
+		out = append(out, p)
+	}
 	for _, p := range theirs {
 		if !known[p.ID] {
 			out = append(out, p)

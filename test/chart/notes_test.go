@@ -20,8 +20,8 @@ func TestNotesTellTheTruth(t *testing.T) {
 		want, not    []string
 	}{
 		{"live", "", []string{"(cronjob mode).", "It restarts a wedged one by deleting the observed pod", "which may restart"},
-			[]string{"SHADOW", "DRY RUN", "would-restart"}},
-		{"live, rollout", "restart: {method: rollout}", []string{"It restarts a wedged one by a rollout restart of Deployment agentenv-scheduler"}, []string{"SHADOW"}},
+			[]string{"SHADOW MODE", "DRY RUN", "would-restart"}},
+		{"live, rollout", "restart: {method: rollout}", []string{"It restarts a wedged one by a rollout restart of Deployment agentenv-scheduler"}, []string{"SHADOW MODE"}},
 		{"alert only", "restart: {maxRestarts: 0}", []string{"It restarts nothing (restart.maxRestarts is 0: alert only)"}, []string{"It restarts a wedged one"}},
 		{"shadow", "decision: {shadow: true}", []string{"(cronjob mode, SHADOW MODE).", "records a `would-restart` instead and restarts nothing",
 			"Each day of the shadow week", "--since 24h", "--reset-then-reuse-values --set decision.shadow=false"},

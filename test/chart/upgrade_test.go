@@ -54,29 +54,37 @@ func valueKeys(t *testing.T, doc []byte) []string {
 	return keys
 }
 
-// previousChart extracts, into a temporary folder, the chart as it was before the
-// newest commit that changed the set of values (added, removed or renamed one),
-// and returns its path and that commit.
-func previousChart(t *testing.T) (string, string) {
+// previousCharts extracts, into temporary folders, the chart as it was before each
+// of the n newest commits that changed the set of values (added, removed or
+// renamed one), newest first, and returns their paths and those commits.
+func previousCharts(t *testing.T, n int) (dirs, revs []string) {
 	t.Helper()
 	current, err := os.ReadFile(filepath.Join(chartDir, "values.yaml"))
 	must(t, err)
 	keys := valueKeys(t, current)
 	for _, rev := range strings.Fields(string(git(t, "log", "--format=%H", "--", valuesPath))) {
-		parent := rev + "^"
-		if !slices.Equal(valueKeys(t, git(t, "show", parent+":"+valuesPath)), keys) {
-			dir := t.TempDir()
-			archive := git(t, "archive", parent, filepath.Dir(valuesPath))
-			tar := exec.Command("tar", "-x", "-C", dir)
-			tar.Stdin = bytes.NewReader(archive)
-			if out, err := tar.CombinedOutput(); err != nil {
-				t.Fatalf("extract the chart of %s: %v\n%s", parent, err, out)
-			}
-			return filepath.Join(dir, filepath.Dir(valuesPath)), rev
+		if len(dirs) == n {
+			break
 		}
+		parent := rev + "^"
+		before := valueKeys(t, git(t, "show", parent+":"+valuesPath))
+		if slices.Equal(before, keys) {
+			continue
+		}
+		keys = before
+		dir := t.TempDir()
+		archive := git(t, "archive", parent, filepath.Dir(valuesPath))
+		tar := exec.Command("tar", "-x", "-C", dir)
+		tar.Stdin = bytes.NewReader(archive)
+		if out, err := tar.CombinedOutput(); err != nil {
+			t.Fatalf("extract the chart of %s: %v\n%s", parent, err, out)
+		}
+		dirs, revs = append(dirs, filepath.Join(dir, filepath.Dir(valuesPath))), append(revs, rev)
 	}
-	t.Fatal("no commit in the history changed the chart's set of values (a shallow clone?): nothing to upgrade from")
-	return "", ""
+	if len(dirs) == 0 {
+		t.Fatal("no commit in the history changed the chart's set of values (a shallow clone?): nothing to upgrade from")
+	}
+	return dirs, revs
 }
 
 // readmeUpgradeFlags are the flags of the README's `helm upgrade` command (its
@@ -103,16 +111,29 @@ func readmeUpgradeFlags(t *testing.T) []string {
 	return flags
 }
 
-// TestUpgradeFromThePreviousChart: the chart as it was before the last change to its
-// values, installed with a user's own values, upgraded to this chart with the
-// README's own command, gives a watchdog whose run succeeds and that kept the
-// user's values. (With --reuse-values helm reuses the old release's computed
-// values without the new chart's defaults: a new value is missing, and the
-// upgrade is refused by the schema or the run exits 2.)
+// TestUpgradeFromThePreviousChart: the chart as it was before each of the last
+// changes to its set of values (taken from git history), installed with a user's
+// own values, upgraded to this chart with the README's own command, gives a
+// watchdog whose run succeeds and that kept the user's values. (With --reuse-values
+// helm reuses the old release's computed values without the new chart's defaults:
+// a new value is missing, and the upgrade is refused by the schema or the run
+// exits 2.)
 func TestUpgradeFromThePreviousChart(t *testing.T) {
-	old, rev := previousChart(t)
 	flags := readmeUpgradeFlags(t)
-	t.Logf("upgrading from the chart before %.12s with: helm upgrade %s", rev, strings.Join(flags, " "))
+	dirs, revs := previousCharts(t, upgradeHistory)
+	for i, old := range dirs {
+		t.Run(revs[i][:12], func(t *testing.T) {
+			t.Logf("upgrading from the chart before %.12s with: helm upgrade %s", revs[i], strings.Join(flags, " "))
+			upgradeFrom(t, old, flags)
+		})
+	}
+}
+
+// upgradeHistory is how many earlier value sets TestUpgradeFromThePreviousChart
+// upgrades from: enough to reach past a round of additions.
+const upgradeHistory = 6
+
+func upgradeFrom(t *testing.T, old string, flags []string) {
 	ctx, cancel := testenv.Ctx()
 	defer cancel()
 	ns, err := env.CreateNamespace(ctx, "chart-upgrade")

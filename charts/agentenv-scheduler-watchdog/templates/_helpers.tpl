@@ -227,7 +227,7 @@ name=value pairs, sorted, comma-separated ("" for none). */}}
 {{- fail (printf "cronjob.activeDeadlineSeconds (%d) must be shorter than the schedule's interval (%q runs as often as every %ds): with concurrencyPolicy Forbid a longer run makes the next one skip" $deadline $v.cronjob.schedule $interval) -}}
 {{- end -}}
 {{- end -}}
-{{- if and $v.caBundle.configMap $v.caBundle.secret -}}
+{{- if and ($v.caBundle | default dict).configMap ($v.caBundle | default dict).secret -}}
 {{- fail "caBundle: set configMap or secret, not both" -}}
 {{- end -}}
 {{- if and $v.dryRun $v.decision.shadow -}}
