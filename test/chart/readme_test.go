@@ -36,16 +36,20 @@ func TestReadmeUninstallNamesWhatStays(t *testing.T) {
 	}
 	section, _, _ = strings.Cut(section, "\n## ")
 	section = strings.Join(strings.Fields(section), " ") // names may wrap
-	var kept []string
-	for _, o := range render(t, "").objs {
-		if o.GetAnnotations()["helm.sh/resource-policy"] == "keep" {
-			kept = append(kept, o.GetName())
+	// Every object kept by default, and every one a value can keep (the evidence).
+	kept := map[string]bool{}
+	for _, values := range []string{"", "evidence: {keepAfterUninstall: true}"} {
+		for _, o := range render(t, values).objs {
+			if o.GetAnnotations()["helm.sh/resource-policy"] == "keep" {
+				kept[o.GetName()] = true
+			}
 		}
 	}
 	if len(kept) < 2 {
-		t.Fatalf("kept objects %v: want the state and evidence ConfigMaps at least", kept)
+		t.Fatalf("kept objects %v: want the state ConfigMap, and the evidence ConfigMap when kept", kept)
 	}
-	for _, name := range append(kept, "watchdog-agentenv-scheduler-watchdog-doctor") {
+	kept["watchdog-agentenv-scheduler-watchdog-doctor"] = true
+	for name := range kept {
 		if !strings.Contains(section, name) {
 			t.Errorf("the README's uninstall section does not name %s, which uninstall leaves", name)
 		}
