@@ -119,12 +119,12 @@ func parseWhen(s string, now time.Time) (time.Time, error) {
 // backtestHidden are the flags of check that mean nothing to a replay: how to
 // reach the cluster, scrape and alert. Hidden, so `backtest --help` shows only
 // what changes a decision.
-var backtestHidden = []string{
+var backtestHidden = append([]string{
 	"kubeconfig", "context", "state-configmap", "api-timeout",
 	"scheduler-selector", "scheduler-container", "metrics-port", "metrics-path", "scrape-timeout", "metrics-max-bytes", "scrape-via",
 	"leader-lease", "max-watch-age", "dry-run", "shadow",
 	"slack-webhook-url", "webhook-url", "webhook-secret", "heartbeat-url", "runbook-url", "cluster-name", "alert-timeout",
-}
+}, kubeConnectionFlags()...)
 
 func newBacktestCommand(stdout, stderr io.Writer) *cobra.Command {
 	f := &checkFlags{}
@@ -160,8 +160,8 @@ reads as many ready nodes as serve until the recorded pod heals by itself
 			if err != nil {
 				return err
 			}
-			if f.output.Output == "json" {
-				return res.WriteJSON(stdout)
+			if f.output.Structured() {
+				return writeAs(stdout, f.output.Output, res.WriteJSON)
 			}
 			return res.WriteText(stdout)
 		},

@@ -2,8 +2,10 @@ package cli
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -80,6 +82,18 @@ var kubeFlagUsage = map[string]string{
 	"request-timeout":          "timeout of each API server request, as kubectl's (0: --api-timeout)",
 	"username":                 "basic auth user for the API server",
 	"password":                 "basic auth password for the API server (secret)",
+}
+
+// kubeConnectionFlags names kubectl's connection flags but -n: a command that
+// reads no cluster (backtest) hides them.
+func kubeConnectionFlags() []string {
+	var out []string
+	for _, name := range slices.Sorted(maps.Keys(kubeFlagUsage)) {
+		if name != "namespace" {
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 // DefaultNamespace is the namespace when neither -n nor the kubeconfig context
@@ -408,13 +422,16 @@ type OutputOptions struct {
 }
 
 func (o *OutputOptions) AddFlags(fs *pflag.FlagSet) {
-	fs.StringVarP(&o.Output, "output", "o", "text", "text (for people) or json (one object, for scripts)")
+	fs.StringVarP(&o.Output, "output", "o", "text", "text (for people), json (one object, for scripts) or yaml")
 }
 
 func (o *OutputOptions) Validate() error {
 	var p problems
-	if o.Output != "text" && o.Output != "json" {
-		p.addf("--output %q: want text or json", o.Output)
+	if o.Output != "text" && o.Output != "json" && o.Output != "yaml" {
+		p.addf("--output %q: want text, json or yaml", o.Output)
 	}
 	return p.err()
 }
+
+// Structured: json or yaml, the same document either way.
+func (o *OutputOptions) Structured() bool { return o.Output == "json" || o.Output == "yaml" }
