@@ -56,7 +56,7 @@ func TestHistorySinceSyntax(t *testing.T) {
 	if err := os.WriteFile(kc, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	for since, want := range map[string]int{"7d": ExitFailed, "36h": ExitFailed, "2026-11-24T08:00:00Z": ExitFailed, "1w2d": ExitFailed, "7 days": ExitUsage, "-5m": ExitUsage} {
+	for since, want := range map[string]int{"7d": ExitFailed, "36h": ExitFailed, "2026-11-24T08:00:00Z": ExitFailed, "1w2d": ExitFailed, "1.5h": ExitFailed, "1ns": ExitFailed, "7 days": ExitUsage, "-5m": ExitUsage} {
 		var stderr strings.Builder
 		code := ExecuteContext(t.Context(), []string{"history", "--kubeconfig", kc, "--timeout", "2s", "--since", since}, io.Discard, &stderr)
 		if code != want {

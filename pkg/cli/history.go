@@ -73,7 +73,7 @@ not read the Events and shows the rest.`,
 			var from time.Time // zero: everything kept
 			if since != "" {
 				var err error
-				if from, err = parseWhen(since, time.Now()); err != nil {
+				if from, err = parseSince(since, time.Now()); err != nil {
 					p.addf("--since %q: %v", since, err)
 				}
 			}
@@ -137,6 +137,19 @@ not read the Events and shows the rest.`,
 	cmd.Flags().StringVar(&since, "since", "", "only what happened since: a duration back from now (90m, 36h, 7d) or an RFC 3339 time, as backtest --start (default: everything kept)")
 	cmd.Flags().StringVar(&bundle, "evidence", "", "print the evidence bundle with this `key` instead")
 	return cmd
+}
+
+// parseSince reads --since as backtest reads --start (7d, 36h, an RFC 3339
+// time), and a Go duration as before (1.5h, 90s, 1ns).
+func parseSince(s string, now time.Time) (time.Time, error) {
+	from, err := parseWhen(s, now)
+	if err == nil {
+		return from, nil
+	}
+	if d, derr := time.ParseDuration(s); derr == nil && d >= 0 {
+		return now.Add(-d), nil
+	}
+	return time.Time{}, err
 }
 
 // stateHistory turns the state document into entries.
