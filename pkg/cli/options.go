@@ -84,9 +84,9 @@ var kubeFlagUsage = map[string]string{
 	"password":                 "basic auth password for the API server (secret)",
 }
 
-// kubeConnectionFlags names kubectl's connection flags but -n: a command that
-// reads no cluster (backtest) hides them.
-func kubeConnectionFlags() []string {
+// KubeConnectionFlags names kubectl's connection flags but -n: a command that
+// reads no cluster (backtest) hides them; the chart sets none (in a pod the ServiceAccount is the identity).
+func KubeConnectionFlags() []string {
 	var out []string
 	for _, name := range slices.Sorted(maps.Keys(kubeFlagUsage)) {
 		if name != "namespace" {
