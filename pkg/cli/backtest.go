@@ -124,6 +124,7 @@ var backtestHidden = append([]string{
 	"scheduler-selector", "scheduler-container", "metrics-port", "metrics-path", "scrape-timeout", "metrics-max-bytes", "scrape-via",
 	"leader-lease", "max-watch-age", "dry-run", "shadow",
 	"slack-webhook-url", "webhook-url", "webhook-secret", "heartbeat-url", "runbook-url", "cluster-name", "alert-timeout",
+	"hold-restarts-on-alert", // the replay has no Alertmanager history to ask
 }, KubeConnectionFlags()...)
 
 func newBacktestCommand(stdout, stderr io.Writer) *cobra.Command {
