@@ -140,12 +140,13 @@ func parseWhen(s string, now time.Time) (time.Time, error) {
 // backtestHidden are the flags of check that mean nothing to a replay: how to
 // reach the cluster, scrape and alert. Hidden, so `backtest --help` shows only
 // what changes a decision.
-var backtestHidden = []string{
+var backtestHidden = append([]string{
 	"kubeconfig", "context", "state-configmap", "api-timeout",
 	"scheduler-selector", "scheduler-container", "metrics-port", "metrics-path", "scrape-timeout", "metrics-max-bytes", "scrape-via",
 	"max-watch-age", "dry-run", "shadow",
 	"slack-webhook-url", "webhook-url", "webhook-secret", "heartbeat-url", "runbook-url", "cluster-name", "alert-timeout",
-}
+	"hold-restarts-on-alert", // the replay has no Alertmanager history to ask
+}, KubeConnectionFlags()...)
 
 func newBacktestCommand(stdout, stderr io.Writer) *cobra.Command {
 	f := &checkFlags{}
@@ -183,8 +184,8 @@ ready. What history cannot show is taken as passing, and the report's header say
 			if err != nil {
 				return err
 			}
-			if f.output.Output == "json" {
-				return res.WriteJSON(stdout)
+			if f.output.Structured() {
+				return writeAs(stdout, f.output.Output, res.WriteJSON)
 			}
 			return res.WriteText(stdout)
 		},

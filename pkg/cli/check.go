@@ -135,8 +135,8 @@ func oneProcessor() {
 }
 
 func printReport(w io.Writer, format string, rep *check.Report) error {
-	if format == "json" {
-		return writeJSON(w, rep.WriteJSON)
+	if format == "json" || format == "yaml" {
+		return writeAs(w, format, rep.WriteJSON)
 	}
 	return rep.WriteText(w)
 }

@@ -117,8 +117,8 @@ Exit codes: 0 every check passed; 1 a check failed (each ✗ line says how to fi
 			defer cancel()
 			rep := doctor.NewReport(f.cluster.Namespace, cfg.Host, d.Run(ctx))
 			write := rep.WriteText
-			if f.output.Output == "json" {
-				write = func(w io.Writer) error { return writeJSON(w, rep.WriteJSON) }
+			if f.output.Structured() {
+				write = func(w io.Writer) error { return writeAs(w, f.output.Output, rep.WriteJSON) }
 			}
 			if err := write(stdout); err != nil {
 				return fmt.Errorf("print report: %w", err)

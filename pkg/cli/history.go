@@ -43,7 +43,7 @@ func newHistoryCommand(stdout, stderr io.Writer) *cobra.Command {
 	var output OutputOptions
 	var ev EvidenceOptions
 	var alerts AlertOptions // only --outbox-key: it checks the bundles' seals
-	var since time.Duration
+	var since string
 	var bundle string
 	cmd := &cobra.Command{
 		Use:   "history",
@@ -65,7 +65,7 @@ it with your own kubeconfig. The chart's Role does not grant list events (no run
 needs it), so as the watchdog's ServiceAccount history says in a note that it could
 not read the Events and shows the rest.`,
 		Example: `  # The last day.
-  watchdog history -n agentenv-system --since 24h
+  watchdog history -n agentenv-system --since 1d
 
   # The evidence of a restart (its key is in the history and the restarted alert).
   watchdog history --evidence 20261201T101500Z-agentenv-scheduler-7d9c4-x2k8p.json`,
@@ -76,7 +76,13 @@ not read the Events and shows the rest.`,
 			p.add(cluster.Validate())
 			p.add(output.Validate())
 			p.add(ev.Validate())
-			p.notNegative("--since", since)
+			var from time.Time // zero: everything kept
+			if since != "" {
+				var err error
+				if from, err = parseSince(since, time.Now()); err != nil {
+					p.addf("--since %q: %v", since, err)
+				}
+			}
 			if err := p.err(); err != nil {
 				return err
 			}
@@ -91,8 +97,8 @@ not read the Events and shows the rest.`,
 			if bundle != "" {
 				for _, b := range bundles {
 					if b.Key == bundle {
-						if output.Output == "json" {
-							return encodeJSON(stdout, b)
+						if output.Structured() {
+							return encodeAs(stdout, output.Output, b)
 						}
 						return writeBundleText(stdout, b)
 					}
@@ -111,10 +117,6 @@ not read the Events and shows the rest.`,
 			markBundles(entries, bundles)
 			evs, eerr := watchdogEvents(ctx, client, cluster.Namespace)
 			entries = append(entries, evs...)
-			var from time.Time
-			if since > 0 {
-				from = now.Add(-since)
-			}
 			entries = slices.DeleteFunc(entries, func(e Entry) bool { return e.At.Before(from) })
 			slices.SortStableFunc(entries, func(a, b Entry) int { return b.At.Compare(a.At) })
 			var notes []string
@@ -124,8 +126,8 @@ not read the Events and shows the rest.`,
 			if berr != nil {
 				notes = append(notes, "evidence: "+berr.Error())
 			}
-			if output.Output == "json" {
-				return encodeJSON(stdout, struct {
+			if output.Structured() {
+				return encodeAs(stdout, output.Output, struct {
 					Entries []Entry  `json:"entries"`
 					Notes   []string `json:"notes,omitempty"`
 				}{entries, notes})
@@ -140,9 +142,22 @@ not read the Events and shows the rest.`,
 	if err := cmd.Flags().MarkHidden("evidence-logs"); err != nil { // a setting of the runs, not of reading
 		panic(err)
 	}
-	cmd.Flags().DurationVar(&since, "since", 0, "only what happened within this long (0: everything kept)")
+	cmd.Flags().StringVar(&since, "since", "", "only what happened since: a duration back from now (90m, 36h, 7d) or an RFC 3339 time, as backtest --start (default: everything kept)")
 	cmd.Flags().StringVar(&bundle, "evidence", "", "print the evidence bundle with this `key` instead")
 	return cmd
+}
+
+// parseSince reads --since as backtest reads --start (7d, 36h, an RFC 3339
+// time), and a Go duration as before (1.5h, 90s, 1ns).
+func parseSince(s string, now time.Time) (time.Time, error) {
+	from, err := parseWhen(s, now)
+	if err == nil {
+		return from, nil
+	}
+	if d, derr := time.ParseDuration(s); derr == nil && d >= 0 {
+		return now.Add(-d), nil
+	}
+	return time.Time{}, err
 }
 
 // stateHistory turns the state document into entries.

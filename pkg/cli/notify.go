@@ -82,6 +82,11 @@ configured.`,
 		},
 	}
 	alerts.AddFlags(test.Flags())
+	// A setting of the runs' restarts, not of a delivery: accepted (the CronJob's
+	// variables), not shown.
+	if err := test.Flags().MarkHidden("hold-restarts-on-alert"); err != nil {
+		panic(err)
+	}
 	test.Flags().DurationVar(&timeout, "timeout", time.Minute, "deadline for all deliveries")
 	test.Flags().StringVarP(&namespace, "namespace", "n", "agentenv-system", "namespace named in the test alert")
 	notify.AddCommand(test)

@@ -84,6 +84,18 @@ var kubeFlagUsage = map[string]string{
 	"password":                 "basic auth password for the API server (secret)",
 }
 
+// KubeConnectionFlags names kubectl's connection flags but -n: a command that
+// reads no cluster (backtest) hides them; the chart sets none (in a pod the ServiceAccount is the identity).
+func KubeConnectionFlags() []string {
+	var out []string
+	for _, name := range slices.Sorted(maps.Keys(kubeFlagUsage)) {
+		if name != "namespace" {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
 // DefaultNamespace is the namespace when neither -n nor the kubeconfig context
 // names one: where the chart installs the scheduler.
 const DefaultNamespace = "agentenv-system"
@@ -470,13 +482,16 @@ type OutputOptions struct {
 }
 
 func (o *OutputOptions) AddFlags(fs *pflag.FlagSet) {
-	fs.StringVarP(&o.Output, "output", "o", "text", "text (for people) or json (one object, for scripts)")
+	fs.StringVarP(&o.Output, "output", "o", "text", "text (for people), json (one object, for scripts) or yaml")
 }
 
 func (o *OutputOptions) Validate() error {
 	var p problems
-	if o.Output != "text" && o.Output != "json" {
-		p.addf("--output %q: want text or json", o.Output)
+	if o.Output != "text" && o.Output != "json" && o.Output != "yaml" {
+		p.addf("--output %q: want text, json or yaml", o.Output)
 	}
 	return p.err()
 }
+
+// Structured: json or yaml, the same document either way.
+func (o *OutputOptions) Structured() bool { return o.Output == "json" || o.Output == "yaml" }

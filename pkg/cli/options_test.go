@@ -93,7 +93,7 @@ func TestValidateReportsEveryInvalidFlagInDeclarationOrder(t *testing.T) {
 		"--restart-method", "kill",
 		"--judge-pods", "owners",
 		"--blind-after", "0",
-		"--output", "yaml",
+		"--output", "xml",
 	}, &stdout, &stderr)
 	if code != ExitUsage {
 		t.Fatalf("exit %d, want %d; stderr:\n%s", code, ExitUsage, stderr.String())
@@ -110,7 +110,7 @@ func TestValidateReportsEveryInvalidFlagInDeclarationOrder(t *testing.T) {
 		`watchdog: --restart-method "kill": want delete or rollout`,
 		`watchdog: --judge-pods "owners": want deployment or selector`,
 		`watchdog: --blind-after must be at least 1, got 0`,
-		`watchdog: --output "yaml": want text or json`,
+		`watchdog: --output "xml": want text, json or yaml`,
 		`Run 'watchdog check --help' for usage.`,
 	}
 	got := strings.Split(strings.TrimSuffix(stderr.String(), "\n"), "\n")

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+
+	"sigs.k8s.io/yaml"
 )
 
 // writeJSON writes what write encodes (one JSON object on one line, which a log
@@ -26,4 +28,27 @@ func writeJSON(w io.Writer, write func(io.Writer) error) error {
 // encodeJSON is writeJSON of v.
 func encodeJSON(w io.Writer, v any) error {
 	return writeJSON(w, func(w io.Writer) error { return json.NewEncoder(w).Encode(v) })
+}
+
+// writeAs writes what write encodes as JSON in format: json (writeJSON) or yaml,
+// converted from that JSON so that both have the same fields.
+func writeAs(w io.Writer, format string, write func(io.Writer) error) error {
+	if format != "yaml" {
+		return writeJSON(w, write)
+	}
+	var b bytes.Buffer
+	if err := write(&b); err != nil {
+		return err
+	}
+	y, err := yaml.JSONToYAML(b.Bytes())
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(y)
+	return err
+}
+
+// encodeAs is writeAs of v.
+func encodeAs(w io.Writer, format string, v any) error {
+	return writeAs(w, format, func(w io.Writer) error { return json.NewEncoder(w).Encode(v) })
 }

@@ -202,18 +202,28 @@ var secretFlags = map[string]bool{"slack-webhook-url": true, "webhook-url": true
 	"token": true, "password": true, "alertmanager-url": true, "alertmanager-password": true, "alertmanager-bearer-token": true}
 
 func newVersionCommand(stdout io.Writer) *cobra.Command {
-	return &cobra.Command{
+	var output OutputOptions
+	cmd := &cobra.Command{
 		Use:   "version",
 		Short: "Print the version, commit and build date",
 		Example: `  watchdog version
-  watchdog --version   # the same line`,
+  watchdog --version   # the same line
+  watchdog version -o json | jq -r .commit`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			markStarted(cmd)
+			if err := output.Validate(); err != nil {
+				return err
+			}
+			if output.Structured() {
+				return encodeAs(stdout, output.Output, version.Get())
+			}
 			_, err := fmt.Fprintln(stdout, version.String())
 			return err
 		},
 	}
+	output.AddFlags(cmd.Flags())
+	return cmd
 }
 
 // newLogger builds the stderr logger: console for people (a terminal, or

@@ -6,13 +6,16 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/agentenv/watchdog/pkg/alert"
 	"github.com/agentenv/watchdog/pkg/decide"
+	"github.com/agentenv/watchdog/pkg/kube"
 	"github.com/agentenv/watchdog/pkg/state"
 	"github.com/agentenv/watchdog/pkg/statestore"
 	"github.com/agentenv/watchdog/pkg/termtext"
@@ -50,8 +53,11 @@ func newStatusCommand(stdout, stderr io.Writer) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("API server %s: %w", cfg.Host, err)
 			}
-			if output.Output == "json" {
-				return encodeJSON(stdout, statusJSON{ConfigMap: cluster.Namespace + "/" + cluster.StateConfigMap, ResourceVersion: snap.ResourceVersion, Warning: snap.Recovered, State: snap.State})
+			if snap.ResourceVersion == "" {
+				return noStateHere(ctx, client, cluster.Namespace, cluster.StateConfigMap)
+			}
+			if output.Structured() {
+				return encodeAs(stdout, output.Output, statusJSON{ConfigMap: cluster.Namespace + "/" + cluster.StateConfigMap, ResourceVersion: snap.ResourceVersion, Warning: snap.Recovered, State: snap.State})
 			}
 			return writeStatusText(stdout, cluster.Namespace+"/"+cluster.StateConfigMap, snap, time.Now())
 		},
@@ -59,6 +65,26 @@ func newStatusCommand(stdout, stderr io.Writer) *cobra.Command {
 	cluster.AddFlags(cmd.Flags())
 	output.AddFlags(cmd.Flags())
 	return cmd
+}
+
+// noStateHere is status's error in a namespace without the watchdog's state: it
+// says where the state ConfigMap is, when the identity may list ConfigMaps
+// across namespaces.
+func noStateHere(ctx context.Context, client *kube.Client, ns, name string) error {
+	msg := fmt.Sprintf("no watchdog state in namespace %s (ConfigMap %s not found)", ns, name)
+	list, err := client.ListConfigMaps(ctx, "", metav1.ListOptions{FieldSelector: "metadata.name=" + name})
+	switch {
+	case err != nil:
+		return fmt.Errorf("%s; other namespaces not searched: %v; give the watchdog's with -n", msg, err)
+	case len(list.Items) == 0:
+		return fmt.Errorf("%s, nor in any other namespace: has the watchdog run yet? (watchdog doctor checks the install)", msg)
+	}
+	var where []string
+	for _, cm := range list.Items {
+		where = append(where, cm.Namespace)
+	}
+	slices.Sort(where)
+	return fmt.Errorf("%s; found in namespace %s: use -n %s", msg, strings.Join(where, ", "), where[0])
 }
 
 type statusJSON struct {

@@ -139,6 +139,13 @@ func (c *Client) GetConfigMap(ctx context.Context, ns, name string) (*corev1.Con
 	return out, err
 }
 
+// ListConfigMaps lists ConfigMaps (ns "": in every namespace).
+func (c *Client) ListConfigMaps(ctx context.Context, ns string, opts metav1.ListOptions) (*corev1.ConfigMapList, error) {
+	out := &corev1.ConfigMapList{}
+	err := c.core.Get().Namespace(ns).Resource("configmaps").VersionedParams(&opts, params).Do(ctx).Into(out)
+	return out, err
+}
+
 // CreateConfigMap creates a ConfigMap.
 func (c *Client) CreateConfigMap(ctx context.Context, cm *corev1.ConfigMap, opts metav1.CreateOptions) (*corev1.ConfigMap, error) {
 	out := &corev1.ConfigMap{}

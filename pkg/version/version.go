@@ -72,6 +72,20 @@ func fromBuildInfo(info *debug.BuildInfo, version, commit, date string) (string,
 	return version, commit, date
 }
 
+// Info is the build information, for `watchdog version -o json`.
+type Info struct {
+	Version   string `json:"version"`
+	Commit    string `json:"commit"`
+	Date      string `json:"date"`
+	GoVersion string `json:"goVersion"`
+	Platform  string `json:"platform"`
+}
+
+// Get returns the build information.
+func Get() Info {
+	return Info{Version: Version, Commit: Commit, Date: Date, GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
+}
+
 // String is the one-line form `watchdog version` prints.
 func String() string {
 	return fmt.Sprintf("watchdog %s (commit %s, built %s, %s %s/%s)", Version, Commit, Date, runtime.Version(), runtime.GOOS, runtime.GOARCH)

@@ -700,6 +700,16 @@ var notFromValues = map[string]string{
 	"scrape-via":    "in a pod, auto scrapes the pod IPs directly; the Role grants no get pods/proxy",
 }
 
+func init() {
+	// kubectl's connection flags (--as, --token, --server, ...): in a pod the
+	// identity is the pod's ServiceAccount.
+	for _, f := range cli.KubeConnectionFlags() {
+		if _, ok := notFromValues[f]; !ok {
+			notFromValues[f] = "in-cluster configuration: the pod's ServiceAccount"
+		}
+	}
+}
+
 // TestEveryFlagReachable: every flag of check and run reaches the container, as a
 // WATCHDOG_* variable (so `kubectl set env` can override it on a one-off job).
 func TestEveryFlagReachable(t *testing.T) {

@@ -30,7 +30,11 @@ func (s *scenario) annotateScheduler(ann map[string]*string) {
 			d.Annotations[k] = *v
 		}
 	}
-	_, err = env.Client.AppsV1().Deployments(s.ns).Update(ctx, d, metav1.UpdateOptions{})
+	d, err = env.Client.AppsV1().Deployments(s.ns).Update(ctx, d, metav1.UpdateOptions{})
+	must(s.t, err)
+	// A Deployment's annotations are part of its generation: settle it, as the
+	// Deployment controller (not running here) would within a moment.
+	_, err = testenv.SettleDeployment(ctx, env.Client, d)
 	must(s.t, err)
 }
 
