@@ -365,17 +365,15 @@ func TestPrometheusRuleFollowsValues(t *testing.T) {
 	if got := alerts["AgentenvWatchdogRestartBudgetSpent"].Expr; strings.Contains(got, "last_pass_timestamp") {
 		t.Errorf("deployment mode counts served counters by runs: %q", got)
 	}
-	// Pushed counts are summed per run, each run told by its timestamp, which the
-	// selector and the window reach too (counters.test.yaml and pushed.test.yaml
-	// replay the two forms).
+	// Pushed counters are running totals: increase() on them, with the selector and
+	// the window the values give, and nothing read from the runs' timestamps
+	// (pushed.test.yaml replays it).
 	_, groups = rulesFile(t, "restart: {maxRestarts: 5, window: 2h}\nmonitoring: {pushgateway: {url: 'http://pg:9091'}, prometheusRule: {enabled: true, watchdogSelector: 'job=\"custom\"'}}", dir)
 	for _, g := range groups.Groups {
 		for _, r := range g.Rules {
 			if r.Alert == "AgentenvWatchdogRestartBudgetSpent" {
-				for _, want := range []string{`max_over_time(agentenv_watchdog_last_pass_timestamp_seconds{job="custom"}[7200s] offset 1m)`, `[7200s:1m]`, `outcome="done"}`} {
-					if !strings.Contains(r.Expr, want) {
-						t.Errorf("pushed budget alert: expr %q lacks %q", r.Expr, want)
-					}
+				if want := `sum by (namespace, job) (increase(agentenv_watchdog_restarts_total{job="custom", outcome="done"}[7200s])) >= 5`; r.Expr != want {
+					t.Errorf("pushed budget alert: expr %q, want %q", r.Expr, want)
 				}
 			}
 		}
