@@ -429,7 +429,10 @@ type dashboard struct {
 			Name       string          `json:"name"`
 			Type       string          `json:"type"`
 			Query      json.RawMessage `json:"query"`
+			Definition string          `json:"definition"`
 			Datasource *datasourceRef  `json:"datasource"`
+			IncludeAll bool            `json:"includeAll"`
+			AllValue   string          `json:"allValue"`
 		} `json:"list"`
 	} `json:"templating"`
 }
@@ -476,6 +479,7 @@ func TestDashboardWellFormed(t *testing.T) {
 	if !dsVar {
 		t.Error("no `datasource` variable of type datasource for Prometheus")
 	}
+	checkClusterVariable(t, &d)
 	ids := map[int]bool{}
 	queries := 0
 	for _, p := range d.Panels {
@@ -528,6 +532,41 @@ func TestDashboardWellFormed(t *testing.T) {
 	cm = dashboardConfigMaps(render(t, "monitoring: {dashboard: {enabled: true}}"))[0]
 	if cm.GetNamespace() != renderNamespace || cm.GetLabels()["grafana_dashboard"] != "1" {
 		t.Errorf("default: ConfigMap in %q with labels %v, want the release namespace and grafana_dashboard=1", cm.GetNamespace(), cm.GetLabels())
+	}
+}
+
+// checkClusterVariable: a `cluster` variable (one Grafana over the Prometheus of many
+// clusters, or a Thanos or Mimir holding them all) whose "All" also matches series
+// without a cluster label (a single Prometheus), and every query of the dashboard,
+// panels and the variables after it, selects $cluster.
+func checkClusterVariable(t *testing.T, d *dashboard) {
+	t.Helper()
+	seen := false
+	for _, v := range d.Templating.List {
+		switch {
+		case v.Name == "cluster":
+			seen = true
+			if v.Type != "query" || !v.IncludeAll || v.AllValue != ".*" || !strings.Contains(string(v.Query), ", cluster)") {
+				t.Errorf("cluster variable: type %q, includeAll %v, allValue %q, query %s: want label_values(..., cluster) with All = .*", v.Type, v.IncludeAll, v.AllValue, v.Query)
+			}
+		case v.Type == "query":
+			if !seen || !strings.Contains(string(v.Query), `cluster=~\"$cluster\"`) || !strings.Contains(v.Definition, `cluster=~"$cluster"`) {
+				t.Errorf("variable %s does not follow the cluster variable: %s", v.Name, v.Query)
+			}
+		}
+	}
+	if !seen {
+		t.Error("no `cluster` variable")
+	}
+	sel := regexp.MustCompile(`\{[^}]*\}`)
+	for _, p := range d.Panels {
+		for _, tg := range p.Targets {
+			for _, m := range sel.FindAllString(tg.Expr, -1) {
+				if !strings.Contains(m, `cluster=~"$cluster"`) {
+					t.Errorf("panel %q target %s: selector %s lacks cluster=~\"$cluster\"", p.Title, tg.RefID, m)
+				}
+			}
+		}
 	}
 }
 
