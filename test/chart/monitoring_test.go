@@ -34,11 +34,14 @@ import (
 var operatorAPIs = []string{"--api-versions", "monitoring.coreos.com/v1/PodMonitor", "--api-versions", "monitoring.coreos.com/v1/PrometheusRule"}
 
 const (
+	// mainDocs is the runbook base the promtool tests' expected annotations name
+	// (the default, the installed version's docs, is TestRunbookLinksDefaultToTheInstalledVersion's).
+	mainDocs = "https://github.com/agentenv/watchdog/blob/main/docs/monitoring.md"
 	// Every monitoring object on, in each mode, with the scheduler's rules too.
-	monitoringRun  = "mode: deployment\nmonitoring: {podMonitor: {enabled: true}, prometheusRule: {enabled: true, scheduler: {enabled: true}}, dashboard: {enabled: true}}"
-	monitoringCron = "monitoring: {podMonitor: {enabled: true}, prometheusRule: {enabled: true, scheduler: {enabled: true}}, dashboard: {enabled: true}}"
+	monitoringRun  = "mode: deployment\nmonitoring: {podMonitor: {enabled: true}, prometheusRule: {enabled: true, scheduler: {enabled: true}, runbookBaseURL: '" + mainDocs + "'}, dashboard: {enabled: true}}"
+	monitoringCron = "monitoring: {podMonitor: {enabled: true}, prometheusRule: {enabled: true, scheduler: {enabled: true}, runbookBaseURL: '" + mainDocs + "'}, dashboard: {enabled: true}}"
 	// CronJob runs pushing their metrics: the rules on the watchdog's metrics too.
-	monitoringPushed = "monitoring: {pushgateway: {url: 'http://pushgateway.monitoring:9091'}, prometheusRule: {enabled: true, scheduler: {enabled: true}}, dashboard: {enabled: true}}"
+	monitoringPushed = "monitoring: {pushgateway: {url: 'http://pushgateway.monitoring:9091'}, prometheusRule: {enabled: true, scheduler: {enabled: true}, runbookBaseURL: '" + mainDocs + "'}, dashboard: {enabled: true}}"
 )
 
 // tool returns the path in $envVar, else what `hack/<script> --print` prints. A missing
@@ -327,12 +330,49 @@ func checkAlertMetadata(t *testing.T, r rule, doc string) {
 			t.Errorf("%s: no %s annotation", r.Alert, a)
 		}
 	}
-	want := "https://github.com/agentenv/watchdog/blob/main/docs/monitoring.md#" + strings.ToLower(r.Alert)
+	want := mainDocs + "#" + strings.ToLower(r.Alert)
 	if r.Annotations["runbook_url"] != want {
 		t.Errorf("%s: runbook_url %q, want %q", r.Alert, r.Annotations["runbook_url"], want)
 	}
 	if !regexp.MustCompile(`(?m)^#+ ` + regexp.QuoteMeta(r.Alert) + `$`).MatchString(doc) {
 		t.Errorf("docs/monitoring.md has no heading %q (the runbook_url's anchor)", r.Alert)
+	}
+}
+
+// TestRunbookLinksDefaultToTheInstalledVersion: by default every alert links to its
+// section of docs/monitoring.md at the release tag of the chart's appVersion
+// (v<appVersion>, docs/versioning.md), whose heading exists in this checkout's
+// docs (checkAlertMetadata); monitoring.prometheusRule.runbookBaseURL replaces it.
+func TestRunbookLinksDefaultToTheInstalledVersion(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(chartDir, "Chart.yaml"))
+	must(t, err)
+	var chart struct {
+		AppVersion string `json:"appVersion"`
+	}
+	must(t, utilyaml.Unmarshal(raw, &chart))
+	if chart.AppVersion == "" {
+		t.Fatal("Chart.yaml has no appVersion")
+	}
+	base := "https://github.com/agentenv/watchdog/blob/v" + chart.AppVersion + "/docs/monitoring.md"
+	dir := t.TempDir()
+	for values, want := range map[string]string{
+		"mode: deployment\nmonitoring: {prometheusRule: {enabled: true, scheduler: {enabled: true}}}":                                   base,
+		"monitoring: {pushgateway: {url: 'http://pg:9091'}, prometheusRule: {enabled: true}}":                                           base,
+		"mode: deployment\nmonitoring: {prometheusRule: {enabled: true, runbookBaseURL: 'https://wiki.example.com/watchdog/runbook/'}}": "https://wiki.example.com/watchdog/runbook",
+	} {
+		_, groups := rulesFile(t, values, dir)
+		n := 0
+		for _, g := range groups.Groups {
+			for _, r := range g.Rules {
+				n++
+				if got := r.Annotations["runbook_url"]; got != want+"#"+strings.ToLower(r.Alert) {
+					t.Errorf("%s: %s runbook_url %q, want %q", values, r.Alert, got, want+"#"+strings.ToLower(r.Alert))
+				}
+			}
+		}
+		if n == 0 {
+			t.Errorf("%s: no rules", values)
+		}
 	}
 }
 

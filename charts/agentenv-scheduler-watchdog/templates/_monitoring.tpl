@@ -51,9 +51,13 @@ the metrics through the chart's Service, and the cluster serves the CRD. */}}
 {{- default (printf "namespace=%q" (include "watchdog.watchNamespace" .)) .Values.monitoring.prometheusRule.scheduler.selector -}}
 {{- end -}}
 
-{{/* The runbook_url of an alert: the base URL and the alert's name in lower case. */}}
+{{/* The runbook_url of an alert: the base URL and the alert's name in lower case. The
+default base is docs/monitoring.md of the installed version (its release tag,
+v<appVersion>), which exists for as long as the release does and describes the rules
+this chart renders, where main may have moved on. */}}
 {{- define "watchdog.runbook" -}}
-{{- printf "%s#%s" (trimSuffix "/" .root.Values.monitoring.prometheusRule.runbookBaseURL) (lower .alert) -}}
+{{- $base := .root.Values.monitoring.prometheusRule.runbookBaseURL | default (printf "https://github.com/agentenv/watchdog/blob/v%s/docs/monitoring.md" .root.Chart.AppVersion) -}}
+{{- printf "%s#%s" (trimSuffix "/" $base) (lower .alert) -}}
 {{- end -}}
 
 {{/* watchdog.promCount: how much a counter of the watchdog rose within a window, per
