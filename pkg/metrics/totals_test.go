@@ -1,11 +1,16 @@
 package metrics
 
 import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
 
 	"github.com/agentenv/watchdog/pkg/check"
 	"github.com/agentenv/watchdog/pkg/state"
@@ -76,5 +81,69 @@ func TestDecodeTotalsRefusesWhatNoCounterHolds(t *testing.T) {
 		if _, err := DecodeTotals(raw); err == nil || !strings.Contains(err.Error(), "running totals") {
 			t.Errorf("%s: %v", raw, err)
 		}
+	}
+}
+
+// pushedTo runs Push against a recording Pushgateway stand-in with totals and
+// returns the families it received and Push's error.
+func pushedTo(t *testing.T, totals func(context.Context, func(string) (string, error)) error) (map[string]*dto.MetricFamily, error) {
+	t.Helper()
+	got := map[string]*dto.MetricFamily{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		dec := expfmt.NewDecoder(r.Body, expfmt.ResponseFormat(r.Header))
+		for {
+			var f dto.MetricFamily
+			if err := dec.Decode(&f); err != nil {
+				break
+			}
+			got[f.GetName()] = &f
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer srv.Close()
+	m := New(Options{})
+	m.Observe(&check.Report{}, nil, time.Second, time.Unix(1000, 0))
+	err := m.Push(context.Background(), PushConfig{URL: srv.URL, Job: "watchdog", Timeout: 5 * time.Second, Totals: totals})
+	return got, err
+}
+
+// TestPushWithoutSavedTotalsSendsNoCounters: totals that could not be saved are not
+// pushed, nor is this run's own count in their place (either would drop below the
+// totals pushed before: a counter reset, counted as a burst); the gauges are, and
+// the error says what was lost.
+func TestPushWithoutSavedTotalsSendsNoCounters(t *testing.T) {
+	got, err := pushedTo(t, func(context.Context, func(string) (string, error)) error {
+		return errors.New("update state ConfigMap: the server is unavailable")
+	})
+	if err == nil || !strings.Contains(err.Error(), "counters not pushed") {
+		t.Errorf("error %v, want one saying the counters were not pushed", err)
+	}
+	for name, f := range got {
+		if f.GetType() == dto.MetricType_COUNTER || f.GetType() == dto.MetricType_HISTOGRAM {
+			t.Errorf("%s pushed although its total was not saved", name)
+		}
+	}
+	if got["agentenv_watchdog_last_pass_timestamp_seconds"] == nil {
+		t.Errorf("the gauges were not pushed: %v", got)
+	}
+}
+
+// TestPushStartsUnreadableTotalsOver: an unreadable stored copy is replaced by this
+// run's counts (a counter reset to Prometheus), pushed, and said.
+func TestPushStartsUnreadableTotalsOver(t *testing.T) {
+	var stored string
+	got, err := pushedTo(t, func(_ context.Context, f func(string) (string, error)) error {
+		var err error
+		stored, err = f(`{"version":1,"series":{"agentenv_watchdog_passes_total{result=\"ok\"}":"many"}}`)
+		return err
+	})
+	if err == nil || !strings.Contains(err.Error(), "counter reset") {
+		t.Errorf("error %v, want one naming the counter reset", err)
+	}
+	if v := got["agentenv_watchdog_passes_total"]; v == nil {
+		t.Fatal("passes_total not pushed")
+	}
+	if saved, derr := DecodeTotals(stored); derr != nil || saved[`agentenv_watchdog_passes_total{result="ok"}`] != 1 {
+		t.Errorf("stored %s (%v), want this run's one pass", stored, derr)
 	}
 }
