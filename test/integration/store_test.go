@@ -72,6 +72,14 @@ func TestStateStoreUpdateKey(t *testing.T) {
 		return cm.Data
 	}
 	appendX := func(old string) (string, error) { return old + "x", nil }
+	// set writes the key as another writer would.
+	set := func(v string) {
+		cm, err := cms.Get(ctx, name, metav1.GetOptions{})
+		must(t, err)
+		cm.Data[key] = v
+		_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
+		must(t, err)
+	}
 
 	must(t, st.UpdateKey(ctx, key, appendX)) // no ConfigMap yet
 	if d := data(); d[key] != "x" {
@@ -88,11 +96,7 @@ func TestStateStoreUpdateKey(t *testing.T) {
 	must(t, st.UpdateKey(ctx, key, func(old string) (string, error) {
 		if !raced {
 			raced = true
-			cm, err := cms.Get(ctx, name, metav1.GetOptions{})
-			must(t, err)
-			cm.Data[key] = old + "y"
-			_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
-			must(t, err)
+			set(old + "y")
 		}
 		return old + "x", nil
 	}))
@@ -103,11 +107,7 @@ func TestStateStoreUpdateKey(t *testing.T) {
 	calls := 0
 	err = st.UpdateKey(ctx, key, func(old string) (string, error) {
 		calls++
-		cm, err := cms.Get(ctx, name, metav1.GetOptions{})
-		must(t, err)
-		cm.Data[key] = old + "z"
-		_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
-		must(t, err)
+		set(old + "z")
 		return old + "x", nil
 	})
 	if !errors.Is(err, statestore.ErrConflict) || calls != 5 {
