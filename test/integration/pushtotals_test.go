@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/agentenv/watchdog/internal/promtest"
@@ -22,44 +21,28 @@ import (
 )
 
 // TestPushedCountersRiseAcrossRuns: a sequence of CronJob runs pushes to the real
-// Pushgateway; what Prometheus would scrape from it after each run (its real
-// exposition, a minute apart) is loaded into the real Prometheus, and increase()
-// over the runs equals the number of events: passes, failed passes and observed
-// pass durations, across a failed run and across running totals lost from the
-// state ConfigMap (a counter reset). Before the totals were carried each push held
-// its run's own count, and increase() saw one rise where there were four.
+// Pushgateway, which the real Prometheus scrapes every second (honor_labels, as
+// the docs ask), and increase() over the runs equals the number of events: ok
+// passes, failed passes and observed pass durations, across a failed run and
+// across running totals lost from the state ConfigMap (a counter reset). Before
+// the totals were carried each push held its run's own count, and increase() saw
+// one rise where there were four.
 func TestPushedCountersRiseAcrossRuns(t *testing.T) {
 	pg := startPushgateway(t)
-	prometheus, promtool, err := promtest.Binaries(filepath.Join("..", ".."))
+	prometheus, _, err := promtest.Binaries(filepath.Join("..", ".."))
 	must(t, err)
+	ctx, cancel := testenv.Ctx()
+	defer cancel()
+	prom, err := promtest.StartScraping(ctx, prometheus, strings.TrimPrefix(pg.URL, "http://"), time.Second, t.TempDir())
+	must(t, err)
+	t.Cleanup(func() { _ = prom.Stop() })
+
 	s := newScenario(t, layout{serving: 3, page: fixture(t, "scheduler-metrics-healthy.txt")})
 	flags := []string{"--pushgateway-url", pg.URL, "--pushgateway-job", "wd-test", "--pushgateway-grouping", "namespace=" + s.ns}
-
-	om := &promtest.OpenMetrics{}
-	t0 := time.Now().Add(-time.Hour).Truncate(time.Minute)
-	scrapes := 0
-	scrape := func() {
-		t.Helper()
-		at := t0.Add(time.Duration(scrapes) * time.Minute)
-		scrapes++
-		for name, f := range scrapePushgateway(t, pg) {
-			for _, m := range f.GetMetric() {
-				labels := map[string]string{}
-				for _, l := range m.GetLabel() {
-					labels[l.GetName()] = l.GetValue()
-				}
-				if labels["namespace"] != s.ns {
-					continue
-				}
-				switch f.GetType() {
-				case dto.MetricType_COUNTER:
-					om.Add(name, "unknown", labels, at, m.GetCounter().GetValue())
-				case dto.MetricType_HISTOGRAM:
-					om.Add(name+"_count", "unknown", labels, at, float64(m.GetHistogram().GetSampleCount()))
-				}
-			}
-		}
-	}
+	group := map[string]string{"job": "wd-test", "namespace": s.ns}
+	sel := fmt.Sprintf(`{job="wd-test", namespace=%q`, s.ns)
+	// run checks once and waits until Prometheus has scraped its push (so that
+	// totals lost later cannot take counts Prometheus never saw with them).
 	run := func(extra ...string) {
 		t.Helper()
 		r := s.check(append(flags, extra...)...)
@@ -68,15 +51,28 @@ func TestPushedCountersRiseAcrossRuns(t *testing.T) {
 				t.Fatalf("warning: %s\n%s", w, r.stderr)
 			}
 		}
-		scrape()
+		pushed, ok := scrapePushgateway(t, pg).value("agentenv_watchdog_last_pass_timestamp_seconds", group)
+		if !ok {
+			t.Fatal("nothing pushed")
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			if v, ok := promValue(t, prom.URL, "agentenv_watchdog_last_pass_timestamp_seconds"+sel+"}", time.Now()); ok && v == pushed {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("Prometheus did not scrape the push of %v within 30s\n%s", pushed, prom.Logs())
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
 	}
 
-	run()                                     // ok: the baseline Prometheus first sees
+	run() // ok: the baseline
+	start := time.Now()
+	time.Sleep(1500 * time.Millisecond)       // a scrape of the baseline after start
 	run()                                     // ok
 	run("--nodes-service", "no-such-service") // error
 	run()                                     // ok
-	ctx, cancel := testenv.Ctx()
-	defer cancel()
 	cms := env.Client.CoreV1().ConfigMaps(s.ns)
 	cm, err := cms.Get(ctx, "agentenv-scheduler-watchdog", metav1.GetOptions{})
 	must(t, err)
@@ -89,14 +85,13 @@ func TestPushedCountersRiseAcrossRuns(t *testing.T) {
 	run() // ok
 	run() // ok
 
-	prom, err := promtest.Start(ctx, prometheus, promtool, om.Bytes(), t.TempDir())
-	must(t, err)
-	t.Cleanup(func() { _ = prom.Stop() })
-	// The window starts just after the first scrape: increase() counts the events of
-	// the runs after it, extrapolated over a millisecond.
-	last := t0.Add(time.Duration(scrapes-1) * time.Minute)
-	window := fmt.Sprintf("%dms", (time.Duration(scrapes-1)*time.Minute + time.Millisecond).Milliseconds())
-	sel := fmt.Sprintf(`{job="wd-test", namespace=%q`, s.ns)
+	// The window runs from just before the first scrape after start (the baseline)
+	// to the last scrape: every series is sampled at the scrapes' times, and
+	// increase() extrapolates over a millisecond only.
+	scrapes := promSampleTimes(t, prom.URL, "agentenv_watchdog_passes_total"+sel+`, result="ok"}`, start, time.Now())
+	first, last := scrapes[0], scrapes[len(scrapes)-1]
+	end := last
+	window := fmt.Sprintf("%dms", last.Sub(first).Milliseconds()+1)
 	for _, c := range []struct {
 		series string
 		want   float64
@@ -107,16 +102,46 @@ func TestPushedCountersRiseAcrossRuns(t *testing.T) {
 		{`agentenv_watchdog_restarts_total` + sel + `, outcome="done"}`, 0},
 	} {
 		q := fmt.Sprintf("sum(increase(%s[%s]))", c.series, window)
-		if got := promQuery(t, prom.URL, q, last); math.Abs(got-c.want) > 0.01 {
-			t.Errorf("%s = %v, want %v", q, got, c.want)
+		got, ok := promValue(t, prom.URL, q, end)
+		if !ok || math.Abs(got-c.want) > 0.01 {
+			t.Errorf("%s = %v (present %v), want %v", q, got, ok, c.want)
+		} else {
+			t.Logf("%s = %.3f", q, got)
 		}
 	}
 }
 
-// promQuery is the single value of an instant query at at.
-func promQuery(t *testing.T, base, q string, at time.Time) float64 {
+// promSampleTimes are the times of the samples of series q from after since to at.
+func promSampleTimes(t *testing.T, base, q string, since, at time.Time) []time.Time {
 	t.Helper()
-	u := base + "/api/v1/query?" + url.Values{"query": {q}, "time": {strconv.FormatInt(at.Unix(), 10)}}.Encode()
+	r := fmt.Sprintf("%s[%dms]", q, at.Sub(since).Milliseconds())
+	var out struct {
+		Status string `json:"status"`
+		Data   struct {
+			Result []struct {
+				Values [][2]any `json:"values"`
+			} `json:"result"`
+		} `json:"data"`
+	}
+	promGet(t, base, r, at, &out)
+	if out.Status != "success" || len(out.Data.Result) != 1 || len(out.Data.Result[0].Values) < 2 {
+		t.Fatalf("%s: %+v", r, out)
+	}
+	var ts []time.Time
+	for _, v := range out.Data.Result[0].Values {
+		sec, ok := v[0].(float64)
+		if !ok {
+			t.Fatalf("%s: sample time %v", r, v[0])
+		}
+		ts = append(ts, time.UnixMilli(int64(math.Round(sec*1000))))
+	}
+	return ts
+}
+
+// promGet decodes the answer to an instant query q at at into out.
+func promGet(t *testing.T, base, q string, at time.Time, out any) {
+	t.Helper()
+	u := base + "/api/v1/query?" + url.Values{"query": {q}, "time": {strconv.FormatFloat(float64(at.UnixMilli())/1000, 'f', 3, 64)}}.Encode()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
@@ -124,6 +149,13 @@ func promQuery(t *testing.T, base, q string, at time.Time) float64 {
 	resp, err := http.DefaultClient.Do(req)
 	must(t, err)
 	defer resp.Body.Close()
+	must(t, json.NewDecoder(resp.Body).Decode(out))
+}
+
+// promValue is the single value of an instant query at at; ok is false when the
+// result is empty.
+func promValue(t *testing.T, base, q string, at time.Time) (float64, bool) {
+	t.Helper()
 	var out struct {
 		Status string `json:"status"`
 		Error  string `json:"error"`
@@ -133,11 +165,14 @@ func promQuery(t *testing.T, base, q string, at time.Time) float64 {
 			} `json:"result"`
 		} `json:"data"`
 	}
-	must(t, json.NewDecoder(resp.Body).Decode(&out))
-	if out.Status != "success" || len(out.Data.Result) != 1 {
+	promGet(t, base, q, at, &out)
+	if out.Status != "success" || len(out.Data.Result) > 1 {
 		t.Fatalf("%s: %s %s %+v", q, out.Status, out.Error, out.Data.Result)
+	}
+	if len(out.Data.Result) == 0 {
+		return 0, false
 	}
 	v, err := strconv.ParseFloat(fmt.Sprint(out.Data.Result[0].Value[1]), 64)
 	must(t, err)
-	return v
+	return v, true
 }
