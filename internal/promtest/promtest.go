@@ -1,6 +1,7 @@
 // Package promtest runs a real Prometheus server on loopback over synthetic history:
 // written as OpenMetrics, imported with `promtool tsdb create-blocks-from
-// openmetrics`, queried through Prometheus' own HTTP API. Both binaries are built
+// openmetrics`, queried through Prometheus' own HTTP API; or scraping a live target
+// (StartScraping). Both binaries are built
 // from the Prometheus module by hack/prometheus.sh.
 package promtest
 
@@ -66,8 +67,22 @@ func Start(ctx context.Context, prometheus, promtool string, history []byte, dir
 	if out, err := exec.CommandContext(ictx, promtool, "tsdb", "create-blocks-from", "openmetrics", input, data).CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("promtool tsdb create-blocks-from openmetrics: %w\n%s", err, tail(out))
 	}
-	config := filepath.Join(dir, "prometheus.yml")
-	if err := os.WriteFile(config, []byte("global:\n  scrape_interval: 1m\n"), 0o600); err != nil {
+	return serve(ctx, prometheus, "global:\n  scrape_interval: 1m\n", dir, data)
+}
+
+// StartScraping starts prometheus with an empty TSDB under dir, scraping target
+// (host:port, /metrics) every interval with honor_labels, as a Pushgateway is
+// scraped, and returns once it is ready.
+func StartScraping(ctx context.Context, prometheus, target string, interval time.Duration, dir string) (*Server, error) {
+	config := fmt.Sprintf("global:\n  scrape_interval: %s\n  scrape_timeout: %s\nscrape_configs:\n  - job_name: pushgateway\n    honor_labels: true\n    static_configs:\n      - targets: [%q]\n",
+		interval, interval, target)
+	return serve(ctx, prometheus, config, dir, filepath.Join(dir, "data"))
+}
+
+// serve starts prometheus with config on the TSDB at data.
+func serve(ctx context.Context, prometheus, config, dir, data string) (*Server, error) {
+	path := filepath.Join(dir, "prometheus.yml")
+	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
 		return nil, err
 	}
 	addr, err := freeAddr()
@@ -76,7 +91,7 @@ func Start(ctx context.Context, prometheus, promtool string, history []byte, dir
 	}
 	s := &Server{URL: "http://" + addr, logs: &syncBuffer{}, done: make(chan error, 1)}
 	s.cmd = exec.Command(prometheus, //nolint:gosec // the Prometheus binary the tests built
-		"--config.file="+config,
+		"--config.file="+path,
 		"--storage.tsdb.path="+data,
 		// Imported history must outlive the server's retention check, whatever its age.
 		"--storage.tsdb.retention.time=3650d",

@@ -100,7 +100,8 @@ and exits 0 or 2 without any API call.`,
 			rep, runErr := p.runner.Run(ctx)
 			pingHeartbeat(ctx, &f.alerts, runErr, f.check.DryRun, p.log)
 			// Its own deadline: a pass that used all of --timeout still reports.
-			if err := f.push.push(cmd.Context(), rep, runErr, clk.Since(start), p.sinkNames(), f.check.DryRun); err != nil {
+			if err := f.push.push(cmd.Context(), rep, runErr, clk.Since(start), p.sinkNames(), f.check.DryRun,
+				&statestore.Store{Client: p.client, Namespace: f.cluster.Namespace, Name: f.cluster.StateConfigMap}); err != nil {
 				p.log.Warn().Str("error", err.Error()).Msg("metrics push failed")
 				rep.Warnings = append(rep.Warnings, err.Error())
 			}

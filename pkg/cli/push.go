@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"fmt"
 	"net/url"
 	"regexp"
 	"time"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/agentenv/watchdog/pkg/check"
 	"github.com/agentenv/watchdog/pkg/metrics"
+	"github.com/agentenv/watchdog/pkg/statestore"
 )
 
 // PushOptions send a one-shot run's metrics to a Pushgateway (CronJob mode has no
@@ -56,14 +56,16 @@ func (o *PushOptions) Validate() error {
 // push sends the run's metrics, when a Pushgateway is configured and the run is
 // not a dry run (which must leave no trace). A failure is a warning in the report:
 // the run itself did its job.
-func (o *PushOptions) push(ctx context.Context, rep *check.Report, runErr error, took time.Duration, sinks []string, dryRun bool) error {
+// The pushed counters carry running totals kept under statestore.MetricsKey in
+// store's ConfigMap (metrics.Push says how).
+func (o *PushOptions) push(ctx context.Context, rep *check.Report, runErr error, took time.Duration, sinks []string, dryRun bool, store *statestore.Store) error {
 	if o.URL == "" || dryRun {
 		return nil
 	}
 	m := metrics.New(metrics.Options{Sinks: sinks})
 	m.Observe(rep, runErr, took, time.Now())
-	if err := m.Push(ctx, metrics.PushConfig{URL: o.URL, Job: o.Job, Grouping: o.Grouping, Timeout: o.Timeout}); err != nil {
-		return fmt.Errorf("metrics not pushed: %w", err)
-	}
-	return nil
+	return m.Push(ctx, metrics.PushConfig{URL: o.URL, Job: o.Job, Grouping: o.Grouping, Timeout: o.Timeout,
+		Totals: func(ctx context.Context, f func(string) (string, error)) error {
+			return store.UpdateKey(ctx, statestore.MetricsKey, f)
+		}})
 }

@@ -1,9 +1,9 @@
 // Package metrics holds the watchdog's own Prometheus metrics: one set of families
 // for both modes. `watchdog run` serves them (with the Go and process collectors);
 // `watchdog check` pushes them to a Pushgateway after its pass (push.go), so the
-// same rules read either mode. Served counters are totals since the process
-// started; pushed ones are the run's own counts, which the chart's rules sum per
-// run (docs/monitoring.md, "Counters in each mode").
+// same rules and dashboard read either mode. Counters are counters in both:
+// served ones are totals since the process started, pushed ones running totals
+// over the runs (totals.go; docs/monitoring.md, "Counters in each mode").
 package metrics
 
 import (

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -21,6 +22,10 @@ type PushConfig struct {
 	Job      string
 	Grouping map[string]string
 	Timeout  time.Duration
+	// Totals rewrites the stored running totals (metrics.json in the state
+	// ConfigMap): it calls f with the stored value and stores what f returns,
+	// calling f again after a lost race.
+	Totals func(ctx context.Context, f func(old string) (string, error)) error
 }
 
 // maxPushAnswer bounds what is read of the Pushgateway's answer (its error
@@ -28,28 +33,61 @@ type PushConfig struct {
 const maxPushAnswer = 4 << 10
 
 // Push sends the metrics of a finished run to a Pushgateway with client_golang's
-// pusher. Its counters hold this run's counts, not totals over runs: queries count
-// them per run by the pushed last-pass timestamp (docs/monitoring.md). It POSTs (push.Add): the families sent replace theirs in the group and the
+// pusher. Its counters (and the histogram) carry the totals of every run before:
+// this run's counts are added to the stored running totals, which are saved
+// before the push, so a pushed total never runs ahead of the saved one (a push
+// that fails after the save is caught up by the next run's). When the totals
+// cannot be saved, the counters are not pushed at all and the group keeps the
+// last totals pushed: this run's counts are lost, never counted twice. An
+// unreadable stored copy starts the totals over from this run, which Prometheus
+// reads as a counter reset (increase() counts this run's counts).
+//
+// It POSTs (push.Add): the families sent replace theirs in the group and the
 // others stay, so a failed run, which sends no last-successful-pass time, leaves
 // the one of the last run that succeeded. The leader gauge is not sent: a one-shot
-// run elects nobody.
+// run elects nobody. The returned error joins every problem; the push may have
+// happened despite it.
 func (m *Metrics) Push(ctx context.Context, c PushConfig) error {
 	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
 	defer cancel()
+	fams, err := m.pushed()
+	if err != nil {
+		return fmt.Errorf("metrics not pushed: gather: %w", err)
+	}
+	var problems []error
+	if c.Totals != nil {
+		run := countsOf(fams)
+		var totals Totals
+		err := c.Totals(ctx, func(old string) (string, error) {
+			prev, err := DecodeTotals(old)
+			if err != nil {
+				problems = append(problems, fmt.Errorf("%w: counted over from this run (a counter reset to Prometheus)", err))
+				prev = Totals{}
+			}
+			totals = prev.Plus(run)
+			return totals.Encode()
+		})
+		if err != nil {
+			problems = append(problems, fmt.Errorf("counters not pushed (the Pushgateway keeps the last totals; this run's counts are lost): save their running totals: %w", err))
+			fams = dropCumulative(fams)
+		} else {
+			carry(fams, totals)
+		}
+	}
 	// The Pushgateway answers nothing but a status and a short error: its answer
 	// is read up to maxPushAnswer bytes, and a redirect is refused.
 	client := httpbound.Client(nil, maxPushAnswer)
 	client.Timeout = c.Timeout
 	p := push.New(c.URL, c.Job).
-		Gatherer(prometheus.GathererFunc(m.pushed)).
+		Gatherer(prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) { return fams, nil })).
 		Client(client)
 	for k, v := range c.Grouping {
 		p = p.Grouping(k, v)
 	}
 	if err := p.AddContext(ctx); err != nil {
-		return fmt.Errorf("push metrics to the Pushgateway: %w", err)
+		problems = append(problems, fmt.Errorf("metrics not pushed: push to the Pushgateway: %w", err))
 	}
-	return nil
+	return errors.Join(problems...)
 }
 
 // pushed gathers what Push sends.

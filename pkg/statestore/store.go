@@ -23,7 +23,16 @@ const (
 	// CorruptKey keeps the last unreadable document for a human to look at, so that
 	// recovering from it loses nothing.
 	CorruptKey = "state.unreadable.json"
+	// MetricsKey keeps the running totals of the counters a CronJob run pushes
+	// (pkg/metrics), beside the state document and apart from it: the pass never
+	// reads them, and a lost or reset copy only starts the totals over, which
+	// Prometheus reads as a counter reset.
+	MetricsKey = "metrics.json"
 )
+
+// maxKeyAttempts bounds UpdateKey's read-modify-write retries: writers of the
+// state ConfigMap are a CronJob run and the odd hand-run check.
+const maxKeyAttempts = 5
 
 // ErrConflict means another writer changed the ConfigMap since it was read.
 var ErrConflict = errors.New("state ConfigMap changed since it was read")
@@ -119,6 +128,62 @@ func (st *Store) Save(ctx context.Context, snap *Snapshot, s *state.State, now t
 	return nil
 }
 
+// UpdateKey rewrites one key of the state ConfigMap with f, which gets the key's
+// current value ("" when absent) and returns the new one; the state document and
+// the other keys are written back as read. The ConfigMap is created when missing.
+// A lost race reads again and calls f again (so f must not keep what it computed
+// from an older value), up to maxKeyAttempts times.
+func (st *Store) UpdateKey(ctx context.Context, key string, f func(old string) (string, error)) error {
+	where := fmt.Sprintf("state ConfigMap %s/%s key %s", st.Namespace, st.Name, key)
+	var err error
+	for range maxKeyAttempts {
+		var cm *corev1.ConfigMap
+		cm, err = st.Client.GetConfigMap(ctx, st.Namespace, st.Name)
+		exists := err == nil
+		if apierrors.IsNotFound(err) {
+			cm, err = newConfigMap(st.Namespace, st.Name), nil
+		}
+		if err != nil {
+			return fmt.Errorf("read %s: %w", where, err)
+		}
+		if cm.Data == nil {
+			cm.Data = map[string]string{}
+		}
+		v, ferr := f(cm.Data[key])
+		if ferr != nil {
+			return fmt.Errorf("%s: %w", where, ferr)
+		}
+		cm.Data[key] = v
+		if exists {
+			_, err = st.Client.UpdateConfigMap(ctx, cm, metav1.UpdateOptions{FieldManager: "watchdog"})
+		} else {
+			_, err = st.Client.CreateConfigMap(ctx, cm, metav1.CreateOptions{FieldManager: "watchdog"})
+		}
+		if err == nil {
+			return nil
+		}
+		if !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("write %s: %w", where, err)
+		}
+	}
+	return fmt.Errorf("write %s: lost the race %d times: %w (%w)", where, maxKeyAttempts, ErrConflict, err)
+}
+
+// newConfigMap is an empty state ConfigMap, labelled as the watchdog creates it.
+func newConfigMap(namespace, name string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      name,
+			Namespace: namespace,
+			Labels: map[string]string{
+				"app.kubernetes.io/name":      "agentenv-scheduler-watchdog",
+				"app.kubernetes.io/component": "state",
+			},
+		},
+		Data: map[string]string{},
+	}
+}
+
 // configMapOf is the ConfigMap that writes s over what snap read: a new one if
 // snap saw none, else a copy of the one read, with its resourceVersion.
 func configMapOf(snap *Snapshot, s *state.State, now time.Time, namespace, name string) (*corev1.ConfigMap, error) {
@@ -129,17 +194,7 @@ func configMapOf(snap *Snapshot, s *state.State, now time.Time, namespace, name 
 	}
 	var cm *corev1.ConfigMap
 	if snap.configMap == nil {
-		cm = &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{
-				Name:      name,
-				Namespace: namespace,
-				Labels: map[string]string{
-					"app.kubernetes.io/name":      "agentenv-scheduler-watchdog",
-					"app.kubernetes.io/component": "state",
-				},
-			},
-			Data: map[string]string{},
-		}
+		cm = newConfigMap(namespace, name)
 	} else {
 		cm = snap.configMap.DeepCopy()
 		if cm.Data == nil {

@@ -34,11 +34,14 @@ import (
 var operatorAPIs = []string{"--api-versions", "monitoring.coreos.com/v1/PodMonitor", "--api-versions", "monitoring.coreos.com/v1/PrometheusRule"}
 
 const (
+	// mainDocs is the runbook base the promtool tests' expected annotations name
+	// (the default, the installed version's docs, is TestRunbookLinksDefaultToTheInstalledVersion's).
+	mainDocs = "https://github.com/agentenv/watchdog/blob/main/docs/monitoring.md"
 	// Every monitoring object on, in each mode, with the scheduler's rules too.
-	monitoringRun  = "mode: deployment\nmonitoring: {podMonitor: {enabled: true}, prometheusRule: {enabled: true, scheduler: {enabled: true}}, dashboard: {enabled: true}}"
-	monitoringCron = "monitoring: {podMonitor: {enabled: true}, prometheusRule: {enabled: true, scheduler: {enabled: true}}, dashboard: {enabled: true}}"
+	monitoringRun  = "mode: deployment\nmonitoring: {podMonitor: {enabled: true}, prometheusRule: {enabled: true, scheduler: {enabled: true}, runbookBaseURL: '" + mainDocs + "'}, dashboard: {enabled: true}}"
+	monitoringCron = "monitoring: {podMonitor: {enabled: true}, prometheusRule: {enabled: true, scheduler: {enabled: true}, runbookBaseURL: '" + mainDocs + "'}, dashboard: {enabled: true}}"
 	// CronJob runs pushing their metrics: the rules on the watchdog's metrics too.
-	monitoringPushed = "monitoring: {pushgateway: {url: 'http://pushgateway.monitoring:9091'}, prometheusRule: {enabled: true, scheduler: {enabled: true}}, dashboard: {enabled: true}}"
+	monitoringPushed = "monitoring: {pushgateway: {url: 'http://pushgateway.monitoring:9091'}, prometheusRule: {enabled: true, scheduler: {enabled: true}, runbookBaseURL: '" + mainDocs + "'}, dashboard: {enabled: true}}"
 )
 
 // tool returns the path in $envVar, else what `hack/<script> --print` prints. A missing
@@ -327,12 +330,49 @@ func checkAlertMetadata(t *testing.T, r rule, doc string) {
 			t.Errorf("%s: no %s annotation", r.Alert, a)
 		}
 	}
-	want := "https://github.com/agentenv/watchdog/blob/main/docs/monitoring.md#" + strings.ToLower(r.Alert)
+	want := mainDocs + "#" + strings.ToLower(r.Alert)
 	if r.Annotations["runbook_url"] != want {
 		t.Errorf("%s: runbook_url %q, want %q", r.Alert, r.Annotations["runbook_url"], want)
 	}
 	if !regexp.MustCompile(`(?m)^#+ ` + regexp.QuoteMeta(r.Alert) + `$`).MatchString(doc) {
 		t.Errorf("docs/monitoring.md has no heading %q (the runbook_url's anchor)", r.Alert)
+	}
+}
+
+// TestRunbookLinksDefaultToTheInstalledVersion: by default every alert links to its
+// section of docs/monitoring.md at the release tag of the chart's appVersion
+// (v<appVersion>, docs/versioning.md), whose heading exists in this checkout's
+// docs (checkAlertMetadata); monitoring.prometheusRule.runbookBaseURL replaces it.
+func TestRunbookLinksDefaultToTheInstalledVersion(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(chartDir, "Chart.yaml"))
+	must(t, err)
+	var chart struct {
+		AppVersion string `json:"appVersion"`
+	}
+	must(t, utilyaml.Unmarshal(raw, &chart))
+	if chart.AppVersion == "" {
+		t.Fatal("Chart.yaml has no appVersion")
+	}
+	base := "https://github.com/agentenv/watchdog/blob/v" + chart.AppVersion + "/docs/monitoring.md"
+	dir := t.TempDir()
+	for values, want := range map[string]string{
+		"mode: deployment\nmonitoring: {prometheusRule: {enabled: true, scheduler: {enabled: true}}}":                                   base,
+		"monitoring: {pushgateway: {url: 'http://pg:9091'}, prometheusRule: {enabled: true}}":                                           base,
+		"mode: deployment\nmonitoring: {prometheusRule: {enabled: true, runbookBaseURL: 'https://wiki.example.com/watchdog/runbook/'}}": "https://wiki.example.com/watchdog/runbook",
+	} {
+		_, groups := rulesFile(t, values, dir)
+		n := 0
+		for _, g := range groups.Groups {
+			for _, r := range g.Rules {
+				n++
+				if got := r.Annotations["runbook_url"]; got != want+"#"+strings.ToLower(r.Alert) {
+					t.Errorf("%s: %s runbook_url %q, want %q", values, r.Alert, got, want+"#"+strings.ToLower(r.Alert))
+				}
+			}
+		}
+		if n == 0 {
+			t.Errorf("%s: no rules", values)
+		}
 	}
 }
 
@@ -365,17 +405,15 @@ func TestPrometheusRuleFollowsValues(t *testing.T) {
 	if got := alerts["AgentenvWatchdogRestartBudgetSpent"].Expr; strings.Contains(got, "last_pass_timestamp") {
 		t.Errorf("deployment mode counts served counters by runs: %q", got)
 	}
-	// Pushed counts are summed per run, each run told by its timestamp, which the
-	// selector and the window reach too (counters.test.yaml and pushed.test.yaml
-	// replay the two forms).
+	// Pushed counters are running totals: increase() on them, with the selector and
+	// the window the values give, and nothing read from the runs' timestamps
+	// (pushed.test.yaml replays it).
 	_, groups = rulesFile(t, "restart: {maxRestarts: 5, window: 2h}\nmonitoring: {pushgateway: {url: 'http://pg:9091'}, prometheusRule: {enabled: true, watchdogSelector: 'job=\"custom\"'}}", dir)
 	for _, g := range groups.Groups {
 		for _, r := range g.Rules {
 			if r.Alert == "AgentenvWatchdogRestartBudgetSpent" {
-				for _, want := range []string{`max_over_time(agentenv_watchdog_last_pass_timestamp_seconds{job="custom"}[7200s] offset 1m)`, `[7200s:1m]`, `outcome="done"}`} {
-					if !strings.Contains(r.Expr, want) {
-						t.Errorf("pushed budget alert: expr %q lacks %q", r.Expr, want)
-					}
+				if want := `sum by (namespace, job) (increase(agentenv_watchdog_restarts_total{job="custom", outcome="done"}[7200s])) >= 5`; r.Expr != want {
+					t.Errorf("pushed budget alert: expr %q, want %q", r.Expr, want)
 				}
 			}
 		}
@@ -431,7 +469,10 @@ type dashboard struct {
 			Name       string          `json:"name"`
 			Type       string          `json:"type"`
 			Query      json.RawMessage `json:"query"`
+			Definition string          `json:"definition"`
 			Datasource *datasourceRef  `json:"datasource"`
+			IncludeAll bool            `json:"includeAll"`
+			AllValue   string          `json:"allValue"`
 		} `json:"list"`
 	} `json:"templating"`
 }
@@ -478,6 +519,7 @@ func TestDashboardWellFormed(t *testing.T) {
 	if !dsVar {
 		t.Error("no `datasource` variable of type datasource for Prometheus")
 	}
+	checkClusterVariable(t, &d)
 	ids := map[int]bool{}
 	queries := 0
 	for _, p := range d.Panels {
@@ -530,6 +572,41 @@ func TestDashboardWellFormed(t *testing.T) {
 	cm = dashboardConfigMaps(render(t, "monitoring: {dashboard: {enabled: true}}"))[0]
 	if cm.GetNamespace() != renderNamespace || cm.GetLabels()["grafana_dashboard"] != "1" {
 		t.Errorf("default: ConfigMap in %q with labels %v, want the release namespace and grafana_dashboard=1", cm.GetNamespace(), cm.GetLabels())
+	}
+}
+
+// checkClusterVariable: a `cluster` variable (one Grafana over the Prometheus of many
+// clusters, or a Thanos or Mimir holding them all) whose "All" also matches series
+// without a cluster label (a single Prometheus), and every query of the dashboard,
+// panels and the variables after it, selects $cluster.
+func checkClusterVariable(t *testing.T, d *dashboard) {
+	t.Helper()
+	seen := false
+	for _, v := range d.Templating.List {
+		switch {
+		case v.Name == "cluster":
+			seen = true
+			if v.Type != "query" || !v.IncludeAll || v.AllValue != ".*" || !strings.Contains(string(v.Query), ", cluster)") {
+				t.Errorf("cluster variable: type %q, includeAll %v, allValue %q, query %s: want label_values(..., cluster) with All = .*", v.Type, v.IncludeAll, v.AllValue, v.Query)
+			}
+		case v.Type == "query":
+			if !seen || !strings.Contains(string(v.Query), `cluster=~\"$cluster\"`) || !strings.Contains(v.Definition, `cluster=~"$cluster"`) {
+				t.Errorf("variable %s does not follow the cluster variable: %s", v.Name, v.Query)
+			}
+		}
+	}
+	if !seen {
+		t.Error("no `cluster` variable")
+	}
+	sel := regexp.MustCompile(`\{[^}]*\}`)
+	for _, p := range d.Panels {
+		for _, tg := range p.Targets {
+			for _, m := range sel.FindAllString(tg.Expr, -1) {
+				if !strings.Contains(m, `cluster=~"$cluster"`) {
+					t.Errorf("panel %q target %s: selector %s lacks cluster=~\"$cluster\"", p.Title, tg.RefID, m)
+				}
+			}
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -49,4 +50,67 @@ func TestStateStoreContract(t *testing.T) {
 			},
 		}
 	})
+}
+
+// TestStateStoreUpdateKey: one key of the state ConfigMap rewritten on the real API
+// server: the ConfigMap created when missing, the state document and other keys
+// kept, a write that lost a race to another writer done again over the winner's
+// value, and an endless race given up with ErrConflict.
+func TestStateStoreUpdateKey(t *testing.T) {
+	client, err := kube.New(env.Config)
+	must(t, err)
+	ctx, cancel := testenv.Ctx()
+	defer cancel()
+	ns, err := env.CreateNamespace(ctx, "key")
+	must(t, err)
+	const name, key = "agentenv-scheduler-watchdog", statestore.MetricsKey
+	cms := env.Client.CoreV1().ConfigMaps(ns)
+	st := &statestore.Store{Client: client, Namespace: ns, Name: name}
+	data := func() map[string]string {
+		cm, err := cms.Get(ctx, name, metav1.GetOptions{})
+		must(t, err)
+		return cm.Data
+	}
+	appendX := func(old string) (string, error) { return old + "x", nil }
+	// set writes the key as another writer would.
+	set := func(v string) {
+		cm, err := cms.Get(ctx, name, metav1.GetOptions{})
+		must(t, err)
+		cm.Data[key] = v
+		_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
+		must(t, err)
+	}
+
+	must(t, st.UpdateKey(ctx, key, appendX)) // no ConfigMap yet
+	if d := data(); d[key] != "x" {
+		t.Fatalf("after a create: %v", d)
+	}
+	cm, err := cms.Get(ctx, name, metav1.GetOptions{})
+	must(t, err)
+	cm.Data[statestore.DataKey] = `{"version":2}`
+	_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
+	must(t, err)
+
+	// Another writer changes the key between this one's read and write.
+	raced := false
+	must(t, st.UpdateKey(ctx, key, func(old string) (string, error) {
+		if !raced {
+			raced = true
+			set(old + "y")
+		}
+		return old + "x", nil
+	}))
+	if d := data(); d[key] != "xyx" || d[statestore.DataKey] != `{"version":2}` {
+		t.Errorf("after a lost race: %v, want %s=xyx and the state document kept", d, key)
+	}
+
+	calls := 0
+	err = st.UpdateKey(ctx, key, func(old string) (string, error) {
+		calls++
+		set(old + "z")
+		return old + "x", nil
+	})
+	if !errors.Is(err, statestore.ErrConflict) || calls != 5 {
+		t.Errorf("an endless race: %v after %d attempts, want ErrConflict after 5", err, calls)
+	}
 }

@@ -51,30 +51,29 @@ the metrics through the chart's Service, and the cluster serves the CRD. */}}
 {{- default (printf "namespace=%q" (include "watchdog.watchNamespace" .)) .Values.monitoring.prometheusRule.scheduler.selector -}}
 {{- end -}}
 
-{{/* The runbook_url of an alert: the base URL and the alert's name in lower case. */}}
+{{/* The runbook_url of an alert: the base URL and the alert's name in lower case. The
+default base is docs/monitoring.md of the installed version (its release tag,
+v<appVersion>), which exists for as long as the release does and describes the rules
+this chart renders, where main may have moved on. */}}
 {{- define "watchdog.runbook" -}}
-{{- printf "%s#%s" (trimSuffix "/" .root.Values.monitoring.prometheusRule.runbookBaseURL) (lower .alert) -}}
+{{- $base := .root.Values.monitoring.prometheusRule.runbookBaseURL | default (printf "https://github.com/agentenv/watchdog/blob/v%s/docs/monitoring.md" .root.Chart.AppVersion) -}}
+{{- printf "%s#%s" (trimSuffix "/" $base) (lower .alert) -}}
 {{- end -}}
 
-{{/* watchdog.promCount: how many times a counter of the watchdog counted within a
-window, per series; the two modes export counters differently (docs/monitoring.md,
-"Counters in each mode").
+{{/* watchdog.promCount: how much a counter of the watchdog rose within a window, per
+series. Counters only grow in both modes (docs/monitoring.md, "Counters in each mode"):
+`watchdog run` serves totals since its start, and each CronJob run pushes running
+totals kept in the state ConfigMap. Both are counted with increase().
 
-`watchdog run` serves counters that only grow: increase(), where a series Prometheus
-did not have one window ago counts with its whole value (set operators match series
-ignoring the metric name, so each series is counted once).
-
-Each CronJob run pushes its own counts (0 or 1 restarts, its failed deliveries),
-which replace the previous run's in the Pushgateway group, and its
-agentenv_watchdog_last_pass_timestamp_seconds, a value no earlier run had. A run's
-counts are added once, at the one-minute step where its timestamp is first seen, i.e.
-is above every timestamp of the window before that step: a run seen again after a
-failed scrape (staleness) or a Pushgateway restart is not counted twice, and the
-first run ever pushed counts. */}}
+With `watchdog run`, a series Prometheus did not have one window ago also counts with
+its whole value (watchdogs before every counter started at 0 created a labelled series
+at its first increment; set operators match series ignoring the metric name, so each
+series is counted once). Not for pushed totals: after failed scrapes of the
+Pushgateway, a series absent one window ago would count every restart since the
+install. */}}
 {{- define "watchdog.promCount" -}}
 {{- if include "watchdog.pushgateway" .root -}}
-{{- $t := printf "agentenv_watchdog_last_pass_timestamp_seconds{%s}" (include "watchdog.promSelector" .root) -}}
-sum_over_time(({{ .series }} and on (namespace, job) ({{ $t }} unless ({{ $t }} <= max_over_time({{ $t }}[{{ .window }}] offset 1m))))[{{ .window }}:1m])
+increase({{ .series }}[{{ .window }}])
 {{- else -}}
 ({{ .series }} unless {{ .series }} offset {{ .window }}) or increase({{ .series }}[{{ .window }}])
 {{- end -}}

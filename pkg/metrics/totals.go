@@ -1,0 +1,138 @@
+package metrics
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	dto "github.com/prometheus/client_model/go"
+)
+
+// Totals are the running totals of the counters a CronJob run pushes, by series
+// (a histogram's count, sum and each bucket are series of their own). They are
+// kept between runs (the state ConfigMap's metrics.json) so that each push carries
+// the counts of every run before it: a pushed `_total` is a counter, and
+// increase() and rate() read it as they read `watchdog run`'s.
+type Totals map[string]float64
+
+// totalsDoc is Totals as stored.
+type totalsDoc struct {
+	Version int                `json:"version"`
+	Series  map[string]float64 `json:"series"`
+}
+
+const totalsVersion = 1
+
+// DecodeTotals reads stored totals; "" is none yet.
+func DecodeTotals(raw string) (Totals, error) {
+	if raw == "" {
+		return Totals{}, nil
+	}
+	var d totalsDoc
+	if err := json.Unmarshal([]byte(raw), &d); err != nil {
+		return nil, fmt.Errorf("running totals: %w", err)
+	}
+	if d.Version != totalsVersion {
+		return nil, fmt.Errorf("running totals: version %d, this watchdog reads %d", d.Version, totalsVersion)
+	}
+	t := Totals{}
+	for k, v := range d.Series {
+		if v < 0 || v != v { // a counter never is; NaN is not equal to itself
+			return nil, fmt.Errorf("running totals: %s = %v", k, v)
+		}
+		t[k] = v
+	}
+	return t, nil
+}
+
+// Encode is t as stored.
+func (t Totals) Encode() (string, error) {
+	b, err := json.Marshal(totalsDoc{Version: totalsVersion, Series: t})
+	return string(b), err
+}
+
+// Plus is t with every series of run added.
+func (t Totals) Plus(run Totals) Totals {
+	out := Totals{}
+	for k, v := range t {
+		out[k] = v
+	}
+	for k, v := range run {
+		out[k] += v
+	}
+	return out
+}
+
+// countsOf are the counter and histogram values of families (one run's counts).
+func countsOf(fams []*dto.MetricFamily) Totals {
+	t := Totals{}
+	eachCounter(fams, func(key string, v *float64) { t[key] = *v })
+	return t
+}
+
+// carry sets every counter and histogram value of families to its total in t.
+func carry(fams []*dto.MetricFamily, t Totals) {
+	eachCounter(fams, func(key string, v *float64) { *v = t[key] })
+}
+
+// eachCounter calls f with the key and value of every cumulative value of families:
+// each counter, and each histogram's count, sum and buckets.
+func eachCounter(fams []*dto.MetricFamily, f func(key string, v *float64)) {
+	for _, fam := range fams {
+		for _, m := range fam.GetMetric() {
+			key := fam.GetName() + labelKey(m.GetLabel())
+			switch fam.GetType() {
+			case dto.MetricType_COUNTER:
+				if c := m.GetCounter(); c != nil && c.Value != nil {
+					f(key, c.Value)
+				}
+			case dto.MetricType_HISTOGRAM:
+				h := m.GetHistogram()
+				if h == nil {
+					continue
+				}
+				count := float64(h.GetSampleCount())
+				f(key+"_count", &count)
+				h.SampleCount = ptr(uint64(count))
+				sum := h.GetSampleSum()
+				f(key+"_sum", &sum)
+				h.SampleSum = &sum
+				for _, b := range h.GetBucket() {
+					n := float64(b.GetCumulativeCount())
+					f(key+"_bucket{le="+strconv.FormatFloat(b.GetUpperBound(), 'g', -1, 64)+"}", &n)
+					b.CumulativeCount = ptr(uint64(n))
+				}
+			}
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// labelKey is a series' labels in a stable order, as {a="x",b="y"}.
+func labelKey(labels []*dto.LabelPair) string {
+	if len(labels) == 0 {
+		return ""
+	}
+	parts := make([]string, 0, len(labels))
+	for _, l := range labels {
+		parts = append(parts, l.GetName()+"="+strconv.Quote(l.GetValue()))
+	}
+	sort.Strings(parts)
+	return "{" + strings.Join(parts, ",") + "}"
+}
+
+// dropCumulative are families without their counters and histograms: pushed so,
+// the Pushgateway group keeps the last totals pushed (push.Add replaces only the
+// families sent).
+func dropCumulative(fams []*dto.MetricFamily) []*dto.MetricFamily {
+	var out []*dto.MetricFamily
+	for _, f := range fams {
+		if t := f.GetType(); t != dto.MetricType_COUNTER && t != dto.MetricType_HISTOGRAM {
+			out = append(out, f)
+		}
+	}
+	return out
+}
