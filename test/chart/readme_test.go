@@ -3,6 +3,7 @@ package chart
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -37,13 +38,16 @@ func TestReadmeUninstallNamesWhatStays(t *testing.T) {
 	section, _, _ = strings.Cut(section, "\n## ")
 	section = strings.Join(strings.Fields(section), " ") // names may wrap
 	var kept []string
-	for _, o := range render(t, "").objs {
-		if o.GetAnnotations()["helm.sh/resource-policy"] == "keep" {
-			kept = append(kept, o.GetName())
+	// By default, and with every value that keeps more (the evidence, for a post-mortem).
+	for _, values := range []string{"", "evidence:\n  keepAfterUninstall: true\n"} {
+		for _, o := range render(t, values).objs {
+			if o.GetAnnotations()["helm.sh/resource-policy"] == "keep" && !slices.Contains(kept, o.GetName()) {
+				kept = append(kept, o.GetName())
+			}
 		}
 	}
 	if len(kept) < 2 {
-		t.Fatalf("kept objects %v: want the state and evidence ConfigMaps at least", kept)
+		t.Fatalf("kept objects %v: want the state and (when kept) the evidence ConfigMap at least", kept)
 	}
 	for _, name := range append(kept, "watchdog-agentenv-scheduler-watchdog-doctor") {
 		if !strings.Contains(section, name) {
