@@ -16,7 +16,7 @@ LDFLAGS := -s -w \
 	-X github.com/agentenv/watchdog/pkg/version.Commit=$(COMMIT) \
 	-X github.com/agentenv/watchdog/pkg/version.Date=$(DATE)
 
-.PHONY: node cluster cluster-down e2e all build test unit vet fmt-check control-plane tools alertmanager pushgateway monitoring-tools chart-test lint-chart chart-readme event-docs demo bench lint lint-tools vulndb-refresh fuzz binaries image dist chart-package release-check sbom-tool push push-needs-registry
+.PHONY: node cluster cluster-down e2e all build test unit vet fmt-check control-plane tools alertmanager pushgateway monitoring-tools chart-test lint-chart chart-readme event-docs cli-docs demo bench lint lint-tools vulndb-refresh fuzz binaries image dist chart-package release-check sbom-tool push push-needs-registry
 
 all: build
 
@@ -75,6 +75,10 @@ chart-readme:
 ## event-docs: regenerate the event tables of README.md and docs/alerts.md from pkg/alert/events.go (make test fails while they are stale)
 event-docs:
 	go run ./hack/event-docs
+
+## cli-docs: regenerate the command-line reference, docs/cli/, from the commands with cobra's doc generator (make test fails while it is stale)
+cli-docs:
+	go run ./hack/cli-docs
 
 ## node: build and cache kube-controller-manager, kube-scheduler, kubelet and kube-proxy for the real node (first build: docs/performance.md)
 node:

@@ -98,7 +98,7 @@ func TestRuleAlertnamesNotPushed(t *testing.T) {
 	}
 }
 
-// TestRoutingExampleOnePagePerProblem runs the README's routing example, as written
+// TestRoutingExampleOnePagePerProblem runs the routing example of docs/alerts.md, as written
 // (only receivers and the root group_wait added), in a real Alertmanager: for each
 // problem the watchdog pushes its alert and the chart's rules fire for the same pod,
 // with the labels the rendered PrometheusRule gives them; exactly one notification
@@ -214,14 +214,14 @@ func TestRoutingExampleOnePagePerProblem(t *testing.T) {
 	}
 }
 
-// routingExample is the YAML block after the README's routing-example marker.
+// routingExample is the YAML block after docs/alerts.md's routing-example marker.
 func routingExample(t *testing.T) map[string]any {
 	t.Helper()
-	readme, err := os.ReadFile(filepath.Join(filepath.Dir(filepath.Dir(chartDir)), "README.md"))
+	doc, err := os.ReadFile(filepath.Join(filepath.Dir(filepath.Dir(chartDir)), "docs", "alerts.md"))
 	must(t, err)
-	_, rest, ok := strings.Cut(string(readme), "<!-- routing-example:")
+	_, rest, ok := strings.Cut(string(doc), "<!-- routing-example:")
 	if !ok {
-		t.Fatal("README.md has no routing-example marker")
+		t.Fatal("docs/alerts.md has no routing-example marker")
 	}
 	_, rest, ok = strings.Cut(rest, "```yaml\n")
 	block, _, ok2 := strings.Cut(rest, "```")

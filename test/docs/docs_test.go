@@ -26,7 +26,7 @@ func read(t *testing.T, path string) string {
 func markdownFiles(t *testing.T) []string {
 	t.Helper()
 	var files []string
-	for _, pattern := range []string{"*.md", "docs/*.md", "charts/*/README.md"} {
+	for _, pattern := range []string{"*.md", "docs/*.md", "docs/cli/*.md", "charts/*/README.md"} {
 		m, err := filepath.Glob(filepath.Join(root, pattern))
 		if err != nil {
 			t.Fatal(err)

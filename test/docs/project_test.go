@@ -81,22 +81,49 @@ func TestCompatibilityTableNamesTestedVersions(t *testing.T) {
 	}
 }
 
-// TestReadmeFirstScreen: the README's first lines take an operator from nothing to a
-// watchdog in shadow mode, and upgrade and uninstall; the developer loop stays.
+// TestReadmeFirstScreen: the README is read in one sitting (at most 250 lines), and
+// its operator part, before the documentation links, takes an operator from nothing
+// to a watchdog in shadow mode, through the 3 a.m. page, to upgrade and uninstall;
+// the developer loop stays.
 func TestReadmeFirstScreen(t *testing.T) {
 	lines := strings.Split(read(t, "README.md"), "\n")
-	first := strings.Join(lines[:min(130, len(lines))], "\n")
-	for _, want := range []string{
-		"Kubernetes **1.30", "admissionPolicy.enabled=false", "agentenv-nodes", "9101", "8000",
-		"helm install watchdog oci://ghcr.io/agentenv/charts/agentenv-scheduler-watchdog",
-		"image.digest=sha256:", "decision.shadow=true", "helm test watchdog", "would-restart", "watchdog status", "watchdog backtest",
-		"helm upgrade", "helm uninstall", "SHA256SUMS", "docs/design.md",
-	} {
-		if !strings.Contains(first, want) {
-			t.Errorf("the README's first 130 lines lack %q", want)
-		}
+	if len(lines) > 251 { // the last line ends with a newline
+		t.Errorf("the README has %d lines, more than 250: move the details to docs/", len(lines)-1)
 	}
 	all := strings.Join(lines, "\n")
+	first, _, ok := strings.Cut(all, "\n## Documentation\n")
+	if !ok {
+		t.Fatal("the README has no \"## Documentation\" section of links")
+	}
+	for _, want := range []string{
+		"Kubernetes **1.30", "admissionPolicy.enabled=false", "agentenv-nodes", "9101", "8000",
+		"make push REGISTRY=", "helm install watchdog oci://ghcr.io/agentenv/charts/agentenv-scheduler-watchdog",
+		"image.digest=sha256:", "decision.shadow=true", "helm test watchdog", "would-restart", "watchdog status", "watchdog backtest",
+		"helm upgrade", "helm uninstall", "SHA256SUMS", "docs/design.md", "docs/cli/watchdog.md",
+	} {
+		if !strings.Contains(first, want) {
+			t.Errorf("the README's operator part lacks %q", want)
+		}
+	}
+	// Your own registry comes before the public address: nothing is public yet for
+	// many, and most platform teams mirror anyway.
+	if strings.Index(first, "make push REGISTRY=") > strings.Index(first, "oci://ghcr.io") {
+		t.Error("the README shows the public registry before `make push REGISTRY=...`")
+	}
+	// At 3 a.m. the history and the evidence bundle come first: the last Job's log is
+	// one run, and the restart took the scheduler's log with it.
+	_, page, ok := strings.Cut(first, "\n## The 3 a.m. page\n")
+	if !ok {
+		t.Fatal("the README has no \"## The 3 a.m. page\" section")
+	}
+	page, _, _ = strings.Cut(page, "\n## ")
+	h, e := strings.Index(page, "watchdog history"), strings.Index(page, "--evidence")
+	if h < 0 || e < 0 {
+		t.Errorf("the 3 a.m. page does not start from `watchdog history` and `--evidence`:\n%s", page)
+	}
+	if l := strings.Index(page, "kubectl logs"); l >= 0 && l < h {
+		t.Error("the 3 a.m. page shows a Job's log before `watchdog history`")
+	}
 	for _, want := range []string{"make demo", "make test", "(CONTRIBUTING.md)", "(SECURITY.md)", "(LICENSE)", "(CHANGELOG.md)"} {
 		if !strings.Contains(all, want) {
 			t.Errorf("README lacks %q", want)
