@@ -122,11 +122,12 @@ func (p *Poster) AddSecrets(secrets ...string) {
 const minSecretLen = 4
 
 // An error answer's body: read up to snippetRead bytes, keep snippetKept of them.
-// maxAnswer bounds what is ever read of an answer.
+// maxAnswer bounds what is ever read of an answer: the largest a caller reads,
+// the firing alerts the hold reads (a delivery reads only a snippet).
 const (
 	snippetRead = 4096
 	snippetKept = 256
-	maxAnswer   = 64 << 10
+	maxAnswer   = maxAlertsBody
 )
 
 var (
