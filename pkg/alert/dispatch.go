@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/agentenv/watchdog/pkg/decide"
 	"github.com/agentenv/watchdog/pkg/state"
 )
 
@@ -191,8 +192,10 @@ func (d *Dispatcher) retryOutbox(ctx, sctx context.Context, s *state.State, now 
 	retried := map[string]bool{}
 	kept := s.Outbox[:0]
 	for _, p := range s.Outbox {
-		if p.Attempts == 0 && now.Sub(p.CreatedAt) < d.ReservedFor {
-			kept = append(kept, p) // another run's, being sent by it now
+		if age := now.Sub(p.CreatedAt); p.Attempts == 0 && age < d.ReservedFor && age >= -decide.ClockSkewTolerance {
+			// Another run's, being sent by it now. Dated further ahead, by a run
+			// whose clock ran ahead, it would be held for as long: retried instead.
+			kept = append(kept, p)
 			continue
 		}
 		n, authenticated, err := d.Outbox.open(p)

@@ -69,3 +69,28 @@ func TestADeadReceiverDoesNotStarveTheRunsOwnPage(t *testing.T) {
 		}
 	}
 }
+
+// A page reserved by a run whose clock ran ahead, and left unsent (the run ended
+// before sending), is delivered by the next run: it is held as another run's
+// only while its date is within the clock skew tolerated, as for every entry
+// (a node whose clock ran ahead must not lose the page). Swept over how far
+// ahead: within the tolerance it is still that run's, past it delivered.
+func TestAReservationDatedAheadIsNotHeldForever(t *testing.T) {
+	now := goldenNotification().Time.Add(time.Hour)
+	for _, c := range []struct {
+		ahead time.Duration
+		sent  bool
+	}{{0, false}, {30 * time.Second, false}, {10 * time.Minute, true}, {365 * 24 * time.Hour, true}} {
+		sink := &memorySink{name: "webhook"}
+		d := &Dispatcher{Sinks: []Sink{sink}, Outbox: outboxConfig(outboxKey), ReservedFor: 5 * time.Minute}
+		n := goldenNotification()
+		n.Time = now.Add(c.ahead)
+		s := state.New()
+		d.Reserve(s, []Notification{n}, n.Time)
+		s = reencode(t, s, n.Time)
+		d.Deliver(context.Background(), s, nil, now, false)
+		if sent := len(sink.got()) == 1; sent != c.sent {
+			t.Errorf("reserved %s ahead: sent %t, want %t (outbox %d)", c.ahead, sent, c.sent, len(s.Outbox))
+		}
+	}
+}
