@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/agentenv/watchdog/pkg/decide"
 	"github.com/agentenv/watchdog/pkg/state"
 )
 
@@ -92,7 +93,17 @@ func (d *Dispatcher) Deliver(ctx context.Context, s *state.State, notes []Notifi
 		sctx, cancel = context.WithDeadline(ctx, d.SendBy)
 		defer cancel()
 	}
-	out = append(out, d.retryOutbox(ctx, sctx, s, now)...)
+	// The retries get at most half of what is left of the send window: each may
+	// wait out its whole delivery budget on a receiver that never answers, and
+	// the alerts kept for it must not leave this run's own pages no time for the
+	// sinks that do answer. What is not retried in time stays for the next run.
+	rctx := sctx
+	if deadline, ok := sctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		rctx, cancel = context.WithDeadline(sctx, time.Now().Add(time.Until(deadline)/2))
+		defer cancel()
+	}
+	out = append(out, d.retryOutbox(ctx, rctx, s, now)...)
 	for _, n := range notes {
 		if d.Events != nil {
 			del := Delivery{ID: n.ID, Event: n.Event, Sink: SinkKubernetesEvent, OK: true}
@@ -167,6 +178,7 @@ const maxDeliveredID = 64
 var (
 	errRetriedThisRun   = errors.New("a copy of an entry already retried in this run: each entry is retried at most once per run")
 	errAlreadyDelivered = errors.New("already delivered: an entry put back after its delivery is not sent again")
+	errRetriesOutOfTime = errors.New("not retried in this run: the retries' share of the send window was spent (this run's own alerts keep the rest); kept for the next run")
 )
 
 func (d *Dispatcher) retryOutbox(ctx, sctx context.Context, s *state.State, now time.Time) []Delivery {
@@ -180,8 +192,10 @@ func (d *Dispatcher) retryOutbox(ctx, sctx context.Context, s *state.State, now 
 	retried := map[string]bool{}
 	kept := s.Outbox[:0]
 	for _, p := range s.Outbox {
-		if p.Attempts == 0 && now.Sub(p.CreatedAt) < d.ReservedFor {
-			kept = append(kept, p) // another run's, being sent by it now
+		if age := now.Sub(p.CreatedAt); p.Attempts == 0 && age < d.ReservedFor && age >= -decide.ClockSkewTolerance {
+			// Another run's, being sent by it now. Dated further ahead, by a run
+			// whose clock ran ahead, it would be held for as long: retried instead.
+			kept = append(kept, p)
 			continue
 		}
 		n, authenticated, err := d.Outbox.open(p)
@@ -206,6 +220,7 @@ func (d *Dispatcher) retryOutbox(ctx, sctx context.Context, s *state.State, now 
 			continue
 		}
 		var still []string
+		attempted := false
 		tried := map[string]bool{}
 		for _, name := range p.Sinks {
 			sink := d.sink(name)
@@ -220,6 +235,14 @@ func (d *Dispatcher) retryOutbox(ctx, sctx context.Context, s *state.State, now 
 				// The sink was removed from the configuration: nothing to retry.
 				continue
 			}
+			if sctx.Err() != nil {
+				// The retries' share of the window is spent: kept as it is, not
+				// an attempt (its failures were each reported when they happened).
+				still = append(still, name)
+				out = append(out, Delivery{ID: p.ID, Event: p.Event, Sink: name, Retry: true, Kept: true, Error: errRetriesOutOfTime.Error()})
+				continue
+			}
+			attempted = true
 			del := Delivery{ID: p.ID, Event: p.Event, Sink: name, OK: true, Retry: true, Unauthenticated: !authenticated}
 			if err := sink.Send(sctx, n); err != nil {
 				del.OK, del.Error, del.Kept = false, err.Error(), true
@@ -232,7 +255,9 @@ func (d *Dispatcher) retryOutbox(ctx, sctx context.Context, s *state.State, now 
 			out = append(out, del)
 		}
 		retried[p.ID] = true
-		p.Attempts++
+		if attempted {
+			p.Attempts++
+		}
 		if len(still) > 0 {
 			p.Sinks = still
 			kept = append(kept, p)

@@ -122,11 +122,12 @@ func (p *Poster) AddSecrets(secrets ...string) {
 const minSecretLen = 4
 
 // An error answer's body: read up to snippetRead bytes, keep snippetKept of them.
-// maxAnswer bounds what is ever read of an answer.
+// maxAnswer bounds what is ever read of an answer: the largest a caller reads,
+// the firing alerts the hold reads (a delivery reads only a snippet).
 const (
 	snippetRead = 4096
 	snippetKept = 256
-	maxAnswer   = 64 << 10
+	maxAnswer   = maxAlertsBody
 )
 
 var (
@@ -265,10 +266,13 @@ func connectTunnel(conn net.Conn, proxy *url.URL, target string) error {
 	if err != nil {
 		return fmt.Errorf("proxy CONNECT: %w", err)
 	}
-	_ = resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
+		_ = resp.Body.Close()
 		return fmt.Errorf("proxy CONNECT answered %s", resp.Status)
 	}
+	// The tunnel's body is not closed, as the transport does not close it: some
+	// Go releases read a 200 to CONNECT as a body up to EOF, which closing would
+	// drain until the deadline, leaving the handshake no time.
 	return nil
 }
 

@@ -629,3 +629,42 @@ func TestFutureRestartRecordOfThePodDoesNotBlockTheRestart(t *testing.T) {
 		})
 	}
 }
+
+// The pod has a restart record dated ahead, and another writer writes between
+// this pass's restart claim and its alert claim: re-planning the alerts from the
+// other writer's state keeps this pass's restart outcome (done), not the record
+// dated ahead, which saving the state sorted last. Before the fix this pass's
+// record was stored as still claimed, an unfinished restart for the next runs
+// to take over.
+func TestAlertClaimConflictKeepsTheRestartOutcomeBesideARecordDatedAhead(t *testing.T) {
+	h := newHarness(t)
+	ahead := t0.Add(365 * 24 * time.Hour)
+	seed := state.New()
+	seed.Restarts = append(seed.Restarts, state.Restart{Pod: podName, UID: podUID, Method: decide.MethodDelete, ClaimedAt: ahead, DoneAt: &ahead, Outcome: state.RestartDone, Reason: "dated ahead"})
+	if err := h.store.MemoryStore.Save(context.Background(), &statestore.Snapshot{}, seed, t0); err != nil {
+		t.Fatal(err)
+	}
+	h.wedgedAndDue()
+	h.store.saveHooks = []func() error{nil, func() error { // the restart claim goes through; before the alert claim:
+		h.clk.Step(time.Second)
+		snap, err := h.store.MemoryStore.Load(context.Background())
+		if err != nil {
+			return err
+		}
+		s := snap.State
+		s.Restarts = append(s.Restarts, state.Restart{Pod: "sched-b", UID: "uid-b", Method: "delete", ClaimedAt: h.clk.Now(), Outcome: state.RestartDone, Reason: "theirs"})
+		return h.store.MemoryStore.Save(context.Background(), snap, s, h.clk.Now())
+	}}
+	rep, err := h.pass()
+	if err != nil || h.restarts() != 1 {
+		t.Fatalf("%s/%s, %d restarts, %v: want the pod restarted", rep.Verdict, rep.Action, h.restarts(), err)
+	}
+	if !strings.Contains(h.logs.String(), "planning the alerts again") {
+		t.Fatal("the alert claim did not conflict: the test proves nothing")
+	}
+	for _, r := range h.store.current(t).Restarts {
+		if r.UID == podUID && !r.ClaimedAt.Equal(ahead) && r.Outcome != state.RestartDone {
+			t.Errorf("this pass's restart stored as %s, want done: %+v", r.Outcome, r)
+		}
+	}
+}

@@ -122,7 +122,7 @@ func (p *pass) claimAlerts(d *alert.Dispatcher, acts []alert.ActOutcome, runErr 
 		for _, a := range acts {
 			if a.Shadow {
 				upsertWouldRestart(p.next, base, a.Target)
-			} else if rec := base.RestartFor(a.Target.UID); rec != nil {
+			} else if rec := decide.RestartOf(base, a.Target.UID, p.Clock.Now()); rec != nil {
 				upsertRestart(p.next, *rec)
 			}
 		}
