@@ -103,8 +103,8 @@ var Events = []EventSpec{
 	{
 		Name: EventRestartIneffective, Severity: SeverityCritical, Kind: Ongoing,
 		Reason: "WatchdogRestartIneffective", Alertname: "AgentenvSchedulerRestartIneffective", Emoji: ":repeat:",
-		NextStep: "Restarting does not fix it: find the cause outside the scheduler (its RBAC for EndpointSlices, NetworkPolicy, the nodes' network). The watchdog waits longer between restarts until an hour of health.",
-		When:     "a restart did not heal (the replacement wedged again within 15 min): the watchdog backs off between restarts (10 min doubling to 2 h, reset after a healthy hour)",
+		NextStep: "Restarting does not fix it: find the cause outside the scheduler (its RBAC for EndpointSlices, NetworkPolicy, the nodes' network). The watchdog waits longer between restarts until the scheduler stays healthy.",
+		When:     "a restart did not heal (the replacement wedged again soon after its start): the watchdog backs off between restarts (`--restart-backoff`, doubling up to `--restart-backoff-max`, reset once the scheduler stays healthy)",
 	},
 	{
 		Name: EventDegraded, Severity: SeverityWarning, Kind: Ongoing,

@@ -279,8 +279,7 @@ func TestOutboxExpiredEntrySaysNothingOfItsOwn(t *testing.T) {
 }
 
 // TestOutboxSealedEntryOfAFastClockIsRetried: a CronJob's runs land on different
-// nodes, and a node's clock may run ahead (decide.ClockSkewTolerance, issue 19
-// item 6). A page kept by a run whose clock was ahead of the next run's by more
+// nodes, and a node's clock may run ahead (decide.ClockSkewTolerance). A page kept by a run whose clock was ahead of the next run's by more
 // than a minute is the watchdog's own, sealed, and is retried, not dropped as "not
 // of the last day"; without a key, where nothing is authenticated, a time ahead
 // of the run's clock is still refused. Skews swept from behind to a day ahead.

@@ -31,8 +31,9 @@ type Options struct {
 	// Shadow runs as live (state, episodes, alerts) but records a would-restart
 	// where it would restart, and treats the pod as not restarted.
 	Shadow bool
-	// SampleInterval is how often a sample starts while confirming (the scheduler
-	// refreshes its gauges every 15 s, so sampling faster shows nothing new).
+	// SampleInterval is how often a sample starts while confirming: no faster than
+	// the scheduler refreshes its gauges (docs/design.md, "The scheduler it
+	// guards"), since a faster sample shows nothing new.
 	SampleInterval time.Duration
 	Namespace      string
 	StateConfigMap string
@@ -98,7 +99,9 @@ func interrupted(ctx context.Context) bool {
 }
 
 // reserve is kept back from the run deadline for acting and persisting: a sixth
-// of the run, at most 10 s (30 s of a 3 min run would be wasted waiting).
+// of the run, capped, since acting and persisting take no longer in a long run and
+// every second kept back is one not spent confirming (docs/performance.md records
+// what a run's steps take).
 func reserve(start, deadline time.Time) time.Duration {
 	return min(10*time.Second, deadline.Sub(start)/6)
 }

@@ -16,7 +16,7 @@ import (
 )
 
 // Samples fail, most often when the API server is in trouble, which is when
-// discovery dies (issue 17, item 2). A failed sample neither ends the run nor
+// discovery dies. A failed sample neither ends the run nor
 // counts as healthy; a run that saw the wedge pages it even if a later sample
 // failed.
 

@@ -15,7 +15,7 @@ import (
 const chartActiveDeadline = 270 * time.Second
 
 // A CronJob's pod can start late (scheduling, the image pull, start-up), while
-// activeDeadlineSeconds counts from the Job's start (issue 17, item 5). A pod that
+// activeDeadlineSeconds counts from the Job's start. A pod that
 // starts up to 120 s late still ends its pass before the Job is killed: with a
 // restart, or a clean hand-over to the next run (state written, no error, the
 // wedge paged), for a strong and a weak wedge.

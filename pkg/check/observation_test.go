@@ -10,7 +10,7 @@ import (
 )
 
 // Observations are not instant, least of all when the API server is in trouble,
-// which is when discovery dies (issue 17, item 1). With the production defaults,
+// which is when discovery dies. With the production defaults,
 // a run that first sees a weak wedge restarts it itself whether each observation
 // takes 0 or 5 s (every other API call half as long): the samples keep their
 // cadence and the run's budget fits them.

@@ -7,7 +7,7 @@ import (
 	"github.com/agentenv/watchdog/pkg/decide"
 )
 
-// Scale-to-zero in the middle of a wedge (issue 17, "check"): the wedged pod is
+// Scale-to-zero in the middle of a wedge: the wedged pod is
 // deleted by its Deployment going to zero replicas, with discovery maybe still
 // dead. Nothing may say the scheduler recovered: no scheduler runs, nothing was
 // seen healthy.

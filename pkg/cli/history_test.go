@@ -12,7 +12,7 @@ import (
 )
 
 // TestHistorySaysWhetherARestartHealed: history and status read whether a restart
-// healed from its record (issue 17's healedAt: the replacement was seen healthy;
+// healed from its record (healedAt: the replacement was seen healthy;
 // ineffective: it wedged again), and say so when neither is known yet.
 func TestHistorySaysWhetherARestartHealed(t *testing.T) {
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)

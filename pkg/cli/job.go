@@ -11,7 +11,7 @@ import (
 // JobOptions tell a check which CronJob run it is, so that it ends before the
 // Job's activeDeadlineSeconds even when its pod started late. --timeout counts
 // from the process's start; activeDeadlineSeconds from the Job's start, and it
-// must also cover scheduling, the image pull and start-up (issue 17, item 5).
+// must also cover scheduling, the image pull and start-up.
 type JobOptions struct {
 	// Name is the Job's name; the chart sets it from the pod's
 	// batch.kubernetes.io/job-name label (the downward API).
@@ -21,8 +21,8 @@ type JobOptions struct {
 }
 
 // JobKillMargin is what a run keeps between its own deadline and the Job's: time
-// to report a failure (15 s), record it (10 s) and exit, before the Job
-// controller's SIGTERM.
+// to report a failure and record it (the budgets pkg/check gives a failing pass
+// for each, which this must exceed) and exit, before the Job controller's SIGTERM.
 const JobKillMargin = 30 * time.Second
 
 func (o *JobOptions) AddFlags(fs *pflag.FlagSet) {

@@ -554,7 +554,7 @@ func noteIneffective(s *state.State, p Pod, e *state.OpenEpisode, now time.Time,
 
 // noteHealed records, when this pod is the replacement of a restart and is
 // observed healthy, that the restart healed: a later wedge of this process is a
-// new problem (a new flap), not the restart failing (issue 17, item 3).
+// new problem (a new flap), not the restart failing.
 func noteHealed(s *state.State, p Pod, now time.Time, cfg Config) {
 	if r := replacedBy(s, p, healWindow(cfg), now); r != nil {
 		at := now

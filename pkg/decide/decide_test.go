@@ -602,7 +602,7 @@ func TestRestartGates(t *testing.T) {
 			if !found {
 				t.Errorf("no gate says %q: %+v", tc.reason, r.Targets[0].Gates)
 			}
-			// Only a failed read asks to sample on and read again (issue 17, item 2).
+			// Only a failed read asks to sample on and read again.
 			again := r.Targets[0].SampleFor != nil && *r.Targets[0].SampleFor == 0
 			if want := tc.rollout != nil && tc.rollout.Err != nil; again != want {
 				t.Errorf("sample on and read again: %t, want %t", again, want)
@@ -677,7 +677,7 @@ func TestStrongEvidence(t *testing.T) {
 		})
 	})
 	// A failed sample inside the run is a gap, not a verdict: the run still sees
-	// the wedge (issue 17, item 2). Whether the gap counts is settled by the next
+	// the wedge. Whether the gap counts is settled by the next
 	// sample: a rejected counter rising on both sides of it (strong evidence held
 	// up to it and seen again after it) proves discovery stayed dead.
 	blind := at(30*time.Second, 0, 0)

@@ -115,7 +115,7 @@ func runGates(t *Target, c *gateCase) {
 		markInProgress(t)
 		if t.refusedOnlyBy(func(g Gate) bool { return readFailed(g, c) }) {
 			// A read the restart needs failed: a failed sample, not a verdict on
-			// the restart. Worth sampling on to read again (issue 17, item 2);
+			// the restart. Worth sampling on to read again;
 			// the pass does while a restart still fits before its deadline, and
 			// otherwise the run ends blocked and says why.
 			again := time.Duration(0)

@@ -43,7 +43,7 @@ func (p *simPod) observe(t *testing.T, now time.Time) Observation {
 	return observe(now, 3, pod)
 }
 
-// Issue 17, item 3: a restart whose replacement was observed healthy healed the
+// A restart whose replacement was observed healthy healed the
 // scheduler. When a new flap kills the replacement's watch later (9 minutes after
 // it started, inside the 15 minutes that judge a restart), that is a new problem:
 // no restart-ineffective page, no back-off. Replayed as */5 runs over an hour

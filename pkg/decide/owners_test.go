@@ -11,7 +11,7 @@ import (
 	"github.com/agentenv/watchdog/pkg/state"
 )
 
-// Issue 19, item 7: with JudgePods JudgeDeployment (the CLI's default) only the
+// With JudgePods JudgeDeployment (the CLI's default) only the
 // pods whose owner chain, by UID, leads to the scheduler Deployment are judged.
 // A canary or a debug pod sharing the scheduler's labels is listed as not judged:
 // it neither turns the single-target gate on nor counts for --max-pods.

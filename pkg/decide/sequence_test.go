@@ -47,7 +47,7 @@ func wedgedAt(at time.Time) Observation {
 	return observe(at, 3, schedPod("sched-a", "uid-a", sample(0, 0)))
 }
 
-// Item 2: a run that could not list the pods observed nothing. Its gap must not be
+// A run that could not list the pods observed nothing. Its gap must not be
 // counted: it pauses the clock exactly as an unknown does.
 func TestFailedRunPausesTheWedgeClock(t *testing.T) {
 	cfg := testConfig()
@@ -80,7 +80,7 @@ func TestFailedRunPausesTheWedgeClock(t *testing.T) {
 	}
 }
 
-// Item 3: when a run's write loses to another run's, it re-decides its own
+// When a run's write loses to another run's, it re-decides its own
 // observation against the winner's state. An older observation must never rewind
 // what a newer one recorded.
 func TestOlderObservationNeverRewindsANewerRecord(t *testing.T) {
@@ -249,7 +249,7 @@ func TestBackoffNeedsAnUnbrokenHealthyHour(t *testing.T) {
 	}
 }
 
-// Item 7: a wedge seen only every other run (the other runs cannot scrape) must be
+// A wedge seen only every other run (the other runs cannot scrape) must be
 // healed and escalated, not paused forever. Two hours of alternating runs.
 func TestWedgeSeenEveryOtherRunIsHealedAndBlind(t *testing.T) {
 	cfg := testConfig()
@@ -328,7 +328,7 @@ func TestWeakWedgeRestartsInTheFirstRunWithTheDefaults(t *testing.T) {
 	}
 }
 
-// Item 5: a restart whose replacement wedges again soon after it started did not
+// A restart whose replacement wedges again soon after it started did not
 // help. The watchdog backs off (doubling, capped), says so once as
 // restart-ineffective, and forgets it after a healthy hour. Hours of runs.
 func TestIneffectiveRestartsBackOff(t *testing.T) {
@@ -409,7 +409,7 @@ func TestIneffectiveRestartsBackOff(t *testing.T) {
 	}
 }
 
-// Item 10: a restart already done or under way is not a blocked restart.
+// A restart already done or under way is not a blocked restart.
 func TestRestartInProgressIsNotBlocked(t *testing.T) {
 	cfg := testConfig()
 	plain := func(at time.Time) Observation { return observe(at, 3, schedPod("sched-a", "uid-a", sample(0, 0))) }
@@ -439,7 +439,7 @@ func TestRestartInProgressIsNotBlocked(t *testing.T) {
 	}
 }
 
-// Item 4: a restart is made only on a consistent read.
+// A restart is made only on a consistent read.
 func TestRestartNeedsAConsistentRead(t *testing.T) {
 	cfg := testConfig()
 	cached := func(at time.Time) Observation { o := wedgedAt(at); o.Consistent = false; return o }
@@ -468,7 +468,7 @@ func TestRestartNeedsAConsistentRead(t *testing.T) {
 	}
 }
 
-// Item 8: a watch that never delivered an event has an age of years: strong
+// A watch that never delivered an event has an age of years: strong
 // evidence, not an overflowed duration.
 func TestHugeWatchAgeIsStrongEvidence(t *testing.T) {
 	cfg := testConfig()
@@ -484,7 +484,7 @@ func TestHugeWatchAgeIsStrongEvidence(t *testing.T) {
 	}
 }
 
-// Item 6: ready above the serving nodes listed is a doubt worth saying.
+// Ready above the serving nodes listed is a doubt worth saying.
 func TestReadyAboveServingIsAWarning(t *testing.T) {
 	cfg := testConfig()
 	o := observe(t0, 2, schedPod("sched-a", "uid-a", sample(5, 0)))
@@ -498,7 +498,7 @@ func TestReadyAboveServingIsAWarning(t *testing.T) {
 	}
 }
 
-// Item 6: the misconfiguration checks of the counter the observation carries.
+// The misconfiguration checks of the counter the observation carries.
 func TestMisconfiguredServiceIsUnknown(t *testing.T) {
 	cfg := testConfig()
 	for _, c := range []struct {
@@ -579,7 +579,7 @@ func TestReplacementStartedInTheClaimSecond(t *testing.T) {
 }
 
 // Runs the CronJob controller skips (startingDeadlineSeconds during a control-plane
-// upgrade) leave no observation (issue 17, "check"). The clock counts the gap as it
+// upgrade) leave no observation. The clock counts the gap as it
 // counts any time between two runs that saw the same wedge, but the first run after
 // the gap restarts only once its own samples confirmed the wedge for the confirm
 // window: a weak wedge seen before a gap of 2-6 skipped runs waits through the

@@ -10,7 +10,7 @@ import (
 	"github.com/agentenv/watchdog/pkg/state"
 )
 
-// Clock skew (issue 17, "check"): the clocks of the scheduler's node, of the
+// Clock skew: the clocks of the scheduler's node, of the
 // Lease holder's node and of the watchdog's may disagree.
 
 // A scheduler node whose clock runs ahead dates its container's start in the
@@ -76,7 +76,7 @@ func TestLeaseRenewalByTheAPIServersClock(t *testing.T) {
 	}
 }
 
-// Issue 19, item 6: restart records dated in the future (written by a run on a
+// Restart records dated in the future (written by a run on a
 // node whose clock ran ahead, or by an edit of the state ConfigMap) are not
 // counted in the restart budget until their date comes, within
 // ClockSkewTolerance; a run that sees them warns. Replayed as */5 runs over three
@@ -146,7 +146,7 @@ func TestFutureRestartRecordsDoNotSpendTheBudget(t *testing.T) {
 	}
 }
 
-// The same for the back-off (item 6): its end is at most --restart-backoff-max after the
+// The same for the back-off: its end is at most --restart-backoff-max after the
 // restart that did not heal, which is no later than now. An end further ahead
 // than that (a restart record dated ahead, an edit) is ignored, with a warning;
 // counted, an end dated a year ahead turned healing off for a year.

@@ -31,11 +31,12 @@ import (
 
 // ClockTolerance is how far the API server's clock may be from ours. The watchdog
 // compares its own clock with times other machines wrote: the scheduler Lease's
-// renewTime (--leader-lease; a typical leaseDuration is 15 s, so a few seconds of
-// skew already make a live leader look expired, or a dead one alive) and the
-// container start times the kubelets report (--startup-grace, minutes). The API
-// server's clock stands in for the cluster's. Its Date header has a resolution of
-// one second, which the comparison allows for.
+// renewal (--leader-lease, allowed decide.LeaseSkew) and the container start times
+// the kubelets report (--startup-grace, allowed decide.ClockSkewTolerance). Doctor
+// holds the clock to much less than those allowances, so that a drifting clock is
+// fixed before a run's judgement depends on them. The API server's clock stands in
+// for the cluster's. Its Date header has a resolution of one second, which the
+// comparison allows for.
 const ClockTolerance = 5 * time.Second
 
 // Groups of checks, in the order they are run and printed.

@@ -217,7 +217,7 @@ func ownedPods(canaries, debug, fake int) []corev1.Pod {
 	return pods
 }
 
-// TestOnlyTheDeploymentsPodsAreRead (issue 19, item 7): with JudgeDeployment an
+// TestOnlyTheDeploymentsPodsAreRead: with JudgeDeployment an
 // observation reads the Deployment and the ReplicaSet the Deployment's pods
 // name, once; a canary of another Deployment or a bare pod with the scheduler's
 // labels costs no read, is not scraped and does not count for --max-pods. More

@@ -340,7 +340,7 @@ func TestCronJobShape(t *testing.T) {
 		t.Errorf("activeDeadlineSeconds %s must be longer than --timeout %s and shorter than the 5 min interval", deadline, timeout)
 	}
 	// The watchdog is told which run it is and the Job's deadline, so that a pod
-	// that starts late ends its run before it (issue 17, item 5).
+	// that starts late ends its run before it.
 	if e := envOf(c)["WATCHDOG_JOB_ACTIVE_DEADLINE"]; e.Value != fmt.Sprintf("%ds", *job.ActiveDeadlineSeconds) {
 		t.Errorf("WATCHDOG_JOB_ACTIVE_DEADLINE=%q, want the Job's activeDeadlineSeconds %d", e.Value, *job.ActiveDeadlineSeconds)
 	}

@@ -213,7 +213,7 @@ func TestBudgetSpentBlocks(t *testing.T) {
 	}
 }
 
-// TestFutureRestartRecordsDoNotBlock (issue 19, item 6), on the real API server: a
+// TestFutureRestartRecordsDoNotBlock, on the real API server: a
 // namespace editor fills the restart budget with records dated a year ahead (the
 // cluster's `edit` role may update the state ConfigMap). The restart that comes
 // due is made, the run warns that the records are dated in the future, and the

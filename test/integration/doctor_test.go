@@ -495,7 +495,7 @@ func TestDoctorNewerState(t *testing.T) {
 	}
 }
 
-// TestDoctorJudgedPods (issue 19, item 7): doctor says which pods a run judges,
+// TestDoctorJudgedPods: doctor says which pods a run judges,
 // as a run selects them. A canary of another Deployment with the scheduler's
 // labels is listed as not judged, and all pass; judging every pod (--judge-pods
 // selector) that is two pods without --leader-lease: a warning (exit 0), since

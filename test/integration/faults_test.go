@@ -333,7 +333,7 @@ func TestFaultHostileMetricsServers(t *testing.T) {
 func TestFaultClockSkew(t *testing.T) {
 	// The node's clock runs an hour ahead: unknown until the watchdog has watched
 	// the process for --startup-grace (1 s here) by its own clock, then judged
-	// with that age and a warning (issue 17: not blind for the hour).
+	// with that age and a warning, so that it is not blind for the hour.
 	s := newScenario(t, layout{serving: 3, page: fixture(t, "scheduler-metrics-discovery-dead.txt"), started: time.Now().Add(time.Hour)})
 	r := s.check()
 	r.expect(t, 0, "unknown", "none")

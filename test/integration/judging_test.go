@@ -266,7 +266,7 @@ func TestWatchAgeIsStrongEvidence(t *testing.T) {
 }
 
 // A Lease holder whose clock lags writes renewTime minutes in the past at each
-// renewal (issue 17, "check"): the API server's time of that write says it is
+// renewal: the API server's time of that write says it is
 // renewing, so it still names the leader, which is judged.
 func TestLaggingLeaseHolderIsStillTheLeader(t *testing.T) {
 	s := newScenario(t, layout{serving: 3, page: fixture(t, "scheduler-metrics-discovery-dead.txt")})

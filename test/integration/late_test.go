@@ -10,7 +10,7 @@ import (
 // A check told its Job's name and activeDeadlineSeconds (as the chart's CronJob
 // tells it) ends its run JobKillMargin before the Job's deadline when its pod
 // started late, instead of running --timeout from its own start and being killed
-// mid-confirmation (issue 17, item 5). Here the Job was "scheduled" this minute,
+// mid-confirmation. Here the Job was "scheduled" this minute,
 // with a deadline that leaves the run 5 s: a run that would otherwise sample for
 // 15 s to restart a weak wedge hands it over instead, cleanly, before the Job's
 // deadline.

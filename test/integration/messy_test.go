@@ -409,7 +409,7 @@ func restartDoesNotHeal(t *testing.T, s *scenario, beforeLast func(), extra ...s
 // A restart whose replacement was observed healthy healed the scheduler: when the
 // replacement wedges later (a new flap, inside the 15 minutes that judge a
 // restart), that is a new problem, restarted as usual, with no
-// restart-ineffective and no back-off (issue 17, item 3).
+// restart-ineffective and no back-off.
 func TestHealedRestartIsNotIneffective(t *testing.T) {
 	rcv := newReceiver(t)
 	dead := fixture(t, "scheduler-metrics-discovery-dead.txt")
@@ -445,7 +445,7 @@ func TestHealedRestartIsNotIneffective(t *testing.T) {
 	}
 }
 
-// The nodes scaled to zero in the middle of a wedge (issue 17, "check"): the
+// The nodes scaled to zero in the middle of a wedge: the
 // EndpointSlice empties, the verdict is no-nodes, but that says nothing about
 // discovery: no recovered, and when the nodes come back to a discovery still
 // dead, the same episode goes on.

@@ -18,8 +18,7 @@ import (
 	"github.com/agentenv/watchdog/pkg/decide"
 )
 
-// Observations that are slow or fail, on the real API server (issue 17, items 1
-// and 2): the API requests go through the fault-injecting proxy, the scrapes to
+// Observations that are slow or fail, on the real API server: the API requests go through the fault-injecting proxy, the scrapes to
 // the simulated scheduler. Times are scheduler time (the clock is compressed 30×).
 
 // proxied routes the scenario's API requests through a fault-injecting proxy.
@@ -105,7 +104,7 @@ func (v *virtualScenario) check(args ...string) result {
 }
 
 // A weak wedge is restarted by the first run that sees it however long each
-// observation takes, 0 to 5 s, with the production defaults (issue 17, item 1),
+// observation takes, 0 to 5 s, with the production defaults,
 // on the real API server through the proxy: the pod list of each observation is
 // held that long (the EndpointSlices are listed beside it, the scrape follows;
 // the pod list stands for the whole observation: so do the reads from the watch
@@ -170,8 +169,8 @@ func TestSlowAPIStillRestartsInTheFirstRun(t *testing.T) {
 // With 0-30 % of the scrapes failing (seeded, 5 seeds a rate) and one pod list of
 // each run's confirmation refused, a strong wedge (discovery dead) and a weak one
 // (nodes unreachable) are paged by the first run that sees them and restarted
-// within two runs (issue 17, item 2; for the weak wedge, the bridge over failed
-// samples while neither heartbeat counter moves), on the real API server; on the
+// within two runs (for the weak wedge, by the bridge over failed samples while
+// neither heartbeat counter moves), on the real API server; on the
 // virtual clock, so that the machine's load does not decide how many samples a
 // run takes.
 func TestFailingSamplesStillPageAndRestart(t *testing.T) {

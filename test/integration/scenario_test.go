@@ -46,7 +46,8 @@ type simScenario struct {
 	sim *testenv.Sim
 	// worstPhase: runEpisode's cause comes readyLag before a pass, so that ready
 	// still reads N when that pass looks and the wedge waits a whole interval
-	// more to be seen (issue 17, item 4); otherwise right after a pass.
+	// more to be seen (the worst case of the heal latency); otherwise right
+	// after a pass.
 	worstPhase bool
 }
 

@@ -54,9 +54,4 @@ func run(m *testing.M) int {
 	return m.Run()
 }
 
-func must(t testing.TB, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
+var must = testenv.Must
