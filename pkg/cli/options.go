@@ -60,7 +60,7 @@ const (
 
 // kubeFlagUsage shortens kubectl's flag texts to the help's 100 columns; the
 // flags mean what they mean in kubectl.
-var kubeFlagUsage = map[string]string{
+var kubeFlagUsage = map[string]string{ //nolint:gosec // help texts that name credential flags, not credentials
 	"kubeconfig":               "path to a kubeconfig (default: in-cluster, then $KUBECONFIG, ~/.kube/config)",
 	"namespace":                "namespace of the scheduler and the state (default: the context's, else " + DefaultNamespace + ")",
 	"context":                  "kubeconfig context to use",

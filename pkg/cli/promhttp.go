@@ -132,7 +132,7 @@ func (o *BacktestOptions) prometheusClient() (api.Client, error) {
 	rt, err := config.NewRoundTripperFromConfig(o.HTTP.config(), "watchdog-backtest",
 		config.WithUserAgent("agentenv-scheduler-watchdog/"+version.Version))
 	if err != nil {
-		return nil, fmt.Errorf("Prometheus HTTP client: %w", err)
+		return nil, fmt.Errorf("building the Prometheus HTTP client: %w", err)
 	}
 	hc := httpbound.Client(rt, o.MaxBytes)
 	hc.Timeout = o.QueryTimeout + 5*time.Second

@@ -19,19 +19,19 @@ func RefuseRedirects(req *http.Request, _ []*http.Request) error {
 	return fmt.Errorf("%w (answered with Location %s://%s)", ErrRedirect, req.URL.Scheme, req.URL.Host)
 }
 
-// Client returns a client whose every answer's body is cut at max bytes (a
+// Client returns a client whose every answer's body is cut at limit bytes (a
 // reader of it then fails with ErrTooLarge) and which follows no redirect.
 // base nil: http.DefaultTransport.
-func Client(base http.RoundTripper, max int64) *http.Client {
-	return &http.Client{Transport: Transport(base, max), CheckRedirect: RefuseRedirects}
+func Client(base http.RoundTripper, limit int64) *http.Client {
+	return &http.Client{Transport: Transport(base, limit), CheckRedirect: RefuseRedirects}
 }
 
-// Transport wraps base so that every answer's body is cut at max bytes.
-func Transport(base http.RoundTripper, max int64) http.RoundTripper {
+// Transport wraps base so that every answer's body is cut at limit bytes.
+func Transport(base http.RoundTripper, limit int64) http.RoundTripper {
 	if base == nil {
 		base = http.DefaultTransport
 	}
-	return capped{base: base, max: max}
+	return capped{base: base, limit: limit}
 }
 
 // ErrTooLarge is an answer whose body exceeds the bound.
@@ -39,7 +39,7 @@ var ErrTooLarge = errors.New("answer body exceeds the bound")
 
 type capped struct {
 	base http.RoundTripper
-	max  int64
+	limit  int64
 }
 
 func (c capped) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -47,25 +47,25 @@ func (c capped) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil || resp.Body == nil {
 		return resp, err
 	}
-	resp.Body = &limitedBody{rc: resp.Body, left: c.max, max: c.max}
+	resp.Body = &limitedBody{rc: resp.Body, left: c.limit, limit: c.limit}
 	return resp, nil
 }
 
-// limitedBody reads at most max bytes, then fails with ErrTooLarge.
+// limitedBody reads at most limit bytes, then fails with ErrTooLarge.
 type limitedBody struct {
 	rc   io.ReadCloser
 	left int64
-	max  int64
+	limit  int64
 }
 
 func (b *limitedBody) Read(p []byte) (int, error) {
 	if b.left <= 0 {
-		// One byte more tells a body of exactly max bytes from a larger one.
+		// One byte more tells a body of exactly limit bytes from a larger one.
 		var one [1]byte
 		if n, _ := b.rc.Read(one[:]); n == 0 {
 			return 0, io.EOF
 		}
-		return 0, fmt.Errorf("%w (%d bytes)", ErrTooLarge, b.max)
+		return 0, fmt.Errorf("%w (%d bytes)", ErrTooLarge, b.limit)
 	}
 	if int64(len(p)) > b.left {
 		p = p[:b.left]

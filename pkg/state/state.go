@@ -427,10 +427,10 @@ func (s *State) capCounts() {
 	s.Delivered = newest(s.Delivered, MaxDelivered)
 }
 
-// newest returns the last max elements of list.
-func newest[T any](list []T, max int) []T {
-	if n := len(list); n > max {
-		return list[n-max:]
+// newest returns the last limit elements of list.
+func newest[T any](list []T, limit int) []T {
+	if n := len(list); n > limit {
+		return list[n-limit:]
 	}
 	return list
 }
