@@ -115,8 +115,13 @@ down() {
   ip link del "$BRIDGE" 2>/dev/null
   sysctls_restore
   [[ -f "$STATE/run-containerd.created" ]] && rm -rf /run/containerd
-  # Keep the logs for a post-mortem; everything else goes.
-  find "$STATE" -mindepth 1 -maxdepth 1 ! -name logs -exec rm -rf {} + 2>/dev/null
+  # Keep the logs for a post-mortem; everything else goes, unless something is still
+  # mounted there (removing through a mount could reach the host's files).
+  if awk -v s="$STATE/" 'index($2, s) == 1 {found=1} END {exit !found}' /proc/mounts; then
+    log "mounts remain under $STATE: not removing it (see /proc/mounts)"
+  else
+    find "$STATE" -mindepth 1 -maxdepth 1 ! -name logs -exec rm -rf {} + 2>/dev/null
+  fi
   routes_down
   log "stopped; logs kept in $LOGS"
   return 0
