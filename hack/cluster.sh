@@ -132,7 +132,7 @@ routes_down() { ip route del unreachable "$RANGE" 2>/dev/null || true; }
 # Sysctls: the kubelet and kube-proxy change some they have no switch for
 # (vm.overcommit_memory, kernel.panic, kernel.panic_on_oops, ...). All are saved
 # before anything starts; at stop, every one that changed is written back.
-VOLATILE='^(fs\.|kernel\.random\.|kernel\.ns_last_pid|kernel\.pty\.nr|kernel\.sched_domain|net\.netfilter\.nf_conntrack_count|kernel\.tainted|vm\.stat_refresh|net\.ipv4\.tcp_fastopen_key|kernel\.core_uses_pid)'
+VOLATILE='^(fs\.|kernel\.core_modes|kernel\.random\.|kernel\.ns_last_pid|kernel\.pty\.nr|kernel\.sched_domain|net\.netfilter\.nf_conntrack_count|kernel\.tainted|vm\.stat_refresh|net\.ipv4\.tcp_fastopen_key|kernel\.core_uses_pid)'
 sysctls_save() { sysctl -a 2>/dev/null | grep -Ev "$VOLATILE" > "$STATE/sysctl.before"; }
 sysctls_restore() {
   [[ -f "$STATE/sysctl.before" ]] || return 0
