@@ -115,8 +115,13 @@ down() {
   ip link del "$BRIDGE" 2>/dev/null
   sysctls_restore
   [[ -f "$STATE/run-containerd.created" ]] && rm -rf /run/containerd
-  # Keep the logs for a post-mortem; everything else goes.
-  find "$STATE" -mindepth 1 -maxdepth 1 ! -name logs -exec rm -rf {} + 2>/dev/null
+  # Keep the logs for a post-mortem; everything else goes, unless something is still
+  # mounted there (removing through a mount could reach the host's files).
+  if awk -v s="$STATE/" 'index($2, s) == 1 {found=1} END {exit !found}' /proc/mounts; then
+    log "mounts remain under $STATE: not removing it (see /proc/mounts)"
+  else
+    find "$STATE" -mindepth 1 -maxdepth 1 ! -name logs -exec rm -rf {} + 2>/dev/null
+  fi
   routes_down
   log "stopped; logs kept in $LOGS"
   return 0
@@ -127,7 +132,7 @@ routes_down() { ip route del unreachable "$RANGE" 2>/dev/null || true; }
 # Sysctls: the kubelet and kube-proxy change some they have no switch for
 # (vm.overcommit_memory, kernel.panic, kernel.panic_on_oops, ...). All are saved
 # before anything starts; at stop, every one that changed is written back.
-VOLATILE='^(fs\.|kernel\.random\.|kernel\.ns_last_pid|kernel\.pty\.nr|kernel\.sched_domain|net\.netfilter\.nf_conntrack_count|kernel\.tainted|vm\.stat_refresh|net\.ipv4\.tcp_fastopen_key|kernel\.core_uses_pid)'
+VOLATILE='^(fs\.|kernel\.core_modes|kernel\.random\.|kernel\.ns_last_pid|kernel\.pty\.nr|kernel\.sched_domain|net\.netfilter\.nf_conntrack_count|kernel\.tainted|vm\.stat_refresh|net\.ipv4\.tcp_fastopen_key|kernel\.core_uses_pid)'
 sysctls_save() { sysctl -a 2>/dev/null | grep -Ev "$VOLATILE" > "$STATE/sysctl.before"; }
 sysctls_restore() {
   [[ -f "$STATE/sysctl.before" ]] || return 0

@@ -53,7 +53,7 @@ func runNode(bin, helmBin string) error {
 	kubectl := filepath.Join(c.Bin, "kubectl")
 
 	step("pushing the watchdog's image, the scheduler stand-in's and the chart to the node's registry (%s)", c.Registry)
-	im, err := c.Push(ctx, root, bin, helmBin, helmEnv)
+	im, err := c.Push(ctx, root, bin, "", helmBin, helmEnv)
 	if err != nil {
 		return err
 	}

@@ -74,7 +74,9 @@ type Images struct {
 // Push builds the watchdog's image from watchdogBin (linux, as `make image` builds
 // it) and the stand-in's, packages the chart of the repository at root, and pushes
 // all three to the node's registry. helm is the helm binary, helmEnv its environment.
-func (c *Cluster) Push(ctx context.Context, root, watchdogBin, helm string, helmEnv []string) (Images, error) {
+// caBundle, when set, is the watchdog image's CA bundle (the machine's otherwise):
+// a test's own CA, for receivers it serves over TLS.
+func (c *Cluster) Push(ctx context.Context, root, watchdogBin, caBundle, helm string, helmEnv []string) (Images, error) {
 	var im Images
 	dir, err := os.MkdirTemp("", "watchdog-realnode-")
 	if err != nil {
@@ -92,8 +94,12 @@ func (c *Cluster) Push(ctx context.Context, root, watchdogBin, helm string, helm
 		return strings.TrimSpace(string(out)), nil
 	}
 	created := time.Unix(0, 0).UTC().Format(time.RFC3339)
-	if _, err := run(nil, release, "image", "--out", dir+"/image", "--base", "local", "--version", "e2e", "--revision", "e2e",
-		"--created", created, "--binary", "linux/amd64="+watchdogBin); err != nil {
+	imageArgs := []string{"image", "--out", dir + "/image", "--base", "local", "--version", "e2e", "--revision", "e2e",
+		"--created", created, "--binary", "linux/amd64=" + watchdogBin}
+	if caBundle != "" {
+		imageArgs = append(imageArgs, "--ca-bundle", caBundle)
+	}
+	if _, err := run(nil, release, imageArgs...); err != nil {
 		return im, err
 	}
 	im.WatchdogRepo = c.Registry + "/agentenv/scheduler-watchdog"

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -35,7 +36,12 @@ func pushImages(t *testing.T) realnode.Images {
 	t.Helper()
 	pushedOnce.Do(func() {
 		home := filepath.Join(os.TempDir(), "watchdog-e2e-helm")
-		pushed, pushErr = cluster.Push(context.Background(), root, watchdogBin, helmBin, helmEnv(home))
+		_, bundle, err := receiverTLS(tmpDir)
+		if err != nil {
+			pushErr = err
+			return
+		}
+		pushed, pushErr = cluster.Push(context.Background(), root, watchdogBin, bundle, helmBin, helmEnv(home))
 	})
 	must(t, pushErr)
 	return pushed
@@ -93,7 +99,7 @@ func schedulerPod(t *testing.T, ns string) *corev1.Pod {
 }
 
 // sink is a webhook receiver on the bridge's host address, which the Job pods reach
-// over the pod network; it checks each request's signature.
+// over the pod network, over TLS (receiverTLS); it checks each request's signature.
 type sink struct {
 	URL    string
 	secret string
@@ -104,9 +110,12 @@ type sink struct {
 
 func newSink(t *testing.T) *sink {
 	t.Helper()
+	cfg, _, err := receiverTLS(tmpDir)
+	must(t, err)
 	l, err := net.Listen("tcp", net.JoinHostPort(cluster.HostIP, "0"))
 	must(t, err)
-	s := &sink{URL: "http://" + l.Addr().String() + "/alerts", secret: hex.EncodeToString([]byte(t.Name()))}
+	l = tls.NewListener(l, cfg)
+	s := &sink{URL: "https://" + l.Addr().String() + "/alerts", secret: hex.EncodeToString([]byte(t.Name()))}
 	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		s.mu.Lock()

@@ -29,6 +29,7 @@ var (
 	cluster                                      *realnode.Cluster
 	kubeconfig, clusterBin, helmBin, watchdogBin string
 	root, skipReason                             string
+	tmpDir                                       string // removed after the tests
 	client                                       kubernetes.Interface
 )
 
@@ -61,6 +62,11 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	if tmpDir, err = os.MkdirTemp("", "watchdog-e2e-"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(tmpDir)
 	return m.Run()
 }
 
