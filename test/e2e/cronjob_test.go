@@ -107,8 +107,13 @@ func TestCronJobOnARealNode(t *testing.T) {
 		t.Errorf("state ConfigMap: %v", err)
 	}
 
-	// ---- helm test: doctor in a pod, as the watchdog's ServiceAccount.
-	helm(t, "test", "watchdog", "--namespace", ns, "--timeout", "2m")
+	// ---- helm test --logs, the README's check: doctor in a pod, as the watchdog's
+	// ServiceAccount, reaching the TLS webhook as a send would; its log read back
+	// through the kubelet after it passed.
+	out := helm(t, "test", "watchdog", "--namespace", ns, "--timeout", "2m", "--logs")
+	if !strings.Contains(out, "Succeeded") || !strings.Contains(out, "webhook is reachable") {
+		t.Errorf("helm test --logs: want the passed test and doctor's log saying the webhook is reachable, got:\n%s", out)
+	}
 
 	// ---- dead discovery while the nodes roll
 	lost := time.Now()
@@ -302,7 +307,7 @@ func TestShadowWeekOnARealNode(t *testing.T) {
 	}
 	// The README's command, at this chart's version and from this registry.
 	upgraded := time.Now()
-	helm(t, "upgrade", "watchdog", im.ChartRef, "--version", im.ChartVersion, "--plain-http", "-n", ns, "--reuse-values", "--set", "decision.shadow=false")
+	helm(t, "upgrade", "watchdog", im.ChartRef, "--version", im.ChartVersion, "--plain-http", "-n", ns, "--reset-then-reuse-values", "--set", "decision.shadow=false")
 	var live jobRun
 	for live.report.Restarts == nil {
 		live = j.next(t, 4*time.Minute-time.Since(upgraded))
