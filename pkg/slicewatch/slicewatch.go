@@ -47,6 +47,9 @@ type Watcher struct {
 	Clock   clock.Clock
 	Log     zerolog.Logger
 	changes chan struct{}
+	// watching and failing are Run's: a watch is open, a failure was warned of.
+	watching, failing bool
+	opened            time.Time
 }
 
 // New returns a watcher; Run starts it.
@@ -63,25 +66,25 @@ func (w *Watcher) Changes() <-chan struct{} { return w.changes }
 // back-off; the recovery is logged too.
 func (w *Watcher) Run(ctx context.Context) {
 	var rv string
-	delay, failing := retryMin, false
+	delay := retryMin
 	for ctx.Err() == nil {
 		var err error
 		if rv == "" {
 			rv, err = w.list(ctx)
 		}
 		if err == nil {
-			if failing {
-				w.Log.Info().Msg("watching the nodes' EndpointSlices again: a change starts an early pass")
-				failing, delay = false, retryMin
-			}
 			rv, err = w.watch(ctx, rv)
 		}
 		if err == nil || ctx.Err() != nil {
 			continue
 		}
-		if !failing {
+		if w.watching && w.Clock.Since(w.opened) >= retryMax {
+			delay = retryMin // it worked for a while: a new outage
+		}
+		w.watching = false
+		if !w.failing {
 			w.Log.Warn().Err(err).Msg("cannot watch the nodes' EndpointSlices: passes run on the plain --interval until the watch is back")
-			failing = true
+			w.failing = true
 		}
 		select {
 		case <-ctx.Done():
@@ -118,6 +121,10 @@ func (w *Watcher) watch(ctx context.Context, rv string) (string, error) {
 		return "", fmt.Errorf("watch EndpointSlices of %s in %s: %w", w.Service, w.Namespace, err)
 	}
 	defer wi.Stop()
+	if !w.watching {
+		w.Log.Info().Msg("watching the nodes' EndpointSlices: a change starts an early pass")
+		w.watching, w.failing, w.opened = true, false, w.Clock.Now()
+	}
 	began, events := w.Clock.Now(), 0
 	for ev := range wi.ResultChan() {
 		events++

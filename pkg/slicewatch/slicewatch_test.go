@@ -77,7 +77,7 @@ func TestWatchSignalsChangesAndWarnsWhileItCannotWatch(t *testing.T) {
 	if n := strings.Count(out, "passes run on the plain --interval"); n != 1 {
 		t.Errorf("%d warnings for one outage, want 1:\n%s", n, out)
 	}
-	if !strings.Contains(out, "forbidden") || !strings.Contains(out, "watching the nodes' EndpointSlices again") {
+	if !strings.Contains(out, "forbidden") || !strings.Contains(out, "watching the nodes' EndpointSlices: a change") {
 		t.Errorf("the warning does not say why, or the recovery is not logged:\n%s", out)
 	}
 	select {
