@@ -22,6 +22,7 @@ type doctorFlags struct {
 	// checks the election Lease too.
 	leaderElect      bool
 	leaderElectLease string
+	watchEndpoints   bool
 }
 
 // doctorHidden are the flags doctor accepts and does not show.
@@ -113,6 +114,7 @@ Exit codes: 0 every check passed; 1 a check failed (each ✗ line says how to fi
 			if f.leaderElect {
 				d.ElectionLease = f.leaderElectLease
 			}
+			d.WatchEndpoints = f.watchEndpoints
 			ctx, cancel := context.WithTimeout(cmd.Context(), f.cluster.Timeout)
 			defer cancel()
 			rep := doctor.NewReport(f.cluster.Namespace, cfg.Host, d.Run(ctx))
@@ -146,6 +148,7 @@ Exit codes: 0 every check passed; 1 a check failed (each ✗ line says how to fi
 	cmd.Flags().BoolVar(&f.sendTest, "send-test", false, "deliver a clearly marked test alert to each configured sink (as notify test does) and ping --heartbeat-url")
 	cmd.Flags().BoolVar(&f.leaderElect, "leader-elect", false, "check the election Lease and rights of run --leader-elect too")
 	cmd.Flags().StringVar(&f.leaderElectLease, "leader-elect-lease", "agentenv-scheduler-watchdog", "the `name` of the Lease of run --leader-elect")
+	cmd.Flags().BoolVar(&f.watchEndpoints, "watch-endpoints", false, "check the rights of run --watch-endpoints too (watch endpointslices)")
 	return cmd
 }
 

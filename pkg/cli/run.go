@@ -18,6 +18,7 @@ import (
 	"github.com/agentenv/watchdog/pkg/leader"
 	"github.com/agentenv/watchdog/pkg/loop"
 	"github.com/agentenv/watchdog/pkg/metrics"
+	"github.com/agentenv/watchdog/pkg/slicewatch"
 )
 
 // RunOptions configure the continuous mode.
@@ -27,7 +28,14 @@ type RunOptions struct {
 	LeaderElect    bool
 	LeaderLease    string
 	LeaderIdentity string
+	// WatchEndpoints watches the nodes' EndpointSlices for an early pass when
+	// they change (pkg/slicewatch).
+	WatchEndpoints bool
 }
+
+// settle is how long an early pass waits after an EndpointSlice change for the
+// rest of it: a roll replaces nodes one after the other within seconds.
+const settle = 2 * time.Second
 
 func (o *RunOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.Interval, "interval", 30*time.Second, "time between the starts of two passes")
@@ -35,6 +43,7 @@ func (o *RunOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.LeaderElect, "leader-elect", false, "elect one active watchdog among replicas through a Lease (set it when replicas > 1)")
 	fs.StringVar(&o.LeaderLease, "leader-elect-lease", "agentenv-scheduler-watchdog", "Lease used for the watchdog's own leader election")
 	fs.StringVar(&o.LeaderIdentity, "leader-elect-identity", "", "identity in the election (default: the hostname, i.e. the pod name)")
+	fs.BoolVar(&o.WatchEndpoints, "watch-endpoints", true, "watch the EndpointSlices of --nodes-service and start a pass 2s after they change (at most one per half --interval), rather than wait for the interval; needs watch endpointslices (false: the plain interval)")
 }
 
 // Validate reports every invalid flag, in the order the flags are declared.
@@ -103,17 +112,22 @@ func runPasses(ctx context.Context, f *checkFlags, ro *RunOptions, stderr io.Wri
 	log := p.log
 	m := metrics.New(metrics.Options{Sinks: p.sinkNames(), Runtime: true})
 	l := loop.New(ro.Interval, f.cluster.Timeout, p.loopPass(&f.alerts, f.check.DryRun), m, clk, log)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if ro.WatchEndpoints {
+		w := slicewatch.New(p.client, f.cluster.Namespace, f.check.NodesService, f.cluster.Timeout, clk, log)
+		l.Wake, l.Settle = w.Changes(), settle
+		go w.Run(ctx)
+	}
 
 	ln, err := net.Listen("tcp", ro.MetricsAddr)
 	if err != nil {
 		return fmt.Errorf("listen on --metrics-addr %s: %w", ro.MetricsAddr, err)
 	}
 	srv := &http.Server{Handler: l.Handler(), ReadHeaderTimeout: 5 * time.Second}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
-	log.Info().Str("metricsAddr", ln.Addr().String()).Dur("interval", ro.Interval).Bool("leaderElect", ro.LeaderElect).Msg("watchdog running")
+	log.Info().Str("metricsAddr", ln.Addr().String()).Dur("interval", ro.Interval).Bool("leaderElect", ro.LeaderElect).Bool("watchEndpoints", ro.WatchEndpoints).Msg("watchdog running")
 
 	done := make(chan error, 1)
 	go func() { done <- lead(ctx, l, ro, f.cluster.Namespace, p, clk) }()

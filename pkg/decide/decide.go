@@ -490,8 +490,12 @@ func judgePod(p Pod, obs Observation, s *state.State, cfg Config, judgedCount in
 		if verdict == VerdictHealthy {
 			endBackoffAfterHealthyHour(s, now, cfg)
 			noteHealed(s, p, now, cfg)
+			t.SampleFor = noteRolling(ps, p, prevCounters, obs, cfg)
 		}
 		abandonClaim(s, p, verdict, now)
+	}
+	if ps.Rolling != nil && now.Sub(ps.Rolling.Since) > RollRearm {
+		ps.Rolling = nil
 	}
 	ps.LastVerdict = verdict
 
@@ -716,6 +720,66 @@ func weigh(p Pod, ps *state.Pod, cfg Config) (Evidence, string, bool) {
 	return EvidenceWeak, fmt.Sprintf("no rejected heartbeats since %s: the nodes may not reach the scheduler", since.UTC().Format(time.RFC3339)), false
 }
 
+const (
+	// GaugeRefresh is how often the scheduler rewrites its gauges.
+	GaugeRefresh = 15 * time.Second
+	// RollWatch is how long after the first rejected heartbeats a roll is
+	// followed: the gauge drops the old nodes' records 30-40 s after their last
+	// heartbeat and shows it within a refresh (40-55 s measured), with margin.
+	RollWatch = 75 * time.Second
+	// RollRearm is how long a followed roll keeps another from being followed:
+	// a node calling in that discovery never lists (not one of the Service's)
+	// has its heartbeats rejected for good, and must not make every pass
+	// sample for RollWatch.
+	RollRearm = 10 * time.Minute
+)
+
+// noteRolling follows, while the pod is healthy with ready counting every
+// serving node, heartbeats rejected since the last reading of the process:
+// nodes that called in and that discovery does not know. Right after a roll
+// into dead discovery, the gauge still counts the old nodes' records for
+// 40-55 s while the new nodes are rejected at once. It is established when a
+// sample at least a gauge refresh later, ready unchanged, shows more rejected:
+// a node discovery still does not know after a refresh (a roll that
+// discovery follows is accepted within a second), and not an API-server flap,
+// whose ready reads 0 from the next refresh on. It returns how long to sample
+// on to see where it goes (nil: nothing to follow).
+func noteRolling(ps *state.Pod, p Pod, prev *state.Counters, obs Observation, cfg Config) *time.Duration {
+	if p.Sample == nil || p.ScrapeErr != nil || cfg.ConfirmWindow <= 0 || obs.Expected.Serving == 0 || p.Sample.Ready() < obs.Expected.Serving {
+		return nil
+	}
+	now, cur := obs.At, p.Sample.HeartbeatRejected
+	r := ps.Rolling
+	switch {
+	case r == nil:
+		if prev == nil || cur <= prev.HeartbeatRejected {
+			return nil
+		}
+		ps.Rolling = &state.Rolling{Since: now, Run: obs.RunStart, Rejected: cur}
+		r = ps.Rolling
+	case !r.Run.Equal(obs.RunStart) || now.Sub(r.Since) > RollWatch:
+		return nil // followed in an earlier run, or over: not again before RollRearm
+	case !r.Established && now.Sub(r.Since) >= GaugeRefresh && cur > r.Rejected:
+		r.Established = true
+	}
+	left := RollWatch - now.Sub(r.Since)
+	return &left
+}
+
+// rolledAt is where strong evidence and this run's streak count from when a
+// wedge opens right after an established roll of this run (noteRolling): the
+// first rejected heartbeats, while the gauge still counted the old nodes.
+// Otherwise nil: from this sample, as always.
+func rolledAt(ps *state.Pod, verdict Verdict, evidence Evidence, prevVerdict Verdict, obs Observation, cfg Config) *time.Time {
+	r := ps.Rolling
+	if r == nil || !r.Established || verdict != VerdictWedged || evidence != EvidenceStrong || prevVerdict != VerdictHealthy ||
+		!r.Run.Equal(obs.RunStart) || obs.At.Sub(r.Since) > RollWatch || cfg.ConfirmWindow <= 0 {
+		return nil
+	}
+	since := r.Since
+	return &since
+}
+
 // HeartbeatBackoffCap is the longest a rejected node waits between heartbeats
 // (5 s doubling to 60 s, docs/design.md §1): two of them without a rejection
 // say the nodes are not calling in; one short interval says nothing.
@@ -832,6 +896,9 @@ func advanceWedgeClock(ps *state.Pod, verdict Verdict, evidence Evidence, prevVe
 	// this one failed and the gap is bridged.
 	since := now
 	if ps.Episode == nil || ps.Episode.Kind != verdict {
+		if r := rolledAt(ps, verdict, evidence, prevVerdict, obs, cfg); r != nil {
+			since = *r
+		}
 		ps.Episode = &state.OpenEpisode{Kind: verdict, Since: now, Last: now, BaselineRejected: &baseline}
 		if ps.Counters != nil {
 			first := *ps.Counters
@@ -873,7 +940,7 @@ func advanceWedgeClock(ps *state.Pod, verdict Verdict, evidence Evidence, prevVe
 		bad.ConfirmedRun, bad.PausedSinceConfirmed = &run, false
 	}
 	if evidence == EvidenceStrong && ps.Episode.StrongSince == nil {
-		at := now
+		at := since // now, or where a roll began (rolledAt)
 		ps.Episode.StrongSince = &at
 	}
 	if ps.Episode.StrongSince != nil {

@@ -46,6 +46,8 @@ type Needs struct {
 	LeaderLease string
 	// ElectionLease is the watchdog's own election Lease (`run --leader-elect`), or "".
 	ElectionLease string
+	// WatchEndpoints: `run --watch-endpoints` watches the nodes' EndpointSlices.
+	WatchEndpoints bool
 	// ScrapeViaAPIServer: metrics are read through the API server's pod proxy
 	// (--scrape-via apiserver, or auto outside a pod), which needs get pods/proxy.
 	ScrapeViaAPIServer bool
@@ -75,6 +77,11 @@ func (n Needs) Required() []Access {
 	}
 	out = append(out,
 		Access{Group: "discovery.k8s.io", Resource: "endpointslices", Verb: "list", Why: "count the nodes discovery should see (--nodes-service)"},
+	)
+	if n.WatchEndpoints {
+		out = append(out, Access{Group: "discovery.k8s.io", Resource: "endpointslices", Verb: "watch", Why: "start a pass as soon as the nodes change (run --watch-endpoints; without it, passes keep the plain --interval)"})
+	}
+	out = append(out,
 		Access{Resource: "configmaps", Verb: "get", Name: n.StateConfigMap, Why: "read the state (--state-configmap)"},
 		Access{Resource: "configmaps", Verb: "update", Name: n.StateConfigMap, Why: "write the state and claim restarts (--state-configmap)"},
 	)

@@ -104,6 +104,8 @@ type Config struct {
 	MaxPods   int
 	// ElectionLease is `run --leader-elect`'s Lease, "" without election.
 	ElectionLease string
+	// WatchEndpoints: check the rights of `run --watch-endpoints` too.
+	WatchEndpoints bool
 	// Sinks are the configured alert sinks; SendTest delivers a test alert to each.
 	Sinks    []Sink
 	SendTest bool
@@ -213,7 +215,7 @@ func Skew(before, after, date time.Time) time.Duration {
 func (d *Doctor) needs(ctx context.Context) Needs {
 	n := Needs{
 		StateConfigMap: d.StateConfigMap, Deployment: d.Deployment, RestartMethod: d.RestartMethod, JudgePods: d.JudgePods,
-		MaxRestarts: d.MaxRestarts, LeaderLease: d.LeaderLease, ElectionLease: d.ElectionLease,
+		MaxRestarts: d.MaxRestarts, LeaderLease: d.LeaderLease, ElectionLease: d.ElectionLease, WatchEndpoints: d.WatchEndpoints,
 		ScrapeViaAPIServer: d.Via == scrape.ViaAPIServer,
 		EvidenceConfigMap:  d.EvidenceConfigMap, EvidenceLogs: d.EvidenceLogs,
 	}

@@ -1,5 +1,5 @@
 // Package kube is the watchdog's API client: the dozen calls it makes, over
-// client-go's REST client with a scheme of only the nine kinds it uses, from five
+// client-go's REST client with a scheme of only the ten kinds it uses, from five
 // API groups.
 //
 // Why not client-go's generated clientset: importing it registers every API group
@@ -26,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 )
 
@@ -43,7 +44,7 @@ var kinds = []struct {
 }{
 	{corev1.SchemeGroupVersion, []runtime.Object{&corev1.Pod{}, &corev1.PodList{}, &corev1.ConfigMap{}, &corev1.Event{}, &corev1.EventList{}}},
 	{appsv1.SchemeGroupVersion, []runtime.Object{&appsv1.Deployment{}, &appsv1.ReplicaSet{}}},
-	{discoveryv1.SchemeGroupVersion, []runtime.Object{&discoveryv1.EndpointSliceList{}}},
+	{discoveryv1.SchemeGroupVersion, []runtime.Object{&discoveryv1.EndpointSlice{}, &discoveryv1.EndpointSliceList{}}},
 	{coordinationv1.SchemeGroupVersion, []runtime.Object{&coordinationv1.Lease{}}},
 	// watchdog doctor: can this identity make each call (doctor.go)?
 	{authorizationv1.SchemeGroupVersion, []runtime.Object{&authorizationv1.SelfSubjectAccessReview{}}},
@@ -130,6 +131,14 @@ func (c *Client) ListEndpointSlices(ctx context.Context, ns string, opts metav1.
 	out := &discoveryv1.EndpointSliceList{}
 	err := c.discovery.Get().Namespace(ns).Resource("endpointslices").VersionedParams(&opts, params).Do(ctx).Into(out)
 	return out, err
+}
+
+// WatchEndpointSlices watches EndpointSlices (watchdog run: an early pass when
+// the nodes change). ctx bounds the whole watch; opts.TimeoutSeconds asks the
+// API server to end it first.
+func (c *Client) WatchEndpointSlices(ctx context.Context, ns string, opts metav1.ListOptions) (watch.Interface, error) {
+	opts.Watch = true
+	return c.discovery.Get().Namespace(ns).Resource("endpointslices").VersionedParams(&opts, params).Watch(ctx)
 }
 
 // GetConfigMap reads a ConfigMap (a quorum read: state must be current).

@@ -30,6 +30,13 @@ type Loop struct {
 	Clock    clock.Clock
 	Log      zerolog.Logger
 	Metrics  *metrics.Metrics
+	// Wake, when not nil, asks for an early pass: the nodes' EndpointSlices
+	// changed (pkg/slicewatch), so the scheduler may be rejecting new nodes now.
+	// Nil (or a watch that failed) leaves the plain Interval.
+	Wake <-chan struct{}
+	// Settle is how long an early pass waits after a change for the rest of it
+	// (a roll changes slices one after the other): one pass for the burst.
+	Settle time.Duration
 
 	mu          sync.Mutex
 	started     time.Time
@@ -58,16 +65,58 @@ func (l *Loop) Lead(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		wait := l.Interval - l.Clock.Since(start)
-		if wait < 0 {
-			wait = 0
-		}
-		select {
-		case <-ctx.Done():
+		if !l.waitNext(ctx, start) {
 			return
-		case <-l.Clock.After(wait):
 		}
 	}
+}
+
+// waitNext waits until the next pass is due (schedule), reporting false when
+// ctx ended.
+func (l *Loop) waitNext(ctx context.Context, start time.Time) bool {
+	s := schedule{interval: l.Interval, settle: l.Settle, start: start}
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-l.Wake:
+			if s.changed(l.Clock.Now()) {
+				l.Log.Info().Dur("in", max(s.due().Sub(l.Clock.Now()), 0)).Msg("the nodes' EndpointSlices changed: early pass")
+			}
+		case <-l.Clock.After(max(s.due().Sub(l.Clock.Now()), 0)):
+			return true
+		}
+	}
+}
+
+// schedule is when the pass after the one that started at start is due:
+// interval after it, or earlier after a change of the nodes' EndpointSlices,
+// settle after the change. An early pass starts no sooner than half an interval
+// after the last one started, so a stream of changes at most doubles the passes
+// (and the CPU) of the plain interval.
+type schedule struct {
+	interval, settle time.Duration
+	start, early     time.Time
+}
+
+func (s *schedule) due() time.Time {
+	if next := s.start.Add(s.interval); s.early.IsZero() || !s.early.Before(next) {
+		return next
+	}
+	return s.early
+}
+
+// changed records a change seen at now; it reports whether it brings the next
+// pass forward (the first change after a pass; later ones join its burst).
+func (s *schedule) changed(now time.Time) bool {
+	if !s.early.IsZero() {
+		return false
+	}
+	s.early = now.Add(s.settle)
+	if floor := s.start.Add(s.interval / 2); s.early.Before(floor) {
+		s.early = floor
+	}
+	return s.early.Before(s.start.Add(s.interval))
 }
 
 func (l *Loop) runPass(ctx context.Context) {

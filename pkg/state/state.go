@@ -127,6 +127,21 @@ type Pod struct {
 	// Episode is the open bad episode of this process, nil while it is fine.
 	// (Version 1 called it "bad".)
 	Episode *OpenEpisode `json:"episode,omitempty"`
+	// Rolling is heartbeats rejected while ready still counted every serving
+	// node: nodes rolled into a discovery that may be dead, before the gauge
+	// drops the old nodes' records.
+	Rolling *Rolling `json:"rolling,omitempty"`
+}
+
+// Rolling is the first sample of a process, in a run, that showed heartbeats
+// rejected while ready still counted every serving node, and whether a sample
+// at least a gauge refresh later showed more rejected with ready unchanged
+// (Established).
+type Rolling struct {
+	Since       time.Time `json:"since"`
+	Run         time.Time `json:"run"`
+	Rejected    uint64    `json:"rejected"`
+	Established bool      `json:"established,omitempty"`
 }
 
 // Counters are the scheduler's counters at the last scrape of this process.

@@ -125,6 +125,7 @@ func TestDoctorChecksWhatTheRoleGrants(t *testing.T) {
 		"scheduler: {leaderLease: agentenv-scheduler}",
 		"mode: deployment",
 		"mode: deployment\ndeployment: {replicas: 3}",
+		"mode: deployment\ndeployment: {watchEndpoints: false}",
 		"state: {configMapName: wd-state}\nscheduler: {deployment: sched, leaderLease: lead}\nrestart: {method: rollout}",
 		"scheduler: {judgePods: selector}",
 		"scheduler: {judgePods: selector}\nrestart: {method: rollout}",
@@ -143,6 +144,7 @@ func TestDoctorChecksWhatTheRoleGrants(t *testing.T) {
 			if get("leader-elect") == "true" {
 				n.ElectionLease = get("leader-elect-lease")
 			}
+			n.WatchEndpoints = get("watch-endpoints") == "true"
 			var checked []grant
 			for _, a := range n.Required() {
 				res := a.Resource

@@ -219,9 +219,11 @@ func TestRBACPerConfiguration(t *testing.T) {
 		{"judging every pod, rollout method", "scheduler: {judgePods: selector}\nrestart: {method: rollout}", []grant{{"apps", "deployments", "patch", dep}, {"apps", "replicasets", "get", ""}}},
 		{"HA scheduler: its leader Lease by name", "scheduler: {leaderLease: agentenv-scheduler}", []grant{
 			{"", "pods", "delete", ""}, {"coordination.k8s.io", "leases", "get", "agentenv-scheduler"}}},
-		{"deployment mode, one replica: no election", "mode: deployment", []grant{{"", "pods", "delete", ""}}},
+		// watch endpointslices: run starts a pass when the nodes change (deployment.watchEndpoints).
+		{"deployment mode, one replica: no election", "mode: deployment", []grant{{"", "pods", "delete", ""}, {"discovery.k8s.io", "endpointslices", "watch", ""}}},
+		{"deployment mode without the EndpointSlice watch", "mode: deployment\ndeployment: {watchEndpoints: false}", []grant{{"", "pods", "delete", ""}}},
 		{"deployment mode, 3 replicas: own Lease by name", "mode: deployment\ndeployment: {replicas: 3}", []grant{
-			{"", "pods", "delete", ""},
+			{"", "pods", "delete", ""}, {"discovery.k8s.io", "endpointslices", "watch", ""},
 			{"coordination.k8s.io", "leases", "get", "agentenv-scheduler-watchdog"},
 			{"coordination.k8s.io", "leases", "update", "agentenv-scheduler-watchdog"}}},
 		{"no evidence logs", "evidence: {logs: false}", []grant{{"", "pods", "delete", ""}}},

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -242,4 +243,68 @@ func grepMetric(body string) string {
 		}
 	}
 	return strings.Join(out, "; ")
+}
+
+// passesOK reads the instance's count of successful passes (-1: unreadable).
+func (in *instance) passesOK() int {
+	_, body := in.get("/metrics")
+	m := regexp.MustCompile(`agentenv_watchdog_passes_total\{result="ok"\} (\d+)`).FindStringSubmatch(body)
+	if m == nil {
+		return -1
+	}
+	n, err := strconv.Atoi(m[1])
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+// On a real API server: a change of the nodes' EndpointSlices starts a pass
+// long before --interval (at half of it, the earliest an early pass may come
+// after the last), and without the right to watch them the watchdog warns and
+// keeps passing on the plain interval.
+func TestRunModeEndpointSliceChangeStartsAnEarlyPass(t *testing.T) {
+	s := newScenario(t, layout{serving: 3, page: fixture(t, "scheduler-metrics-healthy.txt")})
+	const interval = 20 * time.Second
+	in := startRun(t, append(s.runFlags(), "--interval", interval.String())...)
+	waitFor(t, 15*time.Second, "the watch to start", func() bool {
+		return strings.Contains(in.stderr.String(), "watching the nodes' EndpointSlices: a change starts an early pass")
+	})
+	waitFor(t, 15*time.Second, "the first pass", func() bool { return in.passesOK() == 1 })
+	first := time.Now()
+
+	ctx, cancel := testenv.Ctx()
+	defer cancel()
+	slice, err := env.Client.DiscoveryV1().EndpointSlices(s.ns).Get(ctx, "agentenv-nodes-0", metav1.GetOptions{})
+	must(t, err)
+	slice.Endpoints[0].TargetRef.Name = "node-rolled" // a node replaced by a new one
+	_, err = env.Client.DiscoveryV1().EndpointSlices(s.ns).Update(ctx, slice, metav1.UpdateOptions{})
+	must(t, err)
+	waitFor(t, interval, "a pass after the EndpointSlice change", func() bool { return in.passesOK() >= 2 })
+	if took := time.Since(first); took >= interval*3/4 {
+		t.Errorf("the pass after the change came %s after the first, want well before --interval %s", took.Round(time.Millisecond), interval)
+	}
+	if !strings.Contains(in.stderr.String(), "the nodes' EndpointSlices changed: early pass") {
+		t.Errorf("the early pass is not logged:\n%s", in.stderr.String())
+	}
+	if code := in.stop(); code != 0 {
+		t.Errorf("exit %d after shutdown (-1: did not stop)", code)
+	}
+
+	// A ServiceAccount that may list but not watch EndpointSlices.
+	grantWatchdog(t, s.ns, "nowatch")
+	kubeconfig, err := env.WriteKubeconfig("nowatch-"+s.ns, serviceAccountToken(t, s.ns, "nowatch"))
+	must(t, err)
+	flags := s.runFlags()
+	flags[1] = kubeconfig
+	limited := startRun(t, append(flags, "--interval", "1s")...)
+	waitFor(t, 15*time.Second, "the warning and passes on the interval", func() bool {
+		return strings.Contains(limited.stderr.String(), "cannot watch the nodes' EndpointSlices: passes run on the plain --interval") && limited.passesOK() >= 3
+	})
+	if code, body := limited.get("/healthz"); code != http.StatusOK {
+		t.Errorf("/healthz %d without the watch: %s", code, body)
+	}
+	if n := strings.Count(limited.stderr.String(), "cannot watch the nodes' EndpointSlices"); n != 1 {
+		t.Errorf("%d warnings for one lasting refusal, want 1", n)
+	}
 }

@@ -54,6 +54,10 @@ that the alerts a sink added later keeps for retry are authenticated from the st
 {{- end -}}
 
 {{/* True ("true") when `watchdog run` elects a leader: deployment mode with replicas > 1. */}}
+{{- define "watchdog.watchEndpoints" -}}
+{{- if and (eq .Values.mode "deployment") .Values.deployment.watchEndpoints -}}true{{- end -}}
+{{- end -}}
+
 {{- define "watchdog.leaderElect" -}}
 {{- if and (eq .Values.mode "deployment") (gt (int .Values.deployment.replicas) 1) -}}true{{- end -}}
 {{- end -}}

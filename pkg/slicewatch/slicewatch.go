@@ -1,0 +1,161 @@
+// Package slicewatch watches the nodes' EndpointSlices for `watchdog run` and
+// signals each change, so that the next pass looks at the scheduler while the
+// rejected heartbeats of newly rolled nodes are rising, rather than up to an
+// interval later. It keeps no cache: the pass lists the slices itself, and a
+// watch that fails only costs that head start (passes keep the plain
+// --interval), with a warning.
+package slicewatch
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/rs/zerolog"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/clock"
+)
+
+// Client is the part of kube.Client the watch uses.
+type Client interface {
+	ListEndpointSlices(ctx context.Context, ns string, opts metav1.ListOptions) (*discoveryv1.EndpointSliceList, error)
+	WatchEndpointSlices(ctx context.Context, ns string, opts metav1.ListOptions) (watch.Interface, error)
+}
+
+const (
+	// watchFor is how long the API server keeps one watch open; the watch then
+	// resumes from the last version seen. The client gives it watchGrace more
+	// before it cuts the call itself: no watch outlives its deadline.
+	watchFor   = 5 * time.Minute
+	watchGrace = 30 * time.Second
+	// retryMin and retryMax space the attempts after a failure (doubling).
+	retryMin = time.Second
+	retryMax = 2 * time.Minute
+)
+
+// Watcher signals on Changes each change of the EndpointSlices labelled with
+// Service in Namespace.
+type Watcher struct {
+	Client    Client
+	Namespace string
+	Service   string
+	// Timeout bounds each list.
+	Timeout time.Duration
+	Clock   clock.Clock
+	Log     zerolog.Logger
+	changes chan struct{}
+	// watching and failing are Run's: a watch is open, a failure was warned of.
+	watching, failing bool
+	opened            time.Time
+}
+
+// New returns a watcher; Run starts it.
+func New(c Client, namespace, service string, timeout time.Duration, clk clock.Clock, log zerolog.Logger) *Watcher {
+	return &Watcher{Client: c, Namespace: namespace, Service: service, Timeout: timeout, Clock: clk,
+		Log: log.With().Str("watch", "endpointslices").Str("service", service).Logger(), changes: make(chan struct{}, 1)}
+}
+
+// Changes delivers one signal for any number of changes since it was last read.
+func (w *Watcher) Changes() <-chan struct{} { return w.changes }
+
+// Run watches until ctx ends. A failure is logged as a warning once per
+// outage (passes run on the plain interval meanwhile) and retried with
+// back-off; the recovery is logged too.
+func (w *Watcher) Run(ctx context.Context) {
+	var rv string
+	delay := retryMin
+	for ctx.Err() == nil {
+		var err error
+		if rv == "" {
+			rv, err = w.list(ctx)
+		}
+		if err == nil {
+			rv, err = w.watch(ctx, rv)
+		}
+		if err == nil || ctx.Err() != nil {
+			continue
+		}
+		if w.watching && w.Clock.Since(w.opened) >= retryMax {
+			delay = retryMin // it worked for a while: a new outage
+		}
+		w.watching = false
+		if !w.failing {
+			w.Log.Warn().Err(err).Msg("cannot watch the nodes' EndpointSlices: passes run on the plain --interval until the watch is back")
+			w.failing = true
+		}
+		select {
+		case <-ctx.Done():
+		case <-w.Clock.After(delay):
+		}
+		delay = min(2*delay, retryMax)
+	}
+}
+
+func (w *Watcher) selector() string { return discoveryv1.LabelServiceName + "=" + w.Service }
+
+// list reads the current version, from which the watch starts.
+func (w *Watcher) list(ctx context.Context) (string, error) {
+	lctx, cancel := context.WithTimeout(ctx, w.Timeout)
+	defer cancel()
+	l, err := w.Client.ListEndpointSlices(lctx, w.Namespace, metav1.ListOptions{LabelSelector: w.selector()})
+	if err != nil {
+		return "", fmt.Errorf("list EndpointSlices of %s in %s: %w", w.Service, w.Namespace, err)
+	}
+	return l.ResourceVersion, nil
+}
+
+// watch signals every change from version rv until the watch ends, and returns
+// the version to resume from ("" to list again).
+func (w *Watcher) watch(ctx context.Context, rv string) (string, error) {
+	secs := int64(watchFor / time.Second)
+	wctx, cancel := context.WithTimeout(ctx, watchFor+watchGrace)
+	defer cancel()
+	wi, err := w.Client.WatchEndpointSlices(wctx, w.Namespace, metav1.ListOptions{LabelSelector: w.selector(), ResourceVersion: rv, TimeoutSeconds: &secs, AllowWatchBookmarks: true})
+	if err != nil {
+		if apierrors.IsGone(err) || apierrors.IsResourceExpired(err) {
+			return "", nil
+		}
+		return "", fmt.Errorf("watch EndpointSlices of %s in %s: %w", w.Service, w.Namespace, err)
+	}
+	defer wi.Stop()
+	if !w.watching {
+		w.Log.Info().Msg("watching the nodes' EndpointSlices: a change starts an early pass")
+		w.watching, w.failing, w.opened = true, false, w.Clock.Now()
+	}
+	began, events := w.Clock.Now(), 0
+	for ev := range wi.ResultChan() {
+		events++
+		switch ev.Type {
+		case watch.Added, watch.Modified, watch.Deleted:
+			w.signal()
+		case watch.Bookmark:
+		case watch.Error:
+			status := apierrors.FromObject(ev.Object)
+			if apierrors.IsGone(status) || apierrors.IsResourceExpired(status) {
+				return "", nil // list again: changes in between are the next pass's anyway
+			}
+			return "", fmt.Errorf("watch EndpointSlices of %s in %s: %w", w.Service, w.Namespace, status)
+		}
+		if s, ok := ev.Object.(*discoveryv1.EndpointSlice); ok && s.ResourceVersion != "" {
+			rv = s.ResourceVersion
+		}
+	}
+	if wctx.Err() != nil && ctx.Err() == nil {
+		return "", fmt.Errorf("watch EndpointSlices of %s in %s: no end from the API server within %s", w.Service, w.Namespace, watchFor+watchGrace)
+	}
+	if events == 0 && w.Clock.Since(began) < retryMin {
+		// Not a timeout: something between here and the API server ends watches.
+		return "", fmt.Errorf("watch EndpointSlices of %s in %s: closed at once", w.Service, w.Namespace)
+	}
+	return rv, nil
+}
+
+func (w *Watcher) signal() {
+	select {
+	case w.changes <- struct{}{}:
+	default: // a signal is already waiting: one pass covers both
+	}
+}
