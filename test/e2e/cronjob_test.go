@@ -200,8 +200,20 @@ func bundle(t *testing.T, ns, key string) evidence.Bundle {
 	if !ok {
 		t.Fatalf("evidence bundle %q not in the evidence ConfigMap (keys %v)", key, keys(cm.Data))
 	}
-	var b evidence.Bundle
-	must(t, json.Unmarshal([]byte(raw), &b))
+	// Sealed with the outbox key the chart generated (its Secret's outbox-key).
+	var outboxKey []byte
+	secrets, err := client.CoreV1().Secrets(ns).List(context.Background(), metav1.ListOptions{})
+	must(t, err)
+	for _, s := range secrets.Items {
+		if k, ok := s.Data["outbox-key"]; ok {
+			outboxKey = k
+		}
+	}
+	b, err := evidence.Open(outboxKey, ns, cm.Name, []byte(raw))
+	must(t, err)
+	if b.Integrity != evidence.IntegritySealed || b.At.IsZero() {
+		t.Errorf("evidence bundle %q: integrity %q, at %s: want sealed with the chart's outbox key, with its time", key, b.Integrity, b.At)
+	}
 	return b
 }
 
