@@ -483,13 +483,15 @@ func TestReachVerifiesTLS(t *testing.T) {
 			http.Error(w, err.Error(), http.StatusBadGateway)
 			return
 		}
-		w.WriteHeader(http.StatusOK)
-		down, _, err := w.(http.Hijacker).Hijack()
+		// The 200 is written on the hijacked connection itself, and what the
+		// server had already read is passed on: a proxy's tunnel, not the test's race.
+		down, rw, err := w.(http.Hijacker).Hijack()
 		if err != nil {
 			up.Close()
 			return
 		}
-		go func() { _, _ = io.Copy(up, down); up.Close() }()
+		_, _ = io.WriteString(down, "HTTP/1.1 200 Connection established\r\n\r\n")
+		go func() { _, _ = io.Copy(up, rw.Reader); up.Close() }()
 		_, _ = io.Copy(down, up)
 		down.Close()
 	}))

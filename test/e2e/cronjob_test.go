@@ -209,7 +209,7 @@ func bundle(t *testing.T, ns, key string) evidence.Bundle {
 			outboxKey = k
 		}
 	}
-	b, err := evidence.Open(outboxKey, ns, cm.Name, []byte(raw))
+	b, err := evidence.Open(outboxKey, ns, key, []byte(raw))
 	must(t, err)
 	if b.Integrity != evidence.IntegritySealed || b.At.IsZero() {
 		t.Errorf("evidence bundle %q: integrity %q, at %s: want sealed with the chart's outbox key, with its time", key, b.Integrity, b.At)
