@@ -38,8 +38,8 @@ func Transport(base http.RoundTripper, limit int64) http.RoundTripper {
 var ErrTooLarge = errors.New("answer body exceeds the bound")
 
 type capped struct {
-	base http.RoundTripper
-	limit  int64
+	base  http.RoundTripper
+	limit int64
 }
 
 func (c capped) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -53,9 +53,9 @@ func (c capped) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // limitedBody reads at most limit bytes, then fails with ErrTooLarge.
 type limitedBody struct {
-	rc   io.ReadCloser
-	left int64
-	limit  int64
+	rc    io.ReadCloser
+	left  int64
+	limit int64
 }
 
 func (b *limitedBody) Read(p []byte) (int, error) {

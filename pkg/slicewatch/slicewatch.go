@@ -31,8 +31,8 @@ const (
 	// before it cuts the call itself: no watch outlives its deadline.
 	watchFor   = 5 * time.Minute
 	watchGrace = 30 * time.Second
-	// retryMin and retryMax space the attempts after a failure (doubling).
-	retryMin = time.Second
+	// retryFirst and retryMax space the attempts after a failure (doubling).
+	retryFirst = time.Second
 	retryMax = 2 * time.Minute
 )
 
@@ -66,7 +66,7 @@ func (w *Watcher) Changes() <-chan struct{} { return w.changes }
 // back-off; the recovery is logged too.
 func (w *Watcher) Run(ctx context.Context) {
 	var rv string
-	delay := retryMin
+	delay := retryFirst
 	for ctx.Err() == nil {
 		var err error
 		if rv == "" {
@@ -79,7 +79,7 @@ func (w *Watcher) Run(ctx context.Context) {
 			continue
 		}
 		if w.watching && w.Clock.Since(w.opened) >= retryMax {
-			delay = retryMin // it worked for a while: a new outage
+			delay = retryFirst // it worked for a while: a new outage
 		}
 		w.watching = false
 		if !w.failing {
@@ -146,7 +146,7 @@ func (w *Watcher) watch(ctx context.Context, rv string) (string, error) {
 	if wctx.Err() != nil && ctx.Err() == nil {
 		return "", fmt.Errorf("watch EndpointSlices of %s in %s: no end from the API server within %s", w.Service, w.Namespace, watchFor+watchGrace)
 	}
-	if events == 0 && w.Clock.Since(began) < retryMin {
+	if events == 0 && w.Clock.Since(began) < retryFirst {
 		// Not a timeout: something between here and the API server ends watches.
 		return "", fmt.Errorf("watch EndpointSlices of %s in %s: closed at once", w.Service, w.Namespace)
 	}
