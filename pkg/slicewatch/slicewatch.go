@@ -33,7 +33,7 @@ const (
 	watchGrace = 30 * time.Second
 	// retryFirst and retryMax space the attempts after a failure (doubling).
 	retryFirst = time.Second
-	retryMax = 2 * time.Minute
+	retryMax   = 2 * time.Minute
 )
 
 // Watcher signals on Changes each change of the EndpointSlices labelled with
