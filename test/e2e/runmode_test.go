@@ -17,7 +17,8 @@ import (
 // TestRunModeLeaderKilledOnARealNode is `watchdog run` with two replicas electing
 // a leader on the chart's Lease: the scheduler loses its node discovery while the
 // nodes roll, the leader is killed while it confirms the wedge (before any
-// restart), the standby takes over from the state ConfigMap, and the scheduler is
+// restart), another replica takes the Lease over (the standby, or the ReplicaSet's
+// new pod if it campaigns first) from the state ConfigMap, and the scheduler is
 // restarted once, `wedged` paged once, `restarted` once.
 func TestRunModeLeaderKilledOnARealNode(t *testing.T) {
 	needNode(t)
