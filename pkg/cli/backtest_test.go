@@ -45,20 +45,7 @@ func TestBacktestFlagsValidate(t *testing.T) {
 				Schedule: DefaultSchedule, PodLabel: "pod", StopGapAfter: 5 * time.Minute}
 			tc.set(&o)
 			err := o.Validate(now, tc.intervalSet)
-			if len(tc.want) == 0 {
-				if err != nil {
-					t.Fatalf("want valid, got %v", err)
-				}
-				return
-			}
-			if err == nil {
-				t.Fatalf("want %q, got no error", tc.want)
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q lacks %q", err, w)
-				}
-			}
+			wantProblems(t, err, tc.want)
 		})
 	}
 	o := BacktestOptions{Start: "36h", End: "2026-11-25T06:00:00Z", PrometheusURL: "http://x:9090", QueryTimeout: time.Second, MaxBytes: DefaultPrometheusMaxBytes, Schedule: DefaultSchedule, PodLabel: "pod", StopGapAfter: time.Minute}
@@ -140,4 +127,25 @@ func TestBacktestBoundsPrometheusAnswers(t *testing.T) {
 	if _, _, _, err := promv1.NewAPI(client).Query(ctx, "redirect", time.Now()); err == nil || elsewhere.Load() != 0 {
 		t.Errorf("a redirect: %v, %d request(s) elsewhere", err, elsewhere.Load())
 	}
+}
+
+// wantProblems checks a validation error against the problems it must name: none
+// wants no error. It reports whether there was an error to look at further.
+func wantProblems(t *testing.T, err error, want []string) bool {
+	t.Helper()
+	if len(want) == 0 {
+		if err != nil {
+			t.Fatalf("want valid, got %v", err)
+		}
+		return false
+	}
+	if err == nil {
+		t.Fatalf("want %q, got no error", want)
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q lacks %q", err, w)
+		}
+	}
+	return true
 }
