@@ -73,11 +73,16 @@ func TestWatchSignalsChangesAndWarnsWhileItCannotWatch(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("no watch after two failed lists")
 	}
+	// The fake hands the watch over before Run logs the recovery: wait for it.
+	recovered := "watching the nodes' EndpointSlices: a change"
+	for end := time.Now().Add(10 * time.Second); !strings.Contains(logs.String(), recovered) && time.Now().Before(end); {
+		time.Sleep(10 * time.Millisecond)
+	}
 	out := logs.String()
 	if n := strings.Count(out, "passes run on the plain --interval"); n != 1 {
 		t.Errorf("%d warnings for one outage, want 1:\n%s", n, out)
 	}
-	if !strings.Contains(out, "forbidden") || !strings.Contains(out, "watching the nodes' EndpointSlices: a change") {
+	if !strings.Contains(out, "forbidden") || !strings.Contains(out, recovered) {
 		t.Errorf("the warning does not say why, or the recovery is not logged:\n%s", out)
 	}
 	select {
