@@ -3,10 +3,12 @@ package cli
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/client-go/rest"
 )
 
 const kubeconfigTwoContexts = `apiVersion: v1
@@ -84,5 +86,45 @@ func TestKubectlConnectionFlags(t *testing.T) {
 	}
 	if cfg.Host != "https://127.0.0.1:9443" || cfg.BearerToken != "tok-2" || cfg.Timeout != o.APITimeout {
 		t.Errorf("rest config: host %s token %q timeout %s", cfg.Host, cfg.BearerToken, cfg.Timeout)
+	}
+}
+
+// In a pod the configuration is in-cluster, which reads no kubeconfig
+// overrides: --request-timeout, --as and --token must still apply, and an API
+// request never waits on the run's deadline alone.
+func TestKubectlFlagsApplyInAPod(t *testing.T) {
+	for _, c := range []struct {
+		timeout string
+		want    time.Duration
+		bad     bool
+	}{
+		{"", 0, false}, {"0", 0, false}, {"7s", 7 * time.Second, false}, {"5", 5 * time.Second, false}, {"2m", 2 * time.Minute, false},
+		{"soon", 0, true}, {"-1s", 0, true},
+	} {
+		args := []string{"--as", "someone", "--token", "tok-3"}
+		if c.timeout != "" {
+			args = append(args, "--request-timeout", c.timeout)
+		}
+		var o ClusterOptions
+		fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+		o.AddFlags(fs)
+		if err := fs.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		cfg := &rest.Config{Timeout: o.APITimeout, BearerTokenFile: "/var/run/secrets/kubernetes.io/serviceaccount/token"}
+		err := inPodOverrides(cfg, &o)
+		if c.bad {
+			if err == nil || !strings.Contains(err.Error(), "--request-timeout") {
+				t.Errorf("--request-timeout %q: error %v, want one naming the flag", c.timeout, err)
+			}
+			continue
+		}
+		want := c.want
+		if want == 0 {
+			want = o.APITimeout
+		}
+		if err != nil || cfg.Timeout != want || cfg.Impersonate.UserName != "someone" || cfg.BearerToken != "tok-3" || cfg.BearerTokenFile != "" {
+			t.Errorf("--request-timeout %q: %v, timeout %s (want %s), impersonate %q, token %q file %q", c.timeout, err, cfg.Timeout, want, cfg.Impersonate.UserName, cfg.BearerToken, cfg.BearerTokenFile)
+		}
 	}
 }

@@ -5,6 +5,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"strconv"
 	"fmt"
 	"io"
 	"os"
@@ -256,11 +257,8 @@ func restConfig(o *ClusterOptions) (*rest.Config, error) {
 			return nil, usagef("in-cluster configuration: %v", err)
 		}
 		cfg = c
-		// kubectl's identity flags apply in a pod too (--as for a check of rights).
-		a := o.Overrides.AuthInfo
-		cfg.Impersonate.UserName, cfg.Impersonate.UID, cfg.Impersonate.Groups = a.Impersonate, a.ImpersonateUID, a.ImpersonateGroups
-		if a.Token != "" {
-			cfg.BearerToken, cfg.BearerTokenFile = a.Token, ""
+		if err := inPodOverrides(cfg, o); err != nil {
+			return nil, err
 		}
 	} else {
 		c, err := o.loader().ClientConfig()
@@ -279,6 +277,38 @@ func restConfig(o *ClusterOptions) (*rest.Config, error) {
 	cfg.ContentType = "application/vnd.kubernetes.protobuf"
 	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
 	return cfg, nil
+}
+
+// inPodOverrides applies the kubectl flags that mean something in a pod too
+// (--as for a check of rights, --token, --request-timeout), which the
+// in-cluster configuration, unlike a kubeconfig's, does not read.
+func inPodOverrides(cfg *rest.Config, o *ClusterOptions) error {
+	a := o.Overrides.AuthInfo
+	cfg.Impersonate.UserName, cfg.Impersonate.UID, cfg.Impersonate.Groups = a.Impersonate, a.ImpersonateUID, a.ImpersonateGroups
+	if a.Token != "" {
+		cfg.BearerToken, cfg.BearerTokenFile = a.Token, ""
+	}
+	if rt := o.Overrides.Timeout; rt != "" && rt != "0" {
+		d, err := requestTimeout(rt)
+		if err != nil {
+			return usagef("--request-timeout %q: %v", rt, err)
+		}
+		cfg.Timeout = d
+	}
+	return nil
+}
+
+// requestTimeout reads --request-timeout as kubectl does: a duration, or bare
+// seconds.
+func requestTimeout(s string) (time.Duration, error) {
+	if n, err := strconv.ParseUint(s, 10, 32); err == nil {
+		return time.Duration(n) * time.Second, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err == nil && d < 0 {
+		err = errors.New("negative")
+	}
+	return d, err
 }
 
 // inPod: the watchdog runs in a pod (the kubelet sets KUBERNETES_SERVICE_HOST in
