@@ -5,11 +5,11 @@ package cli
 import (
 	"context"
 	"errors"
-	"strconv"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
