@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -17,6 +18,49 @@ import (
 	"github.com/agentenv/watchdog/pkg/statestore"
 	"github.com/agentenv/watchdog/pkg/statetext"
 )
+
+func newStatusCommand(stdout, stderr io.Writer) *cobra.Command {
+	var cluster ClusterOptions
+	var output OutputOptions
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show the persisted state: last run, pods, then restarts, alerts and episodes",
+		Example: `  # The last run, each pod's episode, then the restarts, alerts and episodes as history lists them.
+  watchdog status -n agentenv-system
+
+  # The same as JSON, e.g. only the restart history.
+  watchdog status -n agentenv-system -o json | jq '.state.restarts'`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			markStarted(cmd)
+			var p problems
+			p.add(cluster.Validate())
+			p.add(output.Validate())
+			if err := p.err(); err != nil {
+				return err
+			}
+			newLogger(&cluster, stderr) // client-go's own lines (klog) stay JSON
+			client, cfg, err := newClient(&cluster)
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), cluster.Timeout)
+			defer cancel()
+			snap, err := readState(ctx, client, cfg.Host, &cluster)
+			if err != nil {
+				return err
+			}
+			st := statetext.Status{ConfigMap: cluster.Namespace + "/" + cluster.StateConfigMap, ResourceVersion: snap.ResourceVersion, Warning: snap.Recovered, State: snap.State}
+			if output.Structured() {
+				return encodeAs(stdout, output.Output, st)
+			}
+			return st.WriteText(stdout, time.Now())
+		},
+	}
+	cluster.AddFlags(cmd.Flags())
+	output.AddFlags(cmd.Flags())
+	return cmd
+}
 
 func newHistoryCommand(stdout, stderr io.Writer) *cobra.Command {
 	var cluster ClusterOptions
@@ -88,9 +132,9 @@ not read the Events and shows the rest.`,
 				}
 				return fmt.Errorf("no evidence bundle %q in %s/%s (it keeps the %d newest)", bundle, cluster.Namespace, ev.ConfigMap, evidence.MaxBundles)
 			}
-			snap, err := (&statestore.Store{Client: client, Namespace: cluster.Namespace, Name: cluster.StateConfigMap}).Load(ctx)
+			snap, err := readState(ctx, client, cfg.Host, &cluster)
 			if err != nil {
-				return fmt.Errorf("API server %s: %w", cfg.Host, err)
+				return err
 			}
 			entries := statetext.Entries(snap.State)
 			statetext.MarkBundles(entries, bundles)
@@ -99,6 +143,9 @@ not read the Events and shows the rest.`,
 			entries = slices.DeleteFunc(entries, func(e statetext.Entry) bool { return e.At.Before(from) })
 			statetext.NewestFirst(entries)
 			h := statetext.History{Entries: entries}
+			if snap.Recovered != "" {
+				h.Notes = append(h.Notes, snap.Recovered)
+			}
 			if eerr != nil {
 				h.Notes = append(h.Notes, "Events not read: "+eerr.Error())
 			}
@@ -152,4 +199,32 @@ func watchdogEvents(ctx context.Context, c *kube.Client, ns string) ([]statetext
 			What: e.Reason + " on " + e.InvolvedObject.Kind + "/" + e.InvolvedObject.Name, Reason: e.Message})
 	}
 	return out, nil
+}
+
+// readState reads the state ConfigMap for status and history. A namespace
+// without it is an error that says where the state ConfigMap is, when the
+// identity may list ConfigMaps across namespaces.
+func readState(ctx context.Context, client *kube.Client, host string, cluster *ClusterOptions) (*statestore.Snapshot, error) {
+	ns, name := cluster.Namespace, cluster.StateConfigMap
+	snap, err := (&statestore.Store{Client: client, Namespace: ns, Name: name}).Load(ctx)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("API server %s: %w", host, err)
+	case snap.ResourceVersion != "":
+		return snap, nil
+	}
+	msg := fmt.Sprintf("no watchdog state in namespace %s (ConfigMap %s not found)", ns, name)
+	list, err := client.ListConfigMaps(ctx, "", metav1.ListOptions{FieldSelector: "metadata.name=" + name})
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("%s; other namespaces not searched: %v; give the watchdog's with -n", msg, err)
+	case len(list.Items) == 0:
+		return nil, fmt.Errorf("%s, nor in any other namespace: has the watchdog run yet? (watchdog doctor checks the install)", msg)
+	}
+	var where []string
+	for _, cm := range list.Items {
+		where = append(where, cm.Namespace)
+	}
+	slices.Sort(where)
+	return nil, fmt.Errorf("%s; found in namespace %s: use -n %s", msg, strings.Join(where, ", "), where[0])
 }
