@@ -10,8 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/agentenv/watchdog/internal/testenv"
-	"github.com/agentenv/watchdog/pkg/cli"
 	"github.com/agentenv/watchdog/pkg/evidence"
+	"github.com/agentenv/watchdog/pkg/statetext"
 )
 
 func startKubelet(t *testing.T, log string) *testenv.Kubelet {
@@ -112,10 +112,7 @@ func TestEvidenceBeforeRestart(t *testing.T) {
 	// the wedge's episode, and the Events still kept, newest first.
 	base := []string{"--kubeconfig", env.Kubeconfig, "--namespace", s.ns}
 	h := runCLI(t, append([]string{"history", "-o", "json"}, base...)...)
-	var hist struct {
-		Entries []cli.Entry `json:"entries"`
-		Notes   []string    `json:"notes"`
-	}
+	var hist statetext.History
 	if h.code != 0 || json.Unmarshal([]byte(h.stdout), &hist) != nil {
 		t.Fatalf("history: exit %d\n%s%s", h.code, h.stdout, h.stderr)
 	}
@@ -138,8 +135,8 @@ func TestEvidenceBeforeRestart(t *testing.T) {
 		t.Errorf("history --evidence: exit %d\n%s%s", text.code, text.stdout, text.stderr)
 	}
 	st2 := runCLI(t, append([]string{"status"}, base...)...)
-	if !strings.Contains(st2.stdout, "last restart: ") || !strings.Contains(st2.stdout, "  reason: ready 0") || !strings.Contains(st2.stdout, "evidence bundle: "+b.Key) {
-		t.Errorf("status text lacks the last restart's reason and evidence:\n%s", st2.stdout)
+	if !strings.Contains(st2.stdout, "restart       "+s.pod.Name+": restart by delete: done\n    reason: ready 0") || !strings.Contains(st2.stdout, "    evidence bundle: "+b.Key+"\n") {
+		t.Errorf("status text lacks the restart's reason and evidence:\n%s", st2.stdout)
 	}
 	if h := runCLI(t, append([]string{"history", "--since", "1ns"}, base...)...); h.code != 0 || !strings.Contains(h.stdout, "nothing recorded") {
 		t.Errorf("history --since 1ns: exit %d\n%s", h.code, h.stdout)

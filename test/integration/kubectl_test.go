@@ -51,3 +51,35 @@ func TestKubectlHabits(t *testing.T) {
 		t.Errorf("status in a namespace without state: exit %d\n%s%s", none.code, none.stdout, none.stderr)
 	}
 }
+
+// TestStatusAndHistoryReadTheStateAlike, on the real API server: history reads
+// the state as status does. In a namespace without the watchdog's state both are
+// an error that says where the state is, not an empty history; over an
+// unreadable state document both say so (status a warning, history a note)
+// rather than show nothing.
+func TestStatusAndHistoryReadTheStateAlike(t *testing.T) {
+	s := newScenario(t, layout{serving: 3, page: fixture(t, "scheduler-metrics-healthy.txt")})
+	s.check().expect(t, 0, "healthy", "none") // writes the state
+	ctx, cancel := testenv.Ctx()
+	defer cancel()
+	empty, err := env.CreateNamespace(ctx, "wd-empty")
+	must(t, err)
+	for _, cmd := range []string{"status", "history"} {
+		r := runCLI(t, cmd, "--kubeconfig", env.Kubeconfig, "-n", empty)
+		if r.code != 1 || !strings.Contains(r.stderr, "no watchdog state in namespace "+empty) || !strings.Contains(r.stderr, s.ns) {
+			t.Errorf("%s in a namespace without state: exit %d\n%s%s", cmd, r.code, r.stdout, r.stderr)
+		}
+	}
+
+	corrupt, err := env.CreateNamespace(ctx, "wd-corrupt")
+	must(t, err)
+	writeStateRaw(t, ctx, corrupt, `{"version": 1, "pods": {"x": `)
+	base := []string{"--kubeconfig", env.Kubeconfig, "-n", corrupt}
+	want := "state in ConfigMap " + corrupt + "/agentenv-scheduler-watchdog key state.json is unreadable"
+	for args, prefix := range map[string]string{"status": "warning: ", "history": "note: ", "history -o json": `"notes":["`} {
+		r := runCLI(t, append(strings.Fields(args), base...)...)
+		if r.code != 0 || !strings.Contains(r.stdout, prefix+want) {
+			t.Errorf("%s over an unreadable state: exit %d, want %q\n%s%s", args, r.code, prefix+want, r.stdout, r.stderr)
+		}
+	}
+}

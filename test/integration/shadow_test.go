@@ -79,7 +79,7 @@ func TestShadowWeek(t *testing.T) {
 		t.Fatalf("after episode 2: would-restarts %+v, episodes %+v: want two records and the first episode recovered", st.WouldRestarts, st.Episodes)
 	}
 	status := runCLI(t, "status", "--kubeconfig", env.Kubeconfig, "--namespace", s.ns)
-	if status.code != 0 || strings.Count(status.stdout, "  "+s.pod.Name+" (") < 2 || !strings.Contains(status.stdout, "would-restarts in shadow mode") {
+	if status.code != 0 || strings.Count(status.stdout, "would-restart "+s.pod.Name+": shadow mode: would have restarted it") != 2 {
 		t.Errorf("watchdog status does not list both would-restarts:\n%s", status.stdout)
 	}
 	t.Logf("watchdog status after a shadow week:\n%s", status.stdout)

@@ -1,4 +1,4 @@
-package cli
+package statetext
 
 import (
 	"bytes"
@@ -12,7 +12,6 @@ import (
 	"github.com/agentenv/watchdog/pkg/evidence"
 	"github.com/agentenv/watchdog/pkg/scrape"
 	"github.com/agentenv/watchdog/pkg/state"
-	"github.com/agentenv/watchdog/pkg/statestore"
 )
 
 // hostile is text a scheduler log line, a metric label value, an Event message or
@@ -55,12 +54,12 @@ func TestTextOutputEscapesTerminalControls(t *testing.T) {
 	s.Episodes = []state.Episode{{Pod: hostile, UID: hostile, Kind: state.Verdict(hostile), Outcome: state.EpisodeOutcome(hostile)}}
 
 	var status bytes.Buffer
-	if err := writeStatusText(&status, "ns/"+hostile, &statestore.Snapshot{State: s, Recovered: hostile, ResourceVersion: hostile}, now); err != nil {
+	if err := (Status{ConfigMap: "ns/" + hostile, ResourceVersion: hostile, Warning: hostile, State: s}).WriteText(&status, now); err != nil {
 		t.Fatal(err)
 	}
 	var history bytes.Buffer
-	entries := append(stateHistory(s, now), Entry{At: now, Kind: "event", Pod: hostile, What: hostile, Reason: hostile, Notes: []string{hostile}})
-	if err := writeHistoryText(&history, entries, []string{hostile}); err != nil {
+	entries := append(Entries(s), Entry{At: now, Kind: "event", Pod: hostile, What: hostile, Reason: hostile, Notes: []string{hostile}})
+	if err := (History{Entries: entries, Notes: []string{hostile}}).WriteText(&history); err != nil {
 		t.Fatal(err)
 	}
 	var bundle bytes.Buffer
@@ -71,11 +70,11 @@ func TestTextOutputEscapesTerminalControls(t *testing.T) {
 		Status: evidence.PodStatus{Phase: hostile, Controller: hostile, WaitingReason: hostile},
 		Log:    hostile + "\n" + hostile + "\n", Warnings: []string{hostile},
 	}
-	if err := writeBundleText(&bundle, b); err != nil {
+	if err := b.WriteText(&bundle); err != nil {
 		t.Fatal(err)
 	}
 	b.Log, b.LogError = "", hostile
-	if err := writeBundleText(&bundle, b); err != nil {
+	if err := b.WriteText(&bundle); err != nil {
 		t.Fatal(err)
 	}
 	for name, out := range map[string]string{"status": status.String(), "history": history.String(), "history --evidence": bundle.String()} {
