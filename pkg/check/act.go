@@ -10,8 +10,10 @@ import (
 
 	"github.com/agentenv/watchdog/pkg/alert"
 	"github.com/agentenv/watchdog/pkg/decide"
+	"github.com/agentenv/watchdog/pkg/deliver"
 	"github.com/agentenv/watchdog/pkg/events"
 	"github.com/agentenv/watchdog/pkg/evidence"
+	"github.com/agentenv/watchdog/pkg/outbox"
 	"github.com/agentenv/watchdog/pkg/state"
 )
 
@@ -201,8 +203,8 @@ func (p *pass) captureEvidence(t decide.Target, action string) string {
 	return b.Key
 }
 
-func (r *Runner) dispatcher() *alert.Dispatcher {
-	d := &alert.Dispatcher{Sinks: r.Sinks, Outbox: alert.OutboxConfig{
+func (r *Runner) dispatcher() *deliver.Dispatcher {
+	d := &deliver.Dispatcher{Sinks: r.Sinks, Outbox: outbox.Config{
 		Key: r.OutboxKey, Cluster: r.Plan.Cluster, Namespace: r.Plan.Namespace, Version: r.Plan.Version, Labels: r.Plan.Labels,
 	}, ReservedFor: r.Decide.ClaimTimeout}
 	if r.Events != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentenv/watchdog/pkg/alert"
 	"github.com/agentenv/watchdog/pkg/decide"
+	"github.com/agentenv/watchdog/pkg/deliver"
 	"github.com/agentenv/watchdog/pkg/evidence"
 	"github.com/agentenv/watchdog/pkg/restart"
 	"github.com/agentenv/watchdog/pkg/scrape"
@@ -41,7 +42,7 @@ type Options struct {
 	// ScrapeVia is the path the Observer's scrapes take (direct or apiserver), for
 	// the report.
 	ScrapeVia scrape.Via
-	// OutboxKey seals and authenticates the alerts kept for retry (alert.OutboxConfig).
+	// OutboxKey seals and authenticates the alerts kept for retry (outbox.Config).
 	OutboxKey []byte
 }
 
@@ -65,7 +66,7 @@ type Runner struct {
 	Log   zerolog.Logger
 }
 
-// AlertHold reads the firing alerts that hold restarts (alert.AlertHold); an
+// AlertHold reads the firing alerts that hold restarts (deliver.AlertHold); an
 // unreadable Alertmanager is in the answer's Err.
 type AlertHold interface {
 	Read(ctx context.Context) *decide.FiringAlerts
@@ -468,7 +469,7 @@ func (p *pass) logDecision() {
 	}
 }
 
-func (r *Runner) logDeliveries(ds []alert.Delivery) {
+func (r *Runner) logDeliveries(ds []deliver.Delivery) {
 	for _, d := range ds {
 		switch {
 		case d.Dropped:

@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentenv/watchdog/pkg/alert"
 	"github.com/agentenv/watchdog/pkg/decide"
+	"github.com/agentenv/watchdog/pkg/deliver"
 	"github.com/agentenv/watchdog/pkg/state"
 	"github.com/agentenv/watchdog/pkg/statestore"
 )
@@ -100,7 +101,7 @@ func (p *pass) saveRetrying(what string, save func() error, again func() bool) *
 // leaves them to the next run rather than losing them. A claim that cannot be
 // written for another reason (API errors, conflicts past the back-off) sends
 // anyway: a duplicate page is better than none.
-func (p *pass) claimAlerts(d *alert.Dispatcher, acts []alert.ActOutcome, runErr error) []alert.Notification {
+func (p *pass) claimAlerts(d *deliver.Dispatcher, acts []alert.ActOutcome, runErr error) []alert.Notification {
 	base := p.next.Clone() // before Plan records anything
 	notes := alert.Plan(p.next, p.res, acts, runErr, p.Clock.Now(), p.Plan)
 	if p.DryRun || len(notes) == 0 {
@@ -166,7 +167,7 @@ func sentAfter(a, b *state.Alert) bool {
 // mergeOutbox keeps this run's outbox plus the alerts another writer left pending
 // that this run neither holds nor handled (delivered or dropped): replacing the
 // outbox with this run's would lose them without a trace.
-func mergeOutbox(ours, theirs []state.Pending, handled []alert.Delivery) []state.Pending {
+func mergeOutbox(ours, theirs []state.Pending, handled []deliver.Delivery) []state.Pending {
 	known := make(map[string]bool, len(ours)+len(handled))
 	for _, p := range ours {
 		known[p.ID] = true
@@ -305,7 +306,7 @@ func (p *pass) alertFailure(s *state.State, failure *Error) {
 
 // sendFailure delivers notes (and s's outbox, and refreshes its open alerts)
 // within failureSendBudget of its own.
-func (p *pass) sendFailure(s *state.State, notes []alert.Notification) []alert.Delivery {
+func (p *pass) sendFailure(s *state.State, notes []alert.Notification) []deliver.Delivery {
 	if len(notes) == 0 && len(s.Outbox) == 0 && len(s.Alerts) == 0 {
 		return nil
 	}
@@ -318,7 +319,7 @@ func (p *pass) sendFailure(s *state.State, notes []alert.Notification) []alert.D
 
 // reportDeliveries adds deliveries to the report and the log; an outbox entry
 // dropped, or retried without a key to authenticate it, is a warning of the run.
-func (p *pass) reportDeliveries(ds []alert.Delivery) {
+func (p *pass) reportDeliveries(ds []deliver.Delivery) {
 	p.rep.Alerts = append(p.rep.Alerts, ds...)
 	p.logDeliveries(ds)
 	unauthenticated := map[string]bool{}

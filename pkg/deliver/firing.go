@@ -1,4 +1,4 @@
-package alert
+package deliver
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/agentenv/watchdog/pkg/alert"
 	"github.com/agentenv/watchdog/pkg/decide"
 )
 
@@ -138,7 +139,7 @@ func (a *Alertmanager) Firing(ctx context.Context, sets [][]Matcher) ([]string, 
 func (a *Alertmanager) firingAt(ctx context.Context, p *Poster, sets [][]Matcher, h http.Header) ([]string, error) {
 	p.AddSecrets(h.Get("Authorization"), strings.TrimPrefix(h.Get("Authorization"), "Basic "), a.BearerToken, a.Password)
 	own := map[string]bool{}
-	for _, s := range eventsByName {
+	for _, s := range alert.Events {
 		if s.Alertname != "" {
 			own[s.Alertname] = true
 		}

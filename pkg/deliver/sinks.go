@@ -1,4 +1,4 @@
-package alert
+package deliver
 
 import (
 	"context"
@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agentenv/watchdog/pkg/alert"
 )
 
 // Header names of the generic webhook (docs/alerts.md).
@@ -36,7 +38,7 @@ func (w *Webhook) Name() string { return "webhook" }
 
 func (w *Webhook) Reach(ctx context.Context) error { return w.Poster.Reach(ctx) }
 
-func (w *Webhook) Send(ctx context.Context, n Notification) error {
+func (w *Webhook) Send(ctx context.Context, n alert.Notification) error {
 	body, err := json.Marshal(n)
 	if err != nil {
 		return fmt.Errorf("webhook: encode: %w", err)
@@ -93,7 +95,7 @@ func (s *Slack) Name() string { return "slack" }
 
 func (s *Slack) Reach(ctx context.Context) error { return s.Poster.Reach(ctx) }
 
-func (s *Slack) Send(ctx context.Context, n Notification) error {
+func (s *Slack) Send(ctx context.Context, n alert.Notification) error {
 	body, err := json.Marshal(SlackMessage(n, s.RunbookURL))
 	if err != nil {
 		return fmt.Errorf("slack: encode: %w", err)
@@ -105,12 +107,12 @@ func (s *Slack) Send(ctx context.Context, n Notification) error {
 
 // SlackMessage renders n as an incoming-webhook message in Block Kit
 // (slack.go has the few types it needs).
-func SlackMessage(n Notification, runbookURL string) *SlackWebhookMessage {
+func SlackMessage(n alert.Notification, runbookURL string) *SlackWebhookMessage {
 	// Every text is escaped (esc, escCut), whoever wrote its parts: Slack reads
 	// <!channel> and <url|text> in any text object.
-	title := fmt.Sprintf("%s AgentENV scheduler %s", Spec(n.Event).Emoji, n.Event)
+	title := fmt.Sprintf("%s AgentENV scheduler %s", alert.Spec(n.Event).Emoji, n.Event)
 	if n.Test {
-		title = Spec(EventTest).Emoji + " Watchdog test alert (not a real incident)"
+		title = alert.Spec(alert.EventTest).Emoji + " Watchdog test alert (not a real incident)"
 	}
 	if n.Reminder {
 		title += " (reminder)"
@@ -134,14 +136,14 @@ func SlackMessage(n Notification, runbookURL string) *SlackWebhookMessage {
 	}
 
 	fields := []*SlackText{
-		mrkdwn("*Cluster*\n" + esc(OrDash(n.Cluster))),
+		mrkdwn("*Cluster*\n" + esc(alert.OrDash(n.Cluster))),
 		mrkdwn("*Namespace*\n" + esc(n.Namespace)),
-		mrkdwn("*Pod*\n" + esc(OrDash(n.Pod))),
-		mrkdwn("*Verdict*\n" + esc(OrDash(n.Verdict))),
-		mrkdwn("*Ready / expected*\n" + IntOrDash(n.Ready) + " / " + IntOrDash(n.Expected)),
+		mrkdwn("*Pod*\n" + esc(alert.OrDash(n.Pod))),
+		mrkdwn("*Verdict*\n" + esc(alert.OrDash(n.Verdict))),
+		mrkdwn("*Ready / expected*\n" + alert.IntOrDash(n.Ready) + " / " + alert.IntOrDash(n.Expected)),
 		mrkdwn("*For*\n" + esc(sinceText(n))),
-		mrkdwn("*Watchdog did*\n" + esc(OrDash(n.Action))),
-		mrkdwn("*Evidence*\n" + esc(OrDash(n.Evidence))),
+		mrkdwn("*Watchdog did*\n" + esc(alert.OrDash(n.Action))),
+		mrkdwn("*Evidence*\n" + esc(alert.OrDash(n.Evidence))),
 	}
 	blocks := []SlackBlock{
 		{Type: SlackHeader, Text: &SlackText{Type: SlackPlainText, Text: escCut(title, 150), Emoji: true}},
@@ -200,23 +202,7 @@ func mrkdwn(s string) *SlackText {
 	return &SlackText{Type: SlackMarkdown, Text: s}
 }
 
-// OrDash is s, or "-" when s is empty: a blank field in an alert or a report.
-func OrDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
-
-// IntOrDash is *p, or "-" when p is nil (not measured).
-func IntOrDash(p *int) string {
-	if p == nil {
-		return "-"
-	}
-	return strconv.Itoa(*p)
-}
-
-func sinceText(n Notification) string {
+func sinceText(n alert.Notification) string {
 	if n.Since == nil {
 		return "-"
 	}

@@ -1,4 +1,4 @@
-package alert
+package deliver
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentenv/watchdog/pkg/alert"
 	"github.com/agentenv/watchdog/pkg/state"
 )
 
@@ -99,8 +100,8 @@ func (a *Alertmanager) Reach(ctx context.Context) error {
 // Send posts the alerts n stands for: the alert itself, or for recovered the
 // resolution of every alert it closes. A test or dry-run notification is sent as
 // any other (a dry run never reaches a sink).
-func (a *Alertmanager) Send(ctx context.Context, n Notification) error {
-	if Spec(n.Event).Kind != Resolution && AlertnameOf(n.Event) == "" {
+func (a *Alertmanager) Send(ctx context.Context, n alert.Notification) error {
+	if alert.Spec(n.Event).Kind != alert.Resolution && alert.AlertnameOf(n.Event) == "" {
 		// Never report as delivered what Alertmanager was not told.
 		return fmt.Errorf("alertmanager: event %q has no alertname: not sent", n.Event)
 	}
@@ -117,11 +118,11 @@ func (a *Alertmanager) Send(ctx context.Context, n Notification) error {
 func (a *Alertmanager) Refresh(ctx context.Context, open map[string]*state.Alert, now time.Time) (int, error) {
 	var alerts []PostableAlert
 	for _, ev := range slices.Sorted(maps.Keys(open)) {
-		o, spec := open[ev], Spec(ev)
-		if o == nil || spec.Kind != Ongoing || spec.Alertname == "" {
+		o, spec := open[ev], alert.Spec(ev)
+		if o == nil || spec.Kind != alert.Ongoing || spec.Alertname == "" {
 			continue
 		}
-		n := Notification{Event: ev, Severity: spec.Severity, Cluster: a.Cluster, Namespace: a.Namespace, Labels: a.Labels,
+		n := alert.Notification{Event: ev, Severity: spec.Severity, Cluster: a.Cluster, Namespace: a.Namespace, Labels: a.Labels,
 			Pod: o.Pod, Reason: o.Reason, NextStep: spec.NextStep}
 		alerts = append(alerts, a.alert(n, o.OpenedAt, now.Add(a.TTL)))
 	}
@@ -132,20 +133,20 @@ func (a *Alertmanager) Refresh(ctx context.Context, open map[string]*state.Alert
 }
 
 // Alerts renders n as the postable alerts Send posts.
-func (a *Alertmanager) Alerts(n Notification) []PostableAlert {
-	if Spec(n.Event).Kind == Resolution {
+func (a *Alertmanager) Alerts(n alert.Notification) []PostableAlert {
+	if alert.Spec(n.Event).Kind == alert.Resolution {
 		var out []PostableAlert
 		for _, c := range n.Closes {
-			if AlertnameOf(c.Event) == "" {
+			if alert.AlertnameOf(c.Event) == "" {
 				continue
 			}
-			closed := Notification{Event: c.Event, Severity: Spec(c.Event).Severity, Cluster: n.Cluster, Namespace: n.Namespace, Labels: n.Labels,
-				Pod: c.Pod, Reason: "resolved: " + n.Reason, NextStep: Spec(EventRecovered).NextStep}
+			closed := alert.Notification{Event: c.Event, Severity: alert.Spec(c.Event).Severity, Cluster: n.Cluster, Namespace: n.Namespace, Labels: n.Labels,
+				Pod: c.Pod, Reason: "resolved: " + n.Reason, NextStep: alert.Spec(alert.EventRecovered).NextStep}
 			out = append(out, a.alert(closed, c.OpenedAt, n.Time))
 		}
 		return out
 	}
-	if AlertnameOf(n.Event) == "" {
+	if alert.AlertnameOf(n.Event) == "" {
 		return nil
 	}
 	// The end counts from the alert's own time, not from now: an alert retried
@@ -157,9 +158,9 @@ func (a *Alertmanager) Alerts(n Notification) []PostableAlert {
 // alert builds one postable alert. Its labels identify it (Alertmanager
 // fingerprints the label set), so they hold only what is stable while a problem
 // lasts: no reason, time or reminder flag.
-func (a *Alertmanager) alert(n Notification, startsAt, endsAt time.Time) PostableAlert {
+func (a *Alertmanager) alert(n alert.Notification, startsAt, endsAt time.Time) PostableAlert {
 	labels := map[string]string{
-		"alertname": AlertnameOf(n.Event),
+		"alertname": alert.AlertnameOf(n.Event),
 		"severity":  n.Severity,
 		"event":     n.Event,
 		"namespace": n.Namespace,
