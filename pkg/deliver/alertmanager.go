@@ -219,7 +219,8 @@ func (a *Alertmanager) alert(n alert.Notification, startsAt, endsAt time.Time) P
 	return PostableAlert{Labels: labels, Annotations: ann, StartsAt: startsAt.UTC(), EndsAt: endsAt.UTC(), GeneratorURL: a.GeneratorURL}
 }
 
-// headers are the request headers with the configured credentials.
+// headers are the request headers with the configured credentials, which every
+// poster's errors then redact.
 func (a *Alertmanager) headers() http.Header {
 	h := http.Header{}
 	switch {
@@ -227,6 +228,10 @@ func (a *Alertmanager) headers() http.Header {
 		h.Set("Authorization", "Bearer "+a.BearerToken)
 	case a.Username != "":
 		h.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(a.Username+":"+a.Password)))
+	}
+	for _, p := range a.Posters {
+		// A receiver's error page may echo the request's headers.
+		p.AddSecrets(h.Get("Authorization"), strings.TrimPrefix(h.Get("Authorization"), "Basic "), a.BearerToken, a.Password)
 	}
 	return h
 }
@@ -243,13 +248,7 @@ func (a *Alertmanager) post(ctx context.Context, alerts []PostableAlert) error {
 	errs := make([]error, len(a.Posters))
 	var wg sync.WaitGroup
 	for i, p := range a.Posters {
-		// A receiver's error page may echo the request's headers.
-		p.AddSecrets(h.Get("Authorization"), strings.TrimPrefix(h.Get("Authorization"), "Basic "), a.BearerToken, a.Password)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = p.Post(ctx, body, h)
-		}()
+		wg.Go(func() { errs[i] = p.Post(ctx, body, h) })
 	}
 	wg.Wait()
 	var failed []string

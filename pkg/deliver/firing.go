@@ -137,7 +137,6 @@ func (a *Alertmanager) Firing(ctx context.Context, sets [][]Matcher) ([]string, 
 }
 
 func (a *Alertmanager) firingAt(ctx context.Context, p *Poster, sets [][]Matcher, h http.Header) ([]string, error) {
-	p.AddSecrets(h.Get("Authorization"), strings.TrimPrefix(h.Get("Authorization"), "Basic "), a.BearerToken, a.Password)
 	own := map[string]bool{}
 	for _, s := range alert.Events {
 		if s.Alertname != "" {

@@ -28,15 +28,13 @@ const (
 
 // Webhook posts the Notification JSON, optionally signed with HMAC-SHA256.
 type Webhook struct {
-	Poster *Poster
+	*Poster // its Reach is the sink's
 	// Secret signs each request; empty leaves requests unsigned.
 	Secret []byte
 	Now    func() time.Time
 }
 
 func (w *Webhook) Name() string { return "webhook" }
-
-func (w *Webhook) Reach(ctx context.Context) error { return w.Poster.Reach(ctx) }
 
 func (w *Webhook) Send(ctx context.Context, n alert.Notification) error {
 	body, err := json.Marshal(n)
@@ -87,13 +85,11 @@ func Verify(secret []byte, timestamp, signatureHeader string, body []byte, now t
 
 // Slack posts a Block Kit message to an incoming webhook, with a text fallback.
 type Slack struct {
-	Poster     *Poster
+	*Poster    // its Reach is the sink's
 	RunbookURL string
 }
 
 func (s *Slack) Name() string { return "slack" }
-
-func (s *Slack) Reach(ctx context.Context) error { return s.Poster.Reach(ctx) }
 
 func (s *Slack) Send(ctx context.Context, n alert.Notification) error {
 	body, err := json.Marshal(SlackMessage(n, s.RunbookURL))
@@ -212,11 +208,9 @@ func sinceText(n alert.Notification) string {
 // Heartbeat is a dead man's switch: pinged after every completed run, and at
 // <url>/fail when the run failed (the healthchecks.io convention).
 type Heartbeat struct {
-	Poster *Poster
-	URL    string
+	*Poster // its Reach is the sink's
+	URL     string
 }
-
-func (h *Heartbeat) Reach(ctx context.Context) error { return h.Poster.Reach(ctx) }
 
 // Ping reports a run's outcome. body is a short, secret-free summary.
 func (h *Heartbeat) Ping(ctx context.Context, failed bool, body string) error {
