@@ -363,7 +363,7 @@ func (p *pass) confirm() {
 		probed := p.Clock.Since(p.start) >= p.Decide.ConfirmWindow+p.SampleInterval
 		need, cut := false, false
 		for _, t := range p.res.Targets {
-			if t.SampleFor != nil && roundUp(*t.SampleFor, p.SampleInterval) <= left {
+			if t.SamplesOn(p.SampleInterval, left) {
 				need = true
 			} else if t.Confirming && t.Action == decide.ActionWait {
 				cut = true
@@ -399,20 +399,6 @@ func (p *pass) confirm() {
 		p.obs = obs
 		p.decide(p.next)
 	}
-}
-
-// roundUp is d rounded up to a whole number of sampling intervals, at least one:
-// when the sample that makes a restart due will be taken. Sampling on is always
-// for another sample, an interval away, even when d is 0 (a restart already due
-// whose last sample failed, or whose reads failed).
-func roundUp(d, interval time.Duration) time.Duration {
-	if interval <= 0 {
-		return max(d, 0)
-	}
-	if d <= 0 {
-		return interval
-	}
-	return (d + interval - 1) / interval * interval
 }
 
 func (r *Runner) lastRun(start time.Time, res decide.Result, err error) *state.Run {
