@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -127,14 +128,27 @@ func (p *pass) claimAlerts(d *deliver.Dispatcher, acts []alert.ActOutcome, runEr
 	return notes
 }
 
-// keepOwnRestarts copies into s, from ours, the restart records and
-// would-restarts of the restarts this run carried out (acts).
+// keepOwnRestarts copies into s, from ours, the records of the restarts this run
+// carried out (acts): a restart's record replaces s's record of the same claim, a
+// would-restart is added unless s has it.
 func keepOwnRestarts(s, ours *state.State, acts []alert.ActOutcome, now time.Time) {
 	for _, a := range acts {
-		if a.Shadow {
-			upsertWouldRestart(s, ours, a.Target)
-		} else if rec := decide.RestartOf(ours, a.Target.UID, now); rec != nil {
-			upsertRestart(s, *rec)
+		t := a.Target
+		switch {
+		case a.Shadow && t.BadSince != nil:
+			if w := ours.WouldRestartFor(t.UID, *t.BadSince); w != nil && s.WouldRestartFor(t.UID, *t.BadSince) == nil {
+				s.WouldRestarts = append(s.WouldRestarts, *w)
+			}
+		case !a.Shadow:
+			rec := decide.RestartOf(ours, t.UID, now)
+			if rec == nil {
+				continue
+			}
+			if i := slices.IndexFunc(s.Restarts, func(r state.Restart) bool { return r.UID == rec.UID && r.ClaimedAt.Equal(rec.ClaimedAt) }); i >= 0 {
+				s.Restarts[i] = *rec
+			} else {
+				s.Restarts = append(s.Restarts, *rec)
+			}
 		}
 	}
 }
@@ -195,27 +209,6 @@ func mergeOutbox(ours, theirs []state.Pending, handled []deliver.Delivery) []sta
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
 	return out
-}
-
-// upsertWouldRestart copies the would-restart this run recorded for t from ours
-// into s, unless s has it.
-func upsertWouldRestart(s, ours *state.State, t decide.Target) {
-	if t.BadSince == nil {
-		return
-	}
-	if w := ours.WouldRestartFor(t.UID, *t.BadSince); w != nil && s.WouldRestartFor(t.UID, *t.BadSince) == nil {
-		s.WouldRestarts = append(s.WouldRestarts, *w)
-	}
-}
-
-func upsertRestart(s *state.State, rec state.Restart) {
-	for i := range s.Restarts {
-		if s.Restarts[i].UID == rec.UID && s.Restarts[i].ClaimedAt.Equal(rec.ClaimedAt) {
-			s.Restarts[i] = rec
-			return
-		}
-	}
-	s.Restarts = append(s.Restarts, rec)
 }
 
 // failRun records a failed run in state when it can (not in a dry run), so that
