@@ -51,7 +51,7 @@ func (w *Webhook) Send(ctx context.Context, n alert.Notification) error {
 		h.Set(HeaderTimestamp, ts)
 		h.Set(HeaderSignature, "sha256="+Sign(w.Secret, ts, body))
 	}
-	return w.Poster.Post(ctx, body, h)
+	return w.Post(ctx, body, h)
 }
 
 // Sign returns hex(HMAC-SHA256(secret, timestamp + "." + body)), the value of
@@ -98,7 +98,7 @@ func (s *Slack) Send(ctx context.Context, n alert.Notification) error {
 	}
 	h := http.Header{}
 	h.Set("Content-Type", "application/json")
-	return s.Poster.Post(ctx, body, h)
+	return s.Post(ctx, body, h)
 }
 
 // SlackMessage renders n as an incoming-webhook message in Block Kit
@@ -228,5 +228,5 @@ func (h *Heartbeat) Ping(ctx context.Context, failed bool, body string) error {
 	}
 	hdr := http.Header{}
 	hdr.Set("Content-Type", "text/plain; charset=utf-8")
-	return h.Poster.Do(ctx, target, []byte(body), hdr)
+	return h.Do(ctx, target, []byte(body), hdr)
 }
