@@ -12,7 +12,6 @@ import (
 
 	"github.com/agentenv/watchdog/pkg/alert"
 	"github.com/agentenv/watchdog/pkg/decide"
-	"github.com/agentenv/watchdog/pkg/outbox"
 	"github.com/agentenv/watchdog/pkg/state"
 )
 
@@ -331,8 +330,9 @@ func TestCredentialsRedactedWherever(t *testing.T) {
 }
 
 // TestOperatorLabels: the operator's labels go on every alert, ongoing, refreshed
-// and resolved, and never replace the watchdog's own; Slack names them; a retried
-// outbox entry gets them from the configuration, not from the state.
+// and resolved, and never replace the watchdog's own; Slack names them. A retried
+// outbox entry gets them from the configuration, not from the state: pkg/outbox's
+// TestRebuild.
 func TestOperatorLabels(t *testing.T) {
 	am := testAlertmanager(t, "http://127.0.0.1:1")
 	labels := map[string]string{"team": "scheduling", "severity": "low"} // severity as a stale state might carry it
@@ -348,17 +348,5 @@ func TestOperatorLabels(t *testing.T) {
 	}
 	if msg := SlackMessage(n, ""); !strings.Contains(fmt.Sprint(msg.Blocks[len(msg.Blocks)-1].Elements[1].Text), "severity=low · team=scheduling") {
 		t.Errorf("Slack context %+v", msg.Blocks[len(msg.Blocks)-1].Elements)
-	}
-	c := outbox.Config{Key: []byte("k"), Namespace: "agentenv-system", Labels: map[string]string{"team": "now"}}
-	p, err := c.Pending(n, now, []string{"webhook"}, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, authenticated, err := c.Open(p)
-	if err == nil {
-		got, err = c.Rebuild(p, got, authenticated, now)
-	}
-	if err != nil || got.Labels["team"] != "now" || len(got.Labels) != 1 {
-		t.Errorf("rebuilt labels %v (%v)", got.Labels, err)
 	}
 }
