@@ -49,7 +49,7 @@ type Notification struct {
 	Watchdog string    `json:"watchdogVersion"`
 	// NextStep tells a human what to do; rendered in Slack, included for webhooks.
 	NextStep string `json:"nextStep,omitempty"`
-	// Closes lists, on recovered, the alerts it closes (refresh.go).
+	// Closes lists, on recovered, the alerts it closes (Closed).
 	Closes []Closed `json:"closes,omitempty"`
 	// Labels are the operator's own (--alert-labels: team routing), the same on
 	// every alert: Alertmanager labels, the webhook's labels, a line in Slack.

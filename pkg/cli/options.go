@@ -312,7 +312,7 @@ type AlertOptions struct {
 	BlindAfter      int
 	AlertTimeout    time.Duration
 	Alertmanager    AlertmanagerOptions
-	// OutboxKey seals the alerts kept in the state for retry (pkg/alert/outbox.go).
+	// OutboxKey seals the alerts kept in the state for retry (pkg/outbox).
 	OutboxKey string
 	// Labels go on every alert (--alert-labels).
 	Labels AlertLabels

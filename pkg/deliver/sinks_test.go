@@ -139,10 +139,10 @@ func golden(t *testing.T, name string, got []byte) {
 	}
 	want, err := os.ReadFile(path)
 	if err != nil {
-		t.Fatalf("%v (run go test ./pkg/alert -run %s -update to create it)", err, t.Name())
+		t.Fatalf("%v (run go test ./pkg/deliver -run %s -update to create it)", err, t.Name())
 	}
 	if !bytes.Equal(buf.Bytes(), want) {
-		t.Errorf("%s differs from the golden file (go test ./pkg/alert -update rewrites it):\n--- got\n%s\n--- want\n%s", name, buf.Bytes(), want)
+		t.Errorf("%s differs from the golden file (go test ./pkg/deliver -update rewrites it):\n--- got\n%s\n--- want\n%s", name, buf.Bytes(), want)
 	}
 }
 
