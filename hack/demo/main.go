@@ -30,6 +30,7 @@ import (
 	"github.com/agentenv/watchdog/internal/testenv"
 	"github.com/agentenv/watchdog/pkg/alert"
 	"github.com/agentenv/watchdog/pkg/cli"
+	"github.com/agentenv/watchdog/pkg/deliver"
 )
 
 const ns = "agentenv-system"
@@ -237,7 +238,7 @@ func startReceiver() (*httptest.Server, string) {
 	secret := hex.EncodeToString(raw)
 	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		valid := alert.Verify([]byte(secret), r.Header.Get(alert.HeaderTimestamp), r.Header.Get(alert.HeaderSignature), body, time.Now(), 5*time.Minute)
+		valid := deliver.Verify([]byte(secret), r.Header.Get(deliver.HeaderTimestamp), r.Header.Get(deliver.HeaderSignature), body, time.Now(), 5*time.Minute)
 		var n alert.Notification
 		_ = json.Unmarshal(body, &n)
 		fmt.Printf("\033[35m[webhook receiver] %s alert %q (signature valid: %v): %s\033[0m\n", strings.ToUpper(n.Severity), n.Event, valid, n.Reason)

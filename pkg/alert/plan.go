@@ -1,13 +1,15 @@
-// Package alert decides what to tell people (plan.go, pure and table-tested) and
-// delivers it to Slack, a signed generic webhook, and Kubernetes Events.
+// Package alert decides what to tell people: the events' table (events.go) and the
+// plan (plan.go), pure and table-tested. pkg/deliver sends what it plans.
 package alert
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -47,11 +49,59 @@ type Notification struct {
 	Watchdog string    `json:"watchdogVersion"`
 	// NextStep tells a human what to do; rendered in Slack, included for webhooks.
 	NextStep string `json:"nextStep,omitempty"`
-	// Closes lists, on recovered, the alerts it closes (refresh.go).
+	// Closes lists, on recovered, the alerts it closes (Closed).
 	Closes []Closed `json:"closes,omitempty"`
 	// Labels are the operator's own (--alert-labels: team routing), the same on
 	// every alert: Alertmanager labels, the webhook's labels, a line in Slack.
 	Labels map[string]string `json:"labels,omitempty"`
+}
+
+// Closed is one alert a recovered notification closes: receivers that track alerts
+// by identity (Alertmanager) resolve exactly these.
+type Closed struct {
+	Event    string    `json:"event"`
+	Pod      string    `json:"pod,omitempty"`
+	OpenedAt time.Time `json:"openedAt"`
+}
+
+// closedAlerts lists the open alerts in event order.
+func closedAlerts(open map[string]*state.Alert) []Closed {
+	out := make([]Closed, 0, len(open))
+	for _, ev := range slices.Sorted(maps.Keys(open)) {
+		if a := open[ev]; a != nil {
+			out = append(out, Closed{Event: ev, Pod: a.Pod, OpenedAt: a.OpenedAt.UTC()})
+		}
+	}
+	return out
+}
+
+// Sink delivers a notification somewhere people look.
+type Sink interface {
+	// Name identifies the sink in logs, reports and the outbox; never a URL.
+	Name() string
+	Send(ctx context.Context, n Notification) error
+}
+
+// Reacher is a sink whose network path can be checked without sending anything
+// (`watchdog doctor`, the chart's `helm test`).
+type Reacher interface {
+	Reach(ctx context.Context) error
+}
+
+// OrDash is s, or "-" when s is empty: a blank field in an alert or a report.
+func OrDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// IntOrDash is *p, or "-" when p is nil (not measured).
+func IntOrDash(p *int) string {
+	if p == nil {
+		return "-"
+	}
+	return strconv.Itoa(*p)
 }
 
 // PlanConfig holds what the plan needs beyond the decision.

@@ -1,67 +1,26 @@
-package alert
+package alert_test
 
 import (
 	"errors"
-	"fmt"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/agentenv/watchdog/pkg/alert"
+
+	"github.com/agentenv/watchdog/internal/alerttest"
 	"github.com/agentenv/watchdog/pkg/decide"
 	"github.com/agentenv/watchdog/pkg/state"
 )
 
 // t0 is the fixed start of every planned sequence.
-var t0 = time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
-
-func intp(v int) *int { return &v }
-
-func planConfig() PlanConfig {
-	return PlanConfig{
-		RealertInterval: time.Hour,
-		BlindAfter:      3,
-		WedgedFor:       4 * time.Minute,
-		Cluster:         "prod-eu1",
-		Namespace:       "agentenv-system",
-		Version:         "v1.2.3",
-	}
-}
-
-// target is one judged scheduler pod, bad for badFor (zero: not bad).
-func target(v decide.Verdict, a decide.Action, badFor time.Duration, now time.Time) decide.Target {
-	t := decide.Target{
-		Pod: "agentenv-scheduler-abc12", UID: "7f3c9a52-uid", Judged: true, Verdict: v, Action: a,
-		Reason: fmt.Sprintf("%s: ready 0 of 3 expected", v), Ready: intp(0), Expected: intp(3),
-	}
-	if v == decide.VerdictHealthy {
-		t.Ready = intp(3)
-		t.Reason = "3 of 3 nodes ready"
-	}
-	if badFor > 0 || v == decide.VerdictWedged || v == decide.VerdictDegraded {
-		since := now.Add(-badFor)
-		t.BadSince, t.BadFor, t.Evidence = &since, state.Duration(badFor), decide.EvidenceStrong
-	}
-	return t
-}
-
-func result(ts ...decide.Target) decide.Result {
-	res := decide.Result{Verdict: decide.VerdictHealthy, Action: decide.ActionNone, Reason: "all judged pods healthy", Targets: ts}
-	rank := map[decide.Verdict]int{decide.VerdictHealthy: 0, decide.VerdictStarting: 1, decide.VerdictNoNodes: 2, decide.VerdictUnknown: 3, decide.VerdictDegraded: 4, decide.VerdictWedged: 5}
-	arank := map[decide.Action]int{decide.ActionNone: 0, decide.ActionWait: 1, decide.ActionBlocked: 2, decide.ActionRestart: 3}
-	for _, t := range ts {
-		if !t.Judged {
-			continue
-		}
-		if rank[t.Verdict] > rank[res.Verdict] {
-			res.Verdict, res.Reason = t.Verdict, t.Reason
-		}
-		if arank[t.Action] > arank[res.Action] {
-			res.Action = t.Action
-		}
-	}
-	return res
-}
+// The fixtures the sinks' tests share (internal/alerttest).
+var (
+	t0                         = alerttest.T0
+	intp                       = alerttest.IntP
+	planConfig, target, result = alerttest.PlanConfig, alerttest.Target, alerttest.Result
+)
 
 func unknownResult() decide.Result {
 	return decide.Result{Verdict: decide.VerdictUnknown, Action: decide.ActionNone, Reason: "scrape refused: connection refused",
@@ -73,10 +32,10 @@ func unknownResult() decide.Result {
 type step struct {
 	at     time.Duration
 	res    func(now time.Time) decide.Result
-	acts   func(now time.Time) []ActOutcome
+	acts   func(now time.Time) []alert.ActOutcome
 	runErr error
 	sent   []string
-	check  func(t *testing.T, notes []Notification, s *state.State)
+	check  func(t *testing.T, notes []alert.Notification, s *state.State)
 }
 
 func wedged(a decide.Action, badFor time.Duration) func(time.Time) decide.Result {
@@ -106,15 +65,15 @@ func healthy(time.Time) decide.Result {
 
 func unknown(time.Time) decide.Result { return unknownResult() }
 
-func restartDone(now time.Time) []ActOutcome {
-	return []ActOutcome{{Target: target(decide.VerdictWedged, decide.ActionRestart, 5*time.Minute, now), Done: true, Detail: "pod deleted (UID precondition)"}}
+func restartDone(now time.Time) []alert.ActOutcome {
+	return []alert.ActOutcome{{Target: target(decide.VerdictWedged, decide.ActionRestart, 5*time.Minute, now), Done: true, Detail: "pod deleted (UID precondition)"}}
 }
 
-func restartErr(now time.Time) []ActOutcome {
-	return []ActOutcome{{Target: target(decide.VerdictWedged, decide.ActionRestart, 5*time.Minute, now), Err: errors.New(`pods "agentenv-scheduler-abc12" is forbidden: cannot delete`)}}
+func restartErr(now time.Time) []alert.ActOutcome {
+	return []alert.ActOutcome{{Target: target(decide.VerdictWedged, decide.ActionRestart, 5*time.Minute, now), Err: errors.New(`pods "agentenv-scheduler-abc12" is forbidden: cannot delete`)}}
 }
 
-func names(notes []Notification) []string {
+func names(notes []alert.Notification) []string {
 	out := []string{}
 	for _, n := range notes {
 		name := n.Event
@@ -129,7 +88,7 @@ func names(notes []Notification) []string {
 func TestPlan(t *testing.T) {
 	cases := []struct {
 		name  string
-		cfg   func(*PlanConfig)
+		cfg   func(*alert.PlanConfig)
 		steps []step
 	}{
 		{
@@ -149,8 +108,8 @@ func TestPlan(t *testing.T) {
 				{at: time.Hour + 30*time.Minute, res: wedged(decide.ActionWait, 90*time.Minute), sent: []string{}},
 				{at: 2*time.Hour - time.Second, res: wedged(decide.ActionWait, 2*time.Hour), sent: []string{}},
 				{at: 2 * time.Hour, res: wedged(decide.ActionWait, 2*time.Hour), sent: []string{"wedged+r"},
-					check: func(t *testing.T, _ []Notification, s *state.State) {
-						if a := s.Alerts[EventWedged]; a == nil || a.Sends != 3 || !a.OpenedAt.Equal(t0) {
+					check: func(t *testing.T, _ []alert.Notification, s *state.State) {
+						if a := s.Alerts[alert.EventWedged]; a == nil || a.Sends != 3 || !a.OpenedAt.Equal(t0) {
 							t.Errorf("wedged alert bookkeeping %+v, want 3 sends, opened at t0", a)
 						}
 					}},
@@ -158,7 +117,7 @@ func TestPlan(t *testing.T) {
 		},
 		{
 			name: "reminder interval is configurable",
-			cfg:  func(c *PlanConfig) { c.RealertInterval = 2 * time.Second },
+			cfg:  func(c *alert.PlanConfig) { c.RealertInterval = 2 * time.Second },
 			steps: []step{
 				{at: 0, res: wedged(decide.ActionWait, 0), sent: []string{"wedged"}},
 				{at: time.Second, res: wedged(decide.ActionWait, time.Second), sent: []string{}},
@@ -170,9 +129,9 @@ func TestPlan(t *testing.T) {
 			steps: []step{
 				{at: 0, res: wedged(decide.ActionWait, 0), sent: []string{"wedged"}},
 				{at: 5 * time.Minute, res: healthy, sent: []string{"recovered"},
-					check: func(t *testing.T, notes []Notification, s *state.State) {
+					check: func(t *testing.T, notes []alert.Notification, s *state.State) {
 						n := notes[0]
-						if n.Severity != SeverityInfo || n.Since == nil || !n.Since.Equal(t0) || !strings.Contains(n.Reason, "was wedged since") {
+						if n.Severity != alert.SeverityInfo || n.Since == nil || !n.Since.Equal(t0) || !strings.Contains(n.Reason, "was wedged since") {
 							t.Errorf("recovered %+v: want severity info, since t0, reason naming wedged", n)
 						}
 						if len(s.Alerts) != 0 {
@@ -212,9 +171,9 @@ func TestPlan(t *testing.T) {
 					tg.Gates = []decide.Gate{{Name: "budget", OK: false, Detail: "budget 3/3 used in 1h"}}
 					return result(tg)
 				}, sent: []string{"restart-blocked"},
-					check: func(t *testing.T, notes []Notification, _ *state.State) {
+					check: func(t *testing.T, notes []alert.Notification, _ *state.State) {
 						n := notes[0]
-						if n.Severity != SeverityCritical || n.Action != "blocked" || !strings.Contains(n.Reason, "✗ budget 3/3 used in 1h") {
+						if n.Severity != alert.SeverityCritical || n.Action != "blocked" || !strings.Contains(n.Reason, "✗ budget 3/3 used in 1h") {
 							t.Errorf("restart-blocked %+v: want critical, action blocked, the failing gate in the reason", n)
 						}
 					}},
@@ -228,8 +187,8 @@ func TestPlan(t *testing.T) {
 				{at: 0, res: degraded(time.Second), sent: []string{}},
 				{at: 3*time.Minute + 59*time.Second, res: degraded(3*time.Minute + 59*time.Second), sent: []string{}},
 				{at: 4 * time.Minute, res: degraded(4 * time.Minute), sent: []string{"degraded"},
-					check: func(t *testing.T, notes []Notification, _ *state.State) {
-						if n := notes[0]; n.Severity != SeverityWarning || *n.Ready != 2 || *n.Expected != 3 {
+					check: func(t *testing.T, notes []alert.Notification, _ *state.State) {
+						if n := notes[0]; n.Severity != alert.SeverityWarning || *n.Ready != 2 || *n.Expected != 3 {
 							t.Errorf("degraded %+v", n)
 						}
 					}},
@@ -243,9 +202,9 @@ func TestPlan(t *testing.T) {
 				{at: 0, res: unknown, sent: []string{}},
 				{at: 5 * time.Minute, res: unknown, sent: []string{}},
 				{at: 10 * time.Minute, res: unknown, sent: []string{"blind"},
-					check: func(t *testing.T, notes []Notification, _ *state.State) {
+					check: func(t *testing.T, notes []alert.Notification, _ *state.State) {
 						n := notes[0]
-						if n.Severity != SeverityWarning || n.Verdict != "unknown" || !strings.Contains(n.Reason, "unknown in 3 runs since the scheduler was last seen fine") || n.Pod != "" {
+						if n.Severity != alert.SeverityWarning || n.Verdict != "unknown" || !strings.Contains(n.Reason, "unknown in 3 runs since the scheduler was last seen fine") || n.Pod != "" {
 							t.Errorf("blind %+v", n)
 						}
 					}},
@@ -259,13 +218,13 @@ func TestPlan(t *testing.T) {
 			// the unknown count, so blind stays open (no repeat) until a run sees
 			// the scheduler fine.
 			name: "blind stays open across the bad runs of an episode",
-			cfg:  func(c *PlanConfig) { c.BlindAfter = 2 },
+			cfg:  func(c *alert.PlanConfig) { c.BlindAfter = 2 },
 			steps: []step{
 				{at: 0, res: unknown, sent: []string{}},
 				{at: time.Minute, res: unknown, sent: []string{"blind"}},
 				{at: 2 * time.Minute, res: wedged(decide.ActionWait, 0), sent: []string{"wedged"},
-					check: func(t *testing.T, _ []Notification, s *state.State) {
-						if _, open := s.Alerts[EventBlind]; !open {
+					check: func(t *testing.T, _ []alert.Notification, s *state.State) {
+						if _, open := s.Alerts[alert.EventBlind]; !open {
 							t.Error("a wedged run between unknown runs closed blind")
 						}
 					}},
@@ -275,15 +234,15 @@ func TestPlan(t *testing.T) {
 		},
 		{
 			name: "blind closes without recovered on starting",
-			cfg:  func(c *PlanConfig) { c.BlindAfter = 2 },
+			cfg:  func(c *alert.PlanConfig) { c.BlindAfter = 2 },
 			steps: []step{
 				{at: 0, res: unknown, sent: []string{}},
 				{at: time.Minute, res: unknown, sent: []string{"blind"}},
 				{at: 2 * time.Minute, res: func(time.Time) decide.Result {
 					return decide.Result{Verdict: decide.VerdictStarting, Action: decide.ActionNone, Reason: "starting"}
 				}, sent: []string{},
-					check: func(t *testing.T, _ []Notification, s *state.State) {
-						if _, open := s.Alerts[EventBlind]; open {
+					check: func(t *testing.T, _ []alert.Notification, s *state.State) {
+						if _, open := s.Alerts[alert.EventBlind]; open {
 							t.Error("blind still open although the scheduler is seen fine again")
 						}
 					}},
@@ -296,9 +255,9 @@ func TestPlan(t *testing.T) {
 			steps: []step{
 				{at: 0, res: wedged(decide.ActionWait, 0), sent: []string{"wedged"}},
 				{at: 5 * time.Minute, res: wedged(decide.ActionRestart, 5*time.Minute), acts: restartDone, sent: []string{"restarted"},
-					check: func(t *testing.T, notes []Notification, _ *state.State) {
+					check: func(t *testing.T, notes []alert.Notification, _ *state.State) {
 						n := notes[0]
-						if n.Severity != SeverityWarning || !strings.HasPrefix(n.Reason, "pod deleted (UID precondition) (") || n.Pod != "agentenv-scheduler-abc12" {
+						if n.Severity != alert.SeverityWarning || !strings.HasPrefix(n.Reason, "pod deleted (UID precondition) (") || n.Pod != "agentenv-scheduler-abc12" {
 							t.Errorf("restarted %+v", n)
 						}
 					}},
@@ -307,7 +266,7 @@ func TestPlan(t *testing.T) {
 					return result(decide.Target{Pod: "agentenv-scheduler-new", UID: "new", Judged: true, Verdict: decide.VerdictStarting, Action: decide.ActionNone})
 				}, sent: []string{}},
 				{at: 8 * time.Minute, res: healthy, sent: []string{"recovered"},
-					check: func(t *testing.T, notes []Notification, _ *state.State) {
+					check: func(t *testing.T, notes []alert.Notification, _ *state.State) {
 						if !strings.Contains(notes[0].Reason, "restarted, wedged") {
 							t.Errorf("recovered reason %q does not name what was open", notes[0].Reason)
 						}
@@ -318,14 +277,14 @@ func TestPlan(t *testing.T) {
 			name: "restart-failed is sent for every failed attempt",
 			steps: []step{
 				{at: 0, res: wedged(decide.ActionRestart, 5*time.Minute), acts: restartErr, sent: []string{"wedged", "restart-failed"},
-					check: func(t *testing.T, notes []Notification, _ *state.State) {
-						var n Notification
+					check: func(t *testing.T, notes []alert.Notification, _ *state.State) {
+						var n alert.Notification
 						for _, x := range notes {
-							if x.Event == EventRestartFailed {
+							if x.Event == alert.EventRestartFailed {
 								n = x
 							}
 						}
-						if n.Severity != SeverityCritical || !strings.Contains(n.Reason, "forbidden: cannot delete") {
+						if n.Severity != alert.SeverityCritical || !strings.Contains(n.Reason, "forbidden: cannot delete") {
 							t.Errorf("restart-failed %+v", n)
 						}
 					}},
@@ -334,20 +293,20 @@ func TestPlan(t *testing.T) {
 		},
 		{
 			name: "watchdog-error from a run error: once, reminded, closed on a clean run",
-			cfg:  func(c *PlanConfig) { c.BlindAfter = 10 },
+			cfg:  func(c *alert.PlanConfig) { c.BlindAfter = 10 },
 			steps: []step{
 				{at: 0, res: unknown, runErr: errors.New("count serving nodes: endpointslices is forbidden"), sent: []string{"watchdog-error"},
-					check: func(t *testing.T, notes []Notification, _ *state.State) {
+					check: func(t *testing.T, notes []alert.Notification, _ *state.State) {
 						n := notes[0]
-						if n.Severity != SeverityCritical || !strings.Contains(n.Reason, "cannot do its job: count serving nodes") {
+						if n.Severity != alert.SeverityCritical || !strings.Contains(n.Reason, "cannot do its job: count serving nodes") {
 							t.Errorf("watchdog-error %+v", n)
 						}
 					}},
 				{at: time.Minute, res: unknown, runErr: errors.New("still forbidden"), sent: []string{}},
 				{at: 61 * time.Minute, res: unknown, runErr: errors.New("still forbidden"), sent: []string{"watchdog-error+r"}},
 				{at: 62 * time.Minute, res: healthy, sent: []string{"recovered"},
-					check: func(t *testing.T, notes []Notification, s *state.State) {
-						if _, open := s.Alerts[EventWatchdogError]; open {
+					check: func(t *testing.T, notes []alert.Notification, s *state.State) {
+						if _, open := s.Alerts[alert.EventWatchdogError]; open {
 							t.Error("watchdog-error still open after a clean run")
 						}
 						if n := notes[0]; !strings.Contains(n.Reason, "watchdog-error") || n.Since == nil || !n.Since.Equal(t0) {
@@ -358,13 +317,13 @@ func TestPlan(t *testing.T) {
 				// A clean run that finds the scheduler wedged closes watchdog-error
 				// silently: the wedged alert is the news.
 				{at: 64 * time.Minute, res: wedged(decide.ActionWait, 0), sent: []string{"wedged"},
-					check: func(t *testing.T, _ []Notification, s *state.State) {
-						if _, open := s.Alerts[EventWatchdogError]; open {
+					check: func(t *testing.T, _ []alert.Notification, s *state.State) {
+						if _, open := s.Alerts[alert.EventWatchdogError]; open {
 							t.Error("watchdog-error still open after a clean run")
 						}
 					}},
 				{at: 70 * time.Minute, res: healthy, sent: []string{"recovered"},
-					check: func(t *testing.T, notes []Notification, _ *state.State) {
+					check: func(t *testing.T, notes []alert.Notification, _ *state.State) {
 						if strings.Contains(notes[0].Reason, "watchdog-error") {
 							t.Errorf("recovered lists watchdog-error, closed earlier: %q", notes[0].Reason)
 						}
@@ -381,7 +340,7 @@ func TestPlan(t *testing.T) {
 				}, sent: []string{}},
 				{at: 3 * time.Minute, res: degraded(time.Minute), sent: []string{}},
 				{at: 4 * time.Minute, res: healthy, sent: []string{"recovered"},
-					check: func(t *testing.T, notes []Notification, _ *state.State) {
+					check: func(t *testing.T, notes []alert.Notification, _ *state.State) {
 						if !strings.Contains(notes[0].Reason, "watchdog-error") {
 							t.Errorf("recovered does not name watchdog-error: %q", notes[0].Reason)
 						}
@@ -393,8 +352,8 @@ func TestPlan(t *testing.T) {
 			steps: []step{
 				{at: 0, res: wedged(decide.ActionWait, 0), sent: []string{"wedged"}},
 				{at: time.Minute, res: healthy, runErr: errors.New("get Lease: forbidden"), sent: []string{"watchdog-error"},
-					check: func(t *testing.T, _ []Notification, s *state.State) {
-						if s.Alerts[EventWedged] == nil || s.Alerts[EventWatchdogError] == nil {
+					check: func(t *testing.T, _ []alert.Notification, s *state.State) {
+						if s.Alerts[alert.EventWedged] == nil || s.Alerts[alert.EventWatchdogError] == nil {
 							t.Errorf("open alerts %v, want wedged and watchdog-error", s.Alerts)
 						}
 					}},
@@ -419,9 +378,9 @@ func TestPlan(t *testing.T) {
 					r.Targets[0].Ineffective = "the delete of pod agentenv-scheduler-old at t0 did not heal the scheduler"
 					return r
 				}, sent: []string{"restart-ineffective", "wedged"},
-					check: func(t *testing.T, notes []Notification, _ *state.State) {
+					check: func(t *testing.T, notes []alert.Notification, _ *state.State) {
 						n := notes[0]
-						if n.Severity != SeverityCritical || !strings.Contains(n.Reason, "did not heal the scheduler") || !strings.Contains(n.Reason, "backing off") || !strings.Contains(n.NextStep, "outside the scheduler") {
+						if n.Severity != alert.SeverityCritical || !strings.Contains(n.Reason, "did not heal the scheduler") || !strings.Contains(n.Reason, "backing off") || !strings.Contains(n.NextStep, "outside the scheduler") {
 							t.Errorf("restart-ineffective %+v", n)
 						}
 					}},
@@ -431,7 +390,7 @@ func TestPlan(t *testing.T) {
 					return r
 				}, sent: []string{"restart-ineffective+r", "wedged+r"}},
 				{at: 80 * time.Minute, res: healthy, sent: []string{"recovered"},
-					check: func(t *testing.T, notes []Notification, _ *state.State) {
+					check: func(t *testing.T, notes []alert.Notification, _ *state.State) {
 						if !strings.Contains(notes[0].Reason, "restart-ineffective") {
 							t.Errorf("recovered must name restart-ineffective: %q", notes[0].Reason)
 						}
@@ -460,11 +419,11 @@ func TestPlan(t *testing.T) {
 				now := t0.Add(st.at)
 				res := st.res(now)
 				decide.CountRun(s, res.Verdict) // as check.Run does before planning
-				var acts []ActOutcome
+				var acts []alert.ActOutcome
 				if st.acts != nil {
 					acts = st.acts(now)
 				}
-				notes := Plan(s, res, acts, st.runErr, now, cfg)
+				notes := alert.Plan(s, res, acts, st.runErr, now, cfg)
 				if got := names(notes); !reflect.DeepEqual(got, st.sent) {
 					t.Fatalf("step %d (t0+%s): sent %v, want %v", i, st.at, got, st.sent)
 				}
@@ -488,15 +447,15 @@ func TestPlan(t *testing.T) {
 }
 
 // checkCommon checks what every planned notification carries.
-func checkCommon(t *testing.T, n Notification, now time.Time, cfg PlanConfig) {
+func checkCommon(t *testing.T, n alert.Notification, now time.Time, cfg alert.PlanConfig) {
 	t.Helper()
-	if n.SchemaVersion != SchemaVersion || n.Cluster != cfg.Cluster || n.Namespace != cfg.Namespace || n.Watchdog != cfg.Version {
+	if n.SchemaVersion != alert.SchemaVersion || n.Cluster != cfg.Cluster || n.Namespace != cfg.Namespace || n.Watchdog != cfg.Version {
 		t.Errorf("%s: schema %d cluster %q namespace %q version %q", n.Event, n.SchemaVersion, n.Cluster, n.Namespace, n.Watchdog)
 	}
 	if !n.Time.Equal(now) || n.Time.Location() != time.UTC {
 		t.Errorf("%s: time %s, want %s in UTC", n.Event, n.Time, now)
 	}
-	if n.Severity == "" || n.Severity != Spec(n.Event).Severity || n.NextStep == "" || len(n.ID) != 16 || n.Reason == "" {
+	if n.Severity == "" || n.Severity != alert.Spec(n.Event).Severity || n.NextStep == "" || len(n.ID) != 16 || n.Reason == "" {
 		t.Errorf("%s: incomplete notification %+v", n.Event, n)
 	}
 	if n.DryRun != cfg.DryRun {
@@ -508,7 +467,7 @@ func TestPlanCarriesTargetDetails(t *testing.T) {
 	s := state.New()
 	res := wedged(decide.ActionWait, 0)(t0)
 	res.Targets[0].BadFor = 0
-	notes := Plan(s, res, nil, nil, t0, planConfig())
+	notes := alert.Plan(s, res, nil, nil, t0, planConfig())
 	if len(notes) != 1 {
 		t.Fatalf("got %v", names(notes))
 	}
@@ -517,7 +476,7 @@ func TestPlanCarriesTargetDetails(t *testing.T) {
 		*n.Ready != 0 || *n.Expected != 3 || n.Since == nil || !n.Since.Equal(t0) || n.Evidence != "strong" {
 		t.Errorf("notification does not carry the target: %+v", n)
 	}
-	if a := s.Alerts[EventWedged]; a.Pod != n.Pod || a.Reason != n.Reason || a.Sends != 1 || a.LastSentAt == nil || !a.LastSentAt.Equal(t0) {
+	if a := s.Alerts[alert.EventWedged]; a.Pod != n.Pod || a.Reason != n.Reason || a.Sends != 1 || a.LastSentAt == nil || !a.LastSentAt.Equal(t0) {
 		t.Errorf("state alert %+v", a)
 	}
 }
@@ -527,11 +486,11 @@ func TestPlanDryRunFlagInPayloads(t *testing.T) {
 		cfg := planConfig()
 		cfg.DryRun = dry
 		s := state.New()
-		var all []Notification
-		all = append(all, Plan(s, wedged(decide.ActionWait, 0)(t0), nil, nil, t0, cfg)...)
-		all = append(all, Plan(s, wedged(decide.ActionRestart, 5*time.Minute)(t0.Add(5*time.Minute)), restartDone(t0.Add(5*time.Minute)), nil, t0.Add(5*time.Minute), cfg)...)
-		all = append(all, Plan(s, healthy(t0), nil, nil, t0.Add(10*time.Minute), cfg)...)
-		all = append(all, PlanFailure(state.New(), errors.New("boom"), t0, cfg)...)
+		var all []alert.Notification
+		all = append(all, alert.Plan(s, wedged(decide.ActionWait, 0)(t0), nil, nil, t0, cfg)...)
+		all = append(all, alert.Plan(s, wedged(decide.ActionRestart, 5*time.Minute)(t0.Add(5*time.Minute)), restartDone(t0.Add(5*time.Minute)), nil, t0.Add(5*time.Minute), cfg)...)
+		all = append(all, alert.Plan(s, healthy(t0), nil, nil, t0.Add(10*time.Minute), cfg)...)
+		all = append(all, alert.PlanFailure(state.New(), errors.New("boom"), t0, cfg)...)
 		if got := names(all); !reflect.DeepEqual(got, []string{"wedged", "restarted", "recovered", "watchdog-error"}) {
 			t.Fatalf("dry=%v: sent %v", dry, got)
 		}
@@ -547,7 +506,7 @@ func TestPlanFailure(t *testing.T) {
 	cfg := planConfig()
 	// With no readable state, every failed run alerts.
 	for i := 0; i < 2; i++ {
-		notes := PlanFailure(state.New(), errors.New("read state ConfigMap: forbidden"), t0.Add(time.Duration(i)*time.Minute), cfg)
+		notes := alert.PlanFailure(state.New(), errors.New("read state ConfigMap: forbidden"), t0.Add(time.Duration(i)*time.Minute), cfg)
 		if got := names(notes); !reflect.DeepEqual(got, []string{"watchdog-error"}) {
 			t.Fatalf("run %d: %v", i, got)
 		}
@@ -561,7 +520,7 @@ func TestPlanFailure(t *testing.T) {
 		at   time.Duration
 		want []string
 	}{{0, []string{"watchdog-error"}}, {59 * time.Minute, []string{}}, {60 * time.Minute, []string{"watchdog-error+r"}}} {
-		if got := names(PlanFailure(s, errors.New("list pods: forbidden"), t0.Add(st.at), cfg)); !reflect.DeepEqual(got, st.want) {
+		if got := names(alert.PlanFailure(s, errors.New("list pods: forbidden"), t0.Add(st.at), cfg)); !reflect.DeepEqual(got, st.want) {
 			t.Errorf("t0+%s: %v, want %v", st.at, got, st.want)
 		}
 	}
@@ -570,7 +529,7 @@ func TestPlanFailure(t *testing.T) {
 func TestPlanIDsDiffer(t *testing.T) {
 	s := state.New()
 	cfg := planConfig()
-	notes := Plan(s, wedged(decide.ActionRestart, 5*time.Minute)(t0), restartDone(t0), nil, t0, cfg)
+	notes := alert.Plan(s, wedged(decide.ActionRestart, 5*time.Minute)(t0), restartDone(t0), nil, t0, cfg)
 	if len(notes) != 2 {
 		t.Fatalf("got %v", names(notes))
 	}

@@ -2,7 +2,6 @@ package check
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -11,10 +10,11 @@ import (
 
 	"github.com/agentenv/watchdog/pkg/alert"
 	"github.com/agentenv/watchdog/pkg/decide"
+	"github.com/agentenv/watchdog/pkg/deliver"
 	"github.com/agentenv/watchdog/pkg/events"
 	"github.com/agentenv/watchdog/pkg/evidence"
+	"github.com/agentenv/watchdog/pkg/outbox"
 	"github.com/agentenv/watchdog/pkg/state"
-	"github.com/agentenv/watchdog/pkg/statestore"
 )
 
 // restartTimeout bounds one restart request.
@@ -94,9 +94,9 @@ func (p *pass) restartTargets() []decide.Target {
 // the new judgement restarts nothing (another run took care of it) or on an error.
 func (p *pass) claim() (bool, error) {
 	now := p.Clock.Now()
-	backoff := claimBackoff
-	for {
-		claimed := p.next.Clone()
+	var claimed *state.State
+	save := func() error {
+		claimed = p.next.Clone()
 		for _, t := range p.restartTargets() {
 			if t.Resume {
 				// Take the unfinished claim over: a run racing on it then conflicts,
@@ -114,37 +114,22 @@ func (p *pass) claim() (bool, error) {
 			})
 		}
 		claimed.LastRun = p.lastRun(now, p.res, nil)
-		err := p.Store.Save(p.ctx, p.snap, claimed, now)
-		if err == nil {
-			p.rep.StateWritten = true
-			p.next = claimed
-			return true, nil
-		}
-		if !errors.Is(err, statestore.ErrConflict) {
-			return false, p.failRun(&Error{What: "claim restart in state", Err: err})
-		}
-		if backoff.Steps <= 1 {
-			return false, p.failRun(&Error{What: "claim restart in state", Err: fmt.Errorf("gave up after repeated conflicts: %w", err)})
-		}
-		p.Log.Warn().Msg("lost the restart claim race: re-reading state and judging again")
-		select {
-		case <-p.ctx.Done():
-			return false, p.failRun(&Error{What: "claim restart in state", Err: p.ctx.Err()})
-		case <-p.Clock.After(backoff.Step()):
-		}
-		latest, lerr := p.Store.Load(p.ctx)
-		if lerr != nil {
-			return false, p.failRun(&Error{What: "re-read state after a conflict", Err: lerr})
-		}
-		*p.snap = *latest
-		p.obs.Merge = true // the winner may have observed later: never rewind it
+		return p.Store.Save(p.ctx, p.snap, claimed, now)
+	}
+	if failure := p.saveRetrying("claim restart in state", save, func() bool {
+		p.Log.Warn().Msg("lost the restart claim race: re-read state, judging again")
 		p.decide(p.snap.State)
 		decide.CountRun(p.next, p.res.Verdict)
-		if p.res.Action != decide.ActionRestart {
-			p.Log.Info().Str("reason", p.res.Reason).Msg("another run already took care of it")
-			return false, nil
-		}
+		return p.res.Action == decide.ActionRestart
+	}); failure != nil {
+		return false, p.failRun(failure)
 	}
+	if p.res.Action != decide.ActionRestart {
+		p.Log.Info().Str("reason", p.res.Reason).Msg("another run already took care of it")
+		return false, nil
+	}
+	p.next = claimed
+	return true, nil
 }
 
 // restartPod carries out one claimed restart and records its outcome in p.next and
@@ -218,8 +203,8 @@ func (p *pass) captureEvidence(t decide.Target, action string) string {
 	return b.Key
 }
 
-func (r *Runner) dispatcher() *alert.Dispatcher {
-	d := &alert.Dispatcher{Sinks: r.Sinks, Outbox: alert.OutboxConfig{
+func (r *Runner) dispatcher() *deliver.Dispatcher {
+	d := &deliver.Dispatcher{Sinks: r.Sinks, Outbox: outbox.Config{
 		Key: r.OutboxKey, Cluster: r.Plan.Cluster, Namespace: r.Plan.Namespace, Version: r.Plan.Version, Labels: r.Plan.Labels,
 	}, ReservedFor: r.Decide.ClaimTimeout}
 	if r.Events != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentenv/watchdog/pkg/alert"
 	"github.com/agentenv/watchdog/pkg/decide"
+	"github.com/agentenv/watchdog/pkg/deliver"
 	"github.com/agentenv/watchdog/pkg/evidence"
 	"github.com/agentenv/watchdog/pkg/restart"
 	"github.com/agentenv/watchdog/pkg/scrape"
@@ -41,7 +42,7 @@ type Options struct {
 	// ScrapeVia is the path the Observer's scrapes take (direct or apiserver), for
 	// the report.
 	ScrapeVia scrape.Via
-	// OutboxKey seals and authenticates the alerts kept for retry (alert.OutboxConfig).
+	// OutboxKey seals and authenticates the alerts kept for retry (outbox.Config).
 	OutboxKey []byte
 }
 
@@ -65,7 +66,7 @@ type Runner struct {
 	Log   zerolog.Logger
 }
 
-// AlertHold reads the firing alerts that hold restarts (alert.AlertHold); an
+// AlertHold reads the firing alerts that hold restarts (deliver.AlertHold); an
 // unreadable Alertmanager is in the answer's Err.
 type AlertHold interface {
 	Read(ctx context.Context) *decide.FiringAlerts
@@ -362,7 +363,7 @@ func (p *pass) confirm() {
 		probed := p.Clock.Since(p.start) >= p.Decide.ConfirmWindow+p.SampleInterval
 		need, cut := false, false
 		for _, t := range p.res.Targets {
-			if t.SampleFor != nil && roundUp(*t.SampleFor, p.SampleInterval) <= left {
+			if t.SamplesOn(p.SampleInterval, left) {
 				need = true
 			} else if t.Confirming && t.Action == decide.ActionWait {
 				cut = true
@@ -398,20 +399,6 @@ func (p *pass) confirm() {
 		p.obs = obs
 		p.decide(p.next)
 	}
-}
-
-// roundUp is d rounded up to a whole number of sampling intervals, at least one:
-// when the sample that makes a restart due will be taken. Sampling on is always
-// for another sample, an interval away, even when d is 0 (a restart already due
-// whose last sample failed, or whose reads failed).
-func roundUp(d, interval time.Duration) time.Duration {
-	if interval <= 0 {
-		return max(d, 0)
-	}
-	if d <= 0 {
-		return interval
-	}
-	return (d + interval - 1) / interval * interval
 }
 
 func (r *Runner) lastRun(start time.Time, res decide.Result, err error) *state.Run {
@@ -468,7 +455,7 @@ func (p *pass) logDecision() {
 	}
 }
 
-func (r *Runner) logDeliveries(ds []alert.Delivery) {
+func (r *Runner) logDeliveries(ds []deliver.Delivery) {
 	for _, d := range ds {
 		switch {
 		case d.Dropped:

@@ -14,13 +14,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/agentenv/watchdog/internal/podtest"
 	"github.com/agentenv/watchdog/pkg/alert"
 	"github.com/agentenv/watchdog/pkg/check"
 	"github.com/agentenv/watchdog/pkg/cli"
 	"github.com/agentenv/watchdog/pkg/decide"
 	"github.com/agentenv/watchdog/pkg/endpoints"
 	"github.com/agentenv/watchdog/pkg/restart"
-	"github.com/agentenv/watchdog/pkg/scrape"
 	"github.com/agentenv/watchdog/pkg/state"
 	"github.com/agentenv/watchdog/pkg/statestore"
 )
@@ -284,13 +284,7 @@ const (
 )
 
 func schedPod(ready int, rejected uint64) decide.Pod {
-	return decide.Pod{Name: podName, UID: podUID, Phase: "Running", Ready: true, Running: true, StartedAt: t0.Add(-time.Hour),
-		ControllerKind: "ReplicaSet", ControllerName: "agentenv-scheduler-7d9c4",
-		Sample: &scrape.Sample{
-			Observed:          map[string]int{"ready": ready, "connecting": 0, "unhealthy": 0, "lingering": 0, "unspecified": 0},
-			HeartbeatOK:       1000,
-			HeartbeatRejected: rejected,
-		}}
+	return podtest.Pod(podName, t0.Add(-time.Hour), podtest.UID(podUID), podtest.Scraped(ready, rejected))
 }
 
 func observation(serving int, pods ...decide.Pod) decide.Observation {

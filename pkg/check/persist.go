@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
 	"github.com/agentenv/watchdog/pkg/alert"
 	"github.com/agentenv/watchdog/pkg/decide"
+	"github.com/agentenv/watchdog/pkg/deliver"
 	"github.com/agentenv/watchdog/pkg/state"
 	"github.com/agentenv/watchdog/pkg/statestore"
 )
@@ -28,49 +30,66 @@ func (p *pass) persist(acts []alert.ActOutcome) error {
 	if p.DryRun {
 		return nil
 	}
-	backoff := claimBackoff
-	obs := p.obs
-	obs.Merge = true // any re-decision below merges into another writer's state
-	for {
-		err := p.Store.Save(p.ctx, p.snap, p.next, p.Clock.Now())
-		if err == nil {
-			p.rep.StateWritten = true
-			return nil
-		}
-		if !errors.Is(err, statestore.ErrConflict) || backoff.Steps <= 1 {
-			p.Log.Error().Err(err).Msg("cannot write state")
-			return &Error{What: "write state", Err: err}
-		}
-		select {
-		case <-p.ctx.Done():
-			return &Error{What: "write state", Err: p.ctx.Err()}
-		case <-p.Clock.After(backoff.Step()):
-		}
-		latest, lerr := p.Store.Load(p.ctx)
-		if lerr != nil {
-			return &Error{What: "re-read state after a conflict", Err: lerr}
-		}
+	save := func() error { return p.Store.Save(p.ctx, p.snap, p.next, p.Clock.Now()) }
+	if failure := p.saveRetrying("write state", save, func() bool {
 		p.Log.Warn().Msg("state changed during the run: merging this run's outcome into it")
-		ours := p.next
-		merged, _ := decide.Decide(obs, latest.State, p.Decide)
+		ours, latest := p.next, p.snap.State
+		merged, _ := decide.Decide(p.obs, latest, p.Decide)
 		decide.CountRun(merged, ours.LastRun.Verdict)
 		// Only the records of the restarts this run carried out are this run's to
 		// write; the others are as the latest state has them (re-writing them from
 		// this run's older copy would, say, turn another run's "done" back into
 		// "claimed").
-		for _, a := range acts {
-			if a.Shadow {
-				upsertWouldRestart(merged, ours, a.Target)
-				continue
-			}
-			if rec := decide.RestartOf(ours, a.Target.UID, p.Clock.Now()); rec != nil {
-				upsertRestart(merged, *rec)
-			}
-		}
-		merged.Alerts, merged.LastRun = mergeAlerts(ours.Alerts, latest.State.Alerts, ours.LastRun.At), ours.LastRun
-		merged.Outbox = mergeOutbox(ours.Outbox, latest.State.Outbox, p.rep.Alerts)
-		*p.snap = *latest
+		keepOwnRestarts(merged, ours, acts, p.Clock.Now())
+		merged.Alerts, merged.LastRun = mergeAlerts(ours.Alerts, latest.Alerts, ours.LastRun.At), ours.LastRun
+		merged.Outbox = mergeOutbox(ours.Outbox, latest.Outbox, p.rep.Alerts)
 		p.next = merged
+		return true
+	}); failure != nil {
+		p.Log.Error().Err(failure.Err).Str("what", failure.What).Msg("cannot write state")
+		return failure
+	}
+	return nil
+}
+
+// saveRetrying calls save until it succeeds. After a lost race
+// (statestore.ErrConflict) it waits out claimBackoff, re-reads the state into
+// p.snap and calls again, which judges again from it (the other writer may have
+// observed later: never rewind it) and reports whether anything is left to write.
+// Any other error, the back-off spent or the context cancelled end it with an
+// *Error for what, or for the re-read.
+//
+// Not client-go's retry.RetryOnConflict (nor retry.OnError): its back-off sleeps on
+// the wall clock and cannot be cancelled, where this waits on the pass's clock (the
+// sequence tests inject one) and ends with the run's context; and its conflict is
+// the API server's status, where the store wraps statestore.ErrConflict.
+func (p *pass) saveRetrying(what string, save func() error, again func() bool) *Error {
+	backoff := claimBackoff
+	for {
+		err := save()
+		switch {
+		case err == nil:
+			p.rep.StateWritten = true
+			return nil
+		case !errors.Is(err, statestore.ErrConflict):
+			return &Error{What: what, Err: err}
+		case backoff.Steps <= 1:
+			return &Error{What: what, Err: fmt.Errorf("gave up after repeated conflicts: %w", err)}
+		}
+		select {
+		case <-p.ctx.Done():
+			return &Error{What: what, Err: p.ctx.Err()}
+		case <-p.Clock.After(backoff.Step()):
+		}
+		latest, err := p.Store.Load(p.ctx)
+		if err != nil {
+			return &Error{What: "re-read state after a conflict", Err: err}
+		}
+		*p.snap = *latest
+		p.obs.Merge = true
+		if !again() {
+			return nil
+		}
 	}
 }
 
@@ -83,52 +102,55 @@ func (p *pass) persist(acts []alert.ActOutcome) error {
 // leaves them to the next run rather than losing them. A claim that cannot be
 // written for another reason (API errors, conflicts past the back-off) sends
 // anyway: a duplicate page is better than none.
-func (p *pass) claimAlerts(d *alert.Dispatcher, acts []alert.ActOutcome, runErr error) []alert.Notification {
+func (p *pass) claimAlerts(d *deliver.Dispatcher, acts []alert.ActOutcome, runErr error) []alert.Notification {
 	base := p.next.Clone() // before Plan records anything
 	notes := alert.Plan(p.next, p.res, acts, runErr, p.Clock.Now(), p.Plan)
-	if p.DryRun {
+	if p.DryRun || len(notes) == 0 {
 		return notes
 	}
-	backoff := claimBackoff
-	for len(notes) > 0 {
+	save := func() error {
 		now := p.Clock.Now()
 		claimed := p.next.Clone()
 		d.Reserve(claimed, notes, now)
-		err := p.Store.Save(p.ctx, p.snap, claimed, now)
-		if err == nil {
-			p.rep.StateWritten = true
-			return notes
-		}
-		if !errors.Is(err, statestore.ErrConflict) || backoff.Steps <= 1 {
-			p.Log.Warn().Err(err).Msg("cannot record the alerts before sending them: sending anyway")
-			return notes
-		}
-		select {
-		case <-p.ctx.Done():
-			return notes
-		case <-p.Clock.After(backoff.Step()):
-		}
-		latest, lerr := p.Store.Load(p.ctx)
-		if lerr != nil {
-			p.Log.Warn().Err(lerr).Msg("cannot re-read the state after a conflict: sending the alerts anyway")
-			return notes
-		}
+		return p.Store.Save(p.ctx, p.snap, claimed, now)
+	}
+	if failure := p.saveRetrying("record the alerts", save, func() bool {
 		p.Log.Warn().Msg("state changed during the run: planning the alerts again from it")
-		*p.snap = *latest
-		p.obs.Merge = true // the other writer may have observed later: never rewind it
 		p.decide(p.snap.State)
 		decide.CountRun(p.next, p.res.Verdict)
 		// This run's own restart records and would-restarts, as persist keeps them.
-		for _, a := range acts {
-			if a.Shadow {
-				upsertWouldRestart(p.next, base, a.Target)
-			} else if rec := decide.RestartOf(base, a.Target.UID, p.Clock.Now()); rec != nil {
-				upsertRestart(p.next, *rec)
-			}
-		}
+		keepOwnRestarts(p.next, base, acts, p.Clock.Now())
 		notes = alert.Plan(p.next, p.res, acts, runErr, p.Clock.Now(), p.Plan)
+		return len(notes) > 0
+	}); failure != nil {
+		p.Log.Warn().Err(failure).Msg("cannot record the alerts before sending them: sending anyway")
 	}
 	return notes
+}
+
+// keepOwnRestarts copies into s, from ours, the records of the restarts this run
+// carried out (acts): a restart's record replaces s's record of the same claim, a
+// would-restart is added unless s has it.
+func keepOwnRestarts(s, ours *state.State, acts []alert.ActOutcome, now time.Time) {
+	for _, a := range acts {
+		t := a.Target
+		switch {
+		case a.Shadow && t.BadSince != nil:
+			if w := ours.WouldRestartFor(t.UID, *t.BadSince); w != nil && s.WouldRestartFor(t.UID, *t.BadSince) == nil {
+				s.WouldRestarts = append(s.WouldRestarts, *w)
+			}
+		case !a.Shadow:
+			rec := decide.RestartOf(ours, t.UID, now)
+			if rec == nil {
+				continue
+			}
+			if i := slices.IndexFunc(s.Restarts, func(r state.Restart) bool { return r.UID == rec.UID && r.ClaimedAt.Equal(rec.ClaimedAt) }); i >= 0 {
+				s.Restarts[i] = *rec
+			} else {
+				s.Restarts = append(s.Restarts, *rec)
+			}
+		}
+	}
 }
 
 // mergeAlerts keeps, per event, the more recently sent record of the two
@@ -159,7 +181,7 @@ func sentAfter(a, b *state.Alert) bool {
 // mergeOutbox keeps this run's outbox plus the alerts another writer left pending
 // that this run neither holds nor handled (delivered or dropped): replacing the
 // outbox with this run's would lose them without a trace.
-func mergeOutbox(ours, theirs []state.Pending, handled []alert.Delivery) []state.Pending {
+func mergeOutbox(ours, theirs []state.Pending, handled []deliver.Delivery) []state.Pending {
 	known := make(map[string]bool, len(ours)+len(handled))
 	for _, p := range ours {
 		known[p.ID] = true
@@ -187,27 +209,6 @@ func mergeOutbox(ours, theirs []state.Pending, handled []alert.Delivery) []state
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
 	return out
-}
-
-// upsertWouldRestart copies the would-restart this run recorded for t from ours
-// into s, unless s has it.
-func upsertWouldRestart(s, ours *state.State, t decide.Target) {
-	if t.BadSince == nil {
-		return
-	}
-	if w := ours.WouldRestartFor(t.UID, *t.BadSince); w != nil && s.WouldRestartFor(t.UID, *t.BadSince) == nil {
-		s.WouldRestarts = append(s.WouldRestarts, *w)
-	}
-}
-
-func upsertRestart(s *state.State, rec state.Restart) {
-	for i := range s.Restarts {
-		if s.Restarts[i].UID == rec.UID && s.Restarts[i].ClaimedAt.Equal(rec.ClaimedAt) {
-			s.Restarts[i] = rec
-			return
-		}
-	}
-	s.Restarts = append(s.Restarts, rec)
 }
 
 // failRun records a failed run in state when it can (not in a dry run), so that
@@ -298,7 +299,7 @@ func (p *pass) alertFailure(s *state.State, failure *Error) {
 
 // sendFailure delivers notes (and s's outbox, and refreshes its open alerts)
 // within failureSendBudget of its own.
-func (p *pass) sendFailure(s *state.State, notes []alert.Notification) []alert.Delivery {
+func (p *pass) sendFailure(s *state.State, notes []alert.Notification) []deliver.Delivery {
 	if len(notes) == 0 && len(s.Outbox) == 0 && len(s.Alerts) == 0 {
 		return nil
 	}
@@ -311,7 +312,7 @@ func (p *pass) sendFailure(s *state.State, notes []alert.Notification) []alert.D
 
 // reportDeliveries adds deliveries to the report and the log; an outbox entry
 // dropped, or retried without a key to authenticate it, is a warning of the run.
-func (p *pass) reportDeliveries(ds []alert.Delivery) {
+func (p *pass) reportDeliveries(ds []deliver.Delivery) {
 	p.rep.Alerts = append(p.rep.Alerts, ds...)
 	p.logDeliveries(ds)
 	unauthenticated := map[string]bool{}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentenv/watchdog/pkg/alert"
 	"github.com/agentenv/watchdog/pkg/decide"
+	"github.com/agentenv/watchdog/pkg/deliver"
 	"github.com/agentenv/watchdog/pkg/scrape"
 	"github.com/agentenv/watchdog/pkg/state"
 	"github.com/agentenv/watchdog/pkg/termtext"
@@ -37,8 +38,8 @@ type Report struct {
 	NotJudged []NotJudged     `json:"notJudged,omitempty"`
 	Restarts  []RestartReport `json:"restarts,omitempty"`
 	// WouldRestarts are the restarts shadow mode recorded instead of making.
-	WouldRestarts []RestartReport  `json:"wouldRestarts,omitempty"`
-	Alerts        []alert.Delivery `json:"alerts,omitempty"`
+	WouldRestarts []RestartReport    `json:"wouldRestarts,omitempty"`
+	Alerts        []deliver.Delivery `json:"alerts,omitempty"`
 	// Samples is how many observations the run took (more than one while confirming).
 	Samples      int      `json:"samples"`
 	StateWritten bool     `json:"stateWritten"`

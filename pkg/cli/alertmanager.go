@@ -6,9 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentenv/watchdog/pkg/deliver"
 	"github.com/spf13/pflag"
-
-	"github.com/agentenv/watchdog/pkg/alert"
 )
 
 // AlertmanagerOptions configure the Alertmanager sink (docs/alerts.md). The URLs
@@ -29,7 +28,7 @@ func (o *AlertmanagerOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Username, "alertmanager-username", "", "basic auth user for --alertmanager-url")
 	fs.StringVar(&o.Password, "alertmanager-password", "", "basic auth password for --alertmanager-url (secret)")
 	fs.StringVar(&o.BearerToken, "alertmanager-bearer-token", "", "bearer token for --alertmanager-url (secret)")
-	fs.DurationVar(&o.TTL, "alertmanager-alert-ttl", alert.DefaultAlertmanagerTTL, "an alert posted to Alertmanager ends this long after its last post unless posted again; keep it above the time between two runs")
+	fs.DurationVar(&o.TTL, "alertmanager-alert-ttl", deliver.DefaultAlertmanagerTTL, "an alert posted to Alertmanager ends this long after its last post unless posted again; keep it above the time between two runs")
 	fs.StringArrayVar(&o.HoldOn, "hold-restarts-on-alert", nil, "hold restarts while an alert matching this set fires in --alertmanager-url "+
 		"(`matchers`, Alertmanager syntax: alertname=~\"etcd.*\",severity=\"critical\"); repeat (or one per line) for several sets; Alertmanager unreachable: restart allowed")
 	fs.StringVar(&o.GeneratorURL, "alertmanager-generator-url", "", "generatorURL of every Alertmanager alert: a link to where the watchdog's runs can be seen (its logs, a dashboard)")
@@ -62,7 +61,7 @@ func (o *AlertmanagerOptions) Validate() error {
 		p.addf("--alertmanager-alert-ttl %s is too short (at least 1s; keep it above the time between two runs)", o.TTL)
 	}
 	for _, set := range o.holdSets() {
-		if _, err := alert.ParseMatchers(set); err != nil {
+		if _, err := deliver.ParseMatchers(set); err != nil {
 			p.addf("--hold-restarts-on-alert %q: %v", set, err)
 		}
 	}
@@ -115,12 +114,12 @@ func (o *AlertmanagerOptions) checkRunInterval(interval time.Duration) error {
 
 // buildAlertmanager returns the Alertmanager sink, or nil when no URL is set.
 // warn is told about a peer of an HA group that failed while another accepted.
-func buildAlertmanager(o *AlertOptions, namespace string, warn func(error)) (*alert.Alertmanager, error) {
+func buildAlertmanager(o *AlertOptions, namespace string, warn func(error)) (*deliver.Alertmanager, error) {
 	am := o.Alertmanager
 	if len(am.URLs) == 0 {
 		return nil, nil
 	}
-	sink, err := alert.NewAlertmanager(am.URLs, o.AlertTimeout, alert.DefaultAttempts, alert.DefaultBudget)
+	sink, err := deliver.NewAlertmanager(am.URLs, o.AlertTimeout, deliver.DefaultAttempts, deliver.DefaultBudget)
 	if err != nil {
 		return nil, usagef("%v", err)
 	}
@@ -149,7 +148,7 @@ func (o *AlertmanagerOptions) holdSets() []string {
 
 // buildHold is the reader of the alerts that hold restarts, nil when none is
 // configured. Validate has parsed the sets.
-func buildHold(o *AlertOptions, namespace string) (*alert.AlertHold, error) {
+func buildHold(o *AlertOptions, namespace string) (*deliver.AlertHold, error) {
 	sets := o.Alertmanager.holdSets()
 	if len(sets) == 0 {
 		return nil, nil
@@ -158,9 +157,9 @@ func buildHold(o *AlertOptions, namespace string) (*alert.AlertHold, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &alert.AlertHold{Alertmanager: am}
+	h := &deliver.AlertHold{Alertmanager: am}
 	for _, set := range sets {
-		ms, err := alert.ParseMatchers(set)
+		ms, err := deliver.ParseMatchers(set)
 		if err != nil {
 			return nil, usagef("--hold-restarts-on-alert %q: %v", set, err)
 		}

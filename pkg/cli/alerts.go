@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentenv/watchdog/pkg/alert"
 	"github.com/agentenv/watchdog/pkg/check"
+	"github.com/agentenv/watchdog/pkg/deliver"
 )
 
 // buildSinks returns the configured alert sinks (possibly none: alerts then still
@@ -17,14 +18,14 @@ import (
 func buildSinks(o *AlertOptions, namespace string, warn func(error)) ([]alert.Sink, error) {
 	var sinks []alert.Sink
 	if o.SlackWebhookURL != "" {
-		sinks = append(sinks, &alert.Slack{
-			Poster:     alert.NewPoster("slack", o.SlackWebhookURL, o.AlertTimeout, alert.DefaultAttempts, alert.DefaultBudget),
+		sinks = append(sinks, &deliver.Slack{
+			Poster:     deliver.NewPoster("slack", o.SlackWebhookURL, o.AlertTimeout, deliver.DefaultAttempts, deliver.DefaultBudget),
 			RunbookURL: o.RunbookURL,
 		})
 	}
 	if o.WebhookURL != "" {
-		sinks = append(sinks, &alert.Webhook{
-			Poster: alert.NewPoster("webhook", o.WebhookURL, o.AlertTimeout, alert.DefaultAttempts, alert.DefaultBudget),
+		sinks = append(sinks, &deliver.Webhook{
+			Poster: deliver.NewPoster("webhook", o.WebhookURL, o.AlertTimeout, deliver.DefaultAttempts, deliver.DefaultBudget),
 			Secret: []byte(o.WebhookSecret),
 			Now:    time.Now,
 		})
@@ -40,8 +41,8 @@ func buildSinks(o *AlertOptions, namespace string, warn func(error)) ([]alert.Si
 }
 
 // newHeartbeat is the dead man's switch of o, with attempts within budget.
-func newHeartbeat(o *AlertOptions, attempts int, budget time.Duration) *alert.Heartbeat {
-	return &alert.Heartbeat{Poster: alert.NewPoster("heartbeat", o.HeartbeatURL, o.AlertTimeout, attempts, budget), URL: o.HeartbeatURL}
+func newHeartbeat(o *AlertOptions, attempts int, budget time.Duration) *deliver.Heartbeat {
+	return &deliver.Heartbeat{Poster: deliver.NewPoster("heartbeat", o.HeartbeatURL, o.AlertTimeout, attempts, budget), URL: o.HeartbeatURL}
 }
 
 // pingHeartbeat tells the dead man's switch how the run went. A dry run pings

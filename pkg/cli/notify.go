@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentenv/watchdog/pkg/alert"
+	"github.com/agentenv/watchdog/pkg/deliver"
 	"github.com/agentenv/watchdog/pkg/version"
 )
 
@@ -107,5 +108,5 @@ func testNotification(o *AlertOptions, namespace, command string) alert.Notifica
 
 // testHeartbeat pings the dead man's switch as a successful run would.
 func testHeartbeat(ctx context.Context, o *AlertOptions, command string) error {
-	return newHeartbeat(o, alert.DefaultAttempts, alert.DefaultBudget).Ping(ctx, false, "watchdog "+command)
+	return newHeartbeat(o, deliver.DefaultAttempts, deliver.DefaultBudget).Ping(ctx, false, "watchdog "+command)
 }

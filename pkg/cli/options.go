@@ -53,9 +53,8 @@ const (
 	DefaultWedgedFor     = 150 * time.Second
 	DefaultConfirmWindow = 90 * time.Second
 	DefaultTimeout       = 3 * time.Minute
-	// DefaultSampleInterval: the scheduler refreshes its gauges every 15 s, so
-	// sampling faster shows nothing new.
-	DefaultSampleInterval = 15 * time.Second
+	// DefaultSampleInterval is the pure core's (the scheduler's gauge refresh).
+	DefaultSampleInterval = decide.DefaultSampleInterval
 )
 
 // kubeFlagUsage shortens kubectl's flag texts to the help's 100 columns; the
@@ -313,7 +312,7 @@ type AlertOptions struct {
 	BlindAfter      int
 	AlertTimeout    time.Duration
 	Alertmanager    AlertmanagerOptions
-	// OutboxKey seals the alerts kept in the state for retry (pkg/alert/outbox.go).
+	// OutboxKey seals the alerts kept in the state for retry (pkg/outbox).
 	OutboxKey string
 	// Labels go on every alert (--alert-labels).
 	Labels AlertLabels

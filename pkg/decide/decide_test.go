@@ -59,12 +59,13 @@ func inRun(start time.Time, o Observation) Observation {
 	return o
 }
 
-// confirmedRun is one run starting at start that samples every 15 s for the
-// confirm window, as a run does while a restart becomes due: every sample but the
-// last waits, the last is want (its obs is filled in).
+// confirmedRun is one run starting at start that samples every
+// DefaultSampleInterval for the confirm window, as a run does while a restart
+// becomes due: every sample but the last waits, the last is want (its obs is
+// filled in).
 func confirmedRun(cfg Config, start time.Time, at func(time.Time) Observation, want step) []step {
 	var steps []step
-	for d := time.Duration(0); d < cfg.ConfirmWindow; d += 15 * time.Second {
+	for d := time.Duration(0); d < cfg.ConfirmWindow; d += DefaultSampleInterval {
 		steps = append(steps, step{obs: inRun(start, at(start.Add(d))), verdict: want.verdict, action: ActionWait})
 	}
 	want.obs = inRun(start, at(start.Add(cfg.ConfirmWindow)))
@@ -74,7 +75,7 @@ func confirmedRun(cfg Config, start time.Time, at func(time.Time) Observation, w
 // decideRun decides the samples of one such run and returns the last decision.
 func decideRun(cfg Config, s *state.State, start time.Time, at func(time.Time) Observation) (*state.State, Result) {
 	var r Result
-	for d := time.Duration(0); d <= cfg.ConfirmWindow; d += 15 * time.Second {
+	for d := time.Duration(0); d <= cfg.ConfirmWindow; d += DefaultSampleInterval {
 		s, r = Decide(inRun(start, at(start.Add(d))), s, cfg)
 	}
 	return s, r
@@ -218,9 +219,9 @@ func TestWedgedForEdges(t *testing.T) {
 		runSteps(t, cfg, nil, []step{
 			{obs: wedged(t0, 0), verdict: VerdictWedged, action: ActionWait},
 			{obs: inRun(start, wedged(start, 0)), verdict: VerdictWedged, action: ActionWait, reasonHas: "confirming in this run: ready 0 throughout 0s"},
-			{obs: inRun(start, wedged(start.Add(cfg.ConfirmWindow-15*time.Second), 0)), verdict: VerdictWedged, action: ActionWait, reasonHas: "1m15s of this run's samples < confirm window 1m30s",
+			{obs: inRun(start, wedged(start.Add(cfg.ConfirmWindow-DefaultSampleInterval), 0)), verdict: VerdictWedged, action: ActionWait, reasonHas: "1m15s of this run's samples < confirm window 1m30s",
 				check: func(t *testing.T, _ *state.State, r Result) {
-					if d := r.Targets[0].SampleFor; d == nil || *d != 15*time.Second {
+					if d := r.Targets[0].SampleFor; d == nil || *d != DefaultSampleInterval {
 						t.Errorf("due in %v, want 15s: the run must know one more sample makes it due", d)
 					}
 				}},
@@ -239,7 +240,7 @@ func TestWedgedForEdges(t *testing.T) {
 			{obs: observe(t0.Add(-5*time.Minute), 3, schedPod("sched-a", "uid-a", sample(3, 0))), verdict: VerdictHealthy, action: ActionNone},
 			{obs: wedged(t0, 0), verdict: VerdictWedged, action: ActionWait},
 			{obs: inRun(second, wedged(second, 0)), verdict: VerdictWedged, action: ActionWait},
-			{obs: inRun(second, wedged(second.Add(15*time.Second), 0)), verdict: VerdictWedged, action: ActionWait},
+			{obs: inRun(second, wedged(second.Add(DefaultSampleInterval), 0)), verdict: VerdictWedged, action: ActionWait},
 			{obs: inRun(second, wedged(second.Add(30*time.Second), 0)), verdict: VerdictWedged, action: ActionWait},
 			{obs: inRun(second, observe(second.Add(45*time.Second), 3, schedPod("sched-a", "uid-a", sample(3, 0)))), verdict: VerdictHealthy, action: ActionNone},
 		})
@@ -626,7 +627,7 @@ func TestStrongEvidence(t *testing.T) {
 	t.Run("confirmed over the window restarts before wedged-for", func(t *testing.T) {
 		steps := []step{healthyBefore,
 			{obs: at(0, 0, 6), verdict: VerdictWedged, action: ActionWait, confirming: true, reasonHas: "6 heartbeat(s) rejected"}}
-		for d := 15 * time.Second; d < cfg.ConfirmWindow; d += 15 * time.Second {
+		for d := DefaultSampleInterval; d < cfg.ConfirmWindow; d += DefaultSampleInterval {
 			steps = append(steps, step{obs: at(d, 0, 6), verdict: VerdictWedged, action: ActionWait, confirming: true})
 		}
 		steps = append(steps, step{obs: at(cfg.ConfirmWindow, 0, 7), verdict: VerdictWedged, action: ActionRestart, reasonHas: "strong evidence held 1m30s ≥ confirm window 1m30s"})
@@ -635,7 +636,7 @@ func TestStrongEvidence(t *testing.T) {
 	t.Run("a flap that heals inside the window is not restarted", func(t *testing.T) {
 		s := runSteps(t, cfg, nil, []step{healthyBefore,
 			{obs: at(0, 0, 3), verdict: VerdictWedged, action: ActionWait, confirming: true},
-			{obs: at(15*time.Second, 0, 6), verdict: VerdictWedged, action: ActionWait, confirming: true},
+			{obs: at(DefaultSampleInterval, 0, 6), verdict: VerdictWedged, action: ActionWait, confirming: true},
 			{obs: at(30*time.Second, 0, 9), verdict: VerdictWedged, action: ActionWait, confirming: true},
 			{obs: at(40*time.Second, 3, 9), verdict: VerdictHealthy, action: ActionNone},
 		})
@@ -645,7 +646,7 @@ func TestStrongEvidence(t *testing.T) {
 	})
 	t.Run("the restarted pod, terminating then gone, keeps its strong episode", func(t *testing.T) {
 		steps := []step{healthyBefore, {obs: at(0, 0, 6), verdict: VerdictWedged, action: ActionWait, confirming: true}}
-		for d := 15 * time.Second; d < cfg.ConfirmWindow; d += 15 * time.Second {
+		for d := DefaultSampleInterval; d < cfg.ConfirmWindow; d += DefaultSampleInterval {
 			steps = append(steps, step{obs: at(d, 0, 6), verdict: VerdictWedged, action: ActionWait, confirming: true})
 		}
 		steps = append(steps, step{obs: at(cfg.ConfirmWindow, 0, 7), verdict: VerdictWedged, action: ActionRestart})

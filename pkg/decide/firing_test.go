@@ -48,7 +48,7 @@ func TestRestartsHeldWhileAlertsFire(t *testing.T) {
 	for i := 0; i < 24; i++ {
 		start := t0.Add(time.Duration(i) * 5 * time.Minute)
 		var r Result
-		for d := time.Duration(0); d <= cfg.ConfirmWindow; d += 15 * time.Second {
+		for d := time.Duration(0); d <= cfg.ConfirmWindow; d += DefaultSampleInterval {
 			s, r = decideReading(inRun(start, at(start.Add(d))), s)
 		}
 		CountRun(s, r.Verdict)

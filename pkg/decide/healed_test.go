@@ -79,7 +79,7 @@ func TestARestartThatHealedIsNotIneffective(t *testing.T) {
 		}
 		// Carried out as pkg/check does: recorded done, a replacement starts; its
 		// watch dies 9 minutes after it started (a new API-server flap).
-		now := start.Add(time.Duration(samples-1) * 15 * time.Second)
+		now := start.Add(time.Duration(samples-1) * DefaultSampleInterval)
 		s.Restarts = append(s.Restarts, state.Restart{Pod: p.name, UID: p.uid, Method: MethodDelete, ClaimedAt: now, DoneAt: &now, Outcome: state.RestartDone})
 		restarts = append(restarts, now.Sub(t0).String())
 		p.restarted(len(restarts), now)

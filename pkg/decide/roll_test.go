@@ -44,9 +44,9 @@ func runs(cfg Config, cause, first, end time.Time, at func(time.Time) Observatio
 			samples += n
 		}
 		if r.Action == ActionRestart {
-			return start.Add(time.Duration(n-1) * 15 * time.Second), samples
+			return start.Add(time.Duration(n-1) * DefaultSampleInterval), samples
 		}
-		start = start.Add(max(30*time.Second, time.Duration(n)*15*time.Second))
+		start = start.Add(max(30*time.Second, time.Duration(n)*DefaultSampleInterval))
 	}
 	return time.Time{}, samples
 }
@@ -74,7 +74,7 @@ func TestARollIntoDeadDiscoveryCountsFromItsFirstRejections(t *testing.T) {
 			if restart.IsZero() {
 				t.Fatalf("gauge drop %s, first pass %s after the roll: never restarted", drop, lag)
 			}
-			if d := restart.Sub(first); d < cfg.ConfirmWindow || d > cfg.ConfirmWindow+15*time.Second {
+			if d := restart.Sub(first); d < cfg.ConfirmWindow || d > cfg.ConfirmWindow+DefaultSampleInterval {
 				t.Errorf("gauge drop %s, first pass %s after the roll: restarted %s after it, want the confirm window %s (+ a sample)", drop, lag, d, cfg.ConfirmWindow)
 			}
 		}
@@ -123,7 +123,7 @@ func TestAStrayNodeCostsOneFollowedRollPerRearm(t *testing.T) {
 	if !restart.IsZero() {
 		t.Fatalf("a stray node was restarted at %s", restart.Sub(cause))
 	}
-	if limit := 120 + 6*int(RollWatch/(15*time.Second)+1); samples > limit {
+	if limit := 120 + 6*int(RollWatch/(DefaultSampleInterval)+1); samples > limit {
 		t.Errorf("%d samples in an hour of a stray node, want at most %d", samples, limit)
 	}
 	t.Logf("an hour of a stray node rejected for good: %d samples (120 without it)", samples)

@@ -14,19 +14,19 @@ import (
 // Sequence tests: hours of runs against the pure core with an injected clock, for
 // the messy cases (failed runs, overlapping runs, flaps, restarts that do not help).
 
-// run simulates one pass as pkg/check runs it: samples every 15 s from start while
-// the decision says sampling on can make a restart due within budget (the pass's
-// time left), then returns the state and the last decision. at gives the
-// observation at a time.
+// run simulates one pass as pkg/check runs it: samples every DefaultSampleInterval
+// from start while the pass's sampling rule (Target.SamplesOn) says sampling on can
+// make a restart due within budget (the pass's time left), then returns the state
+// and the last decision. at gives the observation at a time.
 func run(cfg Config, s *state.State, start time.Time, budget time.Duration, at func(time.Time) Observation) (*state.State, Result, int) {
 	samples := 0
 	var r Result
-	for now := start; ; now = now.Add(15 * time.Second) {
+	for now := start; ; now = now.Add(DefaultSampleInterval) {
 		s, r = Decide(inRun(start, at(now)), s, cfg)
 		samples++
 		more := false
 		for _, t := range r.Targets {
-			if t.SampleFor != nil && now.Add(*t.SampleFor).Sub(start) <= budget {
+			if t.SamplesOn(DefaultSampleInterval, budget-now.Sub(start)) {
 				more = true
 			}
 		}
@@ -536,7 +536,7 @@ func TestStrongConfirmationDoesNotSpanRuns(t *testing.T) {
 	s, _ := Decide(observe(t0.Add(-5*time.Minute), 3, schedPod("sched-a", "uid-a", sample(3, 0))), state.New(), cfg)
 	// Run 1 sees strong evidence for 60 s, then its deadline ends the run.
 	var r Result
-	for d := time.Duration(0); d <= time.Minute; d += 15 * time.Second {
+	for d := time.Duration(0); d <= time.Minute; d += DefaultSampleInterval {
 		s, r = Decide(inRun(t0, strong(uint64(3+d/time.Second))(t0.Add(d))), s, cfg)
 	}
 	if r.Action != ActionWait {
@@ -637,10 +637,10 @@ func TestFailedSampleBridgedWhileTheCountersStandStill(t *testing.T) {
 			healthy.HeartbeatOK = 990
 			s, _ = Decide(observe(t0.Add(-5*time.Minute), 3, schedPod("sched-a", "uid-a", healthy)), s, cfg) // the previous run
 			s, _ = Decide(before(t0), s, cfg)                                                                // the episode's first sample
-			s, _ = Decide(inRun(t0, before(t0.Add(15*time.Second))), s, cfg)
+			s, _ = Decide(inRun(t0, before(t0.Add(DefaultSampleInterval))), s, cfg)
 			gapRun, gapAt, afterAt := t0, t0.Add(30*time.Second), t0.Add(45*time.Second)
 			if tc.nextRun {
-				gapRun, gapAt, afterAt = t0.Add(5*time.Minute), t0.Add(5*time.Minute), t0.Add(5*time.Minute+15*time.Second)
+				gapRun, gapAt, afterAt = t0.Add(5*time.Minute), t0.Add(5*time.Minute), t0.Add(5*time.Minute+DefaultSampleInterval)
 			}
 			s, _ = Decide(inRun(gapRun, scrapeFails(gapAt)), s, cfg)
 			s, r := Decide(inRun(gapRun, tc.after(afterAt)), s, cfg)

@@ -87,6 +87,10 @@ type Config struct {
 	HoldOnAlerts bool
 }
 
+// DefaultSampleInterval is how often a pass samples while confirming: the
+// scheduler's gauge refresh, since sampling faster shows nothing new.
+const DefaultSampleInterval = GaugeRefresh
+
 // Back-off defaults: like CrashLoopBackOff, on the scale of a */5 CronJob.
 const (
 	DefaultIneffectiveWithin = 15 * time.Minute
@@ -305,6 +309,22 @@ type Target struct {
 	// back-off holds a restart back (or when it was first found): it is alerted as
 	// restart-ineffective.
 	Ineffective string `json:"restartIneffective,omitempty"`
+}
+
+// SamplesOn is the pass's sampling rule: sample on, every interval, while the
+// sample that SampleFor asks for fits in left. That sample is SampleFor rounded up
+// to a whole number of intervals, at least one: sampling on is always for another
+// sample, an interval away, even when SampleFor is 0 (a restart already due whose
+// last sample failed, or whose reads failed).
+func (t Target) SamplesOn(interval, left time.Duration) bool {
+	if t.SampleFor == nil {
+		return false
+	}
+	next := max(*t.SampleFor, 0)
+	if interval > 0 {
+		next = max(1, (next+interval-1)/interval) * interval
+	}
+	return next <= left
 }
 
 // RestartInProgress reports a blocked target whose every refusing gate is a restart

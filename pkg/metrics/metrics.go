@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentenv/watchdog/pkg/alert"
 	"github.com/agentenv/watchdog/pkg/check"
+	"github.com/agentenv/watchdog/pkg/deliver"
 	"github.com/agentenv/watchdog/pkg/scrape"
 	"github.com/agentenv/watchdog/pkg/state"
 	"github.com/agentenv/watchdog/pkg/version"
@@ -118,7 +119,7 @@ func New(o Options) *Metrics {
 	for _, k := range scrape.Kinds {
 		m.scrapeErrors.WithLabelValues(string(k))
 	}
-	sinks := append([]string{alert.SinkKubernetesEvent}, o.Sinks...)
+	sinks := append([]string{deliver.KubernetesEvent}, o.Sinks...)
 	for _, e := range alert.Events {
 		if e.Name == alert.EventTest {
 			continue // notify test runs no pass

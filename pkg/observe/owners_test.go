@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/rest"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/agentenv/watchdog/internal/podtest"
 	"github.com/agentenv/watchdog/pkg/decide"
 	"github.com/agentenv/watchdog/pkg/kube"
 	"github.com/agentenv/watchdog/pkg/scrape"
@@ -34,7 +35,7 @@ func TestVerifyChain(t *testing.T) {
 		}
 		return r
 	}
-	pod := decide.Pod{Name: "agentenv-scheduler-7d9c4-abcde", UID: "pod-uid", ControllerKind: "ReplicaSet", ControllerName: "agentenv-scheduler-7d9c4", ControllerUID: "rs-uid"}
+	pod := podtest.Pod("agentenv-scheduler-7d9c4-abcde", time.Time{}, podtest.UID("pod-uid"))
 	forged := pod
 	forged.ControllerUID = "forged-uid"
 	notController := rs("Deployment", "apps/v1", "agentenv-scheduler", "dep-uid")

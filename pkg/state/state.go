@@ -242,8 +242,8 @@ type Alert struct {
 }
 
 // Pending is an alert not yet delivered to every sink. Payload holds the facts of
-// the notification (pkg/alert rebuilds the rest on retry); Seal authenticates the
-// entry with the watchdog's --outbox-key (pkg/alert/outbox.go).
+// the notification (pkg/outbox rebuilds the rest on retry); Seal authenticates the
+// entry with the watchdog's --outbox-key (pkg/outbox).
 type Pending struct {
 	ID        string          `json:"id"`
 	Event     string          `json:"event"`

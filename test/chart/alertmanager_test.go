@@ -21,6 +21,7 @@ import (
 
 	"github.com/agentenv/watchdog/internal/testenv"
 	"github.com/agentenv/watchdog/pkg/alert"
+	"github.com/agentenv/watchdog/pkg/deliver"
 )
 
 // TestAlertmanagerValues: the Alertmanager URLs and credentials go into the Secret
@@ -118,7 +119,7 @@ func TestRoutingExampleOnePagePerProblem(t *testing.T) {
 	am, err := testenv.StartAlertmanager(tool(t, testenv.EnvAlertmanager, "alertmanager.sh"), string(raw), "", t.TempDir())
 	must(t, err)
 	t.Cleanup(am.Stop)
-	sink, err := alert.NewAlertmanager([]string{am.Base}, 5*time.Second, 1, 10*time.Second)
+	sink, err := deliver.NewAlertmanager([]string{am.Base}, 5*time.Second, 1, 10*time.Second)
 	must(t, err)
 
 	// The rules as rendered, scheduler in its own namespace.
@@ -164,14 +165,14 @@ func TestRoutingExampleOnePagePerProblem(t *testing.T) {
 				}
 				must(t, sink.Send(ctx, n))
 			}
-			var posted []alert.PostableAlert
+			var posted []deliver.PostableAlert
 			for _, name := range c.rules {
 				r, ok := rules[name]
 				if !ok {
 					t.Fatalf("the chart renders no rule %s", name)
 				}
 				if name == c.want {
-					postAlerts(t, am.Base, []alert.PostableAlert{ruleAlert(r, cluster, pod)})
+					postAlerts(t, am.Base, []deliver.PostableAlert{ruleAlert(r, cluster, pod)})
 					continue
 				}
 				posted = append(posted, ruleAlert(r, cluster, pod))
@@ -257,7 +258,7 @@ func receiverNames(route any) []string {
 // ruleAlert is the alert Prometheus sends when rule fires for the scheduler pod:
 // the series' labels its expression keeps (namespace, job, pod), then the rule's own
 // labels over them, then the cluster as an external label.
-func ruleAlert(r rule, cluster, pod string) alert.PostableAlert {
+func ruleAlert(r rule, cluster, pod string) deliver.PostableAlert {
 	labels := map[string]string{"alertname": r.Alert, "namespace": "agentenv-sched", "pod": pod, "cluster": cluster}
 	if strings.Contains(r.Expr, "agentenv_watchdog_") {
 		// The watchdog's series carry its own namespace and job (the PodMonitor's).
@@ -265,14 +266,14 @@ func ruleAlert(r rule, cluster, pod string) alert.PostableAlert {
 	}
 	maps.Copy(labels, r.Labels)
 	now := time.Now().UTC()
-	return alert.PostableAlert{Labels: labels, Annotations: r.Annotations, StartsAt: now, EndsAt: now.Add(time.Hour)}
+	return deliver.PostableAlert{Labels: labels, Annotations: r.Annotations, StartsAt: now, EndsAt: now.Add(time.Hour)}
 }
 
-func postAlerts(t *testing.T, base string, alerts []alert.PostableAlert) {
+func postAlerts(t *testing.T, base string, alerts []deliver.PostableAlert) {
 	t.Helper()
 	body, err := json.Marshal(alerts)
 	must(t, err)
-	resp, err := http.Post(base+alert.AlertmanagerAPIPath, "application/json", bytes.NewReader(body))
+	resp, err := http.Post(base+deliver.AlertmanagerAPIPath, "application/json", bytes.NewReader(body))
 	must(t, err)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {

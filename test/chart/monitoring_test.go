@@ -22,9 +22,9 @@ import (
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/agentenv/watchdog/pkg/alert"
 	"github.com/agentenv/watchdog/pkg/check"
 	"github.com/agentenv/watchdog/pkg/decide"
+	"github.com/agentenv/watchdog/pkg/deliver"
 	"github.com/agentenv/watchdog/pkg/metrics"
 	"github.com/agentenv/watchdog/pkg/scrape"
 )
@@ -625,7 +625,7 @@ func exportedMetrics(t *testing.T, doc string) map[string]string {
 	m.Observe(&check.Report{
 		Targets:  []decide.Target{{Pod: "p", Judged: true, Verdict: decide.VerdictWedged, Ready: &n, Expected: &n, ScrapeKind: "timeout"}},
 		Restarts: []check.RestartReport{{Pod: "p", Outcome: "done"}},
-		Alerts:   []alert.Delivery{{Event: "wedged", Sink: "slack", OK: true}},
+		Alerts:   []deliver.Delivery{{Event: "wedged", Sink: "slack", OK: true}},
 	}, nil, time.Second, time.Now())
 	families, err := m.Registry.Gather()
 	must(t, err)

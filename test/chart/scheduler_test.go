@@ -15,7 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/agentenv/watchdog/internal/testenv"
-	"github.com/agentenv/watchdog/pkg/alert"
+	"github.com/agentenv/watchdog/pkg/deliver"
 	"github.com/agentenv/watchdog/pkg/state"
 	"github.com/agentenv/watchdog/pkg/statestore"
 )
@@ -90,13 +90,13 @@ func newReceiver(t *testing.T, key string) *receiver {
 	r := &receiver{}
 	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		body, _ := io.ReadAll(req.Body)
-		ts, sig := req.Header.Get(alert.HeaderTimestamp), req.Header.Get(alert.HeaderSignature)
+		ts, sig := req.Header.Get(deliver.HeaderTimestamp), req.Header.Get(deliver.HeaderSignature)
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		if sig != "sha256="+alert.Sign([]byte(key), ts, body) {
-			r.bad = append(r.bad, req.Header.Get(alert.HeaderEvent))
+		if sig != "sha256="+deliver.Sign([]byte(key), ts, body) {
+			r.bad = append(r.bad, req.Header.Get(deliver.HeaderEvent))
 		} else {
-			r.events = append(r.events, req.Header.Get(alert.HeaderEvent))
+			r.events = append(r.events, req.Header.Get(deliver.HeaderEvent))
 		}
 		w.WriteHeader(http.StatusNoContent)
 	}))

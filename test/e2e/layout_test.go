@@ -26,6 +26,7 @@ import (
 	"github.com/agentenv/watchdog/internal/testenv"
 	"github.com/agentenv/watchdog/pkg/alert"
 	"github.com/agentenv/watchdog/pkg/check"
+	"github.com/agentenv/watchdog/pkg/deliver"
 )
 
 var must = testenv.Must
@@ -120,7 +121,7 @@ func newSink(t *testing.T) *sink {
 		body, _ := io.ReadAll(r.Body)
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if !alert.Verify([]byte(s.secret), r.Header.Get(alert.HeaderTimestamp), r.Header.Get(alert.HeaderSignature), body, time.Now(), 5*time.Minute) {
+		if !deliver.Verify([]byte(s.secret), r.Header.Get(deliver.HeaderTimestamp), r.Header.Get(deliver.HeaderSignature), body, time.Now(), 5*time.Minute) {
 			s.bad = append(s.bad, "bad signature: "+string(body))
 		}
 		var n alert.Notification

@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentenv/watchdog/internal/testenv"
 	"github.com/agentenv/watchdog/pkg/alert"
+	"github.com/agentenv/watchdog/pkg/deliver"
 	"github.com/agentenv/watchdog/pkg/events"
 )
 
@@ -154,7 +155,7 @@ func TestAlertmanagerSink(t *testing.T) {
 		r := s.check(flags...)
 		runs = append(runs, r)
 		r.expect(t, 0, "wedged", "wait")
-		if d := deliveries(r, alert.EventRefresh, "alertmanager"); len(d) != 1 || !d[0].OK {
+		if d := deliveries(r, deliver.EventRefresh, "alertmanager"); len(d) != 1 || !d[0].OK {
 			t.Fatalf("refresh deliveries %+v", r.report.Alerts)
 		}
 		if !strings.Contains(r.stderr, "an Alertmanager peer refused the alerts; another accepted them") || !strings.Contains(r.stderr, "alertmanager[2]") {
@@ -183,7 +184,7 @@ func TestAlertmanagerSink(t *testing.T) {
 	// Nothing is open: a later run posts nothing that would bring it back.
 	quiet := s.check(flags...)
 	runs = append(runs, quiet)
-	if d := deliveries(quiet, alert.EventRefresh, "alertmanager"); len(d) != 0 {
+	if d := deliveries(quiet, deliver.EventRefresh, "alertmanager"); len(d) != 0 {
 		t.Errorf("a run with nothing open refreshed: %+v", quiet.report.Alerts)
 	}
 	if got := am1.active(t, s.ns); len(got) != 0 {
@@ -266,7 +267,7 @@ func TestAlertmanagerRestartIneffective(t *testing.T) {
 	// A run inside the back-off sends nothing new but keeps the page active.
 	again := s.check(append([]string{"--restart-backoff", "30s", "--restart-backoff-max", "1h"}, flags...)...)
 	again.expect(t, 0, "wedged", "blocked")
-	if d := deliveries(again, alert.EventRefresh, "alertmanager"); len(d) != 1 || !d[0].OK {
+	if d := deliveries(again, deliver.EventRefresh, "alertmanager"); len(d) != 1 || !d[0].OK {
 		t.Fatalf("refresh deliveries %+v", again.report.Alerts)
 	}
 	if b := find(); b == nil || !b.EndsAt.After(a.EndsAt) {
@@ -280,7 +281,7 @@ func TestAlertmanagerRestartIneffective(t *testing.T) {
 // recovered resolves the ones it closes.
 func TestAlertmanagerAcceptsEveryEvent(t *testing.T) {
 	am := startAlertmanager(t)
-	sink, err := alert.NewAlertmanager([]string{am.Base}, 5*time.Second, 1, 10*time.Second)
+	sink, err := deliver.NewAlertmanager([]string{am.Base}, 5*time.Second, 1, 10*time.Second)
 	must(t, err)
 	ns := "every-event"
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

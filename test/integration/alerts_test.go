@@ -19,6 +19,7 @@ import (
 
 	"github.com/agentenv/watchdog/internal/testenv"
 	"github.com/agentenv/watchdog/pkg/alert"
+	"github.com/agentenv/watchdog/pkg/deliver"
 	"github.com/agentenv/watchdog/pkg/events"
 	"github.com/agentenv/watchdog/pkg/state"
 )
@@ -144,7 +145,7 @@ func webhooks(t *testing.T, reqs []received) []alert.Notification {
 	t.Helper()
 	var out []alert.Notification
 	for _, q := range reqs {
-		if !alert.Verify([]byte(hmacKey), q.Header.Get(alert.HeaderTimestamp), q.Header.Get(alert.HeaderSignature), q.Body, time.Now(), 5*time.Minute) {
+		if !deliver.Verify([]byte(hmacKey), q.Header.Get(deliver.HeaderTimestamp), q.Header.Get(deliver.HeaderSignature), q.Body, time.Now(), 5*time.Minute) {
 			t.Errorf("webhook delivery with a bad signature: %v %s", q.Header, q.Body)
 		}
 		var n alert.Notification
@@ -231,8 +232,8 @@ func leakCheckFor(t *testing.T, s *scenario, secrets []string, runs ...result) {
 }
 
 // deliveries picks the report's deliveries of event to sink.
-func deliveries(r result, event, sink string) []alert.Delivery {
-	var out []alert.Delivery
+func deliveries(r result, event, sink string) []deliver.Delivery {
+	var out []deliver.Delivery
 	for _, d := range r.report.Alerts {
 		if d.Event == event && d.Sink == sink {
 			out = append(out, d)

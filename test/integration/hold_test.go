@@ -10,13 +10,14 @@ import (
 	"time"
 
 	"github.com/agentenv/watchdog/pkg/alert"
+	"github.com/agentenv/watchdog/pkg/deliver"
 )
 
 // fire posts an alert to a real Alertmanager as Prometheus would, ending at ends
 // (in the past: resolved).
 func fire(t *testing.T, am *alertmanagerProc, labels map[string]string, ends time.Time) {
 	t.Helper()
-	body, err := json.Marshal([]alert.PostableAlert{{Labels: labels, StartsAt: time.Now().Add(-time.Minute), EndsAt: ends}})
+	body, err := json.Marshal([]deliver.PostableAlert{{Labels: labels, StartsAt: time.Now().Add(-time.Minute), EndsAt: ends}})
 	must(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

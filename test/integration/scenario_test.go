@@ -14,6 +14,7 @@ import (
 	"github.com/agentenv/watchdog/pkg/alert"
 	"github.com/agentenv/watchdog/pkg/cli"
 	"github.com/agentenv/watchdog/pkg/decide"
+	"github.com/agentenv/watchdog/pkg/deliver"
 )
 
 // The scenarios replay the scheduler's signatures (docs/design.md §1) on a clock compressed 30×: a */5
@@ -137,7 +138,7 @@ func (h *heal) record(t testing.TB, s *scenario, run int, start time.Time, r res
 	if r.report.Verdict == decide.VerdictWedged && h.firstSeen.IsZero() {
 		h.firstSeen, h.seenRun = start, run
 	}
-	if h.pagedRun == 0 && slices.ContainsFunc(r.report.Alerts, func(d alert.Delivery) bool { return d.Event == alert.EventWedged && d.OK }) {
+	if h.pagedRun == 0 && slices.ContainsFunc(r.report.Alerts, func(d deliver.Delivery) bool { return d.Event == alert.EventWedged && d.OK }) {
 		h.pagedRun = run
 	}
 	h.log = append(h.log, fmt.Sprintf("run %d: %s/%s, %d samples, %s", run, r.report.Verdict, r.report.Action, r.report.Samples, r.report.Reason))

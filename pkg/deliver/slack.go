@@ -1,4 +1,4 @@
-package alert
+package deliver
 
 // The Block Kit subset the Slack sink sends to an incoming webhook: a header, sections
 // (text or fields) and a context line. Local types rather than github.com/slack-go/slack:

@@ -1,4 +1,4 @@
-package alert
+package deliver
 
 import (
 	"context"
@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agentenv/watchdog/pkg/alert"
 )
 
 // Header names of the generic webhook (docs/alerts.md).
@@ -26,7 +28,7 @@ const (
 
 // Webhook posts the Notification JSON, optionally signed with HMAC-SHA256.
 type Webhook struct {
-	Poster *Poster
+	*Poster // its Reach is the sink's
 	// Secret signs each request; empty leaves requests unsigned.
 	Secret []byte
 	Now    func() time.Time
@@ -34,9 +36,7 @@ type Webhook struct {
 
 func (w *Webhook) Name() string { return "webhook" }
 
-func (w *Webhook) Reach(ctx context.Context) error { return w.Poster.Reach(ctx) }
-
-func (w *Webhook) Send(ctx context.Context, n Notification) error {
+func (w *Webhook) Send(ctx context.Context, n alert.Notification) error {
 	body, err := json.Marshal(n)
 	if err != nil {
 		return fmt.Errorf("webhook: encode: %w", err)
@@ -51,7 +51,7 @@ func (w *Webhook) Send(ctx context.Context, n Notification) error {
 		h.Set(HeaderTimestamp, ts)
 		h.Set(HeaderSignature, "sha256="+Sign(w.Secret, ts, body))
 	}
-	return w.Poster.Post(ctx, body, h)
+	return w.Post(ctx, body, h)
 }
 
 // Sign returns hex(HMAC-SHA256(secret, timestamp + "." + body)), the value of
@@ -85,32 +85,30 @@ func Verify(secret []byte, timestamp, signatureHeader string, body []byte, now t
 
 // Slack posts a Block Kit message to an incoming webhook, with a text fallback.
 type Slack struct {
-	Poster     *Poster
+	*Poster    // its Reach is the sink's
 	RunbookURL string
 }
 
 func (s *Slack) Name() string { return "slack" }
 
-func (s *Slack) Reach(ctx context.Context) error { return s.Poster.Reach(ctx) }
-
-func (s *Slack) Send(ctx context.Context, n Notification) error {
+func (s *Slack) Send(ctx context.Context, n alert.Notification) error {
 	body, err := json.Marshal(SlackMessage(n, s.RunbookURL))
 	if err != nil {
 		return fmt.Errorf("slack: encode: %w", err)
 	}
 	h := http.Header{}
 	h.Set("Content-Type", "application/json")
-	return s.Poster.Post(ctx, body, h)
+	return s.Post(ctx, body, h)
 }
 
 // SlackMessage renders n as an incoming-webhook message in Block Kit
 // (slack.go has the few types it needs).
-func SlackMessage(n Notification, runbookURL string) *SlackWebhookMessage {
+func SlackMessage(n alert.Notification, runbookURL string) *SlackWebhookMessage {
 	// Every text is escaped (esc, escCut), whoever wrote its parts: Slack reads
 	// <!channel> and <url|text> in any text object.
-	title := fmt.Sprintf("%s AgentENV scheduler %s", Spec(n.Event).Emoji, n.Event)
+	title := fmt.Sprintf("%s AgentENV scheduler %s", alert.Spec(n.Event).Emoji, n.Event)
 	if n.Test {
-		title = Spec(EventTest).Emoji + " Watchdog test alert (not a real incident)"
+		title = alert.Spec(alert.EventTest).Emoji + " Watchdog test alert (not a real incident)"
 	}
 	if n.Reminder {
 		title += " (reminder)"
@@ -134,14 +132,14 @@ func SlackMessage(n Notification, runbookURL string) *SlackWebhookMessage {
 	}
 
 	fields := []*SlackText{
-		mrkdwn("*Cluster*\n" + esc(OrDash(n.Cluster))),
+		mrkdwn("*Cluster*\n" + esc(alert.OrDash(n.Cluster))),
 		mrkdwn("*Namespace*\n" + esc(n.Namespace)),
-		mrkdwn("*Pod*\n" + esc(OrDash(n.Pod))),
-		mrkdwn("*Verdict*\n" + esc(OrDash(n.Verdict))),
-		mrkdwn("*Ready / expected*\n" + IntOrDash(n.Ready) + " / " + IntOrDash(n.Expected)),
+		mrkdwn("*Pod*\n" + esc(alert.OrDash(n.Pod))),
+		mrkdwn("*Verdict*\n" + esc(alert.OrDash(n.Verdict))),
+		mrkdwn("*Ready / expected*\n" + alert.IntOrDash(n.Ready) + " / " + alert.IntOrDash(n.Expected)),
 		mrkdwn("*For*\n" + esc(sinceText(n))),
-		mrkdwn("*Watchdog did*\n" + esc(OrDash(n.Action))),
-		mrkdwn("*Evidence*\n" + esc(OrDash(n.Evidence))),
+		mrkdwn("*Watchdog did*\n" + esc(alert.OrDash(n.Action))),
+		mrkdwn("*Evidence*\n" + esc(alert.OrDash(n.Evidence))),
 	}
 	blocks := []SlackBlock{
 		{Type: SlackHeader, Text: &SlackText{Type: SlackPlainText, Text: escCut(title, 150), Emoji: true}},
@@ -200,23 +198,7 @@ func mrkdwn(s string) *SlackText {
 	return &SlackText{Type: SlackMarkdown, Text: s}
 }
 
-// OrDash is s, or "-" when s is empty: a blank field in an alert or a report.
-func OrDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
-
-// IntOrDash is *p, or "-" when p is nil (not measured).
-func IntOrDash(p *int) string {
-	if p == nil {
-		return "-"
-	}
-	return strconv.Itoa(*p)
-}
-
-func sinceText(n Notification) string {
+func sinceText(n alert.Notification) string {
 	if n.Since == nil {
 		return "-"
 	}
@@ -226,11 +208,9 @@ func sinceText(n Notification) string {
 // Heartbeat is a dead man's switch: pinged after every completed run, and at
 // <url>/fail when the run failed (the healthchecks.io convention).
 type Heartbeat struct {
-	Poster *Poster
-	URL    string
+	*Poster // its Reach is the sink's
+	URL     string
 }
-
-func (h *Heartbeat) Reach(ctx context.Context) error { return h.Poster.Reach(ctx) }
 
 // Ping reports a run's outcome. body is a short, secret-free summary.
 func (h *Heartbeat) Ping(ctx context.Context, failed bool, body string) error {
@@ -248,5 +228,5 @@ func (h *Heartbeat) Ping(ctx context.Context, failed bool, body string) error {
 	}
 	hdr := http.Header{}
 	hdr.Set("Content-Type", "text/plain; charset=utf-8")
-	return h.Poster.Do(ctx, target, []byte(body), hdr)
+	return h.Do(ctx, target, []byte(body), hdr)
 }

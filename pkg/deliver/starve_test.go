@@ -1,4 +1,4 @@
-package alert
+package deliver
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentenv/watchdog/pkg/alert"
 	"github.com/agentenv/watchdog/pkg/state"
 )
 
@@ -42,13 +43,13 @@ func TestADeadReceiverDoesNotStarveTheRunsOwnPage(t *testing.T) {
 		mu.Unlock()
 		slackSink := &Slack{Poster: NewPoster("slack", slack.URL, 200*time.Millisecond, DefaultAttempts, time.Second)}
 		webhook := &Webhook{Poster: NewPoster("webhook", dead.URL, 200*time.Millisecond, DefaultAttempts, time.Second), Now: time.Now}
-		d := &Dispatcher{Sinks: []Sink{slackSink, webhook}, Outbox: outboxConfig(outboxKey)}
+		d := &Dispatcher{Sinks: []alert.Sink{slackSink, webhook}, Outbox: outboxConfig(outboxKey)}
 		now := time.Now()
 		s := state.New()
 		for i := range pending {
 			n := goldenNotification()
 			n.ID, n.Time = fmt.Sprintf("old%013d", i), now.Add(-time.Duration(pending-i)*time.Minute)
-			p, err := d.Outbox.pending(n, n.Time, []string{"webhook"}, "timeout")
+			p, err := d.Outbox.Pending(n, n.Time, []string{"webhook"}, "timeout")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -57,7 +58,7 @@ func TestADeadReceiverDoesNotStarveTheRunsOwnPage(t *testing.T) {
 		d.SendBy = now.Add(3 * time.Second)
 		n := goldenNotification()
 		n.ID, n.Time = "new0000000000000", now
-		d.Deliver(context.Background(), s, []Notification{n}, now, false)
+		d.Deliver(context.Background(), s, []alert.Notification{n}, now, false)
 		mu.Lock()
 		got := slackGot
 		mu.Unlock()
@@ -82,11 +83,11 @@ func TestAReservationDatedAheadIsNotHeldForever(t *testing.T) {
 		sent  bool
 	}{{0, false}, {30 * time.Second, false}, {10 * time.Minute, true}, {365 * 24 * time.Hour, true}} {
 		sink := &memorySink{name: "webhook"}
-		d := &Dispatcher{Sinks: []Sink{sink}, Outbox: outboxConfig(outboxKey), ReservedFor: 5 * time.Minute}
+		d := &Dispatcher{Sinks: []alert.Sink{sink}, Outbox: outboxConfig(outboxKey), ReservedFor: 5 * time.Minute}
 		n := goldenNotification()
 		n.Time = now.Add(c.ahead)
 		s := state.New()
-		d.Reserve(s, []Notification{n}, n.Time)
+		d.Reserve(s, []alert.Notification{n}, n.Time)
 		s = reencode(t, s, n.Time)
 		d.Deliver(context.Background(), s, nil, now, false)
 		if sent := len(sink.got()) == 1; sent != c.sent {

@@ -1,4 +1,4 @@
-package alert
+package deliver
 
 import (
 	"encoding/json"
@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentenv/watchdog/pkg/alert"
 	"github.com/agentenv/watchdog/pkg/decide"
 	"github.com/agentenv/watchdog/pkg/state"
 )
@@ -21,7 +22,7 @@ func TestEveryAlertSaysPaused(t *testing.T) {
 	res.Pause = pause
 	s := state.New()
 	s.ConsecutiveUnknownRuns = 5 // blind too
-	notes := Plan(s, res, nil, errors.New("cannot read Lease"), t0, planConfig())
+	notes := alert.Plan(s, res, nil, errors.New("cannot read Lease"), t0, planConfig())
 	if len(notes) < 3 {
 		t.Fatalf("want watchdog-error, wedged and restart-blocked at least: %d", len(notes))
 	}
@@ -33,7 +34,7 @@ func TestEveryAlertSaysPaused(t *testing.T) {
 		if n.Paused != pause.String() {
 			t.Errorf("%s: paused %q", n.Event, n.Paused)
 		}
-		if n.Event == EventRestartBlocked && !strings.Contains(n.Reason, "paused: would restart") {
+		if n.Event == alert.EventRestartBlocked && !strings.Contains(n.Reason, "paused: would restart") {
 			t.Errorf("the blocked restart must say it is paused: %q", n.Reason)
 		}
 		slack, _ := json.Marshal(SlackMessage(n, ""))
@@ -54,7 +55,7 @@ func TestEveryAlertSaysPaused(t *testing.T) {
 		}
 	}
 	// Not paused: no mark.
-	for _, n := range Plan(state.New(), result(target(decide.VerdictWedged, decide.ActionWait, 10*time.Minute, t0)), nil, nil, t0, planConfig()) {
+	for _, n := range alert.Plan(state.New(), result(target(decide.VerdictWedged, decide.ActionWait, 10*time.Minute, t0)), nil, nil, t0, planConfig()) {
 		if n.Paused != "" {
 			t.Errorf("%s marked paused without a pause", n.Event)
 		}

@@ -1,21 +1,4 @@
-package alert
-
-import (
-	"bytes"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"regexp"
-	"strings"
-	"time"
-
-	"github.com/agentenv/watchdog/pkg/state"
-)
-
-// The outbox keeps what a run could not deliver, in the state ConfigMap, for the
+// Package outbox keeps what a run could not deliver, in the state ConfigMap, for the
 // next run to retry. Anyone who may edit that ConfigMap (a namespace editor, a
 // controller with ConfigMap write) can write entries too, so a retried entry is
 // never sent as stored (docs/alerts.md, "The outbox"):
@@ -30,11 +13,28 @@ import (
 //     configuration, and each fact is checked and bounded. An unknown event, a
 //     malformed fact or an unknown field drops the entry, with a warning.
 //
-// A new field of Notification is a fact unless rebuild fills it in: it is kept,
+// A new field of Notification is a fact unless Rebuild fills it in: it is kept,
 // sealed and checked as JSON with the rest, with no change here.
+package outbox
 
-// OutboxConfig is what the dispatcher needs to seal and rebuild outbox entries.
-type OutboxConfig struct {
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/agentenv/watchdog/pkg/alert"
+	"github.com/agentenv/watchdog/pkg/state"
+)
+
+// Config is what the dispatcher needs to seal and rebuild outbox entries.
+type Config struct {
 	// Key seals new entries and authenticates retried ones; empty: entries are
 	// rebuilt but cannot be authenticated (a warning says so when one is retried).
 	Key                         []byte
@@ -42,6 +42,10 @@ type OutboxConfig struct {
 	// Labels are the configuration's --alert-labels, put back on a retried alert.
 	Labels map[string]string
 }
+
+// MaxPendingAge is how long an undelivered alert is retried before it is dropped
+// (with an error log and Event): a day-old page helps nobody.
+const MaxPendingAge = 24 * time.Hour
 
 // sealPrefix names the seal's algorithm and version in the state document.
 const sealPrefix = "hmac-sha256:"
@@ -61,28 +65,28 @@ var (
 )
 
 // stored is n as the outbox keeps it: its facts, without what rebuild fills in.
-func stored(n Notification) Notification {
+func stored(n alert.Notification) alert.Notification {
 	n.SchemaVersion, n.Severity, n.NextStep = 0, "", ""
 	n.Cluster, n.Namespace, n.Watchdog, n.Labels = "", "", "", nil
 	return n
 }
 
-// pending makes the outbox entry of n, sealed when there is a key.
-func (c OutboxConfig) pending(n Notification, now time.Time, sinks []string, lastErr string) (state.Pending, error) {
+// Pending makes the outbox entry of n, sealed when there is a key.
+func (c Config) Pending(n alert.Notification, now time.Time, sinks []string, lastErr string) (state.Pending, error) {
 	payload, err := json.Marshal(stored(n))
 	if err != nil {
 		return state.Pending{}, fmt.Errorf("encode pending alert: %w", err)
 	}
 	p := state.Pending{ID: n.ID, Event: n.Event, CreatedAt: now.UTC(), Attempts: 1, Sinks: sinks, LastError: lastErr, Payload: payload}
 	if len(c.Key) > 0 {
-		p.Seal = c.seal(p, payload)
+		p.Seal = c.Seal(p, payload)
 	}
 	return p, nil
 }
 
-// seal is the MAC of an entry: its identity, the namespace it was written for,
+// Seal is the MAC of an entry: its identity, the namespace it was written for,
 // and its facts (payload, as encoded by json.Marshal of the stored notification).
-func (c OutboxConfig) seal(p state.Pending, payload []byte) string {
+func (c Config) Seal(p state.Pending, payload []byte) string {
 	mac := hmac.New(sha256.New, c.Key)
 	fmt.Fprintf(mac, "agentenv-watchdog outbox v1\n%s\n%s\n%s\n%s\n", c.Namespace, p.ID, p.Event, p.CreatedAt.UTC().Format(time.RFC3339Nano))
 	mac.Write(payload)
@@ -98,10 +102,10 @@ var (
 	errNoSeal   = errors.New("not sealed at all: kept by a run without --outbox-key (0.1.0, before the upgrade, sealed nothing; so does a run by hand without the key), or written by someone else")
 )
 
-// open reads an outbox entry's facts and, with a key, authenticates them: an
+// Open reads an outbox entry's facts and, with a key, authenticates them: an
 // entry is judged (even its age) only after its seal is checked, so that a
 // forgery is reported as one. authenticated is false when there is no key.
-func (c OutboxConfig) open(p state.Pending) (n Notification, authenticated bool, err error) {
+func (c Config) Open(p state.Pending) (n alert.Notification, authenticated bool, err error) {
 	dec := json.NewDecoder(bytes.NewReader(p.Payload))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&n); err != nil || dec.More() {
@@ -118,7 +122,7 @@ func (c OutboxConfig) open(p state.Pending) (n Notification, authenticated bool,
 		if p.Seal == "" {
 			return n, false, errNoSeal
 		}
-		if !hmac.Equal([]byte(p.Seal), []byte(c.seal(p, facts))) {
+		if !hmac.Equal([]byte(p.Seal), []byte(c.Seal(p, facts))) {
 			return n, false, errUnsealed
 		}
 		authenticated = true
@@ -126,14 +130,14 @@ func (c OutboxConfig) open(p state.Pending) (n Notification, authenticated bool,
 	return n, authenticated, nil
 }
 
-// rebuild returns the notification an opened outbox entry stands for, or why the
+// Rebuild returns the notification an opened outbox entry stands for, or why the
 // entry is dropped. authenticated: open verified its seal.
-func (c OutboxConfig) rebuild(p state.Pending, n Notification, authenticated bool, now time.Time) (Notification, error) {
+func (c Config) Rebuild(p state.Pending, n alert.Notification, authenticated bool, now time.Time) (alert.Notification, error) {
 	if err := c.check(p, n, authenticated, now); err != nil {
 		return n, err
 	}
-	spec, _ := Lookup(n.Event)
-	n.SchemaVersion, n.Severity, n.NextStep = SchemaVersion, spec.Severity, spec.NextStep
+	spec, _ := alert.Lookup(n.Event)
+	n.SchemaVersion, n.Severity, n.NextStep = alert.SchemaVersion, spec.Severity, spec.NextStep
 	n.Cluster, n.Namespace, n.Watchdog, n.Labels = c.Cluster, c.Namespace, c.Version, c.Labels
 	n.Reason = state.Truncate(n.Reason, maxReason)
 	return n, nil
@@ -144,8 +148,8 @@ func (c OutboxConfig) rebuild(p state.Pending, n Notification, authenticated boo
 // watchdog's own, from the clock of the run that kept it: a CronJob's runs land on
 // different nodes, and a node whose clock ran ahead must not lose the page (its age
 // is bounded by its sealed createdAt instead).
-func (c OutboxConfig) check(p state.Pending, n Notification, authenticated bool, now time.Time) error {
-	spec, known := Lookup(n.Event)
+func (c Config) check(p state.Pending, n alert.Notification, authenticated bool, now time.Time) error {
+	spec, known := alert.Lookup(n.Event)
 	switch {
 	case !known:
 		return fmt.Errorf("not an event of the watchdog's")
@@ -153,7 +157,7 @@ func (c OutboxConfig) check(p state.Pending, n Notification, authenticated bool,
 		return fmt.Errorf("its notification is a %s, the entry says otherwise", n.Event)
 	case n.ID != p.ID:
 		return fmt.Errorf("its notification's id differs from the entry's")
-	case spec.Name == EventTest || n.Test:
+	case spec.Name == alert.EventTest || n.Test:
 		return fmt.Errorf("a test alert is never kept for retry")
 	case n.DryRun:
 		return fmt.Errorf("a dry run sends nothing")
@@ -170,7 +174,7 @@ func (c OutboxConfig) check(p state.Pending, n Notification, authenticated bool,
 		}
 	}
 	for _, cl := range n.Closes {
-		if _, ok := Lookup(cl.Event); !ok || (cl.Pod != "" && !podName.MatchString(cl.Pod)) {
+		if _, ok := alert.Lookup(cl.Event); !ok || (cl.Pod != "" && !podName.MatchString(cl.Pod)) {
 			return fmt.Errorf("it closes an alert the watchdog never opens")
 		}
 	}

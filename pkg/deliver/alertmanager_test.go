@@ -1,4 +1,4 @@
-package alert
+package deliver
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentenv/watchdog/pkg/alert"
 	"github.com/agentenv/watchdog/pkg/decide"
 	"github.com/agentenv/watchdog/pkg/state"
 )
@@ -54,27 +55,27 @@ func TestAlertmanagerPayloadGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	restarted := goldenNotification()
-	restarted.Event, restarted.Severity, restarted.Action = EventRestarted, SeverityWarning, "restart"
-	restarted.Reason, restarted.NextStep = "deleted pod agentenv-scheduler-7d9f8b6c5-x2x4k (uid precondition)", Spec(EventRestarted).NextStep
+	restarted.Event, restarted.Severity, restarted.Action = alert.EventRestarted, alert.SeverityWarning, "restart"
+	restarted.Reason, restarted.NextStep = "deleted pod agentenv-scheduler-7d9f8b6c5-x2x4k (uid precondition)", alert.Spec(alert.EventRestarted).NextStep
 	restarted.Time = n.Time.Add(5 * time.Minute)
 	if err := am.Send(ctx, restarted); err != nil {
 		t.Fatal(err)
 	}
 	rec := goldenNotification()
-	rec.Event, rec.Severity, rec.Action, rec.Verdict = EventRecovered, SeverityInfo, "none", "healthy"
-	rec.Reason, rec.NextStep = "3 of 3 nodes ready; was restarted, wedged since 2026-03-01T10:05:00Z", Spec(EventRecovered).NextStep
+	rec.Event, rec.Severity, rec.Action, rec.Verdict = alert.EventRecovered, alert.SeverityInfo, "none", "healthy"
+	rec.Reason, rec.NextStep = "3 of 3 nodes ready; was restarted, wedged since 2026-03-01T10:05:00Z", alert.Spec(alert.EventRecovered).NextStep
 	rec.Time = n.Time.Add(10 * time.Minute)
-	rec.Closes = []Closed{
-		{Event: EventRestarted, Pod: n.Pod, OpenedAt: restarted.Time},
-		{Event: EventWedged, Pod: n.Pod, OpenedAt: n.Time},
+	rec.Closes = []alert.Closed{
+		{Event: alert.EventRestarted, Pod: n.Pod, OpenedAt: restarted.Time},
+		{Event: alert.EventWedged, Pod: n.Pod, OpenedAt: n.Time},
 	}
 	if err := am.Send(ctx, rec); err != nil {
 		t.Fatal(err)
 	}
 	open := map[string]*state.Alert{
-		EventWedged:         {Event: EventWedged, OpenedAt: n.Time, Pod: n.Pod, Reason: "ready 0 while the API server lists 3 serving node(s)"},
-		EventRestartBlocked: {Event: EventRestartBlocked, OpenedAt: n.Time, Pod: n.Pod, Reason: "✗ budget 3/3 used in the last 1h"},
-		EventRestarted:      {Event: EventRestarted, OpenedAt: n.Time, Pod: n.Pod}, // one-shot: not refreshed
+		alert.EventWedged:         {Event: alert.EventWedged, OpenedAt: n.Time, Pod: n.Pod, Reason: "ready 0 while the API server lists 3 serving node(s)"},
+		alert.EventRestartBlocked: {Event: alert.EventRestartBlocked, OpenedAt: n.Time, Pod: n.Pod, Reason: "✗ budget 3/3 used in the last 1h"},
+		alert.EventRestarted:      {Event: alert.EventRestarted, OpenedAt: n.Time, Pod: n.Pod}, // one-shot: not refreshed
 	}
 	if k, err := am.Refresh(ctx, open, n.Time.Add(5*time.Minute)); err != nil || k != 2 {
 		t.Fatalf("refresh sent %d alerts, err %v; want 2", k, err)
@@ -134,7 +135,7 @@ func TestAlertmanagerRetriedAlertKeepsItsEnd(t *testing.T) {
 	}
 	// recovered with nothing to close, and events that are not alerts, post nothing.
 	rec := goldenNotification()
-	rec.Event = EventRecovered
+	rec.Event = alert.EventRecovered
 	if got := am.Alerts(rec); len(got) != 0 {
 		t.Errorf("recovered without closes: %+v", got)
 	}
@@ -157,7 +158,7 @@ func TestAlertmanagerAuth(t *testing.T) {
 			if err := am.Send(context.Background(), goldenNotification()); err != nil {
 				t.Fatal(err)
 			}
-			if k, err := am.Refresh(context.Background(), map[string]*state.Alert{EventBlind: {Event: EventBlind, OpenedAt: time.Now()}}, time.Now()); k != 1 || err != nil {
+			if k, err := am.Refresh(context.Background(), map[string]*state.Alert{alert.EventBlind: {Event: alert.EventBlind, OpenedAt: time.Now()}}, time.Now()); k != 1 || err != nil {
 				t.Fatalf("refresh %d %v", k, err)
 			}
 			reqs := srv.requests()
@@ -214,17 +215,17 @@ func TestAlertmanagerHAGroup(t *testing.T) {
 func TestDispatcherRefresh(t *testing.T) {
 	srv := newCaptureServer(t)
 	am := testAlertmanager(t, srv.URL)
-	d := &Dispatcher{Sinks: []Sink{&Webhook{Poster: testPoster(srv.URL + "/hook"), Now: time.Now}, am}}
+	d := &Dispatcher{Sinks: []alert.Sink{&Webhook{Poster: testPoster(srv.URL + "/hook"), Now: time.Now}, am}}
 	now := time.Now()
 	s := state.New()
 	if ds := d.Refresh(context.Background(), s, now, false); len(ds) != 0 {
 		t.Errorf("no open alert, yet %+v", ds)
 	}
-	s.Alerts[EventRestarted] = &state.Alert{Event: EventRestarted, OpenedAt: now}
+	s.Alerts[alert.EventRestarted] = &state.Alert{Event: alert.EventRestarted, OpenedAt: now}
 	if ds := d.Refresh(context.Background(), s, now, false); len(ds) != 0 || len(srv.requests()) != 0 {
 		t.Errorf("only a one-shot open, yet %+v", ds)
 	}
-	s.Alerts[EventWedged] = &state.Alert{Event: EventWedged, OpenedAt: now, Pod: "p"}
+	s.Alerts[alert.EventWedged] = &state.Alert{Event: alert.EventWedged, OpenedAt: now, Pod: "p"}
 	if ds := d.Refresh(context.Background(), s, now, true); len(ds) != 0 || len(srv.requests()) != 0 {
 		t.Errorf("a dry run refreshed: %+v", ds)
 	}
@@ -236,7 +237,7 @@ func TestDispatcherRefresh(t *testing.T) {
 	if len(reqs) != 1 || reqs[0].path != "/api/v2/alerts" {
 		t.Fatalf("requests %+v (the webhook is no refresher)", reqs)
 	}
-	if a := decodeAlerts(t, reqs[0].body); len(a) != 1 || a[0].Labels["event"] != EventWedged || !a[0].EndsAt.Equal(now.Add(am.TTL).UTC()) {
+	if a := decodeAlerts(t, reqs[0].body); len(a) != 1 || a[0].Labels["event"] != alert.EventWedged || !a[0].EndsAt.Equal(now.Add(am.TTL).UTC()) {
 		t.Errorf("refreshed %+v", a)
 	}
 
@@ -258,16 +259,16 @@ func TestDispatcherRefresh(t *testing.T) {
 // was about, so that Alertmanager can resolve exactly the alerts it holds.
 func TestPlanRecoveredCloses(t *testing.T) {
 	now := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
-	cfg := PlanConfig{RealertInterval: time.Hour, BlindAfter: 3, WedgedFor: 4 * time.Minute, Namespace: "ns"}
+	cfg := alert.PlanConfig{RealertInterval: time.Hour, BlindAfter: 3, WedgedFor: 4 * time.Minute, Namespace: "ns"}
 	s := state.New()
-	Plan(s, result(target(decide.VerdictWedged, decide.ActionWait, time.Minute, now)), nil, nil, now, cfg)
+	alert.Plan(s, result(target(decide.VerdictWedged, decide.ActionWait, time.Minute, now)), nil, nil, now, cfg)
 	later := now.Add(5 * time.Minute)
-	notes := Plan(s, result(target(decide.VerdictHealthy, decide.ActionNone, 0, later)), nil, nil, later, cfg)
-	if len(notes) != 1 || notes[0].Event != EventRecovered {
+	notes := alert.Plan(s, result(target(decide.VerdictHealthy, decide.ActionNone, 0, later)), nil, nil, later, cfg)
+	if len(notes) != 1 || notes[0].Event != alert.EventRecovered {
 		t.Fatalf("notes %+v", notes)
 	}
 	c := notes[0].Closes
-	if len(c) != 1 || c[0].Event != EventWedged || c[0].Pod != "agentenv-scheduler-abc12" || !c[0].OpenedAt.Equal(now) {
+	if len(c) != 1 || c[0].Event != alert.EventWedged || c[0].Pod != "agentenv-scheduler-abc12" || !c[0].OpenedAt.Equal(now) {
 		t.Fatalf("closes %+v", c)
 	}
 	b, _ := json.Marshal(notes[0])
@@ -329,34 +330,23 @@ func TestCredentialsRedactedWherever(t *testing.T) {
 }
 
 // TestOperatorLabels: the operator's labels go on every alert, ongoing, refreshed
-// and resolved, and never replace the watchdog's own; Slack names them; a retried
-// outbox entry gets them from the configuration, not from the state.
+// and resolved, and never replace the watchdog's own; Slack names them. A retried
+// outbox entry gets them from the configuration, not from the state: pkg/outbox's
+// TestRebuild.
 func TestOperatorLabels(t *testing.T) {
 	am := testAlertmanager(t, "http://127.0.0.1:1")
 	labels := map[string]string{"team": "scheduling", "severity": "low"} // severity as a stale state might carry it
 	am.Labels = labels
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-	n := Notification{Event: EventWedged, Severity: SeverityCritical, Namespace: "agentenv-system", Pod: "p", Time: now, Labels: labels}
-	recovered := Notification{Event: EventRecovered, Namespace: "agentenv-system", Time: now, Labels: labels,
-		Closes: []Closed{{Event: EventWedged, Pod: "p", OpenedAt: now.Add(-time.Hour)}}}
+	n := alert.Notification{Event: alert.EventWedged, Severity: alert.SeverityCritical, Namespace: "agentenv-system", Pod: "p", Time: now, Labels: labels}
+	recovered := alert.Notification{Event: alert.EventRecovered, Namespace: "agentenv-system", Time: now, Labels: labels,
+		Closes: []alert.Closed{{Event: alert.EventWedged, Pod: "p", OpenedAt: now.Add(-time.Hour)}}}
 	for _, a := range append(am.Alerts(n), am.Alerts(recovered)...) {
-		if a.Labels["team"] != "scheduling" || a.Labels["severity"] != SeverityCritical {
+		if a.Labels["team"] != "scheduling" || a.Labels["severity"] != alert.SeverityCritical {
 			t.Errorf("labels %v", a.Labels)
 		}
 	}
 	if msg := SlackMessage(n, ""); !strings.Contains(fmt.Sprint(msg.Blocks[len(msg.Blocks)-1].Elements[1].Text), "severity=low · team=scheduling") {
 		t.Errorf("Slack context %+v", msg.Blocks[len(msg.Blocks)-1].Elements)
-	}
-	c := OutboxConfig{Key: []byte("k"), Namespace: "agentenv-system", Labels: map[string]string{"team": "now"}}
-	p, err := c.pending(n, now, []string{"webhook"}, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, authenticated, err := c.open(p)
-	if err == nil {
-		got, err = c.rebuild(p, got, authenticated, now)
-	}
-	if err != nil || got.Labels["team"] != "now" || len(got.Labels) != 1 {
-		t.Errorf("rebuilt labels %v (%v)", got.Labels, err)
 	}
 }

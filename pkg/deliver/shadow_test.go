@@ -1,4 +1,4 @@
-package alert_test
+package deliver_test
 
 import (
 	"encoding/json"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentenv/watchdog/pkg/alert"
 	"github.com/agentenv/watchdog/pkg/decide"
+	"github.com/agentenv/watchdog/pkg/deliver"
 	"github.com/agentenv/watchdog/pkg/state"
 )
 
@@ -38,11 +39,11 @@ func TestShadowAlertsSayShadowInEverySink(t *testing.T) {
 		if !strings.Contains(string(body), `"shadow":true`) {
 			t.Errorf("%s: webhook payload without \"shadow\": true: %s", n.Event, body)
 		}
-		msg := alert.SlackMessage(n, "")
+		msg := deliver.SlackMessage(n, "")
 		if !strings.Contains(msg.Blocks[0].Text.Text, "[shadow]") || !strings.HasPrefix(msg.Text, "[shadow] ") {
 			t.Errorf("%s: Slack title %q / fallback %q without [shadow]", n.Event, msg.Blocks[0].Text.Text, msg.Text)
 		}
-		am := (&alert.Alertmanager{TTL: 15 * time.Minute}).Alerts(n)
+		am := (&deliver.Alertmanager{TTL: 15 * time.Minute}).Alerts(n)
 		if len(am) != 1 || am[0].Labels["shadow"] != "true" || !strings.HasPrefix(am[0].Annotations["summary"], "[shadow] ") {
 			t.Errorf("%s: Alertmanager alerts %+v: want a shadow label and summary", n.Event, am)
 		}
@@ -57,7 +58,7 @@ func TestShadowAlertsSayShadowInEverySink(t *testing.T) {
 	// A live run's alerts carry no shadow marker.
 	cfg.Shadow = false
 	for _, n := range alert.Plan(state.New(), res, nil, nil, now, cfg) {
-		if body, _ := json.Marshal(n); n.Shadow || strings.Contains(string(body), "shadow") || strings.Contains(alert.SlackMessage(n, "").Text, "shadow") {
+		if body, _ := json.Marshal(n); n.Shadow || strings.Contains(string(body), "shadow") || strings.Contains(deliver.SlackMessage(n, "").Text, "shadow") {
 			t.Errorf("live %s marked shadow", n.Event)
 		}
 	}

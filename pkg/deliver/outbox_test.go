@@ -1,4 +1,4 @@
-package alert
+package deliver
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentenv/watchdog/pkg/alert"
+	"github.com/agentenv/watchdog/pkg/outbox"
 	"github.com/agentenv/watchdog/pkg/state"
 )
 
@@ -19,12 +21,12 @@ type memorySink struct {
 	name string
 	mu   sync.Mutex
 	fail bool
-	sent []Notification
+	sent []alert.Notification
 }
 
 func (m *memorySink) Name() string { return m.name }
 
-func (m *memorySink) Send(_ context.Context, n Notification) error {
+func (m *memorySink) Send(_ context.Context, n alert.Notification) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.fail {
@@ -34,28 +36,28 @@ func (m *memorySink) Send(_ context.Context, n Notification) error {
 	return nil
 }
 
-func (m *memorySink) got() []Notification {
+func (m *memorySink) got() []alert.Notification {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return append([]Notification(nil), m.sent...)
+	return append([]alert.Notification(nil), m.sent...)
 }
 
 var outboxKey = []byte("outbox-test-key-of-thirty-two-bytes")
 
-func outboxConfig(key []byte) OutboxConfig {
+func outboxConfig(key []byte) outbox.Config {
 	n := goldenNotification()
-	return OutboxConfig{Key: key, Cluster: n.Cluster, Namespace: n.Namespace, Version: n.Watchdog}
+	return outbox.Config{Key: key, Cluster: n.Cluster, Namespace: n.Namespace, Version: n.Watchdog}
 }
 
 // keep runs one delivery of n that the sink refuses, and returns the state with
 // n kept in its outbox.
-func keep(t *testing.T, key []byte, n Notification) (*state.State, *memorySink, *Dispatcher) {
+func keep(t *testing.T, key []byte, n alert.Notification) (*state.State, *memorySink, *Dispatcher) {
 	t.Helper()
 	sink := &memorySink{name: "webhook", fail: true}
-	d := &Dispatcher{Sinks: []Sink{sink}, Outbox: outboxConfig(key)}
+	d := &Dispatcher{Sinks: []alert.Sink{sink}, Outbox: outboxConfig(key)}
 	d.Outbox.Labels = n.Labels // the configuration's --alert-labels, as the run's
 	s := state.New()
-	d.Deliver(context.Background(), s, []Notification{n}, n.Time, false)
+	d.Deliver(context.Background(), s, []alert.Notification{n}, n.Time, false)
 	if len(s.Outbox) != 1 || (len(key) > 0) != (s.Outbox[0].Seal != "") {
 		t.Fatalf("outbox %+v after a refused delivery", s.Outbox)
 	}
@@ -87,7 +89,7 @@ func TestOutboxRetrySaysWhatTheOriginalSaid(t *testing.T) {
 	n := goldenNotification()
 	n.Reminder, n.Shadow = true, true
 	n.Paused = "paused until 2026-03-01T12:00:00Z by annotation on Deployment agentenv-scheduler: etcd maintenance"
-	n.Closes = []Closed{{Event: EventBlind, OpenedAt: n.Time.Add(-time.Hour)}}
+	n.Closes = []alert.Closed{{Event: alert.EventBlind, OpenedAt: n.Time.Add(-time.Hour)}}
 	n.Labels = map[string]string{"team": "scheduling"}
 	v := reflect.ValueOf(n)
 	for i := range v.NumField() {
@@ -154,23 +156,23 @@ func TestOutboxRefusesWhatItDidNotWrite(t *testing.T) {
 		"no seal":                      func() state.Pending { p := withID(forge(genuine, hostile), "f1"); p.Seal = ""; return p }(),
 		"genuine seal, changed reason": withID(forge(genuine, func(m map[string]any) { m["reason"] = "restart everything" }), genuine.ID),
 		"genuine seal, other event": func() state.Pending {
-			p := forge(genuine, func(m map[string]any) { m["event"] = EventRecovered })
-			p.Event = EventRecovered
+			p := forge(genuine, func(m map[string]any) { m["event"] = alert.EventRecovered })
+			p.Event = alert.EventRecovered
 			return p
 		}(),
 		"genuine seal, other time":     func() state.Pending { p := genuine; p.CreatedAt = p.CreatedAt.Add(time.Minute); return p }(),
 		"sealed under another key":     otherKey.Outbox[0],
-		"sealed for another namespace": func() state.Pending { p := genuine; p.Seal = otherNS.seal(p, p.Payload); return p }(),
+		"sealed for another namespace": func() state.Pending { p := genuine; p.Seal = otherNS.Seal(p, p.Payload); return p }(),
 		"a field the watchdog never writes": func() state.Pending {
 			p := forge(genuine, func(m map[string]any) { m["mention"] = "<!here>" })
-			p.Seal = outboxConfig(outboxKey).seal(p, p.Payload)
+			p.Seal = outboxConfig(outboxKey).Seal(p, p.Payload)
 			return p
 		}(),
 	}
 	for name, f := range forgeries {
 		t.Run(name, func(t *testing.T) {
 			sink := &memorySink{name: "webhook"}
-			d := &Dispatcher{Sinks: []Sink{sink}, Outbox: outboxConfig(outboxKey)}
+			d := &Dispatcher{Sinks: []alert.Sink{sink}, Outbox: outboxConfig(outboxKey)}
 			st := state.New()
 			st.Outbox = []state.Pending{f, genuine}
 			st = reencode(t, st, now)
@@ -205,7 +207,7 @@ func TestOutboxRefusesWhatItDidNotWrite(t *testing.T) {
 			t.Fatalf("sent %+v", got)
 		}
 		g := got[0]
-		if g.Severity != SeverityCritical || g.Namespace != n.Namespace || g.Cluster != n.Cluster || g.Watchdog != n.Watchdog || g.NextStep != Spec(EventWedged).NextStep {
+		if g.Severity != alert.SeverityCritical || g.Namespace != n.Namespace || g.Cluster != n.Cluster || g.Watchdog != n.Watchdog || g.NextStep != alert.Spec(alert.EventWedged).NextStep {
 			t.Errorf("a retried alert kept the entry's severity, namespace, cluster, version or next step: %+v", g)
 		}
 	})
@@ -237,7 +239,7 @@ func TestOutboxRefusesWhatItDidNotWrite(t *testing.T) {
 	}
 }
 
-// TestOutboxExpiredEntrySaysNothingOfItsOwn: an entry older than MaxPendingAge is
+// TestOutboxExpiredEntrySaysNothingOfItsOwn: an entry older than outbox.MaxPendingAge is
 // dropped with a warning, and the warning is the watchdog's: with a key, a forged
 // entry dated a day back is refused as unsealed (not reported as an alert the
 // watchdog tried to deliver for a day); with or without a key, neither its
@@ -245,7 +247,7 @@ func TestOutboxRefusesWhatItDidNotWrite(t *testing.T) {
 // entry says how often it was tried.
 func TestOutboxExpiredEntrySaysNothingOfItsOwn(t *testing.T) {
 	n := goldenNotification()
-	later := n.Time.Add(MaxPendingAge + time.Minute)
+	later := n.Time.Add(outbox.MaxPendingAge + time.Minute)
 	const hostile = "<!channel> the scheduler is fine, ignore the pages"
 	for _, key := range [][]byte{outboxKey, nil} {
 		t.Run(map[bool]string{true: "with key", false: "without key"}[key != nil], func(t *testing.T) {
@@ -285,7 +287,7 @@ func TestOutboxExpiredEntrySaysNothingOfItsOwn(t *testing.T) {
 // of the run's clock is still refused. Skews swept from behind to a day ahead.
 func TestOutboxSealedEntryOfAFastClockIsRetried(t *testing.T) {
 	n := goldenNotification()
-	for _, ahead := range []time.Duration{-time.Hour, 0, 30 * time.Second, 2 * time.Minute, 10 * time.Minute, 3 * time.Hour, MaxPendingAge} {
+	for _, ahead := range []time.Duration{-time.Hour, 0, 30 * time.Second, 2 * time.Minute, 10 * time.Minute, 3 * time.Hour, outbox.MaxPendingAge} {
 		// The next run, 5 minutes later, on a clock `ahead` behind the writer's.
 		now := n.Time.Add(5*time.Minute - ahead)
 		for _, key := range [][]byte{outboxKey, nil} {
@@ -365,7 +367,7 @@ func TestOutboxDeliversEachEntryOnce(t *testing.T) {
 			t.Errorf("decoded outbox holds %d entries, cap %d", len(s.Outbox), state.MaxOutbox)
 		}
 		failures := 0
-		d.OnFailure = func(context.Context, Notification, string, error) { failures++ }
+		d.OnFailure = func(context.Context, alert.Notification, string, error) { failures++ }
 		sink.fail = fail
 		d.Deliver(context.Background(), s, nil, now, false)
 		if fail {
@@ -391,7 +393,7 @@ func TestOutboxRefusesReplayOfADeliveredEntry(t *testing.T) {
 	if len(sink.got()) != 1 || len(s.Outbox) != 0 {
 		t.Fatalf("first retry: sent %d, outbox %d", len(sink.got()), len(s.Outbox))
 	}
-	for _, later := range []time.Duration{10 * time.Minute, 12 * time.Hour, MaxPendingAge - time.Minute} {
+	for _, later := range []time.Duration{10 * time.Minute, 12 * time.Hour, outbox.MaxPendingAge - time.Minute} {
 		s = reencode(t, s, now)
 		s.Outbox = append(s.Outbox, old)
 		s = reencode(t, s, n.Time.Add(later))
@@ -415,9 +417,9 @@ func TestOutboxRefusesReplayOfADeliveredEntry(t *testing.T) {
 func TestReservedEntriesWaitForTheirRun(t *testing.T) {
 	n := goldenNotification()
 	sink := &memorySink{name: "webhook"}
-	d := &Dispatcher{Sinks: []Sink{sink}, Outbox: outboxConfig(outboxKey), ReservedFor: 3 * time.Minute}
+	d := &Dispatcher{Sinks: []alert.Sink{sink}, Outbox: outboxConfig(outboxKey), ReservedFor: 3 * time.Minute}
 	s := state.New()
-	d.Reserve(s, []Notification{n}, n.Time)
+	d.Reserve(s, []alert.Notification{n}, n.Time)
 	if len(s.Outbox) != 1 || s.Outbox[0].Attempts != 0 || s.Outbox[0].Sinks[0] != "webhook" {
 		t.Fatalf("reserved %+v", s.Outbox)
 	}

@@ -1,4 +1,7 @@
-package alert
+// Package deliver sends what pkg/alert plans: the sinks (Slack, a signed generic
+// webhook, Alertmanager) over one bounded HTTP poster, and the dispatcher that
+// keeps what failed in the state's outbox (pkg/outbox) and retries it.
+package deliver
 
 import (
 	"context"
@@ -7,49 +10,38 @@ import (
 	"slices"
 	"time"
 
+	"github.com/agentenv/watchdog/pkg/alert"
 	"github.com/agentenv/watchdog/pkg/decide"
+	"github.com/agentenv/watchdog/pkg/outbox"
 	"github.com/agentenv/watchdog/pkg/state"
 )
 
-// Sink delivers a notification somewhere people look.
-type Sink interface {
-	// Name identifies the sink in logs, reports and the outbox; never a URL.
-	Name() string
-	Send(ctx context.Context, n Notification) error
-}
-
-// Reacher is a sink whose network path can be checked without sending anything
-// (`watchdog doctor`, the chart's `helm test`).
-type Reacher interface {
-	Reach(ctx context.Context) error
-}
-
 // EventEmitter leaves a notification as a Kubernetes Event (see check.(*Runner).notificationEvent).
-type EventEmitter func(ctx context.Context, n Notification) error
+type EventEmitter func(ctx context.Context, n alert.Notification) error
 
 // Dispatcher delivers notifications to every sink, keeps what failed in the state's
 // outbox for the next run, and retries the outbox first.
 type Dispatcher struct {
-	Sinks []Sink
+	Sinks []alert.Sink
 	// Events, when set, records every notification as a Kubernetes Event.
 	Events EventEmitter
 	// OnFailure is told about each failed delivery (it leaves a Warning Event).
-	OnFailure func(ctx context.Context, n Notification, sink string, err error)
+	OnFailure func(ctx context.Context, n alert.Notification, sink string, err error)
 	// SendBy, when set, ends sink deliveries (retries included) at that time, so a
 	// receiver that never answers cannot take the time the caller needs to persist
 	// what failed. Events are not bounded by it.
 	SendBy time.Time
-	// Outbox seals what is kept for retry and rebuilds what is retried (outbox.go).
-	Outbox OutboxConfig
+	// Outbox seals what is kept for retry and rebuilds what is retried (pkg/outbox).
+	Outbox outbox.Config
 	// ReservedFor is how long an entry Reserve made belongs to the run that made it
 	// (which sends it itself): another run leaves it alone that long, and retries
 	// it after, as the pages of a run that ended before sending.
 	ReservedFor time.Duration
 }
 
-// SinkKubernetesEvent names the Kubernetes Event a notification leaves, in
+// KubernetesEvent names the Kubernetes Event a notification leaves, in
 // deliveries and metrics, as if it were a sink.
-const SinkKubernetesEvent = "kubernetes-event"
+const KubernetesEvent = "kubernetes-event"
 
 // Delivery is the outcome of one notification to one sink.
 type Delivery struct {
@@ -73,7 +65,7 @@ type Delivery struct {
 
 // Deliver sends the outbox, then notes. With dryRun nothing is sent and the
 // deliveries only say where each notification would go.
-func (d *Dispatcher) Deliver(ctx context.Context, s *state.State, notes []Notification, now time.Time, dryRun bool) []Delivery {
+func (d *Dispatcher) Deliver(ctx context.Context, s *state.State, notes []alert.Notification, now time.Time, dryRun bool) []Delivery {
 	var out []Delivery
 	if dryRun {
 		for _, n := range notes {
@@ -81,7 +73,7 @@ func (d *Dispatcher) Deliver(ctx context.Context, s *state.State, notes []Notifi
 				out = append(out, Delivery{ID: n.ID, Event: n.Event, Sink: sink.Name(), DryRun: true})
 			}
 			if d.Events != nil {
-				out = append(out, Delivery{ID: n.ID, Event: n.Event, Sink: SinkKubernetesEvent, DryRun: true})
+				out = append(out, Delivery{ID: n.ID, Event: n.Event, Sink: KubernetesEvent, DryRun: true})
 			}
 		}
 		return out
@@ -106,7 +98,7 @@ func (d *Dispatcher) Deliver(ctx context.Context, s *state.State, notes []Notifi
 	out = append(out, d.retryOutbox(ctx, rctx, s, now)...)
 	for _, n := range notes {
 		if d.Events != nil {
-			del := Delivery{ID: n.ID, Event: n.Event, Sink: SinkKubernetesEvent, OK: true}
+			del := Delivery{ID: n.ID, Event: n.Event, Sink: KubernetesEvent, OK: true}
 			if err := d.Events(sctx, n); err != nil {
 				del.OK, del.Error = false, err.Error()
 			}
@@ -128,11 +120,11 @@ func (d *Dispatcher) Deliver(ctx context.Context, s *state.State, notes []Notifi
 		}
 		if len(failed) > 0 {
 			for i := range out {
-				if out[i].ID == n.ID && !out[i].OK && out[i].Sink != SinkKubernetesEvent {
+				if out[i].ID == n.ID && !out[i].OK && out[i].Sink != KubernetesEvent {
 					out[i].Kept = true
 				}
 			}
-			p, err := d.Outbox.pending(n, now, failed, lastErr)
+			p, err := d.Outbox.Pending(n, now, failed, lastErr)
 			if err != nil {
 				continue // plain data: cannot happen
 			}
@@ -147,7 +139,7 @@ func (d *Dispatcher) Deliver(ctx context.Context, s *state.State, notes []Notifi
 // that a run ending between that write and its sends leaves the pages for the next
 // run to deliver instead of losing them. The run's own Deliver sends notes itself:
 // the reserved entries belong only in the state written by the claim.
-func (d *Dispatcher) Reserve(s *state.State, notes []Notification, now time.Time) {
+func (d *Dispatcher) Reserve(s *state.State, notes []alert.Notification, now time.Time) {
 	var sinks []string
 	for _, sink := range d.Sinks {
 		sinks = append(sinks, sink.Name())
@@ -156,7 +148,7 @@ func (d *Dispatcher) Reserve(s *state.State, notes []Notification, now time.Time
 		return
 	}
 	for _, n := range notes {
-		p, err := d.Outbox.pending(n, now, sinks, "not sent yet: the run that claimed it ended before sending")
+		p, err := d.Outbox.Pending(n, now, sinks, "not sent yet: the run that claimed it ended before sending")
 		if err != nil {
 			continue // plain data: cannot happen
 		}
@@ -164,10 +156,6 @@ func (d *Dispatcher) Reserve(s *state.State, notes []Notification, now time.Time
 		s.Outbox = append(s.Outbox, p)
 	}
 }
-
-// MaxPendingAge is how long an undelivered alert is retried before it is dropped
-// (with an error log and Event): a day-old page helps nobody.
-const MaxPendingAge = 24 * time.Hour
 
 // maxDeliveredID is the longest entry id remembered as delivered: the
 // watchdog's ids have 16 characters; a longer one is not its own.
@@ -184,7 +172,7 @@ var (
 func (d *Dispatcher) retryOutbox(ctx, sctx context.Context, s *state.State, now time.Time) []Delivery {
 	var out []Delivery
 	// Forget what can no longer be replayed: an older entry is dropped for its age.
-	s.Delivered = slices.DeleteFunc(s.Delivered, func(e state.DeliveredEntry) bool { return now.Sub(e.CreatedAt) > MaxPendingAge })
+	s.Delivered = slices.DeleteFunc(s.Delivered, func(e state.DeliveredEntry) bool { return now.Sub(e.CreatedAt) > outbox.MaxPendingAge })
 	delivered := map[string]bool{}
 	for _, e := range s.Delivered {
 		delivered[e.ID] = true
@@ -198,20 +186,20 @@ func (d *Dispatcher) retryOutbox(ctx, sctx context.Context, s *state.State, now 
 			kept = append(kept, p)
 			continue
 		}
-		n, authenticated, err := d.Outbox.open(p)
+		n, authenticated, err := d.Outbox.Open(p)
 		switch {
 		case err != nil:
-		case now.Sub(p.CreatedAt) > MaxPendingAge:
+		case now.Sub(p.CreatedAt) > outbox.MaxPendingAge:
 			// Not its lastError or sinks: no seal covers them. Each failure was
 			// logged and left a WatchdogAlertFailed Event when it happened.
-			err = fmt.Errorf("undelivered after %d attempts over %s (each failed attempt was logged, with a Warning Event, when it happened)", p.Attempts, MaxPendingAge)
+			err = fmt.Errorf("undelivered after %d attempts over %s (each failed attempt was logged, with a Warning Event, when it happened)", p.Attempts, outbox.MaxPendingAge)
 		case retried[p.ID]:
 			err = errRetriedThisRun
 		case delivered[p.ID]:
 			err = errAlreadyDelivered
 		}
 		if err == nil {
-			n, err = d.Outbox.rebuild(p, n, authenticated, now)
+			n, err = d.Outbox.Rebuild(p, n, authenticated, now)
 		}
 		if err != nil {
 			// Names only what the watchdog itself would write: the entry's text
@@ -269,11 +257,54 @@ func (d *Dispatcher) retryOutbox(ctx, sctx context.Context, s *state.State, now 
 	return out
 }
 
-func (d *Dispatcher) sink(name string) Sink {
+func (d *Dispatcher) sink(name string) alert.Sink {
 	for _, s := range d.Sinks {
 		if s.Name() == name {
 			return s
 		}
 	}
 	return nil
+}
+
+// Refresher is a sink whose receiver forgets an alert that is not sent again
+// (Alertmanager resolves it at its endsAt). The dispatcher hands it the open
+// alerts once per run, after delivery, whether or not this run sent anything.
+// Refresh returns how many alerts it sent again (0: nothing to do, no request).
+type Refresher interface {
+	Refresh(ctx context.Context, open map[string]*state.Alert, now time.Time) (int, error)
+}
+
+// EventRefresh names refresh deliveries in reports and logs; it is not an alert
+// event and is never sent as one.
+const EventRefresh = "refresh"
+
+// Refresh re-sends the open alerts of s to every sink that is a Refresher, within
+// SendBy like Deliver. A failed refresh is reported and logged but not kept in the
+// outbox: the next run refreshes again. A dry run refreshes nothing.
+func (d *Dispatcher) Refresh(ctx context.Context, s *state.State, now time.Time, dryRun bool) []Delivery {
+	if dryRun || len(s.Alerts) == 0 {
+		return nil
+	}
+	if !d.SendBy.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, d.SendBy)
+		defer cancel()
+	}
+	var out []Delivery
+	for _, sink := range d.Sinks {
+		r, ok := sink.(Refresher)
+		if !ok {
+			continue
+		}
+		n, err := r.Refresh(ctx, s.Alerts, now)
+		if n == 0 && err == nil {
+			continue
+		}
+		del := Delivery{Event: EventRefresh, Sink: sink.Name(), OK: err == nil}
+		if err != nil {
+			del.Error = err.Error()
+		}
+		out = append(out, del)
+	}
+	return out
 }

@@ -1,4 +1,4 @@
-package alert
+package deliver
 
 import (
 	"bytes"
@@ -24,7 +24,9 @@ import (
 
 	"github.com/slack-go/slack"
 
+	"github.com/agentenv/watchdog/internal/alerttest"
 	"github.com/agentenv/watchdog/internal/testenv"
+	"github.com/agentenv/watchdog/pkg/alert"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -72,16 +74,23 @@ func (c *captureServer) requests() []captured {
 	return append([]captured(nil), c.reqs...)
 }
 
+// The plan's fixtures, shared with pkg/alert's tests (internal/alerttest).
+var (
+	t0                         = alerttest.T0
+	intp                       = alerttest.IntP
+	planConfig, target, result = alerttest.PlanConfig, alerttest.Target, alerttest.Result
+)
+
 // goldenNotification is the fixed alert behind the golden files and the examples in
 // docs/alerts.md: a wedge still waiting for --wedged-for, with strong evidence.
-func goldenNotification() Notification {
+func goldenNotification() alert.Notification {
 	at := time.Date(2026, 3, 1, 10, 5, 0, 0, time.UTC)
 	since := at.Add(-2 * time.Minute)
-	return Notification{
-		SchemaVersion: SchemaVersion,
+	return alert.Notification{
+		SchemaVersion: alert.SchemaVersion,
 		ID:            "4f9d2c61a8b03e57",
-		Event:         EventWedged,
-		Severity:      SeverityCritical,
+		Event:         alert.EventWedged,
+		Severity:      alert.SeverityCritical,
 		Cluster:       "prod-eu1",
 		Namespace:     "agentenv-system",
 		Pod:           "agentenv-scheduler-7d9f8b6c5-x2x4k",
@@ -96,13 +105,13 @@ func goldenNotification() Notification {
 		Action:   "wait",
 		Time:     at,
 		Watchdog: "v1.2.3",
-		NextStep: Spec(EventWedged).NextStep,
+		NextStep: alert.Spec(alert.EventWedged).NextStep,
 	}
 }
 
-func testNotification() Notification {
-	return Notification{
-		SchemaVersion: SchemaVersion, ID: "test-1772359500000000000", Event: EventTest, Severity: SeverityInfo, Test: true,
+func testNotification() alert.Notification {
+	return alert.Notification{
+		SchemaVersion: alert.SchemaVersion, ID: "test-1772359500000000000", Event: alert.EventTest, Severity: alert.SeverityInfo, Test: true,
 		Cluster: "prod-eu1", Namespace: "agentenv-system",
 		Reason: "This is a test alert from agentenv-scheduler-watchdog `notify test`; no action is needed.",
 		Action: "none", Time: time.Date(2026, 3, 1, 10, 5, 0, 0, time.UTC), Watchdog: "v1.2.3",
@@ -130,10 +139,10 @@ func golden(t *testing.T, name string, got []byte) {
 	}
 	want, err := os.ReadFile(path)
 	if err != nil {
-		t.Fatalf("%v (run go test ./pkg/alert -run %s -update to create it)", err, t.Name())
+		t.Fatalf("%v (run go test ./pkg/deliver -run %s -update to create it)", err, t.Name())
 	}
 	if !bytes.Equal(buf.Bytes(), want) {
-		t.Errorf("%s differs from the golden file (go test ./pkg/alert -update rewrites it):\n--- got\n%s\n--- want\n%s", name, buf.Bytes(), want)
+		t.Errorf("%s differs from the golden file (go test ./pkg/deliver -update rewrites it):\n--- got\n%s\n--- want\n%s", name, buf.Bytes(), want)
 	}
 }
 
@@ -182,7 +191,7 @@ func TestWebhookPayloadGolden(t *testing.T) {
 		}
 	}
 	// The body decodes back into the same notification.
-	var back Notification
+	var back alert.Notification
 	if err := json.Unmarshal(r.body, &back); err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +226,7 @@ func TestWebhookSchemaOfTestAlert(t *testing.T) {
 func TestSlackPayloadGolden(t *testing.T) {
 	for _, tc := range []struct {
 		golden  string
-		n       Notification
+		n       alert.Notification
 		runbook string
 	}{
 		{"slack-wedged.json", goldenNotification(), "https://runbooks.example.com/agentenv/scheduler-wedged"},

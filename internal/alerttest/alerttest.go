@@ -1,0 +1,67 @@
+// Package alerttest holds the fixtures the tests of the alert policy (pkg/alert)
+// and of the sinks (pkg/sink) share: one judged scheduler pod, a run's result
+// over pods, a plan configuration.
+package alerttest
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/agentenv/watchdog/pkg/alert"
+	"github.com/agentenv/watchdog/pkg/decide"
+	"github.com/agentenv/watchdog/pkg/state"
+)
+
+// T0 is the fixtures' time.
+var T0 = time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+
+// IntP points at v.
+func IntP(v int) *int { return &v }
+
+// PlanConfig is a plan configuration for a cluster prod-eu1.
+func PlanConfig() alert.PlanConfig {
+	return alert.PlanConfig{
+		RealertInterval: time.Hour,
+		BlindAfter:      3,
+		WedgedFor:       4 * time.Minute,
+		Cluster:         "prod-eu1",
+		Namespace:       "agentenv-system",
+		Version:         "v1.2.3",
+	}
+}
+
+// Target is one judged scheduler pod, bad for badFor (zero: not bad).
+func Target(v decide.Verdict, a decide.Action, badFor time.Duration, now time.Time) decide.Target {
+	t := decide.Target{
+		Pod: "agentenv-scheduler-abc12", UID: "7f3c9a52-uid", Judged: true, Verdict: v, Action: a,
+		Reason: fmt.Sprintf("%s: ready 0 of 3 expected", v), Ready: IntP(0), Expected: IntP(3),
+	}
+	if v == decide.VerdictHealthy {
+		t.Ready = IntP(3)
+		t.Reason = "3 of 3 nodes ready"
+	}
+	if badFor > 0 || v == decide.VerdictWedged || v == decide.VerdictDegraded {
+		since := now.Add(-badFor)
+		t.BadSince, t.BadFor, t.Evidence = &since, state.Duration(badFor), decide.EvidenceStrong
+	}
+	return t
+}
+
+// Result is the run's result over ts, as decide ranks verdicts and actions.
+func Result(ts ...decide.Target) decide.Result {
+	res := decide.Result{Verdict: decide.VerdictHealthy, Action: decide.ActionNone, Reason: "all judged pods healthy", Targets: ts}
+	rank := map[decide.Verdict]int{decide.VerdictHealthy: 0, decide.VerdictStarting: 1, decide.VerdictNoNodes: 2, decide.VerdictUnknown: 3, decide.VerdictDegraded: 4, decide.VerdictWedged: 5}
+	arank := map[decide.Action]int{decide.ActionNone: 0, decide.ActionWait: 1, decide.ActionBlocked: 2, decide.ActionRestart: 3}
+	for _, t := range ts {
+		if !t.Judged {
+			continue
+		}
+		if rank[t.Verdict] > rank[res.Verdict] {
+			res.Verdict, res.Reason = t.Verdict, t.Reason
+		}
+		if arank[t.Action] > arank[res.Action] {
+			res.Action = t.Action
+		}
+	}
+	return res
+}
