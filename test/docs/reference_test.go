@@ -2,8 +2,10 @@ package docs
 
 import (
 	"io"
+	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/agentenv/watchdog/internal/clidocs"
@@ -42,6 +44,43 @@ func TestMonitoringListsEveryWatchdogMetric(t *testing.T) {
 	for _, n := range names {
 		if !regexp.MustCompile("(?m)^\\| `" + n[1] + "[{`]").MatchString(doc) {
 			t.Errorf("docs/monitoring.md's table has no row for %s", n[1])
+		}
+	}
+}
+
+// TestDesignMapsEveryPackage: docs/design.md's package map names every package
+// under pkg/ and no package that is gone, so a refactor that adds, merges or
+// removes one updates the map a newcomer starts from.
+func TestDesignMapsEveryPackage(t *testing.T) {
+	doc := read(t, "docs/design.md")
+	_, table, ok := strings.Cut(doc, "\n## Packages\n")
+	if !ok {
+		t.Fatal("docs/design.md has no \"## Packages\" section")
+	}
+	table, _, _ = strings.Cut(table, "\n## ")
+	mapped := map[string]bool{}
+	for _, m := range regexp.MustCompile("`pkg/([a-z0-9]+)`").FindAllStringSubmatch(table, -1) {
+		mapped[m[1]] = true
+	}
+	dirs, err := os.ReadDir(filepath.Join(root, "pkg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	exists := map[string]bool{}
+	for _, d := range dirs {
+		if d.IsDir() {
+			exists[d.Name()] = true
+			if !mapped[d.Name()] {
+				t.Errorf("docs/design.md's package map lacks pkg/%s", d.Name())
+			}
+		}
+	}
+	if len(exists) < 10 {
+		t.Fatalf("only %d packages under pkg/: is the walk rooted at the repository?", len(exists))
+	}
+	for p := range mapped {
+		if !exists[p] {
+			t.Errorf("docs/design.md's package map names pkg/%s, which does not exist", p)
 		}
 	}
 }
