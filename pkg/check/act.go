@@ -137,7 +137,7 @@ func (p *pass) claim() (bool, error) {
 			return false, p.failRun(&Error{What: "re-read state after a conflict", Err: lerr})
 		}
 		*p.snap = *latest
-		p.obs.Merge = true // the winner may have observed later: never rewind it
+		p.obs.KeepNewerRecords = true // the winner may have observed later: never rewind it
 		p.decide(p.snap.State)
 		decide.CountRun(p.next, p.res.Verdict)
 		if p.res.Action != decide.ActionRestart {

@@ -30,7 +30,7 @@ func (p *pass) persist(acts []alert.ActOutcome) error {
 	}
 	backoff := claimBackoff
 	obs := p.obs
-	obs.Merge = true // any re-decision below merges into another writer's state
+	obs.KeepNewerRecords = true // any re-decision below merges into another writer's state
 	for {
 		err := p.Store.Save(p.ctx, p.snap, p.next, p.Clock.Now())
 		if err == nil {
@@ -115,7 +115,7 @@ func (p *pass) claimAlerts(d *alert.Dispatcher, acts []alert.ActOutcome, runErr 
 		}
 		p.Log.Warn().Msg("state changed during the run: planning the alerts again from it")
 		*p.snap = *latest
-		p.obs.Merge = true // the other writer may have observed later: never rewind it
+		p.obs.KeepNewerRecords = true // the other writer may have observed later: never rewind it
 		p.decide(p.snap.State)
 		decide.CountRun(p.next, p.res.Verdict)
 		// This run's own restart records and would-restarts, as persist keeps them.

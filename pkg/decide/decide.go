@@ -35,7 +35,7 @@ func Decide(obs Observation, prev *state.State, cfg Config) (*state.State, Resul
 	}
 	for _, p := range judged {
 		var t Target
-		if ps := next.Pods[p.UID]; newerRecord(next, p.UID, obs) || (ps == nil && obs.Merge && now.Before(next.ObservedAt)) {
+		if ps := next.Pods[p.UID]; newerRecord(next, p.UID, obs) || (ps == nil && obs.KeepNewerRecords && now.Before(next.ObservedAt)) {
 			t = supersededTarget(p, ps)
 		} else {
 			t = judgePod(p, obs, next, cfg, len(judged))
@@ -144,12 +144,12 @@ func markRunPaused(s *state.State) {
 }
 
 // newerRecord reports, while merging this run's observation into another run's
-// state (obs.Merge), whether that run observed this pod after this one: its record
-// stands, and an older observation never rewinds it. Outside a merge a record from
-// the future is clock skew between runs, not news: the pod is judged as usual.
+// state (obs.KeepNewerRecords), whether that run observed this pod after this one:
+// its record stands, never rewound. Outside a merge a record from the future
+// is clock skew between runs, not news: the pod is judged as usual.
 func newerRecord(s *state.State, uid string, obs Observation) bool {
 	ps := s.Pods[uid]
-	return obs.Merge && ps != nil && ps.LastSeen.After(obs.At)
+	return obs.KeepNewerRecords && ps != nil && ps.LastSeen.After(obs.At)
 }
 
 // supersededTarget reports a pod whose newest record comes from a later observation

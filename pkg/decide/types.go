@@ -135,9 +135,9 @@ type Observation struct {
 	// ConsistentErr is why it could not be had.
 	Consistent    bool
 	ConsistentErr error
-	// Merge: this observation is being merged into another run's newer state (this
-	// run's write lost a race): what that run observed later is not rewound.
-	Merge bool
+	// KeepNewerRecords: this observation is merged into another run's newer state (this
+	// run's write lost a race): what that run observed later stands, never rewound.
+	KeepNewerRecords bool
 	// Annotated is the scheduler Deployment's annotations as this observation
 	// read them (the pause), nil when not read.
 	Annotated *Annotated
