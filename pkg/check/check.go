@@ -337,7 +337,7 @@ func (p *pass) confirm() {
 	}
 	probing := map[string]bool{}
 	for _, t := range p.res.Targets {
-		if t.Verdict == decide.VerdictWedged && t.NoBaseline && t.Action == decide.ActionWait {
+		if t.Verdict == decide.VerdictWedged && t.NoEarlierCounters && t.Action == decide.ActionWait {
 			probing[t.UID] = true
 		}
 	}

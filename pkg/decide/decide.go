@@ -409,7 +409,7 @@ func judgePod(p Pod, obs Observation, s *state.State, cfg Config, judgedCount in
 
 	j := judge(p, obs, ps, cfg, prevVerdict)
 	verdict := j.verdict
-	t.Verdict, t.Reason, t.NoBaseline = j.verdict, j.reason, j.noBaseline
+	t.Verdict, t.Reason, t.NoEarlierCounters = j.verdict, j.reason, j.noEarlierCounters
 	if p.Sample != nil && p.ScrapeErr == nil {
 		t.Warnings = append(t.Warnings, p.Sample.Warnings...)
 		if ready, serving := p.Sample.Ready(), obs.Expected.Serving; verdict != VerdictUnknown && verdict != VerdictStarting && obs.ExpectedErr == nil && ready > serving {
@@ -621,8 +621,8 @@ type judgement struct {
 	reason  string
 	// evidence is what a bad verdict rests on.
 	evidence Evidence
-	// noBaseline: no earlier counter value of this process to compare with.
-	noBaseline bool
+	// noEarlierCounters: no earlier counter value of this process to compare with.
+	noEarlierCounters bool
 	// failed: an unknown because a read failed (the scrape, the serving-node
 	// count), not because of the pod's own state: a failed sample.
 	failed bool
@@ -677,14 +677,14 @@ func judgeAged(p Pod, obs Observation, ps *state.Pod, cfg Config, prevVerdict Ve
 	}
 	ready, expected := p.Sample.Ready(), obs.Expected.Serving
 
-	evidence, evidenceWhy, noBaseline := weigh(p, ps, cfg)
+	evidence, evidenceWhy, noEarlierCounters := weigh(p, ps, cfg)
 	switch {
 	case ready == 0 && expected == 0:
 		return judgement{verdict: VerdictNoNodes, reason: "the API server lists no serving node endpoints, so 0 ready is the truth"}
 	case ready == 0:
-		return judgement{verdict: VerdictWedged, reason: fmt.Sprintf("ready 0 while the API server lists %d serving node(s); %s", expected, evidenceWhy), evidence: evidence, noBaseline: noBaseline}
+		return judgement{verdict: VerdictWedged, reason: fmt.Sprintf("ready 0 while the API server lists %d serving node(s); %s", expected, evidenceWhy), evidence: evidence, noEarlierCounters: noEarlierCounters}
 	case ready < expected && (evidence == EvidenceStrong || (prevVerdict == VerdictDegraded && ps.Episode != nil)):
-		return judgement{verdict: VerdictDegraded, reason: fmt.Sprintf("ready %d of %d serving node(s); %s", ready, expected, evidenceWhy), evidence: evidence, noBaseline: noBaseline}
+		return judgement{verdict: VerdictDegraded, reason: fmt.Sprintf("ready %d of %d serving node(s); %s", ready, expected, evidenceWhy), evidence: evidence, noEarlierCounters: noEarlierCounters}
 	case ready < expected:
 		return judgement{verdict: VerdictHealthy, reason: fmt.Sprintf("ready %d of %d serving node(s), no heartbeats rejected since last observation", ready, expected)}
 	default:

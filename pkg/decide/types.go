@@ -284,8 +284,8 @@ type Target struct {
 	Gates    []Gate         `json:"gates,omitempty"`
 	// Confirming: strong evidence, not yet confirmed; observe again soon.
 	Confirming bool `json:"confirming,omitempty"`
-	// NoBaseline: no earlier counter value of this process to compare with.
-	NoBaseline bool `json:"-"`
+	// NoEarlierCounters: no earlier counter value of this process to weigh the evidence by.
+	NoEarlierCounters bool `json:"-"`
 	// Resume: a restart was claimed by an earlier run that did not finish it.
 	Resume bool `json:"-"`
 	// ScrapeError is why the pod's metrics could not be read, if they could not.
