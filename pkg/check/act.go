@@ -98,7 +98,7 @@ func (p *pass) claim() (bool, error) {
 	for {
 		claimed := p.next.Clone()
 		for _, t := range p.restartTargets() {
-			if t.Resume {
+			if t.TakeOverClaim {
 				// Take the unfinished claim over: a run racing on it then conflicts,
 				// re-reads, and finds it freshly claimed instead of completing it too.
 				if rec := decide.RestartOf(claimed, t.UID, now); rec != nil {

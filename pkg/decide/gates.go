@@ -109,7 +109,7 @@ func runGates(t *Target, c *gateCase) {
 			t.Ineffective = c.state.Backoff.Reason
 		}
 	}
-	t.Resume = c.resume
+	t.TakeOverClaim = c.resume
 	if blocked {
 		t.Action = ActionBlocked
 		markInProgress(t)

@@ -286,8 +286,8 @@ type Target struct {
 	Confirming bool `json:"confirming,omitempty"`
 	// NoEarlierCounters: no earlier counter value of this process to weigh the evidence by.
 	NoEarlierCounters bool `json:"-"`
-	// Resume: a restart was claimed by an earlier run that did not finish it.
-	Resume bool `json:"-"`
+	// TakeOverClaim: the restart is one an earlier run claimed and did not finish.
+	TakeOverClaim bool `json:"-"`
 	// ScrapeError is why the pod's metrics could not be read, if they could not.
 	ScrapeError string `json:"scrapeError,omitempty"`
 	// ScrapeKind classifies ScrapeError (timeout, http-status, ...).
