@@ -487,10 +487,3 @@ func (r *Runner) logDeliveries(ds []alert.Delivery) {
 		}
 	}
 }
-
-func firstNonEmpty(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
-}
