@@ -1,6 +1,7 @@
 package decide
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"math"
@@ -581,22 +582,15 @@ func (p *judgedPod) noteIneffective(e *state.OpenEpisode) string {
 
 // noteHealed records, when this pod is the replacement of a restart and is
 // observed healthy, that the restart healed: a later wedge of this process is a
-// new problem (a new flap), not the restart failing.
+// new problem (a new flap), not the restart failing. A pod started within
+// IneffectiveWithin of a restart replaces it, or within its default when the
+// back-off is off (the record still says whether the restart healed).
 func (p *judgedPod) noteHealed() {
-	if r := replacedBy(p.state, p.Pod, healWindow(p.cfg), p.now); r != nil {
+	within := cmp.Or(max(p.cfg.IneffectiveWithin, 0), DefaultIneffectiveWithin)
+	if r := replacedBy(p.state, p.Pod, within, p.now); r != nil {
 		at := p.now
 		r.HealedAt = &at
 	}
-}
-
-// healWindow is how long after a restart a pod that started counts as its
-// replacement: IneffectiveWithin, or its default when the back-off is off (the
-// record still says whether the restart healed).
-func healWindow(cfg Config) time.Duration {
-	if cfg.IneffectiveWithin > 0 {
-		return cfg.IneffectiveWithin
-	}
-	return DefaultIneffectiveWithin
 }
 
 // replacedBy returns the latest restart, done and neither judged ineffective nor

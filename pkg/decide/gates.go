@@ -201,7 +201,11 @@ func dueGate(e *state.OpenEpisode, now time.Time, cfg Config) wedgedForGate {
 	ok := func(detail string) wedgedForGate {
 		return wedgedForGate{Gate: Gate{Name: gateDuration, OK: true, Detail: detail}}
 	}
-	inRunDetail := fmt.Sprintf("ready %s throughout %s of this run's samples", readyWord(e), ShortDuration(inRun))
+	ready := "0"
+	if e.Kind == VerdictDegraded {
+		ready = "below the serving nodes"
+	}
+	inRunDetail := fmt.Sprintf("ready %s throughout %s of this run's samples", ready, ShortDuration(inRun))
 	switch {
 	case e.For.D() >= cfg.WedgedFor && confirmedInRun:
 		return ok(fmt.Sprintf("%s %s ≥ %s, %s", e.Kind, ShortDuration(e.For.D()), ShortDuration(cfg.WedgedFor), inRunDetail))
@@ -235,13 +239,6 @@ func dueGate(e *state.OpenEpisode, now time.Time, cfg Config) wedgedForGate {
 		d.sampleFor = &left
 	}
 	return d
-}
-
-func readyWord(e *state.OpenEpisode) string {
-	if e.Kind == VerdictDegraded {
-		return "below the serving nodes"
-	}
-	return "0"
 }
 
 // unfinishedClaim reports a restart claimed by an earlier run that did not finish
