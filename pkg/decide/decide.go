@@ -452,10 +452,7 @@ func (p *judgedPod) target(j judgement) Target {
 	t := Target{Pod: p.Name, UID: p.UID, Judged: true, Action: ActionNone, Verdict: j.verdict, Reason: j.reason, NoEarlierCounters: j.noEarlierCounters}
 	if p.ScrapeErr != nil {
 		t.ScrapeError = p.ScrapeErr.Error()
-		t.ScrapeKind = string(scrape.KindOf(p.ScrapeErr))
-		if t.ScrapeKind == "" {
-			t.ScrapeKind = "other"
-		}
+		t.ScrapeKind = cmp.Or(string(scrape.KindOf(p.ScrapeErr)), "other")
 	}
 	if p.Sample != nil && p.ScrapeErr == nil {
 		t.Warnings = append(t.Warnings, p.Sample.Warnings...)
@@ -868,10 +865,7 @@ func (p *judgedPod) retryFor() *time.Duration {
 		}
 		return dueGate(e, p.now, p.cfg).sampleFor
 	}
-	d := p.cfg.ConfirmWindow
-	if d <= 0 {
-		d = p.cfg.WedgedFor
-	}
+	d := cmp.Or(max(p.cfg.ConfirmWindow, 0), p.cfg.WedgedFor)
 	return &d
 }
 
@@ -1021,10 +1015,7 @@ func summarize(targets []Target, runProblem string) (Verdict, Action, string) {
 		}
 	}
 	if worst == nil {
-		if runProblem == "" {
-			runProblem = "no scheduler pod could be judged"
-		}
-		return VerdictUnknown, ActionNone, runProblem
+		return VerdictUnknown, ActionNone, cmp.Or(runProblem, "no scheduler pod could be judged")
 	}
 	reason := worst.Pod + ": " + worst.Reason
 	if len(worst.Gates) > 0 {

@@ -40,7 +40,7 @@ type restartGate struct {
 }
 
 // restartGates are the gates a due restart passes, in order (docs/design.md §2,
-// "Gates"). Each is a pure function of the case: none changes state while it
+// "Gates"). Each is a pure function of the judged pod: none changes state while it
 // answers. Every gate runs, so the report shows each refusal.
 //
 // The order is also that of the reads a restart needs, which the pass takes one
@@ -50,8 +50,7 @@ type restartGate struct {
 // alone, the next (Deployment fine, not paused) for the firing alerts when they
 // hold restarts, the next for the consistent re-read, the last look before the
 // restart; a restart the Deployment holds back costs no Alertmanager read and no
-// consistent re-list.
-// TestReadsFollowTheGateOrder holds this.
+// consistent re-list. TestReadsFollowTheGateOrder holds this.
 var restartGates = []restartGate{
 	{name: gateOnce, check: always(onceGate)},
 	{name: gateSingle, check: always(singleGate)},
@@ -329,7 +328,7 @@ func rolloutGate(p *judgedPod) Gate {
 		// Rolling the Deployment would not replace this pod: the wedge would stay
 		// and count as restarted.
 		g.Detail = fmt.Sprintf("pod %s is not run by Deployment %s (controller: %s %q); the rollout method would restart the wrong pods", p.Name, r.Name, cmp.Or(p.ControllerKind, "none"), p.ControllerName)
-	case cfg.RestartMethod == MethodRollout && !chainVerified(p.Pod, r):
+	case cfg.RestartMethod == MethodRollout && !r.Owners[p.UID].verifies(p.Pod):
 		// The names match, but names can be forged: only the chain read by UID says
 		// that rolling this Deployment replaces this pod.
 		g.Detail = ownerChainDetail(p.Pod, r)
@@ -450,13 +449,6 @@ func backoffGate(p *judgedPod) (Gate, bool) {
 func OwnedByName(p Pod, deployment string) bool {
 	i := strings.LastIndexByte(p.ControllerName, '-')
 	return p.ControllerKind == "ReplicaSet" && i > 0 && p.ControllerName[:i] == deployment
-}
-
-// chainVerified reports whether the pod's owner chain was checked by UID, for the
-// controller reference the pod has now.
-func chainVerified(p Pod, r *Rollout) bool {
-	c := r.Owners[p.UID]
-	return c.Verified && c.ReplicaSetUID == p.ControllerUID
 }
 
 // ownerChainDetail says which link of a pod's controller chain failed.

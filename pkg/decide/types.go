@@ -237,11 +237,9 @@ type Ownership struct {
 	Chains     map[string]OwnerChain
 }
 
-// Owns reports whether the pod's chain was verified by UID, for the controller
-// reference the pod has now.
+// Owns reports whether the pod's chain was verified by UID (OwnerChain.verifies).
 func (o *Ownership) Owns(p Pod) bool {
-	c, ok := o.Chains[p.UID]
-	return ok && c.Verified && c.ReplicaSetUID == p.ControllerUID
+	return o.Chains[p.UID].verifies(p)
 }
 
 // OwnerChain is the verdict on one pod's controller chain. Detail names the link
@@ -253,6 +251,12 @@ type OwnerChain struct {
 	// checked: the verdict holds only for a pod that still names it (the pods may
 	// be listed again, consistently, after the Deployment was read).
 	ReplicaSetUID string
+}
+
+// verifies reports a chain verified by UID for the controller reference the pod
+// has now.
+func (c OwnerChain) verifies(p Pod) bool {
+	return c.Verified && c.ReplicaSetUID == p.ControllerUID
 }
 
 // Gate is one restart gate's verdict, shown in dry runs and reports.
