@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -81,13 +82,7 @@ func (p *pass) wouldRestart() []alert.ActOutcome {
 
 // restartTargets are the targets the decision restarts.
 func (p *pass) restartTargets() []decide.Target {
-	var ts []decide.Target
-	for _, t := range p.res.Targets {
-		if t.Action == decide.ActionRestart {
-			ts = append(ts, t)
-		}
-	}
-	return ts
+	return slices.DeleteFunc(slices.Clone(p.res.Targets), func(t decide.Target) bool { return t.Action != decide.ActionRestart })
 }
 
 // claim writes the restarts of the decision into the state before any is carried

@@ -265,15 +265,13 @@ func (p *pass) warn(msg, detail string) {
 
 // observe takes one observation of this run.
 func (p *pass) observe(consistent bool) (decide.Observation, error) {
-	var obs decide.Observation
-	var err error
+	read := p.Observer.Observe
+	if consistent {
+		read = p.Observer.ObserveConsistent
+	}
 	began := p.Clock.Now()
 	defer func() { p.slowest = max(p.slowest, p.Clock.Since(began)) }()
-	if consistent {
-		obs, err = p.Observer.ObserveConsistent(p.ctx)
-	} else {
-		obs, err = p.Observer.Observe(p.ctx)
-	}
+	obs, err := read(p.ctx)
 	obs.RunStart = p.start
 	return obs, err
 }

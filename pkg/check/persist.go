@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 	"time"
 
@@ -137,9 +138,7 @@ func (p *pass) claimAlerts(d *alert.Dispatcher, acts []alert.ActOutcome, runErr 
 // recovered is sent twice.
 func mergeAlerts(ours, theirs map[string]*state.Alert, runStart time.Time) map[string]*state.Alert {
 	out := make(map[string]*state.Alert, len(ours)+len(theirs))
-	for ev, a := range ours {
-		out[ev] = a
-	}
+	maps.Copy(out, ours)
 	for ev, t := range theirs {
 		a, ok := out[ev]
 		switch {
