@@ -391,15 +391,10 @@ func (p *judgedPod) judge() Target {
 	p.freshRecord()
 	j := p.verdict()
 	t := p.target(j)
-	gap := p.track(j, &t)
-	if p.rec.Rolling != nil && p.now.Sub(p.rec.Rolling.Since) > RollRearm {
-		p.rec.Rolling = nil
-	}
-	p.rec.LastVerdict = j.verdict
-	e := p.rec.Episode
-	if gap {
+	if gap := p.track(j, &t); gap {
 		return p.gapTarget(t)
 	}
+	e := p.rec.Episode
 	if e == nil || !j.verdict.Bad() {
 		return t
 	}
@@ -471,8 +466,9 @@ func (p *judgedPod) target(j judgement) Target {
 
 // track moves the pod's record on by the judgement: its counters (and the
 // target's counts), its episode and the episode's clock, the back-off, a claim
-// left by a crashed run. It reports a gap: a failed sample inside this run's
-// streak of the episode, which the next sample settles (advanceWedgeClock).
+// left by a crashed run, a followed roll, its verdict. It reports a gap: a failed
+// sample inside this run's streak of the episode, settled by the next sample
+// (advanceWedgeClock).
 func (p *judgedPod) track(j judgement, t *Target) (gap bool) {
 	s, ps, now := p.state, p.rec, p.now
 	if p.Sample != nil && p.ScrapeErr == nil && j.verdict != VerdictUnknown {
@@ -539,6 +535,10 @@ func (p *judgedPod) track(j judgement, t *Target) (gap bool) {
 		}
 		p.abandonClaim(j.verdict)
 	}
+	if ps.Rolling != nil && now.Sub(ps.Rolling.Since) > RollRearm {
+		ps.Rolling = nil
+	}
+	ps.LastVerdict = j.verdict
 	return gap
 }
 

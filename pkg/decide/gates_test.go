@@ -11,7 +11,7 @@ import (
 	"github.com/agentenv/watchdog/pkg/state"
 )
 
-// The restart gates are pure: each answers from the case it is given and writes
+// The restart gates are pure: each answers from the judged pod it is given and writes
 // nothing, neither the state nor the episode:
 // recording what a restart did (ineffective, healed) is a step of judging a pod,
 // never a side effect of asking whether a restart may go ahead. Every gate of the
