@@ -44,8 +44,9 @@ type restartGate struct {
 // answers. Every gate runs, so the report shows each refusal.
 //
 // The order is also that of the reads a restart needs, which the pass takes one
-// decision at a time (askReads; pass.decide in pkg/check relies on it): the
-// rollout gate refuses until the Deployment is read, and a last gate runs only
+// decision at a time (askReads; pass.decide in pkg/check takes each once and
+// decides again, three reads in all: a gate needing another read goes there too):
+// the rollout gate refuses until the Deployment is read, and a last gate runs only
 // when every gate before it agreed. So the first decision asks for the Deployment
 // alone, the next (Deployment fine, not paused) for the firing alerts when they
 // hold restarts, the next for the consistent re-read, the last look before the
