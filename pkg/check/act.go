@@ -1,8 +1,10 @@
 package check
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -80,13 +82,7 @@ func (p *pass) wouldRestart() []alert.ActOutcome {
 
 // restartTargets are the targets the decision restarts.
 func (p *pass) restartTargets() []decide.Target {
-	var ts []decide.Target
-	for _, t := range p.res.Targets {
-		if t.Action == decide.ActionRestart {
-			ts = append(ts, t)
-		}
-	}
-	return ts
+	return slices.DeleteFunc(slices.Clone(p.res.Targets), func(t decide.Target) bool { return t.Action != decide.ActionRestart })
 }
 
 // claim writes the restarts of the decision into the state before any is carried
@@ -98,7 +94,7 @@ func (p *pass) claim() (bool, error) {
 	save := func() error {
 		claimed = p.next.Clone()
 		for _, t := range p.restartTargets() {
-			if t.Resume {
+			if t.TakeOverClaim {
 				// Take the unfinished claim over: a run racing on it then conflicts,
 				// re-reads, and finds it freshly claimed instead of completing it too.
 				if rec := decide.RestartOf(claimed, t.UID, now); rec != nil {
@@ -166,7 +162,7 @@ func (p *pass) restartPod(t decide.Target) (alert.ActOutcome, bool) {
 		p.Log.Warn().Str("pod", t.Pod).Str("uid", t.UID).Str("method", p.Restarter.Method()).Str("detail", result.Detail).Str("reason", t.Reason).Msg("restarted")
 		p.deploymentEvent(t, result.Detail)
 	}
-	p.rep.Restarts = append(p.rep.Restarts, RestartReport{Pod: t.Pod, UID: t.UID, Method: p.Restarter.Method(), Outcome: rec.Outcome, Detail: firstNonEmpty(rec.Error, result.Detail), Evidence: bundle})
+	p.rep.Restarts = append(p.rep.Restarts, RestartReport{Pod: t.Pod, UID: t.UID, Method: p.Restarter.Method(), Outcome: rec.Outcome, Detail: cmp.Or(rec.Error, result.Detail), Evidence: bundle})
 	return a, true
 }
 

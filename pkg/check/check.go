@@ -126,10 +126,11 @@ func (r *Runner) Run(ctx context.Context) (*Report, error) {
 // decision, and the report it fills. Steps move them on: a new sample, a
 // consistent re-read, a lost claim race that re-reads and judges again.
 //
-// The steps, in order: observe and load (run), confirm by sampling on (confirm),
-// claim and restart (act: claim, then restartPod for each target, the one place a
-// pod is restarted), alert, persist. A failure ends the pass through failRun; a
-// shutdown through saveInterrupted.
+// The steps, in order (run): load and observe (begin), decide, confirm by sampling
+// on (confirm), claim and restart (act: claim, then restartPod for each target, the
+// one place a pod is restarted), alert (notify), persist (save). A failure ends the
+// pass through failRun; a shutdown, at the end of the step it cut short, through
+// saveInterrupted.
 type pass struct {
 	*Runner
 	ctx   context.Context
@@ -145,11 +146,45 @@ type pass struct {
 }
 
 func (p *pass) run() error {
-	// State and observation are independent reads: take them together.
-	var (
-		loadErr error
-		loaded  = make(chan struct{})
-	)
+	if err := p.begin(); err != nil {
+		return err
+	}
+	p.decide(p.snap.State)
+	p.confirm()
+	decide.CountRun(p.next, p.res.Verdict)
+	if interrupted(p.ctx) {
+		// Keep what was observed (the episode's clock), act on nothing, tell nobody.
+		p.rep.fill(p.res)
+		return p.saveInterrupted(p.next, errors.New("shutdown while observing"))
+	}
+	acts, err := p.act()
+	p.rep.fill(p.res)
+	for _, w := range p.res.Warnings {
+		p.warn("run warning", w)
+	}
+	if err != nil {
+		return err
+	}
+	p.logDecision()
+	if interrupted(p.ctx) {
+		// Shut down while restarting: the outcomes are in next; alerts are not sent.
+		return p.saveInterrupted(p.next, errors.New("shutdown while acting"))
+	}
+	runErr := p.notify(acts)
+	if err := p.save(acts, runErr); err != nil {
+		return err
+	}
+	p.Log.Info().Str("verdict", string(p.res.Verdict)).Str("action", string(p.res.Action)).Bool("dryRun", p.DryRun).
+		Int("samples", p.rep.Samples).Str("took", p.Clock.Since(p.start).Round(time.Millisecond).String()).
+		Str("reason", p.res.Reason).Msg("run complete")
+	return runErr
+}
+
+// begin reads the state and takes the first observation, together: they are
+// independent reads. Without a state, a shutdown ends the pass with nothing to save.
+func (p *pass) begin() error {
+	var loadErr error
+	loaded := make(chan struct{})
 	go func() {
 		defer close(loaded)
 		p.snap, loadErr = p.Store.Load(p.ctx)
@@ -178,29 +213,12 @@ func (p *pass) run() error {
 	}
 	p.obs = obs
 	p.rep.Samples = 1
-	p.decide(p.snap.State)
-	p.confirm()
-	decide.CountRun(p.next, p.res.Verdict)
-	if interrupted(p.ctx) {
-		// Keep what was observed (the episode's clock), act on nothing, tell nobody.
-		p.rep.fill(p.res)
-		return p.saveInterrupted(p.next, errors.New("shutdown while observing"))
-	}
+	return nil
+}
 
-	acts, err := p.act()
-	p.rep.fill(p.res)
-	for _, w := range p.res.Warnings {
-		p.warn("run warning", w)
-	}
-	if err != nil {
-		return err
-	}
-	p.logDecision()
-	if interrupted(p.ctx) {
-		// Shut down while restarting: the outcomes are in next; alerts are not sent.
-		return p.saveInterrupted(p.next, errors.New("shutdown while acting"))
-	}
-
+// notify plans and sends the run's alerts (claimAlerts records them first), and
+// returns the run's error: a failed API read, or a failed restart.
+func (p *pass) notify(acts []alert.ActOutcome) error {
 	// API reads that failed made the verdict unknown; they also mean the watchdog
 	// cannot do its job (often missing RBAC), which exit code 1 makes visible.
 	runErr := observationError(p.obs)
@@ -216,26 +234,27 @@ func (p *pass) run() error {
 			runErr = &Error{What: "restart", Err: a.Err}
 		}
 	}
-	p.next.LastRun = p.lastRun(p.start, p.res, runErr)
-	if err := p.persist(acts); err != nil {
-		if interrupted(p.ctx) {
-			// What persist last tried to write: after a conflict, the other
-			// writer's state with this run's merged in, never this run's alone.
-			return p.saveInterrupted(p.next, err)
-		}
-		var failure *Error
-		if errors.As(err, &failure) {
-			// Against what this run planned (next), not what it read: if it has just
-			// sent recovered, the failure must be alerted afresh, not deduplicated
-			// against a watchdog-error that recovered closed.
-			p.alertFailure(p.next, failure)
-		}
-		return err
-	}
-	p.Log.Info().Str("verdict", string(p.res.Verdict)).Str("action", string(p.res.Action)).Bool("dryRun", p.DryRun).
-		Int("samples", p.rep.Samples).Str("took", p.Clock.Since(p.start).Round(time.Millisecond).String()).
-		Str("reason", p.res.Reason).Msg("run complete")
 	return runErr
+}
+
+// save writes the run's outcome (persist). A write the shutdown cut short saves
+// what persist last tried, within the shutdown grace; another failure is alerted.
+func (p *pass) save(acts []alert.ActOutcome, runErr error) error {
+	p.next.LastRun = p.lastRun(p.start, p.res, runErr)
+	err := p.persist(acts)
+	if err != nil && interrupted(p.ctx) {
+		// What persist last tried to write: after a conflict, the other
+		// writer's state with this run's merged in, never this run's alone.
+		return p.saveInterrupted(p.next, err)
+	}
+	var failure *Error
+	if errors.As(err, &failure) {
+		// Against what this run planned (next), not what it read: if it has just
+		// sent recovered, the failure must be alerted afresh, not deduplicated
+		// against a watchdog-error that recovered closed.
+		p.alertFailure(p.next, failure)
+	}
+	return err
 }
 
 // warn logs a warning of the run under a fixed message, and adds what varies
@@ -247,15 +266,13 @@ func (p *pass) warn(msg, detail string) {
 
 // observe takes one observation of this run.
 func (p *pass) observe(consistent bool) (decide.Observation, error) {
-	var obs decide.Observation
-	var err error
+	read := p.Observer.Observe
+	if consistent {
+		read = p.Observer.ObserveConsistent
+	}
 	began := p.Clock.Now()
 	defer func() { p.slowest = max(p.slowest, p.Clock.Since(began)) }()
-	if consistent {
-		obs, err = p.Observer.ObserveConsistent(p.ctx)
-	} else {
-		obs, err = p.Observer.Observe(p.ctx)
-	}
+	obs, err := read(p.ctx)
 	obs.RunStart = p.start
 	return obs, err
 }
@@ -266,8 +283,8 @@ func (p *pass) observe(consistent bool) (decide.Observation, error) {
 // Deployment for the rollout gate.
 func (p *pass) decide(prev *state.State) {
 	p.next, p.res = decide.Decide(p.obs, prev, p.Decide)
-	// Each read is taken at most once; the rollout gate comes before the
-	// firing-alerts and consistent-read gates, so the Deployment is read first.
+	// Each read is taken at most once, when a decision asks for it: one per
+	// decision, the Deployment first (restartGates in pkg/decide says why).
 	for range 3 {
 		switch {
 		case p.res.NeedRollout && p.obs.Rollout == nil:
@@ -330,16 +347,16 @@ func (p *pass) readAlerts() *decide.FiringAlerts {
 }
 
 // confirm keeps sampling while a wedge is being confirmed (strong evidence, not yet
-// over the confirm window) or probed (no earlier counter value to compare with),
-// for at most the confirm window and never past the run's deadline.
+// over the confirm window) or its evidence weighed (no earlier counter value to
+// compare with), for at most the confirm window and never past the run's deadline.
 func (p *pass) confirm() {
 	if p.Decide.ConfirmWindow <= 0 || p.SampleInterval <= 0 {
 		return
 	}
-	probing := map[string]bool{}
+	unweighed := map[string]bool{}
 	for _, t := range p.res.Targets {
-		if t.Verdict == decide.VerdictWedged && t.NoBaseline && t.Action == decide.ActionWait {
-			probing[t.UID] = true
+		if t.Verdict == decide.VerdictWedged && t.NoEarlierCounters && t.Action == decide.ActionWait {
+			unweighed[t.UID] = true
 		}
 	}
 	// Samples start every SampleInterval from the first (taken as the pass
@@ -360,20 +377,20 @@ func (p *pass) confirm() {
 			r := reserve(p.start, deadline)
 			left = deadline.Sub(p.Clock.Now()) - r - max(r, 2*p.slowest)
 		}
-		probed := p.Clock.Since(p.start) >= p.Decide.ConfirmWindow+p.SampleInterval
-		need, cut := false, false
+		weighed := p.Clock.Since(p.start) >= p.Decide.ConfirmWindow+p.SampleInterval
+		sampleOn, cutShort := false, false
 		for _, t := range p.res.Targets {
 			if t.SamplesOn(p.SampleInterval, left) {
-				need = true
+				sampleOn = true
 			} else if t.Confirming && t.Action == decide.ActionWait {
-				cut = true
+				cutShort = true
 			}
-			if probing[t.UID] && !probed && p.SampleInterval <= left {
-				need = true
+			if unweighed[t.UID] && !weighed && p.SampleInterval <= left {
+				sampleOn = true
 			}
 		}
-		if !need {
-			if cut {
+		if !sampleOn {
+			if cutShort {
 				p.warn("confirmation cut short", "the run deadline cut confirmation short; the next run continues it")
 			}
 			return
@@ -473,11 +490,4 @@ func (r *Runner) logDeliveries(ds []deliver.Delivery) {
 			r.Log.Info().Str("event", d.Event).Str("sink", d.Sink).Bool("retry", d.Retry).Msg("alert delivered")
 		}
 	}
-}
-
-func firstNonEmpty(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }

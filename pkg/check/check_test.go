@@ -113,6 +113,42 @@ func TestRestartOnlyOnTheConsistentReRead(t *testing.T) {
 	}
 }
 
+// holdFunc reads the firing alerts that hold restarts (check.AlertHold).
+type holdFunc func(ctx context.Context) *decide.FiringAlerts
+
+func (f holdFunc) Read(ctx context.Context) *decide.FiringAlerts { return f(ctx) }
+
+// With restarts held on firing alerts, a due restart needs three reads, which the
+// decision asks for one at a time in the gate table's order: the pass takes them
+// all (the Deployment, the firing alerts, the consistent re-read), each once, and
+// restarts after the last.
+func TestRestartTakesItsThreeReadsInTheGatesOrder(t *testing.T) {
+	h := newHarness(t)
+	h.opts.Decide.HoldOnAlerts = true
+	h.wedgedAndDue()
+	before := len(h.calls.list())
+	r := h.runner()
+	r.Hold = holdFunc(func(context.Context) *decide.FiringAlerts {
+		h.calls.add("alerts")
+		return &decide.FiringAlerts{Matchers: `alertname="EtcdNoLeader"`}
+	})
+	ctx, cancel := context.WithDeadline(context.Background(), h.clk.Now().Add(h.timeout))
+	defer cancel()
+	rep, err := r.Run(ctx)
+	if err != nil || rep.Action != decide.ActionRestart {
+		t.Fatalf("%s/%s %v: %s", rep.Verdict, rep.Action, err, rep.Reason)
+	}
+	var reads []string
+	for _, c := range h.calls.list()[before:] {
+		if c == "rollout" || c == "alerts" || c == "consistent" || c == "restart "+podName {
+			reads = append(reads, c)
+		}
+	}
+	if got, want := strings.Join(reads, ","), "rollout,alerts,consistent,restart "+podName; got != want {
+		t.Errorf("reads and restart %s, want %s", got, want)
+	}
+}
+
 // Two passes race for one restart. The other claims (and restarts) between our
 // read of the state and our claim: our claim conflicts, we re-read and judge
 // again from its state, and do nothing; in particular we page no restart-blocked

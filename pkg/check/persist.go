@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"time"
@@ -86,7 +87,7 @@ func (p *pass) saveRetrying(what string, save func() error, again func() bool) *
 			return &Error{What: "re-read state after a conflict", Err: err}
 		}
 		*p.snap = *latest
-		p.obs.Merge = true
+		p.obs.KeepNewerRecords = true
 		if !again() {
 			return nil
 		}
@@ -159,9 +160,7 @@ func keepOwnRestarts(s, ours *state.State, acts []alert.ActOutcome, now time.Tim
 // recovered is sent twice.
 func mergeAlerts(ours, theirs map[string]*state.Alert, runStart time.Time) map[string]*state.Alert {
 	out := make(map[string]*state.Alert, len(ours)+len(theirs))
-	for ev, a := range ours {
-		out[ev] = a
-	}
+	maps.Copy(out, ours)
 	for ev, t := range theirs {
 		a, ok := out[ev]
 		switch {

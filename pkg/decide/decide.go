@@ -1,6 +1,7 @@
 package decide
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"math"
@@ -35,10 +36,10 @@ func Decide(obs Observation, prev *state.State, cfg Config) (*state.State, Resul
 	}
 	for _, p := range judged {
 		var t Target
-		if ps := next.Pods[p.UID]; newerRecord(next, p.UID, obs) || (ps == nil && obs.Merge && now.Before(next.ObservedAt)) {
+		if ps := next.Pods[p.UID]; newerRecord(next, p.UID, obs) || (ps == nil && obs.KeepNewerRecords && now.Before(next.ObservedAt)) {
 			t = supersededTarget(p, ps)
 		} else {
-			t = judgePod(p, obs, next, cfg, len(judged))
+			t = (&judgedPod{Pod: p, obs: obs, cfg: cfg, state: next, now: now, judged: len(judged)}).judge()
 		}
 		res.Targets = append(res.Targets, t)
 	}
@@ -61,15 +62,7 @@ func Decide(obs Observation, prev *state.State, cfg Config) (*state.State, Resul
 	if res.Pause, ignored = runPause(obs); ignored != "" {
 		res.Warnings = append(res.Warnings, ignored)
 	}
-	// A target that reached the rollout gate without the Deployment read was
-	// blocked by it: read the Deployment and decide again.
-	res.NeedRollout = obs.Rollout == nil && slices.ContainsFunc(res.Targets, func(t Target) bool {
-		return slices.ContainsFunc(t.Gates, func(g Gate) bool { return g.Name == gateRollout })
-	})
-	res.NeedAlerts = needAlerts(obs, cfg, res.Targets)
-	res.NeedConsistentRead = !obs.Consistent && obs.ConsistentErr == nil && slices.ContainsFunc(res.Targets, func(t Target) bool {
-		return slices.ContainsFunc(t.Gates, func(g Gate) bool { return g.Name == gateConsistent && !g.OK })
-	})
+	askReads(&res, obs)
 	return next, res
 }
 
@@ -144,12 +137,12 @@ func markRunPaused(s *state.State) {
 }
 
 // newerRecord reports, while merging this run's observation into another run's
-// state (obs.Merge), whether that run observed this pod after this one: its record
-// stands, and an older observation never rewinds it. Outside a merge a record from
-// the future is clock skew between runs, not news: the pod is judged as usual.
+// state (obs.KeepNewerRecords), whether that run observed this pod after this one:
+// its record stands, never rewound. Outside a merge a record from the future
+// is clock skew between runs, not news: the pod is judged as usual.
 func newerRecord(s *state.State, uid string, obs Observation) bool {
 	ps := s.Pods[uid]
-	return obs.Merge && ps != nil && ps.LastSeen.After(obs.At)
+	return obs.KeepNewerRecords && ps != nil && ps.LastSeen.After(obs.At)
 }
 
 // supersededTarget reports a pod whose newest record comes from a later observation
@@ -354,13 +347,15 @@ func forgetGonePods(s *state.State, present map[string]bool, obs Observation) {
 			if r := RestartOf(s, uid, now); r != nil && r.Outcome == state.RestartDone {
 				outcome = state.EpisodeRestarted
 			}
-			endEpisode(s, uid, ps, now, outcome)
+			endEpisode(s, uid, now, outcome)
 		}
 		delete(s.Pods, uid)
 	}
 }
 
-func endEpisode(s *state.State, uid string, ps *state.Pod, now time.Time, outcome state.EpisodeOutcome) {
+// endEpisode closes the open episode of the record s.Pods[uid] into the history.
+func endEpisode(s *state.State, uid string, now time.Time, outcome state.EpisodeOutcome) {
+	ps := s.Pods[uid]
 	s.Episodes = append(s.Episodes, state.Episode{
 		Pod: ps.Name, UID: uid, Kind: ps.Episode.Kind, Evidence: ps.Episode.Evidence,
 		From: ps.Episode.Since, To: now, Outcome: outcome,
@@ -368,26 +363,65 @@ func endEpisode(s *state.State, uid string, ps *state.Pod, now time.Time, outcom
 	ps.Episode = nil
 }
 
-// judgePod decides one pod and updates its record in s, in steps: bring the record
-// to this process, judge the observation (judge, pure), move the episode's clock,
-// record a restart that did not heal (noteIneffective), and, when a restart is due,
-// run the gates (pure).
-func judgePod(p Pod, obs Observation, s *state.State, cfg Config, judgedCount int) Target {
-	now := obs.At
-	t := Target{Pod: p.Name, UID: p.UID, Judged: true, Action: ActionNone}
-	if p.ScrapeErr != nil {
-		t.ScrapeError = p.ScrapeErr.Error()
-		t.ScrapeKind = string(scrape.KindOf(p.ScrapeErr))
-		if t.ScrapeKind == "" {
-			t.ScrapeKind = "other"
-		}
-	}
+// judgedPod is one pod a Decide call judges, and the receiver of judging's steps
+// (judge) and of the restart gates: what judging reads (the observation, the
+// configuration), what it updates (the state, and the pod's record in it), and
+// what that record said before this observation. The gates only read it.
+type judgedPod struct {
+	Pod
+	obs    Observation
+	cfg    Config
+	state  *state.State
+	now    time.Time
+	judged int // pods judged this run
+	// rec is the pod's record in state, for the process observed (freshRecord);
+	// prevVerdict and prevCounters are what it said before this observation.
+	rec          *state.Pod
+	prevVerdict  Verdict
+	prevCounters *state.Counters
+	// takeOver: completing a restart an earlier run claimed and did not finish.
+	takeOver bool
+}
 
+// judge decides the pod and updates its record, in steps: bring the record to
+// this process (freshRecord), judge the observation (verdict, pure), move the
+// record on (track: the episode's clock), record a restart that did not heal
+// (noteIneffective), and, when a restart is due, run the gates (pure).
+func (p *judgedPod) judge() Target {
+	p.freshRecord()
+	j := p.verdict()
+	t := p.target(j)
+	if gap := p.track(j, &t); gap {
+		return p.gapTarget(t)
+	}
+	e := p.rec.Episode
+	if e == nil || !j.verdict.Bad() {
+		return t
+	}
+	since := e.Since
+	t.BadSince, t.BadFor, t.Evidence = &since, e.For, e.Evidence
+	t.Reason = fmt.Sprintf("%s; %s for %s (%s evidence)", t.Reason, j.verdict, ShortDuration(t.BadFor.D()), t.Evidence)
+	p.takeOver = unfinishedClaim(RestartOf(p.state, p.UID, p.now), p.now, p.cfg)
+	if !p.restartDue(&t) {
+		return t
+	}
+	if !p.takeOver {
+		// Completing an unfinished restart is not a new one: it judges no earlier one.
+		t.Ineffective = p.noteIneffective(e)
+	}
+	p.runGates(&t)
+	return t
+}
+
+// freshRecord brings the pod's record to the process observed, and keeps what the
+// record said before this observation (prevVerdict, prevCounters).
+func (p *judgedPod) freshRecord() {
+	s, now := p.state, p.now
 	ps := s.Pods[p.UID]
 	if ps == nil || !ps.StartedAt.Equal(p.StartedAt) {
 		// A new pod, or the container restarted: a new process, a fresh clock.
 		if ps != nil && ps.Episode != nil {
-			endEpisode(s, p.UID, ps, now, state.EpisodeProcessRestarted)
+			endEpisode(s, p.UID, now, state.EpisodeProcessRestarted)
 		}
 		ps = &state.Pod{Name: p.Name, StartedAt: p.StartedAt, FirstSeen: now}
 		s.Pods[p.UID] = ps
@@ -398,21 +432,26 @@ func judgePod(p Pod, obs Observation, s *state.State, cfg Config, judgedCount in
 		// Counters only go down when the process restarted; whatever we knew of the
 		// old process says nothing about this one.
 		if ps.Episode != nil {
-			endEpisode(s, p.UID, ps, now, state.EpisodeProcessRestarted)
+			endEpisode(s, p.UID, now, state.EpisodeProcessRestarted)
 		}
 		ps.Counters, ps.AgedCounters, ps.AgingCounters = nil, nil, nil
 		ps.FirstSeen = now
 	}
-	prevVerdict := ps.LastVerdict
-	prevCounters := ps.Counters
+	p.rec, p.prevVerdict, p.prevCounters = ps, ps.LastVerdict, ps.Counters
 	ps.LastSeen = now
+}
 
-	j := judge(p, obs, ps, cfg, prevVerdict)
-	verdict := j.verdict
-	t.Verdict, t.Reason, t.NoBaseline = j.verdict, j.reason, j.noBaseline
+// target reports the judgement: the pod's verdict and why, and the doubts about
+// the observation.
+func (p *judgedPod) target(j judgement) Target {
+	t := Target{Pod: p.Name, UID: p.UID, Judged: true, Action: ActionNone, Verdict: j.verdict, Reason: j.reason, NoEarlierCounters: j.noEarlierCounters}
+	if p.ScrapeErr != nil {
+		t.ScrapeError = p.ScrapeErr.Error()
+		t.ScrapeKind = cmp.Or(string(scrape.KindOf(p.ScrapeErr)), "other")
+	}
 	if p.Sample != nil && p.ScrapeErr == nil {
 		t.Warnings = append(t.Warnings, p.Sample.Warnings...)
-		if ready, serving := p.Sample.Ready(), obs.Expected.Serving; verdict != VerdictUnknown && verdict != VerdictStarting && obs.ExpectedErr == nil && ready > serving {
+		if ready, serving := p.Sample.Ready(), p.obs.Expected.Serving; j.verdict != VerdictUnknown && j.verdict != VerdictStarting && p.obs.ExpectedErr == nil && ready > serving {
 			t.Warnings = append(t.Warnings, fmt.Sprintf("the scheduler counts %d ready node(s) but the API server lists only %d serving: check --nodes-service and --nodes-port, or the count is stale", ready, serving))
 		}
 	}
@@ -422,27 +461,35 @@ func judgePod(p Pod, obs Observation, s *state.State, cfg Config, judgedCount in
 	if j.warning != "" {
 		t.Warnings = append(t.Warnings, j.warning)
 	}
-	if p.Sample != nil && p.ScrapeErr == nil && verdict != VerdictUnknown {
-		ready, expected := p.Sample.Ready(), obs.Expected.Serving
+	return t
+}
+
+// track moves the pod's record on by the judgement: its counters (and the
+// target's counts), its episode and the episode's clock, the back-off, a claim
+// left by a crashed run, a followed roll, its verdict. It reports a gap: a failed
+// sample inside this run's streak of the episode, settled by the next sample
+// (advanceWedgeClock).
+func (p *judgedPod) track(j judgement, t *Target) (gap bool) {
+	s, ps, now := p.state, p.rec, p.now
+	if p.Sample != nil && p.ScrapeErr == nil && j.verdict != VerdictUnknown {
+		ready, expected := p.Sample.Ready(), p.obs.Expected.Serving
 		t.Ready, t.Expected = &ready, &expected
 		ageCounters(ps, now)
 		ps.Counters = &state.Counters{HeartbeatOK: p.Sample.HeartbeatOK, HeartbeatRejected: p.Sample.HeartbeatRejected, At: now}
-	} else if obs.ExpectedErr == nil {
-		expected := obs.Expected.Serving
+	} else if p.obs.ExpectedErr == nil {
+		expected := p.obs.Expected.Serving
 		t.Expected = &expected
 	}
-
-	if verdict != VerdictHealthy && s.Backoff != nil {
-		// Only an unbroken hour of healthy observations ends the back-off.
+	if j.verdict != VerdictHealthy && s.Backoff != nil {
+		// Only an unbroken BackoffReset of healthy observations ends the back-off.
 		s.Backoff.HealthySince = nil
 	}
-	gap := false
-	switch verdict {
+	switch j.verdict {
 	case VerdictUnknown:
 		ps.ConsecutiveUnknowns++
 		switch {
 		case ps.Episode == nil:
-		case j.failed && inRunStreak(ps.Episode, obs):
+		case j.failed && inRunStreak(ps.Episode, p.obs):
 			// A failed sample inside this run's streak: a gap, settled by the
 			// next sample (advanceWedgeClock), not a pause yet.
 			gap = true
@@ -457,21 +504,15 @@ func judgePod(p Pod, obs Observation, s *state.State, cfg Config, judgedCount in
 			// A failed sample before the run saw anything of the pod: unknown,
 			// but worth sampling on while what the next sample may show could
 			// still be confirmed in this run.
-			t.SampleFor = retryFor(ps.Episode, obs, cfg)
+			t.SampleFor = p.retryFor()
 		}
 	case VerdictWedged, VerdictDegraded:
 		ps.ConsecutiveUnknowns = 0
-		baseline := uint64(0)
-		if prevCounters != nil {
-			baseline = prevCounters.HeartbeatRejected
-		} else if p.Sample != nil {
-			baseline = p.Sample.HeartbeatRejected
-		}
-		if ps.Episode != nil && ps.Episode.Kind != verdict {
+		if ps.Episode != nil && ps.Episode.Kind != j.verdict {
 			// Degraded became wedged (or back): the history shows both episodes.
-			endEpisode(s, p.UID, ps, now, state.EpisodeBecame(verdict))
+			endEpisode(s, p.UID, now, state.EpisodeBecame(j.verdict))
 		}
-		advanceWedgeClock(ps, verdict, j.evidence, prevVerdict, baseline, obs, cfg, t)
+		p.advanceWedgeClock(j, *t)
 	case VerdictNoNodes:
 		ps.ConsecutiveUnknowns = 0
 		if ps.Episode != nil {
@@ -481,45 +522,24 @@ func judgePod(p Pod, obs Observation, s *state.State, cfg Config, judgedCount in
 			pause(ps)
 			break
 		}
-		abandonClaim(s, p, verdict, now)
+		p.abandonClaim(j.verdict)
 	default:
 		ps.ConsecutiveUnknowns = 0
 		if ps.Episode != nil {
-			endEpisode(s, p.UID, ps, now, state.EpisodeRecovered)
+			endEpisode(s, p.UID, now, state.EpisodeRecovered)
 		}
-		if verdict == VerdictHealthy {
-			endBackoffAfterHealthyHour(s, now, cfg)
-			noteHealed(s, p, now, cfg)
-			t.SampleFor = noteRolling(ps, p, prevCounters, obs, cfg)
+		if j.verdict == VerdictHealthy {
+			endBackoffOnceHealthy(s, now, p.cfg)
+			p.noteHealed()
+			t.SampleFor = p.noteRolling()
 		}
-		abandonClaim(s, p, verdict, now)
+		p.abandonClaim(j.verdict)
 	}
 	if ps.Rolling != nil && now.Sub(ps.Rolling.Since) > RollRearm {
 		ps.Rolling = nil
 	}
-	ps.LastVerdict = verdict
-
-	e := ps.Episode
-	if gap {
-		return gapTarget(t, e, now, cfg)
-	}
-	if e == nil || !verdict.Bad() {
-		return t
-	}
-	since := e.Since
-	t.BadSince, t.BadFor, t.Evidence = &since, e.For, e.Evidence
-	t.Reason = fmt.Sprintf("%s; %s for %s (%s evidence)", t.Reason, verdict, ShortDuration(t.BadFor.D()), t.Evidence)
-	c := &gateCase{pod: p, obs: obs, state: s, cfg: cfg, now: now, judged: judgedCount,
-		resume: unfinishedClaim(RestartOf(s, p.UID, now), now, cfg)}
-	if !restartDue(&t, c, e) {
-		return t
-	}
-	if !c.resume {
-		// Completing an unfinished restart is not a new one: it judges no earlier one.
-		t.Ineffective = noteIneffective(s, p, e, now, cfg)
-	}
-	runGates(&t, c)
-	return t
+	ps.LastVerdict = j.verdict
+	return gap
 }
 
 // noteIneffective records, when this pod's wedge shows that the restart it
@@ -529,13 +549,14 @@ func judgePod(p Pod, obs Observation, s *state.State, cfg Config, judgedCount in
 // restart) and its wedge began within IneffectiveWithin of its start: the cause is
 // outside the scheduler (RBAC, the network to the nodes), and restarting every
 // window would only add churn. Each such restart doubles the wait before the next
-// one, up to BackoffMax; an hour of healthy observations ends the back-off
+// one, up to BackoffMax; BackoffReset of healthy observations ends the back-off
 // (backoffGate holds restarts back until then).
-func noteIneffective(s *state.State, p Pod, e *state.OpenEpisode, now time.Time, cfg Config) string {
+func (p *judgedPod) noteIneffective(e *state.OpenEpisode) string {
+	s, cfg := p.state, p.cfg
 	if cfg.IneffectiveWithin <= 0 {
 		return ""
 	}
-	r := replacedBy(s, p, cfg.IneffectiveWithin, now)
+	r := replacedBy(s, p.Pod, cfg.IneffectiveWithin, p.now)
 	if r == nil || e.Since.Sub(p.StartedAt) > cfg.IneffectiveWithin {
 		return ""
 	}
@@ -558,22 +579,15 @@ func noteIneffective(s *state.State, p Pod, e *state.OpenEpisode, now time.Time,
 
 // noteHealed records, when this pod is the replacement of a restart and is
 // observed healthy, that the restart healed: a later wedge of this process is a
-// new problem (a new flap), not the restart failing.
-func noteHealed(s *state.State, p Pod, now time.Time, cfg Config) {
-	if r := replacedBy(s, p, healWindow(cfg), now); r != nil {
-		at := now
+// new problem (a new flap), not the restart failing. A pod started within
+// IneffectiveWithin of a restart replaces it, or within its default when the
+// back-off is off (the record still says whether the restart healed).
+func (p *judgedPod) noteHealed() {
+	within := cmp.Or(max(p.cfg.IneffectiveWithin, 0), DefaultIneffectiveWithin)
+	if r := replacedBy(p.state, p.Pod, within, p.now); r != nil {
+		at := p.now
 		r.HealedAt = &at
 	}
-}
-
-// healWindow is how long after a restart a pod that started counts as its
-// replacement: IneffectiveWithin, or its default when the back-off is off (the
-// record still says whether the restart healed).
-func healWindow(cfg Config) time.Duration {
-	if cfg.IneffectiveWithin > 0 {
-		return cfg.IneffectiveWithin
-	}
-	return DefaultIneffectiveWithin
 }
 
 // replacedBy returns the latest restart, done and neither judged ineffective nor
@@ -598,9 +612,9 @@ func replacedBy(s *state.State, p Pod, within time.Duration, now time.Time) *sta
 	return nil
 }
 
-// endBackoffAfterHealthyHour ends the back-off once the scheduler stayed healthy for
+// endBackoffOnceHealthy ends the back-off once the scheduler stayed healthy for
 // BackoffReset: the restarts that did not heal are then history.
-func endBackoffAfterHealthyHour(s *state.State, now time.Time, cfg Config) {
+func endBackoffOnceHealthy(s *state.State, now time.Time, cfg Config) {
 	b := s.Backoff
 	if b == nil {
 		return
@@ -621,8 +635,8 @@ type judgement struct {
 	reason  string
 	// evidence is what a bad verdict rests on.
 	evidence Evidence
-	// noBaseline: no earlier counter value of this process to compare with.
-	noBaseline bool
+	// noEarlierCounters: no earlier counter value of this process to compare with.
+	noEarlierCounters bool
 	// failed: an unknown because a read failed (the scrape, the serving-node
 	// count), not because of the pod's own state: a failed sample.
 	failed bool
@@ -631,10 +645,10 @@ type judgement struct {
 	warning string
 }
 
-// judge returns the pod's verdict on this observation. It reads the pod's record,
+// verdict is the pod's verdict on this observation. It reads the pod's record,
 // never writes it.
-func judge(p Pod, obs Observation, ps *state.Pod, cfg Config, prevVerdict Verdict) judgement {
-	now := obs.At
+func (p *judgedPod) verdict() judgement {
+	now, cfg := p.now, p.cfg
 	if !p.Running {
 		why := "scheduler container is not running"
 		if p.WaitingReason != "" {
@@ -650,24 +664,24 @@ func judge(p Pod, obs Observation, ps *state.Pod, cfg Config, prevVerdict Verdic
 		// The node's clock runs ahead of the watchdog's. The process is at least as
 		// old as the time this watchdog has watched it, by its own clock.
 		ahead := fmt.Sprintf("container start %s is %s in the future: clock skew, the node's clock runs ahead", p.StartedAt.UTC().Format(time.RFC3339), ShortDuration(p.StartedAt.Sub(now)))
-		watched := now.Sub(ps.FirstSeen)
-		if ps.FirstSeen.IsZero() || watched < cfg.StartupGrace {
+		watched := now.Sub(p.rec.FirstSeen)
+		if p.rec.FirstSeen.IsZero() || watched < cfg.StartupGrace {
 			return judgement{verdict: VerdictUnknown, reason: fmt.Sprintf("%s; judged once the watchdog has watched it for --startup-grace %s by its own clock", ahead, ShortDuration(cfg.StartupGrace))}
 		}
 		age, skew = watched, fmt.Sprintf("%s; its age is taken as the %s the watchdog has watched it", ahead, ShortDuration(watched))
 	}
-	j := judgeAged(p, obs, ps, cfg, prevVerdict, age)
+	j := p.agedVerdict(age)
 	j.age, j.warning = age, skew
 	return j
 }
 
-// judgeAged is judge for a process of a known age.
-func judgeAged(p Pod, obs Observation, ps *state.Pod, cfg Config, prevVerdict Verdict, age time.Duration) judgement {
-	if age < cfg.StartupGrace {
-		return judgement{verdict: VerdictStarting, reason: fmt.Sprintf("scheduler started %s ago, within the %s startup grace", ShortDuration(max(age, 0)), ShortDuration(cfg.StartupGrace))}
+// agedVerdict is verdict for a process of a known age.
+func (p *judgedPod) agedVerdict(age time.Duration) judgement {
+	if age < p.cfg.StartupGrace {
+		return judgement{verdict: VerdictStarting, reason: fmt.Sprintf("scheduler started %s ago, within the %s startup grace", ShortDuration(max(age, 0)), ShortDuration(p.cfg.StartupGrace))}
 	}
-	if obs.ExpectedErr != nil {
-		return judgement{verdict: VerdictUnknown, reason: fmt.Sprintf("cannot count serving nodes: %v", obs.ExpectedErr), failed: true}
+	if p.obs.ExpectedErr != nil {
+		return judgement{verdict: VerdictUnknown, reason: fmt.Sprintf("cannot count serving nodes: %v", p.obs.ExpectedErr), failed: true}
 	}
 	if p.ScrapeErr != nil {
 		return judgement{verdict: VerdictUnknown, reason: fmt.Sprintf("metrics unreadable: %v", p.ScrapeErr), failed: true}
@@ -675,16 +689,16 @@ func judgeAged(p Pod, obs Observation, ps *state.Pod, cfg Config, prevVerdict Ve
 	if p.Sample == nil {
 		return judgement{verdict: VerdictUnknown, reason: "metrics not scraped", failed: true}
 	}
-	ready, expected := p.Sample.Ready(), obs.Expected.Serving
+	ready, expected := p.Sample.Ready(), p.obs.Expected.Serving
 
-	evidence, evidenceWhy, noBaseline := weigh(p, ps, cfg)
+	evidence, evidenceWhy, noEarlierCounters := weigh(p.Pod, p.rec, p.cfg)
 	switch {
 	case ready == 0 && expected == 0:
 		return judgement{verdict: VerdictNoNodes, reason: "the API server lists no serving node endpoints, so 0 ready is the truth"}
 	case ready == 0:
-		return judgement{verdict: VerdictWedged, reason: fmt.Sprintf("ready 0 while the API server lists %d serving node(s); %s", expected, evidenceWhy), evidence: evidence, noBaseline: noBaseline}
-	case ready < expected && (evidence == EvidenceStrong || (prevVerdict == VerdictDegraded && ps.Episode != nil)):
-		return judgement{verdict: VerdictDegraded, reason: fmt.Sprintf("ready %d of %d serving node(s); %s", ready, expected, evidenceWhy), evidence: evidence, noBaseline: noBaseline}
+		return judgement{verdict: VerdictWedged, reason: fmt.Sprintf("ready 0 while the API server lists %d serving node(s); %s", expected, evidenceWhy), evidence: evidence, noEarlierCounters: noEarlierCounters}
+	case ready < expected && (evidence == EvidenceStrong || (p.prevVerdict == VerdictDegraded && p.rec.Episode != nil)):
+		return judgement{verdict: VerdictDegraded, reason: fmt.Sprintf("ready %d of %d serving node(s); %s", ready, expected, evidenceWhy), evidence: evidence, noEarlierCounters: noEarlierCounters}
 	case ready < expected:
 		return judgement{verdict: VerdictHealthy, reason: fmt.Sprintf("ready %d of %d serving node(s), no heartbeats rejected since last observation", ready, expected)}
 	default:
@@ -744,19 +758,20 @@ const (
 // discovery follows is accepted within a second), and not an API-server flap,
 // whose ready reads 0 from the next refresh on. It returns how long to sample
 // on to see where it goes (nil: nothing to follow).
-func noteRolling(ps *state.Pod, p Pod, prev *state.Counters, obs Observation, cfg Config) *time.Duration {
-	if p.Sample == nil || p.ScrapeErr != nil || cfg.ConfirmWindow <= 0 || obs.Expected.Serving == 0 || p.Sample.Ready() < obs.Expected.Serving {
+func (p *judgedPod) noteRolling() *time.Duration {
+	obs := p.obs
+	if p.Sample == nil || p.ScrapeErr != nil || p.cfg.ConfirmWindow <= 0 || obs.Expected.Serving == 0 || p.Sample.Ready() < obs.Expected.Serving {
 		return nil
 	}
 	now, cur := obs.At, p.Sample.HeartbeatRejected
-	r := ps.Rolling
+	r := p.rec.Rolling
 	switch {
 	case r == nil:
-		if prev == nil || cur <= prev.HeartbeatRejected {
+		if p.prevCounters == nil || cur <= p.prevCounters.HeartbeatRejected {
 			return nil
 		}
-		ps.Rolling = &state.Rolling{Since: now, Run: obs.RunStart, Rejected: cur}
-		r = ps.Rolling
+		p.rec.Rolling = &state.Rolling{Since: now, Run: obs.RunStart, Rejected: cur}
+		r = p.rec.Rolling
 	case !r.Run.Equal(obs.RunStart) || now.Sub(r.Since) > RollWatch:
 		return nil // followed in an earlier run, or over: not again before RollRearm
 	case !r.Established && now.Sub(r.Since) >= GaugeRefresh && cur > r.Rejected:
@@ -770,10 +785,10 @@ func noteRolling(ps *state.Pod, p Pod, prev *state.Counters, obs Observation, cf
 // wedge opens right after an established roll of this run (noteRolling): the
 // first rejected heartbeats, while the gauge still counted the old nodes.
 // Otherwise nil: from this sample, as always.
-func rolledAt(ps *state.Pod, verdict Verdict, evidence Evidence, prevVerdict Verdict, obs Observation, cfg Config) *time.Time {
-	r := ps.Rolling
-	if r == nil || !r.Established || verdict != VerdictWedged || evidence != EvidenceStrong || prevVerdict != VerdictHealthy ||
-		!r.Run.Equal(obs.RunStart) || obs.At.Sub(r.Since) > RollWatch || cfg.ConfirmWindow <= 0 {
+func (p *judgedPod) rolledAt(j judgement) *time.Time {
+	r := p.rec.Rolling
+	if r == nil || !r.Established || j.verdict != VerdictWedged || j.evidence != EvidenceStrong || p.prevVerdict != VerdictHealthy ||
+		!r.Run.Equal(p.obs.RunStart) || p.now.Sub(r.Since) > RollWatch || p.cfg.ConfirmWindow <= 0 {
 		return nil
 	}
 	since := r.Since
@@ -831,8 +846,8 @@ func inRunStreak(e *state.OpenEpisode, obs Observation) bool {
 }
 
 // abandonClaim settles a claim left by a crashed run on a pod that is fine: moot.
-func abandonClaim(s *state.State, p Pod, verdict Verdict, now time.Time) {
-	if r := RestartOf(s, p.UID, now); r != nil && r.Outcome == state.RestartClaimed {
+func (p *judgedPod) abandonClaim(verdict Verdict) {
+	if r := RestartOf(p.state, p.UID, p.now); r != nil && r.Outcome == state.RestartClaimed {
 		r.Outcome = state.RestartAbandoned
 		r.Error = fmt.Sprintf("pod %s was %s when checked again", p.Name, verdict)
 	}
@@ -840,20 +855,17 @@ func abandonClaim(s *state.State, p Pod, verdict Verdict, now time.Time) {
 
 // retryFor is how long sampling on after a failed sample can still make a restart
 // due in this run: what the episode needs, or without one a whole confirmation.
-func retryFor(e *state.OpenEpisode, obs Observation, cfg Config) *time.Duration {
-	if e != nil {
-		if !inRunStreak(e, obs) {
+func (p *judgedPod) retryFor() *time.Duration {
+	if e := p.rec.Episode; e != nil {
+		if !inRunStreak(e, p.obs) {
 			// What the next sample can make due: a confirmation of this run.
 			c := *e
 			c.RunSince, c.StrongSince = nil, nil
 			e = &c
 		}
-		return dueGate(e, obs.At, cfg).sampleFor
+		return dueGate(e, p.now, p.cfg).sampleFor
 	}
-	d := cfg.ConfirmWindow
-	if d <= 0 {
-		d = cfg.WedgedFor
-	}
+	d := cmp.Or(max(p.cfg.ConfirmWindow, 0), p.cfg.WedgedFor)
 	return &d
 }
 
@@ -861,12 +873,13 @@ func retryFor(e *state.OpenEpisode, obs Observation, cfg Config) *time.Duration 
 // episode: still what the run saw it to be (a run that saw a wedge pages it even
 // if a later sample failed), never restarted on this sample, and worth sampling
 // on while a restart can still come due.
-func gapTarget(t Target, e *state.OpenEpisode, now time.Time, cfg Config) Target {
+func (p *judgedPod) gapTarget(t Target) Target {
+	e, cfg := p.rec.Episode, p.cfg
 	failed := t.Reason
 	since := e.Since
 	t.Verdict, t.BadSince, t.BadFor, t.Evidence = e.Kind, &since, e.For, e.Evidence
 	t.Reason = fmt.Sprintf("this sample failed (%s); %s for %s (%s evidence) as of the last sample", failed, e.Kind, ShortDuration(e.For.D()), e.Evidence)
-	due := dueGate(e, now, cfg)
+	due := dueGate(e, p.now, cfg)
 	t.Confirming = due.confirming
 	t.SampleFor = due.sampleFor
 	if due.OK {
@@ -889,15 +902,21 @@ func gapTarget(t Target, e *state.OpenEpisode, now time.Time, cfg Config) Target
 // ready cannot have risen (bridged). Otherwise the streak starts over after it,
 // as after a pause. It also keeps the in-run streak: the restart that the
 // episode may make due must be confirmed by this run's samples.
-func advanceWedgeClock(ps *state.Pod, verdict Verdict, evidence Evidence, prevVerdict Verdict, baseline uint64, obs Observation, cfg Config, t Target) {
-	now := obs.At
+func (p *judgedPod) advanceWedgeClock(j judgement, t Target) {
+	ps, obs, now, verdict := p.rec, p.obs, p.now, j.verdict
 	// since is where this run's streak begins when it begins now: at this
 	// sample, or at the run's first sample when every sample of the run before
 	// this one failed and the gap is bridged.
 	since := now
 	if ps.Episode == nil || ps.Episode.Kind != verdict {
-		if r := rolledAt(ps, verdict, evidence, prevVerdict, obs, cfg); r != nil {
+		if r := p.rolledAt(j); r != nil {
 			since = *r
+		}
+		baseline := uint64(0)
+		if p.prevCounters != nil {
+			baseline = p.prevCounters.HeartbeatRejected
+		} else if p.Sample != nil {
+			baseline = p.Sample.HeartbeatRejected
 		}
 		ps.Episode = &state.OpenEpisode{Kind: verdict, Since: now, Last: now, BaselineRejected: &baseline}
 		if ps.Counters != nil {
@@ -907,16 +926,16 @@ func advanceWedgeClock(ps *state.Pod, verdict Verdict, evidence Evidence, prevVe
 	} else {
 		e := ps.Episode
 		switch {
-		case prevVerdict == verdict && now.After(e.Last):
+		case p.prevVerdict == verdict && now.After(e.Last):
 			e.For += state.Duration(now.Sub(e.Last))
-		case prevVerdict == VerdictUnknown && e.RunSince != nil && bridged(e, evidence, ps.Counters, inRunStreak(e, obs)) && now.After(e.Last):
+		case p.prevVerdict == VerdictUnknown && e.RunSince != nil && bridged(e, j.evidence, ps.Counters, inRunStreak(e, obs)) && now.After(e.Last):
 			// Only failed samples since the last bad one (a pause clears
 			// RunSince), and the gap is bridged: counted, nothing starts over.
 			e.For += state.Duration(now.Sub(e.Last))
 			if obs.RunStart.After(e.Last) && !obs.RunStart.After(now) {
 				since = obs.RunStart
 			}
-		case prevVerdict == VerdictUnknown:
+		case p.prevVerdict == VerdictUnknown:
 			// Ready may have come back unseen: both confirmations start over.
 			e.StrongSince, e.RunSince = nil, nil
 		}
@@ -926,7 +945,7 @@ func advanceWedgeClock(ps *state.Pod, verdict Verdict, evidence Evidence, prevVe
 	if !inRunStreak(bad, obs) {
 		bad.RunSince, bad.Run = &since, obs.RunStart
 	}
-	if cfg.ConfirmWindow > 0 && now.Sub(*bad.RunSince) >= cfg.ConfirmWindow &&
+	if p.cfg.ConfirmWindow > 0 && now.Sub(*bad.RunSince) >= p.cfg.ConfirmWindow &&
 		(bad.ConfirmedRun == nil || !bad.ConfirmedRun.Equal(bad.Run)) {
 		// First in-run confirmation of this run. It chains with an earlier run's
 		// only across a pause: with no pause in between, the clock ran and the
@@ -939,7 +958,7 @@ func advanceWedgeClock(ps *state.Pod, verdict Verdict, evidence Evidence, prevVe
 		run := bad.Run
 		bad.ConfirmedRun, bad.PausedSinceConfirmed = &run, false
 	}
-	if evidence == EvidenceStrong && ps.Episode.StrongSince == nil {
+	if j.evidence == EvidenceStrong && ps.Episode.StrongSince == nil {
 		at := since // now, or where a roll began (rolledAt)
 		ps.Episode.StrongSince = &at
 	}
@@ -996,10 +1015,7 @@ func summarize(targets []Target, runProblem string) (Verdict, Action, string) {
 		}
 	}
 	if worst == nil {
-		if runProblem == "" {
-			runProblem = "no scheduler pod could be judged"
-		}
-		return VerdictUnknown, ActionNone, runProblem
+		return VerdictUnknown, ActionNone, cmp.Or(runProblem, "no scheduler pod could be judged")
 	}
 	reason := worst.Pod + ": " + worst.Reason
 	if len(worst.Gates) > 0 {

@@ -521,8 +521,8 @@ func TestRestartGates(t *testing.T) {
 		}
 		prev.Restarts = append(prev.Restarts, state.Restart{UID: "uid-a", ClaimedAt: t0.Add(-time.Minute), Outcome: state.RestartClaimed})
 		_, r := wedgedTwice(cfg, prev, plain)
-		if r.Action != ActionRestart || !r.Targets[0].Resume {
-			t.Fatalf("%s resume=%v: %s", r.Action, r.Targets[0].Resume, r.Reason)
+		if r.Action != ActionRestart || !r.Targets[0].TakeOverClaim {
+			t.Fatalf("%s takeOverClaim=%v: %s", r.Action, r.Targets[0].TakeOverClaim, r.Reason)
 		}
 	})
 	t.Run("a fresh claim of another run blocks", func(t *testing.T) {
@@ -538,8 +538,8 @@ func TestRestartGates(t *testing.T) {
 		resumed := t0.Add(5*time.Minute - 10*time.Second)
 		prev.Restarts = append(prev.Restarts, state.Restart{UID: "uid-a", ClaimedAt: t0.Add(-time.Hour), ResumedAt: &resumed, Outcome: state.RestartClaimed})
 		_, r := decideRun(cfg, prev, t0.Add(5*time.Minute), plain)
-		if r.Action != ActionBlocked || r.Targets[0].Resume || !strings.Contains(r.Reason, "taken over") {
-			t.Fatalf("%s resume=%v: %s", r.Action, r.Targets[0].Resume, r.Reason)
+		if r.Action != ActionBlocked || r.Targets[0].TakeOverClaim || !strings.Contains(r.Reason, "taken over") {
+			t.Fatalf("%s takeOverClaim=%v: %s", r.Action, r.Targets[0].TakeOverClaim, r.Reason)
 		}
 	})
 	t.Run("a claim whose pod recovered is abandoned", func(t *testing.T) {

@@ -2,7 +2,6 @@ package decide
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 )
 
@@ -24,11 +23,11 @@ type FiringAlerts struct {
 // alertsGate refuses while a matching alert fires. Alertmanager unreachable lets
 // the restart through (docs/design.md, "Holding restarts while alerts fire"):
 // the wedge is certain, the outage behind the alerts only suspected.
-func alertsGate(c *gateCase) (Gate, bool) {
-	if !c.cfg.HoldOnAlerts {
+func alertsGate(p *judgedPod) (Gate, bool) {
+	if !p.cfg.HoldOnAlerts {
 		return Gate{}, false
 	}
-	a := c.obs.Alerts
+	a := p.obs.Alerts
 	switch {
 	case a == nil:
 		return Gate{Name: GateAlerts, InProgress: true, Detail: "firing alerts not read yet: reading Alertmanager"}, true
@@ -38,12 +37,4 @@ func alertsGate(c *gateCase) (Gate, bool) {
 		return Gate{Name: GateAlerts, Detail: fmt.Sprintf("held while alerts fire: %s (matching %s); a restart cannot help while they do", strings.Join(a.Firing, ", "), a.Matchers)}, true
 	}
 	return Gate{Name: GateAlerts, OK: true, Detail: fmt.Sprintf("no alert matching %s is firing", a.Matchers)}, true
-}
-
-// needAlerts reports a target that reached the alerts gate before Alertmanager
-// was read: the caller reads it and decides again.
-func needAlerts(obs Observation, cfg Config, targets []Target) bool {
-	return cfg.HoldOnAlerts && obs.Alerts == nil && slices.ContainsFunc(targets, func(t Target) bool {
-		return slices.ContainsFunc(t.Gates, func(g Gate) bool { return g.Name == GateAlerts && !g.OK })
-	})
 }

@@ -1,6 +1,7 @@
 package decide
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -24,20 +25,8 @@ const (
 	GateBackoff = "backoff"
 )
 
-// gateCase is what a restart gate reads: one judged pod, whose restart is due,
-// in the state as judging left it. Gates only read it.
-type gateCase struct {
-	pod    Pod
-	obs    Observation
-	state  *state.State
-	cfg    Config
-	now    time.Time
-	judged int // pods judged this run
-	// resume: completing a restart an earlier run claimed and did not finish.
-	resume bool
-}
-
-// restartGate is one gate of the table below. check answers whether the restart
+// restartGate is one gate of the table below. check answers, from the judged pod
+// whose restart is due (in the state as judging left it), whether the restart
 // may go ahead, and false for applies when the gate has nothing to say (the
 // back-off when no restart failed to heal).
 type restartGate struct {
@@ -47,12 +36,22 @@ type restartGate struct {
 	newOnly bool
 	// last gates run only when every other gate agreed: they cost a read.
 	last  bool
-	check func(c *gateCase) (g Gate, applies bool)
+	check func(p *judgedPod) (g Gate, applies bool)
 }
 
 // restartGates are the gates a due restart passes, in order (docs/design.md §2,
-// "Gates"). Each is a pure function of the case: none changes state while it
+// "Gates"). Each is a pure function of the judged pod: none changes state while it
 // answers. Every gate runs, so the report shows each refusal.
+//
+// The order is also that of the reads a restart needs, which the pass takes one
+// decision at a time (askReads; pass.decide in pkg/check takes each once and
+// decides again, three reads in all: a gate needing another read goes there too):
+// the rollout gate refuses until the Deployment is read, and a last gate runs only
+// when every gate before it agreed. So the first decision asks for the Deployment
+// alone, the next (Deployment fine, not paused) for the firing alerts when they
+// hold restarts, the next for the consistent re-read, the last look before the
+// restart; a restart the Deployment holds back costs no Alertmanager read and no
+// consistent re-list. TestReadsFollowTheGateOrder holds this.
 var restartGates = []restartGate{
 	{name: gateOnce, check: always(onceGate)},
 	{name: gateSingle, check: always(singleGate)},
@@ -64,19 +63,32 @@ var restartGates = []restartGate{
 	{name: gateConsistent, last: true, check: always(consistentGate)},
 }
 
-func always(f func(c *gateCase) Gate) func(c *gateCase) (Gate, bool) {
-	return func(c *gateCase) (Gate, bool) { return f(c), true }
+// askReads sets the reads the decision asks its caller for: each that a gate
+// refused a due restart for want of. The caller reads it and decides again.
+func askReads(res *Result, obs Observation) {
+	refused := func(gate string) bool {
+		return slices.ContainsFunc(res.Targets, func(t Target) bool {
+			return slices.ContainsFunc(t.Gates, func(g Gate) bool { return g.Name == gate && !g.OK })
+		})
+	}
+	res.NeedRollout = obs.Rollout == nil && refused(gateRollout)
+	res.NeedAlerts = obs.Alerts == nil && refused(GateAlerts)
+	res.NeedConsistentRead = !obs.Consistent && obs.ConsistentErr == nil && refused(gateConsistent)
+}
+
+func always(f func(p *judgedPod) Gate) func(p *judgedPod) (Gate, bool) {
+	return func(p *judgedPod) (Gate, bool) { return f(p), true }
 }
 
 // restartDue adds the gates that say whether a restart is due at all (startup
 // grace, wedged-for, restart-on-degraded) for a wedged or degraded pod whose
 // episode judging has brought up to date, and reports whether it is: then the
 // restart gates judge it (runGates).
-func restartDue(t *Target, c *gateCase, e *state.OpenEpisode) bool {
-	cfg := c.cfg
+func (p *judgedPod) restartDue(t *Target) bool {
+	cfg, e := p.cfg, p.rec.Episode
 	t.Gates = append(t.Gates, Gate{Name: gateStartup, OK: true,
 		Detail: fmt.Sprintf("started %s ago ≥ %s", ShortDuration(t.Age), ShortDuration(cfg.StartupGrace))})
-	due := dueGate(e, c.now, cfg)
+	due := dueGate(e, p.now, cfg)
 	t.Gates = append(t.Gates, due.Gate)
 	t.Confirming, t.SampleFor = due.confirming, due.sampleFor
 	if !due.OK {
@@ -93,27 +105,27 @@ func restartDue(t *Target, c *gateCase, e *state.OpenEpisode) bool {
 
 // runGates runs the restart gates of the table over a due restart and sets the
 // target's action: restart when all agree, blocked otherwise.
-func runGates(t *Target, c *gateCase) {
+func (p *judgedPod) runGates(t *Target) {
 	blocked := false
 	for _, rg := range restartGates {
-		if (rg.newOnly && c.resume) || (rg.last && blocked) {
+		if (rg.newOnly && p.takeOver) || (rg.last && blocked) {
 			continue
 		}
-		g, applies := rg.check(c)
+		g, applies := rg.check(p)
 		if !applies {
 			continue
 		}
 		t.Gates = append(t.Gates, g)
 		blocked = blocked || !g.OK
 		if g.Name == GateBackoff && !g.OK && t.Ineffective == "" {
-			t.Ineffective = c.state.Backoff.Reason
+			t.Ineffective = p.state.Backoff.Reason
 		}
 	}
-	t.Resume = c.resume
+	t.TakeOverClaim = p.takeOver
 	if blocked {
 		t.Action = ActionBlocked
 		markInProgress(t)
-		if t.refusedOnlyBy(func(g Gate) bool { return readFailed(g, c) }) {
+		if t.refusedOnlyBy(func(g Gate) bool { return readFailed(g, p) }) {
 			// A read the restart needs failed: a failed sample, not a verdict on
 			// the restart. Worth sampling on to read again;
 			// the pass does while a restart still fits before its deadline, and
@@ -128,12 +140,12 @@ func runGates(t *Target, c *gateCase) {
 
 // readFailed reports a gate's refusal because a read the restart needs failed:
 // the Deployment, or the consistent re-read of the pods and EndpointSlices.
-func readFailed(g Gate, c *gateCase) bool {
+func readFailed(g Gate, p *judgedPod) bool {
 	switch g.Name {
 	case gateRollout:
-		return c.obs.Rollout != nil && c.obs.Rollout.Err != nil
+		return p.obs.Rollout != nil && p.obs.Rollout.Err != nil
 	case gateConsistent:
-		return c.obs.ConsistentErr != nil
+		return p.obs.ConsistentErr != nil
 	}
 	return false
 }
@@ -153,9 +165,9 @@ func markInProgress(t *Target) {
 	}
 }
 
-// dueness is the wedged-for gate's answer: the gate, and when it refuses, whether
-// strong evidence is being confirmed and how much longer sampling on is worth it.
-type dueness struct {
+// wedgedForGate is the wedged-for gate's answer (dueGate): the gate, and when it refuses,
+// whether strong evidence is being confirmed and how much longer sampling on is worth it.
+type wedgedForGate struct {
 	Gate
 	confirming bool
 	sampleFor  *time.Duration
@@ -167,7 +179,7 @@ type dueness struct {
 // samples. Two separate flaps five minutes apart are then two short episodes,
 // never a restart. Two runs confirmed in-run with only unknown runs between them
 // are due too (a wedge seen only every other run).
-func dueGate(e *state.OpenEpisode, now time.Time, cfg Config) dueness {
+func dueGate(e *state.OpenEpisode, now time.Time, cfg Config) wedgedForGate {
 	inRun := time.Duration(0)
 	if e.RunSince != nil {
 		inRun = now.Sub(*e.RunSince)
@@ -186,10 +198,14 @@ func dueGate(e *state.OpenEpisode, now time.Time, cfg Config) dueness {
 	// The confirm-window path is for wedges only: a degraded scheduler still serves
 	// some nodes, and is restarted (with --restart-on-degraded) after --wedged-for.
 	fastPath := cfg.ConfirmWindow > 0 && e.StrongSince != nil && e.Kind == VerdictWedged
-	ok := func(detail string) dueness {
-		return dueness{Gate: Gate{Name: gateDuration, OK: true, Detail: detail}}
+	ok := func(detail string) wedgedForGate {
+		return wedgedForGate{Gate: Gate{Name: gateDuration, OK: true, Detail: detail}}
 	}
-	inRunDetail := fmt.Sprintf("ready %s throughout %s of this run's samples", readyWord(e), ShortDuration(inRun))
+	ready := "0"
+	if e.Kind == VerdictDegraded {
+		ready = "below the serving nodes"
+	}
+	inRunDetail := fmt.Sprintf("ready %s throughout %s of this run's samples", ready, ShortDuration(inRun))
 	switch {
 	case e.For.D() >= cfg.WedgedFor && confirmedInRun:
 		return ok(fmt.Sprintf("%s %s ≥ %s, %s", e.Kind, ShortDuration(e.For.D()), ShortDuration(cfg.WedgedFor), inRunDetail))
@@ -199,7 +215,7 @@ func dueGate(e *state.OpenEpisode, now time.Time, cfg Config) dueness {
 		return ok(fmt.Sprintf("confirmed in %d runs separated only by runs that could not see the scheduler; %s", e.ConfirmedRuns, inRunDetail))
 	}
 
-	d := dueness{Gate: Gate{Name: gateDuration}}
+	d := wedgedForGate{Gate: Gate{Name: gateDuration}}
 	d.Detail = fmt.Sprintf("%s %s < %s", e.Kind, ShortDuration(e.For.D()), ShortDuration(cfg.WedgedFor))
 	if e.For.D() >= cfg.WedgedFor {
 		d.Detail = fmt.Sprintf("%s %s ≥ %s, confirming in this run: %s < confirm window %s", e.Kind, ShortDuration(e.For.D()), ShortDuration(cfg.WedgedFor), inRunDetail, ShortDuration(cfg.ConfirmWindow))
@@ -225,13 +241,6 @@ func dueGate(e *state.OpenEpisode, now time.Time, cfg Config) dueness {
 	return d
 }
 
-func readyWord(e *state.OpenEpisode) string {
-	if e.Kind == VerdictDegraded {
-		return "below the serving nodes"
-	}
-	return "0"
-}
-
 // unfinishedClaim reports a restart claimed by an earlier run that did not finish
 // it and is no longer acting: a claim, or its take-over, older than ClaimTimeout.
 // The run that judges it due completes that restart instead of making a new one.
@@ -245,12 +254,12 @@ func unfinishedClaim(r *state.Restart, now time.Time, cfg Config) bool {
 // way in another run, is reported as in progress: not a blocked restart, so nobody
 // is paged, until the replacement had its startup grace (and a confirm window) to
 // take over and the old pod is still here and bad.
-func onceGate(c *gateCase) Gate {
-	now, cfg := c.now, c.cfg
-	r := RestartOf(c.state, c.pod.UID, now)
+func onceGate(p *judgedPod) Gate {
+	now, cfg := p.now, p.cfg
+	r := RestartOf(p.state, p.UID, now)
 	if r == nil {
 		detail := "no restart yet for this pod"
-		if ahead := c.state.RestartFor(c.pod.UID); ahead != nil {
+		if ahead := p.state.RestartFor(p.UID); ahead != nil {
 			detail = fmt.Sprintf("no restart yet for this pod that counts (a record dated %s, in the future, is ignored)", latestDate(*ahead).UTC().Format(time.RFC3339))
 		}
 		return Gate{Name: gateOnce, OK: true, Detail: detail}
@@ -279,9 +288,9 @@ func onceGate(c *gateCase) Gate {
 	}
 }
 
-func singleGate(c *gateCase) Gate {
-	if c.judged > 1 {
-		return Gate{Name: gateSingle, Detail: fmt.Sprintf("%d scheduler pods are judged and no --leader-lease is set: cannot tell which is the leader", c.judged)}
+func singleGate(p *judgedPod) Gate {
+	if p.judged > 1 {
+		return Gate{Name: gateSingle, Detail: fmt.Sprintf("%d scheduler pods are judged and no --leader-lease is set: cannot tell which is the leader", p.judged)}
 	}
 	return Gate{Name: gateSingle, OK: true, Detail: "one scheduler pod judged"}
 }
@@ -289,19 +298,19 @@ func singleGate(c *gateCase) Gate {
 // consistentGate lets a restart through only on lists read with a consistent read.
 // While none was attempted the refusal is a step of the pass, not a blocked
 // restart: the caller reads again and decides again.
-func consistentGate(c *gateCase) Gate {
+func consistentGate(p *judgedPod) Gate {
 	switch {
-	case c.obs.Consistent:
+	case p.obs.Consistent:
 		return Gate{Name: gateConsistent, OK: true, Detail: "pods and EndpointSlices re-read with a consistent read"}
-	case c.obs.ConsistentErr != nil:
-		return Gate{Name: gateConsistent, Detail: fmt.Sprintf("cannot re-read the pods and EndpointSlices with a consistent read: %v", c.obs.ConsistentErr)}
+	case p.obs.ConsistentErr != nil:
+		return Gate{Name: gateConsistent, Detail: fmt.Sprintf("cannot re-read the pods and EndpointSlices with a consistent read: %v", p.obs.ConsistentErr)}
 	default:
 		return Gate{Name: gateConsistent, InProgress: true, Detail: "pods and EndpointSlices were read from the API server's watch cache: re-reading them with a consistent read"}
 	}
 }
 
-func rolloutGate(c *gateCase) Gate {
-	p, r, cfg := c.pod, c.obs.Rollout, c.cfg
+func rolloutGate(p *judgedPod) Gate {
+	r, cfg := p.obs.Rollout, p.cfg
 	g := Gate{Name: gateRollout}
 	switch {
 	case r == nil:
@@ -316,14 +325,14 @@ func rolloutGate(c *gateCase) Gate {
 		g.Detail = fmt.Sprintf("Deployment %s is paused", r.Name)
 	case r.InProgress:
 		g.Detail = fmt.Sprintf("Deployment %s is mid-rollout: %s", r.Name, r.Detail)
-	case cfg.RestartMethod == MethodRollout && !OwnedByName(p, r.Name):
+	case cfg.RestartMethod == MethodRollout && !OwnedByName(p.Pod, r.Name):
 		// Rolling the Deployment would not replace this pod: the wedge would stay
 		// and count as restarted.
-		g.Detail = fmt.Sprintf("pod %s is not run by Deployment %s (controller: %s %q); the rollout method would restart the wrong pods", p.Name, r.Name, orNone(p.ControllerKind), p.ControllerName)
-	case cfg.RestartMethod == MethodRollout && !chainVerified(p, r):
+		g.Detail = fmt.Sprintf("pod %s is not run by Deployment %s (controller: %s %q); the rollout method would restart the wrong pods", p.Name, r.Name, cmp.Or(p.ControllerKind, "none"), p.ControllerName)
+	case cfg.RestartMethod == MethodRollout && !r.Owners[p.UID].verifies(p.Pod):
 		// The names match, but names can be forged: only the chain read by UID says
 		// that rolling this Deployment replaces this pod.
-		g.Detail = ownerChainDetail(p, r)
+		g.Detail = ownerChainDetail(p.Pod, r)
 	default:
 		g.OK, g.Detail = true, fmt.Sprintf("Deployment %s is not rolling out", r.Name)
 	}
@@ -334,28 +343,18 @@ func rolloutGate(c *gateCase) Gate {
 // beyond ClockSkewTolerance ahead of now is not counted until its date comes
 // (datedAhead; Decide warns about it): counted from the start, an edit dated a
 // year ahead would turn healing off for a year.
-func budgetGate(c *gateCase) Gate {
-	s, cfg := c.state, c.cfg
-	from, to := c.now.Add(-cfg.RestartWindow), c.now.Add(ClockSkewTolerance)
+func budgetGate(p *judgedPod) Gate {
+	s, cfg := p.state, p.cfg
+	from, to := p.now.Add(-cfg.RestartWindow), p.now.Add(ClockSkewTolerance)
 	used := s.RestartsBetween(from, to)
 	ignored := ""
-	if n := countFunc(futureRestarts(s, c.now), func(r state.Restart) bool { return r.ClaimedAt.After(to) }); n > 0 {
+	if n := len(slices.DeleteFunc(futureRestarts(s, p.now), func(r state.Restart) bool { return !r.ClaimedAt.After(to) })); n > 0 {
 		ignored = fmt.Sprintf(" (%d dated in the future not counted)", n)
 	}
 	if used >= cfg.MaxRestarts {
 		return Gate{Name: gateBudget, Detail: fmt.Sprintf("budget %d/%d used in the last %s%s; next slot %s", used, cfg.MaxRestarts, ShortDuration(cfg.RestartWindow), ignored, nextSlot(s, from, to, cfg))}
 	}
 	return Gate{Name: gateBudget, OK: true, Detail: fmt.Sprintf("budget %d/%d used in the last %s%s", used, cfg.MaxRestarts, ShortDuration(cfg.RestartWindow), ignored)}
-}
-
-func countFunc[T any](s []T, f func(T) bool) int {
-	n := 0
-	for _, v := range s {
-		if f(v) {
-			n++
-		}
-	}
-	return n
 }
 
 // latestDate is the latest time a restart record names: its claim, its
@@ -424,27 +423,22 @@ func datedAheadWarnings(s *state.State, now time.Time, cfg Config) []string {
 	if len(future) == 0 {
 		return out
 	}
-	latest := latestDate(future[0])
-	for _, r := range future[1:] {
-		if at := latestDate(r); at.After(latest) {
-			latest = at
-		}
-	}
+	latest := latestDate(slices.MaxFunc(future, func(a, b state.Restart) int { return latestDate(a).Compare(latestDate(b)) }))
 	return append(out, fmt.Sprintf("%d restart record(s) in the state are dated in the future, up to %s (%s ahead of this watchdog's clock, tolerance %s): until their date comes they are not counted in the restart budget, nor as a restart done or in progress for their pod. A run on a node whose clock ran ahead wrote them, or someone edited the state ConfigMap",
 		len(future), latest.UTC().Format(time.RFC3339), ShortDuration(latest.Sub(now)), ShortDuration(ClockSkewTolerance)))
 }
 
 // backoffGate holds a restart back while restarts are not healing (state.Backoff,
 // which noteIneffective keeps): no restart before its NotBefore.
-func backoffGate(c *gateCase) (Gate, bool) {
-	b := c.state.Backoff
-	if c.cfg.IneffectiveWithin <= 0 || b == nil || b.Ineffective == 0 {
+func backoffGate(p *judgedPod) (Gate, bool) {
+	b := p.state.Backoff
+	if p.cfg.IneffectiveWithin <= 0 || b == nil || b.Ineffective == 0 {
 		return Gate{}, false
 	}
-	if backoffAhead(b, c.now, c.cfg) {
+	if backoffAhead(b, p.now, p.cfg) {
 		return Gate{Name: GateBackoff, OK: true, Detail: fmt.Sprintf("%d restart(s) in a row did not heal, but the back-off's end %s is further ahead than --restart-backoff-max allows: ignored", b.Ineffective, b.NotBefore.UTC().Format(time.RFC3339))}, true
 	}
-	if c.now.Before(b.NotBefore) {
+	if p.now.Before(b.NotBefore) {
 		return Gate{Name: GateBackoff, Detail: fmt.Sprintf("%d restart(s) in a row did not heal; backing off: next restart not before %s", b.Ineffective, b.NotBefore.UTC().Format(time.RFC3339))}, true
 	}
 	return Gate{Name: GateBackoff, OK: true, Detail: fmt.Sprintf("%d restart(s) in a row did not heal; the back-off ended at %s", b.Ineffective, b.NotBefore.UTC().Format(time.RFC3339))}, true
@@ -458,13 +452,6 @@ func OwnedByName(p Pod, deployment string) bool {
 	return p.ControllerKind == "ReplicaSet" && i > 0 && p.ControllerName[:i] == deployment
 }
 
-// chainVerified reports whether the pod's owner chain was checked by UID, for the
-// controller reference the pod has now.
-func chainVerified(p Pod, r *Rollout) bool {
-	c := r.Owners[p.UID]
-	return c.Verified && c.ReplicaSetUID == p.ControllerUID
-}
-
 // ownerChainDetail says which link of a pod's controller chain failed.
 func ownerChainDetail(p Pod, r *Rollout) string {
 	c, ok := r.Owners[p.UID]
@@ -475,13 +462,6 @@ func ownerChainDetail(p Pod, r *Rollout) string {
 		return fmt.Sprintf("owner chain not verified: pod %s now names ReplicaSet uid %q, the chain was checked for uid %q", p.Name, p.ControllerUID, c.ReplicaSetUID)
 	}
 	return "owner chain not verified: " + c.Detail
-}
-
-func orNone(s string) string {
-	if s == "" {
-		return "none"
-	}
-	return s
 }
 
 // nextSlot is when the oldest restart inside the window leaves it.

@@ -4,13 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/agentenv/watchdog/pkg/state"
 )
 
-// The restart gates are pure: each answers from the case it is given and writes
+// The restart gates are pure: each answers from the judged pod it is given and writes
 // nothing, neither the state nor the episode:
 // recording what a restart did (ineffective, healed) is a step of judging a pod,
 // never a side effect of asking whether a restart may go ahead. Every gate of the
@@ -84,7 +85,7 @@ func TestGatesDoNotWriteState(t *testing.T) {
 				setObs(&o)
 				before := s.Clone()
 				for _, resume := range []bool{false, true} {
-					c := &gateCase{pod: o.Pods[0], obs: o, state: s, cfg: cfg, now: now, judged: 1, resume: resume}
+					c := &judgedPod{Pod: o.Pods[0], obs: o, state: s, cfg: cfg, now: now, judged: 1, rec: s.Pods["uid-a"], takeOver: resume}
 					for _, g := range restartGates {
 						g.check(c)
 						if !reflect.DeepEqual(s, before) {
@@ -92,13 +93,74 @@ func TestGatesDoNotWriteState(t *testing.T) {
 						}
 					}
 					var tg Target
-					runGates(&tg, c)
-					restartDue(&Target{}, c, e)
+					c.runGates(&tg)
+					c.restartDue(&Target{})
 					if !reflect.DeepEqual(s, before) {
 						t.Fatalf("state %q, observation %q, %s episode: the wedged-for gate or runGates wrote the state", sname, oname, ep.kind)
 					}
 				}
 			}
+		}
+	}
+}
+
+// A due restart's reads are asked for one decision at a time, in the order of the
+// gate table: the Deployment, then the firing alerts, then the consistent re-read.
+// A restart the Deployment holds back asks for no other read. pass.decide in
+// pkg/check takes one read per decision and relies on this order.
+func TestReadsFollowTheGateOrder(t *testing.T) {
+	cfg := testConfig()
+	cfg.HoldOnAlerts = true
+	unread := func(at time.Time) Observation {
+		o := wedgedAt(at)
+		o.Rollout, o.Consistent = nil, false
+		return o
+	}
+	s, _ := Decide(unread(t0), state.New(), cfg)
+	start := t0.Add(5 * time.Minute)
+	for d := time.Duration(0); d < cfg.ConfirmWindow; d += 15 * time.Second {
+		s, _ = Decide(inRun(start, unread(start.Add(d))), s, cfg)
+	}
+	due := inRun(start, unread(start.Add(cfg.ConfirmWindow)))
+	read := map[string]func(o *Observation){
+		"Deployment":         func(o *Observation) { o.Rollout = &Rollout{Name: "agentenv-scheduler", Found: true} },
+		"firing alerts":      func(o *Observation) { o.Alerts = &FiringAlerts{Matchers: `alertname="EtcdNoLeader"`} },
+		"consistent re-read": func(o *Observation) { o.Consistent = true },
+	}
+	o := due
+	var asked []string
+	for range 4 {
+		_, r := Decide(o, s, cfg)
+		var need []string
+		for name, asks := range map[string]bool{"Deployment": r.NeedRollout, "firing alerts": r.NeedAlerts, "consistent re-read": r.NeedConsistentRead} {
+			if asks {
+				need = append(need, name)
+			}
+		}
+		if len(need) == 0 {
+			if r.Action != ActionRestart {
+				t.Fatalf("after reading %v: %s, want restart: %s", asked, r.Action, r.Reason)
+			}
+			break
+		}
+		if len(need) > 1 || slices.Contains(asked, need[0]) {
+			t.Fatalf("after reading %v the decision asks for %v: want one read at a time, each once", asked, need)
+		}
+		asked = append(asked, need[0])
+		read[need[0]](&o)
+	}
+	if want := []string{"Deployment", "firing alerts", "consistent re-read"}; !slices.Equal(asked, want) {
+		t.Errorf("reads asked for %v, want %v", asked, want)
+	}
+
+	for name, d := range map[string]*Rollout{
+		"mid-rollout": {Name: "agentenv-scheduler", Found: true, InProgress: true, Detail: "1 of 2 updated"},
+		"paused":      {Name: "agentenv-scheduler", Found: true, Annotations: pauseAnn(due.At.Add(time.Hour), "maintenance")},
+	} {
+		o := due
+		o.Rollout = d
+		if _, r := Decide(o, s, cfg); r.Action != ActionBlocked || r.NeedAlerts || r.NeedConsistentRead {
+			t.Errorf("Deployment %s: %s, alerts asked %t, consistent re-read asked %t: want blocked, nothing more read", name, r.Action, r.NeedAlerts, r.NeedConsistentRead)
 		}
 	}
 }

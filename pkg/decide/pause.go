@@ -99,15 +99,15 @@ func runPause(obs Observation) (*Pause, string) {
 // restart, is paused. A restart held this way is blocked and pages: someone
 // paused healing, and whoever is paged must know the scheduler is wedged anyway.
 // An ignored pause shows as a passed gate that says why.
-func pauseGate(c *gateCase) (Gate, bool) {
-	r := c.obs.Rollout
+func pauseGate(p *judgedPod) (Gate, bool) {
+	r := p.obs.Rollout
 	if r == nil || !r.Found || r.Err != nil {
 		return Gate{}, false // the rollout gate refuses, or there is no Deployment to annotate
 	}
-	p, ignored := ReadPause(r.Name, r.Annotations, c.now)
+	active, ignored := ReadPause(r.Name, r.Annotations, p.now)
 	switch {
-	case p != nil:
-		return Gate{Name: GatePaused, Detail: "paused: would restart; " + p.String()}, true
+	case active != nil:
+		return Gate{Name: GatePaused, Detail: "paused: would restart; " + active.String()}, true
 	case ignored != "":
 		return Gate{Name: GatePaused, OK: true, Detail: ignored}, true
 	}

@@ -90,7 +90,7 @@ func TestOlderObservationNeverRewindsANewerRecord(t *testing.T) {
 	base, _ := Decide(observe(t0, 3, schedPod("sched-a", "uid-a", sample(0, 80))), state.New(), cfg)
 	newer, _ := Decide(observe(t0.Add(5*time.Minute+10*time.Second), 3, schedPod("sched-a", "uid-a", sample(0, 120)), schedPod("sched-new", "uid-new", sample(0, 0))), base, cfg)
 	before, _ := state.Encode(newer.Clone(), t0)
-	merging := func(o Observation) Observation { o.Merge = true; return o }
+	merging := func(o Observation) Observation { o.KeepNewerRecords = true; return o }
 
 	merged, r := Decide(merging(observe(t0.Add(5*time.Minute), 3, schedPod("sched-a", "uid-a", sample(0, 100)))), newer, cfg)
 	for _, e := range merged.Episodes {

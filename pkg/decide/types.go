@@ -139,9 +139,9 @@ type Observation struct {
 	// ConsistentErr is why it could not be had.
 	Consistent    bool
 	ConsistentErr error
-	// Merge: this observation is being merged into another run's newer state (this
-	// run's write lost a race): what that run observed later is not rewound.
-	Merge bool
+	// KeepNewerRecords: this observation is merged into another run's newer state (this
+	// run's write lost a race): what that run observed later stands, never rewound.
+	KeepNewerRecords bool
 	// Annotated is the scheduler Deployment's annotations as this observation
 	// read them (the pause), nil when not read.
 	Annotated *Annotated
@@ -241,11 +241,9 @@ type Ownership struct {
 	Chains     map[string]OwnerChain
 }
 
-// Owns reports whether the pod's chain was verified by UID, for the controller
-// reference the pod has now.
+// Owns reports whether the pod's chain was verified by UID (OwnerChain.verifies).
 func (o *Ownership) Owns(p Pod) bool {
-	c, ok := o.Chains[p.UID]
-	return ok && c.Verified && c.ReplicaSetUID == p.ControllerUID
+	return o.Chains[p.UID].verifies(p)
 }
 
 // OwnerChain is the verdict on one pod's controller chain. Detail names the link
@@ -257,6 +255,12 @@ type OwnerChain struct {
 	// checked: the verdict holds only for a pod that still names it (the pods may
 	// be listed again, consistently, after the Deployment was read).
 	ReplicaSetUID string
+}
+
+// verifies reports a chain verified by UID for the controller reference the pod
+// has now.
+func (c OwnerChain) verifies(p Pod) bool {
+	return c.Verified && c.ReplicaSetUID == p.ControllerUID
 }
 
 // Gate is one restart gate's verdict, shown in dry runs and reports.
@@ -288,10 +292,10 @@ type Target struct {
 	Gates    []Gate         `json:"gates,omitempty"`
 	// Confirming: strong evidence, not yet confirmed; observe again soon.
 	Confirming bool `json:"confirming,omitempty"`
-	// NoBaseline: no earlier counter value of this process to compare with.
-	NoBaseline bool `json:"-"`
-	// Resume: a restart was claimed by an earlier run that did not finish it.
-	Resume bool `json:"-"`
+	// NoEarlierCounters: no earlier counter value of this process to weigh the evidence by.
+	NoEarlierCounters bool `json:"-"`
+	// TakeOverClaim: the restart is one an earlier run claimed and did not finish.
+	TakeOverClaim bool `json:"-"`
 	// ScrapeError is why the pod's metrics could not be read, if they could not.
 	ScrapeError string `json:"scrapeError,omitempty"`
 	// ScrapeKind classifies ScrapeError (timeout, http-status, ...).
