@@ -1,0 +1,277 @@
+//go:build release
+
+package release
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/agentenv/watchdog/internal/testenv"
+)
+
+// TestMakePushToYourOwnRegistry is the README's own-registry install, as a user
+// runs it: a private OCI registry on loopback (`release registry`, the one the
+// real node pulls from) that refuses anyone without the password; `make push
+// REGISTRY=... INSECURE=1` with the credentials in a Docker config, once as
+// `docker login` writes them and once from a credential helper; then the helm
+// install line it printed, run as printed after `helm registry login`, onto a real
+// API server. The image index (both platforms), its SBOM and the chart must be in
+// the registry at the printed digests, and the installed CronJob and helm test
+// hook must run the pushed index.
+func TestMakePushToYourOwnRegistry(t *testing.T) {
+	work := t.TempDir()
+	const user, pass = "platform-ci", "pw-7d41c0e9"
+	host := startPrivateRegistry(t, filepath.Join(work, "registry"), user+":"+pass)
+	repo, err := name.NewRepository(host+"/platform/scheduler-watchdog", name.Insecure)
+	must(t, err)
+	chartPath, chart := packagedChart(t)
+	const chartName = "agentenv-scheduler-watchdog"
+	chartRef, err := name.NewTag(host+"/platform/charts/"+chartName+":"+chart.Version, name.Insecure)
+	must(t, err)
+	local := imageIndex(t)
+	digest, err := local.Digest()
+	must(t, err)
+
+	// Without credentials the registry takes nothing.
+	if err := remote.WriteIndex(repo.Tag("anonymous"), local); !unauthorized(err) {
+		t.Fatalf("an anonymous push: %v, want 401 Unauthorized", err)
+	}
+
+	// Only the directories this test writes hold credentials.
+	helmEnv := []string{"HELM_CONFIG_HOME=" + filepath.Join(work, "helm", "config"), "HELM_CACHE_HOME=" + filepath.Join(work, "helm", "cache"),
+		"HELM_DATA_HOME=" + filepath.Join(work, "helm", "data"), "HELM_REGISTRY_CONFIG=" + filepath.Join(work, "helm", "config", "registry.json")}
+	helper := filepath.Join(work, "helper")
+	must(t, os.MkdirAll(helper, 0o755))
+	must(t, os.WriteFile(filepath.Join(helper, "docker-credential-watchdog-test"), []byte(`#!/bin/sh
+# A Docker credential helper (get only) that knows the test registry.
+[ "$1" = get ] || exit 1
+read -r server
+case "$server" in *`+host+`*) printf '{"ServerURL":"%s","Username":"`+user+`","Secret":"`+pass+`"}\n' "$server"; exit 0;; esac
+echo "credentials not found in native keychain"; exit 1
+`), 0o755))
+	configs := map[string]string{
+		"docker login":      `{"auths":{"` + host + `":{"auth":"` + base64.StdEncoding.EncodeToString([]byte(user+":"+pass)) + `"}}}`,
+		"credential helper": `{"credHelpers":{"` + host + `":"watchdog-test"}}`,
+	}
+	var printed string
+	for _, how := range []string{"docker login", "credential helper"} {
+		docker := filepath.Join(work, strings.ReplaceAll(how, " ", "-"))
+		must(t, os.MkdirAll(docker, 0o700))
+		must(t, os.WriteFile(filepath.Join(docker, "config.json"), []byte(configs[how]), 0o600))
+		out := makePush(t, host+"/platform", append(helmEnv, "DOCKER_CONFIG="+docker, "PATH="+helper+":"+os.Getenv("PATH")))
+		t.Logf("make push, credentials by %s:\n%s", how, out)
+		if strings.Contains(out, pass) || strings.Contains(out, base64.StdEncoding.EncodeToString([]byte(user+":"+pass))) {
+			t.Errorf("make push (%s) printed the password", how)
+		}
+		_, report, ok := strings.Cut(out, "\nimage:  ")
+		if !ok {
+			t.Fatalf("make push (%s) printed no digests", how)
+		}
+		if printed != "" && report != printed {
+			t.Errorf("pushed again (%s), make push printed\n%s\nthe first push printed\n%s", how, report, printed)
+		}
+		printed = report
+	}
+
+	// The printed digests, each what the registry holds.
+	auth := remote.WithAuth(&authn.Basic{Username: user, Password: pass})
+	field := func(re string) string {
+		t.Helper()
+		m := regexp.MustCompile(re).FindStringSubmatch(printed)
+		if m == nil {
+			t.Fatalf("make push printed no line matching %s:\n%s", re, printed)
+		}
+		return m[1]
+	}
+	const sha = `(sha256:[0-9a-f]{64})`
+	tag := field(`^` + regexp.QuoteMeta(repo.String()) + `:(\S+)\n`)
+	if got := field(`(?m)^ +` + regexp.QuoteMeta(repo.String()) + `@` + sha + `$`); got != digest.String() {
+		t.Fatalf("make push printed the image %s, dist/image holds the index %s", got, digest)
+	}
+	desc, err := remote.Get(repo.Tag(tag), auth)
+	must(t, err)
+	if desc.Digest != digest || !desc.MediaType.IsIndex() {
+		t.Fatalf("the registry serves %s (%s) under the printed tag %s, want the index %s", desc.Digest, desc.MediaType, tag, digest)
+	}
+	served, err := desc.ImageIndex()
+	must(t, err)
+	im, err := served.IndexManifest()
+	must(t, err)
+	var platforms []string
+	for _, d := range im.Manifests {
+		if d.Platform == nil {
+			t.Fatalf("index entry %s has no platform", d.Digest)
+		}
+		if _, err := remote.Head(repo.Digest(d.Digest.String()), auth); err != nil {
+			t.Errorf("the %s image %s is not in the registry: %v", d.Platform, d.Digest, err)
+		}
+		platforms = append(platforms, d.Platform.String())
+	}
+	if strings.Join(platforms, " ") != "linux/amd64 linux/arm64" {
+		t.Errorf("the pushed index holds %v, want linux/amd64 and linux/arm64", platforms)
+	}
+
+	sbomDigest := field(`(?m)^sbom: +` + regexp.QuoteMeta(repo.String()) + `@` + sha + ` `)
+	refs, err := remote.Referrers(repo.Digest(digest.String()), auth)
+	must(t, err)
+	rm, err := refs.IndexManifest()
+	must(t, err)
+	if len(rm.Manifests) != 1 || rm.Manifests[0].Digest.String() != sbomDigest {
+		t.Fatalf("referrers of the image: %+v, want the one SBOM artifact make push printed, %s", rm.Manifests, sbomDigest)
+	}
+	sbom, err := remote.Image(repo.Digest(sbomDigest), auth)
+	must(t, err)
+	sm, err := sbom.Manifest()
+	must(t, err)
+	if sm.ArtifactType != "application/vnd.cyclonedx+json" || sm.Subject == nil || sm.Subject.Digest != digest {
+		t.Errorf("the SBOM artifact: artifactType %q, subject %+v; want CycloneDX JSON about %s", sm.ArtifactType, sm.Subject, digest)
+	}
+	files, err := filepath.Glob(filepath.Join(dist, "sbom", "*.cdx.json"))
+	must(t, err)
+	if len(sm.Layers) != len(files) || len(files) != 2 {
+		t.Fatalf("the SBOM artifact has %d layers, dist/sbom %d SBOMs; want one per platform", len(sm.Layers), len(files))
+	}
+	for i, f := range files {
+		if got, want := sm.Layers[i].Digest.Hex, fileSHA256(t, f); got != want || sm.Layers[i].Annotations["org.opencontainers.image.title"] != filepath.Base(f) {
+			t.Errorf("SBOM layer %d is %s %v, want %s (sha256:%s)", i, got, sm.Layers[i].Annotations, filepath.Base(f), want)
+		}
+	}
+
+	chartDigest := field(`(?m)^chart: +oci://` + regexp.QuoteMeta(chartRef.String()) + `\n +` + sha + `$`)
+	cd, err := remote.Get(chartRef, auth)
+	must(t, err)
+	if cd.Digest.String() != chartDigest {
+		t.Errorf("the registry serves the chart %s, make push printed %s", cd.Digest, chartDigest)
+	}
+	cm, err := remote.Image(chartRef, auth)
+	must(t, err)
+	if m, err := cm.Manifest(); err != nil || len(m.Layers) != 1 || m.Layers[0].Digest.Hex != fileSHA256(t, chartPath) {
+		t.Errorf("the chart artifact's layers: %+v, %v; want the one package %s", m, err, chartPath)
+	}
+
+	// Nobody without the password pulls either.
+	if _, err := remote.Get(repo.Digest(digest.String())); !unauthorized(err) {
+		t.Errorf("an anonymous pull of the image: %v, want 401 Unauthorized", err)
+	}
+	if _, err := remote.Head(chartRef); !unauthorized(err) {
+		t.Errorf("an anonymous pull of the chart: %v, want 401 Unauthorized", err)
+	}
+
+	// The install line, exactly; run as printed with helm's own registry login
+	// (no Docker config) onto a fresh API server.
+	install := field(`(?m)^  (helm install .*)$`)
+	want := "helm install watchdog oci://" + host + "/platform/charts/" + chartName + " --version " + chart.Version + " --plain-http -n agentenv-system --create-namespace" +
+		" --set image.repository=" + repo.String() + " --set image.digest=" + digest.String()
+	if install != want {
+		t.Fatalf("make push printed\n  %s\nwant\n  %s", install, want)
+	}
+	env, err := testenv.Start()
+	must(t, err)
+	t.Cleanup(func() { _ = env.Stop() })
+	helmEnv = append(helmEnv, "DOCKER_CONFIG="+filepath.Join(work, "no-docker-config"), "KUBECONFIG="+env.Kubeconfig)
+	helmIn(t, helmEnv, strings.NewReader(pass), "registry", "login", host, "--username", user, "--password-stdin", "--plain-http")
+	helmIn(t, helmEnv, nil, strings.Fields(install)[1:]...)
+
+	ctx, cancel := testenv.Ctx()
+	defer cancel()
+	pinned := repo.String() + "@" + digest.String()
+	jobs, err := env.Client.BatchV1().CronJobs("agentenv-system").List(ctx, metav1.ListOptions{})
+	must(t, err)
+	if len(jobs.Items) != 1 {
+		t.Fatalf("%d CronJobs installed, want 1", len(jobs.Items))
+	}
+	for _, c := range jobs.Items[0].Spec.JobTemplate.Spec.Template.Spec.Containers {
+		if c.Image != pinned {
+			t.Errorf("CronJob container %s runs %q, want the pushed index %q", c.Name, c.Image, pinned)
+		}
+	}
+	if hooks := helmIn(t, helmEnv, nil, "get", "hooks", "watchdog", "-n", "agentenv-system"); !strings.Contains(hooks, `image: "`+pinned+`"`) {
+		t.Errorf("the helm test hook does not run %s:\n%s", pinned, hooks)
+	}
+	if status := helmIn(t, helmEnv, nil, "status", "watchdog", "-n", "agentenv-system"); !strings.Contains(status, "STATUS: deployed") {
+		t.Errorf("helm status:\n%s", status)
+	}
+}
+
+// startPrivateRegistry runs `release registry` on loopback with basic auth and
+// returns its host:port.
+func startPrivateRegistry(t *testing.T, dir, userPass string) string {
+	t.Helper()
+	must(t, os.MkdirAll(dir, 0o700))
+	authFile, addrFile := filepath.Join(dir, "auth"), filepath.Join(dir, "addr")
+	must(t, os.WriteFile(authFile, []byte(userPass), 0o600))
+	cmd := exec.Command(releaseBin, "registry", "--addr", "127.0.0.1:0", "--addr-file", addrFile, "--basic-auth-file", authFile)
+	var out testenv.SyncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	must(t, cmd.Start())
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() { _ = cmd.Process.Signal(syscall.SIGTERM); <-exited })
+	// A readiness wait, not a timed assertion: the bound only stops a hung start.
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		select {
+		case <-exited:
+			t.Fatalf("release registry exited:\n%s", out.String())
+		default:
+		}
+		if b, err := os.ReadFile(addrFile); err == nil {
+			return string(b)
+		}
+	}
+	t.Fatalf("release registry did not start in a minute:\n%s", out.String())
+	return ""
+}
+
+// makePush runs the real `make push` for the artifacts `make release-check`
+// built (-o: not built again), with env added to a make-free environment.
+func makePush(t *testing.T, registry string, env []string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "make", "-o", "image", "-o", "chart-package", "push",
+		"REGISTRY="+registry, "INSECURE=1", "DIST="+dist, "VERSION="+version, "COMMIT="+commit)
+	cmd.Dir = root
+	for _, kv := range os.Environ() {
+		// The outer make's flags and jobserver are not this make's.
+		if k, _, _ := strings.Cut(kv, "="); k != "MAKEFLAGS" && k != "MFLAGS" && k != "MAKELEVEL" {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, env...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("make push REGISTRY=%s INSECURE=1: %v\n%s", registry, err, out)
+	}
+	return string(out)
+}
+
+func unauthorized(err error) bool {
+	var te *transport.Error
+	return errors.As(err, &te) && te.StatusCode == http.StatusUnauthorized
+}
+
+func fileSHA256(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	must(t, err)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
