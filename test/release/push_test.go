@@ -28,18 +28,82 @@ import (
 )
 
 // TestMakePushToYourOwnRegistry is the README's own-registry install, as a user
-// runs it: a private OCI registry on loopback (`release registry`, the one the
-// real node pulls from) that refuses anyone without the password; `make push
-// REGISTRY=... INSECURE=1` with the credentials in a Docker config, once as
-// `docker login` writes them and once from a credential helper; then the helm
-// install line it printed, run as printed after `helm registry login`, onto a real
-// API server. The image index (both platforms), its SBOM and the chart must be in
-// the registry at the printed digests, and the installed CronJob and helm test
-// hook must run the pushed index.
+// runs it, against private OCI registries on loopback (`release registry`, the
+// one the real node pulls from) that refuse anyone without the password: one
+// asks for basic auth, given from a Docker config as `docker login` writes it;
+// one for a bearer token (the token auth of Harbor, GitLab, Artifactory), the
+// password given by a credential helper. Each time the real `make push
+// REGISTRY=... INSECURE=1` must put the image index (both platforms), its SBOM
+// and the chart in the registry at the digests it prints; then the helm install
+// line it printed is run as printed, after `helm registry login` and with no
+// Docker config, onto a real API server, and the CronJob and the helm test hook
+// must run the pushed index.
 func TestMakePushToYourOwnRegistry(t *testing.T) {
 	work := t.TempDir()
 	const user, pass = "platform-ci", "pw-7d41c0e9"
-	host := startPrivateRegistry(t, filepath.Join(work, "registry"), user+":"+pass)
+	// Only the directories this test writes hold credentials.
+	helmEnv := []string{"HELM_CONFIG_HOME=" + filepath.Join(work, "helm", "config"), "HELM_CACHE_HOME=" + filepath.Join(work, "helm", "cache"),
+		"HELM_DATA_HOME=" + filepath.Join(work, "helm", "data"), "HELM_REGISTRY_CONFIG=" + filepath.Join(work, "helm", "config", "registry.json")}
+	helper := filepath.Join(work, "helper")
+	must(t, os.MkdirAll(helper, 0o755))
+	must(t, os.WriteFile(filepath.Join(helper, "docker-credential-watchdog-test"), []byte(`#!/bin/sh
+# A Docker credential helper (get only) that knows the test registries.
+[ "$1" = get ] || exit 1
+read -r server
+case "$server" in *127.0.0.1:*) printf '{"ServerURL":"%s","Username":"`+user+`","Secret":"`+pass+`"}\n' "$server"; exit 0;; esac
+echo "credentials not found in native keychain"; exit 1
+`), 0o755))
+
+	var host, install string
+	for _, c := range []struct{ auth, creds string }{{"basic", "docker login"}, {"token", "credential helper"}} {
+		dir := filepath.Join(work, c.auth)
+		host = startPrivateRegistry(t, dir, user+":"+pass, c.auth == "token")
+		config := `{"auths":{"` + host + `":{"auth":"` + base64.StdEncoding.EncodeToString([]byte(user+":"+pass)) + `"}}}`
+		if c.creds == "credential helper" {
+			config = `{"credHelpers":{"` + host + `":"watchdog-test"}}`
+		}
+		must(t, os.WriteFile(filepath.Join(dir, "config.json"), []byte(config), 0o600))
+		install = pushAndCheck(t, host, user, pass, c.auth+" auth, credentials by "+c.creds,
+			append(helmEnv, "DOCKER_CONFIG="+dir, "PATH="+helper+":"+os.Getenv("PATH")))
+	}
+
+	// The last install line, run as printed onto a fresh API server.
+	env, err := testenv.Start()
+	must(t, err)
+	t.Cleanup(func() { _ = env.Stop() })
+	helmEnv = append(helmEnv, "DOCKER_CONFIG="+filepath.Join(work, "no-docker-config"), "KUBECONFIG="+env.Kubeconfig)
+	helmIn(t, helmEnv, strings.NewReader(pass), "registry", "login", host, "--username", user, "--password-stdin", "--plain-http")
+	helmIn(t, helmEnv, nil, strings.Fields(install)[1:]...)
+
+	ctx, cancel := testenv.Ctx()
+	defer cancel()
+	digest, err := imageIndex(t).Digest()
+	must(t, err)
+	pinned := host + "/platform/scheduler-watchdog@" + digest.String()
+	jobs, err := env.Client.BatchV1().CronJobs("agentenv-system").List(ctx, metav1.ListOptions{})
+	must(t, err)
+	if len(jobs.Items) != 1 {
+		t.Fatalf("%d CronJobs installed, want 1", len(jobs.Items))
+	}
+	for _, c := range jobs.Items[0].Spec.JobTemplate.Spec.Template.Spec.Containers {
+		if c.Image != pinned {
+			t.Errorf("CronJob container %s runs %q, want the pushed index %q", c.Name, c.Image, pinned)
+		}
+	}
+	if hooks := helmIn(t, helmEnv, nil, "get", "hooks", "watchdog", "-n", "agentenv-system"); !strings.Contains(hooks, `image: "`+pinned+`"`) {
+		t.Errorf("the helm test hook does not run %s:\n%s", pinned, hooks)
+	}
+	if status := helmIn(t, helmEnv, nil, "status", "watchdog", "-n", "agentenv-system"); !strings.Contains(status, "STATUS: deployed") {
+		t.Errorf("helm status:\n%s", status)
+	}
+}
+
+// pushAndCheck runs `make push` to host/platform, which wants user and pass, with
+// env (where the credentials are); checks that nothing is taken or given without
+// them and that the printed digests are what the registry holds; returns the
+// printed helm install line, checked word for word.
+func pushAndCheck(t *testing.T, host, user, pass, how string, env []string) string {
+	t.Helper()
 	repo, err := name.NewRepository(host+"/platform/scheduler-watchdog", name.Insecure)
 	must(t, err)
 	chartPath, chart := packagedChart(t)
@@ -49,58 +113,28 @@ func TestMakePushToYourOwnRegistry(t *testing.T) {
 	local := imageIndex(t)
 	digest, err := local.Digest()
 	must(t, err)
-
-	// Without credentials the registry takes nothing.
 	if err := remote.WriteIndex(repo.Tag("anonymous"), local); !unauthorized(err) {
-		t.Fatalf("an anonymous push: %v, want 401 Unauthorized", err)
+		t.Fatalf("%s: an anonymous push: %v, want 401 Unauthorized", how, err)
 	}
 
-	// Only the directories this test writes hold credentials.
-	helmEnv := []string{"HELM_CONFIG_HOME=" + filepath.Join(work, "helm", "config"), "HELM_CACHE_HOME=" + filepath.Join(work, "helm", "cache"),
-		"HELM_DATA_HOME=" + filepath.Join(work, "helm", "data"), "HELM_REGISTRY_CONFIG=" + filepath.Join(work, "helm", "config", "registry.json")}
-	helper := filepath.Join(work, "helper")
-	must(t, os.MkdirAll(helper, 0o755))
-	must(t, os.WriteFile(filepath.Join(helper, "docker-credential-watchdog-test"), []byte(`#!/bin/sh
-# A Docker credential helper (get only) that knows the test registry.
-[ "$1" = get ] || exit 1
-read -r server
-case "$server" in *`+host+`*) printf '{"ServerURL":"%s","Username":"`+user+`","Secret":"`+pass+`"}\n' "$server"; exit 0;; esac
-echo "credentials not found in native keychain"; exit 1
-`), 0o755))
-	configs := map[string]string{
-		"docker login":      `{"auths":{"` + host + `":{"auth":"` + base64.StdEncoding.EncodeToString([]byte(user+":"+pass)) + `"}}}`,
-		"credential helper": `{"credHelpers":{"` + host + `":"watchdog-test"}}`,
+	out := makePush(t, host+"/platform", env)
+	t.Logf("make push, %s:\n%s", how, out)
+	if strings.Contains(out, pass) || strings.Contains(out, base64.StdEncoding.EncodeToString([]byte(user+":"+pass))) {
+		t.Errorf("make push (%s) printed the password", how)
 	}
-	var printed string
-	for _, how := range []string{"docker login", "credential helper"} {
-		docker := filepath.Join(work, strings.ReplaceAll(how, " ", "-"))
-		must(t, os.MkdirAll(docker, 0o700))
-		must(t, os.WriteFile(filepath.Join(docker, "config.json"), []byte(configs[how]), 0o600))
-		out := makePush(t, host+"/platform", append(helmEnv, "DOCKER_CONFIG="+docker, "PATH="+helper+":"+os.Getenv("PATH")))
-		t.Logf("make push, credentials by %s:\n%s", how, out)
-		if strings.Contains(out, pass) || strings.Contains(out, base64.StdEncoding.EncodeToString([]byte(user+":"+pass))) {
-			t.Errorf("make push (%s) printed the password", how)
-		}
-		_, report, ok := strings.Cut(out, "\nimage:  ")
-		if !ok {
-			t.Fatalf("make push (%s) printed no digests", how)
-		}
-		if printed != "" && report != printed {
-			t.Errorf("pushed again (%s), make push printed\n%s\nthe first push printed\n%s", how, report, printed)
-		}
-		printed = report
+	_, printed, ok := strings.Cut(out, "\nimage:  ")
+	if !ok {
+		t.Fatalf("make push (%s) printed no digests", how)
 	}
-
-	// The printed digests, each what the registry holds.
-	auth := remote.WithAuth(&authn.Basic{Username: user, Password: pass})
 	field := func(re string) string {
 		t.Helper()
 		m := regexp.MustCompile(re).FindStringSubmatch(printed)
 		if m == nil {
-			t.Fatalf("make push printed no line matching %s:\n%s", re, printed)
+			t.Fatalf("make push (%s) printed no line matching %s:\n%s", how, re, printed)
 		}
 		return m[1]
 	}
+	auth := remote.WithAuth(&authn.Basic{Username: user, Password: pass})
 	const sha = `(sha256:[0-9a-f]{64})`
 	tag := field(`^` + regexp.QuoteMeta(repo.String()) + `:(\S+)\n`)
 	if got := field(`(?m)^ +` + regexp.QuoteMeta(repo.String()) + `@` + sha + `$`); got != digest.String() {
@@ -169,56 +203,33 @@ echo "credentials not found in native keychain"; exit 1
 
 	// Nobody without the password pulls either.
 	if _, err := remote.Get(repo.Digest(digest.String())); !unauthorized(err) {
-		t.Errorf("an anonymous pull of the image: %v, want 401 Unauthorized", err)
+		t.Errorf("%s: an anonymous pull of the image: %v, want 401 Unauthorized", how, err)
 	}
 	if _, err := remote.Head(chartRef); !unauthorized(err) {
-		t.Errorf("an anonymous pull of the chart: %v, want 401 Unauthorized", err)
+		t.Errorf("%s: an anonymous pull of the chart: %v, want 401 Unauthorized", how, err)
 	}
 
-	// The install line, exactly; run as printed with helm's own registry login
-	// (no Docker config) onto a fresh API server.
 	install := field(`(?m)^  (helm install .*)$`)
 	want := "helm install watchdog oci://" + host + "/platform/charts/" + chartName + " --version " + chart.Version + " --plain-http -n agentenv-system --create-namespace" +
 		" --set image.repository=" + repo.String() + " --set image.digest=" + digest.String()
 	if install != want {
 		t.Fatalf("make push printed\n  %s\nwant\n  %s", install, want)
 	}
-	env, err := testenv.Start()
-	must(t, err)
-	t.Cleanup(func() { _ = env.Stop() })
-	helmEnv = append(helmEnv, "DOCKER_CONFIG="+filepath.Join(work, "no-docker-config"), "KUBECONFIG="+env.Kubeconfig)
-	helmIn(t, helmEnv, strings.NewReader(pass), "registry", "login", host, "--username", user, "--password-stdin", "--plain-http")
-	helmIn(t, helmEnv, nil, strings.Fields(install)[1:]...)
-
-	ctx, cancel := testenv.Ctx()
-	defer cancel()
-	pinned := repo.String() + "@" + digest.String()
-	jobs, err := env.Client.BatchV1().CronJobs("agentenv-system").List(ctx, metav1.ListOptions{})
-	must(t, err)
-	if len(jobs.Items) != 1 {
-		t.Fatalf("%d CronJobs installed, want 1", len(jobs.Items))
-	}
-	for _, c := range jobs.Items[0].Spec.JobTemplate.Spec.Template.Spec.Containers {
-		if c.Image != pinned {
-			t.Errorf("CronJob container %s runs %q, want the pushed index %q", c.Name, c.Image, pinned)
-		}
-	}
-	if hooks := helmIn(t, helmEnv, nil, "get", "hooks", "watchdog", "-n", "agentenv-system"); !strings.Contains(hooks, `image: "`+pinned+`"`) {
-		t.Errorf("the helm test hook does not run %s:\n%s", pinned, hooks)
-	}
-	if status := helmIn(t, helmEnv, nil, "status", "watchdog", "-n", "agentenv-system"); !strings.Contains(status, "STATUS: deployed") {
-		t.Errorf("helm status:\n%s", status)
-	}
+	return install
 }
 
-// startPrivateRegistry runs `release registry` on loopback with basic auth and
-// returns its host:port.
-func startPrivateRegistry(t *testing.T, dir, userPass string) string {
+// startPrivateRegistry runs `release registry` on loopback with basic auth, or
+// token auth, and returns its host:port.
+func startPrivateRegistry(t *testing.T, dir, userPass string, token bool) string {
 	t.Helper()
 	must(t, os.MkdirAll(dir, 0o700))
 	authFile, addrFile := filepath.Join(dir, "auth"), filepath.Join(dir, "addr")
 	must(t, os.WriteFile(authFile, []byte(userPass), 0o600))
-	cmd := exec.Command(releaseBin, "registry", "--addr", "127.0.0.1:0", "--addr-file", addrFile, "--basic-auth-file", authFile)
+	args := []string{"registry", "--addr", "127.0.0.1:0", "--addr-file", addrFile, "--basic-auth-file", authFile}
+	if token {
+		args = append(args, "--token")
+	}
+	cmd := exec.Command(releaseBin, args...)
 	var out testenv.SyncBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	must(t, cmd.Start())
