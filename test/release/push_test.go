@@ -62,6 +62,20 @@ echo "credentials not found in native keychain"; exit 1
 		if c.creds == "credential helper" {
 			config = `{"credHelpers":{"` + host + `":"watchdog-test"}}`
 		}
+		// A wrong password first: make push fails saying how to log in, pushes
+		// nothing and prints no password.
+		wrong := filepath.Join(dir, "wrong")
+		must(t, os.MkdirAll(wrong, 0o700))
+		must(t, os.WriteFile(filepath.Join(wrong, "config.json"), []byte(`{"auths":{"`+host+`":{"auth":"`+base64.StdEncoding.EncodeToString([]byte(user+":wrong-"+pass))+`"}}}`), 0o600))
+		out, err := makePush(host+"/platform", append(helmEnv, "DOCKER_CONFIG="+wrong))
+		if err == nil || !strings.Contains(out, "docker login "+host) || strings.Contains(out, pass) {
+			t.Errorf("%s auth, a wrong password: make push %v, want a failure saying `docker login %s`, no password:\n%s", c.auth, err, host, out)
+		}
+		repo, err := name.NewRepository(host+"/platform/scheduler-watchdog", name.Insecure)
+		must(t, err)
+		if tags, err := remote.List(repo, remote.WithAuth(&authn.Basic{Username: user, Password: pass})); err == nil && len(tags) > 0 {
+			t.Errorf("%s auth, a wrong password: tags %v pushed", c.auth, tags)
+		}
 		must(t, os.WriteFile(filepath.Join(dir, "config.json"), []byte(config), 0o600))
 		install = pushAndCheck(t, host, user, pass, c.auth+" auth, credentials by "+c.creds,
 			append(helmEnv, "DOCKER_CONFIG="+dir, "PATH="+helper+":"+os.Getenv("PATH")))
@@ -117,7 +131,10 @@ func pushAndCheck(t *testing.T, host, user, pass, how string, env []string) stri
 		t.Fatalf("%s: an anonymous push: %v, want 401 Unauthorized", how, err)
 	}
 
-	out := makePush(t, host+"/platform", env)
+	out, err := makePush(host+"/platform", env)
+	if err != nil {
+		t.Fatalf("make push REGISTRY=%s/platform INSECURE=1 (%s): %v\n%s", host, how, err, out)
+	}
 	t.Logf("make push, %s:\n%s", how, out)
 	if strings.Contains(out, pass) || strings.Contains(out, base64.StdEncoding.EncodeToString([]byte(user+":"+pass))) {
 		t.Errorf("make push (%s) printed the password", how)
@@ -253,8 +270,7 @@ func startPrivateRegistry(t *testing.T, dir, userPass string, token bool) string
 
 // makePush runs the real `make push` for the artifacts `make release-check`
 // built (-o: not built again), with env added to a make-free environment.
-func makePush(t *testing.T, registry string, env []string) string {
-	t.Helper()
+func makePush(registry string, env []string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "make", "-o", "image", "-o", "chart-package", "push",
@@ -268,10 +284,7 @@ func makePush(t *testing.T, registry string, env []string) string {
 	}
 	cmd.Env = append(cmd.Env, env...)
 	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("make push REGISTRY=%s INSECURE=1: %v\n%s", registry, err, out)
-	}
-	return string(out)
+	return string(out), err
 }
 
 func unauthorized(err error) bool {
