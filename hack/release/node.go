@@ -35,6 +35,8 @@ func registryCommand(args []string) error {
 	addr := fs.String("addr", "127.0.0.1:0", "listen address: loopback only")
 	addrFile := fs.String("addr-file", "", "write the address listened on to this file once serving")
 	authFile := fs.String("basic-auth-file", "", "file holding USER:PASSWORD: every request must carry them (basic auth), as a private registry asks")
+	tlsCert := fs.String("tls-cert", "", "serve https with this certificate (PEM; --tls-key its key), as a registry with a private CA does")
+	tlsKey := fs.String("tls-key", "", "the key of --tls-cert (PEM)")
 	token := fs.Bool("token", false, "with --basic-auth-file: every request must carry a bearer token, which /token gives for USER:PASSWORD (a registry's token auth)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -86,7 +88,16 @@ func registryCommand(args []string) error {
 		defer cancel()
 		_ = srv.Shutdown(shutdown)
 	}()
-	if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
+	serve := func() error { return srv.Serve(l) }
+	if *tlsCert != "" || *tlsKey != "" {
+		// HTTP/1.1 only: the in-memory registry holds one lock while it reads an
+		// upload's body, and over HTTP/2 the other uploads' streams on the same
+		// connection then fill its flow-control window: every push hangs.
+		srv.Protocols = new(http.Protocols)
+		srv.Protocols.SetHTTP1(true)
+		serve = func() error { return srv.ServeTLS(l, *tlsCert, *tlsKey) }
+	}
+	if err := serve(); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil
@@ -176,7 +187,11 @@ func tokenAuth(next http.Handler, user, pass string) http.Handler {
 		ok = ok && tokens[t]
 		mu.Unlock()
 		if !ok {
-			refuse(w, fmt.Sprintf(`Bearer realm="http://%s/token",service="watchdog-test-registry"`, r.Host))
+			scheme := "http"
+			if r.TLS != nil {
+				scheme = "https"
+			}
+			refuse(w, fmt.Sprintf(`Bearer realm="%s://%s/token",service="watchdog-test-registry"`, scheme, r.Host))
 			return
 		}
 		next.ServeHTTP(w, r)

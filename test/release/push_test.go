@@ -5,9 +5,12 @@ package release
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -31,13 +34,14 @@ import (
 // runs it, against private OCI registries on loopback (`release registry`, the
 // one the real node pulls from) that refuse anyone without the password: one
 // asks for basic auth, given from a Docker config as `docker login` writes it;
-// one for a bearer token (the token auth of Harbor, GitLab, Artifactory), the
-// password given by a credential helper. Each time the real `make push
-// REGISTRY=... INSECURE=1` must put the image index (both platforms), its SBOM
-// and the chart in the registry at the digests it prints; then the helm install
-// line it printed is run as printed, after `helm registry login` and with no
-// Docker config, onto a real API server, and the CronJob and the helm test hook
-// must run the pushed index.
+// one for a bearer token (the token auth of Harbor, GitLab, Artifactory) over
+// https with a private CA (SSL_CERT_FILE), the password given by a credential
+// helper. Each time the real `make push REGISTRY=...` (INSECURE=1 for the plain
+// http one) must put the image index (both platforms), its SBOM and the chart in
+// the registry at the digests it prints; then the last helm install line it
+// printed is run as printed, after `helm registry login` and with no Docker
+// config, onto a real API server, and the CronJob and the helm test hook must
+// run the pushed index.
 func TestMakePushToYourOwnRegistry(t *testing.T) {
 	work := t.TempDir()
 	const user, pass = "platform-ci", "pw-7d41c0e9"
@@ -54,10 +58,16 @@ case "$server" in *127.0.0.1:*) printf '{"ServerURL":"%s","Username":"`+user+`",
 echo "credentials not found in native keychain"; exit 1
 `), 0o755))
 
-	var host, install string
-	for _, c := range []struct{ auth, creds string }{{"basic", "docker login"}, {"token", "credential helper"}} {
+	var reg *privateRegistry
+	var install string
+	for _, c := range []struct {
+		auth, creds string
+		https       bool
+	}{{"basic", "docker login", false}, {"token", "credential helper", true}} {
 		dir := filepath.Join(work, c.auth)
-		host = startPrivateRegistry(t, dir, user+":"+pass, c.auth == "token")
+		reg = startPrivateRegistry(t, dir, user+":"+pass, c.auth == "token", c.https)
+		host := reg.host
+		clientEnv := append(append([]string{}, helmEnv...), reg.env...)
 		config := `{"auths":{"` + host + `":{"auth":"` + base64.StdEncoding.EncodeToString([]byte(user+":"+pass)) + `"}}}`
 		if c.creds == "credential helper" {
 			config = `{"credHelpers":{"` + host + `":"watchdog-test"}}`
@@ -67,33 +77,33 @@ echo "credentials not found in native keychain"; exit 1
 		wrong := filepath.Join(dir, "wrong")
 		must(t, os.MkdirAll(wrong, 0o700))
 		must(t, os.WriteFile(filepath.Join(wrong, "config.json"), []byte(`{"auths":{"`+host+`":{"auth":"`+base64.StdEncoding.EncodeToString([]byte(user+":wrong-"+pass))+`"}}}`), 0o600))
-		out, err := makePush(host+"/platform", append(helmEnv, "DOCKER_CONFIG="+wrong))
+		out, err := makePush(host+"/platform", reg.insecure, append(clientEnv, "DOCKER_CONFIG="+wrong))
 		if err == nil || !strings.Contains(out, "docker login "+host) || strings.Contains(out, pass) {
 			t.Errorf("%s auth, a wrong password: make push %v, want a failure saying `docker login %s`, no password:\n%s", c.auth, err, host, out)
 		}
-		repo, err := name.NewRepository(host+"/platform/scheduler-watchdog", name.Insecure)
+		repo, err := name.NewRepository(host+"/platform/scheduler-watchdog", reg.nameOpts...)
 		must(t, err)
-		if tags, err := remote.List(repo, remote.WithAuth(&authn.Basic{Username: user, Password: pass})); err == nil && len(tags) > 0 {
+		if tags, err := remote.List(repo, append(reg.remote, remote.WithAuth(&authn.Basic{Username: user, Password: pass}))...); err == nil && len(tags) > 0 {
 			t.Errorf("%s auth, a wrong password: tags %v pushed", c.auth, tags)
 		}
 		must(t, os.WriteFile(filepath.Join(dir, "config.json"), []byte(config), 0o600))
-		install = pushAndCheck(t, host, user, pass, c.auth+" auth, credentials by "+c.creds,
-			append(helmEnv, "DOCKER_CONFIG="+dir, "PATH="+helper+":"+os.Getenv("PATH")))
+		install = pushAndCheck(t, reg, user, pass, c.auth+" auth, credentials by "+c.creds,
+			append(clientEnv, "DOCKER_CONFIG="+dir, "PATH="+helper+":"+os.Getenv("PATH")))
 	}
 
 	// The last install line, run as printed onto a fresh API server.
 	env, err := testenv.Start()
 	must(t, err)
 	t.Cleanup(func() { _ = env.Stop() })
-	helmEnv = append(helmEnv, "DOCKER_CONFIG="+filepath.Join(work, "no-docker-config"), "KUBECONFIG="+env.Kubeconfig)
-	helmIn(t, helmEnv, strings.NewReader(pass), "registry", "login", host, "--username", user, "--password-stdin", "--plain-http")
+	helmEnv = append(append(helmEnv, reg.env...), "DOCKER_CONFIG="+filepath.Join(work, "no-docker-config"), "KUBECONFIG="+env.Kubeconfig)
+	helmIn(t, helmEnv, strings.NewReader(pass), "registry", "login", reg.host, "--username", user, "--password-stdin")
 	helmIn(t, helmEnv, nil, strings.Fields(install)[1:]...)
 
 	ctx, cancel := testenv.Ctx()
 	defer cancel()
 	digest, err := imageIndex(t).Digest()
 	must(t, err)
-	pinned := host + "/platform/scheduler-watchdog@" + digest.String()
+	pinned := reg.host + "/platform/scheduler-watchdog@" + digest.String()
 	jobs, err := env.Client.BatchV1().CronJobs("agentenv-system").List(ctx, metav1.ListOptions{})
 	must(t, err)
 	if len(jobs.Items) != 1 {
@@ -116,24 +126,25 @@ echo "credentials not found in native keychain"; exit 1
 // env (where the credentials are); checks that nothing is taken or given without
 // them and that the printed digests are what the registry holds; returns the
 // printed helm install line, checked word for word.
-func pushAndCheck(t *testing.T, host, user, pass, how string, env []string) string {
+func pushAndCheck(t *testing.T, reg *privateRegistry, user, pass, how string, env []string) string {
 	t.Helper()
-	repo, err := name.NewRepository(host+"/platform/scheduler-watchdog", name.Insecure)
+	host := reg.host
+	repo, err := name.NewRepository(host+"/platform/scheduler-watchdog", reg.nameOpts...)
 	must(t, err)
 	chartPath, chart := packagedChart(t)
 	const chartName = "agentenv-scheduler-watchdog"
-	chartRef, err := name.NewTag(host+"/platform/charts/"+chartName+":"+chart.Version, name.Insecure)
+	chartRef, err := name.NewTag(host+"/platform/charts/"+chartName+":"+chart.Version, reg.nameOpts...)
 	must(t, err)
 	local := imageIndex(t)
 	digest, err := local.Digest()
 	must(t, err)
-	if err := remote.WriteIndex(repo.Tag("anonymous"), local); !unauthorized(err) {
+	if err := remote.WriteIndex(repo.Tag("anonymous"), local, reg.remote...); !unauthorized(err) {
 		t.Fatalf("%s: an anonymous push: %v, want 401 Unauthorized", how, err)
 	}
 
-	out, err := makePush(host+"/platform", env)
+	out, err := makePush(host+"/platform", reg.insecure, env)
 	if err != nil {
-		t.Fatalf("make push REGISTRY=%s/platform INSECURE=1 (%s): %v\n%s", host, how, err, out)
+		t.Fatalf("make push REGISTRY=%s/platform (%s): %v\n%s", host, how, err, out)
 	}
 	t.Logf("make push, %s:\n%s", how, out)
 	if strings.Contains(out, pass) || strings.Contains(out, base64.StdEncoding.EncodeToString([]byte(user+":"+pass))) {
@@ -151,13 +162,13 @@ func pushAndCheck(t *testing.T, host, user, pass, how string, env []string) stri
 		}
 		return m[1]
 	}
-	auth := remote.WithAuth(&authn.Basic{Username: user, Password: pass})
+	authed := append(reg.remote, remote.WithAuth(&authn.Basic{Username: user, Password: pass}))
 	const sha = `(sha256:[0-9a-f]{64})`
 	tag := field(`^` + regexp.QuoteMeta(repo.String()) + `:(\S+)\n`)
 	if got := field(`(?m)^ +` + regexp.QuoteMeta(repo.String()) + `@` + sha + `$`); got != digest.String() {
 		t.Fatalf("make push printed the image %s, dist/image holds the index %s", got, digest)
 	}
-	desc, err := remote.Get(repo.Tag(tag), auth)
+	desc, err := remote.Get(repo.Tag(tag), authed...)
 	must(t, err)
 	if desc.Digest != digest || !desc.MediaType.IsIndex() {
 		t.Fatalf("the registry serves %s (%s) under the printed tag %s, want the index %s", desc.Digest, desc.MediaType, tag, digest)
@@ -171,7 +182,7 @@ func pushAndCheck(t *testing.T, host, user, pass, how string, env []string) stri
 		if d.Platform == nil {
 			t.Fatalf("index entry %s has no platform", d.Digest)
 		}
-		if _, err := remote.Head(repo.Digest(d.Digest.String()), auth); err != nil {
+		if _, err := remote.Head(repo.Digest(d.Digest.String()), authed...); err != nil {
 			t.Errorf("the %s image %s is not in the registry: %v", d.Platform, d.Digest, err)
 		}
 		platforms = append(platforms, d.Platform.String())
@@ -181,14 +192,14 @@ func pushAndCheck(t *testing.T, host, user, pass, how string, env []string) stri
 	}
 
 	sbomDigest := field(`(?m)^sbom: +` + regexp.QuoteMeta(repo.String()) + `@` + sha + ` `)
-	refs, err := remote.Referrers(repo.Digest(digest.String()), auth)
+	refs, err := remote.Referrers(repo.Digest(digest.String()), authed...)
 	must(t, err)
 	rm, err := refs.IndexManifest()
 	must(t, err)
 	if len(rm.Manifests) != 1 || rm.Manifests[0].Digest.String() != sbomDigest {
 		t.Fatalf("referrers of the image: %+v, want the one SBOM artifact make push printed, %s", rm.Manifests, sbomDigest)
 	}
-	sbom, err := remote.Image(repo.Digest(sbomDigest), auth)
+	sbom, err := remote.Image(repo.Digest(sbomDigest), authed...)
 	must(t, err)
 	sm, err := sbom.Manifest()
 	must(t, err)
@@ -207,27 +218,31 @@ func pushAndCheck(t *testing.T, host, user, pass, how string, env []string) stri
 	}
 
 	chartDigest := field(`(?m)^chart: +oci://` + regexp.QuoteMeta(chartRef.String()) + `\n +` + sha + `$`)
-	cd, err := remote.Get(chartRef, auth)
+	cd, err := remote.Get(chartRef, authed...)
 	must(t, err)
 	if cd.Digest.String() != chartDigest {
 		t.Errorf("the registry serves the chart %s, make push printed %s", cd.Digest, chartDigest)
 	}
-	cm, err := remote.Image(chartRef, auth)
+	cm, err := remote.Image(chartRef, authed...)
 	must(t, err)
 	if m, err := cm.Manifest(); err != nil || len(m.Layers) != 1 || m.Layers[0].Digest.Hex != fileSHA256(t, chartPath) {
 		t.Errorf("the chart artifact's layers: %+v, %v; want the one package %s", m, err, chartPath)
 	}
 
 	// Nobody without the password pulls either.
-	if _, err := remote.Get(repo.Digest(digest.String())); !unauthorized(err) {
+	if _, err := remote.Get(repo.Digest(digest.String()), reg.remote...); !unauthorized(err) {
 		t.Errorf("%s: an anonymous pull of the image: %v, want 401 Unauthorized", how, err)
 	}
-	if _, err := remote.Head(chartRef); !unauthorized(err) {
+	if _, err := remote.Head(chartRef, reg.remote...); !unauthorized(err) {
 		t.Errorf("%s: an anonymous pull of the chart: %v, want 401 Unauthorized", how, err)
 	}
 
 	install := field(`(?m)^  (helm install .*)$`)
-	want := "helm install watchdog oci://" + host + "/platform/charts/" + chartName + " --version " + chart.Version + " --plain-http -n agentenv-system --create-namespace" +
+	plain := ""
+	if reg.insecure {
+		plain = " --plain-http"
+	}
+	want := "helm install watchdog oci://" + host + "/platform/charts/" + chartName + " --version " + chart.Version + plain + " -n agentenv-system --create-namespace" +
 		" --set image.repository=" + repo.String() + " --set image.digest=" + digest.String()
 	if install != want {
 		t.Fatalf("make push printed\n  %s\nwant\n  %s", install, want)
@@ -235,9 +250,21 @@ func pushAndCheck(t *testing.T, host, user, pass, how string, env []string) stri
 	return install
 }
 
+// privateRegistry is a `release registry` on loopback that wants a password.
+type privateRegistry struct {
+	host string
+	// insecure: plain http (make push INSECURE=1, helm --plain-http).
+	insecure bool
+	// env makes a client trust its certificate (https: SSL_CERT_FILE, the CA);
+	// remote and nameOpts do the same for this test's own requests.
+	env      []string
+	remote   []remote.Option
+	nameOpts []name.Option
+}
+
 // startPrivateRegistry runs `release registry` on loopback with basic auth, or
-// token auth, and returns its host:port.
-func startPrivateRegistry(t *testing.T, dir, userPass string, token bool) string {
+// token auth, over plain http or https with a CA of its own.
+func startPrivateRegistry(t *testing.T, dir, userPass string, token, https bool) *privateRegistry {
 	t.Helper()
 	must(t, os.MkdirAll(dir, 0o700))
 	authFile, addrFile := filepath.Join(dir, "auth"), filepath.Join(dir, "addr")
@@ -246,7 +273,27 @@ func startPrivateRegistry(t *testing.T, dir, userPass string, token bool) string
 	if token {
 		args = append(args, "--token")
 	}
+	reg := &privateRegistry{insecure: !https}
+	if https {
+		caPEM, certPEM, keyPEM, err := testenv.TestCA("watchdog test registry", net.IPv4(127, 0, 0, 1))
+		must(t, err)
+		for f, b := range map[string][]byte{"ca.pem": caPEM, "cert.pem": certPEM, "key.pem": keyPEM} {
+			must(t, os.WriteFile(filepath.Join(dir, f), b, 0o600))
+		}
+		args = append(args, "--tls-cert", filepath.Join(dir, "cert.pem"), "--tls-key", filepath.Join(dir, "key.pem"))
+		// SSL_CERT_FILE replaces the system's roots: only this CA is trusted.
+		reg.env = []string{"SSL_CERT_FILE=" + filepath.Join(dir, "ca.pem")}
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(caPEM)
+		tr := remote.DefaultTransport.(*http.Transport).Clone()
+		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+		reg.remote = []remote.Option{remote.WithTransport(tr)}
+	} else {
+		reg.nameOpts = []name.Option{name.Insecure}
+	}
 	cmd := exec.Command(releaseBin, args...)
+	// Killed with the test binary, even when a timeout panic skips the cleanup.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	var out testenv.SyncBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	must(t, cmd.Start())
@@ -261,20 +308,24 @@ func startPrivateRegistry(t *testing.T, dir, userPass string, token bool) string
 		default:
 		}
 		if b, err := os.ReadFile(addrFile); err == nil {
-			return string(b)
+			reg.host = string(b)
+			return reg
 		}
 	}
 	t.Fatalf("release registry did not start in a minute:\n%s", out.String())
-	return ""
+	return nil
 }
 
 // makePush runs the real `make push` for the artifacts `make release-check`
 // built (-o: not built again), with env added to a make-free environment.
-func makePush(registry string, env []string) (string, error) {
+func makePush(registry string, insecure bool, env []string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "make", "-o", "image", "-o", "chart-package", "push",
-		"REGISTRY="+registry, "INSECURE=1", "DIST="+dist, "VERSION="+version, "COMMIT="+commit)
+	args := []string{"-o", "image", "-o", "chart-package", "push", "REGISTRY=" + registry, "DIST=" + dist, "VERSION=" + version, "COMMIT=" + commit}
+	if insecure {
+		args = append(args, "INSECURE=1")
+	}
+	cmd := exec.CommandContext(ctx, "make", args...)
 	cmd.Dir = root
 	for _, kv := range os.Environ() {
 		// The outer make's flags and jobserver are not this make's.
