@@ -6,7 +6,8 @@
 //	release archive --out dist --version V --file LICENSE --file README.md OS/ARCH=PATH ...
 //	release push    --layout dist/image --ref REGISTRY/REPO:TAG [--insecure]
 //	release publish --registry REGISTRY[/PATH] --chart dist/CHART.tgz [--layout dist/image] [--sbom-dir dist/sbom] [--helm PATH] [--insecure]
-//	release registry --addr 127.0.0.1:0 [--addr-file F]     an OCI registry on loopback
+//	release registry --addr 127.0.0.1:0 [--addr-file F] [--basic-auth-file F [--token]] [--tls-cert C --tls-key K]
+//	                 an OCI registry on loopback
 //	release binary-image --binary PATH [--cmd ARG] --ref REGISTRY/REPO:TAG [--insecure]
 //	release chart   --created T dist/CHART-VERSION.tgz ...   (helm package's output, made reproducible)
 //

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/subtle"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -13,6 +15,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -32,6 +35,9 @@ func registryCommand(args []string) error {
 	addr := fs.String("addr", "127.0.0.1:0", "listen address: loopback only")
 	addrFile := fs.String("addr-file", "", "write the address listened on to this file once serving")
 	authFile := fs.String("basic-auth-file", "", "file holding USER:PASSWORD: every request must carry them (basic auth), as a private registry asks")
+	tlsCert := fs.String("tls-cert", "", "serve https with this certificate (PEM; --tls-key its key), as a registry with a private CA does")
+	tlsKey := fs.String("tls-key", "", "the key of --tls-cert (PEM)")
+	token := fs.Bool("token", false, "with --basic-auth-file: every request must carry a bearer token, which /token gives for USER:PASSWORD (a registry's token auth)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -56,7 +62,13 @@ func registryCommand(args []string) error {
 		if !ok || user == "" || pass == "" {
 			return fmt.Errorf("--basic-auth-file %s: want USER:PASSWORD", *authFile)
 		}
-		handler = basicAuth(handler, user, pass)
+		if *token {
+			handler = tokenAuth(handler, user, pass)
+		} else {
+			handler = basicAuth(handler, user, pass)
+		}
+	} else if *token {
+		return errors.New("--token needs --basic-auth-file: the password a token is given for")
 	}
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	if *addrFile != "" {
@@ -76,7 +88,16 @@ func registryCommand(args []string) error {
 		defer cancel()
 		_ = srv.Shutdown(shutdown)
 	}()
-	if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
+	serve := func() error { return srv.Serve(l) }
+	if *tlsCert != "" || *tlsKey != "" {
+		// HTTP/1.1 only: the in-memory registry holds one lock while it reads an
+		// upload's body, and over HTTP/2 the other uploads' streams on the same
+		// connection then fill its flow-control window: every push hangs.
+		srv.Protocols = new(http.Protocols)
+		srv.Protocols.SetHTTP1(true)
+		serve = func() error { return srv.ServeTLS(l, *tlsCert, *tlsKey) }
+	}
+	if err := serve(); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil
@@ -133,10 +154,52 @@ func basicAuth(next http.Handler, user, pass string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u, p, ok := r.BasicAuth()
 		if !ok || subtle.ConstantTimeCompare([]byte(u), []byte(user)) != 1 || subtle.ConstantTimeCompare([]byte(p), []byte(pass)) != 1 {
-			w.Header().Set("WWW-Authenticate", `Basic realm="watchdog test registry"`)
-			http.Error(w, `{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}`, http.StatusUnauthorized)
+			refuse(w, `Basic realm="watchdog test registry"`)
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// tokenAuth is the token auth most private registries speak (Harbor, GitLab,
+// Artifactory): a request without a valid token gets a Bearer challenge naming
+// the realm, /token here, which gives a token for the user and password.
+func tokenAuth(next http.Handler, user, pass string) http.Handler {
+	var mu sync.Mutex
+	tokens := map[string]bool{}
+	issue := basicAuth(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		b := make([]byte, 16)
+		_, _ = rand.Read(b) // never fails (crypto/rand)
+		t := hex.EncodeToString(b)
+		mu.Lock()
+		tokens[t] = true
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"token":%q,"access_token":%q,"expires_in":3600}`, t, t)
+	}), user, pass)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/token" {
+			issue.ServeHTTP(w, r)
+			return
+		}
+		t, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		mu.Lock()
+		ok = ok && tokens[t]
+		mu.Unlock()
+		if !ok {
+			scheme := "http"
+			if r.TLS != nil {
+				scheme = "https"
+			}
+			refuse(w, fmt.Sprintf(`Bearer realm="%s://%s/token",service="watchdog-test-registry"`, scheme, r.Host))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// refuse answers 401 with the challenge a client answers with its credentials.
+func refuse(w http.ResponseWriter, challenge string) {
+	w.Header().Set("WWW-Authenticate", challenge)
+	http.Error(w, `{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}`, http.StatusUnauthorized)
 }

@@ -116,7 +116,9 @@ func publishCommand(args []string, stdout io.Writer) error {
 	fmt.Fprintf(stdout, "image:  %s:%s\n        %s@%s\n", repo, ref.TagStr(), repo, digest)
 	fmt.Fprintf(stdout, "sbom:   %s@%s (artifact %s, subject the image)\n", repo, sbom, sbomType)
 	fmt.Fprintf(stdout, "chart:  oci://%s/%s/%s:%s\n        %s\n", *registry, chartRepo, chart.Name, chart.Version, chartDigest)
-	fmt.Fprintf(stdout, "install:\n  helm install watchdog oci://%s/%s/%s --version %s%s -n agentenv-system --set image.repository=%s --set image.digest=%s\n",
+	// --create-namespace: the line works as printed on a cluster that has no
+	// agentenv-system yet, as a first install from a mirror usually is.
+	fmt.Fprintf(stdout, "install:\n  helm install watchdog oci://%s/%s/%s --version %s%s -n agentenv-system --create-namespace --set image.repository=%s --set image.digest=%s\n",
 		*registry, chartRepo, chart.Name, chart.Version, plain, repo, digest)
 	return nil
 }

@@ -2,8 +2,8 @@
 
 // Package release checks a release as `make release-check` builds it: the image
 // layout, the SBOMs, the archives and the chart in RELEASE_DIST, and then the whole
-// path a user takes: image and chart pushed to an OCI registry on loopback, the
-// chart installed from oci:// onto a real API server with the image pinned to the
+// path a user takes: `make push` to private OCI registries on loopback, the chart
+// installed from oci:// onto a real API server with the image pinned to the
 // pushed digest. Built only with -tags release: the artifacts come from make.
 package release
 
