@@ -282,12 +282,17 @@ func TestShadowWeekOnARealNode(t *testing.T) {
 	must(t, cluster.LayOut(context.Background(), ns, im.Sim))
 	s := newSink(t)
 	sched := schedulerPod(t, ns)
-	// Every run judges a scheduler past its startup grace (20 s here).
-	time.Sleep(time.Until(sched.Status.ContainerStatuses[0].State.Running.StartedAt.Add(21 * time.Second)))
-	helm(t, installArgs(im, ns, s, "--set", "decision.shadow=true")...)
-	// The wedge from the start: the first Jobs are the shadow week's.
+	// Wedged before the install, so that the first Job finds it past its startup grace
+	// (20 s here) and wedged for longer than decision.wedgedFor (30 s): a would-restart
+	// a minute sooner.
 	lost := time.Now()
 	must(t, realnode.Control(context.Background(), sched, "discovery?state=lost"))
+	installAt := sched.Status.ContainerStatuses[0].State.Running.StartedAt.Add(21 * time.Second)
+	if t := lost.Add(31 * time.Second); t.After(installAt) {
+		installAt = t
+	}
+	time.Sleep(time.Until(installAt))
+	helm(t, installArgs(im, ns, s, "--set", "decision.shadow=true")...)
 	j := newJobs(ns)
 	var would jobRun
 	for would.report.WouldRestarts == nil {
