@@ -288,8 +288,8 @@ func TestShadowWeekOnARealNode(t *testing.T) {
 	lost := time.Now()
 	must(t, realnode.Control(context.Background(), sched, "discovery?state=lost"))
 	installAt := sched.Status.ContainerStatuses[0].State.Running.StartedAt.Add(21 * time.Second)
-	if t := lost.Add(31 * time.Second); t.After(installAt) {
-		installAt = t
+	if past := lost.Add(31 * time.Second); past.After(installAt) {
+		installAt = past
 	}
 	time.Sleep(time.Until(installAt))
 	helm(t, installArgs(im, ns, s, "--set", "decision.shadow=true")...)
