@@ -37,7 +37,7 @@ func installArgs(im realnode.Images, ns string, s *sink, extra ...string) []stri
 // timing prints an e2e step's duration in a form docs/performance.md quotes.
 func timing(t *testing.T, step string, d time.Duration) {
 	t.Helper()
-	line := fmt.Sprintf("e2e timing: %-45s %6.1fs", step, d.Seconds())
+	line := fmt.Sprintf("e2e timing: %7.1fs  %s", d.Seconds(), step)
 	t.Log(line)
 	if f := os.Getenv("WATCHDOG_E2E_TIMINGS"); f != "" {
 		if fh, err := os.OpenFile(f, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644); err == nil {
