@@ -291,7 +291,7 @@ func TestShadowWeekOnARealNode(t *testing.T) {
 	j := newJobs(ns)
 	var would jobRun
 	for would.report.WouldRestarts == nil {
-		would = j.next(t, 3*time.Minute-time.Since(lost))
+		would = j.next(t, 4*time.Minute-time.Since(lost))
 		if !would.report.Shadow || len(would.report.Restarts) > 0 {
 			t.Fatalf("Job %s before the upgrade: shadow %v, restarts %+v; want shadow, no restart", would.job.Name, would.report.Shadow, would.report.Restarts)
 		}
