@@ -93,7 +93,7 @@ cluster-down:
 	hack/cluster.sh down
 
 ## e2e: the end-to-end tests on a real one-node cluster (hack/cluster.sh, root on Linux): started, tested, stopped; elsewhere it says so and passes
-E2E_TIMEOUT ?= 15m
+E2E_TIMEOUT ?= 10m
 # E2E_RUN: go test -run of test/e2e, e.g. E2E_RUN=TestRunModeLeaderKilledOnARealNode (all by default)
 E2E_RUN ?= .
 e2e:
@@ -103,7 +103,7 @@ e2e:
 	hack/cluster.sh up || exit 1; \
 	set -a; . <(hack/cluster.sh env); set +a; \
 	WATCHDOG_E2E=1 HELM="$$(hack/tools.sh --print)" WATCHDOG_BIN="$(abspath bin/watchdog)" \
-	  go test -count=1 -v -timeout $(E2E_TIMEOUT) -run '$(E2E_RUN)' ./test/e2e/
+	  go test -count=1 -v -parallel 4 -timeout $(E2E_TIMEOUT) -run '$(E2E_RUN)' ./test/e2e/
 
 ## lint-chart: helm lint --strict of the chart
 lint-chart: tools

@@ -95,6 +95,7 @@ down() {
   if [[ -x "$STATE/bin/kube-proxy" ]]; then
     "$STATE/bin/kube-proxy" --cleanup >"$LOGS/kube-proxy-cleanup.log" 2>&1 || log "kube-proxy --cleanup failed: see $LOGS/kube-proxy-cleanup.log"
   fi
+  kubelet_chain_remove
   # Mounts under our folder (pod volumes, container root filesystems, sandbox shm),
   # deepest first; then the pod network namespaces containerd bind-mounted.
   local m
@@ -128,6 +129,28 @@ down() {
 }
 
 routes_down() { ip route del unreachable "$RANGE" 2>/dev/null || true; }
+
+# The kubelet's KUBE-FIREWALL chain and its jumps from INPUT and OUTPUT (filter table,
+# IPv4 and IPv6), which kube-proxy --cleanup leaves: removed unless there before `up`.
+kubelet_chain_save() {
+  local cmd
+  for cmd in iptables ip6tables; do
+    "$cmd-save" -t filter 2>/dev/null | grep '^:KUBE-FIREWALL ' >/dev/null && echo "$cmd"
+  done > "$STATE/kube-firewall.before"
+  return 0
+}
+kubelet_chain_remove() {
+  [[ -f "$STATE/kube-firewall.before" ]] || return 0
+  local cmd c
+  for cmd in iptables ip6tables; do
+    grep -qxF "$cmd" "$STATE/kube-firewall.before" && continue
+    for c in INPUT OUTPUT; do
+      while "$cmd" -w 5 -D "$c" -j KUBE-FIREWALL 2>/dev/null; do :; done
+    done
+    "$cmd" -w 5 -F KUBE-FIREWALL 2>/dev/null && "$cmd" -w 5 -X KUBE-FIREWALL 2>/dev/null
+  done
+  return 0
+}
 
 # Sysctls: the kubelet and kube-proxy change some they have no switch for
 # (vm.overcommit_memory, kernel.panic, kernel.panic_on_oops, ...). All are saved
@@ -241,6 +264,7 @@ up() {
   ip route replace unreachable "$RANGE"
   sysctls_save
   ls -1d /run/netns/cni-* > "$STATE/netns.before" 2>/dev/null || true
+  kubelet_chain_save
   [[ -e /run/containerd ]] || touch "$STATE/run-containerd.created"
   ip link add "$BRIDGE" type bridge
   ip addr add "$BRIDGE_IP/24" dev "$BRIDGE"

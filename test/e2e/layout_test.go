@@ -10,7 +10,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -36,7 +35,7 @@ var must = testenv.Must
 func pushImages(t *testing.T) realnode.Images {
 	t.Helper()
 	pushedOnce.Do(func() {
-		home := filepath.Join(os.TempDir(), "watchdog-e2e-helm")
+		home := filepath.Join(tmpDir, "helm", "push")
 		_, bundle, err := receiverTLS(tmpDir)
 		if err != nil {
 			pushErr = err
@@ -106,6 +105,7 @@ type sink struct {
 	secret string
 	mu     sync.Mutex
 	got    []alert.Notification
+	at     []time.Time // when each of got came
 	bad    []string
 }
 
@@ -129,6 +129,7 @@ func newSink(t *testing.T) *sink {
 			s.bad = append(s.bad, fmt.Sprintf("%v: %s", err, body))
 		}
 		s.got = append(s.got, n)
+		s.at = append(s.at, time.Now())
 		w.WriteHeader(http.StatusNoContent)
 	})}
 	go func() { _ = srv.Serve(l) }()
@@ -149,6 +150,49 @@ func (s *sink) events(t *testing.T) []string {
 		out = append(out, n.Event)
 	}
 	return out
+}
+
+// received is when the sink first got event; zero if it never did.
+func (s *sink) received(event string) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, n := range s.got {
+		if n.Event == event {
+			return s.at[i]
+		}
+	}
+	return time.Time{}
+}
+
+// replacementReady waits for the scheduler's pod that replaces old (restarted at
+// restartAt) to run and be Ready, logs both steps' times under prefix (the
+// kubelet's times are whole seconds), and returns its name and when it became Ready.
+func replacementReady(t *testing.T, ns, old string, restartAt time.Time, prefix string) (string, time.Time) {
+	t.Helper()
+	var replacement string
+	var readyAt time.Time
+	waitFor(t, 2*time.Minute, "the scheduler's replacement pod Ready", func() bool {
+		pods, err := client.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + realnode.Scheduler})
+		if err != nil {
+			return false
+		}
+		for _, p := range pods.Items {
+			if p.Name != old && p.DeletionTimestamp == nil && realnode.PodReady(&p) && len(p.Status.ContainerStatuses) == 1 &&
+				p.Status.ContainerStatuses[0].State.Running != nil {
+				replacement = p.Name
+				timing(t, prefix+"restart -> replacement container started", p.Status.ContainerStatuses[0].State.Running.StartedAt.Sub(restartAt))
+				for _, c := range p.Status.Conditions {
+					if c.Type == corev1.PodReady {
+						readyAt = c.LastTransitionTime.Time
+					}
+				}
+				return true
+			}
+		}
+		return false
+	})
+	timing(t, prefix+"restart -> replacement Ready", readyAt.Sub(restartAt))
+	return replacement, readyAt
 }
 
 // jobRun is one Job of the CronJob, finished, with what its pod logged.

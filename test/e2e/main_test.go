@@ -96,7 +96,9 @@ func tryCommand(t *testing.T, name string, args ...string) (string, error) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir = root
-	cmd.Env = append(append(cmd.Environ(), "KUBECONFIG="+kubeconfig), helmEnv(filepath.Join(os.TempDir(), "watchdog-e2e-helm"))...)
+	// A helm home per test: the tests run in parallel.
+	home := filepath.Join(tmpDir, "helm", strings.ReplaceAll(t.Name(), "/", "_"))
+	cmd.Env = append(append(cmd.Environ(), "KUBECONFIG="+kubeconfig), helmEnv(home)...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }

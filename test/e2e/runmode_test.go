@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -12,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/agentenv/watchdog/internal/realnode"
+	"github.com/agentenv/watchdog/pkg/evidence"
 )
 
 // TestRunModeLeaderKilledOnARealNode is `watchdog run` with two replicas electing
@@ -22,9 +22,7 @@ import (
 // restarted once, `wedged` paged once, `restarted` once.
 func TestRunModeLeaderKilledOnARealNode(t *testing.T) {
 	needNode(t)
-	if os.Getenv("WATCHDOG_E2E_RUNMODE") == "" {
-		t.Skip("run mode with a leader killed adds ~3 minutes: `WATCHDOG_E2E_RUNMODE=1 make e2e` runs it")
-	}
+	t.Parallel()
 	begin := time.Now()
 	ctx := context.Background()
 	im := pushImages(t)
@@ -86,18 +84,21 @@ func TestRunModeLeaderKilledOnARealNode(t *testing.T) {
 		// The ReplicaSet's new pod can win the Lease before the standby's next try.
 		t.Logf("the new leader is %s, the killed leader's replacement replica, not the standby %s", standby, other)
 	}
-	var replacement string
-	waitFor(t, 3*time.Minute, "the scheduler's replacement pod Ready", func() bool {
-		ready, err := cluster.SchedulerPods(ctx, ns)
-		if err != nil || len(ready) != 1 || ready[0].Name == sched.Name {
-			return false
+	// The restart's instant: its evidence bundle, saved just before the delete.
+	var restart evidence.Bundle
+	waitFor(t, 3*time.Minute, "the new leader's restart (its evidence bundle)", func() bool {
+		bundles := restartBundles(t, ns)
+		if len(bundles) > 0 {
+			restart = bundles[0]
 		}
-		replacement = ready[0].Name
-		return true
+		return len(bundles) > 0
 	})
-	timing(t, "run mode: leader killed -> replacement Ready", time.Since(killed))
-	waitFor(t, 3*time.Minute, "recovered at the webhook sink", func() bool { return slices.Contains(s.events(t), "recovered") })
-	timing(t, "run mode: node roll -> recovered", time.Since(lost))
+	timing(t, "run mode: node roll -> restart", restart.At.Sub(lost))
+	timing(t, "run mode: leader killed -> restart", restart.At.Sub(killed))
+	replacement, readyAt := replacementReady(t, ns, sched.Name, restart.At, "run mode: ")
+	waitFor(t, 3*time.Minute, "recovered at the webhook sink", func() bool { return !s.received("recovered").IsZero() })
+	timing(t, "run mode: replacement Ready -> recovered (page received)", s.received("recovered").Sub(readyAt))
+	timing(t, "run mode: node roll -> recovered", s.received("recovered").Sub(lost))
 	// A pass more, so a second restart or a duplicate page would be seen.
 	time.Sleep(25 * time.Second)
 
@@ -119,6 +120,9 @@ func TestRunModeLeaderKilledOnARealNode(t *testing.T) {
 	}
 	if len(pods.Items) != 1 || pods.Items[0].Name != replacement {
 		t.Errorf("scheduler pods %v, want only the one replacement %s: one restart", names, replacement)
+	}
+	if bundles := restartBundles(t, ns); len(bundles) != 1 || bundles[0].Pod != sched.Name {
+		t.Errorf("restart evidence bundles %+v, want one, of %s: one restart", bundles, sched.Name)
 	}
 	if h := tryLeaseHolder(ns); h != standby {
 		t.Errorf("the Lease is held by %q, want %s that took over", h, standby)
@@ -163,4 +167,21 @@ func podLogLines(t *testing.T, ns, pod string) []string {
 		return nil
 	}
 	return strings.Split(string(raw), "\n")
+}
+
+// restartBundles are the evidence bundles of restarts (not would-restarts) in the
+// evidence ConfigMap, oldest first.
+func restartBundles(t *testing.T, ns string) []evidence.Bundle {
+	t.Helper()
+	cm, err := client.CoreV1().ConfigMaps(ns).Get(context.Background(), "agentenv-scheduler-watchdog-evidence", metav1.GetOptions{})
+	if err != nil {
+		return nil
+	}
+	var out []evidence.Bundle
+	for _, k := range keys(cm.Data) {
+		if b := bundle(t, ns, k); b.Action == "restart" {
+			out = append(out, b)
+		}
+	}
+	return out
 }
