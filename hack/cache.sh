@@ -25,6 +25,10 @@ scratch_build() {
   SCRATCH="$(mktemp -d "${TMPDIR:-/tmp}/watchdog-$1.XXXXXX")"
   trap 'chmod -R u+w "$SCRATCH" 2>/dev/null || true; rm -rf "$SCRATCH"' EXIT
   export GOCACHE="${WATCHDOG_TOOLS_GOCACHE:-$SCRATCH/gocache}" GOBIN="$SCRATCH/bin"
+  # No DWARF compiled: the tools link stripped (-s -w) or are never debugged, and the
+  # compiler's DWARF is ~10% of its CPU (docs/performance.md). Every tool alike, so the
+  # shared build cache still shares.
+  export GOFLAGS="${GOFLAGS:+$GOFLAGS }-gcflags=all=-dwarf=false"
 }
 
 # install_binary SRC DST: copy a built binary into the cache atomically, so that a

@@ -53,7 +53,7 @@ moddir="$(sed -n 's/.*"Dir": "\(.*\)".*/\1/p' <<<"$modjson")"
 v=github.com/prometheus/common/version
 (
   cd "$moddir"
-  GOFLAGS=-mod=readonly go build -trimpath \
+  GOFLAGS="${GOFLAGS/-mod=mod/-mod=readonly}" go build -trimpath \
     -ldflags "-s -w -X ${v}.Version=${PG_VERSION#v} -X ${v}.Branch=module-proxy -X ${v}.Revision=${PG_VERSION}" \
     -o "$SCRATCH/pushgateway" .
 )
