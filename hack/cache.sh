@@ -67,7 +67,6 @@ debian_binaries() {
     echo "$pkg: Debian's package is '${cand:-none}', not ${upstream} (the version the tests ran against): building from the Go module" >&2; return 1
   fi
   d="$(mktemp -d "${TMPDIR:-/tmp}/watchdog-deb-$pkg.XXXXXX")"
-  chmod 755 "$d"  # apt-get download fetches as the _apt user where it can
   if ! (cd "$d" && apt-get download -q -o APT::Sandbox::User=root "$pkg=$cand" >&2) || ! deb="$(ls "$d"/*.deb)" || ! dpkg-deb -x "$deb" "$d/x"; then
     rm -rf "$d"; echo "$pkg: apt-get download of ${cand} failed: building from the Go module" >&2; return 1
   fi
