@@ -36,11 +36,11 @@ tools:
 alertmanager:
 	hack/alertmanager.sh >/dev/null
 
-## pushgateway: build and cache the Prometheus Pushgateway for the --pushgateway-url tests (docs/performance.md has the build time)
+## pushgateway: the Prometheus Pushgateway for the --pushgateway-url tests, cached (Debian's package where apt exists, else built; docs/performance.md)
 pushgateway:
 	hack/pushgateway.sh >/dev/null
 
-## monitoring-tools: the Prometheus server and promtool (one build from the Prometheus module; build times in docs/performance.md) and the Prometheus Operator's CRDs, for the chart's monitoring tests and the backtest tests
+## monitoring-tools: the Prometheus server and promtool (Debian's package where apt exists, else one build from the Prometheus module; docs/performance.md) and the Prometheus Operator's CRDs, for the chart's monitoring tests and the backtest tests
 monitoring-tools:
 	hack/prometheus.sh >/dev/null
 	hack/prometheus-operator-crds.sh >/dev/null

@@ -30,8 +30,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/k8s-module.sh"
 k8s_module "$SCRATCH/k8s" watchdog.local/controlplane kube-apiserver kubectl
 (
   cd "$SCRATCH/k8s"
-  go build -trimpath -ldflags "$K8S_LDFLAGS" -o "$OUT/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
-  go build -trimpath -ldflags "$K8S_LDFLAGS" -o "$OUT/kubectl" k8s.io/kubernetes/cmd/kubectl
+  # One go build for both: one link runs while the other's packages still compile.
+  go build -trimpath -ldflags "$K8S_LDFLAGS" -o "$OUT/" k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl
 )
 
 # --- etcd ---------------------------------------------------------------------------

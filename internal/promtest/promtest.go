@@ -1,8 +1,7 @@
 // Package promtest runs a real Prometheus server on loopback over synthetic history:
 // written as OpenMetrics, imported with `promtool tsdb create-blocks-from
 // openmetrics`, queried through Prometheus' own HTTP API; or scraping a live target
-// (StartScraping). Both binaries are built
-// from the Prometheus module by hack/prometheus.sh.
+// (StartScraping). hack/prometheus.sh provides both binaries.
 package promtest
 
 import (

@@ -1,7 +1,7 @@
 // Package backtest tests `watchdog backtest` against a real Prometheus HTTP API:
 // synthetic history for six situations is written as OpenMetrics, imported with
 // `promtool tsdb create-blocks-from openmetrics`, and served by the Prometheus server
-// built from its module (hack/prometheus.sh).
+// of hack/prometheus.sh (Debian's 2.42.0, or 3.16.0 built from its module).
 package backtest
 
 import (
