@@ -201,27 +201,8 @@ func newRunner(f *checkFlags, client *kube.Client, host string, metrics metricsP
 	opts := f.options()
 	opts.ScrapeVia = metrics.via
 	return &check.Runner{
-		Options: opts,
-		Observer: &observe.Observer{
-			Client:      client,
-			Namespace:   ns,
-			Selector:    f.check.SchedulerSelector,
-			Container:   f.check.SchedulerContainer,
-			Endpoints:   observe.EndpointLister{Client: client, Namespace: ns, Service: f.check.NodesService, Port: int32(f.check.NodesPort)},
-			Scraper:     metrics.scraper,
-			Via:         metrics.via,
-			APIServer:   host,
-			MetricsPort: f.check.MetricsPort,
-			MetricsPath: f.check.MetricsPath,
-			LeaderLease: f.check.LeaderLease,
-			Deployment:  f.check.Deployment,
-			// The rollout gate checks the owner chain by UID for the rollout method
-			// only: delete acts on the observed pod alone (UID precondition).
-			VerifyOwners: f.check.RestartMethod == decide.MethodRollout,
-			JudgePods:    decide.JudgePods(f.check.JudgePods),
-			MaxPods:      f.check.MaxPods,
-			Clock:        clk,
-		},
+		Options:   opts,
+		Observer:  f.observer(opts.Decide, client, host, metrics, clk),
 		Store:     &statestore.Store{Client: client, Namespace: ns, Name: f.cluster.StateConfigMap},
 		Restarter: restarter,
 		Events:    &events.Recorder{Client: client, Namespace: ns, Host: hostname, Now: clk.Now},
@@ -229,6 +210,27 @@ func newRunner(f *checkFlags, client *kube.Client, host string, metrics metricsP
 		Evidence:  f.evidence.keeper(client, ns, f.check.SchedulerContainer, []byte(f.alerts.OutboxKey)),
 		Clock:     clk,
 		Log:       log,
+	}
+}
+
+// observer is what a pass (and doctor) reads, and how, for the decision
+// configuration cfg (the pass's own, f.options().Decide).
+func (f *checkFlags) observer(cfg decide.Config, client *kube.Client, host string, metrics metricsPath, clk clock.PassiveClock) *observe.Observer {
+	ns := f.cluster.Namespace
+	return &observe.Observer{
+		Client:      client,
+		Namespace:   ns,
+		Selector:    f.check.SchedulerSelector,
+		Container:   f.check.SchedulerContainer,
+		Endpoints:   observe.EndpointLister{Client: client, Namespace: ns, Service: f.check.NodesService, Port: int32(f.check.NodesPort)},
+		Scraper:     metrics.scraper,
+		Via:         metrics.via,
+		APIServer:   host,
+		MetricsPort: f.check.MetricsPort,
+		MetricsPath: f.check.MetricsPath,
+		Deployment:  f.check.Deployment,
+		Decide:      cfg,
+		Clock:       clk,
 	}
 }
 

@@ -7,9 +7,9 @@ import (
 	"io"
 
 	"github.com/spf13/cobra"
+	"k8s.io/utils/clock"
 
 	"github.com/agentenv/watchdog/pkg/alert"
-	"github.com/agentenv/watchdog/pkg/decide"
 	"github.com/agentenv/watchdog/pkg/doctor"
 )
 
@@ -87,26 +87,10 @@ Exit codes: 0 every check passed; 1 a check failed (each ✗ line says how to fi
 				return usagef("--send-test: no sink configured: set --slack-webhook-url, --webhook-url, --alertmanager-url or --heartbeat-url")
 			}
 			d := &doctor.Doctor{Config: doctor.Config{
-				Client:            client,
-				Host:              cfg.Host,
-				Namespace:         f.cluster.Namespace,
+				Observer:          f.observer(f.options().Decide, client, cfg.Host, metrics, clock.RealClock{}),
 				StateConfigMap:    f.cluster.StateConfigMap,
 				EvidenceConfigMap: f.evidence.ConfigMap,
 				EvidenceLogs:      f.evidence.Logs,
-				Selector:          f.check.SchedulerSelector,
-				Container:         f.check.SchedulerContainer,
-				Deployment:        f.check.Deployment,
-				MetricsPort:       f.check.MetricsPort,
-				MetricsPath:       f.check.MetricsPath,
-				Scraper:           metrics.scraper,
-				Via:               metrics.via,
-				NodesService:      f.check.NodesService,
-				NodesPort:         int32(f.check.NodesPort),
-				RestartMethod:     f.check.RestartMethod,
-				MaxRestarts:       f.check.MaxRestarts,
-				LeaderLease:       f.check.LeaderLease,
-				JudgePods:         decide.JudgePods(f.check.JudgePods),
-				MaxPods:           f.check.MaxPods,
 				Sinks:             sinks,
 				SendTest:          f.sendTest,
 				OutboxKey:         f.alerts.OutboxKey != "",
