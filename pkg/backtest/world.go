@@ -39,12 +39,19 @@ type World struct {
 	// pod's replacement). From then the target is terminating, as the API server
 	// would list it; history records no deletion mark.
 	supersededAt map[string]time.Time
-	// scheduler says which pods are the scheduler the summaries measure; nil:
-	// every pod.
-	scheduler func(Pod) bool
+	// judge chooses the pods that are the scheduler the summaries measure, as a
+	// run chooses those it judges (decide.Judged): with JudgeDeployment the
+	// Deployment's (by name: history has no owner chain), with a LeaderLease the
+	// leader. The zero value: every live pod.
+	judge      decide.Config
+	deployment string
 }
 
-func (w *World) isScheduler(p Pod) bool { return w.scheduler == nil || w.scheduler(p) }
+// isScheduler reports a pod of the scheduler the summaries measure, by owner
+// alone (live or not, leader or standby).
+func (w *World) isScheduler(p Pod) bool {
+	return w.judge.JudgePods != decide.JudgeDeployment || decide.OwnedByName(w.pod(p), w.deployment)
+}
 
 // line is a target the simulation restarted.
 type line struct {
@@ -288,8 +295,10 @@ const (
 	condUnknown
 )
 
-// condition reports whether the world's scheduler is wedged at t. Of an HA
-// scheduler, only the leader: standbys read 0 by design.
+// condition reports whether the world's scheduler is wedged at t: of the pods
+// a run judges (w.judge), a terminating pod's or a canary's readings say nothing
+// of the scheduler that serves, and an HA scheduler's standbys read 0 by design.
+// A leader that cannot be told is unknown.
 func (w *World) condition(t time.Time, startupGrace time.Duration) condition {
 	n, ok := w.Expected(t)
 	if !ok {
@@ -299,19 +308,15 @@ func (w *World) condition(t time.Time, startupGrace time.Duration) condition {
 		return condFine
 	}
 	pods := w.Pods(t)
-	if w.h.LeaderFromReadiness {
-		holder, err := w.leader(t, pods)
-		if err != nil {
-			return condUnknown
-		}
-		pods = slices.DeleteFunc(pods, func(p Pod) bool { return p.Name != holder })
+	obs := w.observation(t, pods)
+	if obs.Leader != nil && obs.Leader.Err != nil {
+		return condUnknown
 	}
+	judged, _, _ := decide.Judged(obs, w.judge)
 	c := condFine
 	for _, p := range pods {
 		switch {
-		case p.Terminating || !w.isScheduler(p):
-			// Shutting down, or not the scheduler (a canary): its readings say
-			// nothing of the scheduler that serves.
+		case !slices.ContainsFunc(judged, func(j decide.Pod) bool { return j.UID == p.UID }):
 		case p.Gap != "":
 			c = condUnknown
 		case p.Ready == 0 && t.Sub(p.StartedAt) >= startupGrace:
@@ -321,14 +326,19 @@ func (w *World) condition(t time.Time, startupGrace time.Duration) condition {
 	return c
 }
 
-// observation is the world at t as the watchdog's observer reports it.
-func (w *World) observation(t time.Time, deployment string) decide.Observation {
+// pod is the decision core's view of p, without its readings.
+func (w *World) pod(p Pod) decide.Pod {
+	return decide.Pod{Name: p.Name, UID: p.UID, Phase: "Running", Ready: true, Running: true, StartedAt: p.StartedAt, Terminating: p.Terminating,
+		ControllerKind: "ReplicaSet", ControllerName: replicaSetOf(p.Name), ControllerUID: replicaSetUID}
+}
+
+// observation is the world's pods at t as the watchdog's observer reports them.
+func (w *World) observation(t time.Time, pods []Pod) decide.Observation {
 	obs := decide.Observation{At: t}
 	expected, known := w.Expected(t)
 	obs.Expected.Serving = expected
-	for _, p := range w.Pods(t) {
-		dp := decide.Pod{Name: p.Name, UID: p.UID, Phase: "Running", Ready: true, Running: true, StartedAt: p.StartedAt, Terminating: p.Terminating,
-			ControllerKind: "ReplicaSet", ControllerName: replicaSetOf(p.Name), ControllerUID: replicaSetUID}
+	for _, p := range pods {
+		dp := w.pod(p)
 		switch {
 		case p.Gap != "":
 			dp.ScrapeErr = &scrape.Error{Kind: scrape.KindAbsent, Err: fmt.Errorf("%s", p.Gap)}
@@ -340,9 +350,9 @@ func (w *World) observation(t time.Time, deployment string) decide.Observation {
 		}
 		obs.Pods = append(obs.Pods, dp)
 	}
-	obs.Ownership = &decide.Ownership{Deployment: deployment, Found: true, Chains: assumedChains(deployment, obs.Pods)}
+	obs.Ownership = &decide.Ownership{Deployment: w.deployment, Found: true, Chains: assumedChains(w.deployment, obs.Pods)}
 	if w.h.LeaderFromReadiness {
-		holder, err := w.leader(t, w.Pods(t))
+		holder, err := w.leader(t, pods)
 		// No renewal time: the Lease's expiry is not in the history; readiness
 		// recorded within its staleness is the leadership of the moment.
 		obs.Leader = &decide.Leader{Holder: holder, Err: err}
