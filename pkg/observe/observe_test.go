@@ -10,14 +10,10 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/agentenv/watchdog/pkg/decide"
-	"github.com/agentenv/watchdog/pkg/kube"
 )
 
 // TestLeaderWhoseLeaseExpiresDuringTheReadsIsScraped: the observation is dated
@@ -32,26 +28,15 @@ func TestLeaderWhoseLeaseExpiresDuringTheReadsIsScraped(t *testing.T) {
 	// Renewed so that it expires (past decide.LeaseSkew) one second after began.
 	renewed := metav1.NewMicroTime(began.Add(-duration - decide.LeaseSkew + time.Second))
 	holder, seconds := "sched-0", int32(duration/time.Second)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		switch {
-		case strings.HasSuffix(r.URL.Path, "/pods"):
-			_ = json.NewEncoder(w).Encode(&corev1.PodList{TypeMeta: metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"}, Items: runningPods(2)})
-		case strings.HasSuffix(r.URL.Path, "/endpointslices"):
-			_ = json.NewEncoder(w).Encode(&discoveryv1.EndpointSliceList{TypeMeta: metav1.TypeMeta{Kind: "EndpointSliceList", APIVersion: "discovery.k8s.io/v1"}})
-		case strings.HasSuffix(r.URL.Path, "/leases/sched"):
-			clk.SetTime(began.Add(5 * time.Second)) // the read is slow: the Lease expires meanwhile
-			_ = json.NewEncoder(w).Encode(&coordinationv1.Lease{TypeMeta: metav1.TypeMeta{Kind: "Lease", APIVersion: "coordination.k8s.io/v1"},
-				Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, RenewTime: &renewed, LeaseDurationSeconds: &seconds}})
-		default:
+	c := fakeAPI(t, runningPods(2), func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasSuffix(r.URL.Path, "/leases/sched") {
 			http.NotFound(w, r)
+			return
 		}
-	}))
-	defer srv.Close()
-	c, err := kube.New(&rest.Config{Host: srv.URL})
-	if err != nil {
-		t.Fatal(err)
-	}
+		clk.SetTime(began.Add(5 * time.Second)) // the read is slow: the Lease expires meanwhile
+		_ = json.NewEncoder(w).Encode(&coordinationv1.Lease{TypeMeta: metav1.TypeMeta{Kind: "Lease", APIVersion: "coordination.k8s.io/v1"},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, RenewTime: &renewed, LeaseDurationSeconds: &seconds}})
+	})
 	g := &gatedMetrics{want: 1, open: make(chan struct{})}
 	metrics := httptest.NewServer(g)
 	defer metrics.Close()

@@ -65,8 +65,9 @@ func TestVerifyChain(t *testing.T) {
 	}
 }
 
-// fakeAPI serves the two lists Observe makes, as JSON, from a loopback server.
-func fakeAPI(t *testing.T, pods []corev1.Pod) *kube.Client {
+// fakeAPI serves the two lists Observe makes, as JSON, from a loopback server;
+// other requests go to more (nil: not found).
+func fakeAPI(t *testing.T, pods []corev1.Pod, more http.HandlerFunc) *kube.Client {
 	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -75,6 +76,8 @@ func fakeAPI(t *testing.T, pods []corev1.Pod) *kube.Client {
 			_ = json.NewEncoder(w).Encode(&corev1.PodList{TypeMeta: metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"}, Items: pods})
 		case strings.HasSuffix(r.URL.Path, "/endpointslices"):
 			_ = json.NewEncoder(w).Encode(&discoveryv1.EndpointSliceList{TypeMeta: metav1.TypeMeta{Kind: "EndpointSliceList", APIVersion: "discovery.k8s.io/v1"}})
+		case more != nil:
+			more(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -135,7 +138,7 @@ func (g *gatedMetrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func newObserver(t *testing.T, pods []corev1.Pod, metricsURL string) *Observer {
-	c := fakeAPI(t, pods)
+	c := fakeAPI(t, pods, nil)
 	return &Observer{
 		Client: c, Namespace: "ns", Selector: "app=sched", Container: "scheduler",
 		Endpoints: EndpointLister{Client: c, Namespace: "ns", Service: "nodes", Port: 8000},
@@ -243,13 +246,8 @@ func TestOnlyTheDeploymentsPodsAreRead(t *testing.T) {
 			var mu sync.Mutex
 			var reads []string
 			deployments := 0
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				w.Header().Set("Content-Type", "application/json")
+			c := fakeAPI(t, ownedPods(tc.canaries, tc.debug, tc.fake), func(w http.ResponseWriter, r *http.Request) {
 				switch {
-				case strings.HasSuffix(r.URL.Path, "/pods"):
-					_ = json.NewEncoder(w).Encode(&corev1.PodList{TypeMeta: metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"}, Items: ownedPods(tc.canaries, tc.debug, tc.fake)})
-				case strings.HasSuffix(r.URL.Path, "/endpointslices"):
-					_ = json.NewEncoder(w).Encode(&discoveryv1.EndpointSliceList{TypeMeta: metav1.TypeMeta{Kind: "EndpointSliceList", APIVersion: "discovery.k8s.io/v1"}})
 				case strings.HasSuffix(r.URL.Path, "/deployments/agentenv-scheduler"):
 					mu.Lock()
 					deployments++
@@ -268,12 +266,7 @@ func TestOnlyTheDeploymentsPodsAreRead(t *testing.T) {
 				default:
 					http.NotFound(w, r)
 				}
-			}))
-			defer srv.Close()
-			c, err := kube.New(&rest.Config{Host: srv.URL})
-			if err != nil {
-				t.Fatal(err)
-			}
+			})
 			g := &gatedMetrics{want: 1, open: make(chan struct{})}
 			metrics := httptest.NewServer(g)
 			defer metrics.Close()
