@@ -175,11 +175,11 @@ func (f *checkFlags) setup(stderr io.Writer, clk clock.Clock, more ...func() err
 	if err != nil {
 		return nil, err
 	}
-	metrics, err := newMetricsPath(&f.check, cfg)
+	o, err := f.observer(client, cfg, clk)
 	if err != nil {
 		return nil, err
 	}
-	runner := newRunner(f, client, cfg.Host, metrics, sinks, log, clk)
+	runner := newRunner(f, o, sinks, log, clk)
 	hold, err := buildHold(&f.alerts, f.cluster.Namespace)
 	if err != nil {
 		return nil, err
@@ -190,19 +190,19 @@ func (f *checkFlags) setup(stderr io.Writer, clk clock.Clock, more ...func() err
 	return &pass{runner: runner, client: client, log: log, host: cfg.Host}, nil
 }
 
-// newRunner wires a pass from the flags.
-func newRunner(f *checkFlags, client *kube.Client, host string, metrics metricsPath, sinks []alert.Sink, log zerolog.Logger, clk clock.Clock) *check.Runner {
-	ns := f.cluster.Namespace
+// newRunner wires a pass from the flags around its Observer o.
+func newRunner(f *checkFlags, o *observe.Observer, sinks []alert.Sink, log zerolog.Logger, clk clock.Clock) *check.Runner {
+	ns, client := f.cluster.Namespace, o.Client
 	hostname, _ := os.Hostname()
 	var restarter restart.Restarter = restart.Deleter{Client: client, Namespace: ns}
 	if f.check.RestartMethod == decide.MethodRollout {
 		restarter = restart.Rollout{Client: client, Namespace: ns, Deployment: f.check.Deployment, Now: clk.Now}
 	}
 	opts := f.options()
-	opts.ScrapeVia = metrics.via
+	opts.ScrapeVia = o.Via
 	return &check.Runner{
 		Options:   opts,
-		Observer:  f.observer(opts.Decide, client, host, metrics, clk),
+		Observer:  o,
 		Store:     &statestore.Store{Client: client, Namespace: ns, Name: f.cluster.StateConfigMap},
 		Restarter: restarter,
 		Events:    &events.Recorder{Client: client, Namespace: ns, Host: hostname, Now: clk.Now},
@@ -210,27 +210,6 @@ func newRunner(f *checkFlags, client *kube.Client, host string, metrics metricsP
 		Evidence:  f.evidence.keeper(client, ns, f.check.SchedulerContainer, []byte(f.alerts.OutboxKey)),
 		Clock:     clk,
 		Log:       log,
-	}
-}
-
-// observer is what a pass (and doctor) reads, and how, for the decision
-// configuration cfg (the pass's own, f.options().Decide).
-func (f *checkFlags) observer(cfg decide.Config, client *kube.Client, host string, metrics metricsPath, clk clock.PassiveClock) *observe.Observer {
-	ns := f.cluster.Namespace
-	return &observe.Observer{
-		Client:      client,
-		Namespace:   ns,
-		Selector:    f.check.SchedulerSelector,
-		Container:   f.check.SchedulerContainer,
-		Endpoints:   observe.EndpointLister{Client: client, Namespace: ns, Service: f.check.NodesService, Port: int32(f.check.NodesPort)},
-		Scraper:     metrics.scraper,
-		Via:         metrics.via,
-		APIServer:   host,
-		MetricsPort: f.check.MetricsPort,
-		MetricsPath: f.check.MetricsPath,
-		Deployment:  f.check.Deployment,
-		Decide:      cfg,
-		Clock:       clk,
 	}
 }
 

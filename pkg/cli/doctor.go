@@ -75,7 +75,7 @@ Exit codes: 0 every check passed; 1 a check failed (each ✗ line says how to fi
 			if err != nil {
 				return err
 			}
-			metrics, err := newMetricsPath(&f.check, cfg)
+			o, err := f.observer(client, cfg, clock.RealClock{})
 			if err != nil {
 				return err
 			}
@@ -87,7 +87,7 @@ Exit codes: 0 every check passed; 1 a check failed (each ✗ line says how to fi
 				return usagef("--send-test: no sink configured: set --slack-webhook-url, --webhook-url, --alertmanager-url or --heartbeat-url")
 			}
 			d := &doctor.Doctor{Config: doctor.Config{
-				Observer:          f.observer(f.options().Decide, client, cfg.Host, metrics, clock.RealClock{}),
+				Observer:          o,
 				StateConfigMap:    f.cluster.StateConfigMap,
 				EvidenceConfigMap: f.evidence.ConfigMap,
 				EvidenceLogs:      f.evidence.Logs,
