@@ -165,17 +165,13 @@ func (f *checkFlags) setup(stderr io.Writer, clk clock.Clock, more ...func() err
 		return nil, err
 	}
 	log := newLogger(&f.cluster, stderr)
-	client, cfg, err := newClient(&f.cluster)
+	o, err := f.observer(clk)
 	if err != nil {
 		return nil, err
 	}
 	sinks, err := buildSinks(&f.alerts, f.cluster.Namespace, func(err error) {
 		log.Warn().Str("sink", "alertmanager").Str("error", err.Error()).Msg("an Alertmanager peer refused the alerts; another accepted them")
 	})
-	if err != nil {
-		return nil, err
-	}
-	o, err := f.observer(client, cfg, clk)
 	if err != nil {
 		return nil, err
 	}
@@ -187,7 +183,7 @@ func (f *checkFlags) setup(stderr io.Writer, clk clock.Clock, more ...func() err
 	if hold != nil {
 		runner.Hold = hold
 	}
-	return &pass{runner: runner, client: client, log: log, host: cfg.Host}, nil
+	return &pass{runner: runner, client: o.Client, log: log, host: o.APIServer}, nil
 }
 
 // newRunner wires a pass from the flags around its Observer o.

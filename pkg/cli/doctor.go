@@ -71,11 +71,7 @@ Exit codes: 0 every check passed; 1 a check failed (each ✗ line says how to fi
 				return err
 			}
 			newLogger(&f.cluster, stderr)
-			client, cfg, err := newClient(&f.cluster)
-			if err != nil {
-				return err
-			}
-			o, err := f.observer(client, cfg, clock.RealClock{})
+			o, err := f.observer(clock.RealClock{})
 			if err != nil {
 				return err
 			}
@@ -101,7 +97,7 @@ Exit codes: 0 every check passed; 1 a check failed (each ✗ line says how to fi
 			d.WatchEndpoints = f.watchEndpoints
 			ctx, cancel := context.WithTimeout(cmd.Context(), f.cluster.Timeout)
 			defer cancel()
-			rep := doctor.NewReport(f.cluster.Namespace, cfg.Host, d.Run(ctx))
+			rep := doctor.NewReport(f.cluster.Namespace, o.APIServer, d.Run(ctx))
 			write := rep.WriteText
 			if f.output.Structured() {
 				write = func(w io.Writer) error { return writeAs(w, f.output.Output, rep.WriteJSON) }

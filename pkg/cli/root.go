@@ -287,11 +287,16 @@ func restConfig(o *ClusterOptions) (*rest.Config, error) {
 // every container), where pod IPs are routable.
 func inPod() bool { return os.Getenv("KUBERNETES_SERVICE_HOST") != "" }
 
-// observer is what a pass (and doctor) reads, and how, from the flags: the
-// objects, and the scheduler pods' metrics by --scrape-via resolved (auto is
-// direct in a pod, apiserver elsewhere) with the same time and size bounds on
-// both paths, for the pass's own decision configuration (f.options().Decide).
-func (f *checkFlags) observer(client *kube.Client, cfg *rest.Config, clk clock.PassiveClock) (*observe.Observer, error) {
+// observer is what a pass (and doctor) reads, and how, from the flags: the API
+// client, the objects, and the scheduler pods' metrics by --scrape-via resolved
+// (auto is direct in a pod, apiserver elsewhere) with the same time and size
+// bounds on both paths, for the pass's own decision configuration
+// (f.options().Decide).
+func (f *checkFlags) observer(clk clock.PassiveClock) (*observe.Observer, error) {
+	client, cfg, err := newClient(&f.cluster)
+	if err != nil {
+		return nil, err
+	}
 	o, ns := &f.check, f.cluster.Namespace
 	via, err := scrape.ParseVia(o.ScrapeVia)
 	if err != nil {
