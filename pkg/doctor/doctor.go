@@ -75,8 +75,9 @@ type Sink struct {
 type Config struct {
 	// Observer is the run's own, built from the same configuration: the API
 	// server (APIServer) and the objects it reads, the scrape path (Via, a
-	// proxied Scraper for apiserver), and the decision settings (Observer.Decide)
-	// that say which pods a run judges and which calls it makes.
+	// proxied Scraper for apiserver), the decision settings (Observer.Decide)
+	// that say which pods a run judges and which calls it makes, and the local
+	// clock.
 	*observe.Observer
 	StateConfigMap string
 	// EvidenceConfigMap and EvidenceLogs: the evidence of restarts (pkg/evidence).
@@ -92,8 +93,6 @@ type Config struct {
 	// OutboxKey says whether --outbox-key is set (alerts kept for retry are
 	// authenticated).
 	OutboxKey bool
-	// Now is the local clock; nil is time.Now.
-	Now func() time.Time
 }
 
 // Doctor runs the checks.
@@ -122,13 +121,6 @@ func (d *Doctor) skip(group, name, detail string) {
 	d.add(Result{Group: group, Name: name, OK: true, Skipped: true, Detail: detail})
 }
 
-func (d *Doctor) now() time.Time {
-	if d.Now != nil {
-		return d.Now()
-	}
-	return time.Now()
-}
-
 // Run checks everything, in order, and returns one result per check. Checks that
 // depend on a failed one are skipped and say so.
 func (d *Doctor) Run(ctx context.Context) []Result {
@@ -152,9 +144,9 @@ func (d *Doctor) Run(ctx context.Context) []Result {
 
 // checkAPI reads /version: the API server answers, and its clock agrees with ours.
 func (d *Doctor) checkAPI(ctx context.Context) bool {
-	before := d.now()
+	before := d.Clock.Now()
 	info, date, err := d.Client.ServerVersion(ctx)
-	after := d.now()
+	after := d.Clock.Now()
 	if info == nil {
 		d.fail(GroupAPI, "API server is reachable", fmt.Sprintf("%s: %v", d.APIServer, err),
 			"check the kubeconfig (--kubeconfig, --context) or, in a pod, that the ServiceAccount token is mounted and the API server is reachable from the pod network (NetworkPolicy egress)")
@@ -303,7 +295,7 @@ func (d *Doctor) checkJudged(ctx context.Context, pods []corev1.Pod) {
 		d.skip(GroupScheduler, name, "no live scheduler pod")
 		return
 	}
-	obs := decide.Observation{At: d.now()}
+	obs := decide.Observation{At: d.Clock.Now()}
 	for i := range pods {
 		obs.Pods = append(obs.Pods, d.Describe(&pods[i]))
 	}
@@ -442,7 +434,7 @@ func ports(ps []int32) string {
 func (d *Doctor) checkPause(name string, ann map[string]string) {
 	const pname = "restarts not paused"
 	unpause := fmt.Sprintf("kubectl -n %s annotate deployment %s %s- %s-", d.Namespace, name, decide.PauseUntilAnnotation, decide.PauseReasonAnnotation)
-	switch p, ignored := decide.ReadPause(name, ann, d.now()); {
+	switch p, ignored := decide.ReadPause(name, ann, d.Clock.Now()); {
 	case p != nil:
 		d.warn(GroupObjects, pname, p.String()+": the watchdog judges, records and pages, and restarts nothing", "to resume restarts before then: "+unpause)
 	case ignored != "":
