@@ -10,6 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 
 	"github.com/agentenv/watchdog/pkg/alert"
@@ -19,6 +20,7 @@ import (
 	"github.com/agentenv/watchdog/pkg/kube"
 	"github.com/agentenv/watchdog/pkg/observe"
 	"github.com/agentenv/watchdog/pkg/restart"
+	"github.com/agentenv/watchdog/pkg/scrape"
 	"github.com/agentenv/watchdog/pkg/statestore"
 	"github.com/agentenv/watchdog/pkg/version"
 )
@@ -207,6 +209,49 @@ func newRunner(f *checkFlags, o *observe.Observer, sinks []alert.Sink, log zerol
 		Clock:     clk,
 		Log:       log,
 	}
+}
+
+// observer is what a pass (and doctor) reads, and how, from the flags: the API
+// client, the objects, and the scheduler pods' metrics by --scrape-via resolved
+// (auto is direct in a pod, apiserver elsewhere) with the same time and size
+// bounds on both paths, for the pass's own decision configuration
+// (f.options().Decide).
+func (f *checkFlags) observer(clk clock.PassiveClock) (*observe.Observer, error) {
+	client, cfg, err := newClient(&f.cluster)
+	if err != nil {
+		return nil, err
+	}
+	o, ns := &f.check, f.cluster.Namespace
+	via, err := scrape.ParseVia(o.ScrapeVia)
+	if err != nil {
+		return nil, usagef("--scrape-via %v", err)
+	}
+	via = via.Resolve(inPod())
+	var scraper *scrape.Scraper
+	if via == scrape.ViaDirect {
+		scraper = scrape.NewScraper(o.ScrapeTimeout, o.MetricsMaxBytes)
+	} else {
+		rt, err := rest.TransportFor(cfg)
+		if err != nil {
+			return nil, usagef("--scrape-via apiserver: transport to %s: %v", cfg.Host, err)
+		}
+		scraper = scrape.NewProxiedScraper(rt, o.ScrapeTimeout, o.MetricsMaxBytes)
+	}
+	return &observe.Observer{
+		Client:      client,
+		Namespace:   ns,
+		Selector:    o.SchedulerSelector,
+		Container:   o.SchedulerContainer,
+		Endpoints:   observe.EndpointLister{Client: client, Namespace: ns, Service: o.NodesService, Port: int32(o.NodesPort)},
+		Scraper:     scraper,
+		Via:         via,
+		APIServer:   cfg.Host,
+		MetricsPort: o.MetricsPort,
+		MetricsPath: o.MetricsPath,
+		Deployment:  o.Deployment,
+		Decide:      f.options().Decide,
+		Clock:       clk,
+	}, nil
 }
 
 // options is the pass's configuration from the flags, for check, run and backtest.

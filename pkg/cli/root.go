@@ -18,11 +18,8 @@ import (
 	"github.com/spf13/pflag"
 	"golang.org/x/term"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/clock"
 
 	"github.com/agentenv/watchdog/pkg/kube"
-	"github.com/agentenv/watchdog/pkg/observe"
-	"github.com/agentenv/watchdog/pkg/scrape"
 	"github.com/agentenv/watchdog/pkg/version"
 )
 
@@ -286,49 +283,6 @@ func restConfig(o *ClusterOptions) (*rest.Config, error) {
 // inPod: the watchdog runs in a pod (the kubelet sets KUBERNETES_SERVICE_HOST in
 // every container), where pod IPs are routable.
 func inPod() bool { return os.Getenv("KUBERNETES_SERVICE_HOST") != "" }
-
-// observer is what a pass (and doctor) reads, and how, from the flags: the API
-// client, the objects, and the scheduler pods' metrics by --scrape-via resolved
-// (auto is direct in a pod, apiserver elsewhere) with the same time and size
-// bounds on both paths, for the pass's own decision configuration
-// (f.options().Decide).
-func (f *checkFlags) observer(clk clock.PassiveClock) (*observe.Observer, error) {
-	client, cfg, err := newClient(&f.cluster)
-	if err != nil {
-		return nil, err
-	}
-	o, ns := &f.check, f.cluster.Namespace
-	via, err := scrape.ParseVia(o.ScrapeVia)
-	if err != nil {
-		return nil, usagef("--scrape-via %v", err)
-	}
-	via = via.Resolve(inPod())
-	var scraper *scrape.Scraper
-	if via == scrape.ViaDirect {
-		scraper = scrape.NewScraper(o.ScrapeTimeout, o.MetricsMaxBytes)
-	} else {
-		rt, err := rest.TransportFor(cfg)
-		if err != nil {
-			return nil, usagef("--scrape-via apiserver: transport to %s: %v", cfg.Host, err)
-		}
-		scraper = scrape.NewProxiedScraper(rt, o.ScrapeTimeout, o.MetricsMaxBytes)
-	}
-	return &observe.Observer{
-		Client:      client,
-		Namespace:   ns,
-		Selector:    o.SchedulerSelector,
-		Container:   o.SchedulerContainer,
-		Endpoints:   observe.EndpointLister{Client: client, Namespace: ns, Service: o.NodesService, Port: int32(o.NodesPort)},
-		Scraper:     scraper,
-		Via:         via,
-		APIServer:   cfg.Host,
-		MetricsPort: o.MetricsPort,
-		MetricsPath: o.MetricsPath,
-		Deployment:  o.Deployment,
-		Decide:      f.options().Decide,
-		Clock:       clk,
-	}, nil
-}
 
 func newClient(o *ClusterOptions) (*kube.Client, *rest.Config, error) {
 	cfg, err := restConfig(o)
