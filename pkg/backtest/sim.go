@@ -267,8 +267,7 @@ type observer struct {
 }
 
 func (o *observer) Observe(ctx context.Context) (decide.Observation, error) {
-	now := o.clock.Now()
-	return o.world.observation(now, o.world.Pods(now)), ctx.Err()
+	return o.world.observation(o.clock.Now()), ctx.Err()
 }
 
 func (o *observer) ObserveConsistent(ctx context.Context) (decide.Observation, error) {

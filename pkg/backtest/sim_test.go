@@ -385,8 +385,7 @@ func TestObservationCarriesTheAcceptedHeartbeats(t *testing.T) {
 	h.Targets[0].Accepted = series(t0, t0.Add(time.Hour), 15*time.Second, func(t time.Time) (float64, bool) {
 		return float64(t.Sub(t0) / (5 * time.Second) * 3), true
 	})
-	w := NewWorld(h)
-	obs := w.observation(t0.Add(10*time.Minute), w.Pods(t0.Add(10*time.Minute)))
+	obs := NewWorld(h).observation(t0.Add(10 * time.Minute))
 	if len(obs.Pods) != 1 || obs.Pods[0].Sample == nil || obs.Pods[0].Sample.HeartbeatOK != 360 {
 		t.Fatalf("observation at +10m: %+v, want the accepted counter 360", obs.Pods)
 	}

@@ -3,7 +3,6 @@ package backtest
 import (
 	"fmt"
 	"math"
-	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -45,6 +44,13 @@ type World struct {
 	// leader. The zero value: every live pod.
 	judge      decide.Config
 	deployment string
+	// chosen is the last answer of decide.Judged to the summaries, for the
+	// listing key: the listing changes rarely, the readings at every step.
+	chosen struct {
+		key    string
+		judged map[string]bool
+		buf    []byte // the key being built, reused
+	}
 }
 
 // isScheduler reports a pod of the scheduler the summaries measure, by owner
@@ -308,15 +314,15 @@ func (w *World) condition(t time.Time, startupGrace time.Duration) condition {
 		return condFine
 	}
 	pods := w.Pods(t)
-	obs := w.observation(t, pods)
-	if obs.Leader != nil && obs.Leader.Err != nil {
+	judged, known := w.judged(t, pods)
+	if !known {
 		return condUnknown
 	}
-	judged, _, _ := decide.Judged(obs, w.judge)
 	c := condFine
 	for _, p := range pods {
 		switch {
-		case !slices.ContainsFunc(judged, func(j decide.Pod) bool { return j.UID == p.UID }):
+		case !judged[p.UID]:
+			// Not judged: its readings say nothing of the scheduler that serves.
 		case p.Gap != "":
 			c = condUnknown
 		case p.Ready == 0 && t.Sub(p.StartedAt) >= startupGrace:
@@ -326,14 +332,44 @@ func (w *World) condition(t time.Time, startupGrace time.Duration) condition {
 	return c
 }
 
+// judged is which of pods a run judges at t (decide.Judged), by UID; not known
+// when the leader cannot be told. It is asked again only when what it depends
+// on changed: the pods, which are terminating, the leader.
+func (w *World) judged(t time.Time, pods []Pod) (map[string]bool, bool) {
+	key := w.chosen.buf[:0]
+	if w.h.LeaderFromReadiness {
+		holder, err := w.leader(t, pods)
+		if err != nil {
+			return nil, false
+		}
+		key = append(key, holder...)
+	}
+	for _, p := range pods {
+		key = append(append(key, ','), p.UID...)
+		if p.Terminating {
+			key = append(key, " terminating"...)
+		}
+	}
+	w.chosen.buf = key
+	if w.chosen.judged == nil || string(key) != w.chosen.key {
+		judged, _, _ := decide.Judged(w.observation(t), w.judge)
+		w.chosen.key, w.chosen.judged = string(key), make(map[string]bool, len(judged))
+		for _, p := range judged {
+			w.chosen.judged[p.UID] = true
+		}
+	}
+	return w.chosen.judged, true
+}
+
 // pod is the decision core's view of p, without its readings.
 func (w *World) pod(p Pod) decide.Pod {
 	return decide.Pod{Name: p.Name, UID: p.UID, Phase: "Running", Ready: true, Running: true, StartedAt: p.StartedAt, Terminating: p.Terminating,
 		ControllerKind: "ReplicaSet", ControllerName: replicaSetOf(p.Name), ControllerUID: replicaSetUID}
 }
 
-// observation is the world's pods at t as the watchdog's observer reports them.
-func (w *World) observation(t time.Time, pods []Pod) decide.Observation {
+// observation is the world at t as the watchdog's observer reports it.
+func (w *World) observation(t time.Time) decide.Observation {
+	pods := w.Pods(t)
 	obs := decide.Observation{At: t}
 	expected, known := w.Expected(t)
 	obs.Expected.Serving = expected
