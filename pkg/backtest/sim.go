@@ -27,10 +27,8 @@ type Schedule interface {
 // Config is how the simulated watchdog runs.
 type Config struct {
 	// Check is the pass's configuration, built from check's own flags.
-	Check check.Options
-	// RestartMethod is what the recorded restarts say they did.
-	RestartMethod string
-	Deployment    string
+	Check      check.Options
+	Deployment string
 	// Timeout is --timeout: each pass's deadline, in simulated time.
 	Timeout time.Duration
 	// Schedule and ScheduleSpec simulate the CronJob; Interval > 0 simulates
@@ -104,9 +102,9 @@ func newSimulation(h *History, cfg Config) *simulation {
 	opts.DryRun, opts.Plan.DryRun, opts.Shadow, opts.Plan.Shadow = false, false, false, false
 	s.runner = &check.Runner{
 		Options:   opts,
-		Observer:  &observer{world: s.world, clock: s.clock, deployment: cfg.Deployment},
+		Observer:  &observer{world: s.world, clock: s.clock},
 		Store:     s.store,
-		Restarter: &restarter{world: s.world, clock: s.clock, method: cfg.RestartMethod, rec: s.rec},
+		Restarter: &restarter{world: s.world, clock: s.clock, method: cfg.Check.Decide.RestartMethod, rec: s.rec},
 		Sinks:     []alert.Sink{&sink{rec: s.rec}},
 		Clock:     s.clock,
 		Log:       cfg.Log,
@@ -264,25 +262,24 @@ func (c deadlineContext) Deadline() (time.Time, bool) { return c.at, true }
 
 // observer answers the pass's reads from the world at the simulated time.
 type observer struct {
-	world      *World
-	clock      *simClock
-	deployment string
+	world *World
+	clock *simClock
 }
 
 func (o *observer) Observe(ctx context.Context) (decide.Observation, error) {
-	return o.world.observation(o.clock.Now(), o.deployment), ctx.Err()
+	return o.world.observation(o.clock.Now()), ctx.Err()
 }
 
 func (o *observer) ObserveConsistent(ctx context.Context) (decide.Observation, error) {
-	obs := o.world.observation(o.clock.Now(), o.deployment)
+	obs, err := o.Observe(ctx)
 	obs.Consistent = true
-	return obs, ctx.Err()
+	return obs, err
 }
 
 // Rollout: the recorded history has no Deployment; it is taken as found, not
 // rolling out, and owning every pod (the gate passes for both methods).
 func (o *observer) Rollout(_ context.Context, pods ...decide.Pod) *decide.Rollout {
-	return &decide.Rollout{Name: o.deployment, UID: "backtest", Found: true, Owners: assumedChains(o.deployment, pods)}
+	return &decide.Rollout{Name: o.world.deployment, UID: "backtest", Found: true, Owners: assumedChains(o.world.deployment, pods)}
 }
 
 // assumedChains owns every pod whose name says it is the Deployment's
@@ -359,16 +356,12 @@ func (r *recorder) take() ([]made, []alert.Notification) {
 	return m, n
 }
 
-// newWorld is the record as cfg judges it: with --judge-pods deployment only
-// the Deployment's pods (by name: history has no owner chain) are the scheduler
-// whose wedges the summaries measure; a canary's are not.
+// newWorld is the record as cfg judges it: the summaries measure the wedges of
+// the pods a run judges (a canary's are not), whatever --max-pods lets it judge.
 func newWorld(h *History, cfg Config) *World {
 	w := NewWorld(h)
-	if cfg.Check.Decide.JudgePods == decide.JudgeDeployment {
-		w.scheduler = func(p Pod) bool {
-			return decide.OwnedByName(decide.Pod{Name: p.Name, ControllerKind: "ReplicaSet", ControllerName: replicaSetOf(p.Name)}, cfg.Deployment)
-		}
-	}
+	w.judge, w.deployment = cfg.Check.Decide, cfg.Deployment
+	w.judge.MaxPods = 0
 	return w
 }
 

@@ -59,7 +59,7 @@ func config() Config {
 			Plan:           alert.PlanConfig{RealertInterval: time.Hour, BlindAfter: 3, WedgedFor: 150 * time.Second, Namespace: "ns"},
 			SampleInterval: 15 * time.Second, Namespace: "ns", StateConfigMap: "backtest",
 		},
-		RestartMethod: decide.MethodDelete, Deployment: "sched", Timeout: 3 * time.Minute,
+		Deployment: "sched", Timeout: 3 * time.Minute,
 		Schedule: every5, ScheduleSpec: "*/5 * * * *", StopGap: every5, StopGapAfter: 5 * time.Minute, Log: zerolog.Nop(),
 	}
 }
@@ -385,7 +385,7 @@ func TestObservationCarriesTheAcceptedHeartbeats(t *testing.T) {
 	h.Targets[0].Accepted = series(t0, t0.Add(time.Hour), 15*time.Second, func(t time.Time) (float64, bool) {
 		return float64(t.Sub(t0) / (5 * time.Second) * 3), true
 	})
-	obs := NewWorld(h).observation(t0.Add(10*time.Minute), "sched")
+	obs := NewWorld(h).observation(t0.Add(10 * time.Minute))
 	if len(obs.Pods) != 1 || obs.Pods[0].Sample == nil || obs.Pods[0].Sample.HeartbeatOK != 360 {
 		t.Fatalf("observation at +10m: %+v, want the accepted counter 360", obs.Pods)
 	}

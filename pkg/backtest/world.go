@@ -3,7 +3,6 @@ package backtest
 import (
 	"fmt"
 	"math"
-	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -39,12 +38,26 @@ type World struct {
 	// pod's replacement). From then the target is terminating, as the API server
 	// would list it; history records no deletion mark.
 	supersededAt map[string]time.Time
-	// scheduler says which pods are the scheduler the summaries measure; nil:
-	// every pod.
-	scheduler func(Pod) bool
+	// judge chooses the pods that are the scheduler the summaries measure, as a
+	// run chooses those it judges (decide.Judged): with JudgeDeployment the
+	// Deployment's (by name: history has no owner chain), with a LeaderLease the
+	// leader. The zero value: every live pod.
+	judge      decide.Config
+	deployment string
+	// chosen is the last answer of decide.Judged to the summaries, for the
+	// listing key: the listing changes rarely, the readings at every step.
+	chosen struct {
+		key    string
+		judged map[string]bool
+		buf    []byte // the key being built, reused
+	}
 }
 
-func (w *World) isScheduler(p Pod) bool { return w.scheduler == nil || w.scheduler(p) }
+// isScheduler reports a pod of the scheduler the summaries measure, by owner
+// alone (live or not, leader or standby).
+func (w *World) isScheduler(p Pod) bool {
+	return w.judge.JudgePods != decide.JudgeDeployment || decide.OwnedByName(w.pod(p), w.deployment)
+}
 
 // line is a target the simulation restarted.
 type line struct {
@@ -288,8 +301,10 @@ const (
 	condUnknown
 )
 
-// condition reports whether the world's scheduler is wedged at t. Of an HA
-// scheduler, only the leader: standbys read 0 by design.
+// condition reports whether the world's scheduler is wedged at t: of the pods
+// a run judges (w.judge), a terminating pod's or a canary's readings say nothing
+// of the scheduler that serves, and an HA scheduler's standbys read 0 by design.
+// A leader that cannot be told is unknown.
 func (w *World) condition(t time.Time, startupGrace time.Duration) condition {
 	n, ok := w.Expected(t)
 	if !ok {
@@ -299,19 +314,15 @@ func (w *World) condition(t time.Time, startupGrace time.Duration) condition {
 		return condFine
 	}
 	pods := w.Pods(t)
-	if w.h.LeaderFromReadiness {
-		holder, err := w.leader(t, pods)
-		if err != nil {
-			return condUnknown
-		}
-		pods = slices.DeleteFunc(pods, func(p Pod) bool { return p.Name != holder })
+	judged, known := w.judged(t, pods)
+	if !known {
+		return condUnknown
 	}
 	c := condFine
 	for _, p := range pods {
 		switch {
-		case p.Terminating || !w.isScheduler(p):
-			// Shutting down, or not the scheduler (a canary): its readings say
-			// nothing of the scheduler that serves.
+		case !judged[p.UID]:
+			// Not judged: its readings say nothing of the scheduler that serves.
 		case p.Gap != "":
 			c = condUnknown
 		case p.Ready == 0 && t.Sub(p.StartedAt) >= startupGrace:
@@ -321,14 +332,49 @@ func (w *World) condition(t time.Time, startupGrace time.Duration) condition {
 	return c
 }
 
+// judged is which of pods a run judges at t (decide.Judged), by UID; not known
+// when the leader cannot be told. It is asked again only when what it depends
+// on changed: the pods, which are terminating, the leader.
+func (w *World) judged(t time.Time, pods []Pod) (map[string]bool, bool) {
+	key := w.chosen.buf[:0]
+	if w.h.LeaderFromReadiness {
+		holder, err := w.leader(t, pods)
+		if err != nil {
+			return nil, false
+		}
+		key = append(key, holder...)
+	}
+	for _, p := range pods {
+		key = append(append(key, ','), p.UID...)
+		if p.Terminating {
+			key = append(key, " terminating"...)
+		}
+	}
+	w.chosen.buf = key
+	if w.chosen.judged == nil || string(key) != w.chosen.key {
+		judged, _, _ := decide.Judged(w.observation(t), w.judge)
+		w.chosen.key, w.chosen.judged = string(key), make(map[string]bool, len(judged))
+		for _, p := range judged {
+			w.chosen.judged[p.UID] = true
+		}
+	}
+	return w.chosen.judged, true
+}
+
+// pod is the decision core's view of p, without its readings.
+func (w *World) pod(p Pod) decide.Pod {
+	return decide.Pod{Name: p.Name, UID: p.UID, Phase: "Running", Ready: true, Running: true, StartedAt: p.StartedAt, Terminating: p.Terminating,
+		ControllerKind: "ReplicaSet", ControllerName: replicaSetOf(p.Name), ControllerUID: replicaSetUID}
+}
+
 // observation is the world at t as the watchdog's observer reports it.
-func (w *World) observation(t time.Time, deployment string) decide.Observation {
+func (w *World) observation(t time.Time) decide.Observation {
+	pods := w.Pods(t)
 	obs := decide.Observation{At: t}
 	expected, known := w.Expected(t)
 	obs.Expected.Serving = expected
-	for _, p := range w.Pods(t) {
-		dp := decide.Pod{Name: p.Name, UID: p.UID, Phase: "Running", Ready: true, Running: true, StartedAt: p.StartedAt, Terminating: p.Terminating,
-			ControllerKind: "ReplicaSet", ControllerName: replicaSetOf(p.Name), ControllerUID: replicaSetUID}
+	for _, p := range pods {
+		dp := w.pod(p)
 		switch {
 		case p.Gap != "":
 			dp.ScrapeErr = &scrape.Error{Kind: scrape.KindAbsent, Err: fmt.Errorf("%s", p.Gap)}
@@ -340,9 +386,9 @@ func (w *World) observation(t time.Time, deployment string) decide.Observation {
 		}
 		obs.Pods = append(obs.Pods, dp)
 	}
-	obs.Ownership = &decide.Ownership{Deployment: deployment, Found: true, Chains: assumedChains(deployment, obs.Pods)}
+	obs.Ownership = &decide.Ownership{Deployment: w.deployment, Found: true, Chains: assumedChains(w.deployment, obs.Pods)}
 	if w.h.LeaderFromReadiness {
-		holder, err := w.leader(t, w.Pods(t))
+		holder, err := w.leader(t, pods)
 		// No renewal time: the Lease's expiry is not in the history; readiness
 		// recorded within its staleness is the leadership of the moment.
 		obs.Leader = &decide.Leader{Holder: holder, Err: err}

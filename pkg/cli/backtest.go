@@ -240,7 +240,7 @@ func runBacktest(ctx context.Context, f *checkFlags, bo *BacktestOptions, stderr
 	opts := f.options()
 	stopGap, _ := cron.ParseStandard(DefaultSchedule)
 	res, err := backtest.Run(ctx, h, backtest.Config{
-		Check: opts, RestartMethod: f.check.RestartMethod, Deployment: f.check.Deployment, Timeout: f.cluster.Timeout,
+		Check: opts, Deployment: f.check.Deployment, Timeout: f.cluster.Timeout,
 		Schedule: bo.schedule, ScheduleSpec: bo.Schedule, Interval: bo.Interval,
 		StopGap: stopGap, StopGapAfter: bo.StopGapAfter, Log: zerolog.Nop(),
 	})

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 
 	"github.com/agentenv/watchdog/pkg/alert"
@@ -19,6 +20,7 @@ import (
 	"github.com/agentenv/watchdog/pkg/kube"
 	"github.com/agentenv/watchdog/pkg/observe"
 	"github.com/agentenv/watchdog/pkg/restart"
+	"github.com/agentenv/watchdog/pkg/scrape"
 	"github.com/agentenv/watchdog/pkg/statestore"
 	"github.com/agentenv/watchdog/pkg/version"
 )
@@ -165,7 +167,7 @@ func (f *checkFlags) setup(stderr io.Writer, clk clock.Clock, more ...func() err
 		return nil, err
 	}
 	log := newLogger(&f.cluster, stderr)
-	client, cfg, err := newClient(&f.cluster)
+	o, err := f.observer(clk)
 	if err != nil {
 		return nil, err
 	}
@@ -175,11 +177,7 @@ func (f *checkFlags) setup(stderr io.Writer, clk clock.Clock, more ...func() err
 	if err != nil {
 		return nil, err
 	}
-	metrics, err := newMetricsPath(&f.check, cfg)
-	if err != nil {
-		return nil, err
-	}
-	runner := newRunner(f, client, cfg.Host, metrics, sinks, log, clk)
+	runner := newRunner(f, o, sinks, log, clk)
 	hold, err := buildHold(&f.alerts, f.cluster.Namespace)
 	if err != nil {
 		return nil, err
@@ -187,41 +185,22 @@ func (f *checkFlags) setup(stderr io.Writer, clk clock.Clock, more ...func() err
 	if hold != nil {
 		runner.Hold = hold
 	}
-	return &pass{runner: runner, client: client, log: log, host: cfg.Host}, nil
+	return &pass{runner: runner, client: o.Client, log: log, host: o.APIServer}, nil
 }
 
-// newRunner wires a pass from the flags.
-func newRunner(f *checkFlags, client *kube.Client, host string, metrics metricsPath, sinks []alert.Sink, log zerolog.Logger, clk clock.Clock) *check.Runner {
-	ns := f.cluster.Namespace
+// newRunner wires a pass from the flags around its Observer o.
+func newRunner(f *checkFlags, o *observe.Observer, sinks []alert.Sink, log zerolog.Logger, clk clock.Clock) *check.Runner {
+	ns, client := f.cluster.Namespace, o.Client
 	hostname, _ := os.Hostname()
 	var restarter restart.Restarter = restart.Deleter{Client: client, Namespace: ns}
 	if f.check.RestartMethod == decide.MethodRollout {
 		restarter = restart.Rollout{Client: client, Namespace: ns, Deployment: f.check.Deployment, Now: clk.Now}
 	}
 	opts := f.options()
-	opts.ScrapeVia = metrics.via
+	opts.ScrapeVia = o.Via
 	return &check.Runner{
-		Options: opts,
-		Observer: &observe.Observer{
-			Client:      client,
-			Namespace:   ns,
-			Selector:    f.check.SchedulerSelector,
-			Container:   f.check.SchedulerContainer,
-			Endpoints:   observe.EndpointLister{Client: client, Namespace: ns, Service: f.check.NodesService, Port: int32(f.check.NodesPort)},
-			Scraper:     metrics.scraper,
-			Via:         metrics.via,
-			APIServer:   host,
-			MetricsPort: f.check.MetricsPort,
-			MetricsPath: f.check.MetricsPath,
-			LeaderLease: f.check.LeaderLease,
-			Deployment:  f.check.Deployment,
-			// The rollout gate checks the owner chain by UID for the rollout method
-			// only: delete acts on the observed pod alone (UID precondition).
-			VerifyOwners: f.check.RestartMethod == decide.MethodRollout,
-			JudgePods:    decide.JudgePods(f.check.JudgePods),
-			MaxPods:      f.check.MaxPods,
-			Clock:        clk,
-		},
+		Options:   opts,
+		Observer:  o,
 		Store:     &statestore.Store{Client: client, Namespace: ns, Name: f.cluster.StateConfigMap},
 		Restarter: restarter,
 		Events:    &events.Recorder{Client: client, Namespace: ns, Host: hostname, Now: clk.Now},
@@ -230,6 +209,49 @@ func newRunner(f *checkFlags, client *kube.Client, host string, metrics metricsP
 		Clock:     clk,
 		Log:       log,
 	}
+}
+
+// observer is what a pass (and doctor) reads, and how, from the flags: the API
+// client, the objects, and the scheduler pods' metrics by --scrape-via resolved
+// (auto is direct in a pod, apiserver elsewhere) with the same time and size
+// bounds on both paths, for the pass's own decision configuration
+// (f.options().Decide).
+func (f *checkFlags) observer(clk clock.PassiveClock) (*observe.Observer, error) {
+	client, cfg, err := newClient(&f.cluster)
+	if err != nil {
+		return nil, err
+	}
+	o, ns := &f.check, f.cluster.Namespace
+	via, err := scrape.ParseVia(o.ScrapeVia)
+	if err != nil {
+		return nil, usagef("--scrape-via %v", err)
+	}
+	via = via.Resolve(inPod())
+	var scraper *scrape.Scraper
+	if via == scrape.ViaDirect {
+		scraper = scrape.NewScraper(o.ScrapeTimeout, o.MetricsMaxBytes)
+	} else {
+		rt, err := rest.TransportFor(cfg)
+		if err != nil {
+			return nil, usagef("--scrape-via apiserver: transport to %s: %v", cfg.Host, err)
+		}
+		scraper = scrape.NewProxiedScraper(rt, o.ScrapeTimeout, o.MetricsMaxBytes)
+	}
+	return &observe.Observer{
+		Client:      client,
+		Namespace:   ns,
+		Selector:    o.SchedulerSelector,
+		Container:   o.SchedulerContainer,
+		Endpoints:   observe.EndpointLister{Client: client, Namespace: ns, Service: o.NodesService, Port: int32(o.NodesPort)},
+		Scraper:     scraper,
+		Via:         via,
+		APIServer:   cfg.Host,
+		MetricsPort: o.MetricsPort,
+		MetricsPath: o.MetricsPath,
+		Deployment:  o.Deployment,
+		Decide:      f.options().Decide,
+		Clock:       clk,
+	}, nil
 }
 
 // options is the pass's configuration from the flags, for check, run and backtest.

@@ -7,9 +7,9 @@ import (
 	"io"
 
 	"github.com/spf13/cobra"
+	"k8s.io/utils/clock"
 
 	"github.com/agentenv/watchdog/pkg/alert"
-	"github.com/agentenv/watchdog/pkg/decide"
 	"github.com/agentenv/watchdog/pkg/doctor"
 )
 
@@ -71,11 +71,7 @@ Exit codes: 0 every check passed; 1 a check failed (each ✗ line says how to fi
 				return err
 			}
 			newLogger(&f.cluster, stderr)
-			client, cfg, err := newClient(&f.cluster)
-			if err != nil {
-				return err
-			}
-			metrics, err := newMetricsPath(&f.check, cfg)
+			o, err := f.observer(clock.RealClock{})
 			if err != nil {
 				return err
 			}
@@ -87,26 +83,10 @@ Exit codes: 0 every check passed; 1 a check failed (each ✗ line says how to fi
 				return usagef("--send-test: no sink configured: set --slack-webhook-url, --webhook-url, --alertmanager-url or --heartbeat-url")
 			}
 			d := &doctor.Doctor{Config: doctor.Config{
-				Client:            client,
-				Host:              cfg.Host,
-				Namespace:         f.cluster.Namespace,
+				Observer:          o,
 				StateConfigMap:    f.cluster.StateConfigMap,
 				EvidenceConfigMap: f.evidence.ConfigMap,
 				EvidenceLogs:      f.evidence.Logs,
-				Selector:          f.check.SchedulerSelector,
-				Container:         f.check.SchedulerContainer,
-				Deployment:        f.check.Deployment,
-				MetricsPort:       f.check.MetricsPort,
-				MetricsPath:       f.check.MetricsPath,
-				Scraper:           metrics.scraper,
-				Via:               metrics.via,
-				NodesService:      f.check.NodesService,
-				NodesPort:         int32(f.check.NodesPort),
-				RestartMethod:     f.check.RestartMethod,
-				MaxRestarts:       f.check.MaxRestarts,
-				LeaderLease:       f.check.LeaderLease,
-				JudgePods:         decide.JudgePods(f.check.JudgePods),
-				MaxPods:           f.check.MaxPods,
 				Sinks:             sinks,
 				SendTest:          f.sendTest,
 				OutboxKey:         f.alerts.OutboxKey != "",
@@ -117,7 +97,7 @@ Exit codes: 0 every check passed; 1 a check failed (each ✗ line says how to fi
 			d.WatchEndpoints = f.watchEndpoints
 			ctx, cancel := context.WithTimeout(cmd.Context(), f.cluster.Timeout)
 			defer cancel()
-			rep := doctor.NewReport(f.cluster.Namespace, cfg.Host, d.Run(ctx))
+			rep := doctor.NewReport(f.cluster.Namespace, o.APIServer, d.Run(ctx))
 			write := rep.WriteText
 			if f.output.Structured() {
 				write = func(w io.Writer) error { return writeAs(w, f.output.Output, rep.WriteJSON) }

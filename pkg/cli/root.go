@@ -21,7 +21,6 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/agentenv/watchdog/pkg/kube"
-	"github.com/agentenv/watchdog/pkg/scrape"
 	"github.com/agentenv/watchdog/pkg/version"
 )
 
@@ -314,30 +313,6 @@ func requestTimeout(s string) (time.Duration, error) {
 // inPod: the watchdog runs in a pod (the kubelet sets KUBERNETES_SERVICE_HOST in
 // every container), where pod IPs are routable.
 func inPod() bool { return os.Getenv("KUBERNETES_SERVICE_HOST") != "" }
-
-// metricsPath is how a pass reaches the scheduler pods' metrics: --scrape-via
-// resolved (auto is direct in a pod, apiserver elsewhere) and its scraper, with the
-// same time and size bounds on both paths.
-type metricsPath struct {
-	via     scrape.Via
-	scraper *scrape.Scraper
-}
-
-func newMetricsPath(o *CheckOptions, cfg *rest.Config) (metricsPath, error) {
-	via, err := scrape.ParseVia(o.ScrapeVia)
-	if err != nil {
-		return metricsPath{}, usagef("--scrape-via %v", err)
-	}
-	via = via.Resolve(inPod())
-	if via == scrape.ViaDirect {
-		return metricsPath{via: via, scraper: scrape.NewScraper(o.ScrapeTimeout, o.MetricsMaxBytes)}, nil
-	}
-	rt, err := rest.TransportFor(cfg)
-	if err != nil {
-		return metricsPath{}, usagef("--scrape-via apiserver: transport to %s: %v", cfg.Host, err)
-	}
-	return metricsPath{via: via, scraper: scrape.NewProxiedScraper(rt, o.ScrapeTimeout, o.MetricsMaxBytes)}, nil
-}
 
 func newClient(o *ClusterOptions) (*kube.Client, *rest.Config, error) {
 	cfg, err := restConfig(o)

@@ -166,7 +166,9 @@ func supersededTarget(p Pod, ps *state.Pod) Target {
 }
 
 // Judged says which of obs's pods a run judges, why each other is not (by pod
-// name), and the run's problem when none is: Decide's selection, for doctor.
+// name), and the run's problem when none is: Decide's selection. The observer
+// scrapes exactly these (with obs.At the observation's time, as Decide reads
+// the Lease's expiry), doctor reports them.
 func Judged(obs Observation, cfg Config) (judged []Pod, notJudged map[string]string, problem string) {
 	judged, others, problem := selectTargets(obs, cfg)
 	notJudged = make(map[string]string, len(others))
@@ -174,6 +176,13 @@ func Judged(obs Observation, cfg Config) (judged []Pod, notJudged map[string]str
 		notJudged[c.pod.Name] = c.why
 	}
 	return judged, notJudged, problem
+}
+
+// Live reports a pod that could be judged: neither terminating nor finished
+// (Evicted, say: no scheduler runs in it, and it stays listed until
+// garbage-collected).
+func Live(p Pod) bool {
+	return !p.Terminating && p.Phase != "Failed" && p.Phase != "Succeeded"
 }
 
 type candidate struct {
@@ -190,17 +199,14 @@ type candidate struct {
 func selectTargets(obs Observation, cfg Config) (judged []Pod, notJudged []candidate, problem string) {
 	var live []Pod
 	for _, p := range obs.Pods {
-		if p.Terminating {
+		switch {
+		case p.Terminating:
 			notJudged = append(notJudged, candidate{p, "terminating", false})
-			continue
-		}
-		if p.Phase == "Failed" || p.Phase == "Succeeded" {
-			// Finished (Evicted, say): no scheduler runs in it, and it stays
-			// listed until garbage-collected.
+		case !Live(p):
 			notJudged = append(notJudged, candidate{p, "finished (pod phase " + p.Phase + ")", false})
-			continue
+		default:
+			live = append(live, p)
 		}
-		live = append(live, p)
 	}
 	if len(obs.Pods) == 0 {
 		return nil, nil, "no scheduler pod matches the selector"

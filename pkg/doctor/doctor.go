@@ -18,7 +18,6 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/clock"
 
 	"github.com/agentenv/watchdog/pkg/decide"
 	"github.com/agentenv/watchdog/pkg/endpoints"
@@ -74,34 +73,16 @@ type Sink struct {
 
 // Config is what to check: the options of the run being prepared for.
 type Config struct {
-	Client *kube.Client
-	// Host is the API server, as configured.
-	Host           string
-	Namespace      string
+	// Observer is the run's own, built from the same configuration: the API
+	// server (APIServer) and the objects it reads, the scrape path (Via, a
+	// proxied Scraper for apiserver), the decision settings (Observer.Decide)
+	// that say which pods a run judges and which calls it makes, and the local
+	// clock.
+	*observe.Observer
 	StateConfigMap string
-	Selector       string
-	Container      string
-	Deployment     string
-	MetricsPort    int
-	MetricsPath    string
-	Scraper        *scrape.Scraper
-	// Via is the resolved scrape path, as a run takes it: direct, or apiserver
-	// (Scraper is then a proxied scraper to Host).
-	Via scrape.Via
-	// ScrapeURL overrides how a pod's metrics URL is built (tests); nil builds it
-	// as the observer does (observe.ScrapeURL).
-	ScrapeURL func(pod *corev1.Pod) string
 	// EvidenceConfigMap and EvidenceLogs: the evidence of restarts (pkg/evidence).
 	EvidenceConfigMap string
 	EvidenceLogs      bool
-	NodesService      string
-	NodesPort         int32
-	RestartMethod     string
-	MaxRestarts       int
-	LeaderLease       string
-	// JudgePods and MaxPods: which pods a run judges (--judge-pods, --max-pods).
-	JudgePods decide.JudgePods
-	MaxPods   int
 	// ElectionLease is `run --leader-elect`'s Lease, "" without election.
 	ElectionLease string
 	// WatchEndpoints: check the rights of `run --watch-endpoints` too.
@@ -112,8 +93,6 @@ type Config struct {
 	// OutboxKey says whether --outbox-key is set (alerts kept for retry are
 	// authenticated).
 	OutboxKey bool
-	// Now is the local clock; nil is time.Now.
-	Now func() time.Time
 }
 
 // Doctor runs the checks.
@@ -142,13 +121,6 @@ func (d *Doctor) skip(group, name, detail string) {
 	d.add(Result{Group: group, Name: name, OK: true, Skipped: true, Detail: detail})
 }
 
-func (d *Doctor) now() time.Time {
-	if d.Now != nil {
-		return d.Now()
-	}
-	return time.Now()
-}
-
 // Run checks everything, in order, and returns one result per check. Checks that
 // depend on a failed one are skipped and say so.
 func (d *Doctor) Run(ctx context.Context) []Result {
@@ -172,16 +144,16 @@ func (d *Doctor) Run(ctx context.Context) []Result {
 
 // checkAPI reads /version: the API server answers, and its clock agrees with ours.
 func (d *Doctor) checkAPI(ctx context.Context) bool {
-	before := d.now()
+	before := d.Clock.Now()
 	info, date, err := d.Client.ServerVersion(ctx)
-	after := d.now()
+	after := d.Clock.Now()
 	if info == nil {
-		d.fail(GroupAPI, "API server is reachable", fmt.Sprintf("%s: %v", d.Host, err),
+		d.fail(GroupAPI, "API server is reachable", fmt.Sprintf("%s: %v", d.APIServer, err),
 			"check the kubeconfig (--kubeconfig, --context) or, in a pod, that the ServiceAccount token is mounted and the API server is reachable from the pod network (NetworkPolicy egress)")
 		d.skip(GroupAPI, "clock agrees with the API server", "the API server is not reachable")
 		return false
 	}
-	d.pass(GroupAPI, "API server is reachable", fmt.Sprintf("Kubernetes %s at %s", info.GitVersion, d.Host))
+	d.pass(GroupAPI, "API server is reachable", fmt.Sprintf("Kubernetes %s at %s", info.GitVersion, d.APIServer))
 	if err != nil {
 		d.fail(GroupAPI, "clock agrees with the API server", err.Error(), "a proxy between the watchdog and the API server drops the Date header; the clock cannot be compared")
 		return true
@@ -214,8 +186,8 @@ func Skew(before, after, date time.Time) time.Duration {
 // needs reads whether the objects the watchdog may create exist.
 func (d *Doctor) needs(ctx context.Context) Needs {
 	n := Needs{
-		StateConfigMap: d.StateConfigMap, Deployment: d.Deployment, RestartMethod: d.RestartMethod, JudgePods: d.JudgePods,
-		MaxRestarts: d.MaxRestarts, LeaderLease: d.LeaderLease, ElectionLease: d.ElectionLease, WatchEndpoints: d.WatchEndpoints,
+		StateConfigMap: d.StateConfigMap, Deployment: d.Deployment, RestartMethod: d.Decide.RestartMethod, JudgePods: d.Decide.JudgePods,
+		MaxRestarts: d.Decide.MaxRestarts, LeaderLease: d.Decide.LeaderLease, ElectionLease: d.ElectionLease, WatchEndpoints: d.WatchEndpoints,
 		ScrapeViaAPIServer: d.Via == scrape.ViaAPIServer,
 		EvidenceConfigMap:  d.EvidenceConfigMap, EvidenceLogs: d.EvidenceLogs,
 	}
@@ -298,7 +270,7 @@ func (d *Doctor) checkPods(ctx context.Context) []corev1.Pod {
 				withContainer = append(withContainer, p.Name)
 			}
 		}
-		if p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodFailed && p.Status.Phase != corev1.PodSucceeded {
+		if decide.Live(d.Describe(&p)) {
 			live = append(live, p)
 		}
 	}
@@ -323,15 +295,16 @@ func (d *Doctor) checkJudged(ctx context.Context, pods []corev1.Pod) {
 		d.skip(GroupScheduler, name, "no live scheduler pod")
 		return
 	}
-	o := &observe.Observer{Client: d.Client, Namespace: d.Namespace, Container: d.Container, Deployment: d.Deployment, MaxPods: d.MaxPods, Clock: clock.RealClock{}}
-	obs := decide.Observation{At: d.now()}
+	obs := decide.Observation{At: d.Clock.Now()}
 	for i := range pods {
-		obs.Pods = append(obs.Pods, o.Describe(&pods[i]))
+		obs.Pods = append(obs.Pods, d.Describe(&pods[i]))
 	}
-	if d.JudgePods == decide.JudgeDeployment {
-		obs.Ownership = o.Ownership(ctx, obs.Pods)
+	if d.Decide.JudgePods == decide.JudgeDeployment {
+		obs.Ownership = d.Ownership(ctx, obs.Pods)
 	}
-	judged, notJudged, problem := decide.Judged(obs, decide.Config{JudgePods: d.JudgePods, MaxPods: d.MaxPods})
+	cfg := d.Decide
+	cfg.LeaderLease = "" // which pod leads is the run's to read
+	judged, notJudged, problem := decide.Judged(obs, cfg)
 	var names []string
 	for _, p := range judged {
 		names = append(names, p.Name)
@@ -352,13 +325,13 @@ func (d *Doctor) checkJudged(ctx context.Context, pods []corev1.Pod) {
 			// Not a wrong name: the reads were refused or failed (a Role of one's own
 			// from before --judge-pods deployment lacks get replicasets).
 			hint = fmt.Sprintf("the watchdog needs get deployments/%s and get replicasets in %s to tell the Deployment's pods (the chart's Role grants both; see the permission checks), or --judge-pods selector (chart: scheduler.judgePods) for a scheduler that no Deployment runs", d.Deployment, d.Namespace)
-		} else if d.JudgePods == decide.JudgeDeployment {
+		} else if d.Decide.JudgePods == decide.JudgeDeployment {
 			hint += ", or --judge-pods selector (chart: scheduler.judgePods) for a scheduler that no Deployment runs"
 		} else {
 			hint = "narrow --scheduler-selector (chart: scheduler.selector) to the scheduler's pods, or raise --max-pods"
 		}
 		d.fail(GroupScheduler, name, problem, hint)
-	case len(judged) > 1 && d.LeaderLease == "":
+	case len(judged) > 1 && d.Decide.LeaderLease == "":
 		d.warn(GroupScheduler, name, fmt.Sprintf("%d pods are judged and --leader-lease is not set: %s", len(judged), detail),
 			"no restart will happen while several pods are judged (the single-target gate cannot tell which leads): set --leader-lease (chart: scheduler.leaderLease) for an HA scheduler; with --judge-pods selector, narrow --scheduler-selector or use --judge-pods deployment")
 	default:
@@ -375,7 +348,7 @@ func (d *Doctor) checkMetrics(ctx context.Context, pods []corev1.Pod) {
 	for i := range pods {
 		pod := &pods[i]
 		name := "metrics of pod " + pod.Name
-		url := d.url(pod)
+		url := d.URL(pod)
 		if url == "" {
 			d.fail(GroupScheduler, name, "the pod has no IP yet", "wait until the pod runs, then run doctor again")
 			continue
@@ -422,34 +395,26 @@ func scrapeHint(kind scrape.Kind, via scrape.Via, port int, path string) string 
 	return "the page cannot be trusted: every run would judge this scheduler unknown; see the detail"
 }
 
-func (d *Doctor) url(pod *corev1.Pod) string {
-	if d.ScrapeURL != nil {
-		return d.ScrapeURL(pod)
-	}
-	return observe.ScrapeURL(d.Via, d.Host, pod, d.MetricsPort, d.MetricsPath)
-}
-
 // checkSlices reads the nodes Service's EndpointSlices as a run does
 // (observe.EndpointLister), which also says when they cannot be what the flags name.
 func (d *Doctor) checkSlices(ctx context.Context) {
 	const name = "nodes Service has EndpointSlices with --nodes-port"
-	l := observe.EndpointLister{Client: d.Client, Namespace: d.Namespace, Service: d.NodesService, Port: d.NodesPort}
-	count, err := l.Expected(ctx)
+	count, err := d.Endpoints.Expected(ctx)
 	var wrong *endpoints.MisconfiguredError
 	switch {
 	case errors.As(err, &wrong) && count.AllSlices == 0:
-		d.fail(GroupDiscovery, name, fmt.Sprintf("no EndpointSlice in %s is labelled %s=%s", d.Namespace, discoveryv1.LabelServiceName, d.NodesService),
+		d.fail(GroupDiscovery, name, fmt.Sprintf("no EndpointSlice in %s is labelled %s=%s", d.Namespace, discoveryv1.LabelServiceName, d.Endpoints.Service),
 			fmt.Sprintf("set --nodes-service (chart: scheduler.nodesService) to the Service the scheduler discovers nodes through; compare `kubectl get endpointslices -n %s -L %s`", d.Namespace, discoveryv1.LabelServiceName))
 	case errors.As(err, &wrong):
-		d.fail(GroupDiscovery, name, fmt.Sprintf("%d EndpointSlice(s) of %s, none with port %d (ports: %s)", count.AllSlices, d.NodesService, d.NodesPort, ports(count.OtherPorts)),
+		d.fail(GroupDiscovery, name, fmt.Sprintf("%d EndpointSlice(s) of %s, none with port %d (ports: %s)", count.AllSlices, d.Endpoints.Service, d.Endpoints.Port, ports(count.OtherPorts)),
 			"set --nodes-port (chart: scheduler.nodesPort) to the node port the scheduler's discovery counts")
 	case err != nil:
 		d.fail(GroupDiscovery, name, err.Error(), "see the permission checks above: the watchdog must list endpointslices in --namespace")
 	case count.Slices == 0:
 		// A Service without endpoints: its placeholder slice carries no port.
-		d.pass(GroupDiscovery, name, fmt.Sprintf("%s has no endpoints yet: discovery should see 0 nodes", d.NodesService))
+		d.pass(GroupDiscovery, name, fmt.Sprintf("%s has no endpoints yet: discovery should see 0 nodes", d.Endpoints.Service))
 	default:
-		d.pass(GroupDiscovery, name, fmt.Sprintf("%d of %d EndpointSlice(s) carry port %d: %d serving node(s), %d lingering", count.Slices, count.AllSlices, d.NodesPort, count.Serving, count.Lingering))
+		d.pass(GroupDiscovery, name, fmt.Sprintf("%d of %d EndpointSlice(s) carry port %d: %d serving node(s), %d lingering", count.Slices, count.AllSlices, d.Endpoints.Port, count.Serving, count.Lingering))
 	}
 }
 
@@ -469,7 +434,7 @@ func ports(ps []int32) string {
 func (d *Doctor) checkPause(name string, ann map[string]string) {
 	const pname = "restarts not paused"
 	unpause := fmt.Sprintf("kubectl -n %s annotate deployment %s %s- %s-", d.Namespace, name, decide.PauseUntilAnnotation, decide.PauseReasonAnnotation)
-	switch p, ignored := decide.ReadPause(name, ann, d.now()); {
+	switch p, ignored := decide.ReadPause(name, ann, d.Clock.Now()); {
 	case p != nil:
 		d.warn(GroupObjects, pname, p.String()+": the watchdog judges, records and pages, and restarts nothing", "to resume restarts before then: "+unpause)
 	case ignored != "":
@@ -500,16 +465,16 @@ func (d *Doctor) checkObjects(ctx context.Context) {
 	}
 
 	const lname = "scheduler leader Lease exists"
-	if d.LeaderLease == "" {
+	if d.Decide.LeaderLease == "" {
 		d.skip(GroupObjects, lname, "--leader-lease is not set: every pod a run judges is a target (see the Scheduler checks)")
 	} else {
-		lease, err := d.Client.GetLease(ctx, d.Namespace, d.LeaderLease)
+		lease, err := d.Client.GetLease(ctx, d.Namespace, d.Decide.LeaderLease)
 		switch {
 		case apierrors.IsNotFound(err):
-			d.fail(GroupObjects, lname, fmt.Sprintf("Lease %s/%s not found", d.Namespace, d.LeaderLease),
+			d.fail(GroupObjects, lname, fmt.Sprintf("Lease %s/%s not found", d.Namespace, d.Decide.LeaderLease),
 				"set --leader-lease (chart: scheduler.leaderLease) to the Lease the scheduler's replicas elect their leader through, or leave it empty for a single scheduler")
 		case err != nil:
-			d.fail(GroupObjects, lname, fmt.Sprintf("get Lease %s/%s: %v", d.Namespace, d.LeaderLease, err), "see the permission checks above")
+			d.fail(GroupObjects, lname, fmt.Sprintf("get Lease %s/%s: %v", d.Namespace, d.Decide.LeaderLease, err), "see the permission checks above")
 		default:
 			holder := "nobody"
 			if lease.Spec.HolderIdentity != nil && *lease.Spec.HolderIdentity != "" {

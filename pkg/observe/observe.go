@@ -36,21 +36,17 @@ type Observer struct {
 	Scraper     *scrape.Scraper
 	MetricsPort int
 	MetricsPath string
-	LeaderLease string
 	Deployment  string
-	// VerifyOwners reads each pod's ReplicaSet with the Deployment (Rollout) and
-	// checks the chain by UID: the rollout method's gate needs it.
-	VerifyOwners bool
-	// JudgePods: with decide.JudgeDeployment every observation reads the
-	// Deployment and the owner chains of the pods naming its ReplicaSets
-	// (Observation.Ownership), and scrapes only the Deployment's pods.
-	JudgePods decide.JudgePods
+	// Decide is the run's decision configuration, which says what to read: the
+	// LeaderLease; with JudgePods decide.JudgeDeployment the Deployment and the
+	// owner chains of the pods naming its ReplicaSets (Observation.Ownership),
+	// at most MaxPods of them; with RestartMethod rollout each pod's chain again
+	// for the rollout gate (Rollout). Only the pods decide.Judged picks are
+	// scraped: exactly those Decide judges.
+	Decide decide.Config
 	// owners keeps the Deployment and ReplicaSets read for Ownership for a while
 	// (ownersTTL): the samples of a run would read the same ones each time.
 	owners ownersCache
-	// MaxPods: when more live pods match the selector, none is scraped (decide
-	// judges none). Zero is no limit.
-	MaxPods int
 	// MaxScrapes bounds the scrapes in flight; zero is DefaultMaxScrapes.
 	MaxScrapes int
 	Clock      clock.PassiveClock
@@ -106,14 +102,14 @@ func (o *Observer) observe(ctx context.Context, consistent bool) (decide.Observa
 		defer wg.Done()
 		expected, expectedErr = o.Endpoints.Read(ctx, consistent)
 	}()
-	if o.LeaderLease != "" {
+	if o.Decide.LeaderLease != "" {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			leader = o.readLeader(ctx)
 		}()
 	}
-	if o.JudgePods == decide.JudgeDeployment || o.Deployment != "" {
+	if o.Decide.JudgePods == decide.JudgeDeployment || o.Deployment != "" {
 		// Beside the pod list, not after it, and mostly from the cache: a slow
 		// API server must not make each sample a round trip longer. Read for the
 		// pause annotations too, which every report and alert shows.
@@ -128,25 +124,28 @@ func (o *Observer) observe(ctx context.Context, consistent bool) (decide.Observa
 		return decide.Observation{}, fmt.Errorf("list scheduler pods (%s) in %s: %w", o.Selector, o.Namespace, podsErr)
 	}
 
-	obs := decide.Observation{Expected: expected, ExpectedErr: expectedErr, Leader: leader, Consistent: consistent}
+	obs := decide.Observation{At: began, Expected: expected, ExpectedErr: expectedErr, Leader: leader, Consistent: consistent}
 	obs.Annotated = annotated(o.Deployment, dep, depErr)
 	obs.Pods = make([]decide.Pod, len(pods.Items))
 	for i := range pods.Items {
 		obs.Pods[i] = o.Describe(&pods.Items[i])
 	}
-	judgeable := countLive(obs.Pods)
-	if o.JudgePods == decide.JudgeDeployment {
+	if o.Decide.JudgePods == decide.JudgeDeployment {
 		obs.Ownership = o.ownership(ctx, dep, depErr, obs.Pods)
-		judgeable = countOwned(obs.Ownership, obs.Pods)
 	}
-	// Too many matching pods: a selector gone wide. Scraping them all would be the
-	// watchdog's own fan-out; decide judges none of them (Config.MaxPods).
-	scrapeNone := o.MaxPods > 0 && judgeable > o.MaxPods
+	// Only the pods decide will judge, chosen as it chooses them (the Lease's
+	// expiry at obs.At): standbys read 0 by design, and past --max-pods none is
+	// (a selector gone wide must not become the watchdog's own fan-out).
+	judged, _, _ := decide.Judged(obs, o.Decide)
+	chosen := make(map[string]bool, len(judged))
+	for _, p := range judged {
+		chosen[p.UID] = true
+	}
 	var scrapes sync.WaitGroup
 	slots := make(chan struct{}, o.maxScrapes())
 	for i := range pods.Items {
 		pod := &pods.Items[i]
-		if scrapeNone || !o.shouldScrape(pod, leader) || (obs.Ownership != nil && !obs.Ownership.Owns(obs.Pods[i])) {
+		if !chosen[obs.Pods[i].UID] {
 			continue
 		}
 		scrapes.Add(1)
@@ -154,7 +153,7 @@ func (o *Observer) observe(ctx context.Context, consistent bool) (decide.Observa
 			defer scrapes.Done()
 			slots <- struct{}{}
 			defer func() { <-slots }()
-			url := o.url(pod)
+			url := o.URL(pod)
 			if url == "" {
 				p.ScrapeErr = &scrape.Error{Kind: scrape.KindUnreachable, Err: fmt.Errorf("pod %s has no IP", pod.Name)}
 				return
@@ -168,28 +167,11 @@ func (o *Observer) observe(ctx context.Context, consistent bool) (decide.Observa
 		}(&obs.Pods[i], pod)
 	}
 	scrapes.Wait()
-	obs.At = began
 	return obs, nil
 }
 
-func (o *Observer) shouldScrape(pod *corev1.Pod, leader *decide.Leader) bool {
-	if pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded {
-		return false
-	}
-	if o.LeaderLease != "" {
-		// Standbys read 0 by design: scraping them would only add noise.
-		if leader == nil || leader.Err != nil {
-			return false
-		}
-		if _, expired := leader.ExpiredAt(o.Clock.Now()); expired {
-			return false // nobody leads: nobody is judged
-		}
-		return decide.HolderIs(leader.Holder, pod.Name)
-	}
-	return true
-}
-
-func (o *Observer) url(pod *corev1.Pod) string {
+// URL is where the observer reads a pod's metrics, or "" while the pod has no IP.
+func (o *Observer) URL(pod *corev1.Pod) string {
 	if o.ScrapeURL != nil {
 		return o.ScrapeURL(pod)
 	}
@@ -275,9 +257,9 @@ func (o *Observer) Describe(pod *corev1.Pod) decide.Pod {
 }
 
 func (o *Observer) readLeader(ctx context.Context) *decide.Leader {
-	lease, err := o.Client.GetLease(ctx, o.Namespace, o.LeaderLease)
+	lease, err := o.Client.GetLease(ctx, o.Namespace, o.Decide.LeaderLease)
 	if err != nil {
-		return &decide.Leader{Err: fmt.Errorf("get Lease %s/%s: %w", o.Namespace, o.LeaderLease, err)}
+		return &decide.Leader{Err: fmt.Errorf("get Lease %s/%s: %w", o.Namespace, o.Decide.LeaderLease, err)}
 	}
 	l := &decide.Leader{}
 	if lease.Spec.HolderIdentity != nil {
@@ -312,7 +294,8 @@ func renewalWritten(lease *coordinationv1.Lease) time.Time {
 
 // Rollout reads the scheduler Deployment for the rollout gate. A missing Deployment
 // is not an error (the pod may be managed otherwise); any other failure is, and the
-// gate fails safe on it. With VerifyOwners, it also checks pods' owner chains.
+// gate fails safe on it. For the rollout method, it also checks pods' owner
+// chains: delete acts on the observed pod alone (UID precondition).
 func (o *Observer) Rollout(ctx context.Context, pods ...decide.Pod) *decide.Rollout {
 	r := &decide.Rollout{Name: o.Deployment}
 	d, err := o.Client.GetDeployment(ctx, o.Namespace, o.Deployment, kube.Quorum)
@@ -326,7 +309,7 @@ func (o *Observer) Rollout(ctx context.Context, pods ...decide.Pod) *decide.Roll
 	r.Found, r.UID, r.Annotations = true, string(d.UID), d.Annotations
 	r.Paused = d.Spec.Paused
 	r.InProgress, r.Detail = rollingOut(d)
-	if o.VerifyOwners {
+	if o.Decide.RestartMethod == decide.MethodRollout {
 		// Read afresh: the last look before acting.
 		r.Owners, r.OwnersErr = o.ownerChains(ctx, d, pods, func(ctx context.Context, name string) (*appsv1.ReplicaSet, error) {
 			return o.Client.GetReplicaSet(ctx, o.Namespace, name, kube.Quorum)

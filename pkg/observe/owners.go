@@ -36,7 +36,7 @@ func (o *Observer) ownerChains(ctx context.Context, d *appsv1.Deployment, pods [
 	cache := map[string]read{}
 	var firstErr error
 	for _, p := range pods {
-		if !live(p) {
+		if !decide.Live(p) {
 			continue // never judged: nothing to restart
 		}
 		if p.ControllerKind != "ReplicaSet" || p.ControllerName == "" {
@@ -89,15 +89,15 @@ func (o *Observer) ownership(ctx context.Context, d *appsv1.Deployment, err erro
 	var named []decide.Pod
 	replicaSets := map[string]bool{}
 	for _, p := range pods {
-		if live(p) && decide.OwnedByName(p, o.Deployment) {
+		if decide.Live(p) && decide.OwnedByName(p, o.Deployment) {
 			named = append(named, p)
 			replicaSets[p.ControllerName] = true
 		}
 	}
-	if o.MaxPods > 0 && len(replicaSets) > o.MaxPods {
+	if o.Decide.MaxPods > 0 && len(replicaSets) > o.Decide.MaxPods {
 		own.Chains = make(map[string]decide.OwnerChain, len(named))
 		for _, p := range named {
-			own.Chains[p.UID] = decide.OwnerChain{Detail: fmt.Sprintf("not checked: the pods name %d ReplicaSets of Deployment %s, more than --max-pods %d", len(replicaSets), o.Deployment, o.MaxPods)}
+			own.Chains[p.UID] = decide.OwnerChain{Detail: fmt.Sprintf("not checked: the pods name %d ReplicaSets of Deployment %s, more than --max-pods %d", len(replicaSets), o.Deployment, o.Decide.MaxPods)}
 		}
 		return own
 	}
@@ -199,32 +199,4 @@ func (o *Observer) maxScrapes() int {
 		return o.MaxScrapes
 	}
 	return DefaultMaxScrapes
-}
-
-// live reports a pod that could be judged: neither terminating nor finished
-// (decide's own split).
-func live(p decide.Pod) bool {
-	return !p.Terminating && p.Phase != "Failed" && p.Phase != "Succeeded"
-}
-
-// countOwned counts the live pods own says the Deployment runs.
-func countOwned(own *decide.Ownership, pods []decide.Pod) int {
-	n := 0
-	for _, p := range pods {
-		if live(p) && own.Owns(p) {
-			n++
-		}
-	}
-	return n
-}
-
-// countLive counts the pods that could be judged.
-func countLive(pods []decide.Pod) int {
-	n := 0
-	for _, p := range pods {
-		if live(p) {
-			n++
-		}
-	}
-	return n
 }

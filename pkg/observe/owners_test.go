@@ -66,8 +66,9 @@ func TestVerifyChain(t *testing.T) {
 	}
 }
 
-// fakeAPI serves the two lists Observe makes, as JSON, from a loopback server.
-func fakeAPI(t *testing.T, pods []corev1.Pod) *kube.Client {
+// fakeAPI serves the two lists Observe makes, as JSON, from a loopback server;
+// other requests go to more (nil: not found).
+func fakeAPI(t *testing.T, pods []corev1.Pod, more http.HandlerFunc) *kube.Client {
 	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -76,6 +77,8 @@ func fakeAPI(t *testing.T, pods []corev1.Pod) *kube.Client {
 			_ = json.NewEncoder(w).Encode(&corev1.PodList{TypeMeta: metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"}, Items: pods})
 		case strings.HasSuffix(r.URL.Path, "/endpointslices"):
 			_ = json.NewEncoder(w).Encode(&discoveryv1.EndpointSliceList{TypeMeta: metav1.TypeMeta{Kind: "EndpointSliceList", APIVersion: "discovery.k8s.io/v1"}})
+		case more != nil:
+			more(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -136,7 +139,7 @@ func (g *gatedMetrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func newObserver(t *testing.T, pods []corev1.Pod, metricsURL string) *Observer {
-	c := fakeAPI(t, pods)
+	c := fakeAPI(t, pods, nil)
 	return &Observer{
 		Client: c, Namespace: "ns", Selector: "app=sched", Container: "scheduler",
 		Endpoints: EndpointLister{Client: c, Namespace: "ns", Service: "nodes", Port: 8000},
@@ -180,7 +183,7 @@ func TestTooManyPodsAreNotScraped(t *testing.T) {
 		gone := runningPods(1)[0]
 		gone.Name, gone.UID, gone.DeletionTimestamp = "sched-old", "uid-old", &metav1.Time{Time: time.Now()}
 		o := newObserver(t, append(pods, gone), srv.URL)
-		o.MaxPods = tc.max
+		o.Decide.MaxPods = tc.max
 		if _, err := o.Observe(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -244,13 +247,8 @@ func TestOnlyTheDeploymentsPodsAreRead(t *testing.T) {
 			var mu sync.Mutex
 			var reads []string
 			deployments := 0
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				w.Header().Set("Content-Type", "application/json")
+			c := fakeAPI(t, ownedPods(tc.canaries, tc.debug, tc.fake), func(w http.ResponseWriter, r *http.Request) {
 				switch {
-				case strings.HasSuffix(r.URL.Path, "/pods"):
-					_ = json.NewEncoder(w).Encode(&corev1.PodList{TypeMeta: metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"}, Items: ownedPods(tc.canaries, tc.debug, tc.fake)})
-				case strings.HasSuffix(r.URL.Path, "/endpointslices"):
-					_ = json.NewEncoder(w).Encode(&discoveryv1.EndpointSliceList{TypeMeta: metav1.TypeMeta{Kind: "EndpointSliceList", APIVersion: "discovery.k8s.io/v1"}})
 				case strings.HasSuffix(r.URL.Path, "/deployments/agentenv-scheduler"):
 					mu.Lock()
 					deployments++
@@ -269,18 +267,13 @@ func TestOnlyTheDeploymentsPodsAreRead(t *testing.T) {
 				default:
 					http.NotFound(w, r)
 				}
-			}))
-			defer srv.Close()
-			c, err := kube.New(&rest.Config{Host: srv.URL})
-			if err != nil {
-				t.Fatal(err)
-			}
+			})
 			g := &gatedMetrics{want: 1, open: make(chan struct{})}
 			metrics := httptest.NewServer(g)
 			defer metrics.Close()
 			o := newObserver(t, nil, metrics.URL)
 			o.Client, o.Endpoints.Client = c, c
-			o.Deployment, o.JudgePods, o.MaxPods = "agentenv-scheduler", decide.JudgeDeployment, tc.max
+			o.Deployment, o.Decide.JudgePods, o.Decide.MaxPods = "agentenv-scheduler", decide.JudgeDeployment, tc.max
 			obs, err := o.Observe(context.Background())
 			if err != nil {
 				t.Fatal(err)
@@ -330,7 +323,7 @@ func TestOnlyTheDeploymentsPodsAreRead(t *testing.T) {
 			mu.Unlock()
 			if tc.owned {
 				before = count()
-				o.VerifyOwners = true
+				o.Decide.RestartMethod = decide.MethodRollout
 				if r := o.Rollout(context.Background(), obs.Pods[0]); !r.Owners[obs.Pods[0].UID].Verified || count()-before != 1 {
 					t.Errorf("the rollout gate's read: %+v, %d reads, want a fresh one", r.Owners, count()-before)
 				}
