@@ -112,7 +112,7 @@ func (p *pass) claim() (bool, error) {
 		claimed.LastRun = p.lastRun(now, p.res, nil)
 		return p.Store.Save(p.ctx, p.snap, claimed, now)
 	}
-	if failure := p.saveRetrying("claim restart in state", save, func() bool {
+	if failure := p.saveRetrying(StepClaim, save, func() bool {
 		p.Log.Warn().Msg("lost the restart claim race: re-read state, judging again")
 		p.decide(p.snap.State)
 		decide.CountRun(p.next, p.res.Verdict)

@@ -76,13 +76,36 @@ type AlertHold interface {
 // slow Alertmanager must not cost the restart its time.
 const alertsTimeout = 10 * time.Second
 
+// Step is a step of a pass that can fail: what it does, and the category the
+// dead man's switch receives when it fails (a fixed word, never the error text,
+// which names the namespace, the selector and the API server's address).
+type Step struct {
+	What, Category string
+}
+
+// The steps a pass can fail at.
+var (
+	StepReadState      = Step{"read state", "read-state"}
+	StepRereadState    = Step{"re-read state after a conflict", "read-state"}
+	StepObserve        = Step{"observe", "observe"}
+	StepCountNodes     = Step{"count serving nodes", "observe"}
+	StepReadLease      = Step{"read leader Lease", "observe"}
+	StepReadOwnership  = Step{"read the scheduler Deployment's pods", "observe"}
+	StepReadDeployment = Step{"read scheduler Deployment", "observe"}
+	StepReadReplicaSet = Step{"read scheduler ReplicaSet", "observe"}
+	StepClaim          = Step{"claim restart in state", "write-state"}
+	StepWriteState     = Step{"write state", "write-state"}
+	StepRecordAlerts   = Step{"record the alerts", "write-state"}
+	StepRestart        = Step{"restart", "restart"}
+)
+
 // Error is a pass that could not do its job; the CLI exits 1 on it.
 type Error struct {
-	What string
+	Step Step
 	Err  error
 }
 
-func (e *Error) Error() string { return e.What + ": " + e.Err.Error() }
+func (e *Error) Error() string { return e.Step.What + ": " + e.Err.Error() }
 func (e *Error) Unwrap() error { return e.Err }
 
 // ErrInterrupted is a pass cut short by its own shutdown (SIGTERM from a `helm
@@ -196,7 +219,7 @@ func (p *pass) begin() error {
 		if interrupted(p.ctx) {
 			return p.interrupt(loadErr)
 		}
-		failure := &Error{What: "read state", Err: loadErr}
+		failure := &Error{Step: StepReadState, Err: loadErr}
 		p.alertFailure(state.New(), failure)
 		return failure
 	}
@@ -209,7 +232,7 @@ func (p *pass) begin() error {
 	}
 	if err != nil {
 		p.rep.Reason = "cannot list scheduler pods"
-		return p.failRun(&Error{What: "observe", Err: err})
+		return p.failRun(&Error{Step: StepObserve, Err: err})
 	}
 	p.obs = obs
 	p.rep.Samples = 1
@@ -231,7 +254,7 @@ func (p *pass) notify(acts []alert.ActOutcome) error {
 	p.reportDeliveries(d.Refresh(p.ctx, p.next, p.Clock.Now(), p.DryRun)) // keep open alerts alive (Alertmanager)
 	for _, a := range acts {
 		if a.Err != nil && runErr == nil {
-			runErr = &Error{What: "restart", Err: a.Err}
+			runErr = &Error{Step: StepRestart, Err: a.Err}
 		}
 	}
 	return runErr
@@ -433,15 +456,15 @@ func (r *Runner) lastRun(start time.Time, res decide.Result, err error) *state.R
 func observationError(obs decide.Observation) error {
 	switch {
 	case obs.ExpectedErr != nil:
-		return &Error{What: "count serving nodes", Err: obs.ExpectedErr}
+		return &Error{Step: StepCountNodes, Err: obs.ExpectedErr}
 	case obs.Leader != nil && obs.Leader.Err != nil:
-		return &Error{What: "read leader Lease", Err: obs.Leader.Err}
+		return &Error{Step: StepReadLease, Err: obs.Leader.Err}
 	case obs.Ownership != nil && obs.Ownership.Err != nil:
-		return &Error{What: "read the scheduler Deployment's pods", Err: obs.Ownership.Err}
+		return &Error{Step: StepReadOwnership, Err: obs.Ownership.Err}
 	case obs.Rollout != nil && obs.Rollout.Err != nil:
-		return &Error{What: "read scheduler Deployment", Err: obs.Rollout.Err}
+		return &Error{Step: StepReadDeployment, Err: obs.Rollout.Err}
 	case obs.Rollout != nil && obs.Rollout.OwnersErr != nil:
-		return &Error{What: "read scheduler ReplicaSet", Err: obs.Rollout.OwnersErr}
+		return &Error{Step: StepReadReplicaSet, Err: obs.Rollout.OwnersErr}
 	}
 	return nil
 }

@@ -414,7 +414,7 @@ func contains(list []string, s string) bool {
 func errWhat(err error) string {
 	var e *check.Error
 	if errors.As(err, &e) {
-		return e.What
+		return e.Step.What
 	}
 	return ""
 }

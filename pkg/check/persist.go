@@ -32,7 +32,7 @@ func (p *pass) persist(acts []alert.ActOutcome) error {
 		return nil
 	}
 	save := func() error { return p.Store.Save(p.ctx, p.snap, p.next, p.Clock.Now()) }
-	if failure := p.saveRetrying("write state", save, func() bool {
+	if failure := p.saveRetrying(StepWriteState, save, func() bool {
 		p.Log.Warn().Msg("state changed during the run: merging this run's outcome into it")
 		ours, latest := p.next, p.snap.State
 		merged, _ := decide.Decide(p.obs, latest, p.Decide)
@@ -47,7 +47,7 @@ func (p *pass) persist(acts []alert.ActOutcome) error {
 		p.next = merged
 		return true
 	}); failure != nil {
-		p.Log.Error().Err(failure.Err).Str("what", failure.What).Msg("cannot write state")
+		p.Log.Error().Err(failure.Err).Str("what", failure.Step.What).Msg("cannot write state")
 		return failure
 	}
 	return nil
@@ -58,13 +58,13 @@ func (p *pass) persist(acts []alert.ActOutcome) error {
 // p.snap and calls again, which judges again from it (the other writer may have
 // observed later: never rewind it) and reports whether anything is left to write.
 // Any other error, the back-off spent or the context cancelled end it with an
-// *Error for what, or for the re-read.
+// *Error for step, or for the re-read.
 //
 // Not client-go's retry.RetryOnConflict (nor retry.OnError): its back-off sleeps on
 // the wall clock and cannot be cancelled, where this waits on the pass's clock (the
 // sequence tests inject one) and ends with the run's context; and its conflict is
 // the API server's status, where the store wraps statestore.ErrConflict.
-func (p *pass) saveRetrying(what string, save func() error, again func() bool) *Error {
+func (p *pass) saveRetrying(step Step, save func() error, again func() bool) *Error {
 	backoff := claimBackoff
 	for {
 		err := save()
@@ -73,18 +73,18 @@ func (p *pass) saveRetrying(what string, save func() error, again func() bool) *
 			p.rep.StateWritten = true
 			return nil
 		case !errors.Is(err, statestore.ErrConflict):
-			return &Error{What: what, Err: err}
+			return &Error{Step: step, Err: err}
 		case backoff.Steps <= 1:
-			return &Error{What: what, Err: fmt.Errorf("gave up after repeated conflicts: %w", err)}
+			return &Error{Step: step, Err: fmt.Errorf("gave up after repeated conflicts: %w", err)}
 		}
 		select {
 		case <-p.ctx.Done():
-			return &Error{What: what, Err: p.ctx.Err()}
+			return &Error{Step: step, Err: p.ctx.Err()}
 		case <-p.Clock.After(backoff.Step()):
 		}
 		latest, err := p.Store.Load(p.ctx)
 		if err != nil {
-			return &Error{What: "re-read state after a conflict", Err: err}
+			return &Error{Step: StepRereadState, Err: err}
 		}
 		*p.snap = *latest
 		p.obs.KeepNewerRecords = true
@@ -115,7 +115,7 @@ func (p *pass) claimAlerts(d *deliver.Dispatcher, acts []alert.ActOutcome, runEr
 		d.Reserve(claimed, notes, now)
 		return p.Store.Save(p.ctx, p.snap, claimed, now)
 	}
-	if failure := p.saveRetrying("record the alerts", save, func() bool {
+	if failure := p.saveRetrying(StepRecordAlerts, save, func() bool {
 		p.Log.Warn().Msg("state changed during the run: planning the alerts again from it")
 		p.decide(p.snap.State)
 		decide.CountRun(p.next, p.res.Verdict)
@@ -222,15 +222,15 @@ func (p *pass) failRun(failure *Error) error {
 		// The run record names the step cut short; the report keeps the decision.
 		decision := p.res
 		defer func() { p.res = decision }()
-		p.res = decide.Result{Verdict: decide.VerdictUnknown, Action: decide.ActionNone, Reason: failure.What + " cut short"}
+		p.res = decide.Result{Verdict: decide.VerdictUnknown, Action: decide.ActionNone, Reason: failure.Step.What + " cut short"}
 		return p.saveInterrupted(s, failure)
 	}
-	p.Log.Error().Err(failure.Err).Str("what", failure.What).Msg("run failed")
+	p.Log.Error().Err(failure.Err).Str("what", failure.Step.What).Msg("run failed")
 	p.rep.Error = failure.Error()
 	if p.DryRun {
 		return failure
 	}
-	s.LastRun = p.lastRun(p.Clock.Now(), decide.Result{Verdict: decide.VerdictUnknown, Action: decide.ActionNone, Reason: failure.What + " failed"}, failure)
+	s.LastRun = p.lastRun(p.Clock.Now(), decide.Result{Verdict: decide.VerdictUnknown, Action: decide.ActionNone, Reason: failure.Step.What + " failed"}, failure)
 	decide.CountRun(s, decide.VerdictUnknown)
 	notes := alert.PlanFailure(s, failure, p.Clock.Now(), p.Plan)
 	// Send before saving, so that what could not be delivered stays in the outbox
@@ -280,7 +280,7 @@ func (p *pass) saveInterrupted(s *state.State, cause error) error {
 // alertFailure sends watchdog-error for a failure that leaves no state to write
 // (state unreadable or unwritable), deduplicated against s when there is one.
 func (p *pass) alertFailure(s *state.State, failure *Error) {
-	p.Log.Error().Err(failure.Err).Str("step", failure.What).Msg("a step of the run failed")
+	p.Log.Error().Err(failure.Err).Str("step", failure.Step.What).Msg("a step of the run failed")
 	p.rep.Error = failure.Error()
 	if p.DryRun {
 		return

@@ -70,37 +70,19 @@ func pingHeartbeat(ctx context.Context, o *AlertOptions, runErr error, dryRun bo
 	log.Debug().Bool("failed", runErr != nil).Msg("dead man's switch pinged")
 }
 
-// failureCategories maps what a pass could not do (check.Error.What) to the fixed
-// word the dead man's switch receives.
-var failureCategories = map[string]string{
-	"read state":                           "read-state",
-	"re-read state after a conflict":       "read-state",
-	"observe":                              "observe",
-	"count serving nodes":                  "observe",
-	"read leader Lease":                    "observe",
-	"read scheduler Deployment":            "observe",
-	"read scheduler ReplicaSet":            "observe",
-	"read the scheduler Deployment's pods": "observe",
-	"claim restart in state":               "write-state",
-	"write state":                          "write-state",
-	"restart":                              "restart",
-}
-
 // errConfiguration marks a configuration that could not start a run (exit 2); its
 // ping says "config".
 var errConfiguration = errors.New("configuration error")
 
-// failureCategory names a failed run's kind without any of its details; "other"
-// for anything not in failureCategories.
+// failureCategory names a failed run's kind without any of its details: the
+// category of the step that failed (check.Step), "other" for anything else.
 func failureCategory(err error) string {
 	if errors.Is(err, errConfiguration) {
 		return "config"
 	}
 	var failure *check.Error
-	if errors.As(err, &failure) {
-		if c, ok := failureCategories[failure.What]; ok {
-			return c
-		}
+	if errors.As(err, &failure) && failure.Step.Category != "" {
+		return failure.Step.Category
 	}
 	return "other"
 }
