@@ -27,18 +27,14 @@ import (
 // Options configure a pass.
 type Options struct {
 	Decide decide.Config
-	Plan   alert.PlanConfig
-	DryRun bool
-	// Shadow runs as live (state, episodes, alerts) but records a would-restart
-	// where it would restart, and treats the pod as not restarted.
-	Shadow bool
+	// PlanConfig holds the alerts' policy and the run's mode and source, which
+	// the pass reads too (p.Mode, p.Source).
+	alert.PlanConfig
 	// SampleInterval is how often a sample starts while confirming: no faster than
 	// the scheduler refreshes its gauges (docs/design.md, "The scheduler it
 	// guards"), since a faster sample shows nothing new.
 	SampleInterval time.Duration
-	Namespace      string
 	StateConfigMap string
-	Version        string
 	// ScrapeVia is the path the Observer's scrapes take (direct or apiserver), for
 	// the report.
 	ScrapeVia scrape.Via
@@ -97,6 +93,8 @@ var (
 	StepWriteState     = Step{"write state", "write-state"}
 	StepRecordAlerts   = Step{"record the alerts", "write-state"}
 	StepRestart        = Step{"restart", "restart"}
+	// StepConfigure is the CLI's: a configuration that cannot start a run (exit 2).
+	StepConfigure = Step{"configure", "config"}
 )
 
 // Error is a pass that could not do its job; the CLI exits 1 on it.
@@ -138,7 +136,7 @@ var claimBackoff = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jit
 func (r *Runner) Run(ctx context.Context) (*Report, error) {
 	start := r.Clock.Now()
 	p := &pass{Runner: r, ctx: ctx, start: start,
-		rep: &Report{Time: start.UTC(), DryRun: r.DryRun, Shadow: r.Shadow, Namespace: r.Namespace, Cluster: r.Plan.Cluster,
+		rep: &Report{Time: start.UTC(), DryRun: r.Mode == state.ModeDryRun, Shadow: r.Mode == state.ModeShadow, Namespace: r.Source.Namespace, Cluster: r.Source.Cluster,
 			ScrapeVia: r.ScrapeVia, Verdict: decide.VerdictUnknown, Action: decide.ActionNone}}
 	defer func() { p.rep.Took = r.Clock.Since(start).Round(time.Millisecond).String() }()
 	return p.rep, p.run()
@@ -197,7 +195,7 @@ func (p *pass) run() error {
 	if err := p.save(acts, runErr); err != nil {
 		return err
 	}
-	p.Log.Info().Str("verdict", string(p.res.Verdict)).Str("action", string(p.res.Action)).Bool("dryRun", p.DryRun).
+	p.Log.Info().Str("verdict", string(p.res.Verdict)).Str("action", string(p.res.Action)).Bool("dryRun", p.Mode == state.ModeDryRun).
 		Int("samples", p.rep.Samples).Str("took", p.Clock.Since(p.start).Round(time.Millisecond).String()).
 		Str("reason", p.res.Reason).Msg("run complete")
 	return runErr
@@ -226,7 +224,7 @@ func (p *pass) begin() error {
 	if p.snap.Recovered != "" {
 		p.warn("starting with empty state", p.snap.Recovered)
 	}
-	if last := p.snap.State.LastRun; !p.Shadow && !p.DryRun && last != nil && last.Shadow {
+	if last := p.snap.State.LastRun; p.Mode == state.ModeLive && last != nil && last.Shadow {
 		decide.LeaveShadow(p.snap.State, p.Decide)
 		p.Log.Info().Msg("first live run after shadow mode: open episodes are confirmed afresh before any restart")
 	}
@@ -250,8 +248,8 @@ func (p *pass) notify(acts []alert.ActOutcome) error {
 	if deadline, ok := p.ctx.Deadline(); ok {
 		d.SendBy = deadline.Add(-reserve(p.start, deadline)) // keep time to persist the outcome and the outbox
 	}
-	p.reportDeliveries(d.Deliver(p.ctx, p.next, notes, p.Clock.Now(), p.DryRun))
-	p.reportDeliveries(d.Refresh(p.ctx, p.next, p.Clock.Now(), p.DryRun)) // keep open alerts alive (Alertmanager)
+	p.reportDeliveries(d.Deliver(p.ctx, p.next, notes, p.Clock.Now(), p.Mode == state.ModeDryRun))
+	p.reportDeliveries(d.Refresh(p.ctx, p.next, p.Clock.Now(), p.Mode == state.ModeDryRun)) // keep open alerts alive (Alertmanager)
 	for _, a := range acts {
 		if a.Err != nil && runErr == nil {
 			runErr = &Error{Step: StepRestart, Err: a.Err}
@@ -443,7 +441,7 @@ func (p *pass) confirm() {
 
 func (r *Runner) lastRun(start time.Time, res decide.Result, err error) *state.Run {
 	run := &state.Run{At: start.UTC(), Took: state.Duration(r.Clock.Since(start).Round(time.Millisecond)),
-		Verdict: res.Verdict, Action: res.Action, Reason: state.Truncate(res.Reason, 500), Outcome: state.RunOK, Watchdog: r.Version, Shadow: r.Shadow}
+		Verdict: res.Verdict, Action: res.Action, Reason: state.Truncate(res.Reason, 500), Outcome: state.RunOK, Watchdog: r.Source.Version, Shadow: r.Mode == state.ModeShadow}
 	if res.Pause != nil {
 		run.Paused = state.Truncate(res.Pause.String(), 700)
 	}

@@ -28,7 +28,7 @@ const (
 // outcomes, alert bookkeeping), then retry: only this merge is safe to retry. On
 // error p.next is what it last tried to write.
 func (p *pass) persist(acts []alert.ActOutcome) error {
-	if p.DryRun {
+	if p.Mode == state.ModeDryRun {
 		return nil
 	}
 	save := func() error { return p.Store.Save(p.ctx, p.snap, p.next, p.Clock.Now()) }
@@ -105,8 +105,8 @@ func (p *pass) saveRetrying(step Step, save func() error, again func() bool) *Er
 // anyway: a duplicate page is better than none.
 func (p *pass) claimAlerts(d *deliver.Dispatcher, acts []alert.ActOutcome, runErr error) []alert.Notification {
 	base := p.next.Clone() // before Plan records anything
-	notes := alert.Plan(p.next, p.res, acts, runErr, p.Clock.Now(), p.Plan)
-	if p.DryRun || len(notes) == 0 {
+	notes := alert.Plan(p.next, p.res, acts, runErr, p.Clock.Now(), p.PlanConfig)
+	if p.Mode == state.ModeDryRun || len(notes) == 0 {
 		return notes
 	}
 	save := func() error {
@@ -121,7 +121,7 @@ func (p *pass) claimAlerts(d *deliver.Dispatcher, acts []alert.ActOutcome, runEr
 		decide.CountRun(p.next, p.res.Verdict)
 		// This run's own restart records and would-restarts, as persist keeps them.
 		keepOwnRestarts(p.next, base, acts, p.Clock.Now())
-		notes = alert.Plan(p.next, p.res, acts, runErr, p.Clock.Now(), p.Plan)
+		notes = alert.Plan(p.next, p.res, acts, runErr, p.Clock.Now(), p.PlanConfig)
 		return len(notes) > 0
 	}); failure != nil {
 		p.Log.Warn().Err(failure).Msg("cannot record the alerts before sending them: sending anyway")
@@ -227,12 +227,12 @@ func (p *pass) failRun(failure *Error) error {
 	}
 	p.Log.Error().Err(failure.Err).Str("what", failure.Step.What).Msg("run failed")
 	p.rep.Error = failure.Error()
-	if p.DryRun {
+	if p.Mode == state.ModeDryRun {
 		return failure
 	}
 	s.LastRun = p.lastRun(p.Clock.Now(), decide.Result{Verdict: decide.VerdictUnknown, Action: decide.ActionNone, Reason: failure.Step.What + " failed"}, failure)
 	decide.CountRun(s, decide.VerdictUnknown)
-	notes := alert.PlanFailure(s, failure, p.Clock.Now(), p.Plan)
+	notes := alert.PlanFailure(s, failure, p.Clock.Now(), p.PlanConfig)
 	// Send before saving, so that what could not be delivered stays in the outbox
 	// and what the outbox delivered leaves it.
 	p.reportDeliveries(p.sendFailure(s, notes))
@@ -266,7 +266,7 @@ func (p *pass) interrupt(cause error) error {
 // and sends nothing: a shutdown is not the watchdog failing.
 func (p *pass) saveInterrupted(s *state.State, cause error) error {
 	err := p.interrupt(cause)
-	if p.DryRun {
+	if p.Mode == state.ModeDryRun {
 		return err
 	}
 	s.LastRun = p.lastRun(p.start, p.res, nil)
@@ -282,14 +282,14 @@ func (p *pass) saveInterrupted(s *state.State, cause error) error {
 func (p *pass) alertFailure(s *state.State, failure *Error) {
 	p.Log.Error().Err(failure.Err).Str("step", failure.Step.What).Msg("a step of the run failed")
 	p.rep.Error = failure.Error()
-	if p.DryRun {
+	if p.Mode == state.ModeDryRun {
 		return
 	}
 	// Nothing this sends can be recorded: leave the outbox to a run that can, or
 	// what it delivers would be delivered again; and no failed delivery is kept.
 	c := s.Clone()
 	c.Outbox = nil
-	ds := p.sendFailure(c, alert.PlanFailure(s.Clone(), failure, p.Clock.Now(), p.Plan))
+	ds := p.sendFailure(c, alert.PlanFailure(s.Clone(), failure, p.Clock.Now(), p.PlanConfig))
 	for i := range ds {
 		ds[i].Kept = false
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/agentenv/watchdog/pkg/alert"
 	"github.com/agentenv/watchdog/pkg/check"
 	"github.com/agentenv/watchdog/pkg/deliver"
+	"github.com/agentenv/watchdog/pkg/version"
 )
 
 // buildSinks returns the configured alert sinks (possibly none: alerts then still
@@ -38,6 +39,11 @@ func buildSinks(o *AlertOptions, namespace string, warn func(error)) ([]alert.Si
 		sinks = append(sinks, am)
 	}
 	return sinks, nil
+}
+
+// source is who sends this watchdog's alerts: the same on every one.
+func (o *AlertOptions) source(namespace string) alert.Source {
+	return alert.Source{Cluster: o.ClusterName, Namespace: namespace, Version: version.Version, Labels: o.Labels}
 }
 
 // newHeartbeat is the dead man's switch of o, with attempts within budget.
@@ -70,16 +76,9 @@ func pingHeartbeat(ctx context.Context, o *AlertOptions, runErr error, dryRun bo
 	log.Debug().Bool("failed", runErr != nil).Msg("dead man's switch pinged")
 }
 
-// errConfiguration marks a configuration that could not start a run (exit 2); its
-// ping says "config".
-var errConfiguration = errors.New("configuration error")
-
 // failureCategory names a failed run's kind without any of its details: the
 // category of the step that failed (check.Step), "other" for anything else.
 func failureCategory(err error) string {
-	if errors.Is(err, errConfiguration) {
-		return "config"
-	}
 	var failure *check.Error
 	if errors.As(err, &failure) && failure.Step.Category != "" {
 		return failure.Step.Category
