@@ -105,8 +105,7 @@ func IntOrDash(p *int) string {
 }
 
 // Source is who sends the alerts, the same on every one: the watchdog's cluster
-// (--cluster-name), namespace and version, and the operator's labels
-// (--alert-labels, for routing).
+// (--cluster-name), namespace and version, and the operator's --alert-labels.
 type Source struct {
 	Cluster, Namespace, Version string
 	Labels                      map[string]string
@@ -128,15 +127,13 @@ type PlanConfig struct {
 	Mode state.Mode
 }
 
-// ActOutcome is what happened to one restart the decision asked for.
+// ActOutcome is what happened to one restart the decision asked for (in shadow mode: the would-restart recorded).
 type ActOutcome struct {
 	Target decide.Target
 	// Done: the restart happened (or the pod was already gone). Err: it failed.
 	Done   bool
 	Err    error
 	Detail string
-	// Shadow: shadow mode recorded the restart instead of making it (would-restart).
-	Shadow bool
 	// Evidence is the key of the evidence bundle saved just before (pkg/evidence),
 	// "" when none was: the alert says how to read it.
 	Evidence string
@@ -192,7 +189,7 @@ func Plan(s *state.State, res decide.Result, acts []ActOutcome, runErr error, no
 		t := a.Target
 		ev, reason := EventRestarted, a.Detail
 		switch {
-		case a.Shadow:
+		case cfg.Mode == state.ModeShadow:
 			ev = EventWouldRestart
 		case a.Err != nil:
 			ev, reason = EventRestartFailed, a.Err.Error()

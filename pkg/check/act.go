@@ -75,7 +75,7 @@ func (p *pass) wouldRestart() []alert.ActOutcome {
 		detail := fmt.Sprintf("shadow mode: would have restarted pod %s (%s); nothing was restarted", t.Pod, p.Restarter.Method())
 		p.Log.Warn().Str("pod", t.Pod).Str("uid", t.UID).Str("gates", gates).Msg("shadow mode: would restart")
 		p.rep.WouldRestarts = append(p.rep.WouldRestarts, RestartReport{Pod: t.Pod, UID: t.UID, Method: p.Restarter.Method(), Outcome: alert.EventWouldRestart, Detail: detail})
-		acts = append(acts, alert.ActOutcome{Target: t, Shadow: true, Detail: detail, Evidence: bundle})
+		acts = append(acts, alert.ActOutcome{Target: t, Detail: detail, Evidence: bundle})
 	}
 	return acts
 }

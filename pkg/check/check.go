@@ -27,8 +27,7 @@ import (
 // Options configure a pass.
 type Options struct {
 	Decide decide.Config
-	// PlanConfig holds the alerts' policy and the run's mode and source, which
-	// the pass reads too (p.Mode, p.Source).
+	// PlanConfig: the alerts' policy, the run's mode and the alerts' source.
 	alert.PlanConfig
 	// SampleInterval is how often a sample starts while confirming: no faster than
 	// the scheduler refreshes its gauges (docs/design.md, "The scheduler it
@@ -72,12 +71,9 @@ type AlertHold interface {
 // slow Alertmanager must not cost the restart its time.
 const alertsTimeout = 10 * time.Second
 
-// Step is a step of a pass that can fail: what it does, and the category the
-// dead man's switch receives when it fails (a fixed word, never the error text,
-// which names the namespace, the selector and the API server's address).
-type Step struct {
-	What, Category string
-}
+// Step is a step of a pass that can fail: what it does, and the fixed word the
+// dead man's switch receives when it fails.
+type Step struct{ What, Category string }
 
 // The steps a pass can fail at.
 var (
@@ -93,8 +89,7 @@ var (
 	StepWriteState     = Step{"write state", "write-state"}
 	StepRecordAlerts   = Step{"record the alerts", "write-state"}
 	StepRestart        = Step{"restart", "restart"}
-	// StepConfigure is the CLI's: a configuration that cannot start a run (exit 2).
-	StepConfigure = Step{"configure", "config"}
+	StepConfigure      = Step{"configure", "config"} // the CLI's: a configuration that cannot start a run (exit 2)
 )
 
 // Error is a pass that could not do its job; the CLI exits 1 on it.

@@ -41,7 +41,7 @@ func (p *pass) persist(acts []alert.ActOutcome) error {
 		// write; the others are as the latest state has them (re-writing them from
 		// this run's older copy would, say, turn another run's "done" back into
 		// "claimed").
-		keepOwnRestarts(merged, ours, acts, p.Clock.Now())
+		p.keepOwnRestarts(merged, ours, acts)
 		merged.Alerts, merged.LastRun = mergeAlerts(ours.Alerts, latest.Alerts, ours.LastRun.At), ours.LastRun
 		merged.Outbox = mergeOutbox(ours.Outbox, latest.Outbox, p.rep.Alerts)
 		p.next = merged
@@ -120,7 +120,7 @@ func (p *pass) claimAlerts(d *deliver.Dispatcher, acts []alert.ActOutcome, runEr
 		p.decide(p.snap.State)
 		decide.CountRun(p.next, p.res.Verdict)
 		// This run's own restart records and would-restarts, as persist keeps them.
-		keepOwnRestarts(p.next, base, acts, p.Clock.Now())
+		p.keepOwnRestarts(p.next, base, acts)
 		notes = alert.Plan(p.next, p.res, acts, runErr, p.Clock.Now(), p.PlanConfig)
 		return len(notes) > 0
 	}); failure != nil {
@@ -131,16 +131,17 @@ func (p *pass) claimAlerts(d *deliver.Dispatcher, acts []alert.ActOutcome, runEr
 
 // keepOwnRestarts copies into s, from ours, the records of the restarts this run
 // carried out (acts): a restart's record replaces s's record of the same claim, a
-// would-restart is added unless s has it.
-func keepOwnRestarts(s, ours *state.State, acts []alert.ActOutcome, now time.Time) {
+// would-restart (shadow mode) is added unless s has it.
+func (p *pass) keepOwnRestarts(s, ours *state.State, acts []alert.ActOutcome) {
+	now := p.Clock.Now()
 	for _, a := range acts {
 		t := a.Target
 		switch {
-		case a.Shadow && t.BadSince != nil:
+		case p.Mode == state.ModeShadow && t.BadSince != nil:
 			if w := ours.WouldRestartFor(t.UID, *t.BadSince); w != nil && s.WouldRestartFor(t.UID, *t.BadSince) == nil {
 				s.WouldRestarts = append(s.WouldRestarts, *w)
 			}
-		case !a.Shadow:
+		case p.Mode != state.ModeShadow:
 			rec := decide.RestartOf(ours, t.UID, now)
 			if rec == nil {
 				continue

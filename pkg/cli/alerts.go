@@ -64,24 +64,18 @@ func pingHeartbeat(ctx context.Context, o *AlertOptions, runErr error, dryRun bo
 	defer cancel()
 	hb := newHeartbeat(o, 2, 2*o.AlertTimeout)
 	body := "ok"
-	if runErr != nil {
-		// A category, never the error text: that names the namespace, the selector
-		// and the API server's address, and the switch is a third party.
-		body = "failed: " + failureCategory(runErr)
+	var failure *check.Error
+	switch {
+	case errors.As(runErr, &failure) && failure.Step.Category != "":
+		// The failed step's category, never the error text: that names the namespace,
+		// the selector and the API server's address, and the switch is a third party.
+		body = "failed: " + failure.Step.Category
+	case runErr != nil:
+		body = "failed: other"
 	}
 	if err := hb.Ping(pctx, runErr != nil, body); err != nil {
 		log.Error().Err(err).Msg("dead man's switch ping failed")
 		return
 	}
 	log.Debug().Bool("failed", runErr != nil).Msg("dead man's switch pinged")
-}
-
-// failureCategory names a failed run's kind without any of its details: the
-// category of the step that failed (check.Step), "other" for anything else.
-func failureCategory(err error) string {
-	var failure *check.Error
-	if errors.As(err, &failure) && failure.Step.Category != "" {
-		return failure.Step.Category
-	}
-	return "other"
 }

@@ -179,10 +179,6 @@ func (a *Alertmanager) alert(n alert.Notification, startsAt, endsAt time.Time) P
 	if n.Pod != "" {
 		labels["pod"] = n.Pod
 	}
-	if n.Shadow {
-		// A label, so that routes can send shadow mode's alerts elsewhere.
-		labels["shadow"] = "true"
-	}
 	where := n.Namespace
 	if n.Cluster != "" {
 		where = n.Cluster + "/" + n.Namespace
@@ -195,6 +191,8 @@ func (a *Alertmanager) alert(n alert.Notification, startsAt, endsAt time.Time) P
 		summary = "Watchdog test alert (not a real incident) for " + where
 	}
 	if n.Shadow {
+		// A label, so that routes can send shadow mode's alerts elsewhere.
+		labels["shadow"] = "true"
 		summary = "[shadow] " + summary
 	}
 	if n.Paused != "" {

@@ -24,7 +24,7 @@ func TestShadowAlertsSayShadowInEverySink(t *testing.T) {
 		BadSince: &since, BadFor: state.Duration(6 * time.Minute)}
 	res := decide.Result{Verdict: decide.VerdictWedged, Action: decide.ActionRestart, Targets: []decide.Target{target}}
 	cfg := alert.PlanConfig{RealertInterval: time.Hour, BlindAfter: 3, WedgedFor: 150 * time.Second, Source: alert.Source{Cluster: "prod-eu1", Namespace: "agentenv-system", Version: "test"}, Mode: state.ModeShadow}
-	notes := alert.Plan(state.New(), res, []alert.ActOutcome{{Target: target, Shadow: true, Detail: "shadow mode: would have restarted pod agentenv-scheduler-abc12 (delete); nothing was restarted"}}, nil, now, cfg)
+	notes := alert.Plan(state.New(), res, []alert.ActOutcome{{Target: target, Detail: "shadow mode: would have restarted pod agentenv-scheduler-abc12 (delete); nothing was restarted"}}, nil, now, cfg)
 
 	var events []string
 	for _, n := range notes {

@@ -76,11 +76,10 @@ const (
 	RunInterrupted RunOutcome = "interrupted" // cut short by its own shutdown: not a failure
 )
 
-// Mode is how a run acts on its decision: live; shadow (--shadow), which runs as
-// live but records a would-restart where it would restart and treats the pod as
-// not restarted; or dry run (--dry-run), which writes, deletes, records and sends
-// nothing. The documents keep it as flags: a run's `shadow`, a report's and an
-// alert's `dryRun` and `shadow`.
+// Mode is how a run acts on its decision: live; shadow (--shadow), as live but
+// recording a would-restart instead of restarting; or dry run (--dry-run), which
+// writes, deletes, records and sends nothing. Documents keep it as flags (a run's
+// `shadow`, a report's and an alert's `dryRun` and `shadow`).
 type Mode uint8
 
 const (
