@@ -24,9 +24,7 @@ func PlanConfig() alert.PlanConfig {
 		RealertInterval: time.Hour,
 		BlindAfter:      3,
 		WedgedFor:       4 * time.Minute,
-		Cluster:         "prod-eu1",
-		Namespace:       "agentenv-system",
-		Version:         "v1.2.3",
+		Source:          alert.Source{Cluster: "prod-eu1", Namespace: "agentenv-system", Version: "v1.2.3"},
 	}
 }
 

@@ -104,31 +104,36 @@ func IntOrDash(p *int) string {
 	return strconv.Itoa(*p)
 }
 
+// Source is who sends the alerts, the same on every one: the watchdog's cluster
+// (--cluster-name), namespace and version, and the operator's --alert-labels.
+type Source struct {
+	Cluster, Namespace, Version string
+	Labels                      map[string]string
+}
+
+// Stamp writes the source onto n.
+func (src Source) Stamp(n *Notification) {
+	n.Cluster, n.Namespace, n.Watchdog, n.Labels = src.Cluster, src.Namespace, src.Version, src.Labels
+}
+
 // PlanConfig holds what the plan needs beyond the decision.
 type PlanConfig struct {
 	RealertInterval time.Duration
 	BlindAfter      int
 	// WedgedFor is how long degraded must last before it is alerted.
 	WedgedFor time.Duration
-	Cluster   string
-	Namespace string
-	Version   string
-	DryRun    bool
-	// Shadow marks every notification as shadow mode's.
-	Shadow bool
-	// Labels go on every notification (--alert-labels).
-	Labels map[string]string
+	Source    Source
+	// Mode marks every notification as a dry run's or shadow mode's.
+	Mode state.Mode
 }
 
-// ActOutcome is what happened to one restart the decision asked for.
+// ActOutcome is what happened to one restart the decision asked for (in shadow mode: the would-restart recorded).
 type ActOutcome struct {
 	Target decide.Target
 	// Done: the restart happened (or the pod was already gone). Err: it failed.
 	Done   bool
 	Err    error
 	Detail string
-	// Shadow: shadow mode recorded the restart instead of making it (would-restart).
-	Shadow bool
 	// Evidence is the key of the evidence bundle saved just before (pkg/evidence),
 	// "" when none was: the alert says how to read it.
 	Evidence string
@@ -184,7 +189,7 @@ func Plan(s *state.State, res decide.Result, acts []ActOutcome, runErr error, no
 		t := a.Target
 		ev, reason := EventRestarted, a.Detail
 		switch {
-		case a.Shadow:
+		case cfg.Mode == state.ModeShadow:
 			ev = EventWouldRestart
 		case a.Err != nil:
 			ev, reason = EventRestartFailed, a.Err.Error()
@@ -192,7 +197,7 @@ func Plan(s *state.State, res decide.Result, acts []ActOutcome, runErr error, no
 		n := newNotification(ev, &t, res, now, cfg)
 		n.Reason = reason + " (" + t.Reason + ")"
 		if a.Evidence != "" {
-			n.Reason += fmt.Sprintf("; evidence (its log, metrics, status): watchdog history -n %s --evidence %s", cfg.Namespace, a.Evidence)
+			n.Reason += fmt.Sprintf("; evidence (its log, metrics, status): watchdog history -n %s --evidence %s", cfg.Source.Namespace, a.Evidence)
 		}
 		out = append(out, n)
 		s.Alerts[ev] = &state.Alert{Event: ev, OpenedAt: now, Pod: t.Pod, Reason: state.Truncate(n.Reason, 300)}
@@ -298,17 +303,14 @@ func newNotification(ev string, t *decide.Target, res decide.Result, now time.Ti
 		SchemaVersion: SchemaVersion,
 		Event:         ev,
 		Severity:      Spec(ev).Severity,
-		Cluster:       cfg.Cluster,
-		Namespace:     cfg.Namespace,
 		Verdict:       string(res.Verdict),
 		Reason:        res.Reason,
 		Action:        string(res.Action),
-		DryRun:        cfg.DryRun,
-		Shadow:        cfg.Shadow,
+		DryRun:        cfg.Mode == state.ModeDryRun,
+		Shadow:        cfg.Mode == state.ModeShadow,
 		Time:          now.UTC(),
-		Watchdog:      cfg.Version,
-		Labels:        cfg.Labels,
 	}
+	cfg.Source.Stamp(&n)
 	if t != nil {
 		n.Pod, n.UID, n.Verdict, n.Reason, n.Action = t.Pod, t.UID, string(t.Verdict), t.Reason, string(t.Action)
 		n.Ready, n.Expected, n.Since, n.Evidence = t.Ready, t.Expected, t.BadSince, string(t.Evidence)
@@ -317,7 +319,7 @@ func newNotification(ev string, t *decide.Target, res decide.Result, now time.Ti
 		}
 	}
 	n.NextStep = Spec(ev).NextStep
-	sum := sha256.Sum256([]byte(fmt.Sprintf("%s|%s|%s|%d", ev, n.UID, cfg.Namespace, now.UnixNano())))
+	sum := sha256.Sum256([]byte(fmt.Sprintf("%s|%s|%s|%d", ev, n.UID, cfg.Source.Namespace, now.UnixNano())))
 	n.ID = hex.EncodeToString(sum[:8])
 	return n
 }

@@ -449,7 +449,7 @@ func TestPlan(t *testing.T) {
 // checkCommon checks what every planned notification carries.
 func checkCommon(t *testing.T, n alert.Notification, now time.Time, cfg alert.PlanConfig) {
 	t.Helper()
-	if n.SchemaVersion != alert.SchemaVersion || n.Cluster != cfg.Cluster || n.Namespace != cfg.Namespace || n.Watchdog != cfg.Version {
+	if n.SchemaVersion != alert.SchemaVersion || n.Cluster != cfg.Source.Cluster || n.Namespace != cfg.Source.Namespace || n.Watchdog != cfg.Source.Version {
 		t.Errorf("%s: schema %d cluster %q namespace %q version %q", n.Event, n.SchemaVersion, n.Cluster, n.Namespace, n.Watchdog)
 	}
 	if !n.Time.Equal(now) || n.Time.Location() != time.UTC {
@@ -458,8 +458,8 @@ func checkCommon(t *testing.T, n alert.Notification, now time.Time, cfg alert.Pl
 	if n.Severity == "" || n.Severity != alert.Spec(n.Event).Severity || n.NextStep == "" || len(n.ID) != 16 || n.Reason == "" {
 		t.Errorf("%s: incomplete notification %+v", n.Event, n)
 	}
-	if n.DryRun != cfg.DryRun {
-		t.Errorf("%s: dryRun %v, want %v", n.Event, n.DryRun, cfg.DryRun)
+	if n.DryRun != (cfg.Mode == state.ModeDryRun) {
+		t.Errorf("%s: dryRun %v, want %v", n.Event, n.DryRun, cfg.Mode == state.ModeDryRun)
 	}
 }
 
@@ -484,7 +484,9 @@ func TestPlanCarriesTargetDetails(t *testing.T) {
 func TestPlanDryRunFlagInPayloads(t *testing.T) {
 	for _, dry := range []bool{false, true} {
 		cfg := planConfig()
-		cfg.DryRun = dry
+		if dry {
+			cfg.Mode = state.ModeDryRun
+		}
 		s := state.New()
 		var all []alert.Notification
 		all = append(all, alert.Plan(s, wedged(decide.ActionWait, 0)(t0), nil, nil, t0, cfg)...)

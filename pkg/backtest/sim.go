@@ -94,12 +94,12 @@ type simulation struct {
 
 func newSimulation(h *History, cfg Config) *simulation {
 	s := &simulation{cfg: cfg, h: h, world: newWorld(h, cfg), clock: &simClock{clocktesting.NewFakeClock(h.From)}, rec: &recorder{}}
-	s.store = &statestore.MemoryStore{Namespace: cfg.Check.Namespace, Name: cfg.Check.StateConfigMap}
+	s.store = &statestore.MemoryStore{Namespace: cfg.Check.Source.Namespace, Name: cfg.Check.StateConfigMap}
 	s.store.SetData(map[string]string{}) // an empty state, as after install: no "not found" warning
 	opts := cfg.Check
 	// A backtest acts for real in its simulated world: state is kept, restarts are
 	// made (on the world), alerts are sent (to the recorder).
-	opts.DryRun, opts.Plan.DryRun, opts.Shadow, opts.Plan.Shadow = false, false, false, false
+	opts.Mode = state.ModeLive
 	s.runner = &check.Runner{
 		Options:   opts,
 		Observer:  &observer{world: s.world, clock: s.clock},

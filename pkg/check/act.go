@@ -29,13 +29,13 @@ func (p *pass) act() ([]alert.ActOutcome, error) {
 	if p.res.Action != decide.ActionRestart {
 		return nil, nil
 	}
-	if p.DryRun {
+	if p.Mode == state.ModeDryRun {
 		for _, t := range p.restartTargets() {
 			p.Log.Info().Str("pod", t.Pod).Str("uid", t.UID).Str("gates", decide.GateSummary(t)).Msg("dry run: would restart")
 		}
 		return nil, nil
 	}
-	if p.Shadow {
+	if p.Mode == state.ModeShadow {
 		// No claim: shadow mode's restart leaves no restart record (budget,
 		// once-per-wedge and back-off see none), only its own.
 		return p.wouldRestart(), nil
@@ -75,7 +75,7 @@ func (p *pass) wouldRestart() []alert.ActOutcome {
 		detail := fmt.Sprintf("shadow mode: would have restarted pod %s (%s); nothing was restarted", t.Pod, p.Restarter.Method())
 		p.Log.Warn().Str("pod", t.Pod).Str("uid", t.UID).Str("gates", gates).Msg("shadow mode: would restart")
 		p.rep.WouldRestarts = append(p.rep.WouldRestarts, RestartReport{Pod: t.Pod, UID: t.UID, Method: p.Restarter.Method(), Outcome: alert.EventWouldRestart, Detail: detail})
-		acts = append(acts, alert.ActOutcome{Target: t, Shadow: true, Detail: detail, Evidence: bundle})
+		acts = append(acts, alert.ActOutcome{Target: t, Detail: detail, Evidence: bundle})
 	}
 	return acts
 }
@@ -112,7 +112,7 @@ func (p *pass) claim() (bool, error) {
 		claimed.LastRun = p.lastRun(now, p.res, nil)
 		return p.Store.Save(p.ctx, p.snap, claimed, now)
 	}
-	if failure := p.saveRetrying("claim restart in state", save, func() bool {
+	if failure := p.saveRetrying(StepClaim, save, func() bool {
 		p.Log.Warn().Msg("lost the restart claim race: re-read state, judging again")
 		p.decide(p.snap.State)
 		decide.CountRun(p.next, p.res.Verdict)
@@ -200,9 +200,7 @@ func (p *pass) captureEvidence(t decide.Target, action string) string {
 }
 
 func (r *Runner) dispatcher() *deliver.Dispatcher {
-	d := &deliver.Dispatcher{Sinks: r.Sinks, Outbox: outbox.Config{
-		Key: r.OutboxKey, Cluster: r.Plan.Cluster, Namespace: r.Plan.Namespace, Version: r.Plan.Version, Labels: r.Plan.Labels,
-	}, ReservedFor: r.Decide.ClaimTimeout}
+	d := &deliver.Dispatcher{Sinks: r.Sinks, Outbox: outbox.Config{Key: r.OutboxKey, Source: r.Source}, ReservedFor: r.Decide.ClaimTimeout}
 	if r.Events != nil {
 		d.Events = r.notificationEvent
 		d.OnFailure = r.deliveryFailedEvent
@@ -239,9 +237,9 @@ func (r *Runner) deliveryFailedEvent(ctx context.Context, n alert.Notification, 
 
 func (r *Runner) eventTarget(n alert.Notification) corev1.ObjectReference {
 	if n.Pod != "" {
-		return corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: r.Namespace, Name: n.Pod, UID: types.UID(n.UID)}
+		return corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: r.Source.Namespace, Name: n.Pod, UID: types.UID(n.UID)}
 	}
-	return corev1.ObjectReference{Kind: "ConfigMap", APIVersion: "v1", Namespace: r.Namespace, Name: r.StateConfigMap}
+	return corev1.ObjectReference{Kind: "ConfigMap", APIVersion: "v1", Namespace: r.Source.Namespace, Name: r.StateConfigMap}
 }
 
 // deploymentEvent leaves a Restarted Event on the Deployment too: the pod's own
@@ -250,7 +248,7 @@ func (p *pass) deploymentEvent(t decide.Target, detail string) {
 	if p.Events == nil || p.obs.Rollout == nil || !p.obs.Rollout.Found {
 		return
 	}
-	ref := corev1.ObjectReference{Kind: "Deployment", APIVersion: "apps/v1", Namespace: p.Namespace, Name: p.obs.Rollout.Name, UID: types.UID(p.obs.Rollout.UID)}
+	ref := corev1.ObjectReference{Kind: "Deployment", APIVersion: "apps/v1", Namespace: p.Source.Namespace, Name: p.obs.Rollout.Name, UID: types.UID(p.obs.Rollout.UID)}
 	msg := fmt.Sprintf("Watchdog restarted pod %s: %s. %s", t.Pod, t.Reason, detail)
 	if err := p.Events.Emit(p.ctx, ref, corev1.EventTypeWarning, alert.Spec(alert.EventRestarted).Reason, msg); err != nil {
 		p.warn("could not leave an Event on the Deployment", err.Error())

@@ -27,18 +27,13 @@ import (
 // Options configure a pass.
 type Options struct {
 	Decide decide.Config
-	Plan   alert.PlanConfig
-	DryRun bool
-	// Shadow runs as live (state, episodes, alerts) but records a would-restart
-	// where it would restart, and treats the pod as not restarted.
-	Shadow bool
+	// PlanConfig: the alerts' policy, the run's mode and the alerts' source.
+	alert.PlanConfig
 	// SampleInterval is how often a sample starts while confirming: no faster than
 	// the scheduler refreshes its gauges (docs/design.md, "The scheduler it
 	// guards"), since a faster sample shows nothing new.
 	SampleInterval time.Duration
-	Namespace      string
 	StateConfigMap string
-	Version        string
 	// ScrapeVia is the path the Observer's scrapes take (direct or apiserver), for
 	// the report.
 	ScrapeVia scrape.Via
@@ -76,13 +71,34 @@ type AlertHold interface {
 // slow Alertmanager must not cost the restart its time.
 const alertsTimeout = 10 * time.Second
 
+// Step is a step of a pass that can fail: what it does, and the fixed word the
+// dead man's switch receives when it fails.
+type Step struct{ What, Category string }
+
+// The steps a pass can fail at.
+var (
+	StepReadState      = Step{"read state", "read-state"}
+	StepRereadState    = Step{"re-read state after a conflict", "read-state"}
+	StepObserve        = Step{"observe", "observe"}
+	StepCountNodes     = Step{"count serving nodes", "observe"}
+	StepReadLease      = Step{"read leader Lease", "observe"}
+	StepReadOwnership  = Step{"read the scheduler Deployment's pods", "observe"}
+	StepReadDeployment = Step{"read scheduler Deployment", "observe"}
+	StepReadReplicaSet = Step{"read scheduler ReplicaSet", "observe"}
+	StepClaim          = Step{"claim restart in state", "write-state"}
+	StepWriteState     = Step{"write state", "write-state"}
+	StepRecordAlerts   = Step{"record the alerts", "write-state"}
+	StepRestart        = Step{"restart", "restart"}
+	StepConfigure      = Step{"configure", "config"} // the CLI's: a configuration that cannot start a run (exit 2)
+)
+
 // Error is a pass that could not do its job; the CLI exits 1 on it.
 type Error struct {
-	What string
+	Step Step
 	Err  error
 }
 
-func (e *Error) Error() string { return e.What + ": " + e.Err.Error() }
+func (e *Error) Error() string { return e.Step.What + ": " + e.Err.Error() }
 func (e *Error) Unwrap() error { return e.Err }
 
 // ErrInterrupted is a pass cut short by its own shutdown (SIGTERM from a `helm
@@ -115,7 +131,7 @@ var claimBackoff = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jit
 func (r *Runner) Run(ctx context.Context) (*Report, error) {
 	start := r.Clock.Now()
 	p := &pass{Runner: r, ctx: ctx, start: start,
-		rep: &Report{Time: start.UTC(), DryRun: r.DryRun, Shadow: r.Shadow, Namespace: r.Namespace, Cluster: r.Plan.Cluster,
+		rep: &Report{Time: start.UTC(), DryRun: r.Mode == state.ModeDryRun, Shadow: r.Mode == state.ModeShadow, Namespace: r.Source.Namespace, Cluster: r.Source.Cluster,
 			ScrapeVia: r.ScrapeVia, Verdict: decide.VerdictUnknown, Action: decide.ActionNone}}
 	defer func() { p.rep.Took = r.Clock.Since(start).Round(time.Millisecond).String() }()
 	return p.rep, p.run()
@@ -174,7 +190,7 @@ func (p *pass) run() error {
 	if err := p.save(acts, runErr); err != nil {
 		return err
 	}
-	p.Log.Info().Str("verdict", string(p.res.Verdict)).Str("action", string(p.res.Action)).Bool("dryRun", p.DryRun).
+	p.Log.Info().Str("verdict", string(p.res.Verdict)).Str("action", string(p.res.Action)).Bool("dryRun", p.Mode == state.ModeDryRun).
 		Int("samples", p.rep.Samples).Str("took", p.Clock.Since(p.start).Round(time.Millisecond).String()).
 		Str("reason", p.res.Reason).Msg("run complete")
 	return runErr
@@ -196,20 +212,20 @@ func (p *pass) begin() error {
 		if interrupted(p.ctx) {
 			return p.interrupt(loadErr)
 		}
-		failure := &Error{What: "read state", Err: loadErr}
+		failure := &Error{Step: StepReadState, Err: loadErr}
 		p.alertFailure(state.New(), failure)
 		return failure
 	}
 	if p.snap.Recovered != "" {
 		p.warn("starting with empty state", p.snap.Recovered)
 	}
-	if last := p.snap.State.LastRun; !p.Shadow && !p.DryRun && last != nil && last.Shadow {
+	if last := p.snap.State.LastRun; p.Mode == state.ModeLive && last != nil && last.Shadow {
 		decide.LeaveShadow(p.snap.State, p.Decide)
 		p.Log.Info().Msg("first live run after shadow mode: open episodes are confirmed afresh before any restart")
 	}
 	if err != nil {
 		p.rep.Reason = "cannot list scheduler pods"
-		return p.failRun(&Error{What: "observe", Err: err})
+		return p.failRun(&Error{Step: StepObserve, Err: err})
 	}
 	p.obs = obs
 	p.rep.Samples = 1
@@ -227,11 +243,11 @@ func (p *pass) notify(acts []alert.ActOutcome) error {
 	if deadline, ok := p.ctx.Deadline(); ok {
 		d.SendBy = deadline.Add(-reserve(p.start, deadline)) // keep time to persist the outcome and the outbox
 	}
-	p.reportDeliveries(d.Deliver(p.ctx, p.next, notes, p.Clock.Now(), p.DryRun))
-	p.reportDeliveries(d.Refresh(p.ctx, p.next, p.Clock.Now(), p.DryRun)) // keep open alerts alive (Alertmanager)
+	p.reportDeliveries(d.Deliver(p.ctx, p.next, notes, p.Clock.Now(), p.Mode == state.ModeDryRun))
+	p.reportDeliveries(d.Refresh(p.ctx, p.next, p.Clock.Now(), p.Mode == state.ModeDryRun)) // keep open alerts alive (Alertmanager)
 	for _, a := range acts {
 		if a.Err != nil && runErr == nil {
-			runErr = &Error{What: "restart", Err: a.Err}
+			runErr = &Error{Step: StepRestart, Err: a.Err}
 		}
 	}
 	return runErr
@@ -420,7 +436,7 @@ func (p *pass) confirm() {
 
 func (r *Runner) lastRun(start time.Time, res decide.Result, err error) *state.Run {
 	run := &state.Run{At: start.UTC(), Took: state.Duration(r.Clock.Since(start).Round(time.Millisecond)),
-		Verdict: res.Verdict, Action: res.Action, Reason: state.Truncate(res.Reason, 500), Outcome: state.RunOK, Watchdog: r.Version, Shadow: r.Shadow}
+		Verdict: res.Verdict, Action: res.Action, Reason: state.Truncate(res.Reason, 500), Outcome: state.RunOK, Watchdog: r.Source.Version, Shadow: r.Mode == state.ModeShadow}
 	if res.Pause != nil {
 		run.Paused = state.Truncate(res.Pause.String(), 700)
 	}
@@ -433,15 +449,15 @@ func (r *Runner) lastRun(start time.Time, res decide.Result, err error) *state.R
 func observationError(obs decide.Observation) error {
 	switch {
 	case obs.ExpectedErr != nil:
-		return &Error{What: "count serving nodes", Err: obs.ExpectedErr}
+		return &Error{Step: StepCountNodes, Err: obs.ExpectedErr}
 	case obs.Leader != nil && obs.Leader.Err != nil:
-		return &Error{What: "read leader Lease", Err: obs.Leader.Err}
+		return &Error{Step: StepReadLease, Err: obs.Leader.Err}
 	case obs.Ownership != nil && obs.Ownership.Err != nil:
-		return &Error{What: "read the scheduler Deployment's pods", Err: obs.Ownership.Err}
+		return &Error{Step: StepReadOwnership, Err: obs.Ownership.Err}
 	case obs.Rollout != nil && obs.Rollout.Err != nil:
-		return &Error{What: "read scheduler Deployment", Err: obs.Rollout.Err}
+		return &Error{Step: StepReadDeployment, Err: obs.Rollout.Err}
 	case obs.Rollout != nil && obs.Rollout.OwnersErr != nil:
-		return &Error{What: "read scheduler ReplicaSet", Err: obs.Rollout.OwnersErr}
+		return &Error{Step: StepReadReplicaSet, Err: obs.Rollout.OwnersErr}
 	}
 	return nil
 }

@@ -491,7 +491,7 @@ func TestDryRunTouchesNothing(t *testing.T) {
 	h := newHarness(t)
 	h.wedgedAndDue()
 	data, saves, sent, evs := h.store.Data(), h.store.written(), len(h.sink.events()), len(h.events.list())
-	h.opts.DryRun, h.opts.Plan.DryRun = true, true
+	h.opts.Mode = state.ModeDryRun
 	rep, err := h.pass()
 	if err != nil {
 		t.Fatal(err)

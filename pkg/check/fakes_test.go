@@ -349,11 +349,10 @@ func newHarness(t *testing.T) *harness {
 				RestartMethod: decide.MethodDelete,
 				ClaimTimeout:  3 * time.Minute,
 			},
-			Plan:           alert.PlanConfig{RealertInterval: time.Hour, BlindAfter: 3, WedgedFor: 4 * time.Minute, Cluster: "test", Namespace: "agentenv", Version: "test"},
+			PlanConfig: alert.PlanConfig{RealertInterval: time.Hour, BlindAfter: 3, WedgedFor: 4 * time.Minute,
+				Source: alert.Source{Cluster: "test", Namespace: "agentenv", Version: "test"}},
 			SampleInterval: 15 * time.Second,
-			Namespace:      "agentenv",
 			StateConfigMap: "agentenv-scheduler-watchdog",
-			Version:        "test",
 		},
 	}
 }
@@ -365,7 +364,7 @@ func (h *harness) productionDefaults() {
 	d.StartupGrace, d.WedgedFor, d.ConfirmWindow = cli.DefaultStartupGrace, cli.DefaultWedgedFor, cli.DefaultConfirmWindow
 	d.ClaimTimeout = cli.DefaultTimeout
 	d.IneffectiveWithin, d.BackoffBase, d.BackoffMax, d.BackoffReset = decide.DefaultIneffectiveWithin, decide.DefaultBackoffBase, decide.DefaultBackoffMax, decide.DefaultBackoffReset
-	h.opts.Plan.WedgedFor = cli.DefaultWedgedFor
+	h.opts.WedgedFor = cli.DefaultWedgedFor
 	h.opts.SampleInterval = cli.DefaultSampleInterval
 	h.timeout = cli.DefaultTimeout
 }
@@ -414,7 +413,7 @@ func contains(list []string, s string) bool {
 func errWhat(err error) string {
 	var e *check.Error
 	if errors.As(err, &e) {
-		return e.What
+		return e.Step.What
 	}
 	return ""
 }

@@ -28,11 +28,11 @@ const (
 // outcomes, alert bookkeeping), then retry: only this merge is safe to retry. On
 // error p.next is what it last tried to write.
 func (p *pass) persist(acts []alert.ActOutcome) error {
-	if p.DryRun {
+	if p.Mode == state.ModeDryRun {
 		return nil
 	}
 	save := func() error { return p.Store.Save(p.ctx, p.snap, p.next, p.Clock.Now()) }
-	if failure := p.saveRetrying("write state", save, func() bool {
+	if failure := p.saveRetrying(StepWriteState, save, func() bool {
 		p.Log.Warn().Msg("state changed during the run: merging this run's outcome into it")
 		ours, latest := p.next, p.snap.State
 		merged, _ := decide.Decide(p.obs, latest, p.Decide)
@@ -41,13 +41,13 @@ func (p *pass) persist(acts []alert.ActOutcome) error {
 		// write; the others are as the latest state has them (re-writing them from
 		// this run's older copy would, say, turn another run's "done" back into
 		// "claimed").
-		keepOwnRestarts(merged, ours, acts, p.Clock.Now())
+		p.keepOwnRestarts(merged, ours, acts)
 		merged.Alerts, merged.LastRun = mergeAlerts(ours.Alerts, latest.Alerts, ours.LastRun.At), ours.LastRun
 		merged.Outbox = mergeOutbox(ours.Outbox, latest.Outbox, p.rep.Alerts)
 		p.next = merged
 		return true
 	}); failure != nil {
-		p.Log.Error().Err(failure.Err).Str("what", failure.What).Msg("cannot write state")
+		p.Log.Error().Err(failure.Err).Str("what", failure.Step.What).Msg("cannot write state")
 		return failure
 	}
 	return nil
@@ -58,13 +58,13 @@ func (p *pass) persist(acts []alert.ActOutcome) error {
 // p.snap and calls again, which judges again from it (the other writer may have
 // observed later: never rewind it) and reports whether anything is left to write.
 // Any other error, the back-off spent or the context cancelled end it with an
-// *Error for what, or for the re-read.
+// *Error for step, or for the re-read.
 //
 // Not client-go's retry.RetryOnConflict (nor retry.OnError): its back-off sleeps on
 // the wall clock and cannot be cancelled, where this waits on the pass's clock (the
 // sequence tests inject one) and ends with the run's context; and its conflict is
 // the API server's status, where the store wraps statestore.ErrConflict.
-func (p *pass) saveRetrying(what string, save func() error, again func() bool) *Error {
+func (p *pass) saveRetrying(step Step, save func() error, again func() bool) *Error {
 	backoff := claimBackoff
 	for {
 		err := save()
@@ -73,18 +73,18 @@ func (p *pass) saveRetrying(what string, save func() error, again func() bool) *
 			p.rep.StateWritten = true
 			return nil
 		case !errors.Is(err, statestore.ErrConflict):
-			return &Error{What: what, Err: err}
+			return &Error{Step: step, Err: err}
 		case backoff.Steps <= 1:
-			return &Error{What: what, Err: fmt.Errorf("gave up after repeated conflicts: %w", err)}
+			return &Error{Step: step, Err: fmt.Errorf("gave up after repeated conflicts: %w", err)}
 		}
 		select {
 		case <-p.ctx.Done():
-			return &Error{What: what, Err: p.ctx.Err()}
+			return &Error{Step: step, Err: p.ctx.Err()}
 		case <-p.Clock.After(backoff.Step()):
 		}
 		latest, err := p.Store.Load(p.ctx)
 		if err != nil {
-			return &Error{What: "re-read state after a conflict", Err: err}
+			return &Error{Step: StepRereadState, Err: err}
 		}
 		*p.snap = *latest
 		p.obs.KeepNewerRecords = true
@@ -105,8 +105,8 @@ func (p *pass) saveRetrying(what string, save func() error, again func() bool) *
 // anyway: a duplicate page is better than none.
 func (p *pass) claimAlerts(d *deliver.Dispatcher, acts []alert.ActOutcome, runErr error) []alert.Notification {
 	base := p.next.Clone() // before Plan records anything
-	notes := alert.Plan(p.next, p.res, acts, runErr, p.Clock.Now(), p.Plan)
-	if p.DryRun || len(notes) == 0 {
+	notes := alert.Plan(p.next, p.res, acts, runErr, p.Clock.Now(), p.PlanConfig)
+	if p.Mode == state.ModeDryRun || len(notes) == 0 {
 		return notes
 	}
 	save := func() error {
@@ -115,13 +115,13 @@ func (p *pass) claimAlerts(d *deliver.Dispatcher, acts []alert.ActOutcome, runEr
 		d.Reserve(claimed, notes, now)
 		return p.Store.Save(p.ctx, p.snap, claimed, now)
 	}
-	if failure := p.saveRetrying("record the alerts", save, func() bool {
+	if failure := p.saveRetrying(StepRecordAlerts, save, func() bool {
 		p.Log.Warn().Msg("state changed during the run: planning the alerts again from it")
 		p.decide(p.snap.State)
 		decide.CountRun(p.next, p.res.Verdict)
 		// This run's own restart records and would-restarts, as persist keeps them.
-		keepOwnRestarts(p.next, base, acts, p.Clock.Now())
-		notes = alert.Plan(p.next, p.res, acts, runErr, p.Clock.Now(), p.Plan)
+		p.keepOwnRestarts(p.next, base, acts)
+		notes = alert.Plan(p.next, p.res, acts, runErr, p.Clock.Now(), p.PlanConfig)
 		return len(notes) > 0
 	}); failure != nil {
 		p.Log.Warn().Err(failure).Msg("cannot record the alerts before sending them: sending anyway")
@@ -131,16 +131,17 @@ func (p *pass) claimAlerts(d *deliver.Dispatcher, acts []alert.ActOutcome, runEr
 
 // keepOwnRestarts copies into s, from ours, the records of the restarts this run
 // carried out (acts): a restart's record replaces s's record of the same claim, a
-// would-restart is added unless s has it.
-func keepOwnRestarts(s, ours *state.State, acts []alert.ActOutcome, now time.Time) {
+// would-restart (shadow mode) is added unless s has it.
+func (p *pass) keepOwnRestarts(s, ours *state.State, acts []alert.ActOutcome) {
+	now := p.Clock.Now()
 	for _, a := range acts {
 		t := a.Target
 		switch {
-		case a.Shadow && t.BadSince != nil:
+		case p.Mode == state.ModeShadow && t.BadSince != nil:
 			if w := ours.WouldRestartFor(t.UID, *t.BadSince); w != nil && s.WouldRestartFor(t.UID, *t.BadSince) == nil {
 				s.WouldRestarts = append(s.WouldRestarts, *w)
 			}
-		case !a.Shadow:
+		case p.Mode != state.ModeShadow:
 			rec := decide.RestartOf(ours, t.UID, now)
 			if rec == nil {
 				continue
@@ -222,17 +223,17 @@ func (p *pass) failRun(failure *Error) error {
 		// The run record names the step cut short; the report keeps the decision.
 		decision := p.res
 		defer func() { p.res = decision }()
-		p.res = decide.Result{Verdict: decide.VerdictUnknown, Action: decide.ActionNone, Reason: failure.What + " cut short"}
+		p.res = decide.Result{Verdict: decide.VerdictUnknown, Action: decide.ActionNone, Reason: failure.Step.What + " cut short"}
 		return p.saveInterrupted(s, failure)
 	}
-	p.Log.Error().Err(failure.Err).Str("what", failure.What).Msg("run failed")
+	p.Log.Error().Err(failure.Err).Str("what", failure.Step.What).Msg("run failed")
 	p.rep.Error = failure.Error()
-	if p.DryRun {
+	if p.Mode == state.ModeDryRun {
 		return failure
 	}
-	s.LastRun = p.lastRun(p.Clock.Now(), decide.Result{Verdict: decide.VerdictUnknown, Action: decide.ActionNone, Reason: failure.What + " failed"}, failure)
+	s.LastRun = p.lastRun(p.Clock.Now(), decide.Result{Verdict: decide.VerdictUnknown, Action: decide.ActionNone, Reason: failure.Step.What + " failed"}, failure)
 	decide.CountRun(s, decide.VerdictUnknown)
-	notes := alert.PlanFailure(s, failure, p.Clock.Now(), p.Plan)
+	notes := alert.PlanFailure(s, failure, p.Clock.Now(), p.PlanConfig)
 	// Send before saving, so that what could not be delivered stays in the outbox
 	// and what the outbox delivered leaves it.
 	p.reportDeliveries(p.sendFailure(s, notes))
@@ -266,7 +267,7 @@ func (p *pass) interrupt(cause error) error {
 // and sends nothing: a shutdown is not the watchdog failing.
 func (p *pass) saveInterrupted(s *state.State, cause error) error {
 	err := p.interrupt(cause)
-	if p.DryRun {
+	if p.Mode == state.ModeDryRun {
 		return err
 	}
 	s.LastRun = p.lastRun(p.start, p.res, nil)
@@ -280,16 +281,16 @@ func (p *pass) saveInterrupted(s *state.State, cause error) error {
 // alertFailure sends watchdog-error for a failure that leaves no state to write
 // (state unreadable or unwritable), deduplicated against s when there is one.
 func (p *pass) alertFailure(s *state.State, failure *Error) {
-	p.Log.Error().Err(failure.Err).Str("step", failure.What).Msg("a step of the run failed")
+	p.Log.Error().Err(failure.Err).Str("step", failure.Step.What).Msg("a step of the run failed")
 	p.rep.Error = failure.Error()
-	if p.DryRun {
+	if p.Mode == state.ModeDryRun {
 		return
 	}
 	// Nothing this sends can be recorded: leave the outbox to a run that can, or
 	// what it delivers would be delivered again; and no failed delivery is kept.
 	c := s.Clone()
 	c.Outbox = nil
-	ds := p.sendFailure(c, alert.PlanFailure(s.Clone(), failure, p.Clock.Now(), p.Plan))
+	ds := p.sendFailure(c, alert.PlanFailure(s.Clone(), failure, p.Clock.Now(), p.PlanConfig))
 	for i := range ds {
 		ds[i].Kept = false
 	}

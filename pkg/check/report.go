@@ -119,13 +119,12 @@ func (rep *Report) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintln(w)
 	action := string(rep.Action)
-	if rep.DryRun {
+	switch {
+	case rep.DryRun && (rep.Action == decide.ActionNone || rep.Action == decide.ActionWait):
+		action += " (dry run: nothing written, deleted, recorded or sent)"
+	case rep.DryRun:
 		action = "would " + action + " (dry run: nothing written, deleted, recorded or sent)"
-		if rep.Action == decide.ActionNone || rep.Action == decide.ActionWait {
-			action = string(rep.Action) + " (dry run: nothing written, deleted, recorded or sent)"
-		}
-	}
-	if rep.Shadow && rep.Action == decide.ActionRestart {
+	case rep.Shadow && rep.Action == decide.ActionRestart:
 		action = "would restart (shadow mode: recorded, nothing restarted)"
 	}
 	termtext.Fprintf(w, "verdict: %s\naction:  %s\nreason:  %s\n", rep.Verdict, action, rep.Reason)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentenv/watchdog/pkg/alert"
 	"github.com/agentenv/watchdog/pkg/decide"
+	"github.com/agentenv/watchdog/pkg/state"
 )
 
 // Shadow mode (--shadow), step by step on the fake clock: it runs as live (state,
@@ -19,7 +20,7 @@ import (
 
 func TestShadowRecordsAWouldRestartOncePerEpisodeAndRestartsNothing(t *testing.T) {
 	h := newHarness(t)
-	h.opts.Shadow, h.opts.Plan.Shadow = true, true
+	h.opts.Mode = state.ModeShadow
 	h.wedgedAndDue()
 	rep, err := h.pass()
 	if err != nil || rep.Verdict != decide.VerdictWedged || rep.Action != decide.ActionRestart || !rep.Shadow {
@@ -95,7 +96,7 @@ func TestLeavingShadowRestartsAnOldEpisodeOnlyAfterAFreshConfirmation(t *testing
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t)
 			h.opts.Decide.ConfirmWindow = tc.confirmWindow
-			h.opts.Shadow, h.opts.Plan.Shadow = true, true
+			h.opts.Mode = state.ModeShadow
 			h.wedgedAndDue()
 			for range 3 { // a long episode watched in shadow mode
 				if _, err := h.pass(); err != nil {
@@ -108,7 +109,7 @@ func TestLeavingShadowRestartsAnOldEpisodeOnlyAfterAFreshConfirmation(t *testing
 				t.Fatalf("shadow mode left %+v", before)
 			}
 
-			h.opts.Shadow, h.opts.Plan.Shadow = false, false
+			h.opts.Mode = state.ModeLive
 			for run := 1; ; run++ {
 				start := h.clk.Now()
 				rep, err := h.pass()
@@ -144,7 +145,7 @@ func TestLeavingShadowRestartsAnOldEpisodeOnlyAfterAFreshConfirmation(t *testing
 // retry still says shadow: the marker is part of what the outbox keeps.
 func TestShadowMarkerSurvivesTheOutbox(t *testing.T) {
 	h := newHarness(t)
-	h.opts.Shadow, h.opts.Plan.Shadow = true, true
+	h.opts.Mode = state.ModeShadow
 	h.sink.fail = errors.New("receiver answered 503")
 	h.wedgedAndDue()
 	if _, err := h.pass(); err != nil {

@@ -125,7 +125,7 @@ func buildAlertmanager(o *AlertOptions, namespace string, warn func(error)) (*de
 	}
 	sink.Username, sink.Password, sink.BearerToken = am.Username, am.Password, am.BearerToken
 	sink.TTL, sink.GeneratorURL, sink.RunbookURL = am.TTL, am.GeneratorURL, o.RunbookURL
-	sink.Cluster, sink.Namespace, sink.Labels = o.ClusterName, namespace, o.Labels
+	sink.Source = o.source(namespace)
 	if warn != nil {
 		sink.Warn = warn
 	}

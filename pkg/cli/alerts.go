@@ -10,6 +10,7 @@ import (
 	"github.com/agentenv/watchdog/pkg/alert"
 	"github.com/agentenv/watchdog/pkg/check"
 	"github.com/agentenv/watchdog/pkg/deliver"
+	"github.com/agentenv/watchdog/pkg/version"
 )
 
 // buildSinks returns the configured alert sinks (possibly none: alerts then still
@@ -40,6 +41,11 @@ func buildSinks(o *AlertOptions, namespace string, warn func(error)) ([]alert.Si
 	return sinks, nil
 }
 
+// source is who sends this watchdog's alerts: the same on every one.
+func (o *AlertOptions) source(namespace string) alert.Source {
+	return alert.Source{Cluster: o.ClusterName, Namespace: namespace, Version: version.Version, Labels: o.Labels}
+}
+
 // newHeartbeat is the dead man's switch of o, with attempts within budget.
 func newHeartbeat(o *AlertOptions, attempts int, budget time.Duration) *deliver.Heartbeat {
 	return &deliver.Heartbeat{Poster: deliver.NewPoster("heartbeat", o.HeartbeatURL, o.AlertTimeout, attempts, budget), URL: o.HeartbeatURL}
@@ -58,49 +64,18 @@ func pingHeartbeat(ctx context.Context, o *AlertOptions, runErr error, dryRun bo
 	defer cancel()
 	hb := newHeartbeat(o, 2, 2*o.AlertTimeout)
 	body := "ok"
-	if runErr != nil {
-		// A category, never the error text: that names the namespace, the selector
-		// and the API server's address, and the switch is a third party.
-		body = "failed: " + failureCategory(runErr)
+	var failure *check.Error
+	switch {
+	case errors.As(runErr, &failure) && failure.Step.Category != "":
+		// The failed step's category, never the error text: that names the namespace,
+		// the selector and the API server's address, and the switch is a third party.
+		body = "failed: " + failure.Step.Category
+	case runErr != nil:
+		body = "failed: other"
 	}
 	if err := hb.Ping(pctx, runErr != nil, body); err != nil {
 		log.Error().Err(err).Msg("dead man's switch ping failed")
 		return
 	}
 	log.Debug().Bool("failed", runErr != nil).Msg("dead man's switch pinged")
-}
-
-// failureCategories maps what a pass could not do (check.Error.What) to the fixed
-// word the dead man's switch receives.
-var failureCategories = map[string]string{
-	"read state":                           "read-state",
-	"re-read state after a conflict":       "read-state",
-	"observe":                              "observe",
-	"count serving nodes":                  "observe",
-	"read leader Lease":                    "observe",
-	"read scheduler Deployment":            "observe",
-	"read scheduler ReplicaSet":            "observe",
-	"read the scheduler Deployment's pods": "observe",
-	"claim restart in state":               "write-state",
-	"write state":                          "write-state",
-	"restart":                              "restart",
-}
-
-// errConfiguration marks a configuration that could not start a run (exit 2); its
-// ping says "config".
-var errConfiguration = errors.New("configuration error")
-
-// failureCategory names a failed run's kind without any of its details; "other"
-// for anything not in failureCategories.
-func failureCategory(err error) string {
-	if errors.Is(err, errConfiguration) {
-		return "config"
-	}
-	var failure *check.Error
-	if errors.As(err, &failure) {
-		if c, ok := failureCategories[failure.What]; ok {
-			return c
-		}
-	}
-	return "other"
 }

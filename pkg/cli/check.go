@@ -22,7 +22,6 @@ import (
 	"github.com/agentenv/watchdog/pkg/restart"
 	"github.com/agentenv/watchdog/pkg/scrape"
 	"github.com/agentenv/watchdog/pkg/statestore"
-	"github.com/agentenv/watchdog/pkg/version"
 )
 
 // checkFlags are all the options of a pass.
@@ -256,7 +255,6 @@ func (f *checkFlags) observer(clk clock.PassiveClock) (*observe.Observer, error)
 
 // options is the pass's configuration from the flags, for check, run and backtest.
 func (f *checkFlags) options() check.Options {
-	ns := f.cluster.Namespace
 	return check.Options{
 		Decide: decide.Config{
 			StartupGrace:      f.check.StartupGrace,
@@ -277,23 +275,15 @@ func (f *checkFlags) options() check.Options {
 			BackoffReset:      decide.DefaultBackoffReset,
 			HoldOnAlerts:      len(f.alerts.Alertmanager.holdSets()) > 0,
 		},
-		Plan: alert.PlanConfig{
+		PlanConfig: alert.PlanConfig{
 			RealertInterval: f.alerts.RealertInterval,
 			BlindAfter:      f.alerts.BlindAfter,
 			WedgedFor:       f.check.WedgedFor,
-			Cluster:         f.alerts.ClusterName,
-			Labels:          f.alerts.Labels,
-			Namespace:       ns,
-			Version:         version.Version,
-			DryRun:          f.check.DryRun,
-			Shadow:          f.check.Shadow,
+			Source:          f.alerts.source(f.cluster.Namespace),
+			Mode:            f.check.mode(),
 		},
-		DryRun:         f.check.DryRun,
-		Shadow:         f.check.Shadow,
 		SampleInterval: f.check.SampleInterval,
-		Namespace:      ns,
 		StateConfigMap: f.cluster.StateConfigMap,
-		Version:        version.Version,
 		OutboxKey:      []byte(f.alerts.OutboxKey),
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/agentenv/watchdog/pkg/check"
 )
 
 // reportConfigFailure makes a bad configuration (exit 2) of check or run visible to
@@ -45,7 +47,7 @@ func reportConfigFailure(ctx context.Context, cmd *cobra.Command, args []string,
 	}
 	o := &AlertOptions{HeartbeatURL: hb, AlertTimeout: timeout}
 	log := zerolog.New(stderr).With().Timestamp().Logger()
-	pingHeartbeat(ctx, o, fmt.Errorf("%w (exit %d): %v", errConfiguration, ExitUsage, cause), false, log)
+	pingHeartbeat(ctx, o, &check.Error{Step: check.StepConfigure, Err: cause}, false, log)
 	fmt.Fprintln(stderr, "watchdog: the configuration error was reported to the dead man's switch (<heartbeat-url>/fail)")
 }
 

@@ -10,7 +10,6 @@ import (
 
 	"github.com/agentenv/watchdog/pkg/alert"
 	"github.com/agentenv/watchdog/pkg/deliver"
-	"github.com/agentenv/watchdog/pkg/version"
 )
 
 func newNotifyCommand(stdout, stderr io.Writer) *cobra.Command {
@@ -98,12 +97,13 @@ configured.`,
 // `doctor --send-test` (command names which).
 func testNotification(o *AlertOptions, namespace, command string) alert.Notification {
 	now := time.Now().UTC()
-	return alert.Notification{
-		SchemaVersion: alert.SchemaVersion, ID: fmt.Sprintf("test-%d", now.UnixNano()), Event: alert.EventTest,
-		Severity: alert.SeverityInfo, Test: true, Cluster: o.ClusterName, Namespace: namespace, Labels: o.Labels,
+	n := alert.Notification{
+		SchemaVersion: alert.SchemaVersion, ID: fmt.Sprintf("test-%d", now.UnixNano()), Event: alert.EventTest, Severity: alert.SeverityInfo, Test: true,
 		Reason: "This is a test alert from agentenv-scheduler-watchdog `" + command + "`; no action is needed.",
-		Action: "none", Time: now, Watchdog: version.Version, NextStep: "Nothing to do: this only proves the alert path works.",
+		Action: "none", Time: now, NextStep: "Nothing to do: this only proves the alert path works.",
 	}
+	o.source(namespace).Stamp(&n)
+	return n
 }
 
 // testHeartbeat pings the dead man's switch as a successful run would.

@@ -293,6 +293,17 @@ func (o *CheckOptions) Validate(timeout time.Duration) error {
 	return p.err()
 }
 
+// mode is the run's mode from --dry-run and --shadow (Validate refuses both).
+func (o *CheckOptions) mode() state.Mode {
+	switch {
+	case o.DryRun:
+		return state.ModeDryRun
+	case o.Shadow:
+		return state.ModeShadow
+	}
+	return state.ModeLive
+}
+
 func (p *problems) port(flag string, port int) {
 	if port < 1 || port > 65535 {
 		p.addf("%s %d: want 1-65535", flag, port)

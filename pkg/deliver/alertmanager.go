@@ -55,10 +55,8 @@ type Alertmanager struct {
 	Username, Password, BearerToken string
 	TTL                             time.Duration
 	RunbookURL, GeneratorURL        string
-	// Cluster, Namespace and Labels (--alert-labels) label refreshed alerts
-	// (notifications carry their own).
-	Cluster, Namespace string
-	Labels             map[string]string
+	// Source labels refreshed alerts (notifications carry their own).
+	Source alert.Source
 	// Warn is told about a peer that failed while another accepted the alerts (the
 	// delivery counts as done). Never nil after NewAlertmanager.
 	Warn func(err error)
@@ -125,8 +123,8 @@ func (a *Alertmanager) Refresh(ctx context.Context, open map[string]*state.Alert
 		if o == nil || spec.Kind != alert.Ongoing || spec.Alertname == "" {
 			continue
 		}
-		n := alert.Notification{Event: ev, Severity: spec.Severity, Cluster: a.Cluster, Namespace: a.Namespace, Labels: a.Labels,
-			Pod: o.Pod, Reason: o.Reason, NextStep: spec.NextStep}
+		n := alert.Notification{Event: ev, Severity: spec.Severity, Pod: o.Pod, Reason: o.Reason, NextStep: spec.NextStep}
+		a.Source.Stamp(&n)
 		alerts = append(alerts, a.alert(n, o.OpenedAt, now.Add(a.TTL)))
 	}
 	if len(alerts) == 0 {
@@ -181,10 +179,6 @@ func (a *Alertmanager) alert(n alert.Notification, startsAt, endsAt time.Time) P
 	if n.Pod != "" {
 		labels["pod"] = n.Pod
 	}
-	if n.Shadow {
-		// A label, so that routes can send shadow mode's alerts elsewhere.
-		labels["shadow"] = "true"
-	}
 	where := n.Namespace
 	if n.Cluster != "" {
 		where = n.Cluster + "/" + n.Namespace
@@ -197,6 +191,8 @@ func (a *Alertmanager) alert(n alert.Notification, startsAt, endsAt time.Time) P
 		summary = "Watchdog test alert (not a real incident) for " + where
 	}
 	if n.Shadow {
+		// A label, so that routes can send shadow mode's alerts elsewhere.
+		labels["shadow"] = "true"
 		summary = "[shadow] " + summary
 	}
 	if n.Paused != "" {

@@ -29,7 +29,7 @@ func testAlertmanager(t *testing.T, urls ...string) *Alertmanager {
 	}
 	am.TTL = 15 * time.Minute
 	am.RunbookURL = "https://runbooks.example.com/agentenv/scheduler-wedged"
-	am.Cluster, am.Namespace = "prod-eu1", "agentenv-system"
+	am.Source = alert.Source{Cluster: "prod-eu1", Namespace: "agentenv-system"}
 	return am
 }
 
@@ -259,7 +259,7 @@ func TestDispatcherRefresh(t *testing.T) {
 // was about, so that Alertmanager can resolve exactly the alerts it holds.
 func TestPlanRecoveredCloses(t *testing.T) {
 	now := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
-	cfg := alert.PlanConfig{RealertInterval: time.Hour, BlindAfter: 3, WedgedFor: 4 * time.Minute, Namespace: "ns"}
+	cfg := alert.PlanConfig{RealertInterval: time.Hour, BlindAfter: 3, WedgedFor: 4 * time.Minute, Source: alert.Source{Namespace: "ns"}}
 	s := state.New()
 	alert.Plan(s, result(target(decide.VerdictWedged, decide.ActionWait, time.Minute, now)), nil, nil, now, cfg)
 	later := now.Add(5 * time.Minute)
@@ -336,7 +336,7 @@ func TestCredentialsRedactedWherever(t *testing.T) {
 func TestOperatorLabels(t *testing.T) {
 	am := testAlertmanager(t, "http://127.0.0.1:1")
 	labels := map[string]string{"team": "scheduling", "severity": "low"} // severity as a stale state might carry it
-	am.Labels = labels
+	am.Source.Labels = labels
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	n := alert.Notification{Event: alert.EventWedged, Severity: alert.SeverityCritical, Namespace: "agentenv-system", Pod: "p", Time: now, Labels: labels}
 	recovered := alert.Notification{Event: alert.EventRecovered, Namespace: "agentenv-system", Time: now, Labels: labels,

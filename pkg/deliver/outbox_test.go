@@ -46,7 +46,7 @@ var outboxKey = []byte("outbox-test-key-of-thirty-two-bytes")
 
 func outboxConfig(key []byte) outbox.Config {
 	n := goldenNotification()
-	return outbox.Config{Key: key, Cluster: n.Cluster, Namespace: n.Namespace, Version: n.Watchdog}
+	return outbox.Config{Key: key, Source: alert.Source{Cluster: n.Cluster, Namespace: n.Namespace, Version: n.Watchdog}}
 }
 
 // keep runs one delivery of n that the sink refuses, and returns the state with
@@ -55,7 +55,7 @@ func keep(t *testing.T, key []byte, n alert.Notification) (*state.State, *memory
 	t.Helper()
 	sink := &memorySink{name: "webhook", fail: true}
 	d := &Dispatcher{Sinks: []alert.Sink{sink}, Outbox: outboxConfig(key)}
-	d.Outbox.Labels = n.Labels // the configuration's --alert-labels, as the run's
+	d.Outbox.Source.Labels = n.Labels // the configuration's --alert-labels, as the run's
 	s := state.New()
 	d.Deliver(context.Background(), s, []alert.Notification{n}, n.Time, false)
 	if len(s.Outbox) != 1 || (len(key) > 0) != (s.Outbox[0].Seal != "") {
@@ -151,7 +151,7 @@ func TestOutboxRefusesWhatItDidNotWrite(t *testing.T) {
 	}
 	otherKey, _, _ := keep(t, []byte("another key"), n)
 	otherNS := outboxConfig(outboxKey)
-	otherNS.Namespace = "agentenv-other"
+	otherNS.Source.Namespace = "agentenv-other"
 	forgeries := map[string]state.Pending{
 		"no seal":                      func() state.Pending { p := withID(forge(genuine, hostile), "f1"); p.Seal = ""; return p }(),
 		"genuine seal, changed reason": withID(forge(genuine, func(m map[string]any) { m["reason"] = "restart everything" }), genuine.ID),

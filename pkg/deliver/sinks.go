@@ -106,6 +106,11 @@ func (s *Slack) Send(ctx context.Context, n alert.Notification) error {
 func SlackMessage(n alert.Notification, runbookURL string) *SlackWebhookMessage {
 	// Every text is escaped (esc, escCut), whoever wrote its parts: Slack reads
 	// <!channel> and <url|text> in any text object.
+	where := n.Namespace
+	if n.Cluster != "" {
+		where = n.Cluster + "/" + n.Namespace
+	}
+	fallback := fmt.Sprintf("[%s] scheduler %s in %s: %s", esc(strings.ToUpper(n.Severity)), esc(n.Event), esc(where), esc(n.Reason))
 	title := fmt.Sprintf("%s AgentENV scheduler %s", alert.Spec(n.Event).Emoji, n.Event)
 	if n.Test {
 		title = alert.Spec(alert.EventTest).Emoji + " Watchdog test alert (not a real incident)"
@@ -118,17 +123,10 @@ func SlackMessage(n alert.Notification, runbookURL string) *SlackWebhookMessage 
 	}
 	if n.Shadow {
 		title += " [shadow]"
+		fallback = "[shadow] " + fallback
 	}
 	if n.Paused != "" {
 		title += " [paused]"
-	}
-	where := n.Namespace
-	if n.Cluster != "" {
-		where = n.Cluster + "/" + n.Namespace
-	}
-	fallback := fmt.Sprintf("[%s] scheduler %s in %s: %s", esc(strings.ToUpper(n.Severity)), esc(n.Event), esc(where), esc(n.Reason))
-	if n.Shadow {
-		fallback = "[shadow] " + fallback
 	}
 
 	fields := []*SlackText{

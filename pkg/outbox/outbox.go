@@ -37,10 +37,9 @@ import (
 type Config struct {
 	// Key seals new entries and authenticates retried ones; empty: entries are
 	// rebuilt but cannot be authenticated (a warning says so when one is retried).
-	Key                         []byte
-	Cluster, Namespace, Version string
-	// Labels are the configuration's --alert-labels, put back on a retried alert.
-	Labels map[string]string
+	Key []byte
+	// Source is put back on a retried alert: the outbox does not keep it.
+	Source alert.Source
 }
 
 // MaxPendingAge is how long an undelivered alert is retried before it is dropped
@@ -67,7 +66,7 @@ var (
 // stored is n as the outbox keeps it: its facts, without what rebuild fills in.
 func stored(n alert.Notification) alert.Notification {
 	n.SchemaVersion, n.Severity, n.NextStep = 0, "", ""
-	n.Cluster, n.Namespace, n.Watchdog, n.Labels = "", "", "", nil
+	alert.Source{}.Stamp(&n)
 	return n
 }
 
@@ -88,7 +87,7 @@ func (c Config) Pending(n alert.Notification, now time.Time, sinks []string, las
 // and its facts (payload, as encoded by json.Marshal of the stored notification).
 func (c Config) Seal(p state.Pending, payload []byte) string {
 	mac := hmac.New(sha256.New, c.Key)
-	fmt.Fprintf(mac, "agentenv-watchdog outbox v1\n%s\n%s\n%s\n%s\n", c.Namespace, p.ID, p.Event, p.CreatedAt.UTC().Format(time.RFC3339Nano))
+	fmt.Fprintf(mac, "agentenv-watchdog outbox v1\n%s\n%s\n%s\n%s\n", c.Source.Namespace, p.ID, p.Event, p.CreatedAt.UTC().Format(time.RFC3339Nano))
 	mac.Write(payload)
 	return sealPrefix + hex.EncodeToString(mac.Sum(nil))
 }
@@ -138,7 +137,7 @@ func (c Config) Rebuild(p state.Pending, n alert.Notification, authenticated boo
 	}
 	spec, _ := alert.Lookup(n.Event)
 	n.SchemaVersion, n.Severity, n.NextStep = alert.SchemaVersion, spec.Severity, spec.NextStep
-	n.Cluster, n.Namespace, n.Watchdog, n.Labels = c.Cluster, c.Namespace, c.Version, c.Labels
+	c.Source.Stamp(&n)
 	n.Reason = state.Truncate(n.Reason, maxReason)
 	return n, nil
 }

@@ -19,7 +19,7 @@ func TestRebuild(t *testing.T) {
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	n := alert.Notification{ID: "0123456789abcdef", Event: alert.EventWedged, Severity: "low", Namespace: "elsewhere", Pod: "p", Time: now,
 		Labels: map[string]string{"team": "then", "severity": "low"}}
-	c := Config{Key: []byte("k"), Namespace: "agentenv-system", Version: "v2", Labels: map[string]string{"team": "now"}}
+	c := Config{Key: []byte("k"), Source: alert.Source{Namespace: "agentenv-system", Version: "v2", Labels: map[string]string{"team": "now"}}}
 	p, err := c.Pending(n, now, []string{"webhook"}, "")
 	if err != nil {
 		t.Fatal(err)
@@ -30,7 +30,7 @@ func TestRebuild(t *testing.T) {
 	}
 	got, err = c.Rebuild(p, got, authenticated, now)
 	if err != nil || len(got.Labels) != 1 || got.Labels["team"] != "now" || got.Severity != alert.SeverityCritical ||
-		got.Namespace != c.Namespace || got.Watchdog != c.Version || got.Pod != "p" {
+		got.Namespace != c.Source.Namespace || got.Watchdog != c.Source.Version || got.Pod != "p" {
 		t.Errorf("rebuilt %+v (%v)", got, err)
 	}
 

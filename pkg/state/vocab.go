@@ -75,3 +75,15 @@ const (
 	RunError       RunOutcome = "error"
 	RunInterrupted RunOutcome = "interrupted" // cut short by its own shutdown: not a failure
 )
+
+// Mode is how a run acts on its decision: live; shadow (--shadow), as live but
+// recording a would-restart instead of restarting; or dry run (--dry-run), which
+// writes, deletes, records and sends nothing. Documents keep it as flags (a run's
+// `shadow`, a report's and an alert's `dryRun` and `shadow`).
+type Mode uint8
+
+const (
+	ModeLive Mode = iota
+	ModeShadow
+	ModeDryRun
+)
