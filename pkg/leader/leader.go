@@ -1,17 +1,17 @@
 // Package leader elects one watchdog among replicas with a coordination.k8s.io
 // Lease, so that `watchdog run` with replicas > 1 acts from one place.
 //
-// It follows client-go's leaderelection algorithm (observed-time expiry, so clocks
-// of different nodes are never compared; optimistic-concurrency updates; release
-// on shutdown), written against pkg/kube because client-go's package imports the
-// whole generated clientset, which would cost every CronJob run ~9 ms CPU
-// (pkg/kube explains). The API calls, conflict semantics and Lease type are
-// client-go's.
+// It is client-go's leaderelection algorithm (observed-time expiry, so clocks of
+// different nodes are never compared; optimistic concurrency; release on
+// shutdown) written against pkg/kube: client-go's package imports the whole
+// generated clientset (pkg/kube explains the cost).
 package leader
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 
 	"github.com/agentenv/watchdog/pkg/kube"
 )
@@ -39,15 +40,9 @@ type Config struct {
 
 // Defaults fills unset durations with client-go's defaults (15 s, 10 s, 2 s).
 func (c *Config) Defaults() {
-	if c.LeaseDuration == 0 {
-		c.LeaseDuration = 15 * time.Second
-	}
-	if c.RenewDeadline == 0 {
-		c.RenewDeadline = 10 * time.Second
-	}
-	if c.RetryPeriod == 0 {
-		c.RetryPeriod = 2 * time.Second
-	}
+	c.LeaseDuration = cmp.Or(c.LeaseDuration, 15*time.Second)
+	c.RenewDeadline = cmp.Or(c.RenewDeadline, 10*time.Second)
+	c.RetryPeriod = cmp.Or(c.RetryPeriod, 2*time.Second)
 }
 
 // Elector runs an election.
@@ -78,14 +73,11 @@ func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context)) error
 		}
 		e.Log.Info().Str("lease", e.Name).Str("identity", e.Identity).Msg("became leader")
 		leadCtx, cancel := context.WithCancel(ctx)
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			lead(leadCtx)
-		}()
+		var leading sync.WaitGroup
+		leading.Go(func() { lead(leadCtx) })
 		e.renew(leadCtx)
 		cancel()
-		<-done
+		leading.Wait()
 		if ctx.Err() != nil {
 			e.release()
 			break
@@ -98,11 +90,7 @@ func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context)) error
 // acquire retries until this instance holds the Lease or ctx ends.
 func (e *Elector) acquire(ctx context.Context) bool {
 	for {
-		ok := e.tryAcquireOrRenew(ctx)
-		if e.OnAttempt != nil {
-			e.OnAttempt(ok)
-		}
-		if ok {
+		if e.attempt(ctx) {
 			return true
 		}
 		select {
@@ -122,20 +110,16 @@ func (e *Elector) renew(ctx context.Context) {
 			return
 		case <-e.Clock.After(e.RetryPeriod):
 		}
-		// Like client-go, bound the whole renewal by RenewDeadline from the last
-		// success, not each attempt: an attempt that hangs after others failed would
-		// otherwise keep this instance leading past LeaseDuration, when another
-		// replica may already have taken the Lease over.
+		// As client-go, RenewDeadline bounds the renewal from the last success, not
+		// each attempt: a hanging attempt would otherwise keep this instance leading
+		// past LeaseDuration, when another replica may have taken the Lease over.
 		left := e.RenewDeadline - e.Clock.Since(lastRenew)
 		if left <= 0 {
 			return
 		}
 		attemptCtx, cancel := context.WithTimeout(ctx, left)
-		ok := e.tryAcquireOrRenew(attemptCtx)
+		ok := e.attempt(attemptCtx)
 		cancel()
-		if e.OnAttempt != nil {
-			e.OnAttempt(ok)
-		}
 		if ok {
 			lastRenew = e.Clock.Now()
 			continue
@@ -144,6 +128,15 @@ func (e *Elector) renew(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// attempt is one tryAcquireOrRenew, reported to OnAttempt.
+func (e *Elector) attempt(ctx context.Context) bool {
+	ok := e.tryAcquireOrRenew(ctx)
+	if e.OnAttempt != nil {
+		e.OnAttempt(ok)
+	}
+	return ok
 }
 
 // tryAcquireOrRenew takes the Lease if it is free, expired or ours.
@@ -173,10 +166,7 @@ func (e *Elector) tryAcquireOrRenew(ctx context.Context) bool {
 	if e.observed == nil || e.observed.ResourceVersion != lease.ResourceVersion {
 		e.observe(lease)
 	}
-	holder := ""
-	if lease.Spec.HolderIdentity != nil {
-		holder = *lease.Spec.HolderIdentity
-	}
+	holder := ptr.Deref(lease.Spec.HolderIdentity, "")
 	duration := e.LeaseDuration
 	if lease.Spec.LeaseDurationSeconds != nil {
 		duration = time.Duration(*lease.Spec.LeaseDurationSeconds) * time.Second
@@ -187,12 +177,7 @@ func (e *Elector) tryAcquireOrRenew(ctx context.Context) bool {
 	update := lease.DeepCopy()
 	if holder != e.Identity {
 		update.Spec.AcquireTime = &now
-		transitions := int32(0)
-		if lease.Spec.LeaseTransitions != nil {
-			transitions = *lease.Spec.LeaseTransitions
-		}
-		transitions++
-		update.Spec.LeaseTransitions = &transitions
+		update.Spec.LeaseTransitions = ptr.To(ptr.Deref(lease.Spec.LeaseTransitions, 0) + 1)
 	}
 	update.Spec.HolderIdentity = &e.Identity
 	update.Spec.RenewTime = &now
@@ -220,9 +205,8 @@ func (e *Elector) release() {
 	if err != nil || lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity != e.Identity {
 		return
 	}
-	empty, one := "", int32(1)
 	now := metav1.NewMicroTime(e.Clock.Now())
-	lease.Spec.HolderIdentity, lease.Spec.LeaseDurationSeconds, lease.Spec.RenewTime = &empty, &one, &now
+	lease.Spec.HolderIdentity, lease.Spec.LeaseDurationSeconds, lease.Spec.RenewTime = ptr.To(""), ptr.To(int32(1)), &now
 	if _, err := e.Client.UpdateLease(ctx, lease); err != nil {
 		e.Log.Warn().Err(err).Msg("release leader Lease")
 		return

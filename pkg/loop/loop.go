@@ -32,14 +32,12 @@ type Loop struct {
 	Metrics  *metrics.Metrics
 	// Wake, when not nil, asks for an early pass: the nodes' EndpointSlices
 	// changed (pkg/slicewatch), so the scheduler may be rejecting new nodes now.
-	// Nil (or a watch that failed) leaves the plain Interval.
 	Wake <-chan struct{}
-	// Settle is how long an early pass waits after a change for the rest of it
-	// (a roll changes slices one after the other): one pass for the burst.
+	// Settle is how long an early pass waits for the rest of a burst of changes
+	// (a roll changes slices one after the other).
 	Settle time.Duration
 
 	mu          sync.Mutex
-	started     time.Time
 	leading     bool
 	leadSince   time.Time // start of the current term as leader
 	lastSuccess time.Time
@@ -49,8 +47,7 @@ type Loop struct {
 
 // New returns a loop whose health clock starts now, recording its passes in m.
 func New(interval, timeout time.Duration, pass Pass, m *metrics.Metrics, clk clock.Clock, log zerolog.Logger) *Loop {
-	now := clk.Now()
-	return &Loop{Interval: interval, Timeout: timeout, Pass: pass, Clock: clk, Log: log, Metrics: m, started: now, lastAlive: now}
+	return &Loop{Interval: interval, Timeout: timeout, Pass: pass, Clock: clk, Log: log, Metrics: m, lastAlive: clk.Now()}
 }
 
 // Lead runs passes until ctx ends (leadership lost or shutdown). A pass in flight
@@ -62,10 +59,7 @@ func (l *Loop) Lead(ctx context.Context) {
 	for {
 		start := l.Clock.Now()
 		l.runPass(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		if !l.waitNext(ctx, start) {
+		if ctx.Err() != nil || !l.waitNext(ctx, start) {
 			return
 		}
 	}
@@ -130,16 +124,15 @@ func (l *Loop) runPass(ctx context.Context) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.lastAlive = now
-	if errors.Is(err, check.ErrInterrupted) {
+	switch {
+	case errors.Is(err, check.ErrInterrupted):
 		l.Log.Info().Err(err).Dur("took", took).Msg("pass cut short: leadership lost or shutting down")
-		return
-	}
-	if err != nil {
+	case err != nil:
 		l.lastErr = err.Error()
 		l.Log.Error().Err(err).Dur("took", took).Msg("pass failed")
-		return
+	default:
+		l.lastSuccess, l.lastErr = now, ""
 	}
-	l.lastSuccess, l.lastErr = now, ""
 }
 
 func (l *Loop) setLeading(leading bool) {
@@ -165,8 +158,8 @@ func (l *Loop) Alive() {
 func (l *Loop) Staleness() time.Duration { return 2*l.Interval + l.Timeout }
 
 // Healthy reports whether the watchdog is doing its job: as leader, a pass
-// succeeded within Staleness (or it is still within its first Staleness); as a
-// standby, its election loop is alive.
+// succeeded within Staleness of now or of the term's start; as a standby, its
+// election loop is alive.
 func (l *Loop) Healthy() (bool, string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -178,13 +171,9 @@ func (l *Loop) Healthy() (bool, string) {
 		}
 		return true, "standby"
 	}
-	// A new term starts a fresh health clock: a standby that just won the
-	// election has had no chance to complete a pass yet, and a pass it completed
-	// in an earlier term says nothing about this one.
+	// A new term starts a fresh health clock: a standby that just won has had no
+	// chance to pass yet, and a pass of an earlier term says nothing of this one.
 	last := l.lastSuccess
-	if last.IsZero() {
-		last = l.started
-	}
 	if last.Before(l.leadSince) {
 		last = l.leadSince
 	}

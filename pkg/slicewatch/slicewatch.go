@@ -1,9 +1,7 @@
-// Package slicewatch watches the nodes' EndpointSlices for `watchdog run` and
-// signals each change, so that the next pass looks at the scheduler while the
-// rejected heartbeats of newly rolled nodes are rising, rather than up to an
-// interval later. It keeps no cache: the pass lists the slices itself, and a
-// watch that fails only costs that head start (passes keep the plain
-// --interval), with a warning.
+// Package slicewatch signals each change of the nodes' EndpointSlices to
+// `watchdog run`, so that the next pass looks while the rejected heartbeats of
+// newly rolled nodes rise, not up to an interval later. It keeps no cache (the
+// pass lists the slices itself); a failed watch only costs that head start.
 package slicewatch
 
 import (
@@ -26,9 +24,8 @@ type Client interface {
 }
 
 const (
-	// watchFor is how long the API server keeps one watch open; the watch then
-	// resumes from the last version seen. The client gives it watchGrace more
-	// before it cuts the call itself: no watch outlives its deadline.
+	// watchFor is how long the API server keeps one watch open (it then resumes
+	// from the last version seen); the client cuts the call watchGrace later.
 	watchFor   = 5 * time.Minute
 	watchGrace = 30 * time.Second
 	// retryFirst and retryMax space the attempts after a failure (doubling).
@@ -47,7 +44,7 @@ type Watcher struct {
 	Clock   clock.Clock
 	Log     zerolog.Logger
 	changes chan struct{}
-	// watching and failing are Run's: a watch is open, a failure was warned of.
+	// Run's: a watch is open (since opened), a failure was warned of.
 	watching, failing bool
 	opened            time.Time
 }
@@ -61,9 +58,8 @@ func New(c Client, namespace, service string, timeout time.Duration, clk clock.C
 // Changes delivers one signal for any number of changes since it was last read.
 func (w *Watcher) Changes() <-chan struct{} { return w.changes }
 
-// Run watches until ctx ends. A failure is logged as a warning once per
-// outage (passes run on the plain interval meanwhile) and retried with
-// back-off; the recovery is logged too.
+// Run watches until ctx ends. A failure is warned of once per outage and
+// retried with back-off; the recovery is logged.
 func (w *Watcher) Run(ctx context.Context) {
 	var rv string
 	delay := retryFirst
@@ -115,7 +111,7 @@ func (w *Watcher) watch(ctx context.Context, rv string) (string, error) {
 	defer cancel()
 	wi, err := w.Client.WatchEndpointSlices(wctx, w.Namespace, metav1.ListOptions{LabelSelector: w.selector(), ResourceVersion: rv, TimeoutSeconds: &secs, AllowWatchBookmarks: true})
 	if err != nil {
-		if apierrors.IsGone(err) || apierrors.IsResourceExpired(err) {
+		if expired(err) {
 			return "", nil
 		}
 		return "", fmt.Errorf("watch EndpointSlices of %s in %s: %w", w.Service, w.Namespace, err)
@@ -130,14 +126,16 @@ func (w *Watcher) watch(ctx context.Context, rv string) (string, error) {
 		events++
 		switch ev.Type {
 		case watch.Added, watch.Modified, watch.Deleted:
-			w.signal()
+			select {
+			case w.changes <- struct{}{}:
+			default: // a signal is already waiting: one pass covers both
+			}
 		case watch.Bookmark:
 		case watch.Error:
-			status := apierrors.FromObject(ev.Object)
-			if apierrors.IsGone(status) || apierrors.IsResourceExpired(status) {
-				return "", nil // list again: changes in between are the next pass's anyway
+			if err := apierrors.FromObject(ev.Object); !expired(err) {
+				return "", fmt.Errorf("watch EndpointSlices of %s in %s: %w", w.Service, w.Namespace, err)
 			}
-			return "", fmt.Errorf("watch EndpointSlices of %s in %s: %w", w.Service, w.Namespace, status)
+			return "", nil // list again: changes in between are the next pass's anyway
 		}
 		if s, ok := ev.Object.(*discoveryv1.EndpointSlice); ok && s.ResourceVersion != "" {
 			rv = s.ResourceVersion
@@ -153,9 +151,5 @@ func (w *Watcher) watch(ctx context.Context, rv string) (string, error) {
 	return rv, nil
 }
 
-func (w *Watcher) signal() {
-	select {
-	case w.changes <- struct{}{}:
-	default: // a signal is already waiting: one pass covers both
-	}
-}
+// expired: the version to resume from is gone; list again.
+func expired(err error) bool { return apierrors.IsGone(err) || apierrors.IsResourceExpired(err) }
