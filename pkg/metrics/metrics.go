@@ -1,9 +1,7 @@
-// Package metrics holds the watchdog's own Prometheus metrics: one set of families
-// for both modes. `watchdog run` serves them (with the Go and process collectors);
-// `watchdog check` pushes them to a Pushgateway after its pass (push.go), so the
-// same rules and dashboard read either mode. Counters are counters in both:
-// served ones are totals since the process started, pushed ones running totals
-// over the runs (totals.go; docs/monitoring.md, "Counters in each mode").
+// Package metrics holds the watchdog's own Prometheus metrics, one set of families
+// for both modes, so the same rules and dashboard read either: `watchdog run`
+// serves them, `watchdog check` pushes them (docs/monitoring.md, "Counters in
+// each mode").
 package metrics
 
 import (
@@ -13,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/agentenv/watchdog/pkg/alert"
 	"github.com/agentenv/watchdog/pkg/check"
@@ -27,8 +26,7 @@ type Options struct {
 	// Sinks names the configured alert sinks (alert.Sink.Name): the delivery
 	// counter starts at 0 for each of them, every event and both results.
 	Sinks []string
-	// Runtime adds the Go and process collectors (a long-running `watchdog run`;
-	// a pushed one-shot run's heap and file descriptors say nothing).
+	// Runtime adds the Go and process collectors (useless for a one-shot run).
 	Runtime bool
 }
 
@@ -67,41 +65,41 @@ const (
 
 // New registers the metrics in a registry of their own, every counter present at 0.
 func New(o Options) *Metrics {
+	reg := prometheus.NewRegistry()
+	f := promauto.With(reg)
 	m := &Metrics{
-		Registry: prometheus.NewRegistry(),
-		verdict: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "agentenv_watchdog_pod_verdict",
+		Registry: reg,
+		verdict: f.NewGaugeVec(prometheus.GaugeOpts{Name: "agentenv_watchdog_pod_verdict",
 			Help: "1 for the verdict of each judged scheduler pod in the last pass."}, []string{"pod", "verdict"}),
-		ready: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "agentenv_watchdog_pod_ready_nodes",
+		ready: f.NewGaugeVec(prometheus.GaugeOpts{Name: "agentenv_watchdog_pod_ready_nodes",
 			Help: "Nodes each judged scheduler pod counted ready (its agentenv_scheduler_observed_nodes{status=\"ready\"}) in the last pass; absent when unknown."}, []string{"pod"}),
-		expected: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "agentenv_watchdog_pod_expected_nodes",
+		expected: f.NewGaugeVec(prometheus.GaugeOpts{Name: "agentenv_watchdog_pod_expected_nodes",
 			Help: "Serving nodes the API server lists for each judged scheduler pod in the last pass (what ready should be); absent when unknown."}, []string{"pod"}),
-		restarts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentenv_watchdog_restarts_total",
+		restarts: f.NewCounterVec(prometheus.CounterOpts{Name: "agentenv_watchdog_restarts_total",
 			Help: "Restarts carried out, by outcome (done, failed)."}, []string{"outcome"}),
-		wouldRestart: prometheus.NewCounter(prometheus.CounterOpts{Name: "agentenv_watchdog_would_restarts_total",
+		wouldRestart: f.NewCounter(prometheus.CounterOpts{Name: "agentenv_watchdog_would_restarts_total",
 			Help: "Restarts shadow mode (--shadow) recorded instead of making, one per episode."}),
-		alerts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentenv_watchdog_alerts_total",
+		alerts: f.NewCounterVec(prometheus.CounterOpts{Name: "agentenv_watchdog_alerts_total",
 			Help: "Alert deliveries, by event, sink and result (ok, failed)."}, []string{"event", "sink", "result"}),
-		scrapeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentenv_watchdog_scrape_errors_total",
+		scrapeErrors: f.NewCounterVec(prometheus.CounterOpts{Name: "agentenv_watchdog_scrape_errors_total",
 			Help: "Scheduler metrics scrapes that could not be trusted, by kind."}, []string{"kind"}),
-		passes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentenv_watchdog_passes_total",
+		passes: f.NewCounterVec(prometheus.CounterOpts{Name: "agentenv_watchdog_passes_total",
 			Help: "Passes run, by result (ok, error, interrupted)."}, []string{"result"}),
-		lastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{Name: "agentenv_watchdog_last_successful_pass_timestamp_seconds",
+		lastSuccess: f.NewGauge(prometheus.GaugeOpts{Name: "agentenv_watchdog_last_successful_pass_timestamp_seconds",
 			Help: "Unix time of the last pass that completed without error."}),
-		lastPass: prometheus.NewGauge(prometheus.GaugeOpts{Name: "agentenv_watchdog_last_pass_timestamp_seconds",
+		lastPass: f.NewGauge(prometheus.GaugeOpts{Name: "agentenv_watchdog_last_pass_timestamp_seconds",
 			Help: "Unix time the last pass ended, whatever its outcome."}),
-		passVerdict: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "agentenv_watchdog_last_pass_verdict",
+		passVerdict: f.NewGaugeVec(prometheus.GaugeOpts{Name: "agentenv_watchdog_last_pass_verdict",
 			Help: "1 for the overall verdict of the last pass that reached one."}, []string{"verdict"}),
-		passAction: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "agentenv_watchdog_last_pass_action",
+		passAction: f.NewGaugeVec(prometheus.GaugeOpts{Name: "agentenv_watchdog_last_pass_action",
 			Help: "1 for what the last pass that reached a decision did (none, wait, restart, blocked)."}, []string{"action"}),
-		duration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "agentenv_watchdog_pass_duration_seconds",
+		duration: f.NewHistogram(prometheus.HistogramOpts{Name: "agentenv_watchdog_pass_duration_seconds",
 			Help: "Duration of passes (long ones are confirming a wedge).", Buckets: []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 15, 30, 60, 120, 180}}),
-		leader: prometheus.NewGauge(prometheus.GaugeOpts{Name: "agentenv_watchdog_leader",
+		leader: f.NewGauge(prometheus.GaugeOpts{Name: "agentenv_watchdog_leader",
 			Help: "1 while this instance is the elected leader and runs passes."}),
-		buildInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "agentenv_watchdog_build_info",
+		buildInfo: f.NewGaugeVec(prometheus.GaugeOpts{Name: "agentenv_watchdog_build_info",
 			Help: "1, labelled with the watchdog's version, commit and Go version."}, []string{"version", "commit", "goversion"}),
 	}
-	m.Registry.MustRegister(m.verdict, m.ready, m.expected, m.restarts, m.wouldRestart, m.alerts, m.scrapeErrors, m.passes,
-		m.lastSuccess, m.lastPass, m.passVerdict, m.passAction, m.duration, m.leader, m.buildInfo)
 	if o.Runtime {
 		m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
@@ -135,11 +133,11 @@ func New(o Options) *Metrics {
 
 // SetLeader records leadership.
 func (m *Metrics) SetLeader(leading bool) {
+	v := 0.0
 	if leading {
-		m.leader.Set(1)
-	} else {
-		m.leader.Set(0)
+		v = 1
 	}
+	m.leader.Set(v)
 }
 
 // Observe records a pass that took took and ended at now, with its report (nil when

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,9 +17,8 @@ import (
 // PushConfig says where a one-shot run pushes its metrics.
 type PushConfig struct {
 	URL string
-	// Job and Grouping form the group's key: each run replaces the previous run's
-	// metrics in it, and Prometheus (scraping the Pushgateway with honor_labels)
-	// sees them under these labels.
+	// Job and Grouping form the group's key, whose metrics each run replaces;
+	// Prometheus (with honor_labels) sees them under these labels.
 	Job      string
 	Grouping map[string]string
 	Timeout  time.Duration
@@ -28,25 +28,20 @@ type PushConfig struct {
 	Totals func(ctx context.Context, f func(old string) (string, error)) error
 }
 
-// maxPushAnswer bounds what is read of the Pushgateway's answer (its error
-// message ends up in the run's error).
+// maxPushAnswer bounds what is read of the Pushgateway's answer, a status and a
+// short error that ends up in the run's error (httpbound also refuses redirects).
 const maxPushAnswer = 4 << 10
 
-// Push sends the metrics of a finished run to a Pushgateway with client_golang's
-// pusher. Its counters (and the histogram) carry the totals of every run before:
-// this run's counts are added to the stored running totals, which are saved
-// before the push, so a pushed total never runs ahead of the saved one (a push
-// that fails after the save is caught up by the next run's). When the totals
-// cannot be saved, the counters are not pushed at all and the group keeps the
-// last totals pushed: this run's counts are lost, never counted twice. An
-// unreadable stored copy starts the totals over from this run, which Prometheus
-// reads as a counter reset (increase() counts this run's counts).
+// Push sends the metrics of a finished run to a Pushgateway, its counters (and
+// the histogram) carrying the running totals of every run, saved before the push
+// so a pushed total never runs ahead of the saved one; unsaved totals are not
+// pushed at all: this run's counts are lost, never counted twice
+// (docs/monitoring.md, "Counters in each mode").
 //
 // It POSTs (push.Add): the families sent replace theirs in the group and the
 // others stay, so a failed run, which sends no last-successful-pass time, leaves
-// the one of the last run that succeeded. The leader gauge is not sent: a one-shot
-// run elects nobody. The returned error joins every problem; the push may have
-// happened despite it.
+// the last success's. A one-shot run elects nobody: no leader gauge. The error
+// joins every problem; the push may have happened despite it.
 func (m *Metrics) Push(ctx context.Context, c PushConfig) error {
 	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
 	defer cancel()
@@ -74,8 +69,6 @@ func (m *Metrics) Push(ctx context.Context, c PushConfig) error {
 			carry(fams, totals)
 		}
 	}
-	// The Pushgateway answers nothing but a status and a short error: its answer
-	// is read up to maxPushAnswer bytes, and a redirect is refused.
 	client := httpbound.Client(nil, maxPushAnswer)
 	client.Timeout = c.Timeout
 	p := push.New(c.URL, c.Job).
@@ -96,17 +89,13 @@ func (m *Metrics) pushed() ([]*dto.MetricFamily, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := all[:0]
-	for _, f := range all {
+	return slices.DeleteFunc(all, func(f *dto.MetricFamily) bool {
 		switch f.GetName() {
 		case "agentenv_watchdog_leader":
-			continue
+			return true
 		case "agentenv_watchdog_last_successful_pass_timestamp_seconds":
-			if len(f.GetMetric()) == 1 && f.GetMetric()[0].GetGauge().GetValue() == 0 {
-				continue // no pass of this run succeeded
-			}
+			return len(f.GetMetric()) == 1 && f.GetMetric()[0].GetGauge().GetValue() == 0 // no pass succeeded
 		}
-		out = append(out, f)
-	}
-	return out, nil
+		return false
+	}), nil
 }

@@ -3,18 +3,19 @@ package metrics
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 
 	dto "github.com/prometheus/client_model/go"
+	"k8s.io/utils/ptr"
 )
 
 // Totals are the running totals of the counters a CronJob run pushes, by series
-// (a histogram's count, sum and each bucket are series of their own). They are
-// kept between runs (the state ConfigMap's metrics.json) so that each push carries
-// the counts of every run before it: a pushed `_total` is a counter, and
-// increase() and rate() read it as they read `watchdog run`'s.
+// (a histogram's count, sum and buckets are series of their own), kept between
+// runs so that a pushed `_total` is a counter as `watchdog run`'s is.
 type Totals map[string]float64
 
 // totalsDoc is Totals as stored.
@@ -56,9 +57,7 @@ func (t Totals) Encode() (string, error) {
 // Plus is t with every series of run added.
 func (t Totals) Plus(run Totals) Totals {
 	out := Totals{}
-	for k, v := range t {
-		out[k] = v
-	}
+	maps.Copy(out, t)
 	for k, v := range run {
 		out[k] += v
 	}
@@ -95,21 +94,19 @@ func eachCounter(fams []*dto.MetricFamily, f func(key string, v *float64)) {
 				}
 				count := float64(h.GetSampleCount())
 				f(key+"_count", &count)
-				h.SampleCount = ptr(uint64(count))
+				h.SampleCount = ptr.To(uint64(count))
 				sum := h.GetSampleSum()
 				f(key+"_sum", &sum)
 				h.SampleSum = &sum
 				for _, b := range h.GetBucket() {
 					n := float64(b.GetCumulativeCount())
 					f(key+"_bucket{le="+strconv.FormatFloat(b.GetUpperBound(), 'g', -1, 64)+"}", &n)
-					b.CumulativeCount = ptr(uint64(n))
+					b.CumulativeCount = ptr.To(uint64(n))
 				}
 			}
 		}
 	}
 }
-
-func ptr[T any](v T) *T { return &v }
 
 // labelKey is a series' labels in a stable order, as {a="x",b="y"}.
 func labelKey(labels []*dto.LabelPair) string {
@@ -128,11 +125,7 @@ func labelKey(labels []*dto.LabelPair) string {
 // the Pushgateway group keeps the last totals pushed (push.Add replaces only the
 // families sent).
 func dropCumulative(fams []*dto.MetricFamily) []*dto.MetricFamily {
-	var out []*dto.MetricFamily
-	for _, f := range fams {
-		if t := f.GetType(); t != dto.MetricType_COUNTER && t != dto.MetricType_HISTOGRAM {
-			out = append(out, f)
-		}
-	}
-	return out
+	return slices.DeleteFunc(fams, func(f *dto.MetricFamily) bool {
+		return f.GetType() == dto.MetricType_COUNTER || f.GetType() == dto.MetricType_HISTOGRAM
+	})
 }
