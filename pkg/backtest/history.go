@@ -5,9 +5,11 @@
 package backtest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"regexp"
 	"slices"
@@ -22,22 +24,20 @@ import (
 	"github.com/agentenv/watchdog/pkg/decide"
 )
 
-// Queries is the PromQL the backtest reads. Ready, Rejected and StartTime are
-// series selectors (their raw samples are read, so that a gap in the data stays a
-// gap); Expected is an expression evaluated over the range, one series.
+// Queries is the PromQL the backtest reads (docs/backtest.md, "What it reads").
+// Ready, Rejected, Accepted and StartTime are series selectors, read as raw
+// samples so that a gap stays a gap; Expected is an expression, one series.
 type Queries struct {
 	Ready     string
 	Rejected  string
 	Accepted  string
 	StartTime string
 	Expected  string
-	// ExpectedSeries is a series selector recorded with the serving count (by
-	// the same scrape): how often it was recorded is the count's resolution.
+	// ExpectedSeries is recorded by the scrape that records the serving count:
+	// its spacing is the count's resolution.
 	ExpectedSeries string
-	// PodReady, when set, is a series selector of the scheduler pods' readiness
-	// (kube-state-metrics' kube_pod_status_ready{condition="true"}), joined to
-	// the targets by PodLabel: an HA scheduler's leader is the ready pod. Set
-	// with --leader-lease only.
+	// PodReady, set with --leader-lease only, is the scheduler pods' readiness,
+	// joined to the targets by PodLabel: an HA scheduler's leader is the ready pod.
 	PodReady string
 	// PodLabel names the label holding the scheduler pod's name.
 	PodLabel string
@@ -45,8 +45,7 @@ type Queries struct {
 
 // DefaultQueries are the selectors for the chart's defaults: the scheduler in
 // namespace, its pods named after deployment, and the serving node count from
-// kube-state-metrics' EndpointSlice series (--resources=endpointslices), counted
-// as discovery counts (docs/backtest.md).
+// kube-state-metrics' EndpointSlice series, counted as discovery counts.
 func DefaultQueries(namespace, deployment, service string, port int) Queries {
 	ns := strconv.Quote(namespace)
 	// Names inside =~ are matched as themselves (a Deployment's name may hold dots).
@@ -70,23 +69,19 @@ type History struct {
 	From, To time.Time
 	// Targets are the scheduler's scrape targets (one per pod), by first sample.
 	Targets []*Target
-	// Expected is the serving node count at each Step of the range, from
-	// samples at most two ExpectedIntervals old: a step without one is a gap.
+	// Expected is the serving node count at each Step, from samples at most two
+	// ExpectedIntervals old: a step without one is a gap.
 	Expected []model.SamplePair
 	Step     time.Duration
-	// ExpectedInterval is how often the serving count was recorded (the median
-	// spacing of ExpectedSeries), or the scrape interval when that is unknown.
+	// ExpectedInterval is the median spacing of ExpectedSeries, else ScrapeInterval.
 	ExpectedInterval time.Duration
-	// ScrapeInterval is the median spacing of the ready samples; a sample older
-	// than MaxAge at a given time is a gap (unknown), never a reading. A target
-	// scraped at its own interval has its own MaxAge.
-	ScrapeInterval time.Duration
-	MaxAge         time.Duration
-	// RejectedInterval is the median spacing of the rejected-heartbeat samples.
+	// ScrapeInterval is the median spacing of the ready samples; an older sample
+	// than MaxAge is a gap (unknown), never a reading (Target.MaxAge overrides).
+	ScrapeInterval   time.Duration
+	MaxAge           time.Duration
 	RejectedInterval time.Duration
 	// LeaderFromReadiness: the scheduler runs HA (--leader-lease) and its leader
-	// at each moment is the one pod whose readiness (Target.PodReady, recorded
-	// every PodReadyInterval) is 1.
+	// is the one pod whose readiness (Target.PodReady) is 1.
 	LeaderFromReadiness bool
 	PodReadyInterval    time.Duration
 	Warnings            []string
@@ -114,8 +109,7 @@ func (h *History) Resolutions() []Series {
 // Target is one scheduler scrape target: its pod and three of its series.
 type Target struct {
 	Pod string
-	// Key is the target's label set (without the metric's own labels): the three
-	// series of one target are joined on it.
+	// Key is the target's labels less the metric's own: its series join on it.
 	Key       string
 	Namespace string
 	Ready     []model.SamplePair
@@ -125,8 +119,7 @@ type Target struct {
 	// MaxAge is twice this target's own scrape interval: an older ready sample
 	// is a gap.
 	MaxAge time.Duration
-	// PodReady is the pod's readiness as kube-state-metrics recorded it (1 or 0),
-	// read only to tell an HA scheduler's leader (readiness is leadership).
+	// PodReady is the pod's readiness (1 or 0), read to tell an HA leader.
 	PodReady []model.SamplePair
 }
 
@@ -141,9 +134,8 @@ const rawWindow = 6 * time.Hour
 // maxSteps keeps a range query under Prometheus' 11,000 points per series.
 const maxSteps = 10000
 
-// Fetch reads the history of [from, to] through api. Each query is bounded by
-// timeout. step is the resolution of the Expected query; zero uses the ready
-// series' scrape interval.
+// Fetch reads the history of [from, to] through api, each query bounded by
+// timeout. step is the resolution of the Expected query; zero: its own interval.
 func Fetch(ctx context.Context, api promv1.API, q Queries, from, to time.Time, step, timeout time.Duration) (*History, error) {
 	if !to.After(from) {
 		return nil, fmt.Errorf("the range is empty: --end %s is not after --start %s", to.Format(time.RFC3339), from.Format(time.RFC3339))
@@ -151,59 +143,48 @@ func Fetch(ctx context.Context, api promv1.API, q Queries, from, to time.Time, s
 	h := &History{From: from, To: to}
 	f := fetcher{api: api, timeout: timeout, h: h}
 	// Read a little before the start, so that the first run has the latest sample.
-	lead := 10 * time.Minute
-	ready, err := f.raw(ctx, "--ready-series", q.Ready, from.Add(-lead), to)
+	early := from.Add(-10 * time.Minute)
+	ready, err := f.raw(ctx, "--ready-series", q.Ready, early, to)
 	if err != nil {
 		return nil, err
 	}
 	if len(ready) == 0 {
 		return nil, fmt.Errorf("--ready-series %s: no samples between %s and %s", q.Ready, from.Format(time.RFC3339), to.Format(time.RFC3339))
 	}
-	rejected, err := f.raw(ctx, "--rejected-series", q.Rejected, from.Add(-lead), to)
+	rejected, err := f.raw(ctx, "--rejected-series", q.Rejected, early, to)
 	if err != nil {
 		return nil, err
 	}
-	started, err := f.raw(ctx, "--start-time-series", q.StartTime, from.Add(-lead), to)
+	started, err := f.raw(ctx, "--start-time-series", q.StartTime, early, to)
 	if err != nil {
 		return nil, err
 	}
-	// The accepted heartbeats: the decision bridges failed samples only while
-	// both counters stand still. Unset (a caller's own Queries): read as absent.
+	// Unset accepted heartbeats (a caller's own Queries) read as absent.
 	var accepted map[model.Fingerprint]*model.SampleStream
 	if q.Accepted != "" {
-		if accepted, err = f.raw(ctx, "the accepted-heartbeat series", q.Accepted, from.Add(-lead), to); err != nil {
+		if accepted, err = f.raw(ctx, "the accepted-heartbeat series", q.Accepted, early, to); err != nil {
 			return nil, err
 		}
 	}
 	h.Targets = join(q.PodLabel, ready, rejected, accepted, started)
-	h.ScrapeInterval = medianSpacing(readySamples(h.Targets))
-	if h.ScrapeInterval == 0 {
-		h.ScrapeInterval = 15 * time.Second // one sample: Prometheus' usual interval
-	}
-	h.MaxAge = 2 * h.ScrapeInterval
+	var readies [][]model.SamplePair
 	for _, t := range h.Targets {
-		t.MaxAge = 2 * medianSpacing([][]model.SamplePair{t.Ready})
+		t.MaxAge = 2 * medianSpacing(t.Ready)
+		readies = append(readies, t.Ready)
 	}
-	var rej [][]model.SamplePair
-	for _, s := range rejected {
-		rej = append(rej, s.Values)
-	}
-	h.RejectedInterval = medianSpacing(rej)
+	h.ScrapeInterval = cmp.Or(medianSpacing(readies...), 15*time.Second) // one sample: Prometheus' usual
+	h.MaxAge = 2 * h.ScrapeInterval
+	h.RejectedInterval = medianSpacing(valuesOf(rejected)...)
 	// The serving count is read at its own resolution: kube-state-metrics is often
-	// scraped less often than the scheduler, and read at the scheduler's, with a
-	// lookback of two of its intervals, some steps found no sample: a gap that is
-	// not in the data.
+	// scraped less often than the scheduler, and read at the scheduler's some
+	// steps would find no sample: a gap that is not in the data.
 	h.ExpectedInterval = h.ScrapeInterval
 	if q.ExpectedSeries != "" {
-		cadence, err := f.raw(ctx, "--expected-series", q.ExpectedSeries, from.Add(-lead), to)
+		cadence, err := f.raw(ctx, "--expected-series", q.ExpectedSeries, early, to)
 		if err != nil {
 			return nil, err
 		}
-		var samples [][]model.SamplePair
-		for _, s := range cadence {
-			samples = append(samples, s.Values)
-		}
-		if d := medianSpacing(samples); d > 0 {
+		if d := medianSpacing(valuesOf(cadence)...); d > 0 {
 			h.ExpectedInterval = d
 		} else {
 			h.Warnings = append(h.Warnings, fmt.Sprintf("--expected-series %s: no samples, so how often the serving count was recorded is unknown: "+
@@ -211,22 +192,22 @@ func Fetch(ctx context.Context, api promv1.API, q Queries, from, to time.Time, s
 				q.ExpectedSeries, decide.ShortDuration(h.ScrapeInterval), ksmEndpointSlices))
 		}
 	}
-	if step <= 0 {
-		step = h.ExpectedInterval
-	}
 	h.Step = step
-	if h.Expected, err = f.ranged(ctx, "--expected-query", q.Expected, from.Add(-lead), to, step, 2*h.ExpectedInterval); err != nil {
+	if step <= 0 {
+		h.Step = h.ExpectedInterval
+	}
+	if h.Expected, err = f.ranged(ctx, "--expected-query", q.Expected, early, to, h.Step, 2*h.ExpectedInterval); err != nil {
 		return nil, err
 	}
 	if len(h.Expected) == 0 {
-		// Not an error: the replay still shows what a watchdog that cannot count
-		// the nodes does (it is blind). But the cause is the data, and says so.
+		// Not an error: the replay shows what a blind watchdog does; the cause is
+		// the data, and the warning says so.
 		h.Warnings = append(h.Warnings, fmt.Sprintf("--expected-query %s: no samples between %s and %s, so every run is unknown (blind) and nothing is restarted: "+
 			"%s; or pass a query that counts the serving nodes (docs/backtest.md)",
 			q.Expected, from.Format(time.RFC3339), to.Format(time.RFC3339), ksmEndpointSlices))
 	}
 	if q.PodReady != "" {
-		if err := f.podReady(ctx, q, from.Add(-lead), to); err != nil {
+		if err := f.podReady(ctx, q, early, to); err != nil {
 			return nil, err
 		}
 	}
@@ -253,11 +234,9 @@ func (f fetcher) podReady(ctx context.Context, q Queries, from, to time.Time) er
 		return err
 	}
 	byPod := map[string][]model.SamplePair{}
-	var all [][]model.SamplePair
 	for _, s := range series {
 		pod := string(s.Metric[model.LabelName(q.PodLabel)])
 		byPod[pod] = mergeSamples(byPod[pod], s.Values)
-		all = append(all, s.Values)
 	}
 	found := false
 	for _, t := range f.h.Targets {
@@ -271,10 +250,7 @@ func (f fetcher) podReady(ctx context.Context, q Queries, from, to time.Time) er
 			q.PodReady, q.PodLabel, from.Format(time.RFC3339), to.Format(time.RFC3339))
 	}
 	f.h.LeaderFromReadiness = true
-	f.h.PodReadyInterval = medianSpacing(all)
-	if f.h.PodReadyInterval == 0 {
-		f.h.PodReadyInterval = f.h.ScrapeInterval
-	}
+	f.h.PodReadyInterval = cmp.Or(medianSpacing(valuesOf(series)...), f.h.ScrapeInterval)
 	return nil
 }
 
@@ -288,8 +264,8 @@ type fetcher struct {
 func (f fetcher) raw(ctx context.Context, flag, selector string, from, to time.Time) (map[model.Fingerprint]*model.SampleStream, error) {
 	out := map[model.Fingerprint]*model.SampleStream{}
 	for end := to; end.After(from); end = end.Add(-rawWindow) {
-		// Whole seconds, rounded up: the windows may overlap by a fraction of a
-		// second, and duplicates are dropped below.
+		// Whole seconds, rounded up: windows overlapping by a fraction of a second
+		// give duplicates, which mergeSamples drops.
 		window := min(rawWindow, end.Sub(from))
 		query := fmt.Sprintf("%s[%ds]", selector, int64((window+time.Second-1)/time.Second))
 		v, err := f.query(ctx, flag, selector, func(qctx context.Context) (model.Value, promv1.Warnings, error) {
@@ -304,35 +280,26 @@ func (f fetcher) raw(ctx context.Context, flag, selector string, from, to time.T
 			return nil, fmt.Errorf("%s %s: want a series selector, got a %s result", flag, selector, v.Type())
 		}
 		for _, s := range m {
-			fp := s.Metric.Fingerprint()
-			if cur, ok := out[fp]; ok {
-				cur.Values = append(cur.Values, s.Values...)
+			if cur, ok := out[s.Metric.Fingerprint()]; ok {
+				cur.Values = mergeSamples(cur.Values, s.Values)
 			} else {
-				out[fp] = s
+				out[s.Metric.Fingerprint()] = s
 			}
 		}
-	}
-	for _, s := range out {
-		sort.Slice(s.Values, func(i, j int) bool { return s.Values[i].Timestamp < s.Values[j].Timestamp })
-		s.Values = slices.CompactFunc(s.Values, func(a, b model.SamplePair) bool { return a.Timestamp == b.Timestamp })
 	}
 	return out, nil
 }
 
 // ranged evaluates expr at every step of [from, to], in ranges of at most
-// maxSteps, from a multiple of step (so that the steps fall at the same moments
-// whatever the start: a relative --start is not on a scrape). The lookback is
-// two of the series' own intervals, so that a gap in the data stays a gap rather
-// than the last value carried over five minutes, and a sparse series is no gap.
+// maxSteps, from a multiple of step so that the steps do not depend on the start.
+// The lookback (two of the series' intervals) keeps a gap a gap, not five minutes
+// of the last value, and a sparse series no gap.
 func (f fetcher) ranged(ctx context.Context, flag, expr string, from, to time.Time, step, lookback time.Duration) ([]model.SamplePair, error) {
 	var out []model.SamplePair
 	from = time.UnixMilli(from.UnixMilli() / step.Milliseconds() * step.Milliseconds()).UTC()
 	span := time.Duration(maxSteps) * step
 	for start := from; !start.After(to); start = start.Add(span + step) {
-		end := start.Add(span)
-		if end.After(to) {
-			end = to
-		}
+		end := slices.MinFunc([]time.Time{start.Add(span), to}, time.Time.Compare)
 		r := promv1.Range{Start: start, End: end, Step: step}
 		v, err := f.query(ctx, flag, expr, func(qctx context.Context) (model.Value, promv1.Warnings, error) {
 			v, w, _, err := f.api.QueryRange(qctx, expr, r, promv1.WithTimeout(f.timeout), promv1.WithLookbackDelta(lookback))
@@ -374,9 +341,8 @@ const ksmEndpointSlices = "kube-state-metrics exports EndpointSlice series only 
 	"if it runs with --resources (its Helm chart: collectors), add endpointslices to the list " +
 	"(kube-state-metrics --resources=<the list it has>,endpointslices), and let its ServiceAccount list and watch endpointslices.discovery.k8s.io"
 
-// answered is what an API that refused a query said, when it is not Prometheus'
-// own JSON (which the error already carries): a gateway's "authentication failed"
-// or "no org id" is the reason, and the client's error alone says only the code.
+// answered is what an API that refused a query said when not Prometheus' own JSON:
+// a gateway's "authentication failed" is the reason; the client's error says only the code.
 func answered(err error) string {
 	var pe *promv1.Error
 	if !errors.As(err, &pe) || pe.Detail == "" {
@@ -408,9 +374,8 @@ func targetKey(m model.Metric) string {
 	return c.String()
 }
 
-// join groups the selectors' series (ready, the two heartbeat counters, the
-// start time) by target. A target without a ready series is not a scheduler
-// pod the backtest can judge.
+// join groups the selectors' series by target. A target without a ready series
+// is not a scheduler pod the backtest can judge.
 func join(podLabel string, ready, rejected, accepted, started map[model.Fingerprint]*model.SampleStream) []*Target {
 	byKey := map[string]*Target{}
 	for _, s := range ready {
@@ -418,16 +383,12 @@ func join(podLabel string, ready, rejected, accepted, started map[model.Fingerpr
 			continue
 		}
 		key := targetKey(s.Metric)
-		pod := string(s.Metric[model.LabelName(podLabel)])
-		if pod == "" {
-			pod = string(s.Metric[model.InstanceLabel])
-		}
-		t := &Target{Pod: pod, Key: key, Namespace: string(s.Metric["namespace"]), Ready: s.Values}
 		if cur, ok := byKey[key]; ok {
 			cur.Ready = mergeSamples(cur.Ready, s.Values)
 			continue
 		}
-		byKey[key] = t
+		pod := cmp.Or(s.Metric[model.LabelName(podLabel)], s.Metric[model.InstanceLabel])
+		byKey[key] = &Target{Pod: string(pod), Key: key, Namespace: string(s.Metric["namespace"]), Ready: s.Values}
 	}
 	attach := func(series map[model.Fingerprint]*model.SampleStream, set func(*Target, []model.SamplePair)) {
 		for _, s := range series {
@@ -439,36 +400,29 @@ func join(podLabel string, ready, rejected, accepted, started map[model.Fingerpr
 	attach(rejected, func(t *Target, v []model.SamplePair) { t.Rejected = mergeSamples(t.Rejected, v) })
 	attach(accepted, func(t *Target, v []model.SamplePair) { t.Accepted = mergeSamples(t.Accepted, v) })
 	attach(started, func(t *Target, v []model.SamplePair) { t.StartTime = mergeSamples(t.StartTime, v) })
-	out := make([]*Target, 0, len(byKey))
-	for _, t := range byKey {
-		out = append(out, t)
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if !out[i].First().Equal(out[j].First()) {
-			return out[i].First().Before(out[j].First())
-		}
-		return out[i].Key < out[j].Key
+	return slices.SortedFunc(maps.Values(byKey), func(a, b *Target) int {
+		return cmp.Or(a.First().Compare(b.First()), strings.Compare(a.Key, b.Key))
 	})
-	return out
 }
 
+// mergeSamples is a and b in time order, one sample per timestamp.
 func mergeSamples(a, b []model.SamplePair) []model.SamplePair {
 	out := append(slices.Clone(a), b...)
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Timestamp < out[j].Timestamp })
+	slices.SortStableFunc(out, func(x, y model.SamplePair) int { return cmp.Compare(x.Timestamp, y.Timestamp) })
 	return slices.CompactFunc(out, func(x, y model.SamplePair) bool { return x.Timestamp == y.Timestamp })
 }
 
-func readySamples(targets []*Target) [][]model.SamplePair {
-	out := make([][]model.SamplePair, 0, len(targets))
-	for _, t := range targets {
-		out = append(out, t.Ready)
+func valuesOf(series map[model.Fingerprint]*model.SampleStream) [][]model.SamplePair {
+	var out [][]model.SamplePair
+	for _, s := range series {
+		out = append(out, s.Values)
 	}
 	return out
 }
 
 // medianSpacing is the median time between consecutive samples of each series:
 // the scrape interval, robust to the odd gap; 0 with fewer than two samples.
-func medianSpacing(series [][]model.SamplePair) time.Duration {
+func medianSpacing(series ...[]model.SamplePair) time.Duration {
 	var d []time.Duration
 	for _, s := range series {
 		for i := 1; i < len(s); i++ {

@@ -105,8 +105,7 @@ type Summary struct {
 }
 
 // WorldSummary measures a simulated world: the time the scheduler spent wedged
-// (a pod past its startup grace reading 0 ready while nodes serve), and each
-// wedge from its first to its last such reading.
+// (docs/backtest.md, "What it prints"), and each wedge.
 type WorldSummary struct {
 	Restarts   int            `json:"restarts"`
 	Wedged     state.Duration `json:"wedged"`
@@ -114,9 +113,8 @@ type WorldSummary struct {
 	Wedges     []Wedge        `json:"wedges"`
 }
 
-// Wedge is one stretch of wedged readings; HealedBy says what ended it. A gap in
-// the data between wedged readings is unknown time inside the wedge (Unknown),
-// never a heal: the wedge lasts until a reading says it healed.
+// Wedge is one stretch of wedged readings; HealedBy says what ended it. A gap
+// between wedged readings is Unknown time inside it, never a heal.
 type Wedge struct {
 	From     time.Time      `json:"from"`
 	To       *time.Time     `json:"to,omitempty"`
@@ -187,13 +185,14 @@ func (r *Result) WriteText(w io.Writer) error {
 	}
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	section := func(title string, n int) {
+	// section titles a table; its header only when it has rows.
+	section := func(title string, n int, header string) {
 		fmt.Fprintf(tw, "\n%s (%d)\n", title, n)
+		if n > 0 {
+			fmt.Fprintln(tw, header)
+		}
 	}
-	section("EPISODES", len(r.Episodes))
-	if len(r.Episodes) > 0 {
-		fmt.Fprintln(tw, "FROM\tTO\tFOR\tPOD\tKIND\tEVIDENCE\tOUTCOME")
-	}
+	section("EPISODES", len(r.Episodes), "FROM\tTO\tFOR\tPOD\tKIND\tEVIDENCE\tOUTCOME")
 	for _, e := range r.Episodes {
 		to, dur := "-", "-"
 		if e.To != nil {
@@ -201,26 +200,17 @@ func (r *Result) WriteText(w io.Writer) error {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", ts(e.From), to, dur, e.Pod, e.Kind, alert.OrDash(string(e.Evidence)), e.Outcome)
 	}
-	section("RESTARTS the watchdog would have made", len(r.Restarts))
-	if len(r.Restarts) > 0 {
-		fmt.Fprintln(tw, "AT\tPOD\tEVIDENCE\tAFTER EPISODE START\tWHY")
-	}
+	section("RESTARTS the watchdog would have made", len(r.Restarts), "AT\tPOD\tEVIDENCE\tAFTER EPISODE START\tWHY")
 	for _, x := range r.Restarts {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", ts(x.At), x.Pod, alert.OrDash(x.Evidence), short(x.AfterEpisodeStart), x.Gates)
 	}
-	section("BLOCKED restarts", len(r.Blocked))
-	if len(r.Blocked) > 0 {
-		fmt.Fprintln(tw, "AT\tPOD\tGATE\tDETAIL")
-	}
+	section("BLOCKED restarts", len(r.Blocked), "AT\tPOD\tGATE\tDETAIL")
 	for _, b := range r.Blocked {
 		for _, g := range b.Gates {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", ts(b.At), b.Pod, g.Name, g.Detail)
 		}
 	}
-	section("ALERTS the watchdog would have sent", len(r.Pages))
-	if len(r.Pages) > 0 {
-		fmt.Fprintln(tw, "AT\tEVENT\tSEVERITY\tPOD")
-	}
+	section("ALERTS the watchdog would have sent", len(r.Pages), "AT\tEVENT\tSEVERITY\tPOD")
 	for _, p := range r.Pages {
 		ev := p.Event
 		if p.Reminder {
@@ -228,10 +218,8 @@ func (r *Result) WriteText(w io.Writer) error {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", ts(p.At), ev, p.Severity, alert.OrDash(p.Pod))
 	}
-	section(fmt.Sprintf("STOP-GAP restarts (ready 0 on runs %s apart, no other check)", short(r.StopGap.After)), len(r.StopGap.Restarts))
-	if len(r.StopGap.Restarts) > 0 {
-		fmt.Fprintln(tw, "AT\tPOD\tREADY 0 SINCE")
-	}
+	section(fmt.Sprintf("STOP-GAP restarts (ready 0 on runs %s apart, no other check)", short(r.StopGap.After)),
+		len(r.StopGap.Restarts), "AT\tPOD\tREADY 0 SINCE")
 	for _, x := range r.StopGap.Restarts {
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", ts(x.At), x.Pod, ts(x.ZeroSince))
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/rs/zerolog"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 
 	"github.com/agentenv/watchdog/pkg/alert"
 	"github.com/agentenv/watchdog/pkg/check"
@@ -18,8 +19,8 @@ import (
 	"github.com/agentenv/watchdog/pkg/statestore"
 )
 
-// Schedule is when a CronJob starts its runs (robfig/cron's Schedule, as the
-// CronJob controller parses it).
+// Schedule is when a CronJob starts its runs (robfig/cron's, as the CronJob
+// controller parses it).
 type Schedule interface {
 	Next(time.Time) time.Time
 }
@@ -46,15 +47,13 @@ type Config struct {
 // Run replays h through the watchdog's pass and the stop-gap script.
 func Run(ctx context.Context, h *History, cfg Config) (*Result, error) {
 	res := &Result{From: h.From.UTC(), To: h.To.UTC(), ScrapeInterval: state.Duration(h.ScrapeInterval), Step: state.Duration(h.Step),
-		Warnings: slices.Clone(h.Warnings)}
+		Warnings: slices.Clone(h.Warnings), Assumed: assumptions(h, cfg),
+		Mode: fmt.Sprintf("CronJob schedule %q", cfg.ScheduleSpec)}
 	for _, t := range h.Targets {
 		res.Pods = append(res.Pods, t.Pod)
 	}
-	res.Assumed = assumptions(h, cfg)
 	if cfg.Interval > 0 {
 		res.Mode = fmt.Sprintf("watchdog run --interval %s", cfg.Interval)
-	} else {
-		res.Mode = fmt.Sprintf("CronJob schedule %q", cfg.ScheduleSpec)
 	}
 	for _, s := range h.Resolutions() {
 		if si := cfg.Check.SampleInterval; s.Interval > si {
@@ -62,13 +61,11 @@ func Run(ctx context.Context, h *History, cfg Config) (*Result, error) {
 				s.Name, decide.ShortDuration(s.Interval), decide.ShortDuration(si)))
 		}
 	}
-
 	if cfg.Check.Decide.LeaderLease == "" {
 		if w := severalPods(h, cfg); w != "" {
 			res.Warnings = append(res.Warnings, w)
 		}
 	}
-
 	sim := newSimulation(h, cfg)
 	if err := sim.run(ctx, res); err != nil {
 		return nil, err
@@ -97,24 +94,22 @@ func newSimulation(h *History, cfg Config) *simulation {
 	s.store = &statestore.MemoryStore{Namespace: cfg.Check.Source.Namespace, Name: cfg.Check.StateConfigMap}
 	s.store.SetData(map[string]string{}) // an empty state, as after install: no "not found" warning
 	opts := cfg.Check
-	// A backtest acts for real in its simulated world: state is kept, restarts are
-	// made (on the world), alerts are sent (to the recorder).
+	// Live in its simulated world: restarts are made on the world, alerts recorded.
 	opts.Mode = state.ModeLive
 	s.runner = &check.Runner{
 		Options:   opts,
 		Observer:  &observer{world: s.world, clock: s.clock},
 		Store:     s.store,
 		Restarter: &restarter{world: s.world, clock: s.clock, method: cfg.Check.Decide.RestartMethod, rec: s.rec},
-		Sinks:     []alert.Sink{&sink{rec: s.rec}},
+		Sinks:     []alert.Sink{s.rec},
 		Clock:     s.clock,
 		Log:       cfg.Log,
 	}
 	return s
 }
 
-// run performs the passes from h.From to h.To: on the CronJob's schedule (a run
-// still going at a scheduled time makes the CronJob skip it, as
-// concurrencyPolicy: Forbid does), or every Interval as `watchdog run` does.
+// run performs the passes from h.From to h.To: on the CronJob's schedule, a run
+// still going skipping it (concurrencyPolicy: Forbid), or every Interval.
 func (s *simulation) run(ctx context.Context, res *Result) error {
 	next := s.first()
 	seen := map[string]bool{}
@@ -155,16 +150,9 @@ func (s *simulation) first() time.Time {
 // after is the start of the pass after one that started at start and ended at end.
 func (s *simulation) after(start, end time.Time) time.Time {
 	if s.cfg.Interval > 0 {
-		return maxTime(start.Add(s.cfg.Interval), end)
+		return slices.MaxFunc([]time.Time{start.Add(s.cfg.Interval), end}, time.Time.Compare)
 	}
-	return s.cfg.Schedule.Next(maxTime(start, end))
-}
-
-func maxTime(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
+	return s.cfg.Schedule.Next(slices.MaxFunc([]time.Time{start, end}, time.Time.Compare))
 }
 
 // record turns one pass's report into the result's restarts, blocked restarts,
@@ -211,10 +199,8 @@ func targetOf(rep *check.Report, uid string) *decide.Target {
 	if rep == nil {
 		return nil
 	}
-	for i := range rep.Targets {
-		if rep.Targets[i].UID == uid {
-			return &rep.Targets[i]
-		}
+	if i := slices.IndexFunc(rep.Targets, func(t decide.Target) bool { return t.UID == uid }); i >= 0 {
+		return &rep.Targets[i]
 	}
 	return nil
 }
@@ -239,7 +225,7 @@ func (s *simulation) collectEpisodes(ctx context.Context, res *Result, seen map[
 }
 
 // simClock is a fake clock on which every wait returns at once, the clock moved
-// on by the wait: a pass that samples for 90 s takes no real time.
+// on by the wait: a pass takes no real time.
 type simClock struct {
 	*clocktesting.FakeClock
 }
@@ -250,9 +236,8 @@ func (c *simClock) After(d time.Duration) <-chan time.Time {
 	return ch
 }
 
-// deadlineContext carries a pass's deadline in simulated time: the pass plans its
-// sampling against it, but it never expires in real time (the simulated times
-// are in the past).
+// deadlineContext carries a pass's deadline in simulated time, which the pass
+// plans against; it never expires in real time (the simulated times are past).
 type deadlineContext struct {
 	context.Context
 	at time.Time
@@ -282,9 +267,8 @@ func (o *observer) Rollout(_ context.Context, pods ...decide.Pod) *decide.Rollou
 	return &decide.Rollout{Name: o.world.deployment, UID: "backtest", Found: true, Owners: assumedChains(o.world.deployment, pods)}
 }
 
-// assumedChains owns every pod whose name says it is the Deployment's
-// (<deployment>-<hash>-<suffix>; DefaultQueries select "<deployment>-.+", which a
-// canary "<deployment>-canary-..." matches too): history records no owner chain.
+// assumedChains owns every pod whose name says it is the Deployment's (not a
+// canary's, which DefaultQueries match too): history records no owner chain.
 func assumedChains(deployment string, pods []decide.Pod) map[string]decide.OwnerChain {
 	chains := make(map[string]decide.OwnerChain, len(pods))
 	for _, p := range pods {
@@ -314,17 +298,7 @@ func (r *restarter) Restart(_ context.Context, name, uid string) (restart.Result
 	return restart.Result{Detail: fmt.Sprintf("backtest: restarted pod %s in the simulation (nothing was touched)", name)}, nil
 }
 
-// sink records the alerts a pass sends.
-type sink struct{ rec *recorder }
-
-func (s *sink) Name() string { return "backtest" }
-
-func (s *sink) Send(_ context.Context, n alert.Notification) error {
-	s.rec.sent(n)
-	return nil
-}
-
-// recorder collects what one pass did.
+// recorder collects what one pass did: its restarts, and as its sink its alerts.
 type recorder struct {
 	mu    sync.Mutex
 	made  []made
@@ -342,10 +316,13 @@ func (r *recorder) restarted(at time.Time, pod, uid string) {
 	r.made = append(r.made, made{at: at, pod: pod, uid: uid})
 }
 
-func (r *recorder) sent(n alert.Notification) {
+func (r *recorder) Name() string { return "backtest" }
+
+func (r *recorder) Send(_ context.Context, n alert.Notification) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.notes = append(r.notes, n)
+	return nil
 }
 
 func (r *recorder) take() ([]made, []alert.Notification) {
@@ -365,10 +342,9 @@ func newWorld(h *History, cfg Config) *World {
 	return w
 }
 
-// runStopGap replays the stop-gap script on its own copy of the world: every
-// scheduled run reads each pod's ready count and restarts a pod once it has read
-// 0 for StopGapAfter (two runs 5 minutes apart), with no other check. A run that
-// reads nothing (a gap) clears the pod's count, as the script's failed curl does.
+// runStopGap replays the stop-gap script on its own copy of the world
+// (docs/backtest.md, "What it prints"); a gap clears a pod's count, as the
+// script's failed curl does.
 func runStopGap(h *History, cfg Config) StopGap {
 	w := newWorld(h, cfg)
 	out := StopGap{After: state.Duration(cfg.StopGapAfter)}
@@ -410,14 +386,12 @@ func assumptions(h *History, cfg Config) []string {
 	return out
 }
 
-// severalAtOnce is how long several scheduler pods may report at once before
-// the replay says so: longer than a rollout's overlap.
+// severalAtOnce is longer than a rollout's overlap.
 const severalAtOnce = 10 * time.Minute
 
 // severalPods warns when several scheduler pods reported at once for longer than
-// a rollout: an HA scheduler, whose standbys read 0 by design. Without
-// --leader-lease every one is judged, as a live run would, and the single-target
-// gate refuses every restart.
+// a rollout: an HA scheduler, whose standbys read 0 by design, judged without
+// --leader-lease, so the single-target gate refuses every restart.
 func severalPods(h *History, cfg Config) string {
 	w := newWorld(h, cfg)
 	var overlap time.Duration
@@ -441,15 +415,19 @@ func severalPods(h *History, cfg Config) string {
 }
 
 // summarizeWorld measures w over the range at the data's resolution: how long the
-// scheduler was wedged, in how many wedges, and how each one ended. Unknown
-// readings (a gap in the data) inside a wedge neither end it nor start another:
-// they are unknown time inside it, and the wedge ends at the first reading that
-// says it healed.
+// scheduler was wedged, in how many wedges, and how each one ended. A gap inside
+// a wedge is unknown time in it, neither its end nor another's start.
 func summarizeWorld(w *World, h *History, startupGrace time.Duration) WorldSummary {
 	var s WorldSummary
 	step := h.ScrapeInterval
 	var open *Wedge
 	var unknown time.Duration // since the last wedged reading of the open wedge
+	// inside counts the unknown time so far as the open wedge's.
+	inside := func() {
+		open.Unknown += state.Duration(unknown)
+		s.Wedged += state.Duration(unknown)
+		unknown = 0
+	}
 	for t := h.From; !t.After(h.To); t = t.Add(step) {
 		switch w.condition(t, startupGrace) {
 		case condWedged:
@@ -457,26 +435,23 @@ func summarizeWorld(w *World, h *History, startupGrace time.Duration) WorldSumma
 				s.Wedges = append(s.Wedges, Wedge{From: t.UTC()})
 				open = &s.Wedges[len(s.Wedges)-1]
 			}
-			open.Unknown += state.Duration(unknown)
-			s.Wedged += state.Duration(step + unknown)
-			unknown = 0
+			inside()
+			s.Wedged += state.Duration(step)
 		case condUnknown:
 			if open != nil {
 				unknown += step
 			}
 		case condFine:
 			if open != nil {
-				open.Unknown += state.Duration(unknown)
-				s.Wedged += state.Duration(unknown)
-				open.To, open.Duration = ptr(t.UTC()), state.Duration(t.Sub(open.From))
+				inside()
+				open.To, open.Duration = ptr.To(t.UTC()), state.Duration(t.Sub(open.From))
 				open.HealedBy = w.healedBy(open.From, t)
-				open, unknown = nil, 0
+				open = nil
 			}
 		}
 	}
 	if open != nil {
-		open.Unknown += state.Duration(unknown)
-		s.Wedged += state.Duration(unknown)
+		inside()
 		open.Duration, open.HealedBy = state.Duration(h.To.Sub(open.From)), "still wedged at the end"
 	}
 	for _, wg := range s.Wedges {
@@ -487,12 +462,8 @@ func summarizeWorld(w *World, h *History, startupGrace time.Duration) WorldSumma
 
 // healedBy says whether a restart of w ended a wedge [from, to).
 func (w *World) healedBy(from, to time.Time) string {
-	for _, at := range w.restarts {
-		if !at.Before(from) && !at.After(to) {
-			return "restart"
-		}
+	if slices.ContainsFunc(w.restarts, func(at time.Time) bool { return !at.Before(from) && !at.After(to) }) {
+		return "restart"
 	}
 	return "itself"
 }
-
-func ptr[T any](v T) *T { return &v }

@@ -14,15 +14,11 @@ import (
 )
 
 // World is the recorded history as one simulated watchdog (or the stop-gap) would
-// have met it, its own restarts applied. History cannot say what a restarted
-// scheduler would have done, so the backtest assumes what a restart is for: the
-// restarted pod leaves the listing at once, and a replacement (named pod~1,
-// pod~2, ...) reads as many ready nodes as the API server serves, from when it
-// starts, until the recorded pod heals on its own (ready above 0 again, a new
-// process, or its series end); from then on the replacement reads what the record
-// reads. It stays the replacement (its name and UID) to the decision core: live,
-// the pod the restart made is a new pod, and a later wedge in the record is its
-// wedge, not the restarted pod's. The replacement's data has the record's gaps.
+// have met it, its own restarts applied as docs/backtest.md ("How it replays")
+// says: history cannot tell what a restarted scheduler would have done, so a
+// replacement (pod~1, pod~2, ...) reads as many ready nodes as serve until the
+// recorded pod heals by itself, then the record. It stays a new pod (its own
+// name and UID) to the decision core, as live: a later wedge is its own.
 type World struct {
 	h *History
 	// lines are, by Target.Key, the restarts of each target in the order made:
@@ -30,22 +26,18 @@ type World struct {
 	// during the replay and when measured after it.
 	lines map[string][]*line
 	// made counts the replacements of each target, so that no two share a name.
-	made map[string]int
-	// restarts are the times of the restarts made.
+	made     map[string]int
 	restarts []time.Time
-	// supersededAt is, by Target.Key, when a newer pod started while the
-	// target's series went on and then ended for good: a rollout (or a deleted
-	// pod's replacement). From then the target is terminating, as the API server
-	// would list it; history records no deletion mark.
+	// supersededAt is, by Target.Key, when a newer pod started while the target's
+	// series went on and then ended for good (a rollout): it is terminating from
+	// then, as the API server would list it; history records no deletion mark.
 	supersededAt map[string]time.Time
-	// judge chooses the pods that are the scheduler the summaries measure, as a
-	// run chooses those it judges (decide.Judged): with JudgeDeployment the
-	// Deployment's (by name: history has no owner chain), with a LeaderLease the
-	// leader. The zero value: every live pod.
+	// judge chooses the pods the summaries measure as a run chooses those it
+	// judges (decide.Judged; the Deployment's by name). Zero: every live pod.
 	judge      decide.Config
 	deployment string
-	// chosen is the last answer of decide.Judged to the summaries, for the
-	// listing key: the listing changes rarely, the readings at every step.
+	// chosen caches decide.Judged by the listing: it changes rarely, the
+	// readings at every step.
 	chosen struct {
 		key    string
 		judged map[string]bool
@@ -62,9 +54,8 @@ func (w *World) isScheduler(p Pod) bool {
 // line is a target the simulation restarted.
 type line struct {
 	deletedAt time.Time
-	// healAt is when the record heals by itself; zero: not within the range.
-	// ended: it heals by ending (the pod is gone from the record), after which
-	// neither it nor a replacement is listed.
+	// healAt is when the record heals by itself (zero: not within the range);
+	// ended: by ending, after which neither it nor a replacement is listed.
 	healAt time.Time
 	ended  bool
 	// n numbers the current replacement; startedAt is its start.
@@ -193,8 +184,7 @@ func (w *World) maxAge(tg *Target) time.Duration {
 }
 
 // healed is the replacement once the record has healed: the record's readings
-// under the replacement's name and UID. Its process started with the replacement,
-// or later when the record shows a newer process.
+// under its name and UID, its process no older than the replacement.
 func (w *World) healed(tg *Target, uid string, l *line, t time.Time) Pod {
 	p := w.recorded(tg, uid, t)
 	p.Name, p.UID = l.names(tg, uid)
@@ -301,10 +291,8 @@ const (
 	condUnknown
 )
 
-// condition reports whether the world's scheduler is wedged at t: of the pods
-// a run judges (w.judge), a terminating pod's or a canary's readings say nothing
-// of the scheduler that serves, and an HA scheduler's standbys read 0 by design.
-// A leader that cannot be told is unknown.
+// condition reports whether the world's scheduler is wedged at t, by the pods a
+// run judges (w.judge); a leader that cannot be told is unknown.
 func (w *World) condition(t time.Time, startupGrace time.Duration) condition {
 	n, ok := w.Expected(t)
 	if !ok {
@@ -332,9 +320,9 @@ func (w *World) condition(t time.Time, startupGrace time.Duration) condition {
 	return c
 }
 
-// judged is which of pods a run judges at t (decide.Judged), by UID; not known
-// when the leader cannot be told. It is asked again only when what it depends
-// on changed: the pods, which are terminating, the leader.
+// judged is which of pods a run judges at t, by UID; not known when the leader
+// cannot be told. decide.Judged is asked again only when the pods, which are
+// terminating or the leader changed.
 func (w *World) judged(t time.Time, pods []Pod) (map[string]bool, bool) {
 	key := w.chosen.buf[:0]
 	if w.h.LeaderFromReadiness {
@@ -396,11 +384,9 @@ func (w *World) observation(t time.Time) decide.Observation {
 	return obs
 }
 
-// leader is the HA scheduler's leader among pods at t: the one pod whose
-// readiness, recorded within two of its intervals, is 1 (readiness is
-// leadership). When none is, several are, or a pod's readiness is not recorded
-// then, the leader cannot be told: an error, so that nobody is judged rather
-// than a standby judged on a guess.
+// leader is the HA scheduler's leader among pods at t: the one pod whose recent
+// readiness is 1. Else it cannot be told: an error, so that nobody is judged
+// rather than a standby on a guess.
 func (w *World) leader(t time.Time, pods []Pod) (string, error) {
 	var ready, unknown []string
 	maxAge := 2 * w.h.PodReadyInterval
@@ -426,9 +412,8 @@ func (w *World) leader(t time.Time, pods []Pod) (string, error) {
 	}
 }
 
-// replicaSetOf is the ReplicaSet a pod's name says it belongs to: a Deployment's
-// pods are named <deployment>-<template hash>-<suffix>. History has no owner
-// references; the name is all there is.
+// replicaSetOf is the ReplicaSet a pod's name (<deployment>-<hash>-<suffix>)
+// says it belongs to: history has no owner references.
 func replicaSetOf(pod string) string {
 	if i := strings.LastIndexByte(pod, '-'); i > 0 {
 		return pod[:i]
