@@ -229,7 +229,10 @@ func (w *World) Restart(uid string, t time.Time) bool {
 			continue
 		}
 		key := p.Target.Key
-		l := &line{deletedAt: t}
+		w.made[key]++
+		w.restarts = append(w.restarts, t)
+		// The replacement starts a few seconds after the delete, in whole seconds.
+		l := &line{deletedAt: t, n: w.made[key], startedAt: t.Add(5 * time.Second).Truncate(time.Second)}
 		if prev := w.lineAt(key, t); prev != nil && (prev.healAt.IsZero() || t.Before(prev.healAt)) {
 			// A replacement restarted before the record healed: the record still
 			// heals when it did.
@@ -237,11 +240,6 @@ func (w *World) Restart(uid string, t time.Time) bool {
 		} else {
 			l.healAt, l.ended = w.healsAt(p.Target, t)
 		}
-		// The replacement starts a few seconds after the delete, in whole seconds.
-		w.made[key]++
-		w.restarts = append(w.restarts, t)
-		l.n = w.made[key]
-		l.startedAt = t.Add(5 * time.Second).Truncate(time.Second)
 		w.lines[key] = append(w.lines[key], l)
 		return true
 	}
