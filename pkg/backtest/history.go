@@ -87,25 +87,6 @@ type History struct {
 	Warnings            []string
 }
 
-// Series names one series of the history and how often it was recorded, for the
-// report's warning when it is coarser than the pass samples.
-type Series struct {
-	Name     string
-	Interval time.Duration
-}
-
-// Resolutions are the history's series with a known interval.
-func (h *History) Resolutions() []Series {
-	var out []Series
-	for _, s := range []Series{{"the scheduler's ready gauge", h.ScrapeInterval}, {"the rejected-heartbeat counter", h.RejectedInterval},
-		{"the serving-node count (--expected-query)", h.ExpectedInterval}, {"the pods' readiness (--pod-ready-series, the leader)", h.PodReadyInterval}} {
-		if s.Interval > 0 {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
 // Target is one scheduler scrape target: its pod and three of its series.
 type Target struct {
 	Pod string

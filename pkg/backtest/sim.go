@@ -55,10 +55,15 @@ func Run(ctx context.Context, h *History, cfg Config) (*Result, error) {
 	if cfg.Interval > 0 {
 		res.Mode = fmt.Sprintf("watchdog run --interval %s", cfg.Interval)
 	}
-	for _, s := range h.Resolutions() {
-		if si := cfg.Check.SampleInterval; s.Interval > si {
+	// A series recorded more coarsely than the pass samples (an unknown interval is 0).
+	for _, s := range []struct {
+		name     string
+		interval time.Duration
+	}{{"the scheduler's ready gauge", h.ScrapeInterval}, {"the rejected-heartbeat counter", h.RejectedInterval},
+		{"the serving-node count (--expected-query)", h.ExpectedInterval}, {"the pods' readiness (--pod-ready-series, the leader)", h.PodReadyInterval}} {
+		if si := cfg.Check.SampleInterval; s.interval > si {
 			res.Warnings = append(res.Warnings, fmt.Sprintf("%s was recorded every %s, coarser than --sample-interval %s: confirmation samples within one interval repeat the same reading",
-				s.Name, decide.ShortDuration(s.Interval), decide.ShortDuration(si)))
+				s.name, decide.ShortDuration(s.interval), decide.ShortDuration(si)))
 		}
 	}
 	if cfg.Check.Decide.LeaderLease == "" {
