@@ -29,8 +29,7 @@ type Result struct {
 	Episodes []Episode `json:"episodes"`
 	Restarts []Restart `json:"restarts"`
 	Blocked  []Blocked `json:"blocked"`
-	// Pages are every alert the watchdog would have sent, each with its severity
-	// (critical ones page).
+	// Pages are every alert the watchdog would have sent (critical ones page).
 	Pages   []Page  `json:"pages"`
 	Summary Summary `json:"summary"`
 	// StopGap is what the stop-gap script would have done on the same data;

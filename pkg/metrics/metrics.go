@@ -157,13 +157,12 @@ func (m *Metrics) Observe(rep *check.Report, err error, took time.Duration, now 
 	if rep == nil {
 		return
 	}
-	if rep.Verdict != "" {
-		m.passVerdict.Reset()
-		m.passVerdict.WithLabelValues(string(rep.Verdict)).Set(1)
-	}
-	if rep.Action != "" {
-		m.passAction.Reset()
-		m.passAction.WithLabelValues(string(rep.Action)).Set(1)
+	// The last pass that reached a verdict or action: its one series at 1.
+	for g, v := range map[*prometheus.GaugeVec]string{m.passVerdict: string(rep.Verdict), m.passAction: string(rep.Action)} {
+		if v != "" {
+			g.Reset()
+			g.WithLabelValues(v).Set(1)
+		}
 	}
 	m.verdict.Reset()
 	m.ready.Reset()
