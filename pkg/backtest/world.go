@@ -115,9 +115,8 @@ func (w *World) Pods(t time.Time) []Pod {
 		default:
 			continue
 		}
-		if at, ok := w.supersededAt[tg.Key]; ok && !t.Before(at) {
-			p.Terminating = true
-		}
+		since, superseded := w.supersededAt[tg.Key]
+		p.Terminating = superseded && !t.Before(since)
 		out = append(out, p)
 	}
 	return out
