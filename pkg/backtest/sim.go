@@ -82,8 +82,8 @@ func Run(ctx context.Context, h *History, cfg Config) (*Result, error) {
 	return res, nil
 }
 
-// simulation is one simulated watchdog: check's Runner with collaborators that
-// answer from the world at the simulated time.
+// simulation is one simulated watchdog: check's Runner, whose observer and
+// restarter the simulation is, answering from the world at the simulated time.
 type simulation struct {
 	cfg    Config
 	h      *History
@@ -103,9 +103,9 @@ func newSimulation(h *History, cfg Config) *simulation {
 	opts.Mode = state.ModeLive
 	s.runner = &check.Runner{
 		Options:   opts,
-		Observer:  &observer{world: s.world, clock: s.clock},
+		Observer:  s,
 		Store:     s.store,
-		Restarter: &restarter{world: s.world, clock: s.clock, method: cfg.Check.Decide.RestartMethod, rec: s.rec},
+		Restarter: s,
 		Sinks:     []alert.Sink{s.rec},
 		Clock:     s.clock,
 		Log:       cfg.Log,
@@ -250,26 +250,20 @@ type deadlineContext struct {
 
 func (c deadlineContext) Deadline() (time.Time, bool) { return c.at, true }
 
-// observer answers the pass's reads from the world at the simulated time.
-type observer struct {
-	world *World
-	clock *simClock
+func (s *simulation) Observe(ctx context.Context) (decide.Observation, error) {
+	return s.world.observation(s.clock.Now()), ctx.Err()
 }
 
-func (o *observer) Observe(ctx context.Context) (decide.Observation, error) {
-	return o.world.observation(o.clock.Now()), ctx.Err()
-}
-
-func (o *observer) ObserveConsistent(ctx context.Context) (decide.Observation, error) {
-	obs, err := o.Observe(ctx)
+func (s *simulation) ObserveConsistent(ctx context.Context) (decide.Observation, error) {
+	obs, err := s.Observe(ctx)
 	obs.Consistent = true
 	return obs, err
 }
 
 // Rollout: the recorded history has no Deployment; it is taken as found, not
 // rolling out, and owning every pod (the gate passes for both methods).
-func (o *observer) Rollout(_ context.Context, pods ...decide.Pod) *decide.Rollout {
-	return &decide.Rollout{Name: o.world.deployment, UID: "backtest", Found: true, Owners: assumedChains(o.world.deployment, pods)}
+func (s *simulation) Rollout(_ context.Context, pods ...decide.Pod) *decide.Rollout {
+	return &decide.Rollout{Name: s.world.deployment, UID: "backtest", Found: true, Owners: assumedChains(s.world.deployment, pods)}
 }
 
 // assumedChains owns every pod whose name says it is the Deployment's (not a
@@ -284,22 +278,15 @@ func assumedChains(deployment string, pods []decide.Pod) map[string]decide.Owner
 	return chains
 }
 
-// restarter makes the restart in the world and records it.
-type restarter struct {
-	world  *World
-	clock  *simClock
-	method string
-	rec    *recorder
-}
+func (s *simulation) Method() string { return s.cfg.Check.Decide.RestartMethod }
 
-func (r *restarter) Method() string { return r.method }
-
-func (r *restarter) Restart(_ context.Context, name, uid string) (restart.Result, error) {
-	now := r.clock.Now()
-	if !r.world.Restart(uid, now) {
+// Restart makes the restart in the world and records it.
+func (s *simulation) Restart(_ context.Context, name, uid string) (restart.Result, error) {
+	now := s.clock.Now()
+	if !s.world.Restart(uid, now) {
 		return restart.Result{Gone: true, Detail: fmt.Sprintf("backtest: pod %s already gone", name)}, nil
 	}
-	r.rec.restarted(now, name, uid)
+	s.rec.restarted(now, name, uid)
 	return restart.Result{Detail: fmt.Sprintf("backtest: restarted pod %s in the simulation (nothing was touched)", name)}, nil
 }
 
