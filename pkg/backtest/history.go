@@ -262,11 +262,14 @@ func (f fetcher) raw(ctx context.Context, flag, selector string, from, to time.T
 		}
 		for _, s := range m {
 			if cur, ok := out[s.Metric.Fingerprint()]; ok {
-				cur.Values = mergeSamples(cur.Values, s.Values)
+				cur.Values = append(cur.Values, s.Values...)
 			} else {
 				out[s.Metric.Fingerprint()] = s
 			}
 		}
+	}
+	for _, s := range out {
+		s.Values = mergeSamples(nil, s.Values) // sorted once, not again for every window
 	}
 	return out, nil
 }
