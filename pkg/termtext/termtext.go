@@ -19,7 +19,7 @@ import (
 // escape (\x1b, \n, \u202e; an invalid byte as \xff). A tab is kept: it is
 // shown, not acted on, and tables and log lines use it.
 func Escape(s string) string {
-	if printable(s) {
+	if strings.IndexFunc(s, needsEscape) < 0 {
 		return s
 	}
 	var b strings.Builder
@@ -46,14 +46,8 @@ func Escape(s string) string {
 	return b.String()
 }
 
-func printable(s string) bool {
-	for _, r := range s {
-		if r != '\t' && (r == utf8.RuneError || !unicode.IsPrint(r)) {
-			return false
-		}
-	}
-	return true
-}
+// needsEscape says whether Escape rewrites r.
+func needsEscape(r rune) bool { return r != '\t' && (r == utf8.RuneError || !unicode.IsPrint(r)) }
 
 // Fprintf is fmt.Fprintf for a terminal: format is the program's own text, and
 // every argument that is text (a string of any string type, a list of them, an
