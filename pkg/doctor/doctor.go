@@ -212,13 +212,7 @@ func (d *Doctor) checkRBAC(ctx context.Context) {
 		case err != nil:
 			d.fail(GroupRBAC, name, fmt.Sprintf("access review failed: %v", err), "the API server must serve authorization.k8s.io/v1 SelfSubjectAccessReviews (every authenticated user may create them)")
 		case !review.Status.Allowed:
-			why := review.Status.Reason
-			if review.Status.EvaluationError != "" {
-				why = strings.TrimSpace(why + " " + review.Status.EvaluationError)
-			}
-			if why == "" {
-				why = "no rule allows it"
-			}
+			why := cmp.Or(strings.TrimSpace(review.Status.Reason+" "+review.Status.EvaluationError), "no rule allows it")
 			d.fail(GroupRBAC, name, fmt.Sprintf("denied in namespace %s (%s); needed to %s", d.Namespace, why, a.Why), rbacHint(a, d.Namespace))
 		default:
 			d.pass(GroupRBAC, name, "needed to "+a.Why)
@@ -227,16 +221,12 @@ func (d *Doctor) checkRBAC(ctx context.Context) {
 }
 
 func rbacHint(a Access, ns string) string {
-	group := a.Group
-	if group == "" {
-		group = `""`
-	}
 	names := ""
 	if a.Name != "" {
 		names = fmt.Sprintf(", resourceNames: [%s]", a.Name)
 	}
 	return fmt.Sprintf("grant it in the Role bound to the watchdog's identity: {apiGroups: [%s], resources: [%s], verbs: [%s]%s} in namespace %s (the chart's Role does for this configuration); check with `kubectl auth can-i %s -n %s --as system:serviceaccount:<namespace>:<serviceaccount>`, or all of them at once with `watchdog doctor -n %s --as system:serviceaccount:<namespace>:<serviceaccount>`",
-		group, a.resource(), a.Verb, names, ns, a.String(), ns, ns)
+		cmp.Or(a.Group, `""`), a.resource(), a.Verb, names, ns, a.String(), ns, ns)
 }
 
 // checkPods lists the scheduler pods as a run does. It returns the pods to scrape.

@@ -21,6 +21,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/agentenv/watchdog/pkg/decide"
 	"github.com/agentenv/watchdog/pkg/endpoints"
@@ -119,8 +120,7 @@ func (k *Keeper) Capture(ctx context.Context, t decide.Target, obs decide.Observ
 		Verdict: t.Verdict, Evidence: t.Evidence, Reason: t.Reason, Gates: t.Gates,
 	}
 	if obs.ExpectedErr == nil {
-		c := obs.Expected
-		b.Endpoints = &c
+		b.Endpoints = ptr.To(obs.Expected)
 	}
 	for _, p := range obs.Pods {
 		if p.UID != t.UID {
