@@ -242,14 +242,13 @@ func (d *Doctor) checkPods(ctx context.Context) []corev1.Pod {
 			fmt.Sprintf("set --scheduler-selector (chart: scheduler.selector) to the scheduler pods' labels, and --namespace to theirs; compare `kubectl get pods -n %s --show-labels`", d.Namespace))
 		return nil
 	}
-	var described, withContainer []string
+	var described []string
 	var live []corev1.Pod
+	withContainer := 0
 	for _, p := range list.Items {
 		described = append(described, fmt.Sprintf("%s (%s)", p.Name, p.Status.Phase))
-		for _, c := range p.Spec.Containers {
-			if c.Name == d.Container {
-				withContainer = append(withContainer, p.Name)
-			}
+		if slices.ContainsFunc(p.Spec.Containers, func(c corev1.Container) bool { return c.Name == d.Container }) {
+			withContainer++
 		}
 		if decide.Live(d.Describe(&p)) {
 			live = append(live, p)
@@ -257,11 +256,11 @@ func (d *Doctor) checkPods(ctx context.Context) []corev1.Pod {
 	}
 	d.pass(GroupScheduler, name, fmt.Sprintf("%d pod(s) match %q: %s", len(list.Items), d.Selector, strings.Join(described, ", ")))
 	const cname = "scheduler pods have the --scheduler-container"
-	if len(withContainer) == 0 {
+	if withContainer == 0 {
 		d.fail(GroupScheduler, cname, fmt.Sprintf("no matching pod has a container named %q", d.Container),
 			"set --scheduler-container (chart: scheduler.container) to the scheduler's container: its start is the process age that startup grace counts from")
 	} else {
-		d.pass(GroupScheduler, cname, fmt.Sprintf("container %q in %d of %d pod(s)", d.Container, len(withContainer), len(list.Items)))
+		d.pass(GroupScheduler, cname, fmt.Sprintf("container %q in %d of %d pod(s)", d.Container, withContainer, len(list.Items)))
 	}
 	return live
 }
@@ -290,11 +289,10 @@ func (d *Doctor) checkJudged(ctx context.Context, pods []corev1.Pod) {
 	for _, p := range judged {
 		names = append(names, p.Name)
 	}
-	others := make([]string, 0, len(notJudged))
-	for pod, why := range notJudged {
-		others = append(others, fmt.Sprintf("%s (%s)", pod, why))
+	var others []string
+	for _, pod := range slices.Sorted(maps.Keys(notJudged)) {
+		others = append(others, fmt.Sprintf("%s (%s)", pod, notJudged[pod]))
 	}
-	slices.Sort(others)
 	detail := fmt.Sprintf("judged: %s", strings.Join(names, ", "))
 	if len(others) > 0 {
 		detail += "; not judged: " + strings.Join(others, "; ")

@@ -334,8 +334,8 @@ func (k *Keeper) Save(ctx context.Context, b Bundle) error {
 		cm, err := k.ConfigMaps.GetConfigMap(ctx, k.Namespace, k.ConfigMap)
 		if apierrors.IsNotFound(err) {
 			cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: k.ConfigMap, Namespace: k.Namespace,
-				Labels: map[string]string{"app.kubernetes.io/component": Component, "app.kubernetes.io/managed-by": "agentenv-scheduler-watchdog"}}}
-			cm.Data = ring(nil, b.Key, string(raw))
+				Labels: map[string]string{"app.kubernetes.io/component": Component, "app.kubernetes.io/managed-by": "agentenv-scheduler-watchdog"}},
+				Data: ring(nil, b.Key, string(raw))}
 			if _, err := k.ConfigMaps.CreateConfigMap(ctx, cm, metav1.CreateOptions{}); err != nil {
 				return fmt.Errorf("create evidence ConfigMap %s/%s: %w", k.Namespace, k.ConfigMap, err)
 			}
@@ -345,8 +345,7 @@ func (k *Keeper) Save(ctx context.Context, b Bundle) error {
 			return fmt.Errorf("read evidence ConfigMap %s/%s: %w", k.Namespace, k.ConfigMap, err)
 		}
 		cm.Data = ring(cm.Data, b.Key, string(raw))
-		_, err = k.ConfigMaps.UpdateConfigMap(ctx, cm, metav1.UpdateOptions{})
-		if err == nil {
+		if _, err = k.ConfigMaps.UpdateConfigMap(ctx, cm, metav1.UpdateOptions{}); err == nil {
 			return nil
 		}
 		if !apierrors.IsConflict(err) || attempt >= 2 {
