@@ -63,8 +63,6 @@ func Fprintf(w io.Writer, format string, args ...any) {
 
 func escapeArg(a any) any {
 	switch v := a.(type) {
-	case nil:
-		return nil
 	case string:
 		return Escape(v)
 	case []string:
