@@ -66,13 +66,11 @@ type Bundle struct {
 	// Endpoints is the serving node count the API server gave (what ready should be).
 	Endpoints *endpoints.Count `json:"endpoints,omitempty"`
 	Status    PodStatus        `json:"podStatus"`
-	// Log holds the last lines of the scheduler container's log (bounded); LogError
-	// why there are none.
+	// Log holds the last lines of the scheduler's log; LogError why there are none.
 	Log      string   `json:"log,omitempty"`
 	LogError string   `json:"logError,omitempty"`
 	Warnings []string `json:"warnings,omitempty"`
-	// Integrity says, when read back (Load), whether the watchdog's seal of the
-	// bundle verifies. Never saved.
+	// Integrity says, when read back (Load), whether the seal verifies. Never saved.
 	Integrity Integrity `json:"integrity,omitempty"`
 }
 
@@ -316,9 +314,8 @@ func Key(at time.Time, pod string) string {
 	return at.UTC().Format("20060102T150405Z") + "-" + pod + ".json"
 }
 
-// Save puts b into the ConfigMap, keeping the newest MaxBundles bundles. It creates
-// the ConfigMap when it does not exist (the chart pre-creates it; without the
-// chart the watchdog needs the right to create ConfigMaps).
+// Save puts b into the ConfigMap, keeping the newest MaxBundles bundles, and creates
+// the ConfigMap if missing (the chart pre-creates it: no right to create is needed).
 func (k *Keeper) Save(ctx context.Context, b Bundle) error {
 	b.Integrity = ""
 	raw, err := encode(b)
@@ -378,9 +375,8 @@ func ring(data map[string]string, key, value string) map[string]string {
 }
 
 // Load reads the bundles of the ConfigMap, newest first, each with its Integrity
-// checked under key (nil: sealed ones are IntegrityUnchecked). A missing
-// ConfigMap has none; a bundle that does not decode is skipped and named in the
-// error.
+// checked under key (nil: sealed ones are IntegrityUnchecked). A missing ConfigMap
+// has none; a bundle that does not decode is skipped and named in the error.
 func Load(ctx context.Context, cms ConfigMaps, ns, name string, key []byte) ([]Bundle, error) {
 	cm, err := cms.GetConfigMap(ctx, ns, name)
 	if apierrors.IsNotFound(err) {

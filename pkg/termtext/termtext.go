@@ -1,7 +1,6 @@
-// Package termtext makes text from others safe to print on a terminal. The
-// watchdog's text output shows scheduler log lines, metric label values, Event
-// messages and what an editor of its ConfigMaps wrote: an escape sequence in any
-// of them could erase and rewrite a line the operator reads, set the clipboard
+// Package termtext makes text from others (scheduler log lines, label values,
+// Events, what an editor of its ConfigMaps wrote) safe to print on a terminal: an
+// escape sequence could rewrite a line the operator reads, set the clipboard
 // (OSC 52) or disguise a link (OSC 8), and a newline could forge a line. JSON
 // output needs none of this: its encoder escapes control characters.
 package termtext
