@@ -105,9 +105,7 @@ type Keeper struct {
 	Container  string
 	// Key seals every bundle saved (the outbox key): an editor of the ConfigMap
 	// cannot forge or change one unnoticed. Empty: bundles are saved unsealed.
-	Key      []byte
-	LogLines int64
-	LogBytes int64
+	Key []byte
 }
 
 // Capture builds the bundle of target t of observation obs, at now. It never fails:
@@ -251,19 +249,13 @@ func truncate(s string, n int) string {
 	return s[:n]
 }
 
-// readLog reads the last LogLines lines of the scheduler container and keeps the
-// newest LogBytes of them, from a line's start. The kubelet counts limitBytes from
-// the first of the tailed lines, so limitBytes LogBytes would drop the newest lines,
-// the ones just before the restart: limitBytes is MaxLogRead, and the end is kept
-// here. Lines long enough to fill that bound are read again, fewer at a time.
+// readLog reads the last DefaultLogLines lines of the scheduler container and keeps
+// the newest DefaultLogBytes of them, from a line's start. The kubelet counts
+// limitBytes from the first of the tailed lines, so a limit of DefaultLogBytes would
+// drop the newest lines, the ones just before the restart: limitBytes is MaxLogRead,
+// and the end is kept here. Lines that fill it are read again, fewer at a time.
 func (k *Keeper) readLog(ctx context.Context, pod string) (string, error) {
-	lines, keep := k.LogLines, k.LogBytes
-	if lines <= 0 {
-		lines = DefaultLogLines
-	}
-	if keep <= 0 {
-		keep = DefaultLogBytes
-	}
+	lines, keep := int64(DefaultLogLines), int64(DefaultLogBytes)
 	read := max(keep, MaxLogRead)
 	for {
 		b, err := k.readTail(ctx, pod, lines, read)
