@@ -58,8 +58,6 @@ func init() {
 
 // Client makes the watchdog's API calls.
 type Client struct {
-	// Host is the API server, for error messages.
-	Host         string
 	core         *rest.RESTClient
 	apps         *rest.RESTClient
 	discovery    *rest.RESTClient
@@ -76,7 +74,7 @@ func New(cfg *rest.Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("HTTP client for %s: %w", cfg.Host, err)
 	}
-	c := &Client{Host: cfg.Host}
+	c := &Client{}
 	for _, g := range []struct {
 		into    **rest.RESTClient
 		gv      schema.GroupVersion
