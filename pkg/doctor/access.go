@@ -71,9 +71,10 @@ type Needs struct {
 // exactly these when the chart created the state ConfigMap and the election Lease.
 // --dry-run narrows nothing, as in the chart: turning it off needs no new rights.
 func (n Needs) Required() []Access {
-	restarts := n.MaxRestarts > 0
+	restarts, election := n.MaxRestarts > 0, n.ElectionLease != ""
+	rollout, byDeployment := n.RestartMethod == decide.MethodRollout, n.JudgePods == decide.JudgeDeployment
 	const apps, discovery, coordination = "apps", "discovery.k8s.io", "coordination.k8s.io"
-	election := "the watchdog's own leader election (--leader-elect-lease)"
+	const elect = "the watchdog's own leader election (--leader-elect-lease)"
 	var out []Access
 	for _, c := range []struct {
 		when bool
@@ -94,14 +95,14 @@ func (n Needs) Required() []Access {
 		{n.EvidenceLogs, Access{Resource: "pods", Subresource: "log", Verb: "get", Why: "save the scheduler's last log lines before a restart (--evidence-logs)"}},
 		{true, Access{Resource: "events", Verb: "create", Why: "leave an Event on each object judged or acted on"}},
 		{true, Access{Group: apps, Resource: "deployments", Verb: "get", Name: n.Deployment, Why: "hold restarts while the scheduler rolls out (--deployment)"}},
-		{restarts && n.RestartMethod == decide.MethodRollout, Access{Group: apps, Resource: "deployments", Verb: "patch", Name: n.Deployment, Why: "restart a wedged scheduler (--restart-method rollout)"}},
+		{restarts && rollout, Access{Group: apps, Resource: "deployments", Verb: "patch", Name: n.Deployment, Why: "restart a wedged scheduler (--restart-method rollout)"}},
 		// ReplicaSet names change with every rollout: not narrowed by name.
-		{n.JudgePods == decide.JudgeDeployment, Access{Group: apps, Resource: "replicasets", Verb: "get", Why: "judge only the Deployment's pods: pod → ReplicaSet → Deployment by UID (--judge-pods deployment)"}},
-		{n.JudgePods != decide.JudgeDeployment && n.RestartMethod == decide.MethodRollout, Access{Group: apps, Resource: "replicasets", Verb: "get", Why: "check pod → ReplicaSet → Deployment by UID before a rollout restart (--restart-method rollout)"}},
+		{byDeployment, Access{Group: apps, Resource: "replicasets", Verb: "get", Why: "judge only the Deployment's pods: pod → ReplicaSet → Deployment by UID (--judge-pods deployment)"}},
+		{!byDeployment && rollout, Access{Group: apps, Resource: "replicasets", Verb: "get", Why: "check pod → ReplicaSet → Deployment by UID before a rollout restart (--restart-method rollout)"}},
 		{n.LeaderLease != "", Access{Group: coordination, Resource: "leases", Verb: "get", Name: n.LeaderLease, Why: "judge only the scheduler's leader (--leader-lease)"}},
-		{n.ElectionLease != "", Access{Group: coordination, Resource: "leases", Verb: "get", Name: n.ElectionLease, Why: election}},
-		{n.ElectionLease != "", Access{Group: coordination, Resource: "leases", Verb: "update", Name: n.ElectionLease, Why: election}},
-		{n.ElectionLease != "" && n.ElectionLeaseMissing, Access{Group: coordination, Resource: "leases", Verb: "create", Why: fmt.Sprintf("create the missing election Lease %s", n.ElectionLease)}},
+		{election, Access{Group: coordination, Resource: "leases", Verb: "get", Name: n.ElectionLease, Why: elect}},
+		{election, Access{Group: coordination, Resource: "leases", Verb: "update", Name: n.ElectionLease, Why: elect}},
+		{election && n.ElectionLeaseMissing, Access{Group: coordination, Resource: "leases", Verb: "create", Why: fmt.Sprintf("create the missing election Lease %s", n.ElectionLease)}},
 	} {
 		if c.when {
 			out = append(out, c.Access)
