@@ -22,10 +22,7 @@ type Access struct {
 
 // String reads like `kubectl auth can-i`: "delete pods", "get configmaps/state".
 func (a Access) String() string {
-	res := a.Resource
-	if a.Subresource != "" {
-		res += "/" + a.Subresource
-	}
+	res := a.resource()
 	if a.Group != "" {
 		res += "." + a.Group
 	}
@@ -33,6 +30,14 @@ func (a Access) String() string {
 		res += "/" + a.Name
 	}
 	return a.Verb + " " + res
+}
+
+// resource is the resource with its subresource: "pods/proxy".
+func (a Access) resource() string {
+	if a.Subresource != "" {
+		return a.Resource + "/" + a.Subresource
+	}
+	return a.Resource
 }
 
 // Needs are the inputs that decide which calls a watchdog makes.
@@ -66,62 +71,41 @@ type Needs struct {
 // exactly these when the chart created the state ConfigMap and the election Lease.
 // --dry-run narrows nothing, as in the chart: turning it off needs no new rights.
 func (n Needs) Required() []Access {
-	restarts := n.MaxRestarts > 0
-	out := []Access{{Resource: "pods", Verb: "list", Why: "observe the scheduler pods (--scheduler-selector)"}}
-	if n.ScrapeViaAPIServer {
+	restarts, election := n.MaxRestarts > 0, n.ElectionLease != ""
+	rollout, byDeployment := n.RestartMethod == decide.MethodRollout, n.JudgePods == decide.JudgeDeployment
+	const apps, discovery, coordination = "apps", "discovery.k8s.io", "coordination.k8s.io"
+	const elect = "the watchdog's own leader election (--leader-elect-lease)"
+	var out []Access
+	for _, c := range []struct {
+		when bool
+		Access
+	}{
+		{true, Access{Resource: "pods", Verb: "list", Why: "observe the scheduler pods (--scheduler-selector)"}},
 		// Not in the chart's Role: in a pod, auto scrapes directly.
-		out = append(out, Access{Resource: "pods", Subresource: "proxy", Verb: "get", Why: "scrape the scheduler's metrics through the API server's pod proxy (--scrape-via apiserver)"})
-	}
-	if restarts && n.RestartMethod == decide.MethodDelete {
-		out = append(out, Access{Resource: "pods", Verb: "delete", Why: "restart a wedged scheduler (--restart-method delete)"})
-	}
-	out = append(out,
-		Access{Group: "discovery.k8s.io", Resource: "endpointslices", Verb: "list", Why: "count the nodes discovery should see (--nodes-service)"},
-	)
-	if n.WatchEndpoints {
-		out = append(out, Access{Group: "discovery.k8s.io", Resource: "endpointslices", Verb: "watch", Why: "start a pass as soon as the nodes change (run --watch-endpoints; without it, passes keep the plain --interval)"})
-	}
-	out = append(out,
-		Access{Resource: "configmaps", Verb: "get", Name: n.StateConfigMap, Why: "read the state (--state-configmap)"},
-		Access{Resource: "configmaps", Verb: "update", Name: n.StateConfigMap, Why: "write the state and claim restarts (--state-configmap)"},
-	)
-	if n.StateMissing {
+		{n.ScrapeViaAPIServer, Access{Resource: "pods", Subresource: "proxy", Verb: "get", Why: "scrape the scheduler's metrics through the API server's pod proxy (--scrape-via apiserver)"}},
+		{restarts && n.RestartMethod == decide.MethodDelete, Access{Resource: "pods", Verb: "delete", Why: "restart a wedged scheduler (--restart-method delete)"}},
+		{true, Access{Group: discovery, Resource: "endpointslices", Verb: "list", Why: "count the nodes discovery should see (--nodes-service)"}},
+		{n.WatchEndpoints, Access{Group: discovery, Resource: "endpointslices", Verb: "watch", Why: "start a pass as soon as the nodes change (run --watch-endpoints; without it, passes keep the plain --interval)"}},
+		{true, Access{Resource: "configmaps", Verb: "get", Name: n.StateConfigMap, Why: "read the state (--state-configmap)"}},
+		{true, Access{Resource: "configmaps", Verb: "update", Name: n.StateConfigMap, Why: "write the state and claim restarts (--state-configmap)"}},
 		// create is authorized without a name: RBAC cannot narrow it.
-		out = append(out, Access{Resource: "configmaps", Verb: "create", Why: fmt.Sprintf("create the missing state ConfigMap %s on the first run", n.StateConfigMap)})
-	}
-	if n.EvidenceConfigMap != "" {
-		out = append(out,
-			Access{Resource: "configmaps", Verb: "get", Name: n.EvidenceConfigMap, Why: "keep the evidence of restarts (--evidence-configmap)"},
-			Access{Resource: "configmaps", Verb: "update", Name: n.EvidenceConfigMap, Why: "keep the evidence of restarts (--evidence-configmap)"},
-		)
-	}
-	if n.EvidenceLogs {
-		out = append(out, Access{Resource: "pods", Subresource: "log", Verb: "get", Why: "save the scheduler's last log lines before a restart (--evidence-logs)"})
-	}
-	out = append(out,
-		Access{Resource: "events", Verb: "create", Why: "leave an Event on each object judged or acted on"},
-		Access{Group: "apps", Resource: "deployments", Verb: "get", Name: n.Deployment, Why: "hold restarts while the scheduler rolls out (--deployment)"},
-	)
-	if restarts && n.RestartMethod == decide.MethodRollout {
-		out = append(out, Access{Group: "apps", Resource: "deployments", Verb: "patch", Name: n.Deployment, Why: "restart a wedged scheduler (--restart-method rollout)"})
-	}
-	switch {
-	// ReplicaSet names change with every rollout: not narrowed by name.
-	case n.JudgePods == decide.JudgeDeployment:
-		out = append(out, Access{Group: "apps", Resource: "replicasets", Verb: "get", Why: "judge only the Deployment's pods: pod → ReplicaSet → Deployment by UID (--judge-pods deployment)"})
-	case n.RestartMethod == decide.MethodRollout:
-		out = append(out, Access{Group: "apps", Resource: "replicasets", Verb: "get", Why: "check pod → ReplicaSet → Deployment by UID before a rollout restart (--restart-method rollout)"})
-	}
-	if n.LeaderLease != "" {
-		out = append(out, Access{Group: "coordination.k8s.io", Resource: "leases", Verb: "get", Name: n.LeaderLease, Why: "judge only the scheduler's leader (--leader-lease)"})
-	}
-	if n.ElectionLease != "" {
-		out = append(out,
-			Access{Group: "coordination.k8s.io", Resource: "leases", Verb: "get", Name: n.ElectionLease, Why: "the watchdog's own leader election (--leader-elect-lease)"},
-			Access{Group: "coordination.k8s.io", Resource: "leases", Verb: "update", Name: n.ElectionLease, Why: "the watchdog's own leader election (--leader-elect-lease)"},
-		)
-		if n.ElectionLeaseMissing {
-			out = append(out, Access{Group: "coordination.k8s.io", Resource: "leases", Verb: "create", Why: fmt.Sprintf("create the missing election Lease %s", n.ElectionLease)})
+		{n.StateMissing, Access{Resource: "configmaps", Verb: "create", Why: fmt.Sprintf("create the missing state ConfigMap %s on the first run", n.StateConfigMap)}},
+		{n.EvidenceConfigMap != "", Access{Resource: "configmaps", Verb: "get", Name: n.EvidenceConfigMap, Why: "keep the evidence of restarts (--evidence-configmap)"}},
+		{n.EvidenceConfigMap != "", Access{Resource: "configmaps", Verb: "update", Name: n.EvidenceConfigMap, Why: "keep the evidence of restarts (--evidence-configmap)"}},
+		{n.EvidenceLogs, Access{Resource: "pods", Subresource: "log", Verb: "get", Why: "save the scheduler's last log lines before a restart (--evidence-logs)"}},
+		{true, Access{Resource: "events", Verb: "create", Why: "leave an Event on each object judged or acted on"}},
+		{true, Access{Group: apps, Resource: "deployments", Verb: "get", Name: n.Deployment, Why: "hold restarts while the scheduler rolls out (--deployment)"}},
+		{restarts && rollout, Access{Group: apps, Resource: "deployments", Verb: "patch", Name: n.Deployment, Why: "restart a wedged scheduler (--restart-method rollout)"}},
+		// ReplicaSet names change with every rollout: not narrowed by name.
+		{byDeployment, Access{Group: apps, Resource: "replicasets", Verb: "get", Why: "judge only the Deployment's pods: pod → ReplicaSet → Deployment by UID (--judge-pods deployment)"}},
+		{!byDeployment && rollout, Access{Group: apps, Resource: "replicasets", Verb: "get", Why: "check pod → ReplicaSet → Deployment by UID before a rollout restart (--restart-method rollout)"}},
+		{n.LeaderLease != "", Access{Group: coordination, Resource: "leases", Verb: "get", Name: n.LeaderLease, Why: "judge only the scheduler's leader (--leader-lease)"}},
+		{election, Access{Group: coordination, Resource: "leases", Verb: "get", Name: n.ElectionLease, Why: elect}},
+		{election, Access{Group: coordination, Resource: "leases", Verb: "update", Name: n.ElectionLease, Why: elect}},
+		{election && n.ElectionLeaseMissing, Access{Group: coordination, Resource: "leases", Verb: "create", Why: fmt.Sprintf("create the missing election Lease %s", n.ElectionLease)}},
+	} {
+		if c.when {
+			out = append(out, c.Access)
 		}
 	}
 	return out

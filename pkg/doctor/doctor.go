@@ -5,10 +5,12 @@
 package doctor
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -18,6 +20,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/agentenv/watchdog/pkg/decide"
 	"github.com/agentenv/watchdog/pkg/endpoints"
@@ -28,14 +31,10 @@ import (
 	"github.com/agentenv/watchdog/pkg/statestore"
 )
 
-// ClockTolerance is how far the API server's clock may be from ours. The watchdog
-// compares its own clock with times other machines wrote: the scheduler Lease's
-// renewal (--leader-lease, allowed decide.LeaseSkew) and the container start times
-// the kubelets report (--startup-grace, allowed decide.ClockSkewTolerance). Doctor
-// holds the clock to much less than those allowances, so that a drifting clock is
-// fixed before a run's judgement depends on them. The API server's clock stands in
-// for the cluster's. Its Date header has a resolution of one second, which the
-// comparison allows for.
+// ClockTolerance is how far the API server's clock (standing in for the cluster's)
+// may be from ours: far less than what runs allow the times other machines wrote
+// (decide.LeaseSkew, decide.ClockSkewTolerance), so that a drifting clock is fixed
+// before a run's judgement depends on it.
 const ClockTolerance = 5 * time.Second
 
 // Groups of checks, in the order they are run and printed.
@@ -73,11 +72,8 @@ type Sink struct {
 
 // Config is what to check: the options of the run being prepared for.
 type Config struct {
-	// Observer is the run's own, built from the same configuration: the API
-	// server (APIServer) and the objects it reads, the scrape path (Via, a
-	// proxied Scraper for apiserver), the decision settings (Observer.Decide)
-	// that say which pods a run judges and which calls it makes, and the local
-	// clock.
+	// Observer is the run's own, built from the same configuration: the objects it
+	// reads, the scrape path, the decision settings and the clock.
 	*observe.Observer
 	StateConfigMap string
 	// EvidenceConfigMap and EvidenceLogs: the evidence of restarts (pkg/evidence).
@@ -90,8 +86,7 @@ type Config struct {
 	// Sinks are the configured alert sinks; SendTest delivers a test alert to each.
 	Sinks    []Sink
 	SendTest bool
-	// OutboxKey says whether --outbox-key is set (alerts kept for retry are
-	// authenticated).
+	// OutboxKey says whether --outbox-key is set.
 	OutboxKey bool
 }
 
@@ -217,13 +212,7 @@ func (d *Doctor) checkRBAC(ctx context.Context) {
 		case err != nil:
 			d.fail(GroupRBAC, name, fmt.Sprintf("access review failed: %v", err), "the API server must serve authorization.k8s.io/v1 SelfSubjectAccessReviews (every authenticated user may create them)")
 		case !review.Status.Allowed:
-			why := review.Status.Reason
-			if review.Status.EvaluationError != "" {
-				why = strings.TrimSpace(why + " " + review.Status.EvaluationError)
-			}
-			if why == "" {
-				why = "no rule allows it"
-			}
+			why := cmp.Or(strings.TrimSpace(review.Status.Reason+" "+review.Status.EvaluationError), "no rule allows it")
 			d.fail(GroupRBAC, name, fmt.Sprintf("denied in namespace %s (%s); needed to %s", d.Namespace, why, a.Why), rbacHint(a, d.Namespace))
 		default:
 			d.pass(GroupRBAC, name, "needed to "+a.Why)
@@ -232,20 +221,12 @@ func (d *Doctor) checkRBAC(ctx context.Context) {
 }
 
 func rbacHint(a Access, ns string) string {
-	group := a.Group
-	if group == "" {
-		group = `""`
-	}
-	resource := a.Resource
-	if a.Subresource != "" {
-		resource += "/" + a.Subresource
-	}
 	names := ""
 	if a.Name != "" {
 		names = fmt.Sprintf(", resourceNames: [%s]", a.Name)
 	}
 	return fmt.Sprintf("grant it in the Role bound to the watchdog's identity: {apiGroups: [%s], resources: [%s], verbs: [%s]%s} in namespace %s (the chart's Role does for this configuration); check with `kubectl auth can-i %s -n %s --as system:serviceaccount:<namespace>:<serviceaccount>`, or all of them at once with `watchdog doctor -n %s --as system:serviceaccount:<namespace>:<serviceaccount>`",
-		group, resource, a.Verb, names, ns, a.String(), ns, ns)
+		cmp.Or(a.Group, `""`), a.resource(), a.Verb, names, ns, a.String(), ns, ns)
 }
 
 // checkPods lists the scheduler pods as a run does. It returns the pods to scrape.
@@ -261,14 +242,13 @@ func (d *Doctor) checkPods(ctx context.Context) []corev1.Pod {
 			fmt.Sprintf("set --scheduler-selector (chart: scheduler.selector) to the scheduler pods' labels, and --namespace to theirs; compare `kubectl get pods -n %s --show-labels`", d.Namespace))
 		return nil
 	}
-	var described, withContainer []string
+	var described []string
 	var live []corev1.Pod
+	withContainer := 0
 	for _, p := range list.Items {
 		described = append(described, fmt.Sprintf("%s (%s)", p.Name, p.Status.Phase))
-		for _, c := range p.Spec.Containers {
-			if c.Name == d.Container {
-				withContainer = append(withContainer, p.Name)
-			}
+		if slices.ContainsFunc(p.Spec.Containers, func(c corev1.Container) bool { return c.Name == d.Container }) {
+			withContainer++
 		}
 		if decide.Live(d.Describe(&p)) {
 			live = append(live, p)
@@ -276,11 +256,11 @@ func (d *Doctor) checkPods(ctx context.Context) []corev1.Pod {
 	}
 	d.pass(GroupScheduler, name, fmt.Sprintf("%d pod(s) match %q: %s", len(list.Items), d.Selector, strings.Join(described, ", ")))
 	const cname = "scheduler pods have the --scheduler-container"
-	if len(withContainer) == 0 {
+	if withContainer == 0 {
 		d.fail(GroupScheduler, cname, fmt.Sprintf("no matching pod has a container named %q", d.Container),
 			"set --scheduler-container (chart: scheduler.container) to the scheduler's container: its start is the process age that startup grace counts from")
 	} else {
-		d.pass(GroupScheduler, cname, fmt.Sprintf("container %q in %d of %d pod(s)", d.Container, len(withContainer), len(list.Items)))
+		d.pass(GroupScheduler, cname, fmt.Sprintf("container %q in %d of %d pod(s)", d.Container, withContainer, len(list.Items)))
 	}
 	return live
 }
@@ -309,11 +289,10 @@ func (d *Doctor) checkJudged(ctx context.Context, pods []corev1.Pod) {
 	for _, p := range judged {
 		names = append(names, p.Name)
 	}
-	others := make([]string, 0, len(notJudged))
-	for pod, why := range notJudged {
-		others = append(others, fmt.Sprintf("%s (%s)", pod, why))
+	var others []string
+	for _, pod := range slices.Sorted(maps.Keys(notJudged)) {
+		others = append(others, fmt.Sprintf("%s (%s)", pod, notJudged[pod]))
 	}
-	sort.Strings(others)
 	detail := fmt.Sprintf("judged: %s", strings.Join(names, ", "))
 	if len(others) > 0 {
 		detail += "; not judged: " + strings.Join(others, "; ")
@@ -364,14 +343,9 @@ func (d *Doctor) checkMetrics(ctx context.Context, pods []corev1.Pod) {
 }
 
 func observed(m map[string]int) string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = fmt.Sprintf("%s=%d", k, m[k])
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, m[k]))
 	}
 	return strings.Join(parts, " ")
 }
@@ -456,11 +430,8 @@ func (d *Doctor) checkObjects(ctx context.Context) {
 	case err != nil:
 		d.fail(GroupObjects, dname, fmt.Sprintf("get Deployment %s/%s: %v", d.Namespace, d.Deployment, err), "see the permission checks above")
 	default:
-		want := int32(1)
-		if dep.Spec.Replicas != nil {
-			want = *dep.Spec.Replicas
-		}
-		d.pass(GroupObjects, dname, fmt.Sprintf("%s: %d of %d replica(s) updated, %d ready, paused %t", dep.Name, dep.Status.UpdatedReplicas, want, dep.Status.ReadyReplicas, dep.Spec.Paused))
+		d.pass(GroupObjects, dname, fmt.Sprintf("%s: %d of %d replica(s) updated, %d ready, paused %t",
+			dep.Name, dep.Status.UpdatedReplicas, ptr.Deref(dep.Spec.Replicas, 1), dep.Status.ReadyReplicas, dep.Spec.Paused))
 		d.checkPause(dep.Name, dep.Annotations)
 	}
 
@@ -476,10 +447,7 @@ func (d *Doctor) checkObjects(ctx context.Context) {
 		case err != nil:
 			d.fail(GroupObjects, lname, fmt.Sprintf("get Lease %s/%s: %v", d.Namespace, d.Decide.LeaderLease, err), "see the permission checks above")
 		default:
-			holder := "nobody"
-			if lease.Spec.HolderIdentity != nil && *lease.Spec.HolderIdentity != "" {
-				holder = *lease.Spec.HolderIdentity
-			}
+			holder := cmp.Or(ptr.Deref(lease.Spec.HolderIdentity, ""), "nobody")
 			d.pass(GroupObjects, lname, fmt.Sprintf("%s, held by %s", lease.Name, holder))
 		}
 	}
@@ -590,11 +558,9 @@ func (d *Doctor) checkSinks(ctx context.Context) {
 			continue
 		}
 		if err := s.Send(ctx); err != nil {
-			var hint string
+			hint := fmt.Sprintf("check the %s URL and that this pod may reach it (egress, proxy); `watchdog notify test` sends the same test alert", s.Name)
 			if errors.Is(err, context.DeadlineExceeded) {
 				hint = "the delivery did not finish within --timeout; check egress to the sink"
-			} else {
-				hint = fmt.Sprintf("check the %s URL and that this pod may reach it (egress, proxy); `watchdog notify test` sends the same test alert", s.Name)
 			}
 			d.fail(GroupAlerts, name, err.Error(), hint)
 			continue

@@ -26,14 +26,10 @@ func NewReport(namespace, host string, results []Result) *Report {
 	if r.Checks == nil {
 		r.Checks = []Result{}
 	}
+	count := map[string]*int{MarkFail: &r.Failed, MarkSkip: &r.Skipped, MarkWarn: &r.Warnings}
 	for _, c := range results {
-		switch {
-		case !c.OK:
-			r.Failed++
-		case c.Skipped:
-			r.Skipped++
-		case c.Warning:
-			r.Warnings++
+		if n := count[c.mark()]; n != nil {
+			*n++
 		}
 	}
 	r.OK = r.Failed == 0
@@ -54,6 +50,19 @@ const (
 	MarkWarn = "!"
 )
 
+// mark says whether the check failed, was skipped, passed with a warning or passed.
+func (c Result) mark() string {
+	switch {
+	case !c.OK:
+		return MarkFail
+	case c.Skipped:
+		return MarkSkip
+	case c.Warning:
+		return MarkWarn
+	}
+	return MarkOK
+}
+
 // WriteText writes the report for people: a heading per group, a line per check,
 // the fix under each failed one, and a summary.
 func (r *Report) WriteText(w io.Writer) error {
@@ -65,16 +74,7 @@ func (r *Report) WriteText(w io.Writer) error {
 			group = c.Group
 			termtext.Fprintf(&b, "\n%s\n%s\n", group, strings.Repeat("-", len(group)))
 		}
-		mark := MarkOK
-		switch {
-		case !c.OK:
-			mark = MarkFail
-		case c.Skipped:
-			mark = MarkSkip
-		case c.Warning:
-			mark = MarkWarn
-		}
-		termtext.Fprintf(&b, "%s %s", mark, c.Name)
+		termtext.Fprintf(&b, "%s %s", c.mark(), c.Name)
 		if c.Skipped {
 			b.WriteString(" (skipped)")
 		}

@@ -21,29 +21,28 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/agentenv/watchdog/pkg/decide"
 	"github.com/agentenv/watchdog/pkg/endpoints"
 	"github.com/agentenv/watchdog/pkg/scrape"
 )
 
-// Bounds: a bundle stays small enough that a ring of them fits a ConfigMap far
-// below the API server's 1 MiB object limit.
+// Bounds: a ring of bundles fits a ConfigMap far below the API server's 1 MiB
+// object limit.
 const (
 	DefaultLogLines = 200
 	DefaultLogBytes = 64 << 10
-	// MaxLogRead bounds what one log read transfers (the limitBytes asked for):
-	// 200 lines of 5 KiB on average, of which the newest DefaultLogBytes are kept.
+	// MaxLogRead bounds what one log read transfers (the limitBytes asked for).
 	MaxLogRead = 1 << 20
 	// MaxBundles is how many bundles the ring keeps, newest first.
 	MaxBundles = 5
-	// MaxBundleBytes bounds one encoded bundle, whatever its log and metrics hold:
-	// the log is cut (its oldest part) to fit, so MaxBundles of them fit the ring.
+	// MaxBundleBytes bounds one encoded bundle: the log is cut (its oldest part) to fit.
 	MaxBundleBytes = 96 << 10
 	// maxRingBytes bounds the ConfigMap's data whatever the bundles hold.
 	maxRingBytes = 640 << 10
-	// DefaultTimeout bounds a capture (the log read) and SaveTimeout its save:
-	// both run just before a restart and must never hold it up for long.
+	// DefaultTimeout bounds a capture (the log read) and SaveTimeout its save: both
+	// run just before a restart and must not hold it up.
 	DefaultTimeout = 5 * time.Second
 	SaveTimeout    = 2 * time.Second
 )
@@ -61,21 +60,17 @@ type Bundle struct {
 	Verdict  decide.Verdict  `json:"verdict"`
 	Evidence decide.Evidence `json:"evidence,omitempty"`
 	Reason   string          `json:"reason"`
-	// Gates are the decision's gates, each with whether it passed.
-	Gates []decide.Gate `json:"gates,omitempty"`
-	// Sample is what the metrics the decision judged said (observed_nodes by
-	// status, the Heartbeat counters, the watch age).
+	Gates    []decide.Gate   `json:"gates,omitempty"`
+	// Sample is what the metrics the decision judged said.
 	Sample *scrape.Sample `json:"sample,omitempty"`
 	// Endpoints is the serving node count the API server gave (what ready should be).
 	Endpoints *endpoints.Count `json:"endpoints,omitempty"`
 	Status    PodStatus        `json:"podStatus"`
-	// Log holds the last lines of the scheduler container's log (bounded); LogError
-	// why there are none.
+	// Log holds the last lines of the scheduler's log; LogError why there are none.
 	Log      string   `json:"log,omitempty"`
 	LogError string   `json:"logError,omitempty"`
 	Warnings []string `json:"warnings,omitempty"`
-	// Integrity says, when read back (Load), whether the watchdog's seal of the
-	// bundle verifies. Never saved.
+	// Integrity says, when read back (Load), whether the seal verifies. Never saved.
 	Integrity Integrity `json:"integrity,omitempty"`
 }
 
@@ -110,9 +105,7 @@ type Keeper struct {
 	Container  string
 	// Key seals every bundle saved (the outbox key): an editor of the ConfigMap
 	// cannot forge or change one unnoticed. Empty: bundles are saved unsealed.
-	Key      []byte
-	LogLines int64
-	LogBytes int64
+	Key []byte
 }
 
 // Capture builds the bundle of target t of observation obs, at now. It never fails:
@@ -123,8 +116,7 @@ func (k *Keeper) Capture(ctx context.Context, t decide.Target, obs decide.Observ
 		Verdict: t.Verdict, Evidence: t.Evidence, Reason: t.Reason, Gates: t.Gates,
 	}
 	if obs.ExpectedErr == nil {
-		c := obs.Expected
-		b.Endpoints = &c
+		b.Endpoints = ptr.To(obs.Expected)
 	}
 	for _, p := range obs.Pods {
 		if p.UID != t.UID {
@@ -175,13 +167,10 @@ func knownStatuses(sample *scrape.Sample, b *Bundle) *scrape.Sample {
 func encode(b Bundle) ([]byte, error) {
 	cutAt := -1 // the warning saying how much of the log was kept
 	for cut := false; ; {
-		var buf bytes.Buffer
-		enc := json.NewEncoder(&buf)
-		enc.SetEscapeHTML(false)
-		if err := enc.Encode(b); err != nil {
-			return nil, fmt.Errorf("encode evidence: %w", err)
+		raw, err := marshal(b)
+		if err != nil {
+			return nil, err
 		}
-		raw := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 		over := len(raw) - MaxBundleBytes
 		switch {
 		case over <= 0:
@@ -190,17 +179,16 @@ func encode(b Bundle) ([]byte, error) {
 			// The log's bytes grow by the same factor when escaped, on average:
 			// drop what is over in that proportion (and a little more for the
 			// warning); the loop checks, and cuts again if it was not enough.
-			grown := len(jsonString(b.Log))
-			drop := (over + 200) * len(b.Log) / grown
+			grown, _ := marshal(b.Log) // a string always encodes
+			drop := (over + 200) * len(b.Log) / len(grown)
 			b.Log = string(keepEnd([]byte(b.Log), max(int64(len(b.Log)-drop-1), 0)))
 			msg := fmt.Sprintf("log cut to its newest %d bytes to keep the bundle within %d bytes", len(b.Log), MaxBundleBytes)
+			b.Warnings = slices.Clone(b.Warnings) // the caller's bundle keeps its own
 			if cutAt < 0 {
 				cutAt = len(b.Warnings)
-				b.Warnings = append(slices.Clone(b.Warnings), msg)
-			} else {
-				b.Warnings = slices.Clone(b.Warnings)
-				b.Warnings[cutAt] = msg
+				b.Warnings = append(b.Warnings, "")
 			}
+			b.Warnings[cutAt] = msg
 			cut = true
 		case !cut || len(b.Warnings) > 20:
 			b = b.shortened()
@@ -211,13 +199,15 @@ func encode(b Bundle) ([]byte, error) {
 	}
 }
 
-// jsonString is s as encode writes it.
-func jsonString(s string) []byte {
+// marshal is v as JSON without HTML escaping (bytes as they are: what is sealed).
+func marshal(v any) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
-	_ = enc.Encode(s) // a string always encodes
-	return buf.Bytes()
+	if err := enc.Encode(v); err != nil {
+		return nil, fmt.Errorf("encode evidence: %w", err)
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
 // shortened cuts every text of b to 1 KiB and every list to 20 entries.
@@ -232,16 +222,17 @@ func (b Bundle) shortened() Bundle {
 		cut(&b.Gates[i].Name)
 		cut(&b.Gates[i].Detail)
 	}
-	b.Warnings = slices.Clone(b.Warnings[:min(len(b.Warnings), list)])
-	for i := range b.Warnings {
-		cut(&b.Warnings[i])
+	texts := func(l []string) []string {
+		l = slices.Clone(l[:min(len(l), list)])
+		for i := range l {
+			cut(&l[i])
+		}
+		return l
 	}
+	b.Warnings = texts(b.Warnings)
 	if b.Sample != nil {
 		s := *b.Sample
-		s.Warnings = slices.Clone(s.Warnings[:min(len(s.Warnings), list)])
-		for i := range s.Warnings {
-			cut(&s.Warnings[i])
-		}
+		s.Warnings = texts(s.Warnings)
 		b.Sample = &s
 	}
 	return b
@@ -258,20 +249,13 @@ func truncate(s string, n int) string {
 	return s[:n]
 }
 
-// readLog reads the last LogLines lines of the scheduler container and keeps the
-// newest LogBytes of them, from a line's start. The kubelet counts limitBytes from
-// the first of the tailed lines, so asking it for LogBytes would keep the oldest
-// lines and drop the newest, the ones just before the restart: it is asked for the
-// lines with limitBytes at MaxLogRead, a bound on what is read, and the end is kept
-// here. Lines long enough to fill that bound are read again, fewer at a time.
+// readLog reads the last DefaultLogLines lines of the scheduler container and keeps
+// the newest DefaultLogBytes of them, from a line's start. The kubelet counts
+// limitBytes from the first of the tailed lines, so a limit of DefaultLogBytes would
+// drop the newest lines, the ones just before the restart: limitBytes is MaxLogRead,
+// and the end is kept here. Lines that fill it are read again, fewer at a time.
 func (k *Keeper) readLog(ctx context.Context, pod string) (string, error) {
-	lines, keep := k.LogLines, k.LogBytes
-	if lines <= 0 {
-		lines = DefaultLogLines
-	}
-	if keep <= 0 {
-		keep = DefaultLogBytes
-	}
+	lines, keep := int64(DefaultLogLines), int64(DefaultLogBytes)
 	read := max(keep, MaxLogRead)
 	for {
 		b, err := k.readTail(ctx, pod, lines, read)
@@ -322,9 +306,8 @@ func Key(at time.Time, pod string) string {
 	return at.UTC().Format("20060102T150405Z") + "-" + pod + ".json"
 }
 
-// Save puts b into the ConfigMap, keeping the newest MaxBundles bundles. It creates
-// the ConfigMap when it does not exist (the chart pre-creates it; without the
-// chart the watchdog needs the right to create ConfigMaps).
+// Save puts b into the ConfigMap, keeping the newest MaxBundles bundles, and creates
+// the ConfigMap if missing (the chart pre-creates it: no right to create is needed).
 func (k *Keeper) Save(ctx context.Context, b Bundle) error {
 	b.Integrity = ""
 	raw, err := encode(b)
@@ -340,8 +323,8 @@ func (k *Keeper) Save(ctx context.Context, b Bundle) error {
 		cm, err := k.ConfigMaps.GetConfigMap(ctx, k.Namespace, k.ConfigMap)
 		if apierrors.IsNotFound(err) {
 			cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: k.ConfigMap, Namespace: k.Namespace,
-				Labels: map[string]string{"app.kubernetes.io/component": Component, "app.kubernetes.io/managed-by": "agentenv-scheduler-watchdog"}}}
-			cm.Data = ring(nil, b.Key, string(raw))
+				Labels: map[string]string{"app.kubernetes.io/component": Component, "app.kubernetes.io/managed-by": "agentenv-scheduler-watchdog"}},
+				Data: ring(nil, b.Key, string(raw))}
 			if _, err := k.ConfigMaps.CreateConfigMap(ctx, cm, metav1.CreateOptions{}); err != nil {
 				return fmt.Errorf("create evidence ConfigMap %s/%s: %w", k.Namespace, k.ConfigMap, err)
 			}
@@ -351,8 +334,7 @@ func (k *Keeper) Save(ctx context.Context, b Bundle) error {
 			return fmt.Errorf("read evidence ConfigMap %s/%s: %w", k.Namespace, k.ConfigMap, err)
 		}
 		cm.Data = ring(cm.Data, b.Key, string(raw))
-		_, err = k.ConfigMaps.UpdateConfigMap(ctx, cm, metav1.UpdateOptions{})
-		if err == nil {
+		if _, err = k.ConfigMaps.UpdateConfigMap(ctx, cm, metav1.UpdateOptions{}); err == nil {
 			return nil
 		}
 		if !apierrors.IsConflict(err) || attempt >= 2 {
@@ -364,10 +346,8 @@ func (k *Keeper) Save(ctx context.Context, b Bundle) error {
 // ring adds key to data and drops the oldest bundles beyond MaxBundles or the size
 // bound. Keys that are no bundle's are kept as they are.
 func ring(data map[string]string, key, value string) map[string]string {
-	out := maps.Clone(data)
-	if out == nil {
-		out = map[string]string{}
-	}
+	out := make(map[string]string, len(data)+1)
+	maps.Copy(out, data)
 	out[key] = value
 	var keys []string
 	size := 0
@@ -387,9 +367,8 @@ func ring(data map[string]string, key, value string) map[string]string {
 }
 
 // Load reads the bundles of the ConfigMap, newest first, each with its Integrity
-// checked under key (nil: sealed ones are IntegrityUnchecked). A missing
-// ConfigMap has none; a bundle that does not decode is skipped and named in the
-// error.
+// checked under key (nil: sealed ones are IntegrityUnchecked). A missing ConfigMap
+// has none; a bundle that does not decode is skipped and named in the error.
 func Load(ctx context.Context, cms ConfigMaps, ns, name string, key []byte) ([]Bundle, error) {
 	cm, err := cms.GetConfigMap(ctx, ns, name)
 	if apierrors.IsNotFound(err) {

@@ -1,7 +1,6 @@
 package evidence
 
 import (
-	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
@@ -15,20 +14,15 @@ import (
 // the key (name) it is saved under, so that neither an edit nor a bundle moved
 // under another restart's name verifies (docs/alerts.md, "Evidence").
 
-// Integrity is what reading a bundle back found of its seal.
+// Integrity is what reading a bundle back found of its seal (Integrities says
+// what each means).
 type Integrity string
 
 const (
-	// IntegritySealed: the seal verifies under the key: the watchdog saved it so.
-	IntegritySealed Integrity = "sealed"
-	// IntegrityBroken: the seal does not verify: edited since, moved under
-	// another name, written by someone else, or sealed under another key.
-	IntegrityBroken Integrity = "seal-broken"
-	// IntegrityUnsealed: no seal: saved by a run without the key (or before
-	// bundles were sealed), or written by someone else.
-	IntegrityUnsealed Integrity = "unsealed"
-	// IntegrityUnchecked: sealed, read without the key to check it.
-	IntegrityUnchecked Integrity = "unchecked"
+	IntegritySealed    Integrity = "sealed"      // the seal verifies under the key
+	IntegrityBroken    Integrity = "seal-broken" // the seal does not verify
+	IntegrityUnsealed  Integrity = "unsealed"    // no seal
+	IntegrityUnchecked Integrity = "unchecked"   // sealed, read without the key
 )
 
 // Integrities says, for people, what each Integrity means (history shows it).
@@ -56,40 +50,29 @@ func seal(key []byte, ns, name string, raw []byte) string {
 
 // sealed is raw (an encoded bundle) in its envelope.
 func sealed(key []byte, ns, name string, raw []byte) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false) // the bundle's bytes as they are: what was sealed
-	if err := enc.Encode(envelope{Seal: seal(key, ns, name, raw), Bundle: raw}); err != nil {
-		return nil, fmt.Errorf("encode evidence: %w", err)
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+	return marshal(envelope{Seal: seal(key, ns, name, raw), Bundle: raw})
 }
 
 // Open decodes a saved bundle (the value of key name in the ConfigMap in ns),
 // sealed or not, and checks its seal under key.
 func Open(key []byte, ns, name string, value []byte) (Bundle, error) {
 	var e envelope
-	if err := json.Unmarshal(value, &e); err == nil && len(e.Bundle) > 0 {
-		var b Bundle
-		if err := json.Unmarshal(e.Bundle, &b); err != nil {
-			return b, err
-		}
-		switch {
-		case e.Seal == "":
-			b.Integrity = IntegrityUnsealed
-		case len(key) == 0:
-			b.Integrity = IntegrityUnchecked
-		case hmac.Equal([]byte(e.Seal), []byte(seal(key, ns, name, e.Bundle))):
-			b.Integrity = IntegritySealed
-		default:
-			b.Integrity = IntegrityBroken
-		}
-		return b, nil
+	if err := json.Unmarshal(value, &e); err != nil || len(e.Bundle) == 0 {
+		e = envelope{Bundle: value} // a bundle saved without an envelope
 	}
 	var b Bundle
-	if err := json.Unmarshal(value, &b); err != nil {
+	if err := json.Unmarshal(e.Bundle, &b); err != nil {
 		return b, err
 	}
-	b.Integrity = IntegrityUnsealed
+	switch {
+	case e.Seal == "":
+		b.Integrity = IntegrityUnsealed
+	case len(key) == 0:
+		b.Integrity = IntegrityUnchecked
+	case hmac.Equal([]byte(e.Seal), []byte(seal(key, ns, name, e.Bundle))):
+		b.Integrity = IntegritySealed
+	default:
+		b.Integrity = IntegrityBroken
+	}
 	return b, nil
 }

@@ -1,7 +1,6 @@
 // Package httpbound bounds what the watchdog's HTTP clients accept from an
-// answer: its body is read up to a limit (a huge answer must not OOM-kill a
-// 64 Mi CronJob pod), and a redirect is refused (the watchdog talks to the URL it
-// was given, not to wherever an answer points).
+// answer: its body is read up to a limit (a huge answer must not OOM-kill a small
+// pod), and a redirect is refused (the watchdog talks to the URL it was given).
 package httpbound
 
 import (
@@ -47,22 +46,21 @@ func (c capped) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil || resp.Body == nil {
 		return resp, err
 	}
-	resp.Body = &limitedBody{rc: resp.Body, left: c.limit, limit: c.limit}
+	resp.Body = &limitedBody{ReadCloser: resp.Body, left: c.limit, limit: c.limit}
 	return resp, nil
 }
 
 // limitedBody reads at most limit bytes, then fails with ErrTooLarge.
 type limitedBody struct {
-	rc    io.ReadCloser
-	left  int64
-	limit int64
+	io.ReadCloser
+	left, limit int64
 }
 
 func (b *limitedBody) Read(p []byte) (int, error) {
 	if b.left <= 0 {
 		// One byte more tells a body of exactly limit bytes from a larger one.
 		var one [1]byte
-		if n, _ := b.rc.Read(one[:]); n == 0 {
+		if n, _ := b.ReadCloser.Read(one[:]); n == 0 {
 			return 0, io.EOF
 		}
 		return 0, fmt.Errorf("%w (%d bytes)", ErrTooLarge, b.limit)
@@ -70,12 +68,10 @@ func (b *limitedBody) Read(p []byte) (int, error) {
 	if int64(len(p)) > b.left {
 		p = p[:b.left]
 	}
-	n, err := b.rc.Read(p)
+	n, err := b.ReadCloser.Read(p)
 	b.left -= int64(n)
 	return n, err
 }
-
-func (b *limitedBody) Close() error { return b.rc.Close() }
 
 // Base returns the transport rt wraps (rt itself when it wraps none): a test
 // sets its TLS roots there.

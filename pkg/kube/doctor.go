@@ -17,15 +17,12 @@ import (
 // CreateSelfSubjectAccessReview asks the API server whether the client's own
 // identity may make one call.
 func (c *Client) CreateSelfSubjectAccessReview(ctx context.Context, r *authorizationv1.SelfSubjectAccessReview) (*authorizationv1.SelfSubjectAccessReview, error) {
-	out := &authorizationv1.SelfSubjectAccessReview{}
-	err := c.authz.Post().Resource("selfsubjectaccessreviews").Body(r).Do(ctx).Into(out)
-	return out, err
+	return into[authorizationv1.SelfSubjectAccessReview](ctx, c.authz.Post().Resource("selfsubjectaccessreviews").Body(r))
 }
 
-// ServerVersion reads /version and returns it with the response's Date header, the
-// API server's clock (to the second). The REST client hides response headers, so
-// this one request goes through its HTTP client directly (authentication, TLS and
-// timeouts included).
+// ServerVersion reads /version with the response's Date header, the API server's
+// clock (to the second). The REST client hides response headers: this request goes
+// through its HTTP client (authentication, TLS and timeouts included).
 func (c *Client) ServerVersion(ctx context.Context) (*version.Info, time.Time, error) {
 	u := c.core.Get().AbsPath("/version").URL()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)

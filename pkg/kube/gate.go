@@ -11,10 +11,8 @@ import (
 // Why: client-go's transport learns that a connection speaks HTTP/2 only after its
 // TLS handshake, so requests sent together before any connection exists each dial
 // and handshake their own; all but one connection are then closed unused. A check
-// starts with three concurrent reads, so it paid for three handshakes (and the API
-// server for three) where one does. The price: the other reads wait for the whole
-// first request, server time included (about a millisecond on a nearby API server),
-// instead of only its handshake (docs/performance.md).
+// starts with three concurrent reads. The price: the other reads wait for the whole
+// first request, not only its handshake (docs/performance.md).
 type firstRequestGate struct {
 	next    http.RoundTripper
 	claimed atomic.Bool

@@ -1,12 +1,11 @@
 // Package kube is the watchdog's API client: the dozen calls it makes, over
-// client-go's REST client with a scheme of only the ten kinds it uses, from five
-// API groups.
+// client-go's REST client with a scheme of only the kinds it uses, from five API
+// groups.
 //
 // Why not client-go's generated clientset: importing it registers every API group
-// at process start and links every typed client. Measured on this project's
-// CronJob path, that is ~9 ms CPU and ~10 MB of binary (and of resident memory) on
-// every run, a third of the per-run budget (docs/performance.md). The REST client,
-// codecs, errors and protobuf encoding are client-go's own.
+// at process start and links every typed client, a third of a CronJob run's budget
+// (docs/performance.md). The REST client, codecs, errors and protobuf encoding are
+// client-go's own.
 package kube
 
 import (
@@ -14,7 +13,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 
 	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -36,13 +34,13 @@ var (
 	params = runtime.NewParameterCodec(scheme)
 )
 
-// kinds are the only objects the client sends or receives. Registering whole API
-// groups reflects over ~90 types at every process start for nothing (~0.5 ms here).
+// kinds are the only objects the client sends or receives: registering whole API
+// groups reflects over ~90 types at every process start for nothing.
 var kinds = []struct {
 	gv   schema.GroupVersion
 	objs []runtime.Object
 }{
-	{corev1.SchemeGroupVersion, []runtime.Object{&corev1.Pod{}, &corev1.PodList{}, &corev1.ConfigMap{}, &corev1.Event{}, &corev1.EventList{}}},
+	{corev1.SchemeGroupVersion, []runtime.Object{&corev1.Pod{}, &corev1.PodList{}, &corev1.PodLogOptions{}, &corev1.ConfigMap{}, &corev1.Event{}, &corev1.EventList{}}},
 	{appsv1.SchemeGroupVersion, []runtime.Object{&appsv1.Deployment{}, &appsv1.ReplicaSet{}}},
 	{discoveryv1.SchemeGroupVersion, []runtime.Object{&discoveryv1.EndpointSlice{}, &discoveryv1.EndpointSliceList{}}},
 	{coordinationv1.SchemeGroupVersion, []runtime.Object{&coordinationv1.Lease{}}},
@@ -60,8 +58,6 @@ func init() {
 
 // Client makes the watchdog's API calls.
 type Client struct {
-	// Host is the API server, for error messages.
-	Host         string
 	core         *rest.RESTClient
 	apps         *rest.RESTClient
 	discovery    *rest.RESTClient
@@ -78,7 +74,7 @@ func New(cfg *rest.Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("HTTP client for %s: %w", cfg.Host, err)
 	}
-	c := &Client{Host: cfg.Host}
+	c := &Client{}
 	for _, g := range []struct {
 		into    **rest.RESTClient
 		gv      schema.GroupVersion
@@ -104,9 +100,8 @@ func New(cfg *rest.Config) (*Client, error) {
 	return c, nil
 }
 
-// FromCache lists from the API server's watch cache (resourceVersion "0") rather
-// than with a quorum read. A quorum list waits for the cache to catch up with etcd,
-// which after any write in the cluster costs up to ~100 ms; the cache is what every
+// FromCache lists from the API server's watch cache (resourceVersion "0"): a quorum
+// list waits for the cache to catch up with etcd, and the cache is what every
 // controller, the scheduler's own informer included, reads anyway.
 func FromCache(opts metav1.ListOptions) metav1.ListOptions {
 	opts.ResourceVersion = "0"
@@ -116,9 +111,7 @@ func FromCache(opts metav1.ListOptions) metav1.ListOptions {
 
 // ListPods lists pods.
 func (c *Client) ListPods(ctx context.Context, ns string, opts metav1.ListOptions) (*corev1.PodList, error) {
-	out := &corev1.PodList{}
-	err := c.core.Get().Namespace(ns).Resource("pods").VersionedParams(&opts, params).Do(ctx).Into(out)
-	return out, err
+	return into[corev1.PodList](ctx, c.core.Get().Namespace(ns).Resource("pods").VersionedParams(&opts, params))
 }
 
 // DeletePod deletes a pod.
@@ -128,14 +121,11 @@ func (c *Client) DeletePod(ctx context.Context, ns, name string, opts metav1.Del
 
 // ListEndpointSlices lists EndpointSlices.
 func (c *Client) ListEndpointSlices(ctx context.Context, ns string, opts metav1.ListOptions) (*discoveryv1.EndpointSliceList, error) {
-	out := &discoveryv1.EndpointSliceList{}
-	err := c.discovery.Get().Namespace(ns).Resource("endpointslices").VersionedParams(&opts, params).Do(ctx).Into(out)
-	return out, err
+	return into[discoveryv1.EndpointSliceList](ctx, c.discovery.Get().Namespace(ns).Resource("endpointslices").VersionedParams(&opts, params))
 }
 
-// WatchEndpointSlices watches EndpointSlices (watchdog run: an early pass when
-// the nodes change). ctx bounds the whole watch; opts.TimeoutSeconds asks the
-// API server to end it first.
+// WatchEndpointSlices watches EndpointSlices. ctx bounds the whole watch;
+// opts.TimeoutSeconds asks the API server to end it first.
 func (c *Client) WatchEndpointSlices(ctx context.Context, ns string, opts metav1.ListOptions) (watch.Interface, error) {
 	opts.Watch = true
 	return c.discovery.Get().Namespace(ns).Resource("endpointslices").VersionedParams(&opts, params).Watch(ctx)
@@ -143,44 +133,32 @@ func (c *Client) WatchEndpointSlices(ctx context.Context, ns string, opts metav1
 
 // GetConfigMap reads a ConfigMap (a quorum read: state must be current).
 func (c *Client) GetConfigMap(ctx context.Context, ns, name string) (*corev1.ConfigMap, error) {
-	out := &corev1.ConfigMap{}
-	err := c.core.Get().Namespace(ns).Resource("configmaps").Name(name).Do(ctx).Into(out)
-	return out, err
+	return into[corev1.ConfigMap](ctx, c.core.Get().Namespace(ns).Resource("configmaps").Name(name))
 }
 
 // ListConfigMaps lists ConfigMaps (ns "": in every namespace).
 func (c *Client) ListConfigMaps(ctx context.Context, ns string, opts metav1.ListOptions) (*corev1.ConfigMapList, error) {
-	out := &corev1.ConfigMapList{}
-	err := c.core.Get().Namespace(ns).Resource("configmaps").VersionedParams(&opts, params).Do(ctx).Into(out)
-	return out, err
+	return into[corev1.ConfigMapList](ctx, c.core.Get().Namespace(ns).Resource("configmaps").VersionedParams(&opts, params))
 }
 
 // CreateConfigMap creates a ConfigMap.
 func (c *Client) CreateConfigMap(ctx context.Context, cm *corev1.ConfigMap, opts metav1.CreateOptions) (*corev1.ConfigMap, error) {
-	out := &corev1.ConfigMap{}
-	err := c.core.Post().Namespace(cm.Namespace).Resource("configmaps").VersionedParams(&opts, params).Body(cm).Do(ctx).Into(out)
-	return out, err
+	return into[corev1.ConfigMap](ctx, c.core.Post().Namespace(cm.Namespace).Resource("configmaps").VersionedParams(&opts, params).Body(cm))
 }
 
 // UpdateConfigMap replaces a ConfigMap; cm.ResourceVersion is the precondition.
 func (c *Client) UpdateConfigMap(ctx context.Context, cm *corev1.ConfigMap, opts metav1.UpdateOptions) (*corev1.ConfigMap, error) {
-	out := &corev1.ConfigMap{}
-	err := c.core.Put().Namespace(cm.Namespace).Resource("configmaps").Name(cm.Name).VersionedParams(&opts, params).Body(cm).Do(ctx).Into(out)
-	return out, err
+	return into[corev1.ConfigMap](ctx, c.core.Put().Namespace(cm.Namespace).Resource("configmaps").Name(cm.Name).VersionedParams(&opts, params).Body(cm))
 }
 
 // CreateEvent creates a core/v1 Event.
 func (c *Client) CreateEvent(ctx context.Context, ev *corev1.Event) (*corev1.Event, error) {
-	out := &corev1.Event{}
-	err := c.core.Post().Namespace(ev.Namespace).Resource("events").Body(ev).Do(ctx).Into(out)
-	return out, err
+	return into[corev1.Event](ctx, c.core.Post().Namespace(ev.Namespace).Resource("events").Body(ev))
 }
 
 // ListEvents lists Events (watchdog history reads the watchdog's own).
 func (c *Client) ListEvents(ctx context.Context, ns string, opts metav1.ListOptions) (*corev1.EventList, error) {
-	out := &corev1.EventList{}
-	err := c.core.Get().Namespace(ns).Resource("events").VersionedParams(&opts, params).Do(ctx).Into(out)
-	return out, err
+	return into[corev1.EventList](ctx, c.core.Get().Namespace(ns).Resource("events").VersionedParams(&opts, params))
 }
 
 // Quorum is a read of the current object, from etcd; Cached one from the API
@@ -193,59 +171,46 @@ var (
 
 // GetDeployment reads a Deployment.
 func (c *Client) GetDeployment(ctx context.Context, ns, name string, opts metav1.GetOptions) (*appsv1.Deployment, error) {
-	out := &appsv1.Deployment{}
-	err := c.apps.Get().Namespace(ns).Resource("deployments").Name(name).VersionedParams(&opts, params).Do(ctx).Into(out)
-	return out, err
+	return into[appsv1.Deployment](ctx, c.apps.Get().Namespace(ns).Resource("deployments").Name(name).VersionedParams(&opts, params))
 }
 
 // GetReplicaSet reads a ReplicaSet (the link between a scheduler pod and its
 // Deployment, checked by UID).
 func (c *Client) GetReplicaSet(ctx context.Context, ns, name string, opts metav1.GetOptions) (*appsv1.ReplicaSet, error) {
-	out := &appsv1.ReplicaSet{}
-	err := c.apps.Get().Namespace(ns).Resource("replicasets").Name(name).VersionedParams(&opts, params).Do(ctx).Into(out)
-	return out, err
+	return into[appsv1.ReplicaSet](ctx, c.apps.Get().Namespace(ns).Resource("replicasets").Name(name).VersionedParams(&opts, params))
 }
 
 // PatchDeployment patches a Deployment.
 func (c *Client) PatchDeployment(ctx context.Context, ns, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions) (*appsv1.Deployment, error) {
-	out := &appsv1.Deployment{}
-	err := c.apps.Patch(pt).Namespace(ns).Resource("deployments").Name(name).VersionedParams(&opts, params).Body(data).Do(ctx).Into(out)
-	return out, err
+	return into[appsv1.Deployment](ctx, c.apps.Patch(pt).Namespace(ns).Resource("deployments").Name(name).VersionedParams(&opts, params).Body(data))
 }
 
 // GetLease reads a Lease.
 func (c *Client) GetLease(ctx context.Context, ns, name string) (*coordinationv1.Lease, error) {
-	out := &coordinationv1.Lease{}
-	err := c.coordination.Get().Namespace(ns).Resource("leases").Name(name).Do(ctx).Into(out)
-	return out, err
+	return into[coordinationv1.Lease](ctx, c.coordination.Get().Namespace(ns).Resource("leases").Name(name))
 }
 
 // CreateLease creates a Lease.
 func (c *Client) CreateLease(ctx context.Context, l *coordinationv1.Lease) (*coordinationv1.Lease, error) {
-	out := &coordinationv1.Lease{}
-	err := c.coordination.Post().Namespace(l.Namespace).Resource("leases").Body(l).Do(ctx).Into(out)
-	return out, err
+	return into[coordinationv1.Lease](ctx, c.coordination.Post().Namespace(l.Namespace).Resource("leases").Body(l))
 }
 
 // UpdateLease replaces a Lease; l.ResourceVersion is the precondition.
 func (c *Client) UpdateLease(ctx context.Context, l *coordinationv1.Lease) (*coordinationv1.Lease, error) {
-	out := &coordinationv1.Lease{}
-	err := c.coordination.Put().Namespace(l.Namespace).Resource("leases").Name(l.Name).Body(l).Do(ctx).Into(out)
-	return out, err
+	return into[coordinationv1.Lease](ctx, c.coordination.Put().Namespace(l.Namespace).Resource("leases").Name(l.Name).Body(l))
 }
 
 // PodLog streams a container's log (pods/log): the API server reads it from the
 // kubelet of the pod's node.
 func (c *Client) PodLog(ctx context.Context, ns, pod string, opts *corev1.PodLogOptions) (io.ReadCloser, error) {
-	req := c.core.Get().Namespace(ns).Resource("pods").Name(pod).SubResource("log")
-	if opts.Container != "" {
-		req = req.Param("container", opts.Container)
-	}
-	if opts.TailLines != nil {
-		req = req.Param("tailLines", strconv.FormatInt(*opts.TailLines, 10))
-	}
-	if opts.LimitBytes != nil {
-		req = req.Param("limitBytes", strconv.FormatInt(*opts.LimitBytes, 10))
-	}
-	return req.Stream(ctx)
+	return c.core.Get().Namespace(ns).Resource("pods").Name(pod).SubResource("log").VersionedParams(opts, params).Stream(ctx)
+}
+
+// into runs r and decodes its answer into a new T.
+func into[T any, PT interface {
+	*T
+	runtime.Object
+}](ctx context.Context, r *rest.Request) (PT, error) {
+	out := PT(new(T))
+	return out, r.Do(ctx).Into(out)
 }

@@ -1,6 +1,7 @@
 package statestore
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -30,11 +31,7 @@ type MemoryStore struct {
 func (m *MemoryStore) Load(context.Context) (*Snapshot, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var cm *corev1.ConfigMap
-	if m.cm != nil {
-		cm = m.cm.DeepCopy()
-	}
-	return snapshotOf(cm, m.Namespace, m.Name)
+	return snapshotOf(m.cm.DeepCopy(), m.Namespace, m.Name) // nil stays nil
 }
 
 // Save writes s as Store.Save does, with snap's resourceVersion as precondition.
@@ -72,10 +69,7 @@ func (m *MemoryStore) store(cm *corev1.ConfigMap) {
 func (m *MemoryStore) SetData(data map[string]string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	cm := &corev1.ConfigMap{}
-	if m.cm != nil {
-		cm = m.cm.DeepCopy()
-	}
+	cm := cmp.Or(m.cm.DeepCopy(), &corev1.ConfigMap{})
 	cm.Name, cm.Namespace, cm.Data = m.Name, m.Namespace, maps.Clone(data)
 	m.store(cm)
 }

@@ -24,8 +24,7 @@ const (
 	// recovering from it loses nothing.
 	CorruptKey = "state.unreadable.json"
 	// MetricsKey keeps the running totals of the counters a CronJob run pushes
-	// (pkg/metrics), beside the state document and apart from it: the pass never
-	// reads them, and a lost or reset copy only starts the totals over, which
+	// (pkg/metrics), apart from the state: a lost copy only starts them over, which
 	// Prometheus reads as a counter reset.
 	MetricsKey = "metrics.json"
 )
@@ -75,10 +74,9 @@ func snapshotOf(cm *corev1.ConfigMap, namespace, name string) (*Snapshot, error)
 	if cm == nil {
 		return &Snapshot{State: state.New(), Recovered: fmt.Sprintf("state ConfigMap %s/%s not found: starting with empty state", namespace, name)}, nil
 	}
-	snap := &Snapshot{ResourceVersion: cm.ResourceVersion, configMap: cm}
+	snap := &Snapshot{State: state.New(), ResourceVersion: cm.ResourceVersion, configMap: cm}
 	raw, ok := cm.Data[DataKey]
 	if !ok {
-		snap.State = state.New()
 		return snap, nil
 	}
 	s, err := state.Decode([]byte(raw))
@@ -87,7 +85,6 @@ func snapshotOf(cm *corev1.ConfigMap, namespace, name string) (*Snapshot, error)
 		return nil, fmt.Errorf("state ConfigMap %s/%s: %w", namespace, name, err)
 	}
 	if err != nil {
-		snap.State = state.New()
 		snap.corrupt = state.BoundCorrupt(raw)
 		snap.Recovered = fmt.Sprintf("state in ConfigMap %s/%s key %s is unreadable (%v): starting with empty state; the old document will be kept under key %s", namespace, name, DataKey, err, CorruptKey)
 		return snap, nil
@@ -104,25 +101,19 @@ func (st *Store) Save(ctx context.Context, snap *Snapshot, s *state.State, now t
 	if err != nil {
 		return err
 	}
-	var saved *corev1.ConfigMap
-	if snap.configMap == nil {
-		saved, err = st.Client.CreateConfigMap(ctx, cm, metav1.CreateOptions{FieldManager: "watchdog"})
-		if apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("create state ConfigMap %s/%s: %w", st.Namespace, st.Name, ErrConflict)
-		}
-		if err != nil {
-			return fmt.Errorf("create state ConfigMap %s/%s: %w", st.Namespace, st.Name, err)
-		}
-	} else {
-		// cm carries the resourceVersion we read: the API server refuses the update
-		// if anyone wrote in between.
-		saved, err = st.Client.UpdateConfigMap(ctx, cm, metav1.UpdateOptions{FieldManager: "watchdog"})
-		if apierrors.IsConflict(err) {
-			return fmt.Errorf("update state ConfigMap %s/%s at resourceVersion %s: %w", st.Namespace, st.Name, snap.ResourceVersion, ErrConflict)
-		}
-		if err != nil {
-			return fmt.Errorf("update state ConfigMap %s/%s: %w", st.Namespace, st.Name, err)
-		}
+	// cm carries the resourceVersion we read: the API server refuses the update
+	// if anyone wrote in between.
+	create := snap.configMap == nil
+	saved, err := st.write(ctx, cm, create)
+	switch {
+	case apierrors.IsAlreadyExists(err):
+		return fmt.Errorf("create state ConfigMap %s/%s: %w", st.Namespace, st.Name, ErrConflict)
+	case apierrors.IsConflict(err):
+		return fmt.Errorf("update state ConfigMap %s/%s at resourceVersion %s: %w", st.Namespace, st.Name, snap.ResourceVersion, ErrConflict)
+	case err != nil && create:
+		return fmt.Errorf("create state ConfigMap %s/%s: %w", st.Namespace, st.Name, err)
+	case err != nil:
+		return fmt.Errorf("update state ConfigMap %s/%s: %w", st.Namespace, st.Name, err)
 	}
 	snap.saved(saved, s)
 	return nil
@@ -154,12 +145,7 @@ func (st *Store) UpdateKey(ctx context.Context, key string, f func(old string) (
 			return fmt.Errorf("%s: %w", where, ferr)
 		}
 		cm.Data[key] = v
-		if exists {
-			_, err = st.Client.UpdateConfigMap(ctx, cm, metav1.UpdateOptions{FieldManager: "watchdog"})
-		} else {
-			_, err = st.Client.CreateConfigMap(ctx, cm, metav1.CreateOptions{FieldManager: "watchdog"})
-		}
-		if err == nil {
+		if _, err = st.write(ctx, cm, !exists); err == nil {
 			return nil
 		}
 		if !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) {
@@ -169,17 +155,20 @@ func (st *Store) UpdateKey(ctx context.Context, key string, f func(old string) (
 	return fmt.Errorf("write %s: lost the race %d times: %w (%w)", where, maxKeyAttempts, ErrConflict, err)
 }
 
+// write creates cm, or updates it with its resourceVersion as the precondition.
+func (st *Store) write(ctx context.Context, cm *corev1.ConfigMap, create bool) (*corev1.ConfigMap, error) {
+	if create {
+		return st.Client.CreateConfigMap(ctx, cm, metav1.CreateOptions{FieldManager: "watchdog"})
+	}
+	return st.Client.UpdateConfigMap(ctx, cm, metav1.UpdateOptions{FieldManager: "watchdog"})
+}
+
 // newConfigMap is an empty state ConfigMap, labelled as the watchdog creates it.
 func newConfigMap(namespace, name string) *corev1.ConfigMap {
 	return &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:      name,
-			Namespace: namespace,
-			Labels: map[string]string{
-				"app.kubernetes.io/name":      "agentenv-scheduler-watchdog",
-				"app.kubernetes.io/component": "state",
-			},
-		},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: map[string]string{
+			"app.kubernetes.io/name": "agentenv-scheduler-watchdog", "app.kubernetes.io/component": "state",
+		}},
 		Data: map[string]string{},
 	}
 }

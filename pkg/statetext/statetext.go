@@ -1,7 +1,6 @@
 // Package statetext renders the state document for people and scripts: the
-// entries of what the watchdog saw and did, which history lists and status shows
-// under a header of the last run and each pod's episode. Both commands render the
-// entries here, so a restart, an alert or a back-off reads the same in both.
+// entries of what the watchdog saw and did, as history lists them and status shows
+// them, so that a restart, an alert or a back-off reads the same in both.
 package statetext
 
 import (
@@ -13,6 +12,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"k8s.io/utils/ptr"
 
 	"github.com/agentenv/watchdog/pkg/decide"
 	"github.com/agentenv/watchdog/pkg/evidence"
@@ -68,11 +69,7 @@ func Entries(s *state.State) []Entry {
 		}
 	}
 	for _, r := range s.Restarts {
-		at := r.ClaimedAt
-		if r.DoneAt != nil {
-			at = *r.DoneAt
-		}
-		e := Entry{At: at, Kind: "restart", Pod: r.Pod, Reason: r.Reason, Evidence: string(r.Evidence), Gates: r.Gates,
+		e := Entry{At: ptr.Deref(r.DoneAt, r.ClaimedAt), Kind: "restart", Pod: r.Pod, Reason: r.Reason, Evidence: string(r.Evidence), Gates: r.Gates,
 			Outcome: string(r.Outcome), Healed: healed(r), Bundle: r.Bundle, What: fmt.Sprintf("restart by %s: %s", r.Method, r.Outcome)}
 		if r.ResumedAt != nil {
 			e.Notes = append(e.Notes, "the run that claimed it did not finish; a later run completed it at "+rfc3339(*r.ResumedAt))
@@ -99,11 +96,7 @@ func Entries(s *state.State) []Entry {
 	}
 	for _, ev := range slices.Sorted(maps.Keys(s.Alerts)) {
 		a := s.Alerts[ev]
-		at := a.OpenedAt
-		if a.LastSentAt != nil {
-			at = *a.LastSentAt
-		}
-		out = append(out, Entry{At: at, Kind: "alert", Pod: a.Pod, Reason: a.Reason,
+		out = append(out, Entry{At: ptr.Deref(a.LastSentAt, a.OpenedAt), Kind: "alert", Pod: a.Pod, Reason: a.Reason,
 			What: fmt.Sprintf("%s open since %s, sent %d time(s)", ev, rfc3339(a.OpenedAt), a.Sends)})
 	}
 	for _, p := range s.Outbox {

@@ -1,7 +1,6 @@
-// Package termtext makes text from others safe to print on a terminal. The
-// watchdog's text output shows scheduler log lines, metric label values, Event
-// messages and what an editor of its ConfigMaps wrote: an escape sequence in any
-// of them could erase and rewrite a line the operator reads, set the clipboard
+// Package termtext makes text from others (scheduler log lines, label values,
+// Events, what an editor of its ConfigMaps wrote) safe to print on a terminal: an
+// escape sequence could rewrite a line the operator reads, set the clipboard
 // (OSC 52) or disguise a link (OSC 8), and a newline could forge a line. JSON
 // output needs none of this: its encoder escapes control characters.
 package termtext
@@ -19,7 +18,7 @@ import (
 // escape (\x1b, \n, \u202e; an invalid byte as \xff). A tab is kept: it is
 // shown, not acted on, and tables and log lines use it.
 func Escape(s string) string {
-	if printable(s) {
+	if strings.IndexFunc(s, needsEscape) < 0 {
 		return s
 	}
 	var b strings.Builder
@@ -46,14 +45,8 @@ func Escape(s string) string {
 	return b.String()
 }
 
-func printable(s string) bool {
-	for _, r := range s {
-		if r != '\t' && (r == utf8.RuneError || !unicode.IsPrint(r)) {
-			return false
-		}
-	}
-	return true
-}
+// needsEscape says whether Escape rewrites r.
+func needsEscape(r rune) bool { return r != '\t' && (r == utf8.RuneError || !unicode.IsPrint(r)) }
 
 // Fprintf is fmt.Fprintf for a terminal: format is the program's own text, and
 // every argument that is text (a string of any string type, a list of them, an
@@ -69,8 +62,6 @@ func Fprintf(w io.Writer, format string, args ...any) {
 
 func escapeArg(a any) any {
 	switch v := a.(type) {
-	case nil:
-		return nil
 	case string:
 		return Escape(v)
 	case []string:

@@ -11,8 +11,8 @@ import (
 	"time"
 )
 
-// Set at build time: -X github.com/agentenv/watchdog/pkg/version.Version=v1.2.3 etc.
-// Left at these defaults, they are filled from the build info.
+// Set at build time (-X .../pkg/version.Version=v1.2.3); left at these defaults,
+// they are filled from the build info.
 var (
 	Version = "dev"
 	Commit  = "unknown"
@@ -30,11 +30,9 @@ func init() {
 var pseudoVersion = regexp.MustCompile(`(?:^|[-.])(\d{14})-([0-9a-f]{12})(?:\+dirty)?$`)
 
 // fromBuildInfo fills what -ldflags did not set (still "dev"/"unknown") from the
-// build info: the module version (`go install @vX`: the tag; `go build` in a
-// checkout since Go 1.24: a tag or pseudo-version), the VCS revision and time
-// (`go build` in a checkout), or else the commit and time a pseudo-version
-// names. A module built from a tag has no revision in its build info: the tag is
-// then the commit's name.
+// build info: the module version (a tag or pseudo-version), the VCS revision and
+// time (`go build` in a checkout), or else the commit and time a pseudo-version
+// names. A module built from a tag has no revision: the tag names the commit.
 func fromBuildInfo(info *debug.BuildInfo, version, commit, date string) (string, string, string) {
 	settings := map[string]string{}
 	for _, s := range info.Settings {
@@ -47,10 +45,7 @@ func fromBuildInfo(info *debug.BuildInfo, version, commit, date string) (string,
 	if commit == "unknown" {
 		switch rev := settings["vcs.revision"]; {
 		case rev != "":
-			commit = rev
-			if len(commit) > 12 {
-				commit = commit[:12]
-			}
+			commit = rev[:min(len(rev), 12)]
 			if settings["vcs.modified"] == "true" {
 				commit += "-dirty"
 			}
