@@ -5,36 +5,31 @@ import (
 	"strings"
 )
 
-// GateAlerts holds a due restart while alerts named by --hold-restarts-on-alert
-// fire (an API server or etcd alert: the new pod's informer could not sync, and
-// the restart only adds churn).
+// GateAlerts holds a due restart while alerts matching --hold-restarts-on-alert fire.
 const GateAlerts = "firing-alerts"
 
 // FiringAlerts is what Alertmanager said, read just before a restart.
 type FiringAlerts struct {
-	// Matchers are the configured matchers, for the messages.
-	Matchers string
-	// Firing names the active alerts that match, as alertname{labels}.
-	Firing []string
-	// Err: Alertmanager could not be read. The gate fails open on it.
-	Err error
+	Matchers string   // the configured matchers, for the messages
+	Firing   []string // the active alerts that match, as alertname{labels}
+	Err      error
 }
 
 // alertsGate refuses while a matching alert fires. Alertmanager unreachable lets
 // the restart through (docs/design.md, "Holding restarts while alerts fire"):
 // the wedge is certain, the outage behind the alerts only suspected.
-func alertsGate(p *judgedPod) (Gate, bool) {
+func alertsGate(p *judgedPod) Gate {
 	if !p.cfg.HoldOnAlerts {
-		return Gate{}, false
+		return Gate{}
 	}
 	a := p.obs.Alerts
 	switch {
 	case a == nil:
-		return Gate{Name: GateAlerts, InProgress: true, Detail: "firing alerts not read yet: reading Alertmanager"}, true
+		return Gate{Name: GateAlerts, InProgress: true, Detail: "firing alerts not read yet: reading Alertmanager"}
 	case a.Err != nil:
-		return Gate{Name: GateAlerts, OK: true, Detail: fmt.Sprintf("cannot read the firing alerts (%v): restart allowed, the hold fails open", a.Err)}, true
+		return Gate{Name: GateAlerts, OK: true, Detail: fmt.Sprintf("cannot read the firing alerts (%v): restart allowed, the hold fails open", a.Err)}
 	case len(a.Firing) > 0:
-		return Gate{Name: GateAlerts, Detail: fmt.Sprintf("held while alerts fire: %s (matching %s); a restart cannot help while they do", strings.Join(a.Firing, ", "), a.Matchers)}, true
+		return Gate{Name: GateAlerts, Detail: fmt.Sprintf("held while alerts fire: %s (matching %s); a restart cannot help while they do", strings.Join(a.Firing, ", "), a.Matchers)}
 	}
-	return Gate{Name: GateAlerts, OK: true, Detail: fmt.Sprintf("no alert matching %s is firing", a.Matchers)}, true
+	return Gate{Name: GateAlerts, OK: true, Detail: fmt.Sprintf("no alert matching %s is firing", a.Matchers)}
 }
