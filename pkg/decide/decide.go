@@ -150,8 +150,7 @@ func supersededTarget(p Pod, ps *state.Pod) Target {
 	}
 	t.Reason = fmt.Sprintf("another run observed this pod later (at %s, %s): its record stands", ps.LastSeen.UTC().Format(time.RFC3339), t.Verdict)
 	if ps.Episode != nil {
-		since := ps.Episode.Since
-		t.BadSince, t.BadFor, t.Evidence = &since, ps.Episode.For, ps.Episode.Evidence
+		t.BadSince, t.BadFor, t.Evidence = new(ps.Episode.Since), ps.Episode.For, ps.Episode.Evidence
 	}
 	return t
 }
@@ -373,8 +372,7 @@ func (p *judgedPod) judge() Target {
 	if e == nil || !j.verdict.Bad() {
 		return t
 	}
-	since := e.Since
-	t.BadSince, t.BadFor, t.Evidence = &since, e.For, e.Evidence
+	t.BadSince, t.BadFor, t.Evidence = new(e.Since), e.For, e.Evidence
 	t.Reason = fmt.Sprintf("%s; %s for %s (%s evidence)", t.Reason, j.verdict, ShortDuration(t.BadFor.D()), t.Evidence)
 	p.takeOver = unfinishedClaim(RestartOf(p.state, p.UID, p.now), p.now, p.cfg)
 	if !p.restartDue(&t) {
@@ -441,13 +439,11 @@ func (p *judgedPod) target(j judgement) Target {
 func (p *judgedPod) track(j judgement, t *Target) (gap bool) {
 	s, ps, now := p.state, p.rec, p.now
 	if p.Sample != nil && p.ScrapeErr == nil && j.verdict != VerdictUnknown {
-		ready, expected := p.Sample.Ready(), p.obs.Expected.Serving
-		t.Ready, t.Expected = &ready, &expected
+		t.Ready, t.Expected = new(p.Sample.Ready()), new(p.obs.Expected.Serving)
 		ageCounters(ps, now)
 		ps.Counters = &state.Counters{HeartbeatOK: p.Sample.HeartbeatOK, HeartbeatRejected: p.Sample.HeartbeatRejected, At: now}
 	} else if p.obs.ExpectedErr == nil {
-		expected := p.obs.Expected.Serving
-		t.Expected = &expected
+		t.Expected = new(p.obs.Expected.Serving)
 	}
 	if j.verdict != VerdictHealthy && s.Backoff != nil {
 		// Only an unbroken BackoffReset of healthy observations ends the back-off.
@@ -537,8 +533,7 @@ func (p *judgedPod) noteIneffective(e *state.OpenEpisode) string {
 func (p *judgedPod) noteHealed() {
 	within := cmp.Or(max(p.cfg.IneffectiveWithin, 0), DefaultIneffectiveWithin)
 	if r := replacedBy(p.state, p.Pod, within, p.now); r != nil {
-		at := p.now
-		r.HealedAt = &at
+		r.HealedAt = new(p.now)
 	}
 }
 
@@ -564,16 +559,11 @@ func replacedBy(s *state.State, p Pod, within time.Duration, now time.Time) *sta
 
 // endBackoffOnceHealthy ends the back-off once the scheduler stayed healthy for BackoffReset.
 func endBackoffOnceHealthy(s *state.State, now time.Time, cfg Config) {
-	b := s.Backoff
-	if b == nil {
-		return
-	}
-	if b.HealthySince == nil {
-		at := now
-		b.HealthySince = &at
-		return
-	}
-	if now.Sub(*b.HealthySince) >= cfg.BackoffReset {
+	switch b := s.Backoff; {
+	case b == nil:
+	case b.HealthySince == nil:
+		b.HealthySince = new(now)
+	case now.Sub(*b.HealthySince) >= cfg.BackoffReset:
 		s.Backoff = nil
 	}
 }
@@ -714,8 +704,7 @@ func (p *judgedPod) noteRolling() *time.Duration {
 	case !r.Established && now.Sub(r.Since) >= GaugeRefresh && cur > r.Rejected:
 		r.Established = true
 	}
-	left := RollWatch - now.Sub(r.Since)
-	return &left
+	return new(RollWatch - now.Sub(r.Since))
 }
 
 // rolledAt is where strong evidence and this run's streak count from when a wedge
@@ -726,8 +715,7 @@ func (p *judgedPod) rolledAt(j judgement) *time.Time {
 		!r.Run.Equal(p.obs.RunStart) || p.now.Sub(r.Since) > RollWatch || p.cfg.ConfirmWindow <= 0 {
 		return nil
 	}
-	since := r.Since
-	return &since
+	return new(r.Since)
 }
 
 // HeartbeatBackoffCap is the longest a rejected node waits between heartbeats
@@ -743,8 +731,7 @@ func ageCounters(ps *state.Pod, now time.Time) {
 		ps.AgedCounters, ps.AgingCounters = a, nil
 	}
 	if ps.AgingCounters == nil && ps.Counters != nil && (ps.AgedCounters == nil || ps.Counters.At.After(ps.AgedCounters.At)) {
-		last := *ps.Counters
-		ps.AgingCounters = &last
+		ps.AgingCounters = new(*ps.Counters)
 	}
 }
 
@@ -781,8 +768,7 @@ func (p *judgedPod) retryFor() *time.Duration {
 		}
 		return dueGate(e, p.now, p.cfg).sampleFor
 	}
-	d := cmp.Or(max(p.cfg.ConfirmWindow, 0), p.cfg.WedgedFor)
-	return &d
+	return new(cmp.Or(max(p.cfg.ConfirmWindow, 0), p.cfg.WedgedFor))
 }
 
 // gapTarget reports a pod whose sample failed inside this run's streak: still what
@@ -791,15 +777,12 @@ func (p *judgedPod) retryFor() *time.Duration {
 func (p *judgedPod) gapTarget(t Target) Target {
 	e, cfg := p.rec.Episode, p.cfg
 	failed := t.Reason
-	since := e.Since
-	t.Verdict, t.BadSince, t.BadFor, t.Evidence = e.Kind, &since, e.For, e.Evidence
+	t.Verdict, t.BadSince, t.BadFor, t.Evidence = e.Kind, new(e.Since), e.For, e.Evidence
 	t.Reason = fmt.Sprintf("this sample failed (%s); %s for %s (%s evidence) as of the last sample", failed, e.Kind, ShortDuration(e.For.D()), e.Evidence)
 	due := dueGate(e, p.now, cfg)
-	t.Confirming = due.confirming
-	t.SampleFor = due.sampleFor
+	t.Confirming, t.SampleFor = due.confirming, due.sampleFor
 	if due.OK {
-		next := time.Duration(0)
-		t.SampleFor = &next
+		t.SampleFor = new(time.Duration)
 	}
 	t.Gates = []Gate{{Name: gateDuration, Detail: "this sample failed: the wedge clock waits for the next sample, which decides whether the gap is counted"}}
 	t.Action = ActionWait
@@ -829,8 +812,7 @@ func (p *judgedPod) advanceWedgeClock(j judgement, t Target) {
 		}
 		ps.Episode = &state.OpenEpisode{Kind: verdict, Since: now, Last: now, BaselineRejected: &baseline}
 		if ps.Counters != nil {
-			first := *ps.Counters
-			ps.Episode.FirstCounters = &first
+			ps.Episode.FirstCounters = new(*ps.Counters)
 		}
 	} else {
 		e := ps.Episode
@@ -862,12 +844,10 @@ func (p *judgedPod) advanceWedgeClock(j judgement, t Target) {
 		} else {
 			bad.ConfirmedRuns = 1
 		}
-		run := bad.Run
-		bad.ConfirmedRun, bad.PausedSinceConfirmed = &run, false
+		bad.ConfirmedRun, bad.PausedSinceConfirmed = new(bad.Run), false
 	}
 	if j.evidence == EvidenceStrong && ps.Episode.StrongSince == nil {
-		at := since // now, or where a roll began (rolledAt)
-		ps.Episode.StrongSince = &at
+		ps.Episode.StrongSince = new(since) // now, or where a roll began (rolledAt)
 	}
 	if ps.Episode.StrongSince != nil {
 		ps.Episode.Evidence = EvidenceStrong

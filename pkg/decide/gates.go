@@ -113,8 +113,7 @@ func (p *judgedPod) runGates(t *Target) {
 		if t.refusedOnlyBy(func(g Gate) bool { return readFailed(g, p) }) {
 			// A read the restart needs failed: a failed sample, worth sampling on
 			// to read again.
-			again := time.Duration(0)
-			t.SampleFor = &again
+			t.SampleFor = new(time.Duration)
 		}
 		return
 	}
@@ -208,8 +207,7 @@ func dueGate(e *state.OpenEpisode, now time.Time, cfg Config) wedgedForGate {
 		}
 	}
 	if len(due) > 0 {
-		left := max(slices.Min(due), 0)
-		d.sampleFor = &left
+		d.sampleFor = new(max(slices.Min(due), 0))
 	}
 	return d
 }
@@ -312,14 +310,15 @@ func budgetGate(p *judgedPod) Gate {
 	s, cfg := p.state, p.cfg
 	from, to := p.now.Add(-cfg.RestartWindow), p.now.Add(ClockSkewTolerance)
 	used := s.RestartsBetween(from, to)
-	ignored := ""
+	g := Gate{Name: gateBudget, OK: used < cfg.MaxRestarts,
+		Detail: fmt.Sprintf("budget %d/%d used in the last %s", used, cfg.MaxRestarts, ShortDuration(cfg.RestartWindow))}
 	if n := len(slices.DeleteFunc(futureRestarts(s, p.now), func(r state.Restart) bool { return !r.ClaimedAt.After(to) })); n > 0 {
-		ignored = fmt.Sprintf(" (%d dated in the future not counted)", n)
+		g.Detail += fmt.Sprintf(" (%d dated in the future not counted)", n)
 	}
-	if used >= cfg.MaxRestarts {
-		return Gate{Name: gateBudget, Detail: fmt.Sprintf("budget %d/%d used in the last %s%s; next slot %s", used, cfg.MaxRestarts, ShortDuration(cfg.RestartWindow), ignored, nextSlot(s, from, to, cfg))}
+	if !g.OK {
+		g.Detail += "; next slot " + nextSlot(s, from, to, cfg)
 	}
-	return Gate{Name: gateBudget, OK: true, Detail: fmt.Sprintf("budget %d/%d used in the last %s%s", used, cfg.MaxRestarts, ShortDuration(cfg.RestartWindow), ignored)}
+	return g
 }
 
 // latestDate is the latest time a restart record names.
