@@ -145,9 +145,7 @@ func supersededTarget(p Pod, ps *state.Pod) Target {
 		t.Reason = "another run observed later and no longer lists this pod: its record stands"
 		return t
 	}
-	if ps.LastVerdict != "" {
-		t.Verdict = ps.LastVerdict
-	}
+	t.Verdict = cmp.Or(ps.LastVerdict, VerdictUnknown)
 	t.Reason = fmt.Sprintf("another run observed this pod later (at %s, %s): its record stands", ps.LastSeen.UTC().Format(time.RFC3339), t.Verdict)
 	if ps.Episode != nil {
 		t.BadSince, t.BadFor, t.Evidence = new(ps.Episode.Since), ps.Episode.For, ps.Episode.Evidence
@@ -238,12 +236,11 @@ func selectTargets(obs Observation, cfg Config) (judged []Pod, notJudged []candi
 			notJudged = append(notJudged, candidate{p, fmt.Sprintf("standby (Lease %s is held by %q)", cfg.LeaderLease, obs.Leader.Holder), true})
 		}
 	}
+	if len(judged) == 0 && obs.Leader.Holder == "" {
+		return nil, notJudged, fmt.Sprintf("leader Lease %s has no holder", cfg.LeaderLease)
+	}
 	if len(judged) == 0 {
-		holder := obs.Leader.Holder
-		if holder == "" {
-			return nil, notJudged, fmt.Sprintf("leader Lease %s has no holder", cfg.LeaderLease)
-		}
-		return nil, notJudged, fmt.Sprintf("leader Lease %s is held by %q, which is not a live scheduler pod", cfg.LeaderLease, holder)
+		return nil, notJudged, fmt.Sprintf("leader Lease %s is held by %q, which is not a live scheduler pod", cfg.LeaderLease, obs.Leader.Holder)
 	}
 	return judged, notJudged, ""
 }

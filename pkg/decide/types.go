@@ -291,19 +291,14 @@ func (t Target) OnlyBackoff() bool {
 
 // refusedOnlyBy reports a blocked target refused by at least one gate, all matching which.
 func (t Target) refusedOnlyBy(which func(Gate) bool) bool {
-	if t.Action != ActionBlocked {
-		return false
-	}
-	refused := 0
+	refused := false
 	for _, g := range t.Gates {
-		if !g.OK {
-			if !which(g) {
-				return false
-			}
-			refused++
+		if !g.OK && !which(g) {
+			return false
 		}
+		refused = refused || !g.OK
 	}
-	return refused > 0
+	return t.Action == ActionBlocked && refused
 }
 
 // Result is a whole run's decision.
