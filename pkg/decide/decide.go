@@ -317,21 +317,21 @@ func forgetGonePods(s *state.State, present map[string]bool, obs Observation) {
 		if present[uid] || newerRecord(s, uid, obs) {
 			continue
 		}
-		ps := s.Pods[uid]
-		if ps.Episode != nil {
-			outcome := state.EpisodeGone
-			if r := RestartOf(s, uid, now); r != nil && r.Outcome == state.RestartDone {
-				outcome = state.EpisodeRestarted
-			}
-			endEpisode(s, uid, now, outcome)
+		outcome := state.EpisodeGone
+		if r := RestartOf(s, uid, now); r != nil && r.Outcome == state.RestartDone {
+			outcome = state.EpisodeRestarted
 		}
+		endEpisode(s, uid, now, outcome)
 		delete(s.Pods, uid)
 	}
 }
 
-// endEpisode closes the open episode of the record s.Pods[uid] into the history.
+// endEpisode closes the open episode, if any, of the record s.Pods[uid] into the history.
 func endEpisode(s *state.State, uid string, now time.Time, outcome state.EpisodeOutcome) {
 	ps := s.Pods[uid]
+	if ps.Episode == nil {
+		return
+	}
 	s.Episodes = append(s.Episodes, state.Episode{
 		Pod: ps.Name, UID: uid, Kind: ps.Episode.Kind, Evidence: ps.Episode.Evidence,
 		From: ps.Episode.Since, To: now, Outcome: outcome,
@@ -388,7 +388,7 @@ func (p *judgedPod) freshRecord() {
 	ps := s.Pods[p.UID]
 	if ps == nil || !ps.StartedAt.Equal(p.StartedAt) {
 		// A new pod, or the container restarted: a new process, a fresh clock.
-		if ps != nil && ps.Episode != nil {
+		if ps != nil {
 			endEpisode(s, p.UID, now, state.EpisodeProcessRestarted)
 		}
 		ps = &state.Pod{Name: p.Name, StartedAt: p.StartedAt, FirstSeen: now}
@@ -398,9 +398,7 @@ func (p *judgedPod) freshRecord() {
 	if p.Sample != nil && ps.Counters != nil &&
 		(p.Sample.HeartbeatRejected < ps.Counters.HeartbeatRejected || p.Sample.HeartbeatOK < ps.Counters.HeartbeatOK) {
 		// Counters only go down when the process restarted.
-		if ps.Episode != nil {
-			endEpisode(s, p.UID, now, state.EpisodeProcessRestarted)
-		}
+		endEpisode(s, p.UID, now, state.EpisodeProcessRestarted)
 		ps.Counters, ps.AgedCounters, ps.AgingCounters = nil, nil, nil
 		ps.FirstSeen = now
 	}
@@ -479,9 +477,7 @@ func (p *judgedPod) track(j judgement, t *Target) (gap bool) {
 		p.abandonClaim(j.verdict)
 	default:
 		ps.ConsecutiveUnknowns = 0
-		if ps.Episode != nil {
-			endEpisode(s, p.UID, now, state.EpisodeRecovered)
-		}
+		endEpisode(s, p.UID, now, state.EpisodeRecovered)
 		if j.verdict == VerdictHealthy {
 			endBackoffOnceHealthy(s, now, p.cfg)
 			p.noteHealed()
