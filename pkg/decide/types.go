@@ -100,10 +100,8 @@ const (
 
 // Observation is everything one run saw.
 type Observation struct {
-	At time.Time
-	// RunStart identifies the run (pass) that took this observation: a restart
-	// must be confirmed by observations of one run (docs/design.md, "Confirmation").
-	RunStart    time.Time
+	At          time.Time
+	RunStart    time.Time       // the run (pass) that took it: docs/design.md, "Confirmation"
 	Expected    endpoints.Count // serving nodes, from the API server
 	ExpectedErr error
 	Pods        []Pod
@@ -111,12 +109,10 @@ type Observation struct {
 	Rollout     *Rollout   // nil until read (Result.NeedRollout)
 	Ownership   *Ownership // which pods are the Deployment's (JudgeDeployment)
 	// Consistent: pods and EndpointSlices were listed with a quorum read, not from
-	// the watch cache, which lags most during API-server trouble. A restart needs
-	// one (Result.NeedConsistentRead); ConsistentErr is why it could not be had.
+	// the watch cache, which lags most during API-server trouble.
 	Consistent    bool
 	ConsistentErr error
-	// KeepNewerRecords: this observation is merged into another run's newer state (this
-	// run's write lost a race): what that run observed later stands, never rewound.
+	// KeepNewerRecords: merged into another run's newer state, whose later records stand.
 	KeepNewerRecords bool
 	Annotated        *Annotated    // the Deployment's annotations (the pause), nil when not read
 	Alerts           *FiringAlerts // nil until read (Result.NeedAlerts)
@@ -145,12 +141,10 @@ type Pod struct {
 // Leader is the leader Lease as read.
 type Leader struct {
 	Holder string
-	// RenewedAt and Duration are the Lease's renewTime and leaseDurationSeconds;
-	// either zero means the Lease does not say when it expires.
+	// RenewedAt and Duration are renewTime and leaseDurationSeconds (zero: unsaid);
+	// WrittenAt is when the API server last wrote renewTime, by its clock.
 	RenewedAt time.Time
 	Duration  time.Duration
-	// WrittenAt is when the API server last wrote renewTime (managedFields), by its
-	// clock; zero when unknown.
 	WrittenAt time.Time
 	Err       error
 }
@@ -192,8 +186,7 @@ type Rollout struct {
 }
 
 // Ownership is which listed pods the scheduler Deployment runs, by pod UID
-// (JudgeDeployment). Only pods whose controller reference names a ReplicaSet of the
-// Deployment (OwnedByName) are read.
+// (JudgeDeployment); only pods OwnedByName are read.
 type Ownership struct {
 	Deployment string
 	Found      bool
@@ -256,11 +249,9 @@ type Target struct {
 	// Warnings are doubts that did not change the verdict.
 	Warnings []string `json:"warnings,omitempty"`
 	// SampleFor is how much longer sampling on is worth it in this run: until a
-	// restart can be due or the wedge is confirmed in-run (which a later run can
-	// build on), or, after a failed sample, while the next could still be confirmed.
+	// restart can be due or the wedge is confirmed in-run, which a later run can use.
 	SampleFor *time.Duration `json:"-"`
-	// Ineffective says why restarts are not healing, while the back-off holds one
-	// back (alerted as restart-ineffective).
+	// Ineffective says why restarts are not healing (alerted as restart-ineffective).
 	Ineffective string `json:"restartIneffective,omitempty"`
 }
 
@@ -307,8 +298,7 @@ type Result struct {
 	Action  Action
 	Reason  string
 	Targets []Target
-	// NeedRollout, NeedConsistentRead and NeedAlerts ask the caller for a read that a
-	// due restart's gates need, and to decide again (askReads).
+	// NeedRollout, NeedConsistentRead and NeedAlerts ask for a read and another decision.
 	NeedRollout        bool
 	NeedConsistentRead bool
 	NeedAlerts         bool
