@@ -103,9 +103,8 @@ func Unseen(last Observation, at time.Time, err error) Observation {
 	return o
 }
 
-// LeaveShadow prepares the state a shadow-mode run left for the first live run: no
-// episode watched in shadow mode is restarted without a fresh confirmation (with no
-// confirm window, --wedged-for of live observations).
+// LeaveShadow prepares a shadow-mode run's state for the first live run: no episode
+// is restarted without a fresh confirmation (or --wedged-for of live observations).
 func LeaveShadow(s *state.State, cfg Config) {
 	for _, ps := range s.Pods {
 		if ps.Episode == nil {
@@ -129,9 +128,8 @@ func markRunPaused(s *state.State) {
 	}
 }
 
-// newerRecord reports, while merging (obs.KeepNewerRecords), whether the other run
-// observed this pod later: its record stands. Outside a merge a record from the
-// future is clock skew, not news.
+// newerRecord reports, while merging, whether the other run observed this pod later.
+// Outside a merge a record from the future is clock skew, not news.
 func newerRecord(s *state.State, uid string, obs Observation) bool {
 	ps := s.Pods[uid]
 	return obs.KeepNewerRecords && ps != nil && ps.LastSeen.After(obs.At)
@@ -173,8 +171,7 @@ func Live(p Pod) bool {
 type candidate struct {
 	pod Pod
 	why string
-	// live: still running a scheduler, only not judged this run. Its episode
-	// pauses; a terminating or finished pod's is closed when the pod is gone.
+	// live: still running a scheduler. Its episode pauses; a dying pod's waits to close.
 	live bool
 }
 
@@ -224,8 +221,7 @@ func selectTargets(obs Observation, cfg Config) (judged []Pod, notJudged []candi
 		return noneJudged(live, notJudged, why)
 	}
 	if end, expired := obs.Leader.ExpiredAt(obs.At); expired && obs.Leader.Holder != "" {
-		// The holder may have stepped down for a standby: judging it would restart
-		// a pod on a guess.
+		// The holder may have stepped down for a standby: no restart on a guess.
 		return noneJudged(live, notJudged, fmt.Sprintf("leader Lease %s held by %q expired at %s (last renewal + leaseDurationSeconds): no current leader",
 			cfg.LeaderLease, obs.Leader.Holder, end.UTC().Format(time.RFC3339)))
 	}
@@ -356,8 +352,7 @@ type judgedPod struct {
 	takeOver bool
 }
 
-// judge decides the pod and updates its record, in steps: the record's process,
-// the verdict (pure), the episode's clock, a restart that did not heal, the gates (pure).
+// judge decides the pod and updates its record: process, verdict, clock, back-off, gates.
 func (p *judgedPod) judge() Target {
 	p.freshRecord()
 	j := p.verdict()
@@ -428,9 +423,8 @@ func (p *judgedPod) target(j judgement) Target {
 	return t
 }
 
-// track moves the pod's record on by the judgement (counters, episode and clock,
-// back-off, a crashed run's claim, a followed roll, verdict). It reports a gap: a
-// failed sample inside this run's streak, settled by the next (advanceWedgeClock).
+// track moves the pod's record on by the judgement. It reports a gap: a failed sample
+// inside this run's streak, settled by the next (advanceWedgeClock).
 func (p *judgedPod) track(j judgement, t *Target) (gap bool) {
 	s, ps, now := p.state, p.rec, p.now
 	if p.Sample != nil && p.ScrapeErr == nil && j.verdict != VerdictUnknown {
@@ -452,8 +446,7 @@ func (p *judgedPod) track(j judgement, t *Target) (gap bool) {
 		case j.failed && inRunStreak(ps.Episode, p.obs):
 			gap = true
 		case j.failed:
-			// Before this run saw the pod: the next good sample bridges the gap
-			// or starts the confirmations over.
+			// Before this run saw the pod: the next good sample settles it.
 		default:
 			pause(ps)
 		}
@@ -492,9 +485,8 @@ func (p *judgedPod) track(j judgement, t *Target) (gap bool) {
 	return gap
 }
 
-// noteIneffective records, when this pod's wedge shows that the restart it replaces
-// did not heal, that restart as ineffective and the back-off it starts, and returns
-// why, or "" (docs/design.md, "Ineffective restarts").
+// noteIneffective records a restart this pod's wedge shows did not heal, and the
+// back-off it starts, and returns why (docs/design.md, "Ineffective restarts").
 func (p *judgedPod) noteIneffective(e *state.OpenEpisode) string {
 	s, cfg := p.state, p.cfg
 	if cfg.IneffectiveWithin <= 0 {
@@ -530,9 +522,8 @@ func (p *judgedPod) noteHealed() {
 	}
 }
 
-// replacedBy returns the latest restart, done and not yet judged, that this pod's
-// process replaces: another pod's, at most within before this process started.
-// Records dated ahead (sorted last) are passed over.
+// replacedBy returns the latest restart, done and not yet judged, of another pod at
+// most within before this process started. Records dated ahead are passed over.
 func replacedBy(s *state.State, p Pod, within time.Duration, now time.Time) *state.Restart {
 	for i := len(s.Restarts) - 1; i >= 0; i-- {
 		r := &s.Restarts[i]
@@ -574,8 +565,7 @@ type judgement struct {
 	warning string
 }
 
-// verdict is the pod's verdict on this observation (docs/design.md §2, "Verdicts").
-// It reads the pod's record, never writes it.
+// verdict reads the pod's record, never writes it (docs/design.md §2, "Verdicts").
 func (p *judgedPod) verdict() judgement {
 	now, cfg := p.now, p.cfg
 	if !p.Running {
@@ -590,8 +580,7 @@ func (p *judgedPod) verdict() judgement {
 	}
 	age, skew := now.Sub(p.StartedAt), ""
 	if p.StartedAt.After(now.Add(ClockSkewTolerance)) {
-		// The node's clock runs ahead: the process is at least as old as the time
-		// the watchdog has watched it.
+		// The node's clock runs ahead: the process is as old as the watchdog watched it.
 		ahead := fmt.Sprintf("container start %s is %s in the future: clock skew, the node's clock runs ahead", p.StartedAt.UTC().Format(time.RFC3339), ShortDuration(p.StartedAt.Sub(now)))
 		watched := now.Sub(p.rec.FirstSeen)
 		if p.rec.FirstSeen.IsZero() || watched < cfg.StartupGrace {
@@ -635,8 +624,7 @@ func (p *judgedPod) agedVerdict(age time.Duration) judgement {
 	}
 }
 
-// weigh compares the scrape with earlier readings of the same process (docs/design.md
-// §2, "Evidence").
+// weigh compares the scrape with earlier readings of the process (design.md §2, "Evidence").
 func weigh(p Pod, ps *state.Pod, cfg Config) (Evidence, string, bool) {
 	// In float seconds: an age of years (a watch that never delivered) overflows a
 	// time.Duration, and is exactly the case to catch.
@@ -675,9 +663,8 @@ const (
 	RollRearm = 10 * time.Minute
 )
 
-// noteRolling follows heartbeats rejected while ready counts every serving node: a
-// roll into dead discovery before the gauge shows it (docs/design.md §2, "Evidence").
-// It returns how long to sample on to see where it goes (nil: nothing to follow).
+// noteRolling follows a roll into dead discovery before the gauge shows it (design.md
+// §2, "Evidence"), returning how long to sample on (nil: nothing to follow).
 func (p *judgedPod) noteRolling() *time.Duration {
 	obs := p.obs
 	if p.Sample == nil || p.ScrapeErr != nil || p.cfg.ConfirmWindow <= 0 || obs.Expected.Serving == 0 || p.Sample.Ready() < obs.Expected.Serving {
@@ -715,9 +702,8 @@ func (p *judgedPod) rolledAt(j judgement) *time.Time {
 // (docs/design.md §1): one short interval without a rejection says nothing.
 const HeartbeatBackoffCap = 60 * time.Second
 
-// ageCounters keeps, before the reading at now replaces ps.Counters, a reading at
-// least two back-off caps old for weigh: a pass every 30 s needs it to see nodes
-// backing off.
+// ageCounters keeps a reading at least two back-off caps old for weigh: a pass every
+// 30 s needs it to see nodes backing off.
 func ageCounters(ps *state.Pod, now time.Time) {
 	const span = 2 * HeartbeatBackoffCap
 	if a := ps.AgingCounters; a != nil && now.Sub(a.At) >= span {
@@ -764,9 +750,8 @@ func (p *judgedPod) retryFor() *time.Duration {
 	return new(cmp.Or(max(p.cfg.ConfirmWindow, 0), p.cfg.WedgedFor))
 }
 
-// gapTarget reports a pod whose sample failed inside this run's streak: still what
-// the run saw it to be, never restarted on this sample, sampled on while a restart
-// can still come due.
+// gapTarget reports a pod whose sample failed inside this run's streak: what the run
+// saw it to be, not restarted on this sample, sampled on while a restart can come due.
 func (p *judgedPod) gapTarget(t Target) Target {
 	e, cfg := p.rec.Episode, p.cfg
 	failed := t.Reason
@@ -786,8 +771,7 @@ func (p *judgedPod) gapTarget(t Target) Target {
 }
 
 // advanceWedgeClock extends or starts the bad episode and its in-run streak
-// (docs/design.md §2, "The wedge clock"): the clock advances between consecutive
-// observations with the same bad verdict, or across a bridged gap of failed samples.
+// (docs/design.md §2, "The wedge clock").
 func (p *judgedPod) advanceWedgeClock(j judgement, t Target) {
 	ps, obs, now, verdict := p.rec, p.obs, p.now, j.verdict
 	// since is where this run's streak begins if it begins now: this sample, or
@@ -856,9 +840,7 @@ func (p *judgedPod) advanceWedgeClock(j judgement, t Target) {
 }
 
 // bridged reports whether a gap of failed samples in episode e can be counted, given
-// the sample after it: strong evidence on both sides inside this run's streak, or
-// both heartbeat counters unmoved since the episode began (docs/design.md §2, "The
-// wedge clock").
+// the sample after it (docs/design.md §2, "The wedge clock").
 func bridged(e *state.OpenEpisode, evidence Evidence, cur *state.Counters, inRun bool) bool {
 	if inRun && e.StrongSince != nil && evidence == EvidenceStrong {
 		return true

@@ -26,9 +26,8 @@ const (
 	GateAlerts = "firing-alerts"
 )
 
-// restartGate is one gate of the table below. check answers, from the judged pod
-// whose restart is due, whether the restart may go ahead; a Gate without a name
-// when it has nothing to say (the back-off when no restart failed to heal).
+// restartGate is one gate of the table below. check answers whether a due restart may
+// go ahead, with a Gate without a name when it has nothing to say.
 type restartGate struct {
 	name string
 	// newOnly gates are skipped when completing an unfinished restart: not a new one.
@@ -39,12 +38,9 @@ type restartGate struct {
 }
 
 // restartGates are the gates a due restart passes, in order (docs/design.md §2,
-// "Gates"). Each is a pure function of the judged pod, and every one runs, so the
-// report shows each refusal. The order is also that of the reads a restart needs,
-// taken one decision at a time (askReads): the rollout gate refuses until the
-// Deployment is read, and a last gate runs only when every gate before it agreed,
-// so a restart the Deployment holds back costs no Alertmanager read and no
-// consistent re-list (TestReadsFollowTheGateOrder).
+// "Gates"), each a pure function of the judged pod; every one runs, so the report
+// shows each refusal. The order is also that of the reads they need (askReads), so
+// a restart the Deployment holds back costs no Alertmanager read and no re-list.
 var restartGates = []restartGate{
 	{name: gateOnce, check: onceGate},
 	{name: gateSingle, check: singleGate},
@@ -90,8 +86,7 @@ func (p *judgedPod) restartDue(t *Target) bool {
 	return true
 }
 
-// runGates runs the restart gates of the table over a due restart and sets the
-// target's action: restart when all agree, blocked otherwise.
+// runGates runs the restart gates over a due restart: restart when all agree, else blocked.
 func (p *judgedPod) runGates(t *Target) {
 	blocked := false
 	for _, rg := range restartGates {
@@ -113,8 +108,7 @@ func (p *judgedPod) runGates(t *Target) {
 		t.Action = ActionBlocked
 		markInProgress(t)
 		if t.refusedOnlyBy(func(g Gate) bool { return readFailed(g, p) }) {
-			// A read the restart needs failed: a failed sample, worth sampling on
-			// to read again.
+			// A read the restart needs failed: worth sampling on to read again.
 			t.SampleFor = new(time.Duration)
 		}
 		return
@@ -146,23 +140,20 @@ func markInProgress(t *Target) {
 	}
 }
 
-// wedgedForGate is dueGate's answer: when it refuses, whether strong evidence is being
-// confirmed and how much longer sampling on is worth it.
+// wedgedForGate is dueGate's answer, and when it refuses, how sampling on is worth it.
 type wedgedForGate struct {
 	Gate
 	confirming bool
 	sampleFor  *time.Duration
 }
 
-// dueGate reports whether a restart is due, by one of the three paths of
-// docs/design.md §2, "Confirmation".
+// dueGate reports whether a restart is due (docs/design.md §2, "Confirmation").
 func dueGate(e *state.OpenEpisode, now time.Time, cfg Config) wedgedForGate {
 	inRun := time.Duration(0)
 	if e.RunSince != nil {
 		inRun = now.Sub(*e.RunSince)
 	}
-	// A degraded pod never restarted needs no in-run confirmation: its gate only
-	// decides when it is alerted.
+	// A degraded pod never restarted needs no in-run confirmation: only an alert waits.
 	confirmedInRun := cfg.ConfirmWindow <= 0 || inRun >= cfg.ConfirmWindow ||
 		(e.Kind == VerdictDegraded && !cfg.RestartOnDegraded)
 	// Strong evidence counts from its first sight in this run at the earliest: a
@@ -248,9 +239,8 @@ func unfinishedClaim(r *state.Restart, now time.Time, cfg Config) bool {
 		now.Sub(r.ClaimedAt) >= cfg.ClaimTimeout
 }
 
-// onceGate refuses a second restart of one pod. One done, or under way in another
-// run, is in progress until the replacement had its startup grace and a confirm
-// window to take over.
+// onceGate refuses a second restart of one pod; one done or under way is in progress
+// until its replacement had its startup grace and a confirm window to take over.
 func onceGate(p *judgedPod) Gate {
 	now, cfg := p.now, p.cfg
 	r := RestartOf(p.state, p.UID, now)
@@ -360,9 +350,8 @@ func latestDate(r state.Restart) time.Time {
 	return at
 }
 
-// datedAhead reports a restart record that names a time beyond ClockSkewTolerance
-// ahead of now: it counts for nothing until then, or an edit dated a year ahead
-// would turn healing off for a year (docs/design.md, "Records dated in the future").
+// datedAhead reports a restart record dated beyond ClockSkewTolerance ahead: it counts
+// for nothing until then (docs/design.md, "Records dated in the future").
 func datedAhead(r state.Restart, now time.Time) bool {
 	return latestDate(r).After(now.Add(ClockSkewTolerance))
 }
@@ -395,8 +384,7 @@ func backoffAhead(b *state.Backoff, now time.Time, cfg Config) bool {
 	return b != nil && cfg.BackoffMax > 0 && b.NotBefore.After(now.Add(cfg.BackoffMax+ClockSkewTolerance))
 }
 
-// datedAheadWarnings says what futureRestarts and backoffAhead found, naming times
-// only: the records may be anyone's text.
+// datedAheadWarnings names times only: the records may be anyone's text.
 func datedAheadWarnings(s *state.State, now time.Time, cfg Config) []string {
 	var out []string
 	if cfg.IneffectiveWithin > 0 && backoffAhead(s.Backoff, now, cfg) {
