@@ -36,8 +36,7 @@ func (s *State) dropStalePods() bool {
 	return true
 }
 
-// dropOldestSeenHalf drops the older-seen half of the pods uids (by UID among
-// equals, so the result does not depend on map order).
+// dropOldestSeenHalf drops the older-seen half of the pods uids, by UID among equals.
 func (s *State) dropOldestSeenHalf(uids []string) {
 	slices.SortFunc(uids, func(a, b string) int {
 		return cmp.Or(s.Pods[a].LastSeen.Compare(s.Pods[b].LastSeen), strings.Compare(a, b))
@@ -138,8 +137,7 @@ func (s *State) dropAllButLedger() bool {
 // maxCorruptBytes bounds the copy of an unreadable document kept beside it (maxEncodedBytes).
 const maxCorruptBytes = 256 << 10
 
-// BoundCorrupt keeps the start of an unreadable document, for a person, and says how
-// much was cut.
+// BoundCorrupt keeps the start of an unreadable document, saying how much was cut.
 func BoundCorrupt(raw string) string {
 	if len(raw) <= maxCorruptBytes {
 		return raw

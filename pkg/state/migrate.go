@@ -6,8 +6,7 @@ import (
 )
 
 // migrations[v] turns a version v document into version v+1, as raw JSON: each step
-// knows only the two layouts it joins. An error makes the document unreadable, never
-// half-migrated.
+// knows only the two layouts it joins. An error makes the document unreadable.
 var migrations = map[int]func([]byte) ([]byte, error){
 	1: migrate1to2,
 }

@@ -18,13 +18,11 @@ const Version = 2
 
 // Bounds keep the document far below the 1 MiB object limit whatever happens.
 const (
-	MaxRestarts  = 100
-	MaxEpisodes  = 50
-	MaxOutbox    = 20
-	MaxDelivered = 100
-	// MaxHistoryAge drops older restart records: a budget window of over a week
-	// makes no sense for a CronJob.
-	MaxHistoryAge = 7 * 24 * time.Hour
+	MaxRestarts   = 100
+	MaxEpisodes   = 50
+	MaxOutbox     = 20
+	MaxDelivered  = 100
+	MaxHistoryAge = 7 * 24 * time.Hour // a restart budget window of over a week makes no sense
 	// maxEncodedBytes: with the unreadable copy beside it (maxCorruptBytes), no
 	// ConfigMap write can fail for size.
 	maxEncodedBytes = 256 << 10
@@ -40,11 +38,9 @@ type State struct {
 	Alerts    map[string]*Alert `json:"alerts,omitempty"`   // open problems by event, for deduplication
 	Outbox    []Pending         `json:"outbox,omitempty"`
 	// Delivered remembers delivered outbox entries, so a copy put back is not sent again.
-	Delivered []DeliveredEntry `json:"delivered,omitempty"`
-	// ConsecutiveUnknownRuns counts unknown runs since one saw the scheduler fine
-	// (docs/design.md, "Blind").
-	ConsecutiveUnknownRuns int  `json:"consecutiveUnknownRuns"`
-	LastRun                *Run `json:"lastRun,omitempty"`
+	Delivered              []DeliveredEntry `json:"delivered,omitempty"`
+	ConsecutiveUnknownRuns int              `json:"consecutiveUnknownRuns"` // docs/design.md, "Blind"
+	LastRun                *Run             `json:"lastRun,omitempty"`
 	// ObservedAt is the newest observation merged in: an older one never rewinds the
 	// document (docs/design.md, "Overlapping runs").
 	ObservedAt    time.Time      `json:"observedAt,omitzero"`
@@ -52,9 +48,8 @@ type State struct {
 	WouldRestarts []WouldRestart `json:"wouldRestarts,omitempty"` // shadow mode's, oldest first
 }
 
-// WouldRestart is a restart every gate agreed to that shadow mode did not make: one
-// per bad episode (EpisodeSince); Repeats counts the episode's later runs that would
-// have restarted it again.
+// WouldRestart is a restart shadow mode did not make: one per bad episode
+// (EpisodeSince); Repeats counts the episode's later runs that would have made it.
 type WouldRestart struct {
 	Pod          string    `json:"pod"`
 	UID          string    `json:"uid"`
@@ -89,9 +84,8 @@ type Pod struct {
 	LastVerdict         Verdict   `json:"lastVerdict"`
 	ConsecutiveUnknowns int       `json:"consecutiveUnknowns,omitempty"`
 	Counters            *Counters `json:"counters,omitempty"`
-	// AgedCounters is a reading at least two heartbeat back-off caps older than the
-	// last one, AgingCounters the next to become it: nodes backing off call once a
-	// minute, so a reading one short interval old can show no rejection.
+	// AgedCounters is a reading two heartbeat back-off caps older than the last,
+	// AgingCounters the next to become it: one short interval can show no rejection.
 	AgedCounters  *Counters    `json:"agedCounters,omitempty"`
 	AgingCounters *Counters    `json:"agingCounters,omitempty"`
 	Episode       *OpenEpisode `json:"episode,omitempty"` // "bad" in version 1
@@ -222,8 +216,7 @@ func New() *State {
 // ErrUnreadable wraps why a stored document could not be used.
 var ErrUnreadable = errors.New("state document unreadable")
 
-// NewerVersionError is a document written by a newer watchdog: not unreadable, but
-// someone else's, neither used nor replaced.
+// NewerVersionError is a document written by a newer watchdog: neither used nor replaced.
 type NewerVersionError struct {
 	Found, Supported int
 }
@@ -308,9 +301,8 @@ func Encode(s *State, now time.Time) ([]byte, error) {
 			return b, nil
 		}
 		// Something grew past reason: keep the newest half, of the restart history
-		// last: it is the budget's ledger, and losing it would restart more often
-		// than --max-restarts allows; every other loss errs towards restarting later
-		// or alerting again. The steps end in a few hundred bytes, so this fits.
+		// last: losing the budget's ledger would restart more often than allowed;
+		// every other loss errs towards restarting later or alerting again.
 		switch {
 		case len(s.Outbox) > 1:
 			s.Outbox = s.Outbox[len(s.Outbox)/2:]
@@ -380,8 +372,7 @@ func (s *State) RestartFor(uid string) *Restart {
 	return nil
 }
 
-// WouldRestartFor returns the would-restart recorded for the episode of pod uid
-// that began at since, or nil.
+// WouldRestartFor returns the would-restart for pod uid's episode begun at since, or nil.
 func (s *State) WouldRestartFor(uid string, since time.Time) *WouldRestart {
 	for i := len(s.WouldRestarts) - 1; i >= 0; i-- {
 		if w := &s.WouldRestarts[i]; w.UID == uid && w.EpisodeSince.Equal(since) {
@@ -391,8 +382,7 @@ func (s *State) WouldRestartFor(uid string, since time.Time) *WouldRestart {
 	return nil
 }
 
-// RestartsBetween counts restarts that count against the budget: every claim
-// from from to to (both included) except those abandoned before any action.
+// RestartsBetween counts the claims from from to to, inclusive, except abandoned ones.
 func (s *State) RestartsBetween(from, to time.Time) int {
 	n := 0
 	for _, r := range s.Restarts {
@@ -458,8 +448,7 @@ func clonePtr[T any](p *T) *T {
 	return &v
 }
 
-// Duration is a time.Duration that reads and writes as "4m0s" for people (and reads
-// nanoseconds too).
+// Duration is a time.Duration written as "4m0s" for people (nanoseconds are read too).
 type Duration time.Duration
 
 func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }

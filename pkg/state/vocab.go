@@ -1,8 +1,7 @@
 package state
 
-// The document's vocabulary, typed: each word is written by one package and read by
-// others, so a misspelt outcome is a compile error. The words are part of the
-// interface (docs/design.md §2-§4).
+// The document's vocabulary, typed, so a misspelt outcome is a compile error. The
+// words are part of the interface (docs/design.md §2-§4).
 
 // Verdict is what a pod was judged to be.
 type Verdict string
@@ -33,8 +32,7 @@ const (
 type Evidence string
 
 const (
-	// EvidenceStrong: rejected heartbeats rose within the same process, or the
-	// watch is older than --max-watch-age.
+	// EvidenceStrong: rejected heartbeats rose, or the watch is older than --max-watch-age.
 	EvidenceStrong Evidence = "strong"
 	// EvidenceWeak: no counter moved; the nodes may simply not reach the scheduler.
 	EvidenceWeak Evidence = "weak"
@@ -60,8 +58,7 @@ const (
 	EpisodeProcessRestarted EpisodeOutcome = "process restarted" // a new container start, or counters that went down
 )
 
-// EpisodeBecame ends an episode whose kind changed (degraded became wedged, or
-// back): the history shows both episodes.
+// EpisodeBecame ends an episode whose kind changed: the history shows both.
 func EpisodeBecame(v Verdict) EpisodeOutcome { return EpisodeOutcome("became " + string(v)) }
 
 // RunOutcome is how the last run ended.
