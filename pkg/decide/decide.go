@@ -29,8 +29,10 @@ func Decide(obs Observation, prev *state.State, cfg Config) (*state.State, Resul
 	forgetGonePods(next, present, obs)
 
 	for _, p := range notJudged {
-		if p.live && !newerRecord(next, p.pod.UID, obs) {
-			pauseClock(next, p.pod)
+		// A live pod not judged (a standby, no current leader) pauses its episode as
+		// an unknown does: judged again, it must not be "wedged for" the gap at once.
+		if ps := next.Pods[p.pod.UID]; p.live && ps != nil && ps.Episode != nil && !newerRecord(next, p.pod.UID, obs) {
+			pause(ps)
 		}
 		res.Targets = append(res.Targets, Target{Pod: p.pod.Name, UID: p.pod.UID, Verdict: "", Action: ActionNone, Reason: "not judged: " + p.why})
 	}
@@ -67,9 +69,7 @@ func Decide(obs Observation, prev *state.State, cfg Config) (*state.State, Resul
 }
 
 // CountRun updates the run-level counters once per run (Decide may be called several
-// times in one run while a wedge is being confirmed). Unknown runs count towards
-// blind until a run sees the scheduler fine; the bad runs of an open episode do not
-// reset the count, or a wedge seen only every other run would never be blind.
+// times in one): docs/design.md, "Blind".
 func CountRun(s *state.State, verdict Verdict) {
 	switch verdict {
 	case VerdictUnknown:
@@ -81,9 +81,8 @@ func CountRun(s *state.State, verdict Verdict) {
 	}
 }
 
-// RunFailed books a run that observed nothing (the pods could not be listed, or
-// the run failed before its decision was written) like an unknown for every pod:
-// the gap it leaves is not counted towards a wedge, and confirmation starts over.
+// RunFailed books a run that observed nothing like an unknown for every pod: the gap
+// is not counted towards a wedge, and confirmation starts over.
 func RunFailed(s *state.State) {
 	for _, ps := range s.Pods {
 		if ps.Episode != nil {
@@ -93,10 +92,8 @@ func RunFailed(s *state.State) {
 	markRunPaused(s)
 }
 
-// Unseen is the observation of a sample that could not be taken at all (the pods
-// could not be listed): the pods of the run's last observation, each unread for
-// err. Judged as failed samples, it neither ends a confirmation nor counts as
-// anything seen.
+// Unseen is the observation of a sample that could not be taken at all: the pods of
+// the run's last observation, each unread for err, judged as failed samples.
 func Unseen(last Observation, at time.Time, err error) Observation {
 	o := Observation{At: at, RunStart: last.RunStart, Expected: last.Expected, ExpectedErr: last.ExpectedErr, Leader: last.Leader, Ownership: last.Ownership}
 	for _, p := range last.Pods {
@@ -106,12 +103,8 @@ func Unseen(last Observation, at time.Time, err error) Observation {
 	return o
 }
 
-// LeaveShadow prepares the state a shadow-mode run left for the first live run:
-// no episode watched in shadow mode is restarted without a fresh confirmation. As
-// after a run that could not see the scheduler, every open episode's confirmation
-// starts over (in this run's samples, --confirm-window), and so does the chain of
-// runs confirmed in-run; with no confirm window the episode's clock starts over
-// too, so that --wedged-for of live observations comes first.
+// LeaveShadow prepares a shadow-mode run's state for the first live run: no episode
+// is restarted without a fresh confirmation (or --wedged-for of live observations).
 func LeaveShadow(s *state.State, cfg Config) {
 	for _, ps := range s.Pods {
 		if ps.Episode == nil {
@@ -125,9 +118,8 @@ func LeaveShadow(s *state.State, cfg Config) {
 	}
 }
 
-// markRunPaused records a whole run that could not see the scheduler (unknown, or
-// failed) after an in-run confirmation: the "confirmed in two runs" path chains
-// confirmations across such runs only, never across one failed sample inside a run.
+// markRunPaused records a whole run that could not see the scheduler after an in-run
+// confirmation: "confirmed in two runs" chains across such runs only.
 func markRunPaused(s *state.State) {
 	for _, ps := range s.Pods {
 		if ps.Episode != nil && ps.Episode.ConfirmedRun != nil {
@@ -136,39 +128,31 @@ func markRunPaused(s *state.State) {
 	}
 }
 
-// newerRecord reports, while merging this run's observation into another run's
-// state (obs.KeepNewerRecords), whether that run observed this pod after this one:
-// its record stands, never rewound. Outside a merge a record from the future
-// is clock skew between runs, not news: the pod is judged as usual.
+// newerRecord reports, while merging, whether the other run observed this pod later.
+// Outside a merge a record from the future is clock skew, not news.
 func newerRecord(s *state.State, uid string, obs Observation) bool {
 	ps := s.Pods[uid]
 	return obs.KeepNewerRecords && ps != nil && ps.LastSeen.After(obs.At)
 }
 
-// supersededTarget reports a pod whose newest record comes from a later observation
-// than this one (this run's write lost to a run that observed later, or the pod
-// was forgotten by it): the later record is the truth, this run does not act on it.
+// supersededTarget reports a pod whose newest record (or absence) comes from a later
+// observation than this one: this run does not act on it.
 func supersededTarget(p Pod, ps *state.Pod) Target {
 	t := Target{Pod: p.Name, UID: p.UID, Judged: true, Action: ActionNone, Verdict: VerdictUnknown}
 	if ps == nil {
 		t.Reason = "another run observed later and no longer lists this pod: its record stands"
 		return t
 	}
-	if ps.LastVerdict != "" {
-		t.Verdict = ps.LastVerdict
-	}
+	t.Verdict = cmp.Or(ps.LastVerdict, VerdictUnknown)
 	t.Reason = fmt.Sprintf("another run observed this pod later (at %s, %s): its record stands", ps.LastSeen.UTC().Format(time.RFC3339), t.Verdict)
 	if ps.Episode != nil {
-		since := ps.Episode.Since
-		t.BadSince, t.BadFor, t.Evidence = &since, ps.Episode.For, ps.Episode.Evidence
+		t.BadSince, t.BadFor, t.Evidence = new(ps.Episode.Since), ps.Episode.For, ps.Episode.Evidence
 	}
 	return t
 }
 
-// Judged says which of obs's pods a run judges, why each other is not (by pod
-// name), and the run's problem when none is: Decide's selection. The observer
-// scrapes exactly these (with obs.At the observation's time, as Decide reads
-// the Lease's expiry), doctor reports them.
+// Judged is Decide's selection: which of obs's pods a run judges, why each other is
+// not (by pod name), and the run's problem when none is. The observer scrapes these.
 func Judged(obs Observation, cfg Config) (judged []Pod, notJudged map[string]string, problem string) {
 	judged, others, problem := selectTargets(obs, cfg)
 	notJudged = make(map[string]string, len(others))
@@ -179,8 +163,7 @@ func Judged(obs Observation, cfg Config) (judged []Pod, notJudged map[string]str
 }
 
 // Live reports a pod that could be judged: neither terminating nor finished
-// (Evicted, say: no scheduler runs in it, and it stays listed until
-// garbage-collected).
+// (Evicted, say, which stays listed until garbage-collected).
 func Live(p Pod) bool {
 	return !p.Terminating && p.Phase != "Failed" && p.Phase != "Succeeded"
 }
@@ -188,9 +171,7 @@ func Live(p Pod) bool {
 type candidate struct {
 	pod Pod
 	why string
-	// live: still running a scheduler, only not judged this run (a standby, or no
-	// current leader). Its bad episode pauses; a terminating or finished pod's
-	// episode is left as it was, to be closed when the pod is gone.
+	// live: still running a scheduler. Its episode pauses; a dying pod's waits to close.
 	live bool
 }
 
@@ -224,12 +205,10 @@ func selectTargets(obs Observation, cfg Config) (judged []Pod, notJudged []candi
 	if cfg.MaxPods > 0 && len(live) > cfg.MaxPods {
 		why := TooManyPods(len(live), cfg.MaxPods)
 		if cfg.JudgePods == JudgeDeployment {
-			why = tooManyOwned(len(live), cfg.MaxPods, obs.Ownership.Deployment)
+			why = fmt.Sprintf("%s: %d live pods of Deployment %s, more than --max-pods %d; none is scraped or judged",
+				tooManyPrefix, len(live), obs.Ownership.Deployment, cfg.MaxPods)
 		}
-		for _, p := range live {
-			notJudged = append(notJudged, candidate{p, why, true})
-		}
-		return nil, notJudged, why
+		return noneJudged(live, notJudged, why)
 	}
 	if cfg.LeaderLease == "" {
 		return live, notJudged, ""
@@ -239,20 +218,12 @@ func selectTargets(obs Observation, cfg Config) (judged []Pod, notJudged []candi
 		if obs.Leader != nil {
 			why = fmt.Sprintf("cannot read leader Lease %s: %v", cfg.LeaderLease, obs.Leader.Err)
 		}
-		for _, p := range live {
-			notJudged = append(notJudged, candidate{p, why, true})
-		}
-		return nil, notJudged, why
+		return noneJudged(live, notJudged, why)
 	}
 	if end, expired := obs.Leader.ExpiredAt(obs.At); expired && obs.Leader.Holder != "" {
-		// The holder stopped renewing: it may have stepped down, and a standby may
-		// be about to take over. Judging it would restart a pod on a guess.
-		why := fmt.Sprintf("leader Lease %s held by %q expired at %s (last renewal + leaseDurationSeconds): no current leader",
-			cfg.LeaderLease, obs.Leader.Holder, end.UTC().Format(time.RFC3339))
-		for _, p := range live {
-			notJudged = append(notJudged, candidate{p, why, true})
-		}
-		return nil, notJudged, why
+		// The holder may have stepped down for a standby: no restart on a guess.
+		return noneJudged(live, notJudged, fmt.Sprintf("leader Lease %s held by %q expired at %s (last renewal + leaseDurationSeconds): no current leader",
+			cfg.LeaderLease, obs.Leader.Holder, end.UTC().Format(time.RFC3339)))
 	}
 	for _, p := range live {
 		if HolderIs(obs.Leader.Holder, p.Name) {
@@ -261,19 +232,25 @@ func selectTargets(obs Observation, cfg Config) (judged []Pod, notJudged []candi
 			notJudged = append(notJudged, candidate{p, fmt.Sprintf("standby (Lease %s is held by %q)", cfg.LeaderLease, obs.Leader.Holder), true})
 		}
 	}
+	if len(judged) == 0 && obs.Leader.Holder == "" {
+		return nil, notJudged, fmt.Sprintf("leader Lease %s has no holder", cfg.LeaderLease)
+	}
 	if len(judged) == 0 {
-		holder := obs.Leader.Holder
-		if holder == "" {
-			return nil, notJudged, fmt.Sprintf("leader Lease %s has no holder", cfg.LeaderLease)
-		}
-		return nil, notJudged, fmt.Sprintf("leader Lease %s is held by %q, which is not a live scheduler pod", cfg.LeaderLease, holder)
+		return nil, notJudged, fmt.Sprintf("leader Lease %s is held by %q, which is not a live scheduler pod", cfg.LeaderLease, obs.Leader.Holder)
 	}
 	return judged, notJudged, ""
 }
 
-// deploymentsPods keeps the live pods whose owner chain, read by UID, leads to
-// the scheduler Deployment, and lists the others as not judged (still live: an
-// episode one of them had pauses). problem is set when no pod is kept.
+// noneJudged lists every live pod as not judged for why, the run's problem.
+func noneJudged(live []Pod, notJudged []candidate, why string) ([]Pod, []candidate, string) {
+	for _, p := range live {
+		notJudged = append(notJudged, candidate{p, why, true})
+	}
+	return nil, notJudged, why
+}
+
+// deploymentsPods keeps the live pods whose owner chain, read by UID, leads to the
+// scheduler Deployment, and lists the others as not judged (still live).
 func deploymentsPods(o *Ownership, live []Pod, notJudged []candidate) (owned []Pod, _ []candidate, problem string) {
 	switch {
 	case o == nil:
@@ -284,10 +261,7 @@ func deploymentsPods(o *Ownership, live []Pod, notJudged []candidate) (owned []P
 		problem = fmt.Sprintf("Deployment %s not found: no pod is judged (set --deployment to the scheduler's, or --judge-pods selector for a scheduler that no Deployment runs)", o.Deployment)
 	}
 	if problem != "" {
-		for _, p := range live {
-			notJudged = append(notJudged, candidate{p, problem, true})
-		}
-		return nil, notJudged, problem
+		return noneJudged(live, notJudged, problem)
 	}
 	for _, p := range live {
 		c, read := o.Chains[p.UID]
@@ -312,26 +286,19 @@ func deploymentsPods(o *Ownership, live []Pod, notJudged []candidate) (owned []P
 const tooManyPrefix = "too many scheduler pods"
 
 // TooManyPods is the run's reason when more live pods match the selector than
-// --max-pods allows: a selector gone wide (or a flood of pods) must not turn into
-// a scrape of each and a restart decision on a guess.
+// --max-pods allows: a selector gone wide must not turn into a scrape of each.
 func TooManyPods(live, limit int) string {
 	return fmt.Sprintf("%s: %d live pods match the selector, more than --max-pods %d; none is scraped or judged (check --scheduler-selector)", tooManyPrefix, live, limit)
 }
 
-// tooManyOwned is TooManyPods when only the Deployment's pods are judged.
-func tooManyOwned(owned, limit int, deployment string) string {
-	return fmt.Sprintf("%s: %d live pods of Deployment %s, more than --max-pods %d; none is scraped or judged", tooManyPrefix, owned, deployment, limit)
-}
-
-// HolderIs reports whether a Lease holderIdentity names a pod. client-go's leader
-// election commonly uses the pod name, or "<pod name>_<uuid>".
+// HolderIs reports whether a Lease holderIdentity names a pod: client-go's leader
+// election uses the pod name, or "<pod name>_<uuid>".
 func HolderIs(holder, pod string) bool {
 	return holder == pod || strings.HasPrefix(holder, pod+"_")
 }
 
 // forgetGonePods drops pods no longer listed, closing their episodes and settling
-// restart claims: a claimed restart whose pod is gone did happen (the delete went
-// through before the run that claimed it could record it).
+// restart claims: a claimed restart whose pod is gone did happen.
 func forgetGonePods(s *state.State, present map[string]bool, obs Observation) {
 	now := obs.At
 	for i := range s.Restarts {
@@ -344,24 +311,23 @@ func forgetGonePods(s *state.State, present map[string]bool, obs Observation) {
 	}
 	for _, uid := range slices.Sorted(maps.Keys(s.Pods)) {
 		if present[uid] || newerRecord(s, uid, obs) {
-			// Listed, or seen by a run that observed after this one: not gone.
 			continue
 		}
-		ps := s.Pods[uid]
-		if ps.Episode != nil {
-			outcome := state.EpisodeGone
-			if r := RestartOf(s, uid, now); r != nil && r.Outcome == state.RestartDone {
-				outcome = state.EpisodeRestarted
-			}
-			endEpisode(s, uid, now, outcome)
+		outcome := state.EpisodeGone
+		if r := RestartOf(s, uid, now); r != nil && r.Outcome == state.RestartDone {
+			outcome = state.EpisodeRestarted
 		}
+		endEpisode(s, uid, now, outcome)
 		delete(s.Pods, uid)
 	}
 }
 
-// endEpisode closes the open episode of the record s.Pods[uid] into the history.
+// endEpisode closes the open episode, if any, of the record s.Pods[uid] into the history.
 func endEpisode(s *state.State, uid string, now time.Time, outcome state.EpisodeOutcome) {
 	ps := s.Pods[uid]
+	if ps.Episode == nil {
+		return
+	}
 	s.Episodes = append(s.Episodes, state.Episode{
 		Pod: ps.Name, UID: uid, Kind: ps.Episode.Kind, Evidence: ps.Episode.Evidence,
 		From: ps.Episode.Since, To: now, Outcome: outcome,
@@ -369,10 +335,8 @@ func endEpisode(s *state.State, uid string, now time.Time, outcome state.Episode
 	ps.Episode = nil
 }
 
-// judgedPod is one pod a Decide call judges, and the receiver of judging's steps
-// (judge) and of the restart gates: what judging reads (the observation, the
-// configuration), what it updates (the state, and the pod's record in it), and
-// what that record said before this observation. The gates only read it.
+// judgedPod is one pod a Decide call judges: what judging reads, what it updates (the
+// state, the pod's record) and what that record said before. The gates only read it.
 type judgedPod struct {
 	Pod
 	obs    Observation
@@ -380,8 +344,7 @@ type judgedPod struct {
 	state  *state.State
 	now    time.Time
 	judged int // pods judged this run
-	// rec is the pod's record in state, for the process observed (freshRecord);
-	// prevVerdict and prevCounters are what it said before this observation.
+	// rec is the pod's record, for the process observed (freshRecord).
 	rec          *state.Pod
 	prevVerdict  Verdict
 	prevCounters *state.Counters
@@ -389,10 +352,7 @@ type judgedPod struct {
 	takeOver bool
 }
 
-// judge decides the pod and updates its record, in steps: bring the record to
-// this process (freshRecord), judge the observation (verdict, pure), move the
-// record on (track: the episode's clock), record a restart that did not heal
-// (noteIneffective), and, when a restart is due, run the gates (pure).
+// judge decides the pod and updates its record: process, verdict, clock, back-off, gates.
 func (p *judgedPod) judge() Target {
 	p.freshRecord()
 	j := p.verdict()
@@ -404,29 +364,26 @@ func (p *judgedPod) judge() Target {
 	if e == nil || !j.verdict.Bad() {
 		return t
 	}
-	since := e.Since
-	t.BadSince, t.BadFor, t.Evidence = &since, e.For, e.Evidence
+	t.BadSince, t.BadFor, t.Evidence = new(e.Since), e.For, e.Evidence
 	t.Reason = fmt.Sprintf("%s; %s for %s (%s evidence)", t.Reason, j.verdict, ShortDuration(t.BadFor.D()), t.Evidence)
 	p.takeOver = unfinishedClaim(RestartOf(p.state, p.UID, p.now), p.now, p.cfg)
 	if !p.restartDue(&t) {
 		return t
 	}
-	if !p.takeOver {
-		// Completing an unfinished restart is not a new one: it judges no earlier one.
+	if !p.takeOver { // completing an unfinished restart judges no earlier one
 		t.Ineffective = p.noteIneffective(e)
 	}
 	p.runGates(&t)
 	return t
 }
 
-// freshRecord brings the pod's record to the process observed, and keeps what the
-// record said before this observation (prevVerdict, prevCounters).
+// freshRecord brings the pod's record to the process observed, and keeps what it said.
 func (p *judgedPod) freshRecord() {
 	s, now := p.state, p.now
 	ps := s.Pods[p.UID]
 	if ps == nil || !ps.StartedAt.Equal(p.StartedAt) {
 		// A new pod, or the container restarted: a new process, a fresh clock.
-		if ps != nil && ps.Episode != nil {
+		if ps != nil {
 			endEpisode(s, p.UID, now, state.EpisodeProcessRestarted)
 		}
 		ps = &state.Pod{Name: p.Name, StartedAt: p.StartedAt, FirstSeen: now}
@@ -435,11 +392,8 @@ func (p *judgedPod) freshRecord() {
 	ps.Name = p.Name
 	if p.Sample != nil && ps.Counters != nil &&
 		(p.Sample.HeartbeatRejected < ps.Counters.HeartbeatRejected || p.Sample.HeartbeatOK < ps.Counters.HeartbeatOK) {
-		// Counters only go down when the process restarted; whatever we knew of the
-		// old process says nothing about this one.
-		if ps.Episode != nil {
-			endEpisode(s, p.UID, now, state.EpisodeProcessRestarted)
-		}
+		// Counters only go down when the process restarted.
+		endEpisode(s, p.UID, now, state.EpisodeProcessRestarted)
 		ps.Counters, ps.AgedCounters, ps.AgingCounters = nil, nil, nil
 		ps.FirstSeen = now
 	}
@@ -447,8 +401,7 @@ func (p *judgedPod) freshRecord() {
 	ps.LastSeen = now
 }
 
-// target reports the judgement: the pod's verdict and why, and the doubts about
-// the observation.
+// target reports the judgement and the doubts about the observation.
 func (p *judgedPod) target(j judgement) Target {
 	t := Target{Pod: p.Name, UID: p.UID, Judged: true, Action: ActionNone, Verdict: j.verdict, Reason: j.reason, NoEarlierCounters: j.noEarlierCounters}
 	if p.ScrapeErr != nil {
@@ -470,21 +423,16 @@ func (p *judgedPod) target(j judgement) Target {
 	return t
 }
 
-// track moves the pod's record on by the judgement: its counters (and the
-// target's counts), its episode and the episode's clock, the back-off, a claim
-// left by a crashed run, a followed roll, its verdict. It reports a gap: a failed
-// sample inside this run's streak of the episode, settled by the next sample
-// (advanceWedgeClock).
+// track moves the pod's record on by the judgement. It reports a gap: a failed sample
+// inside this run's streak, settled by the next (advanceWedgeClock).
 func (p *judgedPod) track(j judgement, t *Target) (gap bool) {
 	s, ps, now := p.state, p.rec, p.now
 	if p.Sample != nil && p.ScrapeErr == nil && j.verdict != VerdictUnknown {
-		ready, expected := p.Sample.Ready(), p.obs.Expected.Serving
-		t.Ready, t.Expected = &ready, &expected
+		t.Ready, t.Expected = new(p.Sample.Ready()), new(p.obs.Expected.Serving)
 		ageCounters(ps, now)
 		ps.Counters = &state.Counters{HeartbeatOK: p.Sample.HeartbeatOK, HeartbeatRejected: p.Sample.HeartbeatRejected, At: now}
 	} else if p.obs.ExpectedErr == nil {
-		expected := p.obs.Expected.Serving
-		t.Expected = &expected
+		t.Expected = new(p.obs.Expected.Serving)
 	}
 	if j.verdict != VerdictHealthy && s.Backoff != nil {
 		// Only an unbroken BackoffReset of healthy observations ends the back-off.
@@ -496,44 +444,33 @@ func (p *judgedPod) track(j judgement, t *Target) (gap bool) {
 		switch {
 		case ps.Episode == nil:
 		case j.failed && inRunStreak(ps.Episode, p.obs):
-			// A failed sample inside this run's streak: a gap, settled by the
-			// next sample (advanceWedgeClock), not a pause yet.
 			gap = true
 		case j.failed:
-			// A failed sample before this run saw the pod: unknown, and the
-			// episode waits for the next good sample, which bridges the gap
-			// or starts the confirmations over (advanceWedgeClock).
+			// Before this run saw the pod: the next good sample settles it.
 		default:
 			pause(ps)
 		}
 		if j.failed && !gap {
-			// A failed sample before the run saw anything of the pod: unknown,
-			// but worth sampling on while what the next sample may show could
-			// still be confirmed in this run.
+			// Worth sampling on while the next sample could be confirmed in this run.
 			t.SampleFor = p.retryFor()
 		}
 	case VerdictWedged, VerdictDegraded:
 		ps.ConsecutiveUnknowns = 0
 		if ps.Episode != nil && ps.Episode.Kind != j.verdict {
-			// Degraded became wedged (or back): the history shows both episodes.
 			endEpisode(s, p.UID, now, state.EpisodeBecame(j.verdict))
 		}
 		p.advanceWedgeClock(j, *t)
 	case VerdictNoNodes:
 		ps.ConsecutiveUnknowns = 0
 		if ps.Episode != nil {
-			// No serving node listed (the nodes scaled to zero): ready 0 is the
-			// truth, and says nothing about whether discovery works again. The
-			// episode stays open, paused, until a node is listed.
+			// Nodes scaled to zero say nothing about discovery: paused, not closed.
 			pause(ps)
 			break
 		}
 		p.abandonClaim(j.verdict)
 	default:
 		ps.ConsecutiveUnknowns = 0
-		if ps.Episode != nil {
-			endEpisode(s, p.UID, now, state.EpisodeRecovered)
-		}
+		endEpisode(s, p.UID, now, state.EpisodeRecovered)
 		if j.verdict == VerdictHealthy {
 			endBackoffOnceHealthy(s, now, p.cfg)
 			p.noteHealed()
@@ -548,15 +485,8 @@ func (p *judgedPod) track(j judgement, t *Target) (gap bool) {
 	return gap
 }
 
-// noteIneffective records, when this pod's wedge shows that the restart it
-// replaces did not heal, that restart as ineffective and the back-off it starts,
-// and returns why ("" when there is nothing new to record). A restart did not heal
-// when this pod is the replacement of a restarted one (it started after that
-// restart) and its wedge began within IneffectiveWithin of its start: the cause is
-// outside the scheduler (RBAC, the network to the nodes), and restarting every
-// window would only add churn. Each such restart doubles the wait before the next
-// one, up to BackoffMax; BackoffReset of healthy observations ends the back-off
-// (backoffGate holds restarts back until then).
+// noteIneffective records a restart this pod's wedge shows did not heal, and the
+// back-off it starts, and returns why (docs/design.md, "Ineffective restarts").
 func (p *judgedPod) noteIneffective(e *state.OpenEpisode) string {
 	s, cfg := p.state, p.cfg
 	if cfg.IneffectiveWithin <= 0 {
@@ -583,24 +513,17 @@ func (p *judgedPod) noteIneffective(e *state.OpenEpisode) string {
 	return b.Reason
 }
 
-// noteHealed records, when this pod is the replacement of a restart and is
-// observed healthy, that the restart healed: a later wedge of this process is a
-// new problem (a new flap), not the restart failing. A pod started within
-// IneffectiveWithin of a restart replaces it, or within its default when the
-// back-off is off (the record still says whether the restart healed).
+// noteHealed records that the restart this healthy pod replaces healed: a later
+// wedge of it is a new problem. With the back-off off, the default window applies.
 func (p *judgedPod) noteHealed() {
 	within := cmp.Or(max(p.cfg.IneffectiveWithin, 0), DefaultIneffectiveWithin)
 	if r := replacedBy(p.state, p.Pod, within, p.now); r != nil {
-		at := p.now
-		r.HealedAt = &at
+		r.HealedAt = new(p.now)
 	}
 }
 
-// replacedBy returns the latest restart, done and neither judged ineffective nor
-// healed yet, that this pod's process replaces: another pod restarted at most
-// within before this process started (a pod started days after a restart replaces
-// nothing of it). A record dated ahead is passed over: saving the state sorts
-// it last, where it would hide the restart this process replaces.
+// replacedBy returns the latest restart, done and not yet judged, of another pod at
+// most within before this process started. Records dated ahead are passed over.
 func replacedBy(s *state.State, p Pod, within time.Duration, now time.Time) *state.Restart {
 	for i := len(s.Restarts) - 1; i >= 0; i-- {
 		r := &s.Restarts[i]
@@ -618,41 +541,31 @@ func replacedBy(s *state.State, p Pod, within time.Duration, now time.Time) *sta
 	return nil
 }
 
-// endBackoffOnceHealthy ends the back-off once the scheduler stayed healthy for
-// BackoffReset: the restarts that did not heal are then history.
+// endBackoffOnceHealthy ends the back-off once the scheduler stayed healthy for BackoffReset.
 func endBackoffOnceHealthy(s *state.State, now time.Time, cfg Config) {
-	b := s.Backoff
-	if b == nil {
-		return
-	}
-	if b.HealthySince == nil {
-		at := now
-		b.HealthySince = &at
-		return
-	}
-	if now.Sub(*b.HealthySince) >= cfg.BackoffReset {
+	switch b := s.Backoff; {
+	case b == nil:
+	case b.HealthySince == nil:
+		b.HealthySince = new(now)
+	case now.Sub(*b.HealthySince) >= cfg.BackoffReset:
 		s.Backoff = nil
 	}
 }
 
 // judgement is what judge makes of one observation of a pod.
 type judgement struct {
-	verdict Verdict
-	reason  string
-	// evidence is what a bad verdict rests on.
-	evidence Evidence
-	// noEarlierCounters: no earlier counter value of this process to compare with.
+	verdict           Verdict
+	reason            string
+	evidence          Evidence // what a bad verdict rests on
 	noEarlierCounters bool
-	// failed: an unknown because a read failed (the scrape, the serving-node
-	// count), not because of the pod's own state: a failed sample.
+	// failed: an unknown because a read failed, not because of the pod: a failed sample.
 	failed bool
 	// age is the process's age as judged; warning a doubt about it (clock skew).
 	age     time.Duration
 	warning string
 }
 
-// verdict is the pod's verdict on this observation. It reads the pod's record,
-// never writes it.
+// verdict reads the pod's record, never writes it (docs/design.md §2, "Verdicts").
 func (p *judgedPod) verdict() judgement {
 	now, cfg := p.now, p.cfg
 	if !p.Running {
@@ -667,8 +580,7 @@ func (p *judgedPod) verdict() judgement {
 	}
 	age, skew := now.Sub(p.StartedAt), ""
 	if p.StartedAt.After(now.Add(ClockSkewTolerance)) {
-		// The node's clock runs ahead of the watchdog's. The process is at least as
-		// old as the time this watchdog has watched it, by its own clock.
+		// The node's clock runs ahead: the process is as old as the watchdog watched it.
 		ahead := fmt.Sprintf("container start %s is %s in the future: clock skew, the node's clock runs ahead", p.StartedAt.UTC().Format(time.RFC3339), ShortDuration(p.StartedAt.Sub(now)))
 		watched := now.Sub(p.rec.FirstSeen)
 		if p.rec.FirstSeen.IsZero() || watched < cfg.StartupGrace {
@@ -712,10 +624,10 @@ func (p *judgedPod) agedVerdict(age time.Duration) judgement {
 	}
 }
 
-// weigh compares the scrape with the previous observation of the same process.
+// weigh compares the scrape with earlier readings of the process (design.md §2, "Evidence").
 func weigh(p Pod, ps *state.Pod, cfg Config) (Evidence, string, bool) {
-	// Compared in float seconds: an age of years (a watch that never delivered an
-	// event) overflows a time.Duration, and is exactly the case to catch.
+	// In float seconds: an age of years (a watch that never delivered) overflows a
+	// time.Duration, and is exactly the case to catch.
 	if age := p.Sample.WatchAge; cfg.MaxWatchAge > 0 && age != nil && *age > cfg.MaxWatchAge.Seconds() {
 		return EvidenceStrong, fmt.Sprintf("the discovery watch saw no event for %s (> --max-watch-age %s)", ageString(*age), ShortDuration(cfg.MaxWatchAge)), false
 	}
@@ -743,27 +655,16 @@ func weigh(p Pod, ps *state.Pod, cfg Config) (Evidence, string, bool) {
 const (
 	// GaugeRefresh is how often the scheduler rewrites its gauges.
 	GaugeRefresh = 15 * time.Second
-	// RollWatch is how long after the first rejected heartbeats a roll is
-	// followed: the gauge drops the old nodes' records 30-40 s after their last
-	// heartbeat and shows it within a refresh (40-55 s measured), with margin.
+	// RollWatch is how long after the first rejected heartbeats a roll is followed:
+	// the gauge shows the old nodes' records dropped 40-55 s after, with margin.
 	RollWatch = 75 * time.Second
-	// RollRearm is how long a followed roll keeps another from being followed:
-	// a node calling in that discovery never lists (not one of the Service's)
-	// has its heartbeats rejected for good, and must not make every pass
-	// sample for RollWatch.
+	// RollRearm is how long a followed roll keeps another from being followed: a
+	// node rejected for good must not make every pass sample for RollWatch.
 	RollRearm = 10 * time.Minute
 )
 
-// noteRolling follows, while the pod is healthy with ready counting every
-// serving node, heartbeats rejected since the last reading of the process:
-// nodes that called in and that discovery does not know. Right after a roll
-// into dead discovery, the gauge still counts the old nodes' records for
-// 40-55 s while the new nodes are rejected at once. It is established when a
-// sample at least a gauge refresh later, ready unchanged, shows more rejected:
-// a node discovery still does not know after a refresh (a roll that
-// discovery follows is accepted within a second), and not an API-server flap,
-// whose ready reads 0 from the next refresh on. It returns how long to sample
-// on to see where it goes (nil: nothing to follow).
+// noteRolling follows a roll into dead discovery before the gauge shows it (design.md
+// §2, "Evidence"), returning how long to sample on (nil: nothing to follow).
 func (p *judgedPod) noteRolling() *time.Duration {
 	obs := p.obs
 	if p.Sample == nil || p.ScrapeErr != nil || p.cfg.ConfirmWindow <= 0 || obs.Expected.Serving == 0 || p.Sample.Ready() < obs.Expected.Serving {
@@ -783,61 +684,38 @@ func (p *judgedPod) noteRolling() *time.Duration {
 	case !r.Established && now.Sub(r.Since) >= GaugeRefresh && cur > r.Rejected:
 		r.Established = true
 	}
-	left := RollWatch - now.Sub(r.Since)
-	return &left
+	return new(RollWatch - now.Sub(r.Since))
 }
 
-// rolledAt is where strong evidence and this run's streak count from when a
-// wedge opens right after an established roll of this run (noteRolling): the
-// first rejected heartbeats, while the gauge still counted the old nodes.
-// Otherwise nil: from this sample, as always.
+// rolledAt is where strong evidence and this run's streak count from when a wedge
+// opens right after an established roll of this run; nil: from this sample.
 func (p *judgedPod) rolledAt(j judgement) *time.Time {
 	r := p.rec.Rolling
 	if r == nil || !r.Established || j.verdict != VerdictWedged || j.evidence != EvidenceStrong || p.prevVerdict != VerdictHealthy ||
 		!r.Run.Equal(p.obs.RunStart) || p.now.Sub(r.Since) > RollWatch || p.cfg.ConfirmWindow <= 0 {
 		return nil
 	}
-	since := r.Since
-	return &since
+	return new(r.Since)
 }
 
 // HeartbeatBackoffCap is the longest a rejected node waits between heartbeats
-// (5 s doubling to 60 s, docs/design.md §1): two of them without a rejection
-// say the nodes are not calling in; one short interval says nothing.
+// (docs/design.md §1): one short interval without a rejection says nothing.
 const HeartbeatBackoffCap = 60 * time.Second
 
-// ageCounters keeps, before the reading at now replaces ps.Counters, a reading
-// at least two back-off caps old (AgedCounters) for weigh: the newest that was
-// that old when it was promoted. A CronJob's last reading is already older; a
-// `watchdog run` pass every 30 s needs the older one for its first sight to
-// see the rejections of nodes backing off.
+// ageCounters keeps a reading at least two back-off caps old for weigh: a pass every
+// 30 s needs it to see nodes backing off.
 func ageCounters(ps *state.Pod, now time.Time) {
 	const span = 2 * HeartbeatBackoffCap
 	if a := ps.AgingCounters; a != nil && now.Sub(a.At) >= span {
 		ps.AgedCounters, ps.AgingCounters = a, nil
 	}
 	if ps.AgingCounters == nil && ps.Counters != nil && (ps.AgedCounters == nil || ps.Counters.At.After(ps.AgedCounters.At)) {
-		last := *ps.Counters
-		ps.AgingCounters = &last
+		ps.AgingCounters = new(*ps.Counters)
 	}
 }
 
-// pauseClock records that a pod with a bad episode was not judged this run (a
-// standby, or nobody judged for want of a current leader): as with an unknown, the
-// gap will not count towards the episode, and strong evidence must be confirmed
-// again. Without it, a holder judged again after its Lease expired for ten minutes
-// would be "wedged for 10m" on its first observation.
-func pauseClock(s *state.State, p Pod) {
-	ps := s.Pods[p.UID]
-	if ps == nil || ps.Episode == nil {
-		return
-	}
-	pause(ps)
-}
-
-// pause is what an observation without information does to a bad episode: the
-// clock does not run across it (the next bad observation does not add the gap),
-// and both confirmations start over, since ready may have come back unseen.
+// pause is what an observation without information does to a bad episode: the gap
+// is not counted, and both confirmations start over (ready may have come back unseen).
 func pause(ps *state.Pod) {
 	ps.LastVerdict = VerdictUnknown
 	ps.Episode.StrongSince = nil
@@ -845,8 +723,7 @@ func pause(ps *state.Pod) {
 	ps.Episode.RunSince = nil
 }
 
-// inRunStreak reports whether the episode's in-run streak belongs to this
-// observation's run: a failed sample then leaves a gap in it, not a pause.
+// inRunStreak reports whether the episode's in-run streak belongs to this observation's run.
 func inRunStreak(e *state.OpenEpisode, obs Observation) bool {
 	return e.RunSince != nil && e.Run.Equal(obs.RunStart)
 }
@@ -860,37 +737,30 @@ func (p *judgedPod) abandonClaim(verdict Verdict) {
 }
 
 // retryFor is how long sampling on after a failed sample can still make a restart
-// due in this run: what the episode needs, or without one a whole confirmation.
+// due in this run: what the episode needs, or a whole confirmation.
 func (p *judgedPod) retryFor() *time.Duration {
 	if e := p.rec.Episode; e != nil {
-		if !inRunStreak(e, p.obs) {
-			// What the next sample can make due: a confirmation of this run.
+		if !inRunStreak(e, p.obs) { // the next sample starts this run's confirmation
 			c := *e
 			c.RunSince, c.StrongSince = nil, nil
 			e = &c
 		}
 		return dueGate(e, p.now, p.cfg).sampleFor
 	}
-	d := cmp.Or(max(p.cfg.ConfirmWindow, 0), p.cfg.WedgedFor)
-	return &d
+	return new(cmp.Or(max(p.cfg.ConfirmWindow, 0), p.cfg.WedgedFor))
 }
 
-// gapTarget reports a pod whose sample failed inside this run's streak of its
-// episode: still what the run saw it to be (a run that saw a wedge pages it even
-// if a later sample failed), never restarted on this sample, and worth sampling
-// on while a restart can still come due.
+// gapTarget reports a pod whose sample failed inside this run's streak: what the run
+// saw it to be, not restarted on this sample, sampled on while a restart can come due.
 func (p *judgedPod) gapTarget(t Target) Target {
 	e, cfg := p.rec.Episode, p.cfg
 	failed := t.Reason
-	since := e.Since
-	t.Verdict, t.BadSince, t.BadFor, t.Evidence = e.Kind, &since, e.For, e.Evidence
+	t.Verdict, t.BadSince, t.BadFor, t.Evidence = e.Kind, new(e.Since), e.For, e.Evidence
 	t.Reason = fmt.Sprintf("this sample failed (%s); %s for %s (%s evidence) as of the last sample", failed, e.Kind, ShortDuration(e.For.D()), e.Evidence)
 	due := dueGate(e, p.now, cfg)
-	t.Confirming = due.confirming
-	t.SampleFor = due.sampleFor
+	t.Confirming, t.SampleFor = due.confirming, due.sampleFor
 	if due.OK {
-		next := time.Duration(0)
-		t.SampleFor = &next
+		t.SampleFor = new(time.Duration)
 	}
 	t.Gates = []Gate{{Name: gateDuration, Detail: "this sample failed: the wedge clock waits for the next sample, which decides whether the gap is counted"}}
 	t.Action = ActionWait
@@ -900,19 +770,12 @@ func (p *judgedPod) gapTarget(t Target) Target {
 	return t
 }
 
-// advanceWedgeClock extends or starts the bad episode. The clock only advances
-// between two consecutive observations with the same bad verdict; an unknown in
-// between pauses it (that gap is not counted). A gap of failed samples inside
-// the run's streak is bridged (counted, the streak and strong evidence kept) when
-// the same process shows on both sides of it that discovery stayed dead or that
-// ready cannot have risen (bridged). Otherwise the streak starts over after it,
-// as after a pause. It also keeps the in-run streak: the restart that the
-// episode may make due must be confirmed by this run's samples.
+// advanceWedgeClock extends or starts the bad episode and its in-run streak
+// (docs/design.md §2, "The wedge clock").
 func (p *judgedPod) advanceWedgeClock(j judgement, t Target) {
 	ps, obs, now, verdict := p.rec, p.obs, p.now, j.verdict
-	// since is where this run's streak begins when it begins now: at this
-	// sample, or at the run's first sample when every sample of the run before
-	// this one failed and the gap is bridged.
+	// since is where this run's streak begins if it begins now: this sample, or
+	// the run's first when every earlier sample of it failed and is bridged.
 	since := now
 	if ps.Episode == nil || ps.Episode.Kind != verdict {
 		if r := p.rolledAt(j); r != nil {
@@ -926,8 +789,7 @@ func (p *judgedPod) advanceWedgeClock(j judgement, t Target) {
 		}
 		ps.Episode = &state.OpenEpisode{Kind: verdict, Since: now, Last: now, BaselineRejected: &baseline}
 		if ps.Counters != nil {
-			first := *ps.Counters
-			ps.Episode.FirstCounters = &first
+			ps.Episode.FirstCounters = new(*ps.Counters)
 		}
 	} else {
 		e := ps.Episode
@@ -935,8 +797,7 @@ func (p *judgedPod) advanceWedgeClock(j judgement, t Target) {
 		case p.prevVerdict == verdict && now.After(e.Last):
 			e.For += state.Duration(now.Sub(e.Last))
 		case p.prevVerdict == VerdictUnknown && e.RunSince != nil && bridged(e, j.evidence, ps.Counters, inRunStreak(e, obs)) && now.After(e.Last):
-			// Only failed samples since the last bad one (a pause clears
-			// RunSince), and the gap is bridged: counted, nothing starts over.
+			// Only failed samples since (a pause clears RunSince), bridged.
 			e.For += state.Duration(now.Sub(e.Last))
 			if obs.RunStart.After(e.Last) && !obs.RunStart.After(now) {
 				since = obs.RunStart
@@ -953,20 +814,17 @@ func (p *judgedPod) advanceWedgeClock(j judgement, t Target) {
 	}
 	if p.cfg.ConfirmWindow > 0 && now.Sub(*bad.RunSince) >= p.cfg.ConfirmWindow &&
 		(bad.ConfirmedRun == nil || !bad.ConfirmedRun.Equal(bad.Run)) {
-		// First in-run confirmation of this run. It chains with an earlier run's
-		// only across a pause: with no pause in between, the clock ran and the
-		// duration path already counts the time.
+		// First in-run confirmation of this run. It chains with an earlier run's only
+		// across a pause: without one, the duration path already counts the time.
 		if bad.ConfirmedRun != nil && bad.PausedSinceConfirmed {
 			bad.ConfirmedRuns++
 		} else {
 			bad.ConfirmedRuns = 1
 		}
-		run := bad.Run
-		bad.ConfirmedRun, bad.PausedSinceConfirmed = &run, false
+		bad.ConfirmedRun, bad.PausedSinceConfirmed = new(bad.Run), false
 	}
 	if j.evidence == EvidenceStrong && ps.Episode.StrongSince == nil {
-		at := since // now, or where a roll began (rolledAt)
-		ps.Episode.StrongSince = &at
+		ps.Episode.StrongSince = new(since) // now, or where a roll began (rolledAt)
 	}
 	if ps.Episode.StrongSince != nil {
 		ps.Episode.Evidence = EvidenceStrong
@@ -981,19 +839,8 @@ func (p *judgedPod) advanceWedgeClock(j judgement, t Target) {
 	}
 }
 
-// bridged reports whether a gap of failed samples in episode e can be counted,
-// given the evidence and counters of the sample after it (the process is the
-// same: a new one starts a fresh record):
-//   - inside this run's streak, strong evidence held up to the gap and is seen
-//     again after it: the rejected-heartbeat counter rose on both sides (each
-//     rejection says its node was not in discovery then, and discovery does not
-//     come back and die again within a few samples);
-//   - or, in this run or across runs, the accepted and the rejected heartbeat
-//     counters both still read what they read at the episode's first bad
-//     observation: no heartbeat reached the scheduler since, so ready, which
-//     only an accepted heartbeat raises, stayed 0 across the gap. A heal moves
-//     the accepted counter and a flap of discovery the rejected one, so neither
-//     is bridged.
+// bridged reports whether a gap of failed samples in episode e can be counted, given
+// the sample after it (docs/design.md §2, "The wedge clock").
 func bridged(e *state.OpenEpisode, evidence Evidence, cur *state.Counters, inRun bool) bool {
 	if inRun && e.StrongSince != nil && evidence == EvidenceStrong {
 		return true

@@ -12,59 +12,48 @@ import (
 
 // Gate names.
 const (
-	gateStartup  = "startup-grace"
-	gateDuration = "wedged-for"
-	gateOnce     = "once-per-wedge"
-	gateSingle   = "single-target"
-	gateRollout  = "rollout"
-	gateBudget   = "budget"
-	gateDegraded = "restart-on-degraded"
-	// gateConsistent: a restart is never made on lists from the watch cache.
+	gateStartup    = "startup-grace"
+	gateDuration   = "wedged-for"
+	gateOnce       = "once-per-wedge"
+	gateSingle     = "single-target"
+	gateRollout    = "rollout"
+	gateBudget     = "budget"
+	gateDegraded   = "restart-on-degraded"
 	gateConsistent = "consistent-read"
 	// GateBackoff holds restarts back after restarts that did not heal.
 	GateBackoff = "backoff"
+	// GateAlerts holds a due restart while alerts matching --hold-restarts-on-alert fire.
+	GateAlerts = "firing-alerts"
 )
 
-// restartGate is one gate of the table below. check answers, from the judged pod
-// whose restart is due (in the state as judging left it), whether the restart
-// may go ahead, and false for applies when the gate has nothing to say (the
-// back-off when no restart failed to heal).
+// restartGate is one gate of the table below. check answers whether a due restart may
+// go ahead, with a Gate without a name when it has nothing to say.
 type restartGate struct {
 	name string
-	// newOnly gates are skipped when completing an unfinished restart: that is not
-	// a new restart, so neither the back-off nor the budget holds it back.
+	// newOnly gates are skipped when completing an unfinished restart: not a new one.
 	newOnly bool
 	// last gates run only when every other gate agreed: they cost a read.
 	last  bool
-	check func(p *judgedPod) (g Gate, applies bool)
+	check func(p *judgedPod) Gate
 }
 
 // restartGates are the gates a due restart passes, in order (docs/design.md §2,
-// "Gates"). Each is a pure function of the judged pod: none changes state while it
-// answers. Every gate runs, so the report shows each refusal.
-//
-// The order is also that of the reads a restart needs, which the pass takes one
-// decision at a time (askReads; pass.decide in pkg/check takes each once and
-// decides again, three reads in all: a gate needing another read goes there too):
-// the rollout gate refuses until the Deployment is read, and a last gate runs only
-// when every gate before it agreed. So the first decision asks for the Deployment
-// alone, the next (Deployment fine, not paused) for the firing alerts when they
-// hold restarts, the next for the consistent re-read, the last look before the
-// restart; a restart the Deployment holds back costs no Alertmanager read and no
-// consistent re-list. TestReadsFollowTheGateOrder holds this.
+// "Gates"), each a pure function of the judged pod; every one runs, so the report
+// shows each refusal. The order is also that of the reads they need (askReads), so
+// a restart the Deployment holds back costs no Alertmanager read and no re-list.
 var restartGates = []restartGate{
-	{name: gateOnce, check: always(onceGate)},
-	{name: gateSingle, check: always(singleGate)},
-	{name: gateRollout, check: always(rolloutGate)},
+	{name: gateOnce, check: onceGate},
+	{name: gateSingle, check: singleGate},
+	{name: gateRollout, check: rolloutGate},
 	{name: GatePaused, check: pauseGate},
 	{name: GateBackoff, newOnly: true, check: backoffGate},
-	{name: gateBudget, newOnly: true, check: always(budgetGate)},
+	{name: gateBudget, newOnly: true, check: budgetGate},
 	{name: GateAlerts, last: true, check: alertsGate},
-	{name: gateConsistent, last: true, check: always(consistentGate)},
+	{name: gateConsistent, last: true, check: consistentGate},
 }
 
 // askReads sets the reads the decision asks its caller for: each that a gate
-// refused a due restart for want of. The caller reads it and decides again.
+// refused a due restart for want of.
 func askReads(res *Result, obs Observation) {
 	refused := func(gate string) bool {
 		return slices.ContainsFunc(res.Targets, func(t Target) bool {
@@ -76,14 +65,8 @@ func askReads(res *Result, obs Observation) {
 	res.NeedConsistentRead = !obs.Consistent && obs.ConsistentErr == nil && refused(gateConsistent)
 }
 
-func always(f func(p *judgedPod) Gate) func(p *judgedPod) (Gate, bool) {
-	return func(p *judgedPod) (Gate, bool) { return f(p), true }
-}
-
 // restartDue adds the gates that say whether a restart is due at all (startup
-// grace, wedged-for, restart-on-degraded) for a wedged or degraded pod whose
-// episode judging has brought up to date, and reports whether it is: then the
-// restart gates judge it (runGates).
+// grace, wedged-for, restart-on-degraded) for a bad pod, and reports whether it is.
 func (p *judgedPod) restartDue(t *Target) bool {
 	cfg, e := p.cfg, p.rec.Episode
 	t.Gates = append(t.Gates, Gate{Name: gateStartup, OK: true,
@@ -103,16 +86,15 @@ func (p *judgedPod) restartDue(t *Target) bool {
 	return true
 }
 
-// runGates runs the restart gates of the table over a due restart and sets the
-// target's action: restart when all agree, blocked otherwise.
+// runGates runs the restart gates over a due restart: restart when all agree, else blocked.
 func (p *judgedPod) runGates(t *Target) {
 	blocked := false
 	for _, rg := range restartGates {
 		if (rg.newOnly && p.takeOver) || (rg.last && blocked) {
 			continue
 		}
-		g, applies := rg.check(p)
-		if !applies {
+		g := rg.check(p)
+		if g.Name == "" {
 			continue
 		}
 		t.Gates = append(t.Gates, g)
@@ -126,20 +108,15 @@ func (p *judgedPod) runGates(t *Target) {
 		t.Action = ActionBlocked
 		markInProgress(t)
 		if t.refusedOnlyBy(func(g Gate) bool { return readFailed(g, p) }) {
-			// A read the restart needs failed: a failed sample, not a verdict on
-			// the restart. Worth sampling on to read again;
-			// the pass does while a restart still fits before its deadline, and
-			// otherwise the run ends blocked and says why.
-			again := time.Duration(0)
-			t.SampleFor = &again
+			// A read the restart needs failed: worth sampling on to read again.
+			t.SampleFor = new(time.Duration)
 		}
 		return
 	}
 	t.Action = ActionRestart
 }
 
-// readFailed reports a gate's refusal because a read the restart needs failed:
-// the Deployment, or the consistent re-read of the pods and EndpointSlices.
+// readFailed reports a gate's refusal because a read the restart needs failed.
 func readFailed(g Gate, p *judgedPod) bool {
 	switch g.Name {
 	case gateRollout:
@@ -151,9 +128,7 @@ func readFailed(g Gate, p *judgedPod) bool {
 }
 
 // markInProgress: while a restart of this pod is already done or under way, the
-// other refusals are consequences of it (the Deployment mid-rollout from the
-// watchdog's own rollout restart, the budget it just used), not blocked restarts
-// to page about.
+// other refusals are its consequences (its own rollout, the budget it just used).
 func markInProgress(t *Target) {
 	if !slices.ContainsFunc(t.Gates, func(g Gate) bool { return g.Name == gateOnce && g.InProgress }) {
 		return
@@ -165,38 +140,29 @@ func markInProgress(t *Target) {
 	}
 }
 
-// wedgedForGate is the wedged-for gate's answer (dueGate): the gate, and when it refuses,
-// whether strong evidence is being confirmed and how much longer sampling on is worth it.
+// wedgedForGate is dueGate's answer, and when it refuses, how sampling on is worth it.
 type wedgedForGate struct {
 	Gate
 	confirming bool
 	sampleFor  *time.Duration
 }
 
-// dueGate reports whether a restart is due: by --wedged-for (the clock across
-// observations) or by strong evidence held over --confirm-window, and either way
-// confirmed inside this run: ready stayed bad for --confirm-window of this run's
-// samples. Two separate flaps five minutes apart are then two short episodes,
-// never a restart. Two runs confirmed in-run with only unknown runs between them
-// are due too (a wedge seen only every other run).
+// dueGate reports whether a restart is due (docs/design.md §2, "Confirmation").
 func dueGate(e *state.OpenEpisode, now time.Time, cfg Config) wedgedForGate {
 	inRun := time.Duration(0)
 	if e.RunSince != nil {
 		inRun = now.Sub(*e.RunSince)
 	}
-	// A degraded pod that is never restarted needs no in-run confirmation: its
-	// gate only decides when the alert says "alerted, not restarted".
+	// A degraded pod never restarted needs no in-run confirmation: only an alert waits.
 	confirmedInRun := cfg.ConfirmWindow <= 0 || inRun >= cfg.ConfirmWindow ||
 		(e.Kind == VerdictDegraded && !cfg.RestartOnDegraded)
 	// Strong evidence counts from its first sight in this run at the earliest: a
-	// run whose confirmation was cut short by its deadline leaves the next run to
-	// confirm again, never to restart on its first sample.
+	// run cut short leaves the next to confirm again, never to restart at once.
 	strongFor := time.Duration(0)
 	if e.StrongSince != nil {
 		strongFor = min(now.Sub(*e.StrongSince), inRun)
 	}
-	// The confirm-window path is for wedges only: a degraded scheduler still serves
-	// some nodes, and is restarted (with --restart-on-degraded) after --wedged-for.
+	// For wedges only: a degraded scheduler still serves some nodes.
 	fastPath := cfg.ConfirmWindow > 0 && e.StrongSince != nil && e.Kind == VerdictWedged
 	ok := func(detail string) wedgedForGate {
 		return wedgedForGate{Gate: Gate{Name: gateDuration, OK: true, Detail: detail}}
@@ -229,31 +195,52 @@ func dueGate(e *state.OpenEpisode, now time.Time, cfg Config) wedgedForGate {
 	if e.Kind == VerdictWedged || cfg.RestartOnDegraded {
 		due = append(due, max(cfg.WedgedFor-e.For.D(), cfg.ConfirmWindow-inRun))
 		if cfg.ConfirmWindow > 0 && inRun < cfg.ConfirmWindow {
-			// Confirmed in-run, this run can chain with a later one across
-			// unknown runs (the "confirmed in 2 runs" path).
+			// Confirmed in-run, it can chain with a later run across unknown ones.
 			due = append(due, cfg.ConfirmWindow-inRun)
 		}
 	}
 	if len(due) > 0 {
-		left := max(slices.Min(due), 0)
-		d.sampleFor = &left
+		d.sampleFor = new(max(slices.Min(due), 0))
 	}
 	return d
 }
 
-// unfinishedClaim reports a restart claimed by an earlier run that did not finish
-// it and is no longer acting: a claim, or its take-over, older than ClaimTimeout.
-// The run that judges it due completes that restart instead of making a new one.
+// FiringAlerts is what Alertmanager said, read just before a restart.
+type FiringAlerts struct {
+	Matchers string   // the configured matchers, for the messages
+	Firing   []string // the active alerts that match, as alertname{labels}
+	Err      error
+}
+
+// alertsGate refuses while a matching alert fires. Alertmanager unreachable lets
+// the restart through (docs/design.md, "Holding restarts while alerts fire"):
+// the wedge is certain, the outage behind the alerts only suspected.
+func alertsGate(p *judgedPod) Gate {
+	if !p.cfg.HoldOnAlerts {
+		return Gate{}
+	}
+	a := p.obs.Alerts
+	switch {
+	case a == nil:
+		return Gate{Name: GateAlerts, InProgress: true, Detail: "firing alerts not read yet: reading Alertmanager"}
+	case a.Err != nil:
+		return Gate{Name: GateAlerts, OK: true, Detail: fmt.Sprintf("cannot read the firing alerts (%v): restart allowed, the hold fails open", a.Err)}
+	case len(a.Firing) > 0:
+		return Gate{Name: GateAlerts, Detail: fmt.Sprintf("held while alerts fire: %s (matching %s); a restart cannot help while they do", strings.Join(a.Firing, ", "), a.Matchers)}
+	}
+	return Gate{Name: GateAlerts, OK: true, Detail: fmt.Sprintf("no alert matching %s is firing", a.Matchers)}
+}
+
+// unfinishedClaim reports a restart claimed by an earlier run that did not finish it
+// and is no longer acting: a claim, or its take-over, older than ClaimTimeout.
 func unfinishedClaim(r *state.Restart, now time.Time, cfg Config) bool {
 	return r != nil && r.Outcome == state.RestartClaimed &&
 		(r.ResumedAt == nil || now.Sub(*r.ResumedAt) >= cfg.ClaimTimeout) &&
 		now.Sub(r.ClaimedAt) >= cfg.ClaimTimeout
 }
 
-// onceGate refuses a second restart of one pod. A restart already done, or under
-// way in another run, is reported as in progress: not a blocked restart, so nobody
-// is paged, until the replacement had its startup grace (and a confirm window) to
-// take over and the old pod is still here and bad.
+// onceGate refuses a second restart of one pod; one done or under way is in progress
+// until its replacement had its startup grace and a confirm window to take over.
 func onceGate(p *judgedPod) Gate {
 	now, cfg := p.now, p.cfg
 	r := RestartOf(p.state, p.UID, now)
@@ -295,9 +282,8 @@ func singleGate(p *judgedPod) Gate {
 	return Gate{Name: gateSingle, OK: true, Detail: "one scheduler pod judged"}
 }
 
-// consistentGate lets a restart through only on lists read with a consistent read.
-// While none was attempted the refusal is a step of the pass, not a blocked
-// restart: the caller reads again and decides again.
+// consistentGate lets a restart through only on lists read with a consistent read;
+// before one was attempted its refusal is a step of the pass.
 func consistentGate(p *judgedPod) Gate {
 	switch {
 	case p.obs.Consistent:
@@ -326,12 +312,10 @@ func rolloutGate(p *judgedPod) Gate {
 	case r.InProgress:
 		g.Detail = fmt.Sprintf("Deployment %s is mid-rollout: %s", r.Name, r.Detail)
 	case cfg.RestartMethod == MethodRollout && !OwnedByName(p.Pod, r.Name):
-		// Rolling the Deployment would not replace this pod: the wedge would stay
-		// and count as restarted.
+		// Rolling the Deployment would not replace this pod.
 		g.Detail = fmt.Sprintf("pod %s is not run by Deployment %s (controller: %s %q); the rollout method would restart the wrong pods", p.Name, r.Name, cmp.Or(p.ControllerKind, "none"), p.ControllerName)
 	case cfg.RestartMethod == MethodRollout && !r.Owners[p.UID].verifies(p.Pod):
-		// The names match, but names can be forged: only the chain read by UID says
-		// that rolling this Deployment replaces this pod.
+		// Names can be forged: only the chain read by UID says this pod is replaced.
 		g.Detail = ownerChainDetail(p.Pod, r)
 	default:
 		g.OK, g.Detail = true, fmt.Sprintf("Deployment %s is not rolling out", r.Name)
@@ -339,26 +323,23 @@ func rolloutGate(p *judgedPod) Gate {
 	return g
 }
 
-// budgetGate counts the restarts of the last --restart-window. A record dated
-// beyond ClockSkewTolerance ahead of now is not counted until its date comes
-// (datedAhead; Decide warns about it): counted from the start, an edit dated a
-// year ahead would turn healing off for a year.
+// budgetGate counts the restarts of the last --restart-window, not those dated ahead.
 func budgetGate(p *judgedPod) Gate {
 	s, cfg := p.state, p.cfg
 	from, to := p.now.Add(-cfg.RestartWindow), p.now.Add(ClockSkewTolerance)
 	used := s.RestartsBetween(from, to)
-	ignored := ""
+	g := Gate{Name: gateBudget, OK: used < cfg.MaxRestarts,
+		Detail: fmt.Sprintf("budget %d/%d used in the last %s", used, cfg.MaxRestarts, ShortDuration(cfg.RestartWindow))}
 	if n := len(slices.DeleteFunc(futureRestarts(s, p.now), func(r state.Restart) bool { return !r.ClaimedAt.After(to) })); n > 0 {
-		ignored = fmt.Sprintf(" (%d dated in the future not counted)", n)
+		g.Detail += fmt.Sprintf(" (%d dated in the future not counted)", n)
 	}
-	if used >= cfg.MaxRestarts {
-		return Gate{Name: gateBudget, Detail: fmt.Sprintf("budget %d/%d used in the last %s%s; next slot %s", used, cfg.MaxRestarts, ShortDuration(cfg.RestartWindow), ignored, nextSlot(s, from, to, cfg))}
+	if !g.OK {
+		g.Detail += "; next slot " + nextSlot(s, from, to, cfg)
 	}
-	return Gate{Name: gateBudget, OK: true, Detail: fmt.Sprintf("budget %d/%d used in the last %s%s", used, cfg.MaxRestarts, ShortDuration(cfg.RestartWindow), ignored)}
+	return g
 }
 
-// latestDate is the latest time a restart record names: its claim, its
-// completion, or another run's take-over of it.
+// latestDate is the latest time a restart record names.
 func latestDate(r state.Restart) time.Time {
 	at := r.ClaimedAt
 	for _, t := range []*time.Time{r.DoneAt, r.ResumedAt} {
@@ -369,19 +350,14 @@ func latestDate(r state.Restart) time.Time {
 	return at
 }
 
-// datedAhead reports a restart record that names a time beyond
-// ClockSkewTolerance ahead of now: written by a run whose clock ran ahead, or by
-// an edit of the state. It does not count until its date comes: not in the
-// budget, and not as a restart done or under way for its pod (RestartOf), or a
-// record a year ahead would hold that pod's restart back, silently, for a year.
+// datedAhead reports a restart record dated beyond ClockSkewTolerance ahead: it counts
+// for nothing until then (docs/design.md, "Records dated in the future").
 func datedAhead(r state.Restart, now time.Time) bool {
 	return latestDate(r).After(now.Add(ClockSkewTolerance))
 }
 
-// RestartOf returns the latest restart record of the pod that counts now: the
-// records dated ahead (datedAhead) are passed over. The pass finds the record
-// of the restart it claimed with it too, since saving the state sorts the
-// records by claim time and puts one dated ahead last.
+// RestartOf returns the latest restart record of the pod that counts now, passing
+// over those dated ahead (which saving the state sorts last).
 func RestartOf(s *state.State, uid string, now time.Time) *state.Restart {
 	for i := len(s.Restarts) - 1; i >= 0; i-- {
 		if r := &s.Restarts[i]; r.UID == uid && !datedAhead(*r, now) {
@@ -391,8 +367,7 @@ func RestartOf(s *state.State, uid string, now time.Time) *state.Restart {
 	return nil
 }
 
-// futureRestarts returns the restart records dated ahead (datedAhead), except
-// those abandoned before any action.
+// futureRestarts returns the restart records dated ahead, except abandoned ones.
 func futureRestarts(s *state.State, now time.Time) []state.Restart {
 	var out []state.Restart
 	for _, r := range s.Restarts {
@@ -403,16 +378,13 @@ func futureRestarts(s *state.State, now time.Time) []state.Restart {
 	return out
 }
 
-// backoffAhead reports a back-off that ends further ahead than --restart-backoff-max
-// (and ClockSkewTolerance) from now: it is set to end at most --restart-backoff-max
-// after a restart, and restarts are not in the future. A restart record dated
-// ahead, or an edit, set it; backoffGate ignores it.
+// backoffAhead reports a back-off ending further ahead than --restart-backoff-max
+// (and ClockSkewTolerance) can set it: a record dated ahead, or an edit, did.
 func backoffAhead(b *state.Backoff, now time.Time, cfg Config) bool {
 	return b != nil && cfg.BackoffMax > 0 && b.NotBefore.After(now.Add(cfg.BackoffMax+ClockSkewTolerance))
 }
 
-// datedAheadWarnings says what futureRestarts and backoffAhead found. They name
-// times only: the records may be anyone's text.
+// datedAheadWarnings names times only: the records may be anyone's text.
 func datedAheadWarnings(s *state.State, now time.Time, cfg Config) []string {
 	var out []string
 	if cfg.IneffectiveWithin > 0 && backoffAhead(s.Backoff, now, cfg) {
@@ -428,25 +400,23 @@ func datedAheadWarnings(s *state.State, now time.Time, cfg Config) []string {
 		len(future), latest.UTC().Format(time.RFC3339), ShortDuration(latest.Sub(now)), ShortDuration(ClockSkewTolerance)))
 }
 
-// backoffGate holds a restart back while restarts are not healing (state.Backoff,
-// which noteIneffective keeps): no restart before its NotBefore.
-func backoffGate(p *judgedPod) (Gate, bool) {
+// backoffGate holds a restart back before the back-off's NotBefore.
+func backoffGate(p *judgedPod) Gate {
 	b := p.state.Backoff
 	if p.cfg.IneffectiveWithin <= 0 || b == nil || b.Ineffective == 0 {
-		return Gate{}, false
+		return Gate{}
 	}
 	if backoffAhead(b, p.now, p.cfg) {
-		return Gate{Name: GateBackoff, OK: true, Detail: fmt.Sprintf("%d restart(s) in a row did not heal, but the back-off's end %s is further ahead than --restart-backoff-max allows: ignored", b.Ineffective, b.NotBefore.UTC().Format(time.RFC3339))}, true
+		return Gate{Name: GateBackoff, OK: true, Detail: fmt.Sprintf("%d restart(s) in a row did not heal, but the back-off's end %s is further ahead than --restart-backoff-max allows: ignored", b.Ineffective, b.NotBefore.UTC().Format(time.RFC3339))}
 	}
 	if p.now.Before(b.NotBefore) {
-		return Gate{Name: GateBackoff, Detail: fmt.Sprintf("%d restart(s) in a row did not heal; backing off: next restart not before %s", b.Ineffective, b.NotBefore.UTC().Format(time.RFC3339))}, true
+		return Gate{Name: GateBackoff, Detail: fmt.Sprintf("%d restart(s) in a row did not heal; backing off: next restart not before %s", b.Ineffective, b.NotBefore.UTC().Format(time.RFC3339))}
 	}
-	return Gate{Name: GateBackoff, OK: true, Detail: fmt.Sprintf("%d restart(s) in a row did not heal; the back-off ended at %s", b.Ineffective, b.NotBefore.UTC().Format(time.RFC3339))}, true
+	return Gate{Name: GateBackoff, OK: true, Detail: fmt.Sprintf("%d restart(s) in a row did not heal; the back-off ended at %s", b.Ineffective, b.NotBefore.UTC().Format(time.RFC3339))}
 }
 
-// OwnedByName reports whether a pod's controller is a ReplicaSet of the Deployment:
-// ReplicaSets are named <deployment>-<pod-template-hash>, and the hash has no dash
-// (so a pod of "agentenv-scheduler-canary" is not one of "agentenv-scheduler").
+// OwnedByName reports whether a pod's controller is a ReplicaSet of the Deployment,
+// named <deployment>-<pod-template-hash>: the hash has no dash.
 func OwnedByName(p Pod, deployment string) bool {
 	i := strings.LastIndexByte(p.ControllerName, '-')
 	return p.ControllerKind == "ReplicaSet" && i > 0 && p.ControllerName[:i] == deployment

@@ -7,24 +7,20 @@ import (
 	"unicode/utf8"
 )
 
-// The pause: annotations on the scheduler Deployment, set by the scheduler's
-// owners (`kubectl annotate`), that hold every restart until an expiry. The
-// watchdog still judges, records and pages while paused; it restarts nothing
-// (docs/design.md, "Pause").
+// The pause: annotations on the scheduler Deployment that hold every restart until
+// an expiry; the watchdog still judges and pages (docs/design.md, "Pause").
 const (
 	PauseUntilAnnotation  = "watchdog.agentenv.io/paused-until"
 	PauseReasonAnnotation = "watchdog.agentenv.io/pause-reason"
-	// MaxPause is how far ahead a pause may end: a pause forgotten after a
-	// maintenance must not turn healing off for good.
-	MaxPause = 7 * 24 * time.Hour
-	// maxPauseReason bounds the reason carried into every alert.
-	maxPauseReason = 512
+	// MaxPause is how far ahead a pause may end: a forgotten one must not turn
+	// healing off for good.
+	MaxPause       = 7 * 24 * time.Hour
+	maxPauseReason = 512 // the reason is carried into every alert
 	// GatePaused holds a due restart while the Deployment is paused.
 	GatePaused = "paused"
 )
 
-// Annotated is the scheduler Deployment's annotations as an observation read them
-// (nil annotations: none, or the Deployment was not found).
+// Annotated is the scheduler Deployment's annotations as an observation read them.
 type Annotated struct {
 	Deployment  string
 	Annotations map[string]string
@@ -42,9 +38,8 @@ func (p *Pause) String() string {
 	return fmt.Sprintf("paused until %s by annotation on Deployment %s: %s", p.Until.UTC().Format(time.RFC3339), p.Deployment, p.Reason)
 }
 
-// ReadPause reads the pause annotations of a Deployment at now: the active pause,
-// or nil and, when the annotations are there but make no valid pause (expired,
-// malformed), why they are ignored.
+// ReadPause reads the pause annotations of a Deployment at now: the active pause, or
+// nil and why annotations that make no valid pause are ignored.
 func ReadPause(deployment string, ann map[string]string, now time.Time) (*Pause, string) {
 	untilText, hasUntil := ann[PauseUntilAnnotation]
 	reason, hasReason := ann[PauseReasonAnnotation]
@@ -83,8 +78,7 @@ func cutValue(s string) string {
 	return s
 }
 
-// runPause is the run's pause: from the Deployment as read before a restart when
-// it was, otherwise as the observation read it.
+// runPause is the run's pause: from the Deployment as read before a restart, if it was.
 func runPause(obs Observation) (*Pause, string) {
 	if r := obs.Rollout; r != nil && r.Found && r.Err == nil {
 		return ReadPause(r.Name, r.Annotations, obs.At)
@@ -96,20 +90,19 @@ func runPause(obs Observation) (*Pause, string) {
 }
 
 // pauseGate holds a due restart while the Deployment, as read just before the
-// restart, is paused. A restart held this way is blocked and pages: someone
-// paused healing, and whoever is paged must know the scheduler is wedged anyway.
-// An ignored pause shows as a passed gate that says why.
-func pauseGate(p *judgedPod) (Gate, bool) {
+// restart, is paused. Held this way it is blocked and pages: whoever is paged must
+// know the scheduler is wedged anyway. An ignored pause passes, saying why.
+func pauseGate(p *judgedPod) Gate {
 	r := p.obs.Rollout
 	if r == nil || !r.Found || r.Err != nil {
-		return Gate{}, false // the rollout gate refuses, or there is no Deployment to annotate
+		return Gate{} // the rollout gate refuses, or there is no Deployment to annotate
 	}
 	active, ignored := ReadPause(r.Name, r.Annotations, p.now)
 	switch {
 	case active != nil:
-		return Gate{Name: GatePaused, Detail: "paused: would restart; " + active.String()}, true
+		return Gate{Name: GatePaused, Detail: "paused: would restart; " + active.String()}
 	case ignored != "":
-		return Gate{Name: GatePaused, OK: true, Detail: ignored}, true
+		return Gate{Name: GatePaused, OK: true, Detail: ignored}
 	}
-	return Gate{}, false
+	return Gate{}
 }

@@ -1,7 +1,6 @@
 // Package decide is the watchdog's pure decision core: an observation, the previous
-// state, the time and the configuration go in; the next state, a verdict and an
-// action per pod come out. It does no I/O and reads no clock, so every edge is
-// table-tested (decide_test.go).
+// state and the configuration go in; the next state and a verdict and action per pod
+// come out. It does no I/O and reads no clock, so every edge is table-tested.
 package decide
 
 import (
@@ -12,9 +11,7 @@ import (
 	"github.com/agentenv/watchdog/pkg/state"
 )
 
-// The verdict, action and evidence words are the state document's (pkg/state),
-// under the names the decision reads best with. They are part of the interface
-// (docs/design.md §2, §4).
+// The verdict, action and evidence words are the state document's (pkg/state).
 type (
 	Verdict  = state.Verdict
 	Action   = state.Action
@@ -49,46 +46,34 @@ const (
 	MethodRollout = "rollout"
 )
 
-// Config holds the decision thresholds.
+// Config holds the decision thresholds, named as the flags that set them; a zero
+// ConfirmWindow, MaxWatchAge, MaxPods or IneffectiveWithin turns that check off.
 type Config struct {
-	StartupGrace time.Duration
-	WedgedFor    time.Duration
-	// ConfirmWindow is how long strong evidence must hold, ready never returning,
-	// before a restart without waiting for WedgedFor. Zero disables that path.
+	StartupGrace      time.Duration
+	WedgedFor         time.Duration
 	ConfirmWindow     time.Duration
 	MaxRestarts       int
 	RestartWindow     time.Duration
 	RestartOnDegraded bool
-	// MaxWatchAge turns a watch older than this into strong evidence; zero is off.
-	MaxWatchAge time.Duration
-	// JudgePods says which live pods matching the selector are judged; the zero
-	// value is JudgeSelector (every one), the CLI's default JudgeDeployment.
-	JudgePods JudgePods
-	// LeaderLease, when set, judges only the pod holding that Lease.
+	MaxWatchAge       time.Duration
+	// JudgePods: the zero value is JudgeSelector, the CLI's default JudgeDeployment.
+	JudgePods     JudgePods
 	LeaderLease   string
 	RestartMethod string
-	// MaxPods: when more live pods match the selector (with JudgeDeployment:
-	// name a ReplicaSet of the Deployment), none is judged (the verdict is
-	// unknown, with a warning). Zero is no limit.
-	MaxPods int
+	MaxPods       int
 	// ClaimTimeout is how long a restart claim may stay unfinished before a later
 	// run completes it: younger claims belong to a run that may still be acting.
 	ClaimTimeout time.Duration
-	// IneffectiveWithin: a restart did not heal when its replacement's wedge began
-	// within this long of the replacement's start (docs/design.md, "Ineffective
-	// restarts"). Zero turns the back-off off.
+	// IneffectiveWithin, BackoffBase, BackoffMax, BackoffReset: docs/design.md,
+	// "Ineffective restarts".
 	IneffectiveWithin time.Duration
-	// BackoffBase is the wait after the first ineffective restart, doubled after
-	// each further one up to BackoffMax; BackoffReset of healthy observations ends it.
-	BackoffBase  time.Duration
-	BackoffMax   time.Duration
-	BackoffReset time.Duration
-	// HoldOnAlerts: restarts are held while matching alerts fire (GateAlerts).
-	HoldOnAlerts bool
+	BackoffBase       time.Duration
+	BackoffMax        time.Duration
+	BackoffReset      time.Duration
+	HoldOnAlerts      bool
 }
 
-// DefaultSampleInterval is how often a pass samples while confirming: the
-// scheduler's gauge refresh, since sampling faster shows nothing new.
+// DefaultSampleInterval is the scheduler's gauge refresh: sampling faster shows nothing new.
 const DefaultSampleInterval = GaugeRefresh
 
 // Back-off defaults: like CrashLoopBackOff, on the scale of a */5 CronJob.
@@ -99,55 +84,38 @@ const (
 	DefaultBackoffReset      = time.Hour
 )
 
-// ClockSkewTolerance is how far in the future a container start may be before the
-// watchdog stops trusting the pod's clock.
+// ClockSkewTolerance is how far ahead of the watchdog's clock another clock's time may be.
 const ClockSkewTolerance = time.Minute
 
 // JudgePods is which of the pods matching the selector a run judges.
 type JudgePods string
 
 const (
-	// JudgeDeployment judges only the pods whose owner chain, by UID, leads to
-	// the scheduler Deployment (pod → ReplicaSet → --deployment): a canary or a
-	// debug pod sharing the scheduler's labels is listed, not judged.
+	// JudgeDeployment judges only the pods whose owner chain, by UID, leads to the
+	// scheduler Deployment: a canary sharing the scheduler's labels is not judged.
 	JudgeDeployment JudgePods = "deployment"
-	// JudgeSelector judges every live pod matching the selector (a scheduler run
-	// by something other than a Deployment).
+	// JudgeSelector judges every live pod matching the selector.
 	JudgeSelector JudgePods = "selector"
 )
 
 // Observation is everything one run saw.
 type Observation struct {
-	At time.Time
-	// RunStart identifies the run (pass) that took this observation: a restart
-	// must be confirmed by observations of one run (docs/design.md, "Confirmation").
-	RunStart time.Time
-	// Expected is the serving node count from the API server; ExpectedErr if unread.
-	Expected    endpoints.Count
+	At          time.Time
+	RunStart    time.Time       // the run (pass) that took it: docs/design.md, "Confirmation"
+	Expected    endpoints.Count // serving nodes, from the API server
 	ExpectedErr error
 	Pods        []Pod
-	// Leader is set when a leader Lease is configured.
-	Leader *Leader
-	// Rollout is the Deployment's state; nil until read (see Result.NeedRollout).
-	Rollout *Rollout
-	// Ownership says which pods are the Deployment's (Config.JudgePods
-	// JudgeDeployment); nil when not read.
-	Ownership *Ownership
-	// Consistent: the pods and EndpointSlices were listed with a consistent
-	// (quorum) read, not from the API server's watch cache, which can lag most
-	// precisely during API-server trouble. A restart needs one (Result.NeedConsistentRead);
-	// ConsistentErr is why it could not be had.
+	Leader      *Leader    // set when a leader Lease is configured
+	Rollout     *Rollout   // nil until read (Result.NeedRollout)
+	Ownership   *Ownership // which pods are the Deployment's (JudgeDeployment)
+	// Consistent: pods and EndpointSlices were listed with a quorum read, not from
+	// the watch cache, which lags most during API-server trouble.
 	Consistent    bool
 	ConsistentErr error
-	// KeepNewerRecords: this observation is merged into another run's newer state (this
-	// run's write lost a race): what that run observed later stands, never rewound.
+	// KeepNewerRecords: merged into another run's newer state, whose later records stand.
 	KeepNewerRecords bool
-	// Annotated is the scheduler Deployment's annotations as this observation
-	// read them (the pause), nil when not read.
-	Annotated *Annotated
-	// Alerts are the firing alerts that hold restarts (Config.HoldOnAlerts), read
-	// just before a restart; nil until read (see Result.NeedAlerts).
-	Alerts *FiringAlerts
+	Annotated        *Annotated    // the Deployment's annotations (the pause), nil when not read
+	Alerts           *FiringAlerts // nil until read (Result.NeedAlerts)
 }
 
 // Pod is one scheduler pod as observed.
@@ -157,19 +125,14 @@ type Pod struct {
 	Phase       string
 	Ready       bool
 	Terminating bool
-	// Running reports whether the scheduler container is running; StartedAt is the
-	// start of its current run (state.running.startedAt, else status.startTime).
+	// Running: the scheduler container runs; StartedAt is its current run's start.
 	Running       bool
 	StartedAt     time.Time
 	WaitingReason string
-	// ControllerKind and ControllerName name the pod's controlling owner (a
-	// ReplicaSet of the scheduler Deployment, normally).
+	// The pod's controlling owner, normally a ReplicaSet of the scheduler Deployment.
 	ControllerKind string
 	ControllerName string
-	// ControllerUID is the UID that controller reference names: the rollout method
-	// restarts a pod only when the ReplicaSet of that name has this UID (see
-	// Rollout.Owners).
-	ControllerUID string
+	ControllerUID  string
 	// Sample is the scrape, or ScrapeErr why there is none. Both nil: not scraped.
 	Sample    *scrape.Sample
 	ScrapeErr error
@@ -178,27 +141,22 @@ type Pod struct {
 // Leader is the leader Lease as read.
 type Leader struct {
 	Holder string
-	// RenewedAt and Duration are the Lease's renewTime and leaseDurationSeconds;
-	// either zero means the Lease does not say when it expires.
+	// RenewedAt and Duration are renewTime and leaseDurationSeconds (zero: unsaid);
+	// WrittenAt is when the API server last wrote renewTime, by its clock.
 	RenewedAt time.Time
 	Duration  time.Duration
-	// WrittenAt is when the API server last wrote the holder's renewTime (the
-	// Lease's managedFields), by the API server's clock; zero when unknown.
 	WrittenAt time.Time
 	Err       error
 }
 
-// LeaseSkew is how far past its last renewal + leaseDurationSeconds a Lease must be
-// before it counts as expired: the renewal is by the API server's clock (or the
-// holder's, when unknown), "now" by ours.
-// Generous on purpose: a healthy Lease must not look expired on a node whose clock
-// is off by tens of seconds, and a minute's delay matters little to a */5 check.
+// LeaseSkew is how far past its end a Lease must be to count as expired: the
+// renewal is by another clock than "now". Generous: a healthy Lease must not look
+// expired on a node whose clock is off by tens of seconds.
 const LeaseSkew = time.Minute
 
 // ExpiredAt reports when the Lease stopped naming a leader, if it has by now. The
-// last renewal is when the API server wrote it (WrittenAt), when known: renewTime
-// comes from the holder's clock, and a holder whose clock lags would otherwise
-// never look renewed, one whose clock runs ahead never look stopped.
+// renewal is WrittenAt when known: renewTime is by the holder's clock, which may lag
+// (never looking renewed) or run ahead (never looking stopped).
 func (l *Leader) ExpiredAt(now time.Time) (time.Time, bool) {
 	renewed := l.RenewedAt
 	if !l.WrittenAt.IsZero() {
@@ -220,20 +178,15 @@ type Rollout struct {
 	Paused     bool
 	Detail     string
 	Err        error
-	// Owners is, by pod UID, whether the pod's controller chain was read and
-	// checked by UID (pod → ReplicaSet → this Deployment). The observer fills it
-	// for the rollout method only; a pod missing from it is unverified.
-	Owners map[string]OwnerChain
-	// OwnersErr is the first API error met reading that chain (RBAC, say).
-	OwnersErr error
-	// Annotations are the Deployment's own (the pause is read from them).
-	Annotations map[string]string
+	// Owners is, by pod UID, the pod's controller chain checked by UID (read for
+	// the rollout method only; a pod missing from it is unverified).
+	Owners      map[string]OwnerChain
+	OwnersErr   error
+	Annotations map[string]string // the pause is read from them
 }
 
-// Ownership is which listed pods the scheduler Deployment runs, read by UID for
-// every observation (JudgeDeployment). Only pods whose controller reference names
-// a ReplicaSet of the Deployment (OwnedByName) are read and counted; Chains holds
-// their verdicts by pod UID.
+// Ownership is which listed pods the scheduler Deployment runs, by pod UID
+// (JudgeDeployment); only pods OwnedByName are read.
 type Ownership struct {
 	Deployment string
 	Found      bool
@@ -241,7 +194,7 @@ type Ownership struct {
 	Chains     map[string]OwnerChain
 }
 
-// Owns reports whether the pod's chain was verified by UID (OwnerChain.verifies).
+// Owns reports whether the pod's chain was verified by UID.
 func (o *Ownership) Owns(p Pod) bool {
 	return o.Chains[p.UID].verifies(p)
 }
@@ -251,14 +204,12 @@ func (o *Ownership) Owns(p Pod) bool {
 type OwnerChain struct {
 	Verified bool
 	Detail   string
-	// ReplicaSetUID is the controller UID the pod named when the chain was
-	// checked: the verdict holds only for a pod that still names it (the pods may
-	// be listed again, consistently, after the Deployment was read).
+	// ReplicaSetUID is the controller UID the pod named when checked: the verdict
+	// holds only while it still names it (the pods may be listed again since).
 	ReplicaSetUID string
 }
 
-// verifies reports a chain verified by UID for the controller reference the pod
-// has now.
+// verifies reports a chain verified for the controller reference the pod has now.
 func (c OwnerChain) verifies(p Pod) bool {
 	return c.Verified && c.ReplicaSetUID == p.ControllerUID
 }
@@ -268,9 +219,8 @@ type Gate struct {
 	Name   string `json:"name"`
 	OK     bool   `json:"ok"`
 	Detail string `json:"detail"`
-	// InProgress marks a refusal because the restart is already done or under way
-	// (another run's claim, a replacement still starting): not a blocked restart,
-	// so it pages nobody.
+	// InProgress: refused because the restart is already done or under way; it
+	// pages nobody (docs/design.md, "Gates").
 	InProgress bool `json:"inProgress,omitempty"`
 }
 
@@ -291,35 +241,23 @@ type Target struct {
 	Age      time.Duration  `json:"-"`
 	Gates    []Gate         `json:"gates,omitempty"`
 	// Confirming: strong evidence, not yet confirmed; observe again soon.
-	Confirming bool `json:"confirming,omitempty"`
-	// NoEarlierCounters: no earlier counter value of this process to weigh the evidence by.
-	NoEarlierCounters bool `json:"-"`
-	// TakeOverClaim: the restart is one an earlier run claimed and did not finish.
-	TakeOverClaim bool `json:"-"`
-	// ScrapeError is why the pod's metrics could not be read, if they could not.
-	ScrapeError string `json:"scrapeError,omitempty"`
-	// ScrapeKind classifies ScrapeError (timeout, http-status, ...).
-	ScrapeKind string `json:"scrapeErrorKind,omitempty"`
-	// Warnings are doubts that did not change the verdict (an optional gauge
-	// dropped, ready above the serving nodes listed).
+	Confirming        bool   `json:"confirming,omitempty"`
+	NoEarlierCounters bool   `json:"-"`
+	TakeOverClaim     bool   `json:"-"` // completing a restart an earlier run claimed
+	ScrapeError       string `json:"scrapeError,omitempty"`
+	ScrapeKind        string `json:"scrapeErrorKind,omitempty"` // classifies ScrapeError
+	// Warnings are doubts that did not change the verdict.
 	Warnings []string `json:"warnings,omitempty"`
 	// SampleFor is how much longer sampling on is worth it in this run: until a
-	// restart can be due (the confirm window, the rest of --wedged-for), or until
-	// the wedge is confirmed in-run, which a later run can build on; after a failed
-	// sample, while what the next one shows could still be confirmed. The pass
-	// keeps sampling while it fits before its deadline.
+	// restart can be due or the wedge is confirmed in-run, which a later run can use.
 	SampleFor *time.Duration `json:"-"`
-	// Ineffective says why restarts are not healing this scheduler, while the
-	// back-off holds a restart back (or when it was first found): it is alerted as
-	// restart-ineffective.
+	// Ineffective says why restarts are not healing (alerted as restart-ineffective).
 	Ineffective string `json:"restartIneffective,omitempty"`
 }
 
-// SamplesOn is the pass's sampling rule: sample on, every interval, while the
-// sample that SampleFor asks for fits in left. That sample is SampleFor rounded up
-// to a whole number of intervals, at least one: sampling on is always for another
-// sample, an interval away, even when SampleFor is 0 (a restart already due whose
-// last sample failed, or whose reads failed).
+// SamplesOn is the pass's sampling rule: sample on while SampleFor, rounded up to
+// whole intervals and at least one, fits in left. Even a SampleFor of 0 (a due
+// restart whose last sample or reads failed) asks for another sample.
 func (t Target) SamplesOn(interval, left time.Duration) bool {
 	if t.SampleFor == nil {
 		return false
@@ -331,8 +269,7 @@ func (t Target) SamplesOn(interval, left time.Duration) bool {
 	return next <= left
 }
 
-// RestartInProgress reports a blocked target whose every refusing gate is a restart
-// already done or under way.
+// RestartInProgress reports a blocked target refused only as a restart in progress.
 func (t Target) RestartInProgress() bool {
 	return t.refusedOnlyBy(func(g Gate) bool { return g.InProgress })
 }
@@ -343,22 +280,16 @@ func (t Target) OnlyBackoff() bool {
 	return t.refusedOnlyBy(func(g Gate) bool { return g.Name == GateBackoff })
 }
 
-// refusedOnlyBy reports a blocked target refused by at least one gate, all of them
-// matching which.
+// refusedOnlyBy reports a blocked target refused by at least one gate, all matching which.
 func (t Target) refusedOnlyBy(which func(Gate) bool) bool {
-	if t.Action != ActionBlocked {
-		return false
-	}
-	refused := 0
+	refused := false
 	for _, g := range t.Gates {
-		if !g.OK {
-			if !which(g) {
-				return false
-			}
-			refused++
+		if !g.OK && !which(g) {
+			return false
 		}
+		refused = refused || !g.OK
 	}
-	return refused > 0
+	return t.Action == ActionBlocked && refused
 }
 
 // Result is a whole run's decision.
@@ -367,18 +298,12 @@ type Result struct {
 	Action  Action
 	Reason  string
 	Targets []Target
-	// NeedRollout asks the caller to read the Deployment and decide again: a
-	// restart is due and the rollout gate cannot be judged without it.
-	NeedRollout bool
-	// NeedConsistentRead asks the caller to observe again with consistent reads
-	// and decide again: a restart is due on lists served from the watch cache.
+	// NeedRollout, NeedConsistentRead and NeedAlerts ask for a read and another decision.
+	NeedRollout        bool
 	NeedConsistentRead bool
-	// Warnings are problems of the run's configuration or surroundings that the
-	// caller should report as warnings (too many pods matching the selector).
+	NeedAlerts         bool
+	// Warnings are problems of the run's configuration or surroundings.
 	Warnings []string
-	// Pause is the scheduler Deployment's pause, while one is active: restarts
-	// are held (GatePaused), and every report and alert says so.
+	// Pause is the Deployment's active pause: restarts are held, and reports say so.
 	Pause *Pause
-	// NeedAlerts asks the caller to read the firing alerts and decide again.
-	NeedAlerts bool
 }

@@ -1,24 +1,23 @@
 package state
 
 import (
+	"cmp"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
+	"strings"
 	"unicode/utf8"
 )
 
-// The last steps of Encode, for documents no ordinary state reaches: thousands of
-// pods (a selector gone wide before --max-pods, or a hand edit), giant reasons or
-// payloads. Each step returns whether it changed anything; Encode re-encodes after
-// each and stops as soon as the document fits.
+// The last steps of Encode, for documents no ordinary state reaches (thousands of
+// pods, giant reasons or payloads). Each reports whether it changed anything.
 
-// maxStringBytes is what a free-text field keeps once the document is too big:
-// far more than any reason the watchdog writes (it truncates to 500).
+// maxStringBytes is what a free-text field keeps once the document is too big: far
+// more than any reason the watchdog writes.
 const maxStringBytes = 1024
 
-// dropStalePods drops the older half of the pods not seen in the latest run (their
-// LastSeen is before the newest LastSeen in the document). A pod judged this run
-// has the newest LastSeen; the others are standbys or pods that were not judged,
-// whose record matters least.
+// dropStalePods drops the older half of the pods not seen in the latest run: those
+// not judged, whose record matters least.
 func (s *State) dropStalePods() bool {
 	var newest int64
 	for _, p := range s.Pods {
@@ -33,42 +32,30 @@ func (s *State) dropStalePods() bool {
 	if len(stale) == 0 {
 		return false
 	}
-	sortByLastSeen(s, stale)
-	for _, uid := range stale[:(len(stale)+1)/2] {
-		delete(s.Pods, uid)
-	}
+	s.dropOldestSeenHalf(stale)
 	return true
 }
 
-// sortByLastSeen orders pod UIDs oldest-seen first (by UID among equals, so the
-// result does not depend on map order).
-func sortByLastSeen(s *State, uids []string) {
-	sort.Slice(uids, func(i, j int) bool {
-		a, b := s.Pods[uids[i]].LastSeen, s.Pods[uids[j]].LastSeen
-		if !a.Equal(b) {
-			return a.Before(b)
-		}
-		return uids[i] < uids[j]
+// dropOldestSeenHalf drops the older-seen half of the pods uids, by UID among equals.
+func (s *State) dropOldestSeenHalf(uids []string) {
+	slices.SortFunc(uids, func(a, b string) int {
+		return cmp.Or(s.Pods[a].LastSeen.Compare(s.Pods[b].LastSeen), strings.Compare(a, b))
 	})
-}
-
-// dropLongKeys drops the records whose key is longer than n: an identifier that long
-// (a pod UID, an alert event name) cannot be a real one, and cutting it would make it
-// match nothing.
-func dropLongKeys[T any](m map[string]T, n int) bool {
-	dropped := false
-	for k := range m {
-		if len(k) > n {
-			delete(m, k)
-			dropped = true
-		}
+	for _, uid := range uids[:(len(uids)+1)/2] {
+		delete(s.Pods, uid)
 	}
-	return dropped
 }
 
-// truncateStrings cuts every free-text field to n bytes. Identifiers the watchdog
-// matches on (pod UIDs, alert event names) are not free text: a longer one cannot
-// be a real one (a UID has 36 characters), and its record is dropped instead.
+// dropLongKeys drops the records whose key is longer than n: an identifier that
+// long cannot be a real one, and cut short it would match nothing.
+func dropLongKeys[T any](m map[string]T, n int) bool {
+	before := len(m)
+	maps.DeleteFunc(m, func(k string, _ T) bool { return len(k) > n })
+	return len(m) < before
+}
+
+// truncateStrings cuts every free-text field to n bytes. An identifier the watchdog
+// matches on (pod UID, alert event) longer than that is not real: its record is dropped.
 func (s *State) truncateStrings(n int) bool {
 	changed := false
 	cut := func(fields ...*string) {
@@ -112,8 +99,7 @@ func (s *State) truncateStrings(n int) bool {
 }
 
 // Truncate shortens s to at most n bytes, ending in "...", without splitting a
-// UTF-8 character (reasons carry ≥, → and ✗). It is the project's one truncation:
-// state fields, alert payloads and run summaries all cut with it.
+// UTF-8 character (reasons carry ≥, → and ✗). It is the project's one truncation.
 func Truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
@@ -125,10 +111,8 @@ func Truncate(s string, n int) string {
 	return s[:cut] + "..."
 }
 
-// dropAllButLedger drops, one kind of record per call: the outbox (its payloads
-// cannot be cut) and the memory of what it delivered, ended episodes, shadow mode's would-restarts, open alerts, then the newest-seen half of the
-// pods judged this run (and so on, halving). Only the restart history is left,
-// with every field already cut short.
+// dropAllButLedger drops one kind of record per call, the outbox first (its payloads
+// cannot be cut), then the pods by halves, until only the restart history is left.
 func (s *State) dropAllButLedger() bool {
 	switch {
 	case len(s.Outbox) > 0:
@@ -143,26 +127,17 @@ func (s *State) dropAllButLedger() bool {
 	case len(s.Alerts) > 0:
 		s.Alerts = map[string]*Alert{}
 	case len(s.Pods) > 0:
-		uids := make([]string, 0, len(s.Pods))
-		for uid := range s.Pods {
-			uids = append(uids, uid)
-		}
-		sortByLastSeen(s, uids)
-		for _, uid := range uids[:(len(uids)+1)/2] {
-			delete(s.Pods, uid)
-		}
+		s.dropOldestSeenHalf(slices.Collect(maps.Keys(s.Pods)))
 	default:
 		return false
 	}
 	return true
 }
 
-// maxCorruptBytes bounds the copy of an unreadable document kept under statestore.CorruptKey:
-// with the document itself (maxEncodedBytes), the ConfigMap stays well below 1 MiB.
+// maxCorruptBytes bounds the copy of an unreadable document kept beside it (maxEncodedBytes).
 const maxCorruptBytes = 256 << 10
 
-// BoundCorrupt keeps the start of an unreadable document, enough for a person to
-// see what it was, and says how much was cut (pkg/statestore keeps it).
+// BoundCorrupt keeps the start of an unreadable document, saying how much was cut.
 func BoundCorrupt(raw string) string {
 	if len(raw) <= maxCorruptBytes {
 		return raw

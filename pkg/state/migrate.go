@@ -5,16 +5,13 @@ import (
 	"fmt"
 )
 
-// migrations[v] turns a version v document into version v+1, as raw JSON: each
-// step knows only the two layouts it joins, so an old document passes through
-// every step in order. An error makes the document unreadable (Decode wraps it in
-// ErrUnreadable), never half-migrated.
+// migrations[v] turns a version v document into version v+1, as raw JSON: each step
+// knows only the two layouts it joins. An error makes the document unreadable.
 var migrations = map[int]func([]byte) ([]byte, error){
 	1: migrate1to2,
 }
 
-// migrate1to2: version 2 renamed each pod's open episode from "bad" to "episode"
-// (the Go field is Pod.Episode). Nothing else changed.
+// migrate1to2: version 2 renamed each pod's open episode from "bad" to "episode".
 func migrate1to2(data []byte) ([]byte, error) {
 	var doc map[string]json.RawMessage
 	if err := json.Unmarshal(data, &doc); err != nil {

@@ -1,6 +1,5 @@
-// Package state is the watchdog's memory between runs: a small, versioned,
-// human-readable JSON document kept in one ConfigMap (docs/design.md §3). This package holds
-// the document and its codec, and talks to no API; pkg/statestore reads and writes the ConfigMap.
+// Package state is the watchdog's memory between runs: a versioned JSON document and
+// its codec (docs/design.md §3). It talks to no API; pkg/statestore keeps the ConfigMap.
 package state
 
 import (
@@ -8,72 +7,49 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
 	"time"
 )
 
 // Version is the document version this build writes. Older versions are migrated on
-// read (migrations, below); a newer one (written by a newer watchdog) is refused,
-// never overwritten: replacing it would lose the restart budget and open claims on a
-// rollback.
+// read; a newer one is refused, never overwritten: a rollback would lose the budget.
 const Version = 2
 
 // Bounds keep the document far below the 1 MiB object limit whatever happens.
 const (
-	MaxRestarts = 100
-	MaxEpisodes = 50
-	MaxOutbox   = 20
-	// MaxDelivered bounds the memory of delivered outbox entries (Delivered).
-	MaxDelivered = 100
-	// MaxHistoryAge drops restart records older than this (a budget window longer
-	// than a week makes no sense for a CronJob).
-	MaxHistoryAge = 7 * 24 * time.Hour
-	// maxEncodedBytes bounds the encoded document, whatever it holds (Encode):
-	// with the unreadable copy kept beside it (maxCorruptBytes), the ConfigMap
-	// stays far below the API server's 1 MiB object limit, so no write can fail
-	// for size.
+	MaxRestarts   = 100
+	MaxEpisodes   = 50
+	MaxOutbox     = 20
+	MaxDelivered  = 100
+	MaxHistoryAge = 7 * 24 * time.Hour // a restart budget window of over a week makes no sense
+	// maxEncodedBytes: with the unreadable copy beside it (maxCorruptBytes), no
+	// ConfigMap write can fail for size.
 	maxEncodedBytes = 256 << 10
 )
 
-// State is the whole document.
+// State is the whole document (docs/design.md §3, "Fields").
 type State struct {
-	Version   int       `json:"version"`
-	UpdatedAt time.Time `json:"updatedAt,omitzero"`
-	// Pods is keyed by pod UID.
-	Pods map[string]*Pod `json:"pods,omitempty"`
-	// Restarts is the restart history, oldest first.
-	Restarts []Restart `json:"restarts,omitempty"`
-	// Episodes records bad episodes that ended, oldest first.
-	Episodes []Episode `json:"episodes,omitempty"`
-	// Alerts holds open problems by alert event name, for deduplication.
-	Alerts map[string]*Alert `json:"alerts,omitempty"`
-	// Outbox holds alerts not yet delivered to every sink.
-	Outbox []Pending `json:"outbox,omitempty"`
-	// Delivered remembers the outbox entries that were delivered, for as long as
-	// an entry may be retried, so that a copy put back is not sent again.
-	Delivered []DeliveredEntry `json:"delivered,omitempty"`
-	// ConsecutiveUnknownRuns counts runs whose overall verdict was unknown since the last run
-	// that saw the scheduler fine (healthy, starting, no-nodes): a bad run (wedged,
-	// degraded) in between does not reset it, so a wedge seen only every other run
-	// still ends up "blind" (docs/design.md, "Blind").
-	ConsecutiveUnknownRuns int  `json:"consecutiveUnknownRuns"`
-	LastRun                *Run `json:"lastRun,omitempty"`
-	// ObservedAt is the time of the newest observation merged into this document. A
-	// run whose write lost a race re-decides its own, possibly older, observation
-	// against the winner's document: what is older than this never rewinds it.
-	ObservedAt time.Time `json:"observedAt,omitzero"`
-	// Backoff spaces restarts that do not heal (docs/design.md, "Ineffective restarts").
-	Backoff *Backoff `json:"backoff,omitempty"`
-	// WouldRestarts are the restarts shadow mode recorded instead of making,
-	// oldest first: one per episode.
-	WouldRestarts []WouldRestart `json:"wouldRestarts,omitempty"`
+	Version   int               `json:"version"`
+	UpdatedAt time.Time         `json:"updatedAt,omitzero"`
+	Pods      map[string]*Pod   `json:"pods,omitempty"`     // by pod UID
+	Restarts  []Restart         `json:"restarts,omitempty"` // oldest first: the budget's ledger
+	Episodes  []Episode         `json:"episodes,omitempty"` // ended, oldest first
+	Alerts    map[string]*Alert `json:"alerts,omitempty"`   // open problems by event, for deduplication
+	Outbox    []Pending         `json:"outbox,omitempty"`
+	// Delivered remembers delivered outbox entries, so a copy put back is not sent again.
+	Delivered              []DeliveredEntry `json:"delivered,omitempty"`
+	ConsecutiveUnknownRuns int              `json:"consecutiveUnknownRuns"` // docs/design.md, "Blind"
+	LastRun                *Run             `json:"lastRun,omitempty"`
+	// ObservedAt is the newest observation merged in: an older one never rewinds the
+	// document (docs/design.md, "Overlapping runs").
+	ObservedAt    time.Time      `json:"observedAt,omitzero"`
+	Backoff       *Backoff       `json:"backoff,omitempty"`
+	WouldRestarts []WouldRestart `json:"wouldRestarts,omitempty"` // shadow mode's, oldest first
 }
 
-// WouldRestart is a restart that shadow mode (--shadow) did not make: every gate
-// agreed, and the pod was treated as not restarted. One record per bad episode of
-// a pod (EpisodeSince); Repeats counts the later runs of the episode that would
-// have restarted it again.
+// WouldRestart is a restart shadow mode did not make: one per bad episode
+// (EpisodeSince); Repeats counts the episode's later runs that would have made it.
 type WouldRestart struct {
 	Pod          string    `json:"pod"`
 	UID          string    `json:"uid"`
@@ -81,62 +57,43 @@ type WouldRestart struct {
 	EpisodeSince time.Time `json:"episodeSince"`
 	Reason       string    `json:"reason"`
 	Evidence     Evidence  `json:"evidence,omitempty"`
-	// Gates is the gates' summary as the restart alert gives it.
-	Gates string `json:"gates,omitempty"`
-	// Bundle is the key of the evidence saved at that moment (pkg/evidence).
-	Bundle  string    `json:"bundle,omitempty"`
-	Repeats int       `json:"repeats,omitempty"`
-	LastAt  time.Time `json:"lastAt,omitzero"`
+	Gates        string    `json:"gates,omitempty"`
+	Bundle       string    `json:"bundle,omitempty"` // the evidence saved then (pkg/evidence)
+	Repeats      int       `json:"repeats,omitempty"`
+	LastAt       time.Time `json:"lastAt,omitzero"`
 }
 
-// Backoff is the restart back-off after restarts that did not heal: the
-// replacement of a restarted pod wedged again soon after it started.
+// Backoff is the restart back-off after restarts that did not heal
+// (docs/design.md, "Ineffective restarts").
 type Backoff struct {
-	// Ineffective counts restarts in a row that did not heal.
-	Ineffective int `json:"ineffective"`
-	// LastRestartAt is when the last ineffective restart was claimed; NotBefore is
-	// the earliest next restart (LastRestartAt + the doubled wait).
-	LastRestartAt time.Time `json:"lastRestartAt"`
-	NotBefore     time.Time `json:"notBefore"`
-	// Reason says why the last restart is judged ineffective, for alerts and status.
-	Reason string `json:"reason"`
-	// HealthySince is the start of the current run of healthy observations; an hour
-	// of them ends the back-off.
-	HealthySince *time.Time `json:"healthySince,omitempty"`
+	Ineffective   int        `json:"ineffective"`   // restarts in a row that did not heal
+	LastRestartAt time.Time  `json:"lastRestartAt"` // the last such restart's claim
+	NotBefore     time.Time  `json:"notBefore"`     // the earliest next restart
+	Reason        string     `json:"reason"`
+	HealthySince  *time.Time `json:"healthySince,omitempty"` // the healthy streak that ends it
 }
 
 // Pod is what the watchdog remembers about one pod.
 type Pod struct {
 	Name string `json:"name"`
-	// StartedAt is the scheduler container's current start; with the UID it names the
-	// process, whose counters and wedge clock are only compared with themselves.
-	StartedAt   time.Time `json:"startedAt"`
-	FirstSeen   time.Time `json:"firstSeen"`
-	LastSeen    time.Time `json:"lastSeen"`
-	LastVerdict Verdict   `json:"lastVerdict"`
-	// ConsecutiveUnknowns counts consecutive unknown observations of this pod.
+	// StartedAt is the container's current start: with the UID it names the process,
+	// whose counters and wedge clock are only compared with themselves.
+	StartedAt           time.Time `json:"startedAt"`
+	FirstSeen           time.Time `json:"firstSeen"`
+	LastSeen            time.Time `json:"lastSeen"`
+	LastVerdict         Verdict   `json:"lastVerdict"`
 	ConsecutiveUnknowns int       `json:"consecutiveUnknowns,omitempty"`
 	Counters            *Counters `json:"counters,omitempty"`
-	// AgedCounters is a reading of this process at least two heartbeat back-off
-	// caps older than the last one was when it was kept; AgingCounters the next
-	// one to become it. First sight of a wedge compares with it too: nodes back
-	// off to one heartbeat a minute, so a reading one short interval old can show
-	// no rejection although they are being rejected.
-	AgedCounters  *Counters `json:"agedCounters,omitempty"`
-	AgingCounters *Counters `json:"agingCounters,omitempty"`
-	// Episode is the open bad episode of this process, nil while it is fine.
-	// (Version 1 called it "bad".)
-	Episode *OpenEpisode `json:"episode,omitempty"`
-	// Rolling is heartbeats rejected while ready still counted every serving
-	// node: nodes rolled into a discovery that may be dead, before the gauge
-	// drops the old nodes' records.
-	Rolling *Rolling `json:"rolling,omitempty"`
+	// AgedCounters is a reading two heartbeat back-off caps older than the last,
+	// AgingCounters the next to become it: one short interval can show no rejection.
+	AgedCounters  *Counters    `json:"agedCounters,omitempty"`
+	AgingCounters *Counters    `json:"agingCounters,omitempty"`
+	Episode       *OpenEpisode `json:"episode,omitempty"` // "bad" in version 1
+	Rolling       *Rolling     `json:"rolling,omitempty"`
 }
 
-// Rolling is the first sample of a process, in a run, that showed heartbeats
-// rejected while ready still counted every serving node, and whether a sample
-// at least a gauge refresh later showed more rejected with ready unchanged
-// (Established).
+// Rolling is a roll followed in a run: heartbeats rejected while ready still counted
+// every serving node (docs/design.md §2, "Evidence").
 type Rolling struct {
 	Since       time.Time `json:"since"`
 	Run         time.Time `json:"run"`
@@ -144,80 +101,57 @@ type Rolling struct {
 	Established bool      `json:"established,omitempty"`
 }
 
-// Counters are the scheduler's counters at the last scrape of this process.
+// Counters are the scheduler's heartbeat counters at a scrape.
 type Counters struct {
 	HeartbeatOK       uint64    `json:"heartbeatOK"`
 	HeartbeatRejected uint64    `json:"heartbeatRejected"`
 	At                time.Time `json:"at"`
 }
 
-// OpenEpisode is the ongoing bad episode (wedged or degraded) of one process; when it
-// ends it is recorded as an Episode.
+// OpenEpisode is the ongoing bad episode (wedged or degraded) of one process; it ends
+// as an Episode. docs/design.md §2 ("The wedge clock", "Confirmation") explains its fields.
 type OpenEpisode struct {
-	// Kind is the bad verdict the episode is of: VerdictWedged or VerdictDegraded.
-	Kind Verdict `json:"kind"`
-	// Since is the first bad observation; Last the latest.
-	Since time.Time `json:"since"`
-	Last  time.Time `json:"last"`
-	// For is the wedge clock: time summed over consecutive bad observations. An
-	// unknown observation pauses it (the gap around it is not counted).
-	For Duration `json:"for"`
-	// StrongSince is when strong evidence (rejected heartbeats rising, or a stale
-	// watch) was first seen with ready never back since; nil when evidence is weak.
+	Kind        Verdict    `json:"kind"`
+	Since       time.Time  `json:"since"`
+	Last        time.Time  `json:"last"`
+	For         Duration   `json:"for"` // the wedge clock
 	StrongSince *time.Time `json:"strongSince,omitempty"`
 	Evidence    Evidence   `json:"evidence"`
-	// BaselineRejected is the rejected-heartbeat counter just before the episode
-	// (or at its first observation when there was none): any rise over it during
-	// the episode is strong evidence, even when the last interval saw none (nodes
-	// back off to one heartbeat a minute).
+	// BaselineRejected is the rejected counter just before the episode: any rise over
+	// it is strong evidence, even when the last interval saw none.
 	BaselineRejected *uint64 `json:"baselineRejected,omitempty"`
-	// FirstCounters are the heartbeat counters at the episode's first bad
-	// observation. While both still read the same, nothing reached the scheduler
-	// since: ready cannot have risen, so a failed sample between two such
-	// observations need not start the confirmation over.
-	FirstCounters *Counters `json:"firstCounters,omitempty"`
-	Ready         int       `json:"ready"`
-	Expected      int       `json:"expected"`
-	// RunSince is the first observation of the current unbroken bad streak inside
-	// the run that started at Run (an unknown, or a new run, starts it over). A
-	// restart must be confirmed inside the run that makes it: ready stayed bad for
-	// --confirm-window of sampling in that run (docs/design.md, "Confirmation").
-	RunSince *time.Time `json:"runSince,omitempty"`
-	Run      time.Time  `json:"run,omitzero"`
-	// ConfirmedRun is the start of the last run in which the episode was confirmed
-	// in-run; PausedSinceConfirmed says the clock was paused (unknown, not judged,
-	// failed run) since that confirmation.
+	// FirstCounters are the counters at the first bad observation: while both read
+	// the same, ready cannot have risen, and a failed sample can be bridged.
+	FirstCounters *Counters  `json:"firstCounters,omitempty"`
+	Ready         int        `json:"ready"`
+	Expected      int        `json:"expected"`
+	RunSince      *time.Time `json:"runSince,omitempty"` // the bad streak inside the run that started at Run
+	Run           time.Time  `json:"run,omitzero"`
+	// ConfirmedRun is the last run that confirmed the episode in-run; ConfirmedRuns
+	// counts such runs in a row, each after a pause (PausedSinceConfirmed).
 	ConfirmedRun         *time.Time `json:"confirmedRun,omitempty"`
 	PausedSinceConfirmed bool       `json:"pausedSinceConfirmed,omitempty"`
-	// ConfirmedRuns counts the runs confirmed in-run in a row, each after a pause:
-	// two are as good as the duration (a wedge seen only between unknown runs).
-	ConfirmedRuns int `json:"confirmedRuns,omitempty"`
+	ConfirmedRuns        int        `json:"confirmedRuns,omitempty"`
 }
 
 // Restart is one restart, from claim to outcome. ResumedAt is when a later run took
-// over a claim its run left unfinished: from then on the claim protects that run as
-// a fresh claim does.
+// over a claim its run left unfinished.
 type Restart struct {
-	Pod       string         `json:"pod"`
-	UID       string         `json:"uid"`
-	Method    string         `json:"method"`
-	ClaimedAt time.Time      `json:"claimedAt"`
-	ResumedAt *time.Time     `json:"resumedAt,omitempty"`
-	Outcome   RestartOutcome `json:"outcome"`
-	DoneAt    *time.Time     `json:"doneAt,omitempty"`
-	Reason    string         `json:"reason"`
-	Evidence  Evidence       `json:"evidence,omitempty"`
-	Error     string         `json:"error,omitempty"`
-	// Ineffective is set when the replacement wedged again soon after it started.
-	Ineffective string `json:"ineffective,omitempty"`
-	// HealedAt is when the replacement was first observed healthy: the restart
-	// healed, and a later wedge of the replacement is a new problem.
+	Pod         string         `json:"pod"`
+	UID         string         `json:"uid"`
+	Method      string         `json:"method"`
+	ClaimedAt   time.Time      `json:"claimedAt"`
+	ResumedAt   *time.Time     `json:"resumedAt,omitempty"`
+	Outcome     RestartOutcome `json:"outcome"`
+	DoneAt      *time.Time     `json:"doneAt,omitempty"`
+	Reason      string         `json:"reason"`
+	Evidence    Evidence       `json:"evidence,omitempty"`
+	Error       string         `json:"error,omitempty"`
+	Ineffective string         `json:"ineffective,omitempty"` // why the restart did not heal
+	// HealedAt: the replacement was seen healthy, so its later wedge is a new problem.
 	HealedAt *time.Time `json:"healedAt,omitempty"`
-	// Gates are the decision's gates as they passed ("✓ wedged 3m ≥ 2m30s; ...").
-	Gates string `json:"gates,omitempty"`
-	// Bundle is the key of the evidence saved just before the restart, in the
-	// evidence ConfigMap (pkg/evidence); empty when none could be saved.
-	Bundle string `json:"bundle,omitempty"`
+	Gates    string     `json:"gates,omitempty"`
+	Bundle   string     `json:"bundle,omitempty"` // the evidence saved before it (pkg/evidence)
 }
 
 // Episode is a bad episode that ended.
@@ -241,9 +175,8 @@ type Alert struct {
 	Reason     string     `json:"reason,omitempty"`
 }
 
-// Pending is an alert not yet delivered to every sink. Payload holds the facts of
-// the notification (pkg/outbox rebuilds the rest on retry); Seal authenticates the
-// entry with the watchdog's --outbox-key (pkg/outbox).
+// Pending is an alert not yet delivered to every sink: Payload holds its facts, Seal
+// authenticates it (pkg/outbox).
 type Pending struct {
 	ID        string          `json:"id"`
 	Event     string          `json:"event"`
@@ -271,12 +204,8 @@ type Run struct {
 	Outcome  RunOutcome `json:"outcome"`
 	Error    string     `json:"error,omitempty"`
 	Watchdog string     `json:"watchdog,omitempty"`
-	// Shadow: the run was in shadow mode. The first run after shadow mode has every
-	// open episode confirmed afresh before it may restart.
-	Shadow bool `json:"shadow,omitempty"`
-	// Paused is the scheduler Deployment's pause during the run, when one was
-	// active ("paused until ... : reason"): restarts were held.
-	Paused string `json:"paused,omitempty"`
+	Shadow   bool       `json:"shadow,omitempty"` // the next live run confirms every episode afresh
+	Paused   string     `json:"paused,omitempty"` // the Deployment's pause: restarts were held
 }
 
 // New returns an empty state.
@@ -287,8 +216,7 @@ func New() *State {
 // ErrUnreadable wraps why a stored document could not be used.
 var ErrUnreadable = errors.New("state document unreadable")
 
-// NewerVersionError is a document written by a newer watchdog. It is not
-// unreadable: it is someone else's, and this build must neither use nor replace it.
+// NewerVersionError is a document written by a newer watchdog: neither used nor replaced.
 type NewerVersionError struct {
 	Found, Supported int
 }
@@ -298,8 +226,7 @@ func (e *NewerVersionError) Error() string {
 }
 
 // Decode parses a stored document, migrating older versions. Empty input is a fresh
-// state. An unreadable document returns an error wrapping ErrUnreadable; the caller
-// recovers from it (docs/design.md §3: never fatal).
+// state; an unreadable document is an error wrapping ErrUnreadable.
 func Decode(data []byte) (*State, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return New(), nil
@@ -348,28 +275,15 @@ func (s *State) sanitize() {
 			delete(s.Pods, uid)
 			continue
 		}
-		if p.ConsecutiveUnknowns < 0 {
-			p.ConsecutiveUnknowns = 0
-		}
-		if p.Episode != nil && p.Episode.For < 0 {
-			p.Episode.For = 0
+		p.ConsecutiveUnknowns = max(p.ConsecutiveUnknowns, 0)
+		if p.Episode != nil {
+			p.Episode.For, p.Episode.ConfirmedRuns = max(p.Episode.For, 0), max(p.Episode.ConfirmedRuns, 0)
 		}
 	}
-	for k, a := range s.Alerts {
-		if a == nil {
-			delete(s.Alerts, k)
-		}
-	}
-	if s.ConsecutiveUnknownRuns < 0 {
-		s.ConsecutiveUnknownRuns = 0
-	}
-	for _, p := range s.Pods {
-		if p.Episode != nil && p.Episode.ConfirmedRuns < 0 {
-			p.Episode.ConfirmedRuns = 0
-		}
-	}
-	if s.Backoff != nil && s.Backoff.Ineffective < 0 {
-		s.Backoff.Ineffective = 0
+	maps.DeleteFunc(s.Alerts, func(_ string, a *Alert) bool { return a == nil })
+	s.ConsecutiveUnknownRuns = max(s.ConsecutiveUnknownRuns, 0)
+	if s.Backoff != nil {
+		s.Backoff.Ineffective = max(s.Backoff.Ineffective, 0)
 	}
 	s.capCounts()
 }
@@ -386,13 +300,9 @@ func Encode(s *State, now time.Time) ([]byte, error) {
 		if len(b) <= maxEncodedBytes {
 			return b, nil
 		}
-		// Something grew past reason (a giant payload or reason, thousands of pods):
-		// keep the newest half, of the outbox first and of the restart history last:
-		// the restart history is the budget's ledger, and dropping records inside
-		// --restart-window would let the watchdog restart more often than
-		// --max-restarts allows. Every other loss (a wedge clock, an alert's
-		// deduplication) errs towards restarting later or alerting again. The steps
-		// (bound.go) end in a document of a few hundred bytes, so this always fits.
+		// Something grew past reason: keep the newest half, of the restart history
+		// last: losing the budget's ledger would restart more often than allowed;
+		// every other loss errs towards restarting later or alerting again.
 		switch {
 		case len(s.Outbox) > 1:
 			s.Outbox = s.Outbox[len(s.Outbox)/2:]
@@ -416,25 +326,27 @@ func Encode(s *State, now time.Time) ([]byte, error) {
 
 // Prune applies the bounds: histories are capped by count and age.
 func (s *State) Prune(now time.Time) {
-	sort.SliceStable(s.Restarts, func(i, j int) bool { return s.Restarts[i].ClaimedAt.Before(s.Restarts[j].ClaimedAt) })
-	cut := 0
-	for cut < len(s.Restarts) && now.Sub(s.Restarts[cut].ClaimedAt) > MaxHistoryAge {
-		cut++
-	}
-	s.Restarts = s.Restarts[cut:]
-	cut = 0
-	for cut < len(s.WouldRestarts) && now.Sub(s.WouldRestarts[cut].At) > MaxHistoryAge {
-		cut++
-	}
-	s.WouldRestarts = s.WouldRestarts[cut:]
+	slices.SortStableFunc(s.Restarts, byClaim)
+	from := now.Add(-MaxHistoryAge)
+	s.Restarts = since(s.Restarts, from, func(r Restart) time.Time { return r.ClaimedAt })
+	s.WouldRestarts = since(s.WouldRestarts, from, func(w WouldRestart) time.Time { return w.At })
 	s.capCounts()
 }
 
-// capCounts keeps the newest of each list within its bound. Decode applies it
-// too: a document is read from a ConfigMap an editor may have written, and a
-// thousand copies of one outbox entry must not be a thousand sends.
+func byClaim(a, b Restart) int { return a.ClaimedAt.Compare(b.ClaimedAt) }
+
+// since drops the leading elements of list dated before from.
+func since[T any](list []T, from time.Time, at func(T) time.Time) []T {
+	for len(list) > 0 && at(list[0]).Before(from) {
+		list = list[1:]
+	}
+	return list
+}
+
+// capCounts keeps the newest of each list within its bound. Decode applies it too:
+// a thousand copies of one outbox entry edited in must not be a thousand sends.
 func (s *State) capCounts() {
-	sort.SliceStable(s.Restarts, func(i, j int) bool { return s.Restarts[i].ClaimedAt.Before(s.Restarts[j].ClaimedAt) })
+	slices.SortStableFunc(s.Restarts, byClaim)
 	s.Restarts = newest(s.Restarts, MaxRestarts)
 	s.Episodes = newest(s.Episodes, MaxEpisodes)
 	s.WouldRestarts = newest(s.WouldRestarts, MaxRestarts)
@@ -460,8 +372,7 @@ func (s *State) RestartFor(uid string) *Restart {
 	return nil
 }
 
-// WouldRestartFor returns the would-restart recorded for the episode of pod uid
-// that began at since, or nil.
+// WouldRestartFor returns the would-restart for pod uid's episode begun at since, or nil.
 func (s *State) WouldRestartFor(uid string, since time.Time) *WouldRestart {
 	for i := len(s.WouldRestarts) - 1; i >= 0; i-- {
 		if w := &s.WouldRestarts[i]; w.UID == uid && w.EpisodeSince.Equal(since) {
@@ -471,8 +382,7 @@ func (s *State) WouldRestartFor(uid string, since time.Time) *WouldRestart {
 	return nil
 }
 
-// RestartsBetween counts restarts that count against the budget: every claim
-// from from to to (both included) except those abandoned before any action.
+// RestartsBetween counts the claims from from to to, inclusive, except abandoned ones.
 func (s *State) RestartsBetween(from, to time.Time) int {
 	n := 0
 	for _, r := range s.Restarts {
@@ -489,26 +399,18 @@ func (s *State) Clone() *State {
 	c.Pods = make(map[string]*Pod, len(s.Pods))
 	for uid, p := range s.Pods {
 		cp := *p
-		if p.Counters != nil {
-			counters := *p.Counters
-			cp.Counters = &counters
-		}
-		if p.Episode != nil {
-			bad := *p.Episode
-			bad.StrongSince = clonePtr(p.Episode.StrongSince)
-			bad.BaselineRejected = clonePtr(p.Episode.BaselineRejected)
-			bad.RunSince = clonePtr(p.Episode.RunSince)
-			bad.ConfirmedRun = clonePtr(p.Episode.ConfirmedRun)
+		cp.Counters = clonePtr(p.Counters)
+		if e := p.Episode; e != nil {
+			bad := *e
+			bad.StrongSince, bad.BaselineRejected = clonePtr(e.StrongSince), clonePtr(e.BaselineRejected)
+			bad.RunSince, bad.ConfirmedRun = clonePtr(e.RunSince), clonePtr(e.ConfirmedRun)
 			cp.Episode = &bad
 		}
 		c.Pods[uid] = &cp
 	}
-	c.Restarts = append([]Restart(nil), s.Restarts...)
-	for i := range c.Restarts {
-		c.Restarts[i].DoneAt = clonePtr(c.Restarts[i].DoneAt)
-		c.Restarts[i].ResumedAt = clonePtr(c.Restarts[i].ResumedAt)
-		c.Restarts[i].HealedAt = clonePtr(c.Restarts[i].HealedAt)
-	}
+	c.Restarts = cloneEach(s.Restarts, func(r *Restart) {
+		r.DoneAt, r.ResumedAt, r.HealedAt = clonePtr(r.DoneAt), clonePtr(r.ResumedAt), clonePtr(r.HealedAt)
+	})
 	c.Episodes = append([]Episode(nil), s.Episodes...)
 	c.WouldRestarts = append([]WouldRestart(nil), s.WouldRestarts...)
 	c.Alerts = make(map[string]*Alert, len(s.Alerts))
@@ -517,13 +419,8 @@ func (s *State) Clone() *State {
 		ca.LastSentAt = clonePtr(a.LastSentAt)
 		c.Alerts[k] = &ca
 	}
-	c.Outbox = append([]Pending(nil), s.Outbox...)
-	for i := range c.Outbox {
-		// slices.Clone keeps an empty list empty (not nil): "sinks": [] must not
-		// come back as null (found by FuzzDecode).
-		c.Outbox[i].Sinks = slices.Clone(c.Outbox[i].Sinks)
-		c.Outbox[i].Payload = slices.Clone(c.Outbox[i].Payload)
-	}
+	// slices.Clone keeps "sinks": [] from coming back as null.
+	c.Outbox = cloneEach(s.Outbox, func(p *Pending) { p.Sinks, p.Payload = slices.Clone(p.Sinks), slices.Clone(p.Payload) })
 	c.Delivered = append([]DeliveredEntry(nil), s.Delivered...)
 	c.LastRun = clonePtr(s.LastRun)
 	if s.Backoff != nil {
@@ -534,6 +431,15 @@ func (s *State) Clone() *State {
 	return &c
 }
 
+// cloneEach copies list and deepens each copied element.
+func cloneEach[T any](list []T, deepen func(*T)) []T {
+	c := append([]T(nil), list...)
+	for i := range c {
+		deepen(&c[i])
+	}
+	return c
+}
+
 func clonePtr[T any](p *T) *T {
 	if p == nil {
 		return nil
@@ -542,7 +448,7 @@ func clonePtr[T any](p *T) *T {
 	return &v
 }
 
-// Duration is a time.Duration that reads and writes as "4m0s" for people.
+// Duration is a time.Duration written as "4m0s" for people (nanoseconds are read too).
 type Duration time.Duration
 
 func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }

@@ -1,10 +1,7 @@
 package state
 
-// The document's vocabulary, typed: each word is written by one side (pkg/decide,
-// pkg/check) and read by others (alerts, status, history), so a misspelt outcome
-// is a compile error, not a silent mismatch. The words are part of the interface
-// (docs/design.md §2-§4); pkg/decide re-exports the verdict, action and evidence
-// words under its own names.
+// The document's vocabulary, typed, so a misspelt outcome is a compile error. The
+// words are part of the interface (docs/design.md §2-§4).
 
 // Verdict is what a pod was judged to be.
 type Verdict string
@@ -18,8 +15,7 @@ const (
 	VerdictDegraded Verdict = "degraded"
 )
 
-// Bad reports a verdict that opens or extends an episode: an episode's kind is
-// always one of these two.
+// Bad reports a verdict that opens or extends an episode (its kind).
 func (v Verdict) Bad() bool { return v == VerdictWedged || v == VerdictDegraded }
 
 // Action is what a run did, or would do, about a pod.
@@ -36,8 +32,7 @@ const (
 type Evidence string
 
 const (
-	// EvidenceStrong: rejected heartbeats rose within the same process, or the
-	// watch is older than --max-watch-age.
+	// EvidenceStrong: rejected heartbeats rose, or the watch is older than --max-watch-age.
 	EvidenceStrong Evidence = "strong"
 	// EvidenceWeak: no counter moved; the nodes may simply not reach the scheduler.
 	EvidenceWeak Evidence = "weak"
@@ -63,8 +58,7 @@ const (
 	EpisodeProcessRestarted EpisodeOutcome = "process restarted" // a new container start, or counters that went down
 )
 
-// EpisodeBecame ends an episode whose kind changed (degraded became wedged, or
-// back): the history shows both episodes.
+// EpisodeBecame ends an episode whose kind changed: the history shows both.
 func EpisodeBecame(v Verdict) EpisodeOutcome { return EpisodeOutcome("became " + string(v)) }
 
 // RunOutcome is how the last run ended.
@@ -76,10 +70,9 @@ const (
 	RunInterrupted RunOutcome = "interrupted" // cut short by its own shutdown: not a failure
 )
 
-// Mode is how a run acts on its decision: live; shadow (--shadow), as live but
-// recording a would-restart instead of restarting; or dry run (--dry-run), which
-// writes, deletes, records and sends nothing. Documents keep it as flags (a run's
-// `shadow`, a report's and an alert's `dryRun` and `shadow`).
+// Mode is how a run acts on its decision: live; shadow (--shadow), recording a
+// would-restart instead of restarting; or dry run (--dry-run), which writes, deletes,
+// records and sends nothing. Documents keep it as flags (`shadow`, `dryRun`).
 type Mode uint8
 
 const (
