@@ -399,11 +399,13 @@ func (s *State) Clone() *State {
 	c.Pods = make(map[string]*Pod, len(s.Pods))
 	for uid, p := range s.Pods {
 		cp := *p
-		cp.Counters = clonePtr(p.Counters)
+		cp.Counters, cp.AgedCounters, cp.AgingCounters = clonePtr(p.Counters), clonePtr(p.AgedCounters), clonePtr(p.AgingCounters)
+		cp.Rolling = clonePtr(p.Rolling)
 		if e := p.Episode; e != nil {
 			bad := *e
 			bad.StrongSince, bad.BaselineRejected = clonePtr(e.StrongSince), clonePtr(e.BaselineRejected)
 			bad.RunSince, bad.ConfirmedRun = clonePtr(e.RunSince), clonePtr(e.ConfirmedRun)
+			bad.FirstCounters = clonePtr(e.FirstCounters)
 			cp.Episode = &bad
 		}
 		c.Pods[uid] = &cp
