@@ -16,7 +16,7 @@ LDFLAGS := -s -w \
 	-X github.com/agentenv/watchdog/pkg/version.Commit=$(COMMIT) \
 	-X github.com/agentenv/watchdog/pkg/version.Date=$(DATE)
 
-.PHONY: node cluster cluster-down e2e all build test unit vet fmt-check control-plane tools alertmanager pushgateway monitoring-tools chart-test lint-chart chart-readme event-docs cli-docs demo bench lint lint-tools vulndb-refresh fuzz binaries image dist chart-package release-check sbom-tool push push-needs-registry
+.PHONY: prometheus3-test node cluster cluster-down e2e all build test unit vet fmt-check control-plane tools alertmanager pushgateway monitoring-tools chart-test lint-chart chart-readme event-docs cli-docs demo bench lint lint-tools vulndb-refresh fuzz binaries image dist chart-package release-check sbom-tool push push-needs-registry
 
 all: build
 
@@ -67,6 +67,13 @@ fmt-check:
 ## chart-test: the Helm chart: rendering, schema, RBAC, and install/upgrade/uninstall on a real API server
 chart-test: control-plane tools monitoring-tools
 	KUBEBUILDER_ASSETS="$$(hack/control-plane.sh --print)" $(MONITORING_ENV) go test -count=1 ./test/chart/
+
+## prometheus3-test: the tests that use Prometheus again on 3.x built from its module (make test uses Debian's 2.42 on Debian, the oldest supported; most clusters run 3.x; CI runs both)
+prometheus3-test: control-plane alertmanager pushgateway
+	WATCHDOG_TOOLS_FROM=module hack/prometheus.sh >/dev/null
+	KUBEBUILDER_ASSETS="$$(hack/control-plane.sh --print)" WATCHDOG_ALERTMANAGER="$$(hack/alertmanager.sh --print)" WATCHDOG_PUSHGATEWAY="$$(hack/pushgateway.sh --print)" \
+	PROMTOOL="$$(WATCHDOG_TOOLS_FROM=module hack/promtool.sh --print)" PROMETHEUS="$$(WATCHDOG_TOOLS_FROM=module hack/prometheus.sh --print)" PROMETHEUS_OPERATOR_CRDS="$$(hack/prometheus-operator-crds.sh --print)" \
+	go test -count=1 -run 'Prometheus|PromQL|Dashboard|Monitoring|Backtest|PushedCounters' ./test/chart/ ./test/backtest/ ./test/integration/
 
 ## chart-readme: regenerate the chart README's value table from values.yaml's `# --` comments (make test fails while it is stale)
 chart-readme:
