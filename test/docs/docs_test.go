@@ -4,9 +4,11 @@
 package docs
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strings"
 	"testing"
 )
@@ -129,4 +131,53 @@ func TestLinksResolve(t *testing.T) {
 	if checked < 30 {
 		t.Fatalf("only %d relative links checked: the link pattern is broken", checked)
 	}
+}
+
+// wordBudget caps the words a reader of README.md and docs/ (without the generated
+// docs/cli) meets: the docs were cut by a third without dropping a fact, each fact
+// said once; a new fact should replace wordier prose, not pile on.
+const wordBudget = 29600
+
+func TestDocsWordBudget(t *testing.T) {
+	files := []string{"README.md"}
+	err := filepath.WalkDir(filepath.Join(root, "docs"), func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && d.Name() == "cli" {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && strings.HasSuffix(path, ".md") {
+			rel, _ := filepath.Rel(root, path)
+			files = append(files, rel)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type count struct {
+		file  string
+		words int
+	}
+	var counts []count
+	total := 0
+	for _, f := range files {
+		n := len(strings.Fields(read(t, f))) // what `wc -w` counts
+		counts = append(counts, count{f, n})
+		total += n
+	}
+	if len(counts) < 8 || total < 10000 {
+		t.Fatalf("only %d words in %d files: the walk missed the docs", total, len(counts))
+	}
+	if total <= wordBudget {
+		return
+	}
+	sort.Slice(counts, func(i, j int) bool { return counts[i].words > counts[j].words })
+	var biggest []string
+	for _, c := range counts[:3] {
+		biggest = append(biggest, fmt.Sprintf("%s %d", c.file, c.words))
+	}
+	t.Errorf("README.md + docs/ (without docs/cli) have %d words, over the budget of %d: say each fact once and tighten prose; biggest: %s",
+		total, wordBudget, strings.Join(biggest, ", "))
 }
