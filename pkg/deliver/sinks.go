@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -41,8 +42,7 @@ func (w *Webhook) Send(ctx context.Context, n alert.Notification) error {
 	if err != nil {
 		return fmt.Errorf("webhook: encode: %w", err)
 	}
-	h := http.Header{}
-	h.Set("Content-Type", "application/json")
+	h := http.Header{"Content-Type": {"application/json"}}
 	h.Set("User-Agent", "agentenv-scheduler-watchdog/"+n.Watchdog)
 	h.Set(HeaderEvent, n.Event)
 	h.Set(HeaderDelivery, n.ID)
@@ -55,8 +55,7 @@ func (w *Webhook) Send(ctx context.Context, n alert.Notification) error {
 }
 
 // Sign returns hex(HMAC-SHA256(secret, timestamp + "." + body)), the value of
-// X-Watchdog-Signature after "sha256=". Binding the timestamp lets receivers reject
-// replays older than a few minutes.
+// X-Watchdog-Signature after "sha256=". The timestamp lets receivers reject replays.
 func Sign(secret []byte, timestamp string, body []byte) string {
 	mac := hmac.New(sha256.New, secret)
 	mac.Write([]byte(timestamp))
@@ -96,16 +95,12 @@ func (s *Slack) Send(ctx context.Context, n alert.Notification) error {
 	if err != nil {
 		return fmt.Errorf("slack: encode: %w", err)
 	}
-	h := http.Header{}
-	h.Set("Content-Type", "application/json")
-	return s.Post(ctx, body, h)
+	return s.Post(ctx, body, http.Header{"Content-Type": {"application/json"}})
 }
 
-// SlackMessage renders n as an incoming-webhook message in Block Kit
-// (slack.go has the few types it needs).
+// SlackMessage renders n as an incoming-webhook message in Block Kit. Every text
+// is escaped, whoever wrote its parts: Slack reads <!channel> and <url|text> in any.
 func SlackMessage(n alert.Notification, runbookURL string) *SlackWebhookMessage {
-	// Every text is escaped (esc, escCut), whoever wrote its parts: Slack reads
-	// <!channel> and <url|text> in any text object.
 	where := n.Namespace
 	if n.Cluster != "" {
 		where = n.Cluster + "/" + n.Namespace
@@ -128,7 +123,6 @@ func SlackMessage(n alert.Notification, runbookURL string) *SlackWebhookMessage 
 	if n.Paused != "" {
 		title += " [paused]"
 	}
-
 	fields := []*SlackText{
 		mrkdwn("*Cluster*\n" + esc(alert.OrDash(n.Cluster))),
 		mrkdwn("*Namespace*\n" + esc(n.Namespace)),
@@ -166,8 +160,7 @@ func SlackMessage(n alert.Notification, runbookURL string) *SlackWebhookMessage 
 }
 
 // esc escapes the three characters Slack's mrkdwn reads as control characters:
-// unescaped, a reason like "wedged 2m < 4m ... (> --max-watch-age 5m)" is taken
-// for a link and swallowed.
+// unescaped, "2m < 4m ... (> 5m)" is taken for a link and swallowed.
 var esc = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace
 
 // escCut escapes s and cuts it to at most n bytes, between characters of s: a cut
@@ -203,8 +196,8 @@ func sinceText(n alert.Notification) string {
 	return fmt.Sprintf("%s (since %s)", n.Time.Sub(*n.Since).Round(time.Second), n.Since.UTC().Format(time.RFC3339))
 }
 
-// Heartbeat is a dead man's switch: pinged after every completed run, and at
-// <url>/fail when the run failed (the healthchecks.io convention).
+// Heartbeat is a dead man's switch: pinged after every completed run, at <url>/fail
+// when the run failed (the healthchecks.io convention).
 type Heartbeat struct {
 	*Poster // its Reach is the sink's
 	URL     string
@@ -218,13 +211,13 @@ func (h *Heartbeat) Ping(ctx context.Context, failed bool, body string) error {
 		// ?create=1) it would land in the query and report success.
 		u, err := url.Parse(h.URL)
 		if err != nil {
-			return fmt.Errorf("heartbeat: invalid URL")
+			return errors.New("heartbeat: invalid URL")
 		}
 		u.Path = strings.TrimSuffix(u.Path, "/") + "/fail"
 		u.RawPath = ""
 		target = u.String()
 	}
-	hdr := http.Header{}
-	hdr.Set("Content-Type", "text/plain; charset=utf-8")
-	return h.Do(ctx, target, []byte(body), hdr)
+	hdr := http.Header{"Content-Type": {"text/plain; charset=utf-8"}}
+	_, err := h.exchange(ctx, http.MethodPost, target, []byte(body), hdr, 0)
+	return err
 }
