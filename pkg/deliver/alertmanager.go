@@ -259,7 +259,8 @@ func (a *Alertmanager) post(ctx context.Context, alerts []PostableAlert) error {
 // and a value (quoted or not). Regexes are anchored, as Alertmanager anchors them.
 type Matcher struct {
 	Name, Op, Value string
-	re              *regexp.Regexp
+	// re matches the value: the regex, or for = and != the value quoted.
+	re *regexp.Regexp
 }
 
 var matcherRE = regexp.MustCompile(`^\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*("(?:[^"\\]|\\.)*"|[^",]*?)\s*$`)
@@ -285,20 +286,17 @@ func ParseMatchers(set string) ([]Matcher, error) {
 				return nil, fmt.Errorf("%q: bad quoted value: %v", strings.TrimSpace(part), err)
 			}
 		}
-		mt := Matcher{Name: m[1], Op: m[2], Value: v}
-		if mt.Op == "=~" || mt.Op == "!~" {
-			re, err := regexp.Compile("^(?:" + v + ")$")
-			if err != nil {
-				return nil, fmt.Errorf("%q: %v", strings.TrimSpace(part), err)
-			}
-			mt.re = re
+		pattern := v
+		if !strings.HasSuffix(m[2], "~") {
+			pattern = regexp.QuoteMeta(v)
 		}
-		out = append(out, mt)
+		re, err := regexp.Compile("^(?:" + pattern + ")$")
+		if err != nil {
+			return nil, fmt.Errorf("%q: %v", strings.TrimSpace(part), err)
+		}
+		out = append(out, Matcher{Name: m[1], Op: m[2], Value: v, re: re})
 	}
-	if len(out) == 0 {
-		return nil, errors.New("no matcher")
-	}
-	return out, nil
+	return out, nil // never empty: an empty part is no matcher
 }
 
 func splitOutsideQuotes(s string) []string {
@@ -322,17 +320,7 @@ func (m Matcher) String() string { return m.Name + m.Op + strconv.Quote(m.Value)
 
 // Matches reports whether the labels satisfy m (a missing label is "").
 func (m Matcher) Matches(labels map[string]string) bool {
-	v := labels[m.Name]
-	switch m.Op {
-	case "=":
-		return v == m.Value
-	case "!=":
-		return v != m.Value
-	case "=~":
-		return m.re.MatchString(v)
-	default:
-		return !m.re.MatchString(v)
-	}
+	return m.re.MatchString(labels[m.Name]) == (m.Op == "=" || m.Op == "=~")
 }
 
 // SetString renders a matcher set as Alertmanager writes it.
