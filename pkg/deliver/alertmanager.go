@@ -89,8 +89,7 @@ func (a *Alertmanager) Reach(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// Send posts the alerts n stands for: the alert itself, or for recovered the
-// resolution of every alert it closes.
+// Send posts n's alert, or for recovered the resolution of every alert it closes.
 func (a *Alertmanager) Send(ctx context.Context, n alert.Notification) error {
 	if alert.Spec(n.Event).Kind != alert.Resolution && alert.AlertnameOf(n.Event) == "" {
 		// Never report as delivered what Alertmanager was not told.
@@ -103,8 +102,7 @@ func (a *Alertmanager) Send(ctx context.Context, n alert.Notification) error {
 	return a.post(ctx, alerts)
 }
 
-// Refresh posts every open ongoing alert again with endsAt = now + TTL, so that
-// Alertmanager keeps it active while the problem lasts.
+// Refresh posts every open ongoing alert again, to keep it active while it lasts.
 func (a *Alertmanager) Refresh(ctx context.Context, open map[string]*state.Alert, now time.Time) (int, error) {
 	var alerts []PostableAlert
 	for _, ev := range slices.Sorted(maps.Keys(open)) {
@@ -144,9 +142,8 @@ func (a *Alertmanager) Alerts(n alert.Notification) []PostableAlert {
 	return []PostableAlert{a.alert(n, n.Time, n.Time.Add(a.TTL))}
 }
 
-// alert builds one postable alert. Its labels identify it (Alertmanager
-// fingerprints the label set), so they hold only what is stable while a problem
-// lasts: no reason, time or reminder flag.
+// alert builds one postable alert. Its labels are its identity (Alertmanager's
+// fingerprint): only what is stable while a problem lasts, no reason or time.
 func (a *Alertmanager) alert(n alert.Notification, startsAt, endsAt time.Time) PostableAlert {
 	labels := map[string]string{
 		"alertname": alert.AlertnameOf(n.Event),
@@ -154,8 +151,7 @@ func (a *Alertmanager) alert(n alert.Notification, startsAt, endsAt time.Time) P
 		"event":     n.Event,
 		"namespace": n.Namespace,
 	}
-	// The operator's labels never replace the watchdog's own (a retried entry
-	// might carry one).
+	// The operator's labels never replace the watchdog's own (a retried entry may).
 	for k, v := range n.Labels {
 		if _, own := labels[k]; !own {
 			labels[k] = v
@@ -167,36 +163,31 @@ func (a *Alertmanager) alert(n alert.Notification, startsAt, endsAt time.Time) P
 	if n.Pod != "" {
 		labels["pod"] = n.Pod
 	}
-	where := n.Namespace
-	if n.Cluster != "" {
-		where = n.Cluster + "/" + n.Namespace
-	}
-	summary := fmt.Sprintf("AgentENV scheduler %s in %s", n.Event, where)
+	summary := fmt.Sprintf("AgentENV scheduler %s in %s", n.Event, where(n))
 	if n.Pod != "" {
 		summary += " (pod " + n.Pod + ")"
 	}
 	if n.Test {
-		summary = "Watchdog test alert (not a real incident) for " + where
+		summary = "Watchdog test alert (not a real incident) for " + where(n)
 	}
 	if n.Shadow {
 		// A label, so that routes can send shadow mode's alerts elsewhere.
 		labels["shadow"] = "true"
 		summary = "[shadow] " + summary
 	}
-	if n.Paused != "" {
-		// Not a label: that would make it another alert once the pause ends.
-		summary = "[paused] " + summary
-	}
 	desc := n.Reason
 	if n.NextStep != "" {
 		desc += "\n\nNext step: " + n.NextStep
 	}
-	ann := map[string]string{"summary": summary, "description": state.Truncate(desc, 4000)}
+	ann := map[string]string{"description": state.Truncate(desc, 4000)}
+	if n.Paused != "" {
+		// Not a label: that would make it another alert once the pause ends.
+		summary = "[paused] " + summary
+		ann["paused"] = state.Truncate(n.Paused, 1000)
+	}
+	ann["summary"] = summary
 	if a.RunbookURL != "" {
 		ann["runbook_url"] = a.RunbookURL
-	}
-	if n.Paused != "" {
-		ann["paused"] = state.Truncate(n.Paused, 1000)
 	}
 	// Alertmanager rejects an alert that ends before it starts.
 	if !endsAt.After(startsAt) {
@@ -265,9 +256,8 @@ type Matcher struct {
 
 var matcherRE = regexp.MustCompile(`^\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*("(?:[^"\\]|\\.)*"|[^",]*?)\s*$`)
 
-// ParseMatchers reads a matcher set: matchers joined by commas, optionally in
-// braces (`{alertname=~"etcd.*",severity="critical"}`). Every matcher of the set
-// must hold for an alert to match it.
+// ParseMatchers reads a matcher set, `{alertname=~"etcd.*",severity="critical"}`
+// (braces optional): an alert matches when every matcher holds.
 func ParseMatchers(set string) ([]Matcher, error) {
 	s := strings.TrimSpace(set)
 	if strings.HasPrefix(s, "{") && strings.HasSuffix(s, "}") {
@@ -336,10 +326,9 @@ func SetString(set []Matcher) string {
 const maxAlertsBody = 4 << 20
 
 // Firing asks Alertmanager for the active alerts (neither silenced nor inhibited)
-// that match any of sets, leaving out the watchdog's own (a wide matcher must not
-// hold restarts because the scheduler is wedged). The first peer that answers is
-// believed: peers gossip silences and each gets the same alerts. The filter is
-// sent to Alertmanager and applied again here.
+// that match any of sets, but the watchdog's own (a wide matcher must not hold
+// restarts because the scheduler is wedged). The first peer that answers is
+// believed: peers gossip silences. The filter is applied again here.
 func (a *Alertmanager) Firing(ctx context.Context, sets [][]Matcher) ([]string, error) {
 	h := a.headers()
 	h.Set("Accept", "application/json")

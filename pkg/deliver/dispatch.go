@@ -27,9 +27,8 @@ type Dispatcher struct {
 	Events EventEmitter
 	// OnFailure is told about each failed delivery (it leaves a Warning Event).
 	OnFailure func(ctx context.Context, n alert.Notification, sink string, err error)
-	// SendBy, when set, ends sink deliveries (retries included) at that time, so a
-	// receiver that never answers cannot take the time the caller needs to persist
-	// what failed. Events are not bounded by it.
+	// SendBy, when set, ends sink deliveries (retries included), leaving the caller
+	// time to persist what failed. Events are not bounded by it.
 	SendBy time.Time
 	Outbox outbox.Config
 	// ReservedFor is how long an entry Reserve made belongs to the run that made it
@@ -37,8 +36,7 @@ type Dispatcher struct {
 	ReservedFor time.Duration
 }
 
-// KubernetesEvent names the Kubernetes Event a notification leaves, in
-// deliveries and metrics, as if it were a sink.
+// KubernetesEvent names a notification's Kubernetes Event as if it were a sink.
 const KubernetesEvent = "kubernetes-event"
 
 // Delivery is the outcome of one notification to one sink.
@@ -114,11 +112,9 @@ func (d *Dispatcher) Deliver(ctx context.Context, s *state.State, notes []alert.
 	return out
 }
 
-// Reserve puts each of notes into s's outbox as not yet delivered to any sink.
-// A run writes it with the alerts' records before it sends (the alert claim), so
-// that a run ending between that write and its sends leaves the pages for the next
-// run to deliver instead of losing them. The run's own Deliver sends notes itself:
-// the reserved entries belong only in the state written by the claim.
+// Reserve puts notes into s's outbox as not yet delivered, for the state written
+// by the alert claim before the sends: a run ending before them leaves the pages to
+// the next run. The run's own Deliver sends notes itself.
 func (d *Dispatcher) Reserve(s *state.State, notes []alert.Notification, now time.Time) {
 	sinks := d.names()
 	if len(sinks) == 0 {
@@ -134,8 +130,7 @@ func (d *Dispatcher) Reserve(s *state.State, notes []alert.Notification, now tim
 	}
 }
 
-// maxDeliveredID is the longest entry id remembered as delivered: the
-// watchdog's ids have 16 characters.
+// maxDeliveredID is the longest id remembered as delivered (the watchdog's have 16).
 const maxDeliveredID = 64
 
 // Why a copy of an entry is not sent: the outbox is read from a document an
@@ -163,8 +158,7 @@ func (d *Dispatcher) retryOutbox(ctx, sctx context.Context, s *state.State, now 
 		switch {
 		case err != nil:
 		case now.Sub(p.CreatedAt) > outbox.MaxPendingAge:
-			// Not its lastError or sinks: no seal covers them. Each failure was
-			// logged and left a WatchdogAlertFailed Event when it happened.
+			// Not its lastError or sinks: no seal covers them.
 			err = fmt.Errorf("undelivered after %d attempts over %s (each failed attempt was logged, with a Warning Event, when it happened)", p.Attempts, outbox.MaxPendingAge)
 		case retried[p.ID]:
 			err = errRetriedThisRun
@@ -191,14 +185,14 @@ func (d *Dispatcher) retryOutbox(ctx, sctx context.Context, s *state.State, now 
 			}
 			tried[name] = true
 			if sctx.Err() != nil {
-				// The retries' share of the window is spent: kept as it is, not
-				// an attempt (its failures were each reported when they happened).
+				// The retries' share of the window is spent: kept, not an attempt.
 				still = append(still, name)
 				out = append(out, Delivery{ID: p.ID, Event: p.Event, Sink: name, Retry: true, Kept: true, Error: errRetriesOutOfTime.Error()})
 				continue
 			}
 			attempted = true
-			del := d.send(ctx, sctx, d.Sinks[i], n, Delivery{ID: p.ID, Event: p.Event, Sink: name, Retry: true, Unauthenticated: !authenticated})
+			del := Delivery{ID: p.ID, Event: p.Event, Sink: name, Retry: true, Unauthenticated: !authenticated}
+			del = d.send(ctx, sctx, d.Sinks[i], n, del)
 			if !del.OK {
 				still, p.LastError = append(still, name), del.Error
 			}
@@ -248,14 +242,12 @@ func (d *Dispatcher) sendWindow(ctx context.Context) (context.Context, context.C
 }
 
 // Refresher is a sink whose receiver forgets an alert that is not sent again
-// (Alertmanager resolves it at its endsAt). The dispatcher hands it the open
-// alerts once per run, after delivery. Refresh returns how many it sent again.
+// (Alertmanager at its endsAt). Refresh returns how many it sent again.
 type Refresher interface {
 	Refresh(ctx context.Context, open map[string]*state.Alert, now time.Time) (int, error)
 }
 
-// EventRefresh names refresh deliveries in reports and logs; it is not an alert
-// event and is never sent as one.
+// EventRefresh names refresh deliveries in reports and logs; it is no alert event.
 const EventRefresh = "refresh"
 
 // Refresh re-sends the open alerts of s to every sink that is a Refresher, within

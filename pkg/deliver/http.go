@@ -44,9 +44,7 @@ type Poster struct {
 
 // NewPoster builds a poster for name (used in errors instead of the URL).
 func NewPoster(name, rawURL string, attemptTimeout time.Duration, attempts int, budget time.Duration) *Poster {
-	if attempts < 1 {
-		attempts = 1
-	}
+	attempts = max(attempts, 1)
 	if budget <= 0 {
 		budget = DefaultBudget
 	}
@@ -98,8 +96,7 @@ func NewPoster(name, rawURL string, attemptTimeout time.Duration, attempts int, 
 	return p
 }
 
-// AddSecrets adds credentials the sink sends (a password, a token, a whole
-// Authorization header) to what every error of this poster redacts.
+// AddSecrets adds credentials the sink sends to what this poster's errors redact.
 func (p *Poster) AddSecrets(secrets ...string) {
 	for _, s := range secrets {
 		// Never blank out common short strings ("a", "id"): no credential.
@@ -155,11 +152,9 @@ func retryAfter(v string) (time.Duration, bool) {
 	return time.Until(t), err == nil
 }
 
-// Reach connects to the receiver as a delivery would, without sending anything:
-// through the delivery's proxy (a CONNECT tunnel for https), then for https a TLS
-// handshake with the delivery's TLS configuration. It proves the network path and
-// that the receiver's certificate is trusted: a bare TCP connect would pass while
-// every send fails the handshake. doctor runs it.
+// Reach connects to the receiver as a delivery would, sending nothing: through its
+// proxy (a CONNECT tunnel for https), then for https a TLS handshake with its TLS
+// configuration: a bare TCP connect would pass while every send fails the handshake.
 func (p *Poster) Reach(ctx context.Context) error {
 	if err := p.reach(ctx); err != nil {
 		return fmt.Errorf("%s: %v", p.name, p.redact(scrub(err).Error()))
@@ -231,8 +226,7 @@ func (p *Poster) tlsConfig(serverName string) *tls.Config {
 	return cfg
 }
 
-// connectTunnel asks an HTTP proxy on conn for a tunnel to target, as the
-// transport does for an https URL.
+// connectTunnel asks an HTTP proxy on conn for a tunnel to target, as the transport does.
 func connectTunnel(conn net.Conn, proxy *url.URL, target string) error {
 	req := &http.Request{Method: http.MethodConnect, URL: &url.URL{Opaque: target}, Host: target, Header: http.Header{}}
 	if proxy.User != nil {
@@ -322,8 +316,7 @@ func (p *Poster) redact(text string) string {
 }
 
 // redactURL removes the URL (and its path and query, a webhook's secret parts) from
-// a receiver's answer: some echo the request line. The URL posted to and the
-// configured one differ for a heartbeat's <url>/fail: both are redacted.
+// a receiver's answer: some echo the request line.
 func redactURL(text, target string) string {
 	text = strings.ReplaceAll(text, target, "<url>")
 	if u, err := url.Parse(target); err == nil {

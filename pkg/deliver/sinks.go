@@ -58,28 +58,20 @@ func (w *Webhook) Send(ctx context.Context, n alert.Notification) error {
 // X-Watchdog-Signature after "sha256=". The timestamp lets receivers reject replays.
 func Sign(secret []byte, timestamp string, body []byte) string {
 	mac := hmac.New(sha256.New, secret)
-	mac.Write([]byte(timestamp))
-	mac.Write([]byte("."))
+	fmt.Fprintf(mac, "%s.", timestamp)
 	mac.Write(body)
 	return hex.EncodeToString(mac.Sum(nil))
 }
 
-// Verify checks a signature header the way a receiver should: constant-time, and
-// only for timestamps within maxSkew of now.
+// Verify checks a signature header as a receiver should: constant-time, within maxSkew.
 func Verify(secret []byte, timestamp, signatureHeader string, body []byte, now time.Time, maxSkew time.Duration) bool {
 	ts, err := strconv.ParseInt(timestamp, 10, 64)
-	if err != nil {
-		return false
-	}
-	if d := now.Sub(time.Unix(ts, 0)); d > maxSkew || d < -maxSkew {
+	if err != nil || now.Sub(time.Unix(ts, 0)).Abs() > maxSkew {
 		return false
 	}
 	got, err := hex.DecodeString(strings.TrimPrefix(signatureHeader, "sha256="))
-	if err != nil {
-		return false
-	}
 	want, _ := hex.DecodeString(Sign(secret, timestamp, body))
-	return hmac.Equal(got, want)
+	return err == nil && hmac.Equal(got, want)
 }
 
 // Slack posts a Block Kit message to an incoming webhook, with a text fallback.
@@ -101,11 +93,7 @@ func (s *Slack) Send(ctx context.Context, n alert.Notification) error {
 // SlackMessage renders n as an incoming-webhook message in Block Kit. Every text
 // is escaped, whoever wrote its parts: Slack reads <!channel> and <url|text> in any.
 func SlackMessage(n alert.Notification, runbookURL string) *SlackWebhookMessage {
-	where := n.Namespace
-	if n.Cluster != "" {
-		where = n.Cluster + "/" + n.Namespace
-	}
-	fallback := fmt.Sprintf("[%s] scheduler %s in %s: %s", esc(strings.ToUpper(n.Severity)), esc(n.Event), esc(where), esc(n.Reason))
+	fallback := fmt.Sprintf("[%s] scheduler %s in %s: %s", esc(strings.ToUpper(n.Severity)), esc(n.Event), esc(where(n)), esc(n.Reason))
 	title := fmt.Sprintf("%s AgentENV scheduler %s", alert.Spec(n.Event).Emoji, n.Event)
 	if n.Test {
 		title = alert.Spec(alert.EventTest).Emoji + " Watchdog test alert (not a real incident)"
@@ -157,6 +145,14 @@ func SlackMessage(n alert.Notification, runbookURL string) *SlackWebhookMessage 
 	}
 	blocks = append(blocks, SlackBlock{Type: SlackContext, Elements: ctxElems})
 	return &SlackWebhookMessage{Text: fallback, Blocks: blocks}
+}
+
+// where is the scheduler's cluster/namespace, or its namespace alone.
+func where(n alert.Notification) string {
+	if n.Cluster == "" {
+		return n.Namespace
+	}
+	return n.Cluster + "/" + n.Namespace
 }
 
 // esc escapes the three characters Slack's mrkdwn reads as control characters:
