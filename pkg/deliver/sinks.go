@@ -111,13 +111,17 @@ func SlackMessage(n alert.Notification, runbookURL string) *SlackWebhookMessage 
 	if n.Paused != "" {
 		title += " [paused]"
 	}
+	since := "-"
+	if n.Since != nil {
+		since = fmt.Sprintf("%s (since %s)", n.Time.Sub(*n.Since).Round(time.Second), n.Since.UTC().Format(time.RFC3339))
+	}
 	fields := []*SlackText{
 		mrkdwn("*Cluster*\n" + esc(alert.OrDash(n.Cluster))),
 		mrkdwn("*Namespace*\n" + esc(n.Namespace)),
 		mrkdwn("*Pod*\n" + esc(alert.OrDash(n.Pod))),
 		mrkdwn("*Verdict*\n" + esc(alert.OrDash(n.Verdict))),
 		mrkdwn("*Ready / expected*\n" + alert.IntOrDash(n.Ready) + " / " + alert.IntOrDash(n.Expected)),
-		mrkdwn("*For*\n" + esc(sinceText(n))),
+		mrkdwn("*For*\n" + esc(since)),
 		mrkdwn("*Watchdog did*\n" + esc(alert.OrDash(n.Action))),
 		mrkdwn("*Evidence*\n" + esc(alert.OrDash(n.Evidence))),
 	}
@@ -183,13 +187,6 @@ var escLinkURL = strings.NewReplacer("&", "&amp;", "<", "%3C", ">", "%3E", "|", 
 
 func mrkdwn(s string) *SlackText {
 	return &SlackText{Type: SlackMarkdown, Text: s}
-}
-
-func sinceText(n alert.Notification) string {
-	if n.Since == nil {
-		return "-"
-	}
-	return fmt.Sprintf("%s (since %s)", n.Time.Sub(*n.Since).Round(time.Second), n.Since.UTC().Format(time.RFC3339))
 }
 
 // Heartbeat is a dead man's switch: pinged after every completed run, at <url>/fail

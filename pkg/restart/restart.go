@@ -16,15 +16,14 @@ import (
 
 // Restarter restarts one scheduler pod.
 type Restarter interface {
-	// Restart acts on the pod named name with UID uid. Gone: the pod was already
-	// gone (someone else restarted it: that counts as done).
+	// Restart acts on the pod named name with UID uid.
 	Restart(ctx context.Context, name, uid string) (Result, error)
 	Method() string
 }
 
 // Result says what happened.
 type Result struct {
-	Gone   bool
+	Gone   bool // the pod was already gone: someone else restarted it, that counts as done
 	Detail string
 }
 
