@@ -30,7 +30,7 @@ type Dispatcher struct {
 	// SendBy, when set, ends sink deliveries (retries included), leaving the caller
 	// time to persist what failed. Events are not bounded by it.
 	SendBy time.Time
-	Outbox outbox.Config
+	Outbox outbox.Config // seals what is kept, rebuilds what is retried
 	// ReservedFor is how long an entry Reserve made belongs to the run that made it
 	// (which sends it itself): another run retries it only after that.
 	ReservedFor time.Duration
@@ -178,8 +178,8 @@ func (d *Dispatcher) retryOutbox(ctx, sctx context.Context, s *state.State, now 
 		tried := map[string]bool{}
 		for _, name := range p.Sinks {
 			i := slices.IndexFunc(d.Sinks, func(s alert.Sink) bool { return s.Name() == name })
-			// Sinks are not sealed: a name listed twice (an edit of the state) is
-			// sent once. A sink no longer configured has nothing to retry.
+			// Sinks are not sealed: a name listed twice (an edit of the state) is sent
+			// once, not to multiply sends. A sink no longer configured gets nothing.
 			if tried[name] || i < 0 {
 				continue
 			}

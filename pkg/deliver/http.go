@@ -316,7 +316,8 @@ func (p *Poster) redact(text string) string {
 }
 
 // redactURL removes the URL (and its path and query, a webhook's secret parts) from
-// a receiver's answer: some echo the request line.
+// a receiver's answer: some echo the request line. exchange redacts the URL posted
+// to as well as the configured one: they differ for a heartbeat's <url>/fail.
 func redactURL(text, target string) string {
 	text = strings.ReplaceAll(text, target, "<url>")
 	if u, err := url.Parse(target); err == nil {
