@@ -16,15 +16,12 @@ import (
 	"github.com/agentenv/watchdog/pkg/state"
 )
 
-// EventEmitter leaves a notification as a Kubernetes Event (see check.(*Runner).notificationEvent).
-type EventEmitter func(ctx context.Context, n alert.Notification) error
-
 // Dispatcher delivers notifications to every sink, keeps what failed in the state's
 // outbox for the next run, and retries the outbox first.
 type Dispatcher struct {
 	Sinks []alert.Sink
 	// Events, when set, records every notification as a Kubernetes Event.
-	Events EventEmitter
+	Events func(ctx context.Context, n alert.Notification) error
 	// OnFailure is told about each failed delivery (it leaves a Warning Event).
 	OnFailure func(ctx context.Context, n alert.Notification, sink string, err error)
 	// SendBy, when set, ends sink deliveries (retries included), leaving the caller
