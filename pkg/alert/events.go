@@ -1,21 +1,15 @@
 package alert
 
 // The events the watchdog tells people about: one literal per event holds every
-// fact about it that a sink, the Kubernetes Events or the docs use. Adding an event
-// is adding one literal to Events (TestEventTableComplete checks every field, and
-// `make event-docs` writes the docs' tables from it).
+// fact sinks, Kubernetes Events and the docs (`make event-docs`) use.
 
 // Event names are part of the interface: receivers route on them.
 const (
-	EventWedged    = "wedged"
-	EventRestarted = "restarted"
-	// EventWouldRestart: shadow mode (--shadow) would have restarted the pod here,
-	// and did not.
-	EventWouldRestart   = "would-restart"
-	EventRestartFailed  = "restart-failed"
-	EventRestartBlocked = "restart-blocked"
-	// EventRestartIneffective: restarts are not healing the scheduler; the
-	// watchdog backs off between them (docs/alerts.md).
+	EventWedged             = "wedged"
+	EventRestarted          = "restarted"
+	EventWouldRestart       = "would-restart" // shadow mode would have restarted, and did not
+	EventRestartFailed      = "restart-failed"
+	EventRestartBlocked     = "restart-blocked"
 	EventRestartIneffective = "restart-ineffective"
 	EventDegraded           = "degraded"
 	EventRecovered          = "recovered"
@@ -35,37 +29,27 @@ const (
 type Kind string
 
 const (
-	// Ongoing: a problem that lasts. Sent when it opens, reminded every
-	// --realert-interval, kept active in Alertmanager by every run, closed by
-	// recovered.
+	// Ongoing: a problem that lasts: reminded, refreshed, closed by recovered.
 	Ongoing Kind = "ongoing"
-	// OneShot: something that happened. Sent once per occurrence; in
-	// Alertmanager it ends by itself a TTL later.
+	// OneShot: something that happened, sent once; in Alertmanager it ends a TTL later.
 	OneShot Kind = "one-shot"
-	// Resolution: the end of the problems it closes (recovered). It is no alert
-	// of its own: Alertmanager gets the closed alerts resolved.
+	// Resolution: no alert of its own; Alertmanager gets the alerts it closes resolved.
 	Resolution Kind = "resolution"
 )
 
 // EventSpec is everything about one event. Every field is set for every event
-// (Alertname only for a Resolution, which resolves others' alertnames).
+// (but Alertname for a Resolution).
 type EventSpec struct {
-	// Name is the event in every payload, the outbox and the state's alerts.
 	Name     string
 	Severity string
 	Kind     Kind
 	// Reason is the Kubernetes Event reason (stable: people filter on it). The
 	// Event's type is Normal for info, Warning otherwise.
-	Reason string
-	// Alertname is the Alertmanager alertname: routing trees match on it.
-	Alertname string
-	// Emoji starts the Slack title.
-	Emoji string
-	// NextStep tells a human what to do: in Slack, the webhook payload and the
-	// Alertmanager description.
-	NextStep string
-	// When says, in one line for the docs' tables, when the event is sent.
-	When string
+	Reason    string
+	Alertname string // routing trees match on it
+	Emoji     string // starts the Slack title
+	NextStep  string // tells a human what to do
+	When      string // for the docs' tables: when the event is sent
 }
 
 // Events lists every event, in the order the docs show them.
@@ -152,10 +136,8 @@ func Lookup(event string) (EventSpec, bool) {
 	return e, ok
 }
 
-// Spec returns the spec of event; the zero spec for an unknown one (sinks then
-// send nothing they cannot name: no alertname, no severity).
+// Spec returns the spec of event; the zero spec for an unknown one.
 func Spec(event string) EventSpec { return eventsByName[event] }
 
-// AlertnameOf returns the Alertmanager alertname of a watchdog event ("" for
-// recovered, which is not an alert but the resolution of the ones it closes).
+// AlertnameOf returns the Alertmanager alertname of an event ("" for recovered).
 func AlertnameOf(event string) string { return eventsByName[event].Alertname }

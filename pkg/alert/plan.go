@@ -40,19 +40,14 @@ type Notification struct {
 	Since         *time.Time `json:"since,omitempty"`
 	Action        string     `json:"action"`
 	DryRun        bool       `json:"dryRun"`
-	// Shadow: sent by a watchdog in shadow mode, which restarts nothing.
-	Shadow bool `json:"shadow,omitempty"`
-	// Paused says, while the scheduler Deployment is paused, until when and why:
-	// the watchdog restarts nothing meanwhile.
+	Shadow        bool       `json:"shadow,omitempty"` // shadow mode restarts nothing
+	// Paused says until when and why the scheduler Deployment is paused.
 	Paused   string    `json:"paused,omitempty"`
 	Time     time.Time `json:"time"`
 	Watchdog string    `json:"watchdogVersion"`
-	// NextStep tells a human what to do; rendered in Slack, included for webhooks.
-	NextStep string `json:"nextStep,omitempty"`
-	// Closes lists, on recovered, the alerts it closes (Closed).
-	Closes []Closed `json:"closes,omitempty"`
-	// Labels are the operator's own (--alert-labels: team routing), the same on
-	// every alert: Alertmanager labels, the webhook's labels, a line in Slack.
+	NextStep string    `json:"nextStep,omitempty"`
+	Closes   []Closed  `json:"closes,omitempty"` // on recovered
+	// Labels are the operator's own (--alert-labels), the same on every alert.
 	Labels map[string]string `json:"labels,omitempty"`
 }
 
@@ -62,17 +57,6 @@ type Closed struct {
 	Event    string    `json:"event"`
 	Pod      string    `json:"pod,omitempty"`
 	OpenedAt time.Time `json:"openedAt"`
-}
-
-// closedAlerts lists the open alerts in event order.
-func closedAlerts(open map[string]*state.Alert) []Closed {
-	out := make([]Closed, 0, len(open))
-	for _, ev := range slices.Sorted(maps.Keys(open)) {
-		if a := open[ev]; a != nil {
-			out = append(out, Closed{Event: ev, Pod: a.Pod, OpenedAt: a.OpenedAt.UTC()})
-		}
-	}
-	return out
 }
 
 // Sink delivers a notification somewhere people look.
@@ -104,8 +88,7 @@ func IntOrDash(p *int) string {
 	return strconv.Itoa(*p)
 }
 
-// Source is who sends the alerts, the same on every one: the watchdog's cluster
-// (--cluster-name), namespace and version, and the operator's --alert-labels.
+// Source is who sends the alerts, the same on every one.
 type Source struct {
 	Cluster, Namespace, Version string
 	Labels                      map[string]string
@@ -120,33 +103,26 @@ func (src Source) Stamp(n *Notification) {
 type PlanConfig struct {
 	RealertInterval time.Duration
 	BlindAfter      int
-	// WedgedFor is how long degraded must last before it is alerted.
-	WedgedFor time.Duration
-	Source    Source
-	// Mode marks every notification as a dry run's or shadow mode's.
-	Mode state.Mode
+	WedgedFor       time.Duration // how long degraded lasts before it is alerted
+	Source          Source
+	Mode            state.Mode
 }
 
-// ActOutcome is what happened to one restart the decision asked for (in shadow mode: the would-restart recorded).
+// ActOutcome is what happened to one restart the decision asked for (in shadow
+// mode: the would-restart recorded).
 type ActOutcome struct {
 	Target decide.Target
 	// Done: the restart happened (or the pod was already gone). Err: it failed.
-	Done   bool
-	Err    error
-	Detail string
-	// Evidence is the key of the evidence bundle saved just before (pkg/evidence),
-	// "" when none was: the alert says how to read it.
-	Evidence string
+	Done     bool
+	Err      error
+	Detail   string
+	Evidence string // the evidence bundle's key (pkg/evidence), "" when none was saved
 }
 
 // Plan compares the run's outcome with the open alerts in s, updates s.Alerts, and
-// returns the notifications to send: one per transition, reminders for problems
-// still observed after RealertInterval, and recovered once per episode.
-//
-// runErr is a failure of the watchdog itself that did not stop the run (an API
-// read refused, say): it opens watchdog-error, which closes with the recovered of
-// the next clean healthy run, or silently on a clean run that raises or keeps an
-// alert of its own.
+// returns the notifications to send: one per transition, reminders after
+// RealertInterval, and recovered once per episode. runErr, a failure of the
+// watchdog that did not stop the run, opens watchdog-error.
 func Plan(s *state.State, res decide.Result, acts []ActOutcome, runErr error, now time.Time, cfg PlanConfig) []Notification {
 	var out []Notification
 	if runErr != nil {
@@ -164,9 +140,8 @@ func Plan(s *state.State, res decide.Result, acts []ActOutcome, runErr error, no
 		case t.Verdict == decide.VerdictDegraded && t.BadFor.D() >= cfg.WedgedFor:
 			keepWorst(active, EventDegraded, t)
 		}
-		// A restart already done or under way is not a blocked restart (the loser
-		// of a claim race, a replacement still starting): no page. Nor is one held
-		// back by the back-off alone: restart-ineffective says why.
+		// A restart done or under way (a claim race lost, a replacement starting)
+		// is not blocked, nor one held by the back-off alone (restart-ineffective).
 		if t.Action == decide.ActionBlocked && !t.RestartInProgress() && !t.OnlyBackoff() {
 			keepWorst(active, EventRestartBlocked, t)
 		}
@@ -175,8 +150,6 @@ func Plan(s *state.State, res decide.Result, acts []ActOutcome, runErr error, no
 		}
 	}
 	blind := s.ConsecutiveUnknownRuns >= cfg.BlindAfter && cfg.BlindAfter > 0
-
-	// Open problems: new ones alert now, old ones remind after the interval.
 	for _, ev := range slices.Sorted(maps.Keys(active)) {
 		out = appendOngoing(out, s, ev, active[ev], res, now, cfg)
 	}
@@ -184,7 +157,7 @@ func Plan(s *state.State, res decide.Result, acts []ActOutcome, runErr error, no
 		out = appendOngoing(out, s, EventBlind, nil, res, now, cfg)
 	}
 
-	// One-shots: every restart attempt says how it went.
+	// Every restart attempt says how it went.
 	for _, a := range acts {
 		t := a.Target
 		ev, reason := EventRestarted, a.Detail
@@ -209,45 +182,44 @@ func Plan(s *state.State, res decide.Result, acts []ActOutcome, runErr error, no
 	if healthy && len(s.Alerts) > 0 && len(acts) == 0 {
 		opened := slices.Sorted(maps.Keys(s.Alerts))
 		var first time.Time
-		for _, a := range s.Alerts {
-			if first.IsZero() || a.OpenedAt.Before(first) {
-				first = a.OpenedAt
+		closes := make([]Closed, 0, len(opened))
+		for _, ev := range opened {
+			if a := s.Alerts[ev]; a != nil {
+				closes = append(closes, Closed{Event: ev, Pod: a.Pod, OpenedAt: a.OpenedAt.UTC()})
+				if first.IsZero() || a.OpenedAt.Before(first) {
+					first = a.OpenedAt
+				}
 			}
 		}
-		n := newNotification(EventRecovered, firstJudged(res), res, now, cfg)
+		var judged *decide.Target
+		if i := slices.IndexFunc(res.Targets, func(t decide.Target) bool { return t.Judged }); i >= 0 {
+			judged = &res.Targets[i]
+		}
+		n := newNotification(EventRecovered, judged, res, now, cfg)
 		n.Reason = fmt.Sprintf("%s; was %s since %s", res.Reason, strings.Join(opened, ", "), first.UTC().Format(time.RFC3339))
-		n.Since = &first
-		n.Closes = closedAlerts(s.Alerts)
+		n.Since, n.Closes = &first, closes
 		out = append(out, n)
 		s.Alerts = map[string]*state.Alert{}
 	} else {
 		if runErr == nil && (len(active) > 0 || len(acts) > 0 || blind) {
-			// The watchdog works again and this run's own alert says what it
-			// sees. Otherwise (unknown, starting) it stays open, so that the
-			// recovered of the next healthy run closes it.
+			// The watchdog works again and this run's own alert says what it sees;
+			// otherwise it stays open for the next healthy run's recovered.
 			delete(s.Alerts, EventWatchdogError)
 		}
 		if !blind && res.Verdict != decide.VerdictUnknown {
 			delete(s.Alerts, EventBlind)
 		}
 	}
-	return markPaused(out, res.Pause)
-}
-
-// markPaused says on every alert of a run that the scheduler is paused.
-func markPaused(out []Notification, p *decide.Pause) []Notification {
-	if p == nil {
-		return out
-	}
 	for i := range out {
-		out[i].Paused = p.String()
+		if res.Pause != nil {
+			out[i].Paused = res.Pause.String()
+		}
 	}
 	return out
 }
 
-// PlanFailure plans watchdog-error for a run that failed: once, then a reminder
-// every RealertInterval while failures go on (deduplicated through s when the
-// state could be read; with an empty state it is always sent).
+// PlanFailure plans watchdog-error for a run that failed: once, then reminders
+// (deduplicated through s; with an empty state it is always sent).
 func PlanFailure(s *state.State, err error, now time.Time, cfg PlanConfig) []Notification {
 	res := decide.Result{Verdict: decide.VerdictUnknown, Action: decide.ActionNone, Reason: "the watchdog cannot do its job: " + err.Error()}
 	return appendOngoing(nil, s, EventWatchdogError, nil, res, now, cfg)
@@ -281,21 +253,11 @@ func appendOngoing(out []Notification, s *state.State, ev string, t *decide.Targ
 		a.Pod = t.Pod
 	}
 	a.Reason = state.Truncate(n.Reason, 300)
-	// Marked as sent when planned; a failed delivery keeps the alert in the outbox,
-	// so it is retried, not re-planned.
+	// Marked as sent when planned: a failed delivery is retried from the outbox,
+	// not re-planned.
 	a.Sends++
-	sent := now
-	a.LastSentAt = &sent
+	a.LastSentAt = &now
 	return append(out, n)
-}
-
-func firstJudged(res decide.Result) *decide.Target {
-	for i := range res.Targets {
-		if res.Targets[i].Judged {
-			return &res.Targets[i]
-		}
-	}
-	return nil
 }
 
 func newNotification(ev string, t *decide.Target, res decide.Result, now time.Time, cfg PlanConfig) Notification {
@@ -303,6 +265,7 @@ func newNotification(ev string, t *decide.Target, res decide.Result, now time.Ti
 		SchemaVersion: SchemaVersion,
 		Event:         ev,
 		Severity:      Spec(ev).Severity,
+		NextStep:      Spec(ev).NextStep,
 		Verdict:       string(res.Verdict),
 		Reason:        res.Reason,
 		Action:        string(res.Action),
@@ -318,15 +281,13 @@ func newNotification(ev string, t *decide.Target, res decide.Result, now time.Ti
 			n.Reason += "; " + decide.GateSummary(*t)
 		}
 	}
-	n.NextStep = Spec(ev).NextStep
 	sum := sha256.Sum256([]byte(fmt.Sprintf("%s|%s|%s|%d", ev, n.UID, cfg.Source.Namespace, now.UnixNano())))
 	n.ID = hex.EncodeToString(sum[:8])
 	return n
 }
 
-// openEpisode reports a pod whose bad episode is still open: no node listed (the
-// nodes scaled to zero) then closes nothing, since it says nothing about whether
-// discovery works again.
+// openEpisode reports a pod whose bad episode is still open: no node listed then
+// closes nothing, since it says nothing about whether discovery works again.
 func openEpisode(s *state.State) bool {
 	for _, p := range s.Pods {
 		if p.Episode != nil {

@@ -25,12 +25,10 @@ import (
 const AlertmanagerAPIPath = "/api/v2/alerts"
 
 // DefaultAlertmanagerTTL is how long an alert stays active in Alertmanager when it
-// is not posted again: three CronJob intervals, so that one or two failed runs do
-// not resolve a problem that is still there.
+// is not posted again: one or two failed runs must not resolve a problem.
 const DefaultAlertmanagerTTL = 15 * time.Minute
 
-// PostableAlert is one element of the body of Alertmanager's POST /api/v2/alerts
-// (its OpenAPI postableAlert).
+// PostableAlert is one element of the body of Alertmanager's POST /api/v2/alerts.
 type PostableAlert struct {
 	Labels       map[string]string `json:"labels"`
 	Annotations  map[string]string `json:"annotations,omitempty"`
@@ -39,15 +37,11 @@ type PostableAlert struct {
 	GeneratorURL string            `json:"generatorURL,omitempty"`
 }
 
-// Alertmanager posts every notification as alerts to Alertmanager's v2 API, on each
-// URL of an HA group (Alertmanager peers do not share alerts, only silences and
-// the notification log, so each must receive them). A delivery succeeds when at
-// least one peer accepts it: that peer routes and notifies; a peer that missed an
-// ongoing alert gets it with the next run's refresh.
-//
-// Alertmanager resolves an alert whose endsAt has passed, so ongoing alerts are
-// posted with endsAt = now + TTL and posted again by Refresh on every run while
-// they are open; recovered posts endsAt = now for every alert it closes.
+// Alertmanager posts every notification as alerts to each peer of an HA group
+// (peers share silences, not alerts). A delivery succeeds when one peer accepts
+// it; a peer that missed an ongoing alert gets it with the next run's refresh.
+// Ongoing alerts are posted with endsAt = now + TTL and again by Refresh while
+// open; recovered posts endsAt = now for every alert it closes.
 type Alertmanager struct {
 	// Posters holds one poster per URL, each built for <url>/api/v2/alerts.
 	Posters []*Poster
@@ -57,14 +51,12 @@ type Alertmanager struct {
 	RunbookURL, GeneratorURL        string
 	// Source labels refreshed alerts (notifications carry their own).
 	Source alert.Source
-	// Warn is told about a peer that failed while another accepted the alerts (the
-	// delivery counts as done). Never nil after NewAlertmanager.
+	// Warn is told about a peer that failed while another accepted the alerts.
 	Warn func(err error)
 }
 
-// NewAlertmanager builds the sink for urls (already validated). Each poster is
-// named "alertmanager", or "alertmanager[i]" (1-based, in flag order) when there
-// are several, so that errors say which peer failed without naming its URL.
+// NewAlertmanager builds the sink for urls (already validated). Posters are named
+// "alertmanager[i]" (1-based) when there are several: errors never name a URL.
 func NewAlertmanager(urls []string, attemptTimeout time.Duration, attempts int, budget time.Duration) (*Alertmanager, error) {
 	am := &Alertmanager{TTL: DefaultAlertmanagerTTL, Warn: func(error) {}}
 	for i, raw := range urls {
@@ -88,8 +80,7 @@ func NewAlertmanager(urls []string, attemptTimeout time.Duration, attempts int, 
 
 func (a *Alertmanager) Name() string { return "alertmanager" }
 
-// Reach checks the path to every peer: a run delivers while one accepts, but a
-// preflight should show each one it cannot reach.
+// Reach checks the path to every peer: a preflight shows each one it cannot reach.
 func (a *Alertmanager) Reach(ctx context.Context) error {
 	var errs []error
 	for _, p := range a.Posters {
@@ -98,9 +89,7 @@ func (a *Alertmanager) Reach(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// Send posts the alerts n stands for: the alert itself, or for recovered the
-// resolution of every alert it closes. A test or dry-run notification is sent as
-// any other (a dry run never reaches a sink).
+// Send posts n's alert, or for recovered the resolution of every alert it closes.
 func (a *Alertmanager) Send(ctx context.Context, n alert.Notification) error {
 	if alert.Spec(n.Event).Kind != alert.Resolution && alert.AlertnameOf(n.Event) == "" {
 		// Never report as delivered what Alertmanager was not told.
@@ -113,9 +102,7 @@ func (a *Alertmanager) Send(ctx context.Context, n alert.Notification) error {
 	return a.post(ctx, alerts)
 }
 
-// Refresh posts every open ongoing alert again with endsAt = now + TTL, so that
-// Alertmanager keeps it active while the problem lasts. One-shots are not
-// refreshed: they end on their own.
+// Refresh posts every open ongoing alert again, to keep it active while it lasts.
 func (a *Alertmanager) Refresh(ctx context.Context, open map[string]*state.Alert, now time.Time) (int, error) {
 	var alerts []PostableAlert
 	for _, ev := range slices.Sorted(maps.Keys(open)) {
@@ -150,15 +137,13 @@ func (a *Alertmanager) Alerts(n alert.Notification) []PostableAlert {
 	if alert.AlertnameOf(n.Event) == "" {
 		return nil
 	}
-	// The end counts from the alert's own time, not from now: an alert retried
-	// from the outbox long after it was planned must not fire for a full TTL
-	// again (Refresh keeps what is still open active).
+	// From the alert's own time: one retried from the outbox long after must not
+	// fire for a full TTL again.
 	return []PostableAlert{a.alert(n, n.Time, n.Time.Add(a.TTL))}
 }
 
-// alert builds one postable alert. Its labels identify it (Alertmanager
-// fingerprints the label set), so they hold only what is stable while a problem
-// lasts: no reason, time or reminder flag.
+// alert builds one postable alert. Its labels are its identity (Alertmanager's
+// fingerprint): only what is stable while a problem lasts, no reason or time.
 func (a *Alertmanager) alert(n alert.Notification, startsAt, endsAt time.Time) PostableAlert {
 	labels := map[string]string{
 		"alertname": alert.AlertnameOf(n.Event),
@@ -166,8 +151,7 @@ func (a *Alertmanager) alert(n alert.Notification, startsAt, endsAt time.Time) P
 		"event":     n.Event,
 		"namespace": n.Namespace,
 	}
-	// The operator's labels never replace the watchdog's own (--alert-labels
-	// refuses those names; a retried entry might still carry one).
+	// The operator's labels never replace the watchdog's own (a retried entry may).
 	for k, v := range n.Labels {
 		if _, own := labels[k]; !own {
 			labels[k] = v
@@ -179,37 +163,31 @@ func (a *Alertmanager) alert(n alert.Notification, startsAt, endsAt time.Time) P
 	if n.Pod != "" {
 		labels["pod"] = n.Pod
 	}
-	where := n.Namespace
-	if n.Cluster != "" {
-		where = n.Cluster + "/" + n.Namespace
-	}
-	summary := fmt.Sprintf("AgentENV scheduler %s in %s", n.Event, where)
+	summary := fmt.Sprintf("AgentENV scheduler %s in %s", n.Event, where(n))
 	if n.Pod != "" {
 		summary += " (pod " + n.Pod + ")"
 	}
 	if n.Test {
-		summary = "Watchdog test alert (not a real incident) for " + where
+		summary = "Watchdog test alert (not a real incident) for " + where(n)
 	}
 	if n.Shadow {
 		// A label, so that routes can send shadow mode's alerts elsewhere.
 		labels["shadow"] = "true"
 		summary = "[shadow] " + summary
 	}
-	if n.Paused != "" {
-		// An annotation, not a label: a label would make the paused alert another
-		// alert than the same problem's once the pause ends.
-		summary = "[paused] " + summary
-	}
 	desc := n.Reason
 	if n.NextStep != "" {
 		desc += "\n\nNext step: " + n.NextStep
 	}
-	ann := map[string]string{"summary": summary, "description": state.Truncate(desc, 4000)}
+	ann := map[string]string{"description": state.Truncate(desc, 4000)}
+	if n.Paused != "" {
+		// Not a label: that would make it another alert once the pause ends.
+		summary = "[paused] " + summary
+		ann["paused"] = state.Truncate(n.Paused, 1000)
+	}
+	ann["summary"] = summary
 	if a.RunbookURL != "" {
 		ann["runbook_url"] = a.RunbookURL
-	}
-	if n.Paused != "" {
-		ann["paused"] = state.Truncate(n.Paused, 1000)
 	}
 	// Alertmanager rejects an alert that ends before it starts.
 	if !endsAt.After(startsAt) {
@@ -218,8 +196,7 @@ func (a *Alertmanager) alert(n alert.Notification, startsAt, endsAt time.Time) P
 	return PostableAlert{Labels: labels, Annotations: ann, StartsAt: startsAt.UTC(), EndsAt: endsAt.UTC(), GeneratorURL: a.GeneratorURL}
 }
 
-// headers are the request headers with the configured credentials, which every
-// poster's errors then redact.
+// headers carry the credentials, which every poster's errors then redact.
 func (a *Alertmanager) headers() http.Header {
 	h := http.Header{}
 	switch {
@@ -256,32 +233,31 @@ func (a *Alertmanager) post(ctx context.Context, alerts []PostableAlert) error {
 			failed = append(failed, err.Error())
 		}
 	}
-	switch {
-	case len(failed) == 0:
-		return nil
-	case len(failed) < len(a.Posters):
-		if a.Warn != nil {
-			a.Warn(errors.New(strings.Join(failed, "; ")))
-		}
+	if len(failed) == 0 {
 		return nil
 	}
-	return errors.New(strings.Join(failed, "; "))
+	err = errors.New(strings.Join(failed, "; "))
+	if len(failed) == len(a.Posters) {
+		return err
+	}
+	if a.Warn != nil {
+		a.Warn(err)
+	}
+	return nil
 }
 
 // Matcher is one label matcher in Alertmanager's syntax: name, one of = != =~ !~,
 // and a value (quoted or not). Regexes are anchored, as Alertmanager anchors them.
 type Matcher struct {
 	Name, Op, Value string
-	re              *regexp.Regexp
+	// re matches the value: the regex, or for = and != the value quoted.
+	re *regexp.Regexp
 }
 
-// matcherRE reads one matcher; ParseMatchers splits a set on the commas outside
-// quotes.
 var matcherRE = regexp.MustCompile(`^\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*("(?:[^"\\]|\\.)*"|[^",]*?)\s*$`)
 
-// ParseMatchers reads a matcher set: matchers joined by commas, optionally in
-// braces (`{alertname=~"etcd.*",severity="critical"}`). Every matcher of the set
-// must hold for an alert to match it.
+// ParseMatchers reads a matcher set, `{alertname=~"etcd.*",severity="critical"}`
+// (braces optional): an alert matches when every matcher holds.
 func ParseMatchers(set string) ([]Matcher, error) {
 	s := strings.TrimSpace(set)
 	if strings.HasPrefix(s, "{") && strings.HasSuffix(s, "}") {
@@ -300,20 +276,17 @@ func ParseMatchers(set string) ([]Matcher, error) {
 				return nil, fmt.Errorf("%q: bad quoted value: %v", strings.TrimSpace(part), err)
 			}
 		}
-		mt := Matcher{Name: m[1], Op: m[2], Value: v}
-		if mt.Op == "=~" || mt.Op == "!~" {
-			re, err := regexp.Compile("^(?:" + v + ")$")
-			if err != nil {
-				return nil, fmt.Errorf("%q: %v", strings.TrimSpace(part), err)
-			}
-			mt.re = re
+		pattern := v
+		if !strings.HasSuffix(m[2], "~") {
+			pattern = regexp.QuoteMeta(v)
 		}
-		out = append(out, mt)
+		re, err := regexp.Compile("^(?:" + pattern + ")$")
+		if err != nil {
+			return nil, fmt.Errorf("%q: %v", strings.TrimSpace(part), err)
+		}
+		out = append(out, Matcher{Name: m[1], Op: m[2], Value: v, re: re})
 	}
-	if len(out) == 0 {
-		return nil, errors.New("no matcher")
-	}
-	return out, nil
+	return out, nil // never empty: an empty part is no matcher
 }
 
 func splitOutsideQuotes(s string) []string {
@@ -337,17 +310,7 @@ func (m Matcher) String() string { return m.Name + m.Op + strconv.Quote(m.Value)
 
 // Matches reports whether the labels satisfy m (a missing label is "").
 func (m Matcher) Matches(labels map[string]string) bool {
-	v := labels[m.Name]
-	switch m.Op {
-	case "=":
-		return v == m.Value
-	case "!=":
-		return v != m.Value
-	case "=~":
-		return m.re.MatchString(v)
-	default:
-		return !m.re.MatchString(v)
-	}
+	return m.re.MatchString(labels[m.Name]) == (m.Op == "=" || m.Op == "=~")
 }
 
 // SetString renders a matcher set as Alertmanager writes it.
@@ -362,17 +325,10 @@ func SetString(set []Matcher) string {
 // maxAlertsBody bounds the answer read from Alertmanager.
 const maxAlertsBody = 4 << 20
 
-// gettableAlert is what the hold reads of Alertmanager's GET /api/v2/alerts.
-type gettableAlert struct {
-	Labels map[string]string `json:"labels"`
-}
-
 // Firing asks Alertmanager for the active alerts (neither silenced nor inhibited)
-// that match any of sets, leaving out the watchdog's own alerts (a wide matcher
-// must not hold restarts because the scheduler is wedged). The peers are asked in
-// turn; the first that answers is believed (peers gossip silences, and each
-// receives the same alerts from Prometheus). The filter is sent to Alertmanager
-// and applied again here.
+// that match any of sets, but the watchdog's own (a wide matcher must not hold
+// restarts because the scheduler is wedged). The first peer that answers is
+// believed: peers gossip silences. The filter is applied again here.
 func (a *Alertmanager) Firing(ctx context.Context, sets [][]Matcher) ([]string, error) {
 	h := a.headers()
 	h.Set("Accept", "application/json")
@@ -400,20 +356,21 @@ func (a *Alertmanager) firingAt(ctx context.Context, p *Poster, sets [][]Matcher
 		for _, m := range set {
 			q.Add("filter", m.String())
 		}
-		body, err := p.Get(ctx, p.url+"?"+q.Encode(), h, maxAlertsBody)
+		body, err := p.exchange(ctx, http.MethodGet, p.url+"?"+q.Encode(), nil, h, maxAlertsBody)
 		if err != nil {
 			return nil, err
 		}
-		var alerts []gettableAlert
+		var alerts []struct {
+			Labels map[string]string `json:"labels"`
+		}
 		if err := json.Unmarshal(body, &alerts); err != nil {
 			return nil, fmt.Errorf("%s: answer is not a list of alerts: %v", p.name, err)
 		}
 		for _, al := range alerts {
 			matches := !slices.ContainsFunc(set, func(m Matcher) bool { return !m.Matches(al.Labels) })
-			if own[al.Labels["alertname"]] || !matches {
-				continue
+			if matches && !own[al.Labels["alertname"]] {
+				found[describe(al.Labels)] = true
 			}
-			found[describe(al.Labels)] = true
 		}
 	}
 	return slices.Sorted(maps.Keys(found)), nil

@@ -16,31 +16,24 @@ import (
 	"github.com/agentenv/watchdog/pkg/state"
 )
 
-// EventEmitter leaves a notification as a Kubernetes Event (see check.(*Runner).notificationEvent).
-type EventEmitter func(ctx context.Context, n alert.Notification) error
-
 // Dispatcher delivers notifications to every sink, keeps what failed in the state's
 // outbox for the next run, and retries the outbox first.
 type Dispatcher struct {
 	Sinks []alert.Sink
 	// Events, when set, records every notification as a Kubernetes Event.
-	Events EventEmitter
+	Events func(ctx context.Context, n alert.Notification) error
 	// OnFailure is told about each failed delivery (it leaves a Warning Event).
 	OnFailure func(ctx context.Context, n alert.Notification, sink string, err error)
-	// SendBy, when set, ends sink deliveries (retries included) at that time, so a
-	// receiver that never answers cannot take the time the caller needs to persist
-	// what failed. Events are not bounded by it.
+	// SendBy, when set, ends sink deliveries (retries included), leaving the caller
+	// time to persist what failed. Events are not bounded by it.
 	SendBy time.Time
-	// Outbox seals what is kept for retry and rebuilds what is retried (pkg/outbox).
-	Outbox outbox.Config
+	Outbox outbox.Config // seals what is kept, rebuilds what is retried
 	// ReservedFor is how long an entry Reserve made belongs to the run that made it
-	// (which sends it itself): another run leaves it alone that long, and retries
-	// it after, as the pages of a run that ended before sending.
+	// (which sends it itself): another run retries it only after that.
 	ReservedFor time.Duration
 }
 
-// KubernetesEvent names the Kubernetes Event a notification leaves, in
-// deliveries and metrics, as if it were a sink.
+// KubernetesEvent names a notification's Kubernetes Event as if it were a sink.
 const KubernetesEvent = "kubernetes-event"
 
 // Delivery is the outcome of one notification to one sink.
@@ -50,16 +43,13 @@ type Delivery struct {
 	Sink  string `json:"sink"`
 	OK    bool   `json:"ok"`
 	Retry bool   `json:"retry,omitempty"` // from the outbox
-	// Kept: the failed alert is in the outbox and will be retried next run (when
-	// the state is written).
+	// Kept: the failed alert is in the outbox, retried next run.
 	Kept   bool   `json:"kept,omitempty"`
 	Error  string `json:"error,omitempty"`
 	DryRun bool   `json:"dryRun,omitempty"`
-	// Dropped: an outbox entry that is not retried (too old, unreadable, or not
-	// written by this watchdog); Error says why. A warning of the run.
+	// Dropped: an outbox entry that is not retried; Error says why. A warning.
 	Dropped bool `json:"dropped,omitempty"`
-	// Unauthenticated: retried from the outbox without a key to authenticate it
-	// (--outbox-key is not set). A warning of the run.
+	// Unauthenticated: retried from the outbox without --outbox-key. A warning.
 	Unauthenticated bool `json:"unauthenticated,omitempty"`
 }
 
@@ -68,27 +58,22 @@ type Delivery struct {
 func (d *Dispatcher) Deliver(ctx context.Context, s *state.State, notes []alert.Notification, now time.Time, dryRun bool) []Delivery {
 	var out []Delivery
 	if dryRun {
+		names := d.names()
+		if d.Events != nil {
+			names = append(names, KubernetesEvent)
+		}
 		for _, n := range notes {
-			for _, sink := range d.Sinks {
-				out = append(out, Delivery{ID: n.ID, Event: n.Event, Sink: sink.Name(), DryRun: true})
-			}
-			if d.Events != nil {
-				out = append(out, Delivery{ID: n.ID, Event: n.Event, Sink: KubernetesEvent, DryRun: true})
+			for _, name := range names {
+				out = append(out, Delivery{ID: n.ID, Event: n.Event, Sink: name, DryRun: true})
 			}
 		}
 		return out
 	}
-
-	sctx := ctx
-	if !d.SendBy.IsZero() {
-		var cancel context.CancelFunc
-		sctx, cancel = context.WithDeadline(ctx, d.SendBy)
-		defer cancel()
-	}
+	sctx, cancel := d.sendWindow(ctx)
+	defer cancel()
 	// The retries get at most half of what is left of the send window: each may
-	// wait out its whole delivery budget on a receiver that never answers, and
-	// the alerts kept for it must not leave this run's own pages no time for the
-	// sinks that do answer. What is not retried in time stays for the next run.
+	// wait out its whole budget on a receiver that never answers, and must not
+	// leave this run's own pages no time. What is not retried stays for next run.
 	rctx := sctx
 	if deadline, ok := sctx.Deadline(); ok {
 		var cancel context.CancelFunc
@@ -107,23 +92,13 @@ func (d *Dispatcher) Deliver(ctx context.Context, s *state.State, notes []alert.
 		var failed []string
 		var lastErr string
 		for _, sink := range d.Sinks {
-			del := Delivery{ID: n.ID, Event: n.Event, Sink: sink.Name(), OK: true}
-			if err := sink.Send(sctx, n); err != nil {
-				del.OK, del.Error = false, err.Error()
-				failed = append(failed, sink.Name())
-				lastErr = err.Error()
-				if d.OnFailure != nil {
-					d.OnFailure(ctx, n, sink.Name(), err)
-				}
+			del := d.send(ctx, sctx, sink, n, Delivery{ID: n.ID, Event: n.Event, Sink: sink.Name()})
+			if !del.OK {
+				failed, lastErr = append(failed, sink.Name()), del.Error
 			}
 			out = append(out, del)
 		}
 		if len(failed) > 0 {
-			for i := range out {
-				if out[i].ID == n.ID && !out[i].OK && out[i].Sink != KubernetesEvent {
-					out[i].Kept = true
-				}
-			}
 			p, err := d.Outbox.Pending(n, now, failed, lastErr)
 			if err != nil {
 				continue // plain data: cannot happen
@@ -134,16 +109,11 @@ func (d *Dispatcher) Deliver(ctx context.Context, s *state.State, notes []alert.
 	return out
 }
 
-// Reserve puts each of notes into s's outbox as not yet delivered to any sink.
-// A run writes it with the alerts' records before it sends (the alert claim), so
-// that a run ending between that write and its sends leaves the pages for the next
-// run to deliver instead of losing them. The run's own Deliver sends notes itself:
-// the reserved entries belong only in the state written by the claim.
+// Reserve puts notes into s's outbox as not yet delivered, for the state written
+// by the alert claim before the sends: a run ending before them leaves the pages to
+// the next run. The run's own Deliver sends notes itself.
 func (d *Dispatcher) Reserve(s *state.State, notes []alert.Notification, now time.Time) {
-	var sinks []string
-	for _, sink := range d.Sinks {
-		sinks = append(sinks, sink.Name())
-	}
+	sinks := d.names()
 	if len(sinks) == 0 {
 		return
 	}
@@ -157,8 +127,7 @@ func (d *Dispatcher) Reserve(s *state.State, notes []alert.Notification, now tim
 	}
 }
 
-// maxDeliveredID is the longest entry id remembered as delivered: the
-// watchdog's ids have 16 characters; a longer one is not its own.
+// maxDeliveredID is the longest id remembered as delivered (the watchdog's have 16).
 const maxDeliveredID = 64
 
 // Why a copy of an entry is not sent: the outbox is read from a document an
@@ -173,10 +142,6 @@ func (d *Dispatcher) retryOutbox(ctx, sctx context.Context, s *state.State, now 
 	var out []Delivery
 	// Forget what can no longer be replayed: an older entry is dropped for its age.
 	s.Delivered = slices.DeleteFunc(s.Delivered, func(e state.DeliveredEntry) bool { return now.Sub(e.CreatedAt) > outbox.MaxPendingAge })
-	delivered := map[string]bool{}
-	for _, e := range s.Delivered {
-		delivered[e.ID] = true
-	}
 	retried := map[string]bool{}
 	kept := s.Outbox[:0]
 	for _, p := range s.Outbox {
@@ -190,20 +155,18 @@ func (d *Dispatcher) retryOutbox(ctx, sctx context.Context, s *state.State, now 
 		switch {
 		case err != nil:
 		case now.Sub(p.CreatedAt) > outbox.MaxPendingAge:
-			// Not its lastError or sinks: no seal covers them. Each failure was
-			// logged and left a WatchdogAlertFailed Event when it happened.
+			// Not its lastError or sinks: no seal covers them.
 			err = fmt.Errorf("undelivered after %d attempts over %s (each failed attempt was logged, with a Warning Event, when it happened)", p.Attempts, outbox.MaxPendingAge)
 		case retried[p.ID]:
 			err = errRetriedThisRun
-		case delivered[p.ID]:
+		case slices.ContainsFunc(s.Delivered, func(e state.DeliveredEntry) bool { return e.ID == p.ID }):
 			err = errAlreadyDelivered
 		}
 		if err == nil {
 			n, err = d.Outbox.Rebuild(p, n, authenticated, now)
 		}
 		if err != nil {
-			// Names only what the watchdog itself would write: the entry's text
-			// is someone else's.
+			// Names only what the watchdog would write: the entry is someone else's.
 			out = append(out, Delivery{ID: state.Truncate(p.ID, 32), Event: state.Truncate(p.Event, 32), Sink: "outbox", Dropped: true, Error: err.Error()})
 			continue
 		}
@@ -211,34 +174,24 @@ func (d *Dispatcher) retryOutbox(ctx, sctx context.Context, s *state.State, now 
 		attempted := false
 		tried := map[string]bool{}
 		for _, name := range p.Sinks {
-			sink := d.sink(name)
-			if tried[name] {
-				// Sinks are not sealed: a name listed twice (an edit of the state)
-				// is sent once, so it cannot multiply sends or spend the deadline
-				// this run's own alerts need.
+			i := slices.IndexFunc(d.Sinks, func(s alert.Sink) bool { return s.Name() == name })
+			// Sinks are not sealed: a name listed twice (an edit of the state) is sent
+			// once, not to multiply sends. A sink no longer configured gets nothing.
+			if tried[name] || i < 0 {
 				continue
 			}
 			tried[name] = true
-			if sink == nil {
-				// The sink was removed from the configuration: nothing to retry.
-				continue
-			}
 			if sctx.Err() != nil {
-				// The retries' share of the window is spent: kept as it is, not
-				// an attempt (its failures were each reported when they happened).
+				// The retries' share of the window is spent: kept, not an attempt.
 				still = append(still, name)
 				out = append(out, Delivery{ID: p.ID, Event: p.Event, Sink: name, Retry: true, Kept: true, Error: errRetriesOutOfTime.Error()})
 				continue
 			}
 			attempted = true
-			del := Delivery{ID: p.ID, Event: p.Event, Sink: name, OK: true, Retry: true, Unauthenticated: !authenticated}
-			if err := sink.Send(sctx, n); err != nil {
-				del.OK, del.Error, del.Kept = false, err.Error(), true
-				still = append(still, name)
-				p.LastError = err.Error()
-				if d.OnFailure != nil {
-					d.OnFailure(ctx, n, name, err)
-				}
+			del := Delivery{ID: p.ID, Event: p.Event, Sink: name, Retry: true, Unauthenticated: !authenticated}
+			del = d.send(ctx, sctx, d.Sinks[i], n, del)
+			if !del.OK {
+				still, p.LastError = append(still, name), del.Error
 			}
 			out = append(out, del)
 		}
@@ -257,39 +210,51 @@ func (d *Dispatcher) retryOutbox(ctx, sctx context.Context, s *state.State, now 
 	return out
 }
 
-func (d *Dispatcher) sink(name string) alert.Sink {
-	for _, s := range d.Sinks {
-		if s.Name() == name {
-			return s
+// send delivers n to sink within sctx; a failure is kept and told to OnFailure.
+func (d *Dispatcher) send(ctx, sctx context.Context, sink alert.Sink, n alert.Notification, del Delivery) Delivery {
+	del.OK = true
+	if err := sink.Send(sctx, n); err != nil {
+		del.OK, del.Error, del.Kept = false, err.Error(), true
+		if d.OnFailure != nil {
+			d.OnFailure(ctx, n, sink.Name(), err)
 		}
 	}
-	return nil
+	return del
+}
+
+func (d *Dispatcher) names() []string {
+	var out []string
+	for _, sink := range d.Sinks {
+		out = append(out, sink.Name())
+	}
+	return out
+}
+
+// sendWindow bounds ctx by SendBy, when set.
+func (d *Dispatcher) sendWindow(ctx context.Context) (context.Context, context.CancelFunc) {
+	if d.SendBy.IsZero() {
+		return ctx, func() {}
+	}
+	return context.WithDeadline(ctx, d.SendBy)
 }
 
 // Refresher is a sink whose receiver forgets an alert that is not sent again
-// (Alertmanager resolves it at its endsAt). The dispatcher hands it the open
-// alerts once per run, after delivery, whether or not this run sent anything.
-// Refresh returns how many alerts it sent again (0: nothing to do, no request).
+// (Alertmanager at its endsAt). Refresh returns how many it sent again.
 type Refresher interface {
 	Refresh(ctx context.Context, open map[string]*state.Alert, now time.Time) (int, error)
 }
 
-// EventRefresh names refresh deliveries in reports and logs; it is not an alert
-// event and is never sent as one.
+// EventRefresh names refresh deliveries in reports and logs; it is no alert event.
 const EventRefresh = "refresh"
 
 // Refresh re-sends the open alerts of s to every sink that is a Refresher, within
-// SendBy like Deliver. A failed refresh is reported and logged but not kept in the
-// outbox: the next run refreshes again. A dry run refreshes nothing.
+// SendBy. A failed refresh is reported but not kept: the next run refreshes again.
 func (d *Dispatcher) Refresh(ctx context.Context, s *state.State, now time.Time, dryRun bool) []Delivery {
 	if dryRun || len(s.Alerts) == 0 {
 		return nil
 	}
-	if !d.SendBy.IsZero() {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, d.SendBy)
-		defer cancel()
-	}
+	ctx, cancel := d.sendWindow(ctx)
+	defer cancel()
 	var out []Delivery
 	for _, sink := range d.Sinks {
 		r, ok := sink.(Refresher)

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -23,40 +24,33 @@ import (
 	"github.com/agentenv/watchdog/pkg/state"
 )
 
-// Delivery bounds. Per attempt: NewPoster's attemptTimeout. Per delivery (all
-// attempts and back-off): its budget, and never past the caller's context.
+// Per delivery (all attempts and back-off), within the caller's context.
 const (
 	DefaultAttempts = 3
 	DefaultBudget   = 30 * time.Second
 )
 
-// Poster POSTs a body to one URL with retries. It is shared by every HTTP sink.
-// go-retryablehttp supplies the retry loop, back-off and Retry-After parsing; this
-// type adds what a watchdog needs on top: a bound on the whole delivery, no
-// redirect to another host or scheme, and errors that never carry the (secret) URL.
+// Poster POSTs a body to one URL with go-retryablehttp's retries, adding a bound on
+// the whole delivery, no redirect to another host or scheme, and errors that never
+// carry the (secret) URL. Every HTTP sink uses one.
 type Poster struct {
-	name   string
-	url    string
-	client *retryablehttp.Client
-	budget time.Duration
-	// secrets are removed from every error besides the URL: the credentials in
-	// the URL (Go sends them as a Basic header, which a receiver may echo) and
-	// those a sink adds (AddSecrets).
+	name, url string
+	client    *retryablehttp.Client
+	budget    time.Duration
+	// secrets are redacted from every error: the URL's credentials (sent as a Basic
+	// header, which a receiver may echo) and those a sink adds.
 	secrets []string
 }
 
 // NewPoster builds a poster for name (used in errors instead of the URL).
 func NewPoster(name, rawURL string, attemptTimeout time.Duration, attempts int, budget time.Duration) *Poster {
-	if attempts < 1 {
-		attempts = 1
-	}
+	attempts = max(attempts, 1)
 	if budget <= 0 {
 		budget = DefaultBudget
 	}
 	httpClient := &http.Client{
 		Timeout: attemptTimeout,
-		// Every answer is cut at maxAnswer bytes whoever reads it (Do keeps a
-		// snippet, the retry loop drains a little).
+		// Every answer is cut at maxAnswer bytes, whoever reads it.
 		Transport: httpbound.Transport(&http.Transport{
 			Proxy:                 http.ProxyFromEnvironment,
 			DialContext:           (&net.Dialer{Timeout: attemptTimeout}).DialContext,
@@ -66,20 +60,18 @@ func NewPoster(name, rawURL string, attemptTimeout time.Duration, attempts int, 
 			IdleConnTimeout:       30 * time.Second,
 		}, maxAnswer),
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
-			if len(via) > 0 && req.URL.Host != via[0].URL.Host {
+			switch {
+			case req.URL.Host != via[0].URL.Host:
 				return errRedirectOffHost
-			}
-			// Same host, other scheme: https → http would send the body and its
-			// signature in clear text (URL.Host is equal when neither names a port).
-			if len(via) > 0 && req.URL.Scheme != via[0].URL.Scheme {
+			case req.URL.Scheme != via[0].URL.Scheme:
+				// https → http would send the body and its signature in clear text
+				// (URL.Host is equal when neither names a port).
 				return errRedirectScheme
-			}
-			// 301/302/303 turn the POST into a body-less GET whose 2xx would count
-			// as delivered: only 307/308, which keep method and body, are followed.
-			if len(via) > 0 && req.Method != via[0].Method {
+			case req.Method != via[0].Method:
+				// 301/302/303 turn the POST into a body-less GET whose 2xx would
+				// count as delivered: only 307/308 are followed.
 				return errRedirectToGet
-			}
-			if len(via) >= 3 {
+			case len(via) >= 3:
 				return errTooManyRedirects
 			}
 			return nil
@@ -104,12 +96,10 @@ func NewPoster(name, rawURL string, attemptTimeout time.Duration, attempts int, 
 	return p
 }
 
-// AddSecrets adds credentials the sink sends (a password, a token, a whole
-// Authorization header) to what every error of this poster redacts.
+// AddSecrets adds credentials the sink sends to what this poster's errors redact.
 func (p *Poster) AddSecrets(secrets ...string) {
 	for _, s := range secrets {
-		// Never blank out common short strings ("a", "id"): a credential that
-		// short is not one.
+		// Never blank out common short strings ("a", "id"): no credential.
 		if len(s) >= minSecretLen && !slices.Contains(p.secrets, s) {
 			p.secrets = append(p.secrets, s)
 		}
@@ -118,16 +108,13 @@ func (p *Poster) AddSecrets(secrets ...string) {
 	slices.SortFunc(p.secrets, func(a, b string) int { return len(b) - len(a) })
 }
 
-// minSecretLen is the shortest string redacted as a secret.
-const minSecretLen = 4
-
 // An error answer's body: read up to snippetRead bytes, keep snippetKept of them.
-// maxAnswer bounds what is ever read of an answer: the largest a caller reads,
-// the firing alerts the hold reads (a delivery reads only a snippet).
+// maxAnswer bounds what is ever read of an answer: the largest, the hold's.
 const (
-	snippetRead = 4096
-	snippetKept = 256
-	maxAnswer   = maxAlertsBody
+	minSecretLen = 4
+	snippetRead  = 4096
+	snippetKept  = 256
+	maxAnswer    = maxAlertsBody
 )
 
 var (
@@ -143,39 +130,31 @@ func (p *Poster) checkRetry(ctx context.Context, resp *http.Response, err error)
 	if ctx.Err() != nil {
 		return false, ctx.Err()
 	}
-	if err != nil && (errors.Is(err, errRedirectOffHost) || errors.Is(err, errRedirectScheme) || errors.Is(err, errRedirectToGet) || errors.Is(err, errTooManyRedirects)) {
-		return false, err
+	for _, refused := range []error{errRedirectOffHost, errRedirectScheme, errRedirectToGet, errTooManyRedirects} {
+		if errors.Is(err, refused) {
+			return false, err
+		}
 	}
 	if resp != nil && (resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable) {
-		if wait, ok := retryAfter(resp); ok {
-			if deadline, has := ctx.Deadline(); has && time.Until(deadline) < wait {
-				return false, nil
-			}
+		deadline, has := ctx.Deadline()
+		if wait, ok := retryAfter(resp.Header.Get("Retry-After")); ok && has && time.Until(deadline) < wait {
+			return false, nil
 		}
 	}
 	return retryablehttp.DefaultRetryPolicy(ctx, resp, err)
 }
 
-func retryAfter(resp *http.Response) (time.Duration, bool) {
-	v := resp.Header.Get("Retry-After")
-	if v == "" {
-		return 0, false
-	}
+func retryAfter(v string) (time.Duration, bool) {
 	if secs, err := strconv.Atoi(v); err == nil && secs >= 0 {
 		return time.Duration(secs) * time.Second, true
 	}
-	if t, err := http.ParseTime(v); err == nil {
-		return time.Until(t), true
-	}
-	return 0, false
+	t, err := http.ParseTime(v)
+	return time.Until(t), err == nil
 }
 
-// Reach connects to the receiver as a delivery would, without sending anything:
-// through the delivery's proxy (the one the environment names for the URL) (an HTTP CONNECT tunnel for
-// https), then for https a TLS handshake verified with the delivery's own TLS
-// configuration. It proves the network path (a NetworkPolicy, a firewall, DNS, a
-// proxy) and that the receiver's certificate is trusted: a bare TCP connect would
-// pass while every send fails the handshake. doctor runs it.
+// Reach connects to the receiver as a delivery would, sending nothing: through its
+// proxy (a CONNECT tunnel for https), then for https a TLS handshake with its TLS
+// configuration: a bare TCP connect would pass while every send fails the handshake.
 func (p *Poster) Reach(ctx context.Context) error {
 	if err := p.reach(ctx); err != nil {
 		return fmt.Errorf("%s: %v", p.name, p.redact(scrub(err).Error()))
@@ -188,20 +167,18 @@ func (p *Poster) reach(ctx context.Context) error {
 	if err != nil {
 		return errors.New("invalid URL")
 	}
-	timeout := p.client.HTTPClient.Timeout
-	if timeout > 0 {
+	if timeout := p.client.HTTPClient.Timeout; timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	target := hostPort(u)
+	target, dialAddr := hostPort(u), hostPort(u)
 	var proxy *url.URL
 	if t := p.transport(); t != nil && t.Proxy != nil {
 		if proxy, err = t.Proxy(&http.Request{URL: u}); err != nil {
 			return fmt.Errorf("proxy: %w", err)
 		}
 	}
-	dialAddr := target
 	if proxy != nil {
 		dialAddr = hostPort(proxy)
 	}
@@ -231,9 +208,7 @@ func (p *Poster) reach(ctx context.Context) error {
 	return nil
 }
 
-// transport is the transport deliveries go through, under the body bound: Reach
-// takes its proxy and TLS configuration from it, so it reaches a receiver as a
-// send would.
+// transport is the transport deliveries go through, under the body bound.
 func (p *Poster) transport() *http.Transport {
 	t, _ := httpbound.Base(p.client.HTTPClient.Transport).(*http.Transport)
 	return t
@@ -251,8 +226,7 @@ func (p *Poster) tlsConfig(serverName string) *tls.Config {
 	return cfg
 }
 
-// connectTunnel asks an HTTP proxy on conn for a tunnel to target, as the
-// transport does for an https URL.
+// connectTunnel asks an HTTP proxy on conn for a tunnel to target, as the transport does.
 func connectTunnel(conn net.Conn, proxy *url.URL, target string) error {
 	req := &http.Request{Method: http.MethodConnect, URL: &url.URL{Opaque: target}, Host: target, Header: http.Header{}}
 	if proxy.User != nil {
@@ -270,9 +244,8 @@ func connectTunnel(conn net.Conn, proxy *url.URL, target string) error {
 		_ = resp.Body.Close()
 		return fmt.Errorf("proxy CONNECT answered %s", resp.Status)
 	}
-	// The tunnel's body is not closed, as the transport does not close it: some
-	// Go releases read a 200 to CONNECT as a body up to EOF, which closing would
-	// drain until the deadline, leaving the handshake no time.
+	// The body is not closed, as the transport does not: some Go releases read a
+	// 200 to CONNECT as a body up to EOF, which closing would drain until the deadline.
 	return nil
 }
 
@@ -287,22 +260,12 @@ func hostPort(u *url.URL) string {
 
 // Post sends body with headers and returns nil on a 2xx answer.
 func (p *Poster) Post(ctx context.Context, body []byte, headers http.Header) error {
-	return p.Do(ctx, p.url, body, headers)
-}
-
-// Do sends body to target (the poster's URL or one derived from it).
-func (p *Poster) Do(ctx context.Context, target string, body []byte, headers http.Header) error {
-	_, err := p.exchange(ctx, http.MethodPost, target, body, headers, 0)
+	_, err := p.exchange(ctx, http.MethodPost, p.url, body, headers, 0)
 	return err
 }
 
-// Get reads target (a URL derived from the poster's), with the poster's retries,
-// bounds and redaction, and returns at most limit bytes of a 2xx answer's body.
-func (p *Poster) Get(ctx context.Context, target string, headers http.Header, limit int64) ([]byte, error) {
-	return p.exchange(ctx, http.MethodGet, target, nil, headers, limit)
-}
-
-// exchange sends one request and returns up to keep bytes of a 2xx answer.
+// exchange sends one request to target (the poster's URL or one derived from it)
+// and returns up to keep bytes of a 2xx answer.
 func (p *Poster) exchange(ctx context.Context, method, target string, body []byte, headers http.Header, keep int64) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.budget)
 	defer cancel()
@@ -314,11 +277,7 @@ func (p *Poster) exchange(ctx context.Context, method, target string, body []byt
 	if err != nil {
 		return nil, fmt.Errorf("%s: build request: %v", p.name, p.redact(scrub(err).Error()))
 	}
-	for k, vs := range headers {
-		for _, v := range vs {
-			req.Header.Add(k, v)
-		}
-	}
+	maps.Copy(req.Header, headers)
 	resp, err := p.client.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", p.name, p.redact(scrub(err).Error()))
@@ -356,10 +315,9 @@ func (p *Poster) redact(text string) string {
 	return text
 }
 
-// redactURL removes the URL (and its path and query, the secret parts of a webhook
-// URL) from text a receiver sent back: some echo the request line in their error
-// pages. Do redacts both the URL it posted to and the configured one, which differ
-// for a heartbeat's <url>/fail.
+// redactURL removes the URL (and its path and query, a webhook's secret parts) from
+// a receiver's answer: some echo the request line. exchange redacts the URL posted
+// to as well as the configured one: they differ for a heartbeat's <url>/fail.
 func redactURL(text, target string) string {
 	text = strings.ReplaceAll(text, target, "<url>")
 	if u, err := url.Parse(target); err == nil {
@@ -377,12 +335,11 @@ func redactURL(text, target string) string {
 func scrub(err error) error {
 	var ue *url.Error
 	if errors.As(err, &ue) {
-		inner := ue.Err
 		var ne net.Error
-		if errors.As(inner, &ne) && ne.Timeout() {
+		if errors.As(ue.Err, &ne) && ne.Timeout() {
 			return fmt.Errorf("%s: timed out", ue.Op)
 		}
-		return fmt.Errorf("%s: %v", ue.Op, scrub(inner))
+		return fmt.Errorf("%s: %v", ue.Op, scrub(ue.Err))
 	}
 	return err
 }

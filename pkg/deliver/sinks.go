@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -41,8 +42,7 @@ func (w *Webhook) Send(ctx context.Context, n alert.Notification) error {
 	if err != nil {
 		return fmt.Errorf("webhook: encode: %w", err)
 	}
-	h := http.Header{}
-	h.Set("Content-Type", "application/json")
+	h := http.Header{"Content-Type": {"application/json"}}
 	h.Set("User-Agent", "agentenv-scheduler-watchdog/"+n.Watchdog)
 	h.Set(HeaderEvent, n.Event)
 	h.Set(HeaderDelivery, n.ID)
@@ -55,32 +55,23 @@ func (w *Webhook) Send(ctx context.Context, n alert.Notification) error {
 }
 
 // Sign returns hex(HMAC-SHA256(secret, timestamp + "." + body)), the value of
-// X-Watchdog-Signature after "sha256=". Binding the timestamp lets receivers reject
-// replays older than a few minutes.
+// X-Watchdog-Signature after "sha256=". The timestamp lets receivers reject replays.
 func Sign(secret []byte, timestamp string, body []byte) string {
 	mac := hmac.New(sha256.New, secret)
-	mac.Write([]byte(timestamp))
-	mac.Write([]byte("."))
+	fmt.Fprintf(mac, "%s.", timestamp)
 	mac.Write(body)
 	return hex.EncodeToString(mac.Sum(nil))
 }
 
-// Verify checks a signature header the way a receiver should: constant-time, and
-// only for timestamps within maxSkew of now.
+// Verify checks a signature header as a receiver should: constant-time, within maxSkew.
 func Verify(secret []byte, timestamp, signatureHeader string, body []byte, now time.Time, maxSkew time.Duration) bool {
 	ts, err := strconv.ParseInt(timestamp, 10, 64)
-	if err != nil {
-		return false
-	}
-	if d := now.Sub(time.Unix(ts, 0)); d > maxSkew || d < -maxSkew {
+	if err != nil || now.Sub(time.Unix(ts, 0)).Abs() > maxSkew {
 		return false
 	}
 	got, err := hex.DecodeString(strings.TrimPrefix(signatureHeader, "sha256="))
-	if err != nil {
-		return false
-	}
 	want, _ := hex.DecodeString(Sign(secret, timestamp, body))
-	return hmac.Equal(got, want)
+	return err == nil && hmac.Equal(got, want)
 }
 
 // Slack posts a Block Kit message to an incoming webhook, with a text fallback.
@@ -96,21 +87,13 @@ func (s *Slack) Send(ctx context.Context, n alert.Notification) error {
 	if err != nil {
 		return fmt.Errorf("slack: encode: %w", err)
 	}
-	h := http.Header{}
-	h.Set("Content-Type", "application/json")
-	return s.Post(ctx, body, h)
+	return s.Post(ctx, body, http.Header{"Content-Type": {"application/json"}})
 }
 
-// SlackMessage renders n as an incoming-webhook message in Block Kit
-// (slack.go has the few types it needs).
+// SlackMessage renders n as an incoming-webhook message in Block Kit. Every text
+// is escaped, whoever wrote its parts: Slack reads <!channel> and <url|text> in any.
 func SlackMessage(n alert.Notification, runbookURL string) *SlackWebhookMessage {
-	// Every text is escaped (esc, escCut), whoever wrote its parts: Slack reads
-	// <!channel> and <url|text> in any text object.
-	where := n.Namespace
-	if n.Cluster != "" {
-		where = n.Cluster + "/" + n.Namespace
-	}
-	fallback := fmt.Sprintf("[%s] scheduler %s in %s: %s", esc(strings.ToUpper(n.Severity)), esc(n.Event), esc(where), esc(n.Reason))
+	fallback := fmt.Sprintf("[%s] scheduler %s in %s: %s", esc(strings.ToUpper(n.Severity)), esc(n.Event), esc(where(n)), esc(n.Reason))
 	title := fmt.Sprintf("%s AgentENV scheduler %s", alert.Spec(n.Event).Emoji, n.Event)
 	if n.Test {
 		title = alert.Spec(alert.EventTest).Emoji + " Watchdog test alert (not a real incident)"
@@ -128,14 +111,17 @@ func SlackMessage(n alert.Notification, runbookURL string) *SlackWebhookMessage 
 	if n.Paused != "" {
 		title += " [paused]"
 	}
-
+	since := "-"
+	if n.Since != nil {
+		since = fmt.Sprintf("%s (since %s)", n.Time.Sub(*n.Since).Round(time.Second), n.Since.UTC().Format(time.RFC3339))
+	}
 	fields := []*SlackText{
 		mrkdwn("*Cluster*\n" + esc(alert.OrDash(n.Cluster))),
 		mrkdwn("*Namespace*\n" + esc(n.Namespace)),
 		mrkdwn("*Pod*\n" + esc(alert.OrDash(n.Pod))),
 		mrkdwn("*Verdict*\n" + esc(alert.OrDash(n.Verdict))),
 		mrkdwn("*Ready / expected*\n" + alert.IntOrDash(n.Ready) + " / " + alert.IntOrDash(n.Expected)),
-		mrkdwn("*For*\n" + esc(sinceText(n))),
+		mrkdwn("*For*\n" + esc(since)),
 		mrkdwn("*Watchdog did*\n" + esc(alert.OrDash(n.Action))),
 		mrkdwn("*Evidence*\n" + esc(alert.OrDash(n.Evidence))),
 	}
@@ -165,9 +151,16 @@ func SlackMessage(n alert.Notification, runbookURL string) *SlackWebhookMessage 
 	return &SlackWebhookMessage{Text: fallback, Blocks: blocks}
 }
 
+// where is the scheduler's cluster/namespace, or its namespace alone.
+func where(n alert.Notification) string {
+	if n.Cluster == "" {
+		return n.Namespace
+	}
+	return n.Cluster + "/" + n.Namespace
+}
+
 // esc escapes the three characters Slack's mrkdwn reads as control characters:
-// unescaped, a reason like "wedged 2m < 4m ... (> --max-watch-age 5m)" is taken
-// for a link and swallowed.
+// unescaped, "2m < 4m ... (> 5m)" is taken for a link and swallowed.
 var esc = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace
 
 // escCut escapes s and cuts it to at most n bytes, between characters of s: a cut
@@ -196,15 +189,8 @@ func mrkdwn(s string) *SlackText {
 	return &SlackText{Type: SlackMarkdown, Text: s}
 }
 
-func sinceText(n alert.Notification) string {
-	if n.Since == nil {
-		return "-"
-	}
-	return fmt.Sprintf("%s (since %s)", n.Time.Sub(*n.Since).Round(time.Second), n.Since.UTC().Format(time.RFC3339))
-}
-
-// Heartbeat is a dead man's switch: pinged after every completed run, and at
-// <url>/fail when the run failed (the healthchecks.io convention).
+// Heartbeat is a dead man's switch: pinged after every completed run, at <url>/fail
+// when the run failed (the healthchecks.io convention).
 type Heartbeat struct {
 	*Poster // its Reach is the sink's
 	URL     string
@@ -218,13 +204,13 @@ func (h *Heartbeat) Ping(ctx context.Context, failed bool, body string) error {
 		// ?create=1) it would land in the query and report success.
 		u, err := url.Parse(h.URL)
 		if err != nil {
-			return fmt.Errorf("heartbeat: invalid URL")
+			return errors.New("heartbeat: invalid URL")
 		}
 		u.Path = strings.TrimSuffix(u.Path, "/") + "/fail"
 		u.RawPath = ""
 		target = u.String()
 	}
-	hdr := http.Header{}
-	hdr.Set("Content-Type", "text/plain; charset=utf-8")
-	return h.Do(ctx, target, []byte(body), hdr)
+	hdr := http.Header{"Content-Type": {"text/plain; charset=utf-8"}}
+	_, err := h.exchange(ctx, http.MethodPost, target, []byte(body), hdr, 0)
+	return err
 }

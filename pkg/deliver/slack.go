@@ -1,12 +1,9 @@
 package deliver
 
-// The Block Kit subset the Slack sink sends to an incoming webhook: a header, sections
-// (text or fields) and a context line. Local types rather than github.com/slack-go/slack:
-// that module is a whole Web API, Socket Mode and RTM client, and importing it for
-// four structs cost the binary its package initialisation and x/net's proxy code
-// (docs/performance.md "Slack payload types" has the measurements). The JSON is
-// the same byte for byte (testdata/slack-*.json), and the tests decode every
-// payload with slack-go to prove Slack's own client library reads it back.
+// The Block Kit subset the Slack sink sends. Local types rather than
+// github.com/slack-go/slack, a whole Web API client, for four structs
+// (docs/performance.md "Slack payload types"). The JSON is the same byte for byte
+// (testdata/slack-*.json), and the tests decode every payload with slack-go.
 
 // Block and text object types.
 const (
@@ -17,9 +14,8 @@ const (
 	SlackMarkdown  = "mrkdwn"
 )
 
-// SlackWebhookMessage is an incoming-webhook message: a fallback text (notifications,
-// clients without Block Kit) and the blocks. The two *_original fields are always
-// sent, as slack-go sends them (false: a webhook posts a new message).
+// SlackWebhookMessage is an incoming-webhook message: a fallback text and the
+// blocks. The *_original fields are always sent, as slack-go sends them.
 type SlackWebhookMessage struct {
 	Text            string       `json:"text,omitempty"`
 	Blocks          []SlackBlock `json:"blocks,omitempty"`

@@ -7,23 +7,22 @@ import (
 	"context"
 	"fmt"
 	"time"
-	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/agentenv/watchdog/pkg/kube"
+	"github.com/agentenv/watchdog/pkg/state"
 )
 
-// ReasonAlertFailed marks a failed alert delivery. The reasons of the alerts
-// themselves are in alert.Events, with every other fact about each event.
-const ReasonAlertFailed = "WatchdogAlertFailed"
-
-// Component is the Event source.
-const Component = "agentenv-scheduler-watchdog"
-
-// maxMessage is the Event message limit the API server enforces.
-const maxMessage = 1024
+const (
+	// ReasonAlertFailed marks a failed alert delivery (the alerts' own reasons
+	// are in alert.Events).
+	ReasonAlertFailed = "WatchdogAlertFailed"
+	// Component is the Event source.
+	Component  = "agentenv-scheduler-watchdog"
+	maxMessage = 1024 // the API server's limit
+)
 
 // Recorder creates Events.
 type Recorder struct {
@@ -36,13 +35,6 @@ type Recorder struct {
 // Emit creates one Event about obj. obj needs Kind, Name, Namespace and UID.
 func (r *Recorder) Emit(ctx context.Context, obj corev1.ObjectReference, eventType, reason, message string) error {
 	now := metav1.NewTime(r.Now())
-	if len(message) > maxMessage {
-		cut := maxMessage - 3
-		for cut > 0 && !utf8.RuneStart(message[cut]) {
-			cut-- // never split a character: the API server rejects invalid UTF-8
-		}
-		message = message[:cut] + "..."
-	}
 	ev := &corev1.Event{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      fmt.Sprintf("%s.%x", obj.Name, now.UnixNano()),
@@ -50,7 +42,7 @@ func (r *Recorder) Emit(ctx context.Context, obj corev1.ObjectReference, eventTy
 		},
 		InvolvedObject:      obj,
 		Reason:              reason,
-		Message:             message,
+		Message:             state.Truncate(message, maxMessage), // the API server rejects invalid UTF-8
 		Type:                eventType,
 		FirstTimestamp:      now,
 		LastTimestamp:       now,

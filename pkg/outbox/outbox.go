@@ -1,20 +1,10 @@
 // Package outbox keeps what a run could not deliver, in the state ConfigMap, for the
-// next run to retry. Anyone who may edit that ConfigMap (a namespace editor, a
-// controller with ConfigMap write) can write entries too, so a retried entry is
-// never sent as stored (docs/alerts.md, "The outbox"):
-//
-//   - it is sealed: an HMAC-SHA256, under --outbox-key, of the entry's identity
-//     and its notification's facts. With a key, an entry whose seal does not
-//     verify was not written by this watchdog (or under another key) and is
-//     dropped with a warning, never delivered;
-//   - it is rebuilt: the stored notification keeps only its facts (what happened:
-//     event, pod, reason, counts, times). The severity and the next step come
-//     from the event table, the cluster, namespace and version from this run's
-//     configuration, and each fact is checked and bounded. An unknown event, a
-//     malformed fact or an unknown field drops the entry, with a warning.
-//
-// A new field of Notification is a fact unless Rebuild fills it in: it is kept,
-// sealed and checked as JSON with the rest, with no change here.
+// next run to retry. Anyone who may edit that ConfigMap can write entries too, so a
+// retried entry is never sent as stored (docs/alerts.md, "The outbox"): it is
+// sealed (an HMAC under --outbox-key of its identity and facts) and rebuilt (the
+// severity and next step from the event table, the source from this run, each
+// fact checked and bounded). A new field of Notification is a fact unless Rebuild
+// fills it in: it is kept, sealed and checked with the rest, with no change here.
 package outbox
 
 import (
@@ -36,22 +26,19 @@ import (
 // Config is what the dispatcher needs to seal and rebuild outbox entries.
 type Config struct {
 	// Key seals new entries and authenticates retried ones; empty: entries are
-	// rebuilt but cannot be authenticated (a warning says so when one is retried).
-	Key []byte
-	// Source is put back on a retried alert: the outbox does not keep it.
-	Source alert.Source
+	// rebuilt but cannot be authenticated.
+	Key    []byte
+	Source alert.Source // put back on a retried alert: the outbox does not keep it
 }
 
-// MaxPendingAge is how long an undelivered alert is retried before it is dropped
-// (with an error log and Event): a day-old page helps nobody.
+// MaxPendingAge is how long an undelivered alert is retried before it is dropped:
+// a day-old page helps nobody.
 const MaxPendingAge = 24 * time.Hour
-
-// sealPrefix names the seal's algorithm and version in the state document.
-const sealPrefix = "hmac-sha256:"
 
 // Bounds of a retried notification's facts: generous for what the watchdog
 // writes, small enough that an entry it did not write says little.
 const (
+	sealPrefix = "hmac-sha256:" // the seal's algorithm and version
 	maxReason  = 4000
 	maxWordLen = 64 // verdict, action, evidence
 )
@@ -63,16 +50,13 @@ var (
 	word    = regexp.MustCompile(`^[a-z][a-z-]*$`)
 )
 
-// stored is n as the outbox keeps it: its facts, without what rebuild fills in.
-func stored(n alert.Notification) alert.Notification {
-	n.SchemaVersion, n.Severity, n.NextStep = 0, "", ""
-	alert.Source{}.Stamp(&n)
-	return n
-}
-
 // Pending makes the outbox entry of n, sealed when there is a key.
 func (c Config) Pending(n alert.Notification, now time.Time, sinks []string, lastErr string) (state.Pending, error) {
-	payload, err := json.Marshal(stored(n))
+	// Its facts only, without what Rebuild fills in.
+	facts := n
+	facts.SchemaVersion, facts.Severity, facts.NextStep = 0, "", ""
+	alert.Source{}.Stamp(&facts)
+	payload, err := json.Marshal(facts)
 	if err != nil {
 		return state.Pending{}, fmt.Errorf("encode pending alert: %w", err)
 	}
@@ -92,18 +76,14 @@ func (c Config) Seal(p state.Pending, payload []byte) string {
 	return sealPrefix + hex.EncodeToString(mac.Sum(nil))
 }
 
-// errUnsealed and errNoSeal mark an entry dropped because it is not
-// authenticated: a seal that does not verify, or none at all (0.1.0 sealed
-// nothing, so an alert pending across the upgrade has none; nor does a run
-// without the key, by hand say).
+// Why an entry is not authenticated.
 var (
 	errUnsealed = errors.New("not sealed with this watchdog's --outbox-key: written by someone else, or under another key (a rotated key drops what the old one sealed)")
 	errNoSeal   = errors.New("not sealed at all: kept by a run without --outbox-key (0.1.0, before the upgrade, sealed nothing; so does a run by hand without the key), or written by someone else")
 )
 
-// Open reads an outbox entry's facts and, with a key, authenticates them: an
-// entry is judged (even its age) only after its seal is checked, so that a
-// forgery is reported as one. authenticated is false when there is no key.
+// Open reads an outbox entry's facts and, with a key, authenticates them: an entry
+// is judged (even its age) only after its seal, so a forgery is reported as one.
 func (c Config) Open(p state.Pending) (n alert.Notification, authenticated bool, err error) {
 	dec := json.NewDecoder(bytes.NewReader(p.Payload))
 	dec.DisallowUnknownFields()
@@ -111,8 +91,7 @@ func (c Config) Open(p state.Pending) (n alert.Notification, authenticated bool,
 		// Not the decoder's message: it quotes the entry (an unknown field's name).
 		return n, false, errors.New("not a notification as the watchdog writes one (unreadable, or with fields it never writes)")
 	}
-	// What was sealed: the facts as json.Marshal writes them (the document may
-	// have been re-indented since).
+	// Sealed as json.Marshal writes them: the document may have been re-indented.
 	facts, err := json.Marshal(n)
 	if err != nil {
 		return n, false, fmt.Errorf("re-encode: %w", err)
@@ -142,11 +121,9 @@ func (c Config) Rebuild(p state.Pending, n alert.Notification, authenticated boo
 	return n, nil
 }
 
-// check refuses facts the watchdog never writes. Its errors never repeat the
-// entry's text: it is someone else's. The time of an authenticated entry is the
-// watchdog's own, from the clock of the run that kept it: a CronJob's runs land on
-// different nodes, and a node whose clock ran ahead must not lose the page (its age
-// is bounded by its sealed createdAt instead).
+// check refuses facts the watchdog never writes; its errors never repeat the
+// entry's text. An authenticated entry's time is not checked: a node whose clock
+// ran ahead must not lose the page (its sealed createdAt bounds its age).
 func (c Config) check(p state.Pending, n alert.Notification, authenticated bool, now time.Time) error {
 	spec, known := alert.Lookup(n.Event)
 	switch {

@@ -16,15 +16,14 @@ import (
 
 // Restarter restarts one scheduler pod.
 type Restarter interface {
-	// Restart acts on the pod named name with UID uid. It returns Gone=true when
-	// the pod was already gone (someone else restarted it: that counts as done).
+	// Restart acts on the pod named name with UID uid.
 	Restart(ctx context.Context, name, uid string) (Result, error)
 	Method() string
 }
 
 // Result says what happened.
 type Result struct {
-	Gone   bool
+	Gone   bool // the pod was already gone: someone else restarted it, that counts as done
 	Detail string
 }
 
@@ -38,10 +37,8 @@ type Deleter struct {
 func (d Deleter) Method() string { return "delete" }
 
 func (d Deleter) Restart(ctx context.Context, name, uid string) (Result, error) {
-	u := types.UID(uid)
-	err := d.Client.DeletePod(ctx, d.Namespace, name, metav1.DeleteOptions{
-		Preconditions: &metav1.Preconditions{UID: &u},
-	})
+	opts := metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(uid)}
+	err := d.Client.DeletePod(ctx, d.Namespace, name, opts)
 	switch {
 	case err == nil:
 		return Result{Detail: fmt.Sprintf("deleted pod %s/%s (uid %s)", d.Namespace, name, uid)}, nil
