@@ -10,8 +10,8 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// AlertmanagerOptions configure the Alertmanager sink (docs/alerts.md). The URLs
-// (which may carry credentials), the password and the token are secrets.
+// AlertmanagerOptions configure the Alertmanager sink (docs/alerts.md). The URLs,
+// the password and the token are secrets.
 type AlertmanagerOptions struct {
 	URLs         []string
 	Username     string
@@ -81,12 +81,9 @@ func (o *AlertmanagerOptions) Validate() error {
 // Alertmanager Service usually speaks it) as long as no credentials would cross
 // the network in clear text: credentials over http only to loopback.
 func checkAlertmanagerURL(raw string, creds bool) error {
-	u, err := url.Parse(raw)
+	u, err := parseURL(raw, true)
 	if err != nil {
-		return fmt.Errorf("not a valid URL")
-	}
-	if u.Host == "" {
-		return fmt.Errorf("URL has no host")
+		return err
 	}
 	if u.RawQuery != "" || u.Fragment != "" {
 		return fmt.Errorf("URL must not have a query or fragment (give the base URL; /api/v2/alerts is appended)")

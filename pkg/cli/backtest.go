@@ -77,7 +77,7 @@ func (o *BacktestOptions) Validate(now time.Time, intervalSet bool) error {
 	var p problems
 	if o.PrometheusURL == "" {
 		p.addf("--prometheus-url is required")
-	} else if err := checkLinkURL(o.PrometheusURL, false); err != nil {
+	} else if err := checkLinkURL(o.PrometheusURL); err != nil {
 		p.addf("--prometheus-url: %v", err)
 	} else if u, _ := url.Parse(o.PrometheusURL); u.Scheme == "http" && u.User != nil && !isLoopback(u.Hostname()) {
 		// Basic auth over plain http crosses the network in clear text; through
@@ -177,17 +177,14 @@ ready. What history cannot show is taken as passing, and the report's header say
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			markStarted(cmd)
-			if err := f.validate(func() error { return bo.Validate(time.Now(), cmd.Flags().Changed("interval")) }); err != nil {
+			if err := f.validate(bo.Validate(time.Now(), cmd.Flags().Changed("interval"))); err != nil {
 				return err
 			}
 			res, err := runBacktest(cmd.Context(), f, &bo, stderr)
 			if err != nil {
 				return err
 			}
-			if f.output.Structured() {
-				return writeAs(stdout, f.output.Output, res.WriteJSON)
-			}
-			return res.WriteText(stdout)
+			return f.output.print(stdout, res)
 		},
 	}
 	f.cluster.AddFlags(cmd.Flags())

@@ -34,23 +34,16 @@ type checkFlags struct {
 	// evidence: check and run (a pass that may restart).
 	evidence EvidenceOptions
 	// push: check only (run serves its metrics).
-	push PushOptions
-	// validateOnly: --validate-only, stop once the configuration is built.
+	push         PushOptions
 	validateOnly bool
 }
 
 // validate reports every invalid flag, in the order the flags are declared; more
-// validates the flags a command declares after these.
-func (f *checkFlags) validate(more ...func() error) error {
+// are the results of validating the flags a command declares after these.
+func (f *checkFlags) validate(more ...error) error {
 	var p problems
-	p.add(f.cluster.Validate())
-	p.add(f.check.Validate(f.cluster.Timeout))
-	p.add(f.job.Validate())
-	p.add(f.alerts.Validate())
-	p.add(f.output.Validate())
-	for _, v := range more {
-		p.add(v())
-	}
+	p.add(f.cluster.Validate(), f.check.Validate(f.cluster.Timeout), f.job.Validate(), f.alerts.Validate(), f.output.Validate())
+	p.add(more...)
 	return p.err()
 }
 
@@ -81,12 +74,15 @@ and exits 0 or 2 without any API call.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			markStarted(cmd)
+			if err := f.validate(f.evidence.Validate(), f.push.Validate()); err != nil {
+				return err
+			}
 			if f.validateOnly {
-				return f.checkConfig(stderr, f.evidence.Validate, f.push.Validate)
+				return f.checkConfig(stderr)
 			}
 			oneProcessor()
 			clk := clockOf(cmd.Context())
-			p, err := f.setup(stderr, clk, f.evidence.Validate, f.push.Validate)
+			p, err := f.setup(stderr, clk)
 			if err != nil {
 				return err
 			}
@@ -106,7 +102,7 @@ and exits 0 or 2 without any API call.`,
 				p.log.Warn().Str("error", err.Error()).Msg("metrics push failed")
 				rep.Warnings = append(rep.Warnings, err.Error())
 			}
-			if err := printReport(stdout, f.output.Output, rep); err != nil {
+			if err := f.output.print(stdout, rep); err != nil {
 				return fmt.Errorf("print report: %w", err)
 			}
 			if runErr != nil {
@@ -136,13 +132,6 @@ func oneProcessor() {
 	}
 }
 
-func printReport(w io.Writer, format string, rep *check.Report) error {
-	if format == "json" || format == "yaml" {
-		return writeAs(w, format, rep.WriteJSON)
-	}
-	return rep.WriteText(w)
-}
-
 // pass is a wired pass with what its caller reports.
 type pass struct {
 	runner *check.Runner
@@ -151,7 +140,6 @@ type pass struct {
 	host   string
 }
 
-// sinkNames names the configured sinks.
 func (p *pass) sinkNames() []string {
 	var out []string
 	for _, s := range p.runner.Sinks {
@@ -160,11 +148,8 @@ func (p *pass) sinkNames() []string {
 	return out
 }
 
-// setup validates the flags and wires a pass on clk: logger, API client, sinks, runner.
-func (f *checkFlags) setup(stderr io.Writer, clk clock.Clock, more ...func() error) (*pass, error) {
-	if err := f.validate(more...); err != nil {
-		return nil, err
-	}
+// setup wires a pass of validated flags on clk: logger, API client, sinks, runner.
+func (f *checkFlags) setup(stderr io.Writer, clk clock.Clock) (*pass, error) {
 	log := newLogger(&f.cluster, stderr)
 	o, err := f.observer(clk)
 	if err != nil {
@@ -181,7 +166,7 @@ func (f *checkFlags) setup(stderr io.Writer, clk clock.Clock, more ...func() err
 	if err != nil {
 		return nil, err
 	}
-	if hold != nil {
+	if hold != nil { // a nil *AlertHold in the interface would not be nil
 		runner.Hold = hold
 	}
 	return &pass{runner: runner, client: o.Client, log: log, host: o.APIServer}, nil
@@ -210,11 +195,9 @@ func newRunner(f *checkFlags, o *observe.Observer, sinks []alert.Sink, log zerol
 	}
 }
 
-// observer is what a pass (and doctor) reads, and how, from the flags: the API
-// client, the objects, and the scheduler pods' metrics by --scrape-via resolved
-// (auto is direct in a pod, apiserver elsewhere) with the same time and size
-// bounds on both paths, for the pass's own decision configuration
-// (f.options().Decide).
+// observer is what a pass (and doctor) reads, and how: the objects, and the
+// scheduler pods' metrics by --scrape-via resolved, with the same time and size
+// bounds on both paths.
 func (f *checkFlags) observer(clk clock.PassiveClock) (*observe.Observer, error) {
 	client, cfg, err := newClient(&f.cluster)
 	if err != nil {

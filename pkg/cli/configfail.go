@@ -37,7 +37,7 @@ func reportConfigFailure(ctx context.Context, cmd *cobra.Command, args []string,
 	if hb == "" {
 		return
 	}
-	if err := checkURL(hb, true); err != nil {
+	if err := checkURL(hb); err != nil {
 		fmt.Fprintf(stderr, "watchdog: cannot tell the dead man's switch about the configuration error: --heartbeat-url: %v\n", err)
 		return
 	}

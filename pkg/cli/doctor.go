@@ -62,12 +62,7 @@ Exit codes: 0 every check passed; 1 a check failed (each ✗ line says how to fi
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			markStarted(cmd)
-			if err := f.validate(func() error {
-				if f.leaderElect && f.leaderElectLease == "" {
-					return usagef("--leader-elect needs --leader-elect-lease")
-				}
-				return nil
-			}); err != nil {
+			if err := f.validate(needLease(f.leaderElect, f.leaderElectLease)); err != nil {
 				return err
 			}
 			newLogger(&f.cluster, stderr)
@@ -90,19 +85,15 @@ Exit codes: 0 every check passed; 1 a check failed (each ✗ line says how to fi
 				Sinks:             sinks,
 				SendTest:          f.sendTest,
 				OutboxKey:         f.alerts.OutboxKey != "",
+				WatchEndpoints:    f.watchEndpoints,
 			}}
 			if f.leaderElect {
 				d.ElectionLease = f.leaderElectLease
 			}
-			d.WatchEndpoints = f.watchEndpoints
 			ctx, cancel := context.WithTimeout(cmd.Context(), f.cluster.Timeout)
 			defer cancel()
 			rep := doctor.NewReport(f.cluster.Namespace, o.APIServer, d.Run(ctx))
-			write := rep.WriteText
-			if f.output.Structured() {
-				write = func(w io.Writer) error { return writeAs(w, f.output.Output, rep.WriteJSON) }
-			}
-			if err := write(stdout); err != nil {
+			if err := f.output.print(stdout, rep); err != nil {
 				return fmt.Errorf("print report: %w", err)
 			}
 			if !rep.OK {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"net"
@@ -21,17 +22,13 @@ import (
 )
 
 // ClusterOptions are shared by every command that talks to the API server. The
-// connection flags are kubectl's own, bound by client-go's clientcmd (what
-// k8s.io/cli-runtime's ConfigFlags wraps: --context, --cluster, --user, --as,
-// --as-group, --token, --server, --request-timeout, ...), so a kubectl habit works
-// as it does there. cli-runtime itself was measured and left out: it links
-// kustomize and the resource builder (+17.6 MB binary, +12 MiB RSS;
-// docs/performance.md "kubectl's connection flags").
+// connection flags are kubectl's own, bound by clientcmd (what cli-runtime's
+// ConfigFlags wraps), so a kubectl habit works; cli-runtime itself links too much
+// (docs/performance.md "kubectl's connection flags").
 type ClusterOptions struct {
 	Kubeconfig string
 	Overrides  clientcmd.ConfigOverrides
-	// Namespace is -n, or the kubeconfig context's namespace, or DefaultNamespace
-	// (resolved by Validate).
+	// Namespace is resolved by Validate (resolveNamespace).
 	Namespace      string
 	StateConfigMap string
 	Timeout        time.Duration
@@ -119,12 +116,8 @@ func (o *ClusterOptions) AddFlags(fs *pflag.FlagSet) {
 func (o *ClusterOptions) Validate() error {
 	var p problems
 	o.Namespace = o.resolveNamespace()
-	if errs := validation.IsDNS1123Label(o.Namespace); len(errs) > 0 {
-		p.addf("--namespace %q: %s", o.Namespace, strings.Join(errs, "; "))
-	}
-	if errs := validation.IsDNS1123Subdomain(o.StateConfigMap); len(errs) > 0 {
-		p.addf("--state-configmap %q: %s", o.StateConfigMap, strings.Join(errs, "; "))
-	}
+	p.name("--namespace", o.Namespace, validation.IsDNS1123Label)
+	p.name("--state-configmap", o.StateConfigMap, validation.IsDNS1123Subdomain)
 	p.positive("--timeout", o.Timeout)
 	p.positive("--api-timeout", o.APITimeout)
 	if _, err := zerolog.ParseLevel(o.LogLevel); err != nil || o.LogLevel == "" {
@@ -239,9 +232,7 @@ func (o *CheckOptions) Validate(timeout time.Duration) error {
 	}
 	// A name that cannot be a Deployment's would judge no pod on every run
 	// (--judge-pods deployment) and hold every rollout restart.
-	if errs := validation.IsDNS1123Subdomain(o.Deployment); len(errs) > 0 {
-		p.addf("--deployment %q: %s", o.Deployment, strings.Join(errs, "; "))
-	}
+	p.name("--deployment", o.Deployment, validation.IsDNS1123Subdomain)
 	p.port("--metrics-port", o.MetricsPort)
 	if !strings.HasPrefix(o.MetricsPath, "/") {
 		p.addf("--metrics-path %q must start with /", o.MetricsPath)
@@ -255,17 +246,14 @@ func (o *CheckOptions) Validate(timeout time.Duration) error {
 	if _, err := scrape.ParseVia(o.ScrapeVia); err != nil {
 		p.addf("--scrape-via %v", err)
 	}
-	if errs := validation.IsDNS1123Label(o.NodesService); len(errs) > 0 {
-		p.addf("--nodes-service %q: %s", o.NodesService, strings.Join(errs, "; "))
-	}
+	p.name("--nodes-service", o.NodesService, validation.IsDNS1123Label)
 	p.port("--nodes-port", o.NodesPort)
 	p.notNegative("--startup-grace", o.StartupGrace)
 	p.positive("--wedged-for", o.WedgedFor)
 	p.notNegative("--confirm-window", o.ConfirmWindow)
 	p.positive("--sample-interval", o.SampleInterval)
-	// The budget counts the restart history in the state, which keeps at most
-	// state.MaxRestarts records, none older than state.MaxHistoryAge: a larger
-	// budget or a longer window would silently allow more restarts than asked for.
+	// The budget counts the state's restart history, which keeps at most
+	// state.MaxRestarts records, none older than state.MaxHistoryAge.
 	switch {
 	case o.MaxRestarts < 0:
 		p.addf("--max-restarts must not be negative, got %d", o.MaxRestarts)
@@ -307,6 +295,13 @@ func (o *CheckOptions) mode() state.Mode {
 func (p *problems) port(flag string, port int) {
 	if port < 1 || port > 65535 {
 		p.addf("%s %d: want 1-65535", flag, port)
+	}
+}
+
+// name reports a flag whose value is not the kind of Kubernetes name valid says.
+func (p *problems) name(flag, value string, valid func(string) []string) {
+	if errs := valid(value); len(errs) > 0 {
+		p.addf("%s %q: %s", flag, value, strings.Join(errs, "; "))
 	}
 }
 
@@ -427,55 +422,53 @@ func (o *AlertOptions) Validate() error {
 
 // url reports a URL flag that check refuses, when it is set. The URL itself is
 // never echoed: it may be a secret.
-func (p *problems) url(flag, raw string, check func(raw string, secret bool) error) {
+func (p *problems) url(flag, raw string, check func(raw string) error) {
 	if raw == "" {
 		return
 	}
-	if err := check(raw, true); err != nil {
+	if err := check(raw); err != nil {
 		p.addf("%s: %v", flag, err)
 	}
 }
 
-// checkURL accepts https, and plain http only for loopback addresses.
-func checkURL(raw string, secret bool) error {
+// parseURL parses a URL that must name a host; a secret one is not echoed in the
+// error (url.Parse's quotes it).
+func parseURL(raw string, secret bool) (*url.URL, error) {
 	u, err := url.Parse(raw)
-	if err != nil {
-		if secret {
-			return fmt.Errorf("not a valid URL")
-		}
-		return fmt.Errorf("not a valid URL: %v", err)
+	switch {
+	case err != nil && secret:
+		return nil, errors.New("not a valid URL")
+	case err != nil:
+		return nil, fmt.Errorf("not a valid URL: %v", err)
+	case u.Host == "":
+		return nil, errors.New("URL has no host")
 	}
-	if u.Host == "" {
-		return fmt.Errorf("URL has no host")
-	}
-	switch u.Scheme {
-	case "https":
+	return u, nil
+}
+
+// checkURL accepts https, and plain http only for loopback addresses.
+func checkURL(raw string) error {
+	u, err := parseURL(raw, true)
+	switch {
+	case err != nil:
+		return err
+	case u.Scheme == "https", u.Scheme == "http" && isLoopback(u.Hostname()):
 		return nil
-	case "http":
-		if isLoopback(u.Hostname()) {
-			return nil
-		}
-		return fmt.Errorf("plain http is accepted only for loopback addresses; use https")
-	default:
-		return fmt.Errorf("scheme %q: want https", u.Scheme)
+	case u.Scheme == "http":
+		return errors.New("plain http is accepted only for loopback addresses; use https")
 	}
+	return fmt.Errorf("scheme %q: want https", u.Scheme)
 }
 
 // checkLinkURL accepts http and https: a runbook link carries no secret and is only
-// shown to people in an alert, so plain http (a wiki.internal page) is fine. Refusing
-// it made every run of a chart with such a link exit 2, which sends no alert at all.
-func checkLinkURL(raw string, _ bool) error {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return fmt.Errorf("not a valid URL: %v", err)
+// shown to people in an alert, so plain http (a wiki.internal page) is fine; refusing
+// it would make every run exit 2, which sends no alert at all.
+func checkLinkURL(raw string) error {
+	u, err := parseURL(raw, false)
+	if err == nil && u.Scheme != "https" && u.Scheme != "http" {
+		err = fmt.Errorf("scheme %q: want http or https", u.Scheme)
 	}
-	if u.Host == "" {
-		return fmt.Errorf("URL has no host")
-	}
-	if u.Scheme != "https" && u.Scheme != "http" {
-		return fmt.Errorf("scheme %q: want http or https", u.Scheme)
-	}
-	return nil
+	return err
 }
 
 func isLoopback(host string) bool {
@@ -496,11 +489,10 @@ func (o *OutputOptions) AddFlags(fs *pflag.FlagSet) {
 }
 
 func (o *OutputOptions) Validate() error {
-	var p problems
-	if o.Output != "text" && o.Output != "json" && o.Output != "yaml" {
-		p.addf("--output %q: want text, json or yaml", o.Output)
+	if o.Output != "text" && !o.Structured() {
+		return usagef("--output %q: want text, json or yaml", o.Output)
 	}
-	return p.err()
+	return nil
 }
 
 // Structured: json or yaml, the same document either way.

@@ -25,11 +25,6 @@ func writeJSON(w io.Writer, write func(io.Writer) error) error {
 	return err
 }
 
-// encodeJSON is writeJSON of v.
-func encodeJSON(w io.Writer, v any) error {
-	return writeJSON(w, func(w io.Writer) error { return json.NewEncoder(w).Encode(v) })
-}
-
 // writeAs writes what write encodes as JSON in format: json (writeJSON) or yaml,
 // converted from that JSON so that both have the same fields.
 func writeAs(w io.Writer, format string, write func(io.Writer) error) error {
@@ -51,4 +46,18 @@ func writeAs(w io.Writer, format string, write func(io.Writer) error) error {
 // encodeAs is writeAs of v.
 func encodeAs(w io.Writer, format string, v any) error {
 	return writeAs(w, format, func(w io.Writer) error { return json.NewEncoder(w).Encode(v) })
+}
+
+// textReport is a report a command prints as text, or as JSON or YAML (-o).
+type textReport interface {
+	WriteText(io.Writer) error
+	WriteJSON(io.Writer) error
+}
+
+// print writes r in the chosen output format.
+func (o *OutputOptions) print(w io.Writer, r textReport) error {
+	if o.Structured() {
+		return writeAs(w, o.Output, r.WriteJSON)
+	}
+	return r.WriteText(w)
 }

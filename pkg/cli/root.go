@@ -49,17 +49,16 @@ func (p *problems) addf(format string, args ...any) {
 	*p = append(*p, fmt.Sprintf(format, args...))
 }
 
-// add appends the problems of a Validate's result (nil: none).
-func (p *problems) add(err error) {
-	if err == nil {
-		return
+// add appends the problems of Validate results (nil: none).
+func (p *problems) add(errs ...error) {
+	for _, err := range errs {
+		var ue *UsageError
+		if errors.As(err, &ue) {
+			*p = append(*p, ue.problems...)
+		} else if err != nil {
+			*p = append(*p, err.Error())
+		}
 	}
-	var ue *UsageError
-	if errors.As(err, &ue) {
-		*p = append(*p, ue.problems...)
-		return
-	}
-	*p = append(*p, err.Error())
 }
 
 // positive reports a duration flag that is not positive; it returns whether d is.
@@ -250,21 +249,16 @@ func isTerminal(w io.Writer) bool {
 // otherwise, then the usual kubeconfig rules.
 func restConfig(o *ClusterOptions) (*rest.Config, error) {
 	var cfg *rest.Config
+	var err error
 	if !o.explicitConfig() && inPod() {
-		c, err := rest.InClusterConfig()
-		if err != nil {
+		if cfg, err = rest.InClusterConfig(); err != nil {
 			return nil, usagef("in-cluster configuration: %v", err)
 		}
-		cfg = c
 		if err := inPodOverrides(cfg, o); err != nil {
 			return nil, err
 		}
-	} else {
-		c, err := o.loader().ClientConfig()
-		if err != nil {
-			return nil, usagef("load kubeconfig: %v", err)
-		}
-		cfg = c
+	} else if cfg, err = o.loader().ClientConfig(); err != nil {
+		return nil, usagef("load kubeconfig: %v", err)
 	}
 	// --request-timeout, when given, is kubectl's; otherwise --api-timeout.
 	if rt := o.Overrides.Timeout; rt == "" || rt == "0" {

@@ -55,10 +55,16 @@ func (o *RunOptions) Validate() error {
 	if _, _, err := net.SplitHostPort(o.MetricsAddr); err != nil {
 		p.addf("--metrics-addr %q: %v", o.MetricsAddr, err)
 	}
-	if o.LeaderElect && o.LeaderLease == "" {
-		p.addf("--leader-elect needs --leader-elect-lease")
-	}
+	p.add(needLease(o.LeaderElect, o.LeaderLease))
 	return p.err()
+}
+
+// needLease refuses --leader-elect without --leader-elect-lease (run and doctor).
+func needLease(elect bool, lease string) error {
+	if elect && lease == "" {
+		return usagef("--leader-elect needs --leader-elect-lease")
+	}
+	return nil
 }
 
 func newRunCommand(stderr io.Writer) *cobra.Command {
@@ -82,7 +88,7 @@ State lives in the same ConfigMap as for check, so the two modes can be switched
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			markStarted(cmd)
 			// run's own flags are declared after check's.
-			if err := f.validate(f.evidence.Validate, ro.Validate, func() error { return f.alerts.Alertmanager.checkRunInterval(ro.Interval) }); err != nil {
+			if err := f.validate(f.evidence.Validate(), ro.Validate(), f.alerts.Alertmanager.checkRunInterval(ro.Interval)); err != nil {
 				return err
 			}
 			if f.validateOnly {

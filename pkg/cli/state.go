@@ -34,8 +34,7 @@ func newStatusCommand(stdout, stderr io.Writer) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			markStarted(cmd)
 			var p problems
-			p.add(cluster.Validate())
-			p.add(output.Validate())
+			p.add(cluster.Validate(), output.Validate())
 			if err := p.err(); err != nil {
 				return err
 			}
@@ -97,9 +96,7 @@ not read the Events and shows the rest.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			markStarted(cmd)
 			var p problems
-			p.add(cluster.Validate())
-			p.add(output.Validate())
-			p.add(ev.Validate())
+			p.add(cluster.Validate(), output.Validate(), ev.Validate())
 			var from time.Time // zero: everything kept
 			if since != "" {
 				var err error
@@ -110,7 +107,7 @@ not read the Events and shows the rest.`,
 			if err := p.err(); err != nil {
 				return err
 			}
-			newLogger(&cluster, stderr)
+			newLogger(&cluster, stderr) // client-go's own lines (klog) stay JSON
 			client, cfg, err := newClient(&cluster)
 			if err != nil {
 				return err

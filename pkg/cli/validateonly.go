@@ -15,17 +15,14 @@ func addValidateOnlyFlag(fs *pflag.FlagSet, v *bool) {
 	fs.BoolVar(v, validateOnlyFlag, false, "parse and validate every flag and environment variable, build the API client and the alert sinks, then exit: 0 if the configuration is valid, 2 with the error if not; makes no API call and sends nothing")
 }
 
-// checkConfig builds everything a pass needs that takes no network call: the flags
-// checked against each other, the logger, the API client configuration (in-cluster
+// checkConfig builds everything a pass of validated flags needs that takes no
+// network call: the logger, the API client configuration (in-cluster
 // or kubeconfig) and the alert sinks. A configuration that passes starts a watchdog;
 // test/chart runs it on every values set the chart accepts. Where no client
 // configuration exists at all (a CI job checking a values file, a laptop without a
 // kubeconfig), the flags are still checked and the client is said to be unchecked; a
 // kubeconfig that is named or found but broken is an error.
-func (f *checkFlags) checkConfig(stderr io.Writer, more ...func() error) error {
-	if err := f.validate(more...); err != nil {
-		return err
-	}
+func (f *checkFlags) checkConfig(stderr io.Writer) error {
 	log := newLogger(&f.cluster, stderr)
 	apiServer := "not checked: no kubeconfig (--kubeconfig, $KUBECONFIG, ~/.kube/config) and not in a pod"
 	if !noClientConfig(&f.cluster) {
