@@ -176,7 +176,6 @@ ready. What history cannot show is taken as passing, and the report's header say
     --start 2026-11-20T08:00:00Z --end 2026-11-21T23:00:00Z --interval 30s -o json | jq .summary`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			markStarted(cmd)
 			if err := f.validate(bo.Validate(time.Now(), cmd.Flags().Changed("interval"))); err != nil {
 				return err
 			}

@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"runtime"
-	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
@@ -73,7 +72,6 @@ and exits 0 or 2 without any API call.`,
   WATCHDOG_NAMESPACE=agentenv-system watchdog check --validate-only`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			markStarted(cmd)
 			if err := f.validate(f.evidence.Validate(), f.push.Validate()); err != nil {
 				return err
 			}
@@ -238,26 +236,15 @@ func (f *checkFlags) observer(clk clock.PassiveClock) (*observe.Observer, error)
 
 // options is the pass's configuration from the flags, for check, run and backtest.
 func (f *checkFlags) options() check.Options {
+	d := f.check.Config
+	d.ClaimTimeout = f.cluster.Timeout
+	if d.BackoffBase > 0 { // --restart-backoff 0 turns the back-off off
+		d.IneffectiveWithin = decide.DefaultIneffectiveWithin
+	}
+	d.BackoffReset = decide.DefaultBackoffReset
+	d.HoldOnAlerts = len(f.alerts.Alertmanager.holdSets()) > 0
 	return check.Options{
-		Decide: decide.Config{
-			StartupGrace:      f.check.StartupGrace,
-			WedgedFor:         f.check.WedgedFor,
-			ConfirmWindow:     f.check.ConfirmWindow,
-			MaxRestarts:       f.check.MaxRestarts,
-			RestartWindow:     f.check.RestartWindow,
-			RestartOnDegraded: f.check.RestartOnDegraded,
-			MaxWatchAge:       f.check.MaxWatchAge,
-			LeaderLease:       f.check.LeaderLease,
-			JudgePods:         decide.JudgePods(f.check.JudgePods),
-			RestartMethod:     f.check.RestartMethod,
-			MaxPods:           f.check.MaxPods,
-			ClaimTimeout:      f.cluster.Timeout,
-			IneffectiveWithin: ineffectiveWithin(f.check.RestartBackoff),
-			BackoffBase:       f.check.RestartBackoff,
-			BackoffMax:        f.check.RestartBackoffMax,
-			BackoffReset:      decide.DefaultBackoffReset,
-			HoldOnAlerts:      len(f.alerts.Alertmanager.holdSets()) > 0,
-		},
+		Decide: d,
 		PlanConfig: alert.PlanConfig{
 			RealertInterval: f.alerts.RealertInterval,
 			BlindAfter:      f.alerts.BlindAfter,
@@ -269,12 +256,4 @@ func (f *checkFlags) options() check.Options {
 		StateConfigMap: f.cluster.StateConfigMap,
 		OutboxKey:      []byte(f.alerts.OutboxKey),
 	}
-}
-
-// ineffectiveWithin turns the restart back-off off with --restart-backoff 0.
-func ineffectiveWithin(backoff time.Duration) time.Duration {
-	if backoff <= 0 {
-		return 0
-	}
-	return decide.DefaultIneffectiveWithin
 }

@@ -61,7 +61,6 @@ Exit codes: 0 every check passed; 1 a check failed (each ✗ line says how to fi
   helm test <release> -n agentenv-system --logs`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			markStarted(cmd)
 			if err := f.validate(needLease(f.leaderElect, f.leaderElectLease)); err != nil {
 				return err
 			}

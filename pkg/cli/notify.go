@@ -39,7 +39,6 @@ configured.`,
   watchdog notify test -n agentenv-system`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			markStarted(cmd)
 			var p problems
 			p.add(alerts.Validate())
 			p.positive("--timeout", timeout)

@@ -176,22 +176,11 @@ type CheckOptions struct {
 	ScrapeVia          string
 	NodesService       string
 	NodesPort          int
-	StartupGrace       time.Duration
-	WedgedFor          time.Duration
-	ConfirmWindow      time.Duration
 	SampleInterval     time.Duration
-	MaxRestarts        int
-	RestartWindow      time.Duration
-	RestartBackoff     time.Duration
-	RestartBackoffMax  time.Duration
-	RestartMethod      string
-	RestartOnDegraded  bool
-	LeaderLease        string
-	JudgePods          string
-	MaxWatchAge        time.Duration
-	MaxPods            int
 	DryRun             bool
 	Shadow             bool
+	// Config holds the decision flags; options completes it with the derived fields.
+	decide.Config
 }
 
 func (o *CheckOptions) AddFlags(fs *pflag.FlagSet) {
@@ -211,12 +200,12 @@ func (o *CheckOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.SampleInterval, "sample-interval", DefaultSampleInterval, "while confirming, start a sample this often, however long each takes (the scheduler refreshes its gauges every 15 s)")
 	fs.IntVar(&o.MaxRestarts, "max-restarts", 3, "restart budget: at most this many restarts per --restart-window (0: never restart, alert only)")
 	fs.DurationVar(&o.RestartWindow, "restart-window", time.Hour, "window of the restart budget")
-	fs.DurationVar(&o.RestartBackoff, "restart-backoff", decide.DefaultBackoffBase, "after a restart that did not heal (the replacement wedged within 15m of its start), wait this long before the next, doubling per further one (0: no back-off)")
-	fs.DurationVar(&o.RestartBackoffMax, "restart-backoff-max", decide.DefaultBackoffMax, "longest wait of the restart back-off")
+	fs.DurationVar(&o.BackoffBase, "restart-backoff", decide.DefaultBackoffBase, "after a restart that did not heal (the replacement wedged within 15m of its start), wait this long before the next, doubling per further one (0: no back-off)")
+	fs.DurationVar(&o.BackoffMax, "restart-backoff-max", decide.DefaultBackoffMax, "longest wait of the restart back-off")
 	fs.StringVar(&o.RestartMethod, "restart-method", decide.MethodDelete, "delete (the pod, UID-preconditioned) or rollout (kubectl rollout restart of --deployment)")
 	fs.BoolVar(&o.RestartOnDegraded, "restart-on-degraded", false, "also restart a degraded scheduler (stale cache) once it has lasted --wedged-for")
 	fs.StringVar(&o.LeaderLease, "leader-lease", "", "Lease naming the leader scheduler; when set, only its holder is judged (HA)")
-	fs.StringVar(&o.JudgePods, "judge-pods", string(decide.JudgeDeployment), "which pods matching --scheduler-selector are judged: deployment (only those whose owner chain, by UID, leads to --deployment; others, a canary say, are listed, not judged) or selector (every one: a scheduler no Deployment runs)")
+	fs.StringVar((*string)(&o.JudgePods), "judge-pods", string(decide.JudgeDeployment), "which pods matching --scheduler-selector are judged: deployment (only those whose owner chain, by UID, leads to --deployment; others, a canary say, are listed, not judged) or selector (every one: a scheduler no Deployment runs)")
 	fs.DurationVar(&o.MaxWatchAge, "max-watch-age", 0, "when the scheduler exports agentenv_scheduler_watch_last_event_age_seconds, an older watch is strong evidence (0: off)")
 	fs.IntVar(&o.MaxPods, "max-pods", 10, "judge nothing (verdict unknown, a warning, no scrape, no restart) when more live pods than this would be judged (--judge-pods: of --deployment, or matching --scheduler-selector)")
 	fs.BoolVar(&o.DryRun, "dry-run", false, "run the real pipeline but write, delete, record and send nothing; show what would happen")
@@ -263,12 +252,12 @@ func (o *CheckOptions) Validate(timeout time.Duration) error {
 	if p.positive("--restart-window", o.RestartWindow) && o.RestartWindow > state.MaxHistoryAge {
 		p.addf("--restart-window %s: at most %s (older restart records are dropped, so they would not count)", o.RestartWindow, state.MaxHistoryAge)
 	}
-	p.notNegative("--restart-backoff", o.RestartBackoff)
-	p.positive("--restart-backoff-max", o.RestartBackoffMax)
+	p.notNegative("--restart-backoff", o.BackoffBase)
+	p.positive("--restart-backoff-max", o.BackoffMax)
 	if o.RestartMethod != decide.MethodDelete && o.RestartMethod != decide.MethodRollout {
 		p.addf("--restart-method %q: want delete or rollout", o.RestartMethod)
 	}
-	if o.JudgePods != string(decide.JudgeDeployment) && o.JudgePods != string(decide.JudgeSelector) {
+	if o.JudgePods != decide.JudgeDeployment && o.JudgePods != decide.JudgeSelector {
 		p.addf("--judge-pods %q: want deployment or selector", o.JudgePods)
 	}
 	p.notNegative("--max-watch-age", o.MaxWatchAge)

@@ -128,19 +128,9 @@ func ExecuteContext(ctx context.Context, args []string, stdout, stderr io.Writer
 	return ExitFailed
 }
 
-// commandStarted reports whether a command's RunE began: errors before that
+// commandStarted reports whether a command's run began: errors before that
 // (unknown commands or flags, bad arguments) are usage errors.
-func commandStarted(root *cobra.Command) bool {
-	return root.Annotations != nil && root.Annotations["started"] == "true"
-}
-
-func markStarted(cmd *cobra.Command) {
-	root := cmd.Root()
-	if root.Annotations == nil {
-		root.Annotations = map[string]string{}
-	}
-	root.Annotations["started"] = "true"
-}
+func commandStarted(root *cobra.Command) bool { return root.Annotations["started"] == "true" }
 
 // NewRootCommand builds the command tree.
 func NewRootCommand(stdout, stderr io.Writer) *cobra.Command {
@@ -156,8 +146,13 @@ Every flag can also be set as an environment variable WATCHDOG_<FLAG> (dashes as
 underscores, upper case); a flag beats its environment variable.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Annotations:   map[string]string{},
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
-			return applyEnv(cmd.Flags())
+			if err := applyEnv(cmd.Flags()); err != nil {
+				return err
+			}
+			cmd.Root().Annotations["started"] = "true" // cobra has checked the arguments
+			return nil
 		},
 	}
 	root.SetOut(stdout)
@@ -210,7 +205,6 @@ func newVersionCommand(stdout io.Writer) *cobra.Command {
   watchdog version -o json | jq -r .commit`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			markStarted(cmd)
 			if err := output.Validate(); err != nil {
 				return err
 			}

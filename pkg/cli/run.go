@@ -86,7 +86,6 @@ State lives in the same ConfigMap as for check, so the two modes can be switched
   watchdog run -n agentenv-system --leader-elect --leader-elect-identity "$POD_NAME"`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			markStarted(cmd)
 			// run's own flags are declared after check's.
 			if err := f.validate(f.evidence.Validate(), ro.Validate(), f.alerts.Alertmanager.checkRunInterval(ro.Interval)); err != nil {
 				return err

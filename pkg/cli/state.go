@@ -32,7 +32,6 @@ func newStatusCommand(stdout, stderr io.Writer) *cobra.Command {
   watchdog status -n agentenv-system -o json | jq '.state.restarts'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			markStarted(cmd)
 			var p problems
 			p.add(cluster.Validate(), output.Validate())
 			if err := p.err(); err != nil {
@@ -94,7 +93,6 @@ not read the Events and shows the rest.`,
   watchdog history --evidence 20261201T101500Z-agentenv-scheduler-7d9c4-x2k8p.json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			markStarted(cmd)
 			var p problems
 			p.add(cluster.Validate(), output.Validate(), ev.Validate())
 			var from time.Time // zero: everything kept
