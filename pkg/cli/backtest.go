@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -192,15 +193,10 @@ ready. What history cannot show is taken as passing, and the report's header say
 	f.output.AddFlags(cmd.Flags())
 	bo.AddFlags(cmd.Flags())
 	cmd.Flags().VisitAll(func(fl *pflag.Flag) {
-		if strings.HasPrefix(fl.Name, "alertmanager-") {
+		if strings.HasPrefix(fl.Name, "alertmanager-") || slices.Contains(backtestHidden, fl.Name) {
 			fl.Hidden = true
 		}
 	})
-	for _, name := range backtestHidden {
-		if fl := cmd.Flags().Lookup(name); fl != nil {
-			fl.Hidden = true
-		}
-	}
 	return cmd
 }
 

@@ -8,11 +8,9 @@ import (
 
 type clockKey struct{}
 
-// WithClock returns ctx carrying the clock that `watchdog check` runs its pass on
-// (the samples' cadence, the run's deadline, the times it records) instead of the
-// real one. Tests replay runs on a virtual clock against a real API server, where
-// only what they inject takes time, so that what they prove does not depend on how
-// loaded the machine is. Nothing else sets it.
+// WithClock returns ctx carrying the clock `watchdog check` runs its pass on instead
+// of the real one: tests replay runs on a virtual clock against a real API server,
+// so what they prove does not depend on how loaded the machine is.
 func WithClock(ctx context.Context, clk clock.Clock) context.Context {
 	return context.WithValue(ctx, clockKey{}, clk)
 }

@@ -15,16 +15,11 @@ import (
 	"github.com/agentenv/watchdog/pkg/check"
 )
 
-// reportConfigFailure makes a bad configuration (exit 2) of check or run visible to
-// the dead man's switch: it pings <heartbeat-url>/fail. Without it a CronJob whose
-// every Job exits 2 would only stop the pings, and the switch would notice only after
-// its grace period; with it, it notices at the first run.
-//
-// The configuration may not have parsed at all (an unknown flag, a bad value in an
-// environment variable), so the few settings needed here are read again, leniently,
-// from the command line and then the environment. If --heartbeat-url itself is
-// missing or invalid, nothing can be done: the Job's failure (exit 2) is the signal.
-// A dry run or --validate-only sends nothing.
+// reportConfigFailure pings <heartbeat-url>/fail on a bad configuration (exit 2) of
+// check or run, so the dead man's switch notices at the first run rather than
+// after its grace period. The configuration may not have parsed at all, so the few
+// settings needed are read again, leniently. A dry run or --validate-only sends
+// nothing.
 func reportConfigFailure(ctx context.Context, cmd *cobra.Command, args []string, cause error, stderr io.Writer) {
 	if cmd == nil || (cmd.Name() != "check" && cmd.Name() != "run") || cmd.Parent() == nil || cmd.Parent().Parent() != nil {
 		return
@@ -52,7 +47,7 @@ func reportConfigFailure(ctx context.Context, cmd *cobra.Command, args []string,
 }
 
 // lenientSettings reads the settings reportConfigFailure needs from args, ignoring
-// every other flag and every parse error, then from WATCHDOG_* for those not given.
+// other flags and parse errors, then from WATCHDOG_*.
 func lenientSettings(args []string) map[string]string {
 	names := []string{"heartbeat-url", "alert-timeout", "dry-run", validateOnlyFlag, "help"}
 	fs := pflag.NewFlagSet("lenient", pflag.ContinueOnError)

@@ -25,7 +25,8 @@ type doctorFlags struct {
 	watchEndpoints   bool
 }
 
-// doctorHidden are the flags doctor accepts and does not show.
+// doctorHidden are check's flags that only shape decisions and alert timing: they
+// change no check of doctor's.
 var doctorHidden = []string{"startup-grace", "wedged-for", "confirm-window", "sample-interval", "max-watch-age",
 	"restart-on-degraded", "restart-window", "restart-backoff", "restart-backoff-max", "dry-run", "realert-interval", "blind-after"}
 
@@ -107,14 +108,7 @@ Exit codes: 0 every check passed; 1 a check failed (each ✗ line says how to fi
 	f.alerts.AddOutboxFlag(cmd.Flags())
 	f.output.AddFlags(cmd.Flags())
 	f.evidence.AddFlags(cmd.Flags())
-	// check's flags that only shape decisions and alert timing change no check:
-	// accepted, so that doctor reads the CronJob's WATCHDOG_* variables as they are,
-	// but not shown.
-	for _, name := range doctorHidden {
-		if err := cmd.Flags().MarkHidden(name); err != nil {
-			panic(err) // a renamed flag: the list is wrong
-		}
-	}
+	hideFlags(cmd.Flags(), doctorHidden...)
 	cmd.Flags().BoolVar(&f.sendTest, "send-test", false, "deliver a clearly marked test alert to each configured sink (as notify test does) and ping --heartbeat-url")
 	cmd.Flags().BoolVar(&f.leaderElect, "leader-elect", false, "check the election Lease and rights of run --leader-elect too")
 	cmd.Flags().StringVar(&f.leaderElectLease, "leader-elect-lease", "agentenv-scheduler-watchdog", "the `name` of the Lease of run --leader-elect")

@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"strings"
-
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -24,14 +22,11 @@ func (o *EvidenceOptions) AddFlags(fs *pflag.FlagSet) {
 // Validate reports every invalid flag, in the order the flags are declared.
 func (o *EvidenceOptions) Validate() error {
 	var p problems
-	if errs := validation.IsDNS1123Subdomain(o.ConfigMap); len(errs) > 0 {
-		p.addf("--evidence-configmap %q: %s", o.ConfigMap, strings.Join(errs, "; "))
-	}
+	p.name("--evidence-configmap", o.ConfigMap, validation.IsDNS1123Subdomain)
 	return p.err()
 }
 
-// keeper wires the evidence of a pass.
-// keeper saves bundles sealed with key (the outbox key; empty: unsealed).
+// keeper saves a pass's bundles sealed with key (the outbox key; empty: unsealed).
 func (o *EvidenceOptions) keeper(client *kube.Client, namespace, container string, key []byte) *evidence.Keeper {
 	k := &evidence.Keeper{ConfigMaps: client, Namespace: namespace, ConfigMap: o.ConfigMap, Container: container, Key: key}
 	if o.Logs {

@@ -113,15 +113,13 @@ not read the Events and shows the rest.`,
 			ctx, cancel := context.WithTimeout(cmd.Context(), cluster.Timeout)
 			defer cancel()
 			bundles, berr := evidence.Load(ctx, client, cluster.Namespace, ev.ConfigMap, []byte(alerts.OutboxKey))
-			if bundle != "" {
-				for _, b := range bundles {
-					if b.Key == bundle {
-						if output.Structured() {
-							return encodeAs(stdout, output.Output, b)
-						}
-						return b.WriteText(stdout)
-					}
+			if i := slices.IndexFunc(bundles, func(b evidence.Bundle) bool { return b.Key == bundle }); bundle != "" && i >= 0 {
+				if output.Structured() {
+					return encodeAs(stdout, output.Output, bundles[i])
 				}
+				return bundles[i].WriteText(stdout)
+			}
+			if bundle != "" {
 				if berr != nil {
 					return fmt.Errorf("API server %s: %w", cfg.Host, berr)
 				}
@@ -157,9 +155,7 @@ not read the Events and shows the rest.`,
 	output.AddFlags(cmd.Flags())
 	ev.AddFlags(cmd.Flags())
 	alerts.AddOutboxFlag(cmd.Flags())
-	if err := cmd.Flags().MarkHidden("evidence-logs"); err != nil { // a setting of the runs, not of reading
-		panic(err)
-	}
+	hideFlags(cmd.Flags(), "evidence-logs") // a setting of the runs, not of reading
 	cmd.Flags().StringVar(&since, "since", "", "only what happened since: a duration back from now (90m, 36h, 7d) or an RFC 3339 time, as backtest --start (default: everything kept)")
 	cmd.Flags().StringVar(&bundle, "evidence", "", "print the evidence bundle with this `key` instead")
 	return cmd

@@ -122,6 +122,16 @@ func wrap(fs *pflag.FlagSet) string {
 	return strings.Join(out, "\n")
 }
 
+// hideFlags hides flags a command accepts (the CronJob's WATCHDOG_* variables set
+// them) but does not show; a name it lacks is a renamed flag, a bug.
+func hideFlags(fs *pflag.FlagSet, names ...string) {
+	for _, name := range names {
+		if err := fs.MarkHidden(name); err != nil {
+			panic(err)
+		}
+	}
+}
+
 func init() {
 	cobra.AddTemplateFunc("groupedFlags", groupedFlags)
 	cobra.AddTemplateFunc("wrappedFlags", wrap)

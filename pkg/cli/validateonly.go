@@ -8,7 +8,6 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
-// validateOnlyFlag is the flag of check and run that stops after the configuration.
 const validateOnlyFlag = "validate-only"
 
 func addValidateOnlyFlag(fs *pflag.FlagSet, v *bool) {
@@ -16,12 +15,9 @@ func addValidateOnlyFlag(fs *pflag.FlagSet, v *bool) {
 }
 
 // checkConfig builds everything a pass of validated flags needs that takes no
-// network call: the logger, the API client configuration (in-cluster
-// or kubeconfig) and the alert sinks. A configuration that passes starts a watchdog;
-// test/chart runs it on every values set the chart accepts. Where no client
-// configuration exists at all (a CI job checking a values file, a laptop without a
-// kubeconfig), the flags are still checked and the client is said to be unchecked; a
-// kubeconfig that is named or found but broken is an error.
+// network call: logger, API client configuration, alert sinks. Where no client
+// configuration exists at all (CI checking a values file), the client is said to be
+// unchecked; a kubeconfig that is named or found but broken is an error.
 func (f *checkFlags) checkConfig(stderr io.Writer) error {
 	log := newLogger(&f.cluster, stderr)
 	apiServer := "not checked: no kubeconfig (--kubeconfig, $KUBECONFIG, ~/.kube/config) and not in a pod"
