@@ -187,11 +187,7 @@ ready. What history cannot show is taken as passing, and the report's header say
 			return f.output.print(stdout, res)
 		},
 	}
-	f.cluster.AddFlags(cmd.Flags())
-	f.check.AddFlags(cmd.Flags())
-	f.alerts.AddFlags(cmd.Flags())
-	f.output.AddFlags(cmd.Flags())
-	bo.AddFlags(cmd.Flags())
+	addFlags(cmd, &f.cluster, &f.check, &f.alerts, &f.output, &bo)
 	cmd.Flags().VisitAll(func(fl *pflag.Flag) {
 		if strings.HasPrefix(fl.Name, "alertmanager-") || slices.Contains(backtestHidden, fl.Name) {
 			fl.Hidden = true

@@ -78,7 +78,11 @@ and exits 0 or 2 without any API call.`,
 			if f.validateOnly {
 				return f.checkConfig(stderr)
 			}
-			oneProcessor()
+			// One P unless GOMAXPROCS says otherwise: the pass waits on the network, and a
+			// second P only adds idle spinning and threads (docs/performance.md).
+			if os.Getenv("GOMAXPROCS") == "" {
+				runtime.GOMAXPROCS(1)
+			}
 			clk := clockOf(cmd.Context())
 			p, err := f.setup(stderr, clk)
 			if err != nil {
@@ -109,25 +113,11 @@ and exits 0 or 2 without any API call.`,
 			return nil
 		},
 	}
-	f.cluster.AddFlags(cmd.Flags())
-	f.check.AddFlags(cmd.Flags())
-	f.job.AddFlags(cmd.Flags())
-	f.alerts.AddFlags(cmd.Flags())
+	addFlags(cmd, &f.cluster, &f.check, &f.job, &f.alerts)
 	f.alerts.AddOutboxFlag(cmd.Flags())
-	f.output.AddFlags(cmd.Flags())
-	f.evidence.AddFlags(cmd.Flags())
-	f.push.AddFlags(cmd.Flags())
+	addFlags(cmd, &f.output, &f.evidence, &f.push)
 	addValidateOnlyFlag(cmd.Flags(), &f.validateOnly)
 	return cmd
-}
-
-// oneProcessor limits a one-shot check to one P unless GOMAXPROCS says otherwise:
-// the pass waits on the network nearly all the time, and a second P only adds
-// idle spinning and threads (about 10 ms CPU per run, docs/performance.md).
-func oneProcessor() {
-	if os.Getenv("GOMAXPROCS") == "" {
-		runtime.GOMAXPROCS(1)
-	}
 }
 
 // pass is a wired pass with what its caller reports.

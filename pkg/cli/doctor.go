@@ -102,12 +102,9 @@ Exit codes: 0 every check passed; 1 a check failed (each ✗ line says how to fi
 			return nil
 		},
 	}
-	f.cluster.AddFlags(cmd.Flags())
-	f.check.AddFlags(cmd.Flags())
-	f.alerts.AddFlags(cmd.Flags())
+	addFlags(cmd, &f.cluster, &f.check, &f.alerts)
 	f.alerts.AddOutboxFlag(cmd.Flags())
-	f.output.AddFlags(cmd.Flags())
-	f.evidence.AddFlags(cmd.Flags())
+	addFlags(cmd, &f.output, &f.evidence)
 	hideFlags(cmd.Flags(), doctorHidden...)
 	cmd.Flags().BoolVar(&f.sendTest, "send-test", false, "deliver a clearly marked test alert to each configured sink (as notify test does) and ping --heartbeat-url")
 	cmd.Flags().BoolVar(&f.leaderElect, "leader-elect", false, "check the election Lease and rights of run --leader-elect too")

@@ -109,12 +109,12 @@ func ExecuteContext(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	var ue *UsageError
 	if errors.As(err, &ue) || !commandStarted(root) {
+		problems := []string{err.Error()}
 		if ue != nil {
-			for _, problem := range ue.problems {
-				fmt.Fprintf(stderr, "watchdog: %s\n", problem)
-			}
-		} else {
-			fmt.Fprintf(stderr, "watchdog: %v\n", err)
+			problems = ue.problems
+		}
+		for _, problem := range problems {
+			fmt.Fprintf(stderr, "watchdog: %s\n", problem)
 		}
 		help := root
 		if cmd != nil {

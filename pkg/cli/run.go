@@ -96,10 +96,7 @@ State lives in the same ConfigMap as for check, so the two modes can be switched
 			return runPasses(cmd.Context(), f, &ro, stderr)
 		},
 	}
-	f.cluster.AddFlags(cmd.Flags())
-	f.check.AddFlags(cmd.Flags())
-	f.alerts.AddFlags(cmd.Flags())
-	f.evidence.AddFlags(cmd.Flags())
+	addFlags(cmd, &f.cluster, &f.check, &f.alerts, &f.evidence)
 	f.alerts.AddOutboxFlag(cmd.Flags())
 	ro.AddFlags(cmd.Flags())
 	addValidateOnlyFlag(cmd.Flags(), &f.validateOnly)

@@ -55,8 +55,7 @@ func newStatusCommand(stdout, stderr io.Writer) *cobra.Command {
 			return st.WriteText(stdout, time.Now())
 		},
 	}
-	cluster.AddFlags(cmd.Flags())
-	output.AddFlags(cmd.Flags())
+	addFlags(cmd, &cluster, &output)
 	return cmd
 }
 
@@ -151,9 +150,7 @@ not read the Events and shows the rest.`,
 			return h.WriteText(stdout)
 		},
 	}
-	cluster.AddFlags(cmd.Flags())
-	output.AddFlags(cmd.Flags())
-	ev.AddFlags(cmd.Flags())
+	addFlags(cmd, &cluster, &output, &ev)
 	alerts.AddOutboxFlag(cmd.Flags())
 	hideFlags(cmd.Flags(), "evidence-logs") // a setting of the runs, not of reading
 	cmd.Flags().StringVar(&since, "since", "", "only what happened since: a duration back from now (90m, 36h, 7d) or an RFC 3339 time, as backtest --start (default: everything kept)")

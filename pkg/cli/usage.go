@@ -122,6 +122,13 @@ func wrap(fs *pflag.FlagSet) string {
 	return strings.Join(out, "\n")
 }
 
+// addFlags adds the flags of each options struct to cmd, in order.
+func addFlags(cmd *cobra.Command, opts ...interface{ AddFlags(*pflag.FlagSet) }) {
+	for _, o := range opts {
+		o.AddFlags(cmd.Flags())
+	}
+}
+
 // hideFlags hides flags a command accepts (the CronJob's WATCHDOG_* variables set
 // them) but does not show; a name it lacks is a renamed flag, a bug.
 func hideFlags(fs *pflag.FlagSet, names ...string) {
