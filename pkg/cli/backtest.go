@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -202,22 +203,18 @@ func runBacktest(ctx context.Context, f *checkFlags, bo *BacktestOptions, stderr
 	if err != nil {
 		return nil, usagef("--prometheus-url: %v", err)
 	}
-	q := backtest.DefaultQueries(f.cluster.Namespace, f.check.Deployment, f.check.NodesService, f.check.NodesPort)
-	for _, o := range []struct{ flag, query *string }{{&bo.Ready, &q.Ready}, {&bo.Rejected, &q.Rejected}, {&bo.StartTime, &q.StartTime}, {&bo.Expected, &q.Expected}, {&bo.ExpectedSer, &q.ExpectedSeries}} {
-		if *o.flag != "" {
-			*o.query = *o.flag
-		}
-	}
-	q.PodLabel = bo.PodLabel
 	if bo.PodReady != "" && f.check.LeaderLease == "" {
 		return nil, usagef("--pod-ready-series tells an HA scheduler's leader and is read only with --leader-lease")
 	}
+	q := backtest.DefaultQueries(f.cluster.Namespace, f.check.Deployment, f.check.NodesService, f.check.NodesPort)
+	q.PodLabel = bo.PodLabel
 	if f.check.LeaderLease != "" {
 		// History has no Lease; an HA scheduler's readiness is its leadership.
 		q.PodReady = backtest.PodReadySelector(f.cluster.Namespace, f.check.Deployment)
-		if bo.PodReady != "" {
-			q.PodReady = bo.PodReady
-		}
+	}
+	for _, o := range []struct{ flag, query *string }{{&bo.Ready, &q.Ready}, {&bo.Rejected, &q.Rejected},
+		{&bo.StartTime, &q.StartTime}, {&bo.Expected, &q.Expected}, {&bo.ExpectedSer, &q.ExpectedSeries}, {&bo.PodReady, &q.PodReady}} {
+		*o.query = cmp.Or(*o.flag, *o.query)
 	}
 	where := redactedURL(bo.PrometheusURL)
 	log.Info().Str("prometheus", where).Time("start", bo.from).Time("end", bo.to).Msg("reading history")

@@ -9,13 +9,18 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/clock"
 
 	"github.com/agentenv/watchdog/pkg/alert"
 	"github.com/agentenv/watchdog/pkg/check"
 	"github.com/agentenv/watchdog/pkg/decide"
 	"github.com/agentenv/watchdog/pkg/events"
+	"github.com/agentenv/watchdog/pkg/evidence"
 	"github.com/agentenv/watchdog/pkg/kube"
 	"github.com/agentenv/watchdog/pkg/observe"
 	"github.com/agentenv/watchdog/pkg/restart"
@@ -246,4 +251,86 @@ func (f *checkFlags) options() check.Options {
 		StateConfigMap: f.cluster.StateConfigMap,
 		OutboxKey:      []byte(f.alerts.OutboxKey),
 	}
+}
+
+const validateOnlyFlag = "validate-only"
+
+func addValidateOnlyFlag(fs *pflag.FlagSet, v *bool) {
+	fs.BoolVar(v, validateOnlyFlag, false, "parse and validate every flag and environment variable, build the API client and the alert sinks, then exit: 0 if the configuration is valid, 2 with the error if not; makes no API call and sends nothing")
+}
+
+// checkConfig builds everything a pass of validated flags needs that takes no
+// network call: logger, API client configuration, alert sinks. Where no client
+// configuration exists at all (CI checking a values file), the client is said to be
+// unchecked; a kubeconfig that is named or found but broken is an error.
+func (f *checkFlags) checkConfig(stderr io.Writer) error {
+	log := newLogger(&f.cluster, stderr)
+	apiServer := "not checked: no kubeconfig (--kubeconfig, $KUBECONFIG, ~/.kube/config) and not in a pod"
+	if !noClientConfig(&f.cluster) {
+		_, cfg, err := newClient(&f.cluster)
+		if err != nil {
+			return err
+		}
+		apiServer = cfg.Host
+	}
+	if _, err := buildSinks(&f.alerts, f.cluster.Namespace, func(error) {}); err != nil {
+		return err
+	}
+	log.Info().Str("apiServer", apiServer).Str("namespace", f.cluster.Namespace).Str("restartMethod", f.check.RestartMethod).
+		Msg("configuration is valid (--validate-only: no API call made, nothing sent)")
+	return nil
+}
+
+// noClientConfig: no --kubeconfig or --context, not in a pod, and no kubeconfig file
+// where the defaults look ($KUBECONFIG, ~/.kube/config).
+func noClientConfig(o *ClusterOptions) bool {
+	if o.explicitConfig() || inPod() {
+		return false
+	}
+	cfg, err := clientcmd.NewDefaultClientConfigLoadingRules().Load()
+	return err == nil && clientcmdapi.IsConfigEmpty(cfg)
+}
+
+// EvidenceOptions say where the evidence of each restart goes (pkg/evidence).
+type EvidenceOptions struct {
+	ConfigMap string
+	Logs      bool
+}
+
+func (o *EvidenceOptions) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.ConfigMap, "evidence-configmap", "agentenv-scheduler-watchdog-evidence", "ConfigMap keeping the evidence of the newest restarts (created when missing, if the watchdog may)")
+	fs.BoolVar(&o.Logs, "evidence-logs", true, "save the last 200 lines (64 KiB at most) of the scheduler container's log before a restart (needs get pods/log)")
+}
+
+// Validate reports every invalid flag, in the order the flags are declared.
+func (o *EvidenceOptions) Validate() error {
+	var p problems
+	p.name("--evidence-configmap", o.ConfigMap, validation.IsDNS1123Subdomain)
+	return p.err()
+}
+
+// keeper saves a pass's bundles sealed with key (the outbox key; empty: unsealed).
+func (o *EvidenceOptions) keeper(client *kube.Client, namespace, container string, key []byte) *evidence.Keeper {
+	k := &evidence.Keeper{ConfigMaps: client, Namespace: namespace, ConfigMap: o.ConfigMap, Container: container, Key: key}
+	if o.Logs {
+		k.Logs = client
+	}
+	return k
+}
+
+type clockKey struct{}
+
+// WithClock returns ctx carrying the clock `watchdog check` runs its pass on instead
+// of the real one: tests replay runs on a virtual clock against a real API server,
+// so what they prove does not depend on how loaded the machine is.
+func WithClock(ctx context.Context, clk clock.Clock) context.Context {
+	return context.WithValue(ctx, clockKey{}, clk)
+}
+
+// clockOf is the clock WithClock put in ctx, or the real one.
+func clockOf(ctx context.Context) clock.Clock {
+	if clk, ok := ctx.Value(clockKey{}).(clock.Clock); ok {
+		return clk
+	}
+	return clock.RealClock{}
 }

@@ -1,8 +1,12 @@
 package cli
 
 import (
+	"bytes"
+	"cmp"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net"
 	"net/url"
@@ -15,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/yaml"
 
 	"github.com/agentenv/watchdog/pkg/decide"
 	"github.com/agentenv/watchdog/pkg/scrape"
@@ -83,13 +88,7 @@ var kubeFlagUsage = map[string]string{ //nolint:gosec // help texts that name cr
 // KubeConnectionFlags names kubectl's connection flags but -n: a command that
 // reads no cluster (backtest) hides them; the chart sets none (in a pod the ServiceAccount is the identity).
 func KubeConnectionFlags() []string {
-	var out []string
-	for _, name := range slices.Sorted(maps.Keys(kubeFlagUsage)) {
-		if name != "namespace" {
-			out = append(out, name)
-		}
-	}
-	return out
+	return slices.DeleteFunc(slices.Sorted(maps.Keys(kubeFlagUsage)), func(name string) bool { return name == "namespace" })
 }
 
 // DefaultNamespace is the namespace when neither -n nor the kubeconfig context
@@ -140,11 +139,7 @@ func (o *ClusterOptions) resolveNamespace() string {
 	if err != nil {
 		return DefaultNamespace // the client reports the kubeconfig's problem
 	}
-	name := raw.CurrentContext
-	if c := o.Overrides.CurrentContext; c != "" {
-		name = c
-	}
-	if ctx := raw.Contexts[name]; ctx != nil && ctx.Namespace != "" {
+	if ctx := raw.Contexts[cmp.Or(o.Overrides.CurrentContext, raw.CurrentContext)]; ctx != nil && ctx.Namespace != "" {
 		return ctx.Namespace
 	}
 	return DefaultNamespace
@@ -486,3 +481,57 @@ func (o *OutputOptions) Validate() error {
 
 // Structured: json or yaml, the same document either way.
 func (o *OutputOptions) Structured() bool { return o.Output == "json" || o.Output == "yaml" }
+
+// writeJSON writes what write encodes (one JSON object on one line, which a log
+// pipeline keeps whole), indented when w is a terminal, where a person reads it.
+func writeJSON(w io.Writer, write func(io.Writer) error) error {
+	if !isTerminal(w) {
+		return write(w)
+	}
+	var compact, out bytes.Buffer
+	if err := write(&compact); err != nil {
+		return err
+	}
+	if err := json.Indent(&out, compact.Bytes(), "", "  "); err != nil {
+		return err
+	}
+	_, err := w.Write(out.Bytes())
+	return err
+}
+
+// writeAs writes what write encodes as JSON in format: json (writeJSON) or yaml,
+// converted from that JSON so that both have the same fields.
+func writeAs(w io.Writer, format string, write func(io.Writer) error) error {
+	if format != "yaml" {
+		return writeJSON(w, write)
+	}
+	var b bytes.Buffer
+	if err := write(&b); err != nil {
+		return err
+	}
+	y, err := yaml.JSONToYAML(b.Bytes())
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(y)
+	return err
+}
+
+// encodeAs is writeAs of v.
+func encodeAs(w io.Writer, format string, v any) error {
+	return writeAs(w, format, func(w io.Writer) error { return json.NewEncoder(w).Encode(v) })
+}
+
+// textReport is a report a command prints as text, or as JSON or YAML (-o).
+type textReport interface {
+	WriteText(io.Writer) error
+	WriteJSON(io.Writer) error
+}
+
+// print writes r in the chosen output format.
+func (o *OutputOptions) print(w io.Writer, r textReport) error {
+	if o.Structured() {
+		return writeAs(w, o.Output, r.WriteJSON)
+	}
+	return r.WriteText(w)
+}
