@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -132,15 +133,8 @@ func buildAlertmanager(o *AlertOptions, namespace string, warn func(error)) (*de
 // holdSets are the matcher sets of --hold-restarts-on-alert: one per flag, or
 // per line of one (the chart's environment variable holds them all).
 func (o *AlertmanagerOptions) holdSets() []string {
-	var sets []string
-	for _, v := range o.HoldOn {
-		for _, line := range strings.Split(v, "\n") {
-			if strings.TrimSpace(line) != "" {
-				sets = append(sets, line)
-			}
-		}
-	}
-	return sets
+	lines := strings.Split(strings.Join(o.HoldOn, "\n"), "\n")
+	return slices.DeleteFunc(lines, func(line string) bool { return strings.TrimSpace(line) == "" })
 }
 
 // buildHold is the reader of the alerts that hold restarts, nil when none is

@@ -19,9 +19,9 @@ import (
 	"github.com/agentenv/watchdog/pkg/version"
 )
 
-// buildSinks returns the configured alert sinks (possibly none: alerts then still
-// reach logs and Events). namespace labels refreshed Alertmanager alerts; warn is
-// told about an Alertmanager peer that failed while another accepted.
+// buildSinks returns the configured alert sinks (possibly none: alerts still reach
+// logs and Events); warn is told about an Alertmanager peer that failed while
+// another accepted.
 func buildSinks(o *AlertOptions, namespace string, warn func(error)) ([]alert.Sink, error) {
 	var sinks []alert.Sink
 	if o.SlackWebhookURL != "" {

@@ -23,23 +23,21 @@ import (
 // BacktestOptions say which history to replay and how the watchdog ran.
 type BacktestOptions struct {
 	PrometheusURL string
-	// HTTP: credentials, CA and tenant for --prometheus-url.
-	HTTP         PrometheusHTTPOptions
-	QueryTimeout time.Duration
-	// MaxBytes bounds each Prometheus answer.
-	MaxBytes     int64
-	Start, End   string
-	Schedule     string
-	Interval     time.Duration
-	Step         time.Duration
-	Ready        string
-	Rejected     string
-	StartTime    string
-	Expected     string
-	ExpectedSer  string
-	PodReady     string
-	PodLabel     string
-	StopGapAfter time.Duration
+	HTTP          PrometheusHTTPOptions
+	QueryTimeout  time.Duration
+	MaxBytes      int64
+	Start, End    string
+	Schedule      string
+	Interval      time.Duration
+	Step          time.Duration
+	Ready         string
+	Rejected      string
+	StartTime     string
+	Expected      string
+	ExpectedSer   string
+	PodReady      string
+	PodLabel      string
+	StopGapAfter  time.Duration
 
 	// Set by Validate.
 	from, to time.Time
@@ -139,9 +137,8 @@ func parseWhen(s string, now time.Time) (time.Time, error) {
 	return now.Add(-time.Duration(d)), nil
 }
 
-// backtestHidden are the flags of check that mean nothing to a replay: how to
-// reach the cluster, scrape and alert. Hidden, so `backtest --help` shows only
-// what changes a decision.
+// backtestHidden are check's flags that mean nothing to a replay (how to reach the
+// cluster, scrape and alert), so `backtest --help` shows what changes a decision.
 var backtestHidden = append([]string{
 	"kubeconfig", "context", "state-configmap", "api-timeout",
 	"scheduler-selector", "scheduler-container", "metrics-port", "metrics-path", "scrape-timeout", "metrics-max-bytes", "scrape-via",

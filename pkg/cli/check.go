@@ -35,9 +35,8 @@ type checkFlags struct {
 	job     JobOptions
 	alerts  AlertOptions
 	output  OutputOptions
-	// evidence: check and run (a pass that may restart).
-	evidence EvidenceOptions
-	// push: check only (run serves its metrics).
+	// evidence: check and run; push: check only (run serves its metrics).
+	evidence     EvidenceOptions
 	push         PushOptions
 	validateOnly bool
 }

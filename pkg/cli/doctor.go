@@ -13,25 +13,18 @@ import (
 	"github.com/agentenv/watchdog/pkg/doctor"
 )
 
-// doctorFlags are check's options (so a doctor run checks exactly the configuration
-// a check or run would use) and the few of doctor's own.
-type doctorFlags struct {
-	checkFlags
-	sendTest bool
-	// The election settings of `run`, so the chart's test hook in deployment mode
-	// checks the election Lease too.
-	leaderElect      bool
-	leaderElectLease string
-	watchEndpoints   bool
-}
-
 // doctorHidden are check's flags that only shape decisions and alert timing: they
 // change no check of doctor's.
 var doctorHidden = []string{"startup-grace", "wedged-for", "confirm-window", "sample-interval", "max-watch-age",
 	"restart-on-degraded", "restart-window", "restart-backoff", "restart-backoff-max", "dry-run", "realert-interval", "blind-after"}
 
 func newDoctorCommand(stdout, stderr io.Writer) *cobra.Command {
-	f := &doctorFlags{}
+	// check's options, so that doctor checks exactly the configuration a check or run
+	// would use, and run's election settings, so that the chart's test hook in
+	// deployment mode checks the election Lease too.
+	f := &checkFlags{}
+	var sendTest, leaderElect, watchEndpoints bool
+	var leaderElectLease string
 	cmd := &cobra.Command{
 		Use:   "doctor",
 		Short: "Preflight: check everything a run depends on, with a fix for each failure",
@@ -62,7 +55,7 @@ Exit codes: 0 every check passed; 1 a check failed (each ✗ line says how to fi
   helm test <release> -n agentenv-system --logs`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := f.validate(needLease(f.leaderElect, f.leaderElectLease)); err != nil {
+			if err := f.validate(needLease(leaderElect, leaderElectLease)); err != nil {
 				return err
 			}
 			newLogger(&f.cluster, stderr)
@@ -74,7 +67,7 @@ Exit codes: 0 every check passed; 1 a check failed (each ✗ line says how to fi
 			if err != nil {
 				return err
 			}
-			if f.sendTest && len(sinks) == 0 {
+			if sendTest && len(sinks) == 0 {
 				return usagef("--send-test: no sink configured: set --slack-webhook-url, --webhook-url, --alertmanager-url or --heartbeat-url")
 			}
 			d := &doctor.Doctor{Config: doctor.Config{
@@ -83,12 +76,12 @@ Exit codes: 0 every check passed; 1 a check failed (each ✗ line says how to fi
 				EvidenceConfigMap: f.evidence.ConfigMap,
 				EvidenceLogs:      f.evidence.Logs,
 				Sinks:             sinks,
-				SendTest:          f.sendTest,
+				SendTest:          sendTest,
 				OutboxKey:         f.alerts.OutboxKey != "",
-				WatchEndpoints:    f.watchEndpoints,
+				WatchEndpoints:    watchEndpoints,
 			}}
-			if f.leaderElect {
-				d.ElectionLease = f.leaderElectLease
+			if leaderElect {
+				d.ElectionLease = leaderElectLease
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), f.cluster.Timeout)
 			defer cancel()
@@ -106,10 +99,10 @@ Exit codes: 0 every check passed; 1 a check failed (each ✗ line says how to fi
 	f.alerts.AddOutboxFlag(cmd.Flags())
 	addFlags(cmd, &f.output, &f.evidence)
 	hideFlags(cmd.Flags(), doctorHidden...)
-	cmd.Flags().BoolVar(&f.sendTest, "send-test", false, "deliver a clearly marked test alert to each configured sink (as notify test does) and ping --heartbeat-url")
-	cmd.Flags().BoolVar(&f.leaderElect, "leader-elect", false, "check the election Lease and rights of run --leader-elect too")
-	cmd.Flags().StringVar(&f.leaderElectLease, "leader-elect-lease", "agentenv-scheduler-watchdog", "the `name` of the Lease of run --leader-elect")
-	cmd.Flags().BoolVar(&f.watchEndpoints, "watch-endpoints", false, "check the rights of run --watch-endpoints too (watch endpointslices)")
+	cmd.Flags().BoolVar(&sendTest, "send-test", false, "deliver a clearly marked test alert to each configured sink (as notify test does) and ping --heartbeat-url")
+	cmd.Flags().BoolVar(&leaderElect, "leader-elect", false, "check the election Lease and rights of run --leader-elect too")
+	cmd.Flags().StringVar(&leaderElectLease, "leader-elect-lease", "agentenv-scheduler-watchdog", "the `name` of the Lease of run --leader-elect")
+	cmd.Flags().BoolVar(&watchEndpoints, "watch-endpoints", false, "check the rights of run --watch-endpoints too (watch endpointslices)")
 	return cmd
 }
 

@@ -53,11 +53,9 @@ func (o *PushOptions) Validate() error {
 	return p.err()
 }
 
-// push sends the run's metrics, when a Pushgateway is configured and the run is
-// not a dry run (which must leave no trace). A failure is a warning in the report:
-// the run itself did its job.
-// The pushed counters carry running totals kept under statestore.MetricsKey in
-// store's ConfigMap (metrics.Push says how).
+// push sends the run's metrics unless no Pushgateway is set or the run is a dry
+// run (which leaves no trace). The pushed counters carry running totals kept under
+// statestore.MetricsKey in store's ConfigMap (metrics.Push).
 func (o *PushOptions) push(ctx context.Context, rep *check.Report, runErr error, took time.Duration, sinks []string, dryRun bool, store *statestore.Store) error {
 	if o.URL == "" || dryRun {
 		return nil

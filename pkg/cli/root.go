@@ -173,12 +173,9 @@ underscores, upper case); a flag beats its environment variable.`,
 func applyEnv(fs *pflag.FlagSet) error {
 	var err error
 	fs.VisitAll(func(f *pflag.Flag) {
-		if err != nil || f.Changed {
-			return
-		}
 		name := EnvName(f.Name)
 		v, ok := os.LookupEnv(name)
-		if !ok {
+		if err != nil || f.Changed || !ok {
 			return
 		}
 		if serr := fs.Set(f.Name, v); serr != nil {

@@ -28,9 +28,7 @@ type RunOptions struct {
 	LeaderElect    bool
 	LeaderLease    string
 	LeaderIdentity string
-	// WatchEndpoints watches the nodes' EndpointSlices for an early pass when
-	// they change (pkg/slicewatch).
-	WatchEndpoints bool
+	WatchEndpoints bool // an early pass when the nodes' EndpointSlices change
 }
 
 // settle is how long an early pass waits after an EndpointSlice change for the
@@ -153,8 +151,7 @@ func runPasses(ctx context.Context, f *checkFlags, ro *RunOptions, stderr io.Wri
 	return runErr
 }
 
-// loopPass is one pass of run: the runner's, then the heartbeat ping; its error
-// names the API server.
+// loopPass is one pass of run: the runner's, then the heartbeat ping.
 func (p *pass) loopPass(alerts *AlertOptions, dryRun bool) loop.Pass {
 	return func(ctx context.Context) (*check.Report, error) {
 		rep, err := p.runner.Run(ctx)

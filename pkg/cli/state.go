@@ -189,9 +189,8 @@ func watchdogEvents(ctx context.Context, c *kube.Client, ns string) ([]statetext
 	return out, nil
 }
 
-// readState reads the state ConfigMap for status and history. A namespace
-// without it is an error that says where the state ConfigMap is, when the
-// identity may list ConfigMaps across namespaces.
+// readState reads the state ConfigMap for status and history. A namespace without
+// it is an error naming the namespaces that have it, when the identity may list.
 func readState(ctx context.Context, client *kube.Client, host string, cluster *ClusterOptions) (*statestore.Snapshot, error) {
 	ns, name := cluster.Namespace, cluster.StateConfigMap
 	snap, err := (&statestore.Store{Client: client, Namespace: ns, Name: name}).Load(ctx)
