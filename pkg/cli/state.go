@@ -64,8 +64,7 @@ func newHistoryCommand(stdout, stderr io.Writer) *cobra.Command {
 	var output OutputOptions
 	var ev EvidenceOptions
 	var alerts AlertOptions // only --outbox-key: it checks the bundles' seals
-	var since string
-	var bundle string
+	var since, bundle string
 	cmd := &cobra.Command{
 		Use:   "history",
 		Short: "What the watchdog saw and did, newest first: episodes, restarts, pauses, alerts",
