@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -19,6 +18,7 @@ import (
 	"github.com/spf13/pflag"
 	"golang.org/x/term"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/agentenv/watchdog/pkg/kube"
 	"github.com/agentenv/watchdog/pkg/version"
@@ -273,26 +273,16 @@ func inPodOverrides(cfg *rest.Config, o *ClusterOptions) error {
 		cfg.BearerToken, cfg.BearerTokenFile = a.Token, ""
 	}
 	if rt := o.Overrides.Timeout; rt != "" && rt != "0" {
-		d, err := requestTimeout(rt)
+		d, err := clientcmd.ParseTimeout(rt) // as kubectl: a duration, or bare seconds
+		if err == nil && d < 0 {
+			err = errors.New("negative")
+		}
 		if err != nil {
 			return usagef("--request-timeout %q: %v", rt, err)
 		}
 		cfg.Timeout = d
 	}
 	return nil
-}
-
-// requestTimeout reads --request-timeout as kubectl does: a duration, or bare
-// seconds.
-func requestTimeout(s string) (time.Duration, error) {
-	if n, err := strconv.ParseUint(s, 10, 32); err == nil {
-		return time.Duration(n) * time.Second, nil
-	}
-	d, err := time.ParseDuration(s)
-	if err == nil && d < 0 {
-		err = errors.New("negative")
-	}
-	return d, err
 }
 
 // inPod: the watchdog runs in a pod (the kubelet sets KUBERNETES_SERVICE_HOST in
