@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/common/model"
 	"github.com/rs/zerolog"
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/labels"
@@ -338,7 +339,7 @@ func (l *AlertLabels) Set(text string) error {
 		switch {
 		case !ok || v == "":
 			return fmt.Errorf("%q: want key=value", pair)
-		case !labelName.MatchString(k) || strings.HasPrefix(k, "__"):
+		case !model.LegacyValidation.IsValidLabelName(k) || strings.HasPrefix(k, "__"):
 			return fmt.Errorf("%q: not a label name (letters, digits and _, not starting with a digit or __)", k)
 		case reservedLabels[k]:
 			return fmt.Errorf("%q: the watchdog sets this label itself", k)

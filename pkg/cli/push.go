@@ -3,9 +3,9 @@ package cli
 import (
 	"context"
 	"net/url"
-	"regexp"
 	"time"
 
+	"github.com/prometheus/common/model"
 	"github.com/spf13/pflag"
 
 	"github.com/agentenv/watchdog/pkg/check"
@@ -29,8 +29,6 @@ func (o *PushOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.Timeout, "pushgateway-timeout", 10*time.Second, "deadline of the push")
 }
 
-var labelName = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
-
 // Validate reports every invalid flag, in the order the flags are declared.
 func (o *PushOptions) Validate() error {
 	var p problems
@@ -45,7 +43,7 @@ func (o *PushOptions) Validate() error {
 		p.addf("--pushgateway-job must not be empty")
 	}
 	for k, v := range o.Grouping {
-		if !labelName.MatchString(k) || k == "job" || v == "" {
+		if !model.LegacyValidation.IsValidLabelName(k) || k == "job" || v == "" {
 			p.addf("--pushgateway-grouping %s=%q: want a label name other than job, and a value", k, v)
 		}
 	}
