@@ -2,7 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -69,11 +68,9 @@ func (o *AlertmanagerOptions) Validate() error {
 	if len(o.holdSets()) > 0 && len(o.URLs) == 0 {
 		p.addf("--hold-restarts-on-alert needs --alertmanager-url: the firing alerts are read from there")
 	}
-	if o.GeneratorURL != "" {
-		// A link people click, not a place the watchdog posts to: http is fine.
-		if u, err := url.Parse(o.GeneratorURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			p.addf("--alertmanager-generator-url %q: want an http(s) URL", o.GeneratorURL)
-		}
+	// A link people click, not a place the watchdog posts to: http is fine.
+	if o.GeneratorURL != "" && checkLinkURL(o.GeneratorURL) != nil {
+		p.addf("--alertmanager-generator-url %q: want an http(s) URL", o.GeneratorURL)
 	}
 	return p.err()
 }

@@ -111,8 +111,7 @@ func (o *ClusterOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.LogFormat, "log-format", LogFormatAuto, "log format on stderr: console (for people), json (for log pipelines), or auto: console on a terminal, json otherwise")
 }
 
-// Validate resolves the namespace and reports every invalid flag, in the order
-// the flags are declared.
+// Validate resolves the namespace and reports every invalid flag.
 func (o *ClusterOptions) Validate() error {
 	var p problems
 	o.Namespace = o.resolveNamespace()
@@ -129,9 +128,8 @@ func (o *ClusterOptions) Validate() error {
 	return p.err()
 }
 
-// resolveNamespace is -n, else the namespace of the kubeconfig context in use
-// (as kubectl), else DefaultNamespace. In a pod without a kubeconfig the chart
-// sets WATCHDOG_NAMESPACE.
+// resolveNamespace is -n, else the kubeconfig context's namespace (as kubectl), else
+// DefaultNamespace. In a pod without a kubeconfig the chart sets WATCHDOG_NAMESPACE.
 func (o *ClusterOptions) resolveNamespace() string {
 	if ns := o.Overrides.Context.Namespace; ns != "" {
 		return ns
@@ -303,10 +301,8 @@ type AlertOptions struct {
 	BlindAfter      int
 	AlertTimeout    time.Duration
 	Alertmanager    AlertmanagerOptions
-	// OutboxKey seals the alerts kept in the state for retry (pkg/outbox).
-	OutboxKey string
-	// Labels go on every alert (--alert-labels).
-	Labels AlertLabels
+	OutboxKey       string // seals the alerts kept in the state for retry (pkg/outbox)
+	Labels          AlertLabels
 }
 
 // AlertLabels is --alert-labels: key=value pairs, comma-separated; "" is none.
