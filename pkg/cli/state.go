@@ -111,14 +111,14 @@ not read the Events and shows the rest.`,
 			ctx, cancel := context.WithTimeout(cmd.Context(), cluster.Timeout)
 			defer cancel()
 			bundles, berr := evidence.Load(ctx, client, cluster.Namespace, ev.ConfigMap, []byte(alerts.OutboxKey))
-			if i := slices.IndexFunc(bundles, func(b evidence.Bundle) bool { return b.Key == bundle }); bundle != "" && i >= 0 {
-				if output.Structured() {
-					return encodeAs(stdout, output.Output, bundles[i])
-				}
-				return bundles[i].WriteText(stdout)
-			}
 			if bundle != "" {
-				if berr != nil {
+				i := slices.IndexFunc(bundles, func(b evidence.Bundle) bool { return b.Key == bundle })
+				switch {
+				case i >= 0 && output.Structured():
+					return encodeAs(stdout, output.Output, bundles[i])
+				case i >= 0:
+					return bundles[i].WriteText(stdout)
+				case berr != nil:
 					return fmt.Errorf("API server %s: %w", cfg.Host, berr)
 				}
 				return fmt.Errorf("no evidence bundle %q in %s/%s (it keeps the %d newest)", bundle, cluster.Namespace, ev.ConfigMap, evidence.MaxBundles)
