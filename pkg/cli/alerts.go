@@ -125,10 +125,8 @@ func lenientSettings(args []string) map[string]string {
 	fs.ParseErrorsAllowlist.UnknownFlags = true
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
-	values := map[string]*string{}
 	for _, n := range names {
-		values[n] = new(string)
-		fs.StringVar(values[n], n, "", "")
+		fs.String(n, "", "")
 	}
 	// Boolean flags may be given without a value: --dry-run means true.
 	for _, n := range []string{"dry-run", validateOnlyFlag, "help"} {
@@ -138,8 +136,8 @@ func lenientSettings(args []string) map[string]string {
 	_ = fs.Parse(args)
 	out := map[string]string{}
 	for _, n := range names {
-		if fs.Changed(n) {
-			out[n] = *values[n]
+		if f := fs.Lookup(n); f.Changed {
+			out[n] = f.Value.String()
 		} else if v, ok := os.LookupEnv(EnvName(n)); ok && n != "help" {
 			out[n] = v
 		}
