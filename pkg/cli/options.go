@@ -479,38 +479,27 @@ func (o *OutputOptions) Validate() error {
 // Structured: json or yaml, the same document either way.
 func (o *OutputOptions) Structured() bool { return o.Output == "json" || o.Output == "yaml" }
 
-// writeJSON writes what write encodes (one JSON object on one line, which a log
-// pipeline keeps whole), indented when w is a terminal, where a person reads it.
-func writeJSON(w io.Writer, write func(io.Writer) error) error {
-	if !isTerminal(w) {
+// writeAs writes what write encodes as JSON in format: json, one object on one line
+// (which a log pipeline keeps whole) or indented on a terminal, where a person reads
+// it; or yaml, converted from that JSON so that both have the same fields.
+func writeAs(w io.Writer, format string, write func(io.Writer) error) error {
+	if format != "yaml" && !isTerminal(w) {
 		return write(w)
 	}
-	var compact, out bytes.Buffer
-	if err := write(&compact); err != nil {
-		return err
-	}
-	if err := json.Indent(&out, compact.Bytes(), "", "  "); err != nil {
-		return err
-	}
-	_, err := w.Write(out.Bytes())
-	return err
-}
-
-// writeAs writes what write encodes as JSON in format: json (writeJSON) or yaml,
-// converted from that JSON so that both have the same fields.
-func writeAs(w io.Writer, format string, write func(io.Writer) error) error {
-	if format != "yaml" {
-		return writeJSON(w, write)
-	}
-	var b bytes.Buffer
+	var b, out bytes.Buffer
 	if err := write(&b); err != nil {
 		return err
 	}
-	y, err := yaml.JSONToYAML(b.Bytes())
-	if err != nil {
+	if format == "yaml" {
+		y, err := yaml.JSONToYAML(b.Bytes())
+		if err != nil {
+			return err
+		}
+		out.Write(y)
+	} else if err := json.Indent(&out, b.Bytes(), "", "  "); err != nil {
 		return err
 	}
-	_, err = w.Write(y)
+	_, err := w.Write(out.Bytes())
 	return err
 }
 
