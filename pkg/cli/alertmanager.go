@@ -2,7 +2,7 @@ package cli
 
 import (
 	"fmt"
-	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -10,8 +10,8 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// AlertmanagerOptions configure the Alertmanager sink (docs/alerts.md). The URLs
-// (which may carry credentials), the password and the token are secrets.
+// AlertmanagerOptions configure the Alertmanager sink (docs/alerts.md). The URLs,
+// the password and the token are secrets.
 type AlertmanagerOptions struct {
 	URLs         []string
 	Username     string
@@ -68,11 +68,9 @@ func (o *AlertmanagerOptions) Validate() error {
 	if len(o.holdSets()) > 0 && len(o.URLs) == 0 {
 		p.addf("--hold-restarts-on-alert needs --alertmanager-url: the firing alerts are read from there")
 	}
-	if o.GeneratorURL != "" {
-		// A link people click, not a place the watchdog posts to: http is fine.
-		if u, err := url.Parse(o.GeneratorURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			p.addf("--alertmanager-generator-url %q: want an http(s) URL", o.GeneratorURL)
-		}
+	// A link people click, not a place the watchdog posts to: http is fine.
+	if o.GeneratorURL != "" && checkLinkURL(o.GeneratorURL) != nil {
+		p.addf("--alertmanager-generator-url %q: want an http(s) URL", o.GeneratorURL)
 	}
 	return p.err()
 }
@@ -81,12 +79,9 @@ func (o *AlertmanagerOptions) Validate() error {
 // Alertmanager Service usually speaks it) as long as no credentials would cross
 // the network in clear text: credentials over http only to loopback.
 func checkAlertmanagerURL(raw string, creds bool) error {
-	u, err := url.Parse(raw)
+	u, err := parseURL(raw, true)
 	if err != nil {
-		return fmt.Errorf("not a valid URL")
-	}
-	if u.Host == "" {
-		return fmt.Errorf("URL has no host")
+		return err
 	}
 	if u.RawQuery != "" || u.Fragment != "" {
 		return fmt.Errorf("URL must not have a query or fragment (give the base URL; /api/v2/alerts is appended)")
@@ -135,15 +130,8 @@ func buildAlertmanager(o *AlertOptions, namespace string, warn func(error)) (*de
 // holdSets are the matcher sets of --hold-restarts-on-alert: one per flag, or
 // per line of one (the chart's environment variable holds them all).
 func (o *AlertmanagerOptions) holdSets() []string {
-	var sets []string
-	for _, v := range o.HoldOn {
-		for _, line := range strings.Split(v, "\n") {
-			if strings.TrimSpace(line) != "" {
-				sets = append(sets, line)
-			}
-		}
-	}
-	return sets
+	lines := strings.Split(strings.Join(o.HoldOn, "\n"), "\n")
+	return slices.DeleteFunc(lines, func(line string) bool { return strings.TrimSpace(line) == "" })
 }
 
 // buildHold is the reader of the alerts that hold restarts, nil when none is

@@ -1,10 +1,12 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -21,23 +23,21 @@ import (
 // BacktestOptions say which history to replay and how the watchdog ran.
 type BacktestOptions struct {
 	PrometheusURL string
-	// HTTP: credentials, CA and tenant for --prometheus-url.
-	HTTP         PrometheusHTTPOptions
-	QueryTimeout time.Duration
-	// MaxBytes bounds each Prometheus answer.
-	MaxBytes     int64
-	Start, End   string
-	Schedule     string
-	Interval     time.Duration
-	Step         time.Duration
-	Ready        string
-	Rejected     string
-	StartTime    string
-	Expected     string
-	ExpectedSer  string
-	PodReady     string
-	PodLabel     string
-	StopGapAfter time.Duration
+	HTTP          PrometheusHTTPOptions
+	QueryTimeout  time.Duration
+	MaxBytes      int64
+	Start, End    string
+	Schedule      string
+	Interval      time.Duration
+	Step          time.Duration
+	Ready         string
+	Rejected      string
+	StartTime     string
+	Expected      string
+	ExpectedSer   string
+	PodReady      string
+	PodLabel      string
+	StopGapAfter  time.Duration
 
 	// Set by Validate.
 	from, to time.Time
@@ -77,7 +77,7 @@ func (o *BacktestOptions) Validate(now time.Time, intervalSet bool) error {
 	var p problems
 	if o.PrometheusURL == "" {
 		p.addf("--prometheus-url is required")
-	} else if err := checkLinkURL(o.PrometheusURL, false); err != nil {
+	} else if err := checkLinkURL(o.PrometheusURL); err != nil {
 		p.addf("--prometheus-url: %v", err)
 	} else if u, _ := url.Parse(o.PrometheusURL); u.Scheme == "http" && u.User != nil && !isLoopback(u.Hostname()) {
 		// Basic auth over plain http crosses the network in clear text; through
@@ -137,9 +137,8 @@ func parseWhen(s string, now time.Time) (time.Time, error) {
 	return now.Add(-time.Duration(d)), nil
 }
 
-// backtestHidden are the flags of check that mean nothing to a replay: how to
-// reach the cluster, scrape and alert. Hidden, so `backtest --help` shows only
-// what changes a decision.
+// backtestHidden are check's flags that mean nothing to a replay (how to reach the
+// cluster, scrape and alert), so `backtest --help` shows what changes a decision.
 var backtestHidden = append([]string{
 	"kubeconfig", "context", "state-configmap", "api-timeout",
 	"scheduler-selector", "scheduler-container", "metrics-port", "metrics-path", "scrape-timeout", "metrics-max-bytes", "scrape-via",
@@ -176,35 +175,22 @@ ready. What history cannot show is taken as passing, and the report's header say
     --start 2026-11-20T08:00:00Z --end 2026-11-21T23:00:00Z --interval 30s -o json | jq .summary`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			markStarted(cmd)
-			if err := f.validate(func() error { return bo.Validate(time.Now(), cmd.Flags().Changed("interval")) }); err != nil {
+			if err := f.validate(bo.Validate(time.Now(), cmd.Flags().Changed("interval"))); err != nil {
 				return err
 			}
 			res, err := runBacktest(cmd.Context(), f, &bo, stderr)
 			if err != nil {
 				return err
 			}
-			if f.output.Structured() {
-				return writeAs(stdout, f.output.Output, res.WriteJSON)
-			}
-			return res.WriteText(stdout)
+			return f.output.print(stdout, res)
 		},
 	}
-	f.cluster.AddFlags(cmd.Flags())
-	f.check.AddFlags(cmd.Flags())
-	f.alerts.AddFlags(cmd.Flags())
-	f.output.AddFlags(cmd.Flags())
-	bo.AddFlags(cmd.Flags())
+	addFlags(cmd, &f.cluster, &f.check, &f.alerts, &f.output, &bo)
 	cmd.Flags().VisitAll(func(fl *pflag.Flag) {
-		if strings.HasPrefix(fl.Name, "alertmanager-") {
+		if strings.HasPrefix(fl.Name, "alertmanager-") || slices.Contains(backtestHidden, fl.Name) {
 			fl.Hidden = true
 		}
 	})
-	for _, name := range backtestHidden {
-		if fl := cmd.Flags().Lookup(name); fl != nil {
-			fl.Hidden = true
-		}
-	}
 	return cmd
 }
 
@@ -214,22 +200,18 @@ func runBacktest(ctx context.Context, f *checkFlags, bo *BacktestOptions, stderr
 	if err != nil {
 		return nil, usagef("--prometheus-url: %v", err)
 	}
-	q := backtest.DefaultQueries(f.cluster.Namespace, f.check.Deployment, f.check.NodesService, f.check.NodesPort)
-	for _, o := range []struct{ flag, query *string }{{&bo.Ready, &q.Ready}, {&bo.Rejected, &q.Rejected}, {&bo.StartTime, &q.StartTime}, {&bo.Expected, &q.Expected}, {&bo.ExpectedSer, &q.ExpectedSeries}} {
-		if *o.flag != "" {
-			*o.query = *o.flag
-		}
-	}
-	q.PodLabel = bo.PodLabel
 	if bo.PodReady != "" && f.check.LeaderLease == "" {
 		return nil, usagef("--pod-ready-series tells an HA scheduler's leader and is read only with --leader-lease")
 	}
+	q := backtest.DefaultQueries(f.cluster.Namespace, f.check.Deployment, f.check.NodesService, f.check.NodesPort)
+	q.PodLabel = bo.PodLabel
 	if f.check.LeaderLease != "" {
 		// History has no Lease; an HA scheduler's readiness is its leadership.
 		q.PodReady = backtest.PodReadySelector(f.cluster.Namespace, f.check.Deployment)
-		if bo.PodReady != "" {
-			q.PodReady = bo.PodReady
-		}
+	}
+	for _, o := range []struct{ flag, query *string }{{&bo.Ready, &q.Ready}, {&bo.Rejected, &q.Rejected},
+		{&bo.StartTime, &q.StartTime}, {&bo.Expected, &q.Expected}, {&bo.ExpectedSer, &q.ExpectedSeries}, {&bo.PodReady, &q.PodReady}} {
+		*o.query = cmp.Or(*o.flag, *o.query)
 	}
 	where := redactedURL(bo.PrometheusURL)
 	log.Info().Str("prometheus", where).Time("start", bo.from).Time("end", bo.to).Msg("reading history")

@@ -6,17 +6,21 @@ import (
 	"io"
 	"os"
 	"runtime"
-	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/clock"
 
 	"github.com/agentenv/watchdog/pkg/alert"
 	"github.com/agentenv/watchdog/pkg/check"
 	"github.com/agentenv/watchdog/pkg/decide"
 	"github.com/agentenv/watchdog/pkg/events"
+	"github.com/agentenv/watchdog/pkg/evidence"
 	"github.com/agentenv/watchdog/pkg/kube"
 	"github.com/agentenv/watchdog/pkg/observe"
 	"github.com/agentenv/watchdog/pkg/restart"
@@ -31,26 +35,18 @@ type checkFlags struct {
 	job     JobOptions
 	alerts  AlertOptions
 	output  OutputOptions
-	// evidence: check and run (a pass that may restart).
-	evidence EvidenceOptions
-	// push: check only (run serves its metrics).
-	push PushOptions
-	// validateOnly: --validate-only, stop once the configuration is built.
+	// evidence: check and run; push: check only (run serves its metrics).
+	evidence     EvidenceOptions
+	push         PushOptions
 	validateOnly bool
 }
 
 // validate reports every invalid flag, in the order the flags are declared; more
-// validates the flags a command declares after these.
-func (f *checkFlags) validate(more ...func() error) error {
+// are the results of validating the flags a command declares after these.
+func (f *checkFlags) validate(more ...error) error {
 	var p problems
-	p.add(f.cluster.Validate())
-	p.add(f.check.Validate(f.cluster.Timeout))
-	p.add(f.job.Validate())
-	p.add(f.alerts.Validate())
-	p.add(f.output.Validate())
-	for _, v := range more {
-		p.add(v())
-	}
+	p.add(f.cluster.Validate(), f.check.Validate(f.cluster.Timeout), f.job.Validate(), f.alerts.Validate(), f.output.Validate())
+	p.add(more...)
 	return p.err()
 }
 
@@ -80,13 +76,19 @@ and exits 0 or 2 without any API call.`,
   WATCHDOG_NAMESPACE=agentenv-system watchdog check --validate-only`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			markStarted(cmd)
-			if f.validateOnly {
-				return f.checkConfig(stderr, f.evidence.Validate, f.push.Validate)
+			if err := f.validate(f.evidence.Validate(), f.push.Validate()); err != nil {
+				return err
 			}
-			oneProcessor()
+			if f.validateOnly {
+				return f.checkConfig(stderr)
+			}
+			// One P unless GOMAXPROCS says otherwise: the pass waits on the network, and a
+			// second P only adds idle spinning and threads (docs/performance.md).
+			if os.Getenv("GOMAXPROCS") == "" {
+				runtime.GOMAXPROCS(1)
+			}
 			clk := clockOf(cmd.Context())
-			p, err := f.setup(stderr, clk, f.evidence.Validate, f.push.Validate)
+			p, err := f.setup(stderr, clk)
 			if err != nil {
 				return err
 			}
@@ -106,7 +108,7 @@ and exits 0 or 2 without any API call.`,
 				p.log.Warn().Str("error", err.Error()).Msg("metrics push failed")
 				rep.Warnings = append(rep.Warnings, err.Error())
 			}
-			if err := printReport(stdout, f.output.Output, rep); err != nil {
+			if err := f.output.print(stdout, rep); err != nil {
 				return fmt.Errorf("print report: %w", err)
 			}
 			if runErr != nil {
@@ -115,32 +117,11 @@ and exits 0 or 2 without any API call.`,
 			return nil
 		},
 	}
-	f.cluster.AddFlags(cmd.Flags())
-	f.check.AddFlags(cmd.Flags())
-	f.job.AddFlags(cmd.Flags())
-	f.alerts.AddFlags(cmd.Flags())
+	addFlags(cmd, &f.cluster, &f.check, &f.job, &f.alerts)
 	f.alerts.AddOutboxFlag(cmd.Flags())
-	f.output.AddFlags(cmd.Flags())
-	f.evidence.AddFlags(cmd.Flags())
-	f.push.AddFlags(cmd.Flags())
+	addFlags(cmd, &f.output, &f.evidence, &f.push)
 	addValidateOnlyFlag(cmd.Flags(), &f.validateOnly)
 	return cmd
-}
-
-// oneProcessor limits a one-shot check to one P unless GOMAXPROCS says otherwise:
-// the pass waits on the network nearly all the time, and a second P only adds
-// idle spinning and threads (about 10 ms CPU per run, docs/performance.md).
-func oneProcessor() {
-	if os.Getenv("GOMAXPROCS") == "" {
-		runtime.GOMAXPROCS(1)
-	}
-}
-
-func printReport(w io.Writer, format string, rep *check.Report) error {
-	if format == "json" || format == "yaml" {
-		return writeAs(w, format, rep.WriteJSON)
-	}
-	return rep.WriteText(w)
 }
 
 // pass is a wired pass with what its caller reports.
@@ -151,7 +132,6 @@ type pass struct {
 	host   string
 }
 
-// sinkNames names the configured sinks.
 func (p *pass) sinkNames() []string {
 	var out []string
 	for _, s := range p.runner.Sinks {
@@ -160,11 +140,8 @@ func (p *pass) sinkNames() []string {
 	return out
 }
 
-// setup validates the flags and wires a pass on clk: logger, API client, sinks, runner.
-func (f *checkFlags) setup(stderr io.Writer, clk clock.Clock, more ...func() error) (*pass, error) {
-	if err := f.validate(more...); err != nil {
-		return nil, err
-	}
+// setup wires a pass of validated flags on clk: logger, API client, sinks, runner.
+func (f *checkFlags) setup(stderr io.Writer, clk clock.Clock) (*pass, error) {
 	log := newLogger(&f.cluster, stderr)
 	o, err := f.observer(clk)
 	if err != nil {
@@ -181,7 +158,7 @@ func (f *checkFlags) setup(stderr io.Writer, clk clock.Clock, more ...func() err
 	if err != nil {
 		return nil, err
 	}
-	if hold != nil {
+	if hold != nil { // a nil *AlertHold in the interface would not be nil
 		runner.Hold = hold
 	}
 	return &pass{runner: runner, client: o.Client, log: log, host: o.APIServer}, nil
@@ -210,11 +187,9 @@ func newRunner(f *checkFlags, o *observe.Observer, sinks []alert.Sink, log zerol
 	}
 }
 
-// observer is what a pass (and doctor) reads, and how, from the flags: the API
-// client, the objects, and the scheduler pods' metrics by --scrape-via resolved
-// (auto is direct in a pod, apiserver elsewhere) with the same time and size
-// bounds on both paths, for the pass's own decision configuration
-// (f.options().Decide).
+// observer is what a pass (and doctor) reads, and how: the objects, and the
+// scheduler pods' metrics by --scrape-via resolved, with the same time and size
+// bounds on both paths.
 func (f *checkFlags) observer(clk clock.PassiveClock) (*observe.Observer, error) {
 	client, cfg, err := newClient(&f.cluster)
 	if err != nil {
@@ -255,26 +230,15 @@ func (f *checkFlags) observer(clk clock.PassiveClock) (*observe.Observer, error)
 
 // options is the pass's configuration from the flags, for check, run and backtest.
 func (f *checkFlags) options() check.Options {
+	d := f.check.Config
+	d.ClaimTimeout = f.cluster.Timeout
+	if d.BackoffBase > 0 { // --restart-backoff 0 turns the back-off off
+		d.IneffectiveWithin = decide.DefaultIneffectiveWithin
+	}
+	d.BackoffReset = decide.DefaultBackoffReset
+	d.HoldOnAlerts = len(f.alerts.Alertmanager.holdSets()) > 0
 	return check.Options{
-		Decide: decide.Config{
-			StartupGrace:      f.check.StartupGrace,
-			WedgedFor:         f.check.WedgedFor,
-			ConfirmWindow:     f.check.ConfirmWindow,
-			MaxRestarts:       f.check.MaxRestarts,
-			RestartWindow:     f.check.RestartWindow,
-			RestartOnDegraded: f.check.RestartOnDegraded,
-			MaxWatchAge:       f.check.MaxWatchAge,
-			LeaderLease:       f.check.LeaderLease,
-			JudgePods:         decide.JudgePods(f.check.JudgePods),
-			RestartMethod:     f.check.RestartMethod,
-			MaxPods:           f.check.MaxPods,
-			ClaimTimeout:      f.cluster.Timeout,
-			IneffectiveWithin: ineffectiveWithin(f.check.RestartBackoff),
-			BackoffBase:       f.check.RestartBackoff,
-			BackoffMax:        f.check.RestartBackoffMax,
-			BackoffReset:      decide.DefaultBackoffReset,
-			HoldOnAlerts:      len(f.alerts.Alertmanager.holdSets()) > 0,
-		},
+		Decide: d,
 		PlanConfig: alert.PlanConfig{
 			RealertInterval: f.alerts.RealertInterval,
 			BlindAfter:      f.alerts.BlindAfter,
@@ -288,10 +252,84 @@ func (f *checkFlags) options() check.Options {
 	}
 }
 
-// ineffectiveWithin turns the restart back-off off with --restart-backoff 0.
-func ineffectiveWithin(backoff time.Duration) time.Duration {
-	if backoff <= 0 {
-		return 0
+const validateOnlyFlag = "validate-only"
+
+func addValidateOnlyFlag(fs *pflag.FlagSet, v *bool) {
+	fs.BoolVar(v, validateOnlyFlag, false, "parse and validate every flag and environment variable, build the API client and the alert sinks, then exit: 0 if the configuration is valid, 2 with the error if not; makes no API call and sends nothing")
+}
+
+// checkConfig builds everything a pass of validated flags needs that takes no
+// network call: logger, API client configuration, alert sinks. Where no client
+// configuration exists at all (CI checking a values file), the client is said to be
+// unchecked; a kubeconfig that is named or found but broken is an error.
+func (f *checkFlags) checkConfig(stderr io.Writer) error {
+	log := newLogger(&f.cluster, stderr)
+	apiServer := "not checked: no kubeconfig (--kubeconfig, $KUBECONFIG, ~/.kube/config) and not in a pod"
+	if !noClientConfig(&f.cluster) {
+		_, cfg, err := newClient(&f.cluster)
+		if err != nil {
+			return err
+		}
+		apiServer = cfg.Host
 	}
-	return decide.DefaultIneffectiveWithin
+	if _, err := buildSinks(&f.alerts, f.cluster.Namespace, func(error) {}); err != nil {
+		return err
+	}
+	log.Info().Str("apiServer", apiServer).Str("namespace", f.cluster.Namespace).Str("restartMethod", f.check.RestartMethod).
+		Msg("configuration is valid (--validate-only: no API call made, nothing sent)")
+	return nil
+}
+
+// noClientConfig: no --kubeconfig or --context, not in a pod, and no kubeconfig file
+// where the defaults look ($KUBECONFIG, ~/.kube/config).
+func noClientConfig(o *ClusterOptions) bool {
+	if o.explicitConfig() || inPod() {
+		return false
+	}
+	cfg, err := clientcmd.NewDefaultClientConfigLoadingRules().Load()
+	return err == nil && clientcmdapi.IsConfigEmpty(cfg)
+}
+
+// EvidenceOptions say where the evidence of each restart goes (pkg/evidence).
+type EvidenceOptions struct {
+	ConfigMap string
+	Logs      bool
+}
+
+func (o *EvidenceOptions) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.ConfigMap, "evidence-configmap", "agentenv-scheduler-watchdog-evidence", "ConfigMap keeping the evidence of the newest restarts (created when missing, if the watchdog may)")
+	fs.BoolVar(&o.Logs, "evidence-logs", true, "save the last 200 lines (64 KiB at most) of the scheduler container's log before a restart (needs get pods/log)")
+}
+
+// Validate reports every invalid flag, in the order the flags are declared.
+func (o *EvidenceOptions) Validate() error {
+	var p problems
+	p.name("--evidence-configmap", o.ConfigMap, validation.IsDNS1123Subdomain)
+	return p.err()
+}
+
+// keeper saves a pass's bundles sealed with key (the outbox key; empty: unsealed).
+func (o *EvidenceOptions) keeper(client *kube.Client, namespace, container string, key []byte) *evidence.Keeper {
+	k := &evidence.Keeper{ConfigMaps: client, Namespace: namespace, ConfigMap: o.ConfigMap, Container: container, Key: key}
+	if o.Logs {
+		k.Logs = client
+	}
+	return k
+}
+
+type clockKey struct{}
+
+// WithClock returns ctx carrying the clock `watchdog check` runs its pass on instead
+// of the real one: tests replay runs on a virtual clock against a real API server,
+// so what they prove does not depend on how loaded the machine is.
+func WithClock(ctx context.Context, clk clock.Clock) context.Context {
+	return context.WithValue(ctx, clockKey{}, clk)
+}
+
+// clockOf is the clock WithClock put in ctx, or the real one.
+func clockOf(ctx context.Context) clock.Clock {
+	if clk, ok := ctx.Value(clockKey{}).(clock.Clock); ok {
+		return clk
+	}
+	return clock.RealClock{}
 }

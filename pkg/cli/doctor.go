@@ -13,24 +13,18 @@ import (
 	"github.com/agentenv/watchdog/pkg/doctor"
 )
 
-// doctorFlags are check's options (so a doctor run checks exactly the configuration
-// a check or run would use) and the few of doctor's own.
-type doctorFlags struct {
-	checkFlags
-	sendTest bool
-	// The election settings of `run`, so the chart's test hook in deployment mode
-	// checks the election Lease too.
-	leaderElect      bool
-	leaderElectLease string
-	watchEndpoints   bool
-}
-
-// doctorHidden are the flags doctor accepts and does not show.
+// doctorHidden are check's flags that only shape decisions and alert timing: they
+// change no check of doctor's.
 var doctorHidden = []string{"startup-grace", "wedged-for", "confirm-window", "sample-interval", "max-watch-age",
 	"restart-on-degraded", "restart-window", "restart-backoff", "restart-backoff-max", "dry-run", "realert-interval", "blind-after"}
 
 func newDoctorCommand(stdout, stderr io.Writer) *cobra.Command {
-	f := &doctorFlags{}
+	// check's options, so that doctor checks exactly the configuration a check or run
+	// would use, and run's election settings, so that the chart's test hook in
+	// deployment mode checks the election Lease too.
+	f := &checkFlags{}
+	var sendTest, leaderElect, watchEndpoints bool
+	var leaderElectLease string
 	cmd := &cobra.Command{
 		Use:   "doctor",
 		Short: "Preflight: check everything a run depends on, with a fix for each failure",
@@ -61,13 +55,7 @@ Exit codes: 0 every check passed; 1 a check failed (each ✗ line says how to fi
   helm test <release> -n agentenv-system --logs`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			markStarted(cmd)
-			if err := f.validate(func() error {
-				if f.leaderElect && f.leaderElectLease == "" {
-					return usagef("--leader-elect needs --leader-elect-lease")
-				}
-				return nil
-			}); err != nil {
+			if err := f.validate(needLease(leaderElect, leaderElectLease)); err != nil {
 				return err
 			}
 			newLogger(&f.cluster, stderr)
@@ -79,7 +67,7 @@ Exit codes: 0 every check passed; 1 a check failed (each ✗ line says how to fi
 			if err != nil {
 				return err
 			}
-			if f.sendTest && len(sinks) == 0 {
+			if sendTest && len(sinks) == 0 {
 				return usagef("--send-test: no sink configured: set --slack-webhook-url, --webhook-url, --alertmanager-url or --heartbeat-url")
 			}
 			d := &doctor.Doctor{Config: doctor.Config{
@@ -88,21 +76,17 @@ Exit codes: 0 every check passed; 1 a check failed (each ✗ line says how to fi
 				EvidenceConfigMap: f.evidence.ConfigMap,
 				EvidenceLogs:      f.evidence.Logs,
 				Sinks:             sinks,
-				SendTest:          f.sendTest,
+				SendTest:          sendTest,
 				OutboxKey:         f.alerts.OutboxKey != "",
+				WatchEndpoints:    watchEndpoints,
 			}}
-			if f.leaderElect {
-				d.ElectionLease = f.leaderElectLease
+			if leaderElect {
+				d.ElectionLease = leaderElectLease
 			}
-			d.WatchEndpoints = f.watchEndpoints
 			ctx, cancel := context.WithTimeout(cmd.Context(), f.cluster.Timeout)
 			defer cancel()
 			rep := doctor.NewReport(f.cluster.Namespace, o.APIServer, d.Run(ctx))
-			write := rep.WriteText
-			if f.output.Structured() {
-				write = func(w io.Writer) error { return writeAs(w, f.output.Output, rep.WriteJSON) }
-			}
-			if err := write(stdout); err != nil {
+			if err := f.output.print(stdout, rep); err != nil {
 				return fmt.Errorf("print report: %w", err)
 			}
 			if !rep.OK {
@@ -111,24 +95,14 @@ Exit codes: 0 every check passed; 1 a check failed (each ✗ line says how to fi
 			return nil
 		},
 	}
-	f.cluster.AddFlags(cmd.Flags())
-	f.check.AddFlags(cmd.Flags())
-	f.alerts.AddFlags(cmd.Flags())
+	addFlags(cmd, &f.cluster, &f.check, &f.alerts)
 	f.alerts.AddOutboxFlag(cmd.Flags())
-	f.output.AddFlags(cmd.Flags())
-	f.evidence.AddFlags(cmd.Flags())
-	// check's flags that only shape decisions and alert timing change no check:
-	// accepted, so that doctor reads the CronJob's WATCHDOG_* variables as they are,
-	// but not shown.
-	for _, name := range doctorHidden {
-		if err := cmd.Flags().MarkHidden(name); err != nil {
-			panic(err) // a renamed flag: the list is wrong
-		}
-	}
-	cmd.Flags().BoolVar(&f.sendTest, "send-test", false, "deliver a clearly marked test alert to each configured sink (as notify test does) and ping --heartbeat-url")
-	cmd.Flags().BoolVar(&f.leaderElect, "leader-elect", false, "check the election Lease and rights of run --leader-elect too")
-	cmd.Flags().StringVar(&f.leaderElectLease, "leader-elect-lease", "agentenv-scheduler-watchdog", "the `name` of the Lease of run --leader-elect")
-	cmd.Flags().BoolVar(&f.watchEndpoints, "watch-endpoints", false, "check the rights of run --watch-endpoints too (watch endpointslices)")
+	addFlags(cmd, &f.output, &f.evidence)
+	hideFlags(cmd.Flags(), doctorHidden...)
+	cmd.Flags().BoolVar(&sendTest, "send-test", false, "deliver a clearly marked test alert to each configured sink (as notify test does) and ping --heartbeat-url")
+	cmd.Flags().BoolVar(&leaderElect, "leader-elect", false, "check the election Lease and rights of run --leader-elect too")
+	cmd.Flags().StringVar(&leaderElectLease, "leader-elect-lease", "agentenv-scheduler-watchdog", "the `name` of the Lease of run --leader-elect")
+	cmd.Flags().BoolVar(&watchEndpoints, "watch-endpoints", false, "check the rights of run --watch-endpoints too (watch endpointslices)")
 	return cmd
 }
 

@@ -9,20 +9,15 @@ import (
 )
 
 // JobOptions tell a check which CronJob run it is, so that it ends before the
-// Job's activeDeadlineSeconds even when its pod started late. --timeout counts
-// from the process's start; activeDeadlineSeconds from the Job's start, and it
-// must also cover scheduling, the image pull and start-up.
+// Job's activeDeadlineSeconds (counted from the Job's start, not the process's)
+// even when its pod started late.
 type JobOptions struct {
-	// Name is the Job's name; the chart sets it from the pod's
-	// batch.kubernetes.io/job-name label (the downward API).
-	Name string
-	// ActiveDeadline is the Job's activeDeadlineSeconds; zero is unknown.
-	ActiveDeadline time.Duration
+	Name           string        // from the pod's batch.kubernetes.io/job-name label
+	ActiveDeadline time.Duration // zero: unknown
 }
 
-// JobKillMargin is what a run keeps between its own deadline and the Job's: time
-// to report a failure and record it (the budgets pkg/check gives a failing pass
-// for each, which this must exceed) and exit, before the Job controller's SIGTERM.
+// JobKillMargin is what a run keeps between its own deadline and the Job's, to
+// report and record a failure (more than pkg/check's budgets for those) and exit.
 const JobKillMargin = 30 * time.Second
 
 func (o *JobOptions) AddFlags(fs *pflag.FlagSet) {
@@ -31,20 +26,17 @@ func (o *JobOptions) AddFlags(fs *pflag.FlagSet) {
 }
 
 func (o *JobOptions) Validate() error {
-	var p problems
 	if o.ActiveDeadline != 0 && o.ActiveDeadline <= JobKillMargin {
-		p.addf("--job-active-deadline %s: must be longer than %s (what a run keeps to report and exit before the Job is killed), or 0", o.ActiveDeadline, JobKillMargin)
+		return usagef("--job-active-deadline %s: must be longer than %s (what a run keeps to report and exit before the Job is killed), or 0", o.ActiveDeadline, JobKillMargin)
 	}
-	return p.err()
+	return nil
 }
 
-// Deadline is when a run started at start must end: --timeout after its start,
-// or earlier, JobKillMargin before its Job's deadline. A CronJob names each Job
-// <cronjob>-<scheduled time in minutes since the epoch>, and the Job starts at or
-// after that time, so scheduled + activeDeadlineSeconds is the earliest the Job
-// can be killed. A name that does not end in a plausible schedule time (a Job
-// created by hand, say) leaves --timeout alone. late is how long after its
-// scheduled time the run started, when known.
+// Deadline is when a run started at start must end: --timeout after its start, or
+// JobKillMargin before its Job's earliest kill, scheduled + activeDeadlineSeconds
+// (a CronJob names each Job <cronjob>-<scheduled minutes since the epoch>; a name
+// without a plausible one, a Job made by hand, leaves --timeout alone). late is how
+// long after its scheduled time the run started, when known.
 func (o *JobOptions) Deadline(start time.Time, timeout time.Duration) (deadline time.Time, late time.Duration, capped bool) {
 	deadline = start.Add(timeout)
 	scheduled, ok := o.scheduled(start)
@@ -58,9 +50,8 @@ func (o *JobOptions) Deadline(start time.Time, timeout time.Duration) (deadline 
 	return deadline, late, false
 }
 
-// scheduled reads the schedule time from the Job's name: plausible only if it is
-// no later than start (a minute of clock skew allowed) and the Job can still be
-// running at start.
+// scheduled reads the schedule time from the Job's name: plausible if no later than
+// start (a minute of skew allowed) and the Job can still be running at start.
 func (o *JobOptions) scheduled(start time.Time) (time.Time, bool) {
 	i := strings.LastIndexByte(o.Name, '-')
 	if o.ActiveDeadline <= 0 || i < 0 {

@@ -39,7 +39,6 @@ configured.`,
   watchdog notify test -n agentenv-system`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			markStarted(cmd)
 			var p problems
 			p.add(alerts.Validate())
 			p.positive("--timeout", timeout)
@@ -59,21 +58,19 @@ configured.`,
 			defer cancel()
 			n := testNotification(&alerts, namespace, "notify test")
 			failed := 0
-			for _, s := range sinks {
-				if err := s.Send(ctx, n); err != nil {
+			report := func(sink string, err error) {
+				if err != nil {
 					failed++
-					fmt.Fprintf(stdout, "%-10s FAILED: %v\n", s.Name(), err)
-					continue
+					fmt.Fprintf(stdout, "%-10s FAILED: %v\n", sink, err)
+				} else {
+					fmt.Fprintf(stdout, "%-10s ok\n", sink)
 				}
-				fmt.Fprintf(stdout, "%-10s ok\n", s.Name())
+			}
+			for _, s := range sinks {
+				report(s.Name(), s.Send(ctx, n))
 			}
 			if alerts.HeartbeatURL != "" {
-				if err := testHeartbeat(ctx, &alerts, "notify test"); err != nil {
-					failed++
-					fmt.Fprintf(stdout, "%-10s FAILED: %v\n", "heartbeat", err)
-				} else {
-					fmt.Fprintf(stdout, "%-10s ok\n", "heartbeat")
-				}
+				report("heartbeat", testHeartbeat(ctx, &alerts, "notify test"))
 			}
 			if failed > 0 {
 				return fmt.Errorf("%d sink(s) failed", failed)
@@ -82,11 +79,7 @@ configured.`,
 		},
 	}
 	alerts.AddFlags(test.Flags())
-	// A setting of the runs' restarts, not of a delivery: accepted (the CronJob's
-	// variables), not shown.
-	if err := test.Flags().MarkHidden("hold-restarts-on-alert"); err != nil {
-		panic(err)
-	}
+	hideFlags(test.Flags(), "hold-restarts-on-alert") // a setting of restarts, not of delivery
 	test.Flags().DurationVar(&timeout, "timeout", time.Minute, "deadline for all deliveries")
 	test.Flags().StringVarP(&namespace, "namespace", "n", "agentenv-system", "namespace named in the test alert")
 	notify.AddCommand(test)

@@ -1,7 +1,12 @@
 package cli
 
 import (
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net"
 	"net/url"
@@ -9,11 +14,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/common/model"
 	"github.com/rs/zerolog"
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/yaml"
 
 	"github.com/agentenv/watchdog/pkg/decide"
 	"github.com/agentenv/watchdog/pkg/scrape"
@@ -21,17 +28,13 @@ import (
 )
 
 // ClusterOptions are shared by every command that talks to the API server. The
-// connection flags are kubectl's own, bound by client-go's clientcmd (what
-// k8s.io/cli-runtime's ConfigFlags wraps: --context, --cluster, --user, --as,
-// --as-group, --token, --server, --request-timeout, ...), so a kubectl habit works
-// as it does there. cli-runtime itself was measured and left out: it links
-// kustomize and the resource builder (+17.6 MB binary, +12 MiB RSS;
-// docs/performance.md "kubectl's connection flags").
+// connection flags are kubectl's own, bound by clientcmd (what cli-runtime's
+// ConfigFlags wraps), so a kubectl habit works; cli-runtime itself links too much
+// (docs/performance.md "kubectl's connection flags").
 type ClusterOptions struct {
 	Kubeconfig string
 	Overrides  clientcmd.ConfigOverrides
-	// Namespace is -n, or the kubeconfig context's namespace, or DefaultNamespace
-	// (resolved by Validate).
+	// Namespace is resolved by Validate (resolveNamespace).
 	Namespace      string
 	StateConfigMap string
 	Timeout        time.Duration
@@ -86,13 +89,7 @@ var kubeFlagUsage = map[string]string{ //nolint:gosec // help texts that name cr
 // KubeConnectionFlags names kubectl's connection flags but -n: a command that
 // reads no cluster (backtest) hides them; the chart sets none (in a pod the ServiceAccount is the identity).
 func KubeConnectionFlags() []string {
-	var out []string
-	for _, name := range slices.Sorted(maps.Keys(kubeFlagUsage)) {
-		if name != "namespace" {
-			out = append(out, name)
-		}
-	}
-	return out
+	return slices.DeleteFunc(slices.Sorted(maps.Keys(kubeFlagUsage)), func(name string) bool { return name == "namespace" })
 }
 
 // DefaultNamespace is the namespace when neither -n nor the kubeconfig context
@@ -114,17 +111,12 @@ func (o *ClusterOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.LogFormat, "log-format", LogFormatAuto, "log format on stderr: console (for people), json (for log pipelines), or auto: console on a terminal, json otherwise")
 }
 
-// Validate resolves the namespace and reports every invalid flag, in the order
-// the flags are declared.
+// Validate resolves the namespace and reports every invalid flag.
 func (o *ClusterOptions) Validate() error {
 	var p problems
 	o.Namespace = o.resolveNamespace()
-	if errs := validation.IsDNS1123Label(o.Namespace); len(errs) > 0 {
-		p.addf("--namespace %q: %s", o.Namespace, strings.Join(errs, "; "))
-	}
-	if errs := validation.IsDNS1123Subdomain(o.StateConfigMap); len(errs) > 0 {
-		p.addf("--state-configmap %q: %s", o.StateConfigMap, strings.Join(errs, "; "))
-	}
+	p.name("--namespace", o.Namespace, validation.IsDNS1123Label)
+	p.name("--state-configmap", o.StateConfigMap, validation.IsDNS1123Subdomain)
 	p.positive("--timeout", o.Timeout)
 	p.positive("--api-timeout", o.APITimeout)
 	if _, err := zerolog.ParseLevel(o.LogLevel); err != nil || o.LogLevel == "" {
@@ -136,9 +128,8 @@ func (o *ClusterOptions) Validate() error {
 	return p.err()
 }
 
-// resolveNamespace is -n, else the namespace of the kubeconfig context in use
-// (as kubectl), else DefaultNamespace. In a pod without a kubeconfig the chart
-// sets WATCHDOG_NAMESPACE.
+// resolveNamespace is -n, else the kubeconfig context's namespace (as kubectl), else
+// DefaultNamespace. In a pod without a kubeconfig the chart sets WATCHDOG_NAMESPACE.
 func (o *ClusterOptions) resolveNamespace() string {
 	if ns := o.Overrides.Context.Namespace; ns != "" {
 		return ns
@@ -147,11 +138,7 @@ func (o *ClusterOptions) resolveNamespace() string {
 	if err != nil {
 		return DefaultNamespace // the client reports the kubeconfig's problem
 	}
-	name := raw.CurrentContext
-	if c := o.Overrides.CurrentContext; c != "" {
-		name = c
-	}
-	if ctx := raw.Contexts[name]; ctx != nil && ctx.Namespace != "" {
+	if ctx := raw.Contexts[cmp.Or(o.Overrides.CurrentContext, raw.CurrentContext)]; ctx != nil && ctx.Namespace != "" {
 		return ctx.Namespace
 	}
 	return DefaultNamespace
@@ -183,22 +170,11 @@ type CheckOptions struct {
 	ScrapeVia          string
 	NodesService       string
 	NodesPort          int
-	StartupGrace       time.Duration
-	WedgedFor          time.Duration
-	ConfirmWindow      time.Duration
 	SampleInterval     time.Duration
-	MaxRestarts        int
-	RestartWindow      time.Duration
-	RestartBackoff     time.Duration
-	RestartBackoffMax  time.Duration
-	RestartMethod      string
-	RestartOnDegraded  bool
-	LeaderLease        string
-	JudgePods          string
-	MaxWatchAge        time.Duration
-	MaxPods            int
 	DryRun             bool
 	Shadow             bool
+	// Config holds the decision flags; options completes it with the derived fields.
+	decide.Config
 }
 
 func (o *CheckOptions) AddFlags(fs *pflag.FlagSet) {
@@ -218,12 +194,12 @@ func (o *CheckOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.SampleInterval, "sample-interval", DefaultSampleInterval, "while confirming, start a sample this often, however long each takes (the scheduler refreshes its gauges every 15 s)")
 	fs.IntVar(&o.MaxRestarts, "max-restarts", 3, "restart budget: at most this many restarts per --restart-window (0: never restart, alert only)")
 	fs.DurationVar(&o.RestartWindow, "restart-window", time.Hour, "window of the restart budget")
-	fs.DurationVar(&o.RestartBackoff, "restart-backoff", decide.DefaultBackoffBase, "after a restart that did not heal (the replacement wedged within 15m of its start), wait this long before the next, doubling per further one (0: no back-off)")
-	fs.DurationVar(&o.RestartBackoffMax, "restart-backoff-max", decide.DefaultBackoffMax, "longest wait of the restart back-off")
+	fs.DurationVar(&o.BackoffBase, "restart-backoff", decide.DefaultBackoffBase, "after a restart that did not heal (the replacement wedged within 15m of its start), wait this long before the next, doubling per further one (0: no back-off)")
+	fs.DurationVar(&o.BackoffMax, "restart-backoff-max", decide.DefaultBackoffMax, "longest wait of the restart back-off")
 	fs.StringVar(&o.RestartMethod, "restart-method", decide.MethodDelete, "delete (the pod, UID-preconditioned) or rollout (kubectl rollout restart of --deployment)")
 	fs.BoolVar(&o.RestartOnDegraded, "restart-on-degraded", false, "also restart a degraded scheduler (stale cache) once it has lasted --wedged-for")
 	fs.StringVar(&o.LeaderLease, "leader-lease", "", "Lease naming the leader scheduler; when set, only its holder is judged (HA)")
-	fs.StringVar(&o.JudgePods, "judge-pods", string(decide.JudgeDeployment), "which pods matching --scheduler-selector are judged: deployment (only those whose owner chain, by UID, leads to --deployment; others, a canary say, are listed, not judged) or selector (every one: a scheduler no Deployment runs)")
+	fs.StringVar((*string)(&o.JudgePods), "judge-pods", string(decide.JudgeDeployment), "which pods matching --scheduler-selector are judged: deployment (only those whose owner chain, by UID, leads to --deployment; others, a canary say, are listed, not judged) or selector (every one: a scheduler no Deployment runs)")
 	fs.DurationVar(&o.MaxWatchAge, "max-watch-age", 0, "when the scheduler exports agentenv_scheduler_watch_last_event_age_seconds, an older watch is strong evidence (0: off)")
 	fs.IntVar(&o.MaxPods, "max-pods", 10, "judge nothing (verdict unknown, a warning, no scrape, no restart) when more live pods than this would be judged (--judge-pods: of --deployment, or matching --scheduler-selector)")
 	fs.BoolVar(&o.DryRun, "dry-run", false, "run the real pipeline but write, delete, record and send nothing; show what would happen")
@@ -239,9 +215,7 @@ func (o *CheckOptions) Validate(timeout time.Duration) error {
 	}
 	// A name that cannot be a Deployment's would judge no pod on every run
 	// (--judge-pods deployment) and hold every rollout restart.
-	if errs := validation.IsDNS1123Subdomain(o.Deployment); len(errs) > 0 {
-		p.addf("--deployment %q: %s", o.Deployment, strings.Join(errs, "; "))
-	}
+	p.name("--deployment", o.Deployment, validation.IsDNS1123Subdomain)
 	p.port("--metrics-port", o.MetricsPort)
 	if !strings.HasPrefix(o.MetricsPath, "/") {
 		p.addf("--metrics-path %q must start with /", o.MetricsPath)
@@ -255,17 +229,14 @@ func (o *CheckOptions) Validate(timeout time.Duration) error {
 	if _, err := scrape.ParseVia(o.ScrapeVia); err != nil {
 		p.addf("--scrape-via %v", err)
 	}
-	if errs := validation.IsDNS1123Label(o.NodesService); len(errs) > 0 {
-		p.addf("--nodes-service %q: %s", o.NodesService, strings.Join(errs, "; "))
-	}
+	p.name("--nodes-service", o.NodesService, validation.IsDNS1123Label)
 	p.port("--nodes-port", o.NodesPort)
 	p.notNegative("--startup-grace", o.StartupGrace)
 	p.positive("--wedged-for", o.WedgedFor)
 	p.notNegative("--confirm-window", o.ConfirmWindow)
 	p.positive("--sample-interval", o.SampleInterval)
-	// The budget counts the restart history in the state, which keeps at most
-	// state.MaxRestarts records, none older than state.MaxHistoryAge: a larger
-	// budget or a longer window would silently allow more restarts than asked for.
+	// The budget counts the state's restart history, which keeps at most
+	// state.MaxRestarts records, none older than state.MaxHistoryAge.
 	switch {
 	case o.MaxRestarts < 0:
 		p.addf("--max-restarts must not be negative, got %d", o.MaxRestarts)
@@ -275,12 +246,12 @@ func (o *CheckOptions) Validate(timeout time.Duration) error {
 	if p.positive("--restart-window", o.RestartWindow) && o.RestartWindow > state.MaxHistoryAge {
 		p.addf("--restart-window %s: at most %s (older restart records are dropped, so they would not count)", o.RestartWindow, state.MaxHistoryAge)
 	}
-	p.notNegative("--restart-backoff", o.RestartBackoff)
-	p.positive("--restart-backoff-max", o.RestartBackoffMax)
+	p.notNegative("--restart-backoff", o.BackoffBase)
+	p.positive("--restart-backoff-max", o.BackoffMax)
 	if o.RestartMethod != decide.MethodDelete && o.RestartMethod != decide.MethodRollout {
 		p.addf("--restart-method %q: want delete or rollout", o.RestartMethod)
 	}
-	if o.JudgePods != string(decide.JudgeDeployment) && o.JudgePods != string(decide.JudgeSelector) {
+	if o.JudgePods != decide.JudgeDeployment && o.JudgePods != decide.JudgeSelector {
 		p.addf("--judge-pods %q: want deployment or selector", o.JudgePods)
 	}
 	p.notNegative("--max-watch-age", o.MaxWatchAge)
@@ -310,6 +281,13 @@ func (p *problems) port(flag string, port int) {
 	}
 }
 
+// name reports a flag whose value is not the kind of Kubernetes name valid says.
+func (p *problems) name(flag, value string, valid func(string) []string) {
+	if errs := valid(value); len(errs) > 0 {
+		p.addf("%s %q: %s", flag, value, strings.Join(errs, "; "))
+	}
+}
+
 // AlertOptions configure where alerts go. URLs and the HMAC key are secrets: they
 // are never logged or printed.
 type AlertOptions struct {
@@ -323,10 +301,8 @@ type AlertOptions struct {
 	BlindAfter      int
 	AlertTimeout    time.Duration
 	Alertmanager    AlertmanagerOptions
-	// OutboxKey seals the alerts kept in the state for retry (pkg/outbox).
-	OutboxKey string
-	// Labels go on every alert (--alert-labels).
-	Labels AlertLabels
+	OutboxKey       string // seals the alerts kept in the state for retry (pkg/outbox)
+	Labels          AlertLabels
 }
 
 // AlertLabels is --alert-labels: key=value pairs, comma-separated; "" is none.
@@ -359,7 +335,7 @@ func (l *AlertLabels) Set(text string) error {
 		switch {
 		case !ok || v == "":
 			return fmt.Errorf("%q: want key=value", pair)
-		case !labelName.MatchString(k) || strings.HasPrefix(k, "__"):
+		case !model.LegacyValidation.IsValidLabelName(k) || strings.HasPrefix(k, "__"):
 			return fmt.Errorf("%q: not a label name (letters, digits and _, not starting with a digit or __)", k)
 		case reservedLabels[k]:
 			return fmt.Errorf("%q: the watchdog sets this label itself", k)
@@ -427,55 +403,53 @@ func (o *AlertOptions) Validate() error {
 
 // url reports a URL flag that check refuses, when it is set. The URL itself is
 // never echoed: it may be a secret.
-func (p *problems) url(flag, raw string, check func(raw string, secret bool) error) {
+func (p *problems) url(flag, raw string, check func(raw string) error) {
 	if raw == "" {
 		return
 	}
-	if err := check(raw, true); err != nil {
+	if err := check(raw); err != nil {
 		p.addf("%s: %v", flag, err)
 	}
 }
 
-// checkURL accepts https, and plain http only for loopback addresses.
-func checkURL(raw string, secret bool) error {
+// parseURL parses a URL that must name a host; a secret one is not echoed in the
+// error (url.Parse's quotes it).
+func parseURL(raw string, secret bool) (*url.URL, error) {
 	u, err := url.Parse(raw)
-	if err != nil {
-		if secret {
-			return fmt.Errorf("not a valid URL")
-		}
-		return fmt.Errorf("not a valid URL: %v", err)
+	switch {
+	case err != nil && secret:
+		return nil, errors.New("not a valid URL")
+	case err != nil:
+		return nil, fmt.Errorf("not a valid URL: %v", err)
+	case u.Host == "":
+		return nil, errors.New("URL has no host")
 	}
-	if u.Host == "" {
-		return fmt.Errorf("URL has no host")
-	}
-	switch u.Scheme {
-	case "https":
+	return u, nil
+}
+
+// checkURL accepts https, and plain http only for loopback addresses.
+func checkURL(raw string) error {
+	u, err := parseURL(raw, true)
+	switch {
+	case err != nil:
+		return err
+	case u.Scheme == "https", u.Scheme == "http" && isLoopback(u.Hostname()):
 		return nil
-	case "http":
-		if isLoopback(u.Hostname()) {
-			return nil
-		}
-		return fmt.Errorf("plain http is accepted only for loopback addresses; use https")
-	default:
-		return fmt.Errorf("scheme %q: want https", u.Scheme)
+	case u.Scheme == "http":
+		return errors.New("plain http is accepted only for loopback addresses; use https")
 	}
+	return fmt.Errorf("scheme %q: want https", u.Scheme)
 }
 
 // checkLinkURL accepts http and https: a runbook link carries no secret and is only
-// shown to people in an alert, so plain http (a wiki.internal page) is fine. Refusing
-// it made every run of a chart with such a link exit 2, which sends no alert at all.
-func checkLinkURL(raw string, _ bool) error {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return fmt.Errorf("not a valid URL: %v", err)
+// shown to people in an alert, so plain http (a wiki.internal page) is fine; refusing
+// it would make every run exit 2, which sends no alert at all.
+func checkLinkURL(raw string) error {
+	u, err := parseURL(raw, false)
+	if err == nil && u.Scheme != "https" && u.Scheme != "http" {
+		err = fmt.Errorf("scheme %q: want http or https", u.Scheme)
 	}
-	if u.Host == "" {
-		return fmt.Errorf("URL has no host")
-	}
-	if u.Scheme != "https" && u.Scheme != "http" {
-		return fmt.Errorf("scheme %q: want http or https", u.Scheme)
-	}
-	return nil
+	return err
 }
 
 func isLoopback(host string) bool {
@@ -496,12 +470,54 @@ func (o *OutputOptions) AddFlags(fs *pflag.FlagSet) {
 }
 
 func (o *OutputOptions) Validate() error {
-	var p problems
-	if o.Output != "text" && o.Output != "json" && o.Output != "yaml" {
-		p.addf("--output %q: want text, json or yaml", o.Output)
+	if o.Output != "text" && !o.Structured() {
+		return usagef("--output %q: want text, json or yaml", o.Output)
 	}
-	return p.err()
+	return nil
 }
 
 // Structured: json or yaml, the same document either way.
 func (o *OutputOptions) Structured() bool { return o.Output == "json" || o.Output == "yaml" }
+
+// writeAs writes what write encodes as JSON in format: json, one object on one line
+// (which a log pipeline keeps whole) or indented on a terminal, where a person reads
+// it; or yaml, converted from that JSON so that both have the same fields.
+func writeAs(w io.Writer, format string, write func(io.Writer) error) error {
+	if format != "yaml" && !isTerminal(w) {
+		return write(w)
+	}
+	var b, out bytes.Buffer
+	if err := write(&b); err != nil {
+		return err
+	}
+	if format == "yaml" {
+		y, err := yaml.JSONToYAML(b.Bytes())
+		if err != nil {
+			return err
+		}
+		out.Write(y)
+	} else if err := json.Indent(&out, b.Bytes(), "", "  "); err != nil {
+		return err
+	}
+	_, err := w.Write(out.Bytes())
+	return err
+}
+
+// encodeAs is writeAs of v.
+func encodeAs(w io.Writer, format string, v any) error {
+	return writeAs(w, format, func(w io.Writer) error { return json.NewEncoder(w).Encode(v) })
+}
+
+// textReport is a report a command prints as text, or as JSON or YAML (-o).
+type textReport interface {
+	WriteText(io.Writer) error
+	WriteJSON(io.Writer) error
+}
+
+// print writes r in the chosen output format.
+func (o *OutputOptions) print(w io.Writer, r textReport) error {
+	if o.Structured() {
+		return writeAs(w, o.Output, r.WriteJSON)
+	}
+	return r.WriteText(w)
+}

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/agentenv/watchdog/pkg/decide"
 )
 
 // The restart budget is counted over the state's restart history, which keeps 100
@@ -125,8 +127,9 @@ func TestValidateReportsEveryInvalidFlagInDeclarationOrder(t *testing.T) {
 
 	// One Validate alone returns one UsageError listing them all.
 	o := CheckOptions{SchedulerSelector: "app=x", Deployment: "sched", MetricsPort: 0, NodesPort: 0, MetricsPath: "/metrics", ScrapeTimeout: time.Second,
-		MetricsMaxBytes: 4096, NodesService: "nodes", WedgedFor: time.Minute, SampleInterval: time.Second, RestartWindow: time.Hour,
-		RestartBackoffMax: time.Hour, RestartMethod: "delete", JudgePods: "deployment", MaxPods: 10, ScrapeVia: "auto"}
+		MetricsMaxBytes: 4096, NodesService: "nodes", SampleInterval: time.Second, ScrapeVia: "auto",
+		Config: decide.Config{WedgedFor: time.Minute, RestartWindow: time.Hour, BackoffMax: time.Hour, RestartMethod: "delete",
+			JudgePods: "deployment", MaxPods: 10}}
 	err := o.Validate(DefaultTimeout)
 	var ue *UsageError
 	if !errors.As(err, &ue) {

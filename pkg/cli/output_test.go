@@ -37,14 +37,14 @@ func onTerminal(t *testing.T, write func(w io.Writer)) string {
 func TestOutputForMachinesAndPeople(t *testing.T) {
 	v := map[string]any{"verdict": "wedged", "targets": []string{"a", "b"}}
 	var pipe bytes.Buffer
-	if err := encodeJSON(&pipe, v); err != nil {
+	if err := encodeAs(&pipe, "json", v); err != nil {
 		t.Fatal(err)
 	}
 	if lines := strings.Count(pipe.String(), "\n"); lines != 1 || !json.Valid(pipe.Bytes()) {
 		t.Errorf("JSON to a pipe: %d lines, want one object on one line:\n%s", lines, pipe.String())
 	}
 	term := onTerminal(t, func(w io.Writer) {
-		if err := encodeJSON(w, v); err != nil {
+		if err := encodeAs(w, "json", v); err != nil {
 			t.Error(err)
 		}
 	})

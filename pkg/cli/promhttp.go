@@ -19,11 +19,10 @@ import (
 	"github.com/agentenv/watchdog/pkg/version"
 )
 
-// PrometheusHTTPOptions say how to reach a Prometheus-compatible API that asks
-// for credentials (Thanos, Mimir, Cortex, VictoriaMetrics behind a gateway).
-// They become a prometheus/common HTTPClientConfig, the configuration Prometheus
-// itself and promtool read, so a secret is read from its file on every request
-// (a rotated token is picked up) and never appears in a flag or a log.
+// PrometheusHTTPOptions say how to reach a Prometheus-compatible API that asks for
+// credentials. They become a prometheus/common HTTPClientConfig, as Prometheus
+// reads, so a secret is read from its file on every request (a rotated token is
+// picked up) and never appears in a flag or a log.
 type PrometheusHTTPOptions struct {
 	BearerTokenFile   string
 	BasicAuthUser     string
@@ -111,8 +110,8 @@ func (o *PrometheusHTTPOptions) config() config.HTTPClientConfig {
 		EnableHTTP2:     true,
 		BearerTokenFile: o.BearerTokenFile,
 		TLSConfig:       config.TLSConfig{CAFile: o.CAFile, CertFile: o.CertFile, KeyFile: o.KeyFile},
-		// HTTPS_PROXY and NO_PROXY as every Go client honours them (and this one
-		// did before it was prometheus/common's, whose default is no proxy).
+		// HTTPS_PROXY and NO_PROXY as every Go client honours them (prometheus/common's
+		// default is no proxy).
 		ProxyConfig: config.ProxyConfig{ProxyFromEnvironment: true},
 	}
 	if o.BasicAuthUser != "" {

@@ -3,9 +3,9 @@ package cli
 import (
 	"context"
 	"net/url"
-	"regexp"
 	"time"
 
+	"github.com/prometheus/common/model"
 	"github.com/spf13/pflag"
 
 	"github.com/agentenv/watchdog/pkg/check"
@@ -29,8 +29,6 @@ func (o *PushOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.Timeout, "pushgateway-timeout", 10*time.Second, "deadline of the push")
 }
 
-var labelName = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
-
 // Validate reports every invalid flag, in the order the flags are declared.
 func (o *PushOptions) Validate() error {
 	var p problems
@@ -45,7 +43,7 @@ func (o *PushOptions) Validate() error {
 		p.addf("--pushgateway-job must not be empty")
 	}
 	for k, v := range o.Grouping {
-		if !labelName.MatchString(k) || k == "job" || v == "" {
+		if !model.LegacyValidation.IsValidLabelName(k) || k == "job" || v == "" {
 			p.addf("--pushgateway-grouping %s=%q: want a label name other than job, and a value", k, v)
 		}
 	}
@@ -53,11 +51,9 @@ func (o *PushOptions) Validate() error {
 	return p.err()
 }
 
-// push sends the run's metrics, when a Pushgateway is configured and the run is
-// not a dry run (which must leave no trace). A failure is a warning in the report:
-// the run itself did its job.
-// The pushed counters carry running totals kept under statestore.MetricsKey in
-// store's ConfigMap (metrics.Push says how).
+// push sends the run's metrics unless no Pushgateway is set or the run is a dry
+// run (which leaves no trace). The pushed counters carry running totals kept under
+// statestore.MetricsKey in store's ConfigMap (metrics.Push).
 func (o *PushOptions) push(ctx context.Context, rep *check.Report, runErr error, took time.Duration, sinks []string, dryRun bool, store *statestore.Store) error {
 	if o.URL == "" || dryRun {
 		return nil

@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -19,6 +18,7 @@ import (
 	"github.com/spf13/pflag"
 	"golang.org/x/term"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/agentenv/watchdog/pkg/kube"
 	"github.com/agentenv/watchdog/pkg/version"
@@ -49,17 +49,16 @@ func (p *problems) addf(format string, args ...any) {
 	*p = append(*p, fmt.Sprintf(format, args...))
 }
 
-// add appends the problems of a Validate's result (nil: none).
-func (p *problems) add(err error) {
-	if err == nil {
-		return
+// add appends the problems of Validate results (nil: none).
+func (p *problems) add(errs ...error) {
+	for _, err := range errs {
+		var ue *UsageError
+		if errors.As(err, &ue) {
+			*p = append(*p, ue.problems...)
+		} else if err != nil {
+			*p = append(*p, err.Error())
+		}
 	}
-	var ue *UsageError
-	if errors.As(err, &ue) {
-		*p = append(*p, ue.problems...)
-		return
-	}
-	*p = append(*p, err.Error())
 }
 
 // positive reports a duration flag that is not positive; it returns whether d is.
@@ -110,12 +109,12 @@ func ExecuteContext(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	var ue *UsageError
 	if errors.As(err, &ue) || !commandStarted(root) {
+		problems := []string{err.Error()}
 		if ue != nil {
-			for _, problem := range ue.problems {
-				fmt.Fprintf(stderr, "watchdog: %s\n", problem)
-			}
-		} else {
-			fmt.Fprintf(stderr, "watchdog: %v\n", err)
+			problems = ue.problems
+		}
+		for _, problem := range problems {
+			fmt.Fprintf(stderr, "watchdog: %s\n", problem)
 		}
 		help := root
 		if cmd != nil {
@@ -129,19 +128,9 @@ func ExecuteContext(ctx context.Context, args []string, stdout, stderr io.Writer
 	return ExitFailed
 }
 
-// commandStarted reports whether a command's RunE began: errors before that
+// commandStarted reports whether a command's run began: errors before that
 // (unknown commands or flags, bad arguments) are usage errors.
-func commandStarted(root *cobra.Command) bool {
-	return root.Annotations != nil && root.Annotations["started"] == "true"
-}
-
-func markStarted(cmd *cobra.Command) {
-	root := cmd.Root()
-	if root.Annotations == nil {
-		root.Annotations = map[string]string{}
-	}
-	root.Annotations["started"] = "true"
-}
+func commandStarted(root *cobra.Command) bool { return root.Annotations["started"] == "true" }
 
 // NewRootCommand builds the command tree.
 func NewRootCommand(stdout, stderr io.Writer) *cobra.Command {
@@ -157,8 +146,13 @@ Every flag can also be set as an environment variable WATCHDOG_<FLAG> (dashes as
 underscores, upper case); a flag beats its environment variable.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Annotations:   map[string]string{},
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
-			return applyEnv(cmd.Flags())
+			if err := applyEnv(cmd.Flags()); err != nil {
+				return err
+			}
+			cmd.Root().Annotations["started"] = "true" // cobra has checked the arguments
+			return nil
 		},
 	}
 	root.SetOut(stdout)
@@ -179,12 +173,9 @@ underscores, upper case); a flag beats its environment variable.`,
 func applyEnv(fs *pflag.FlagSet) error {
 	var err error
 	fs.VisitAll(func(f *pflag.Flag) {
-		if err != nil || f.Changed {
-			return
-		}
 		name := EnvName(f.Name)
 		v, ok := os.LookupEnv(name)
-		if !ok {
+		if err != nil || f.Changed || !ok {
 			return
 		}
 		if serr := fs.Set(f.Name, v); serr != nil {
@@ -211,7 +202,6 @@ func newVersionCommand(stdout io.Writer) *cobra.Command {
   watchdog version -o json | jq -r .commit`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			markStarted(cmd)
 			if err := output.Validate(); err != nil {
 				return err
 			}
@@ -250,21 +240,16 @@ func isTerminal(w io.Writer) bool {
 // otherwise, then the usual kubeconfig rules.
 func restConfig(o *ClusterOptions) (*rest.Config, error) {
 	var cfg *rest.Config
+	var err error
 	if !o.explicitConfig() && inPod() {
-		c, err := rest.InClusterConfig()
-		if err != nil {
+		if cfg, err = rest.InClusterConfig(); err != nil {
 			return nil, usagef("in-cluster configuration: %v", err)
 		}
-		cfg = c
 		if err := inPodOverrides(cfg, o); err != nil {
 			return nil, err
 		}
-	} else {
-		c, err := o.loader().ClientConfig()
-		if err != nil {
-			return nil, usagef("load kubeconfig: %v", err)
-		}
-		cfg = c
+	} else if cfg, err = o.loader().ClientConfig(); err != nil {
+		return nil, usagef("load kubeconfig: %v", err)
 	}
 	// --request-timeout, when given, is kubectl's; otherwise --api-timeout.
 	if rt := o.Overrides.Timeout; rt == "" || rt == "0" {
@@ -288,26 +273,16 @@ func inPodOverrides(cfg *rest.Config, o *ClusterOptions) error {
 		cfg.BearerToken, cfg.BearerTokenFile = a.Token, ""
 	}
 	if rt := o.Overrides.Timeout; rt != "" && rt != "0" {
-		d, err := requestTimeout(rt)
+		d, err := clientcmd.ParseTimeout(rt) // as kubectl: a duration, or bare seconds
+		if err == nil && d < 0 {
+			err = errors.New("negative")
+		}
 		if err != nil {
 			return usagef("--request-timeout %q: %v", rt, err)
 		}
 		cfg.Timeout = d
 	}
 	return nil
-}
-
-// requestTimeout reads --request-timeout as kubectl does: a duration, or bare
-// seconds.
-func requestTimeout(s string) (time.Duration, error) {
-	if n, err := strconv.ParseUint(s, 10, 32); err == nil {
-		return time.Duration(n) * time.Second, nil
-	}
-	d, err := time.ParseDuration(s)
-	if err == nil && d < 0 {
-		err = errors.New("negative")
-	}
-	return d, err
 }
 
 // inPod: the watchdog runs in a pod (the kubelet sets KUBERNETES_SERVICE_HOST in

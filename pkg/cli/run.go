@@ -28,9 +28,7 @@ type RunOptions struct {
 	LeaderElect    bool
 	LeaderLease    string
 	LeaderIdentity string
-	// WatchEndpoints watches the nodes' EndpointSlices for an early pass when
-	// they change (pkg/slicewatch).
-	WatchEndpoints bool
+	WatchEndpoints bool // an early pass when the nodes' EndpointSlices change
 }
 
 // settle is how long an early pass waits after an EndpointSlice change for the
@@ -55,10 +53,16 @@ func (o *RunOptions) Validate() error {
 	if _, _, err := net.SplitHostPort(o.MetricsAddr); err != nil {
 		p.addf("--metrics-addr %q: %v", o.MetricsAddr, err)
 	}
-	if o.LeaderElect && o.LeaderLease == "" {
-		p.addf("--leader-elect needs --leader-elect-lease")
-	}
+	p.add(needLease(o.LeaderElect, o.LeaderLease))
 	return p.err()
+}
+
+// needLease refuses --leader-elect without --leader-elect-lease (run and doctor).
+func needLease(elect bool, lease string) error {
+	if elect && lease == "" {
+		return usagef("--leader-elect needs --leader-elect-lease")
+	}
+	return nil
 }
 
 func newRunCommand(stderr io.Writer) *cobra.Command {
@@ -80,9 +84,8 @@ State lives in the same ConfigMap as for check, so the two modes can be switched
   watchdog run -n agentenv-system --leader-elect --leader-elect-identity "$POD_NAME"`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			markStarted(cmd)
 			// run's own flags are declared after check's.
-			if err := f.validate(f.evidence.Validate, ro.Validate, func() error { return f.alerts.Alertmanager.checkRunInterval(ro.Interval) }); err != nil {
+			if err := f.validate(f.evidence.Validate(), ro.Validate(), f.alerts.Alertmanager.checkRunInterval(ro.Interval)); err != nil {
 				return err
 			}
 			if f.validateOnly {
@@ -91,10 +94,7 @@ State lives in the same ConfigMap as for check, so the two modes can be switched
 			return runPasses(cmd.Context(), f, &ro, stderr)
 		},
 	}
-	f.cluster.AddFlags(cmd.Flags())
-	f.check.AddFlags(cmd.Flags())
-	f.alerts.AddFlags(cmd.Flags())
-	f.evidence.AddFlags(cmd.Flags())
+	addFlags(cmd, &f.cluster, &f.check, &f.alerts, &f.evidence)
 	f.alerts.AddOutboxFlag(cmd.Flags())
 	ro.AddFlags(cmd.Flags())
 	addValidateOnlyFlag(cmd.Flags(), &f.validateOnly)
@@ -151,8 +151,7 @@ func runPasses(ctx context.Context, f *checkFlags, ro *RunOptions, stderr io.Wri
 	return runErr
 }
 
-// loopPass is one pass of run: the runner's, then the heartbeat ping; its error
-// names the API server.
+// loopPass is one pass of run: the runner's, then the heartbeat ping.
 func (p *pass) loopPass(alerts *AlertOptions, dryRun bool) loop.Pass {
 	return func(ctx context.Context) (*check.Report, error) {
 		rep, err := p.runner.Run(ctx)

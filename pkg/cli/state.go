@@ -32,10 +32,8 @@ func newStatusCommand(stdout, stderr io.Writer) *cobra.Command {
   watchdog status -n agentenv-system -o json | jq '.state.restarts'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			markStarted(cmd)
 			var p problems
-			p.add(cluster.Validate())
-			p.add(output.Validate())
+			p.add(cluster.Validate(), output.Validate())
 			if err := p.err(); err != nil {
 				return err
 			}
@@ -57,8 +55,7 @@ func newStatusCommand(stdout, stderr io.Writer) *cobra.Command {
 			return st.WriteText(stdout, time.Now())
 		},
 	}
-	cluster.AddFlags(cmd.Flags())
-	output.AddFlags(cmd.Flags())
+	addFlags(cmd, &cluster, &output)
 	return cmd
 }
 
@@ -67,8 +64,7 @@ func newHistoryCommand(stdout, stderr io.Writer) *cobra.Command {
 	var output OutputOptions
 	var ev EvidenceOptions
 	var alerts AlertOptions // only --outbox-key: it checks the bundles' seals
-	var since string
-	var bundle string
+	var since, bundle string
 	cmd := &cobra.Command{
 		Use:   "history",
 		Short: "What the watchdog saw and did, newest first: episodes, restarts, pauses, alerts",
@@ -95,11 +91,8 @@ not read the Events and shows the rest.`,
   watchdog history --evidence 20261201T101500Z-agentenv-scheduler-7d9c4-x2k8p.json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			markStarted(cmd)
 			var p problems
-			p.add(cluster.Validate())
-			p.add(output.Validate())
-			p.add(ev.Validate())
+			p.add(cluster.Validate(), output.Validate(), ev.Validate())
 			var from time.Time // zero: everything kept
 			if since != "" {
 				var err error
@@ -110,7 +103,7 @@ not read the Events and shows the rest.`,
 			if err := p.err(); err != nil {
 				return err
 			}
-			newLogger(&cluster, stderr)
+			newLogger(&cluster, stderr) // client-go's own lines (klog) stay JSON
 			client, cfg, err := newClient(&cluster)
 			if err != nil {
 				return err
@@ -119,15 +112,13 @@ not read the Events and shows the rest.`,
 			defer cancel()
 			bundles, berr := evidence.Load(ctx, client, cluster.Namespace, ev.ConfigMap, []byte(alerts.OutboxKey))
 			if bundle != "" {
-				for _, b := range bundles {
-					if b.Key == bundle {
-						if output.Structured() {
-							return encodeAs(stdout, output.Output, b)
-						}
-						return b.WriteText(stdout)
-					}
-				}
-				if berr != nil {
+				i := slices.IndexFunc(bundles, func(b evidence.Bundle) bool { return b.Key == bundle })
+				switch {
+				case i >= 0 && output.Structured():
+					return encodeAs(stdout, output.Output, bundles[i])
+				case i >= 0:
+					return bundles[i].WriteText(stdout)
+				case berr != nil:
 					return fmt.Errorf("API server %s: %w", cfg.Host, berr)
 				}
 				return fmt.Errorf("no evidence bundle %q in %s/%s (it keeps the %d newest)", bundle, cluster.Namespace, ev.ConfigMap, evidence.MaxBundles)
@@ -158,13 +149,9 @@ not read the Events and shows the rest.`,
 			return h.WriteText(stdout)
 		},
 	}
-	cluster.AddFlags(cmd.Flags())
-	output.AddFlags(cmd.Flags())
-	ev.AddFlags(cmd.Flags())
+	addFlags(cmd, &cluster, &output, &ev)
 	alerts.AddOutboxFlag(cmd.Flags())
-	if err := cmd.Flags().MarkHidden("evidence-logs"); err != nil { // a setting of the runs, not of reading
-		panic(err)
-	}
+	hideFlags(cmd.Flags(), "evidence-logs") // a setting of the runs, not of reading
 	cmd.Flags().StringVar(&since, "since", "", "only what happened since: a duration back from now (90m, 36h, 7d) or an RFC 3339 time, as backtest --start (default: everything kept)")
 	cmd.Flags().StringVar(&bundle, "evidence", "", "print the evidence bundle with this `key` instead")
 	return cmd
@@ -201,9 +188,8 @@ func watchdogEvents(ctx context.Context, c *kube.Client, ns string) ([]statetext
 	return out, nil
 }
 
-// readState reads the state ConfigMap for status and history. A namespace
-// without it is an error that says where the state ConfigMap is, when the
-// identity may list ConfigMaps across namespaces.
+// readState reads the state ConfigMap for status and history. A namespace without
+// it is an error naming the namespaces that have it, when the identity may list.
 func readState(ctx context.Context, client *kube.Client, host string, cluster *ClusterOptions) (*statestore.Snapshot, error) {
 	ns, name := cluster.Namespace, cluster.StateConfigMap
 	snap, err := (&statestore.Store{Client: client, Namespace: ns, Name: name}).Load(ctx)

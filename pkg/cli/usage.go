@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -43,27 +42,16 @@ var checkFlagGroups = []flagGroup{
 var flagGroups = map[string][]flagGroup{"check": checkFlagGroups, "run": checkFlagGroups}
 
 // groupedFlags renders a command's local flags, wrapped to helpColumns, in its
-// groups when it has them.
+// groups when it has them, then the flags of no group.
 func groupedFlags(c *cobra.Command) string {
 	local := c.LocalFlags()
 	groups := flagGroups[c.Name()]
-	var b strings.Builder
+	var sections []string
 	placed := map[string]bool{}
-	section := func(title string, keep func(f *pflag.Flag) bool) {
-		fs := pflag.NewFlagSet(title, pflag.ContinueOnError)
-		local.VisitAll(func(f *pflag.Flag) {
-			if !f.Hidden && !placed[f.Name] && keep(f) {
-				fs.AddFlag(f)
-				placed[f.Name] = true
-			}
-		})
-		if !fs.HasAvailableFlags() {
-			return
+	section := func(title string, fs *pflag.FlagSet) {
+		if fs.HasAvailableFlags() {
+			sections = append(sections, title+":\n"+wrap(fs))
 		}
-		if b.Len() > 0 {
-			b.WriteString("\n\n")
-		}
-		b.WriteString(title + ":\n" + wrap(fs))
 	}
 	for _, g := range groups {
 		// In the group's order, not alphabetical: the most used first.
@@ -75,19 +63,20 @@ func groupedFlags(c *cobra.Command) string {
 				placed[name] = true
 			}
 		}
-		if fs.HasAvailableFlags() {
-			if b.Len() > 0 {
-				b.WriteString("\n\n")
-			}
-			b.WriteString(g.title + ":\n" + wrap(fs))
-		}
+		section(g.title, fs)
 	}
+	rest := pflag.NewFlagSet("other", pflag.ContinueOnError)
+	local.VisitAll(func(f *pflag.Flag) {
+		if !f.Hidden && !placed[f.Name] {
+			rest.AddFlag(f)
+		}
+	})
 	title := "Flags"
 	if len(groups) > 0 {
 		title = "Other flags"
 	}
-	section(title, func(*pflag.Flag) bool { return true })
-	return b.String()
+	section(title, rest)
+	return strings.Join(sections, "\n\n")
 }
 
 // usageTemplate is cobra's, with the flags grouped and wrapped (groupedFlags).
@@ -133,20 +122,24 @@ func wrap(fs *pflag.FlagSet) string {
 	return strings.Join(out, "\n")
 }
 
+// addFlags adds the flags of each options struct to cmd, in order.
+func addFlags(cmd *cobra.Command, opts ...interface{ AddFlags(*pflag.FlagSet) }) {
+	for _, o := range opts {
+		o.AddFlags(cmd.Flags())
+	}
+}
+
+// hideFlags hides flags a command accepts (the CronJob's WATCHDOG_* variables set
+// them) but does not show; a name it lacks is a renamed flag, a bug.
+func hideFlags(fs *pflag.FlagSet, names ...string) {
+	for _, name := range names {
+		if err := fs.MarkHidden(name); err != nil {
+			panic(err)
+		}
+	}
+}
+
 func init() {
 	cobra.AddTemplateFunc("groupedFlags", groupedFlags)
 	cobra.AddTemplateFunc("wrappedFlags", wrap)
-}
-
-// groupedNames lists a command's flags in the order its help shows them (tests).
-func groupedNames(c *cobra.Command) []string {
-	var out []string
-	for _, g := range flagGroups[c.Name()] {
-		for _, n := range g.flags {
-			if c.LocalFlags().Lookup(n) != nil && !slices.Contains(out, n) {
-				out = append(out, n)
-			}
-		}
-	}
-	return out
 }
