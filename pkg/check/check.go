@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -15,7 +17,6 @@ import (
 
 	"github.com/agentenv/watchdog/pkg/alert"
 	"github.com/agentenv/watchdog/pkg/decide"
-	"github.com/agentenv/watchdog/pkg/deliver"
 	"github.com/agentenv/watchdog/pkg/evidence"
 	"github.com/agentenv/watchdog/pkg/restart"
 	"github.com/agentenv/watchdog/pkg/scrape"
@@ -97,11 +98,13 @@ func (e *Error) Unwrap() error { return e.Err }
 var ErrInterrupted = errors.New("pass cut short by shutdown")
 
 // Bounds of their own: the read of the firing alerts (the hold fails open, so a
-// slow Alertmanager must not cost the restart its time), and what an interrupted
-// pass still does (write its state).
+// slow Alertmanager must not cost the restart its time), and what an interrupted or
+// failing pass still does, as its deadline may be spent or its context cancelled.
 const (
-	alertsTimeout = 10 * time.Second
-	shutdownGrace = 5 * time.Second
+	alertsTimeout     = 10 * time.Second
+	shutdownGrace     = 5 * time.Second
+	failureSendBudget = 15 * time.Second
+	failureSaveBudget = 10 * time.Second
 )
 
 // interrupted reports whether the pass's context was cancelled (a shutdown), as
@@ -186,13 +189,10 @@ func (p *pass) run() error {
 // state, a shutdown ends the pass with nothing to save.
 func (p *pass) begin() error {
 	var loadErr error
-	loaded := make(chan struct{})
-	go func() {
-		defer close(loaded)
-		p.snap, loadErr = p.Store.Load(p.ctx)
-	}()
+	var loading sync.WaitGroup
+	loading.Go(func() { p.snap, loadErr = p.Store.Load(p.ctx) })
 	obs, err := p.observe(false)
-	<-loaded
+	loading.Wait()
 	if loadErr != nil {
 		p.rep.Reason = "cannot read state"
 		if interrupted(p.ctx) {
@@ -230,10 +230,8 @@ func (p *pass) notify(acts []alert.ActOutcome) error {
 	}
 	p.reportDeliveries(d.Deliver(p.ctx, p.next, notes, p.Clock.Now(), p.Mode == state.ModeDryRun))
 	p.reportDeliveries(d.Refresh(p.ctx, p.next, p.Clock.Now(), p.Mode == state.ModeDryRun)) // keep open alerts alive (Alertmanager)
-	for _, a := range acts {
-		if a.Err != nil && runErr == nil {
-			runErr = &Error{Step: StepRestart, Err: a.Err}
-		}
+	if i := slices.IndexFunc(acts, func(a alert.ActOutcome) bool { return a.Err != nil }); i >= 0 && runErr == nil {
+		runErr = &Error{Step: StepRestart, Err: acts[i].Err}
 	}
 	return runErr
 }
@@ -280,8 +278,8 @@ func (p *pass) observe(consistent bool) (decide.Observation, error) {
 // firing alerts.
 func (p *pass) decide(prev *state.State) {
 	p.next, p.res = decide.Decide(p.obs, prev, p.Decide)
-	// Each read is taken at most once, when a decision asks for it: one per
-	// decision, the Deployment first (restartGates in pkg/decide says why).
+	// Each read at most once, one per decision, the Deployment first (restartGates
+	// in pkg/decide says why).
 	for range 3 {
 		switch {
 		case p.res.NeedRollout && p.obs.Rollout == nil:
@@ -315,13 +313,11 @@ func (p *pass) decide(prev *state.State) {
 func keepScrapes(fresh *decide.Observation, cached decide.Observation) {
 	for i := range fresh.Pods {
 		p := &fresh.Pods[i]
-		if p.ScrapeErr == nil {
-			continue
-		}
-		for _, c := range cached.Pods {
-			if c.UID == p.UID && c.StartedAt.Equal(p.StartedAt) && c.Sample != nil && c.ScrapeErr == nil {
-				p.Sample, p.ScrapeErr = c.Sample, nil
-			}
+		j := slices.IndexFunc(cached.Pods, func(c decide.Pod) bool {
+			return c.UID == p.UID && c.StartedAt.Equal(p.StartedAt) && c.Sample != nil && c.ScrapeErr == nil
+		})
+		if p.ScrapeErr != nil && j >= 0 {
+			p.Sample, p.ScrapeErr = cached.Pods[j].Sample, nil
 		}
 	}
 }
@@ -458,21 +454,5 @@ func (p *pass) logDecision() {
 			ev = ev.Str("gates", decide.GateSummary(t))
 		}
 		ev.Str("reason", t.Reason).Msg("pod judged")
-	}
-}
-
-func (r *Runner) logDeliveries(ds []deliver.Delivery) {
-	for _, d := range ds {
-		switch {
-		case d.Dropped:
-			// Warned about in the report (reportDeliveries).
-		case d.DryRun:
-			r.Log.Info().Str("event", d.Event).Str("sink", d.Sink).Msg("dry run: would send alert")
-		case !d.OK:
-			r.Log.Error().Str("event", d.Event).Str("sink", d.Sink).Str("error", d.Error).Bool("retry", d.Retry).
-				Bool("kept", d.Kept).Msg("alert delivery failed; " + keptWord(d.Kept))
-		default:
-			r.Log.Info().Str("event", d.Event).Str("sink", d.Sink).Bool("retry", d.Retry).Msg("alert delivered")
-		}
 	}
 }

@@ -15,13 +15,6 @@ import (
 	"github.com/agentenv/watchdog/pkg/statestore"
 )
 
-// Budgets of their own for what a failing or interrupted pass still does: the
-// run's deadline may be spent, or its context cancelled, which is often why.
-const (
-	failureSendBudget = 15 * time.Second
-	failureSaveBudget = 10 * time.Second
-)
-
 // persist writes p.next. After another writer got in, it judges again from that
 // state and re-applies what this run did (restart outcomes, alert bookkeeping)
 // before retrying. On error p.next is what it last tried to write.
@@ -280,13 +273,21 @@ func (p *pass) sendFailure(s *state.State, notes []alert.Notification) []deliver
 // dropped, or retried without a key to authenticate it, is a warning of the run.
 func (p *pass) reportDeliveries(ds []deliver.Delivery) {
 	p.rep.Alerts = append(p.rep.Alerts, ds...)
-	p.logDeliveries(ds)
 	unauthenticated := map[string]bool{}
 	for _, d := range ds {
 		switch {
 		case d.Dropped:
 			p.warn("outbox entry dropped", fmt.Sprintf("outbox entry %s (%s) dropped, never delivered: %s", d.ID, d.Event, d.Error))
-		case d.Unauthenticated:
+			continue
+		case d.DryRun:
+			p.Log.Info().Str("event", d.Event).Str("sink", d.Sink).Msg("dry run: would send alert")
+		case !d.OK:
+			p.Log.Error().Str("event", d.Event).Str("sink", d.Sink).Str("error", d.Error).Bool("retry", d.Retry).
+				Bool("kept", d.Kept).Msg("alert delivery failed; " + keptWord(d.Kept))
+		default:
+			p.Log.Info().Str("event", d.Event).Str("sink", d.Sink).Bool("retry", d.Retry).Msg("alert delivered")
+		}
+		if d.Unauthenticated {
 			unauthenticated[d.ID] = true
 		}
 	}
