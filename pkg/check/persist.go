@@ -141,11 +141,7 @@ func mergeAlerts(ours, theirs map[string]*state.Alert, runStart time.Time) map[s
 	out := make(map[string]*state.Alert, len(ours)+len(theirs))
 	maps.Copy(out, ours)
 	for ev, t := range theirs {
-		a, ok := out[ev]
-		switch {
-		case ok && sentAfter(t, a):
-			out[ev] = t
-		case !ok && t.OpenedAt.After(runStart):
+		if a, ok := out[ev]; (ok && sentAfter(t, a)) || (!ok && t.OpenedAt.After(runStart)) {
 			out[ev] = t
 		}
 	}

@@ -91,7 +91,11 @@ func (o *Observer) ownership(ctx context.Context, d *appsv1.Deployment, err erro
 		}
 		return own
 	}
-	own.Chains, own.Err = o.ownerChains(ctx, d, named, o.cachedReplicaSet)
+	own.Chains, own.Err = o.ownerChains(ctx, d, named, func(ctx context.Context, name string) (*appsv1.ReplicaSet, error) {
+		return cached(o, "replicaset/"+name, func() (*appsv1.ReplicaSet, error) {
+			return o.Client.GetReplicaSet(ctx, o.Namespace, name, kube.Cached)
+		})
+	})
 	return own
 }
 
@@ -130,13 +134,6 @@ func cached[T any](o *Observer, key string, read func() (*T, error)) (*T, error)
 func (o *Observer) cachedDeployment(ctx context.Context) (*appsv1.Deployment, error) {
 	return cached(o, "deployment", func() (*appsv1.Deployment, error) {
 		return o.Client.GetDeployment(ctx, o.Namespace, o.Deployment, kube.Cached)
-	})
-}
-
-// cachedReplicaSet is a ReplicaSet for Ownership (ownersTTL).
-func (o *Observer) cachedReplicaSet(ctx context.Context, name string) (*appsv1.ReplicaSet, error) {
-	return cached(o, "replicaset/"+name, func() (*appsv1.ReplicaSet, error) {
-		return o.Client.GetReplicaSet(ctx, o.Namespace, name, kube.Cached)
 	})
 }
 
