@@ -100,11 +100,9 @@ func (p *pass) claim() (bool, error) {
 				}
 				continue
 			}
-			claimed.Restarts = append(claimed.Restarts, state.Restart{
-				Pod: t.Pod, UID: t.UID, Method: p.Restarter.Method(), ClaimedAt: now,
-				Outcome: state.RestartClaimed, Reason: state.Truncate(t.Reason, 400), Evidence: t.Evidence,
-				Gates: state.Truncate(decide.GateSummary(t), 400),
-			})
+			claimed.Restarts = append(claimed.Restarts, state.Restart{Pod: t.Pod, UID: t.UID, Method: p.Restarter.Method(),
+				ClaimedAt: now, Outcome: state.RestartClaimed, Reason: state.Truncate(t.Reason, 400), Evidence: t.Evidence,
+				Gates: state.Truncate(decide.GateSummary(t), 400)})
 		}
 		claimed.LastRun = p.lastRun(now, p.res, nil)
 		return p.Store.Save(p.ctx, p.snap, claimed, now)
