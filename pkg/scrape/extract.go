@@ -94,8 +94,14 @@ func filterFamilies(r io.Reader) ([]byte, error) {
 			if family := watched(line); family != "" {
 				return nil, &Error{Kind: KindInvalid, Err: fmt.Errorf("a %s line is longer than %d bytes", family, br.Size())}
 			}
-			if err := skipRestOfLine(br); err != nil {
-				return nil, err
+			for errors.Is(err, bufio.ErrBufferFull) {
+				_, err = br.ReadSlice('\n') // skip the rest of the line
+			}
+			switch {
+			case err == io.EOF:
+				return nil, errCutLine
+			case err != nil:
+				return nil, classifyReadError(err)
 			}
 			continue
 		}
@@ -126,30 +132,10 @@ func filterFamilies(r io.Reader) ([]byte, error) {
 	}
 }
 
-func skipRestOfLine(br *bufio.Reader) error {
-	for {
-		_, err := br.ReadSlice('\n')
-		switch {
-		case errors.Is(err, bufio.ErrBufferFull):
-			continue
-		case err == io.EOF:
-			return errCutLine
-		case err != nil:
-			return classifyReadError(err)
-		default:
-			return nil
-		}
-	}
-}
-
-func trimBlank(line []byte) []byte {
-	return bytes.TrimLeft(line, " \t")
-}
-
 // watched says which family the watchdog reads a line belongs to: the series name,
 // "metric comment" for its HELP or TYPE line, or "" for a line it does not read.
 func watched(line []byte) string {
-	line = trimBlank(line)
+	line = bytes.TrimLeft(line, " \t")
 	if len(line) > 0 && line[0] == '#' {
 		fields := bytes.Fields(line)
 		if len(fields) >= 3 && (string(fields[1]) == "HELP" || string(fields[1]) == "TYPE") && commentNames[string(fields[2])] {
@@ -168,7 +154,7 @@ func watched(line []byte) string {
 // seriesKey returns the name and label set of a sample line, for duplicate detection.
 // Labels are sorted so that reordered duplicates are caught too.
 func seriesKey(line []byte) (string, bool) {
-	line = trimBlank(line)
+	line = bytes.TrimLeft(line, " \t")
 	if len(line) == 0 || line[0] == '#' {
 		return "", false
 	}
