@@ -172,11 +172,9 @@ func (o *Observer) Describe(pod *corev1.Pod) decide.Pod {
 	if owner := metav1.GetControllerOf(pod); owner != nil {
 		p.ControllerKind, p.ControllerName, p.ControllerUID = owner.Kind, owner.Name, string(owner.UID)
 	}
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			p.Ready = c.Status == corev1.ConditionTrue
-		}
-	}
+	p.Ready = slices.ContainsFunc(pod.Status.Conditions, func(c corev1.PodCondition) bool {
+		return c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue
+	})
 	podStart := ptr.Deref(pod.Status.StartTime, metav1.Time{}).Time
 	for _, cs := range pod.Status.ContainerStatuses {
 		if cs.Name != o.Container {
@@ -244,7 +242,14 @@ func (o *Observer) Rollout(ctx context.Context, pods ...decide.Pod) *decide.Roll
 		return r
 	}
 	r.Found, r.UID, r.Annotations, r.Paused = true, string(d.UID), d.Annotations, d.Spec.Paused
-	r.InProgress, r.Detail = rollingOut(d)
+	switch want := ptr.Deref(d.Spec.Replicas, 1); {
+	case d.Status.ObservedGeneration < d.Generation:
+		r.InProgress, r.Detail = true, fmt.Sprintf("generation %d not yet observed (at %d)", d.Generation, d.Status.ObservedGeneration)
+	case d.Status.UpdatedReplicas < want:
+		r.InProgress, r.Detail = true, fmt.Sprintf("%d of %d replicas updated", d.Status.UpdatedReplicas, want)
+	case d.Status.Replicas > d.Status.UpdatedReplicas:
+		r.InProgress, r.Detail = true, fmt.Sprintf("%d old replica(s) still running", d.Status.Replicas-d.Status.UpdatedReplicas)
+	}
 	if o.Decide.RestartMethod == decide.MethodRollout {
 		// Read afresh (quorum): the last look before acting.
 		r.Owners, r.OwnersErr = o.ownerChains(ctx, d, pods, func(ctx context.Context, name string) (*appsv1.ReplicaSet, error) {
@@ -264,17 +269,4 @@ func annotated(name string, d *appsv1.Deployment, err error) *decide.Annotated {
 		return &decide.Annotated{Deployment: name}
 	}
 	return &decide.Annotated{Deployment: name, Annotations: d.Annotations}
-}
-
-func rollingOut(d *appsv1.Deployment) (bool, string) {
-	want := ptr.Deref(d.Spec.Replicas, 1)
-	switch {
-	case d.Status.ObservedGeneration < d.Generation:
-		return true, fmt.Sprintf("generation %d not yet observed (at %d)", d.Generation, d.Status.ObservedGeneration)
-	case d.Status.UpdatedReplicas < want:
-		return true, fmt.Sprintf("%d of %d replicas updated", d.Status.UpdatedReplicas, want)
-	case d.Status.Replicas > d.Status.UpdatedReplicas:
-		return true, fmt.Sprintf("%d old replica(s) still running", d.Status.Replicas-d.Status.UpdatedReplicas)
-	}
-	return false, ""
 }
