@@ -230,8 +230,9 @@ func (p *pass) notify(acts []alert.ActOutcome) error {
 	}
 	p.reportDeliveries(d.Deliver(p.ctx, p.next, notes, p.Clock.Now(), p.Mode == state.ModeDryRun))
 	p.reportDeliveries(d.Refresh(p.ctx, p.next, p.Clock.Now(), p.Mode == state.ModeDryRun)) // keep open alerts alive (Alertmanager)
-	if i := slices.IndexFunc(acts, func(a alert.ActOutcome) bool { return a.Err != nil }); i >= 0 && runErr == nil {
-		runErr = &Error{Step: StepRestart, Err: acts[i].Err}
+	failed := slices.IndexFunc(acts, func(a alert.ActOutcome) bool { return a.Err != nil })
+	if failed >= 0 && runErr == nil {
+		runErr = &Error{Step: StepRestart, Err: acts[failed].Err}
 	}
 	return runErr
 }

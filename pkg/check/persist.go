@@ -161,9 +161,12 @@ func mergeOutbox(ours, theirs []state.Pending, handled []deliver.Delivery) []sta
 	}
 	// Another run's reservation (a run never holds its own) gone from the latest
 	// state: its run has sent and settled it.
-	out := slices.DeleteFunc(slices.Clone(ours), func(p state.Pending) bool { return p.Attempts == 0 && !has(theirs, p.ID) })
+	out := slices.DeleteFunc(slices.Clone(ours), func(p state.Pending) bool {
+		return p.Attempts == 0 && !has(theirs, p.ID)
+	})
 	for _, p := range theirs {
-		if !has(ours, p.ID) && !slices.ContainsFunc(handled, func(d deliver.Delivery) bool { return d.ID == p.ID }) {
+		handledHere := slices.ContainsFunc(handled, func(d deliver.Delivery) bool { return d.ID == p.ID })
+		if !handledHere && !has(ours, p.ID) {
 			out = append(out, p)
 		}
 	}

@@ -244,12 +244,13 @@ func (o *Observer) Rollout(ctx context.Context, pods ...decide.Pod) *decide.Roll
 	r.Found, r.UID, r.Annotations, r.Paused = true, string(d.UID), d.Annotations, d.Spec.Paused
 	switch want := ptr.Deref(d.Spec.Replicas, 1); {
 	case d.Status.ObservedGeneration < d.Generation:
-		r.InProgress, r.Detail = true, fmt.Sprintf("generation %d not yet observed (at %d)", d.Generation, d.Status.ObservedGeneration)
+		r.Detail = fmt.Sprintf("generation %d not yet observed (at %d)", d.Generation, d.Status.ObservedGeneration)
 	case d.Status.UpdatedReplicas < want:
-		r.InProgress, r.Detail = true, fmt.Sprintf("%d of %d replicas updated", d.Status.UpdatedReplicas, want)
+		r.Detail = fmt.Sprintf("%d of %d replicas updated", d.Status.UpdatedReplicas, want)
 	case d.Status.Replicas > d.Status.UpdatedReplicas:
-		r.InProgress, r.Detail = true, fmt.Sprintf("%d old replica(s) still running", d.Status.Replicas-d.Status.UpdatedReplicas)
+		r.Detail = fmt.Sprintf("%d old replica(s) still running", d.Status.Replicas-d.Status.UpdatedReplicas)
 	}
+	r.InProgress = r.Detail != ""
 	if o.Decide.RestartMethod == decide.MethodRollout {
 		// Read afresh (quorum): the last look before acting.
 		r.Owners, r.OwnersErr = o.ownerChains(ctx, d, pods, func(ctx context.Context, name string) (*appsv1.ReplicaSet, error) {

@@ -74,7 +74,8 @@ func Extract(r io.Reader) (Sample, error) {
 
 var (
 	// seriesNames are the names of the sample lines kept.
-	seriesNames  = [][]byte{[]byte(ObservedNodesMetric), []byte(RPCDurationMetric + "_count"), []byte(WatchAgeMetric)}
+	seriesNames = [][]byte{[]byte(ObservedNodesMetric), []byte(RPCDurationMetric + "_count"),
+		[]byte(WatchAgeMetric)}
 	commentNames = map[string]bool{ObservedNodesMetric: true, RPCDurationMetric: true, RPCDurationMetric + "_count": true,
 		WatchAgeMetric: true}
 	errCutLine = &Error{Kind: KindTruncated, Err: errors.New("the page ends in the middle of a line")}
@@ -138,13 +139,15 @@ func watched(line []byte) string {
 	line = bytes.TrimLeft(line, " \t")
 	if len(line) > 0 && line[0] == '#' {
 		fields := bytes.Fields(line)
-		if len(fields) >= 3 && (string(fields[1]) == "HELP" || string(fields[1]) == "TYPE") && commentNames[string(fields[2])] {
+		if len(fields) >= 3 && (string(fields[1]) == "HELP" || string(fields[1]) == "TYPE") &&
+			commentNames[string(fields[2])] {
 			return "metric comment"
 		}
 		return ""
 	}
 	for _, name := range seriesNames {
-		if bytes.HasPrefix(line, name) && len(line) > len(name) && bytes.IndexByte([]byte("{ \t"), line[len(name)]) >= 0 {
+		if bytes.HasPrefix(line, name) && len(line) > len(name) &&
+			bytes.IndexByte([]byte("{ \t"), line[len(name)]) >= 0 {
 			return string(name)
 		}
 	}
