@@ -29,8 +29,7 @@ func (l EndpointLister) Expected(ctx context.Context) (endpoints.Count, error) {
 	return l.Read(ctx, false)
 }
 
-// Read is Expected with the read's consistency chosen: from the API server's watch
-// cache (cheap; every healthy run), or consistent (before a restart).
+// Read is Expected from the watch cache (every healthy run) or, consistent, quorum.
 func (l EndpointLister) Read(ctx context.Context, consistent bool) (endpoints.Count, error) {
 	var all []discoveryv1.EndpointSlice
 	opts := metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + l.Service, Limit: pageSize}

@@ -42,11 +42,9 @@ type Sample struct {
 	// and invalid_argument; an absent series is 0 (created by the first such RPC).
 	HeartbeatOK       uint64 `json:"heartbeatOK"`
 	HeartbeatRejected uint64 `json:"heartbeatRejected"`
-	// WatchAge is the optional watch freshness gauge in seconds; nil when absent or
-	// dropped as invalid.
+	// WatchAge is the optional freshness gauge in seconds; nil when absent or invalid.
 	WatchAge *float64 `json:"watchAgeSeconds,omitempty"`
-	// Warnings say why optional series were dropped; a doubt about a required
-	// family is an *Error.
+	// Warnings say why optional series were dropped (a required one's doubt is an *Error).
 	Warnings []string `json:"warnings,omitempty"`
 }
 
