@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	"github.com/agentenv/watchdog/pkg/alert"
 	"github.com/agentenv/watchdog/pkg/decide"
@@ -23,8 +24,7 @@ import (
 const restartTimeout = 30 * time.Second
 
 // act claims and carries out the restarts the decision asks for. The claim is
-// written first with the resourceVersion read at the start, so of two racing runs
-// only one acts; the loser re-judges from the winner's state.
+// written first (optimistic concurrency), so of two racing runs only one acts.
 func (p *pass) act() ([]alert.ActOutcome, error) {
 	if p.res.Action != decide.ActionRestart {
 		return nil, nil
@@ -36,9 +36,7 @@ func (p *pass) act() ([]alert.ActOutcome, error) {
 		return nil, nil
 	}
 	if p.Mode == state.ModeShadow {
-		// No claim: shadow mode's restart leaves no restart record (budget,
-		// once-per-wedge and back-off see none), only its own.
-		return p.wouldRestart(), nil
+		return p.wouldRestart(), nil // no claim: budget, once-per-wedge and back-off see none
 	}
 	if claimed, err := p.claim(); !claimed {
 		return nil, err
@@ -52,10 +50,9 @@ func (p *pass) act() ([]alert.ActOutcome, error) {
 	return acts, nil
 }
 
-// wouldRestart is shadow mode's restart, instead of claim and restartPod: it
-// records each restart of the decision in p.next, one record per episode (a later
-// run of the same episode only counts a repeat), and returns the new ones for the
-// would-restart alert. The pods are treated as not restarted.
+// wouldRestart is shadow mode's restart: it records each restart of the decision in
+// p.next, once per episode (later runs count repeats), and returns the new ones for
+// the would-restart alert.
 func (p *pass) wouldRestart() []alert.ActOutcome {
 	now := p.Clock.Now()
 	var acts []alert.ActOutcome
@@ -70,11 +67,13 @@ func (p *pass) wouldRestart() []alert.ActOutcome {
 		}
 		gates := decide.GateSummary(t)
 		bundle := p.captureEvidence(t, "would-restart")
-		p.next.WouldRestarts = append(p.next.WouldRestarts, state.WouldRestart{Pod: t.Pod, UID: t.UID, At: now, EpisodeSince: since,
-			Reason: state.Truncate(t.Reason, 400), Evidence: t.Evidence, Gates: state.Truncate(gates, 400), Bundle: bundle})
+		p.next.WouldRestarts = append(p.next.WouldRestarts, state.WouldRestart{Pod: t.Pod, UID: t.UID, At: now,
+			EpisodeSince: since, Reason: state.Truncate(t.Reason, 400), Evidence: t.Evidence,
+			Gates: state.Truncate(gates, 400), Bundle: bundle})
 		detail := fmt.Sprintf("shadow mode: would have restarted pod %s (%s); nothing was restarted", t.Pod, p.Restarter.Method())
 		p.Log.Warn().Str("pod", t.Pod).Str("uid", t.UID).Str("gates", gates).Msg("shadow mode: would restart")
-		p.rep.WouldRestarts = append(p.rep.WouldRestarts, RestartReport{Pod: t.Pod, UID: t.UID, Method: p.Restarter.Method(), Outcome: alert.EventWouldRestart, Detail: detail})
+		p.rep.WouldRestarts = append(p.rep.WouldRestarts, RestartReport{Pod: t.Pod, UID: t.UID,
+			Method: p.Restarter.Method(), Outcome: alert.EventWouldRestart, Detail: detail})
 		acts = append(acts, alert.ActOutcome{Target: t, Detail: detail, Evidence: bundle})
 	}
 	return acts
@@ -85,9 +84,8 @@ func (p *pass) restartTargets() []decide.Target {
 	return slices.DeleteFunc(slices.Clone(p.res.Targets), func(t decide.Target) bool { return t.Action != decide.ActionRestart })
 }
 
-// claim writes the restarts of the decision into the state before any is carried
-// out. On a lost race it re-reads, judges again and retries; it reports false when
-// the new judgement restarts nothing (another run took care of it) or on an error.
+// claim writes the decision's restarts into the state before any is carried out,
+// re-judging after a lost race; false when nothing is left to restart or on error.
 func (p *pass) claim() (bool, error) {
 	now := p.Clock.Now()
 	var claimed *state.State
@@ -98,16 +96,13 @@ func (p *pass) claim() (bool, error) {
 				// Take the unfinished claim over: a run racing on it then conflicts,
 				// re-reads, and finds it freshly claimed instead of completing it too.
 				if rec := decide.RestartOf(claimed, t.UID, now); rec != nil {
-					at := now
-					rec.ResumedAt = &at
+					rec.ResumedAt = ptr.To(now)
 				}
 				continue
 			}
-			claimed.Restarts = append(claimed.Restarts, state.Restart{
-				Pod: t.Pod, UID: t.UID, Method: p.Restarter.Method(), ClaimedAt: now,
-				Outcome: state.RestartClaimed, Reason: state.Truncate(t.Reason, 400), Evidence: t.Evidence,
-				Gates: state.Truncate(decide.GateSummary(t), 400),
-			})
+			claimed.Restarts = append(claimed.Restarts, state.Restart{Pod: t.Pod, UID: t.UID, Method: p.Restarter.Method(),
+				ClaimedAt: now, Outcome: state.RestartClaimed, Reason: state.Truncate(t.Reason, 400), Evidence: t.Evidence,
+				Gates: state.Truncate(decide.GateSummary(t), 400)})
 		}
 		claimed.LastRun = p.lastRun(now, p.res, nil)
 		return p.Store.Save(p.ctx, p.snap, claimed, now)
@@ -129,9 +124,8 @@ func (p *pass) claim() (bool, error) {
 }
 
 // restartPod carries out one claimed restart and records its outcome in p.next and
-// the report. It is the one place the pass restarts a pod: what must happen just
-// before a restart, or instead of it, belongs here. It reports false when a
-// shutdown cut the request short: the claim stays for the next run.
+// the report: the one place the pass restarts a pod. False when a shutdown cut the
+// request short: the claim stays for the next run.
 func (p *pass) restartPod(t decide.Target) (alert.ActOutcome, bool) {
 	bundle := p.captureEvidence(t, "restart")
 	actx, cancel := context.WithTimeout(p.ctx, restartTimeout)
@@ -144,8 +138,7 @@ func (p *pass) restartPod(t decide.Target) (alert.ActOutcome, bool) {
 		rec.Bundle = bundle
 	}
 	if err != nil && interrupted(p.ctx) {
-		// Whether the request reached the API server is unknown: the claim
-		// stays, and the next run completes or settles it.
+		// Whether the request reached the API server is unknown.
 		p.Log.Warn().Err(err).Str("pod", t.Pod).Str("uid", t.UID).Msg("shutdown during the restart: the claim is left for the next run")
 		return a, false
 	}
@@ -162,21 +155,20 @@ func (p *pass) restartPod(t decide.Target) (alert.ActOutcome, bool) {
 		p.Log.Warn().Str("pod", t.Pod).Str("uid", t.UID).Str("method", p.Restarter.Method()).Str("detail", result.Detail).Str("reason", t.Reason).Msg("restarted")
 		p.deploymentEvent(t, result.Detail)
 	}
-	p.rep.Restarts = append(p.rep.Restarts, RestartReport{Pod: t.Pod, UID: t.UID, Method: p.Restarter.Method(), Outcome: rec.Outcome, Detail: cmp.Or(rec.Error, result.Detail), Evidence: bundle})
+	p.rep.Restarts = append(p.rep.Restarts, RestartReport{Pod: t.Pod, UID: t.UID, Method: p.Restarter.Method(),
+		Outcome: rec.Outcome, Detail: cmp.Or(rec.Error, result.Detail), Evidence: bundle})
 	return a, true
 }
 
-// captureEvidence saves the evidence bundle of t just before it is restarted (or,
-// in shadow mode, would be: action says which) and returns the bundle's key, ""
-// when none was saved. The log read takes at most evidence.DefaultTimeout, the
-// save evidence.SaveTimeout, each at most a quarter of what the pass has left;
-// what it cannot read or save is a warning, never a reason not to restart.
+// captureEvidence saves t's evidence bundle just before it is restarted (or, action
+// says, would be) and returns its key, "" when none was saved. What it cannot read
+// or save is a warning, never a reason not to restart.
 func (p *pass) captureEvidence(t decide.Target, action string) string {
 	if p.Evidence == nil {
 		return ""
 	}
-	// The log read and the save each have their own bound: a kubelet that never
-	// answers must not cost the bundle too.
+	// The log read and the save each get their own bound, at most a quarter of what
+	// is left: a kubelet that never answers must not cost the bundle too.
 	bound := func(d time.Duration) (context.Context, context.CancelFunc) {
 		if dl, ok := p.ctx.Deadline(); ok {
 			d = min(d, time.Until(dl)/4)
@@ -200,7 +192,8 @@ func (p *pass) captureEvidence(t decide.Target, action string) string {
 }
 
 func (r *Runner) dispatcher() *deliver.Dispatcher {
-	d := &deliver.Dispatcher{Sinks: r.Sinks, Outbox: outbox.Config{Key: r.OutboxKey, Source: r.Source}, ReservedFor: r.Decide.ClaimTimeout}
+	d := &deliver.Dispatcher{Sinks: r.Sinks, Outbox: outbox.Config{Key: r.OutboxKey, Source: r.Source},
+		ReservedFor: r.Decide.ClaimTimeout}
 	if r.Events != nil {
 		d.Events = r.notificationEvent
 		d.OnFailure = r.deliveryFailedEvent

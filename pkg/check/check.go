@@ -1,6 +1,5 @@
-// Package check runs one watchdog pass: observe, decide (confirming a strong-evidence
-// wedge by sampling again), claim, act, alert, persist. The same pass serves the
-// one-shot `watchdog check` and the loop of `watchdog run`.
+// Package check runs one watchdog pass (observe, decide and confirm, claim, act,
+// alert, persist) for both `watchdog check` and the loop of `watchdog run`.
 package check
 
 import (
@@ -8,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -16,7 +17,6 @@ import (
 
 	"github.com/agentenv/watchdog/pkg/alert"
 	"github.com/agentenv/watchdog/pkg/decide"
-	"github.com/agentenv/watchdog/pkg/deliver"
 	"github.com/agentenv/watchdog/pkg/evidence"
 	"github.com/agentenv/watchdog/pkg/restart"
 	"github.com/agentenv/watchdog/pkg/scrape"
@@ -30,12 +30,10 @@ type Options struct {
 	// PlanConfig: the alerts' policy, the run's mode and the alerts' source.
 	alert.PlanConfig
 	// SampleInterval is how often a sample starts while confirming: no faster than
-	// the scheduler refreshes its gauges (docs/design.md, "The scheduler it
-	// guards"), since a faster sample shows nothing new.
+	// the scheduler refreshes its gauges (docs/design.md, "The scheduler it guards").
 	SampleInterval time.Duration
 	StateConfigMap string
-	// ScrapeVia is the path the Observer's scrapes take (direct or apiserver), for
-	// the report.
+	// ScrapeVia is the Observer's scrape path, for the report.
 	ScrapeVia scrape.Via
 	// OutboxKey seals and authenticates the alerts kept for retry (outbox.Config).
 	OutboxKey []byte
@@ -47,15 +45,13 @@ type Runner struct {
 	Observer  Observer
 	Store     Store
 	Restarter restart.Restarter
-	// Events, when not nil, records alerts and restarts as Kubernetes Events.
+	// Events, when set, records alerts and restarts as Kubernetes Events.
 	Events EventRecorder
 	// Sinks are where alerts go besides logs and Events.
 	Sinks []alert.Sink
-	// Evidence, when not nil, saves what the scheduler looked like just before a
-	// restart (pkg/evidence).
+	// Evidence, when set, saves what the scheduler looked like just before a restart.
 	Evidence *evidence.Keeper
-	// Hold, when not nil, reads the firing alerts that hold restarts
-	// (decide.Config.HoldOnAlerts), just before a restart.
+	// Hold, when set, reads the firing alerts that hold restarts, just before one.
 	Hold  AlertHold
 	Clock clock.Clock
 	Log   zerolog.Logger
@@ -66,10 +62,6 @@ type Runner struct {
 type AlertHold interface {
 	Read(ctx context.Context) *decide.FiringAlerts
 }
-
-// alertsTimeout bounds the read of the firing alerts: the hold fails open, so a
-// slow Alertmanager must not cost the restart its time.
-const alertsTimeout = 10 * time.Second
 
 // Step is a step of a pass that can fail: what it does, and the fixed word the
 // dead man's switch receives when it fails.
@@ -101,13 +93,19 @@ type Error struct {
 func (e *Error) Error() string { return e.Step.What + ": " + e.Err.Error() }
 func (e *Error) Unwrap() error { return e.Err }
 
-// ErrInterrupted is a pass cut short by its own shutdown (SIGTERM from a `helm
-// upgrade` or a node drain, or leadership lost in `watchdog run`): not a failure of
-// the watchdog, so it alerts nobody and pings no /fail.
+// ErrInterrupted is a pass cut short by its own shutdown (SIGTERM, or leadership
+// lost in `watchdog run`): not a failure, so it alerts nobody and pings no /fail.
 var ErrInterrupted = errors.New("pass cut short by shutdown")
 
-// shutdownGrace bounds what an interrupted pass still does: write its state.
-const shutdownGrace = 5 * time.Second
+// Bounds of their own: the read of the firing alerts (the hold fails open, so a
+// slow Alertmanager must not cost the restart its time), and what an interrupted or
+// failing pass still does, as its deadline may be spent or its context cancelled.
+const (
+	alertsTimeout     = 10 * time.Second
+	shutdownGrace     = 5 * time.Second
+	failureSendBudget = 15 * time.Second
+	failureSaveBudget = 10 * time.Second
+)
 
 // interrupted reports whether the pass's context was cancelled (a shutdown), as
 // opposed to running out of time (a failure) or still going.
@@ -116,37 +114,30 @@ func interrupted(ctx context.Context) bool {
 }
 
 // reserve is kept back from the run deadline for acting and persisting: a sixth
-// of the run, capped, since acting and persisting take no longer in a long run and
-// every second kept back is one not spent confirming (docs/performance.md records
-// what a run's steps take).
+// of the run, capped, as they take no longer in a long run and every second kept
+// back is one not spent confirming.
 func reserve(start, deadline time.Time) time.Duration {
 	return min(10*time.Second, deadline.Sub(start)/6)
 }
 
-// claimBackoff spaces retries after losing a claim race; the API server's
-// conflict says someone else wrote, so re-reading right away is usually enough.
+// claimBackoff spaces retries after losing a claim race: a conflict says someone
+// else wrote, so re-reading right away is usually enough.
 var claimBackoff = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 4}
 
 // Run performs one pass. The report is filled as far as the pass got, also on error.
 func (r *Runner) Run(ctx context.Context) (*Report, error) {
 	start := r.Clock.Now()
-	p := &pass{Runner: r, ctx: ctx, start: start,
-		rep: &Report{Time: start.UTC(), DryRun: r.Mode == state.ModeDryRun, Shadow: r.Mode == state.ModeShadow, Namespace: r.Source.Namespace, Cluster: r.Source.Cluster,
-			ScrapeVia: r.ScrapeVia, Verdict: decide.VerdictUnknown, Action: decide.ActionNone}}
+	p := &pass{Runner: r, ctx: ctx, start: start, rep: &Report{Time: start.UTC(), DryRun: r.Mode == state.ModeDryRun,
+		Shadow: r.Mode == state.ModeShadow, Namespace: r.Source.Namespace, Cluster: r.Source.Cluster,
+		ScrapeVia: r.ScrapeVia, Verdict: decide.VerdictUnknown, Action: decide.ActionNone}}
 	defer func() { p.rep.Took = r.Clock.Since(start).Round(time.Millisecond).String() }()
 	return p.rep, p.run()
 }
 
-// pass is one run of the Runner, and the receiver of its steps: the state snapshot
-// it read (and writes over), its latest observation, the next state and the
-// decision, and the report it fills. Steps move them on: a new sample, a
-// consistent re-read, a lost claim race that re-reads and judges again.
-//
-// The steps, in order (run): load and observe (begin), decide, confirm by sampling
-// on (confirm), claim and restart (act: claim, then restartPod for each target, the
-// one place a pod is restarted), alert (notify), persist (save). A failure ends the
-// pass through failRun; a shutdown, at the end of the step it cut short, through
-// saveInterrupted.
+// pass is one run of the Runner and the receiver of its steps (run lists them): the
+// state snapshot it read (and writes over), its latest observation, the next state
+// and decision, and the report it fills. A failure ends it through failRun; a
+// shutdown, at the end of the step it cut short, through saveInterrupted.
 type pass struct {
 	*Runner
 	ctx   context.Context
@@ -156,8 +147,7 @@ type pass struct {
 	next  *state.State
 	res   decide.Result
 	rep   *Report
-	// slowest is the longest an observation of this pass took: a restart's reads
-	// (a consistent re-read, the Deployment) are expected to take as long.
+	// slowest is the longest an observation took: a restart's reads should take as long.
 	slowest time.Duration
 }
 
@@ -169,8 +159,7 @@ func (p *pass) run() error {
 	p.confirm()
 	decide.CountRun(p.next, p.res.Verdict)
 	if interrupted(p.ctx) {
-		// Keep what was observed (the episode's clock), act on nothing, tell nobody.
-		p.rep.fill(p.res)
+		p.rep.fill(p.res) // keep the episode's clock, act on nothing, tell nobody
 		return p.saveInterrupted(p.next, errors.New("shutdown while observing"))
 	}
 	acts, err := p.act()
@@ -196,17 +185,14 @@ func (p *pass) run() error {
 	return runErr
 }
 
-// begin reads the state and takes the first observation, together: they are
-// independent reads. Without a state, a shutdown ends the pass with nothing to save.
+// begin reads the state and takes the first observation, in parallel. Without a
+// state, a shutdown ends the pass with nothing to save.
 func (p *pass) begin() error {
 	var loadErr error
-	loaded := make(chan struct{})
-	go func() {
-		defer close(loaded)
-		p.snap, loadErr = p.Store.Load(p.ctx)
-	}()
+	var loading sync.WaitGroup
+	loading.Go(func() { p.snap, loadErr = p.Store.Load(p.ctx) })
 	obs, err := p.observe(false)
-	<-loaded
+	loading.Wait()
 	if loadErr != nil {
 		p.rep.Reason = "cannot read state"
 		if interrupted(p.ctx) {
@@ -235,8 +221,7 @@ func (p *pass) begin() error {
 // notify plans and sends the run's alerts (claimAlerts records them first), and
 // returns the run's error: a failed API read, or a failed restart.
 func (p *pass) notify(acts []alert.ActOutcome) error {
-	// API reads that failed made the verdict unknown; they also mean the watchdog
-	// cannot do its job (often missing RBAC), which exit code 1 makes visible.
+	// Failed API reads (often missing RBAC) mean the watchdog cannot do its job: exit 1.
 	runErr := observationError(p.obs)
 	d := p.dispatcher()
 	notes := p.claimAlerts(d, acts, runErr)
@@ -245,10 +230,9 @@ func (p *pass) notify(acts []alert.ActOutcome) error {
 	}
 	p.reportDeliveries(d.Deliver(p.ctx, p.next, notes, p.Clock.Now(), p.Mode == state.ModeDryRun))
 	p.reportDeliveries(d.Refresh(p.ctx, p.next, p.Clock.Now(), p.Mode == state.ModeDryRun)) // keep open alerts alive (Alertmanager)
-	for _, a := range acts {
-		if a.Err != nil && runErr == nil {
-			runErr = &Error{Step: StepRestart, Err: a.Err}
-		}
+	failed := slices.IndexFunc(acts, func(a alert.ActOutcome) bool { return a.Err != nil })
+	if failed >= 0 && runErr == nil {
+		runErr = &Error{Step: StepRestart, Err: acts[failed].Err}
 	}
 	return runErr
 }
@@ -259,22 +243,19 @@ func (p *pass) save(acts []alert.ActOutcome, runErr error) error {
 	p.next.LastRun = p.lastRun(p.start, p.res, runErr)
 	err := p.persist(acts)
 	if err != nil && interrupted(p.ctx) {
-		// What persist last tried to write: after a conflict, the other
-		// writer's state with this run's merged in, never this run's alone.
+		// After a conflict, p.next is the other writer's state with this run's merged in.
 		return p.saveInterrupted(p.next, err)
 	}
 	var failure *Error
 	if errors.As(err, &failure) {
-		// Against what this run planned (next), not what it read: if it has just
-		// sent recovered, the failure must be alerted afresh, not deduplicated
-		// against a watchdog-error that recovered closed.
+		// Against what this run planned, not what it read: after a recovered just
+		// sent, the failure is alerted afresh.
 		p.alertFailure(p.next, failure)
 	}
 	return err
 }
 
-// warn logs a warning of the run under a fixed message, and adds what varies
-// (detail) to the report.
+// warn logs a warning under a fixed message and adds the detail to the report.
 func (p *pass) warn(msg, detail string) {
 	p.Log.Warn().Str("detail", detail).Msg(msg)
 	p.rep.Warnings = append(p.rep.Warnings, detail)
@@ -293,14 +274,13 @@ func (p *pass) observe(consistent bool) (decide.Observation, error) {
 	return obs, err
 }
 
-// decide judges p.obs against prev into p.next and p.res. When a restart is due it
-// first takes the last look the restart needs: the pods and EndpointSlices again
-// with a consistent read (p.obs is replaced by that observation), and the
-// Deployment for the rollout gate.
+// decide judges p.obs against prev into p.next and p.res. A due restart first takes
+// the reads it asks for: the Deployment, a consistent re-read (replacing p.obs), the
+// firing alerts.
 func (p *pass) decide(prev *state.State) {
 	p.next, p.res = decide.Decide(p.obs, prev, p.Decide)
-	// Each read is taken at most once, when a decision asks for it: one per
-	// decision, the Deployment first (restartGates in pkg/decide says why).
+	// Each read at most once, one per decision, the Deployment first (restartGates
+	// in pkg/decide says why).
 	for range 3 {
 		switch {
 		case p.res.NeedRollout && p.obs.Rollout == nil:
@@ -328,27 +308,23 @@ func (p *pass) decide(prev *state.State) {
 	}
 }
 
-// keepScrapes gives a pod of the consistent re-read whose scrape failed the
-// scrape the sample just before took of the same process: the re-read is for the
-// lists, which the watch cache may serve stale, while a scrape is never cached,
-// and one taken a moment earlier says as much. Re-scraped anew, every failed
-// scrape there cost the restart a whole sample interval.
+// keepScrapes gives a pod of the consistent re-read whose scrape failed the scrape
+// of the same process a moment earlier: the re-read is for the lists the watch cache
+// may serve stale, a scrape is never cached, and a failed one would cost a sample.
 func keepScrapes(fresh *decide.Observation, cached decide.Observation) {
 	for i := range fresh.Pods {
 		p := &fresh.Pods[i]
-		if p.ScrapeErr == nil {
-			continue
-		}
-		for _, c := range cached.Pods {
-			if c.UID == p.UID && c.StartedAt.Equal(p.StartedAt) && c.Sample != nil && c.ScrapeErr == nil {
-				p.Sample, p.ScrapeErr = c.Sample, nil
-			}
+		j := slices.IndexFunc(cached.Pods, func(c decide.Pod) bool {
+			return c.UID == p.UID && c.StartedAt.Equal(p.StartedAt) && c.Sample != nil && c.ScrapeErr == nil
+		})
+		if p.ScrapeErr != nil && j >= 0 {
+			p.Sample, p.ScrapeErr = cached.Pods[j].Sample, nil
 		}
 	}
 }
 
-// readAlerts reads the firing alerts that hold restarts. Without a reader (none
-// configured) or on an error the hold fails open, with a warning.
+// readAlerts reads the firing alerts that hold restarts. Without a reader or on an
+// error the hold fails open, with a warning.
 func (p *pass) readAlerts() *decide.FiringAlerts {
 	if p.Hold == nil {
 		return &decide.FiringAlerts{Err: errors.New("no Alertmanager to read")}
@@ -362,9 +338,8 @@ func (p *pass) readAlerts() *decide.FiringAlerts {
 	return a
 }
 
-// confirm keeps sampling while a wedge is being confirmed (strong evidence, not yet
-// over the confirm window) or its evidence weighed (no earlier counter value to
-// compare with), for at most the confirm window and never past the run's deadline.
+// confirm keeps sampling while a wedge is confirmed or its evidence weighed (no
+// earlier counters to compare with), within the confirm window and the deadline.
 func (p *pass) confirm() {
 	if p.Decide.ConfirmWindow <= 0 || p.SampleInterval <= 0 {
 		return
@@ -375,19 +350,14 @@ func (p *pass) confirm() {
 			unweighed[t.UID] = true
 		}
 	}
-	// Samples start every SampleInterval from the first (taken as the pass
-	// began), however long each takes: a slow API server must not stretch the
-	// cadence the wedge clock and the confirm window are counted in.
+	// Samples start every SampleInterval from the first however long each takes: a
+	// slow API server must not stretch the cadence the wedge clock counts in.
 	sampled := p.start
 	for {
-		// Sampling on can make a restart due within this run (the confirm window,
-		// or the rest of --wedged-for) if it fits before the deadline less two
-		// reserves: one to persist, one for the reads a restart needs first (the
-		// Deployment and owner chain, the consistent re-list and re-scrape, as slow
-		// as this pass's observations), since a deadline passing there would lose
-		// the restart and page watchdog-error. Otherwise the next run continues. A
-		// first sight also samples for the window, to find out whether the
-		// evidence is strong.
+		// A restart can come due within this run only if it fits before the
+		// deadline less two reserves, to persist and for the reads a restart needs
+		// first (as slow as this pass's observations): a deadline passing there
+		// would lose the restart and page watchdog-error. Else the next run goes on.
 		left := time.Duration(math.MaxInt64)
 		if deadline, ok := p.ctx.Deadline(); ok {
 			r := reserve(p.start, deadline)
@@ -422,8 +392,7 @@ func (p *pass) confirm() {
 		sampled = p.Clock.Now()
 		obs, err := p.observe(false)
 		if err != nil {
-			// A failed sample neither ends the run nor counts as anything seen:
-			// judged as unread pods, it leaves a gap the next sample settles.
+			// Neither ends the run nor counts as seen: a gap the next sample settles.
 			p.warn("sample failed", fmt.Sprintf("a sample failed, sampling on: %v", err))
 			obs = decide.Unseen(p.obs, sampled, err)
 		} else {
@@ -436,7 +405,8 @@ func (p *pass) confirm() {
 
 func (r *Runner) lastRun(start time.Time, res decide.Result, err error) *state.Run {
 	run := &state.Run{At: start.UTC(), Took: state.Duration(r.Clock.Since(start).Round(time.Millisecond)),
-		Verdict: res.Verdict, Action: res.Action, Reason: state.Truncate(res.Reason, 500), Outcome: state.RunOK, Watchdog: r.Source.Version, Shadow: r.Mode == state.ModeShadow}
+		Verdict: res.Verdict, Action: res.Action, Reason: state.Truncate(res.Reason, 500), Outcome: state.RunOK,
+		Watchdog: r.Source.Version, Shadow: r.Mode == state.ModeShadow}
 	if res.Pause != nil {
 		run.Paused = state.Truncate(res.Pause.String(), 700)
 	}
@@ -485,25 +455,5 @@ func (p *pass) logDecision() {
 			ev = ev.Str("gates", decide.GateSummary(t))
 		}
 		ev.Str("reason", t.Reason).Msg("pod judged")
-	}
-}
-
-func (r *Runner) logDeliveries(ds []deliver.Delivery) {
-	for _, d := range ds {
-		switch {
-		case d.Dropped:
-			// Warned about in the report (reportDeliveries).
-		case d.DryRun:
-			r.Log.Info().Str("event", d.Event).Str("sink", d.Sink).Msg("dry run: would send alert")
-		case !d.OK:
-			ev := r.Log.Error().Str("event", d.Event).Str("sink", d.Sink).Str("error", d.Error).Bool("retry", d.Retry).Bool("kept", d.Kept)
-			if d.Kept {
-				ev.Msg("alert delivery failed; kept for the next run")
-			} else {
-				ev.Msg("alert delivery failed; not kept")
-			}
-		default:
-			r.Log.Info().Str("event", d.Event).Str("sink", d.Sink).Bool("retry", d.Retry).Msg("alert delivered")
-		}
 	}
 }

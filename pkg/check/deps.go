@@ -13,21 +13,17 @@ import (
 	"github.com/agentenv/watchdog/pkg/statestore"
 )
 
-// What a pass uses, as small interfaces defined where they are consumed: the CLI
-// wires the real types (checked below), the unit tests in-memory fakes. Restarts
-// and alert sinks are interfaces of their own packages (restart.Restarter,
-// alert.Sink).
+// What a pass uses, as small interfaces where they are consumed: the CLI wires the
+// real types (checked below), the unit tests in-memory fakes.
 
 // Observer takes the observations of a pass.
 type Observer interface {
-	// Observe lists from the API server's watch cache; an error means the pods
-	// could not be listed and nothing can be judged.
+	// Observe lists from the watch cache; an error means nothing can be judged.
 	Observe(ctx context.Context) (decide.Observation, error)
-	// ObserveConsistent is Observe with consistent (quorum) lists, the last look
-	// before a restart.
+	// ObserveConsistent is Observe with quorum lists, the last look before a restart.
 	ObserveConsistent(ctx context.Context) (decide.Observation, error)
-	// Rollout reads the scheduler Deployment for the rollout gate, and the owner
-	// chains of pods by UID for the rollout method (read errors are in the result).
+	// Rollout reads the Deployment for the rollout gate and the pods' owner chains
+	// for the rollout method (read errors are in the result).
 	Rollout(ctx context.Context, pods ...decide.Pod) *decide.Rollout
 }
 

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
 	"time"
 
 	"github.com/agentenv/watchdog/pkg/alert"
@@ -16,17 +15,9 @@ import (
 	"github.com/agentenv/watchdog/pkg/statestore"
 )
 
-// Budgets of their own for what a failing or interrupted pass still does: the
-// run's deadline may be spent, or its context cancelled, which is often why.
-const (
-	failureSendBudget = 15 * time.Second
-	failureSaveBudget = 10 * time.Second
-)
-
-// persist writes the final state (p.next). If another writer got in since our last
-// write, judge again from its state and re-apply what this run did (restart
-// outcomes, alert bookkeeping), then retry: only this merge is safe to retry. On
-// error p.next is what it last tried to write.
+// persist writes p.next. After another writer got in, it judges again from that
+// state and re-applies what this run did (restart outcomes, alert bookkeeping)
+// before retrying. On error p.next is what it last tried to write.
 func (p *pass) persist(acts []alert.ActOutcome) error {
 	if p.Mode == state.ModeDryRun {
 		return nil
@@ -37,10 +28,8 @@ func (p *pass) persist(acts []alert.ActOutcome) error {
 		ours, latest := p.next, p.snap.State
 		merged, _ := decide.Decide(p.obs, latest, p.Decide)
 		decide.CountRun(merged, ours.LastRun.Verdict)
-		// Only the records of the restarts this run carried out are this run's to
-		// write; the others are as the latest state has them (re-writing them from
-		// this run's older copy would, say, turn another run's "done" back into
-		// "claimed").
+		// Only this run's restart records are its to write: rewriting the others
+		// from its older copy could turn another run's "done" back into "claimed".
 		p.keepOwnRestarts(merged, ours, acts)
 		merged.Alerts, merged.LastRun = mergeAlerts(ours.Alerts, latest.Alerts, ours.LastRun.At), ours.LastRun
 		merged.Outbox = mergeOutbox(ours.Outbox, latest.Outbox, p.rep.Alerts)
@@ -53,17 +42,13 @@ func (p *pass) persist(acts []alert.ActOutcome) error {
 	return nil
 }
 
-// saveRetrying calls save until it succeeds. After a lost race
-// (statestore.ErrConflict) it waits out claimBackoff, re-reads the state into
-// p.snap and calls again, which judges again from it (the other writer may have
-// observed later: never rewind it) and reports whether anything is left to write.
-// Any other error, the back-off spent or the context cancelled end it with an
-// *Error for step, or for the re-read.
+// saveRetrying calls save until it succeeds. After a lost race (statestore.ErrConflict)
+// it waits out claimBackoff, re-reads p.snap and calls again, which judges again from
+// it (never rewind a later observer) and says whether anything is left to write. Any
+// other error, the back-off spent or the context cancelled end it with an *Error.
 //
-// Not client-go's retry.RetryOnConflict (nor retry.OnError): its back-off sleeps on
-// the wall clock and cannot be cancelled, where this waits on the pass's clock (the
-// sequence tests inject one) and ends with the run's context; and its conflict is
-// the API server's status, where the store wraps statestore.ErrConflict.
+// Not client-go's retry.RetryOnConflict: its back-off sleeps on the wall clock and
+// cannot be cancelled, where this waits on the pass's (injectable) clock and context.
 func (p *pass) saveRetrying(step Step, save func() error, again func() bool) *Error {
 	backoff := claimBackoff
 	for {
@@ -94,15 +79,11 @@ func (p *pass) saveRetrying(step Step, save func() error, again func() bool) *Er
 	}
 }
 
-// claimAlerts plans the run's notifications and, before any is sent, writes their
-// records into the state with the resourceVersion last read or written, as the
-// restart claim does: of two runs at once (the CronJob controller's Forbid is no
-// guarantee), the one that loses the write re-reads the winner's state, judges
-// again and plans again, and finds the problem already paged. The write also
-// reserves each notification in the outbox, so a run that ends before its sends
-// leaves them to the next run rather than losing them. A claim that cannot be
-// written for another reason (API errors, conflicts past the back-off) sends
-// anyway: a duplicate page is better than none.
+// claimAlerts plans the run's notifications and writes their records (and outbox
+// reservations) before any is sent, as the restart claim does: of two runs at once
+// (Forbid is no guarantee) the loser re-reads, plans again and finds the problem
+// paged, and a run that ends before its sends leaves them to the next. A claim that
+// cannot be written otherwise sends anyway: a duplicate page is better than none.
 func (p *pass) claimAlerts(d *deliver.Dispatcher, acts []alert.ActOutcome, runErr error) []alert.Notification {
 	base := p.next.Clone() // before Plan records anything
 	notes := alert.Plan(p.next, p.res, acts, runErr, p.Clock.Now(), p.PlanConfig)
@@ -119,7 +100,6 @@ func (p *pass) claimAlerts(d *deliver.Dispatcher, acts []alert.ActOutcome, runEr
 		p.Log.Warn().Msg("state changed during the run: planning the alerts again from it")
 		p.decide(p.snap.State)
 		decide.CountRun(p.next, p.res.Verdict)
-		// This run's own restart records and would-restarts, as persist keeps them.
 		p.keepOwnRestarts(p.next, base, acts)
 		notes = alert.Plan(p.next, p.res, acts, runErr, p.Clock.Now(), p.PlanConfig)
 		return len(notes) > 0
@@ -129,9 +109,8 @@ func (p *pass) claimAlerts(d *deliver.Dispatcher, acts []alert.ActOutcome, runEr
 	return notes
 }
 
-// keepOwnRestarts copies into s, from ours, the records of the restarts this run
-// carried out (acts): a restart's record replaces s's record of the same claim, a
-// would-restart (shadow mode) is added unless s has it.
+// keepOwnRestarts copies into s, from ours, the records of this run's restarts
+// (acts): replacing s's record of the same claim, adding a would-restart s lacks.
 func (p *pass) keepOwnRestarts(s, ours *state.State, acts []alert.ActOutcome) {
 	now := p.Clock.Now()
 	for _, a := range acts {
@@ -155,19 +134,14 @@ func (p *pass) keepOwnRestarts(s, ours *state.State, acts []alert.ActOutcome) {
 	}
 }
 
-// mergeAlerts keeps, per event, the more recently sent record of the two
-// writers, and the other writer's alerts opened after this run began (an alert
-// this run closed stays closed), so that neither's open problem is lost and no
-// recovered is sent twice.
+// mergeAlerts keeps, per event, the more recently sent record of the two writers,
+// and theirs opened after this run began (one this run closed stays closed): no
+// open problem is lost and no recovered sent twice.
 func mergeAlerts(ours, theirs map[string]*state.Alert, runStart time.Time) map[string]*state.Alert {
 	out := make(map[string]*state.Alert, len(ours)+len(theirs))
 	maps.Copy(out, ours)
 	for ev, t := range theirs {
-		a, ok := out[ev]
-		switch {
-		case ok && sentAfter(t, a):
-			out[ev] = t
-		case !ok && t.OpenedAt.After(runStart):
+		if a, ok := out[ev]; (ok && sentAfter(t, a)) || (!ok && t.OpenedAt.After(runStart)) {
 			out[ev] = t
 		}
 	}
@@ -179,43 +153,30 @@ func sentAfter(a, b *state.Alert) bool {
 }
 
 // mergeOutbox keeps this run's outbox plus the alerts another writer left pending
-// that this run neither holds nor handled (delivered or dropped): replacing the
-// outbox with this run's would lose them without a trace.
+// that this run neither holds nor handled (delivered or dropped), which replacing
+// the outbox would lose without a trace.
 func mergeOutbox(ours, theirs []state.Pending, handled []deliver.Delivery) []state.Pending {
-	known := make(map[string]bool, len(ours)+len(handled))
-	for _, p := range ours {
-		known[p.ID] = true
+	has := func(ps []state.Pending, id string) bool {
+		return slices.ContainsFunc(ps, func(p state.Pending) bool { return p.ID == id })
 	}
-	for _, d := range handled {
-		known[d.ID] = true
-	}
-	inTheirs := make(map[string]bool, len(theirs))
+	// Another run's reservation (a run never holds its own) gone from the latest
+	// state: its run has sent and settled it.
+	out := slices.DeleteFunc(slices.Clone(ours), func(p state.Pending) bool {
+		return p.Attempts == 0 && !has(theirs, p.ID)
+	})
 	for _, p := range theirs {
-		inTheirs[p.ID] = true
-	}
-	var out []state.Pending
-	for _, p := range ours {
-		// Another run's reservation (this run never holds its own) that the
-		// latest state no longer holds: its run has sent it and settled it.
-		if p.Attempts == 0 && !inTheirs[p.ID] {
-			continue
-		}
-		out = append(out, p)
-	}
-	for _, p := range theirs {
-		if !known[p.ID] {
+		handledHere := slices.ContainsFunc(handled, func(d deliver.Delivery) bool { return d.ID == p.ID })
+		if !handledHere && !has(ours, p.ID) {
 			out = append(out, p)
 		}
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
+	slices.SortStableFunc(out, func(a, b state.Pending) int { return a.CreatedAt.Compare(b.CreatedAt) })
 	return out
 }
 
-// failRun records a failed run in state when it can (not in a dry run), so that
-// `watchdog status` shows it, and returns the failure. The run observed nothing
-// that counts: like an unknown, it pauses every wedge clock, or the next wedged
-// observation would count the whole gap ("ten minutes without information" would
-// become "wedged for 10m").
+// failRun records a failed run in state when it can (not in a dry run), for
+// `watchdog status`, and returns the failure. Like an unknown it pauses every wedge
+// clock, or the next wedged observation would count the whole gap as wedged.
 func (p *pass) failRun(failure *Error) error {
 	s := p.snap.State.Clone()
 	decide.RunFailed(s)
@@ -234,8 +195,7 @@ func (p *pass) failRun(failure *Error) error {
 	s.LastRun = p.lastRun(p.Clock.Now(), decide.Result{Verdict: decide.VerdictUnknown, Action: decide.ActionNone, Reason: failure.Step.What + " failed"}, failure)
 	decide.CountRun(s, decide.VerdictUnknown)
 	notes := alert.PlanFailure(s, failure, p.Clock.Now(), p.PlanConfig)
-	// Send before saving, so that what could not be delivered stays in the outbox
-	// and what the outbox delivered leaves it.
+	// Send before saving, so the outbox keeps what failed and drops what was delivered.
 	p.reportDeliveries(p.sendFailure(s, notes))
 	if err := p.saveWithin(s, failureSaveBudget); err != nil {
 		p.Log.Error().Err(err).Msg("could not record the failed run in state either")
@@ -243,8 +203,7 @@ func (p *pass) failRun(failure *Error) error {
 	return failure
 }
 
-// saveWithin writes s with a deadline of its own: the run's may be spent, or its
-// context cancelled, which is often why it is saving this way.
+// saveWithin writes s with a deadline of its own (failureSaveBudget says why).
 func (p *pass) saveWithin(s *state.State, d time.Duration) error {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(p.ctx), d)
 	defer cancel()
@@ -262,9 +221,8 @@ func (p *pass) interrupt(cause error) error {
 	return fmt.Errorf("%w: %v", ErrInterrupted, cause)
 }
 
-// saveInterrupted writes what an interrupted pass knows (s: its observations so
-// far, or the pause of a pass that saw nothing) within a short grace of its own,
-// and sends nothing: a shutdown is not the watchdog failing.
+// saveInterrupted writes what an interrupted pass knows (its observations so far, or
+// the pause of one that saw nothing) within shutdownGrace, and sends nothing.
 func (p *pass) saveInterrupted(s *state.State, cause error) error {
 	err := p.interrupt(cause)
 	if p.Mode == state.ModeDryRun {
@@ -286,8 +244,8 @@ func (p *pass) alertFailure(s *state.State, failure *Error) {
 	if p.Mode == state.ModeDryRun {
 		return
 	}
-	// Nothing this sends can be recorded: leave the outbox to a run that can, or
-	// what it delivers would be delivered again; and no failed delivery is kept.
+	// Nothing sent here can be recorded: leave the outbox to a run that can, or it
+	// would be delivered again; and no failed delivery is kept.
 	c := s.Clone()
 	c.Outbox = nil
 	ds := p.sendFailure(c, alert.PlanFailure(s.Clone(), failure, p.Clock.Now(), p.PlanConfig))
@@ -297,8 +255,8 @@ func (p *pass) alertFailure(s *state.State, failure *Error) {
 	p.reportDeliveries(ds)
 }
 
-// sendFailure delivers notes (and s's outbox, and refreshes its open alerts)
-// within failureSendBudget of its own.
+// sendFailure delivers notes and s's outbox and refreshes its open alerts, within
+// failureSendBudget.
 func (p *pass) sendFailure(s *state.State, notes []alert.Notification) []deliver.Delivery {
 	if len(notes) == 0 && len(s.Outbox) == 0 && len(s.Alerts) == 0 {
 		return nil
@@ -314,17 +272,27 @@ func (p *pass) sendFailure(s *state.State, notes []alert.Notification) []deliver
 // dropped, or retried without a key to authenticate it, is a warning of the run.
 func (p *pass) reportDeliveries(ds []deliver.Delivery) {
 	p.rep.Alerts = append(p.rep.Alerts, ds...)
-	p.logDeliveries(ds)
 	unauthenticated := map[string]bool{}
 	for _, d := range ds {
 		switch {
 		case d.Dropped:
 			p.warn("outbox entry dropped", fmt.Sprintf("outbox entry %s (%s) dropped, never delivered: %s", d.ID, d.Event, d.Error))
-		case d.Unauthenticated:
+			continue
+		case d.DryRun:
+			p.Log.Info().Str("event", d.Event).Str("sink", d.Sink).Msg("dry run: would send alert")
+		case !d.OK:
+			p.Log.Error().Str("event", d.Event).Str("sink", d.Sink).Str("error", d.Error).Bool("retry", d.Retry).
+				Bool("kept", d.Kept).Msg("alert delivery failed; " + keptWord(d.Kept))
+		default:
+			p.Log.Info().Str("event", d.Event).Str("sink", d.Sink).Bool("retry", d.Retry).Msg("alert delivered")
+		}
+		if d.Unauthenticated {
 			unauthenticated[d.ID] = true
 		}
 	}
 	if n := len(unauthenticated); n > 0 {
-		p.warn("outbox retried unauthenticated", fmt.Sprintf("%d outbox entr%s retried without authentication: --outbox-key is not set, so an entry written into the state ConfigMap by someone else cannot be told from the watchdog's (docs/alerts.md, \"The outbox\")", n, map[bool]string{true: "y", false: "ies"}[n == 1]))
+		p.warn("outbox retried unauthenticated", fmt.Sprintf("%d outbox entr%s retried without authentication: "+
+			"--outbox-key is not set, so an entry written into the state ConfigMap by someone else cannot be told "+
+			"from the watchdog's (docs/alerts.md, \"The outbox\")", n, map[bool]string{true: "y", false: "ies"}[n == 1]))
 	}
 }

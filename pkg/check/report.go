@@ -15,8 +15,8 @@ import (
 	"github.com/agentenv/watchdog/pkg/termtext"
 )
 
-// Report is what `watchdog check` prints: the JSON form is the interface scripts use
-// (docs/design.md §4), the text form is for people.
+// Report is what `watchdog check` prints: JSON for scripts (docs/design.md §4), text
+// for people.
 type Report struct {
 	Verdict decide.Verdict `json:"verdict"`
 	Action  decide.Action  `json:"action"`
@@ -30,17 +30,16 @@ type Report struct {
 	Took      string        `json:"took"`
 	Cluster   string        `json:"cluster,omitempty"`
 	Namespace string        `json:"namespace"`
-	// ScrapeVia is how the pods' metrics were reached: direct or apiserver.
-	ScrapeVia scrape.Via `json:"scrapeVia,omitempty"`
-	// Targets are the pods judged (docs/design.md §4); NotJudged the others (terminating,
-	// finished, HA standbys) with why.
+	ScrapeVia scrape.Via    `json:"scrapeVia,omitempty"`
+	// Targets are the pods judged; NotJudged the others (terminating, finished, HA
+	// standbys) with why.
 	Targets   []decide.Target `json:"targets"`
 	NotJudged []NotJudged     `json:"notJudged,omitempty"`
 	Restarts  []RestartReport `json:"restarts,omitempty"`
 	// WouldRestarts are the restarts shadow mode recorded instead of making.
 	WouldRestarts []RestartReport    `json:"wouldRestarts,omitempty"`
 	Alerts        []deliver.Delivery `json:"alerts,omitempty"`
-	// Samples is how many observations the run took (more than one while confirming).
+	// Samples is how many observations the run took.
 	Samples      int      `json:"samples"`
 	StateWritten bool     `json:"stateWritten"`
 	Warnings     []string `json:"warnings,omitempty"`
@@ -78,7 +77,7 @@ func (rep *Report) fill(res decide.Result) {
 }
 
 // WriteJSON prints the report as one JSON object on one line: the CronJob's log
-// keeps each run's report whole (the CLI indents it on a terminal).
+// keeps each run's report whole.
 func (rep *Report) WriteJSON(w io.Writer) error {
 	if rep.Targets == nil {
 		rep.Targets = []decide.Target{}
@@ -91,12 +90,12 @@ func (rep *Report) WriteText(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "POD\tVERDICT\tACTION\tREADY\tEXPECTED\tEVIDENCE\tBAD FOR")
 	for _, t := range rep.Targets {
-		verdict := string(t.Verdict)
 		badFor := "-"
 		if t.BadSince != nil {
 			badFor = decide.ShortDuration(t.BadFor.D())
 		}
-		termtext.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.Pod, verdict, t.Action, alert.IntOrDash(t.Ready), alert.IntOrDash(t.Expected), alert.OrDash(string(t.Evidence)), badFor)
+		termtext.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.Pod, t.Verdict, t.Action, alert.IntOrDash(t.Ready),
+			alert.IntOrDash(t.Expected), alert.OrDash(string(t.Evidence)), badFor)
 	}
 	for _, n := range rep.NotJudged {
 		termtext.Fprintf(tw, "%s\t(not judged)\t-\t-\t-\t-\t-\n", n.Pod)
@@ -107,11 +106,7 @@ func (rep *Report) WriteText(w io.Writer) error {
 	for _, t := range rep.Targets {
 		termtext.Fprintf(w, "\n%s: %s\n", t.Pod, t.Reason)
 		for _, g := range t.Gates {
-			mark := "✓"
-			if !g.OK {
-				mark = "✗"
-			}
-			termtext.Fprintf(w, "  %s %-20s %s\n", mark, g.Name, g.Detail)
+			termtext.Fprintf(w, "  %s %-20s %s\n", map[bool]string{true: "✓", false: "✗"}[g.OK], g.Name, g.Detail)
 		}
 	}
 	for _, n := range rep.NotJudged {
@@ -147,11 +142,7 @@ func (rep *Report) WriteText(w io.Writer) error {
 		case a.OK:
 			termtext.Fprintf(w, "alert:   sent %s to %s\n", a.Event, a.Sink)
 		default:
-			kept := "not kept"
-			if a.Kept {
-				kept = "kept for the next run"
-			}
-			termtext.Fprintf(w, "alert:   %s to %s FAILED (%s): %s\n", a.Event, a.Sink, kept, a.Error)
+			termtext.Fprintf(w, "alert:   %s to %s FAILED (%s): %s\n", a.Event, a.Sink, keptWord(a.Kept), a.Error)
 		}
 	}
 	for _, warning := range rep.Warnings {
@@ -161,4 +152,12 @@ func (rep *Report) WriteText(w io.Writer) error {
 		termtext.Fprintf(w, "error:   %s\n", rep.Error)
 	}
 	return nil
+}
+
+// keptWord says whether a failed delivery was kept for the next run.
+func keptWord(kept bool) string {
+	if kept {
+		return "kept for the next run"
+	}
+	return "not kept"
 }

@@ -29,14 +29,10 @@ func (l EndpointLister) Expected(ctx context.Context) (endpoints.Count, error) {
 	return l.Read(ctx, false)
 }
 
-// Read is Expected with the read's consistency chosen: from the API server's watch
-// cache (cheap; every healthy run), or consistent (before a restart).
+// Read is Expected from the watch cache (every healthy run) or, consistent, quorum.
 func (l EndpointLister) Read(ctx context.Context, consistent bool) (endpoints.Count, error) {
 	var all []discoveryv1.EndpointSlice
-	opts := metav1.ListOptions{
-		LabelSelector: discoveryv1.LabelServiceName + "=" + l.Service,
-		Limit:         pageSize,
-	}
+	opts := metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + l.Service, Limit: pageSize}
 	if !consistent {
 		opts = kube.FromCache(opts)
 	}
@@ -52,8 +48,5 @@ func (l EndpointLister) Read(ctx context.Context, consistent bool) (endpoints.Co
 		opts.Continue = list.Continue
 	}
 	c := endpoints.CountNodes(all, l.Port)
-	if err := c.Check(l.Namespace, l.Service, l.Port); err != nil {
-		return c, err
-	}
-	return c, nil
+	return c, c.Check(l.Namespace, l.Service, l.Port)
 }

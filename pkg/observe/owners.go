@@ -3,7 +3,6 @@ package observe
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -16,17 +15,10 @@ import (
 )
 
 // ownerChains reads, for each live pod controlled by a ReplicaSet, that ReplicaSet
-// by the name its controller reference gives, and checks the chain by UID: the
-// ReplicaSet read must have the UID the pod names, and its own controller must be
-// the Deployment d (kind, name and UID as read). Names alone can be forged by
-// anyone who can create a pod or a ReplicaSet; UIDs are assigned by the API server.
-//
-// A pod that copies a genuine ReplicaSet's reference, UID included, passes: to the
-// ReplicaSet controller it is then one of that ReplicaSet's pods (adopted or
-// released by selector), so rolling the Deployment does replace it.
-//
-// Each ReplicaSet is read once per call (the pods of one Deployment share it), and
-// the call is made only when a restart is due, for at most --max-pods pods.
+// (once per name) and checks the chain by UID (VerifyChain): names can be forged by
+// anyone who can create a pod or a ReplicaSet, UIDs are assigned by the API server.
+// A pod that copies a genuine reference, UID included, passes: the ReplicaSet
+// controller then treats it as its own, so rolling the Deployment does replace it.
 func (o *Observer) ownerChains(ctx context.Context, d *appsv1.Deployment, pods []decide.Pod, get func(ctx context.Context, name string) (*appsv1.ReplicaSet, error)) (map[string]decide.OwnerChain, error) {
 	out := make(map[string]decide.OwnerChain, len(pods))
 	type read struct {
@@ -40,7 +32,7 @@ func (o *Observer) ownerChains(ctx context.Context, d *appsv1.Deployment, pods [
 			continue // never judged: nothing to restart
 		}
 		if p.ControllerKind != "ReplicaSet" || p.ControllerName == "" {
-			out[p.UID] = decide.OwnerChain{Detail: fmt.Sprintf("pod %s is not controlled by a ReplicaSet (controller: %q %q)", p.Name, p.ControllerKind, p.ControllerName)}
+			out[p.UID] = chainFailed("pod %s is not controlled by a ReplicaSet (controller: %q %q)", p.Name, p.ControllerKind, p.ControllerName)
 			continue
 		}
 		got, ok := cache[p.ControllerName]
@@ -50,13 +42,12 @@ func (o *Observer) ownerChains(ctx context.Context, d *appsv1.Deployment, pods [
 		}
 		switch {
 		case apierrors.IsNotFound(got.err):
-			out[p.UID] = decide.OwnerChain{Detail: fmt.Sprintf("ReplicaSet %s named by pod %s's controller reference does not exist", p.ControllerName, p.Name)}
+			out[p.UID] = chainFailed("ReplicaSet %s named by pod %s's controller reference does not exist", p.ControllerName, p.Name)
 		case got.err != nil:
-			err := fmt.Errorf("get ReplicaSet %s/%s: %w", o.Namespace, p.ControllerName, got.err)
 			if firstErr == nil {
-				firstErr = err
+				firstErr = fmt.Errorf("get ReplicaSet %s/%s: %w", o.Namespace, p.ControllerName, got.err)
 			}
-			out[p.UID] = decide.OwnerChain{Detail: fmt.Sprintf("cannot read ReplicaSet %s of pod %s: %v", p.ControllerName, p.Name, got.err)}
+			out[p.UID] = chainFailed("cannot read ReplicaSet %s of pod %s: %v", p.ControllerName, p.Name, got.err)
 		default:
 			out[p.UID] = VerifyChain(p, got.rs, d)
 		}
@@ -65,11 +56,9 @@ func (o *Observer) ownerChains(ctx context.Context, d *appsv1.Deployment, pods [
 }
 
 // Ownership reads which of pods the scheduler Deployment runs, by UID, for
-// judging (decide.JudgeDeployment). Only live pods whose controller reference
-// names a ReplicaSet of the Deployment (decide.OwnedByName) are read: a canary or
-// a pod of another workload costs no call. More distinct ReplicaSet names among
-// them than --max-pods are not read at all (their pods are not judged), so that a
-// flood of pods cannot turn into a flood of reads.
+// decide.JudgeDeployment. Only live pods naming a ReplicaSet of the Deployment
+// (decide.OwnedByName) cost a read, and more distinct names than --max-pods are not
+// read at all (nor their pods judged): a flood of pods must not become a flood of reads.
 func (o *Observer) Ownership(ctx context.Context, pods []decide.Pod) *decide.Ownership {
 	d, err := o.cachedDeployment(ctx)
 	return o.ownership(ctx, d, err, pods)
@@ -97,30 +86,28 @@ func (o *Observer) ownership(ctx context.Context, d *appsv1.Deployment, err erro
 	if o.Decide.MaxPods > 0 && len(replicaSets) > o.Decide.MaxPods {
 		own.Chains = make(map[string]decide.OwnerChain, len(named))
 		for _, p := range named {
-			own.Chains[p.UID] = decide.OwnerChain{Detail: fmt.Sprintf("not checked: the pods name %d ReplicaSets of Deployment %s, more than --max-pods %d", len(replicaSets), o.Deployment, o.Decide.MaxPods)}
+			own.Chains[p.UID] = chainFailed("not checked: the pods name %d ReplicaSets of Deployment %s, more than --max-pods %d",
+				len(replicaSets), o.Deployment, o.Decide.MaxPods)
 		}
 		return own
 	}
-	own.Chains, own.Err = o.ownerChains(ctx, d, named, o.cachedReplicaSet)
+	own.Chains, own.Err = o.ownerChains(ctx, d, named, func(ctx context.Context, name string) (*appsv1.ReplicaSet, error) {
+		return cached(o, "replicaset/"+name, func() (*appsv1.ReplicaSet, error) {
+			return o.Client.GetReplicaSet(ctx, o.Namespace, name, kube.Cached)
+		})
+	})
 	return own
 }
 
-// ownersTTL is how long the Deployment and the ReplicaSets read for Ownership
-// are reused (they are read from the API server's watch cache: only UIDs and
-// controller references are checked, and a lagging cache is the next read's). Their UIDs and controllers change only when one is deleted and
-// recreated, or orphaned and adopted: a pod naming a recreated ReplicaSet names
-// another UID and is not judged until the next read (at most this long); the
-// rollout gate reads the chain afresh before acting. A minute spares the 6-12
-// samples of a confirming run two round trips each on a slow API server.
+// ownersTTL is how long the objects read for Ownership (from the watch cache) are
+// reused, sparing a confirming run's samples two round trips each. Their UIDs and
+// controllers change only when one is recreated or re-adopted: a pod naming a
+// recreated ReplicaSet is not judged until the next read, and the rollout gate
+// reads the chain afresh before acting.
 const ownersTTL = time.Minute
 
-// ownersCache holds the objects read successfully for Ownership, by key
-// ("deployment", "replicaset/<name>"), with when. Failures are not kept.
-type ownersCache struct {
-	mu    sync.Mutex
-	byKey map[string]cachedRead
-}
-
+// cachedRead is an object read successfully for Ownership, with when; the
+// Observer's owners holds them by key ("deployment", "replicaset/<name>").
 type cachedRead struct {
 	obj  any
 	read time.Time
@@ -129,24 +116,17 @@ type cachedRead struct {
 // cached returns the object under key, read by read unless a read younger than
 // ownersTTL is kept.
 func cached[T any](o *Observer, key string, read func() (*T, error)) (*T, error) {
-	c := &o.owners
 	now := o.Clock.Now()
-	c.mu.Lock()
-	hit, ok := c.byKey[key]
-	c.mu.Unlock()
-	if ok && now.Sub(hit.read) < ownersTTL && !now.Before(hit.read) {
-		return hit.obj.(*T), nil
+	if v, ok := o.owners.Load(key); ok {
+		if hit := v.(cachedRead); now.Sub(hit.read) < ownersTTL && !now.Before(hit.read) {
+			return hit.obj.(*T), nil
+		}
 	}
 	obj, err := read()
 	if err != nil {
-		return nil, err
+		return nil, err // failures are not kept
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.byKey == nil {
-		c.byKey = map[string]cachedRead{}
-	}
-	c.byKey[key] = cachedRead{obj: obj, read: now}
+	o.owners.Store(key, cachedRead{obj: obj, read: now})
 	return obj, nil
 }
 
@@ -157,46 +137,29 @@ func (o *Observer) cachedDeployment(ctx context.Context) (*appsv1.Deployment, er
 	})
 }
 
-// cachedReplicaSet is a ReplicaSet for Ownership (ownersTTL).
-func (o *Observer) cachedReplicaSet(ctx context.Context, name string) (*appsv1.ReplicaSet, error) {
-	return cached(o, "replicaset/"+name, func() (*appsv1.ReplicaSet, error) {
-		return o.Client.GetReplicaSet(ctx, o.Namespace, name, kube.Cached)
-	})
-}
-
 // VerifyChain checks one pod's chain given the ReplicaSet its controller
 // reference names and the Deployment, both as read from the API server.
 func VerifyChain(p decide.Pod, rs *appsv1.ReplicaSet, d *appsv1.Deployment) decide.OwnerChain {
-	fail := func(format string, a ...any) decide.OwnerChain {
-		return decide.OwnerChain{Detail: fmt.Sprintf(format, a...)}
-	}
 	if string(rs.UID) != p.ControllerUID {
-		return fail("pod %s names ReplicaSet %s with uid %q, but ReplicaSet %s has uid %q", p.Name, p.ControllerName, p.ControllerUID, rs.Name, rs.UID)
+		return chainFailed("pod %s names ReplicaSet %s with uid %q, but ReplicaSet %s has uid %q", p.Name, p.ControllerName, p.ControllerUID, rs.Name, rs.UID)
 	}
 	owner := metav1.GetControllerOf(rs)
 	if owner == nil {
-		return fail("ReplicaSet %s (of pod %s) has no controller", rs.Name, p.Name)
+		return chainFailed("ReplicaSet %s (of pod %s) has no controller", rs.Name, p.Name)
 	}
 	if gv, err := schema.ParseGroupVersion(owner.APIVersion); err != nil || owner.Kind != "Deployment" || gv.Group != appsv1.GroupName {
-		return fail("ReplicaSet %s (of pod %s) is controlled by %s %s %q, not by a Deployment", rs.Name, p.Name, owner.APIVersion, owner.Kind, owner.Name)
+		return chainFailed("ReplicaSet %s (of pod %s) is controlled by %s %s %q, not by a Deployment", rs.Name, p.Name, owner.APIVersion, owner.Kind, owner.Name)
 	}
 	if owner.Name != d.Name {
-		return fail("ReplicaSet %s (of pod %s) is controlled by Deployment %q, not %q", rs.Name, p.Name, owner.Name, d.Name)
+		return chainFailed("ReplicaSet %s (of pod %s) is controlled by Deployment %q, not %q", rs.Name, p.Name, owner.Name, d.Name)
 	}
 	if owner.UID != d.UID {
-		return fail("ReplicaSet %s (of pod %s) names Deployment %s with uid %q, but Deployment %s has uid %q", rs.Name, p.Name, owner.Name, owner.UID, d.Name, d.UID)
+		return chainFailed("ReplicaSet %s (of pod %s) names Deployment %s with uid %q, but Deployment %s has uid %q", rs.Name, p.Name, owner.Name, owner.UID, d.Name, d.UID)
 	}
 	return decide.OwnerChain{Verified: true, ReplicaSetUID: p.ControllerUID, Detail: fmt.Sprintf("pod %s → ReplicaSet %s (uid %s) → Deployment %s (uid %s)", p.Name, rs.Name, rs.UID, d.Name, d.UID)}
 }
 
-// DefaultMaxScrapes is how many pods are scraped at once: enough for an HA
-// scheduler's replicas in one round, few enough that a selector matching many pods
-// does not open a connection to each at the same instant.
-const DefaultMaxScrapes = 4
-
-func (o *Observer) maxScrapes() int {
-	if o.MaxScrapes > 0 {
-		return o.MaxScrapes
-	}
-	return DefaultMaxScrapes
+// chainFailed is an unverified chain and why.
+func chainFailed(format string, a ...any) decide.OwnerChain {
+	return decide.OwnerChain{Detail: fmt.Sprintf(format, a...)}
 }

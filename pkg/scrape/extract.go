@@ -1,6 +1,6 @@
-// Package scrape reads the scheduler's Prometheus metrics page and extracts the few
-// series the watchdog judges by. It never guesses: anything it cannot read with
-// certainty comes back as an *Error, which the decision core treats as "unknown".
+// Package scrape reads the scheduler's metrics page and extracts the few series the
+// watchdog judges by. It never guesses: what it cannot read with certainty is an
+// *Error, which the decision core treats as "unknown".
 package scrape
 
 import (
@@ -10,7 +10,7 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"sort"
+	"slices"
 	"strings"
 
 	dto "github.com/prometheus/client_model/go"
@@ -26,28 +26,25 @@ const (
 	WatchAgeMetric = "agentenv_scheduler_watch_last_event_age_seconds"
 )
 
-// ObservedStatuses are the statuses the scheduler writes on every refresh. A page
-// missing any of them was cut short or comes from something else.
+// ObservedStatuses are the statuses the scheduler writes on every refresh: a page
+// missing one was cut short or is not the scheduler's.
 var ObservedStatuses = []string{"ready", "connecting", "unhealthy", "lingering", "unspecified"}
 
-// maxKeptBytes bounds what is handed to the parser: the families we read are a few
-// hundred bytes on a real scheduler, so anything near this is a broken or hostile page.
+// maxKeptBytes bounds what is handed to the parser: the families read are a few
+// hundred bytes on a real scheduler, so anything near this is broken or hostile.
 const maxKeptBytes = 1 << 20
 
 // Sample is what one scrape says about the scheduler's discovery.
 type Sample struct {
 	// Observed holds agentenv_scheduler_observed_nodes by status.
 	Observed map[string]int `json:"observed"`
-	// HeartbeatOK and HeartbeatRejected are the Heartbeat RPC counts with status
-	// ok and invalid_argument. A series absent from the page is 0: the scheduler
-	// creates it on the first RPC with that status.
+	// HeartbeatOK and HeartbeatRejected are the Heartbeat RPC counts with status ok
+	// and invalid_argument; an absent series is 0 (created by the first such RPC).
 	HeartbeatOK       uint64 `json:"heartbeatOK"`
 	HeartbeatRejected uint64 `json:"heartbeatRejected"`
-	// WatchAge is the optional watch freshness gauge in seconds; nil when absent or
-	// dropped as invalid (Warnings then says why).
+	// WatchAge is the optional freshness gauge in seconds; nil when absent or invalid.
 	WatchAge *float64 `json:"watchAgeSeconds,omitempty"`
-	// Warnings are doubts about optional series that were dropped; the required
-	// families are never guessed at: a doubt about them is an *Error.
+	// Warnings say why optional series were dropped (a required one's doubt is an *Error).
 	Warnings []string `json:"warnings,omitempty"`
 }
 
@@ -57,9 +54,9 @@ func (s Sample) Ready() int { return s.Observed["ready"] }
 // Unhealthy is the number of nodes whose last heartbeat is older than 30 s.
 func (s Sample) Unhealthy() int { return s.Observed["unhealthy"] }
 
-// Extract reads a Prometheus text page and returns the watchdog's sample. It streams:
-// lines of families the watchdog does not read are skipped without being kept, so
-// memory does not grow with the page. The kept lines are parsed by expfmt.
+// Extract reads a Prometheus text page and returns the watchdog's sample. It streams,
+// keeping only the lines of the families it reads (memory does not grow with the
+// page), and parses those with expfmt.
 func Extract(r io.Reader) (Sample, error) {
 	kept, err := filterFamilies(r)
 	if err != nil {
@@ -74,15 +71,17 @@ func Extract(r io.Reader) (Sample, error) {
 }
 
 var (
-	observedPrefix = []byte(ObservedNodesMetric)
-	countPrefix    = []byte(RPCDurationMetric + "_count")
-	watchAgePrefix = []byte(WatchAgeMetric)
-	commentNames   = map[string]bool{ObservedNodesMetric: true, RPCDurationMetric: true, RPCDurationMetric + "_count": true, WatchAgeMetric: true}
+	// seriesNames are the names of the sample lines kept.
+	seriesNames = [][]byte{[]byte(ObservedNodesMetric), []byte(RPCDurationMetric + "_count"),
+		[]byte(WatchAgeMetric)}
+	commentNames = map[string]bool{ObservedNodesMetric: true, RPCDurationMetric: true, RPCDurationMetric + "_count": true,
+		WatchAgeMetric: true}
+	errCutLine = &Error{Kind: KindTruncated, Err: errors.New("the page ends in the middle of a line")}
 )
 
-// filterFamilies copies the HELP/TYPE and sample lines of the families we read into a
-// buffer, checking on the way that the page is line-terminated (a cut-off page is not
-// trusted) and that no kept series appears twice.
+// filterFamilies copies the HELP/TYPE and sample lines of the families read into a
+// buffer, checking that the page is line-terminated (a cut-off page is not trusted)
+// and that no kept series appears twice.
 func filterFamilies(r io.Reader) ([]byte, error) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	var kept bytes.Buffer
@@ -91,17 +90,23 @@ func filterFamilies(r io.Reader) ([]byte, error) {
 		line, err := br.ReadSlice('\n')
 		if errors.Is(err, bufio.ErrBufferFull) {
 			// A line longer than the buffer: none of ours is, so only its head matters.
-			if keepLine(line) {
-				return nil, &Error{Kind: KindInvalid, Err: fmt.Errorf("a %s line is longer than %d bytes", familyOf(line), br.Size())}
+			if family := watched(line); family != "" {
+				return nil, &Error{Kind: KindInvalid, Err: fmt.Errorf("a %s line is longer than %d bytes", family, br.Size())}
 			}
-			if err := skipRestOfLine(br); err != nil {
-				return nil, err
+			for errors.Is(err, bufio.ErrBufferFull) {
+				_, err = br.ReadSlice('\n') // skip the rest of the line
+			}
+			switch {
+			case err == io.EOF:
+				return nil, errCutLine
+			case err != nil:
+				return nil, classifyReadError(err)
 			}
 			continue
 		}
-		if len(line) > 0 && keepLine(line) {
+		if watched(line) != "" {
 			if line[len(line)-1] != '\n' {
-				return nil, &Error{Kind: KindTruncated, Err: errors.New("the page ends in the middle of a line")}
+				return nil, errCutLine
 			}
 			if key, ok := seriesKey(line); ok {
 				if _, dup := seen[key]; dup {
@@ -116,7 +121,7 @@ func filterFamilies(r io.Reader) ([]byte, error) {
 		}
 		if err == io.EOF {
 			if len(line) > 0 && line[len(line)-1] != '\n' {
-				return nil, &Error{Kind: KindTruncated, Err: errors.New("the page ends in the middle of a line")}
+				return nil, errCutLine
 			}
 			return kept.Bytes(), nil
 		}
@@ -126,91 +131,50 @@ func filterFamilies(r io.Reader) ([]byte, error) {
 	}
 }
 
-func skipRestOfLine(br *bufio.Reader) error {
-	for {
-		_, err := br.ReadSlice('\n')
-		switch {
-		case errors.Is(err, bufio.ErrBufferFull):
-			continue
-		case err == io.EOF:
-			return &Error{Kind: KindTruncated, Err: errors.New("the page ends in the middle of a line")}
-		case err != nil:
-			return classifyReadError(err)
-		default:
-			return nil
-		}
-	}
-}
-
-func trimBlank(line []byte) []byte {
-	return bytes.TrimLeft(line, " \t")
-}
-
-// keepLine reports whether a line belongs to a family the watchdog reads.
-func keepLine(line []byte) bool {
-	line = trimBlank(line)
-	if len(line) == 0 {
-		return false
-	}
-	if line[0] == '#' {
+// watched says which family the watchdog reads a line belongs to: the series name,
+// "metric comment" for its HELP or TYPE line, or "" for a line it does not read.
+func watched(line []byte) string {
+	line = bytes.TrimLeft(line, " \t")
+	if len(line) > 0 && line[0] == '#' {
 		fields := bytes.Fields(line)
-		if len(fields) >= 3 && (string(fields[1]) == "HELP" || string(fields[1]) == "TYPE") {
-			return commentNames[string(fields[2])]
+		if len(fields) >= 3 && (string(fields[1]) == "HELP" || string(fields[1]) == "TYPE") &&
+			commentNames[string(fields[2])] {
+			return "metric comment"
 		}
-		return false
+		return ""
 	}
-	return hasMetricName(line, observedPrefix) || hasMetricName(line, countPrefix) || hasMetricName(line, watchAgePrefix)
-}
-
-func hasMetricName(line, name []byte) bool {
-	if !bytes.HasPrefix(line, name) || len(line) == len(name) {
-		return false
-	}
-	switch line[len(name)] {
-	case '{', ' ', '\t':
-		return true
-	}
-	return false
-}
-
-func familyOf(line []byte) string {
-	line = trimBlank(line)
-	for _, p := range [][]byte{observedPrefix, countPrefix, watchAgePrefix} {
-		if bytes.HasPrefix(line, p) {
-			return string(p)
+	for _, name := range seriesNames {
+		if bytes.HasPrefix(line, name) && len(line) > len(name) &&
+			bytes.IndexByte([]byte("{ \t"), line[len(name)]) >= 0 {
+			return string(name)
 		}
 	}
-	return "metric comment"
+	return ""
 }
 
 // seriesKey returns the name and label set of a sample line, for duplicate detection.
 // Labels are sorted so that reordered duplicates are caught too.
 func seriesKey(line []byte) (string, bool) {
-	line = trimBlank(line)
+	line = bytes.TrimLeft(line, " \t")
 	if len(line) == 0 || line[0] == '#' {
 		return "", false
 	}
 	open := bytes.IndexByte(line, '{')
 	if open < 0 {
-		end := bytes.IndexAny(line, " \t")
-		if end < 0 {
-			return string(bytes.TrimSpace(line)), true
-		}
-		return string(line[:end]), true
+		return string(bytes.Fields(line)[0]), true
 	}
 	closing := bytes.LastIndexByte(line, '}')
 	if closing < open {
 		return string(line), true // malformed; the parser will say so
 	}
-	labels := strings.Split(string(line[open+1:closing]), ",")
-	trimmed := labels[:0]
-	for _, l := range labels {
+	var labels []string
+	for l := range strings.SplitSeq(string(line[open+1:closing]), ",") {
 		if l = strings.TrimSpace(l); l != "" {
-			trimmed = append(trimmed, l)
+			labels = append(labels, l)
 		}
 	}
-	sort.Strings(trimmed)
-	return string(line[:open]) + "{" + strings.Join(trimmed, ",") + "}", true
+	slices.Sort(labels)
+	return string(line[:open]) + "{" + strings.Join(labels, ",") + "}", true
 }
 
 func sampleFromFamilies(families map[string]*dto.MetricFamily) (Sample, error) {
@@ -229,11 +193,7 @@ func sampleFromFamilies(families map[string]*dto.MetricFamily) (Sample, error) {
 			// the scheduler means is a guess (found by FuzzExtract).
 			return Sample{}, &Error{Kind: KindInvalid, Err: fmt.Errorf("%s has more than one series with status=%q", ObservedNodesMetric, status)}
 		}
-		v := m.GetGauge().GetValue()
-		if observed.GetType() == dto.MetricType_UNTYPED {
-			v = m.GetUntyped().GetValue()
-		}
-		n, err := count(v)
+		n, err := count(value(observed, m))
 		if err != nil {
 			return Sample{}, &Error{Kind: KindInvalid, Err: fmt.Errorf("%s{status=%q}: %w", ObservedNodesMetric, status, err)}
 		}
@@ -256,10 +216,9 @@ func sampleFromFamilies(families map[string]*dto.MetricFamily) (Sample, error) {
 	return s, nil
 }
 
-// watchAge reads the optional watch freshness gauge. It is optional: a value that
-// cannot be trusted (NaN or ±Inf, a plausible "no event yet"; negative; several
-// series) drops the gauge with a warning and leaves the rest of the sample, which
-// the required families alone decide, intact.
+// watchAge reads the optional watch freshness gauge: a value that cannot be trusted
+// (NaN or ±Inf, a plausible "no event yet"; negative; several series) drops it with
+// a warning and leaves the rest of the sample intact.
 func watchAge(families map[string]*dto.MetricFamily) (*float64, []string) {
 	fam, ok := families[WatchAgeMetric]
 	if !ok || len(fam.GetMetric()) == 0 {
@@ -268,11 +227,7 @@ func watchAge(families map[string]*dto.MetricFamily) (*float64, []string) {
 	if n := len(fam.GetMetric()); n > 1 {
 		return nil, []string{fmt.Sprintf("optional gauge %s ignored: %d series, want one", WatchAgeMetric, n)}
 	}
-	m := fam.GetMetric()[0]
-	v := m.GetGauge().GetValue()
-	if fam.GetType() == dto.MetricType_UNTYPED {
-		v = m.GetUntyped().GetValue()
-	}
+	v := value(fam, fam.GetMetric()[0])
 	if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
 		return nil, []string{fmt.Sprintf("optional gauge %s ignored: value %g is not a finite non-negative age", WatchAgeMetric, v)}
 	}
@@ -284,60 +239,65 @@ func watchAge(families map[string]*dto.MetricFamily) (*float64, []string) {
 // or left the _count series untyped.
 func heartbeatCount(families map[string]*dto.MetricFamily, status string) (uint64, error) {
 	name := RPCDurationMetric + "_count"
+	var n uint64
+	var err error
 	if fam, ok := families[RPCDurationMetric]; ok && fam.GetType() == dto.MetricType_HISTOGRAM {
-		for _, m := range fam.GetMetric() {
-			if labelValue(m, "rpc") != "Heartbeat" || labelValue(m, "status") != status {
-				continue
-			}
-			h := m.GetHistogram()
-			if f := h.GetSampleCountFloat(); f != 0 {
-				// expfmt keeps a count that is not a whole number (or NaN) as a float.
-				n, err := counterValue(f)
-				if err == nil && f != math.Trunc(f) {
-					err = fmt.Errorf("value %g is not a whole number", f)
-				}
-				if err != nil {
-					return 0, &Error{Kind: KindInvalid, Err: fmt.Errorf("%s{rpc=\"Heartbeat\",status=%q}: %w", name, status, err)}
-				}
-				return n, nil
-			}
-			return h.GetSampleCount(), nil
+		h := heartbeatSeries(fam, status).GetHistogram()
+		if f := h.GetSampleCountFloat(); f != 0 {
+			// expfmt keeps a count that is not a whole number (or NaN) as a float.
+			n, err = whole(f)
+		} else {
+			n = h.GetSampleCount()
 		}
-		return 0, nil
+	} else if m := heartbeatSeries(families[name], status); m != nil {
+		n, err = counterValue(value(families[name], m))
 	}
-	if fam, ok := families[name]; ok {
-		for _, m := range fam.GetMetric() {
-			if labelValue(m, "rpc") != "Heartbeat" || labelValue(m, "status") != status {
-				continue
-			}
-			v := m.GetUntyped().GetValue()
-			if fam.GetType() == dto.MetricType_COUNTER {
-				v = m.GetCounter().GetValue()
-			} else if fam.GetType() == dto.MetricType_GAUGE {
-				v = m.GetGauge().GetValue()
-			}
-			n, err := counterValue(v)
-			if err != nil {
-				return 0, &Error{Kind: KindInvalid, Err: fmt.Errorf("%s{rpc=\"Heartbeat\",status=%q}: %w", name, status, err)}
-			}
-			return n, nil
-		}
+	if err != nil {
+		return 0, &Error{Kind: KindInvalid, Err: fmt.Errorf("%s{rpc=\"Heartbeat\",status=%q}: %w", name, status, err)}
 	}
-	return 0, nil
+	return n, nil
+}
+
+// heartbeatSeries is fam's series of the Heartbeat RPC with status, or nil.
+func heartbeatSeries(fam *dto.MetricFamily, status string) *dto.Metric {
+	i := slices.IndexFunc(fam.GetMetric(), func(m *dto.Metric) bool {
+		return labelValue(m, "rpc") == "Heartbeat" && labelValue(m, "status") == status
+	})
+	if i < 0 {
+		return nil
+	}
+	return fam.GetMetric()[i]
+}
+
+// value is a gauge, counter or untyped sample's value, as its family types it.
+func value(fam *dto.MetricFamily, m *dto.Metric) float64 {
+	switch fam.GetType() {
+	case dto.MetricType_GAUGE:
+		return m.GetGauge().GetValue()
+	case dto.MetricType_COUNTER:
+		return m.GetCounter().GetValue()
+	}
+	return m.GetUntyped().GetValue()
 }
 
 // count accepts a gauge of nodes: a whole, plausible number.
 func count(v float64) (int, error) {
-	if _, err := counterValue(v); err != nil {
+	if _, err := whole(v); err != nil {
 		return 0, err
 	}
-	switch {
-	case v != math.Trunc(v):
-		return 0, fmt.Errorf("value %g is not a whole number", v)
-	case v > math.MaxInt32:
+	if v > math.MaxInt32 {
 		return 0, fmt.Errorf("value %g is implausibly large", v)
 	}
 	return int(v), nil
+}
+
+// whole accepts a counter value that is a whole number.
+func whole(v float64) (uint64, error) {
+	n, err := counterValue(v)
+	if err == nil && v != math.Trunc(v) {
+		err = fmt.Errorf("value %g is not a whole number", v)
+	}
+	return n, err
 }
 
 // counterValue accepts what a counter can hold exactly in a float64.

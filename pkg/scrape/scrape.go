@@ -84,17 +84,9 @@ func NewScraper(timeout time.Duration, maxBytes int64) *Scraper {
 		DisableKeepAlives:      true,
 		MaxResponseHeaderBytes: 64 << 10,
 	}
-	return &Scraper{
-		client: &http.Client{
-			Transport: transport,
-			Timeout:   timeout,
-			CheckRedirect: func(*http.Request, []*http.Request) error {
-				return http.ErrUseLastResponse
-			},
-		},
-		timeout:  timeout,
-		maxBytes: maxBytes,
-	}
+	client := &http.Client{Transport: transport, Timeout: timeout,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	return &Scraper{client: client, timeout: timeout, maxBytes: maxBytes}
 }
 
 // Scrape fetches url and extracts the sample.
@@ -128,19 +120,16 @@ func (s *Scraper) Scrape(ctx context.Context, url string) (Sample, error) {
 			return Sample{}, &Error{Kind: KindNotMetrics, Err: fmt.Errorf("GET %s answered Content-Type %q, not the Prometheus text format", url, ct)}
 		}
 	}
-	body := &cappedReader{r: resp.Body, remaining: s.maxBytes, limit: s.maxBytes}
+	// One byte past the cap, all read, is a body over it (a body of exactly the cap is fine).
+	body := &io.LimitedReader{R: resp.Body, N: s.maxBytes + 1}
 	sample, err := Extract(body)
-	if err != nil {
-		if body.exceeded {
-			return Sample{}, &Error{Kind: KindTooLarge, Err: fmt.Errorf("GET %s: body exceeds %d bytes", url, s.maxBytes)}
-		}
-		var se *Error
-		if errors.As(err, &se) && se.Kind == KindTimeout {
-			return Sample{}, &Error{Kind: KindTimeout, Err: fmt.Errorf("GET %s: body not complete within %s", url, s.timeout)}
-		}
-		return Sample{}, err
+	switch {
+	case body.N == 0:
+		return Sample{}, &Error{Kind: KindTooLarge, Err: fmt.Errorf("GET %s: body exceeds %d bytes", url, s.maxBytes)}
+	case KindOf(err) == KindTimeout:
+		return Sample{}, &Error{Kind: KindTimeout, Err: fmt.Errorf("GET %s: body not complete within %s", url, s.timeout)}
 	}
-	return sample, nil
+	return sample, err
 }
 
 // statusMessage is the message of a Kubernetes Status body, else its first line,
@@ -161,38 +150,8 @@ func statusMessage(body io.Reader) string {
 	return strings.ToValidUTF8(msg, "")
 }
 
-// cappedReader fails once more than limit bytes have been read.
-type cappedReader struct {
-	r         io.Reader
-	remaining int64
-	limit     int64
-	exceeded  bool
-}
-
-var errTooLarge = errors.New("body too large")
-
-func (c *cappedReader) Read(p []byte) (int, error) {
-	if c.remaining <= 0 {
-		// Probe one byte: a body of exactly limit bytes is fine.
-		var one [1]byte
-		n, err := c.r.Read(one[:])
-		if n > 0 {
-			c.exceeded = true
-			return 0, &Error{Kind: KindTooLarge, Err: errTooLarge}
-		}
-		return 0, err
-	}
-	if int64(len(p)) > c.remaining {
-		p = p[:c.remaining]
-	}
-	n, err := c.r.Read(p)
-	c.remaining -= int64(n)
-	return n, err
-}
-
 func classifyTransportError(url string, err error) error {
-	var ne net.Error
-	if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
+	if isTimeout(err) {
 		return &Error{Kind: KindTimeout, Err: fmt.Errorf("GET %s: %w", url, err)}
 	}
 	return &Error{Kind: KindUnreachable, Err: fmt.Errorf("GET %s: %w", url, err)}
@@ -201,15 +160,18 @@ func classifyTransportError(url string, err error) error {
 // classifyReadError maps an error met while reading the body.
 func classifyReadError(err error) error {
 	var se *Error
-	if errors.As(err, &se) {
+	switch {
+	case errors.As(err, &se):
 		return se
-	}
-	var ne net.Error
-	if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
+	case isTimeout(err):
 		return &Error{Kind: KindTimeout, Err: err}
-	}
-	if errors.Is(err, io.ErrUnexpectedEOF) {
+	case errors.Is(err, io.ErrUnexpectedEOF):
 		return &Error{Kind: KindTruncated, Err: fmt.Errorf("body shorter than its Content-Length: %w", err)}
 	}
 	return &Error{Kind: KindUnreachable, Err: fmt.Errorf("read body: %w", err)}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
 }

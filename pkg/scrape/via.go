@@ -3,6 +3,7 @@ package scrape
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 )
 
@@ -23,8 +24,7 @@ const (
 
 // ParseVia reads a --scrape-via value.
 func ParseVia(s string) (Via, error) {
-	switch v := Via(s); v {
-	case ViaAuto, ViaDirect, ViaAPIServer:
+	if v := Via(s); slices.Contains([]Via{ViaAuto, ViaDirect, ViaAPIServer}, v) {
 		return v, nil
 	}
 	return "", fmt.Errorf("%q: want auto, direct or apiserver", s)
