@@ -134,7 +134,7 @@ func (s *scenario) check(args ...string) result {
 }
 
 // syncCache makes the API server's watch cache hold everything the test wrote:
-// the watchdog lists pods and EndpointSlices from that cache, and a quorum list
+// the watchdog lists pods and EndpointSlices, and reads the owners, from that cache; a quorum list
 // returns only once the cache has caught up with etcd.
 func (s *scenario) syncCache() {
 	s.t.Helper()
@@ -143,6 +143,11 @@ func (s *scenario) syncCache() {
 	_, err := env.Client.CoreV1().Pods(s.ns).List(ctx, metav1.ListOptions{})
 	must(s.t, err)
 	_, err = env.Client.DiscoveryV1().EndpointSlices(s.ns).List(ctx, metav1.ListOptions{})
+	must(s.t, err)
+	// The owner chain is read from the cache too (kube.Cached).
+	_, err = env.Client.AppsV1().Deployments(s.ns).List(ctx, metav1.ListOptions{})
+	must(s.t, err)
+	_, err = env.Client.AppsV1().ReplicaSets(s.ns).List(ctx, metav1.ListOptions{})
 	must(s.t, err)
 }
 
