@@ -99,7 +99,7 @@ func TestKubectlFlagsApplyInAPod(t *testing.T) {
 		bad     bool
 	}{
 		{"", 0, false}, {"0", 0, false}, {"7s", 7 * time.Second, false}, {"5", 5 * time.Second, false}, {"2m", 2 * time.Minute, false},
-		{"soon", 0, true}, {"-1s", 0, true},
+		{"soon", 0, true}, {"-1s", 0, true}, {"18446744074", 0, true}, {"9300000000", 0, true},
 	} {
 		args := []string{"--as", "someone", "--token", "tok-3"}
 		if c.timeout != "" {
@@ -116,6 +116,10 @@ func TestKubectlFlagsApplyInAPod(t *testing.T) {
 		if c.bad {
 			if err == nil || !strings.Contains(err.Error(), "--request-timeout") {
 				t.Errorf("--request-timeout %q: error %v, want one naming the flag", c.timeout, err)
+			}
+			// Refused before any connection too, in a pod or not.
+			if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "--request-timeout") {
+				t.Errorf("--request-timeout %q: Validate said %v, want a problem naming the flag", c.timeout, err)
 			}
 			continue
 		}

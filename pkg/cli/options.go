@@ -119,6 +119,9 @@ func (o *ClusterOptions) Validate() error {
 	p.name("--state-configmap", o.StateConfigMap, validation.IsDNS1123Subdomain)
 	p.positive("--timeout", o.Timeout)
 	p.positive("--api-timeout", o.APITimeout)
+	if _, err := requestTimeout(o.Overrides.Timeout); err != nil {
+		p.addf("--request-timeout %q: %v", o.Overrides.Timeout, err)
+	}
 	if _, err := zerolog.ParseLevel(o.LogLevel); err != nil || o.LogLevel == "" {
 		p.addf("--log-level %q: want debug, info, warn or error", o.LogLevel)
 	}

@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -273,16 +275,30 @@ func inPodOverrides(cfg *rest.Config, o *ClusterOptions) error {
 		cfg.BearerToken, cfg.BearerTokenFile = a.Token, ""
 	}
 	if rt := o.Overrides.Timeout; rt != "" && rt != "0" {
-		d, err := clientcmd.ParseTimeout(rt) // as kubectl: a duration, or bare seconds
-		if err == nil && d < 0 {
-			err = errors.New("negative")
-		}
+		d, err := requestTimeout(rt)
 		if err != nil {
 			return usagef("--request-timeout %q: %v", rt, err)
 		}
 		cfg.Timeout = d
 	}
 	return nil
+}
+
+// requestTimeout reads --request-timeout as kubectl does (a duration, or bare
+// seconds), refusing what clientcmd would wrap: a negative value or bare seconds
+// past time.Duration's range.
+func requestTimeout(s string) (time.Duration, error) {
+	if s == "" {
+		return 0, nil
+	}
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil && n > int64(math.MaxInt64/time.Second) {
+		return 0, errors.New("too long")
+	}
+	d, err := clientcmd.ParseTimeout(s)
+	if err == nil && d < 0 {
+		err = errors.New("negative")
+	}
+	return d, err
 }
 
 // inPod: the watchdog runs in a pod (the kubelet sets KUBERNETES_SERVICE_HOST in

@@ -4,7 +4,6 @@ package observe
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"fmt"
 	"net"
@@ -46,7 +45,7 @@ type Observer struct {
 	// owners keeps the objects read for Ownership (ownersTTL): a run's samples
 	// would read the same ones each time.
 	owners sync.Map
-	// MaxScrapes bounds the scrapes in flight; zero is DefaultMaxScrapes.
+	// MaxScrapes bounds the scrapes in flight; zero or less is DefaultMaxScrapes.
 	MaxScrapes int
 	Clock      clock.PassiveClock
 	// Via is the resolved scrape path; for apiserver, APIServer is the API server's
@@ -116,7 +115,10 @@ func (o *Observer) observe(ctx context.Context, consistent bool) (decide.Observa
 	// gone wide must not become the watchdog's own fan-out (--max-pods).
 	judged, _, _ := decide.Judged(obs, o.Decide)
 	var scrapes sync.WaitGroup
-	slots := make(chan struct{}, cmp.Or(o.MaxScrapes, DefaultMaxScrapes))
+	slots := make(chan struct{}, DefaultMaxScrapes)
+	if o.MaxScrapes > 0 {
+		slots = make(chan struct{}, o.MaxScrapes)
+	}
 	for i := range pods.Items {
 		pod, p := &pods.Items[i], &obs.Pods[i]
 		if !slices.ContainsFunc(judged, func(j decide.Pod) bool { return j.UID == p.UID }) {

@@ -154,20 +154,25 @@ func newObserver(t *testing.T, pods []corev1.Pod, metricsURL string) *Observer {
 // than the bound is in flight: without the bound all arrive at once and it sees
 // them; with it, the held scrapes end at their timeout and the rest follow.
 func TestScrapesAreBounded(t *testing.T) {
-	const bound = 2
-	g := &gatedMetrics{want: bound + 1, open: make(chan struct{})}
-	srv := httptest.NewServer(g)
-	defer srv.Close()
-	o := newObserver(t, runningPods(bound+1), srv.URL)
-	o.MaxScrapes = bound
-	obs, err := o.Observe(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.most > bound || g.hits != bound+1 {
-		t.Errorf("%d scrapes in flight at once (bound %d), %d scrapes of %d pods", g.most, bound, g.hits, len(obs.Pods))
+	for _, bound := range []int{-1, 0, 1, 2} { // zero or less: DefaultMaxScrapes
+		want := bound
+		if want <= 0 {
+			want = DefaultMaxScrapes
+		}
+		g := &gatedMetrics{want: want + 1, open: make(chan struct{})}
+		srv := httptest.NewServer(g)
+		o := newObserver(t, runningPods(want+1), srv.URL)
+		o.MaxScrapes = bound
+		obs, err := o.Observe(context.Background())
+		srv.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.mu.Lock()
+		if g.most > want || g.hits != want+1 {
+			t.Errorf("MaxScrapes %d: %d scrapes in flight at once (bound %d), %d scrapes of %d pods", bound, g.most, want, g.hits, len(obs.Pods))
+		}
+		g.mu.Unlock()
 	}
 }
 

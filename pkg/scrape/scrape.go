@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"mime"
 	"net"
 	"net/http"
@@ -121,7 +122,7 @@ func (s *Scraper) Scrape(ctx context.Context, url string) (Sample, error) {
 		}
 	}
 	// One byte past the cap, all read, is a body over it (a body of exactly the cap is fine).
-	body := &io.LimitedReader{R: resp.Body, N: s.maxBytes + 1}
+	body := &io.LimitedReader{R: resp.Body, N: s.maxBytes + min(1, math.MaxInt64-s.maxBytes)}
 	sample, err := Extract(body)
 	switch {
 	case body.N == 0:

@@ -2,6 +2,7 @@ package scrape
 
 import (
 	"context"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -105,5 +106,20 @@ func TestScrapeRefused(t *testing.T) {
 	_, err := NewScraper(time.Second, 0).Scrape(context.Background(), url)
 	if KindOf(err) != KindUnreachable {
 		t.Fatalf("want unreachable, got %v", err)
+	}
+}
+
+// Any cap the flag accepts reads a healthy page, up to the largest int64 (one
+// past the cap must not wrap to a negative limit that reads nothing).
+func TestScrapeCapSweep(t *testing.T) {
+	healthy := readFixture(t, "scheduler-metrics-healthy.txt")
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte(healthy))
+	}))
+	defer srv.Close()
+	for _, cap := range []int64{int64(len(healthy)), 1 << 20, 1<<62 + 1, math.MaxInt64 - 1, math.MaxInt64} {
+		if _, err := NewScraper(5*time.Second, cap).Scrape(context.Background(), srv.URL); err != nil {
+			t.Errorf("cap %d: %v", cap, err)
+		}
 	}
 }
