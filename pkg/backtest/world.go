@@ -24,9 +24,7 @@ type World struct {
 	// lines are, by Target.Key, the restarts of each target in the order made:
 	// the world at any time is the latest made by then, so that it reads the same
 	// during the replay and when measured after it.
-	lines map[string][]*line
-	// made counts the replacements of each target, so that no two share a name.
-	made     map[string]int
+	lines    map[string][]*line
 	restarts []time.Time
 	// supersededAt is, by Target.Key, when a newer pod started while the target's
 	// series went on and then ended for good (a rollout): it is terminating from
@@ -58,14 +56,15 @@ type line struct {
 	// ended: by ending, after which neither it nor a replacement is listed.
 	healAt time.Time
 	ended  bool
-	// n numbers the current replacement; startedAt is its start.
+	// n numbers the replacement (its name and UID are the pod's ~n, so that no
+	// two share one); startedAt is its start.
 	n         int
 	startedAt time.Time
 }
 
 // NewWorld is the record with no restart made yet.
 func NewWorld(h *History) *World {
-	w := &World{h: h, lines: map[string][]*line{}, made: map[string]int{}, supersededAt: map[string]time.Time{}}
+	w := &World{h: h, lines: map[string][]*line{}, supersededAt: map[string]time.Time{}}
 	for _, old := range h.Targets {
 		if h.To.Sub(old.Last()) <= w.maxAge(old) {
 			continue // still reporting at the end: not replaced
@@ -102,18 +101,19 @@ func (w *World) Pods(t time.Time) []Pod {
 		if t.Before(tg.First()) || t.Sub(tg.Last()) > w.maxAge(tg) {
 			continue
 		}
-		uid := podUID(tg)
 		l := w.lineAt(tg.Key, t)
-		var p Pod
-		switch {
-		case l == nil:
-			p = w.recorded(tg, uid, t)
-		case l.healAt.IsZero() || t.Before(l.healAt):
-			p = w.replacement(tg, uid, l, t)
-		case !l.ended:
-			p = w.healed(tg, uid, l, t)
-		default:
+		healed := l != nil && !l.healAt.IsZero() && !t.Before(l.healAt)
+		if healed && l.ended {
 			continue
+		}
+		p := w.recorded(tg, t, l != nil && !healed)
+		if l != nil {
+			// A replacement: once the record heals, its readings under the
+			// replacement's name and UID, its process no older than the replacement.
+			p.Name, p.UID, p.Replacement = fmt.Sprintf("%s~%d", p.Name, l.n), fmt.Sprintf("%s~%d", p.UID, l.n), true
+			if !healed || p.StartedAt.Before(l.startedAt) {
+				p.StartedAt = l.startedAt
+			}
 		}
 		since, superseded := w.supersededAt[tg.Key]
 		p.Terminating = superseded && !t.Before(since)
@@ -132,43 +132,33 @@ func (w *World) Expected(t time.Time) (int, bool) {
 	return int(math.Round(v)), true
 }
 
-func podUID(tg *Target) string {
+// recorded is tg's pod at t as the record reads; standIn: a replacement before
+// the record heals, which reads what serves.
+func (w *World) recorded(tg *Target, t time.Time, standIn bool) Pod {
+	p := Pod{Name: tg.Pod, UID: tg.Pod, Target: tg, StartedAt: w.startedAt(tg, t)}
 	if tg.Namespace != "" {
-		return tg.Namespace + "/" + tg.Pod
+		p.UID = tg.Namespace + "/" + tg.Pod
 	}
-	return tg.Pod
-}
-
-func (w *World) recorded(tg *Target, uid string, t time.Time) Pod {
-	p := Pod{Name: tg.Pod, UID: uid, Target: tg, StartedAt: w.startedAt(tg, t)}
 	ready, when, ok := at(tg.Ready, t, w.maxAge(tg))
-	if !ok {
+	switch {
+	case !ok:
 		p.Gap = gapReason("the ready series", when, t, w.maxAge(tg))
-		return p
-	}
-	p.Ready = ready
-	// A counter series is absent until its first increment: absent is 0. During a
-	// gap of the counter alone, its last value of this process stands (no rise).
-	if v, seen, ok := at(tg.Rejected, t, math.MaxInt64); ok && !seen.Before(p.StartedAt) {
-		p.Rejected = v
-	}
-	if v, seen, ok := at(tg.Accepted, t, math.MaxInt64); ok && !seen.Before(p.StartedAt) {
-		p.Accepted = v
-	}
-	return p
-}
-
-func (w *World) replacement(tg *Target, uid string, l *line, t time.Time) Pod {
-	p := Pod{Target: tg, Replacement: true, StartedAt: l.startedAt}
-	p.Name, p.UID = l.names(tg, uid)
-	if _, when, ok := at(tg.Ready, t, w.maxAge(tg)); !ok {
-		p.Gap = gapReason("the ready series", when, t, w.maxAge(tg))
-		return p
-	}
-	// It reads what serves. While the record has no count (a gap in
-	// kube-state-metrics' series, not in the scheduler's), the last one known.
-	if v, _, ok := at(w.h.Expected, t, math.MaxInt64); ok && v > 0 {
-		p.Ready = math.Round(v)
+	case standIn:
+		// While the record has no count (a gap in kube-state-metrics' series, not
+		// in the scheduler's), the last one known.
+		if v, _, ok := at(w.h.Expected, t, math.MaxInt64); ok && v > 0 {
+			p.Ready = math.Round(v)
+		}
+	default:
+		p.Ready = ready
+		// A counter series is absent until its first increment: absent is 0. During a
+		// gap of the counter alone, its last value of this process stands (no rise).
+		if v, seen, ok := at(tg.Rejected, t, math.MaxInt64); ok && !seen.Before(p.StartedAt) {
+			p.Rejected = v
+		}
+		if v, seen, ok := at(tg.Accepted, t, math.MaxInt64); ok && !seen.Before(p.StartedAt) {
+			p.Accepted = v
+		}
 	}
 	return p
 }
@@ -180,23 +170,6 @@ func (w *World) maxAge(tg *Target) time.Duration {
 		return tg.MaxAge
 	}
 	return w.h.MaxAge
-}
-
-// healed is the replacement once the record has healed: the record's readings
-// under its name and UID, its process no older than the replacement.
-func (w *World) healed(tg *Target, uid string, l *line, t time.Time) Pod {
-	p := w.recorded(tg, uid, t)
-	p.Name, p.UID = l.names(tg, uid)
-	p.Replacement = true
-	if p.StartedAt.Before(l.startedAt) {
-		p.StartedAt = l.startedAt
-	}
-	return p
-}
-
-// names are the current replacement's pod name and UID.
-func (l *line) names(tg *Target, uid string) (name, podUID string) {
-	return fmt.Sprintf("%s~%d", tg.Pod, l.n), fmt.Sprintf("%s~%d", uid, l.n)
 }
 
 // startedAt is the process start the record gives at t: the latest
@@ -228,10 +201,9 @@ func (w *World) Restart(uid string, t time.Time) bool {
 			continue
 		}
 		key := p.Target.Key
-		w.made[key]++
 		w.restarts = append(w.restarts, t)
 		// The replacement starts a few seconds after the delete, in whole seconds.
-		l := &line{deletedAt: t, n: w.made[key], startedAt: t.Add(5 * time.Second).Truncate(time.Second)}
+		l := &line{deletedAt: t, n: len(w.lines[key]) + 1, startedAt: t.Add(5 * time.Second).Truncate(time.Second)}
 		if prev := w.lineAt(key, t); prev != nil && (prev.healAt.IsZero() || t.Before(prev.healAt)) {
 			// A replacement restarted before the record healed: the record still
 			// heals when it did.
