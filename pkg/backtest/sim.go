@@ -82,8 +82,9 @@ func Run(ctx context.Context, h *History, cfg Config) (*Result, error) {
 	return res, nil
 }
 
-// simulation is one simulated watchdog: check's Runner, whose observer and
-// restarter the simulation is, answering from the world at the simulated time.
+// simulation is one simulated watchdog: check's Runner, whose observer,
+// restarter and alert sink the simulation is, answering from the world at the
+// simulated time and recording what each pass did.
 type simulation struct {
 	cfg    Config
 	h      *History
@@ -91,11 +92,13 @@ type simulation struct {
 	clock  *simClock
 	store  *statestore.MemoryStore
 	runner *check.Runner
-	rec    *recorder
+	mu     sync.Mutex
+	made   []Restart
+	notes  []alert.Notification
 }
 
 func newSimulation(h *History, cfg Config) *simulation {
-	s := &simulation{cfg: cfg, h: h, world: newWorld(h, cfg), clock: &simClock{clocktesting.NewFakeClock(h.From)}, rec: &recorder{}}
+	s := &simulation{cfg: cfg, h: h, world: newWorld(h, cfg), clock: &simClock{clocktesting.NewFakeClock(h.From)}}
 	s.store = &statestore.MemoryStore{Namespace: cfg.Check.Source.Namespace, Name: cfg.Check.StateConfigMap}
 	s.store.SetData(map[string]string{}) // an empty state, as after install: no "not found" warning
 	opts := cfg.Check
@@ -106,7 +109,7 @@ func newSimulation(h *History, cfg Config) *simulation {
 		Observer:  s,
 		Store:     s.store,
 		Restarter: s,
-		Sinks:     []alert.Sink{s.rec},
+		Sinks:     []alert.Sink{s},
 		Clock:     s.clock,
 		Log:       cfg.Log,
 	}
@@ -126,17 +129,17 @@ func (s *simulation) run(ctx context.Context, res *Result) error {
 		rep, err := s.runner.Run(deadlineContext{Context: ctx, at: next.Add(s.cfg.Timeout)})
 		res.Runs++
 		s.record(res, next, rep, err)
-		if err := s.collectEpisodes(ctx, res, seen); err != nil {
+		if _, err := s.collectEpisodes(ctx, res, seen); err != nil {
 			return err
 		}
 		next = s.after(next, s.clock.Now())
 	}
-	st, err := s.store.Load(ctx)
+	st, err := s.collectEpisodes(ctx, res, seen)
 	if err != nil {
-		return fmt.Errorf("read the simulated state: %w", err)
+		return err
 	}
-	res.State = st.State
-	for uid, p := range st.State.Pods {
+	res.State = st
+	for uid, p := range st.Pods {
 		if e := p.Episode; e != nil {
 			res.Episodes = append(res.Episodes, Episode{Pod: p.Name, UID: uid, Kind: e.Kind, Evidence: e.Evidence, From: e.Since, Outcome: episodeOpen})
 		}
@@ -163,58 +166,52 @@ func (s *simulation) after(start, end time.Time) time.Time {
 // record turns one pass's report into the result's restarts, blocked restarts,
 // alerts and warnings.
 func (s *simulation) record(res *Result, run time.Time, rep *check.Report, runErr error) {
-	made, notes := s.rec.take()
+	s.mu.Lock()
+	made, notes := s.made, s.notes
+	s.made, s.notes = nil, nil
+	s.mu.Unlock()
 	if runErr != nil {
 		res.Warnings = append(res.Warnings, fmt.Sprintf("run at %s failed: %v", run.UTC().Format(time.RFC3339), runErr))
 	}
-	for _, m := range made {
-		r := Restart{Run: run.UTC(), At: m.at.UTC(), Pod: m.pod, UID: m.uid}
-		if t := targetOf(rep, m.uid); t != nil {
-			r.Evidence, r.Reason, r.Gates = string(t.Evidence), t.Reason, decide.GateSummary(*t)
+	// The Runner returns its report, filled as far as the pass got, also on error.
+	for _, r := range made {
+		r.Run = run.UTC()
+		if i := slices.IndexFunc(rep.Targets, func(t decide.Target) bool { return t.UID == r.UID }); i >= 0 {
+			t := rep.Targets[i]
+			r.Evidence, r.Reason, r.Gates = string(t.Evidence), t.Reason, decide.GateSummary(t)
 			if t.BadSince != nil {
 				since := t.BadSince.UTC()
-				r.EpisodeStart, r.AfterEpisodeStart = &since, state.Duration(m.at.Sub(since))
+				r.EpisodeStart, r.AfterEpisodeStart = &since, state.Duration(r.At.Sub(since))
 			}
 		}
 		res.Restarts = append(res.Restarts, r)
 	}
-	if rep != nil {
-		for _, t := range rep.Targets {
-			if t.Action != decide.ActionBlocked || t.RestartInProgress() {
-				continue
-			}
-			b := Blocked{At: s.clock.Now().UTC(), Run: run.UTC(), Pod: t.Pod, Reason: t.Reason}
-			for _, g := range t.Gates {
-				if !g.OK && !g.InProgress {
-					b.Gates = append(b.Gates, g)
-				}
-			}
-			res.Blocked = append(res.Blocked, b)
+	for _, t := range rep.Targets {
+		if t.Action != decide.ActionBlocked || t.RestartInProgress() {
+			continue
 		}
-		for _, w := range rep.Warnings {
-			res.Warnings = appendOnce(res.Warnings, w)
+		b := Blocked{At: s.clock.Now().UTC(), Run: run.UTC(), Pod: t.Pod, Reason: t.Reason}
+		for _, g := range t.Gates {
+			if !g.OK && !g.InProgress {
+				b.Gates = append(b.Gates, g)
+			}
 		}
+		res.Blocked = append(res.Blocked, b)
+	}
+	for _, w := range rep.Warnings {
+		res.Warnings = appendOnce(res.Warnings, w)
 	}
 	for _, n := range notes {
 		res.Pages = append(res.Pages, Page{At: n.Time, Run: run.UTC(), Event: n.Event, Severity: n.Severity, Pod: n.Pod, Reminder: n.Reminder, Reason: n.Reason})
 	}
 }
 
-func targetOf(rep *check.Report, uid string) *decide.Target {
-	if rep == nil {
-		return nil
-	}
-	if i := slices.IndexFunc(rep.Targets, func(t decide.Target) bool { return t.UID == uid }); i >= 0 {
-		return &rep.Targets[i]
-	}
-	return nil
-}
-
-// collectEpisodes adds the episodes the decision core closed in the last pass.
-func (s *simulation) collectEpisodes(ctx context.Context, res *Result, seen map[string]bool) error {
+// collectEpisodes adds the episodes the decision core closed in the last pass
+// (the state keeps only the latest) and returns the state.
+func (s *simulation) collectEpisodes(ctx context.Context, res *Result, seen map[string]bool) (*state.State, error) {
 	st, err := s.store.Load(ctx)
 	if err != nil {
-		return fmt.Errorf("read the simulated state: %w", err)
+		return nil, fmt.Errorf("read the simulated state: %w", err)
 	}
 	for _, e := range st.State.Episodes {
 		key := e.UID + "|" + e.From.String()
@@ -226,7 +223,7 @@ func (s *simulation) collectEpisodes(ctx context.Context, res *Result, seen map[
 		res.Episodes = append(res.Episodes, Episode{Pod: e.Pod, UID: e.UID, Kind: e.Kind, Evidence: e.Evidence, From: e.From, To: &to,
 			Duration: state.Duration(e.To.Sub(e.From)), Outcome: e.Outcome})
 	}
-	return nil
+	return st.State, nil
 }
 
 // simClock is a fake clock on which every wait returns at once, the clock moved
@@ -286,43 +283,20 @@ func (s *simulation) Restart(_ context.Context, name, uid string) (restart.Resul
 	if !s.world.Restart(uid, now) {
 		return restart.Result{Gone: true, Detail: fmt.Sprintf("backtest: pod %s already gone", name)}, nil
 	}
-	s.rec.restarted(now, name, uid)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.made = append(s.made, Restart{At: now.UTC(), Pod: name, UID: uid})
 	return restart.Result{Detail: fmt.Sprintf("backtest: restarted pod %s in the simulation (nothing was touched)", name)}, nil
 }
 
-// recorder collects what one pass did: its restarts, and as its sink its alerts.
-type recorder struct {
-	mu    sync.Mutex
-	made  []made
-	notes []alert.Notification
-}
+func (s *simulation) Name() string { return "backtest" }
 
-type made struct {
-	at       time.Time
-	pod, uid string
-}
-
-func (r *recorder) restarted(at time.Time, pod, uid string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.made = append(r.made, made{at: at, pod: pod, uid: uid})
-}
-
-func (r *recorder) Name() string { return "backtest" }
-
-func (r *recorder) Send(_ context.Context, n alert.Notification) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.notes = append(r.notes, n)
+// Send records an alert of the pass.
+func (s *simulation) Send(_ context.Context, n alert.Notification) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.notes = append(s.notes, n)
 	return nil
-}
-
-func (r *recorder) take() ([]made, []alert.Notification) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	m, n := r.made, r.notes
-	r.made, r.notes = nil, nil
-	return m, n
 }
 
 // newWorld is the record as cfg judges it: the summaries measure the wedges of
