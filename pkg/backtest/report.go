@@ -137,33 +137,8 @@ type StopGapRestart struct {
 	ZeroSince time.Time `json:"zeroSince"`
 }
 
-func nonNil[T any](s []T) []T {
-	if s == nil {
-		return []T{}
-	}
-	return s
-}
-
-// finish fills the summary's counts.
-func (r *Result) finish() {
-	r.Summary.Runs, r.Summary.Restarts, r.Summary.Blocked, r.Summary.Alerts = r.Runs, len(r.Restarts), len(r.Blocked), len(r.Pages)
-	r.Summary.WorldSummary.Restarts = len(r.Restarts)
-	r.Summary.Wedges = nonNil(r.Summary.Wedges)
-	r.Summary.Pages = 0
-	for _, p := range r.Pages {
-		if p.Severity == alert.SeverityCritical {
-			r.Summary.Pages++
-		}
-	}
-	r.Episodes, r.Restarts, r.Blocked, r.Pages = nonNil(r.Episodes), nonNil(r.Restarts), nonNil(r.Blocked), nonNil(r.Pages)
-	r.Assumed = nonNil(r.Assumed)
-	r.StopGap.Restarts = nonNil(r.StopGap.Restarts)
-	r.StopGap.Summary.Wedges, r.AsRecorded.Wedges = nonNil(r.StopGap.Summary.Wedges), nonNil(r.AsRecorded.Wedges)
-}
-
 // WriteJSON prints the result as one JSON object.
 func (r *Result) WriteJSON(w io.Writer) error {
-	r.finish()
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(r)
@@ -171,7 +146,6 @@ func (r *Result) WriteJSON(w io.Writer) error {
 
 // WriteText prints the result for people: what happened, then the comparison.
 func (r *Result) WriteText(w io.Writer) error {
-	r.finish()
 	ts := func(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 	short := func(d state.Duration) string { return decide.ShortDuration(d.D()) }
 	fmt.Fprintf(w, "backtest %s → %s (%s), %s: %d runs\n", ts(r.From), ts(r.To), decide.ShortDuration(r.To.Sub(r.From)), r.Mode, r.Runs)

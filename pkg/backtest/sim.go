@@ -48,7 +48,9 @@ type Config struct {
 func Run(ctx context.Context, h *History, cfg Config) (*Result, error) {
 	res := &Result{From: h.From.UTC(), To: h.To.UTC(), ScrapeInterval: state.Duration(h.ScrapeInterval), Step: state.Duration(h.Step),
 		Warnings: slices.Clone(h.Warnings), Assumed: assumptions(h, cfg),
-		Mode: fmt.Sprintf("CronJob schedule %q", cfg.ScheduleSpec)}
+		Mode: fmt.Sprintf("CronJob schedule %q", cfg.ScheduleSpec),
+		// Lists print [], not null, in JSON.
+		Episodes: []Episode{}, Restarts: []Restart{}, Blocked: []Blocked{}, Pages: []Page{}}
 	for _, t := range h.Targets {
 		res.Pods = append(res.Pods, t.Pod)
 	}
@@ -78,7 +80,13 @@ func Run(ctx context.Context, h *History, cfg Config) (*Result, error) {
 	res.Summary.WorldSummary = summarizeWorld(sim.world, h, cfg.Check.Decide.StartupGrace)
 	res.StopGap = runStopGap(h, cfg)
 	res.AsRecorded = summarizeWorld(newWorld(h, cfg), h, cfg.Check.Decide.StartupGrace)
-	res.finish()
+	res.Summary.Runs, res.Summary.Restarts, res.Summary.Blocked, res.Summary.Alerts = res.Runs, len(res.Restarts), len(res.Blocked), len(res.Pages)
+	res.Summary.WorldSummary.Restarts = len(res.Restarts)
+	for _, p := range res.Pages {
+		if p.Severity == alert.SeverityCritical {
+			res.Summary.Pages++
+		}
+	}
 	return res, nil
 }
 
@@ -313,7 +321,7 @@ func newWorld(h *History, cfg Config) *World {
 // script's failed curl does.
 func runStopGap(h *History, cfg Config) StopGap {
 	w := newWorld(h, cfg)
-	out := StopGap{After: state.Duration(cfg.StopGapAfter)}
+	out := StopGap{After: state.Duration(cfg.StopGapAfter), Restarts: []StopGapRestart{}}
 	zeroSince := map[string]time.Time{}
 	for t := cfg.StopGap.Next(h.From.Add(-time.Second)); !t.After(h.To); t = cfg.StopGap.Next(t) {
 		for _, p := range w.Pods(t) {
@@ -384,7 +392,7 @@ func severalPods(h *History, cfg Config) string {
 // scheduler was wedged, in how many wedges, and how each one ended. A gap inside
 // a wedge is unknown time in it, neither its end nor another's start.
 func summarizeWorld(w *World, h *History, startupGrace time.Duration) WorldSummary {
-	var s WorldSummary
+	s := WorldSummary{Wedges: []Wedge{}}
 	step := h.ScrapeInterval
 	var open *Wedge
 	var unknown time.Duration // since the last wedged reading of the open wedge
