@@ -108,8 +108,8 @@ type Target struct {
 func (t *Target) First() time.Time { return t.Ready[0].Timestamp.Time() }
 func (t *Target) Last() time.Time  { return t.Ready[len(t.Ready)-1].Timestamp.Time() }
 
-// rawWindow is the span of one raw-sample query: a day of 15 s samples is
-// 5,760 points per series, far below Prometheus' default sample limit.
+// rawWindow is the span of one raw-sample query, far below Prometheus' default
+// sample limit per query.
 const rawWindow = 6 * time.Hour
 
 // maxSteps keeps a range query under Prometheus' 11,000 points per series.
@@ -122,28 +122,27 @@ func Fetch(ctx context.Context, api promv1.API, q Queries, from, to time.Time, s
 		return nil, fmt.Errorf("the range is empty: --end %s is not after --start %s", to.Format(time.RFC3339), from.Format(time.RFC3339))
 	}
 	h := &History{From: from, To: to}
-	f := fetcher{api: api, timeout: timeout, h: h}
 	// Read a little before the start, so that the first run has the latest sample.
-	early := from.Add(-10 * time.Minute)
-	ready, err := f.raw(ctx, "--ready-series", q.Ready, early, to)
+	f := fetcher{api: api, timeout: timeout, h: h, from: from.Add(-10 * time.Minute)}
+	ready, err := f.raw(ctx, "--ready-series", q.Ready)
 	if err != nil {
 		return nil, err
 	}
 	if len(ready) == 0 {
 		return nil, fmt.Errorf("--ready-series %s: no samples between %s and %s", q.Ready, from.Format(time.RFC3339), to.Format(time.RFC3339))
 	}
-	rejected, err := f.raw(ctx, "--rejected-series", q.Rejected, early, to)
+	rejected, err := f.raw(ctx, "--rejected-series", q.Rejected)
 	if err != nil {
 		return nil, err
 	}
-	started, err := f.raw(ctx, "--start-time-series", q.StartTime, early, to)
+	started, err := f.raw(ctx, "--start-time-series", q.StartTime)
 	if err != nil {
 		return nil, err
 	}
 	// Unset accepted heartbeats (a caller's own Queries) read as absent.
 	var accepted map[model.Fingerprint]*model.SampleStream
 	if q.Accepted != "" {
-		if accepted, err = f.raw(ctx, "the accepted-heartbeat series", q.Accepted, early, to); err != nil {
+		if accepted, err = f.raw(ctx, "the accepted-heartbeat series", q.Accepted); err != nil {
 			return nil, err
 		}
 	}
@@ -161,7 +160,7 @@ func Fetch(ctx context.Context, api promv1.API, q Queries, from, to time.Time, s
 	// steps would find no sample: a gap that is not in the data.
 	h.ExpectedInterval = h.ScrapeInterval
 	if q.ExpectedSeries != "" {
-		cadence, err := f.raw(ctx, "--expected-series", q.ExpectedSeries, early, to)
+		cadence, err := f.raw(ctx, "--expected-series", q.ExpectedSeries)
 		if err != nil {
 			return nil, err
 		}
@@ -173,11 +172,8 @@ func Fetch(ctx context.Context, api promv1.API, q Queries, from, to time.Time, s
 				q.ExpectedSeries, decide.ShortDuration(h.ScrapeInterval), ksmEndpointSlices))
 		}
 	}
-	h.Step = step
-	if step <= 0 {
-		h.Step = h.ExpectedInterval
-	}
-	if h.Expected, err = f.ranged(ctx, "--expected-query", q.Expected, early, to, h.Step, 2*h.ExpectedInterval); err != nil {
+	h.Step = cmp.Or(max(step, 0), h.ExpectedInterval)
+	if h.Expected, err = f.ranged(ctx, "--expected-query", q.Expected, h.Step, 2*h.ExpectedInterval); err != nil {
 		return nil, err
 	}
 	if len(h.Expected) == 0 {
@@ -188,7 +184,7 @@ func Fetch(ctx context.Context, api promv1.API, q Queries, from, to time.Time, s
 			q.Expected, from.Format(time.RFC3339), to.Format(time.RFC3339), ksmEndpointSlices))
 	}
 	if q.PodReady != "" {
-		if err := f.podReady(ctx, q, early, to); err != nil {
+		if err := f.podReady(ctx, q); err != nil {
 			return nil, err
 		}
 	}
@@ -209,8 +205,8 @@ func PodReadySelector(namespace, deployment string) string {
 // podReady reads the pods' readiness and attaches it to the targets by pod
 // name. With none for any target the leader can never be told: an error, not a
 // replay that judges nobody.
-func (f fetcher) podReady(ctx context.Context, q Queries, from, to time.Time) error {
-	series, err := f.raw(ctx, "--pod-ready-series", q.PodReady, from, to)
+func (f fetcher) podReady(ctx context.Context, q Queries) error {
+	series, err := f.raw(ctx, "--pod-ready-series", q.PodReady)
 	if err != nil {
 		return err
 	}
@@ -228,37 +224,35 @@ func (f fetcher) podReady(ctx context.Context, q Queries, from, to time.Time) er
 		return fmt.Errorf("--leader-lease: the history has no readiness of the scheduler pods (--pod-ready-series %s, label %s) between %s and %s, "+
 			"so the leader of an HA scheduler cannot be told and its standbys (ready 0 by design) would be judged wedged: "+
 			"kube-state-metrics exports kube_pod_status_ready by default; or drop --leader-lease for a scheduler with one replica",
-			q.PodReady, q.PodLabel, from.Format(time.RFC3339), to.Format(time.RFC3339))
+			q.PodReady, q.PodLabel, f.from.Format(time.RFC3339), f.h.To.Format(time.RFC3339))
 	}
 	f.h.LeaderFromReadiness = true
 	f.h.PodReadyInterval = cmp.Or(medianSpacing(valuesOf(series)...), f.h.ScrapeInterval)
 	return nil
 }
 
+// fetcher reads [from, h.To] into h, each query bounded by timeout.
 type fetcher struct {
 	api     promv1.API
 	timeout time.Duration
 	h       *History
+	from    time.Time
 }
 
-// raw reads every sample of the series selector between from and to, in windows.
-func (f fetcher) raw(ctx context.Context, flag, selector string, from, to time.Time) (map[model.Fingerprint]*model.SampleStream, error) {
+// raw reads every sample of the series selector, in windows.
+func (f fetcher) raw(ctx context.Context, flag, selector string) (map[model.Fingerprint]*model.SampleStream, error) {
 	out := map[model.Fingerprint]*model.SampleStream{}
-	for end := to; end.After(from); end = end.Add(-rawWindow) {
+	for end := f.h.To; end.After(f.from); end = end.Add(-rawWindow) {
 		// Whole seconds, rounded up: windows overlapping by a fraction of a second
 		// give duplicates, which mergeSamples drops.
-		window := min(rawWindow, end.Sub(from))
+		window := min(rawWindow, end.Sub(f.from))
 		query := fmt.Sprintf("%s[%ds]", selector, int64((window+time.Second-1)/time.Second))
-		v, err := f.query(ctx, flag, selector, func(qctx context.Context) (model.Value, promv1.Warnings, error) {
+		m, err := f.query(ctx, flag, selector, func(qctx context.Context) (model.Value, promv1.Warnings, error) {
 			v, w, _, err := f.api.Query(qctx, query, end, promv1.WithTimeout(f.timeout))
 			return v, w, err
 		})
 		if err != nil {
 			return nil, err
-		}
-		m, ok := v.(model.Matrix)
-		if !ok {
-			return nil, fmt.Errorf("%s %s: want a series selector, got a %s result", flag, selector, v.Type())
 		}
 		for _, s := range m {
 			if cur, ok := out[s.Metric.Fingerprint()]; ok {
@@ -274,27 +268,23 @@ func (f fetcher) raw(ctx context.Context, flag, selector string, from, to time.T
 	return out, nil
 }
 
-// ranged evaluates expr at every step of [from, to], in ranges of at most
-// maxSteps, from a multiple of step so that the steps do not depend on the start.
+// ranged evaluates expr at every step, in ranges of at most maxSteps, from a
+// multiple of step so that the steps do not depend on the start.
 // The lookback (two of the series' intervals) keeps a gap a gap, not five minutes
 // of the last value, and a sparse series no gap.
-func (f fetcher) ranged(ctx context.Context, flag, expr string, from, to time.Time, step, lookback time.Duration) ([]model.SamplePair, error) {
+func (f fetcher) ranged(ctx context.Context, flag, expr string, step, lookback time.Duration) ([]model.SamplePair, error) {
 	var out []model.SamplePair
-	from = time.UnixMilli(from.UnixMilli() / step.Milliseconds() * step.Milliseconds()).UTC()
+	from := time.UnixMilli(f.from.UnixMilli() / step.Milliseconds() * step.Milliseconds()).UTC()
 	span := time.Duration(maxSteps) * step
-	for start := from; !start.After(to); start = start.Add(span + step) {
-		end := slices.MinFunc([]time.Time{start.Add(span), to}, time.Time.Compare)
+	for start := from; !start.After(f.h.To); start = start.Add(span + step) {
+		end := slices.MinFunc([]time.Time{start.Add(span), f.h.To}, time.Time.Compare)
 		r := promv1.Range{Start: start, End: end, Step: step}
-		v, err := f.query(ctx, flag, expr, func(qctx context.Context) (model.Value, promv1.Warnings, error) {
+		m, err := f.query(ctx, flag, expr, func(qctx context.Context) (model.Value, promv1.Warnings, error) {
 			v, w, _, err := f.api.QueryRange(qctx, expr, r, promv1.WithTimeout(f.timeout), promv1.WithLookbackDelta(lookback))
 			return v, w, err
 		})
 		if err != nil {
 			return nil, err
-		}
-		m, ok := v.(model.Matrix)
-		if !ok {
-			return nil, fmt.Errorf("%s: unexpected %s result", flag, v.Type())
 		}
 		if len(m) > 1 {
 			return nil, fmt.Errorf("%s %s: returns %d series (%s, ...), want one number: aggregate it (count, sum)", flag, expr, len(m), m[0].Metric)
@@ -306,7 +296,8 @@ func (f fetcher) ranged(ctx context.Context, flag, expr string, from, to time.Ti
 	return out, nil
 }
 
-func (f fetcher) query(ctx context.Context, flag, q string, do func(context.Context) (model.Value, promv1.Warnings, error)) (model.Value, error) {
+// query runs do within the timeout; both raw and ranged reads answer a matrix.
+func (f fetcher) query(ctx context.Context, flag, q string, do func(context.Context) (model.Value, promv1.Warnings, error)) (model.Matrix, error) {
 	qctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
 	v, warnings, err := do(qctx)
@@ -316,7 +307,11 @@ func (f fetcher) query(ctx context.Context, flag, q string, do func(context.Cont
 	for _, w := range warnings {
 		f.h.Warnings = appendOnce(f.h.Warnings, fmt.Sprintf("Prometheus on %s: %s", flag, w))
 	}
-	return v, nil
+	m, ok := v.(model.Matrix)
+	if !ok {
+		return nil, fmt.Errorf("%s %s: got a %s result, want samples (a series selector for a raw read)", flag, q, v.Type())
+	}
+	return m, nil
 }
 
 // ksmEndpointSlices says how to make kube-state-metrics export the EndpointSlice
@@ -363,16 +358,10 @@ func targetKey(m model.Metric) string {
 func join(podLabel string, ready, rejected, accepted, started map[model.Fingerprint]*model.SampleStream) []*Target {
 	byKey := map[string]*Target{}
 	for _, s := range ready {
-		if len(s.Values) == 0 {
-			continue
+		if key := targetKey(s.Metric); byKey[key] == nil && len(s.Values) > 0 {
+			pod := cmp.Or(s.Metric[model.LabelName(podLabel)], s.Metric[model.InstanceLabel])
+			byKey[key] = &Target{Pod: string(pod), Key: key, Namespace: string(s.Metric["namespace"])}
 		}
-		key := targetKey(s.Metric)
-		if cur, ok := byKey[key]; ok {
-			cur.Ready = mergeSamples(cur.Ready, s.Values)
-			continue
-		}
-		pod := cmp.Or(s.Metric[model.LabelName(podLabel)], s.Metric[model.InstanceLabel])
-		byKey[key] = &Target{Pod: string(pod), Key: key, Namespace: string(s.Metric["namespace"]), Ready: s.Values}
 	}
 	attach := func(series map[model.Fingerprint]*model.SampleStream, set func(*Target, []model.SamplePair)) {
 		for _, s := range series {
@@ -381,6 +370,7 @@ func join(podLabel string, ready, rejected, accepted, started map[model.Fingerpr
 			}
 		}
 	}
+	attach(ready, func(t *Target, v []model.SamplePair) { t.Ready = mergeSamples(t.Ready, v) })
 	attach(rejected, func(t *Target, v []model.SamplePair) { t.Rejected = mergeSamples(t.Rejected, v) })
 	attach(accepted, func(t *Target, v []model.SamplePair) { t.Accepted = mergeSamples(t.Accepted, v) })
 	attach(started, func(t *Target, v []model.SamplePair) { t.StartTime = mergeSamples(t.StartTime, v) })
