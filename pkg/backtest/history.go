@@ -215,12 +215,10 @@ func (f fetcher) podReady(ctx context.Context, q Queries) error {
 		pod := string(s.Metric[model.LabelName(q.PodLabel)])
 		byPod[pod] = mergeSamples(byPod[pod], s.Values)
 	}
-	found := false
 	for _, t := range f.h.Targets {
 		t.PodReady = byPod[t.Pod]
-		found = found || len(t.PodReady) > 0
 	}
-	if !found {
+	if !slices.ContainsFunc(f.h.Targets, func(t *Target) bool { return len(t.PodReady) > 0 }) {
 		return fmt.Errorf("--leader-lease: the history has no readiness of the scheduler pods (--pod-ready-series %s, label %s) between %s and %s, "+
 			"so the leader of an HA scheduler cannot be told and its standbys (ready 0 by design) would be judged wedged: "+
 			"kube-state-metrics exports kube_pod_status_ready by default; or drop --leader-lease for a scheduler with one replica",

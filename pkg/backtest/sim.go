@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/robfig/cron/v3"
 	"github.com/rs/zerolog"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
@@ -19,12 +20,6 @@ import (
 	"github.com/agentenv/watchdog/pkg/statestore"
 )
 
-// Schedule is when a CronJob starts its runs (robfig/cron's, as the CronJob
-// controller parses it).
-type Schedule interface {
-	Next(time.Time) time.Time
-}
-
 // Config is how the simulated watchdog runs.
 type Config struct {
 	// Check is the pass's configuration, built from check's own flags.
@@ -32,13 +27,13 @@ type Config struct {
 	Deployment string
 	// Timeout is --timeout: each pass's deadline, in simulated time.
 	Timeout time.Duration
-	// Schedule and ScheduleSpec simulate the CronJob; Interval > 0 simulates
-	// `watchdog run` instead.
-	Schedule     Schedule
+	// Schedule and ScheduleSpec simulate the CronJob (parsed as the CronJob
+	// controller parses it); Interval > 0 simulates `watchdog run` instead.
+	Schedule     cron.Schedule
 	ScheduleSpec string
 	Interval     time.Duration
 	// StopGap is the stop-gap script's schedule, and how long it lets ready stay 0.
-	StopGap      Schedule
+	StopGap      cron.Schedule
 	StopGapAfter time.Duration
 	// Log receives the simulated passes' own logs (zerolog.Nop() keeps them quiet).
 	Log zerolog.Logger
@@ -368,11 +363,15 @@ const severalAtOnce = 10 * time.Minute
 // --leader-lease, so the single-target gate refuses every restart.
 func severalPods(h *History, cfg Config) string {
 	w := newWorld(h, cfg)
+	// The scheduler's pods by owner alone (live or not, leader or standby).
+	notScheduler := func(p Pod) bool {
+		return w.judge.JudgePods == decide.JudgeDeployment && !decide.OwnedByName(w.pod(p), w.deployment)
+	}
 	var overlap time.Duration
 	var first time.Time
 	most := 0
 	for t := h.From; !t.After(h.To); t = t.Add(h.ScrapeInterval) {
-		if n := len(slices.DeleteFunc(w.Pods(t), func(p Pod) bool { return !w.isScheduler(p) })); n > 1 {
+		if n := len(slices.DeleteFunc(w.Pods(t), notScheduler)); n > 1 {
 			if first.IsZero() {
 				first = t
 			}
@@ -404,18 +403,18 @@ func summarizeWorld(w *World, h *History, startupGrace time.Duration) WorldSumma
 	}
 	for t := h.From; !t.After(h.To); t = t.Add(step) {
 		switch w.condition(t, startupGrace) {
-		case condWedged:
+		case decide.VerdictWedged:
 			if open == nil {
 				s.Wedges = append(s.Wedges, Wedge{From: t.UTC()})
 				open = &s.Wedges[len(s.Wedges)-1]
 			}
 			inside()
 			s.Wedged += state.Duration(step)
-		case condUnknown:
+		case decide.VerdictUnknown:
 			if open != nil {
 				unknown += step
 			}
-		case condFine:
+		case decide.VerdictHealthy:
 			if open != nil {
 				inside()
 				open.To, open.Duration = ptr.To(t.UTC()), state.Duration(t.Sub(open.From))

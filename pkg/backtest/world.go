@@ -43,12 +43,6 @@ type World struct {
 	}
 }
 
-// isScheduler reports a pod of the scheduler the summaries measure, by owner
-// alone (live or not, leader or standby).
-func (w *World) isScheduler(p Pod) bool {
-	return w.judge.JudgePods != decide.JudgeDeployment || decide.OwnedByName(w.pod(p), w.deployment)
-}
-
 // line is a target the simulation restarted.
 type line struct {
 	deletedAt time.Time
@@ -247,43 +241,33 @@ func (w *World) healsAt(tg *Target, t time.Time) (time.Time, bool) {
 	return time.Time{}, false
 }
 
-// condition is the world's scheduler at t as an outside observer would call it.
-type condition int
-
-const (
-	// condFine: no pod is wedged, as far as the readings tell.
-	condFine condition = iota
-	// condWedged: a pod past the startup grace reads 0 ready while nodes serve.
-	condWedged
-	// condUnknown: not wedged by any reading, but the data cannot tell (a gap in
-	// a pod's series, or no serving-node count).
-	condUnknown
-)
-
-// condition reports whether the world's scheduler is wedged at t, by the pods a
-// run judges (w.judge); a leader that cannot be told is unknown.
-func (w *World) condition(t time.Time, startupGrace time.Duration) condition {
+// condition is the world's scheduler at t as an outside observer would call it,
+// by the pods a run judges (w.judge): wedged when one past the startup grace
+// reads 0 ready while nodes serve; else unknown when the data cannot tell (a gap
+// in a pod's series, no serving-node count, a leader that cannot be told); else
+// healthy.
+func (w *World) condition(t time.Time, startupGrace time.Duration) decide.Verdict {
 	n, ok := w.Expected(t)
 	if !ok {
-		return condUnknown
+		return decide.VerdictUnknown
 	}
 	if n == 0 {
-		return condFine
+		return decide.VerdictHealthy
 	}
 	pods := w.Pods(t)
 	judged, known := w.judged(t, pods)
 	if !known {
-		return condUnknown
+		return decide.VerdictUnknown
 	}
-	c := condFine
+	c := decide.VerdictHealthy
 	for _, p := range pods {
 		switch {
 		case !judged[p.UID]:
 			// Not judged: its readings say nothing of the scheduler that serves.
 		case p.Gap != "":
-			c = condUnknown
+			c = decide.VerdictUnknown
 		case p.Ready == 0 && t.Sub(p.StartedAt) >= startupGrace:
-			return condWedged
+			return decide.VerdictWedged
 		}
 	}
 	return c
