@@ -63,11 +63,7 @@ func Run(ctx context.Context, h *History, cfg Config) (*Result, error) {
 				s.name, decide.ShortDuration(s.interval), decide.ShortDuration(si)))
 		}
 	}
-	if cfg.Check.Decide.LeaderLease == "" {
-		if w := severalPods(h, cfg); w != "" {
-			res.Warnings = append(res.Warnings, w)
-		}
-	}
+	res.Warnings = append(res.Warnings, severalPods(h, cfg)...)
 	sim := newSimulation(h, cfg)
 	if err := sim.run(ctx, res); err != nil {
 		return nil, err
@@ -122,7 +118,10 @@ func newSimulation(h *History, cfg Config) *simulation {
 // run performs the passes from h.From to h.To: on the CronJob's schedule, a run
 // still going skipping it (concurrencyPolicy: Forbid), or every Interval.
 func (s *simulation) run(ctx context.Context, res *Result) error {
-	next := s.first()
+	next := s.h.From
+	if s.cfg.Interval <= 0 {
+		next = s.cfg.Schedule.Next(s.h.From.Add(-time.Second))
+	}
 	seen := map[string]bool{}
 	for !next.After(s.h.To) {
 		if err := ctx.Err(); err != nil {
@@ -149,13 +148,6 @@ func (s *simulation) run(ctx context.Context, res *Result) error {
 	}
 	slices.SortStableFunc(res.Episodes, func(a, b Episode) int { return a.From.Compare(b.From) })
 	return nil
-}
-
-func (s *simulation) first() time.Time {
-	if s.cfg.Interval > 0 {
-		return s.h.From
-	}
-	return s.cfg.Schedule.Next(s.h.From.Add(-time.Second))
 }
 
 // after is the start of the pass after one that started at start and ended at end.
@@ -361,7 +353,10 @@ const severalAtOnce = 10 * time.Minute
 // severalPods warns when several scheduler pods reported at once for longer than
 // a rollout: an HA scheduler, whose standbys read 0 by design, judged without
 // --leader-lease, so the single-target gate refuses every restart.
-func severalPods(h *History, cfg Config) string {
+func severalPods(h *History, cfg Config) []string {
+	if cfg.Check.Decide.LeaderLease != "" {
+		return nil
+	}
 	w := newWorld(h, cfg)
 	// The scheduler's pods by owner alone (live or not, leader or standby).
 	notScheduler := func(p Pod) bool {
@@ -380,11 +375,11 @@ func severalPods(h *History, cfg Config) string {
 		}
 	}
 	if overlap <= severalAtOnce {
-		return ""
+		return nil
 	}
-	return fmt.Sprintf("up to %d scheduler pods reported at once, for %s in all (first at %s): every one is judged, as a live run without --leader-lease would, "+
+	return []string{fmt.Sprintf("up to %d scheduler pods reported at once, for %s in all (first at %s): every one is judged, as a live run without --leader-lease would, "+
 		"and the single-target gate refuses every restart; if the scheduler runs HA (standbys read 0 ready by design), pass --leader-lease: "+
-		"the leader is then the pod kube-state-metrics records ready (--pod-ready-series)", most, decide.ShortDuration(overlap), first.UTC().Format(time.RFC3339))
+		"the leader is then the pod kube-state-metrics records ready (--pod-ready-series)", most, decide.ShortDuration(overlap), first.UTC().Format(time.RFC3339))}
 }
 
 // summarizeWorld measures w over the range at the data's resolution: how long the
