@@ -185,13 +185,9 @@ func (s *simulation) record(res *Result, run time.Time, rep *check.Report, runEr
 		if t.Action != decide.ActionBlocked || t.RestartInProgress() {
 			continue
 		}
-		b := Blocked{At: s.clock.Now().UTC(), Run: run.UTC(), Pod: t.Pod, Reason: t.Reason}
-		for _, g := range t.Gates {
-			if !g.OK && !g.InProgress {
-				b.Gates = append(b.Gates, g)
-			}
-		}
-		res.Blocked = append(res.Blocked, b)
+		// The gates that refused it (at least one: it is blocked, not in progress).
+		refused := slices.DeleteFunc(slices.Clone(t.Gates), func(g decide.Gate) bool { return g.OK || g.InProgress })
+		res.Blocked = append(res.Blocked, Blocked{At: s.clock.Now().UTC(), Run: run.UTC(), Pod: t.Pod, Reason: t.Reason, Gates: refused})
 	}
 	for _, w := range rep.Warnings {
 		res.Warnings = appendOnce(res.Warnings, w)
