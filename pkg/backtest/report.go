@@ -93,18 +93,17 @@ type Page struct {
 
 // Summary counts what the watchdog would have done.
 type Summary struct {
-	Runs     int `json:"runs"`
-	Restarts int `json:"restarts"`
+	Runs int `json:"runs"`
 	// Pages counts critical alerts; Alerts counts every alert.
 	Pages   int `json:"pages"`
 	Alerts  int `json:"alerts"`
 	Blocked int `json:"blocked"`
-	// WorldSummary is the simulated world's (its restarts are Restarts).
+	// WorldSummary is the simulated world's, its restarts the watchdog's.
 	WorldSummary
 }
 
-// WorldSummary measures a simulated world: the time the scheduler spent wedged
-// (docs/backtest.md, "What it prints"), and each wedge.
+// WorldSummary measures a simulated world: its restarts, the time the scheduler
+// spent wedged (docs/backtest.md, "What it prints"), and each wedge.
 type WorldSummary struct {
 	Restarts   int            `json:"restarts"`
 	Wedged     state.Duration `json:"wedged"`

@@ -71,8 +71,7 @@ func Run(ctx context.Context, h *History, cfg Config) (*Result, error) {
 	res.Summary.WorldSummary = summarizeWorld(sim.world, h, cfg.Check.Decide.StartupGrace)
 	res.StopGap = runStopGap(h, cfg)
 	res.AsRecorded = summarizeWorld(newWorld(h, cfg), h, cfg.Check.Decide.StartupGrace)
-	res.Summary.Runs, res.Summary.Restarts, res.Summary.Blocked, res.Summary.Alerts = res.Runs, len(res.Restarts), len(res.Blocked), len(res.Pages)
-	res.Summary.WorldSummary.Restarts = len(res.Restarts)
+	res.Summary.Runs, res.Summary.Blocked, res.Summary.Alerts = res.Runs, len(res.Blocked), len(res.Pages)
 	for _, p := range res.Pages {
 		if p.Severity == alert.SeverityCritical {
 			res.Summary.Pages++
@@ -324,7 +323,6 @@ func runStopGap(h *History, cfg Config) StopGap {
 		}
 	}
 	out.Summary = summarizeWorld(w, h, cfg.Check.Decide.StartupGrace)
-	out.Summary.Restarts = len(out.Restarts)
 	return out
 }
 
@@ -382,7 +380,7 @@ func severalPods(h *History, cfg Config) []string {
 // scheduler was wedged, in how many wedges, and how each one ended. A gap inside
 // a wedge is unknown time in it, neither its end nor another's start.
 func summarizeWorld(w *World, h *History, startupGrace time.Duration) WorldSummary {
-	s := WorldSummary{Wedges: []Wedge{}}
+	s := WorldSummary{Restarts: len(w.restarts), Wedges: []Wedge{}}
 	step := h.ScrapeInterval
 	var open *Wedge
 	var unknown time.Duration // since the last wedged reading of the open wedge
