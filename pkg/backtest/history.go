@@ -28,11 +28,8 @@ import (
 // Ready, Rejected, Accepted and StartTime are series selectors, read as raw
 // samples so that a gap stays a gap; Expected is an expression, one series.
 type Queries struct {
-	Ready     string
-	Rejected  string
-	Accepted  string
-	StartTime string
-	Expected  string
+	Ready, Rejected, Accepted, StartTime string
+	Expected                             string
 	// ExpectedSeries is recorded by the scrape that records the serving count:
 	// its spacing is the count's resolution.
 	ExpectedSeries string
@@ -87,16 +84,13 @@ type History struct {
 	Warnings            []string
 }
 
-// Target is one scheduler scrape target: its pod and three of its series.
+// Target is one scheduler scrape target: its pod and its series.
 type Target struct {
 	Pod string
 	// Key is the target's labels less the metric's own: its series join on it.
-	Key       string
-	Namespace string
-	Ready     []model.SamplePair
-	Rejected  []model.SamplePair
-	Accepted  []model.SamplePair
-	StartTime []model.SamplePair
+	Key                                  string
+	Namespace                            string
+	Ready, Rejected, Accepted, StartTime []model.SamplePair
 	// MaxAge is twice this target's own scrape interval: an older ready sample
 	// is a gap.
 	MaxAge time.Duration
