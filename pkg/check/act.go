@@ -20,9 +20,6 @@ import (
 	"github.com/agentenv/watchdog/pkg/state"
 )
 
-// restartTimeout bounds one restart request.
-const restartTimeout = 30 * time.Second
-
 // act claims and carries out the restarts the decision asks for. The claim is
 // written first (optimistic concurrency), so of two racing runs only one acts.
 func (p *pass) act() ([]alert.ActOutcome, error) {
@@ -147,7 +144,6 @@ func (p *pass) restartPod(t decide.Target) (alert.ActOutcome, bool) {
 		rec.Outcome, rec.Error = state.RestartFailed, err.Error()
 		p.Log.Error().Err(err).Str("pod", t.Pod).Str("uid", t.UID).Msg("restart failed")
 	} else {
-		a.Done = true
 		rec.Outcome, rec.DoneAt = state.RestartDone, &doneAt
 		if result.Gone {
 			rec.Error = result.Detail

@@ -242,11 +242,9 @@ func (d *Doctor) checkPods(ctx context.Context) []corev1.Pod {
 			fmt.Sprintf("set --scheduler-selector (chart: scheduler.selector) to the scheduler pods' labels, and --namespace to theirs; compare `kubectl get pods -n %s --show-labels`", d.Namespace))
 		return nil
 	}
-	var described []string
 	var live []corev1.Pod
 	withContainer := 0
 	for _, p := range list.Items {
-		described = append(described, fmt.Sprintf("%s (%s)", p.Name, p.Status.Phase))
 		if slices.ContainsFunc(p.Spec.Containers, func(c corev1.Container) bool { return c.Name == d.Container }) {
 			withContainer++
 		}
@@ -254,7 +252,8 @@ func (d *Doctor) checkPods(ctx context.Context) []corev1.Pod {
 			live = append(live, p)
 		}
 	}
-	d.pass(GroupScheduler, name, fmt.Sprintf("%d pod(s) match %q: %s", len(list.Items), d.Selector, strings.Join(described, ", ")))
+	described := join(list.Items, ", ", func(p corev1.Pod) string { return fmt.Sprintf("%s (%s)", p.Name, p.Status.Phase) })
+	d.pass(GroupScheduler, name, fmt.Sprintf("%d pod(s) match %q: %s", len(list.Items), d.Selector, described))
 	const cname = "scheduler pods have the --scheduler-container"
 	if withContainer == 0 {
 		d.fail(GroupScheduler, cname, fmt.Sprintf("no matching pod has a container named %q", d.Container),
@@ -285,17 +284,11 @@ func (d *Doctor) checkJudged(ctx context.Context, pods []corev1.Pod) {
 	cfg := d.Decide
 	cfg.LeaderLease = "" // which pod leads is the run's to read
 	judged, notJudged, problem := decide.Judged(obs, cfg)
-	var names []string
-	for _, p := range judged {
-		names = append(names, p.Name)
-	}
-	var others []string
-	for _, pod := range slices.Sorted(maps.Keys(notJudged)) {
-		others = append(others, fmt.Sprintf("%s (%s)", pod, notJudged[pod]))
-	}
-	detail := fmt.Sprintf("judged: %s", strings.Join(names, ", "))
-	if len(others) > 0 {
-		detail += "; not judged: " + strings.Join(others, "; ")
+	detail := "judged: " + join(judged, ", ", func(p decide.Pod) string { return p.Name })
+	if len(notJudged) > 0 {
+		detail += "; not judged: " + join(slices.Sorted(maps.Keys(notJudged)), "; ", func(pod string) string {
+			return fmt.Sprintf("%s (%s)", pod, notJudged[pod])
+		})
 	}
 	switch {
 	case len(judged) == 0:
@@ -337,17 +330,21 @@ func (d *Doctor) checkMetrics(ctx context.Context, pods []corev1.Pod) {
 			d.fail(GroupScheduler, name, err.Error()+"; "+"scraped "+d.Via.Describe(), scrapeHint(scrape.KindOf(err), d.Via, d.MetricsPort, d.MetricsPath))
 			continue
 		}
+		observed := join(slices.Sorted(maps.Keys(sample.Observed)), " ", func(k string) string {
+			return fmt.Sprintf("%s=%d", k, sample.Observed[k])
+		})
 		d.pass(GroupScheduler, name, fmt.Sprintf("%s carries %s (%s) and %s (Heartbeat ok %d, rejected %d); %s",
-			url, scrape.ObservedNodesMetric, observed(sample.Observed), scrape.RPCDurationMetric, sample.HeartbeatOK, sample.HeartbeatRejected, "scraped "+d.Via.Describe()))
+			url, scrape.ObservedNodesMetric, observed, scrape.RPCDurationMetric, sample.HeartbeatOK, sample.HeartbeatRejected, "scraped "+d.Via.Describe()))
 	}
 }
 
-func observed(m map[string]int) string {
-	var parts []string
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		parts = append(parts, fmt.Sprintf("%s=%d", k, m[k]))
+// join formats each of xs and joins them with sep.
+func join[T any](xs []T, sep string, format func(T) string) string {
+	out := make([]string, len(xs))
+	for i, x := range xs {
+		out[i] = format(x)
 	}
-	return strings.Join(parts, " ")
+	return strings.Join(out, sep)
 }
 
 func scrapeHint(kind scrape.Kind, via scrape.Via, port int, path string) string {
@@ -380,7 +377,8 @@ func (d *Doctor) checkSlices(ctx context.Context) {
 		d.fail(GroupDiscovery, name, fmt.Sprintf("no EndpointSlice in %s is labelled %s=%s", d.Namespace, discoveryv1.LabelServiceName, d.Endpoints.Service),
 			fmt.Sprintf("set --nodes-service (chart: scheduler.nodesService) to the Service the scheduler discovers nodes through; compare `kubectl get endpointslices -n %s -L %s`", d.Namespace, discoveryv1.LabelServiceName))
 	case errors.As(err, &wrong):
-		d.fail(GroupDiscovery, name, fmt.Sprintf("%d EndpointSlice(s) of %s, none with port %d (ports: %s)", count.AllSlices, d.Endpoints.Service, d.Endpoints.Port, ports(count.OtherPorts)),
+		ports := cmp.Or(join(count.OtherPorts, ", ", func(p int32) string { return strconv.Itoa(int(p)) }), "none")
+		d.fail(GroupDiscovery, name, fmt.Sprintf("%d EndpointSlice(s) of %s, none with port %d (ports: %s)", count.AllSlices, d.Endpoints.Service, d.Endpoints.Port, ports),
 			"set --nodes-port (chart: scheduler.nodesPort) to the node port the scheduler's discovery counts")
 	case err != nil:
 		d.fail(GroupDiscovery, name, err.Error(), "see the permission checks above: the watchdog must list endpointslices in --namespace")
@@ -390,17 +388,6 @@ func (d *Doctor) checkSlices(ctx context.Context) {
 	default:
 		d.pass(GroupDiscovery, name, fmt.Sprintf("%d of %d EndpointSlice(s) carry port %d: %d serving node(s), %d lingering", count.Slices, count.AllSlices, d.Endpoints.Port, count.Serving, count.Lingering))
 	}
-}
-
-func ports(ps []int32) string {
-	if len(ps) == 0 {
-		return "none"
-	}
-	out := make([]string, len(ps))
-	for i, p := range ps {
-		out[i] = strconv.Itoa(int(p))
-	}
-	return strings.Join(out, ", ")
 }
 
 // checkPause says whether the scheduler Deployment's pause annotations hold the
