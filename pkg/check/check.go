@@ -244,7 +244,6 @@ func (p *pass) warn(msg, detail string) {
 	p.rep.Warnings = append(p.rep.Warnings, detail)
 }
 
-// observe takes one observation of this run.
 func (p *pass) observe(consistent bool) (decide.Observation, error) {
 	read := p.Observer.Observe
 	if consistent {

@@ -289,7 +289,7 @@ func (p *pass) reportDeliveries(ds []deliver.Delivery) {
 			p.Log.Info().Str("event", d.Event).Str("sink", d.Sink).Msg("dry run: would send alert")
 		case !d.OK:
 			p.Log.Error().Str("event", d.Event).Str("sink", d.Sink).Str("error", d.Error).Bool("retry", d.Retry).
-				Bool("kept", d.Kept).Msg("alert delivery failed; " + keptWord(d.Kept))
+				Bool("kept", d.Kept).Msg("alert delivery failed; " + keptWord[d.Kept])
 		default:
 			p.Log.Info().Str("event", d.Event).Str("sink", d.Sink).Bool("retry", d.Retry).Msg("alert delivered")
 		}

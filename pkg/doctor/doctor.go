@@ -465,11 +465,9 @@ func (d *Doctor) checkState(ctx context.Context) {
 	const rname, wname = "state ConfigMap can be read", "state ConfigMap can be written"
 	ref := d.Namespace + "/" + d.StateConfigMap
 	dry := []string{metav1.DryRunAll}
-	var cm *corev1.ConfigMap
-	var err error
 	// A run writing in between makes the dry run conflict: read again, once.
-	for attempt := 0; attempt < 2; attempt++ {
-		cm, err = d.Client.GetConfigMap(ctx, d.Namespace, d.StateConfigMap)
+	for attempt := range 2 {
+		cm, err := d.Client.GetConfigMap(ctx, d.Namespace, d.StateConfigMap)
 		if apierrors.IsNotFound(err) {
 			d.pass(GroupState, rname, fmt.Sprintf("%s does not exist yet: the first run starts with empty state", ref))
 			fresh := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: d.StateConfigMap, Namespace: d.Namespace}}
@@ -496,16 +494,17 @@ func (d *Doctor) checkState(ctx context.Context) {
 			d.pass(GroupState, rname, detail)
 		}
 		_, err = d.Client.UpdateConfigMap(ctx, cm.DeepCopy(), metav1.UpdateOptions{DryRun: dry, FieldManager: "watchdog"})
-		if !apierrors.IsConflict(err) {
-			break
+		switch {
+		case apierrors.IsConflict(err) && attempt == 0: // read again
+		case err != nil:
+			d.fail(GroupState, wname, fmt.Sprintf("updating %s at resourceVersion %s (server-side dry run) failed: %v", ref, cm.ResourceVersion, err),
+				"the watchdog must update its ConfigMap by name (see the permission checks above); an admission policy refusing the update would refuse every run's too")
+			return
+		default:
+			d.pass(GroupState, wname, fmt.Sprintf("an update at resourceVersion %s is accepted (server-side dry run: nothing written)", cm.ResourceVersion))
+			return
 		}
 	}
-	if err != nil {
-		d.fail(GroupState, wname, fmt.Sprintf("updating %s at resourceVersion %s (server-side dry run) failed: %v", ref, cm.ResourceVersion, err),
-			"the watchdog must update its ConfigMap by name (see the permission checks above); an admission policy refusing the update would refuse every run's too")
-		return
-	}
-	d.pass(GroupState, wname, fmt.Sprintf("an update at resourceVersion %s is accepted (server-side dry run: nothing written)", cm.ResourceVersion))
 }
 
 // stateDetail describes the stored state; an error is a document no run will use
@@ -517,8 +516,7 @@ func stateDetail(cm *corev1.ConfigMap) (string, error) {
 		return fmt.Sprintf("%s exists with no state yet (the chart creates it empty)", ref), nil
 	}
 	s, err := state.Decode([]byte(raw))
-	var newer *state.NewerVersionError
-	if errors.As(err, &newer) {
+	if _, newer := errors.AsType[*state.NewerVersionError](err); newer {
 		return "", err
 	}
 	if err != nil {
