@@ -201,9 +201,8 @@ func (p *pass) failRun(failure *Error) error {
 	}
 	s.LastRun = p.lastRun(p.Clock.Now(), unknown(failure.Step.What+" failed"), failure)
 	decide.CountRun(s, decide.VerdictUnknown)
-	notes := alert.PlanFailure(s, failure, p.Clock.Now(), p.PlanConfig)
 	// Send before saving, so the outbox keeps what failed and drops what was delivered.
-	p.reportDeliveries(p.sendFailure(s, notes))
+	p.reportDeliveries(p.sendFailure(s, alert.PlanFailure(s, failure, p.Clock.Now(), p.PlanConfig)))
 	if err := p.saveWithin(s, failureSaveBudget); err != nil {
 		p.Log.Error().Err(err).Msg("could not record the failed run in state either")
 	}

@@ -529,7 +529,8 @@ func stateDetail(cm *corev1.ConfigMap) (string, error) {
 	return fmt.Sprintf("%s: state readable, last written %s", ref, s.UpdatedAt.UTC().Format(time.RFC3339)), nil
 }
 
-// checkSinks delivers a test alert to each sink with SendTest, and lists them otherwise.
+// checkSinks delivers a test alert to each sink with SendTest, and lists them
+// otherwise; with sinks, it checks --outbox-key too.
 func (d *Doctor) checkSinks(ctx context.Context) {
 	if len(d.Sinks) == 0 {
 		d.skip(GroupAlerts, "alert sinks", "none configured: alerts reach only the logs and Events (--slack-webhook-url, --webhook-url, --alertmanager-url, --heartbeat-url)")
@@ -552,19 +553,14 @@ func (d *Doctor) checkSinks(ctx context.Context) {
 		}
 		d.pass(GroupAlerts, name, "delivered a test alert (marked as a test)")
 	}
-	d.checkOutboxKey()
-}
-
-// checkOutboxKey: with sinks, alerts a receiver refused are kept in the state
-// ConfigMap and retried; only --outbox-key tells the watchdog's entries from
-// anyone else's there.
-func (d *Doctor) checkOutboxKey() {
-	const name = "alerts kept for retry are authenticated"
+	// With sinks, alerts a receiver refused are kept in the state ConfigMap and
+	// retried; only --outbox-key tells the watchdog's entries from anyone else's there.
+	const kname = "alerts kept for retry are authenticated"
 	if d.OutboxKey {
-		d.pass(GroupAlerts, name, "--outbox-key is set (at least 32 bytes)")
+		d.pass(GroupAlerts, kname, "--outbox-key is set (at least 32 bytes)")
 		return
 	}
-	d.fail(GroupAlerts, name, "--outbox-key is not set: an alert written into the state ConfigMap's outbox by anyone who may edit it would be retried as the watchdog's (rebuilt from its facts, but not authenticated)",
+	d.fail(GroupAlerts, kname, "--outbox-key is not set: an alert written into the state ConfigMap's outbox by anyone who may edit it would be retried as the watchdog's (rebuilt from its facts, but not authenticated)",
 		"set --outbox-key (WATCHDOG_OUTBOX_KEY) from a Secret: the chart's own Secret has one; with alerts.existingSecret, add a random outbox-key of at least 32 bytes to it (head -c 32 /dev/urandom | base64)")
 }
 
