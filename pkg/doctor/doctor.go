@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -252,7 +251,9 @@ func (d *Doctor) checkPods(ctx context.Context) []corev1.Pod {
 			live = append(live, p)
 		}
 	}
-	described := join(list.Items, ", ", func(p corev1.Pod) string { return fmt.Sprintf("%s (%s)", p.Name, p.Status.Phase) })
+	described := join(list.Items, ", ", func(p corev1.Pod) string {
+		return fmt.Sprintf("%s (%s)", p.Name, p.Status.Phase)
+	})
 	d.pass(GroupScheduler, name, fmt.Sprintf("%d pod(s) match %q: %s", len(list.Items), d.Selector, described))
 	const cname = "scheduler pods have the --scheduler-container"
 	if withContainer == 0 {
@@ -377,7 +378,7 @@ func (d *Doctor) checkSlices(ctx context.Context) {
 		d.fail(GroupDiscovery, name, fmt.Sprintf("no EndpointSlice in %s is labelled %s=%s", d.Namespace, discoveryv1.LabelServiceName, d.Endpoints.Service),
 			fmt.Sprintf("set --nodes-service (chart: scheduler.nodesService) to the Service the scheduler discovers nodes through; compare `kubectl get endpointslices -n %s -L %s`", d.Namespace, discoveryv1.LabelServiceName))
 	case errors.As(err, &wrong):
-		ports := cmp.Or(join(count.OtherPorts, ", ", func(p int32) string { return strconv.Itoa(int(p)) }), "none")
+		ports := cmp.Or(join(count.OtherPorts, ", ", func(p int32) string { return fmt.Sprint(p) }), "none")
 		d.fail(GroupDiscovery, name, fmt.Sprintf("%d EndpointSlice(s) of %s, none with port %d (ports: %s)", count.AllSlices, d.Endpoints.Service, d.Endpoints.Port, ports),
 			"set --nodes-port (chart: scheduler.nodesPort) to the node port the scheduler's discovery counts")
 	case err != nil:
