@@ -112,8 +112,7 @@ type PlanConfig struct {
 // mode: the would-restart recorded).
 type ActOutcome struct {
 	Target decide.Target
-	// Done: the restart happened (or the pod was already gone). Err: it failed.
-	Done     bool
+	// Err: the restart failed; nil: it happened (or the pod was already gone).
 	Err      error
 	Detail   string
 	Evidence string // the evidence bundle's key (pkg/evidence), "" when none was saved

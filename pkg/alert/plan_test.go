@@ -66,7 +66,7 @@ func healthy(time.Time) decide.Result {
 func unknown(time.Time) decide.Result { return unknownResult() }
 
 func restartDone(now time.Time) []alert.ActOutcome {
-	return []alert.ActOutcome{{Target: target(decide.VerdictWedged, decide.ActionRestart, 5*time.Minute, now), Done: true, Detail: "pod deleted (UID precondition)"}}
+	return []alert.ActOutcome{{Target: target(decide.VerdictWedged, decide.ActionRestart, 5*time.Minute, now), Detail: "pod deleted (UID precondition)"}}
 }
 
 func restartErr(now time.Time) []alert.ActOutcome {

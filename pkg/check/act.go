@@ -20,9 +20,6 @@ import (
 	"github.com/agentenv/watchdog/pkg/state"
 )
 
-// restartTimeout bounds one restart request.
-const restartTimeout = 30 * time.Second
-
 // act claims and carries out the restarts the decision asks for. The claim is
 // written first (optimistic concurrency), so of two racing runs only one acts.
 func (p *pass) act() ([]alert.ActOutcome, error) {
@@ -57,10 +54,7 @@ func (p *pass) wouldRestart() []alert.ActOutcome {
 	now := p.Clock.Now()
 	var acts []alert.ActOutcome
 	for _, t := range p.restartTargets() {
-		since := now
-		if t.BadSince != nil {
-			since = *t.BadSince
-		}
+		since := ptr.Deref(t.BadSince, now)
 		if w := p.next.WouldRestartFor(t.UID, since); w != nil {
 			w.Repeats, w.LastAt = w.Repeats+1, now
 			continue
@@ -79,7 +73,6 @@ func (p *pass) wouldRestart() []alert.ActOutcome {
 	return acts
 }
 
-// restartTargets are the targets the decision restarts.
 func (p *pass) restartTargets() []decide.Target {
 	return slices.DeleteFunc(slices.Clone(p.res.Targets), func(t decide.Target) bool { return t.Action != decide.ActionRestart })
 }
@@ -133,21 +126,18 @@ func (p *pass) restartPod(t decide.Target) (alert.ActOutcome, bool) {
 	cancel()
 	doneAt := p.Clock.Now()
 	rec := decide.RestartOf(p.next, t.UID, doneAt)
-	a := alert.ActOutcome{Target: t, Detail: result.Detail, Evidence: bundle}
 	if rec != nil {
 		rec.Bundle = bundle
 	}
 	if err != nil && interrupted(p.ctx) {
 		// Whether the request reached the API server is unknown.
 		p.Log.Warn().Err(err).Str("pod", t.Pod).Str("uid", t.UID).Msg("shutdown during the restart: the claim is left for the next run")
-		return a, false
+		return alert.ActOutcome{}, false
 	}
 	if err != nil {
-		a.Err = err
 		rec.Outcome, rec.Error = state.RestartFailed, err.Error()
 		p.Log.Error().Err(err).Str("pod", t.Pod).Str("uid", t.UID).Msg("restart failed")
 	} else {
-		a.Done = true
 		rec.Outcome, rec.DoneAt = state.RestartDone, &doneAt
 		if result.Gone {
 			rec.Error = result.Detail
@@ -157,7 +147,7 @@ func (p *pass) restartPod(t decide.Target) (alert.ActOutcome, bool) {
 	}
 	p.rep.Restarts = append(p.rep.Restarts, RestartReport{Pod: t.Pod, UID: t.UID, Method: p.Restarter.Method(),
 		Outcome: rec.Outcome, Detail: cmp.Or(rec.Error, result.Detail), Evidence: bundle})
-	return a, true
+	return alert.ActOutcome{Target: t, Detail: result.Detail, Evidence: bundle, Err: err}, true
 }
 
 // captureEvidence saves t's evidence bundle just before it is restarted (or, action

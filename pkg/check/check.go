@@ -101,6 +101,7 @@ var ErrInterrupted = errors.New("pass cut short by shutdown")
 // slow Alertmanager must not cost the restart its time), and what an interrupted or
 // failing pass still does, as its deadline may be spent or its context cancelled.
 const (
+	restartTimeout    = 30 * time.Second // one restart request
 	alertsTimeout     = 10 * time.Second
 	shutdownGrace     = 5 * time.Second
 	failureSendBudget = 15 * time.Second
@@ -160,7 +161,7 @@ func (p *pass) run() error {
 	decide.CountRun(p.next, p.res.Verdict)
 	if interrupted(p.ctx) {
 		p.rep.fill(p.res) // keep the episode's clock, act on nothing, tell nobody
-		return p.saveInterrupted(p.next, errors.New("shutdown while observing"))
+		return p.saveInterrupted(p.next, p.res, errors.New("shutdown while observing"))
 	}
 	acts, err := p.act()
 	p.rep.fill(p.res)
@@ -173,10 +174,10 @@ func (p *pass) run() error {
 	p.logDecision()
 	if interrupted(p.ctx) {
 		// Shut down while restarting: the outcomes are in next; alerts are not sent.
-		return p.saveInterrupted(p.next, errors.New("shutdown while acting"))
+		return p.saveInterrupted(p.next, p.res, errors.New("shutdown while acting"))
 	}
 	runErr := p.notify(acts)
-	if err := p.save(acts, runErr); err != nil {
+	if err := p.persist(acts, runErr); err != nil {
 		return err
 	}
 	p.Log.Info().Str("verdict", string(p.res.Verdict)).Str("action", string(p.res.Action)).Bool("dryRun", p.Mode == state.ModeDryRun).
@@ -196,7 +197,7 @@ func (p *pass) begin() error {
 	if loadErr != nil {
 		p.rep.Reason = "cannot read state"
 		if interrupted(p.ctx) {
-			return p.interrupt(loadErr)
+			return p.saveInterrupted(nil, p.res, loadErr)
 		}
 		failure := &Error{Step: StepReadState, Err: loadErr}
 		p.alertFailure(state.New(), failure)
@@ -237,31 +238,12 @@ func (p *pass) notify(acts []alert.ActOutcome) error {
 	return runErr
 }
 
-// save writes the run's outcome (persist). A write the shutdown cut short saves
-// what persist last tried, within the shutdown grace; another failure is alerted.
-func (p *pass) save(acts []alert.ActOutcome, runErr error) error {
-	p.next.LastRun = p.lastRun(p.start, p.res, runErr)
-	err := p.persist(acts)
-	if err != nil && interrupted(p.ctx) {
-		// After a conflict, p.next is the other writer's state with this run's merged in.
-		return p.saveInterrupted(p.next, err)
-	}
-	var failure *Error
-	if errors.As(err, &failure) {
-		// Against what this run planned, not what it read: after a recovered just
-		// sent, the failure is alerted afresh.
-		p.alertFailure(p.next, failure)
-	}
-	return err
-}
-
 // warn logs a warning under a fixed message and adds the detail to the report.
 func (p *pass) warn(msg, detail string) {
 	p.Log.Warn().Str("detail", detail).Msg(msg)
 	p.rep.Warnings = append(p.rep.Warnings, detail)
 }
 
-// observe takes one observation of this run.
 func (p *pass) observe(consistent bool) (decide.Observation, error) {
 	read := p.Observer.Observe
 	if consistent {

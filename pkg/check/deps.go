@@ -7,14 +7,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/agentenv/watchdog/pkg/decide"
-	"github.com/agentenv/watchdog/pkg/events"
-	"github.com/agentenv/watchdog/pkg/observe"
 	"github.com/agentenv/watchdog/pkg/state"
 	"github.com/agentenv/watchdog/pkg/statestore"
 )
 
 // What a pass uses, as small interfaces where they are consumed: the CLI wires the
-// real types (checked below), the unit tests in-memory fakes.
+// real types, the unit tests and the backtest in-memory fakes.
 
 // Observer takes the observations of a pass.
 type Observer interface {
@@ -39,10 +37,3 @@ type Store interface {
 type EventRecorder interface {
 	Emit(ctx context.Context, obj corev1.ObjectReference, eventType, reason, message string) error
 }
-
-var (
-	_ Observer      = (*observe.Observer)(nil)
-	_ Store         = (*statestore.Store)(nil)
-	_ Store         = (*statestore.MemoryStore)(nil)
-	_ EventRecorder = (*events.Recorder)(nil)
-)

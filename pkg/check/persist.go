@@ -15,15 +15,17 @@ import (
 	"github.com/agentenv/watchdog/pkg/statestore"
 )
 
-// persist writes p.next. After another writer got in, it judges again from that
-// state and re-applies what this run did (restart outcomes, alert bookkeeping)
-// before retrying. On error p.next is what it last tried to write.
-func (p *pass) persist(acts []alert.ActOutcome) error {
+// persist writes the run's outcome, p.next. After another writer got in, it judges
+// again from that state and re-applies what this run did (restart outcomes, alert
+// bookkeeping) before retrying. A write the shutdown cut short saves what it last
+// tried, within the shutdown grace; another failure is alerted.
+func (p *pass) persist(acts []alert.ActOutcome, runErr error) error {
+	p.next.LastRun = p.lastRun(p.start, p.res, runErr)
 	if p.Mode == state.ModeDryRun {
 		return nil
 	}
 	save := func() error { return p.Store.Save(p.ctx, p.snap, p.next, p.Clock.Now()) }
-	if failure := p.saveRetrying(StepWriteState, save, func() bool {
+	failure := p.saveRetrying(StepWriteState, save, func() bool {
 		p.Log.Warn().Msg("state changed during the run: merging this run's outcome into it")
 		ours, latest := p.next, p.snap.State
 		merged, _ := decide.Decide(p.obs, latest, p.Decide)
@@ -35,11 +37,19 @@ func (p *pass) persist(acts []alert.ActOutcome) error {
 		merged.Outbox = mergeOutbox(ours.Outbox, latest.Outbox, p.rep.Alerts)
 		p.next = merged
 		return true
-	}); failure != nil {
-		p.Log.Error().Err(failure.Err).Str("what", failure.Step.What).Msg("cannot write state")
-		return failure
+	})
+	if failure == nil {
+		return nil
 	}
-	return nil
+	p.Log.Error().Err(failure.Err).Str("what", failure.Step.What).Msg("cannot write state")
+	if interrupted(p.ctx) {
+		// After a conflict, p.next is the other writer's state with this run's merged in.
+		return p.saveInterrupted(p.next, p.res, failure)
+	}
+	// Against what this run planned, not what it read: after a recovered just sent,
+	// the failure is alerted afresh.
+	p.alertFailure(p.next, failure)
+	return failure
 }
 
 // saveRetrying calls save until it succeeds. After a lost race (statestore.ErrConflict)
@@ -182,21 +192,17 @@ func (p *pass) failRun(failure *Error) error {
 	decide.RunFailed(s)
 	if interrupted(p.ctx) {
 		// The run record names the step cut short; the report keeps the decision.
-		decision := p.res
-		defer func() { p.res = decision }()
-		p.res = decide.Result{Verdict: decide.VerdictUnknown, Action: decide.ActionNone, Reason: failure.Step.What + " cut short"}
-		return p.saveInterrupted(s, failure)
+		return p.saveInterrupted(s, unknown(failure.Step.What+" cut short"), failure)
 	}
 	p.Log.Error().Err(failure.Err).Str("what", failure.Step.What).Msg("run failed")
 	p.rep.Error = failure.Error()
 	if p.Mode == state.ModeDryRun {
 		return failure
 	}
-	s.LastRun = p.lastRun(p.Clock.Now(), decide.Result{Verdict: decide.VerdictUnknown, Action: decide.ActionNone, Reason: failure.Step.What + " failed"}, failure)
+	s.LastRun = p.lastRun(p.Clock.Now(), unknown(failure.Step.What+" failed"), failure)
 	decide.CountRun(s, decide.VerdictUnknown)
-	notes := alert.PlanFailure(s, failure, p.Clock.Now(), p.PlanConfig)
 	// Send before saving, so the outbox keeps what failed and drops what was delivered.
-	p.reportDeliveries(p.sendFailure(s, notes))
+	p.reportDeliveries(p.sendFailure(s, alert.PlanFailure(s, failure, p.Clock.Now(), p.PlanConfig)))
 	if err := p.saveWithin(s, failureSaveBudget); err != nil {
 		p.Log.Error().Err(err).Msg("could not record the failed run in state either")
 	}
@@ -214,21 +220,21 @@ func (p *pass) saveWithin(s *state.State, d time.Duration) error {
 	return nil
 }
 
-// interrupt reports a pass cut short by shutdown: logged, nothing sent.
-func (p *pass) interrupt(cause error) error {
-	p.Log.Warn().Err(cause).Msg("pass cut short by shutdown: nothing alerted")
-	p.rep.Error = ErrInterrupted.Error()
-	return fmt.Errorf("%w: %v", ErrInterrupted, cause)
+func unknown(reason string) decide.Result {
+	return decide.Result{Verdict: decide.VerdictUnknown, Action: decide.ActionNone, Reason: reason}
 }
 
-// saveInterrupted writes what an interrupted pass knows (its observations so far, or
-// the pause of one that saw nothing) within shutdownGrace, and sends nothing.
-func (p *pass) saveInterrupted(s *state.State, cause error) error {
-	err := p.interrupt(cause)
-	if p.Mode == state.ModeDryRun {
+// saveInterrupted ends a pass cut short by shutdown: it sends nothing, and writes
+// what the pass knows in s (its observations so far, or the pause of one that saw
+// nothing; nil: no state was read) with res as the run's decision, within shutdownGrace.
+func (p *pass) saveInterrupted(s *state.State, res decide.Result, cause error) error {
+	p.Log.Warn().Err(cause).Msg("pass cut short by shutdown: nothing alerted")
+	p.rep.Error = ErrInterrupted.Error()
+	err := fmt.Errorf("%w: %v", ErrInterrupted, cause)
+	if s == nil || p.Mode == state.ModeDryRun {
 		return err
 	}
-	s.LastRun = p.lastRun(p.start, p.res, nil)
+	s.LastRun = p.lastRun(p.start, res, nil)
 	s.LastRun.Outcome, s.LastRun.Error = state.RunInterrupted, state.Truncate(cause.Error(), 500)
 	if serr := p.saveWithin(s, shutdownGrace); serr != nil {
 		p.Log.Warn().Err(serr).Msg("interrupted pass could not write its state")
@@ -282,7 +288,7 @@ func (p *pass) reportDeliveries(ds []deliver.Delivery) {
 			p.Log.Info().Str("event", d.Event).Str("sink", d.Sink).Msg("dry run: would send alert")
 		case !d.OK:
 			p.Log.Error().Str("event", d.Event).Str("sink", d.Sink).Str("error", d.Error).Bool("retry", d.Retry).
-				Bool("kept", d.Kept).Msg("alert delivery failed; " + keptWord(d.Kept))
+				Bool("kept", d.Kept).Msg("alert delivery failed; " + keptWord[d.Kept])
 		default:
 			p.Log.Info().Str("event", d.Event).Str("sink", d.Sink).Bool("retry", d.Retry).Msg("alert delivered")
 		}

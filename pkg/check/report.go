@@ -142,7 +142,7 @@ func (rep *Report) WriteText(w io.Writer) error {
 		case a.OK:
 			termtext.Fprintf(w, "alert:   sent %s to %s\n", a.Event, a.Sink)
 		default:
-			termtext.Fprintf(w, "alert:   %s to %s FAILED (%s): %s\n", a.Event, a.Sink, keptWord(a.Kept), a.Error)
+			termtext.Fprintf(w, "alert:   %s to %s FAILED (%s): %s\n", a.Event, a.Sink, keptWord[a.Kept], a.Error)
 		}
 	}
 	for _, warning := range rep.Warnings {
@@ -155,9 +155,4 @@ func (rep *Report) WriteText(w io.Writer) error {
 }
 
 // keptWord says whether a failed delivery was kept for the next run.
-func keptWord(kept bool) string {
-	if kept {
-		return "kept for the next run"
-	}
-	return "not kept"
-}
+var keptWord = map[bool]string{true: "kept for the next run", false: "not kept"}

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -242,11 +241,9 @@ func (d *Doctor) checkPods(ctx context.Context) []corev1.Pod {
 			fmt.Sprintf("set --scheduler-selector (chart: scheduler.selector) to the scheduler pods' labels, and --namespace to theirs; compare `kubectl get pods -n %s --show-labels`", d.Namespace))
 		return nil
 	}
-	var described []string
 	var live []corev1.Pod
 	withContainer := 0
 	for _, p := range list.Items {
-		described = append(described, fmt.Sprintf("%s (%s)", p.Name, p.Status.Phase))
 		if slices.ContainsFunc(p.Spec.Containers, func(c corev1.Container) bool { return c.Name == d.Container }) {
 			withContainer++
 		}
@@ -254,7 +251,10 @@ func (d *Doctor) checkPods(ctx context.Context) []corev1.Pod {
 			live = append(live, p)
 		}
 	}
-	d.pass(GroupScheduler, name, fmt.Sprintf("%d pod(s) match %q: %s", len(list.Items), d.Selector, strings.Join(described, ", ")))
+	described := join(list.Items, ", ", func(p corev1.Pod) string {
+		return fmt.Sprintf("%s (%s)", p.Name, p.Status.Phase)
+	})
+	d.pass(GroupScheduler, name, fmt.Sprintf("%d pod(s) match %q: %s", len(list.Items), d.Selector, described))
 	const cname = "scheduler pods have the --scheduler-container"
 	if withContainer == 0 {
 		d.fail(GroupScheduler, cname, fmt.Sprintf("no matching pod has a container named %q", d.Container),
@@ -285,17 +285,11 @@ func (d *Doctor) checkJudged(ctx context.Context, pods []corev1.Pod) {
 	cfg := d.Decide
 	cfg.LeaderLease = "" // which pod leads is the run's to read
 	judged, notJudged, problem := decide.Judged(obs, cfg)
-	var names []string
-	for _, p := range judged {
-		names = append(names, p.Name)
-	}
-	var others []string
-	for _, pod := range slices.Sorted(maps.Keys(notJudged)) {
-		others = append(others, fmt.Sprintf("%s (%s)", pod, notJudged[pod]))
-	}
-	detail := fmt.Sprintf("judged: %s", strings.Join(names, ", "))
-	if len(others) > 0 {
-		detail += "; not judged: " + strings.Join(others, "; ")
+	detail := "judged: " + join(judged, ", ", func(p decide.Pod) string { return p.Name })
+	if len(notJudged) > 0 {
+		detail += "; not judged: " + join(slices.Sorted(maps.Keys(notJudged)), "; ", func(pod string) string {
+			return fmt.Sprintf("%s (%s)", pod, notJudged[pod])
+		})
 	}
 	switch {
 	case len(judged) == 0:
@@ -337,17 +331,21 @@ func (d *Doctor) checkMetrics(ctx context.Context, pods []corev1.Pod) {
 			d.fail(GroupScheduler, name, err.Error()+"; "+"scraped "+d.Via.Describe(), scrapeHint(scrape.KindOf(err), d.Via, d.MetricsPort, d.MetricsPath))
 			continue
 		}
+		observed := join(slices.Sorted(maps.Keys(sample.Observed)), " ", func(k string) string {
+			return fmt.Sprintf("%s=%d", k, sample.Observed[k])
+		})
 		d.pass(GroupScheduler, name, fmt.Sprintf("%s carries %s (%s) and %s (Heartbeat ok %d, rejected %d); %s",
-			url, scrape.ObservedNodesMetric, observed(sample.Observed), scrape.RPCDurationMetric, sample.HeartbeatOK, sample.HeartbeatRejected, "scraped "+d.Via.Describe()))
+			url, scrape.ObservedNodesMetric, observed, scrape.RPCDurationMetric, sample.HeartbeatOK, sample.HeartbeatRejected, "scraped "+d.Via.Describe()))
 	}
 }
 
-func observed(m map[string]int) string {
-	var parts []string
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		parts = append(parts, fmt.Sprintf("%s=%d", k, m[k]))
+// join formats each of xs and joins them with sep.
+func join[T any](xs []T, sep string, format func(T) string) string {
+	out := make([]string, len(xs))
+	for i, x := range xs {
+		out[i] = format(x)
 	}
-	return strings.Join(parts, " ")
+	return strings.Join(out, sep)
 }
 
 func scrapeHint(kind scrape.Kind, via scrape.Via, port int, path string) string {
@@ -380,7 +378,8 @@ func (d *Doctor) checkSlices(ctx context.Context) {
 		d.fail(GroupDiscovery, name, fmt.Sprintf("no EndpointSlice in %s is labelled %s=%s", d.Namespace, discoveryv1.LabelServiceName, d.Endpoints.Service),
 			fmt.Sprintf("set --nodes-service (chart: scheduler.nodesService) to the Service the scheduler discovers nodes through; compare `kubectl get endpointslices -n %s -L %s`", d.Namespace, discoveryv1.LabelServiceName))
 	case errors.As(err, &wrong):
-		d.fail(GroupDiscovery, name, fmt.Sprintf("%d EndpointSlice(s) of %s, none with port %d (ports: %s)", count.AllSlices, d.Endpoints.Service, d.Endpoints.Port, ports(count.OtherPorts)),
+		ports := cmp.Or(join(count.OtherPorts, ", ", func(p int32) string { return fmt.Sprint(p) }), "none")
+		d.fail(GroupDiscovery, name, fmt.Sprintf("%d EndpointSlice(s) of %s, none with port %d (ports: %s)", count.AllSlices, d.Endpoints.Service, d.Endpoints.Port, ports),
 			"set --nodes-port (chart: scheduler.nodesPort) to the node port the scheduler's discovery counts")
 	case err != nil:
 		d.fail(GroupDiscovery, name, err.Error(), "see the permission checks above: the watchdog must list endpointslices in --namespace")
@@ -390,17 +389,6 @@ func (d *Doctor) checkSlices(ctx context.Context) {
 	default:
 		d.pass(GroupDiscovery, name, fmt.Sprintf("%d of %d EndpointSlice(s) carry port %d: %d serving node(s), %d lingering", count.Slices, count.AllSlices, d.Endpoints.Port, count.Serving, count.Lingering))
 	}
-}
-
-func ports(ps []int32) string {
-	if len(ps) == 0 {
-		return "none"
-	}
-	out := make([]string, len(ps))
-	for i, p := range ps {
-		out[i] = strconv.Itoa(int(p))
-	}
-	return strings.Join(out, ", ")
 }
 
 // checkPause says whether the scheduler Deployment's pause annotations hold the
@@ -478,11 +466,9 @@ func (d *Doctor) checkState(ctx context.Context) {
 	const rname, wname = "state ConfigMap can be read", "state ConfigMap can be written"
 	ref := d.Namespace + "/" + d.StateConfigMap
 	dry := []string{metav1.DryRunAll}
-	var cm *corev1.ConfigMap
-	var err error
 	// A run writing in between makes the dry run conflict: read again, once.
-	for attempt := 0; attempt < 2; attempt++ {
-		cm, err = d.Client.GetConfigMap(ctx, d.Namespace, d.StateConfigMap)
+	for attempt := range 2 {
+		cm, err := d.Client.GetConfigMap(ctx, d.Namespace, d.StateConfigMap)
 		if apierrors.IsNotFound(err) {
 			d.pass(GroupState, rname, fmt.Sprintf("%s does not exist yet: the first run starts with empty state", ref))
 			fresh := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: d.StateConfigMap, Namespace: d.Namespace}}
@@ -509,16 +495,17 @@ func (d *Doctor) checkState(ctx context.Context) {
 			d.pass(GroupState, rname, detail)
 		}
 		_, err = d.Client.UpdateConfigMap(ctx, cm.DeepCopy(), metav1.UpdateOptions{DryRun: dry, FieldManager: "watchdog"})
-		if !apierrors.IsConflict(err) {
-			break
+		switch {
+		case apierrors.IsConflict(err) && attempt == 0: // read again
+		case err != nil:
+			d.fail(GroupState, wname, fmt.Sprintf("updating %s at resourceVersion %s (server-side dry run) failed: %v", ref, cm.ResourceVersion, err),
+				"the watchdog must update its ConfigMap by name (see the permission checks above); an admission policy refusing the update would refuse every run's too")
+			return
+		default:
+			d.pass(GroupState, wname, fmt.Sprintf("an update at resourceVersion %s is accepted (server-side dry run: nothing written)", cm.ResourceVersion))
+			return
 		}
 	}
-	if err != nil {
-		d.fail(GroupState, wname, fmt.Sprintf("updating %s at resourceVersion %s (server-side dry run) failed: %v", ref, cm.ResourceVersion, err),
-			"the watchdog must update its ConfigMap by name (see the permission checks above); an admission policy refusing the update would refuse every run's too")
-		return
-	}
-	d.pass(GroupState, wname, fmt.Sprintf("an update at resourceVersion %s is accepted (server-side dry run: nothing written)", cm.ResourceVersion))
 }
 
 // stateDetail describes the stored state; an error is a document no run will use
@@ -530,8 +517,7 @@ func stateDetail(cm *corev1.ConfigMap) (string, error) {
 		return fmt.Sprintf("%s exists with no state yet (the chart creates it empty)", ref), nil
 	}
 	s, err := state.Decode([]byte(raw))
-	var newer *state.NewerVersionError
-	if errors.As(err, &newer) {
+	if _, newer := errors.AsType[*state.NewerVersionError](err); newer {
 		return "", err
 	}
 	if err != nil {
@@ -544,7 +530,8 @@ func stateDetail(cm *corev1.ConfigMap) (string, error) {
 	return fmt.Sprintf("%s: state readable, last written %s", ref, s.UpdatedAt.UTC().Format(time.RFC3339)), nil
 }
 
-// checkSinks delivers a test alert to each sink with SendTest, and lists them otherwise.
+// checkSinks delivers a test alert to each sink with SendTest, and lists them
+// otherwise; with sinks, it checks --outbox-key too.
 func (d *Doctor) checkSinks(ctx context.Context) {
 	if len(d.Sinks) == 0 {
 		d.skip(GroupAlerts, "alert sinks", "none configured: alerts reach only the logs and Events (--slack-webhook-url, --webhook-url, --alertmanager-url, --heartbeat-url)")
@@ -567,19 +554,14 @@ func (d *Doctor) checkSinks(ctx context.Context) {
 		}
 		d.pass(GroupAlerts, name, "delivered a test alert (marked as a test)")
 	}
-	d.checkOutboxKey()
-}
-
-// checkOutboxKey: with sinks, alerts a receiver refused are kept in the state
-// ConfigMap and retried; only --outbox-key tells the watchdog's entries from
-// anyone else's there.
-func (d *Doctor) checkOutboxKey() {
-	const name = "alerts kept for retry are authenticated"
+	// With sinks, alerts a receiver refused are kept in the state ConfigMap and
+	// retried; only --outbox-key tells the watchdog's entries from anyone else's there.
+	const kname = "alerts kept for retry are authenticated"
 	if d.OutboxKey {
-		d.pass(GroupAlerts, name, "--outbox-key is set (at least 32 bytes)")
+		d.pass(GroupAlerts, kname, "--outbox-key is set (at least 32 bytes)")
 		return
 	}
-	d.fail(GroupAlerts, name, "--outbox-key is not set: an alert written into the state ConfigMap's outbox by anyone who may edit it would be retried as the watchdog's (rebuilt from its facts, but not authenticated)",
+	d.fail(GroupAlerts, kname, "--outbox-key is not set: an alert written into the state ConfigMap's outbox by anyone who may edit it would be retried as the watchdog's (rebuilt from its facts, but not authenticated)",
 		"set --outbox-key (WATCHDOG_OUTBOX_KEY) from a Secret: the chart's own Secret has one; with alerts.existingSecret, add a random outbox-key of at least 32 bytes to it (head -c 32 /dev/urandom | base64)")
 }
 

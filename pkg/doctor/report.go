@@ -22,10 +22,7 @@ type Report struct {
 
 // NewReport summarizes results.
 func NewReport(namespace, host string, results []Result) *Report {
-	r := &Report{Namespace: namespace, Host: host, Checks: results}
-	if r.Checks == nil {
-		r.Checks = []Result{}
-	}
+	r := &Report{Namespace: namespace, Host: host, Checks: append([]Result{}, results...)} // [] in JSON
 	count := map[string]*int{MarkFail: &r.Failed, MarkSkip: &r.Skipped, MarkWarn: &r.Warnings}
 	for _, c := range results {
 		if n := count[c.mark()]; n != nil {
