@@ -8,6 +8,8 @@ import (
 	"slices"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/utils/ptr"
 )
 
 // Count is what discovery should see.
@@ -57,35 +59,29 @@ func (c Count) Check(namespace, service string, port int32) error {
 // port; an endpoint counts when conditions.serving is true (nil is false), it names a
 // targetRef and has an address; terminating makes it lingering. conditions.ready is
 // ignored because the Service publishes not-ready addresses, so it is always true.
-func CountNodes(slices []discoveryv1.EndpointSlice, port int32) Count {
-	active := map[string]struct{}{}
-	lingering := map[string]struct{}{}
-	c := Count{AllSlices: len(slices)}
-	for i := range slices {
-		s := &slices[i]
-		if !hasPort(s, port) {
+func CountNodes(list []discoveryv1.EndpointSlice, port int32) Count {
+	active, lingering := sets.New[string](), sets.New[string]()
+	c := Count{AllSlices: len(list)}
+	for i := range list {
+		s := &list[i]
+		if !slices.ContainsFunc(s.Ports, func(p discoveryv1.EndpointPort) bool { return p.Port != nil && *p.Port == port }) {
 			c.OtherPorts = appendPorts(c.OtherPorts, s)
 			continue
 		}
 		c.Slices++
 		for _, ep := range s.Endpoints {
-			if ep.TargetRef == nil || ep.TargetRef.Name == "" || len(ep.Addresses) == 0 {
+			if ep.TargetRef == nil || ep.TargetRef.Name == "" || len(ep.Addresses) == 0 ||
+				!ptr.Deref(ep.Conditions.Serving, false) {
 				continue
 			}
-			if ep.Conditions.Serving == nil || !*ep.Conditions.Serving {
-				continue
+			if ptr.Deref(ep.Conditions.Terminating, false) {
+				lingering.Insert(ep.TargetRef.Name)
+			} else {
+				active.Insert(ep.TargetRef.Name)
 			}
-			if ep.Conditions.Terminating != nil && *ep.Conditions.Terminating {
-				lingering[ep.TargetRef.Name] = struct{}{}
-				continue
-			}
-			active[ep.TargetRef.Name] = struct{}{}
 		}
 	}
-	for name := range active {
-		delete(lingering, name)
-	}
-	c.Serving, c.Lingering = len(active), len(lingering)
+	c.Serving, c.Lingering = active.Len(), lingering.Difference(active).Len()
 	return c
 }
 
@@ -98,13 +94,4 @@ func appendPorts(ports []int32, s *discoveryv1.EndpointSlice) []int32 {
 	}
 	slices.Sort(ports)
 	return ports
-}
-
-func hasPort(s *discoveryv1.EndpointSlice, port int32) bool {
-	for _, p := range s.Ports {
-		if p.Port != nil && *p.Port == port {
-			return true
-		}
-	}
-	return false
 }

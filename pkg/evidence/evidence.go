@@ -26,6 +26,7 @@ import (
 	"github.com/agentenv/watchdog/pkg/decide"
 	"github.com/agentenv/watchdog/pkg/endpoints"
 	"github.com/agentenv/watchdog/pkg/scrape"
+	"github.com/agentenv/watchdog/pkg/state"
 )
 
 // Bounds: a ring of bundles fits a ConfigMap far below the API server's 1 MiB
@@ -165,7 +166,7 @@ func knownStatuses(sample *scrape.Sample, b *Bundle) *scrape.Sample {
 // its oldest part first; the rest of a bundle is the watchdog's own and small,
 // but is cut too (each text to 1 KiB, each list to 20) should it not fit.
 func encode(b Bundle) ([]byte, error) {
-	cutAt := -1 // the warning saying how much of the log was kept
+	warnings := slices.Clip(b.Warnings) // the caller's bundle keeps its own
 	for cut := false; ; {
 		raw, err := marshal(b)
 		if err != nil {
@@ -182,13 +183,8 @@ func encode(b Bundle) ([]byte, error) {
 			grown, _ := marshal(b.Log) // a string always encodes
 			drop := (over + 200) * len(b.Log) / len(grown)
 			b.Log = string(keepEnd([]byte(b.Log), max(int64(len(b.Log)-drop-1), 0)))
-			msg := fmt.Sprintf("log cut to its newest %d bytes to keep the bundle within %d bytes", len(b.Log), MaxBundleBytes)
-			b.Warnings = slices.Clone(b.Warnings) // the caller's bundle keeps its own
-			if cutAt < 0 {
-				cutAt = len(b.Warnings)
-				b.Warnings = append(b.Warnings, "")
-			}
-			b.Warnings[cutAt] = msg
+			b.Warnings = append(warnings, fmt.Sprintf("log cut to its newest %d bytes to keep the bundle within %d bytes",
+				len(b.Log), MaxBundleBytes))
 			cut = true
 		case !cut || len(b.Warnings) > 20:
 			b = b.shortened()
@@ -213,7 +209,7 @@ func marshal(v any) ([]byte, error) {
 // shortened cuts every text of b to 1 KiB and every list to 20 entries.
 func (b Bundle) shortened() Bundle {
 	const text, list = 1 << 10, 20
-	cut := func(s *string) { *s = truncate(*s, text) }
+	cut := func(s *string) { *s = state.Truncate(*s, text) }
 	for _, p := range []*string{&b.Reason, &b.LogError, &b.Status.Phase, &b.Status.WaitingReason, &b.Status.Controller} {
 		cut(p)
 	}
@@ -236,17 +232,6 @@ func (b Bundle) shortened() Bundle {
 		b.Sample = &s
 	}
 	return b
-}
-
-// truncate cuts s to at most n bytes without splitting a character.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }
 
 // readLog reads the last DefaultLogLines lines of the scheduler container and keeps

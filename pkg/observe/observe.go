@@ -4,6 +4,7 @@ package observe
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"net"
@@ -115,10 +116,7 @@ func (o *Observer) observe(ctx context.Context, consistent bool) (decide.Observa
 	// gone wide must not become the watchdog's own fan-out (--max-pods).
 	judged, _, _ := decide.Judged(obs, o.Decide)
 	var scrapes sync.WaitGroup
-	slots := make(chan struct{}, DefaultMaxScrapes)
-	if o.MaxScrapes > 0 {
-		slots = make(chan struct{}, o.MaxScrapes)
-	}
+	slots := make(chan struct{}, cmp.Or(max(o.MaxScrapes, 0), DefaultMaxScrapes))
 	for i := range pods.Items {
 		pod, p := &pods.Items[i], &obs.Pods[i]
 		if !slices.ContainsFunc(judged, func(j decide.Pod) bool { return j.UID == p.UID }) {

@@ -282,13 +282,11 @@ func value(fam *dto.MetricFamily, m *dto.Metric) float64 {
 
 // count accepts a gauge of nodes: a whole, plausible number.
 func count(v float64) (int, error) {
-	if _, err := whole(v); err != nil {
-		return 0, err
+	n, err := whole(v)
+	if err == nil && v > math.MaxInt32 {
+		err = fmt.Errorf("value %g is implausibly large", v)
 	}
-	if v > math.MaxInt32 {
-		return 0, fmt.Errorf("value %g is implausibly large", v)
-	}
-	return int(v), nil
+	return int(n), err
 }
 
 // whole accepts a counter value that is a whole number.
