@@ -60,12 +60,16 @@ func (c Count) Check(namespace, service string, port int32) error {
 // targetRef and has an address; terminating makes it lingering. conditions.ready is
 // ignored because the Service publishes not-ready addresses, so it is always true.
 func CountNodes(list []discoveryv1.EndpointSlice, port int32) Count {
-	active, lingering := sets.New[string](), sets.New[string]()
+	active, lingering, otherPorts := sets.New[string](), sets.New[string](), sets.New[int32]()
 	c := Count{AllSlices: len(list)}
 	for i := range list {
 		s := &list[i]
 		if !slices.ContainsFunc(s.Ports, func(p discoveryv1.EndpointPort) bool { return p.Port != nil && *p.Port == port }) {
-			c.OtherPorts = appendPorts(c.OtherPorts, s)
+			for _, p := range s.Ports {
+				if p.Port != nil {
+					otherPorts.Insert(*p.Port)
+				}
+			}
 			continue
 		}
 		c.Slices++
@@ -82,16 +86,8 @@ func CountNodes(list []discoveryv1.EndpointSlice, port int32) Count {
 		}
 	}
 	c.Serving, c.Lingering = active.Len(), lingering.Difference(active).Len()
-	return c
-}
-
-// appendPorts adds a slice's ports to ports, once each, sorted.
-func appendPorts(ports []int32, s *discoveryv1.EndpointSlice) []int32 {
-	for _, p := range s.Ports {
-		if p.Port != nil && !slices.Contains(ports, *p.Port) {
-			ports = append(ports, *p.Port)
-		}
+	if otherPorts.Len() > 0 {
+		c.OtherPorts = sets.List(otherPorts)
 	}
-	slices.Sort(ports)
-	return ports
+	return c
 }

@@ -24,7 +24,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/agentenv/watchdog/pkg/decide"
-	"github.com/agentenv/watchdog/pkg/endpoints"
 	"github.com/agentenv/watchdog/pkg/kube"
 	"github.com/agentenv/watchdog/pkg/scrape"
 )
@@ -74,24 +73,22 @@ func (o *Observer) observe(ctx context.Context, consistent bool) (decide.Observa
 	// Stamped when it began: samples start on a fixed cadence, so the wedge clock
 	// counts whole intervals however slow the API server is.
 	began := o.Clock.Now()
+	obs := decide.Observation{At: began, Consistent: consistent}
 	var (
-		wg          sync.WaitGroup
-		pods        *corev1.PodList
-		podsErr     error
-		expected    endpoints.Count
-		expectedErr error
-		leader      *decide.Leader
-		dep         *appsv1.Deployment
-		depErr      error
+		wg      sync.WaitGroup
+		pods    *corev1.PodList
+		dep     *appsv1.Deployment
+		podsErr error
+		depErr  error
 	)
 	opts := metav1.ListOptions{LabelSelector: o.Selector}
 	if !consistent {
 		opts = kube.FromCache(opts)
 	}
 	wg.Go(func() { pods, podsErr = o.Client.ListPods(ctx, o.Namespace, opts) })
-	wg.Go(func() { expected, expectedErr = o.Endpoints.Read(ctx, consistent) })
+	wg.Go(func() { obs.Expected, obs.ExpectedErr = o.Endpoints.Read(ctx, consistent) })
 	if o.Decide.LeaderLease != "" {
-		wg.Go(func() { leader = o.readLeader(ctx) })
+		wg.Go(func() { obs.Leader = o.readLeader(ctx) })
 	}
 	if o.Decide.JudgePods == decide.JudgeDeployment || o.Deployment != "" {
 		// Beside the pod list, not after it, so a slow API server costs no extra
@@ -102,8 +99,6 @@ func (o *Observer) observe(ctx context.Context, consistent bool) (decide.Observa
 	if podsErr != nil {
 		return decide.Observation{}, fmt.Errorf("list scheduler pods (%s) in %s: %w", o.Selector, o.Namespace, podsErr)
 	}
-
-	obs := decide.Observation{At: began, Expected: expected, ExpectedErr: expectedErr, Leader: leader, Consistent: consistent}
 	obs.Annotated = annotated(o.Deployment, dep, depErr)
 	obs.Pods = make([]decide.Pod, len(pods.Items))
 	for i := range pods.Items {
@@ -125,17 +120,13 @@ func (o *Observer) observe(ctx context.Context, consistent bool) (decide.Observa
 		scrapes.Go(func() {
 			slots <- struct{}{}
 			defer func() { <-slots }()
-			url := o.URL(pod)
-			if url == "" {
+			if url := o.URL(pod); url == "" {
 				p.ScrapeErr = &scrape.Error{Kind: scrape.KindUnreachable, Err: fmt.Errorf("pod %s has no IP", pod.Name)}
-				return
-			}
-			sample, err := o.Scraper.Scrape(ctx, url)
-			if err != nil {
+			} else if sample, err := o.Scraper.Scrape(ctx, url); err != nil {
 				p.ScrapeErr = err
-				return
+			} else {
+				p.Sample = &sample
 			}
-			p.Sample = &sample
 		})
 	}
 	scrapes.Wait()
