@@ -167,7 +167,7 @@ func knownStatuses(sample *scrape.Sample, b *Bundle) *scrape.Sample {
 // but is cut too (each text to 1 KiB, each list to 20) should it not fit.
 func encode(b Bundle) ([]byte, error) {
 	warnings := slices.Clip(b.Warnings) // the caller's bundle keeps its own
-	for cut := false; ; {
+	for short := false; ; {
 		raw, err := marshal(b)
 		if err != nil {
 			return nil, err
@@ -185,10 +185,8 @@ func encode(b Bundle) ([]byte, error) {
 			b.Log = string(keepEnd([]byte(b.Log), max(int64(len(b.Log)-drop-1), 0)))
 			b.Warnings = append(warnings, fmt.Sprintf("log cut to its newest %d bytes to keep the bundle within %d bytes",
 				len(b.Log), MaxBundleBytes))
-			cut = true
-		case !cut || len(b.Warnings) > 20:
-			b = b.shortened()
-			cut = true
+		case !short:
+			b, short = b.shortened(), true
 		default:
 			return nil, fmt.Errorf("encode evidence: %d bytes with nothing left to cut (bound %d)", len(raw), MaxBundleBytes)
 		}
