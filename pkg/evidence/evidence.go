@@ -133,9 +133,8 @@ func (k *Keeper) Capture(ctx context.Context, t decide.Target, obs decide.Observ
 		b.LogError = "not read: --evidence-logs=false"
 		return b
 	}
-	log, err := k.readLog(ctx, t.Pod)
-	b.Log = log
-	if err != nil {
+	var err error
+	if b.Log, err = k.readLog(ctx, t.Pod); err != nil {
 		b.LogError = err.Error()
 	}
 	return b
@@ -241,27 +240,21 @@ func (k *Keeper) readLog(ctx context.Context, pod string) (string, error) {
 	lines, keep := int64(DefaultLogLines), int64(DefaultLogBytes)
 	read := max(keep, MaxLogRead)
 	for {
-		b, err := k.readTail(ctx, pod, lines, read)
-		if err != nil || int64(len(b)) < read || lines == 1 {
-			return string(keepEnd(b, keep)), err
+		opts := &corev1.PodLogOptions{Container: k.Container, TailLines: &lines, LimitBytes: &read}
+		rc, err := k.Logs.PodLog(ctx, k.Namespace, pod, opts)
+		if err != nil {
+			return "", fmt.Errorf("read the log of %s/%s (pods/log): %w", pod, k.Container, err)
+		}
+		b, err := io.ReadAll(io.LimitReader(rc, read))
+		rc.Close()
+		if err != nil {
+			return string(keepEnd(b, keep)), fmt.Errorf("read the log of %s/%s: %w", pod, k.Container, err)
+		}
+		if int64(len(b)) < read || lines == 1 {
+			return string(keepEnd(b, keep)), nil
 		}
 		lines = max(1, lines/4)
 	}
-}
-
-// readTail reads the last lines lines of the container's log, at most limit bytes
-// of them counted from the first.
-func (k *Keeper) readTail(ctx context.Context, pod string, lines, limit int64) ([]byte, error) {
-	rc, err := k.Logs.PodLog(ctx, k.Namespace, pod, &corev1.PodLogOptions{Container: k.Container, TailLines: &lines, LimitBytes: &limit})
-	if err != nil {
-		return nil, fmt.Errorf("read the log of %s/%s (pods/log): %w", pod, k.Container, err)
-	}
-	defer rc.Close()
-	b, err := io.ReadAll(io.LimitReader(rc, limit))
-	if err != nil {
-		return b, fmt.Errorf("read the log of %s/%s: %w", pod, k.Container, err)
-	}
-	return b, nil
 }
 
 // keepEnd is the end of b, at most n bytes, starting at a line's start when one
@@ -298,7 +291,7 @@ func (k *Keeper) Save(ctx context.Context, b Bundle) error {
 		return err
 	}
 	if len(k.Key) > 0 {
-		if raw, err = sealed(k.Key, k.Namespace, b.Key, raw); err != nil {
+		if raw, err = marshal(envelope{Seal: seal(k.Key, k.Namespace, b.Key, raw), Bundle: raw}); err != nil {
 			return err
 		}
 	}

@@ -48,11 +48,6 @@ func seal(key []byte, ns, name string, raw []byte) string {
 	return sealPrefix + hex.EncodeToString(mac.Sum(nil))
 }
 
-// sealed is raw (an encoded bundle) in its envelope.
-func sealed(key []byte, ns, name string, raw []byte) ([]byte, error) {
-	return marshal(envelope{Seal: seal(key, ns, name, raw), Bundle: raw})
-}
-
 // Open decodes a saved bundle (the value of key name in the ConfigMap in ns),
 // sealed or not, and checks its seal under key.
 func Open(key []byte, ns, name string, value []byte) (Bundle, error) {
