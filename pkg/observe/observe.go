@@ -209,10 +209,8 @@ func (o *Observer) readLeader(ctx context.Context) *decide.Leader {
 func renewalWritten(lease *coordinationv1.Lease) time.Time {
 	var at time.Time
 	for _, m := range lease.ManagedFields {
-		if m.Time == nil || m.FieldsV1 == nil || !bytes.Contains(m.FieldsV1.GetRawBytes(), []byte(`"f:renewTime"`)) {
-			continue
-		}
-		if m.Time.After(at) {
+		if m.Time != nil && m.Time.After(at) && m.FieldsV1 != nil &&
+			bytes.Contains(m.FieldsV1.GetRawBytes(), []byte(`"f:renewTime"`)) {
 			at = m.Time.Time
 		}
 	}
