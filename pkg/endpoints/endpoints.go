@@ -55,10 +55,9 @@ func (c Count) Check(namespace, service string, port int32) error {
 	return nil
 }
 
-// CountNodes applies the scheduler's discovery rules to slices: only slices that carry
-// port; an endpoint counts when conditions.serving is true (nil is false), it names a
-// targetRef and has an address; terminating makes it lingering. conditions.ready is
-// ignored because the Service publishes not-ready addresses, so it is always true.
+// CountNodes applies the scheduler's discovery rules to the slices carrying port
+// (docs/design.md, "What discovery counts as a node"); conditions.ready is ignored:
+// the Service publishes not-ready addresses, so it is always true.
 func CountNodes(list []discoveryv1.EndpointSlice, port int32) Count {
 	active, lingering, otherPorts := sets.New[string](), sets.New[string](), sets.New[int32]()
 	c := Count{AllSlices: len(list)}

@@ -1,8 +1,6 @@
 // Package evidence keeps what the scheduler looked like just before the watchdog
-// restarted it (or, in shadow mode, would have): the last lines of its log, the
-// samples and gates of the decision, the serving endpoints counted, the pod's
-// status. The restart removes the pod and its log with it; the bundle stays, in a
-// ConfigMap holding a bounded ring of the newest bundles.
+// restarted it (or, in shadow mode, would have): the restart removes the pod and its
+// log, the bundle stays in a ConfigMap ring (docs/alerts.md, "Evidence").
 package evidence
 
 import (
@@ -231,11 +229,10 @@ func (b Bundle) shortened() Bundle {
 	return b
 }
 
-// readLog reads the last DefaultLogLines lines of the scheduler container and keeps
-// the newest DefaultLogBytes of them, from a line's start. The kubelet counts
-// limitBytes from the first of the tailed lines, so a limit of DefaultLogBytes would
-// drop the newest lines, the ones just before the restart: limitBytes is MaxLogRead,
-// and the end is kept here. Lines that fill it are read again, fewer at a time.
+// readLog keeps the newest DefaultLogBytes of the last DefaultLogLines lines, from a
+// line's start. The kubelet counts limitBytes from the oldest line, so a limit of
+// DefaultLogBytes would drop the newest: MaxLogRead is asked for, fewer lines again
+// when they fill it (docs/alerts.md, "Evidence").
 func (k *Keeper) readLog(ctx context.Context, pod string) (string, error) {
 	lines, keep := int64(DefaultLogLines), int64(DefaultLogBytes)
 	read := max(keep, MaxLogRead)

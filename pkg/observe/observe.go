@@ -203,9 +203,8 @@ func (o *Observer) readLeader(ctx context.Context) *decide.Leader {
 		Duration:  time.Duration(ptr.Deref(lease.Spec.LeaseDurationSeconds, 0)) * time.Second}
 }
 
-// renewalWritten is when the API server last wrote the Lease's renewTime, by its
-// own clock (the newest managedFields entry owning spec.renewTime), or zero when
-// none says: another manager's edit (a label) is not a renewal.
+// renewalWritten is when the API server last wrote spec.renewTime, by its own clock
+// (docs/design.md, "HA variant"), or zero: another manager's edit is not a renewal.
 func renewalWritten(lease *coordinationv1.Lease) time.Time {
 	var at time.Time
 	for _, m := range lease.ManagedFields {
