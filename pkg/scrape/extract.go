@@ -258,7 +258,6 @@ func heartbeatCount(families map[string]*dto.MetricFamily, status string) (uint6
 	return n, nil
 }
 
-// heartbeatSeries is fam's series of the Heartbeat RPC with status, or nil.
 func heartbeatSeries(fam *dto.MetricFamily, status string) *dto.Metric {
 	i := slices.IndexFunc(fam.GetMetric(), func(m *dto.Metric) bool {
 		return labelValue(m, "rpc") == "Heartbeat" && labelValue(m, "status") == status

@@ -347,7 +347,6 @@ func (s *State) Prune(now time.Time) {
 
 func byClaim(a, b Restart) int { return a.ClaimedAt.Compare(b.ClaimedAt) }
 
-// since drops the leading elements of list dated before from.
 func since[T any](list []T, from time.Time, at func(T) time.Time) []T {
 	for len(list) > 0 && at(list[0]).Before(from) {
 		list = list[1:]
@@ -366,7 +365,6 @@ func (s *State) capCounts() {
 	s.Delivered = newest(s.Delivered, MaxDelivered)
 }
 
-// newest returns the last limit elements of list.
 func newest[T any](list []T, limit int) []T {
 	if n := len(list); n > limit {
 		return list[n-limit:]
@@ -430,7 +428,6 @@ func (s *State) Clone() *State {
 	return &c
 }
 
-// cloneEach copies list and deepens each copied element.
 func cloneEach[T any](list []T, deepen func(*T)) []T {
 	c := slices.Clone(list)
 	for i := range c {
@@ -448,7 +445,6 @@ func cloneMap[K comparable, V any](m map[K]*V, deepen func(*V)) map[K]*V {
 	return c
 }
 
-// clonePtr copies *p, deepened.
 func clonePtr[T any](p *T, deepen ...func(*T)) *T {
 	if p == nil {
 		return nil
