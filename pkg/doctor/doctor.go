@@ -371,7 +371,7 @@ func scrapeHint(kind scrape.Kind, via scrape.Via, port int, path string) string 
 // (observe.EndpointLister), which also says when they cannot be what the flags name.
 func (d *Doctor) checkSlices(ctx context.Context) {
 	const name = "nodes Service has EndpointSlices with --nodes-port"
-	count, err := d.Endpoints.Expected(ctx)
+	count, err := d.Endpoints.Read(ctx, false)
 	var wrong *endpoints.MisconfiguredError
 	switch {
 	case errors.As(err, &wrong) && count.AllSlices == 0:

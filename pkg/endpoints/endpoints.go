@@ -8,6 +8,8 @@ import (
 	"slices"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/utils/ptr"
 )
 
 // Count is what discovery should see.
@@ -53,58 +55,38 @@ func (c Count) Check(namespace, service string, port int32) error {
 	return nil
 }
 
-// CountNodes applies the scheduler's discovery rules to slices: only slices that carry
-// port; an endpoint counts when conditions.serving is true (nil is false), it names a
-// targetRef and has an address; terminating makes it lingering. conditions.ready is
-// ignored because the Service publishes not-ready addresses, so it is always true.
-func CountNodes(slices []discoveryv1.EndpointSlice, port int32) Count {
-	active := map[string]struct{}{}
-	lingering := map[string]struct{}{}
-	c := Count{AllSlices: len(slices)}
-	for i := range slices {
-		s := &slices[i]
-		if !hasPort(s, port) {
-			c.OtherPorts = appendPorts(c.OtherPorts, s)
+// CountNodes applies the scheduler's discovery rules to the slices carrying port
+// (docs/design.md, "What discovery counts as a node"); conditions.ready is ignored:
+// the Service publishes not-ready addresses, so it is always true.
+func CountNodes(list []discoveryv1.EndpointSlice, port int32) Count {
+	active, lingering, otherPorts := sets.New[string](), sets.New[string](), sets.New[int32]()
+	c := Count{AllSlices: len(list)}
+	for i := range list {
+		s := &list[i]
+		if !slices.ContainsFunc(s.Ports, func(p discoveryv1.EndpointPort) bool { return p.Port != nil && *p.Port == port }) {
+			for _, p := range s.Ports {
+				if p.Port != nil {
+					otherPorts.Insert(*p.Port)
+				}
+			}
 			continue
 		}
 		c.Slices++
 		for _, ep := range s.Endpoints {
-			if ep.TargetRef == nil || ep.TargetRef.Name == "" || len(ep.Addresses) == 0 {
+			if ep.TargetRef == nil || ep.TargetRef.Name == "" || len(ep.Addresses) == 0 ||
+				!ptr.Deref(ep.Conditions.Serving, false) {
 				continue
 			}
-			if ep.Conditions.Serving == nil || !*ep.Conditions.Serving {
-				continue
+			if ptr.Deref(ep.Conditions.Terminating, false) {
+				lingering.Insert(ep.TargetRef.Name)
+			} else {
+				active.Insert(ep.TargetRef.Name)
 			}
-			if ep.Conditions.Terminating != nil && *ep.Conditions.Terminating {
-				lingering[ep.TargetRef.Name] = struct{}{}
-				continue
-			}
-			active[ep.TargetRef.Name] = struct{}{}
 		}
 	}
-	for name := range active {
-		delete(lingering, name)
+	c.Serving, c.Lingering = active.Len(), lingering.Difference(active).Len()
+	if otherPorts.Len() > 0 {
+		c.OtherPorts = sets.List(otherPorts)
 	}
-	c.Serving, c.Lingering = len(active), len(lingering)
 	return c
-}
-
-// appendPorts adds a slice's ports to ports, once each, sorted.
-func appendPorts(ports []int32, s *discoveryv1.EndpointSlice) []int32 {
-	for _, p := range s.Ports {
-		if p.Port != nil && !slices.Contains(ports, *p.Port) {
-			ports = append(ports, *p.Port)
-		}
-	}
-	slices.Sort(ports)
-	return ports
-}
-
-func hasPort(s *discoveryv1.EndpointSlice, port int32) bool {
-	for _, p := range s.Ports {
-		if p.Port != nil && *p.Port == port {
-			return true
-		}
-	}
-	return false
 }

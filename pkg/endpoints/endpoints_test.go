@@ -5,9 +5,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/utils/ptr"
 )
-
-func ptr[T any](v T) *T { return &v }
 
 type ep struct {
 	name        string
@@ -18,7 +17,7 @@ type ep struct {
 }
 
 func slice(port int32, eps ...ep) discoveryv1.EndpointSlice {
-	s := discoveryv1.EndpointSlice{Ports: []discoveryv1.EndpointPort{{Port: ptr(port)}}}
+	s := discoveryv1.EndpointSlice{Ports: []discoveryv1.EndpointPort{{Port: ptr.To(port)}}}
 	for _, e := range eps {
 		d := discoveryv1.Endpoint{Conditions: discoveryv1.EndpointConditions{Serving: e.serving, Ready: e.ready, Terminating: e.terminating}}
 		if e.addr {
@@ -33,7 +32,7 @@ func slice(port int32, eps ...ep) discoveryv1.EndpointSlice {
 }
 
 func TestCountNodes(t *testing.T) {
-	yes, no := ptr(true), ptr(false)
+	yes, no := ptr.To(true), ptr.To(false)
 	cases := []struct {
 		name          string
 		slices        []discoveryv1.EndpointSlice

@@ -98,3 +98,30 @@ func TestBundleBoundedWithHostileInput(t *testing.T) {
 		t.Logf("%s: %d bytes, log %d bytes, warnings %q", key, len(raw), len(b.Log), b.Warnings)
 	}
 }
+
+// A bundle too large with its log cut to nothing (a gate detail quoting a giant
+// annotation, thousands of gates) is still saved, whatever its log: its texts
+// and lists are cut short, each cut text marked.
+func TestBundleBoundedWithGiantTexts(t *testing.T) {
+	cms := memoryConfigMaps{}
+	k := &Keeper{ConfigMaps: cms, Namespace: "ns", ConfigMap: "evidence", Container: "scheduler"}
+	for _, logSize := range []int{0, 100, 60 << 10} {
+		b := Bundle{Key: Key(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC), "sched"), Pod: "sched", UID: "u1",
+			Reason: strings.Repeat("r", 200<<10), Log: strings.Repeat("line\n", logSize/5)}
+		for i := range 5000 {
+			b.Gates = append(b.Gates, decide.Gate{Name: fmt.Sprint("gate ", i), Detail: strings.Repeat("d", 1<<10)})
+		}
+		if err := k.Save(context.Background(), b); err != nil {
+			t.Fatalf("log of %d bytes: %v", logSize, err)
+		}
+		raw := cms["evidence"].Data[b.Key]
+		var got Bundle
+		if err := json.Unmarshal([]byte(raw), &got); err != nil {
+			t.Fatal(err)
+		}
+		if len(raw) > MaxBundleBytes || len(got.Reason) > 1<<10 || !strings.HasSuffix(got.Reason, "...") || len(got.Gates) > 20 {
+			t.Errorf("log of %d bytes: %d bytes saved, reason %d bytes (marked cut: %v), %d gates",
+				logSize, len(raw), len(got.Reason), strings.HasSuffix(got.Reason, "..."), len(got.Gates))
+		}
+	}
+}

@@ -1,8 +1,6 @@
 // Package evidence keeps what the scheduler looked like just before the watchdog
-// restarted it (or, in shadow mode, would have): the last lines of its log, the
-// samples and gates of the decision, the serving endpoints counted, the pod's
-// status. The restart removes the pod and its log with it; the bundle stays, in a
-// ConfigMap holding a bounded ring of the newest bundles.
+// restarted it (or, in shadow mode, would have): the restart removes the pod and its
+// log, the bundle stays in a ConfigMap ring (docs/alerts.md, "Evidence").
 package evidence
 
 import (
@@ -26,6 +24,7 @@ import (
 	"github.com/agentenv/watchdog/pkg/decide"
 	"github.com/agentenv/watchdog/pkg/endpoints"
 	"github.com/agentenv/watchdog/pkg/scrape"
+	"github.com/agentenv/watchdog/pkg/state"
 )
 
 // Bounds: a ring of bundles fits a ConfigMap far below the API server's 1 MiB
@@ -132,9 +131,8 @@ func (k *Keeper) Capture(ctx context.Context, t decide.Target, obs decide.Observ
 		b.LogError = "not read: --evidence-logs=false"
 		return b
 	}
-	log, err := k.readLog(ctx, t.Pod)
-	b.Log = log
-	if err != nil {
+	var err error
+	if b.Log, err = k.readLog(ctx, t.Pod); err != nil {
 		b.LogError = err.Error()
 	}
 	return b
@@ -165,8 +163,8 @@ func knownStatuses(sample *scrape.Sample, b *Bundle) *scrape.Sample {
 // its oldest part first; the rest of a bundle is the watchdog's own and small,
 // but is cut too (each text to 1 KiB, each list to 20) should it not fit.
 func encode(b Bundle) ([]byte, error) {
-	cutAt := -1 // the warning saying how much of the log was kept
-	for cut := false; ; {
+	warnings := slices.Clip(b.Warnings) // the caller's bundle keeps its own
+	for short := false; ; {
 		raw, err := marshal(b)
 		if err != nil {
 			return nil, err
@@ -182,17 +180,10 @@ func encode(b Bundle) ([]byte, error) {
 			grown, _ := marshal(b.Log) // a string always encodes
 			drop := (over + 200) * len(b.Log) / len(grown)
 			b.Log = string(keepEnd([]byte(b.Log), max(int64(len(b.Log)-drop-1), 0)))
-			msg := fmt.Sprintf("log cut to its newest %d bytes to keep the bundle within %d bytes", len(b.Log), MaxBundleBytes)
-			b.Warnings = slices.Clone(b.Warnings) // the caller's bundle keeps its own
-			if cutAt < 0 {
-				cutAt = len(b.Warnings)
-				b.Warnings = append(b.Warnings, "")
-			}
-			b.Warnings[cutAt] = msg
-			cut = true
-		case !cut || len(b.Warnings) > 20:
-			b = b.shortened()
-			cut = true
+			b.Warnings = append(warnings, fmt.Sprintf("log cut to its newest %d bytes to keep the bundle within %d bytes",
+				len(b.Log), MaxBundleBytes))
+		case !short:
+			b, short = b.shortened(), true
 		default:
 			return nil, fmt.Errorf("encode evidence: %d bytes with nothing left to cut (bound %d)", len(raw), MaxBundleBytes)
 		}
@@ -213,7 +204,7 @@ func marshal(v any) ([]byte, error) {
 // shortened cuts every text of b to 1 KiB and every list to 20 entries.
 func (b Bundle) shortened() Bundle {
 	const text, list = 1 << 10, 20
-	cut := func(s *string) { *s = truncate(*s, text) }
+	cut := func(s *string) { *s = state.Truncate(*s, text) }
 	for _, p := range []*string{&b.Reason, &b.LogError, &b.Status.Phase, &b.Status.WaitingReason, &b.Status.Controller} {
 		cut(p)
 	}
@@ -238,47 +229,29 @@ func (b Bundle) shortened() Bundle {
 	return b
 }
 
-// truncate cuts s to at most n bytes without splitting a character.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
-}
-
-// readLog reads the last DefaultLogLines lines of the scheduler container and keeps
-// the newest DefaultLogBytes of them, from a line's start. The kubelet counts
-// limitBytes from the first of the tailed lines, so a limit of DefaultLogBytes would
-// drop the newest lines, the ones just before the restart: limitBytes is MaxLogRead,
-// and the end is kept here. Lines that fill it are read again, fewer at a time.
+// readLog keeps the newest DefaultLogBytes of the last DefaultLogLines lines, from a
+// line's start. The kubelet counts limitBytes from the oldest line, so a limit of
+// DefaultLogBytes would drop the newest: MaxLogRead is asked for, fewer lines again
+// when they fill it (docs/alerts.md, "Evidence").
 func (k *Keeper) readLog(ctx context.Context, pod string) (string, error) {
 	lines, keep := int64(DefaultLogLines), int64(DefaultLogBytes)
 	read := max(keep, MaxLogRead)
 	for {
-		b, err := k.readTail(ctx, pod, lines, read)
-		if err != nil || int64(len(b)) < read || lines == 1 {
-			return string(keepEnd(b, keep)), err
+		opts := &corev1.PodLogOptions{Container: k.Container, TailLines: &lines, LimitBytes: &read}
+		rc, err := k.Logs.PodLog(ctx, k.Namespace, pod, opts)
+		if err != nil {
+			return "", fmt.Errorf("read the log of %s/%s (pods/log): %w", pod, k.Container, err)
+		}
+		b, err := io.ReadAll(io.LimitReader(rc, read))
+		rc.Close()
+		if err != nil {
+			return string(keepEnd(b, keep)), fmt.Errorf("read the log of %s/%s: %w", pod, k.Container, err)
+		}
+		if int64(len(b)) < read || lines == 1 {
+			return string(keepEnd(b, keep)), nil
 		}
 		lines = max(1, lines/4)
 	}
-}
-
-// readTail reads the last lines lines of the container's log, at most limit bytes
-// of them counted from the first.
-func (k *Keeper) readTail(ctx context.Context, pod string, lines, limit int64) ([]byte, error) {
-	rc, err := k.Logs.PodLog(ctx, k.Namespace, pod, &corev1.PodLogOptions{Container: k.Container, TailLines: &lines, LimitBytes: &limit})
-	if err != nil {
-		return nil, fmt.Errorf("read the log of %s/%s (pods/log): %w", pod, k.Container, err)
-	}
-	defer rc.Close()
-	b, err := io.ReadAll(io.LimitReader(rc, limit))
-	if err != nil {
-		return b, fmt.Errorf("read the log of %s/%s: %w", pod, k.Container, err)
-	}
-	return b, nil
 }
 
 // keepEnd is the end of b, at most n bytes, starting at a line's start when one
@@ -315,7 +288,7 @@ func (k *Keeper) Save(ctx context.Context, b Bundle) error {
 		return err
 	}
 	if len(k.Key) > 0 {
-		if raw, err = sealed(k.Key, k.Namespace, b.Key, raw); err != nil {
+		if raw, err = marshal(envelope{Seal: seal(k.Key, k.Namespace, b.Key, raw), Bundle: raw}); err != nil {
 			return err
 		}
 	}

@@ -8,11 +8,9 @@ import (
 	"fmt"
 )
 
-// Evidence bundles are kept in a ConfigMap that others may write (a namespace
-// editor), and are read after the fact to judge a restart: with the outbox key,
-// each is saved sealed, an HMAC-SHA256 of the bundle's bytes, the namespace and
-// the key (name) it is saved under, so that neither an edit nor a bundle moved
-// under another restart's name verifies (docs/alerts.md, "Evidence").
+// A namespace editor can write the evidence ConfigMap: with the outbox key each bundle
+// is sealed with its namespace and key name, so that neither an edit nor a bundle
+// moved under another restart's name verifies (docs/alerts.md, "Evidence").
 
 // Integrity is what reading a bundle back found of its seal (Integrities says
 // what each means).
@@ -46,11 +44,6 @@ func seal(key []byte, ns, name string, raw []byte) string {
 	fmt.Fprintf(mac, "agentenv-watchdog evidence v1\n%s\n%s\n", ns, name)
 	mac.Write(raw)
 	return sealPrefix + hex.EncodeToString(mac.Sum(nil))
-}
-
-// sealed is raw (an encoded bundle) in its envelope.
-func sealed(key []byte, ns, name string, raw []byte) ([]byte, error) {
-	return marshal(envelope{Seal: seal(key, ns, name, raw), Bundle: raw})
 }
 
 // Open decodes a saved bundle (the value of key name in the ConfigMap in ns),

@@ -18,11 +18,11 @@ import (
 func (b Bundle) WriteText(w io.Writer) error {
 	termtext.Fprintf(w, "evidence %s\n", b.Key)
 	if b.Integrity != "" {
-		termtext.Fprintf(w, "  seal: %s %s\n", mark(b.Integrity == IntegritySealed), Integrities[b.Integrity])
+		termtext.Fprintf(w, "  seal: %s %s\n", mark[b.Integrity == IntegritySealed], Integrities[b.Integrity])
 	}
 	termtext.Fprintf(w, "  %s of %s (%s) at %s: %s, %s evidence\n  reason: %s\n", b.Action, b.Pod, b.UID, b.At.Format(time.RFC3339), b.Verdict, b.Evidence, b.Reason)
 	for _, g := range b.Gates {
-		termtext.Fprintf(w, "  gate %s %s: %s\n", mark(g.OK), g.Name, g.Detail)
+		termtext.Fprintf(w, "  gate %s %s: %s\n", mark[g.OK], g.Name, g.Detail)
 	}
 	if s := b.Sample; s != nil {
 		var observed []string
@@ -50,9 +50,4 @@ func (b Bundle) WriteText(w io.Writer) error {
 	return nil
 }
 
-func mark(ok bool) string {
-	if ok {
-		return "✓"
-	}
-	return "✗"
-}
+var mark = map[bool]string{true: "✓", false: "✗"}

@@ -22,14 +22,10 @@ type EndpointLister struct {
 	Port      int32
 }
 
-// Expected lists the Service's EndpointSlices (paginated) and counts them. A count
-// that cannot come from a correctly named Service and port is an error
-// (*endpoints.MisconfiguredError), which makes the verdict unknown and names the flag.
-func (l EndpointLister) Expected(ctx context.Context) (endpoints.Count, error) {
-	return l.Read(ctx, false)
-}
-
-// Read is Expected from the watch cache (every healthy run) or, consistent, quorum.
+// Read lists the Service's EndpointSlices (paginated) from the watch cache (every
+// healthy run) or, consistent, quorum, and counts them. A count that cannot come
+// from a correctly named Service and port is an error (*endpoints.MisconfiguredError),
+// which makes the verdict unknown and names the flag.
 func (l EndpointLister) Read(ctx context.Context, consistent bool) (endpoints.Count, error) {
 	var all []discoveryv1.EndpointSlice
 	opts := metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + l.Service, Limit: pageSize}

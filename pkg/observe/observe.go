@@ -4,6 +4,7 @@ package observe
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"net"
@@ -23,7 +24,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/agentenv/watchdog/pkg/decide"
-	"github.com/agentenv/watchdog/pkg/endpoints"
 	"github.com/agentenv/watchdog/pkg/kube"
 	"github.com/agentenv/watchdog/pkg/scrape"
 )
@@ -73,24 +73,22 @@ func (o *Observer) observe(ctx context.Context, consistent bool) (decide.Observa
 	// Stamped when it began: samples start on a fixed cadence, so the wedge clock
 	// counts whole intervals however slow the API server is.
 	began := o.Clock.Now()
+	obs := decide.Observation{At: began, Consistent: consistent}
 	var (
-		wg          sync.WaitGroup
-		pods        *corev1.PodList
-		podsErr     error
-		expected    endpoints.Count
-		expectedErr error
-		leader      *decide.Leader
-		dep         *appsv1.Deployment
-		depErr      error
+		wg      sync.WaitGroup
+		pods    *corev1.PodList
+		dep     *appsv1.Deployment
+		podsErr error
+		depErr  error
 	)
 	opts := metav1.ListOptions{LabelSelector: o.Selector}
 	if !consistent {
 		opts = kube.FromCache(opts)
 	}
 	wg.Go(func() { pods, podsErr = o.Client.ListPods(ctx, o.Namespace, opts) })
-	wg.Go(func() { expected, expectedErr = o.Endpoints.Read(ctx, consistent) })
+	wg.Go(func() { obs.Expected, obs.ExpectedErr = o.Endpoints.Read(ctx, consistent) })
 	if o.Decide.LeaderLease != "" {
-		wg.Go(func() { leader = o.readLeader(ctx) })
+		wg.Go(func() { obs.Leader = o.readLeader(ctx) })
 	}
 	if o.Decide.JudgePods == decide.JudgeDeployment || o.Deployment != "" {
 		// Beside the pod list, not after it, so a slow API server costs no extra
@@ -101,8 +99,6 @@ func (o *Observer) observe(ctx context.Context, consistent bool) (decide.Observa
 	if podsErr != nil {
 		return decide.Observation{}, fmt.Errorf("list scheduler pods (%s) in %s: %w", o.Selector, o.Namespace, podsErr)
 	}
-
-	obs := decide.Observation{At: began, Expected: expected, ExpectedErr: expectedErr, Leader: leader, Consistent: consistent}
 	obs.Annotated = annotated(o.Deployment, dep, depErr)
 	obs.Pods = make([]decide.Pod, len(pods.Items))
 	for i := range pods.Items {
@@ -115,10 +111,7 @@ func (o *Observer) observe(ctx context.Context, consistent bool) (decide.Observa
 	// gone wide must not become the watchdog's own fan-out (--max-pods).
 	judged, _, _ := decide.Judged(obs, o.Decide)
 	var scrapes sync.WaitGroup
-	slots := make(chan struct{}, DefaultMaxScrapes)
-	if o.MaxScrapes > 0 {
-		slots = make(chan struct{}, o.MaxScrapes)
-	}
+	slots := make(chan struct{}, cmp.Or(max(o.MaxScrapes, 0), DefaultMaxScrapes))
 	for i := range pods.Items {
 		pod, p := &pods.Items[i], &obs.Pods[i]
 		if !slices.ContainsFunc(judged, func(j decide.Pod) bool { return j.UID == p.UID }) {
@@ -127,17 +120,13 @@ func (o *Observer) observe(ctx context.Context, consistent bool) (decide.Observa
 		scrapes.Go(func() {
 			slots <- struct{}{}
 			defer func() { <-slots }()
-			url := o.URL(pod)
-			if url == "" {
+			if url := o.URL(pod); url == "" {
 				p.ScrapeErr = &scrape.Error{Kind: scrape.KindUnreachable, Err: fmt.Errorf("pod %s has no IP", pod.Name)}
-				return
-			}
-			sample, err := o.Scraper.Scrape(ctx, url)
-			if err != nil {
+			} else if sample, err := o.Scraper.Scrape(ctx, url); err != nil {
 				p.ScrapeErr = err
-				return
+			} else {
+				p.Sample = &sample
 			}
-			p.Sample = &sample
 		})
 	}
 	scrapes.Wait()
@@ -214,16 +203,13 @@ func (o *Observer) readLeader(ctx context.Context) *decide.Leader {
 		Duration:  time.Duration(ptr.Deref(lease.Spec.LeaseDurationSeconds, 0)) * time.Second}
 }
 
-// renewalWritten is when the API server last wrote the Lease's renewTime, by its
-// own clock (the newest managedFields entry owning spec.renewTime), or zero when
-// none says: another manager's edit (a label) is not a renewal.
+// renewalWritten is when the API server last wrote spec.renewTime, by its own clock
+// (docs/design.md, "HA variant"), or zero: another manager's edit is not a renewal.
 func renewalWritten(lease *coordinationv1.Lease) time.Time {
 	var at time.Time
 	for _, m := range lease.ManagedFields {
-		if m.Time == nil || m.FieldsV1 == nil || !bytes.Contains(m.FieldsV1.GetRawBytes(), []byte(`"f:renewTime"`)) {
-			continue
-		}
-		if m.Time.After(at) {
+		if m.Time != nil && m.Time.After(at) && m.FieldsV1 != nil &&
+			bytes.Contains(m.FieldsV1.GetRawBytes(), []byte(`"f:renewTime"`)) {
 			at = m.Time.Time
 		}
 	}

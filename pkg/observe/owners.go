@@ -159,7 +159,6 @@ func VerifyChain(p decide.Pod, rs *appsv1.ReplicaSet, d *appsv1.Deployment) deci
 	return decide.OwnerChain{Verified: true, ReplicaSetUID: p.ControllerUID, Detail: fmt.Sprintf("pod %s → ReplicaSet %s (uid %s) → Deployment %s (uid %s)", p.Name, rs.Name, rs.UID, d.Name, d.UID)}
 }
 
-// chainFailed is an unverified chain and why.
 func chainFailed(format string, a ...any) decide.OwnerChain {
 	return decide.OwnerChain{Detail: fmt.Sprintf(format, a...)}
 }

@@ -258,7 +258,6 @@ func heartbeatCount(families map[string]*dto.MetricFamily, status string) (uint6
 	return n, nil
 }
 
-// heartbeatSeries is fam's series of the Heartbeat RPC with status, or nil.
 func heartbeatSeries(fam *dto.MetricFamily, status string) *dto.Metric {
 	i := slices.IndexFunc(fam.GetMetric(), func(m *dto.Metric) bool {
 		return labelValue(m, "rpc") == "Heartbeat" && labelValue(m, "status") == status
@@ -282,13 +281,11 @@ func value(fam *dto.MetricFamily, m *dto.Metric) float64 {
 
 // count accepts a gauge of nodes: a whole, plausible number.
 func count(v float64) (int, error) {
-	if _, err := whole(v); err != nil {
-		return 0, err
+	n, err := whole(v)
+	if err == nil && v > math.MaxInt32 {
+		err = fmt.Errorf("value %g is implausibly large", v)
 	}
-	if v > math.MaxInt32 {
-		return 0, fmt.Errorf("value %g is implausibly large", v)
-	}
-	return int(v), nil
+	return int(n), err
 }
 
 // whole accepts a counter value that is a whole number.

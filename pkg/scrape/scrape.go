@@ -102,7 +102,11 @@ func (s *Scraper) Scrape(ctx context.Context, url string) (Sample, error) {
 	req.Header.Set("User-Agent", "agentenv-scheduler-watchdog")
 	resp, err := s.client.Do(req)
 	if err != nil {
-		return Sample{}, classifyTransportError(url, err)
+		kind := KindUnreachable
+		if isTimeout(err) {
+			kind = KindTimeout
+		}
+		return Sample{}, &Error{Kind: kind, Err: fmt.Errorf("GET %s: %w", url, err)}
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -149,13 +153,6 @@ func statusMessage(body io.Reader) string {
 		msg = msg[:300] + "…"
 	}
 	return strings.ToValidUTF8(msg, "")
-}
-
-func classifyTransportError(url string, err error) error {
-	if isTimeout(err) {
-		return &Error{Kind: KindTimeout, Err: fmt.Errorf("GET %s: %w", url, err)}
-	}
-	return &Error{Kind: KindUnreachable, Err: fmt.Errorf("GET %s: %w", url, err)}
 }
 
 // classifyReadError maps an error met while reading the body.

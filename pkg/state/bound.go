@@ -111,29 +111,6 @@ func Truncate(s string, n int) string {
 	return s[:cut] + "..."
 }
 
-// dropAllButLedger drops one kind of record per call, the outbox first (its payloads
-// cannot be cut), then the pods by halves, until only the restart history is left.
-func (s *State) dropAllButLedger() bool {
-	switch {
-	case len(s.Outbox) > 0:
-		s.Outbox = nil
-	case len(s.Delivered) > 0:
-		// Without the outbox, there is nothing left to replay.
-		s.Delivered = nil
-	case len(s.Episodes) > 0:
-		s.Episodes = nil
-	case len(s.WouldRestarts) > 0:
-		s.WouldRestarts = nil
-	case len(s.Alerts) > 0:
-		s.Alerts = map[string]*Alert{}
-	case len(s.Pods) > 0:
-		s.dropOldestSeenHalf(slices.Collect(maps.Keys(s.Pods)))
-	default:
-		return false
-	}
-	return true
-}
-
 // maxCorruptBytes bounds the copy of an unreadable document kept beside it (maxEncodedBytes).
 const maxCorruptBytes = 256 << 10
 

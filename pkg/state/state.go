@@ -312,7 +312,20 @@ func Encode(s *State, now time.Time) ([]byte, error) {
 			s.WouldRestarts = s.WouldRestarts[len(s.WouldRestarts)/2:]
 		case s.dropStalePods():
 		case s.truncateStrings(maxStringBytes):
-		case s.dropAllButLedger():
+		// Then all but the ledger, one kind a pass: the outbox first (its payloads
+		// cannot be cut) and what it would replay, the pods last, by halves.
+		case len(s.Outbox) > 0:
+			s.Outbox = nil
+		case len(s.Delivered) > 0:
+			s.Delivered = nil
+		case len(s.Episodes) > 0:
+			s.Episodes = nil
+		case len(s.WouldRestarts) > 0:
+			s.WouldRestarts = nil
+		case len(s.Alerts) > 0:
+			s.Alerts = map[string]*Alert{}
+		case len(s.Pods) > 0:
+			s.dropOldestSeenHalf(slices.Collect(maps.Keys(s.Pods)))
 		case len(s.Restarts) > 1:
 			s.Restarts = s.Restarts[len(s.Restarts)/2:]
 		case s.truncateStrings(maxStringBytes / 8):
@@ -326,16 +339,14 @@ func Encode(s *State, now time.Time) ([]byte, error) {
 
 // Prune applies the bounds: histories are capped by count and age.
 func (s *State) Prune(now time.Time) {
-	slices.SortStableFunc(s.Restarts, byClaim)
+	s.capCounts() // sorts the restarts, as since needs
 	from := now.Add(-MaxHistoryAge)
 	s.Restarts = since(s.Restarts, from, func(r Restart) time.Time { return r.ClaimedAt })
 	s.WouldRestarts = since(s.WouldRestarts, from, func(w WouldRestart) time.Time { return w.At })
-	s.capCounts()
 }
 
 func byClaim(a, b Restart) int { return a.ClaimedAt.Compare(b.ClaimedAt) }
 
-// since drops the leading elements of list dated before from.
 func since[T any](list []T, from time.Time, at func(T) time.Time) []T {
 	for len(list) > 0 && at(list[0]).Before(from) {
 		list = list[1:]
@@ -354,7 +365,6 @@ func (s *State) capCounts() {
 	s.Delivered = newest(s.Delivered, MaxDelivered)
 }
 
-// newest returns the last limit elements of list.
 func newest[T any](list []T, limit int) []T {
 	if n := len(list); n > limit {
 		return list[n-limit:]
@@ -396,57 +406,53 @@ func (s *State) RestartsBetween(from, to time.Time) int {
 // Clone returns a deep copy, so a decision can be computed without touching its input.
 func (s *State) Clone() *State {
 	c := *s
-	c.Pods = make(map[string]*Pod, len(s.Pods))
-	for uid, p := range s.Pods {
-		cp := *p
-		cp.Counters, cp.AgedCounters, cp.AgingCounters = clonePtr(p.Counters), clonePtr(p.AgedCounters), clonePtr(p.AgingCounters)
-		cp.Rolling = clonePtr(p.Rolling)
-		if e := p.Episode; e != nil {
-			bad := *e
-			bad.StrongSince, bad.BaselineRejected = clonePtr(e.StrongSince), clonePtr(e.BaselineRejected)
-			bad.RunSince, bad.ConfirmedRun = clonePtr(e.RunSince), clonePtr(e.ConfirmedRun)
-			bad.FirstCounters = clonePtr(e.FirstCounters)
-			cp.Episode = &bad
-		}
-		c.Pods[uid] = &cp
-	}
+	c.Pods = cloneMap(s.Pods, func(p *Pod) {
+		p.Counters, p.AgedCounters, p.AgingCounters = clonePtr(p.Counters), clonePtr(p.AgedCounters), clonePtr(p.AgingCounters)
+		p.Rolling = clonePtr(p.Rolling)
+		p.Episode = clonePtr(p.Episode, func(e *OpenEpisode) {
+			e.StrongSince, e.BaselineRejected = clonePtr(e.StrongSince), clonePtr(e.BaselineRejected)
+			e.RunSince, e.ConfirmedRun = clonePtr(e.RunSince), clonePtr(e.ConfirmedRun)
+			e.FirstCounters = clonePtr(e.FirstCounters)
+		})
+	})
 	c.Restarts = cloneEach(s.Restarts, func(r *Restart) {
 		r.DoneAt, r.ResumedAt, r.HealedAt = clonePtr(r.DoneAt), clonePtr(r.ResumedAt), clonePtr(r.HealedAt)
 	})
-	c.Episodes = append([]Episode(nil), s.Episodes...)
-	c.WouldRestarts = append([]WouldRestart(nil), s.WouldRestarts...)
-	c.Alerts = make(map[string]*Alert, len(s.Alerts))
-	for k, a := range s.Alerts {
-		ca := *a
-		ca.LastSentAt = clonePtr(a.LastSentAt)
-		c.Alerts[k] = &ca
-	}
+	c.Episodes, c.WouldRestarts = slices.Clone(s.Episodes), slices.Clone(s.WouldRestarts)
+	c.Alerts = cloneMap(s.Alerts, func(a *Alert) { a.LastSentAt = clonePtr(a.LastSentAt) })
 	// slices.Clone keeps "sinks": [] from coming back as null.
 	c.Outbox = cloneEach(s.Outbox, func(p *Pending) { p.Sinks, p.Payload = slices.Clone(p.Sinks), slices.Clone(p.Payload) })
-	c.Delivered = append([]DeliveredEntry(nil), s.Delivered...)
+	c.Delivered = slices.Clone(s.Delivered)
 	c.LastRun = clonePtr(s.LastRun)
-	if s.Backoff != nil {
-		b := *s.Backoff
-		b.HealthySince = clonePtr(s.Backoff.HealthySince)
-		c.Backoff = &b
-	}
+	c.Backoff = clonePtr(s.Backoff, func(b *Backoff) { b.HealthySince = clonePtr(b.HealthySince) })
 	return &c
 }
 
-// cloneEach copies list and deepens each copied element.
 func cloneEach[T any](list []T, deepen func(*T)) []T {
-	c := append([]T(nil), list...)
+	c := slices.Clone(list)
 	for i := range c {
 		deepen(&c[i])
 	}
 	return c
 }
 
-func clonePtr[T any](p *T) *T {
+// cloneMap copies m (never nil) and each value it points to, deepened.
+func cloneMap[K comparable, V any](m map[K]*V, deepen func(*V)) map[K]*V {
+	c := make(map[K]*V, len(m))
+	for k, v := range m {
+		c[k] = clonePtr(v, deepen)
+	}
+	return c
+}
+
+func clonePtr[T any](p *T, deepen ...func(*T)) *T {
 	if p == nil {
 		return nil
 	}
 	v := *p
+	for _, d := range deepen {
+		d(&v)
+	}
 	return &v
 }
 
@@ -456,14 +462,14 @@ type Duration time.Duration
 func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
 
 func (d *Duration) UnmarshalJSON(b []byte) error {
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		var n int64
-		if err2 := json.Unmarshal(b, &n); err2 != nil {
-			return fmt.Errorf("duration: %w", err)
-		}
+	var n int64
+	if json.Unmarshal(b, &n) == nil {
 		*d = Duration(n)
 		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("duration: %w", err)
 	}
 	v, err := time.ParseDuration(s)
 	if err != nil {
