@@ -32,21 +32,12 @@ type Options struct {
 
 // Metrics are the watchdog's own metrics.
 type Metrics struct {
-	Registry     *prometheus.Registry
-	verdict      *prometheus.GaugeVec
-	ready        *prometheus.GaugeVec
-	expected     *prometheus.GaugeVec
-	restarts     *prometheus.CounterVec
-	wouldRestart prometheus.Counter
-	alerts       *prometheus.CounterVec
-	scrapeErrors *prometheus.CounterVec
-	passes       *prometheus.CounterVec
-	lastSuccess  prometheus.Gauge
-	lastPass     prometheus.Gauge
-	passVerdict  *prometheus.GaugeVec
-	passAction   *prometheus.GaugeVec
-	duration     prometheus.Histogram
-	leader       prometheus.Gauge
+	Registry                                          *prometheus.Registry
+	verdict, ready, expected, passVerdict, passAction *prometheus.GaugeVec
+	restarts, alerts, scrapeErrors, passes            *prometheus.CounterVec
+	lastSuccess, lastPass, leader                     prometheus.Gauge
+	wouldRestart                                      prometheus.Counter
+	duration                                          prometheus.Histogram
 }
 
 // Outcomes of a pass, the passes counter's result label.

@@ -77,7 +77,6 @@ func (m *Metrics) Push(ctx context.Context, c PushConfig) error {
 		})
 		if err != nil {
 			problems = append(problems, fmt.Errorf("counters not pushed (the Pushgateway keeps the last totals; this run's counts are lost): save their running totals: %w", err))
-			// push.Add replaces only the families sent: the group keeps the last totals.
 			fams = slices.DeleteFunc(fams, func(f *dto.MetricFamily) bool {
 				return f.GetType() == dto.MetricType_COUNTER || f.GetType() == dto.MetricType_HISTOGRAM
 			})
