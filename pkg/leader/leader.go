@@ -55,8 +55,12 @@ func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context)) error
 		return fmt.Errorf("leader election: want retry period < renew deadline < lease duration, got %s, %s, %s", e.RetryPeriod, e.RenewDeadline, e.LeaseDuration)
 	}
 	for ctx.Err() == nil {
-		if !e.acquire(ctx) {
-			break
+		if !e.attempt(ctx) {
+			select {
+			case <-ctx.Done():
+			case <-e.Clock.After(wait.Jitter(e.RetryPeriod, 1.2)):
+			}
+			continue
 		}
 		e.Log.Info().Str("lease", e.Name).Str("identity", e.Identity).Msg("became leader")
 		leadCtx, cancel := context.WithCancel(ctx)
@@ -72,20 +76,6 @@ func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context)) error
 		e.Log.Warn().Str("lease", e.Name).Msg("lost leadership; campaigning again")
 	}
 	return nil
-}
-
-// acquire retries until this instance holds the Lease or ctx ends.
-func (e *Elector) acquire(ctx context.Context) bool {
-	for {
-		if e.attempt(ctx) {
-			return true
-		}
-		select {
-		case <-ctx.Done():
-			return false
-		case <-e.Clock.After(wait.Jitter(e.RetryPeriod, 1.2)):
-		}
-	}
 }
 
 // renew keeps the Lease until a renewal fails for RenewDeadline or ctx ends.
