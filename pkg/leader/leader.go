@@ -137,7 +137,7 @@ func (e *Elector) attempt(ctx context.Context) (ok bool) {
 	update := lease.DeepCopy()
 	if holder != e.Identity {
 		update.Spec.AcquireTime = &now
-		if verb == "update" { // a takeover; a new Lease starts with none
+		if lease.ResourceVersion != "" { // a takeover; a Lease being created starts with none
 			update.Spec.LeaseTransitions = ptr.To(ptr.Deref(lease.Spec.LeaseTransitions, 0) + 1)
 		}
 	}
