@@ -175,7 +175,7 @@ func lead(ctx context.Context, l *loop.Loop, ro *RunOptions, namespace string, p
 		identity, _ = os.Hostname()
 	}
 	e := &leader.Elector{
-		Config: leader.Config{Namespace: namespace, Name: ro.LeaderLease, Identity: identity},
+		Namespace: namespace, Name: ro.LeaderLease, Identity: identity,
 		Client: p.client, Clock: clk, Log: p.log,
 		OnAttempt: func(bool) { l.Alive() },
 	}

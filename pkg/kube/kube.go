@@ -56,13 +56,9 @@ func init() {
 	}
 }
 
-// Client makes the watchdog's API calls.
+// Client makes the watchdog's API calls, one REST client per API group.
 type Client struct {
-	core         *rest.RESTClient
-	apps         *rest.RESTClient
-	discovery    *rest.RESTClient
-	coordination *rest.RESTClient
-	authz        *rest.RESTClient
+	core, apps, discovery, coordination, authz *rest.RESTClient
 }
 
 // New builds a client sharing one HTTP connection pool (and, after the first
@@ -75,27 +71,21 @@ func New(cfg *rest.Config) (*Client, error) {
 		return nil, fmt.Errorf("HTTP client for %s: %w", cfg.Host, err)
 	}
 	c := &Client{}
-	for _, g := range []struct {
-		into    **rest.RESTClient
-		gv      schema.GroupVersion
-		apiPath string
-	}{
-		{&c.core, corev1.SchemeGroupVersion, "/api"},
-		{&c.apps, appsv1.SchemeGroupVersion, "/apis"},
-		{&c.discovery, discoveryv1.SchemeGroupVersion, "/apis"},
-		{&c.coordination, coordinationv1.SchemeGroupVersion, "/apis"},
-		{&c.authz, authorizationv1.SchemeGroupVersion, "/apis"},
-	} {
+	// In the order of kinds.
+	for i, into := range []**rest.RESTClient{&c.core, &c.apps, &c.discovery, &c.coordination, &c.authz} {
 		gc := rest.CopyConfig(cfg)
-		gv := g.gv
+		gv := kinds[i].gv
 		gc.GroupVersion = &gv
-		gc.APIPath = g.apiPath
+		gc.APIPath = "/apis"
+		if gv.Group == "" {
+			gc.APIPath = "/api" // the core group's legacy path
+		}
 		gc.NegotiatedSerializer = rest.CodecFactoryForGeneratedClient(scheme, codecs).WithoutConversion()
 		rc, err := rest.RESTClientForConfigAndClient(gc, httpClient)
 		if err != nil {
 			return nil, fmt.Errorf("REST client for %s: %w", gv, err)
 		}
-		*g.into = rc
+		*into = rc
 	}
 	return c, nil
 }

@@ -25,29 +25,14 @@ import (
 	"github.com/agentenv/watchdog/pkg/kube"
 )
 
-// Config of an election. Defaults are client-go's.
-type Config struct {
-	Namespace string
-	Name      string
-	Identity  string
+// Elector runs an election. Unset durations get client-go's defaults (15 s, 10 s, 2 s).
+type Elector struct {
+	Namespace, Name, Identity string
 	// LeaseDuration is how long followers wait after the last observed renewal
 	// before taking over; RenewDeadline how long the leader keeps trying to renew
 	// before giving up; RetryPeriod the pause between attempts.
-	LeaseDuration time.Duration
-	RenewDeadline time.Duration
-	RetryPeriod   time.Duration
-}
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 
-// Defaults fills unset durations with client-go's defaults (15 s, 10 s, 2 s).
-func (c *Config) Defaults() {
-	c.LeaseDuration = cmp.Or(c.LeaseDuration, 15*time.Second)
-	c.RenewDeadline = cmp.Or(c.RenewDeadline, 10*time.Second)
-	c.RetryPeriod = cmp.Or(c.RetryPeriod, 2*time.Second)
-}
-
-// Elector runs an election.
-type Elector struct {
-	Config
 	Client *kube.Client
 	Clock  clock.Clock
 	Log    zerolog.Logger
@@ -63,13 +48,19 @@ type Elector struct {
 // and waits for lead to return before campaigning again. On ctx's end a held
 // Lease is released so another replica takes over without waiting for expiry.
 func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context)) error {
-	e.Defaults()
+	e.LeaseDuration = cmp.Or(e.LeaseDuration, 15*time.Second)
+	e.RenewDeadline = cmp.Or(e.RenewDeadline, 10*time.Second)
+	e.RetryPeriod = cmp.Or(e.RetryPeriod, 2*time.Second)
 	if e.RenewDeadline >= e.LeaseDuration || e.RetryPeriod >= e.RenewDeadline {
 		return fmt.Errorf("leader election: want retry period < renew deadline < lease duration, got %s, %s, %s", e.RetryPeriod, e.RenewDeadline, e.LeaseDuration)
 	}
 	for ctx.Err() == nil {
-		if !e.acquire(ctx) {
-			break
+		if !e.attempt(ctx) {
+			select {
+			case <-ctx.Done():
+			case <-e.Clock.After(wait.Jitter(e.RetryPeriod, 1.2)):
+			}
+			continue
 		}
 		e.Log.Info().Str("lease", e.Name).Str("identity", e.Identity).Msg("became leader")
 		leadCtx, cancel := context.WithCancel(ctx)
@@ -85,20 +76,6 @@ func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context)) error
 		e.Log.Warn().Str("lease", e.Name).Msg("lost leadership; campaigning again")
 	}
 	return nil
-}
-
-// acquire retries until this instance holds the Lease or ctx ends.
-func (e *Elector) acquire(ctx context.Context) bool {
-	for {
-		if e.attempt(ctx) {
-			return true
-		}
-		select {
-		case <-ctx.Done():
-			return false
-		case <-e.Clock.After(wait.Jitter(e.RetryPeriod, 1.2)):
-		}
-	}
 }
 
 // renew keeps the Lease until a renewal fails for RenewDeadline or ctx ends.
@@ -130,40 +107,23 @@ func (e *Elector) renew(ctx context.Context) {
 	}
 }
 
-// attempt is one tryAcquireOrRenew, reported to OnAttempt.
-func (e *Elector) attempt(ctx context.Context) bool {
-	ok := e.tryAcquireOrRenew(ctx)
+// attempt takes the Lease if it is free, expired or ours, and reports to OnAttempt.
+func (e *Elector) attempt(ctx context.Context) (ok bool) {
 	if e.OnAttempt != nil {
-		e.OnAttempt(ok)
+		defer func() { e.OnAttempt(ok) }()
 	}
-	return ok
-}
-
-// tryAcquireOrRenew takes the Lease if it is free, expired or ours.
-func (e *Elector) tryAcquireOrRenew(ctx context.Context) bool {
 	now := metav1.NewMicroTime(e.Clock.Now())
 	seconds := int32(e.LeaseDuration / time.Second)
 	lease, err := e.Client.GetLease(ctx, e.Namespace, e.Name)
-	if apierrors.IsNotFound(err) {
-		created, err := e.Client.CreateLease(ctx, &coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{Name: e.Name, Namespace: e.Namespace},
-			Spec: coordinationv1.LeaseSpec{
-				HolderIdentity: &e.Identity, LeaseDurationSeconds: &seconds,
-				AcquireTime: &now, RenewTime: &now,
-			},
-		})
-		if err != nil {
-			e.Log.Debug().Err(err).Msg("create leader Lease")
-			return false
-		}
-		e.observe(created)
-		return true
-	}
-	if err != nil {
+	write, verb := e.Client.UpdateLease, "update"
+	switch {
+	case apierrors.IsNotFound(err):
+		write, verb = e.Client.CreateLease, "create"
+		lease = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: e.Name, Namespace: e.Namespace}}
+	case err != nil:
 		e.Log.Warn().Err(err).Str("lease", e.Name).Msg("read leader Lease")
 		return false
-	}
-	if e.observed == nil || e.observed.ResourceVersion != lease.ResourceVersion {
+	case e.observed == nil || e.observed.ResourceVersion != lease.ResourceVersion:
 		e.observe(lease)
 	}
 	holder := ptr.Deref(lease.Spec.HolderIdentity, "")
@@ -177,17 +137,19 @@ func (e *Elector) tryAcquireOrRenew(ctx context.Context) bool {
 	update := lease.DeepCopy()
 	if holder != e.Identity {
 		update.Spec.AcquireTime = &now
-		update.Spec.LeaseTransitions = ptr.To(ptr.Deref(lease.Spec.LeaseTransitions, 0) + 1)
+		if lease.ResourceVersion != "" { // a takeover; a Lease being created starts with none
+			update.Spec.LeaseTransitions = ptr.To(ptr.Deref(lease.Spec.LeaseTransitions, 0) + 1)
+		}
 	}
 	update.Spec.HolderIdentity = &e.Identity
 	update.Spec.RenewTime = &now
 	update.Spec.LeaseDurationSeconds = &seconds
-	updated, err := e.Client.UpdateLease(ctx, update)
+	written, err := write(ctx, update)
 	if err != nil {
-		e.Log.Debug().Err(err).Msg("update leader Lease")
+		e.Log.Debug().Err(err).Msg(verb + " leader Lease")
 		return false
 	}
-	e.observe(updated)
+	e.observe(written)
 	return true
 }
 

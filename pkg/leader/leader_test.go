@@ -94,8 +94,8 @@ func TestLeaderStopsLeadingWithinRenewDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := &Elector{
-		Config: Config{Namespace: "ns", Name: "l", Identity: "me",
-			LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 400 * time.Millisecond},
+		Namespace: "ns", Name: "l", Identity: "me",
+		LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 400 * time.Millisecond,
 		Client: client, Clock: clock.RealClock{}, Log: zerolog.Nop(),
 	}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -24,12 +24,11 @@ type Pass func(ctx context.Context) (*check.Report, error)
 
 // Loop runs passes every Interval, each bounded by Timeout.
 type Loop struct {
-	Interval time.Duration
-	Timeout  time.Duration
-	Pass     Pass
-	Clock    clock.Clock
-	Log      zerolog.Logger
-	Metrics  *metrics.Metrics
+	Interval, Timeout time.Duration
+	Pass              Pass
+	Clock             clock.Clock
+	Log               zerolog.Logger
+	Metrics           *metrics.Metrics
 	// Wake, when not nil, asks for an early pass: the nodes' EndpointSlices
 	// changed (pkg/slicewatch), so the scheduler may be rejecting new nodes now.
 	Wake <-chan struct{}

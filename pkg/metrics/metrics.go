@@ -32,22 +32,12 @@ type Options struct {
 
 // Metrics are the watchdog's own metrics.
 type Metrics struct {
-	Registry     *prometheus.Registry
-	verdict      *prometheus.GaugeVec
-	ready        *prometheus.GaugeVec
-	expected     *prometheus.GaugeVec
-	restarts     *prometheus.CounterVec
-	wouldRestart prometheus.Counter
-	alerts       *prometheus.CounterVec
-	scrapeErrors *prometheus.CounterVec
-	passes       *prometheus.CounterVec
-	lastSuccess  prometheus.Gauge
-	lastPass     prometheus.Gauge
-	passVerdict  *prometheus.GaugeVec
-	passAction   *prometheus.GaugeVec
-	duration     prometheus.Histogram
-	leader       prometheus.Gauge
-	buildInfo    *prometheus.GaugeVec
+	Registry                                          *prometheus.Registry
+	verdict, ready, expected, passVerdict, passAction *prometheus.GaugeVec
+	restarts, alerts, scrapeErrors, passes            *prometheus.CounterVec
+	lastSuccess, lastPass, leader                     prometheus.Gauge
+	wouldRestart                                      prometheus.Counter
+	duration                                          prometheus.Histogram
 }
 
 // Outcomes of a pass, the passes counter's result label.
@@ -97,13 +87,13 @@ func New(o Options) *Metrics {
 			Help: "Duration of passes (long ones are confirming a wedge).", Buckets: []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 15, 30, 60, 120, 180}}),
 		leader: f.NewGauge(prometheus.GaugeOpts{Name: "agentenv_watchdog_leader",
 			Help: "1 while this instance is the elected leader and runs passes."}),
-		buildInfo: f.NewGaugeVec(prometheus.GaugeOpts{Name: "agentenv_watchdog_build_info",
-			Help: "1, labelled with the watchdog's version, commit and Go version."}, []string{"version", "commit", "goversion"}),
 	}
+	f.NewGaugeVec(prometheus.GaugeOpts{Name: "agentenv_watchdog_build_info",
+		Help: "1, labelled with the watchdog's version, commit and Go version."}, []string{"version", "commit", "goversion"}).
+		WithLabelValues(version.Version, version.Commit, runtime.Version()).Set(1)
 	if o.Runtime {
 		m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
-	m.buildInfo.WithLabelValues(version.Version, version.Commit, runtime.Version()).Set(1)
 
 	// Every counter starts at 0: increase() needs a sample before the first
 	// event, and a dashboard shows 0, not "no data", for a watchdog that never

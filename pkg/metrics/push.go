@@ -45,28 +45,41 @@ const maxPushAnswer = 4 << 10
 func (m *Metrics) Push(ctx context.Context, c PushConfig) error {
 	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
 	defer cancel()
-	fams, err := m.pushed()
+	fams, err := m.Registry.Gather()
 	if err != nil {
 		return fmt.Errorf("metrics not pushed: gather: %w", err)
 	}
+	fams = slices.DeleteFunc(fams, func(f *dto.MetricFamily) bool {
+		switch f.GetName() {
+		case "agentenv_watchdog_leader":
+			return true
+		case "agentenv_watchdog_last_successful_pass_timestamp_seconds":
+			return len(f.GetMetric()) == 1 && f.GetMetric()[0].GetGauge().GetValue() == 0 // no pass succeeded
+		}
+		return false
+	})
 	var problems []error
 	if c.Totals != nil {
-		run := countsOf(fams)
-		var totals Totals
+		run := Totals{}
+		eachCounter(fams, func(key string, v *float64) { run[key] = *v })
 		err := c.Totals(ctx, func(old string) (string, error) {
-			prev, err := DecodeTotals(old)
+			totals, err := DecodeTotals(old)
 			if err != nil {
 				problems = append(problems, fmt.Errorf("%w: counted over from this run (a counter reset to Prometheus)", err))
-				prev = Totals{}
+				totals = Totals{}
 			}
-			totals = prev.Plus(run)
+			for k, v := range run {
+				totals[k] += v
+			}
+			// Carried now, pushed only once saved: a failed save drops them below.
+			eachCounter(fams, func(key string, v *float64) { *v = totals[key] })
 			return totals.Encode()
 		})
 		if err != nil {
 			problems = append(problems, fmt.Errorf("counters not pushed (the Pushgateway keeps the last totals; this run's counts are lost): save their running totals: %w", err))
-			fams = dropCumulative(fams)
-		} else {
-			carry(fams, totals)
+			fams = slices.DeleteFunc(fams, func(f *dto.MetricFamily) bool {
+				return f.GetType() == dto.MetricType_COUNTER || f.GetType() == dto.MetricType_HISTOGRAM
+			})
 		}
 	}
 	client := httpbound.Client(nil, maxPushAnswer)
@@ -81,21 +94,4 @@ func (m *Metrics) Push(ctx context.Context, c PushConfig) error {
 		problems = append(problems, fmt.Errorf("metrics not pushed: push to the Pushgateway: %w", err))
 	}
 	return errors.Join(problems...)
-}
-
-// pushed gathers what Push sends.
-func (m *Metrics) pushed() ([]*dto.MetricFamily, error) {
-	all, err := m.Registry.Gather()
-	if err != nil {
-		return nil, err
-	}
-	return slices.DeleteFunc(all, func(f *dto.MetricFamily) bool {
-		switch f.GetName() {
-		case "agentenv_watchdog_leader":
-			return true
-		case "agentenv_watchdog_last_successful_pass_timestamp_seconds":
-			return len(f.GetMetric()) == 1 && f.GetMetric()[0].GetGauge().GetValue() == 0 // no pass succeeded
-		}
-		return false
-	}), nil
 }

@@ -3,8 +3,6 @@ package metrics
 import (
 	"encoding/json"
 	"fmt"
-	"maps"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -54,28 +52,6 @@ func (t Totals) Encode() (string, error) {
 	return string(b), err
 }
 
-// Plus is t with every series of run added.
-func (t Totals) Plus(run Totals) Totals {
-	out := Totals{}
-	maps.Copy(out, t)
-	for k, v := range run {
-		out[k] += v
-	}
-	return out
-}
-
-// countsOf are the counter and histogram values of families (one run's counts).
-func countsOf(fams []*dto.MetricFamily) Totals {
-	t := Totals{}
-	eachCounter(fams, func(key string, v *float64) { t[key] = *v })
-	return t
-}
-
-// carry sets every counter and histogram value of families to its total in t.
-func carry(fams []*dto.MetricFamily, t Totals) {
-	eachCounter(fams, func(key string, v *float64) { *v = t[key] })
-}
-
 // eachCounter calls f with the key and value of every cumulative value of families:
 // each counter, and each histogram's count, sum and buckets.
 func eachCounter(fams []*dto.MetricFamily, f func(key string, v *float64)) {
@@ -119,13 +95,4 @@ func labelKey(labels []*dto.LabelPair) string {
 	}
 	sort.Strings(parts)
 	return "{" + strings.Join(parts, ",") + "}"
-}
-
-// dropCumulative are families without their counters and histograms: pushed so,
-// the Pushgateway group keeps the last totals pushed (push.Add replaces only the
-// families sent).
-func dropCumulative(fams []*dto.MetricFamily) []*dto.MetricFamily {
-	return slices.DeleteFunc(fams, func(f *dto.MetricFamily) bool {
-		return f.GetType() == dto.MetricType_COUNTER || f.GetType() == dto.MetricType_HISTOGRAM
-	})
 }

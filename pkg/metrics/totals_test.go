@@ -21,7 +21,7 @@ import (
 // left as the run set them.
 func TestTotalsCarryOverRuns(t *testing.T) {
 	stored := ""
-	var fams []*dto.MetricFamily
+	var fams map[string]*dto.MetricFamily
 	for i, restarts := range []int{1, 0, 2} {
 		m := New(Options{})
 		rep := &check.Report{}
@@ -30,18 +30,14 @@ func TestTotalsCarryOverRuns(t *testing.T) {
 		}
 		m.Observe(rep, nil, time.Duration(i+1)*time.Second, time.Unix(int64(1000+i), 0))
 		var err error
-		if fams, err = m.pushed(); err != nil {
-			t.Fatal(err)
-		}
-		prev, err := DecodeTotals(stored)
+		fams, err = pushedTo(t, m, func(_ context.Context, f func(string) (string, error)) error {
+			var err error
+			stored, err = f(stored)
+			return err
+		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		totals := prev.Plus(countsOf(fams))
-		if stored, err = totals.Encode(); err != nil {
-			t.Fatal(err)
-		}
-		carry(fams, totals)
 	}
 	got := map[string]float64{}
 	for _, f := range fams {
@@ -84,9 +80,9 @@ func TestDecodeTotalsRefusesWhatNoCounterHolds(t *testing.T) {
 	}
 }
 
-// pushedTo runs Push against a recording Pushgateway stand-in with totals and
+// pushedTo runs m's Push against a recording Pushgateway stand-in with totals and
 // returns the families it received and Push's error.
-func pushedTo(t *testing.T, totals func(context.Context, func(string) (string, error)) error) (map[string]*dto.MetricFamily, error) {
+func pushedTo(t *testing.T, m *Metrics, totals func(context.Context, func(string) (string, error)) error) (map[string]*dto.MetricFamily, error) {
 	t.Helper()
 	got := map[string]*dto.MetricFamily{}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -101,10 +97,15 @@ func pushedTo(t *testing.T, totals func(context.Context, func(string) (string, e
 		w.WriteHeader(http.StatusOK)
 	}))
 	defer srv.Close()
-	m := New(Options{})
-	m.Observe(&check.Report{}, nil, time.Second, time.Unix(1000, 0))
 	err := m.Push(context.Background(), PushConfig{URL: srv.URL, Job: "watchdog", Timeout: 5 * time.Second, Totals: totals})
 	return got, err
+}
+
+// onePass is metrics after one successful pass.
+func onePass() *Metrics {
+	m := New(Options{})
+	m.Observe(&check.Report{}, nil, time.Second, time.Unix(1000, 0))
+	return m
 }
 
 // TestPushWithoutSavedTotalsSendsNoCounters: totals that could not be saved are not
@@ -112,7 +113,7 @@ func pushedTo(t *testing.T, totals func(context.Context, func(string) (string, e
 // totals pushed before: a counter reset, counted as a burst); the gauges are, and
 // the error says what was lost.
 func TestPushWithoutSavedTotalsSendsNoCounters(t *testing.T) {
-	got, err := pushedTo(t, func(context.Context, func(string) (string, error)) error {
+	got, err := pushedTo(t, onePass(), func(context.Context, func(string) (string, error)) error {
 		return errors.New("update state ConfigMap: the server is unavailable")
 	})
 	if err == nil || !strings.Contains(err.Error(), "counters not pushed") {
@@ -132,7 +133,7 @@ func TestPushWithoutSavedTotalsSendsNoCounters(t *testing.T) {
 // run's counts (a counter reset to Prometheus), pushed, and said.
 func TestPushStartsUnreadableTotalsOver(t *testing.T) {
 	var stored string
-	got, err := pushedTo(t, func(_ context.Context, f func(string) (string, error)) error {
+	got, err := pushedTo(t, onePass(), func(_ context.Context, f func(string) (string, error)) error {
 		var err error
 		stored, err = f(`{"version":1,"series":{"agentenv_watchdog_passes_total{result=\"ok\"}":"many"}}`)
 		return err

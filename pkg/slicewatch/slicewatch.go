@@ -36,9 +36,8 @@ const (
 // Watcher signals on Changes each change of the EndpointSlices labelled with
 // Service in Namespace.
 type Watcher struct {
-	Client    Client
-	Namespace string
-	Service   string
+	Client             Client
+	Namespace, Service string
 	// Timeout bounds each list.
 	Timeout time.Duration
 	Clock   clock.Clock

@@ -132,14 +132,12 @@ func (st *Store) UpdateKey(ctx context.Context, key string, f func(old string) (
 		cm, err = st.Client.GetConfigMap(ctx, st.Namespace, st.Name)
 		exists := err == nil
 		if apierrors.IsNotFound(err) {
-			cm, err = newConfigMap(st.Namespace, st.Name), nil
+			cm, err = nil, nil
 		}
 		if err != nil {
 			return fmt.Errorf("read %s: %w", where, err)
 		}
-		if cm.Data == nil {
-			cm.Data = map[string]string{}
-		}
+		cm = orNew(cm, st.Namespace, st.Name)
 		v, ferr := f(cm.Data[key])
 		if ferr != nil {
 			return fmt.Errorf("%s: %w", where, ferr)
@@ -163,14 +161,21 @@ func (st *Store) write(ctx context.Context, cm *corev1.ConfigMap, create bool) (
 	return st.Client.UpdateConfigMap(ctx, cm, metav1.UpdateOptions{FieldManager: "watchdog"})
 }
 
-// newConfigMap is an empty state ConfigMap, labelled as the watchdog creates it.
-func newConfigMap(namespace, name string) *corev1.ConfigMap {
-	return &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: map[string]string{
-			"app.kubernetes.io/name": "agentenv-scheduler-watchdog", "app.kubernetes.io/component": "state",
-		}},
-		Data: map[string]string{},
+// orNew is cm with a data map, or for nil an empty state ConfigMap, labelled as
+// the watchdog creates it.
+func orNew(cm *corev1.ConfigMap, namespace, name string) *corev1.ConfigMap {
+	if cm == nil {
+		return &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: map[string]string{
+				"app.kubernetes.io/name": "agentenv-scheduler-watchdog", "app.kubernetes.io/component": "state",
+			}},
+			Data: map[string]string{},
+		}
 	}
+	if cm.Data == nil {
+		cm.Data = map[string]string{}
+	}
+	return cm
 }
 
 // configMapOf is the ConfigMap that writes s over what snap read: a new one if
@@ -181,15 +186,7 @@ func configMapOf(snap *Snapshot, s *state.State, now time.Time, namespace, name 
 	if err != nil {
 		return nil, err
 	}
-	var cm *corev1.ConfigMap
-	if snap.configMap == nil {
-		cm = newConfigMap(namespace, name)
-	} else {
-		cm = snap.configMap.DeepCopy()
-		if cm.Data == nil {
-			cm.Data = map[string]string{}
-		}
-	}
+	cm := orNew(snap.configMap.DeepCopy(), namespace, name)
 	cm.Data[DataKey] = string(data)
 	if snap.corrupt != "" {
 		cm.Data[CorruptKey] = snap.corrupt
