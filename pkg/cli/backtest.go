@@ -182,7 +182,7 @@ ready. What history cannot show is taken as passing, and the report's header say
 			if err != nil {
 				return err
 			}
-			return f.output.print(stdout, res)
+			return f.output.print(stdout, res, res.WriteText)
 		},
 	}
 	addFlags(cmd, &f.cluster, &f.check, &f.alerts, &f.output, &bo)

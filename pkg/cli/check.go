@@ -108,7 +108,7 @@ and exits 0 or 2 without any API call.`,
 				p.log.Warn().Str("error", err.Error()).Msg("metrics push failed")
 				rep.Warnings = append(rep.Warnings, err.Error())
 			}
-			if err := f.output.print(stdout, rep); err != nil {
+			if err := f.output.print(stdout, rep, rep.WriteText); err != nil {
 				return fmt.Errorf("print report: %w", err)
 			}
 			if runErr != nil {

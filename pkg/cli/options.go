@@ -506,21 +506,15 @@ func writeAs(w io.Writer, format string, write func(io.Writer) error) error {
 	return err
 }
 
-// encodeAs is writeAs of v.
-func encodeAs(w io.Writer, format string, v any) error {
-	return writeAs(w, format, func(w io.Writer) error { return json.NewEncoder(w).Encode(v) })
-}
-
-// textReport is a report a command prints as text, or as JSON or YAML (-o).
-type textReport interface {
-	WriteText(io.Writer) error
-	WriteJSON(io.Writer) error
-}
-
-// print writes r in the chosen output format.
-func (o *OutputOptions) print(w io.Writer, r textReport) error {
-	if o.Structured() {
-		return writeAs(w, o.Output, r.WriteJSON)
+// print writes v for people with text, or as JSON or YAML (-o): with v's own
+// WriteJSON when it has one.
+func (o *OutputOptions) print(w io.Writer, v any, text func(io.Writer) error) error {
+	if !o.Structured() {
+		return text(w)
 	}
-	return r.WriteText(w)
+	write := func(w io.Writer) error { return json.NewEncoder(w).Encode(v) }
+	if j, ok := v.(interface{ WriteJSON(io.Writer) error }); ok {
+		write = j.WriteJSON
+	}
+	return writeAs(w, o.Output, write)
 }

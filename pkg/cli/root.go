@@ -207,11 +207,10 @@ func newVersionCommand(stdout io.Writer) *cobra.Command {
 			if err := output.Validate(); err != nil {
 				return err
 			}
-			if output.Structured() {
-				return encodeAs(stdout, output.Output, version.Get())
-			}
-			_, err := fmt.Fprintln(stdout, version.String())
-			return err
+			return output.print(stdout, version.Get(), func(w io.Writer) error {
+				_, err := fmt.Fprintln(w, version.String())
+				return err
+			})
 		},
 	}
 	output.AddFlags(cmd.Flags())
