@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentenv/watchdog/pkg/check"
 	"github.com/agentenv/watchdog/pkg/deliver"
 	"github.com/spf13/pflag"
 )
@@ -121,9 +122,7 @@ func buildAlertmanager(o *AlertOptions, namespace string, warn func(error)) (*de
 	sink.Username, sink.Password, sink.BearerToken = am.Username, am.Password, am.BearerToken
 	sink.TTL, sink.GeneratorURL, sink.RunbookURL = am.TTL, am.GeneratorURL, o.RunbookURL
 	sink.Source = o.source(namespace)
-	if warn != nil {
-		sink.Warn = warn
-	}
+	sink.Warn = warn
 	return sink, nil
 }
 
@@ -136,7 +135,7 @@ func (o *AlertmanagerOptions) holdSets() []string {
 
 // buildHold is the reader of the alerts that hold restarts, nil when none is
 // configured. Validate has parsed the sets.
-func buildHold(o *AlertOptions, namespace string) (*deliver.AlertHold, error) {
+func buildHold(o *AlertOptions, namespace string) (check.AlertHold, error) {
 	sets := o.Alertmanager.holdSets()
 	if len(sets) == 0 {
 		return nil, nil

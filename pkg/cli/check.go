@@ -7,7 +7,6 @@ import (
 	"os"
 	"runtime"
 
-	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -21,7 +20,6 @@ import (
 	"github.com/agentenv/watchdog/pkg/decide"
 	"github.com/agentenv/watchdog/pkg/events"
 	"github.com/agentenv/watchdog/pkg/evidence"
-	"github.com/agentenv/watchdog/pkg/kube"
 	"github.com/agentenv/watchdog/pkg/observe"
 	"github.com/agentenv/watchdog/pkg/restart"
 	"github.com/agentenv/watchdog/pkg/scrape"
@@ -94,25 +92,23 @@ and exits 0 or 2 without any API call.`,
 			}
 			deadline, late, capped := f.job.Deadline(clk.Now(), f.cluster.Timeout)
 			if capped {
-				p.log.Warn().Str("job", f.job.Name).Dur("startedLate", late).Time("deadline", deadline).
+				p.Log.Warn().Str("job", f.job.Name).Dur("startedLate", late).Time("deadline", deadline).
 					Msg("the Job's pod started late: the run ends before the Job's activeDeadlineSeconds, not --timeout after its start")
 			}
 			ctx, cancel := context.WithDeadline(cmd.Context(), deadline)
 			defer cancel()
 			start := clk.Now()
-			rep, runErr := p.runner.Run(ctx)
-			pingHeartbeat(ctx, &f.alerts, runErr, f.check.DryRun, p.log)
+			rep, runErr := p.run(ctx)
 			// Its own deadline: a pass that used all of --timeout still reports.
-			if err := f.push.push(cmd.Context(), rep, runErr, clk.Since(start), p.sinkNames(), f.check.DryRun,
-				&statestore.Store{Client: p.client, Namespace: f.cluster.Namespace, Name: f.cluster.StateConfigMap}); err != nil {
-				p.log.Warn().Str("error", err.Error()).Msg("metrics push failed")
+			if err := f.push.push(cmd.Context(), rep, runErr, clk.Since(start), p.sinkNames(), f.check.DryRun, p.store); err != nil {
+				p.Log.Warn().Str("error", err.Error()).Msg("metrics push failed")
 				rep.Warnings = append(rep.Warnings, err.Error())
 			}
 			if err := f.output.print(stdout, rep, rep.WriteText); err != nil {
 				return fmt.Errorf("print report: %w", err)
 			}
 			if runErr != nil {
-				return fmt.Errorf("check against API server %s: %w", p.host, runErr)
+				return fmt.Errorf("check against API server %s: %w", p.obs.APIServer, runErr)
 			}
 			return nil
 		},
@@ -124,20 +120,28 @@ and exits 0 or 2 without any API call.`,
 	return cmd
 }
 
-// pass is a wired pass with what its caller reports.
+// pass is a wired pass with what its caller reports: the observer's client and
+// API server, the state (for the pushed totals).
 type pass struct {
-	runner *check.Runner
-	client *kube.Client
-	log    zerolog.Logger
-	host   string
+	*check.Runner
+	f     *checkFlags
+	obs   *observe.Observer
+	store *statestore.Store
 }
 
 func (p *pass) sinkNames() []string {
 	var out []string
-	for _, s := range p.runner.Sinks {
+	for _, s := range p.Sinks {
 		out = append(out, s.Name())
 	}
 	return out
+}
+
+// run is one pass, then the heartbeat ping.
+func (p *pass) run(ctx context.Context) (*check.Report, error) {
+	rep, err := p.Run(ctx)
+	pingHeartbeat(ctx, &p.f.alerts, err, p.f.check.DryRun, p.Log)
+	return rep, err
 }
 
 // setup wires a pass of validated flags on clk: logger, API client, sinks, runner.
@@ -147,44 +151,43 @@ func (f *checkFlags) setup(stderr io.Writer, clk clock.Clock) (*pass, error) {
 	if err != nil {
 		return nil, err
 	}
-	sinks, err := buildSinks(&f.alerts, f.cluster.Namespace, func(err error) {
+	ns, client := f.cluster.Namespace, o.Client
+	sinks, err := buildSinks(&f.alerts, ns, func(err error) {
 		log.Warn().Str("sink", "alertmanager").Str("error", err.Error()).Msg("an Alertmanager peer refused the alerts; another accepted them")
 	})
 	if err != nil {
 		return nil, err
 	}
-	runner := newRunner(f, o, sinks, log, clk)
-	hold, err := buildHold(&f.alerts, f.cluster.Namespace)
+	hold, err := buildHold(&f.alerts, ns)
 	if err != nil {
 		return nil, err
 	}
-	if hold != nil { // a nil *AlertHold in the interface would not be nil
-		runner.Hold = hold
-	}
-	return &pass{runner: runner, client: o.Client, log: log, host: o.APIServer}, nil
-}
-
-// newRunner wires a pass from the flags around its Observer o.
-func newRunner(f *checkFlags, o *observe.Observer, sinks []alert.Sink, log zerolog.Logger, clk clock.Clock) *check.Runner {
-	ns, client := f.cluster.Namespace, o.Client
 	hostname, _ := os.Hostname()
 	var restarter restart.Restarter = restart.Deleter{Client: client, Namespace: ns}
 	if f.check.RestartMethod == decide.MethodRollout {
 		restarter = restart.Rollout{Client: client, Namespace: ns, Deployment: f.check.Deployment, Now: clk.Now}
 	}
+	// Evidence bundles are sealed with the outbox key (empty: unsealed).
+	keeper := &evidence.Keeper{ConfigMaps: client, Namespace: ns, ConfigMap: f.evidence.ConfigMap,
+		Container: f.check.SchedulerContainer, Key: []byte(f.alerts.OutboxKey)}
+	if f.evidence.Logs {
+		keeper.Logs = client
+	}
 	opts := f.options()
 	opts.ScrapeVia = o.Via
-	return &check.Runner{
+	store := &statestore.Store{Client: client, Namespace: ns, Name: f.cluster.StateConfigMap}
+	return &pass{Runner: &check.Runner{
 		Options:   opts,
 		Observer:  o,
-		Store:     &statestore.Store{Client: client, Namespace: ns, Name: f.cluster.StateConfigMap},
+		Store:     store,
 		Restarter: restarter,
 		Events:    &events.Recorder{Client: client, Namespace: ns, Host: hostname, Now: clk.Now},
 		Sinks:     sinks,
-		Evidence:  f.evidence.keeper(client, ns, f.check.SchedulerContainer, []byte(f.alerts.OutboxKey)),
+		Evidence:  keeper,
+		Hold:      hold,
 		Clock:     clk,
 		Log:       log,
-	}
+	}, f: f, obs: o, store: store}, nil
 }
 
 // observer is what a pass (and doctor) reads, and how: the objects, and the
@@ -306,15 +309,6 @@ func (o *EvidenceOptions) Validate() error {
 	var p problems
 	p.name("--evidence-configmap", o.ConfigMap, validation.IsDNS1123Subdomain)
 	return p.err()
-}
-
-// keeper saves a pass's bundles sealed with key (the outbox key; empty: unsealed).
-func (o *EvidenceOptions) keeper(client *kube.Client, namespace, container string, key []byte) *evidence.Keeper {
-	k := &evidence.Keeper{ConfigMaps: client, Namespace: namespace, ConfigMap: o.ConfigMap, Container: container, Key: key}
-	if o.Logs {
-		k.Logs = client
-	}
-	return k
 }
 
 type clockKey struct{}
