@@ -2,7 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -22,6 +21,8 @@ type AlertmanagerOptions struct {
 	GeneratorURL string
 	// HoldOn are the matcher sets of alerts that hold restarts while they fire.
 	HoldOn []string
+
+	holds [][]deliver.Matcher // HoldOn parsed, by Validate
 }
 
 func (o *AlertmanagerOptions) AddFlags(fs *pflag.FlagSet) {
@@ -61,12 +62,19 @@ func (o *AlertmanagerOptions) Validate() error {
 	if o.TTL < time.Second {
 		p.addf("--alertmanager-alert-ttl %s is too short (at least 1s; keep it above the time between two runs)", o.TTL)
 	}
-	for _, set := range o.holdSets() {
-		if _, err := deliver.ParseMatchers(set); err != nil {
+	// One set per flag, or per line of one (the chart's environment variable holds them all).
+	o.holds = nil
+	for _, set := range strings.Split(strings.Join(o.HoldOn, "\n"), "\n") {
+		if strings.TrimSpace(set) == "" {
+			continue
+		}
+		ms, err := deliver.ParseMatchers(set)
+		if err != nil {
 			p.addf("--hold-restarts-on-alert %q: %v", set, err)
 		}
+		o.holds = append(o.holds, ms)
 	}
-	if len(o.holdSets()) > 0 && len(o.URLs) == 0 {
+	if len(o.holds) > 0 && len(o.URLs) == 0 {
 		p.addf("--hold-restarts-on-alert needs --alertmanager-url: the firing alerts are read from there")
 	}
 	// A link people click, not a place the watchdog posts to: http is fine.
@@ -126,31 +134,15 @@ func buildAlertmanager(o *AlertOptions, namespace string, warn func(error)) (*de
 	return sink, nil
 }
 
-// holdSets are the matcher sets of --hold-restarts-on-alert: one per flag, or
-// per line of one (the chart's environment variable holds them all).
-func (o *AlertmanagerOptions) holdSets() []string {
-	lines := strings.Split(strings.Join(o.HoldOn, "\n"), "\n")
-	return slices.DeleteFunc(lines, func(line string) bool { return strings.TrimSpace(line) == "" })
-}
-
 // buildHold is the reader of the alerts that hold restarts, nil when none is
-// configured. Validate has parsed the sets.
+// configured.
 func buildHold(o *AlertOptions, namespace string) (check.AlertHold, error) {
-	sets := o.Alertmanager.holdSets()
-	if len(sets) == 0 {
+	if len(o.Alertmanager.holds) == 0 {
 		return nil, nil
 	}
 	am, err := buildAlertmanager(o, namespace, nil)
 	if err != nil {
 		return nil, err
 	}
-	h := &deliver.AlertHold{Alertmanager: am}
-	for _, set := range sets {
-		ms, err := deliver.ParseMatchers(set)
-		if err != nil {
-			return nil, usagef("--hold-restarts-on-alert %q: %v", set, err)
-		}
-		h.Sets = append(h.Sets, ms)
-	}
-	return h, nil
+	return &deliver.AlertHold{Alertmanager: am, Sets: o.Alertmanager.holds}, nil
 }

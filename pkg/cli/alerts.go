@@ -92,15 +92,12 @@ func pingHeartbeat(ctx context.Context, o *AlertOptions, runErr error, dryRun bo
 // settings needed are read again, leniently. A dry run or --validate-only sends
 // nothing.
 func reportConfigFailure(ctx context.Context, cmd *cobra.Command, args []string, cause error, stderr io.Writer) {
-	if cmd == nil || (cmd.Name() != "check" && cmd.Name() != "run") || cmd.Parent() == nil || cmd.Parent().Parent() != nil {
+	if path := cmd.CommandPath(); path != "watchdog check" && path != "watchdog run" {
 		return
 	}
 	s := lenientSettings(args)
-	if truthy(s["dry-run"]) || truthy(s[validateOnlyFlag]) || s["help"] != "" {
-		return
-	}
 	hb := s["heartbeat-url"]
-	if hb == "" {
+	if hb == "" || truthy(s["dry-run"]) || truthy(s[validateOnlyFlag]) || s["help"] != "" {
 		return
 	}
 	if err := checkURL(hb); err != nil {
@@ -124,7 +121,6 @@ func lenientSettings(args []string) map[string]string {
 	fs := pflag.NewFlagSet("lenient", pflag.ContinueOnError)
 	fs.ParseErrorsAllowlist.UnknownFlags = true
 	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
 	for _, n := range names {
 		fs.String(n, "", "")
 	}

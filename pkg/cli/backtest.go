@@ -213,7 +213,8 @@ func runBacktest(ctx context.Context, f *checkFlags, bo *BacktestOptions, stderr
 		{&bo.StartTime, &q.StartTime}, {&bo.Expected, &q.Expected}, {&bo.ExpectedSer, &q.ExpectedSeries}, {&bo.PodReady, &q.PodReady}} {
 		*o.query = cmp.Or(*o.flag, *o.query)
 	}
-	where := redactedURL(bo.PrometheusURL)
+	u, _ := url.Parse(bo.PrometheusURL) // Validate parsed it
+	where := u.Redacted()
 	log.Info().Str("prometheus", where).Time("start", bo.from).Time("end", bo.to).Msg("reading history")
 	h, err := backtest.Fetch(ctx, promv1.NewAPI(client), q, bo.from, bo.to, bo.Step, bo.QueryTimeout)
 	if err != nil {
@@ -231,12 +232,4 @@ func runBacktest(ctx context.Context, f *checkFlags, bo *BacktestOptions, stderr
 	}
 	res.Prometheus = where
 	return res, nil
-}
-
-func redactedURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	return u.Redacted()
 }

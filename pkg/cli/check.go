@@ -199,10 +199,7 @@ func (f *checkFlags) observer(clk clock.PassiveClock) (*observe.Observer, error)
 		return nil, err
 	}
 	o, ns := &f.check, f.cluster.Namespace
-	via, err := scrape.ParseVia(o.ScrapeVia)
-	if err != nil {
-		return nil, usagef("--scrape-via %v", err)
-	}
+	via, _ := scrape.ParseVia(o.ScrapeVia) // validated
 	via = via.Resolve(inPod())
 	var scraper *scrape.Scraper
 	if via == scrape.ViaDirect {
@@ -239,7 +236,7 @@ func (f *checkFlags) options() check.Options {
 		d.IneffectiveWithin = decide.DefaultIneffectiveWithin
 	}
 	d.BackoffReset = decide.DefaultBackoffReset
-	d.HoldOnAlerts = len(f.alerts.Alertmanager.holdSets()) > 0
+	d.HoldOnAlerts = len(f.alerts.Alertmanager.holds) > 0
 	return check.Options{
 		Decide: d,
 		PlanConfig: alert.PlanConfig{

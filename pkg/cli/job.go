@@ -39,8 +39,14 @@ func (o *JobOptions) Validate() error {
 // long after its scheduled time the run started, when known.
 func (o *JobOptions) Deadline(start time.Time, timeout time.Duration) (deadline time.Time, late time.Duration, capped bool) {
 	deadline = start.Add(timeout)
-	scheduled, ok := o.scheduled(start)
-	if !ok {
+	i := strings.LastIndexByte(o.Name, '-')
+	if o.ActiveDeadline <= 0 || i < 0 {
+		return deadline, 0, false
+	}
+	minutes, err := strconv.ParseInt(o.Name[i+1:], 10, 64)
+	scheduled := time.Unix(minutes*60, 0)
+	// Plausible: no later than start (a minute of skew allowed), and the Job can still be running.
+	if err != nil || minutes <= 0 || minutes > start.Unix()/60+1 || start.Sub(scheduled) > o.ActiveDeadline {
 		return deadline, 0, false
 	}
 	late = max(start.Sub(scheduled), 0)
@@ -48,22 +54,4 @@ func (o *JobOptions) Deadline(start time.Time, timeout time.Duration) (deadline 
 		return jobEnd, late, true
 	}
 	return deadline, late, false
-}
-
-// scheduled reads the schedule time from the Job's name: plausible if no later than
-// start (a minute of skew allowed) and the Job can still be running at start.
-func (o *JobOptions) scheduled(start time.Time) (time.Time, bool) {
-	i := strings.LastIndexByte(o.Name, '-')
-	if o.ActiveDeadline <= 0 || i < 0 {
-		return time.Time{}, false
-	}
-	minutes, err := strconv.ParseInt(o.Name[i+1:], 10, 64)
-	if err != nil || minutes <= 0 || minutes > start.Unix()/60+1 {
-		return time.Time{}, false
-	}
-	scheduled := time.Unix(minutes*60, 0)
-	if start.Sub(scheduled) > o.ActiveDeadline {
-		return time.Time{}, false
-	}
-	return scheduled, true
 }

@@ -118,11 +118,8 @@ func ExecuteContext(ctx context.Context, args []string, stdout, stderr io.Writer
 		for _, problem := range problems {
 			fmt.Fprintf(stderr, "watchdog: %s\n", problem)
 		}
-		help := root
-		if cmd != nil {
-			help = cmd
-		}
-		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", help.CommandPath())
+		// cobra returns the command it parsed for (the root, if none), never nil.
+		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
 		reportConfigFailure(ctx, cmd, args, err, stderr)
 		return ExitUsage
 	}
@@ -171,7 +168,7 @@ underscores, upper case); a flag beats its environment variable.`,
 }
 
 // applyEnv sets every flag not given on the command line from its environment
-// variable. Values of secret flags are never echoed in errors.
+// variable. Values of flags whose help says (secret) are never echoed in errors.
 func applyEnv(fs *pflag.FlagSet) error {
 	var err error
 	fs.VisitAll(func(f *pflag.Flag) {
@@ -181,7 +178,7 @@ func applyEnv(fs *pflag.FlagSet) error {
 			return
 		}
 		if serr := fs.Set(f.Name, v); serr != nil {
-			if secretFlags[f.Name] {
+			if strings.Contains(f.Usage, "(secret") {
 				err = usagef("environment variable %s: invalid value for --%s", name, f.Name)
 			} else {
 				err = usagef("environment variable %s=%q: %v", name, v, serr)
@@ -190,9 +187,6 @@ func applyEnv(fs *pflag.FlagSet) error {
 	})
 	return err
 }
-
-var secretFlags = map[string]bool{"slack-webhook-url": true, "webhook-url": true, "webhook-secret": true, "heartbeat-url": true,
-	"token": true, "password": true, "alertmanager-url": true, "alertmanager-password": true, "alertmanager-bearer-token": true}
 
 func newVersionCommand(stdout io.Writer) *cobra.Command {
 	var output OutputOptions
