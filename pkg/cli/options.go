@@ -407,10 +407,7 @@ func (o *AlertOptions) Validate() error {
 // url reports a URL flag that check refuses, when it is set. The URL itself is
 // never echoed: it may be a secret.
 func (p *problems) url(flag, raw string, check func(raw string) error) {
-	if raw == "" {
-		return
-	}
-	if err := check(raw); err != nil {
+	if err := check(raw); raw != "" && err != nil {
 		p.addf("%s: %v", flag, err)
 	}
 }
