@@ -30,14 +30,9 @@ type BacktestOptions struct {
 	Schedule      string
 	Interval      time.Duration
 	Step          time.Duration
-	Ready         string
-	Rejected      string
-	StartTime     string
-	Expected      string
-	ExpectedSer   string
-	PodReady      string
-	PodLabel      string
-	StopGapAfter  time.Duration
+	// The selectors of the flags; an empty one is DefaultQueries'.
+	backtest.Queries
+	StopGapAfter time.Duration
 
 	// Set by Validate.
 	from, to time.Time
@@ -65,7 +60,7 @@ func (o *BacktestOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Rejected, "rejected-series", "", "series selector of the rejected-heartbeat counter (default: agentenv_scheduler_rpc_duration_seconds_count{namespace=<namespace>,rpc=\"Heartbeat\",status=\"invalid_argument\"})")
 	fs.StringVar(&o.StartTime, "start-time-series", "", "series selector of the scheduler's process start (default: process_start_time_seconds{namespace=<namespace>,pod=~\"<deployment>-.+\"})")
 	fs.StringVar(&o.Expected, "expected-query", "", "PromQL giving the serving node count, one series (default: kube-state-metrics' kube_endpointslice_endpoints of <nodes-service> on <nodes-port>, counted as discovery counts; docs/backtest.md)")
-	fs.StringVar(&o.ExpectedSer, "expected-series", "", "series selector recorded with the serving count, by the same scrape: how often it was recorded is the count's resolution and staleness (default: kube_endpointslice_info{namespace=<namespace>,endpointslice=~\"<nodes-service>-.+\"})")
+	fs.StringVar(&o.ExpectedSeries, "expected-series", "", "series selector recorded with the serving count, by the same scrape: how often it was recorded is the count's resolution and staleness (default: kube_endpointslice_info{namespace=<namespace>,endpointslice=~\"<nodes-service>-.+\"})")
 	fs.StringVar(&o.PodReady, "pod-ready-series", "", "with --leader-lease: series selector of the scheduler pods' readiness, whose ready pod is the leader (default: kube_pod_status_ready{namespace=<namespace>,pod=~\"<deployment>-.+\",condition=\"true\"})")
 	fs.StringVar(&o.PodLabel, "pod-label", "pod", "label naming the scheduler pod on its series")
 	fs.DurationVar(&o.StopGapAfter, "stop-gap-after", 5*time.Minute, "the stop-gap script's patience: it restarts once ready read 0 on runs this far apart")
@@ -204,13 +199,13 @@ func runBacktest(ctx context.Context, f *checkFlags, bo *BacktestOptions, stderr
 		return nil, usagef("--pod-ready-series tells an HA scheduler's leader and is read only with --leader-lease")
 	}
 	q := backtest.DefaultQueries(f.cluster.Namespace, f.check.Deployment, f.check.NodesService, f.check.NodesPort)
-	q.PodLabel = bo.PodLabel
 	if f.check.LeaderLease != "" {
 		// History has no Lease; an HA scheduler's readiness is its leadership.
 		q.PodReady = backtest.PodReadySelector(f.cluster.Namespace, f.check.Deployment)
 	}
 	for _, o := range []struct{ flag, query *string }{{&bo.Ready, &q.Ready}, {&bo.Rejected, &q.Rejected},
-		{&bo.StartTime, &q.StartTime}, {&bo.Expected, &q.Expected}, {&bo.ExpectedSer, &q.ExpectedSeries}, {&bo.PodReady, &q.PodReady}} {
+		{&bo.StartTime, &q.StartTime}, {&bo.Expected, &q.Expected}, {&bo.ExpectedSeries, &q.ExpectedSeries},
+		{&bo.PodReady, &q.PodReady}, {&bo.PodLabel, &q.PodLabel}} {
 		*o.query = cmp.Or(*o.flag, *o.query)
 	}
 	u, _ := url.Parse(bo.PrometheusURL) // Validate parsed it
