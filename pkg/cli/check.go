@@ -272,7 +272,7 @@ func (f *checkFlags) checkConfig(stderr io.Writer) error {
 		}
 		apiServer = cfg.Host
 	}
-	if _, err := buildSinks(&f.alerts, f.cluster.Namespace, func(error) {}); err != nil {
+	if _, err := buildSinks(&f.alerts, f.cluster.Namespace, nil); err != nil {
 		return err
 	}
 	log.Info().Str("apiServer", apiServer).Str("namespace", f.cluster.Namespace).Str("restartMethod", f.check.RestartMethod).

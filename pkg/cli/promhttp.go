@@ -48,13 +48,10 @@ func (o *PrometheusHTTPOptions) AddFlags(fs *pflag.FlagSet) {
 }
 
 // Validate reports every problem with the options for the API at rawURL (a valid
-// http or https URL; checked by the caller).
+// http or https URL).
 func (o *PrometheusHTTPOptions) Validate(rawURL string) error {
 	var p problems
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		return nil // reported by the caller
-	}
+	u, _ := url.Parse(rawURL) // the caller checked it
 	readable := func(flag, file string, secret bool) {
 		if file == "" {
 			return

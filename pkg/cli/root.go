@@ -110,7 +110,9 @@ func ExecuteContext(ctx context.Context, args []string, stdout, stderr io.Writer
 		return ExitOK
 	}
 	var ue *UsageError
-	if errors.As(err, &ue) || !commandStarted(root) {
+	// Errors before a command's run began (unknown commands or flags, bad
+	// arguments) are usage errors too.
+	if errors.As(err, &ue) || root.Annotations["started"] != "true" {
 		problems := []string{err.Error()}
 		if ue != nil {
 			problems = ue.problems
@@ -126,10 +128,6 @@ func ExecuteContext(ctx context.Context, args []string, stdout, stderr io.Writer
 	fmt.Fprintf(stderr, "watchdog: %v\n", err)
 	return ExitFailed
 }
-
-// commandStarted reports whether a command's run began: errors before that
-// (unknown commands or flags, bad arguments) are usage errors.
-func commandStarted(root *cobra.Command) bool { return root.Annotations["started"] == "true" }
 
 // NewRootCommand builds the command tree.
 func NewRootCommand(stdout, stderr io.Writer) *cobra.Command {
