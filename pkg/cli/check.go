@@ -4,9 +4,14 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"runtime"
+	"strconv"
+	"strings"
+	"time"
 
+	"github.com/prometheus/common/model"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -20,6 +25,7 @@ import (
 	"github.com/agentenv/watchdog/pkg/decide"
 	"github.com/agentenv/watchdog/pkg/events"
 	"github.com/agentenv/watchdog/pkg/evidence"
+	"github.com/agentenv/watchdog/pkg/metrics"
 	"github.com/agentenv/watchdog/pkg/observe"
 	"github.com/agentenv/watchdog/pkg/restart"
 	"github.com/agentenv/watchdog/pkg/scrape"
@@ -323,4 +329,105 @@ func clockOf(ctx context.Context) clock.Clock {
 		return clk
 	}
 	return clock.RealClock{}
+}
+
+// JobOptions tell a check which CronJob run it is, so that it ends before the
+// Job's activeDeadlineSeconds (counted from the Job's start, not the process's)
+// even when its pod started late.
+type JobOptions struct {
+	Name           string        // from the pod's batch.kubernetes.io/job-name label
+	ActiveDeadline time.Duration // zero: unknown
+}
+
+// JobKillMargin is what a run keeps between its own deadline and the Job's, to
+// report and record a failure (more than pkg/check's budgets for those) and exit.
+const JobKillMargin = 30 * time.Second
+
+func (o *JobOptions) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.Name, "job-name", "", "name of the CronJob's Job this run is (the chart sets it); with --job-active-deadline, the run ends before the Job's deadline however late its pod started")
+	fs.DurationVar(&o.ActiveDeadline, "job-active-deadline", 0, "the Job's activeDeadlineSeconds, as a duration (0: unknown)")
+}
+
+func (o *JobOptions) Validate() error {
+	if o.ActiveDeadline != 0 && o.ActiveDeadline <= JobKillMargin {
+		return usagef("--job-active-deadline %s: must be longer than %s (what a run keeps to report and exit before the Job is killed), or 0", o.ActiveDeadline, JobKillMargin)
+	}
+	return nil
+}
+
+// Deadline is when a run started at start must end: --timeout after its start, or
+// JobKillMargin before its Job's earliest kill, scheduled + activeDeadlineSeconds
+// (a CronJob names each Job <cronjob>-<scheduled minutes since the epoch>; a name
+// without a plausible one, a Job made by hand, leaves --timeout alone). late is how
+// long after its scheduled time the run started, when known.
+func (o *JobOptions) Deadline(start time.Time, timeout time.Duration) (deadline time.Time, late time.Duration, capped bool) {
+	deadline = start.Add(timeout)
+	i := strings.LastIndexByte(o.Name, '-')
+	if o.ActiveDeadline <= 0 || i < 0 {
+		return deadline, 0, false
+	}
+	minutes, err := strconv.ParseInt(o.Name[i+1:], 10, 64)
+	scheduled := time.Unix(minutes*60, 0)
+	// Plausible: no later than start (a minute of skew allowed), and the Job can still be running.
+	if err != nil || minutes <= 0 || minutes > start.Unix()/60+1 || start.Sub(scheduled) > o.ActiveDeadline {
+		return deadline, 0, false
+	}
+	late = max(start.Sub(scheduled), 0)
+	if jobEnd := scheduled.Add(o.ActiveDeadline - JobKillMargin); jobEnd.Before(deadline) {
+		return jobEnd, late, true
+	}
+	return deadline, late, false
+}
+
+// PushOptions send a one-shot run's metrics to a Pushgateway (CronJob mode has no
+// process for Prometheus to scrape).
+type PushOptions struct {
+	URL      string
+	Job      string
+	Grouping map[string]string
+	Timeout  time.Duration
+}
+
+func (o *PushOptions) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.URL, "pushgateway-url", "", "after each pass, push its metrics (the families watchdog run serves) to the Pushgateway at this `URL` (http or https, no credentials)")
+	fs.StringVar(&o.Job, "pushgateway-job", "agentenv-scheduler-watchdog", "the job label (`name`) of the pushed group: each run replaces the previous run's metrics in it")
+	fs.StringToStringVar(&o.Grouping, "pushgateway-grouping", nil, "more `label=value` pairs of the pushed group's key, e.g. namespace=agentenv-system (the chart sets job and namespace as its PodMonitor does)")
+	fs.DurationVar(&o.Timeout, "pushgateway-timeout", 10*time.Second, "deadline of the push")
+}
+
+// Validate reports every invalid flag, in the order the flags are declared.
+func (o *PushOptions) Validate() error {
+	var p problems
+	if o.URL != "" {
+		if u, err := url.Parse(o.URL); err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+			p.addf("--pushgateway-url %q: want an http(s) URL", o.URL)
+		} else if u.User != nil {
+			p.addf("--pushgateway-url: credentials in the URL are not supported")
+		}
+	}
+	if o.Job == "" {
+		p.addf("--pushgateway-job must not be empty")
+	}
+	for k, v := range o.Grouping {
+		if !model.LegacyValidation.IsValidLabelName(k) || k == "job" || v == "" {
+			p.addf("--pushgateway-grouping %s=%q: want a label name other than job, and a value", k, v)
+		}
+	}
+	p.positive("--pushgateway-timeout", o.Timeout)
+	return p.err()
+}
+
+// push sends the run's metrics unless no Pushgateway is set or the run is a dry
+// run (which leaves no trace). The pushed counters carry running totals kept under
+// statestore.MetricsKey in store's ConfigMap (metrics.Push).
+func (o *PushOptions) push(ctx context.Context, rep *check.Report, runErr error, took time.Duration, sinks []string, dryRun bool, store *statestore.Store) error {
+	if o.URL == "" || dryRun {
+		return nil
+	}
+	m := metrics.New(metrics.Options{Sinks: sinks})
+	m.Observe(rep, runErr, took, time.Now())
+	return m.Push(ctx, metrics.PushConfig{URL: o.URL, Job: o.Job, Grouping: o.Grouping, Timeout: o.Timeout,
+		Totals: func(ctx context.Context, f func(string) (string, error)) error {
+			return store.UpdateKey(ctx, statestore.MetricsKey, f)
+		}})
 }
