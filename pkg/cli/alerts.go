@@ -122,14 +122,15 @@ func lenientSettings(args []string) map[string]string {
 	fs := pflag.NewFlagSet("lenient", pflag.ContinueOnError)
 	fs.ParseErrorsAllowlist.UnknownFlags = true
 	fs.SetOutput(io.Discard)
-	for _, n := range names {
+	for _, n := range names[:4] {
 		fs.String(n, "", "")
 	}
+	// Declared, or pflag stops at -h as a request for its own help.
+	fs.StringP("help", "h", "", "")
 	// Boolean flags may be given without a value: --dry-run means true.
-	for _, n := range []string{"dry-run", validateOnlyFlag, "help"} {
+	for _, n := range names[2:] {
 		fs.Lookup(n).NoOptDefVal = "true"
 	}
-	fs.Lookup("help").Shorthand = "h"
 	_ = fs.Parse(args)
 	out := map[string]string{}
 	for _, n := range names {
