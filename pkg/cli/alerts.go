@@ -53,7 +53,6 @@ func (o *AlertOptions) source(namespace string) alert.Source {
 	return alert.Source{Cluster: o.ClusterName, Namespace: namespace, Version: version.Version, Labels: o.Labels}
 }
 
-// newHeartbeat is the dead man's switch of o, with attempts within budget.
 func newHeartbeat(o *AlertOptions, attempts int, budget time.Duration) *deliver.Heartbeat {
 	return &deliver.Heartbeat{Poster: deliver.NewPoster("heartbeat", o.HeartbeatURL, o.AlertTimeout, attempts, budget), URL: o.HeartbeatURL}
 }

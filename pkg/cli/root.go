@@ -78,7 +78,6 @@ func (p *problems) notNegative(flag string, d time.Duration) {
 	}
 }
 
-// err is the problems as one UsageError, or nil when there are none.
 func (p problems) err() error {
 	if len(p) == 0 {
 		return nil
@@ -223,7 +222,6 @@ func newLogger(o *ClusterOptions, w io.Writer) zerolog.Logger {
 	return log
 }
 
-// isTerminal reports whether w is a terminal, where a person reads.
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))

@@ -11,7 +11,6 @@ import (
 // helpColumns is the width every --help line fits in: flag texts are wrapped.
 const helpColumns = 100
 
-// flagGroup is a titled group of flags in a command's help.
 type flagGroup struct {
 	title string
 	flags []string
@@ -39,7 +38,6 @@ var checkFlagGroups = []flagGroup{
 	{"Logging flags", []string{"log-level", "log-format"}},
 }
 
-// flagGroups are the groups of a command's help, by command name.
 var flagGroups = map[string][]flagGroup{"check": checkFlagGroups, "run": checkFlagGroups}
 
 // groupedFlags renders a command's local flags, wrapped to helpColumns, in its
@@ -120,7 +118,6 @@ func wrap(fs *pflag.FlagSet) string {
 	return strings.Join(out, "\n")
 }
 
-// addFlags adds the flags of each options struct to cmd, in order.
 func addFlags(cmd *cobra.Command, opts ...interface{ AddFlags(*pflag.FlagSet) }) {
 	for _, o := range opts {
 		o.AddFlags(cmd.Flags())
