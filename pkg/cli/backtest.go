@@ -223,10 +223,9 @@ func runBacktest(ctx context.Context, f *checkFlags, bo *BacktestOptions, stderr
 	if err != nil {
 		return nil, fmt.Errorf("read history from %s: %w%s", where, err, credentialHint(err))
 	}
-	opts := f.options()
 	stopGap, _ := cron.ParseStandard(DefaultSchedule)
 	res, err := backtest.Run(ctx, h, backtest.Config{
-		Check: opts, Deployment: f.check.Deployment, Timeout: f.cluster.Timeout,
+		Check: f.options(), Deployment: f.check.Deployment, Timeout: f.cluster.Timeout,
 		Schedule: bo.schedule, ScheduleSpec: bo.Schedule, Interval: bo.Interval,
 		StopGap: stopGap, StopGapAfter: bo.StopGapAfter, Log: zerolog.Nop(),
 	})
