@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -52,7 +53,6 @@ func (o *AlertOptions) source(namespace string) alert.Source {
 	return alert.Source{Cluster: o.ClusterName, Namespace: namespace, Version: version.Version, Labels: o.Labels}
 }
 
-// newHeartbeat is the dead man's switch of o, with attempts within budget.
 func newHeartbeat(o *AlertOptions, attempts int, budget time.Duration) *deliver.Heartbeat {
 	return &deliver.Heartbeat{Poster: deliver.NewPoster("heartbeat", o.HeartbeatURL, o.AlertTimeout, attempts, budget), URL: o.HeartbeatURL}
 }
@@ -92,15 +92,12 @@ func pingHeartbeat(ctx context.Context, o *AlertOptions, runErr error, dryRun bo
 // settings needed are read again, leniently. A dry run or --validate-only sends
 // nothing.
 func reportConfigFailure(ctx context.Context, cmd *cobra.Command, args []string, cause error, stderr io.Writer) {
-	if cmd == nil || (cmd.Name() != "check" && cmd.Name() != "run") || cmd.Parent() == nil || cmd.Parent().Parent() != nil {
+	if path := cmd.CommandPath(); path != "watchdog check" && path != "watchdog run" {
 		return
 	}
 	s := lenientSettings(args)
-	if truthy(s["dry-run"]) || truthy(s[validateOnlyFlag]) || s["help"] != "" {
-		return
-	}
 	hb := s["heartbeat-url"]
-	if hb == "" {
+	if hb == "" || truthy(s["dry-run"]) || truthy(s[validateOnlyFlag]) || s["help"] != "" {
 		return
 	}
 	if err := checkURL(hb); err != nil {
@@ -124,15 +121,15 @@ func lenientSettings(args []string) map[string]string {
 	fs := pflag.NewFlagSet("lenient", pflag.ContinueOnError)
 	fs.ParseErrorsAllowlist.UnknownFlags = true
 	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
-	for _, n := range names {
+	for _, n := range names[:4] {
 		fs.String(n, "", "")
 	}
+	// Declared, or pflag stops at -h as a request for its own help.
+	fs.StringP("help", "h", "", "")
 	// Boolean flags may be given without a value: --dry-run means true.
-	for _, n := range []string{"dry-run", validateOnlyFlag, "help"} {
+	for _, n := range names[2:] {
 		fs.Lookup(n).NoOptDefVal = "true"
 	}
-	fs.Lookup("help").Shorthand = "h"
 	_ = fs.Parse(args)
 	out := map[string]string{}
 	for _, n := range names {
@@ -148,4 +145,233 @@ func lenientSettings(args []string) map[string]string {
 func truthy(s string) bool {
 	b, err := strconv.ParseBool(s)
 	return err == nil && b
+}
+
+// AlertmanagerOptions configure the Alertmanager sink (docs/alerts.md). The URLs,
+// the password and the token are secrets.
+type AlertmanagerOptions struct {
+	URLs         []string
+	Username     string
+	Password     string
+	BearerToken  string
+	TTL          time.Duration
+	GeneratorURL string
+	// HoldOn are the matcher sets of alerts that hold restarts while they fire.
+	HoldOn []string
+
+	holds [][]deliver.Matcher // HoldOn parsed, by Validate
+}
+
+func (o *AlertmanagerOptions) AddFlags(fs *pflag.FlagSet) {
+	fs.StringSliceVar(&o.URLs, "alertmanager-url", nil, "Alertmanager base URL, alerts go to <url>/api/v2/alerts; repeat it or give a comma list for an HA group, every peer gets every alert (secret)")
+	fs.StringVar(&o.Username, "alertmanager-username", "", "basic auth user for --alertmanager-url")
+	fs.StringVar(&o.Password, "alertmanager-password", "", "basic auth password for --alertmanager-url (secret)")
+	fs.StringVar(&o.BearerToken, "alertmanager-bearer-token", "", "bearer token for --alertmanager-url (secret)")
+	fs.DurationVar(&o.TTL, "alertmanager-alert-ttl", deliver.DefaultAlertmanagerTTL, "an alert posted to Alertmanager ends this long after its last post unless posted again; keep it above the time between two runs")
+	fs.StringArrayVar(&o.HoldOn, "hold-restarts-on-alert", nil, "hold restarts while an alert matching this set fires in --alertmanager-url "+
+		"(`matchers`, Alertmanager syntax: alertname=~\"etcd.*\",severity=\"critical\"); repeat (or one per line) for several sets; Alertmanager unreachable: restart allowed")
+	fs.StringVar(&o.GeneratorURL, "alertmanager-generator-url", "", "generatorURL of every Alertmanager alert: a link to where the watchdog's runs can be seen (its logs, a dashboard)")
+}
+
+// Validate reports every invalid flag, in the order the flags are declared.
+func (o *AlertmanagerOptions) Validate() error {
+	var p problems
+	creds := o.Username != "" || o.Password != "" || o.BearerToken != ""
+	for i, raw := range o.URLs {
+		flag := "--alertmanager-url"
+		if len(o.URLs) > 1 {
+			flag = fmt.Sprintf("--alertmanager-url #%d", i+1)
+		}
+		if err := checkAlertmanagerURL(raw, creds); err != nil {
+			// Never echo the URL: it may carry credentials.
+			p.addf("%s: %v", flag, err)
+		}
+	}
+	if len(o.URLs) == 0 && creds {
+		p.addf("Alertmanager credentials are set but --alertmanager-url is not")
+	}
+	if o.BearerToken != "" && (o.Username != "" || o.Password != "") {
+		p.addf("set either --alertmanager-bearer-token or --alertmanager-username/--alertmanager-password, not both")
+	}
+	if o.Password != "" && o.Username == "" {
+		p.addf("--alertmanager-password is set but --alertmanager-username is not")
+	}
+	if o.TTL < time.Second {
+		p.addf("--alertmanager-alert-ttl %s is too short (at least 1s; keep it above the time between two runs)", o.TTL)
+	}
+	// One set per flag, or per line of one (the chart's environment variable holds them all).
+	o.holds = nil
+	for _, set := range strings.Split(strings.Join(o.HoldOn, "\n"), "\n") {
+		if strings.TrimSpace(set) == "" {
+			continue
+		}
+		ms, err := deliver.ParseMatchers(set)
+		if err != nil {
+			p.addf("--hold-restarts-on-alert %q: %v", set, err)
+		}
+		o.holds = append(o.holds, ms)
+	}
+	if len(o.holds) > 0 && len(o.URLs) == 0 {
+		p.addf("--hold-restarts-on-alert needs --alertmanager-url: the firing alerts are read from there")
+	}
+	// A link people click, not a place the watchdog posts to: http is fine.
+	if o.GeneratorURL != "" && checkLinkURL(o.GeneratorURL) != nil {
+		p.addf("--alertmanager-generator-url %q: want an http(s) URL", o.GeneratorURL)
+	}
+	return p.err()
+}
+
+// checkAlertmanagerURL accepts https, and plain http too (an in-cluster
+// Alertmanager Service usually speaks it) as long as no credentials would cross
+// the network in clear text: credentials over http only to loopback.
+func checkAlertmanagerURL(raw string, creds bool) error {
+	u, err := parseURL(raw, true)
+	if err != nil {
+		return err
+	}
+	if u.RawQuery != "" || u.Fragment != "" {
+		return fmt.Errorf("URL must not have a query or fragment (give the base URL; /api/v2/alerts is appended)")
+	}
+	switch u.Scheme {
+	case "https":
+		return nil
+	case "http":
+		if (creds || u.User != nil) && !isLoopback(u.Hostname()) {
+			return fmt.Errorf("credentials over plain http are accepted only for loopback addresses; use https")
+		}
+		return nil
+	default:
+		return fmt.Errorf("scheme %q: want https or http", u.Scheme)
+	}
+}
+
+// checkRunInterval makes sure alerts outlive the time between two passes of `run`.
+func (o *AlertmanagerOptions) checkRunInterval(interval time.Duration) error {
+	if len(o.URLs) > 0 && o.TTL <= interval {
+		return usagef("--alertmanager-alert-ttl %s must be longer than --interval %s, or open alerts resolve between passes", o.TTL, interval)
+	}
+	return nil
+}
+
+// buildAlertmanager returns the Alertmanager sink, or nil when no URL is set.
+// warn is told about a peer of an HA group that failed while another accepted.
+func buildAlertmanager(o *AlertOptions, namespace string, warn func(error)) (*deliver.Alertmanager, error) {
+	am := o.Alertmanager
+	if len(am.URLs) == 0 {
+		return nil, nil
+	}
+	sink, err := deliver.NewAlertmanager(am.URLs, o.AlertTimeout, deliver.DefaultAttempts, deliver.DefaultBudget)
+	if err != nil {
+		return nil, usagef("%v", err)
+	}
+	sink.Username, sink.Password, sink.BearerToken = am.Username, am.Password, am.BearerToken
+	sink.TTL, sink.GeneratorURL, sink.RunbookURL = am.TTL, am.GeneratorURL, o.RunbookURL
+	sink.Source = o.source(namespace)
+	sink.Warn = warn
+	return sink, nil
+}
+
+// buildHold is the reader of the alerts that hold restarts, nil when none is
+// configured.
+func buildHold(o *AlertOptions, namespace string) (check.AlertHold, error) {
+	if len(o.Alertmanager.holds) == 0 {
+		return nil, nil
+	}
+	am, err := buildAlertmanager(o, namespace, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &deliver.AlertHold{Alertmanager: am, Sets: o.Alertmanager.holds}, nil
+}
+
+func newNotifyCommand(stdout, stderr io.Writer) *cobra.Command {
+	notify := &cobra.Command{
+		Use:   "notify",
+		Short: "Alerting tools",
+	}
+	var alerts AlertOptions
+	var timeout time.Duration
+	var namespace string
+	test := &cobra.Command{
+		Use:   "test",
+		Short: "Send a clearly marked test alert to every configured sink and report per sink",
+		Long: `notify test sends one test alert (event "test", marked as a test in every payload) to
+each configured sink: --slack-webhook-url, --webhook-url (signed with --webhook-secret
+when set), --alertmanager-url (alert AgentenvWatchdogTest, ending after
+--alertmanager-alert-ttl) and --heartbeat-url. It exits 1 if any sink failed, 2 if none is
+configured.`,
+		Example: `  # Prove the Slack path works (prints "slack ok" or why not).
+  watchdog notify test --slack-webhook-url "$SLACK_WEBHOOK_URL" --cluster-name prod-eu1
+
+  # Alertmanager (an in-cluster one may be plain http): AgentenvWatchdogTest, ending by itself.
+  WATCHDOG_ALERTMANAGER_URL=http://alertmanager.monitoring:9093 watchdog notify test
+
+  # Every sink the chart configured, from the same variables the CronJob reads.
+  export WATCHDOG_WEBHOOK_URL=https://alerts.example.com/hook WATCHDOG_WEBHOOK_SECRET="$KEY"
+  watchdog notify test -n agentenv-system`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var p problems
+			p.add(alerts.Validate())
+			p.positive("--timeout", timeout)
+			if err := p.err(); err != nil {
+				return err
+			}
+			sinks, err := buildSinks(&alerts, namespace, func(err error) {
+				fmt.Fprintf(stdout, "%-10s partly failed (another peer accepted): %v\n", "alertmanager", err)
+			})
+			if err != nil {
+				return err
+			}
+			if len(sinks) == 0 && alerts.HeartbeatURL == "" {
+				return usagef("no sink configured: set --slack-webhook-url, --webhook-url, --alertmanager-url or --heartbeat-url")
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			defer cancel()
+			n := testNotification(&alerts, namespace, "notify test")
+			failed := 0
+			report := func(sink string, err error) {
+				if err != nil {
+					failed++
+					fmt.Fprintf(stdout, "%-10s FAILED: %v\n", sink, err)
+				} else {
+					fmt.Fprintf(stdout, "%-10s ok\n", sink)
+				}
+			}
+			for _, s := range sinks {
+				report(s.Name(), s.Send(ctx, n))
+			}
+			if alerts.HeartbeatURL != "" {
+				report("heartbeat", testHeartbeat(ctx, &alerts, "notify test"))
+			}
+			if failed > 0 {
+				return fmt.Errorf("%d sink(s) failed", failed)
+			}
+			return nil
+		},
+	}
+	alerts.AddFlags(test.Flags())
+	hideFlags(test.Flags(), "hold-restarts-on-alert") // a setting of restarts, not of delivery
+	test.Flags().DurationVar(&timeout, "timeout", time.Minute, "deadline for all deliveries")
+	test.Flags().StringVarP(&namespace, "namespace", "n", "agentenv-system", "namespace named in the test alert")
+	notify.AddCommand(test)
+	return notify
+}
+
+// testNotification is the clearly marked test alert of `notify test` and
+// `doctor --send-test` (command names which).
+func testNotification(o *AlertOptions, namespace, command string) alert.Notification {
+	now := time.Now().UTC()
+	n := alert.Notification{
+		SchemaVersion: alert.SchemaVersion, ID: fmt.Sprintf("test-%d", now.UnixNano()), Event: alert.EventTest, Severity: alert.SeverityInfo, Test: true,
+		Reason: "This is a test alert from agentenv-scheduler-watchdog `" + command + "`; no action is needed.",
+		Action: "none", Time: now, NextStep: "Nothing to do: this only proves the alert path works.",
+	}
+	o.source(namespace).Stamp(&n)
+	return n
+}
+
+// testHeartbeat pings the dead man's switch as a successful run would.
+func testHeartbeat(ctx context.Context, o *AlertOptions, command string) error {
+	return newHeartbeat(o, deliver.DefaultAttempts, deliver.DefaultBudget).Ping(ctx, false, "watchdog "+command)
 }

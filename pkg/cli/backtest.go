@@ -3,21 +3,29 @@ package cli
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/api"
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/config"
 	"github.com/prometheus/common/model"
 	"github.com/robfig/cron/v3"
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/agentenv/watchdog/pkg/backtest"
+	"github.com/agentenv/watchdog/pkg/httpbound"
+	"github.com/agentenv/watchdog/pkg/version"
 )
 
 // BacktestOptions say which history to replay and how the watchdog ran.
@@ -30,14 +38,9 @@ type BacktestOptions struct {
 	Schedule      string
 	Interval      time.Duration
 	Step          time.Duration
-	Ready         string
-	Rejected      string
-	StartTime     string
-	Expected      string
-	ExpectedSer   string
-	PodReady      string
-	PodLabel      string
-	StopGapAfter  time.Duration
+	// The selectors of the flags; an empty one is DefaultQueries'.
+	backtest.Queries
+	StopGapAfter time.Duration
 
 	// Set by Validate.
 	from, to time.Time
@@ -65,7 +68,7 @@ func (o *BacktestOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Rejected, "rejected-series", "", "series selector of the rejected-heartbeat counter (default: agentenv_scheduler_rpc_duration_seconds_count{namespace=<namespace>,rpc=\"Heartbeat\",status=\"invalid_argument\"})")
 	fs.StringVar(&o.StartTime, "start-time-series", "", "series selector of the scheduler's process start (default: process_start_time_seconds{namespace=<namespace>,pod=~\"<deployment>-.+\"})")
 	fs.StringVar(&o.Expected, "expected-query", "", "PromQL giving the serving node count, one series (default: kube-state-metrics' kube_endpointslice_endpoints of <nodes-service> on <nodes-port>, counted as discovery counts; docs/backtest.md)")
-	fs.StringVar(&o.ExpectedSer, "expected-series", "", "series selector recorded with the serving count, by the same scrape: how often it was recorded is the count's resolution and staleness (default: kube_endpointslice_info{namespace=<namespace>,endpointslice=~\"<nodes-service>-.+\"})")
+	fs.StringVar(&o.ExpectedSeries, "expected-series", "", "series selector recorded with the serving count, by the same scrape: how often it was recorded is the count's resolution and staleness (default: kube_endpointslice_info{namespace=<namespace>,endpointslice=~\"<nodes-service>-.+\"})")
 	fs.StringVar(&o.PodReady, "pod-ready-series", "", "with --leader-lease: series selector of the scheduler pods' readiness, whose ready pod is the leader (default: kube_pod_status_ready{namespace=<namespace>,pod=~\"<deployment>-.+\",condition=\"true\"})")
 	fs.StringVar(&o.PodLabel, "pod-label", "pod", "label naming the scheduler pod on its series")
 	fs.DurationVar(&o.StopGapAfter, "stop-gap-after", 5*time.Minute, "the stop-gap script's patience: it restarts once ready read 0 on runs this far apart")
@@ -182,7 +185,7 @@ ready. What history cannot show is taken as passing, and the report's header say
 			if err != nil {
 				return err
 			}
-			return f.output.print(stdout, res)
+			return f.output.print(stdout, res, res.WriteText)
 		},
 	}
 	addFlags(cmd, &f.cluster, &f.check, &f.alerts, &f.output, &bo)
@@ -204,25 +207,25 @@ func runBacktest(ctx context.Context, f *checkFlags, bo *BacktestOptions, stderr
 		return nil, usagef("--pod-ready-series tells an HA scheduler's leader and is read only with --leader-lease")
 	}
 	q := backtest.DefaultQueries(f.cluster.Namespace, f.check.Deployment, f.check.NodesService, f.check.NodesPort)
-	q.PodLabel = bo.PodLabel
 	if f.check.LeaderLease != "" {
 		// History has no Lease; an HA scheduler's readiness is its leadership.
 		q.PodReady = backtest.PodReadySelector(f.cluster.Namespace, f.check.Deployment)
 	}
 	for _, o := range []struct{ flag, query *string }{{&bo.Ready, &q.Ready}, {&bo.Rejected, &q.Rejected},
-		{&bo.StartTime, &q.StartTime}, {&bo.Expected, &q.Expected}, {&bo.ExpectedSer, &q.ExpectedSeries}, {&bo.PodReady, &q.PodReady}} {
+		{&bo.StartTime, &q.StartTime}, {&bo.Expected, &q.Expected}, {&bo.ExpectedSeries, &q.ExpectedSeries},
+		{&bo.PodReady, &q.PodReady}, {&bo.PodLabel, &q.PodLabel}} {
 		*o.query = cmp.Or(*o.flag, *o.query)
 	}
-	where := redactedURL(bo.PrometheusURL)
+	u, _ := url.Parse(bo.PrometheusURL) // Validate parsed it
+	where := u.Redacted()
 	log.Info().Str("prometheus", where).Time("start", bo.from).Time("end", bo.to).Msg("reading history")
 	h, err := backtest.Fetch(ctx, promv1.NewAPI(client), q, bo.from, bo.to, bo.Step, bo.QueryTimeout)
 	if err != nil {
 		return nil, fmt.Errorf("read history from %s: %w%s", where, err, credentialHint(err))
 	}
-	opts := f.options()
 	stopGap, _ := cron.ParseStandard(DefaultSchedule)
 	res, err := backtest.Run(ctx, h, backtest.Config{
-		Check: opts, Deployment: f.check.Deployment, Timeout: f.cluster.Timeout,
+		Check: f.options(), Deployment: f.check.Deployment, Timeout: f.cluster.Timeout,
 		Schedule: bo.schedule, ScheduleSpec: bo.Schedule, Interval: bo.Interval,
 		StopGap: stopGap, StopGapAfter: bo.StopGapAfter, Log: zerolog.Nop(),
 	})
@@ -233,10 +236,128 @@ func runBacktest(ctx context.Context, f *checkFlags, bo *BacktestOptions, stderr
 	return res, nil
 }
 
-func redactedURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparsable URL)"
+// PrometheusHTTPOptions say how to reach a Prometheus-compatible API that asks for
+// credentials. They become a prometheus/common HTTPClientConfig, as Prometheus
+// reads, so a secret is read from its file on every request (a rotated token is
+// picked up) and never appears in a flag or a log.
+type PrometheusHTTPOptions struct {
+	BearerTokenFile   string
+	BasicAuthUser     string
+	BasicAuthPassFile string
+	CAFile            string
+	CertFile, KeyFile string
+	Tenant            string
+	TenantHeader      string
+}
+
+// DefaultTenantHeader is the tenant header of Mimir, Cortex and Loki.
+const DefaultTenantHeader = "X-Scope-OrgID"
+
+func (o *PrometheusHTTPOptions) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.BearerTokenFile, "prometheus-bearer-token-file", "", "`file` holding a bearer token sent to --prometheus-url (read on every request)")
+	fs.StringVar(&o.BasicAuthUser, "prometheus-basic-auth-username", "", "basic auth user name for --prometheus-url (with --prometheus-basic-auth-password-file)")
+	fs.StringVar(&o.BasicAuthPassFile, "prometheus-basic-auth-password-file", "", "`file` holding the basic auth password (read on every request)")
+	fs.StringVar(&o.CAFile, "prometheus-ca-file", "", "`file` of PEM CA certificates that sign an https --prometheus-url's certificate (default: the system's)")
+	fs.StringVar(&o.CertFile, "prometheus-cert-file", "", "`file` of a PEM client certificate for an https --prometheus-url that asks for one (with --prometheus-key-file)")
+	fs.StringVar(&o.KeyFile, "prometheus-key-file", "", "`file` of the client certificate's PEM key")
+	fs.StringVar(&o.Tenant, "prometheus-tenant", "", "tenant sent in --prometheus-tenant-header (Mimir, Cortex; Thanos: --prometheus-tenant-header THANOS-TENANT)")
+	fs.StringVar(&o.TenantHeader, "prometheus-tenant-header", DefaultTenantHeader, "header carrying --prometheus-tenant")
+}
+
+// Validate reports every problem with the options for the API at rawURL (a valid
+// http or https URL).
+func (o *PrometheusHTTPOptions) Validate(rawURL string) error {
+	var p problems
+	u, _ := url.Parse(rawURL) // the caller checked it
+	readable := func(flag, file string, secret bool) {
+		if file == "" {
+			return
+		}
+		b, err := os.ReadFile(file)
+		switch {
+		case err != nil:
+			p.addf("%s: %v", flag, err)
+		case secret && strings.TrimSpace(string(b)) == "":
+			p.addf("%s %s is empty", flag, file)
+		}
 	}
-	return u.Redacted()
+	readable("--prometheus-bearer-token-file", o.BearerTokenFile, true)
+	readable("--prometheus-basic-auth-password-file", o.BasicAuthPassFile, true)
+	readable("--prometheus-ca-file", o.CAFile, false)
+	readable("--prometheus-cert-file", o.CertFile, false)
+	readable("--prometheus-key-file", o.KeyFile, false)
+	if (o.BasicAuthUser == "") != (o.BasicAuthPassFile == "") {
+		p.addf("--prometheus-basic-auth-username and --prometheus-basic-auth-password-file go together")
+	}
+	if (o.CertFile == "") != (o.KeyFile == "") {
+		p.addf("--prometheus-cert-file and --prometheus-key-file go together")
+	}
+	credentials := o.BearerTokenFile != "" || o.BasicAuthUser != ""
+	if credentials && u.User != nil {
+		p.addf("--prometheus-url %s carries credentials and so do the --prometheus-bearer-token-file or --prometheus-basic-auth flags: choose one", u.Redacted())
+	}
+	if credentials && u.Scheme == "http" && !isLoopback(u.Hostname()) {
+		p.addf("--prometheus-url %s: credentials over plain http would cross the network in clear text: use https (or kubectl port-forward to localhost)", u.Redacted())
+	}
+	if (o.CAFile != "" || o.CertFile != "") && u.Scheme != "https" {
+		p.addf("--prometheus-ca-file and --prometheus-cert-file apply to an https --prometheus-url, not %s", u.Redacted())
+	}
+	if o.Tenant != "" && !httpguts.ValidHeaderFieldName(o.TenantHeader) {
+		p.addf("--prometheus-tenant-header %q is not a header name", o.TenantHeader)
+	} else if o.Tenant != "" && !httpguts.ValidHeaderFieldValue(o.Tenant) {
+		p.addf("--prometheus-tenant %q is not a header value", o.Tenant)
+	}
+	if len(p) == 0 {
+		cfg := o.config()
+		if err := cfg.Validate(); err != nil {
+			p.addf("Prometheus HTTP client: %v", err)
+		}
+	}
+	return p.err()
+}
+
+// config is the prometheus/common client configuration. It follows no redirect:
+// the history comes from --prometheus-url, nowhere else.
+func (o *PrometheusHTTPOptions) config() config.HTTPClientConfig {
+	cfg := config.HTTPClientConfig{
+		FollowRedirects: false,
+		EnableHTTP2:     true,
+		BearerTokenFile: o.BearerTokenFile,
+		TLSConfig:       config.TLSConfig{CAFile: o.CAFile, CertFile: o.CertFile, KeyFile: o.KeyFile},
+		// HTTPS_PROXY and NO_PROXY as every Go client honours them (prometheus/common's
+		// default is no proxy).
+		ProxyConfig: config.ProxyConfig{ProxyFromEnvironment: true},
+	}
+	if o.BasicAuthUser != "" {
+		cfg.BasicAuth = &config.BasicAuth{Username: o.BasicAuthUser, PasswordFile: o.BasicAuthPassFile}
+	}
+	if o.Tenant != "" {
+		cfg.HTTPHeaders = &config.Headers{Headers: map[string]config.Header{
+			http.CanonicalHeaderKey(o.TenantHeader): {Values: []string{o.Tenant}},
+		}}
+	}
+	return cfg
+}
+
+// prometheusClient reads each answer up to MaxBytes, within the query timeout,
+// and follows no redirect, with the credentials, CA and tenant of o.HTTP.
+func (o *BacktestOptions) prometheusClient() (api.Client, error) {
+	rt, err := config.NewRoundTripperFromConfig(o.HTTP.config(), "watchdog-backtest",
+		config.WithUserAgent("agentenv-scheduler-watchdog/"+version.Version))
+	if err != nil {
+		return nil, fmt.Errorf("building the Prometheus HTTP client: %w", err)
+	}
+	hc := httpbound.Client(rt, o.MaxBytes)
+	hc.Timeout = o.QueryTimeout + 5*time.Second
+	return api.NewClient(api.Config{Address: o.PrometheusURL, Client: hc})
+}
+
+// credentialHint names the flags that carry credentials when the API refused a
+// query as unauthenticated or forbidden.
+func credentialHint(err error) string {
+	var pe *promv1.Error
+	if !errors.As(err, &pe) || (!strings.HasSuffix(pe.Msg, " 401") && !strings.HasSuffix(pe.Msg, " 403")) {
+		return ""
+	}
+	return "; the API wants credentials or a tenant: see --prometheus-bearer-token-file, --prometheus-basic-auth-username, --prometheus-tenant (docs/backtest.md)"
 }

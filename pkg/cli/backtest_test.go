@@ -11,6 +11,8 @@ import (
 	"time"
 
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
+
+	"github.com/agentenv/watchdog/pkg/backtest"
 )
 
 func TestBacktestFlagsValidate(t *testing.T) {
@@ -42,13 +44,13 @@ func TestBacktestFlagsValidate(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := BacktestOptions{PrometheusURL: "http://localhost:9090", QueryTimeout: 30 * time.Second, MaxBytes: DefaultPrometheusMaxBytes, Start: "7d", End: "now",
-				Schedule: DefaultSchedule, PodLabel: "pod", StopGapAfter: 5 * time.Minute}
+				Schedule: DefaultSchedule, Queries: backtest.Queries{PodLabel: "pod"}, StopGapAfter: 5 * time.Minute}
 			tc.set(&o)
 			err := o.Validate(now, tc.intervalSet)
 			wantProblems(t, err, tc.want)
 		})
 	}
-	o := BacktestOptions{Start: "36h", End: "2026-11-25T06:00:00Z", PrometheusURL: "http://x:9090", QueryTimeout: time.Second, MaxBytes: DefaultPrometheusMaxBytes, Schedule: DefaultSchedule, PodLabel: "pod", StopGapAfter: time.Minute}
+	o := BacktestOptions{Start: "36h", End: "2026-11-25T06:00:00Z", PrometheusURL: "http://x:9090", QueryTimeout: time.Second, MaxBytes: DefaultPrometheusMaxBytes, Schedule: DefaultSchedule, Queries: backtest.Queries{PodLabel: "pod"}, StopGapAfter: time.Minute}
 	if err := o.Validate(now, false); err != nil || !o.from.Equal(now.Add(-36*time.Hour)) || !o.to.Equal(now.Add(-6*time.Hour)) {
 		t.Errorf("36h → %s, 2026-11-25T06:00:00Z → %s (%v)", o.from, o.to, err)
 	}

@@ -4,10 +4,14 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"runtime"
+	"strconv"
+	"strings"
+	"time"
 
-	"github.com/rs/zerolog"
+	"github.com/prometheus/common/model"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -21,7 +25,7 @@ import (
 	"github.com/agentenv/watchdog/pkg/decide"
 	"github.com/agentenv/watchdog/pkg/events"
 	"github.com/agentenv/watchdog/pkg/evidence"
-	"github.com/agentenv/watchdog/pkg/kube"
+	"github.com/agentenv/watchdog/pkg/metrics"
 	"github.com/agentenv/watchdog/pkg/observe"
 	"github.com/agentenv/watchdog/pkg/restart"
 	"github.com/agentenv/watchdog/pkg/scrape"
@@ -94,25 +98,23 @@ and exits 0 or 2 without any API call.`,
 			}
 			deadline, late, capped := f.job.Deadline(clk.Now(), f.cluster.Timeout)
 			if capped {
-				p.log.Warn().Str("job", f.job.Name).Dur("startedLate", late).Time("deadline", deadline).
+				p.Log.Warn().Str("job", f.job.Name).Dur("startedLate", late).Time("deadline", deadline).
 					Msg("the Job's pod started late: the run ends before the Job's activeDeadlineSeconds, not --timeout after its start")
 			}
 			ctx, cancel := context.WithDeadline(cmd.Context(), deadline)
 			defer cancel()
 			start := clk.Now()
-			rep, runErr := p.runner.Run(ctx)
-			pingHeartbeat(ctx, &f.alerts, runErr, f.check.DryRun, p.log)
+			rep, runErr := p.run(ctx)
 			// Its own deadline: a pass that used all of --timeout still reports.
-			if err := f.push.push(cmd.Context(), rep, runErr, clk.Since(start), p.sinkNames(), f.check.DryRun,
-				&statestore.Store{Client: p.client, Namespace: f.cluster.Namespace, Name: f.cluster.StateConfigMap}); err != nil {
-				p.log.Warn().Str("error", err.Error()).Msg("metrics push failed")
+			if err := f.push.push(cmd.Context(), rep, runErr, clk.Since(start), p.sinkNames(), f.check.DryRun, p.store); err != nil {
+				p.Log.Warn().Str("error", err.Error()).Msg("metrics push failed")
 				rep.Warnings = append(rep.Warnings, err.Error())
 			}
-			if err := f.output.print(stdout, rep); err != nil {
+			if err := f.output.print(stdout, rep, rep.WriteText); err != nil {
 				return fmt.Errorf("print report: %w", err)
 			}
 			if runErr != nil {
-				return fmt.Errorf("check against API server %s: %w", p.host, runErr)
+				return fmt.Errorf("check against API server %s: %w", p.obs.APIServer, runErr)
 			}
 			return nil
 		},
@@ -124,20 +126,28 @@ and exits 0 or 2 without any API call.`,
 	return cmd
 }
 
-// pass is a wired pass with what its caller reports.
+// pass is a wired pass with what its caller reports: the observer's client and
+// API server, the state (for the pushed totals).
 type pass struct {
-	runner *check.Runner
-	client *kube.Client
-	log    zerolog.Logger
-	host   string
+	*check.Runner
+	f     *checkFlags
+	obs   *observe.Observer
+	store *statestore.Store
 }
 
 func (p *pass) sinkNames() []string {
 	var out []string
-	for _, s := range p.runner.Sinks {
+	for _, s := range p.Sinks {
 		out = append(out, s.Name())
 	}
 	return out
+}
+
+// run is one pass, then the heartbeat ping.
+func (p *pass) run(ctx context.Context) (*check.Report, error) {
+	rep, err := p.Run(ctx)
+	pingHeartbeat(ctx, &p.f.alerts, err, p.f.check.DryRun, p.Log)
+	return rep, err
 }
 
 // setup wires a pass of validated flags on clk: logger, API client, sinks, runner.
@@ -147,44 +157,43 @@ func (f *checkFlags) setup(stderr io.Writer, clk clock.Clock) (*pass, error) {
 	if err != nil {
 		return nil, err
 	}
-	sinks, err := buildSinks(&f.alerts, f.cluster.Namespace, func(err error) {
+	ns, client := f.cluster.Namespace, o.Client
+	sinks, err := buildSinks(&f.alerts, ns, func(err error) {
 		log.Warn().Str("sink", "alertmanager").Str("error", err.Error()).Msg("an Alertmanager peer refused the alerts; another accepted them")
 	})
 	if err != nil {
 		return nil, err
 	}
-	runner := newRunner(f, o, sinks, log, clk)
-	hold, err := buildHold(&f.alerts, f.cluster.Namespace)
+	hold, err := buildHold(&f.alerts, ns)
 	if err != nil {
 		return nil, err
 	}
-	if hold != nil { // a nil *AlertHold in the interface would not be nil
-		runner.Hold = hold
-	}
-	return &pass{runner: runner, client: o.Client, log: log, host: o.APIServer}, nil
-}
-
-// newRunner wires a pass from the flags around its Observer o.
-func newRunner(f *checkFlags, o *observe.Observer, sinks []alert.Sink, log zerolog.Logger, clk clock.Clock) *check.Runner {
-	ns, client := f.cluster.Namespace, o.Client
 	hostname, _ := os.Hostname()
 	var restarter restart.Restarter = restart.Deleter{Client: client, Namespace: ns}
 	if f.check.RestartMethod == decide.MethodRollout {
 		restarter = restart.Rollout{Client: client, Namespace: ns, Deployment: f.check.Deployment, Now: clk.Now}
 	}
+	// Evidence bundles are sealed with the outbox key (empty: unsealed).
+	keeper := &evidence.Keeper{ConfigMaps: client, Namespace: ns, ConfigMap: f.evidence.ConfigMap,
+		Container: f.check.SchedulerContainer, Key: []byte(f.alerts.OutboxKey)}
+	if f.evidence.Logs {
+		keeper.Logs = client
+	}
 	opts := f.options()
 	opts.ScrapeVia = o.Via
-	return &check.Runner{
+	store := &statestore.Store{Client: client, Namespace: ns, Name: f.cluster.StateConfigMap}
+	return &pass{Runner: &check.Runner{
 		Options:   opts,
 		Observer:  o,
-		Store:     &statestore.Store{Client: client, Namespace: ns, Name: f.cluster.StateConfigMap},
+		Store:     store,
 		Restarter: restarter,
 		Events:    &events.Recorder{Client: client, Namespace: ns, Host: hostname, Now: clk.Now},
 		Sinks:     sinks,
-		Evidence:  f.evidence.keeper(client, ns, f.check.SchedulerContainer, []byte(f.alerts.OutboxKey)),
+		Evidence:  keeper,
+		Hold:      hold,
 		Clock:     clk,
 		Log:       log,
-	}
+	}, f: f, obs: o, store: store}, nil
 }
 
 // observer is what a pass (and doctor) reads, and how: the objects, and the
@@ -196,10 +205,7 @@ func (f *checkFlags) observer(clk clock.PassiveClock) (*observe.Observer, error)
 		return nil, err
 	}
 	o, ns := &f.check, f.cluster.Namespace
-	via, err := scrape.ParseVia(o.ScrapeVia)
-	if err != nil {
-		return nil, usagef("--scrape-via %v", err)
-	}
+	via, _ := scrape.ParseVia(o.ScrapeVia) // validated
 	via = via.Resolve(inPod())
 	var scraper *scrape.Scraper
 	if via == scrape.ViaDirect {
@@ -236,7 +242,7 @@ func (f *checkFlags) options() check.Options {
 		d.IneffectiveWithin = decide.DefaultIneffectiveWithin
 	}
 	d.BackoffReset = decide.DefaultBackoffReset
-	d.HoldOnAlerts = len(f.alerts.Alertmanager.holdSets()) > 0
+	d.HoldOnAlerts = len(f.alerts.Alertmanager.holds) > 0
 	return check.Options{
 		Decide: d,
 		PlanConfig: alert.PlanConfig{
@@ -272,7 +278,7 @@ func (f *checkFlags) checkConfig(stderr io.Writer) error {
 		}
 		apiServer = cfg.Host
 	}
-	if _, err := buildSinks(&f.alerts, f.cluster.Namespace, func(error) {}); err != nil {
+	if _, err := buildSinks(&f.alerts, f.cluster.Namespace, nil); err != nil {
 		return err
 	}
 	log.Info().Str("apiServer", apiServer).Str("namespace", f.cluster.Namespace).Str("restartMethod", f.check.RestartMethod).
@@ -308,15 +314,6 @@ func (o *EvidenceOptions) Validate() error {
 	return p.err()
 }
 
-// keeper saves a pass's bundles sealed with key (the outbox key; empty: unsealed).
-func (o *EvidenceOptions) keeper(client *kube.Client, namespace, container string, key []byte) *evidence.Keeper {
-	k := &evidence.Keeper{ConfigMaps: client, Namespace: namespace, ConfigMap: o.ConfigMap, Container: container, Key: key}
-	if o.Logs {
-		k.Logs = client
-	}
-	return k
-}
-
 type clockKey struct{}
 
 // WithClock returns ctx carrying the clock `watchdog check` runs its pass on instead
@@ -332,4 +329,105 @@ func clockOf(ctx context.Context) clock.Clock {
 		return clk
 	}
 	return clock.RealClock{}
+}
+
+// JobOptions tell a check which CronJob run it is, so that it ends before the
+// Job's activeDeadlineSeconds (counted from the Job's start, not the process's)
+// even when its pod started late.
+type JobOptions struct {
+	Name           string        // from the pod's batch.kubernetes.io/job-name label
+	ActiveDeadline time.Duration // zero: unknown
+}
+
+// JobKillMargin is what a run keeps between its own deadline and the Job's, to
+// report and record a failure (more than pkg/check's budgets for those) and exit.
+const JobKillMargin = 30 * time.Second
+
+func (o *JobOptions) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.Name, "job-name", "", "name of the CronJob's Job this run is (the chart sets it); with --job-active-deadline, the run ends before the Job's deadline however late its pod started")
+	fs.DurationVar(&o.ActiveDeadline, "job-active-deadline", 0, "the Job's activeDeadlineSeconds, as a duration (0: unknown)")
+}
+
+func (o *JobOptions) Validate() error {
+	if o.ActiveDeadline != 0 && o.ActiveDeadline <= JobKillMargin {
+		return usagef("--job-active-deadline %s: must be longer than %s (what a run keeps to report and exit before the Job is killed), or 0", o.ActiveDeadline, JobKillMargin)
+	}
+	return nil
+}
+
+// Deadline is when a run started at start must end: --timeout after its start, or
+// JobKillMargin before its Job's earliest kill, scheduled + activeDeadlineSeconds
+// (a CronJob names each Job <cronjob>-<scheduled minutes since the epoch>; a name
+// without a plausible one, a Job made by hand, leaves --timeout alone). late is how
+// long after its scheduled time the run started, when known.
+func (o *JobOptions) Deadline(start time.Time, timeout time.Duration) (deadline time.Time, late time.Duration, capped bool) {
+	deadline = start.Add(timeout)
+	i := strings.LastIndexByte(o.Name, '-')
+	if o.ActiveDeadline <= 0 || i < 0 {
+		return deadline, 0, false
+	}
+	minutes, err := strconv.ParseInt(o.Name[i+1:], 10, 64)
+	scheduled := time.Unix(minutes*60, 0)
+	// Plausible: no later than start (a minute of skew allowed), and the Job can still be running.
+	if err != nil || minutes <= 0 || minutes > start.Unix()/60+1 || start.Sub(scheduled) > o.ActiveDeadline {
+		return deadline, 0, false
+	}
+	late = max(start.Sub(scheduled), 0)
+	if jobEnd := scheduled.Add(o.ActiveDeadline - JobKillMargin); jobEnd.Before(deadline) {
+		return jobEnd, late, true
+	}
+	return deadline, late, false
+}
+
+// PushOptions send a one-shot run's metrics to a Pushgateway (CronJob mode has no
+// process for Prometheus to scrape).
+type PushOptions struct {
+	URL      string
+	Job      string
+	Grouping map[string]string
+	Timeout  time.Duration
+}
+
+func (o *PushOptions) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.URL, "pushgateway-url", "", "after each pass, push its metrics (the families watchdog run serves) to the Pushgateway at this `URL` (http or https, no credentials)")
+	fs.StringVar(&o.Job, "pushgateway-job", "agentenv-scheduler-watchdog", "the job label (`name`) of the pushed group: each run replaces the previous run's metrics in it")
+	fs.StringToStringVar(&o.Grouping, "pushgateway-grouping", nil, "more `label=value` pairs of the pushed group's key, e.g. namespace=agentenv-system (the chart sets job and namespace as its PodMonitor does)")
+	fs.DurationVar(&o.Timeout, "pushgateway-timeout", 10*time.Second, "deadline of the push")
+}
+
+// Validate reports every invalid flag, in the order the flags are declared.
+func (o *PushOptions) Validate() error {
+	var p problems
+	if o.URL != "" {
+		if u, err := url.Parse(o.URL); err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+			p.addf("--pushgateway-url %q: want an http(s) URL", o.URL)
+		} else if u.User != nil {
+			p.addf("--pushgateway-url: credentials in the URL are not supported")
+		}
+	}
+	if o.Job == "" {
+		p.addf("--pushgateway-job must not be empty")
+	}
+	for k, v := range o.Grouping {
+		if !model.LegacyValidation.IsValidLabelName(k) || k == "job" || v == "" {
+			p.addf("--pushgateway-grouping %s=%q: want a label name other than job, and a value", k, v)
+		}
+	}
+	p.positive("--pushgateway-timeout", o.Timeout)
+	return p.err()
+}
+
+// push sends the run's metrics unless no Pushgateway is set or the run is a dry
+// run (which leaves no trace). The pushed counters carry running totals kept under
+// statestore.MetricsKey in store's ConfigMap (metrics.Push).
+func (o *PushOptions) push(ctx context.Context, rep *check.Report, runErr error, took time.Duration, sinks []string, dryRun bool, store *statestore.Store) error {
+	if o.URL == "" || dryRun {
+		return nil
+	}
+	m := metrics.New(metrics.Options{Sinks: sinks})
+	m.Observe(rep, runErr, took, time.Now())
+	return m.Push(ctx, metrics.PushConfig{URL: o.URL, Job: o.Job, Grouping: o.Grouping, Timeout: o.Timeout,
+		Totals: func(ctx context.Context, f func(string) (string, error)) error {
+			return store.UpdateKey(ctx, statestore.MetricsKey, f)
+		}})
 }

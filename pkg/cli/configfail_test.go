@@ -73,6 +73,7 @@ func TestConfigurationErrorPingsFail(t *testing.T) {
 		{name: "dry run", args: []string{"check", "--dry-run", "--wedged-for=bogus"}, wantErr: "wedged-for"},
 		{name: "dry run from the environment", args: []string{"check", "--wedged-for=bogus"}, env: map[string]string{"WATCHDOG_DRY_RUN": "true"}, wantErr: "wedged-for"},
 		{name: "validate only", args: []string{"check", "--validate-only", "--wedged-for=bogus"}, wantErr: "wedged-for"},
+		{name: "help asked for", args: []string{"check", "-h", "--wedged-for=bogus"}, hbEnv: true, wantErr: "wedged-for"},
 		{name: "unusable heartbeat URL", args: []string{"check", "--wedged-for=bogus"}, hb: "http://hc.example/ping", wantErr: "cannot tell the dead man's switch"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -86,7 +86,7 @@ Exit codes: 0 every check passed; 1 a check failed (each ✗ line says how to fi
 			ctx, cancel := context.WithTimeout(cmd.Context(), f.cluster.Timeout)
 			defer cancel()
 			rep := doctor.NewReport(f.cluster.Namespace, o.APIServer, d.Run(ctx))
-			if err := f.output.print(stdout, rep); err != nil {
+			if err := f.output.print(stdout, rep, rep.WriteText); err != nil {
 				return fmt.Errorf("print report: %w", err)
 			}
 			if !rep.OK {

@@ -62,11 +62,7 @@ func (s *klogSink) write(lvl zerolog.Level, err error, msg string, kv []any) {
 	if s.name != "" {
 		e = e.Str("logger", s.name)
 	}
-	e = e.Fields(s.kv).Fields(kv)
-	if err != nil {
-		e = e.Err(err)
-	}
-	e.Msg(strings.TrimSuffix(msg, "\n"))
+	e.Fields(s.kv).Fields(kv).Err(err).Msg(strings.TrimSuffix(msg, "\n")) // Err(nil) adds nothing
 }
 
 func (s *klogSink) WithValues(kv ...any) logr.LogSink {

@@ -407,10 +407,7 @@ func (o *AlertOptions) Validate() error {
 // url reports a URL flag that check refuses, when it is set. The URL itself is
 // never echoed: it may be a secret.
 func (p *problems) url(flag, raw string, check func(raw string) error) {
-	if raw == "" {
-		return
-	}
-	if err := check(raw); err != nil {
+	if err := check(raw); raw != "" && err != nil {
 		p.addf("%s: %v", flag, err)
 	}
 }
@@ -473,27 +470,32 @@ func (o *OutputOptions) AddFlags(fs *pflag.FlagSet) {
 }
 
 func (o *OutputOptions) Validate() error {
-	if o.Output != "text" && !o.Structured() {
+	if o.Output != "text" && o.Output != "json" && o.Output != "yaml" {
 		return usagef("--output %q: want text, json or yaml", o.Output)
 	}
 	return nil
 }
 
-// Structured: json or yaml, the same document either way.
-func (o *OutputOptions) Structured() bool { return o.Output == "json" || o.Output == "yaml" }
-
-// writeAs writes what write encodes as JSON in format: json, one object on one line
-// (which a log pipeline keeps whole) or indented on a terminal, where a person reads
-// it; or yaml, converted from that JSON so that both have the same fields.
-func writeAs(w io.Writer, format string, write func(io.Writer) error) error {
-	if format != "yaml" && !isTerminal(w) {
+// print writes v for people with text, or as JSON or YAML (-o), with v's own
+// WriteJSON when it has one. JSON is one object on one line (which a log pipeline
+// keeps whole), or indented on a terminal, where a person reads it; YAML is
+// converted from that JSON so that both have the same fields.
+func (o *OutputOptions) print(w io.Writer, v any, text func(io.Writer) error) error {
+	if o.Output != "json" && o.Output != "yaml" {
+		return text(w)
+	}
+	write := func(w io.Writer) error { return json.NewEncoder(w).Encode(v) }
+	if j, ok := v.(interface{ WriteJSON(io.Writer) error }); ok {
+		write = j.WriteJSON
+	}
+	if o.Output != "yaml" && !isTerminal(w) {
 		return write(w)
 	}
 	var b, out bytes.Buffer
 	if err := write(&b); err != nil {
 		return err
 	}
-	if format == "yaml" {
+	if o.Output == "yaml" {
 		y, err := yaml.JSONToYAML(b.Bytes())
 		if err != nil {
 			return err
@@ -504,23 +506,4 @@ func writeAs(w io.Writer, format string, write func(io.Writer) error) error {
 	}
 	_, err := w.Write(out.Bytes())
 	return err
-}
-
-// encodeAs is writeAs of v.
-func encodeAs(w io.Writer, format string, v any) error {
-	return writeAs(w, format, func(w io.Writer) error { return json.NewEncoder(w).Encode(v) })
-}
-
-// textReport is a report a command prints as text, or as JSON or YAML (-o).
-type textReport interface {
-	WriteText(io.Writer) error
-	WriteJSON(io.Writer) error
-}
-
-// print writes r in the chosen output format.
-func (o *OutputOptions) print(w io.Writer, r textReport) error {
-	if o.Structured() {
-		return writeAs(w, o.Output, r.WriteJSON)
-	}
-	return r.WriteText(w)
 }

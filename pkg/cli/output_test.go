@@ -36,15 +36,16 @@ func onTerminal(t *testing.T, write func(w io.Writer)) string {
 // --log-format says.
 func TestOutputForMachinesAndPeople(t *testing.T) {
 	v := map[string]any{"verdict": "wedged", "targets": []string{"a", "b"}}
+	json1 := &OutputOptions{Output: "json"}
 	var pipe bytes.Buffer
-	if err := encodeAs(&pipe, "json", v); err != nil {
+	if err := json1.print(&pipe, v, nil); err != nil {
 		t.Fatal(err)
 	}
 	if lines := strings.Count(pipe.String(), "\n"); lines != 1 || !json.Valid(pipe.Bytes()) {
 		t.Errorf("JSON to a pipe: %d lines, want one object on one line:\n%s", lines, pipe.String())
 	}
 	term := onTerminal(t, func(w io.Writer) {
-		if err := encodeAs(w, "json", v); err != nil {
+		if err := json1.print(w, v, nil); err != nil {
 			t.Error(err)
 		}
 	})

@@ -78,7 +78,6 @@ func (p *problems) notNegative(flag string, d time.Duration) {
 	}
 }
 
-// err is the problems as one UsageError, or nil when there are none.
 func (p problems) err() error {
 	if len(p) == 0 {
 		return nil
@@ -110,7 +109,9 @@ func ExecuteContext(ctx context.Context, args []string, stdout, stderr io.Writer
 		return ExitOK
 	}
 	var ue *UsageError
-	if errors.As(err, &ue) || !commandStarted(root) {
+	// Errors before a command's run began (unknown commands or flags, bad
+	// arguments) are usage errors too.
+	if errors.As(err, &ue) || root.Annotations["started"] != "true" {
 		problems := []string{err.Error()}
 		if ue != nil {
 			problems = ue.problems
@@ -118,21 +119,14 @@ func ExecuteContext(ctx context.Context, args []string, stdout, stderr io.Writer
 		for _, problem := range problems {
 			fmt.Fprintf(stderr, "watchdog: %s\n", problem)
 		}
-		help := root
-		if cmd != nil {
-			help = cmd
-		}
-		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", help.CommandPath())
+		// cobra returns the command it parsed for (the root, if none), never nil.
+		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
 		reportConfigFailure(ctx, cmd, args, err, stderr)
 		return ExitUsage
 	}
 	fmt.Fprintf(stderr, "watchdog: %v\n", err)
 	return ExitFailed
 }
-
-// commandStarted reports whether a command's run began: errors before that
-// (unknown commands or flags, bad arguments) are usage errors.
-func commandStarted(root *cobra.Command) bool { return root.Annotations["started"] == "true" }
 
 // NewRootCommand builds the command tree.
 func NewRootCommand(stdout, stderr io.Writer) *cobra.Command {
@@ -171,7 +165,7 @@ underscores, upper case); a flag beats its environment variable.`,
 }
 
 // applyEnv sets every flag not given on the command line from its environment
-// variable. Values of secret flags are never echoed in errors.
+// variable. Values of flags whose help says (secret) are never echoed in errors.
 func applyEnv(fs *pflag.FlagSet) error {
 	var err error
 	fs.VisitAll(func(f *pflag.Flag) {
@@ -181,7 +175,7 @@ func applyEnv(fs *pflag.FlagSet) error {
 			return
 		}
 		if serr := fs.Set(f.Name, v); serr != nil {
-			if secretFlags[f.Name] {
+			if strings.Contains(f.Usage, "(secret") {
 				err = usagef("environment variable %s: invalid value for --%s", name, f.Name)
 			} else {
 				err = usagef("environment variable %s=%q: %v", name, v, serr)
@@ -190,9 +184,6 @@ func applyEnv(fs *pflag.FlagSet) error {
 	})
 	return err
 }
-
-var secretFlags = map[string]bool{"slack-webhook-url": true, "webhook-url": true, "webhook-secret": true, "heartbeat-url": true,
-	"token": true, "password": true, "alertmanager-url": true, "alertmanager-password": true, "alertmanager-bearer-token": true}
 
 func newVersionCommand(stdout io.Writer) *cobra.Command {
 	var output OutputOptions
@@ -207,11 +198,10 @@ func newVersionCommand(stdout io.Writer) *cobra.Command {
 			if err := output.Validate(); err != nil {
 				return err
 			}
-			if output.Structured() {
-				return encodeAs(stdout, output.Output, version.Get())
-			}
-			_, err := fmt.Fprintln(stdout, version.String())
-			return err
+			return output.print(stdout, version.Get(), func(w io.Writer) error {
+				_, err := fmt.Fprintln(w, version.String())
+				return err
+			})
 		},
 	}
 	output.AddFlags(cmd.Flags())
@@ -232,7 +222,6 @@ func newLogger(o *ClusterOptions, w io.Writer) zerolog.Logger {
 	return log
 }
 
-// isTerminal reports whether w is a terminal, where a person reads.
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))

@@ -109,13 +109,19 @@ func runPasses(ctx context.Context, f *checkFlags, ro *RunOptions, stderr io.Wri
 	if err != nil {
 		return err
 	}
-	log := p.log
+	log := p.Log
 	m := metrics.New(metrics.Options{Sinks: p.sinkNames(), Runtime: true})
-	l := loop.New(ro.Interval, f.cluster.Timeout, p.loopPass(&f.alerts, f.check.DryRun), m, clk, log)
+	l := loop.New(ro.Interval, f.cluster.Timeout, func(ctx context.Context) (*check.Report, error) {
+		rep, err := p.run(ctx)
+		if err != nil {
+			err = fmt.Errorf("API server %s: %w", p.obs.APIServer, err)
+		}
+		return rep, err
+	}, m, clk, log)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if ro.WatchEndpoints {
-		w := slicewatch.New(p.client, f.cluster.Namespace, f.check.NodesService, f.cluster.Timeout, clk, log)
+		w := slicewatch.New(p.obs.Client, f.cluster.Namespace, f.check.NodesService, f.cluster.Timeout, clk, log)
 		l.Wake, l.Settle = w.Changes(), settle
 		go w.Run(ctx)
 	}
@@ -151,18 +157,6 @@ func runPasses(ctx context.Context, f *checkFlags, ro *RunOptions, stderr io.Wri
 	return runErr
 }
 
-// loopPass is one pass of run: the runner's, then the heartbeat ping.
-func (p *pass) loopPass(alerts *AlertOptions, dryRun bool) loop.Pass {
-	return func(ctx context.Context) (*check.Report, error) {
-		rep, err := p.runner.Run(ctx)
-		pingHeartbeat(ctx, alerts, err, dryRun, p.log)
-		if err != nil {
-			err = fmt.Errorf("API server %s: %w", p.host, err)
-		}
-		return rep, err
-	}
-}
-
 // lead runs l's passes until ctx ends: at once, or while this replica holds the
 // --leader-elect-lease with --leader-elect.
 func lead(ctx context.Context, l *loop.Loop, ro *RunOptions, namespace string, p *pass, clk clock.Clock) error {
@@ -176,7 +170,7 @@ func lead(ctx context.Context, l *loop.Loop, ro *RunOptions, namespace string, p
 	}
 	e := &leader.Elector{
 		Namespace: namespace, Name: ro.LeaderLease, Identity: identity,
-		Client: p.client, Clock: clk, Log: p.log,
+		Client: p.obs.Client, Clock: clk, Log: p.Log,
 		OnAttempt: func(bool) { l.Alive() },
 	}
 	return e.Run(ctx, l.Lead)

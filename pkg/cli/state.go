@@ -19,9 +19,33 @@ import (
 	"github.com/agentenv/watchdog/pkg/statetext"
 )
 
+// stateFlags are what status and history read the state ConfigMap with.
+type stateFlags struct {
+	cluster ClusterOptions
+	output  OutputOptions
+}
+
+// read validates the flags (more: the problems of the command's own, declared
+// after these), connects, and calls f within --timeout.
+func (s *stateFlags) read(cmd *cobra.Command, stderr io.Writer, f func(context.Context, *kube.Client, string) error, more ...error) error {
+	var p problems
+	p.add(s.cluster.Validate(), s.output.Validate())
+	p.add(more...)
+	if err := p.err(); err != nil {
+		return err
+	}
+	newLogger(&s.cluster, stderr) // client-go's own lines (klog) stay JSON
+	client, cfg, err := newClient(&s.cluster)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), s.cluster.Timeout)
+	defer cancel()
+	return f(ctx, client, cfg.Host)
+}
+
 func newStatusCommand(stdout, stderr io.Writer) *cobra.Command {
-	var cluster ClusterOptions
-	var output OutputOptions
+	var s stateFlags
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show the persisted state: last run, pods, then restarts, alerts and episodes",
@@ -32,36 +56,23 @@ func newStatusCommand(stdout, stderr io.Writer) *cobra.Command {
   watchdog status -n agentenv-system -o json | jq '.state.restarts'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var p problems
-			p.add(cluster.Validate(), output.Validate())
-			if err := p.err(); err != nil {
-				return err
-			}
-			newLogger(&cluster, stderr) // client-go's own lines (klog) stay JSON
-			client, cfg, err := newClient(&cluster)
-			if err != nil {
-				return err
-			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), cluster.Timeout)
-			defer cancel()
-			snap, err := readState(ctx, client, cfg.Host, &cluster)
-			if err != nil {
-				return err
-			}
-			st := statetext.Status{ConfigMap: cluster.Namespace + "/" + cluster.StateConfigMap, ResourceVersion: snap.ResourceVersion, Warning: snap.Recovered, State: snap.State}
-			if output.Structured() {
-				return encodeAs(stdout, output.Output, st)
-			}
-			return st.WriteText(stdout, time.Now())
+			return s.read(cmd, stderr, func(ctx context.Context, client *kube.Client, host string) error {
+				snap, err := readState(ctx, client, host, &s.cluster)
+				if err != nil {
+					return err
+				}
+				st := statetext.Status{ConfigMap: s.cluster.Namespace + "/" + s.cluster.StateConfigMap,
+					ResourceVersion: snap.ResourceVersion, Warning: snap.Recovered, State: snap.State}
+				return s.output.print(stdout, st, func(w io.Writer) error { return st.WriteText(w, time.Now()) })
+			})
 		},
 	}
-	addFlags(cmd, &cluster, &output)
+	addFlags(cmd, &s.cluster, &s.output)
 	return cmd
 }
 
 func newHistoryCommand(stdout, stderr io.Writer) *cobra.Command {
-	var cluster ClusterOptions
-	var output OutputOptions
+	var s stateFlags
 	var ev EvidenceOptions
 	var alerts AlertOptions // only --outbox-key: it checks the bundles' seals
 	var since, bundle string
@@ -91,65 +102,45 @@ not read the Events and shows the rest.`,
   watchdog history --evidence 20261201T101500Z-agentenv-scheduler-7d9c4-x2k8p.json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var p problems
-			p.add(cluster.Validate(), output.Validate(), ev.Validate())
-			var from time.Time // zero: everything kept
-			if since != "" {
-				var err error
-				if from, err = parseSince(since, time.Now()); err != nil {
-					p.addf("--since %q: %v", since, err)
+			from, sinceErr := parseSince(since, time.Now())
+			return s.read(cmd, stderr, func(ctx context.Context, client *kube.Client, host string) error {
+				ns := s.cluster.Namespace
+				bundles, berr := evidence.Load(ctx, client, ns, ev.ConfigMap, []byte(alerts.OutboxKey))
+				if bundle != "" {
+					i := slices.IndexFunc(bundles, func(b evidence.Bundle) bool { return b.Key == bundle })
+					switch {
+					case i >= 0:
+						return s.output.print(stdout, bundles[i], bundles[i].WriteText)
+					case berr != nil:
+						return fmt.Errorf("API server %s: %w", host, berr)
+					}
+					return fmt.Errorf("no evidence bundle %q in %s/%s (it keeps the %d newest)", bundle, ns, ev.ConfigMap, evidence.MaxBundles)
 				}
-			}
-			if err := p.err(); err != nil {
-				return err
-			}
-			newLogger(&cluster, stderr) // client-go's own lines (klog) stay JSON
-			client, cfg, err := newClient(&cluster)
-			if err != nil {
-				return err
-			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), cluster.Timeout)
-			defer cancel()
-			bundles, berr := evidence.Load(ctx, client, cluster.Namespace, ev.ConfigMap, []byte(alerts.OutboxKey))
-			if bundle != "" {
-				i := slices.IndexFunc(bundles, func(b evidence.Bundle) bool { return b.Key == bundle })
-				switch {
-				case i >= 0 && output.Structured():
-					return encodeAs(stdout, output.Output, bundles[i])
-				case i >= 0:
-					return bundles[i].WriteText(stdout)
-				case berr != nil:
-					return fmt.Errorf("API server %s: %w", cfg.Host, berr)
+				snap, err := readState(ctx, client, host, &s.cluster)
+				if err != nil {
+					return err
 				}
-				return fmt.Errorf("no evidence bundle %q in %s/%s (it keeps the %d newest)", bundle, cluster.Namespace, ev.ConfigMap, evidence.MaxBundles)
-			}
-			snap, err := readState(ctx, client, cfg.Host, &cluster)
-			if err != nil {
-				return err
-			}
-			entries := statetext.Entries(snap.State)
-			statetext.MarkBundles(entries, bundles)
-			evs, eerr := watchdogEvents(ctx, client, cluster.Namespace)
-			entries = append(entries, evs...)
-			entries = slices.DeleteFunc(entries, func(e statetext.Entry) bool { return e.At.Before(from) })
-			statetext.NewestFirst(entries)
-			h := statetext.History{Entries: entries}
-			if snap.Recovered != "" {
-				h.Notes = append(h.Notes, snap.Recovered)
-			}
-			if eerr != nil {
-				h.Notes = append(h.Notes, "Events not read: "+eerr.Error())
-			}
-			if berr != nil {
-				h.Notes = append(h.Notes, "evidence: "+berr.Error())
-			}
-			if output.Structured() {
-				return encodeAs(stdout, output.Output, h)
-			}
-			return h.WriteText(stdout)
+				entries := statetext.Entries(snap.State)
+				statetext.MarkBundles(entries, bundles)
+				evs, eerr := watchdogEvents(ctx, client, ns)
+				entries = append(entries, evs...)
+				entries = slices.DeleteFunc(entries, func(e statetext.Entry) bool { return e.At.Before(from) })
+				statetext.NewestFirst(entries)
+				h := statetext.History{Entries: entries}
+				if snap.Recovered != "" {
+					h.Notes = append(h.Notes, snap.Recovered)
+				}
+				if eerr != nil {
+					h.Notes = append(h.Notes, "Events not read: "+eerr.Error())
+				}
+				if berr != nil {
+					h.Notes = append(h.Notes, "evidence: "+berr.Error())
+				}
+				return s.output.print(stdout, h, h.WriteText)
+			}, ev.Validate(), sinceErr)
 		},
 	}
-	addFlags(cmd, &cluster, &output, &ev)
+	addFlags(cmd, &s.cluster, &s.output, &ev)
 	alerts.AddOutboxFlag(cmd.Flags())
 	hideFlags(cmd.Flags(), "evidence-logs") // a setting of the runs, not of reading
 	cmd.Flags().StringVar(&since, "since", "", "only what happened since: a duration back from now (90m, 36h, 7d) or an RFC 3339 time, as backtest --start (default: everything kept)")
@@ -158,8 +149,11 @@ not read the Events and shows the rest.`,
 }
 
 // parseSince reads --since as backtest reads --start (7d, 36h, an RFC 3339
-// time), and a Go duration as before (1.5h, 90s, 1ns).
+// time), and a Go duration (1.5h, 90s, 1ns); "" is the zero time: everything kept.
 func parseSince(s string, now time.Time) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
 	from, err := parseWhen(s, now)
 	if err == nil {
 		return from, nil
@@ -167,7 +161,7 @@ func parseSince(s string, now time.Time) (time.Time, error) {
 	if d, derr := time.ParseDuration(s); derr == nil && d >= 0 {
 		return now.Add(-d), nil
 	}
-	return time.Time{}, err
+	return time.Time{}, usagef("--since %q: %v", s, err)
 }
 
 // watchdogEvents are the Events the watchdog left that the API server still keeps.

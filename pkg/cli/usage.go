@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -10,7 +11,6 @@ import (
 // helpColumns is the width every --help line fits in: flag texts are wrapped.
 const helpColumns = 100
 
-// flagGroup is a titled group of flags in a command's help.
 type flagGroup struct {
 	title string
 	flags []string
@@ -38,44 +38,40 @@ var checkFlagGroups = []flagGroup{
 	{"Logging flags", []string{"log-level", "log-format"}},
 }
 
-// flagGroups are the groups of a command's help, by command name.
 var flagGroups = map[string][]flagGroup{"check": checkFlagGroups, "run": checkFlagGroups}
 
 // groupedFlags renders a command's local flags, wrapped to helpColumns, in its
-// groups when it has them, then the flags of no group.
+// groups when it has them (in the group's order, not alphabetical: the most used
+// first), then the flags of no group.
 func groupedFlags(c *cobra.Command) string {
 	local := c.LocalFlags()
 	groups := flagGroups[c.Name()]
-	var sections []string
-	placed := map[string]bool{}
-	section := func(title string, fs *pflag.FlagSet) {
-		if fs.HasAvailableFlags() {
-			sections = append(sections, title+":\n"+wrap(fs))
-		}
-	}
+	var placed, rest []string
 	for _, g := range groups {
-		// In the group's order, not alphabetical: the most used first.
-		fs := pflag.NewFlagSet(g.title, pflag.ContinueOnError)
-		fs.SortFlags = false
-		for _, name := range g.flags {
-			if f := local.Lookup(name); f != nil && !f.Hidden {
-				fs.AddFlag(f)
-				placed[name] = true
-			}
-		}
-		section(g.title, fs)
+		placed = append(placed, g.flags...)
 	}
-	rest := pflag.NewFlagSet("other", pflag.ContinueOnError)
 	local.VisitAll(func(f *pflag.Flag) {
-		if !f.Hidden && !placed[f.Name] {
-			rest.AddFlag(f)
+		if !slices.Contains(placed, f.Name) {
+			rest = append(rest, f.Name)
 		}
 	})
 	title := "Flags"
 	if len(groups) > 0 {
 		title = "Other flags"
 	}
-	section(title, rest)
+	var sections []string
+	for _, g := range append(slices.Clip(groups), flagGroup{title, rest}) {
+		fs := pflag.NewFlagSet(g.title, pflag.ContinueOnError)
+		fs.SortFlags = false
+		for _, name := range g.flags {
+			if f := local.Lookup(name); f != nil && !f.Hidden {
+				fs.AddFlag(f)
+			}
+		}
+		if fs.HasAvailableFlags() {
+			sections = append(sections, g.title+":\n"+wrap(fs))
+		}
+	}
 	return strings.Join(sections, "\n\n")
 }
 
@@ -122,7 +118,6 @@ func wrap(fs *pflag.FlagSet) string {
 	return strings.Join(out, "\n")
 }
 
-// addFlags adds the flags of each options struct to cmd, in order.
 func addFlags(cmd *cobra.Command, opts ...interface{ AddFlags(*pflag.FlagSet) }) {
 	for _, o := range opts {
 		o.AddFlags(cmd.Flags())
