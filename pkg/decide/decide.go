@@ -21,21 +21,22 @@ func Decide(obs Observation, prev *state.State, cfg Config) (*state.State, Resul
 	next := prev.Clone()
 	var res Result
 
-	judged, notJudged, runProblem := selectTargets(obs, cfg)
+	judged, notJudged, runProblem := Judged(obs, cfg)
 	present := map[string]bool{}
 	for _, p := range obs.Pods {
 		present[p.UID] = true
-	}
-	forgetGonePods(next, present, obs)
-
-	for _, p := range notJudged {
+		why, skipped := notJudged[p.Name]
+		if !skipped {
+			continue
+		}
 		// A live pod not judged (a standby, no current leader) pauses its episode as
 		// an unknown does: judged again, it must not be "wedged for" the gap at once.
-		if ps := next.Pods[p.pod.UID]; p.live && ps != nil && ps.Episode != nil && !newerRecord(next, p.pod.UID, obs) {
+		if ps := next.Pods[p.UID]; Live(p) && ps != nil && ps.Episode != nil && !newerRecord(next, p.UID, obs) {
 			pause(ps)
 		}
-		res.Targets = append(res.Targets, Target{Pod: p.pod.Name, UID: p.pod.UID, Verdict: "", Action: ActionNone, Reason: "not judged: " + p.why})
+		res.Targets = append(res.Targets, Target{Pod: p.Name, UID: p.UID, Verdict: "", Action: ActionNone, Reason: "not judged: " + why})
 	}
+	forgetGonePods(next, present, obs)
 	for _, p := range judged {
 		var t Target
 		if ps := next.Pods[p.UID]; newerRecord(next, p.UID, obs) || (ps == nil && obs.KeepNewerRecords && now.Before(next.ObservedAt)) {
@@ -151,54 +152,35 @@ func supersededTarget(p Pod, ps *state.Pod) Target {
 	return t
 }
 
-// Judged is Decide's selection: which of obs's pods a run judges, why each other is
-// not (by pod name), and the run's problem when none is. The observer scrapes these.
-func Judged(obs Observation, cfg Config) (judged []Pod, notJudged map[string]string, problem string) {
-	judged, others, problem := selectTargets(obs, cfg)
-	notJudged = make(map[string]string, len(others))
-	for _, c := range others {
-		notJudged[c.pod.Name] = c.why
-	}
-	return judged, notJudged, problem
-}
-
 // Live reports a pod that could be judged: neither terminating nor finished
 // (Evicted, say, which stays listed until garbage-collected).
 func Live(p Pod) bool {
 	return !p.Terminating && p.Phase != "Failed" && p.Phase != "Succeeded"
 }
 
-type candidate struct {
-	pod Pod
-	why string
-	// live: still running a scheduler. Its episode pauses; a dying pod's waits to close.
-	live bool
-}
-
-// selectTargets splits pods into those judged and those listed as not judged, and
-// returns a run-level problem when nobody can be judged.
-func selectTargets(obs Observation, cfg Config) (judged []Pod, notJudged []candidate, problem string) {
+// Judged is Decide's selection: which of obs's pods a run judges, why each other is
+// not (by pod name), and the run's problem when none is. The observer scrapes these.
+func Judged(obs Observation, cfg Config) (judged []Pod, notJudged map[string]string, problem string) {
+	notJudged = map[string]string{}
 	var live []Pod
 	for _, p := range obs.Pods {
 		switch {
 		case p.Terminating:
-			notJudged = append(notJudged, candidate{p, "terminating", false})
+			notJudged[p.Name] = "terminating"
 		case !Live(p):
-			notJudged = append(notJudged, candidate{p, "finished (pod phase " + p.Phase + ")", false})
+			notJudged[p.Name] = "finished (pod phase " + p.Phase + ")"
 		default:
 			live = append(live, p)
 		}
 	}
 	if len(obs.Pods) == 0 {
-		return nil, nil, "no scheduler pod matches the selector"
+		return nil, notJudged, "no scheduler pod matches the selector"
 	}
 	if len(live) == 0 {
 		return nil, notJudged, "every scheduler pod is terminating or finished"
 	}
 	if cfg.JudgePods == JudgeDeployment {
-		var problem string
-		live, notJudged, problem = deploymentsPods(obs.Ownership, live, notJudged)
-		if problem != "" {
+		if live, problem = deploymentsPods(obs.Ownership, live, notJudged); problem != "" {
 			return nil, notJudged, problem
 		}
 	}
@@ -208,7 +190,7 @@ func selectTargets(obs Observation, cfg Config) (judged []Pod, notJudged []candi
 			why = fmt.Sprintf("%s: %d live pods of Deployment %s, more than --max-pods %d; none is scraped or judged",
 				tooManyPrefix, len(live), obs.Ownership.Deployment, cfg.MaxPods)
 		}
-		return noneJudged(live, notJudged, why)
+		return nil, notJudged, noneJudged(live, notJudged, why)
 	}
 	if cfg.LeaderLease == "" {
 		return live, notJudged, ""
@@ -218,18 +200,18 @@ func selectTargets(obs Observation, cfg Config) (judged []Pod, notJudged []candi
 		if obs.Leader != nil {
 			why = fmt.Sprintf("cannot read leader Lease %s: %v", cfg.LeaderLease, obs.Leader.Err)
 		}
-		return noneJudged(live, notJudged, why)
+		return nil, notJudged, noneJudged(live, notJudged, why)
 	}
 	if end, expired := obs.Leader.ExpiredAt(obs.At); expired && obs.Leader.Holder != "" {
 		// The holder may have stepped down for a standby: no restart on a guess.
-		return noneJudged(live, notJudged, fmt.Sprintf("leader Lease %s held by %q expired at %s (last renewal + leaseDurationSeconds): no current leader",
+		return nil, notJudged, noneJudged(live, notJudged, fmt.Sprintf("leader Lease %s held by %q expired at %s (last renewal + leaseDurationSeconds): no current leader",
 			cfg.LeaderLease, obs.Leader.Holder, end.UTC().Format(time.RFC3339)))
 	}
 	for _, p := range live {
 		if HolderIs(obs.Leader.Holder, p.Name) {
 			judged = append(judged, p)
 		} else {
-			notJudged = append(notJudged, candidate{p, fmt.Sprintf("standby (Lease %s is held by %q)", cfg.LeaderLease, obs.Leader.Holder), true})
+			notJudged[p.Name] = fmt.Sprintf("standby (Lease %s is held by %q)", cfg.LeaderLease, obs.Leader.Holder)
 		}
 	}
 	if len(judged) == 0 && obs.Leader.Holder == "" {
@@ -242,26 +224,23 @@ func selectTargets(obs Observation, cfg Config) (judged []Pod, notJudged []candi
 }
 
 // noneJudged lists every live pod as not judged for why, the run's problem.
-func noneJudged(live []Pod, notJudged []candidate, why string) ([]Pod, []candidate, string) {
+func noneJudged(live []Pod, notJudged map[string]string, why string) string {
 	for _, p := range live {
-		notJudged = append(notJudged, candidate{p, why, true})
+		notJudged[p.Name] = why
 	}
-	return nil, notJudged, why
+	return why
 }
 
 // deploymentsPods keeps the live pods whose owner chain, read by UID, leads to the
-// scheduler Deployment, and lists the others as not judged (still live).
-func deploymentsPods(o *Ownership, live []Pod, notJudged []candidate) (owned []Pod, _ []candidate, problem string) {
+// scheduler Deployment, and lists the others as not judged.
+func deploymentsPods(o *Ownership, live []Pod, notJudged map[string]string) (owned []Pod, problem string) {
 	switch {
 	case o == nil:
-		problem = "the scheduler Deployment's pods were not read"
+		return nil, noneJudged(live, notJudged, "the scheduler Deployment's pods were not read")
 	case o.Err != nil:
-		problem = fmt.Sprintf("cannot tell the pods of Deployment %s: %v", o.Deployment, o.Err)
+		return nil, noneJudged(live, notJudged, fmt.Sprintf("cannot tell the pods of Deployment %s: %v", o.Deployment, o.Err))
 	case !o.Found:
-		problem = fmt.Sprintf("Deployment %s not found: no pod is judged (set --deployment to the scheduler's, or --judge-pods selector for a scheduler that no Deployment runs)", o.Deployment)
-	}
-	if problem != "" {
-		return noneJudged(live, notJudged, problem)
+		return nil, noneJudged(live, notJudged, fmt.Sprintf("Deployment %s not found: no pod is judged (set --deployment to the scheduler's, or --judge-pods selector for a scheduler that no Deployment runs)", o.Deployment))
 	}
 	for _, p := range live {
 		c, read := o.Chains[p.UID]
@@ -269,18 +248,18 @@ func deploymentsPods(o *Ownership, live []Pod, notJudged []candidate) (owned []P
 		case o.Owns(p):
 			owned = append(owned, p)
 		case read:
-			notJudged = append(notJudged, candidate{p, fmt.Sprintf("not a pod of Deployment %s: %s", o.Deployment, c.Detail), true})
+			notJudged[p.Name] = fmt.Sprintf("not a pod of Deployment %s: %s", o.Deployment, c.Detail)
 		case p.ControllerName == "":
-			notJudged = append(notJudged, candidate{p, fmt.Sprintf("not a pod of Deployment %s: it has no controller", o.Deployment), true})
+			notJudged[p.Name] = fmt.Sprintf("not a pod of Deployment %s: it has no controller", o.Deployment)
 		default:
-			notJudged = append(notJudged, candidate{p, fmt.Sprintf("not a pod of Deployment %s: its controller is %s %s", o.Deployment, p.ControllerKind, p.ControllerName), true})
+			notJudged[p.Name] = fmt.Sprintf("not a pod of Deployment %s: its controller is %s %s", o.Deployment, p.ControllerKind, p.ControllerName)
 		}
 	}
 	if len(owned) == 0 {
-		return nil, notJudged, fmt.Sprintf("no live pod of Deployment %s matches the selector (%d other live pod%s, not judged)",
+		return nil, fmt.Sprintf("no live pod of Deployment %s matches the selector (%d other live pod%s, not judged)",
 			o.Deployment, len(live), map[bool]string{true: " does", false: "s do"}[len(live) == 1])
 	}
-	return owned, notJudged, ""
+	return owned, ""
 }
 
 const tooManyPrefix = "too many scheduler pods"
