@@ -724,7 +724,9 @@ func (p *judgedPod) retryFor() *time.Duration {
 			c.RunSince, c.StrongSince = nil, nil
 			e = &c
 		}
-		return dueGate(e, p.now, p.cfg).sampleFor
+		var t Target
+		dueGate(e, p.now, p.cfg, &t)
+		return t.SampleFor
 	}
 	return new(cmp.Or(max(p.cfg.ConfirmWindow, 0), p.cfg.WedgedFor))
 }
@@ -736,9 +738,7 @@ func (p *judgedPod) gapTarget(t Target) Target {
 	failed := t.Reason
 	t.Verdict, t.BadSince, t.BadFor, t.Evidence = e.Kind, new(e.Since), e.For, e.Evidence
 	t.Reason = fmt.Sprintf("this sample failed (%s); %s for %s (%s evidence) as of the last sample", failed, e.Kind, ShortDuration(e.For.D()), e.Evidence)
-	due := dueGate(e, p.now, cfg)
-	t.Confirming, t.SampleFor = due.confirming, due.sampleFor
-	if due.OK {
+	if dueGate(e, p.now, cfg, &t) {
 		t.SampleFor = new(time.Duration)
 	}
 	t.Gates = []Gate{{Name: gateDuration, Detail: "this sample failed: the wedge clock waits for the next sample, which decides whether the gap is counted"}}
