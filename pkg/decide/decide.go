@@ -334,17 +334,23 @@ type judgedPod struct {
 // judge decides the pod and updates its record: process, verdict, clock, back-off, gates.
 func (p *judgedPod) judge() Target {
 	p.freshRecord()
-	j := p.verdict()
-	t := p.target(j)
-	if gap := p.track(j, &t); gap {
+	t, failed := p.verdict()
+	t.Pod, t.UID, t.Judged, t.Action = p.Name, p.UID, true, ActionNone
+	if p.ScrapeErr != nil {
+		t.ScrapeError = p.ScrapeErr.Error()
+		t.ScrapeKind = cmp.Or(string(scrape.KindOf(p.ScrapeErr)), "other")
+	} else if p.Sample != nil { // the scrape's own doubts come first
+		t.Warnings = append(append([]string(nil), p.Sample.Warnings...), t.Warnings...)
+	}
+	if gap := p.track(failed, &t); gap {
 		return p.gapTarget(t)
 	}
 	e := p.rec.Episode
-	if e == nil || !j.verdict.Bad() {
+	if e == nil || !t.Verdict.Bad() {
 		return t
 	}
 	t.BadSince, t.BadFor, t.Evidence = new(e.Since), e.For, e.Evidence
-	t.Reason = fmt.Sprintf("%s; %s for %s (%s evidence)", t.Reason, j.verdict, ShortDuration(t.BadFor.D()), t.Evidence)
+	t.Reason = fmt.Sprintf("%s; %s for %s (%s evidence)", t.Reason, t.Verdict, ShortDuration(t.BadFor.D()), t.Evidence)
 	p.takeOver = unfinishedClaim(RestartOf(p.state, p.UID, p.now), p.now, p.cfg)
 	if !p.restartDue(&t) {
 		return t
@@ -380,65 +386,43 @@ func (p *judgedPod) freshRecord() {
 	ps.LastSeen = now
 }
 
-// target reports the judgement and the doubts about the observation.
-func (p *judgedPod) target(j judgement) Target {
-	t := Target{Pod: p.Name, UID: p.UID, Judged: true, Action: ActionNone, Verdict: j.verdict, Reason: j.reason, NoEarlierCounters: j.noEarlierCounters}
-	if p.ScrapeErr != nil {
-		t.ScrapeError = p.ScrapeErr.Error()
-		t.ScrapeKind = cmp.Or(string(scrape.KindOf(p.ScrapeErr)), "other")
-	}
-	if p.Sample != nil && p.ScrapeErr == nil {
-		t.Warnings = append(t.Warnings, p.Sample.Warnings...)
-		if ready, serving := p.Sample.Ready(), p.obs.Expected.Serving; j.verdict != VerdictUnknown && j.verdict != VerdictStarting && p.obs.ExpectedErr == nil && ready > serving {
-			t.Warnings = append(t.Warnings, fmt.Sprintf("the scheduler counts %d ready node(s) but the API server lists only %d serving: check --nodes-service and --nodes-port, or the count is stale", ready, serving))
-		}
-	}
-	if !p.StartedAt.IsZero() {
-		t.Age = j.age
-	}
-	if j.warning != "" {
-		t.Warnings = append(t.Warnings, j.warning)
-	}
-	return t
-}
-
-// track moves the pod's record on by the judgement. It reports a gap: a failed sample
+// track moves the pod's record on by the verdict of t. It reports a gap: a failed sample
 // inside this run's streak, settled by the next (advanceWedgeClock).
-func (p *judgedPod) track(j judgement, t *Target) (gap bool) {
+func (p *judgedPod) track(failed bool, t *Target) (gap bool) {
 	s, ps, now := p.state, p.rec, p.now
-	if p.Sample != nil && p.ScrapeErr == nil && j.verdict != VerdictUnknown {
+	if p.Sample != nil && p.ScrapeErr == nil && t.Verdict != VerdictUnknown {
 		t.Ready, t.Expected = new(p.Sample.Ready()), new(p.obs.Expected.Serving)
 		ageCounters(ps, now)
 		ps.Counters = &state.Counters{HeartbeatOK: p.Sample.HeartbeatOK, HeartbeatRejected: p.Sample.HeartbeatRejected, At: now}
 	} else if p.obs.ExpectedErr == nil {
 		t.Expected = new(p.obs.Expected.Serving)
 	}
-	if j.verdict != VerdictHealthy && s.Backoff != nil {
+	if t.Verdict != VerdictHealthy && s.Backoff != nil {
 		// Only an unbroken BackoffReset of healthy observations ends the back-off.
 		s.Backoff.HealthySince = nil
 	}
-	switch j.verdict {
+	switch t.Verdict {
 	case VerdictUnknown:
 		ps.ConsecutiveUnknowns++
 		switch {
 		case ps.Episode == nil:
-		case j.failed && inRunStreak(ps.Episode, p.obs):
+		case failed && inRunStreak(ps.Episode, p.obs):
 			gap = true
-		case j.failed:
+		case failed:
 			// Before this run saw the pod: the next good sample settles it.
 		default:
 			pause(ps)
 		}
-		if j.failed && !gap {
+		if failed && !gap {
 			// Worth sampling on while the next sample could be confirmed in this run.
 			t.SampleFor = p.retryFor()
 		}
 	case VerdictWedged, VerdictDegraded:
 		ps.ConsecutiveUnknowns = 0
-		if ps.Episode != nil && ps.Episode.Kind != j.verdict {
-			endEpisode(s, p.UID, now, state.EpisodeBecame(j.verdict))
+		if ps.Episode != nil && ps.Episode.Kind != t.Verdict {
+			endEpisode(s, p.UID, now, state.EpisodeBecame(t.Verdict))
 		}
-		p.advanceWedgeClock(j, *t)
+		p.advanceWedgeClock(*t)
 	case VerdictNoNodes:
 		ps.ConsecutiveUnknowns = 0
 		if ps.Episode != nil {
@@ -446,21 +430,21 @@ func (p *judgedPod) track(j judgement, t *Target) (gap bool) {
 			pause(ps)
 			break
 		}
-		p.abandonClaim(j.verdict)
+		p.abandonClaim(t.Verdict)
 	default:
 		ps.ConsecutiveUnknowns = 0
 		endEpisode(s, p.UID, now, state.EpisodeRecovered)
-		if j.verdict == VerdictHealthy {
+		if t.Verdict == VerdictHealthy {
 			endBackoffOnceHealthy(s, now, p.cfg)
 			p.noteHealed()
 			t.SampleFor = p.noteRolling()
 		}
-		p.abandonClaim(j.verdict)
+		p.abandonClaim(t.Verdict)
 	}
 	if ps.Rolling != nil && now.Sub(ps.Rolling.Since) > RollRearm {
 		ps.Rolling = nil
 	}
-	ps.LastVerdict = j.verdict
+	ps.LastVerdict = t.Verdict
 	return gap
 }
 
@@ -531,31 +515,20 @@ func endBackoffOnceHealthy(s *state.State, now time.Time, cfg Config) {
 	}
 }
 
-// judgement is what judge makes of one observation of a pod.
-type judgement struct {
-	verdict           Verdict
-	reason            string
-	evidence          Evidence // what a bad verdict rests on
-	noEarlierCounters bool
-	// failed: an unknown because a read failed, not because of the pod: a failed sample.
-	failed bool
-	// age is the process's age as judged; warning a doubt about it (clock skew).
-	age     time.Duration
-	warning string
-}
-
-// verdict reads the pod's record, never writes it (docs/design.md §2, "Verdicts").
-func (p *judgedPod) verdict() judgement {
+// verdict judges the observation into a target's verdict, reason, evidence, age and
+// doubts, and reports a failed sample: an unknown because a read failed, not because
+// of the pod. It reads the pod's record, never writes it (docs/design.md §2, "Verdicts").
+func (p *judgedPod) verdict() (t Target, failed bool) {
 	now, cfg := p.now, p.cfg
 	if !p.Running {
 		why := "scheduler container is not running"
 		if p.WaitingReason != "" {
 			why += " (" + p.WaitingReason + ")"
 		}
-		return judgement{verdict: VerdictUnknown, reason: why}
+		return Target{Verdict: VerdictUnknown, Reason: why}, false
 	}
 	if p.StartedAt.IsZero() {
-		return judgement{verdict: VerdictUnknown, reason: "no start time for the scheduler container or the pod"}
+		return Target{Verdict: VerdictUnknown, Reason: "no start time for the scheduler container or the pod"}, false
 	}
 	age, skew := now.Sub(p.StartedAt), ""
 	if p.StartedAt.After(now.Add(ClockSkewTolerance)) {
@@ -563,44 +536,53 @@ func (p *judgedPod) verdict() judgement {
 		ahead := fmt.Sprintf("container start %s is %s in the future: clock skew, the node's clock runs ahead", p.StartedAt.UTC().Format(time.RFC3339), ShortDuration(p.StartedAt.Sub(now)))
 		watched := now.Sub(p.rec.FirstSeen)
 		if p.rec.FirstSeen.IsZero() || watched < cfg.StartupGrace {
-			return judgement{verdict: VerdictUnknown, reason: fmt.Sprintf("%s; judged once the watchdog has watched it for --startup-grace %s by its own clock", ahead, ShortDuration(cfg.StartupGrace))}
+			return Target{Verdict: VerdictUnknown, Reason: fmt.Sprintf("%s; judged once the watchdog has watched it for --startup-grace %s by its own clock", ahead, ShortDuration(cfg.StartupGrace))}, false
 		}
 		age, skew = watched, fmt.Sprintf("%s; its age is taken as the %s the watchdog has watched it", ahead, ShortDuration(watched))
 	}
-	j := p.agedVerdict(age)
-	j.age, j.warning = age, skew
-	return j
+	t, failed = p.agedVerdict(age)
+	t.Age = age
+	if skew != "" {
+		t.Warnings = append(t.Warnings, skew)
+	}
+	return t, failed
 }
 
 // agedVerdict is verdict for a process of a known age.
-func (p *judgedPod) agedVerdict(age time.Duration) judgement {
+func (p *judgedPod) agedVerdict(age time.Duration) (Target, bool) {
 	if age < p.cfg.StartupGrace {
-		return judgement{verdict: VerdictStarting, reason: fmt.Sprintf("scheduler started %s ago, within the %s startup grace", ShortDuration(max(age, 0)), ShortDuration(p.cfg.StartupGrace))}
+		return Target{Verdict: VerdictStarting, Reason: fmt.Sprintf("scheduler started %s ago, within the %s startup grace", ShortDuration(max(age, 0)), ShortDuration(p.cfg.StartupGrace))}, false
 	}
 	if p.obs.ExpectedErr != nil {
-		return judgement{verdict: VerdictUnknown, reason: fmt.Sprintf("cannot count serving nodes: %v", p.obs.ExpectedErr), failed: true}
+		return Target{Verdict: VerdictUnknown, Reason: fmt.Sprintf("cannot count serving nodes: %v", p.obs.ExpectedErr)}, true
 	}
 	if p.ScrapeErr != nil {
-		return judgement{verdict: VerdictUnknown, reason: fmt.Sprintf("metrics unreadable: %v", p.ScrapeErr), failed: true}
+		return Target{Verdict: VerdictUnknown, Reason: fmt.Sprintf("metrics unreadable: %v", p.ScrapeErr)}, true
 	}
 	if p.Sample == nil {
-		return judgement{verdict: VerdictUnknown, reason: "metrics not scraped", failed: true}
+		return Target{Verdict: VerdictUnknown, Reason: "metrics not scraped"}, true
 	}
 	ready, expected := p.Sample.Ready(), p.obs.Expected.Serving
-
+	var t Target
+	if ready > expected {
+		t.Warnings = append(t.Warnings, fmt.Sprintf("the scheduler counts %d ready node(s) but the API server lists only %d serving: check --nodes-service and --nodes-port, or the count is stale", ready, expected))
+	}
 	evidence, evidenceWhy, noEarlierCounters := weigh(p.Pod, p.rec, p.cfg)
 	switch {
 	case ready == 0 && expected == 0:
-		return judgement{verdict: VerdictNoNodes, reason: "the API server lists no serving node endpoints, so 0 ready is the truth"}
+		t.Verdict, t.Reason = VerdictNoNodes, "the API server lists no serving node endpoints, so 0 ready is the truth"
 	case ready == 0:
-		return judgement{verdict: VerdictWedged, reason: fmt.Sprintf("ready 0 while the API server lists %d serving node(s); %s", expected, evidenceWhy), evidence: evidence, noEarlierCounters: noEarlierCounters}
+		t.Verdict, t.Reason = VerdictWedged, fmt.Sprintf("ready 0 while the API server lists %d serving node(s); %s", expected, evidenceWhy)
+		t.Evidence, t.NoEarlierCounters = evidence, noEarlierCounters
 	case ready < expected && (evidence == EvidenceStrong || (p.prevVerdict == VerdictDegraded && p.rec.Episode != nil)):
-		return judgement{verdict: VerdictDegraded, reason: fmt.Sprintf("ready %d of %d serving node(s); %s", ready, expected, evidenceWhy), evidence: evidence, noEarlierCounters: noEarlierCounters}
+		t.Verdict, t.Reason = VerdictDegraded, fmt.Sprintf("ready %d of %d serving node(s); %s", ready, expected, evidenceWhy)
+		t.Evidence, t.NoEarlierCounters = evidence, noEarlierCounters
 	case ready < expected:
-		return judgement{verdict: VerdictHealthy, reason: fmt.Sprintf("ready %d of %d serving node(s), no heartbeats rejected since last observation", ready, expected)}
+		t.Verdict, t.Reason = VerdictHealthy, fmt.Sprintf("ready %d of %d serving node(s), no heartbeats rejected since last observation", ready, expected)
 	default:
-		return judgement{verdict: VerdictHealthy, reason: fmt.Sprintf("ready %d, %d serving node(s) listed", ready, expected)}
+		t.Verdict, t.Reason = VerdictHealthy, fmt.Sprintf("ready %d, %d serving node(s) listed", ready, expected)
 	}
+	return t, false
 }
 
 // weigh compares the scrape with earlier readings of the process (design.md §2, "Evidence").
@@ -668,9 +650,9 @@ func (p *judgedPod) noteRolling() *time.Duration {
 
 // rolledAt is where strong evidence and this run's streak count from when a wedge
 // opens right after an established roll of this run; nil: from this sample.
-func (p *judgedPod) rolledAt(j judgement) *time.Time {
+func (p *judgedPod) rolledAt(t Target) *time.Time {
 	r := p.rec.Rolling
-	if r == nil || !r.Established || j.verdict != VerdictWedged || j.evidence != EvidenceStrong || p.prevVerdict != VerdictHealthy ||
+	if r == nil || !r.Established || t.Verdict != VerdictWedged || t.Evidence != EvidenceStrong || p.prevVerdict != VerdictHealthy ||
 		!r.Run.Equal(p.obs.RunStart) || p.now.Sub(r.Since) > RollWatch || p.cfg.ConfirmWindow <= 0 {
 		return nil
 	}
@@ -751,13 +733,13 @@ func (p *judgedPod) gapTarget(t Target) Target {
 
 // advanceWedgeClock extends or starts the bad episode and its in-run streak
 // (docs/design.md §2, "The wedge clock").
-func (p *judgedPod) advanceWedgeClock(j judgement, t Target) {
-	ps, obs, now, verdict := p.rec, p.obs, p.now, j.verdict
+func (p *judgedPod) advanceWedgeClock(t Target) {
+	ps, obs, now, verdict := p.rec, p.obs, p.now, t.Verdict
 	// since is where this run's streak begins if it begins now: this sample, or
 	// the run's first when every earlier sample of it failed and is bridged.
 	since := now
 	if ps.Episode == nil || ps.Episode.Kind != verdict {
-		if r := p.rolledAt(j); r != nil {
+		if r := p.rolledAt(t); r != nil {
 			since = *r
 		}
 		baseline := uint64(0)
@@ -775,7 +757,7 @@ func (p *judgedPod) advanceWedgeClock(j judgement, t Target) {
 		switch {
 		case p.prevVerdict == verdict && now.After(e.Last):
 			e.For += state.Duration(now.Sub(e.Last))
-		case p.prevVerdict == VerdictUnknown && e.RunSince != nil && bridged(e, j.evidence, ps.Counters, inRunStreak(e, obs)) && now.After(e.Last):
+		case p.prevVerdict == VerdictUnknown && e.RunSince != nil && bridged(e, t.Evidence, ps.Counters, inRunStreak(e, obs)) && now.After(e.Last):
 			// Only failed samples since (a pause clears RunSince), bridged.
 			e.For += state.Duration(now.Sub(e.Last))
 			if obs.RunStart.After(e.Last) && !obs.RunStart.After(now) {
@@ -802,7 +784,7 @@ func (p *judgedPod) advanceWedgeClock(j judgement, t Target) {
 		}
 		bad.ConfirmedRun, bad.PausedSinceConfirmed = new(bad.Run), false
 	}
-	if j.evidence == EvidenceStrong && ps.Episode.StrongSince == nil {
+	if t.Evidence == EvidenceStrong && ps.Episode.StrongSince == nil {
 		ps.Episode.StrongSince = new(since) // now, or where a roll began (rolledAt)
 	}
 	if ps.Episode.StrongSince != nil {
