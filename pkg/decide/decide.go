@@ -606,10 +606,7 @@ func weigh(p Pod, ps *state.Pod, cfg Config) (Evidence, string, bool) {
 				cur-c.HeartbeatRejected, c.At.UTC().Format(time.RFC3339)), false
 		}
 	}
-	since := ps.Counters.At
-	if ps.AgedCounters != nil {
-		since = ps.AgedCounters.At
-	}
+	since := cmp.Or(ps.AgedCounters, ps.Counters).At
 	return EvidenceWeak, fmt.Sprintf("no rejected heartbeats since %s: the nodes may not reach the scheduler", since.UTC().Format(time.RFC3339)), false
 }
 
@@ -742,11 +739,9 @@ func (p *judgedPod) advanceWedgeClock(t Target) {
 		if r := p.rolledAt(t); r != nil {
 			since = *r
 		}
-		baseline := uint64(0)
+		baseline := p.Sample.HeartbeatRejected // a bad verdict has a sample
 		if p.prevCounters != nil {
 			baseline = p.prevCounters.HeartbeatRejected
-		} else if p.Sample != nil {
-			baseline = p.Sample.HeartbeatRejected
 		}
 		ps.Episode = &state.OpenEpisode{Kind: verdict, Since: now, Last: now, BaselineRejected: &baseline}
 		if ps.Counters != nil {
@@ -784,19 +779,18 @@ func (p *judgedPod) advanceWedgeClock(t Target) {
 		}
 		bad.ConfirmedRun, bad.PausedSinceConfirmed = new(bad.Run), false
 	}
-	if t.Evidence == EvidenceStrong && ps.Episode.StrongSince == nil {
-		ps.Episode.StrongSince = new(since) // now, or where a roll began (rolledAt)
+	if t.Evidence == EvidenceStrong && bad.StrongSince == nil {
+		bad.StrongSince = new(since) // now, or where a roll began (rolledAt)
 	}
-	if ps.Episode.StrongSince != nil {
-		ps.Episode.Evidence = EvidenceStrong
-	} else {
-		ps.Episode.Evidence = EvidenceWeak
+	bad.Evidence = EvidenceWeak
+	if bad.StrongSince != nil {
+		bad.Evidence = EvidenceStrong
 	}
 	if t.Ready != nil {
-		ps.Episode.Ready = *t.Ready
+		bad.Ready = *t.Ready
 	}
 	if t.Expected != nil {
-		ps.Episode.Expected = *t.Expected
+		bad.Expected = *t.Expected
 	}
 }
 
@@ -813,29 +807,19 @@ func bridged(e *state.OpenEpisode, evidence Evidence, cur *state.Counters, inRun
 
 // summarize picks the run's verdict and action: the worst among judged pods.
 func summarize(targets []Target, runProblem string) (Verdict, Action, string) {
-	var worst *Target
-	action := ActionNone
-	for i := range targets {
-		t := &targets[i]
-		if !t.Judged {
-			continue
-		}
-		if worst == nil || severity[t.Verdict] > severity[worst.Verdict] ||
-			(severity[t.Verdict] == severity[worst.Verdict] && actionRank[t.Action] > actionRank[worst.Action]) {
-			worst = t
-		}
-		if actionRank[t.Action] > actionRank[action] {
-			action = t.Action
-		}
-	}
-	if worst == nil {
+	judged := slices.DeleteFunc(slices.Clone(targets), func(t Target) bool { return !t.Judged })
+	if len(judged) == 0 {
 		return VerdictUnknown, ActionNone, cmp.Or(runProblem, "no scheduler pod could be judged")
 	}
+	byAction := func(a, b Target) int { return cmp.Compare(actionRank[a.Action], actionRank[b.Action]) }
+	worst := slices.MaxFunc(judged, func(a, b Target) int {
+		return cmp.Or(cmp.Compare(severity[a.Verdict], severity[b.Verdict]), byAction(a, b))
+	})
 	reason := worst.Pod + ": " + worst.Reason
 	if len(worst.Gates) > 0 {
-		reason += "; " + GateSummary(*worst)
+		reason += "; " + GateSummary(worst)
 	}
-	return worst.Verdict, action, reason
+	return worst.Verdict, slices.MaxFunc(judged, byAction).Action, reason
 }
 
 // ageString prints an age in seconds, as a duration while one can hold it.

@@ -241,10 +241,7 @@ func onceGate(p *judgedPod) Gate {
 	claimed := r.ClaimedAt.UTC().Format(time.RFC3339)
 	switch {
 	case r.Outcome == state.RestartDone:
-		done := r.ClaimedAt
-		if r.DoneAt != nil {
-			done = *r.DoneAt
-		}
+		done := *cmp.Or(r.DoneAt, &r.ClaimedAt)
 		if grace := cfg.StartupGrace + cfg.ConfirmWindow; now.Sub(done) < grace {
 			return Gate{Name: gateOnce, InProgress: true, Detail: fmt.Sprintf("restart already in progress: %s at %s; the replacement has until %s to take over",
 				r.Method, done.UTC().Format(time.RFC3339), done.Add(grace).UTC().Format(time.RFC3339))}
