@@ -185,7 +185,9 @@ func Judged(obs Observation, cfg Config) (judged []Pod, notJudged map[string]str
 		}
 	}
 	if cfg.MaxPods > 0 && len(live) > cfg.MaxPods {
-		why := TooManyPods(len(live), cfg.MaxPods)
+		// A selector gone wide must not turn into a scrape of each pod.
+		why := fmt.Sprintf("%s: %d live pods match the selector, more than --max-pods %d; none is scraped or judged (check --scheduler-selector)",
+			tooManyPrefix, len(live), cfg.MaxPods)
 		if cfg.JudgePods == JudgeDeployment {
 			why = fmt.Sprintf("%s: %d live pods of Deployment %s, more than --max-pods %d; none is scraped or judged",
 				tooManyPrefix, len(live), obs.Ownership.Deployment, cfg.MaxPods)
@@ -208,7 +210,8 @@ func Judged(obs Observation, cfg Config) (judged []Pod, notJudged map[string]str
 			cfg.LeaderLease, obs.Leader.Holder, end.UTC().Format(time.RFC3339)))
 	}
 	for _, p := range live {
-		if HolderIs(obs.Leader.Holder, p.Name) {
+		// client-go's leader election names the pod, or "<pod name>_<uuid>".
+		if h := obs.Leader.Holder; h == p.Name || strings.HasPrefix(h, p.Name+"_") {
 			judged = append(judged, p)
 		} else {
 			notJudged[p.Name] = fmt.Sprintf("standby (Lease %s is held by %q)", cfg.LeaderLease, obs.Leader.Holder)
@@ -263,18 +266,6 @@ func deploymentsPods(o *Ownership, live []Pod, notJudged map[string]string) (own
 }
 
 const tooManyPrefix = "too many scheduler pods"
-
-// TooManyPods is the run's reason when more live pods match the selector than
-// --max-pods allows: a selector gone wide must not turn into a scrape of each.
-func TooManyPods(live, limit int) string {
-	return fmt.Sprintf("%s: %d live pods match the selector, more than --max-pods %d; none is scraped or judged (check --scheduler-selector)", tooManyPrefix, live, limit)
-}
-
-// HolderIs reports whether a Lease holderIdentity names a pod: client-go's leader
-// election uses the pod name, or "<pod name>_<uuid>".
-func HolderIs(holder, pod string) bool {
-	return holder == pod || strings.HasPrefix(holder, pod+"_")
-}
 
 // forgetGonePods drops pods no longer listed, closing their episodes and settling
 // restart claims: a claimed restart whose pod is gone did happen.
