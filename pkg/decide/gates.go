@@ -353,13 +353,9 @@ func RestartOf(s *state.State, uid string, now time.Time) *state.Restart {
 
 // futureRestarts returns the restart records dated ahead, except abandoned ones.
 func futureRestarts(s *state.State, now time.Time) []state.Restart {
-	var out []state.Restart
-	for _, r := range s.Restarts {
-		if datedAhead(r, now) && r.Outcome != state.RestartAbandoned {
-			out = append(out, r)
-		}
-	}
-	return out
+	return slices.DeleteFunc(slices.Clone(s.Restarts), func(r state.Restart) bool {
+		return !datedAhead(r, now) || r.Outcome == state.RestartAbandoned
+	})
 }
 
 // backoffAhead reports a back-off ending further ahead than --restart-backoff-max

@@ -93,12 +93,10 @@ func runPause(obs Observation) (*Pause, string) {
 // restart, is paused. Held this way it is blocked and pages: whoever is paged must
 // know the scheduler is wedged anyway. An ignored pause passes, saying why.
 func pauseGate(p *judgedPod) Gate {
-	r := p.obs.Rollout
-	if r == nil || !r.Found || r.Err != nil {
+	if r := p.obs.Rollout; r == nil || !r.Found || r.Err != nil {
 		return Gate{} // the rollout gate refuses, or there is no Deployment to annotate
 	}
-	active, ignored := ReadPause(r.Name, r.Annotations, p.now)
-	switch {
+	switch active, ignored := runPause(p.obs); {
 	case active != nil:
 		return Gate{Name: GatePaused, Detail: "paused: would restart; " + active.String()}
 	case ignored != "":
