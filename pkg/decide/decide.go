@@ -22,26 +22,21 @@ func Decide(obs Observation, prev *state.State, cfg Config) (*state.State, Resul
 	var res Result
 
 	judged, notJudged, runProblem := Judged(obs, cfg)
-	present := map[string]bool{}
+	forgetGonePods(next, obs)
 	for _, p := range obs.Pods {
-		present[p.UID] = true
-		why, skipped := notJudged[p.Name]
-		if !skipped {
-			continue
-		}
-		// A live pod not judged (a standby, no current leader) pauses its episode as
-		// an unknown does: judged again, it must not be "wedged for" the gap at once.
-		if ps := next.Pods[p.UID]; Live(p) && ps != nil && ps.Episode != nil && !newerRecord(next, p.UID, obs) {
-			pause(ps)
-		}
-		res.Targets = append(res.Targets, Target{Pod: p.Name, UID: p.UID, Verdict: "", Action: ActionNone, Reason: "not judged: " + why})
-	}
-	forgetGonePods(next, present, obs)
-	for _, p := range judged {
 		var t Target
-		if ps := next.Pods[p.UID]; newerRecord(next, p.UID, obs) || (ps == nil && obs.KeepNewerRecords && now.Before(next.ObservedAt)) {
+		why, skipped := notJudged[p.Name]
+		switch ps := next.Pods[p.UID]; {
+		case skipped:
+			// A live pod not judged (a standby, no current leader) pauses its episode as
+			// an unknown does: judged again, it must not be "wedged for" the gap at once.
+			if Live(p) && ps != nil && ps.Episode != nil && !newerRecord(next, p.UID, obs) {
+				pause(ps)
+			}
+			t = Target{Pod: p.Name, UID: p.UID, Verdict: "", Action: ActionNone, Reason: "not judged: " + why}
+		case newerRecord(next, p.UID, obs) || (ps == nil && obs.KeepNewerRecords && now.Before(next.ObservedAt)):
 			t = supersededTarget(p, ps)
-		} else {
+		default:
 			t = (&judgedPod{Pod: p, obs: obs, cfg: cfg, state: next, now: now, judged: len(judged)}).judge()
 		}
 		res.Targets = append(res.Targets, t)
@@ -269,18 +264,20 @@ const tooManyPrefix = "too many scheduler pods"
 
 // forgetGonePods drops pods no longer listed, closing their episodes and settling
 // restart claims: a claimed restart whose pod is gone did happen.
-func forgetGonePods(s *state.State, present map[string]bool, obs Observation) {
+func forgetGonePods(s *state.State, obs Observation) {
 	now := obs.At
+	gone := func(uid string) bool {
+		return !slices.ContainsFunc(obs.Pods, func(p Pod) bool { return p.UID == uid }) && !newerRecord(s, uid, obs)
+	}
 	for i := range s.Restarts {
-		r := &s.Restarts[i]
-		if r.Outcome == state.RestartClaimed && !present[r.UID] && !newerRecord(s, r.UID, obs) {
+		if r := &s.Restarts[i]; r.Outcome == state.RestartClaimed && gone(r.UID) {
 			r.Outcome = state.RestartDone
 			r.DoneAt = &now
 			r.Error = "the run that claimed this restart did not record it; the pod was gone when checked again"
 		}
 	}
 	for _, uid := range slices.Sorted(maps.Keys(s.Pods)) {
-		if present[uid] || newerRecord(s, uid, obs) {
+		if !gone(uid) {
 			continue
 		}
 		outcome := state.EpisodeGone
