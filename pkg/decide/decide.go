@@ -447,11 +447,10 @@ func (p *judgedPod) noteIneffective(e *state.OpenEpisode) string {
 	if r == nil || e.Since.Sub(p.StartedAt) > cfg.IneffectiveWithin {
 		return ""
 	}
-	b := s.Backoff
-	if b == nil {
-		b = &state.Backoff{}
-		s.Backoff = b
+	if s.Backoff == nil {
+		s.Backoff = &state.Backoff{}
 	}
+	b := s.Backoff
 	b.Ineffective++
 	wait := cfg.BackoffBase << min(max(b.Ineffective-1, 0), 16)
 	if wait <= 0 || wait > cfg.BackoffMax {
