@@ -113,22 +113,15 @@ func (p *judgedPod) runGates(t *Target) {
 		return
 	}
 	t.Action = ActionBlocked
-	markInProgress(t)
+	if slices.ContainsFunc(t.Gates, func(g Gate) bool { return g.Name == gateOnce && g.InProgress }) {
+		// While a restart of this pod is already done or under way, the other
+		// refusals are its consequences (its own rollout, the budget it just used).
+		for i := range t.Gates {
+			t.Gates[i].InProgress = t.Gates[i].InProgress || !t.Gates[i].OK
+		}
+	}
 	if readFailed {
 		t.SampleFor = new(time.Duration)
-	}
-}
-
-// markInProgress: while a restart of this pod is already done or under way, the
-// other refusals are its consequences (its own rollout, the budget it just used).
-func markInProgress(t *Target) {
-	if !slices.ContainsFunc(t.Gates, func(g Gate) bool { return g.Name == gateOnce && g.InProgress }) {
-		return
-	}
-	for i := range t.Gates {
-		if !t.Gates[i].OK {
-			t.Gates[i].InProgress = true
-		}
 	}
 }
 
