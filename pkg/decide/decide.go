@@ -28,8 +28,8 @@ func Decide(obs Observation, prev *state.State, cfg Config) (*state.State, Resul
 		why, skipped := notJudged[p.Name]
 		switch ps := next.Pods[p.UID]; {
 		case skipped:
-			// A live pod not judged (a standby, no current leader) pauses its episode as
-			// an unknown does: judged again, it must not be "wedged for" the gap at once.
+			// A live pod not judged (a standby, no leader) pauses its episode as an unknown does,
+			// lest it be "wedged for" the gap once judged again; a dying pod's waits to close.
 			if Live(p) && ps != nil && ps.Episode != nil && !newerRecord(next, p.UID, obs) {
 				pause(ps)
 			}
