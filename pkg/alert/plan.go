@@ -3,6 +3,7 @@
 package alert
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -73,12 +74,7 @@ type Reacher interface {
 }
 
 // OrDash is s, or "-" when s is empty: a blank field in an alert or a report.
-func OrDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
+func OrDash(s string) string { return cmp.Or(s, "-") }
 
 // IntOrDash is *p, or "-" when p is nil (not measured).
 func IntOrDash(p *int) string {
@@ -127,25 +123,21 @@ func Plan(s *state.State, res decide.Result, acts []ActOutcome, runErr error, no
 	if runErr != nil {
 		out = append(out, PlanFailure(s, runErr, now, cfg)...)
 	}
+	// The ongoing events the judged pods open, each for the pod bad the longest.
 	active := map[string]*decide.Target{}
 	for i := range res.Targets {
 		t := &res.Targets[i]
-		if !t.Judged {
-			continue
-		}
-		switch {
-		case t.Verdict == decide.VerdictWedged:
-			keepWorst(active, EventWedged, t)
-		case t.Verdict == decide.VerdictDegraded && t.BadFor.D() >= cfg.WedgedFor:
-			keepWorst(active, EventDegraded, t)
-		}
-		// A restart done or under way (a claim race lost, a replacement starting)
-		// is not blocked, nor one held by the back-off alone (restart-ineffective).
-		if t.Action == decide.ActionBlocked && !t.RestartInProgress() && !t.OnlyBackoff() {
-			keepWorst(active, EventRestartBlocked, t)
-		}
-		if t.Ineffective != "" {
-			keepWorst(active, EventRestartIneffective, t)
+		for ev, opens := range map[string]bool{
+			EventWedged:   t.Verdict == decide.VerdictWedged,
+			EventDegraded: t.Verdict == decide.VerdictDegraded && t.BadFor.D() >= cfg.WedgedFor,
+			// A restart done or under way (a claim race lost, a replacement starting)
+			// is not blocked, nor one held by the back-off alone (restart-ineffective).
+			EventRestartBlocked:     t.Action == decide.ActionBlocked && !t.RestartInProgress() && !t.OnlyBackoff(),
+			EventRestartIneffective: t.Ineffective != "",
+		} {
+			if cur, ok := active[ev]; opens && t.Judged && (!ok || t.BadFor > cur.BadFor) {
+				active[ev] = t
+			}
 		}
 	}
 	blind := s.ConsecutiveUnknownRuns >= cfg.BlindAfter && cfg.BlindAfter > 0
@@ -222,12 +214,6 @@ func Plan(s *state.State, res decide.Result, acts []ActOutcome, runErr error, no
 func PlanFailure(s *state.State, err error, now time.Time, cfg PlanConfig) []Notification {
 	res := decide.Result{Verdict: decide.VerdictUnknown, Action: decide.ActionNone, Reason: "the watchdog cannot do its job: " + err.Error()}
 	return appendOngoing(nil, s, EventWatchdogError, nil, res, now, cfg)
-}
-
-func keepWorst(active map[string]*decide.Target, ev string, t *decide.Target) {
-	if cur, ok := active[ev]; !ok || t.BadFor > cur.BadFor {
-		active[ev] = t
-	}
 }
 
 func appendOngoing(out []Notification, s *state.State, ev string, t *decide.Target, res decide.Result, now time.Time, cfg PlanConfig) []Notification {

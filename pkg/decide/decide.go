@@ -21,26 +21,22 @@ func Decide(obs Observation, prev *state.State, cfg Config) (*state.State, Resul
 	next := prev.Clone()
 	var res Result
 
-	judged, notJudged, runProblem := selectTargets(obs, cfg)
-	present := map[string]bool{}
+	judged, notJudged, runProblem := Judged(obs, cfg)
+	forgetGonePods(next, obs)
 	for _, p := range obs.Pods {
-		present[p.UID] = true
-	}
-	forgetGonePods(next, present, obs)
-
-	for _, p := range notJudged {
-		// A live pod not judged (a standby, no current leader) pauses its episode as
-		// an unknown does: judged again, it must not be "wedged for" the gap at once.
-		if ps := next.Pods[p.pod.UID]; p.live && ps != nil && ps.Episode != nil && !newerRecord(next, p.pod.UID, obs) {
-			pause(ps)
-		}
-		res.Targets = append(res.Targets, Target{Pod: p.pod.Name, UID: p.pod.UID, Verdict: "", Action: ActionNone, Reason: "not judged: " + p.why})
-	}
-	for _, p := range judged {
 		var t Target
-		if ps := next.Pods[p.UID]; newerRecord(next, p.UID, obs) || (ps == nil && obs.KeepNewerRecords && now.Before(next.ObservedAt)) {
+		why, skipped := notJudged[p.Name]
+		switch ps := next.Pods[p.UID]; {
+		case skipped:
+			// A live pod not judged (a standby, no leader) pauses its episode as an unknown does,
+			// lest it be "wedged for" the gap once judged again; a dying pod's waits to close.
+			if Live(p) && ps != nil && ps.Episode != nil && !newerRecord(next, p.UID, obs) {
+				pause(ps)
+			}
+			t = Target{Pod: p.Name, UID: p.UID, Verdict: "", Action: ActionNone, Reason: "not judged: " + why}
+		case newerRecord(next, p.UID, obs) || (ps == nil && obs.KeepNewerRecords && now.Before(next.ObservedAt)):
 			t = supersededTarget(p, ps)
-		} else {
+		default:
 			t = (&judgedPod{Pod: p, obs: obs, cfg: cfg, state: next, now: now, judged: len(judged)}).judge()
 		}
 		res.Targets = append(res.Targets, t)
@@ -151,64 +147,47 @@ func supersededTarget(p Pod, ps *state.Pod) Target {
 	return t
 }
 
-// Judged is Decide's selection: which of obs's pods a run judges, why each other is
-// not (by pod name), and the run's problem when none is. The observer scrapes these.
-func Judged(obs Observation, cfg Config) (judged []Pod, notJudged map[string]string, problem string) {
-	judged, others, problem := selectTargets(obs, cfg)
-	notJudged = make(map[string]string, len(others))
-	for _, c := range others {
-		notJudged[c.pod.Name] = c.why
-	}
-	return judged, notJudged, problem
-}
-
 // Live reports a pod that could be judged: neither terminating nor finished
 // (Evicted, say, which stays listed until garbage-collected).
 func Live(p Pod) bool {
 	return !p.Terminating && p.Phase != "Failed" && p.Phase != "Succeeded"
 }
 
-type candidate struct {
-	pod Pod
-	why string
-	// live: still running a scheduler. Its episode pauses; a dying pod's waits to close.
-	live bool
-}
-
-// selectTargets splits pods into those judged and those listed as not judged, and
-// returns a run-level problem when nobody can be judged.
-func selectTargets(obs Observation, cfg Config) (judged []Pod, notJudged []candidate, problem string) {
+// Judged is Decide's selection: which of obs's pods a run judges, why each other is
+// not (by pod name), and the run's problem when none is. The observer scrapes these.
+func Judged(obs Observation, cfg Config) (judged []Pod, notJudged map[string]string, problem string) {
+	notJudged = map[string]string{}
 	var live []Pod
 	for _, p := range obs.Pods {
 		switch {
 		case p.Terminating:
-			notJudged = append(notJudged, candidate{p, "terminating", false})
+			notJudged[p.Name] = "terminating"
 		case !Live(p):
-			notJudged = append(notJudged, candidate{p, "finished (pod phase " + p.Phase + ")", false})
+			notJudged[p.Name] = "finished (pod phase " + p.Phase + ")"
 		default:
 			live = append(live, p)
 		}
 	}
 	if len(obs.Pods) == 0 {
-		return nil, nil, "no scheduler pod matches the selector"
+		return nil, notJudged, "no scheduler pod matches the selector"
 	}
 	if len(live) == 0 {
 		return nil, notJudged, "every scheduler pod is terminating or finished"
 	}
 	if cfg.JudgePods == JudgeDeployment {
-		var problem string
-		live, notJudged, problem = deploymentsPods(obs.Ownership, live, notJudged)
-		if problem != "" {
+		if live, problem = deploymentsPods(obs.Ownership, live, notJudged); problem != "" {
 			return nil, notJudged, problem
 		}
 	}
 	if cfg.MaxPods > 0 && len(live) > cfg.MaxPods {
-		why := TooManyPods(len(live), cfg.MaxPods)
+		// A selector gone wide must not turn into a scrape of each pod.
+		why := fmt.Sprintf("%s: %d live pods match the selector, more than --max-pods %d; none is scraped or judged (check --scheduler-selector)",
+			tooManyPrefix, len(live), cfg.MaxPods)
 		if cfg.JudgePods == JudgeDeployment {
 			why = fmt.Sprintf("%s: %d live pods of Deployment %s, more than --max-pods %d; none is scraped or judged",
 				tooManyPrefix, len(live), obs.Ownership.Deployment, cfg.MaxPods)
 		}
-		return noneJudged(live, notJudged, why)
+		return nil, notJudged, noneJudged(live, notJudged, why)
 	}
 	if cfg.LeaderLease == "" {
 		return live, notJudged, ""
@@ -218,18 +197,19 @@ func selectTargets(obs Observation, cfg Config) (judged []Pod, notJudged []candi
 		if obs.Leader != nil {
 			why = fmt.Sprintf("cannot read leader Lease %s: %v", cfg.LeaderLease, obs.Leader.Err)
 		}
-		return noneJudged(live, notJudged, why)
+		return nil, notJudged, noneJudged(live, notJudged, why)
 	}
 	if end, expired := obs.Leader.ExpiredAt(obs.At); expired && obs.Leader.Holder != "" {
 		// The holder may have stepped down for a standby: no restart on a guess.
-		return noneJudged(live, notJudged, fmt.Sprintf("leader Lease %s held by %q expired at %s (last renewal + leaseDurationSeconds): no current leader",
+		return nil, notJudged, noneJudged(live, notJudged, fmt.Sprintf("leader Lease %s held by %q expired at %s (last renewal + leaseDurationSeconds): no current leader",
 			cfg.LeaderLease, obs.Leader.Holder, end.UTC().Format(time.RFC3339)))
 	}
 	for _, p := range live {
-		if HolderIs(obs.Leader.Holder, p.Name) {
+		// client-go's leader election names the pod, or "<pod name>_<uuid>".
+		if h := obs.Leader.Holder; h == p.Name || strings.HasPrefix(h, p.Name+"_") {
 			judged = append(judged, p)
 		} else {
-			notJudged = append(notJudged, candidate{p, fmt.Sprintf("standby (Lease %s is held by %q)", cfg.LeaderLease, obs.Leader.Holder), true})
+			notJudged[p.Name] = fmt.Sprintf("standby (Lease %s is held by %q)", cfg.LeaderLease, obs.Leader.Holder)
 		}
 	}
 	if len(judged) == 0 && obs.Leader.Holder == "" {
@@ -242,26 +222,23 @@ func selectTargets(obs Observation, cfg Config) (judged []Pod, notJudged []candi
 }
 
 // noneJudged lists every live pod as not judged for why, the run's problem.
-func noneJudged(live []Pod, notJudged []candidate, why string) ([]Pod, []candidate, string) {
+func noneJudged(live []Pod, notJudged map[string]string, why string) string {
 	for _, p := range live {
-		notJudged = append(notJudged, candidate{p, why, true})
+		notJudged[p.Name] = why
 	}
-	return nil, notJudged, why
+	return why
 }
 
 // deploymentsPods keeps the live pods whose owner chain, read by UID, leads to the
-// scheduler Deployment, and lists the others as not judged (still live).
-func deploymentsPods(o *Ownership, live []Pod, notJudged []candidate) (owned []Pod, _ []candidate, problem string) {
+// scheduler Deployment, and lists the others as not judged.
+func deploymentsPods(o *Ownership, live []Pod, notJudged map[string]string) (owned []Pod, problem string) {
 	switch {
 	case o == nil:
-		problem = "the scheduler Deployment's pods were not read"
+		return nil, noneJudged(live, notJudged, "the scheduler Deployment's pods were not read")
 	case o.Err != nil:
-		problem = fmt.Sprintf("cannot tell the pods of Deployment %s: %v", o.Deployment, o.Err)
+		return nil, noneJudged(live, notJudged, fmt.Sprintf("cannot tell the pods of Deployment %s: %v", o.Deployment, o.Err))
 	case !o.Found:
-		problem = fmt.Sprintf("Deployment %s not found: no pod is judged (set --deployment to the scheduler's, or --judge-pods selector for a scheduler that no Deployment runs)", o.Deployment)
-	}
-	if problem != "" {
-		return noneJudged(live, notJudged, problem)
+		return nil, noneJudged(live, notJudged, fmt.Sprintf("Deployment %s not found: no pod is judged (set --deployment to the scheduler's, or --judge-pods selector for a scheduler that no Deployment runs)", o.Deployment))
 	}
 	for _, p := range live {
 		c, read := o.Chains[p.UID]
@@ -269,48 +246,38 @@ func deploymentsPods(o *Ownership, live []Pod, notJudged []candidate) (owned []P
 		case o.Owns(p):
 			owned = append(owned, p)
 		case read:
-			notJudged = append(notJudged, candidate{p, fmt.Sprintf("not a pod of Deployment %s: %s", o.Deployment, c.Detail), true})
+			notJudged[p.Name] = fmt.Sprintf("not a pod of Deployment %s: %s", o.Deployment, c.Detail)
 		case p.ControllerName == "":
-			notJudged = append(notJudged, candidate{p, fmt.Sprintf("not a pod of Deployment %s: it has no controller", o.Deployment), true})
+			notJudged[p.Name] = fmt.Sprintf("not a pod of Deployment %s: it has no controller", o.Deployment)
 		default:
-			notJudged = append(notJudged, candidate{p, fmt.Sprintf("not a pod of Deployment %s: its controller is %s %s", o.Deployment, p.ControllerKind, p.ControllerName), true})
+			notJudged[p.Name] = fmt.Sprintf("not a pod of Deployment %s: its controller is %s %s", o.Deployment, p.ControllerKind, p.ControllerName)
 		}
 	}
 	if len(owned) == 0 {
-		return nil, notJudged, fmt.Sprintf("no live pod of Deployment %s matches the selector (%d other live pod%s, not judged)",
+		return nil, fmt.Sprintf("no live pod of Deployment %s matches the selector (%d other live pod%s, not judged)",
 			o.Deployment, len(live), map[bool]string{true: " does", false: "s do"}[len(live) == 1])
 	}
-	return owned, notJudged, ""
+	return owned, ""
 }
 
 const tooManyPrefix = "too many scheduler pods"
 
-// TooManyPods is the run's reason when more live pods match the selector than
-// --max-pods allows: a selector gone wide must not turn into a scrape of each.
-func TooManyPods(live, limit int) string {
-	return fmt.Sprintf("%s: %d live pods match the selector, more than --max-pods %d; none is scraped or judged (check --scheduler-selector)", tooManyPrefix, live, limit)
-}
-
-// HolderIs reports whether a Lease holderIdentity names a pod: client-go's leader
-// election uses the pod name, or "<pod name>_<uuid>".
-func HolderIs(holder, pod string) bool {
-	return holder == pod || strings.HasPrefix(holder, pod+"_")
-}
-
 // forgetGonePods drops pods no longer listed, closing their episodes and settling
 // restart claims: a claimed restart whose pod is gone did happen.
-func forgetGonePods(s *state.State, present map[string]bool, obs Observation) {
+func forgetGonePods(s *state.State, obs Observation) {
 	now := obs.At
+	gone := func(uid string) bool {
+		return !slices.ContainsFunc(obs.Pods, func(p Pod) bool { return p.UID == uid }) && !newerRecord(s, uid, obs)
+	}
 	for i := range s.Restarts {
-		r := &s.Restarts[i]
-		if r.Outcome == state.RestartClaimed && !present[r.UID] && !newerRecord(s, r.UID, obs) {
+		if r := &s.Restarts[i]; r.Outcome == state.RestartClaimed && gone(r.UID) {
 			r.Outcome = state.RestartDone
 			r.DoneAt = &now
 			r.Error = "the run that claimed this restart did not record it; the pod was gone when checked again"
 		}
 	}
 	for _, uid := range slices.Sorted(maps.Keys(s.Pods)) {
-		if present[uid] || newerRecord(s, uid, obs) {
+		if !gone(uid) {
 			continue
 		}
 		outcome := state.EpisodeGone
@@ -355,17 +322,23 @@ type judgedPod struct {
 // judge decides the pod and updates its record: process, verdict, clock, back-off, gates.
 func (p *judgedPod) judge() Target {
 	p.freshRecord()
-	j := p.verdict()
-	t := p.target(j)
-	if gap := p.track(j, &t); gap {
+	t, failed := p.verdict()
+	t.Pod, t.UID, t.Judged, t.Action = p.Name, p.UID, true, ActionNone
+	if p.ScrapeErr != nil {
+		t.ScrapeError = p.ScrapeErr.Error()
+		t.ScrapeKind = cmp.Or(string(scrape.KindOf(p.ScrapeErr)), "other")
+	} else if p.Sample != nil { // the scrape's own doubts come first
+		t.Warnings = append(append([]string(nil), p.Sample.Warnings...), t.Warnings...)
+	}
+	if gap := p.track(failed, &t); gap {
 		return p.gapTarget(t)
 	}
 	e := p.rec.Episode
-	if e == nil || !j.verdict.Bad() {
+	if e == nil || !t.Verdict.Bad() {
 		return t
 	}
 	t.BadSince, t.BadFor, t.Evidence = new(e.Since), e.For, e.Evidence
-	t.Reason = fmt.Sprintf("%s; %s for %s (%s evidence)", t.Reason, j.verdict, ShortDuration(t.BadFor.D()), t.Evidence)
+	t.Reason = fmt.Sprintf("%s; %s for %s (%s evidence)", t.Reason, t.Verdict, ShortDuration(t.BadFor.D()), t.Evidence)
 	p.takeOver = unfinishedClaim(RestartOf(p.state, p.UID, p.now), p.now, p.cfg)
 	if !p.restartDue(&t) {
 		return t
@@ -401,65 +374,43 @@ func (p *judgedPod) freshRecord() {
 	ps.LastSeen = now
 }
 
-// target reports the judgement and the doubts about the observation.
-func (p *judgedPod) target(j judgement) Target {
-	t := Target{Pod: p.Name, UID: p.UID, Judged: true, Action: ActionNone, Verdict: j.verdict, Reason: j.reason, NoEarlierCounters: j.noEarlierCounters}
-	if p.ScrapeErr != nil {
-		t.ScrapeError = p.ScrapeErr.Error()
-		t.ScrapeKind = cmp.Or(string(scrape.KindOf(p.ScrapeErr)), "other")
-	}
-	if p.Sample != nil && p.ScrapeErr == nil {
-		t.Warnings = append(t.Warnings, p.Sample.Warnings...)
-		if ready, serving := p.Sample.Ready(), p.obs.Expected.Serving; j.verdict != VerdictUnknown && j.verdict != VerdictStarting && p.obs.ExpectedErr == nil && ready > serving {
-			t.Warnings = append(t.Warnings, fmt.Sprintf("the scheduler counts %d ready node(s) but the API server lists only %d serving: check --nodes-service and --nodes-port, or the count is stale", ready, serving))
-		}
-	}
-	if !p.StartedAt.IsZero() {
-		t.Age = j.age
-	}
-	if j.warning != "" {
-		t.Warnings = append(t.Warnings, j.warning)
-	}
-	return t
-}
-
-// track moves the pod's record on by the judgement. It reports a gap: a failed sample
+// track moves the pod's record on by the verdict of t. It reports a gap: a failed sample
 // inside this run's streak, settled by the next (advanceWedgeClock).
-func (p *judgedPod) track(j judgement, t *Target) (gap bool) {
+func (p *judgedPod) track(failed bool, t *Target) (gap bool) {
 	s, ps, now := p.state, p.rec, p.now
-	if p.Sample != nil && p.ScrapeErr == nil && j.verdict != VerdictUnknown {
+	if p.Sample != nil && p.ScrapeErr == nil && t.Verdict != VerdictUnknown {
 		t.Ready, t.Expected = new(p.Sample.Ready()), new(p.obs.Expected.Serving)
 		ageCounters(ps, now)
 		ps.Counters = &state.Counters{HeartbeatOK: p.Sample.HeartbeatOK, HeartbeatRejected: p.Sample.HeartbeatRejected, At: now}
 	} else if p.obs.ExpectedErr == nil {
 		t.Expected = new(p.obs.Expected.Serving)
 	}
-	if j.verdict != VerdictHealthy && s.Backoff != nil {
+	if t.Verdict != VerdictHealthy && s.Backoff != nil {
 		// Only an unbroken BackoffReset of healthy observations ends the back-off.
 		s.Backoff.HealthySince = nil
 	}
-	switch j.verdict {
+	switch t.Verdict {
 	case VerdictUnknown:
 		ps.ConsecutiveUnknowns++
 		switch {
 		case ps.Episode == nil:
-		case j.failed && inRunStreak(ps.Episode, p.obs):
+		case failed && inRunStreak(ps.Episode, p.obs):
 			gap = true
-		case j.failed:
+		case failed:
 			// Before this run saw the pod: the next good sample settles it.
 		default:
 			pause(ps)
 		}
-		if j.failed && !gap {
+		if failed && !gap {
 			// Worth sampling on while the next sample could be confirmed in this run.
 			t.SampleFor = p.retryFor()
 		}
 	case VerdictWedged, VerdictDegraded:
 		ps.ConsecutiveUnknowns = 0
-		if ps.Episode != nil && ps.Episode.Kind != j.verdict {
-			endEpisode(s, p.UID, now, state.EpisodeBecame(j.verdict))
+		if ps.Episode != nil && ps.Episode.Kind != t.Verdict {
+			endEpisode(s, p.UID, now, state.EpisodeBecame(t.Verdict))
 		}
-		p.advanceWedgeClock(j, *t)
+		p.advanceWedgeClock(*t)
 	case VerdictNoNodes:
 		ps.ConsecutiveUnknowns = 0
 		if ps.Episode != nil {
@@ -467,21 +418,21 @@ func (p *judgedPod) track(j judgement, t *Target) (gap bool) {
 			pause(ps)
 			break
 		}
-		p.abandonClaim(j.verdict)
+		p.abandonClaim(t.Verdict)
 	default:
 		ps.ConsecutiveUnknowns = 0
 		endEpisode(s, p.UID, now, state.EpisodeRecovered)
-		if j.verdict == VerdictHealthy {
+		if t.Verdict == VerdictHealthy {
 			endBackoffOnceHealthy(s, now, p.cfg)
 			p.noteHealed()
 			t.SampleFor = p.noteRolling()
 		}
-		p.abandonClaim(j.verdict)
+		p.abandonClaim(t.Verdict)
 	}
 	if ps.Rolling != nil && now.Sub(ps.Rolling.Since) > RollRearm {
 		ps.Rolling = nil
 	}
-	ps.LastVerdict = j.verdict
+	ps.LastVerdict = t.Verdict
 	return gap
 }
 
@@ -496,11 +447,10 @@ func (p *judgedPod) noteIneffective(e *state.OpenEpisode) string {
 	if r == nil || e.Since.Sub(p.StartedAt) > cfg.IneffectiveWithin {
 		return ""
 	}
-	b := s.Backoff
-	if b == nil {
-		b = &state.Backoff{}
-		s.Backoff = b
+	if s.Backoff == nil {
+		s.Backoff = &state.Backoff{}
 	}
+	b := s.Backoff
 	b.Ineffective++
 	wait := cfg.BackoffBase << min(max(b.Ineffective-1, 0), 16)
 	if wait <= 0 || wait > cfg.BackoffMax {
@@ -552,31 +502,20 @@ func endBackoffOnceHealthy(s *state.State, now time.Time, cfg Config) {
 	}
 }
 
-// judgement is what judge makes of one observation of a pod.
-type judgement struct {
-	verdict           Verdict
-	reason            string
-	evidence          Evidence // what a bad verdict rests on
-	noEarlierCounters bool
-	// failed: an unknown because a read failed, not because of the pod: a failed sample.
-	failed bool
-	// age is the process's age as judged; warning a doubt about it (clock skew).
-	age     time.Duration
-	warning string
-}
-
-// verdict reads the pod's record, never writes it (docs/design.md §2, "Verdicts").
-func (p *judgedPod) verdict() judgement {
+// verdict judges the observation into a target's verdict, reason, evidence, age and
+// doubts, and reports a failed sample: an unknown because a read failed, not because
+// of the pod. It reads the pod's record, never writes it (docs/design.md §2, "Verdicts").
+func (p *judgedPod) verdict() (t Target, failed bool) {
 	now, cfg := p.now, p.cfg
 	if !p.Running {
 		why := "scheduler container is not running"
 		if p.WaitingReason != "" {
 			why += " (" + p.WaitingReason + ")"
 		}
-		return judgement{verdict: VerdictUnknown, reason: why}
+		return Target{Verdict: VerdictUnknown, Reason: why}, false
 	}
 	if p.StartedAt.IsZero() {
-		return judgement{verdict: VerdictUnknown, reason: "no start time for the scheduler container or the pod"}
+		return Target{Verdict: VerdictUnknown, Reason: "no start time for the scheduler container or the pod"}, false
 	}
 	age, skew := now.Sub(p.StartedAt), ""
 	if p.StartedAt.After(now.Add(ClockSkewTolerance)) {
@@ -584,44 +523,53 @@ func (p *judgedPod) verdict() judgement {
 		ahead := fmt.Sprintf("container start %s is %s in the future: clock skew, the node's clock runs ahead", p.StartedAt.UTC().Format(time.RFC3339), ShortDuration(p.StartedAt.Sub(now)))
 		watched := now.Sub(p.rec.FirstSeen)
 		if p.rec.FirstSeen.IsZero() || watched < cfg.StartupGrace {
-			return judgement{verdict: VerdictUnknown, reason: fmt.Sprintf("%s; judged once the watchdog has watched it for --startup-grace %s by its own clock", ahead, ShortDuration(cfg.StartupGrace))}
+			return Target{Verdict: VerdictUnknown, Reason: fmt.Sprintf("%s; judged once the watchdog has watched it for --startup-grace %s by its own clock", ahead, ShortDuration(cfg.StartupGrace))}, false
 		}
 		age, skew = watched, fmt.Sprintf("%s; its age is taken as the %s the watchdog has watched it", ahead, ShortDuration(watched))
 	}
-	j := p.agedVerdict(age)
-	j.age, j.warning = age, skew
-	return j
+	t, failed = p.agedVerdict(age)
+	t.Age = age
+	if skew != "" {
+		t.Warnings = append(t.Warnings, skew)
+	}
+	return t, failed
 }
 
 // agedVerdict is verdict for a process of a known age.
-func (p *judgedPod) agedVerdict(age time.Duration) judgement {
+func (p *judgedPod) agedVerdict(age time.Duration) (Target, bool) {
 	if age < p.cfg.StartupGrace {
-		return judgement{verdict: VerdictStarting, reason: fmt.Sprintf("scheduler started %s ago, within the %s startup grace", ShortDuration(max(age, 0)), ShortDuration(p.cfg.StartupGrace))}
+		return Target{Verdict: VerdictStarting, Reason: fmt.Sprintf("scheduler started %s ago, within the %s startup grace", ShortDuration(max(age, 0)), ShortDuration(p.cfg.StartupGrace))}, false
 	}
 	if p.obs.ExpectedErr != nil {
-		return judgement{verdict: VerdictUnknown, reason: fmt.Sprintf("cannot count serving nodes: %v", p.obs.ExpectedErr), failed: true}
+		return Target{Verdict: VerdictUnknown, Reason: fmt.Sprintf("cannot count serving nodes: %v", p.obs.ExpectedErr)}, true
 	}
 	if p.ScrapeErr != nil {
-		return judgement{verdict: VerdictUnknown, reason: fmt.Sprintf("metrics unreadable: %v", p.ScrapeErr), failed: true}
+		return Target{Verdict: VerdictUnknown, Reason: fmt.Sprintf("metrics unreadable: %v", p.ScrapeErr)}, true
 	}
 	if p.Sample == nil {
-		return judgement{verdict: VerdictUnknown, reason: "metrics not scraped", failed: true}
+		return Target{Verdict: VerdictUnknown, Reason: "metrics not scraped"}, true
 	}
 	ready, expected := p.Sample.Ready(), p.obs.Expected.Serving
-
+	var t Target
+	if ready > expected {
+		t.Warnings = append(t.Warnings, fmt.Sprintf("the scheduler counts %d ready node(s) but the API server lists only %d serving: check --nodes-service and --nodes-port, or the count is stale", ready, expected))
+	}
 	evidence, evidenceWhy, noEarlierCounters := weigh(p.Pod, p.rec, p.cfg)
 	switch {
 	case ready == 0 && expected == 0:
-		return judgement{verdict: VerdictNoNodes, reason: "the API server lists no serving node endpoints, so 0 ready is the truth"}
+		t.Verdict, t.Reason = VerdictNoNodes, "the API server lists no serving node endpoints, so 0 ready is the truth"
 	case ready == 0:
-		return judgement{verdict: VerdictWedged, reason: fmt.Sprintf("ready 0 while the API server lists %d serving node(s); %s", expected, evidenceWhy), evidence: evidence, noEarlierCounters: noEarlierCounters}
+		t.Verdict, t.Reason = VerdictWedged, fmt.Sprintf("ready 0 while the API server lists %d serving node(s); %s", expected, evidenceWhy)
+		t.Evidence, t.NoEarlierCounters = evidence, noEarlierCounters
 	case ready < expected && (evidence == EvidenceStrong || (p.prevVerdict == VerdictDegraded && p.rec.Episode != nil)):
-		return judgement{verdict: VerdictDegraded, reason: fmt.Sprintf("ready %d of %d serving node(s); %s", ready, expected, evidenceWhy), evidence: evidence, noEarlierCounters: noEarlierCounters}
+		t.Verdict, t.Reason = VerdictDegraded, fmt.Sprintf("ready %d of %d serving node(s); %s", ready, expected, evidenceWhy)
+		t.Evidence, t.NoEarlierCounters = evidence, noEarlierCounters
 	case ready < expected:
-		return judgement{verdict: VerdictHealthy, reason: fmt.Sprintf("ready %d of %d serving node(s), no heartbeats rejected since last observation", ready, expected)}
+		t.Verdict, t.Reason = VerdictHealthy, fmt.Sprintf("ready %d of %d serving node(s), no heartbeats rejected since last observation", ready, expected)
 	default:
-		return judgement{verdict: VerdictHealthy, reason: fmt.Sprintf("ready %d, %d serving node(s) listed", ready, expected)}
+		t.Verdict, t.Reason = VerdictHealthy, fmt.Sprintf("ready %d, %d serving node(s) listed", ready, expected)
 	}
+	return t, false
 }
 
 // weigh compares the scrape with earlier readings of the process (design.md §2, "Evidence").
@@ -645,10 +593,7 @@ func weigh(p Pod, ps *state.Pod, cfg Config) (Evidence, string, bool) {
 				cur-c.HeartbeatRejected, c.At.UTC().Format(time.RFC3339)), false
 		}
 	}
-	since := ps.Counters.At
-	if ps.AgedCounters != nil {
-		since = ps.AgedCounters.At
-	}
+	since := cmp.Or(ps.AgedCounters, ps.Counters).At
 	return EvidenceWeak, fmt.Sprintf("no rejected heartbeats since %s: the nodes may not reach the scheduler", since.UTC().Format(time.RFC3339)), false
 }
 
@@ -689,9 +634,9 @@ func (p *judgedPod) noteRolling() *time.Duration {
 
 // rolledAt is where strong evidence and this run's streak count from when a wedge
 // opens right after an established roll of this run; nil: from this sample.
-func (p *judgedPod) rolledAt(j judgement) *time.Time {
+func (p *judgedPod) rolledAt(t Target) *time.Time {
 	r := p.rec.Rolling
-	if r == nil || !r.Established || j.verdict != VerdictWedged || j.evidence != EvidenceStrong || p.prevVerdict != VerdictHealthy ||
+	if r == nil || !r.Established || t.Verdict != VerdictWedged || t.Evidence != EvidenceStrong || p.prevVerdict != VerdictHealthy ||
 		!r.Run.Equal(p.obs.RunStart) || p.now.Sub(r.Since) > RollWatch || p.cfg.ConfirmWindow <= 0 {
 		return nil
 	}
@@ -745,7 +690,9 @@ func (p *judgedPod) retryFor() *time.Duration {
 			c.RunSince, c.StrongSince = nil, nil
 			e = &c
 		}
-		return dueGate(e, p.now, p.cfg).sampleFor
+		var t Target
+		dueGate(e, p.now, p.cfg, &t)
+		return t.SampleFor
 	}
 	return new(cmp.Or(max(p.cfg.ConfirmWindow, 0), p.cfg.WedgedFor))
 }
@@ -757,9 +704,7 @@ func (p *judgedPod) gapTarget(t Target) Target {
 	failed := t.Reason
 	t.Verdict, t.BadSince, t.BadFor, t.Evidence = e.Kind, new(e.Since), e.For, e.Evidence
 	t.Reason = fmt.Sprintf("this sample failed (%s); %s for %s (%s evidence) as of the last sample", failed, e.Kind, ShortDuration(e.For.D()), e.Evidence)
-	due := dueGate(e, p.now, cfg)
-	t.Confirming, t.SampleFor = due.confirming, due.sampleFor
-	if due.OK {
+	if dueGate(e, p.now, cfg, &t) {
 		t.SampleFor = new(time.Duration)
 	}
 	t.Gates = []Gate{{Name: gateDuration, Detail: "this sample failed: the wedge clock waits for the next sample, which decides whether the gap is counted"}}
@@ -772,20 +717,18 @@ func (p *judgedPod) gapTarget(t Target) Target {
 
 // advanceWedgeClock extends or starts the bad episode and its in-run streak
 // (docs/design.md §2, "The wedge clock").
-func (p *judgedPod) advanceWedgeClock(j judgement, t Target) {
-	ps, obs, now, verdict := p.rec, p.obs, p.now, j.verdict
+func (p *judgedPod) advanceWedgeClock(t Target) {
+	ps, obs, now, verdict := p.rec, p.obs, p.now, t.Verdict
 	// since is where this run's streak begins if it begins now: this sample, or
 	// the run's first when every earlier sample of it failed and is bridged.
 	since := now
 	if ps.Episode == nil || ps.Episode.Kind != verdict {
-		if r := p.rolledAt(j); r != nil {
+		if r := p.rolledAt(t); r != nil {
 			since = *r
 		}
-		baseline := uint64(0)
+		baseline := p.Sample.HeartbeatRejected // a bad verdict has a sample
 		if p.prevCounters != nil {
 			baseline = p.prevCounters.HeartbeatRejected
-		} else if p.Sample != nil {
-			baseline = p.Sample.HeartbeatRejected
 		}
 		ps.Episode = &state.OpenEpisode{Kind: verdict, Since: now, Last: now, BaselineRejected: &baseline}
 		if ps.Counters != nil {
@@ -796,7 +739,7 @@ func (p *judgedPod) advanceWedgeClock(j judgement, t Target) {
 		switch {
 		case p.prevVerdict == verdict && now.After(e.Last):
 			e.For += state.Duration(now.Sub(e.Last))
-		case p.prevVerdict == VerdictUnknown && e.RunSince != nil && bridged(e, j.evidence, ps.Counters, inRunStreak(e, obs)) && now.After(e.Last):
+		case p.prevVerdict == VerdictUnknown && e.RunSince != nil && bridged(e, t.Evidence, ps.Counters, inRunStreak(e, obs)) && now.After(e.Last):
 			// Only failed samples since (a pause clears RunSince), bridged.
 			e.For += state.Duration(now.Sub(e.Last))
 			if obs.RunStart.After(e.Last) && !obs.RunStart.After(now) {
@@ -823,19 +766,18 @@ func (p *judgedPod) advanceWedgeClock(j judgement, t Target) {
 		}
 		bad.ConfirmedRun, bad.PausedSinceConfirmed = new(bad.Run), false
 	}
-	if j.evidence == EvidenceStrong && ps.Episode.StrongSince == nil {
-		ps.Episode.StrongSince = new(since) // now, or where a roll began (rolledAt)
+	if t.Evidence == EvidenceStrong && bad.StrongSince == nil {
+		bad.StrongSince = new(since) // now, or where a roll began (rolledAt)
 	}
-	if ps.Episode.StrongSince != nil {
-		ps.Episode.Evidence = EvidenceStrong
-	} else {
-		ps.Episode.Evidence = EvidenceWeak
+	bad.Evidence = EvidenceWeak
+	if bad.StrongSince != nil {
+		bad.Evidence = EvidenceStrong
 	}
 	if t.Ready != nil {
-		ps.Episode.Ready = *t.Ready
+		bad.Ready = *t.Ready
 	}
 	if t.Expected != nil {
-		ps.Episode.Expected = *t.Expected
+		bad.Expected = *t.Expected
 	}
 }
 
@@ -852,29 +794,19 @@ func bridged(e *state.OpenEpisode, evidence Evidence, cur *state.Counters, inRun
 
 // summarize picks the run's verdict and action: the worst among judged pods.
 func summarize(targets []Target, runProblem string) (Verdict, Action, string) {
-	var worst *Target
-	action := ActionNone
-	for i := range targets {
-		t := &targets[i]
-		if !t.Judged {
-			continue
-		}
-		if worst == nil || severity[t.Verdict] > severity[worst.Verdict] ||
-			(severity[t.Verdict] == severity[worst.Verdict] && actionRank[t.Action] > actionRank[worst.Action]) {
-			worst = t
-		}
-		if actionRank[t.Action] > actionRank[action] {
-			action = t.Action
-		}
-	}
-	if worst == nil {
+	judged := slices.DeleteFunc(slices.Clone(targets), func(t Target) bool { return !t.Judged })
+	if len(judged) == 0 {
 		return VerdictUnknown, ActionNone, cmp.Or(runProblem, "no scheduler pod could be judged")
 	}
+	byAction := func(a, b Target) int { return cmp.Compare(actionRank[a.Action], actionRank[b.Action]) }
+	worst := slices.MaxFunc(judged, func(a, b Target) int {
+		return cmp.Or(cmp.Compare(severity[a.Verdict], severity[b.Verdict]), byAction(a, b))
+	})
 	reason := worst.Pod + ": " + worst.Reason
 	if len(worst.Gates) > 0 {
-		reason += "; " + GateSummary(*worst)
+		reason += "; " + GateSummary(worst)
 	}
-	return worst.Verdict, action, reason
+	return worst.Verdict, slices.MaxFunc(judged, byAction).Action, reason
 }
 
 // ageString prints an age in seconds, as a duration while one can hold it.

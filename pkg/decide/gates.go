@@ -35,6 +35,8 @@ type restartGate struct {
 	// last gates run only when every other gate agreed: they cost a read.
 	last  bool
 	check func(p *judgedPod) Gate
+	// readFailed: its refusal is for a read that failed, worth sampling on to read again.
+	readFailed func(obs Observation) bool
 }
 
 // restartGates are the gates a due restart passes, in order (docs/design.md §2,
@@ -44,12 +46,14 @@ type restartGate struct {
 var restartGates = []restartGate{
 	{name: gateOnce, check: onceGate},
 	{name: gateSingle, check: singleGate},
-	{name: gateRollout, check: rolloutGate},
+	{name: gateRollout, check: rolloutGate,
+		readFailed: func(o Observation) bool { return o.Rollout != nil && o.Rollout.Err != nil }},
 	{name: GatePaused, check: pauseGate},
 	{name: GateBackoff, newOnly: true, check: backoffGate},
 	{name: gateBudget, newOnly: true, check: budgetGate},
 	{name: GateAlerts, last: true, check: alertsGate},
-	{name: gateConsistent, last: true, check: consistentGate},
+	{name: gateConsistent, last: true, check: consistentGate,
+		readFailed: func(o Observation) bool { return o.ConsistentErr != nil }},
 }
 
 // askReads sets the reads the decision asks its caller for: each that a gate
@@ -71,10 +75,7 @@ func (p *judgedPod) restartDue(t *Target) bool {
 	cfg, e := p.cfg, p.rec.Episode
 	t.Gates = append(t.Gates, Gate{Name: gateStartup, OK: true,
 		Detail: fmt.Sprintf("started %s ago ≥ %s", ShortDuration(t.Age), ShortDuration(cfg.StartupGrace))})
-	due := dueGate(e, p.now, cfg)
-	t.Gates = append(t.Gates, due.Gate)
-	t.Confirming, t.SampleFor = due.confirming, due.sampleFor
-	if !due.OK {
+	if !dueGate(e, p.now, cfg, t) {
 		t.Action = ActionWait
 		return false
 	}
@@ -88,7 +89,7 @@ func (p *judgedPod) restartDue(t *Target) bool {
 
 // runGates runs the restart gates over a due restart: restart when all agree, else blocked.
 func (p *judgedPod) runGates(t *Target) {
-	blocked := false
+	blocked, readFailed := false, true
 	for _, rg := range restartGates {
 		if (rg.newOnly && p.takeOver) || (rg.last && blocked) {
 			continue
@@ -98,57 +99,35 @@ func (p *judgedPod) runGates(t *Target) {
 			continue
 		}
 		t.Gates = append(t.Gates, g)
-		blocked = blocked || !g.OK
+		if !g.OK {
+			blocked = true
+			readFailed = readFailed && rg.readFailed != nil && rg.readFailed(p.obs)
+		}
 		if g.Name == GateBackoff && !g.OK && t.Ineffective == "" {
 			t.Ineffective = p.state.Backoff.Reason
 		}
 	}
 	t.TakeOverClaim = p.takeOver
-	if blocked {
-		t.Action = ActionBlocked
-		markInProgress(t)
-		if t.refusedOnlyBy(func(g Gate) bool { return readFailed(g, p) }) {
-			// A read the restart needs failed: worth sampling on to read again.
-			t.SampleFor = new(time.Duration)
-		}
+	if !blocked {
+		t.Action = ActionRestart
 		return
 	}
-	t.Action = ActionRestart
-}
-
-// readFailed reports a gate's refusal because a read the restart needs failed.
-func readFailed(g Gate, p *judgedPod) bool {
-	switch g.Name {
-	case gateRollout:
-		return p.obs.Rollout != nil && p.obs.Rollout.Err != nil
-	case gateConsistent:
-		return p.obs.ConsistentErr != nil
-	}
-	return false
-}
-
-// markInProgress: while a restart of this pod is already done or under way, the
-// other refusals are its consequences (its own rollout, the budget it just used).
-func markInProgress(t *Target) {
-	if !slices.ContainsFunc(t.Gates, func(g Gate) bool { return g.Name == gateOnce && g.InProgress }) {
-		return
-	}
-	for i := range t.Gates {
-		if !t.Gates[i].OK {
-			t.Gates[i].InProgress = true
+	t.Action = ActionBlocked
+	if slices.ContainsFunc(t.Gates, func(g Gate) bool { return g.Name == gateOnce && g.InProgress }) {
+		// While a restart of this pod is already done or under way, the other
+		// refusals are its consequences (its own rollout, the budget it just used).
+		for i := range t.Gates {
+			t.Gates[i].InProgress = t.Gates[i].InProgress || !t.Gates[i].OK
 		}
 	}
+	if readFailed {
+		t.SampleFor = new(time.Duration)
+	}
 }
 
-// wedgedForGate is dueGate's answer, and when it refuses, how sampling on is worth it.
-type wedgedForGate struct {
-	Gate
-	confirming bool
-	sampleFor  *time.Duration
-}
-
-// dueGate reports whether a restart is due (docs/design.md §2, "Confirmation").
-func dueGate(e *state.OpenEpisode, now time.Time, cfg Config) wedgedForGate {
+// dueGate adds the wedged-for gate to t and reports whether a restart is due
+// (docs/design.md §2, "Confirmation"); when not, t says how sampling on is worth it.
+func dueGate(e *state.OpenEpisode, now time.Time, cfg Config, t *Target) bool {
 	inRun := time.Duration(0)
 	if e.RunSince != nil {
 		inRun = now.Sub(*e.RunSince)
@@ -164,8 +143,9 @@ func dueGate(e *state.OpenEpisode, now time.Time, cfg Config) wedgedForGate {
 	}
 	// For wedges only: a degraded scheduler still serves some nodes.
 	fastPath := cfg.ConfirmWindow > 0 && e.StrongSince != nil && e.Kind == VerdictWedged
-	ok := func(detail string) wedgedForGate {
-		return wedgedForGate{Gate: Gate{Name: gateDuration, OK: true, Detail: detail}}
+	ok := func(detail string) bool {
+		t.Gates = append(t.Gates, Gate{Name: gateDuration, OK: true, Detail: detail})
+		return true
 	}
 	ready := "0"
 	if e.Kind == VerdictDegraded {
@@ -181,15 +161,14 @@ func dueGate(e *state.OpenEpisode, now time.Time, cfg Config) wedgedForGate {
 		return ok(fmt.Sprintf("confirmed in %d runs separated only by runs that could not see the scheduler; %s", e.ConfirmedRuns, inRunDetail))
 	}
 
-	d := wedgedForGate{Gate: Gate{Name: gateDuration}}
-	d.Detail = fmt.Sprintf("%s %s < %s", e.Kind, ShortDuration(e.For.D()), ShortDuration(cfg.WedgedFor))
+	detail := fmt.Sprintf("%s %s < %s", e.Kind, ShortDuration(e.For.D()), ShortDuration(cfg.WedgedFor))
 	if e.For.D() >= cfg.WedgedFor {
-		d.Detail = fmt.Sprintf("%s %s ≥ %s, confirming in this run: %s < confirm window %s", e.Kind, ShortDuration(e.For.D()), ShortDuration(cfg.WedgedFor), inRunDetail, ShortDuration(cfg.ConfirmWindow))
+		detail = fmt.Sprintf("%s %s ≥ %s, confirming in this run: %s < confirm window %s", e.Kind, ShortDuration(e.For.D()), ShortDuration(cfg.WedgedFor), inRunDetail, ShortDuration(cfg.ConfirmWindow))
 	}
 	var due []time.Duration
 	if fastPath {
-		d.Detail += fmt.Sprintf("; strong evidence held %s < confirm window %s", ShortDuration(strongFor), ShortDuration(cfg.ConfirmWindow))
-		d.confirming = true
+		detail += fmt.Sprintf("; strong evidence held %s < confirm window %s", ShortDuration(strongFor), ShortDuration(cfg.ConfirmWindow))
+		t.Confirming = true
 		due = append(due, cfg.ConfirmWindow-strongFor)
 	}
 	if e.Kind == VerdictWedged || cfg.RestartOnDegraded {
@@ -200,9 +179,10 @@ func dueGate(e *state.OpenEpisode, now time.Time, cfg Config) wedgedForGate {
 		}
 	}
 	if len(due) > 0 {
-		d.sampleFor = new(max(slices.Min(due), 0))
+		t.SampleFor = new(max(slices.Min(due), 0))
 	}
-	return d
+	t.Gates = append(t.Gates, Gate{Name: gateDuration, Detail: detail})
+	return false
 }
 
 // FiringAlerts is what Alertmanager said, read just before a restart.
@@ -254,10 +234,7 @@ func onceGate(p *judgedPod) Gate {
 	claimed := r.ClaimedAt.UTC().Format(time.RFC3339)
 	switch {
 	case r.Outcome == state.RestartDone:
-		done := r.ClaimedAt
-		if r.DoneAt != nil {
-			done = *r.DoneAt
-		}
+		done := *cmp.Or(r.DoneAt, &r.ClaimedAt)
 		if grace := cfg.StartupGrace + cfg.ConfirmWindow; now.Sub(done) < grace {
 			return Gate{Name: gateOnce, InProgress: true, Detail: fmt.Sprintf("restart already in progress: %s at %s; the replacement has until %s to take over",
 				r.Method, done.UTC().Format(time.RFC3339), done.Add(grace).UTC().Format(time.RFC3339))}
@@ -369,13 +346,9 @@ func RestartOf(s *state.State, uid string, now time.Time) *state.Restart {
 
 // futureRestarts returns the restart records dated ahead, except abandoned ones.
 func futureRestarts(s *state.State, now time.Time) []state.Restart {
-	var out []state.Restart
-	for _, r := range s.Restarts {
-		if datedAhead(r, now) && r.Outcome != state.RestartAbandoned {
-			out = append(out, r)
-		}
-	}
-	return out
+	return slices.DeleteFunc(slices.Clone(s.Restarts), func(r state.Restart) bool {
+		return !datedAhead(r, now) || r.Outcome == state.RestartAbandoned
+	})
 }
 
 // backoffAhead reports a back-off ending further ahead than --restart-backoff-max

@@ -59,23 +59,18 @@ func ReadPause(deployment string, ann map[string]string, now time.Time) (*Pause,
 		return ignored("%s is longer than %d characters", PauseReasonAnnotation, maxPauseReason)
 	}
 	until, err := time.Parse(time.RFC3339, strings.TrimSpace(untilText))
+	if len(untilText) > 64 { // from here on it is only quoted in a message
+		untilText = untilText[:64] + "…"
+	}
 	switch {
 	case err != nil:
-		return ignored("%s %q is not an RFC 3339 time (like %s)", PauseUntilAnnotation, cutValue(untilText), now.Add(2*time.Hour).UTC().Truncate(time.Minute).Format(time.RFC3339))
+		return ignored("%s %q is not an RFC 3339 time (like %s)", PauseUntilAnnotation, untilText, now.Add(2*time.Hour).UTC().Truncate(time.Minute).Format(time.RFC3339))
 	case !until.After(now):
 		return ignored("expired at %s (%s)", until.UTC().Format(time.RFC3339), reason)
 	case until.Sub(now) > MaxPause:
 		return ignored("%s %s is more than %s ahead: a forgotten pause would turn healing off", PauseUntilAnnotation, until.UTC().Format(time.RFC3339), ShortDuration(MaxPause))
 	}
 	return &Pause{Deployment: deployment, Reason: reason, Until: until}, ""
-}
-
-// cutValue cuts an annotation value for a message.
-func cutValue(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "…"
-	}
-	return s
 }
 
 // runPause is the run's pause: from the Deployment as read before a restart, if it was.
@@ -93,12 +88,10 @@ func runPause(obs Observation) (*Pause, string) {
 // restart, is paused. Held this way it is blocked and pages: whoever is paged must
 // know the scheduler is wedged anyway. An ignored pause passes, saying why.
 func pauseGate(p *judgedPod) Gate {
-	r := p.obs.Rollout
-	if r == nil || !r.Found || r.Err != nil {
+	if r := p.obs.Rollout; r == nil || !r.Found || r.Err != nil {
 		return Gate{} // the rollout gate refuses, or there is no Deployment to annotate
 	}
-	active, ignored := ReadPause(r.Name, r.Annotations, p.now)
-	switch {
+	switch active, ignored := runPause(p.obs); {
 	case active != nil:
 		return Gate{Name: GatePaused, Detail: "paused: would restart; " + active.String()}
 	case ignored != "":
