@@ -1,7 +1,6 @@
 package deliver
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -12,6 +11,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"slices"
 	"strconv"
@@ -36,6 +36,7 @@ const (
 type Poster struct {
 	name, url string
 	client    *retryablehttp.Client
+	transport *http.Transport // under the body bound; Reach dials with it too
 	budget    time.Duration
 	// secrets are redacted from every error: the URL's credentials (sent as a Basic
 	// header, which a receiver may echo) and those a sink adds.
@@ -48,17 +49,18 @@ func NewPoster(name, rawURL string, attemptTimeout time.Duration, attempts int, 
 	if budget <= 0 {
 		budget = DefaultBudget
 	}
+	transport := &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           (&net.Dialer{Timeout: attemptTimeout}).DialContext,
+		TLSHandshakeTimeout:   attemptTimeout,
+		ResponseHeaderTimeout: attemptTimeout,
+		MaxIdleConns:          2,
+		IdleConnTimeout:       30 * time.Second,
+	}
 	httpClient := &http.Client{
 		Timeout: attemptTimeout,
 		// Every answer is cut at maxAnswer bytes, whoever reads it.
-		Transport: httpbound.Transport(&http.Transport{
-			Proxy:                 http.ProxyFromEnvironment,
-			DialContext:           (&net.Dialer{Timeout: attemptTimeout}).DialContext,
-			TLSHandshakeTimeout:   attemptTimeout,
-			ResponseHeaderTimeout: attemptTimeout,
-			MaxIdleConns:          2,
-			IdleConnTimeout:       30 * time.Second,
-		}, maxAnswer),
+		Transport: httpbound.Transport(transport, maxAnswer),
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
 			switch {
 			case req.URL.Host != via[0].URL.Host:
@@ -86,7 +88,7 @@ func NewPoster(name, rawURL string, attemptTimeout time.Duration, attempts int, 
 		Backoff:      retryablehttp.DefaultBackoff, // honours Retry-After on 429 and 503
 		ErrorHandler: retryablehttp.PassthroughErrorHandler,
 	}
-	p := &Poster{name: name, url: rawURL, client: c, budget: budget}
+	p := &Poster{name: name, url: rawURL, client: c, transport: transport, budget: budget}
 	c.CheckRetry = p.checkRetry
 	if u, err := url.Parse(rawURL); err == nil && u.User != nil {
 		user := u.User.Username()
@@ -153,109 +155,30 @@ func retryAfter(v string) (time.Duration, bool) {
 }
 
 // Reach connects to the receiver as a delivery would, sending nothing: through its
-// proxy (a CONNECT tunnel for https), then for https a TLS handshake with its TLS
-// configuration: a bare TCP connect would pass while every send fails the handshake.
+// proxy, and for https with a TLS handshake under its TLS configuration (a bare TCP
+// connect would pass while every send fails the handshake).
 func (p *Poster) Reach(ctx context.Context) error {
-	if err := p.reach(ctx); err != nil {
-		return fmt.Errorf("%s: %v", p.name, p.redact(scrub(err).Error()))
-	}
-	return nil
-}
-
-func (p *Poster) reach(ctx context.Context) error {
 	u, err := url.Parse(p.url)
 	if err != nil {
-		return errors.New("invalid URL")
+		return fmt.Errorf("%s: invalid URL", p.name)
 	}
 	if timeout := p.client.HTTPClient.Timeout; timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	target, dialAddr := hostPort(u), hostPort(u)
-	var proxy *url.URL
-	if t := p.transport(); t != nil && t.Proxy != nil {
-		if proxy, err = t.Proxy(&http.Request{URL: u}); err != nil {
-			return fmt.Errorf("proxy: %w", err)
-		}
-	}
-	if proxy != nil {
-		dialAddr = hostPort(proxy)
-	}
-	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", dialAddr)
+	var handshake error
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		TLSHandshakeDone: func(_ tls.ConnectionState, err error) { handshake = err },
+	})
+	conn, err := p.transport.NewClientConn(ctx, u.Scheme, net.JoinHostPort(u.Hostname(), u.Port()))
 	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	if deadline, ok := ctx.Deadline(); ok {
-		_ = conn.SetDeadline(deadline)
-	}
-	if u.Scheme != "https" {
-		return nil // plain http: the connection is all a delivery needs first
-	}
-	if proxy != nil {
-		if proxy.Scheme == "https" {
-			conn = tls.Client(conn, p.tlsConfig(proxy.Hostname()))
+		if handshake != nil {
+			err = fmt.Errorf("TLS handshake: %w", err)
 		}
-		if err := connectTunnel(conn, proxy, target); err != nil {
-			return err
-		}
+		return fmt.Errorf("%s: %v", p.name, p.redact(scrub(err).Error()))
 	}
-	tc := tls.Client(conn, p.tlsConfig(u.Hostname()))
-	if err := tc.HandshakeContext(ctx); err != nil {
-		return fmt.Errorf("TLS handshake: %w", err)
-	}
-	return nil
-}
-
-// transport is the transport deliveries go through, under the body bound.
-func (p *Poster) transport() *http.Transport {
-	t, _ := httpbound.Base(p.client.HTTPClient.Transport).(*http.Transport)
-	return t
-}
-
-// tlsConfig is the TLS configuration deliveries use, for serverName.
-func (p *Poster) tlsConfig(serverName string) *tls.Config {
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
-	if t := p.transport(); t != nil && t.TLSClientConfig != nil {
-		cfg = t.TLSClientConfig.Clone()
-	}
-	if cfg.ServerName == "" {
-		cfg.ServerName = serverName
-	}
-	return cfg
-}
-
-// connectTunnel asks an HTTP proxy on conn for a tunnel to target, as the transport does.
-func connectTunnel(conn net.Conn, proxy *url.URL, target string) error {
-	req := &http.Request{Method: http.MethodConnect, URL: &url.URL{Opaque: target}, Host: target, Header: http.Header{}}
-	if proxy.User != nil {
-		pass, _ := proxy.User.Password()
-		req.Header.Set("Proxy-Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(proxy.User.Username()+":"+pass)))
-	}
-	if err := req.Write(conn); err != nil {
-		return fmt.Errorf("proxy CONNECT: %w", err)
-	}
-	resp, err := http.ReadResponse(bufio.NewReader(conn), req)
-	if err != nil {
-		return fmt.Errorf("proxy CONNECT: %w", err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		_ = resp.Body.Close()
-		return fmt.Errorf("proxy CONNECT answered %s", resp.Status)
-	}
-	// The body is not closed, as the transport does not: some Go releases read a
-	// 200 to CONNECT as a body up to EOF, which closing would drain until the deadline.
-	return nil
-}
-
-// hostPort is u's host and port, the scheme's default port when it names none.
-func hostPort(u *url.URL) string {
-	port := u.Port()
-	if port == "" {
-		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
-	}
-	return net.JoinHostPort(u.Hostname(), port)
+	return conn.Close()
 }
 
 // Post sends body with headers and returns nil on a 2xx answer.

@@ -456,14 +456,15 @@ func TestReachVerifiesTLS(t *testing.T) {
 
 	untrusted := NewPoster("webhook", srv.URL+secretPath, time.Second, 1, time.Second)
 	err := untrusted.Reach(context.Background())
-	if err == nil || !strings.HasPrefix(err.Error(), "webhook: ") || !strings.Contains(err.Error(), "certificate") || strings.Contains(err.Error(), "XXXXSECRET") {
+	// doctor's hint reads "TLS handshake".
+	if err == nil || !strings.HasPrefix(err.Error(), "webhook: TLS handshake: ") || !strings.Contains(err.Error(), "certificate") || strings.Contains(err.Error(), "XXXXSECRET") {
 		t.Errorf("untrusted certificate: %v", err)
 	}
 
 	pool := x509.NewCertPool()
 	pool.AddCert(srv.Certificate())
 	trusted := NewPoster("webhook", srv.URL+secretPath, time.Second, 1, time.Second)
-	trusted.transport().TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	trusted.transport.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	if err := trusted.Reach(context.Background()); err != nil {
 		t.Errorf("trusted certificate: %v", err)
 	}
@@ -498,7 +499,7 @@ func TestReachVerifiesTLS(t *testing.T) {
 	defer proxy.Close()
 	proxyURL, _ := url.Parse(proxy.URL)
 	for _, p := range []*Poster{untrusted, trusted} {
-		p.transport().Proxy = http.ProxyURL(proxyURL)
+		p.transport.Proxy = http.ProxyURL(proxyURL)
 	}
 	if err := untrusted.Reach(context.Background()); err == nil || !strings.Contains(err.Error(), "certificate") {
 		t.Errorf("untrusted certificate through the proxy: %v", err)

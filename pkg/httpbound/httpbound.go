@@ -72,12 +72,3 @@ func (b *limitedBody) Read(p []byte) (int, error) {
 	b.left -= int64(n)
 	return n, err
 }
-
-// Base returns the transport rt wraps (rt itself when it wraps none): a test
-// sets its TLS roots there.
-func Base(rt http.RoundTripper) http.RoundTripper {
-	if c, ok := rt.(capped); ok {
-		return c.base
-	}
-	return rt
-}
