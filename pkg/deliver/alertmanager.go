@@ -9,12 +9,13 @@ import (
 	"maps"
 	"net/http"
 	"net/url"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	amlabels "github.com/prometheus/alertmanager/pkg/labels"
 
 	"github.com/agentenv/watchdog/pkg/alert"
 	"github.com/agentenv/watchdog/pkg/decide"
@@ -246,80 +247,15 @@ func (a *Alertmanager) post(ctx context.Context, alerts []PostableAlert) error {
 	return nil
 }
 
-// Matcher is one label matcher in Alertmanager's syntax: name, one of = != =~ !~,
-// and a value (quoted or not). Regexes are anchored, as Alertmanager anchors them.
-type Matcher struct {
-	Name, Op, Value string
-	// re matches the value: the regex, or for = and != the value quoted.
-	re *regexp.Regexp
-}
-
-var matcherRE = regexp.MustCompile(`^\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*("(?:[^"\\]|\\.)*"|[^",]*?)\s*$`)
-
-// ParseMatchers reads a matcher set, `{alertname=~"etcd.*",severity="critical"}`
-// (braces optional): an alert matches when every matcher holds.
-func ParseMatchers(set string) ([]Matcher, error) {
-	s := strings.TrimSpace(set)
-	if strings.HasPrefix(s, "{") && strings.HasSuffix(s, "}") {
-		s = s[1 : len(s)-1]
+// ParseMatchers reads a matcher set with Alertmanager's own parser,
+// `{alertname=~"etcd.*",severity="critical"}` (braces optional, regexes anchored):
+// an alert matches when every matcher holds.
+func ParseMatchers(set string) (amlabels.Matchers, error) {
+	ms, err := amlabels.ParseMatchers(strings.TrimSpace(set))
+	if err == nil && len(ms) == 0 {
+		err = errors.New("no matcher (name=value, name!=value, name=~regex, name!~regex)")
 	}
-	var out []Matcher
-	for _, part := range splitOutsideQuotes(s) {
-		m := matcherRE.FindStringSubmatch(part)
-		if m == nil {
-			return nil, fmt.Errorf("%q is not a matcher (name=value, name!=value, name=~regex, name!~regex)", strings.TrimSpace(part))
-		}
-		v := m[3]
-		if strings.HasPrefix(v, `"`) {
-			var err error
-			if v, err = strconv.Unquote(v); err != nil {
-				return nil, fmt.Errorf("%q: bad quoted value: %v", strings.TrimSpace(part), err)
-			}
-		}
-		pattern := v
-		if !strings.HasSuffix(m[2], "~") {
-			pattern = regexp.QuoteMeta(v)
-		}
-		re, err := regexp.Compile("^(?:" + pattern + ")$")
-		if err != nil {
-			return nil, fmt.Errorf("%q: %v", strings.TrimSpace(part), err)
-		}
-		out = append(out, Matcher{Name: m[1], Op: m[2], Value: v, re: re})
-	}
-	return out, nil // never empty: an empty part is no matcher
-}
-
-func splitOutsideQuotes(s string) []string {
-	var parts []string
-	start, quoted := 0, false
-	for i := 0; i < len(s); i++ {
-		switch {
-		case s[i] == '\\' && quoted:
-			i++
-		case s[i] == '"':
-			quoted = !quoted
-		case s[i] == ',' && !quoted:
-			parts = append(parts, s[start:i])
-			start = i + 1
-		}
-	}
-	return append(parts, s[start:])
-}
-
-func (m Matcher) String() string { return m.Name + m.Op + strconv.Quote(m.Value) }
-
-// Matches reports whether the labels satisfy m (a missing label is "").
-func (m Matcher) Matches(labels map[string]string) bool {
-	return m.re.MatchString(labels[m.Name]) == (m.Op == "=" || m.Op == "=~")
-}
-
-// SetString renders a matcher set as Alertmanager writes it.
-func SetString(set []Matcher) string {
-	parts := make([]string, len(set))
-	for i, m := range set {
-		parts[i] = m.String()
-	}
-	return "{" + strings.Join(parts, ",") + "}"
+	return ms, err
 }
 
 // maxAlertsBody bounds the answer read from Alertmanager.
@@ -329,7 +265,7 @@ const maxAlertsBody = 4 << 20
 // that match any of sets, but the watchdog's own (a wide matcher must not hold
 // restarts because the scheduler is wedged). The first peer that answers is
 // believed: peers gossip silences. The filter is applied again here.
-func (a *Alertmanager) Firing(ctx context.Context, sets [][]Matcher) ([]string, error) {
+func (a *Alertmanager) Firing(ctx context.Context, sets []amlabels.Matchers) ([]string, error) {
 	h := a.headers()
 	h.Set("Accept", "application/json")
 	var errs []error
@@ -343,7 +279,7 @@ func (a *Alertmanager) Firing(ctx context.Context, sets [][]Matcher) ([]string, 
 	return nil, errors.Join(errs...)
 }
 
-func (a *Alertmanager) firingAt(ctx context.Context, p *Poster, sets [][]Matcher, h http.Header) ([]string, error) {
+func (a *Alertmanager) firingAt(ctx context.Context, p *Poster, sets []amlabels.Matchers, h http.Header) ([]string, error) {
 	own := map[string]bool{}
 	for _, s := range alert.Events {
 		if s.Alertname != "" {
@@ -367,7 +303,8 @@ func (a *Alertmanager) firingAt(ctx context.Context, p *Poster, sets [][]Matcher
 			return nil, fmt.Errorf("%s: answer is not a list of alerts: %v", p.name, err)
 		}
 		for _, al := range alerts {
-			matches := !slices.ContainsFunc(set, func(m Matcher) bool { return !m.Matches(al.Labels) })
+			// A missing label is "", as Alertmanager reads it.
+			matches := !slices.ContainsFunc(set, func(m *amlabels.Matcher) bool { return !m.Matches(al.Labels[m.Name]) })
 			if matches && !own[al.Labels["alertname"]] {
 				found[describe(al.Labels)] = true
 			}
@@ -390,14 +327,14 @@ func describe(labels map[string]string) string {
 // AlertHold reads the firing alerts that hold restarts, for the pass.
 type AlertHold struct {
 	Alertmanager *Alertmanager
-	Sets         [][]Matcher
+	Sets         []amlabels.Matchers
 }
 
 // Read asks Alertmanager; an error is kept in the answer (the gate fails open).
 func (h *AlertHold) Read(ctx context.Context) *decide.FiringAlerts {
 	var names []string
 	for _, s := range h.Sets {
-		names = append(names, SetString(s))
+		names = append(names, s.String())
 	}
 	firing, err := h.Alertmanager.Firing(ctx, h.Sets)
 	return &decide.FiringAlerts{Matchers: strings.Join(names, " or "), Firing: firing, Err: err}

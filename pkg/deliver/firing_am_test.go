@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	amlabels "github.com/prometheus/alertmanager/pkg/labels"
+
 	"github.com/agentenv/watchdog/internal/testenv"
 )
 
@@ -35,7 +37,7 @@ func TestFiringReadsAlertmanagerWithManyAlerts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sets := [][]Matcher{mustMatchers(t, `alertname=~"etcd.*"`)}
+	sets := []amlabels.Matchers{mustMatchers(t, `alertname=~"etcd.*"`)}
 	posted := 0
 	for _, total := range []int{1, 50, 200, 400} {
 		var batch []PostableAlert
@@ -60,7 +62,7 @@ func TestFiringReadsAlertmanagerWithManyAlerts(t *testing.T) {
 	}
 }
 
-func mustMatchers(t *testing.T, set string) []Matcher {
+func mustMatchers(t *testing.T, set string) amlabels.Matchers {
 	t.Helper()
 	ms, err := ParseMatchers(set)
 	if err != nil {

@@ -24,10 +24,10 @@ func TestParseMatchers(t *testing.T) {
 		}
 		got := true
 		for _, m := range ms {
-			got = got && m.Matches(labels)
+			got = got && m.Matches(labels[m.Name])
 		}
 		if got != want {
-			t.Errorf("%s (%s) matches %v, want %v", set, SetString(ms), got, want)
+			t.Errorf("%s (%s) matches %v, want %v", set, ms, got, want)
 		}
 	}
 	for _, bad := range []string{"", "{}", "alertname", `alertname=~"("`, `1x="a"`, `alertname=="a"`} {
