@@ -20,6 +20,9 @@ import (
 // outbox for the next run, and retries the outbox first.
 type Dispatcher struct {
 	Sinks []alert.Sink
+	// Mode: a dry run sends nothing; its deliveries only say where each
+	// notification would go.
+	Mode state.Mode
 	// Events, when set, records every notification as a Kubernetes Event.
 	Events func(ctx context.Context, n alert.Notification) error
 	// OnFailure is told about each failed delivery (it leaves a Warning Event).
@@ -53,11 +56,10 @@ type Delivery struct {
 	Unauthenticated bool `json:"unauthenticated,omitempty"`
 }
 
-// Deliver sends the outbox, then notes. With dryRun nothing is sent and the
-// deliveries only say where each notification would go.
-func (d *Dispatcher) Deliver(ctx context.Context, s *state.State, notes []alert.Notification, now time.Time, dryRun bool) []Delivery {
+// Deliver sends the outbox, then notes.
+func (d *Dispatcher) Deliver(ctx context.Context, s *state.State, notes []alert.Notification, now time.Time) []Delivery {
 	var out []Delivery
-	if dryRun {
+	if d.Mode == state.ModeDryRun {
 		names := d.names()
 		if d.Events != nil {
 			names = append(names, KubernetesEvent)
@@ -172,26 +174,26 @@ func (d *Dispatcher) retryOutbox(ctx, sctx context.Context, s *state.State, now 
 		}
 		var still []string
 		attempted := false
-		tried := map[string]bool{}
-		for _, name := range p.Sinks {
-			i := slices.IndexFunc(d.Sinks, func(s alert.Sink) bool { return s.Name() == name })
-			// Sinks are not sealed: a name listed twice (an edit of the state) is sent
-			// once, not to multiply sends. A sink no longer configured gets nothing.
-			if tried[name] || i < 0 {
+		// Sinks are not sealed: each configured sink the entry names is sent once (a
+		// name listed twice by an edit must not multiply sends); one no longer configured
+		// gets nothing.
+		for _, sink := range d.Sinks {
+			if !slices.Contains(p.Sinks, sink.Name()) {
 				continue
 			}
-			tried[name] = true
+			del := Delivery{ID: p.ID, Event: p.Event, Sink: sink.Name(), Retry: true}
 			if sctx.Err() != nil {
 				// The retries' share of the window is spent: kept, not an attempt.
-				still = append(still, name)
-				out = append(out, Delivery{ID: p.ID, Event: p.Event, Sink: name, Retry: true, Kept: true, Error: errRetriesOutOfTime.Error()})
-				continue
+				del.Kept, del.Error = true, errRetriesOutOfTime.Error()
+			} else {
+				attempted = true
+				del.Unauthenticated = !authenticated
+				if del = d.send(ctx, sctx, sink, n, del); !del.OK {
+					p.LastError = del.Error
+				}
 			}
-			attempted = true
-			del := Delivery{ID: p.ID, Event: p.Event, Sink: name, Retry: true, Unauthenticated: !authenticated}
-			del = d.send(ctx, sctx, d.Sinks[i], n, del)
 			if !del.OK {
-				still, p.LastError = append(still, name), del.Error
+				still = append(still, sink.Name())
 			}
 			out = append(out, del)
 		}
@@ -249,8 +251,8 @@ const EventRefresh = "refresh"
 
 // Refresh re-sends the open alerts of s to every sink that is a Refresher, within
 // SendBy. A failed refresh is reported but not kept: the next run refreshes again.
-func (d *Dispatcher) Refresh(ctx context.Context, s *state.State, now time.Time, dryRun bool) []Delivery {
-	if dryRun || len(s.Alerts) == 0 {
+func (d *Dispatcher) Refresh(ctx context.Context, s *state.State, now time.Time) []Delivery {
+	if d.Mode == state.ModeDryRun || len(s.Alerts) == 0 {
 		return nil
 	}
 	ctx, cancel := d.sendWindow(ctx)
