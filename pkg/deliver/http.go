@@ -38,9 +38,11 @@ type Poster struct {
 	client    *retryablehttp.Client
 	transport *http.Transport // under the body bound; Reach dials with it too
 	budget    time.Duration
-	// secrets are redacted from every error: the URL's credentials (sent as a Basic
-	// header, which a receiver may echo) and those a sink adds.
-	secrets []string
+	// secrets are what no error shows, each with what it shows instead: the URL, its
+	// path and query (a webhook's secret parts: some receivers echo the request line),
+	// its credentials (sent as a Basic header, which a receiver may echo) and those a
+	// sink adds. The longest first: a whole header before the token inside it.
+	secrets [][2]string
 }
 
 // NewPoster builds a poster for name (used in errors instead of the URL).
@@ -90,24 +92,31 @@ func NewPoster(name, rawURL string, attemptTimeout time.Duration, attempts int, 
 	}
 	p := &Poster{name: name, url: rawURL, client: c, transport: transport, budget: budget}
 	c.CheckRetry = p.checkRetry
-	if u, err := url.Parse(rawURL); err == nil && u.User != nil {
-		user := u.User.Username()
-		pass, _ := u.User.Password()
-		p.AddSecrets(u.User.String(), user+":"+pass, base64.StdEncoding.EncodeToString([]byte(user+":"+pass)), user, pass)
+	p.hide("<url>", rawURL)
+	if u, err := url.Parse(rawURL); err == nil {
+		// Without its final slash too: a heartbeat's <url>/fail drops it.
+		p.hide("<path>", u.Path, strings.TrimSuffix(u.Path, "/"))
+		p.hide("<query>", u.RawQuery)
+		if u.User != nil {
+			user := u.User.Username()
+			pass, _ := u.User.Password()
+			p.AddSecrets(u.User.String(), user+":"+pass, base64.StdEncoding.EncodeToString([]byte(user+":"+pass)), user, pass)
+		}
 	}
 	return p
 }
 
 // AddSecrets adds credentials the sink sends to what this poster's errors redact.
-func (p *Poster) AddSecrets(secrets ...string) {
+func (p *Poster) AddSecrets(secrets ...string) { p.hide("<redacted>", secrets...) }
+
+func (p *Poster) hide(as string, secrets ...string) {
 	for _, s := range secrets {
-		// Never blank out common short strings ("a", "id"): no credential.
-		if len(s) >= minSecretLen && !slices.Contains(p.secrets, s) {
-			p.secrets = append(p.secrets, s)
+		// Never blank out common short strings ("a", "id", "/"): no secret.
+		if len(s) >= minSecretLen && !slices.ContainsFunc(p.secrets, func(h [2]string) bool { return h[0] == s }) {
+			p.secrets = append(p.secrets, [2]string{s, as})
 		}
 	}
-	// The longest first: a whole header before the token inside it.
-	slices.SortFunc(p.secrets, func(a, b string) int { return len(b) - len(a) })
+	slices.SortFunc(p.secrets, func(a, b [2]string) int { return len(b[0]) - len(a[0]) })
 }
 
 // An error answer's body: read up to snippetRead bytes, keep snippetKept of them.
@@ -222,34 +231,19 @@ func (p *Poster) exchange(ctx context.Context, method, target string, body []byt
 			msg += " (Retry-After " + ra + ")"
 		}
 		if len(snippet) > 0 {
-			msg += fmt.Sprintf(": %q", state.Truncate(p.redact(redactURL(string(bytes.TrimSpace(snippet)), target)), snippetKept))
+			msg += fmt.Sprintf(": %q", state.Truncate(p.redact(string(bytes.TrimSpace(snippet))), snippetKept))
 		}
 		return nil, errors.New(msg)
 	}
 	return nil, nil
 }
 
-// redact removes the configured URL and every credential of this poster from text.
+// redact removes the URL and every credential of this poster from text. A URL
+// derived from it (a heartbeat's <url>/fail, a query added) shows no more: its path
+// and query are the URL's, redacted.
 func (p *Poster) redact(text string) string {
-	text = redactURL(text, p.url)
-	for _, s := range p.secrets {
-		text = strings.ReplaceAll(text, s, "<redacted>")
-	}
-	return text
-}
-
-// redactURL removes the URL (and its path and query, a webhook's secret parts) from
-// a receiver's answer: some echo the request line. exchange redacts the URL posted
-// to as well as the configured one: they differ for a heartbeat's <url>/fail.
-func redactURL(text, target string) string {
-	text = strings.ReplaceAll(text, target, "<url>")
-	if u, err := url.Parse(target); err == nil {
-		if len(u.Path) > 1 {
-			text = strings.ReplaceAll(text, u.Path, "<path>")
-		}
-		if u.RawQuery != "" {
-			text = strings.ReplaceAll(text, u.RawQuery, "<query>")
-		}
+	for _, h := range p.secrets {
+		text = strings.ReplaceAll(text, h[0], h[1])
 	}
 	return text
 }
