@@ -280,12 +280,6 @@ func (a *Alertmanager) Firing(ctx context.Context, sets []amlabels.Matchers) ([]
 }
 
 func (a *Alertmanager) firingAt(ctx context.Context, p *Poster, sets []amlabels.Matchers, h http.Header) ([]string, error) {
-	own := map[string]bool{}
-	for _, s := range alert.Events {
-		if s.Alertname != "" {
-			own[s.Alertname] = true
-		}
-	}
 	found := map[string]bool{}
 	for _, set := range sets {
 		q := url.Values{"active": {"true"}, "silenced": {"false"}, "inhibited": {"false"}}
@@ -305,7 +299,9 @@ func (a *Alertmanager) firingAt(ctx context.Context, p *Poster, sets []amlabels.
 		for _, al := range alerts {
 			// A missing label is "", as Alertmanager reads it.
 			matches := !slices.ContainsFunc(set, func(m *amlabels.Matcher) bool { return !m.Matches(al.Labels[m.Name]) })
-			if matches && !own[al.Labels["alertname"]] {
+			name := al.Labels["alertname"]
+			own := name != "" && slices.ContainsFunc(alert.Events, func(s alert.EventSpec) bool { return s.Alertname == name })
+			if matches && !own {
 				found[describe(al.Labels)] = true
 			}
 		}

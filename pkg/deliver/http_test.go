@@ -391,7 +391,7 @@ func TestHeartbeatFailErrorsNeverCarryTheURL(t *testing.T) {
 	})
 	// With a trailing slash the path pinged on failure does not hold the URL's path.
 	for _, raw := range []string{srv.URL + secretPath, srv.URL + secretPath + "/", srv.URL + "/ping?key=XXXXSECRET"} {
-		hb := &Heartbeat{Poster: NewPoster("heartbeat", raw, time.Second, 1, time.Second), URL: raw}
+		hb := &Heartbeat{Poster: NewPoster("heartbeat", raw, time.Second, 1, time.Second)}
 		err := hb.Ping(context.Background(), true, "failed")
 		if err == nil {
 			t.Fatalf("%s: no error", raw)

@@ -193,16 +193,15 @@ func mrkdwn(s string) *SlackText {
 // when the run failed (the healthchecks.io convention).
 type Heartbeat struct {
 	*Poster // its Reach is the sink's
-	URL     string
 }
 
 // Ping reports a run's outcome. body is a short, secret-free summary.
 func (h *Heartbeat) Ping(ctx context.Context, failed bool, body string) error {
-	target := h.URL
+	target := h.url
 	if failed {
 		// /fail goes on the path: appended to a URL with a query (healthchecks.io's
 		// ?create=1) it would land in the query and report success.
-		u, err := url.Parse(h.URL)
+		u, err := url.Parse(h.url)
 		if err != nil {
 			return errors.New("heartbeat: invalid URL")
 		}

@@ -109,53 +109,44 @@ func (c Config) Open(p state.Pending) (n alert.Notification, authenticated bool,
 }
 
 // Rebuild returns the notification an opened outbox entry stands for, or why the
-// entry is dropped. authenticated: open verified its seal.
+// entry is dropped: facts the watchdog never writes, in errors that never repeat
+// the entry's text. authenticated: Open verified its seal; such an entry's time is
+// not checked (a node whose clock ran ahead must not lose the page; its sealed
+// createdAt bounds its age).
 func (c Config) Rebuild(p state.Pending, n alert.Notification, authenticated bool, now time.Time) (alert.Notification, error) {
-	if err := c.check(p, n, authenticated, now); err != nil {
-		return n, err
-	}
-	spec, _ := alert.Lookup(n.Event)
-	n.SchemaVersion, n.Severity, n.NextStep = alert.SchemaVersion, spec.Severity, spec.NextStep
-	c.Source.Stamp(&n)
-	n.Reason = state.Truncate(n.Reason, maxReason)
-	return n, nil
-}
-
-// check refuses facts the watchdog never writes; its errors never repeat the
-// entry's text. An authenticated entry's time is not checked: a node whose clock
-// ran ahead must not lose the page (its sealed createdAt bounds its age).
-func (c Config) check(p state.Pending, n alert.Notification, authenticated bool, now time.Time) error {
 	spec, known := alert.Lookup(n.Event)
 	switch {
 	case !known:
-		return fmt.Errorf("not an event of the watchdog's")
+		return n, fmt.Errorf("not an event of the watchdog's")
 	case n.Event != p.Event:
-		return fmt.Errorf("its notification is a %s, the entry says otherwise", n.Event)
+		return n, fmt.Errorf("its notification is a %s, the entry says otherwise", n.Event)
 	case n.ID != p.ID:
-		return fmt.Errorf("its notification's id differs from the entry's")
+		return n, fmt.Errorf("its notification's id differs from the entry's")
 	case spec.Name == alert.EventTest || n.Test:
-		return fmt.Errorf("a test alert is never kept for retry")
+		return n, fmt.Errorf("a test alert is never kept for retry")
 	case n.DryRun:
-		return fmt.Errorf("a dry run sends nothing")
+		return n, fmt.Errorf("a dry run sends nothing")
 	case n.Pod != "" && !podName.MatchString(n.Pod):
-		return fmt.Errorf("its pod is not a pod name")
+		return n, fmt.Errorf("its pod is not a pod name")
 	case n.UID != "" && !uidText.MatchString(n.UID):
-		return fmt.Errorf("uid is not a UID")
+		return n, fmt.Errorf("uid is not a UID")
 	case !authenticated && (n.Time.After(now.Add(time.Minute)) || n.Time.Before(now.Add(-MaxPendingAge-time.Hour))):
-		return fmt.Errorf("its time %s is not of the last day", n.Time.UTC().Format(time.RFC3339))
+		return n, fmt.Errorf("its time %s is not of the last day", n.Time.UTC().Format(time.RFC3339))
+	case strings.ContainsAny(n.Reason, "\x00"):
+		return n, fmt.Errorf("its reason holds a NUL")
 	}
 	for name, w := range map[string]string{"verdict": n.Verdict, "action": n.Action, "evidence": n.Evidence} {
 		if w != "" && (len(w) > maxWordLen || !word.MatchString(w)) {
-			return fmt.Errorf("its %s is not a word of the watchdog's", name)
+			return n, fmt.Errorf("its %s is not a word of the watchdog's", name)
 		}
 	}
 	for _, cl := range n.Closes {
 		if _, ok := alert.Lookup(cl.Event); !ok || (cl.Pod != "" && !podName.MatchString(cl.Pod)) {
-			return fmt.Errorf("it closes an alert the watchdog never opens")
+			return n, fmt.Errorf("it closes an alert the watchdog never opens")
 		}
 	}
-	if strings.ContainsAny(n.Reason, "\x00") {
-		return fmt.Errorf("its reason holds a NUL")
-	}
-	return nil
+	n.SchemaVersion, n.Severity, n.NextStep = alert.SchemaVersion, spec.Severity, spec.NextStep
+	c.Source.Stamp(&n)
+	n.Reason = state.Truncate(n.Reason, maxReason)
+	return n, nil
 }
