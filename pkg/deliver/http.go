@@ -66,17 +66,17 @@ func NewPoster(name, rawURL string, attemptTimeout time.Duration, attempts int, 
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
 			switch {
 			case req.URL.Host != via[0].URL.Host:
-				return errRedirectOffHost
+				return fmt.Errorf("redirect to another host %w", errRefused)
 			case req.URL.Scheme != via[0].URL.Scheme:
 				// https → http would send the body and its signature in clear text
 				// (URL.Host is equal when neither names a port).
-				return errRedirectScheme
+				return fmt.Errorf("redirect to another scheme (https to http, say) %w", errRefused)
 			case req.Method != via[0].Method:
 				// 301/302/303 turn the POST into a body-less GET whose 2xx would
 				// count as delivered: only 307/308 are followed.
-				return errRedirectToGet
+				return fmt.Errorf("redirect that would drop the body (301/302/303) %w", errRefused)
 			case len(via) >= 3:
-				return errTooManyRedirects
+				return fmt.Errorf("too many redirects: %w", errRefused)
 			}
 			return nil
 		},
@@ -128,12 +128,8 @@ const (
 	maxAnswer    = maxAlertsBody
 )
 
-var (
-	errRedirectOffHost  = errors.New("redirect to another host refused")
-	errRedirectScheme   = errors.New("redirect to another scheme (https to http, say) refused")
-	errRedirectToGet    = errors.New("redirect that would drop the body (301/302/303) refused")
-	errTooManyRedirects = errors.New("too many redirects")
-)
+// errRefused ends every redirect the poster does not follow: never retried.
+var errRefused = errors.New("refused")
 
 // checkRetry retries network errors, 429 and 5xx, except when the server asks to
 // wait longer than the delivery has left (the alert then stays pending).
@@ -141,10 +137,8 @@ func (p *Poster) checkRetry(ctx context.Context, resp *http.Response, err error)
 	if ctx.Err() != nil {
 		return false, ctx.Err()
 	}
-	for _, refused := range []error{errRedirectOffHost, errRedirectScheme, errRedirectToGet, errTooManyRedirects} {
-		if errors.Is(err, refused) {
-			return false, err
-		}
+	if errors.Is(err, errRefused) {
+		return false, err
 	}
 	if resp != nil && (resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable) {
 		deadline, has := ctx.Deadline()
