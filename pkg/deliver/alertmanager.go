@@ -71,8 +71,7 @@ func NewAlertmanager(urls []string, attemptTimeout time.Duration, attempts int, 
 		}
 		// A URL given with the API path already is taken as is.
 		if !strings.HasSuffix(strings.TrimSuffix(u.Path, "/"), AlertmanagerAPIPath) {
-			u.Path = strings.TrimSuffix(u.Path, "/") + AlertmanagerAPIPath
-			u.RawPath = ""
+			u = u.JoinPath(AlertmanagerAPIPath)
 		}
 		am.Posters = append(am.Posters, NewPoster(name, u.String(), attemptTimeout, attempts, budget))
 	}

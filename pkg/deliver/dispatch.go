@@ -27,8 +27,8 @@ type Dispatcher struct {
 	Events func(ctx context.Context, n alert.Notification) error
 	// OnFailure is told about each failed delivery (it leaves a Warning Event).
 	OnFailure func(ctx context.Context, n alert.Notification, sink string, err error)
-	// SendBy, when set, ends sink deliveries (retries included), leaving the caller
-	// time to persist what failed. Events are not bounded by it.
+	// SendBy, when set, ends deliveries and their Events (retries included), leaving
+	// the caller time to persist what failed. OnFailure is not bounded by it.
 	SendBy time.Time
 	Outbox outbox.Config // seals what is kept, rebuilds what is retried
 	// ReservedFor is how long an entry Reserve made belongs to the run that made it
