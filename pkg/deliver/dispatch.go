@@ -56,7 +56,9 @@ type Delivery struct {
 	Unauthenticated bool `json:"unauthenticated,omitempty"`
 }
 
-// Deliver sends the outbox, then notes.
+// Deliver sends the outbox, then notes, then every open alert of s again to each
+// sink that is a Refresher. A failed refresh is reported but not kept: the next run
+// refreshes again.
 func (d *Dispatcher) Deliver(ctx context.Context, s *state.State, notes []alert.Notification, now time.Time) []Delivery {
 	var out []Delivery
 	if d.Mode == state.ModeDryRun {
@@ -71,7 +73,10 @@ func (d *Dispatcher) Deliver(ctx context.Context, s *state.State, notes []alert.
 		}
 		return out
 	}
-	sctx, cancel := d.sendWindow(ctx)
+	sctx, cancel := ctx, context.CancelFunc(func() {})
+	if !d.SendBy.IsZero() {
+		sctx, cancel = context.WithDeadline(ctx, d.SendBy)
+	}
 	defer cancel()
 	// The retries get at most half of what is left of the send window: each may
 	// wait out its whole budget on a receiver that never answers, and must not
@@ -107,6 +112,21 @@ func (d *Dispatcher) Deliver(ctx context.Context, s *state.State, notes []alert.
 			}
 			s.Outbox = append(s.Outbox, p)
 		}
+	}
+	for _, sink := range d.Sinks {
+		r, ok := sink.(Refresher)
+		if !ok {
+			continue
+		}
+		n, err := r.Refresh(sctx, s.Alerts, now)
+		if n == 0 && err == nil {
+			continue
+		}
+		del := Delivery{Event: EventRefresh, Sink: sink.Name(), OK: err == nil}
+		if err != nil {
+			del.Error = err.Error()
+		}
+		out = append(out, del)
 	}
 	return out
 }
@@ -232,14 +252,6 @@ func (d *Dispatcher) names() []string {
 	return out
 }
 
-// sendWindow bounds ctx by SendBy, when set.
-func (d *Dispatcher) sendWindow(ctx context.Context) (context.Context, context.CancelFunc) {
-	if d.SendBy.IsZero() {
-		return ctx, func() {}
-	}
-	return context.WithDeadline(ctx, d.SendBy)
-}
-
 // Refresher is a sink whose receiver forgets an alert that is not sent again
 // (Alertmanager at its endsAt). Refresh returns how many it sent again.
 type Refresher interface {
@@ -248,30 +260,3 @@ type Refresher interface {
 
 // EventRefresh names refresh deliveries in reports and logs; it is no alert event.
 const EventRefresh = "refresh"
-
-// Refresh re-sends the open alerts of s to every sink that is a Refresher, within
-// SendBy. A failed refresh is reported but not kept: the next run refreshes again.
-func (d *Dispatcher) Refresh(ctx context.Context, s *state.State, now time.Time) []Delivery {
-	if d.Mode == state.ModeDryRun || len(s.Alerts) == 0 {
-		return nil
-	}
-	ctx, cancel := d.sendWindow(ctx)
-	defer cancel()
-	var out []Delivery
-	for _, sink := range d.Sinks {
-		r, ok := sink.(Refresher)
-		if !ok {
-			continue
-		}
-		n, err := r.Refresh(ctx, s.Alerts, now)
-		if n == 0 && err == nil {
-			continue
-		}
-		del := Delivery{Event: EventRefresh, Sink: sink.Name(), OK: err == nil}
-		if err != nil {
-			del.Error = err.Error()
-		}
-		out = append(out, del)
-	}
-	return out
-}
