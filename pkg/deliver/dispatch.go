@@ -6,7 +6,6 @@ package deliver
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"time"
 
@@ -173,19 +172,13 @@ func (d *Dispatcher) retryOutbox(ctx, sctx context.Context, s *state.State, now 
 			kept = append(kept, p)
 			continue
 		}
-		n, authenticated, err := d.Outbox.Open(p)
+		n, authenticated, err := d.Outbox.Open(p, now)
 		switch {
 		case err != nil:
-		case now.Sub(p.CreatedAt) > outbox.MaxPendingAge:
-			// Not its lastError or sinks: no seal covers them.
-			err = fmt.Errorf("undelivered after %d attempts over %s (each failed attempt was logged, with a Warning Event, when it happened)", p.Attempts, outbox.MaxPendingAge)
 		case retried[p.ID]:
 			err = errRetriedThisRun
 		case slices.ContainsFunc(s.Delivered, func(e state.DeliveredEntry) bool { return e.ID == p.ID }):
 			err = errAlreadyDelivered
-		}
-		if err == nil {
-			n, err = d.Outbox.Rebuild(p, n, authenticated, now)
 		}
 		if err != nil {
 			// Names only what the watchdog would write: the entry is someone else's.
