@@ -260,32 +260,44 @@ func ParseMatchers(set string) (amlabels.Matchers, error) {
 // maxAlertsBody bounds the answer read from Alertmanager.
 const maxAlertsBody = 4 << 20
 
-// Firing asks Alertmanager for the active alerts (neither silenced nor inhibited)
-// that match any of sets, but the watchdog's own (a wide matcher must not hold
-// restarts because the scheduler is wedged). The first peer that answers is
-// believed: peers gossip silences. The filter is applied again here.
-func (a *Alertmanager) Firing(ctx context.Context, sets []amlabels.Matchers) ([]string, error) {
-	h := a.headers()
-	h.Set("Accept", "application/json")
-	var errs []error
-	for _, p := range a.Posters {
-		firing, err := a.firingAt(ctx, p, sets, h)
-		if err == nil {
-			return firing, nil
-		}
-		errs = append(errs, err)
-	}
-	return nil, errors.Join(errs...)
+// AlertHold reads the firing alerts that hold restarts, for the pass.
+type AlertHold struct {
+	Alertmanager *Alertmanager
+	Sets         []amlabels.Matchers
 }
 
-func (a *Alertmanager) firingAt(ctx context.Context, p *Poster, sets []amlabels.Matchers, h http.Header) ([]string, error) {
+// Read asks Alertmanager for the active alerts (neither silenced nor inhibited)
+// that match any of the sets, but the watchdog's own (a wide matcher must not hold
+// restarts because the scheduler is wedged). The first peer that answers is
+// believed: peers gossip silences. An error is kept in the answer (the gate fails open).
+func (h *AlertHold) Read(ctx context.Context) *decide.FiringAlerts {
+	var names []string
+	for _, s := range h.Sets {
+		names = append(names, s.String())
+	}
+	out := &decide.FiringAlerts{Matchers: strings.Join(names, " or ")}
+	hdr := h.Alertmanager.headers()
+	hdr.Set("Accept", "application/json")
+	var errs []error
+	for _, p := range h.Alertmanager.Posters {
+		if out.Firing, out.Err = h.firingAt(ctx, p, hdr); out.Err == nil {
+			return out
+		}
+		errs = append(errs, out.Err)
+	}
+	out.Err = errors.Join(errs...)
+	return out
+}
+
+// firingAt asks one peer; the filter is applied again here.
+func (h *AlertHold) firingAt(ctx context.Context, p *Poster, hdr http.Header) ([]string, error) {
 	found := map[string]bool{}
-	for _, set := range sets {
+	for _, set := range h.Sets {
 		q := url.Values{"active": {"true"}, "silenced": {"false"}, "inhibited": {"false"}}
 		for _, m := range set {
 			q.Add("filter", m.String())
 		}
-		body, err := p.exchange(ctx, http.MethodGet, p.url+"?"+q.Encode(), nil, h, maxAlertsBody)
+		body, err := p.exchange(ctx, http.MethodGet, p.url+"?"+q.Encode(), nil, hdr, maxAlertsBody)
 		if err != nil {
 			return nil, err
 		}
@@ -317,20 +329,4 @@ func describe(labels map[string]string) string {
 		}
 	}
 	return labels["alertname"] + "{" + strings.Join(parts, ",") + "}"
-}
-
-// AlertHold reads the firing alerts that hold restarts, for the pass.
-type AlertHold struct {
-	Alertmanager *Alertmanager
-	Sets         []amlabels.Matchers
-}
-
-// Read asks Alertmanager; an error is kept in the answer (the gate fails open).
-func (h *AlertHold) Read(ctx context.Context) *decide.FiringAlerts {
-	var names []string
-	for _, s := range h.Sets {
-		names = append(names, s.String())
-	}
-	firing, err := h.Alertmanager.Firing(ctx, h.Sets)
-	return &decide.FiringAlerts{Matchers: strings.Join(names, " or "), Firing: firing, Err: err}
 }
