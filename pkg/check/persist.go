@@ -264,7 +264,7 @@ func (p *pass) sendFailure(s *state.State, notes []alert.Notification) []deliver
 	actx, cancel := context.WithTimeout(context.WithoutCancel(p.ctx), failureSendBudget)
 	defer cancel()
 	d := p.dispatcher()
-	return d.Deliver(actx, s, notes, p.Clock.Now()) // refreshes too: a failing watchdog must not let open alerts expire
+	return d.Deliver(actx, s, notes, p.Clock.Now()) // a failing watchdog must not let open alerts expire
 }
 
 // reportDeliveries adds deliveries to the report and the log; an outbox entry

@@ -95,11 +95,7 @@ func (a *Alertmanager) Send(ctx context.Context, n alert.Notification) error {
 		// Never report as delivered what Alertmanager was not told.
 		return fmt.Errorf("alertmanager: event %q has no alertname: not sent", n.Event)
 	}
-	alerts := a.Alerts(n)
-	if len(alerts) == 0 {
-		return nil // a recovered that closes nothing this sink knows of
-	}
-	return a.post(ctx, alerts)
+	return a.post(ctx, a.Alerts(n))
 }
 
 // Refresh posts every open ongoing alert again, to keep it active while it lasts.
@@ -113,9 +109,6 @@ func (a *Alertmanager) Refresh(ctx context.Context, open map[string]*state.Alert
 		n := alert.Notification{Event: ev, Severity: spec.Severity, Pod: o.Pod, Reason: o.Reason, NextStep: spec.NextStep}
 		a.Source.Stamp(&n)
 		alerts = append(alerts, a.alert(n, o.OpenedAt, now.Add(a.TTL)))
-	}
-	if len(alerts) == 0 {
-		return 0, nil
 	}
 	return len(alerts), a.post(ctx, alerts)
 }
@@ -215,6 +208,9 @@ func (a *Alertmanager) headers() http.Header {
 // post sends alerts to every peer at once (a hung peer must not use up the time
 // of the others) and succeeds when at least one accepted them.
 func (a *Alertmanager) post(ctx context.Context, alerts []PostableAlert) error {
+	if len(alerts) == 0 {
+		return nil // a recovered that closes nothing this sink knows of; no open alert
+	}
 	body, err := json.Marshal(alerts)
 	if err != nil {
 		return fmt.Errorf("alertmanager: encode: %w", err)
@@ -311,7 +307,8 @@ func (h *AlertHold) firingAt(ctx context.Context, p *Poster, hdr http.Header) ([
 			// A missing label is "", as Alertmanager reads it.
 			matches := !slices.ContainsFunc(set, func(m *amlabels.Matcher) bool { return !m.Matches(al.Labels[m.Name]) })
 			name := al.Labels["alertname"]
-			own := name != "" && slices.ContainsFunc(alert.Events, func(s alert.EventSpec) bool { return s.Alertname == name })
+			own := name != "" &&
+				slices.ContainsFunc(alert.Events, func(s alert.EventSpec) bool { return s.Alertname == name })
 			if matches && !own {
 				found[describe(al.Labels)] = true
 			}

@@ -19,9 +19,7 @@ import (
 // outbox for the next run, and retries the outbox first.
 type Dispatcher struct {
 	Sinks []alert.Sink
-	// Mode: a dry run sends nothing; its deliveries only say where each
-	// notification would go.
-	Mode state.Mode
+	Mode  state.Mode // a dry run sends nothing: its deliveries say where each would go
 	// Events, when set, records every notification as a Kubernetes Event.
 	Events func(ctx context.Context, n alert.Notification) error
 	// OnFailure is told about each failed delivery (it leaves a Warning Event).
@@ -55,9 +53,8 @@ type Delivery struct {
 	Unauthenticated bool `json:"unauthenticated,omitempty"`
 }
 
-// Deliver sends the outbox, then notes, then every open alert of s again to each
-// sink that is a Refresher. A failed refresh is reported but not kept: the next run
-// refreshes again.
+// Deliver sends the outbox, the notes, then the open alerts of s again to each
+// Refresher (a failed refresh is reported, not kept: the next run refreshes again).
 func (d *Dispatcher) Deliver(ctx context.Context, s *state.State, notes []alert.Notification, now time.Time) []Delivery {
 	var out []Delivery
 	if d.Mode == state.ModeDryRun {
@@ -187,9 +184,8 @@ func (d *Dispatcher) retryOutbox(ctx, sctx context.Context, s *state.State, now 
 		}
 		var still []string
 		attempted := false
-		// Sinks are not sealed: each configured sink the entry names is sent once (a
-		// name listed twice by an edit must not multiply sends); one no longer configured
-		// gets nothing.
+		// Sinks are not sealed: each configured sink the entry names gets it once (an
+		// edit listing one twice must not multiply sends); one no longer configured, none.
 		for _, sink := range d.Sinks {
 			if !slices.Contains(p.Sinks, sink.Name()) {
 				continue

@@ -38,16 +38,14 @@ type Poster struct {
 	client    *retryablehttp.Client
 	transport *http.Transport // under the body bound; Reach dials with it too
 	budget    time.Duration
-	// secrets are what no error shows, each with what it shows instead: the URL, its
-	// path and query (a webhook's secret parts: some receivers echo the request line),
-	// its credentials (sent as a Basic header, which a receiver may echo) and those a
-	// sink adds. The longest first: a whole header before the token inside it.
+	// secrets are what no error shows, each with what shows instead: the URL, its path
+	// and query (a webhook's secret parts; receivers may echo the request line or the
+	// headers), its credentials, those a sink adds. Longest first: a header before its token.
 	secrets [][2]string
 }
 
 // NewPoster builds a poster for name (used in errors instead of the URL).
 func NewPoster(name, rawURL string, attemptTimeout time.Duration, attempts int, budget time.Duration) *Poster {
-	attempts = max(attempts, 1)
 	if budget <= 0 {
 		budget = DefaultBudget
 	}
@@ -86,7 +84,7 @@ func NewPoster(name, rawURL string, attemptTimeout time.Duration, attempts int, 
 		Logger:       nil, // its messages would carry the URL
 		RetryWaitMin: 500 * time.Millisecond,
 		RetryWaitMax: 5 * time.Second,
-		RetryMax:     attempts - 1,
+		RetryMax:     max(attempts, 1) - 1,
 		Backoff:      retryablehttp.DefaultBackoff, // honours Retry-After on 429 and 503
 		ErrorHandler: retryablehttp.PassthroughErrorHandler,
 	}
@@ -232,9 +230,8 @@ func (p *Poster) exchange(ctx context.Context, method, target string, body []byt
 	return nil, nil
 }
 
-// redact removes the URL and every credential of this poster from text. A URL
-// derived from it (a heartbeat's <url>/fail, a query added) shows no more: its path
-// and query are the URL's, redacted.
+// redact removes the poster's secrets from text. A URL derived from its URL (a
+// heartbeat's <url>/fail, a query added) shows no more: the path and query are hidden.
 func (p *Poster) redact(text string) string {
 	for _, h := range p.secrets {
 		text = strings.ReplaceAll(text, h[0], h[1])
