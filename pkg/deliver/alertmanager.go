@@ -38,11 +38,9 @@ type PostableAlert struct {
 	GeneratorURL string            `json:"generatorURL,omitempty"`
 }
 
-// Alertmanager posts every notification as alerts to each peer of an HA group
-// (peers share silences, not alerts). A delivery succeeds when one peer accepts
-// it; a peer that missed an ongoing alert gets it with the next run's refresh.
-// Ongoing alerts are posted with endsAt = now + TTL and again by Refresh while
-// open; recovered posts endsAt = now for every alert it closes.
+// Alertmanager posts every notification as alerts to each peer of an HA group (peers
+// share silences, not alerts); one peer accepting is a delivery: one that missed an ongoing
+// alert gets it with the next refresh (docs/alerts.md, "Staying active" and "HA").
 type Alertmanager struct {
 	// Posters holds one poster per URL, each built for <url>/api/v2/alerts.
 	Posters []*Poster
@@ -150,11 +148,10 @@ func (a *Alertmanager) alert(n alert.Notification, startsAt, endsAt time.Time) P
 			labels[k] = v
 		}
 	}
-	if n.Cluster != "" {
-		labels["cluster"] = n.Cluster
-	}
-	if n.Pod != "" {
-		labels["pod"] = n.Pod
+	for k, v := range map[string]string{"cluster": n.Cluster, "pod": n.Pod} {
+		if v != "" {
+			labels[k] = v
+		}
 	}
 	summary := fmt.Sprintf("AgentENV scheduler %s in %s", n.Event, where(n))
 	if n.Pod != "" {

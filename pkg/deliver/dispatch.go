@@ -38,13 +38,12 @@ const KubernetesEvent = "kubernetes-event"
 
 // Delivery is the outcome of one notification to one sink.
 type Delivery struct {
-	ID    string `json:"id"`
-	Event string `json:"event"`
-	Sink  string `json:"sink"`
-	OK    bool   `json:"ok"`
-	Retry bool   `json:"retry,omitempty"` // from the outbox
-	// Kept: the failed alert is in the outbox, retried next run.
-	Kept   bool   `json:"kept,omitempty"`
+	ID     string `json:"id"`
+	Event  string `json:"event"`
+	Sink   string `json:"sink"`
+	OK     bool   `json:"ok"`
+	Retry  bool   `json:"retry,omitempty"` // from the outbox
+	Kept   bool   `json:"kept,omitempty"`  // the failed alert is in the outbox, retried next run
 	Error  string `json:"error,omitempty"`
 	DryRun bool   `json:"dryRun,omitempty"`
 	// Dropped: an outbox entry that is not retried; Error says why. A warning.

@@ -1,10 +1,7 @@
 // Package outbox keeps what a run could not deliver, in the state ConfigMap, for the
-// next run to retry. Anyone who may edit that ConfigMap can write entries too, so a
-// retried entry is never sent as stored (docs/alerts.md, "The outbox"): it is
-// sealed (an HMAC under --outbox-key of its identity and facts) and rebuilt (the
-// severity and next step from the event table, the source from this run, each
-// fact checked and bounded). A new field of Notification is a fact unless Open
-// fills it in: it is kept, sealed and checked with the rest, with no change here.
+// next run to retry. Anyone who may edit that ConfigMap can write entries too, so an
+// entry is sealed and rebuilt, never sent as stored (docs/alerts.md, "The outbox").
+// A new field of Notification is a fact unless Open fills it in: kept, sealed, checked.
 package outbox
 
 import (
