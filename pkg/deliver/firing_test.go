@@ -16,6 +16,7 @@ func TestParseMatchers(t *testing.T) {
 		`job="etcd, main"`:                               true, // a comma inside quotes
 		`alertname!~"Kube.*",cluster=""`:                 true, // a missing label is ""
 		`severity=critical`:                              true,
+		`instance:up=""`:                                 true, // Alertmanager's names may hold ':'
 	} {
 		ms, err := ParseMatchers(set)
 		if err != nil {
