@@ -182,7 +182,7 @@ func (p *pass) captureEvidence(t decide.Target, action string) string {
 }
 
 func (r *Runner) dispatcher() *deliver.Dispatcher {
-	d := &deliver.Dispatcher{Sinks: r.Sinks, Outbox: outbox.Config{Key: r.OutboxKey, Source: r.Source},
+	d := &deliver.Dispatcher{Sinks: r.Sinks, Mode: r.Mode, Outbox: outbox.Config{Key: r.OutboxKey, Source: r.Source},
 		ReservedFor: r.Decide.ClaimTimeout}
 	if r.Events != nil {
 		d.Events = r.notificationEvent

@@ -229,8 +229,7 @@ func (p *pass) notify(acts []alert.ActOutcome) error {
 	if deadline, ok := p.ctx.Deadline(); ok {
 		d.SendBy = deadline.Add(-reserve(p.start, deadline)) // keep time to persist the outcome and the outbox
 	}
-	p.reportDeliveries(d.Deliver(p.ctx, p.next, notes, p.Clock.Now(), p.Mode == state.ModeDryRun))
-	p.reportDeliveries(d.Refresh(p.ctx, p.next, p.Clock.Now(), p.Mode == state.ModeDryRun)) // keep open alerts alive (Alertmanager)
+	p.reportDeliveries(d.Deliver(p.ctx, p.next, notes, p.Clock.Now())) // refreshes open alerts too
 	failed := slices.IndexFunc(acts, func(a alert.ActOutcome) bool { return a.Err != nil })
 	if failed >= 0 && runErr == nil {
 		runErr = &Error{Step: StepRestart, Err: acts[failed].Err}

@@ -270,8 +270,7 @@ func (p *pass) sendFailure(s *state.State, notes []alert.Notification) []deliver
 	actx, cancel := context.WithTimeout(context.WithoutCancel(p.ctx), failureSendBudget)
 	defer cancel()
 	d := p.dispatcher()
-	ds := d.Deliver(actx, s, notes, p.Clock.Now(), false)
-	return append(ds, d.Refresh(actx, s, p.Clock.Now(), false)...) // a failing watchdog must not let open alerts expire
+	return d.Deliver(actx, s, notes, p.Clock.Now()) // a failing watchdog must not let open alerts expire
 }
 
 // reportDeliveries adds deliveries to the report and the log; an outbox entry

@@ -54,7 +54,7 @@ func (o *AlertOptions) source(namespace string) alert.Source {
 }
 
 func newHeartbeat(o *AlertOptions, attempts int, budget time.Duration) *deliver.Heartbeat {
-	return &deliver.Heartbeat{Poster: deliver.NewPoster("heartbeat", o.HeartbeatURL, o.AlertTimeout, attempts, budget), URL: o.HeartbeatURL}
+	return &deliver.Heartbeat{Poster: deliver.NewPoster("heartbeat", o.HeartbeatURL, o.AlertTimeout, attempts, budget)}
 }
 
 // pingHeartbeat tells the dead man's switch how the run went. A dry run pings

@@ -9,12 +9,13 @@ import (
 	"maps"
 	"net/http"
 	"net/url"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	amlabels "github.com/prometheus/alertmanager/pkg/labels"
 
 	"github.com/agentenv/watchdog/pkg/alert"
 	"github.com/agentenv/watchdog/pkg/decide"
@@ -37,11 +38,9 @@ type PostableAlert struct {
 	GeneratorURL string            `json:"generatorURL,omitempty"`
 }
 
-// Alertmanager posts every notification as alerts to each peer of an HA group
-// (peers share silences, not alerts). A delivery succeeds when one peer accepts
-// it; a peer that missed an ongoing alert gets it with the next run's refresh.
-// Ongoing alerts are posted with endsAt = now + TTL and again by Refresh while
-// open; recovered posts endsAt = now for every alert it closes.
+// Alertmanager posts every notification as alerts to each peer of an HA group (peers
+// share silences, not alerts); one peer accepting is a delivery: one that missed an ongoing
+// alert gets it with the next refresh (docs/alerts.md, "Staying active" and "HA").
 type Alertmanager struct {
 	// Posters holds one poster per URL, each built for <url>/api/v2/alerts.
 	Posters []*Poster
@@ -70,8 +69,7 @@ func NewAlertmanager(urls []string, attemptTimeout time.Duration, attempts int, 
 		}
 		// A URL given with the API path already is taken as is.
 		if !strings.HasSuffix(strings.TrimSuffix(u.Path, "/"), AlertmanagerAPIPath) {
-			u.Path = strings.TrimSuffix(u.Path, "/") + AlertmanagerAPIPath
-			u.RawPath = ""
+			u = u.JoinPath(AlertmanagerAPIPath)
 		}
 		am.Posters = append(am.Posters, NewPoster(name, u.String(), attemptTimeout, attempts, budget))
 	}
@@ -95,11 +93,7 @@ func (a *Alertmanager) Send(ctx context.Context, n alert.Notification) error {
 		// Never report as delivered what Alertmanager was not told.
 		return fmt.Errorf("alertmanager: event %q has no alertname: not sent", n.Event)
 	}
-	alerts := a.Alerts(n)
-	if len(alerts) == 0 {
-		return nil // a recovered that closes nothing this sink knows of
-	}
-	return a.post(ctx, alerts)
+	return a.post(ctx, a.Alerts(n))
 }
 
 // Refresh posts every open ongoing alert again, to keep it active while it lasts.
@@ -113,9 +107,6 @@ func (a *Alertmanager) Refresh(ctx context.Context, open map[string]*state.Alert
 		n := alert.Notification{Event: ev, Severity: spec.Severity, Pod: o.Pod, Reason: o.Reason, NextStep: spec.NextStep}
 		a.Source.Stamp(&n)
 		alerts = append(alerts, a.alert(n, o.OpenedAt, now.Add(a.TTL)))
-	}
-	if len(alerts) == 0 {
-		return 0, nil
 	}
 	return len(alerts), a.post(ctx, alerts)
 }
@@ -157,11 +148,10 @@ func (a *Alertmanager) alert(n alert.Notification, startsAt, endsAt time.Time) P
 			labels[k] = v
 		}
 	}
-	if n.Cluster != "" {
-		labels["cluster"] = n.Cluster
-	}
-	if n.Pod != "" {
-		labels["pod"] = n.Pod
+	for k, v := range map[string]string{"cluster": n.Cluster, "pod": n.Pod} {
+		if v != "" {
+			labels[k] = v
+		}
 	}
 	summary := fmt.Sprintf("AgentENV scheduler %s in %s", n.Event, where(n))
 	if n.Pod != "" {
@@ -215,6 +205,9 @@ func (a *Alertmanager) headers() http.Header {
 // post sends alerts to every peer at once (a hung peer must not use up the time
 // of the others) and succeeds when at least one accepted them.
 func (a *Alertmanager) post(ctx context.Context, alerts []PostableAlert) error {
+	if len(alerts) == 0 {
+		return nil // a recovered that closes nothing this sink knows of; no open alert
+	}
 	body, err := json.Marshal(alerts)
 	if err != nil {
 		return fmt.Errorf("alertmanager: encode: %w", err)
@@ -246,117 +239,58 @@ func (a *Alertmanager) post(ctx context.Context, alerts []PostableAlert) error {
 	return nil
 }
 
-// Matcher is one label matcher in Alertmanager's syntax: name, one of = != =~ !~,
-// and a value (quoted or not). Regexes are anchored, as Alertmanager anchors them.
-type Matcher struct {
-	Name, Op, Value string
-	// re matches the value: the regex, or for = and != the value quoted.
-	re *regexp.Regexp
-}
-
-var matcherRE = regexp.MustCompile(`^\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*("(?:[^"\\]|\\.)*"|[^",]*?)\s*$`)
-
-// ParseMatchers reads a matcher set, `{alertname=~"etcd.*",severity="critical"}`
-// (braces optional): an alert matches when every matcher holds.
-func ParseMatchers(set string) ([]Matcher, error) {
-	s := strings.TrimSpace(set)
-	if strings.HasPrefix(s, "{") && strings.HasSuffix(s, "}") {
-		s = s[1 : len(s)-1]
+// ParseMatchers reads a matcher set with Alertmanager's own parser,
+// `{alertname=~"etcd.*",severity="critical"}` (braces optional, regexes anchored):
+// an alert matches when every matcher holds.
+func ParseMatchers(set string) (amlabels.Matchers, error) {
+	ms, err := amlabels.ParseMatchers(strings.TrimSpace(set))
+	if err == nil && len(ms) == 0 {
+		err = errors.New("no matcher (name=value, name!=value, name=~regex, name!~regex)")
 	}
-	var out []Matcher
-	for _, part := range splitOutsideQuotes(s) {
-		m := matcherRE.FindStringSubmatch(part)
-		if m == nil {
-			return nil, fmt.Errorf("%q is not a matcher (name=value, name!=value, name=~regex, name!~regex)", strings.TrimSpace(part))
-		}
-		v := m[3]
-		if strings.HasPrefix(v, `"`) {
-			var err error
-			if v, err = strconv.Unquote(v); err != nil {
-				return nil, fmt.Errorf("%q: bad quoted value: %v", strings.TrimSpace(part), err)
-			}
-		}
-		pattern := v
-		if !strings.HasSuffix(m[2], "~") {
-			pattern = regexp.QuoteMeta(v)
-		}
-		re, err := regexp.Compile("^(?:" + pattern + ")$")
-		if err != nil {
-			return nil, fmt.Errorf("%q: %v", strings.TrimSpace(part), err)
-		}
-		out = append(out, Matcher{Name: m[1], Op: m[2], Value: v, re: re})
-	}
-	return out, nil // never empty: an empty part is no matcher
-}
-
-func splitOutsideQuotes(s string) []string {
-	var parts []string
-	start, quoted := 0, false
-	for i := 0; i < len(s); i++ {
-		switch {
-		case s[i] == '\\' && quoted:
-			i++
-		case s[i] == '"':
-			quoted = !quoted
-		case s[i] == ',' && !quoted:
-			parts = append(parts, s[start:i])
-			start = i + 1
-		}
-	}
-	return append(parts, s[start:])
-}
-
-func (m Matcher) String() string { return m.Name + m.Op + strconv.Quote(m.Value) }
-
-// Matches reports whether the labels satisfy m (a missing label is "").
-func (m Matcher) Matches(labels map[string]string) bool {
-	return m.re.MatchString(labels[m.Name]) == (m.Op == "=" || m.Op == "=~")
-}
-
-// SetString renders a matcher set as Alertmanager writes it.
-func SetString(set []Matcher) string {
-	parts := make([]string, len(set))
-	for i, m := range set {
-		parts[i] = m.String()
-	}
-	return "{" + strings.Join(parts, ",") + "}"
+	return ms, err
 }
 
 // maxAlertsBody bounds the answer read from Alertmanager.
 const maxAlertsBody = 4 << 20
 
-// Firing asks Alertmanager for the active alerts (neither silenced nor inhibited)
-// that match any of sets, but the watchdog's own (a wide matcher must not hold
-// restarts because the scheduler is wedged). The first peer that answers is
-// believed: peers gossip silences. The filter is applied again here.
-func (a *Alertmanager) Firing(ctx context.Context, sets [][]Matcher) ([]string, error) {
-	h := a.headers()
-	h.Set("Accept", "application/json")
-	var errs []error
-	for _, p := range a.Posters {
-		firing, err := a.firingAt(ctx, p, sets, h)
-		if err == nil {
-			return firing, nil
-		}
-		errs = append(errs, err)
-	}
-	return nil, errors.Join(errs...)
+// AlertHold reads the firing alerts that hold restarts, for the pass.
+type AlertHold struct {
+	Alertmanager *Alertmanager
+	Sets         []amlabels.Matchers
 }
 
-func (a *Alertmanager) firingAt(ctx context.Context, p *Poster, sets [][]Matcher, h http.Header) ([]string, error) {
-	own := map[string]bool{}
-	for _, s := range alert.Events {
-		if s.Alertname != "" {
-			own[s.Alertname] = true
-		}
+// Read asks Alertmanager for the active alerts (neither silenced nor inhibited)
+// that match any of the sets, but the watchdog's own (a wide matcher must not hold
+// restarts because the scheduler is wedged). The first peer that answers is
+// believed: peers gossip silences. An error is kept in the answer (the gate fails open).
+func (h *AlertHold) Read(ctx context.Context) *decide.FiringAlerts {
+	var names []string
+	for _, s := range h.Sets {
+		names = append(names, s.String())
 	}
+	out := &decide.FiringAlerts{Matchers: strings.Join(names, " or ")}
+	hdr := h.Alertmanager.headers()
+	hdr.Set("Accept", "application/json")
+	var errs []error
+	for _, p := range h.Alertmanager.Posters {
+		if out.Firing, out.Err = h.firingAt(ctx, p, hdr); out.Err == nil {
+			return out
+		}
+		errs = append(errs, out.Err)
+	}
+	out.Err = errors.Join(errs...)
+	return out
+}
+
+// firingAt asks one peer; the filter is applied again here.
+func (h *AlertHold) firingAt(ctx context.Context, p *Poster, hdr http.Header) ([]string, error) {
 	found := map[string]bool{}
-	for _, set := range sets {
+	for _, set := range h.Sets {
 		q := url.Values{"active": {"true"}, "silenced": {"false"}, "inhibited": {"false"}}
 		for _, m := range set {
 			q.Add("filter", m.String())
 		}
-		body, err := p.exchange(ctx, http.MethodGet, p.url+"?"+q.Encode(), nil, h, maxAlertsBody)
+		body, err := p.exchange(ctx, http.MethodGet, p.url+"?"+q.Encode(), nil, hdr, maxAlertsBody)
 		if err != nil {
 			return nil, err
 		}
@@ -367,8 +301,12 @@ func (a *Alertmanager) firingAt(ctx context.Context, p *Poster, sets [][]Matcher
 			return nil, fmt.Errorf("%s: answer is not a list of alerts: %v", p.name, err)
 		}
 		for _, al := range alerts {
-			matches := !slices.ContainsFunc(set, func(m Matcher) bool { return !m.Matches(al.Labels) })
-			if matches && !own[al.Labels["alertname"]] {
+			// A missing label is "", as Alertmanager reads it.
+			matches := !slices.ContainsFunc(set, func(m *amlabels.Matcher) bool { return !m.Matches(al.Labels[m.Name]) })
+			name := al.Labels["alertname"]
+			own := name != "" &&
+				slices.ContainsFunc(alert.Events, func(s alert.EventSpec) bool { return s.Alertname == name })
+			if matches && !own {
 				found[describe(al.Labels)] = true
 			}
 		}
@@ -385,20 +323,4 @@ func describe(labels map[string]string) string {
 		}
 	}
 	return labels["alertname"] + "{" + strings.Join(parts, ",") + "}"
-}
-
-// AlertHold reads the firing alerts that hold restarts, for the pass.
-type AlertHold struct {
-	Alertmanager *Alertmanager
-	Sets         [][]Matcher
-}
-
-// Read asks Alertmanager; an error is kept in the answer (the gate fails open).
-func (h *AlertHold) Read(ctx context.Context) *decide.FiringAlerts {
-	var names []string
-	for _, s := range h.Sets {
-		names = append(names, SetString(s))
-	}
-	firing, err := h.Alertmanager.Firing(ctx, h.Sets)
-	return &decide.FiringAlerts{Matchers: strings.Join(names, " or "), Firing: firing, Err: err}
 }

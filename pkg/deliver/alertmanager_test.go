@@ -218,18 +218,20 @@ func TestDispatcherRefresh(t *testing.T) {
 	d := &Dispatcher{Sinks: []alert.Sink{&Webhook{Poster: testPoster(srv.URL + "/hook"), Now: time.Now}, am}}
 	now := time.Now()
 	s := state.New()
-	if ds := d.Refresh(context.Background(), s, now, false); len(ds) != 0 {
+	if ds := d.Deliver(context.Background(), s, nil, now); len(ds) != 0 {
 		t.Errorf("no open alert, yet %+v", ds)
 	}
 	s.Alerts[alert.EventRestarted] = &state.Alert{Event: alert.EventRestarted, OpenedAt: now}
-	if ds := d.Refresh(context.Background(), s, now, false); len(ds) != 0 || len(srv.requests()) != 0 {
+	if ds := d.Deliver(context.Background(), s, nil, now); len(ds) != 0 || len(srv.requests()) != 0 {
 		t.Errorf("only a one-shot open, yet %+v", ds)
 	}
 	s.Alerts[alert.EventWedged] = &state.Alert{Event: alert.EventWedged, OpenedAt: now, Pod: "p"}
-	if ds := d.Refresh(context.Background(), s, now, true); len(ds) != 0 || len(srv.requests()) != 0 {
+	d.Mode = state.ModeDryRun
+	if ds := d.Deliver(context.Background(), s, nil, now); len(ds) != 0 || len(srv.requests()) != 0 {
 		t.Errorf("a dry run refreshed: %+v", ds)
 	}
-	ds := d.Refresh(context.Background(), s, now, false)
+	d.Mode = state.ModeLive
+	ds := d.Deliver(context.Background(), s, nil, now)
 	if len(ds) != 1 || ds[0].Sink != "alertmanager" || ds[0].Event != EventRefresh || !ds[0].OK {
 		t.Fatalf("deliveries %+v", ds)
 	}
@@ -243,14 +245,14 @@ func TestDispatcherRefresh(t *testing.T) {
 
 	// A failed refresh is reported, not kept: the next run refreshes anyway.
 	srv.status = func(int) int { return http.StatusBadRequest }
-	ds = d.Refresh(context.Background(), s, now, false)
+	ds = d.Deliver(context.Background(), s, nil, now)
 	if len(ds) != 1 || ds[0].OK || ds[0].Kept || len(s.Outbox) != 0 {
 		t.Errorf("failed refresh %+v, outbox %+v", ds, s.Outbox)
 	}
 	// Bounded by SendBy like every delivery.
 	d.SendBy = time.Now().Add(-time.Second)
 	srv.status = func(int) int { return http.StatusOK }
-	if ds := d.Refresh(context.Background(), s, now, false); len(ds) != 1 || ds[0].OK || !strings.Contains(ds[0].Error, "deadline") {
+	if ds := d.Deliver(context.Background(), s, nil, now); len(ds) != 1 || ds[0].OK || !strings.Contains(ds[0].Error, "deadline") {
 		t.Errorf("refresh past SendBy %+v", ds)
 	}
 }

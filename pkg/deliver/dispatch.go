@@ -6,7 +6,6 @@ package deliver
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"time"
 
@@ -20,12 +19,13 @@ import (
 // outbox for the next run, and retries the outbox first.
 type Dispatcher struct {
 	Sinks []alert.Sink
+	Mode  state.Mode // a dry run sends nothing: its deliveries say where each would go
 	// Events, when set, records every notification as a Kubernetes Event.
 	Events func(ctx context.Context, n alert.Notification) error
 	// OnFailure is told about each failed delivery (it leaves a Warning Event).
 	OnFailure func(ctx context.Context, n alert.Notification, sink string, err error)
-	// SendBy, when set, ends sink deliveries (retries included), leaving the caller
-	// time to persist what failed. Events are not bounded by it.
+	// SendBy, when set, ends deliveries and their Events (retries included), leaving
+	// the caller time to persist what failed. OnFailure is not bounded by it.
 	SendBy time.Time
 	Outbox outbox.Config // seals what is kept, rebuilds what is retried
 	// ReservedFor is how long an entry Reserve made belongs to the run that made it
@@ -38,13 +38,12 @@ const KubernetesEvent = "kubernetes-event"
 
 // Delivery is the outcome of one notification to one sink.
 type Delivery struct {
-	ID    string `json:"id"`
-	Event string `json:"event"`
-	Sink  string `json:"sink"`
-	OK    bool   `json:"ok"`
-	Retry bool   `json:"retry,omitempty"` // from the outbox
-	// Kept: the failed alert is in the outbox, retried next run.
-	Kept   bool   `json:"kept,omitempty"`
+	ID     string `json:"id"`
+	Event  string `json:"event"`
+	Sink   string `json:"sink"`
+	OK     bool   `json:"ok"`
+	Retry  bool   `json:"retry,omitempty"` // from the outbox
+	Kept   bool   `json:"kept,omitempty"`  // the failed alert is in the outbox, retried next run
 	Error  string `json:"error,omitempty"`
 	DryRun bool   `json:"dryRun,omitempty"`
 	// Dropped: an outbox entry that is not retried; Error says why. A warning.
@@ -53,11 +52,11 @@ type Delivery struct {
 	Unauthenticated bool `json:"unauthenticated,omitempty"`
 }
 
-// Deliver sends the outbox, then notes. With dryRun nothing is sent and the
-// deliveries only say where each notification would go.
-func (d *Dispatcher) Deliver(ctx context.Context, s *state.State, notes []alert.Notification, now time.Time, dryRun bool) []Delivery {
+// Deliver sends the outbox, the notes, then the open alerts of s again to each
+// Refresher (a failed refresh is reported, not kept: the next run refreshes again).
+func (d *Dispatcher) Deliver(ctx context.Context, s *state.State, notes []alert.Notification, now time.Time) []Delivery {
 	var out []Delivery
-	if dryRun {
+	if d.Mode == state.ModeDryRun {
 		names := d.names()
 		if d.Events != nil {
 			names = append(names, KubernetesEvent)
@@ -69,7 +68,10 @@ func (d *Dispatcher) Deliver(ctx context.Context, s *state.State, notes []alert.
 		}
 		return out
 	}
-	sctx, cancel := d.sendWindow(ctx)
+	sctx, cancel := ctx, context.CancelFunc(func() {})
+	if !d.SendBy.IsZero() {
+		sctx, cancel = context.WithDeadline(ctx, d.SendBy)
+	}
 	defer cancel()
 	// The retries get at most half of what is left of the send window: each may
 	// wait out its whole budget on a receiver that never answers, and must not
@@ -105,6 +107,21 @@ func (d *Dispatcher) Deliver(ctx context.Context, s *state.State, notes []alert.
 			}
 			s.Outbox = append(s.Outbox, p)
 		}
+	}
+	for _, sink := range d.Sinks {
+		r, ok := sink.(Refresher)
+		if !ok {
+			continue
+		}
+		n, err := r.Refresh(sctx, s.Alerts, now)
+		if n == 0 && err == nil {
+			continue
+		}
+		del := Delivery{Event: EventRefresh, Sink: sink.Name(), OK: err == nil}
+		if err != nil {
+			del.Error = err.Error()
+		}
+		out = append(out, del)
 	}
 	return out
 }
@@ -151,19 +168,13 @@ func (d *Dispatcher) retryOutbox(ctx, sctx context.Context, s *state.State, now 
 			kept = append(kept, p)
 			continue
 		}
-		n, authenticated, err := d.Outbox.Open(p)
+		n, authenticated, err := d.Outbox.Open(p, now)
 		switch {
 		case err != nil:
-		case now.Sub(p.CreatedAt) > outbox.MaxPendingAge:
-			// Not its lastError or sinks: no seal covers them.
-			err = fmt.Errorf("undelivered after %d attempts over %s (each failed attempt was logged, with a Warning Event, when it happened)", p.Attempts, outbox.MaxPendingAge)
 		case retried[p.ID]:
 			err = errRetriedThisRun
 		case slices.ContainsFunc(s.Delivered, func(e state.DeliveredEntry) bool { return e.ID == p.ID }):
 			err = errAlreadyDelivered
-		}
-		if err == nil {
-			n, err = d.Outbox.Rebuild(p, n, authenticated, now)
 		}
 		if err != nil {
 			// Names only what the watchdog would write: the entry is someone else's.
@@ -172,26 +183,25 @@ func (d *Dispatcher) retryOutbox(ctx, sctx context.Context, s *state.State, now 
 		}
 		var still []string
 		attempted := false
-		tried := map[string]bool{}
-		for _, name := range p.Sinks {
-			i := slices.IndexFunc(d.Sinks, func(s alert.Sink) bool { return s.Name() == name })
-			// Sinks are not sealed: a name listed twice (an edit of the state) is sent
-			// once, not to multiply sends. A sink no longer configured gets nothing.
-			if tried[name] || i < 0 {
+		// Sinks are not sealed: each configured sink the entry names gets it once (an
+		// edit listing one twice must not multiply sends); one no longer configured, none.
+		for _, sink := range d.Sinks {
+			if !slices.Contains(p.Sinks, sink.Name()) {
 				continue
 			}
-			tried[name] = true
+			del := Delivery{ID: p.ID, Event: p.Event, Sink: sink.Name(), Retry: true}
 			if sctx.Err() != nil {
 				// The retries' share of the window is spent: kept, not an attempt.
-				still = append(still, name)
-				out = append(out, Delivery{ID: p.ID, Event: p.Event, Sink: name, Retry: true, Kept: true, Error: errRetriesOutOfTime.Error()})
-				continue
+				del.Kept, del.Error = true, errRetriesOutOfTime.Error()
+			} else {
+				attempted = true
+				del.Unauthenticated = !authenticated
+				if del = d.send(ctx, sctx, sink, n, del); !del.OK {
+					p.LastError = del.Error
+				}
 			}
-			attempted = true
-			del := Delivery{ID: p.ID, Event: p.Event, Sink: name, Retry: true, Unauthenticated: !authenticated}
-			del = d.send(ctx, sctx, d.Sinks[i], n, del)
 			if !del.OK {
-				still, p.LastError = append(still, name), del.Error
+				still = append(still, sink.Name())
 			}
 			out = append(out, del)
 		}
@@ -230,14 +240,6 @@ func (d *Dispatcher) names() []string {
 	return out
 }
 
-// sendWindow bounds ctx by SendBy, when set.
-func (d *Dispatcher) sendWindow(ctx context.Context) (context.Context, context.CancelFunc) {
-	if d.SendBy.IsZero() {
-		return ctx, func() {}
-	}
-	return context.WithDeadline(ctx, d.SendBy)
-}
-
 // Refresher is a sink whose receiver forgets an alert that is not sent again
 // (Alertmanager at its endsAt). Refresh returns how many it sent again.
 type Refresher interface {
@@ -246,30 +248,3 @@ type Refresher interface {
 
 // EventRefresh names refresh deliveries in reports and logs; it is no alert event.
 const EventRefresh = "refresh"
-
-// Refresh re-sends the open alerts of s to every sink that is a Refresher, within
-// SendBy. A failed refresh is reported but not kept: the next run refreshes again.
-func (d *Dispatcher) Refresh(ctx context.Context, s *state.State, now time.Time, dryRun bool) []Delivery {
-	if dryRun || len(s.Alerts) == 0 {
-		return nil
-	}
-	ctx, cancel := d.sendWindow(ctx)
-	defer cancel()
-	var out []Delivery
-	for _, sink := range d.Sinks {
-		r, ok := sink.(Refresher)
-		if !ok {
-			continue
-		}
-		n, err := r.Refresh(ctx, s.Alerts, now)
-		if n == 0 && err == nil {
-			continue
-		}
-		del := Delivery{Event: EventRefresh, Sink: sink.Name(), OK: err == nil}
-		if err != nil {
-			del.Error = err.Error()
-		}
-		out = append(out, del)
-	}
-	return out
-}

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	amlabels "github.com/prometheus/alertmanager/pkg/labels"
+
 	"github.com/agentenv/watchdog/internal/testenv"
 )
 
@@ -35,7 +37,7 @@ func TestFiringReadsAlertmanagerWithManyAlerts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sets := [][]Matcher{mustMatchers(t, `alertname=~"etcd.*"`)}
+	hold := &AlertHold{Alertmanager: am, Sets: []amlabels.Matchers{mustMatchers(t, `alertname=~"etcd.*"`)}}
 	posted := 0
 	for _, total := range []int{1, 50, 200, 400} {
 		var batch []PostableAlert
@@ -48,19 +50,19 @@ func TestFiringReadsAlertmanagerWithManyAlerts(t *testing.T) {
 		}
 		postAlerts(t, proc.Base, batch)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		firing, err := am.Firing(ctx, sets)
+		read := hold.Read(ctx)
 		cancel()
-		if err != nil {
-			t.Errorf("%d alerts firing: the hold cannot read them: %v", total, err)
+		if read.Err != nil {
+			t.Errorf("%d alerts firing: the hold cannot read them: %v", total, read.Err)
 			continue
 		}
-		if len(firing) != total {
-			t.Errorf("%d alerts firing: the hold read %d", total, len(firing))
+		if len(read.Firing) != total {
+			t.Errorf("%d alerts firing: the hold read %d", total, len(read.Firing))
 		}
 	}
 }
 
-func mustMatchers(t *testing.T, set string) []Matcher {
+func mustMatchers(t *testing.T, set string) amlabels.Matchers {
 	t.Helper()
 	ms, err := ParseMatchers(set)
 	if err != nil {

@@ -16,6 +16,7 @@ func TestParseMatchers(t *testing.T) {
 		`job="etcd, main"`:                               true, // a comma inside quotes
 		`alertname!~"Kube.*",cluster=""`:                 true, // a missing label is ""
 		`severity=critical`:                              true,
+		`instance:up=""`:                                 true, // Alertmanager's names may hold ':'
 	} {
 		ms, err := ParseMatchers(set)
 		if err != nil {
@@ -24,10 +25,10 @@ func TestParseMatchers(t *testing.T) {
 		}
 		got := true
 		for _, m := range ms {
-			got = got && m.Matches(labels)
+			got = got && m.Matches(labels[m.Name])
 		}
 		if got != want {
-			t.Errorf("%s (%s) matches %v, want %v", set, SetString(ms), got, want)
+			t.Errorf("%s (%s) matches %v, want %v", set, ms, got, want)
 		}
 	}
 	for _, bad := range []string{"", "{}", "alertname", `alertname=~"("`, `1x="a"`, `alertname=="a"`} {

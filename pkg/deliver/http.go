@@ -1,7 +1,6 @@
 package deliver
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -12,6 +11,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"slices"
 	"strconv"
@@ -36,43 +36,45 @@ const (
 type Poster struct {
 	name, url string
 	client    *retryablehttp.Client
+	transport *http.Transport // under the body bound; Reach dials with it too
 	budget    time.Duration
-	// secrets are redacted from every error: the URL's credentials (sent as a Basic
-	// header, which a receiver may echo) and those a sink adds.
-	secrets []string
+	// secrets are what no error shows, each with what shows instead: the URL, its path
+	// and query (a webhook's secret parts; receivers may echo the request line or the
+	// headers), its credentials, those a sink adds. Longest first: a header before its token.
+	secrets [][2]string
 }
 
 // NewPoster builds a poster for name (used in errors instead of the URL).
 func NewPoster(name, rawURL string, attemptTimeout time.Duration, attempts int, budget time.Duration) *Poster {
-	attempts = max(attempts, 1)
 	if budget <= 0 {
 		budget = DefaultBudget
+	}
+	transport := &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           (&net.Dialer{Timeout: attemptTimeout}).DialContext,
+		TLSHandshakeTimeout:   attemptTimeout,
+		ResponseHeaderTimeout: attemptTimeout,
+		MaxIdleConns:          2,
+		IdleConnTimeout:       30 * time.Second,
 	}
 	httpClient := &http.Client{
 		Timeout: attemptTimeout,
 		// Every answer is cut at maxAnswer bytes, whoever reads it.
-		Transport: httpbound.Transport(&http.Transport{
-			Proxy:                 http.ProxyFromEnvironment,
-			DialContext:           (&net.Dialer{Timeout: attemptTimeout}).DialContext,
-			TLSHandshakeTimeout:   attemptTimeout,
-			ResponseHeaderTimeout: attemptTimeout,
-			MaxIdleConns:          2,
-			IdleConnTimeout:       30 * time.Second,
-		}, maxAnswer),
+		Transport: httpbound.Transport(transport, maxAnswer),
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
 			switch {
 			case req.URL.Host != via[0].URL.Host:
-				return errRedirectOffHost
+				return fmt.Errorf("redirect to another host %w", errRefused)
 			case req.URL.Scheme != via[0].URL.Scheme:
 				// https → http would send the body and its signature in clear text
 				// (URL.Host is equal when neither names a port).
-				return errRedirectScheme
+				return fmt.Errorf("redirect to another scheme (https to http, say) %w", errRefused)
 			case req.Method != via[0].Method:
 				// 301/302/303 turn the POST into a body-less GET whose 2xx would
 				// count as delivered: only 307/308 are followed.
-				return errRedirectToGet
+				return fmt.Errorf("redirect that would drop the body (301/302/303) %w", errRefused)
 			case len(via) >= 3:
-				return errTooManyRedirects
+				return fmt.Errorf("too many redirects: %w", errRefused)
 			}
 			return nil
 		},
@@ -82,30 +84,37 @@ func NewPoster(name, rawURL string, attemptTimeout time.Duration, attempts int, 
 		Logger:       nil, // its messages would carry the URL
 		RetryWaitMin: 500 * time.Millisecond,
 		RetryWaitMax: 5 * time.Second,
-		RetryMax:     attempts - 1,
+		RetryMax:     max(attempts, 1) - 1,
 		Backoff:      retryablehttp.DefaultBackoff, // honours Retry-After on 429 and 503
 		ErrorHandler: retryablehttp.PassthroughErrorHandler,
 	}
-	p := &Poster{name: name, url: rawURL, client: c, budget: budget}
+	p := &Poster{name: name, url: rawURL, client: c, transport: transport, budget: budget}
 	c.CheckRetry = p.checkRetry
-	if u, err := url.Parse(rawURL); err == nil && u.User != nil {
-		user := u.User.Username()
-		pass, _ := u.User.Password()
-		p.AddSecrets(u.User.String(), user+":"+pass, base64.StdEncoding.EncodeToString([]byte(user+":"+pass)), user, pass)
+	p.hide("<url>", rawURL)
+	if u, err := url.Parse(rawURL); err == nil {
+		// Without its final slash too: a heartbeat's <url>/fail drops it.
+		p.hide("<path>", u.Path, strings.TrimSuffix(u.Path, "/"))
+		p.hide("<query>", u.RawQuery)
+		if u.User != nil {
+			user := u.User.Username()
+			pass, _ := u.User.Password()
+			p.AddSecrets(u.User.String(), user+":"+pass, base64.StdEncoding.EncodeToString([]byte(user+":"+pass)), user, pass)
+		}
 	}
 	return p
 }
 
 // AddSecrets adds credentials the sink sends to what this poster's errors redact.
-func (p *Poster) AddSecrets(secrets ...string) {
+func (p *Poster) AddSecrets(secrets ...string) { p.hide("<redacted>", secrets...) }
+
+func (p *Poster) hide(as string, secrets ...string) {
 	for _, s := range secrets {
-		// Never blank out common short strings ("a", "id"): no credential.
-		if len(s) >= minSecretLen && !slices.Contains(p.secrets, s) {
-			p.secrets = append(p.secrets, s)
+		// Never blank out common short strings ("a", "id", "/"): no secret.
+		if len(s) >= minSecretLen && !slices.ContainsFunc(p.secrets, func(h [2]string) bool { return h[0] == s }) {
+			p.secrets = append(p.secrets, [2]string{s, as})
 		}
 	}
-	// The longest first: a whole header before the token inside it.
-	slices.SortFunc(p.secrets, func(a, b string) int { return len(b) - len(a) })
+	slices.SortFunc(p.secrets, func(a, b [2]string) int { return len(b[0]) - len(a[0]) })
 }
 
 // An error answer's body: read up to snippetRead bytes, keep snippetKept of them.
@@ -117,12 +126,8 @@ const (
 	maxAnswer    = maxAlertsBody
 )
 
-var (
-	errRedirectOffHost  = errors.New("redirect to another host refused")
-	errRedirectScheme   = errors.New("redirect to another scheme (https to http, say) refused")
-	errRedirectToGet    = errors.New("redirect that would drop the body (301/302/303) refused")
-	errTooManyRedirects = errors.New("too many redirects")
-)
+// errRefused ends every redirect the poster does not follow: never retried.
+var errRefused = errors.New("refused")
 
 // checkRetry retries network errors, 429 and 5xx, except when the server asks to
 // wait longer than the delivery has left (the alert then stays pending).
@@ -130,10 +135,8 @@ func (p *Poster) checkRetry(ctx context.Context, resp *http.Response, err error)
 	if ctx.Err() != nil {
 		return false, ctx.Err()
 	}
-	for _, refused := range []error{errRedirectOffHost, errRedirectScheme, errRedirectToGet, errTooManyRedirects} {
-		if errors.Is(err, refused) {
-			return false, err
-		}
+	if errors.Is(err, errRefused) {
+		return false, err
 	}
 	if resp != nil && (resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable) {
 		deadline, has := ctx.Deadline()
@@ -153,109 +156,30 @@ func retryAfter(v string) (time.Duration, bool) {
 }
 
 // Reach connects to the receiver as a delivery would, sending nothing: through its
-// proxy (a CONNECT tunnel for https), then for https a TLS handshake with its TLS
-// configuration: a bare TCP connect would pass while every send fails the handshake.
+// proxy, and for https with a TLS handshake under its TLS configuration (a bare TCP
+// connect would pass while every send fails the handshake).
 func (p *Poster) Reach(ctx context.Context) error {
-	if err := p.reach(ctx); err != nil {
-		return fmt.Errorf("%s: %v", p.name, p.redact(scrub(err).Error()))
-	}
-	return nil
-}
-
-func (p *Poster) reach(ctx context.Context) error {
 	u, err := url.Parse(p.url)
 	if err != nil {
-		return errors.New("invalid URL")
+		return fmt.Errorf("%s: invalid URL", p.name)
 	}
 	if timeout := p.client.HTTPClient.Timeout; timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	target, dialAddr := hostPort(u), hostPort(u)
-	var proxy *url.URL
-	if t := p.transport(); t != nil && t.Proxy != nil {
-		if proxy, err = t.Proxy(&http.Request{URL: u}); err != nil {
-			return fmt.Errorf("proxy: %w", err)
-		}
-	}
-	if proxy != nil {
-		dialAddr = hostPort(proxy)
-	}
-	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", dialAddr)
+	var handshake error
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		TLSHandshakeDone: func(_ tls.ConnectionState, err error) { handshake = err },
+	})
+	conn, err := p.transport.NewClientConn(ctx, u.Scheme, net.JoinHostPort(u.Hostname(), u.Port()))
 	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	if deadline, ok := ctx.Deadline(); ok {
-		_ = conn.SetDeadline(deadline)
-	}
-	if u.Scheme != "https" {
-		return nil // plain http: the connection is all a delivery needs first
-	}
-	if proxy != nil {
-		if proxy.Scheme == "https" {
-			conn = tls.Client(conn, p.tlsConfig(proxy.Hostname()))
+		if handshake != nil {
+			err = fmt.Errorf("TLS handshake: %w", err)
 		}
-		if err := connectTunnel(conn, proxy, target); err != nil {
-			return err
-		}
+		return fmt.Errorf("%s: %v", p.name, p.redact(scrub(err).Error()))
 	}
-	tc := tls.Client(conn, p.tlsConfig(u.Hostname()))
-	if err := tc.HandshakeContext(ctx); err != nil {
-		return fmt.Errorf("TLS handshake: %w", err)
-	}
-	return nil
-}
-
-// transport is the transport deliveries go through, under the body bound.
-func (p *Poster) transport() *http.Transport {
-	t, _ := httpbound.Base(p.client.HTTPClient.Transport).(*http.Transport)
-	return t
-}
-
-// tlsConfig is the TLS configuration deliveries use, for serverName.
-func (p *Poster) tlsConfig(serverName string) *tls.Config {
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
-	if t := p.transport(); t != nil && t.TLSClientConfig != nil {
-		cfg = t.TLSClientConfig.Clone()
-	}
-	if cfg.ServerName == "" {
-		cfg.ServerName = serverName
-	}
-	return cfg
-}
-
-// connectTunnel asks an HTTP proxy on conn for a tunnel to target, as the transport does.
-func connectTunnel(conn net.Conn, proxy *url.URL, target string) error {
-	req := &http.Request{Method: http.MethodConnect, URL: &url.URL{Opaque: target}, Host: target, Header: http.Header{}}
-	if proxy.User != nil {
-		pass, _ := proxy.User.Password()
-		req.Header.Set("Proxy-Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(proxy.User.Username()+":"+pass)))
-	}
-	if err := req.Write(conn); err != nil {
-		return fmt.Errorf("proxy CONNECT: %w", err)
-	}
-	resp, err := http.ReadResponse(bufio.NewReader(conn), req)
-	if err != nil {
-		return fmt.Errorf("proxy CONNECT: %w", err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		_ = resp.Body.Close()
-		return fmt.Errorf("proxy CONNECT answered %s", resp.Status)
-	}
-	// The body is not closed, as the transport does not: some Go releases read a
-	// 200 to CONNECT as a body up to EOF, which closing would drain until the deadline.
-	return nil
-}
-
-// hostPort is u's host and port, the scheme's default port when it names none.
-func hostPort(u *url.URL) string {
-	port := u.Port()
-	if port == "" {
-		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
-	}
-	return net.JoinHostPort(u.Hostname(), port)
+	return conn.Close()
 }
 
 // Post sends body with headers and returns nil on a 2xx answer.
@@ -299,34 +223,18 @@ func (p *Poster) exchange(ctx context.Context, method, target string, body []byt
 			msg += " (Retry-After " + ra + ")"
 		}
 		if len(snippet) > 0 {
-			msg += fmt.Sprintf(": %q", state.Truncate(p.redact(redactURL(string(bytes.TrimSpace(snippet)), target)), snippetKept))
+			msg += fmt.Sprintf(": %q", state.Truncate(p.redact(string(bytes.TrimSpace(snippet))), snippetKept))
 		}
 		return nil, errors.New(msg)
 	}
 	return nil, nil
 }
 
-// redact removes the configured URL and every credential of this poster from text.
+// redact removes the poster's secrets from text. A URL derived from its URL (a
+// heartbeat's <url>/fail, a query added) shows no more: the path and query are hidden.
 func (p *Poster) redact(text string) string {
-	text = redactURL(text, p.url)
-	for _, s := range p.secrets {
-		text = strings.ReplaceAll(text, s, "<redacted>")
-	}
-	return text
-}
-
-// redactURL removes the URL (and its path and query, a webhook's secret parts) from
-// a receiver's answer: some echo the request line. exchange redacts the URL posted
-// to as well as the configured one: they differ for a heartbeat's <url>/fail.
-func redactURL(text, target string) string {
-	text = strings.ReplaceAll(text, target, "<url>")
-	if u, err := url.Parse(target); err == nil {
-		if len(u.Path) > 1 {
-			text = strings.ReplaceAll(text, u.Path, "<path>")
-		}
-		if u.RawQuery != "" {
-			text = strings.ReplaceAll(text, u.RawQuery, "<query>")
-		}
+	for _, h := range p.secrets {
+		text = strings.ReplaceAll(text, h[0], h[1])
 	}
 	return text
 }

@@ -57,7 +57,7 @@ func keep(t *testing.T, key []byte, n alert.Notification) (*state.State, *memory
 	d := &Dispatcher{Sinks: []alert.Sink{sink}, Outbox: outboxConfig(key)}
 	d.Outbox.Source.Labels = n.Labels // the configuration's --alert-labels, as the run's
 	s := state.New()
-	d.Deliver(context.Background(), s, []alert.Notification{n}, n.Time, false)
+	d.Deliver(context.Background(), s, []alert.Notification{n}, n.Time)
 	if len(s.Outbox) != 1 || (len(key) > 0) != (s.Outbox[0].Seal != "") {
 		t.Fatalf("outbox %+v after a refused delivery", s.Outbox)
 	}
@@ -101,7 +101,7 @@ func TestOutboxRetrySaysWhatTheOriginalSaid(t *testing.T) {
 	for _, key := range [][]byte{outboxKey, nil} {
 		s, sink, d := keep(t, key, n)
 		s = reencode(t, s, n.Time)
-		ds := d.Deliver(context.Background(), s, nil, n.Time.Add(5*time.Minute), false)
+		ds := d.Deliver(context.Background(), s, nil, n.Time.Add(5*time.Minute))
 		got := sink.got()
 		if len(got) != 1 || len(ds) != 1 || !ds[0].OK || !ds[0].Retry || ds[0].Unauthenticated != (key == nil) {
 			t.Fatalf("key %q: sent %d, deliveries %+v", key, len(got), ds)
@@ -176,7 +176,7 @@ func TestOutboxRefusesWhatItDidNotWrite(t *testing.T) {
 			st := state.New()
 			st.Outbox = []state.Pending{f, genuine}
 			st = reencode(t, st, now)
-			ds := d.Deliver(context.Background(), st, nil, now, false)
+			ds := d.Deliver(context.Background(), st, nil, now)
 			got := sink.got()
 			if len(got) != 1 || got[0].ID != genuine.ID || !reflect.DeepEqual(got[0], n) {
 				t.Fatalf("sent %+v, want the genuine entry alone, as written", got)
@@ -201,7 +201,7 @@ func TestOutboxRefusesWhatItDidNotWrite(t *testing.T) {
 	t.Run("no key: rebuilt", func(t *testing.T) {
 		s, sink, d := keep(t, nil, n)
 		s.Outbox[0] = forge(s.Outbox[0], hostile)
-		d.Deliver(context.Background(), s, nil, now, false)
+		d.Deliver(context.Background(), s, nil, now)
 		got := sink.got()
 		if len(got) != 1 {
 			t.Fatalf("sent %+v", got)
@@ -228,7 +228,7 @@ func TestOutboxRefusesWhatItDidNotWrite(t *testing.T) {
 			if name == "unknown event" {
 				s.Outbox[0].Event = "pwned"
 			}
-			ds := d.Deliver(context.Background(), s, nil, now, false)
+			ds := d.Deliver(context.Background(), s, nil, now)
 			if got := sink.got(); len(got) != 0 || len(ds) != 1 || !ds[0].Dropped || len(s.Outbox) != 0 {
 				t.Errorf("sent %+v, deliveries %+v, outbox %+v: want it dropped", got, ds, s.Outbox)
 			}
@@ -258,7 +258,7 @@ func TestOutboxExpiredEntrySaysNothingOfItsOwn(t *testing.T) {
 			forged := genuine
 			forged.ID, forged.Seal = "f1f1f1f1f1f1f1f1", ""
 			s.Outbox = []state.Pending{genuine, forged}
-			ds := d.Deliver(context.Background(), s, nil, later, false)
+			ds := d.Deliver(context.Background(), s, nil, later)
 			if got := sink.got(); len(got) != 0 || len(s.Outbox) != 0 || len(ds) != 2 {
 				t.Fatalf("sent %+v, outbox %+v, deliveries %+v: want both dropped, nothing sent", got, s.Outbox, ds)
 			}
@@ -293,7 +293,7 @@ func TestOutboxSealedEntryOfAFastClockIsRetried(t *testing.T) {
 		for _, key := range [][]byte{outboxKey, nil} {
 			s, sink, d := keep(t, key, n)
 			s = reencode(t, s, n.Time)
-			ds := d.Deliver(context.Background(), s, nil, now, false)
+			ds := d.Deliver(context.Background(), s, nil, now)
 			sent := len(sink.got()) == 1
 			want := key != nil || ahead <= 5*time.Minute+time.Minute
 			if sent != want {
@@ -304,7 +304,7 @@ func TestOutboxSealedEntryOfAFastClockIsRetried(t *testing.T) {
 	// The 0.1.0 upgrade: an entry without a seal says so, not only "someone else".
 	s, sink, d := keep(t, outboxKey, n)
 	s.Outbox[0].Seal = ""
-	ds := d.Deliver(context.Background(), s, nil, n.Time.Add(5*time.Minute), false)
+	ds := d.Deliver(context.Background(), s, nil, n.Time.Add(5*time.Minute))
 	if len(sink.got()) != 0 || len(ds) != 1 || !ds[0].Dropped || !strings.Contains(ds[0].Error, "0.1.0") {
 		t.Errorf("an unsealed entry with a key: deliveries %+v", ds)
 	}
@@ -324,7 +324,7 @@ func TestOutboxSendsEachSinkOnce(t *testing.T) {
 			sinks[i] = "webhook"
 		}
 		s.Outbox[0].Sinks = sinks
-		ds := d.Deliver(context.Background(), s, nil, n.Time.Add(5*time.Minute), false)
+		ds := d.Deliver(context.Background(), s, nil, n.Time.Add(5*time.Minute))
 		if got := len(sink.got()); got != 1 || len(ds) != 1 {
 			t.Errorf("key %v: the entry was sent %d times (%d deliveries), want once", key != nil, got, len(ds))
 		}
@@ -332,7 +332,7 @@ func TestOutboxSendsEachSinkOnce(t *testing.T) {
 		s, sink, d = keep(t, key, n)
 		s.Outbox[0].Sinks = sinks
 		sink.fail = true
-		d.Deliver(context.Background(), s, nil, n.Time.Add(5*time.Minute), false)
+		d.Deliver(context.Background(), s, nil, n.Time.Add(5*time.Minute))
 		if len(s.Outbox) != 1 || len(s.Outbox[0].Sinks) != 1 {
 			t.Errorf("key %v: kept %d entries (%v), want one entry for one sink", key != nil, len(s.Outbox), len(s.Outbox) > 0 && len(s.Outbox[0].Sinks) > 1)
 		}
@@ -369,7 +369,7 @@ func TestOutboxDeliversEachEntryOnce(t *testing.T) {
 		failures := 0
 		d.OnFailure = func(context.Context, alert.Notification, string, error) { failures++ }
 		sink.fail = fail
-		d.Deliver(context.Background(), s, nil, now, false)
+		d.Deliver(context.Background(), s, nil, now)
 		if fail {
 			if failures != 1 || len(s.Outbox) != 1 {
 				t.Errorf("refused: %d failures, %d entries kept, want 1 and 1", failures, len(s.Outbox))
@@ -389,7 +389,7 @@ func TestOutboxRefusesReplayOfADeliveredEntry(t *testing.T) {
 	s, sink, d := keep(t, outboxKey, n)
 	old := s.Outbox[0]
 	now := n.Time.Add(5 * time.Minute)
-	d.Deliver(context.Background(), s, nil, now, false)
+	d.Deliver(context.Background(), s, nil, now)
 	if len(sink.got()) != 1 || len(s.Outbox) != 0 {
 		t.Fatalf("first retry: sent %d, outbox %d", len(sink.got()), len(s.Outbox))
 	}
@@ -397,7 +397,7 @@ func TestOutboxRefusesReplayOfADeliveredEntry(t *testing.T) {
 		s = reencode(t, s, now)
 		s.Outbox = append(s.Outbox, old)
 		s = reencode(t, s, n.Time.Add(later))
-		ds := d.Deliver(context.Background(), s, nil, n.Time.Add(later), false)
+		ds := d.Deliver(context.Background(), s, nil, n.Time.Add(later))
 		if len(sink.got()) != 1 || len(ds) != 1 || !ds[0].Dropped || !strings.Contains(ds[0].Error, "already delivered") {
 			t.Errorf("replayed %s later: sent %d times in all, deliveries %+v", later, len(sink.got()), ds)
 		}
@@ -424,10 +424,10 @@ func TestReservedEntriesWaitForTheirRun(t *testing.T) {
 		t.Fatalf("reserved %+v", s.Outbox)
 	}
 	s = reencode(t, s, n.Time)
-	if ds := d.Deliver(context.Background(), s, nil, n.Time.Add(time.Minute), false); len(ds) != 0 || len(sink.got()) != 0 || len(s.Outbox) != 1 {
+	if ds := d.Deliver(context.Background(), s, nil, n.Time.Add(time.Minute)); len(ds) != 0 || len(sink.got()) != 0 || len(s.Outbox) != 1 {
 		t.Fatalf("within ReservedFor: deliveries %+v, sent %d, outbox %d", ds, len(sink.got()), len(s.Outbox))
 	}
-	ds := d.Deliver(context.Background(), s, nil, n.Time.Add(4*time.Minute), false)
+	ds := d.Deliver(context.Background(), s, nil, n.Time.Add(4*time.Minute))
 	if len(ds) != 1 || !ds[0].OK || !ds[0].Retry || len(sink.got()) != 1 || len(s.Outbox) != 0 {
 		t.Fatalf("after ReservedFor: deliveries %+v, sent %d, outbox %+v", ds, len(sink.got()), s.Outbox)
 	}

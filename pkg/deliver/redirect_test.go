@@ -13,8 +13,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/agentenv/watchdog/pkg/httpbound"
 )
 
 // bothSchemes serves https and plain http on one loopback port (the first byte of
@@ -86,7 +84,7 @@ func TestPosterRefusesSchemeChangingRedirect(t *testing.T) {
 
 	newPoster := func(url string) *Poster {
 		p := NewPoster("webhook", url, 2*time.Second, 1, 5*time.Second)
-		httpbound.Base(p.client.HTTPClient.Transport).(*http.Transport).TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+		p.transport.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 		return p
 	}
 	hdr := http.Header{}

@@ -98,18 +98,16 @@ func SlackMessage(n alert.Notification, runbookURL string) *SlackWebhookMessage 
 	if n.Test {
 		title = alert.Spec(alert.EventTest).Emoji + " Watchdog test alert (not a real incident)"
 	}
-	if n.Reminder {
-		title += " (reminder)"
-	}
-	if n.DryRun {
-		title += " [dry run]"
+	for _, tag := range []struct {
+		on   bool
+		text string
+	}{{n.Reminder, " (reminder)"}, {n.DryRun, " [dry run]"}, {n.Shadow, " [shadow]"}, {n.Paused != "", " [paused]"}} {
+		if tag.on {
+			title += tag.text
+		}
 	}
 	if n.Shadow {
-		title += " [shadow]"
 		fallback = "[shadow] " + fallback
-	}
-	if n.Paused != "" {
-		title += " [paused]"
 	}
 	since := "-"
 	if n.Since != nil {
@@ -193,22 +191,18 @@ func mrkdwn(s string) *SlackText {
 // when the run failed (the healthchecks.io convention).
 type Heartbeat struct {
 	*Poster // its Reach is the sink's
-	URL     string
 }
 
 // Ping reports a run's outcome. body is a short, secret-free summary.
 func (h *Heartbeat) Ping(ctx context.Context, failed bool, body string) error {
-	target := h.URL
+	target := h.url
 	if failed {
 		// /fail goes on the path: appended to a URL with a query (healthchecks.io's
 		// ?create=1) it would land in the query and report success.
-		u, err := url.Parse(h.URL)
-		if err != nil {
+		var err error
+		if target, err = url.JoinPath(h.url, "fail"); err != nil {
 			return errors.New("heartbeat: invalid URL")
 		}
-		u.Path = strings.TrimSuffix(u.Path, "/") + "/fail"
-		u.RawPath = ""
-		target = u.String()
 	}
 	hdr := http.Header{"Content-Type": {"text/plain; charset=utf-8"}}
 	_, err := h.exchange(ctx, http.MethodPost, target, []byte(body), hdr, 0)

@@ -510,7 +510,7 @@ func TestHeartbeatPing(t *testing.T) {
 		{srv.URL + "/ping/key/slug?create=1", false, "/ping/key/slug"},
 	} {
 		before := len(srv.requests())
-		hb := &Heartbeat{Poster: testPoster(tc.url), URL: tc.url}
+		hb := &Heartbeat{Poster: testPoster(tc.url)}
 		if err := hb.Ping(context.Background(), tc.failed, "ok"); err != nil {
 			t.Fatal(err)
 		}
@@ -532,7 +532,7 @@ func TestHeartbeatPing(t *testing.T) {
 		mu.Unlock()
 	}))
 	defer q.Close()
-	hb := &Heartbeat{Poster: testPoster(q.URL + "/k/s?create=1"), URL: q.URL + "/k/s?create=1"}
+	hb := &Heartbeat{Poster: testPoster(q.URL + "/k/s?create=1")}
 	if err := hb.Ping(context.Background(), true, "failed"); err != nil {
 		t.Fatal(err)
 	}

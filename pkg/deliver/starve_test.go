@@ -58,7 +58,7 @@ func TestADeadReceiverDoesNotStarveTheRunsOwnPage(t *testing.T) {
 		d.SendBy = now.Add(3 * time.Second)
 		n := goldenNotification()
 		n.ID, n.Time = "new0000000000000", now
-		d.Deliver(context.Background(), s, []alert.Notification{n}, now, false)
+		d.Deliver(context.Background(), s, []alert.Notification{n}, now)
 		mu.Lock()
 		got := slackGot
 		mu.Unlock()
@@ -89,7 +89,7 @@ func TestAReservationDatedAheadIsNotHeldForever(t *testing.T) {
 		s := state.New()
 		d.Reserve(s, []alert.Notification{n}, n.Time)
 		s = reencode(t, s, n.Time)
-		d.Deliver(context.Background(), s, nil, now, false)
+		d.Deliver(context.Background(), s, nil, now)
 		if sent := len(sink.got()) == 1; sent != c.sent {
 			t.Errorf("reserved %s ahead: sent %t, want %t (outbox %d)", c.ahead, sent, c.sent, len(s.Outbox))
 		}

@@ -13,16 +13,14 @@ import (
 // ErrRedirect is a redirect the client refused.
 var ErrRedirect = errors.New("redirect refused: the watchdog only talks to the URL it was given")
 
-// RefuseRedirects is an http.Client's CheckRedirect that follows none.
-func RefuseRedirects(req *http.Request, _ []*http.Request) error {
-	return fmt.Errorf("%w (answered with Location %s://%s)", ErrRedirect, req.URL.Scheme, req.URL.Host)
-}
-
 // Client returns a client whose every answer's body is cut at limit bytes (a
 // reader of it then fails with ErrTooLarge) and which follows no redirect.
 // base nil: http.DefaultTransport.
 func Client(base http.RoundTripper, limit int64) *http.Client {
-	return &http.Client{Transport: Transport(base, limit), CheckRedirect: RefuseRedirects}
+	refuse := func(req *http.Request, _ []*http.Request) error {
+		return fmt.Errorf("%w (answered with Location %s://%s)", ErrRedirect, req.URL.Scheme, req.URL.Host)
+	}
+	return &http.Client{Transport: Transport(base, limit), CheckRedirect: refuse}
 }
 
 // Transport wraps base so that every answer's body is cut at limit bytes.
@@ -71,13 +69,4 @@ func (b *limitedBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	b.left -= int64(n)
 	return n, err
-}
-
-// Base returns the transport rt wraps (rt itself when it wraps none): a test
-// sets its TLS roots there.
-func Base(rt http.RoundTripper) http.RoundTripper {
-	if c, ok := rt.(capped); ok {
-		return c.base
-	}
-	return rt
 }

@@ -1,10 +1,7 @@
 // Package outbox keeps what a run could not deliver, in the state ConfigMap, for the
-// next run to retry. Anyone who may edit that ConfigMap can write entries too, so a
-// retried entry is never sent as stored (docs/alerts.md, "The outbox"): it is
-// sealed (an HMAC under --outbox-key of its identity and facts) and rebuilt (the
-// severity and next step from the event table, the source from this run, each
-// fact checked and bounded). A new field of Notification is a fact unless Rebuild
-// fills it in: it is kept, sealed and checked with the rest, with no change here.
+// next run to retry. Anyone who may edit that ConfigMap can write entries too, so an
+// entry is sealed and rebuilt, never sent as stored (docs/alerts.md, "The outbox").
+// A new field of Notification is a fact unless Open fills it in: kept, sealed, checked.
 package outbox
 
 import (
@@ -52,7 +49,7 @@ var (
 
 // Pending makes the outbox entry of n, sealed when there is a key.
 func (c Config) Pending(n alert.Notification, now time.Time, sinks []string, lastErr string) (state.Pending, error) {
-	// Its facts only, without what Rebuild fills in.
+	// Its facts only, without what Open fills in.
 	facts := n
 	facts.SchemaVersion, facts.Severity, facts.NextStep = 0, "", ""
 	alert.Source{}.Stamp(&facts)
@@ -82,9 +79,13 @@ var (
 	errNoSeal   = errors.New("not sealed at all: kept by a run without --outbox-key (0.1.0, before the upgrade, sealed nothing; so does a run by hand without the key), or written by someone else")
 )
 
-// Open reads an outbox entry's facts and, with a key, authenticates them: an entry
-// is judged (even its age) only after its seal, so a forgery is reported as one.
-func (c Config) Open(p state.Pending) (n alert.Notification, authenticated bool, err error) {
+// Open returns the notification an outbox entry stands for, rebuilt, or why the
+// entry is dropped. With a key it authenticates the entry first: an entry is judged
+// (even its age) only after its seal, so a forgery is reported as one. Facts the
+// watchdog never writes are refused in errors that never repeat the entry's text;
+// an authenticated entry's time is not checked (a node whose clock ran ahead must
+// not lose the page; its sealed createdAt bounds its age).
+func (c Config) Open(p state.Pending, now time.Time) (n alert.Notification, authenticated bool, err error) {
 	dec := json.NewDecoder(bytes.NewReader(p.Payload))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&n); err != nil || dec.More() {
@@ -105,57 +106,44 @@ func (c Config) Open(p state.Pending) (n alert.Notification, authenticated bool,
 		}
 		authenticated = true
 	}
-	return n, authenticated, nil
-}
-
-// Rebuild returns the notification an opened outbox entry stands for, or why the
-// entry is dropped. authenticated: open verified its seal.
-func (c Config) Rebuild(p state.Pending, n alert.Notification, authenticated bool, now time.Time) (alert.Notification, error) {
-	if err := c.check(p, n, authenticated, now); err != nil {
-		return n, err
+	if now.Sub(p.CreatedAt) > MaxPendingAge {
+		// Not its lastError or sinks: no seal covers them.
+		return n, authenticated, fmt.Errorf("undelivered after %d attempts over %s (each failed attempt was logged, "+
+			"with a Warning Event, when it happened)", p.Attempts, MaxPendingAge)
 	}
-	spec, _ := alert.Lookup(n.Event)
-	n.SchemaVersion, n.Severity, n.NextStep = alert.SchemaVersion, spec.Severity, spec.NextStep
-	c.Source.Stamp(&n)
-	n.Reason = state.Truncate(n.Reason, maxReason)
-	return n, nil
-}
-
-// check refuses facts the watchdog never writes; its errors never repeat the
-// entry's text. An authenticated entry's time is not checked: a node whose clock
-// ran ahead must not lose the page (its sealed createdAt bounds its age).
-func (c Config) check(p state.Pending, n alert.Notification, authenticated bool, now time.Time) error {
 	spec, known := alert.Lookup(n.Event)
 	switch {
 	case !known:
-		return fmt.Errorf("not an event of the watchdog's")
+		return n, authenticated, fmt.Errorf("not an event of the watchdog's")
 	case n.Event != p.Event:
-		return fmt.Errorf("its notification is a %s, the entry says otherwise", n.Event)
+		return n, authenticated, fmt.Errorf("its notification is a %s, the entry says otherwise", n.Event)
 	case n.ID != p.ID:
-		return fmt.Errorf("its notification's id differs from the entry's")
+		return n, authenticated, fmt.Errorf("its notification's id differs from the entry's")
 	case spec.Name == alert.EventTest || n.Test:
-		return fmt.Errorf("a test alert is never kept for retry")
+		return n, authenticated, fmt.Errorf("a test alert is never kept for retry")
 	case n.DryRun:
-		return fmt.Errorf("a dry run sends nothing")
+		return n, authenticated, fmt.Errorf("a dry run sends nothing")
 	case n.Pod != "" && !podName.MatchString(n.Pod):
-		return fmt.Errorf("its pod is not a pod name")
+		return n, authenticated, fmt.Errorf("its pod is not a pod name")
 	case n.UID != "" && !uidText.MatchString(n.UID):
-		return fmt.Errorf("uid is not a UID")
+		return n, authenticated, fmt.Errorf("uid is not a UID")
 	case !authenticated && (n.Time.After(now.Add(time.Minute)) || n.Time.Before(now.Add(-MaxPendingAge-time.Hour))):
-		return fmt.Errorf("its time %s is not of the last day", n.Time.UTC().Format(time.RFC3339))
+		return n, authenticated, fmt.Errorf("its time %s is not of the last day", n.Time.UTC().Format(time.RFC3339))
+	case strings.ContainsAny(n.Reason, "\x00"):
+		return n, authenticated, fmt.Errorf("its reason holds a NUL")
 	}
 	for name, w := range map[string]string{"verdict": n.Verdict, "action": n.Action, "evidence": n.Evidence} {
 		if w != "" && (len(w) > maxWordLen || !word.MatchString(w)) {
-			return fmt.Errorf("its %s is not a word of the watchdog's", name)
+			return n, authenticated, fmt.Errorf("its %s is not a word of the watchdog's", name)
 		}
 	}
 	for _, cl := range n.Closes {
 		if _, ok := alert.Lookup(cl.Event); !ok || (cl.Pod != "" && !podName.MatchString(cl.Pod)) {
-			return fmt.Errorf("it closes an alert the watchdog never opens")
+			return n, authenticated, fmt.Errorf("it closes an alert the watchdog never opens")
 		}
 	}
-	if strings.ContainsAny(n.Reason, "\x00") {
-		return fmt.Errorf("its reason holds a NUL")
-	}
-	return nil
+	n.SchemaVersion, n.Severity, n.NextStep = alert.SchemaVersion, spec.Severity, spec.NextStep
+	c.Source.Stamp(&n)
+	n.Reason = state.Truncate(n.Reason, maxReason)
+	return n, authenticated, nil
 }

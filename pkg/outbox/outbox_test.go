@@ -24,14 +24,10 @@ func TestRebuild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, authenticated, err := c.Open(p)
-	if err != nil || !authenticated {
-		t.Fatalf("open: authenticated %v, %v", authenticated, err)
-	}
-	got, err = c.Rebuild(p, got, authenticated, now)
-	if err != nil || len(got.Labels) != 1 || got.Labels["team"] != "now" || got.Severity != alert.SeverityCritical ||
+	got, authenticated, err := c.Open(p, now)
+	if err != nil || !authenticated || len(got.Labels) != 1 || got.Labels["team"] != "now" || got.Severity != alert.SeverityCritical ||
 		got.Namespace != c.Source.Namespace || got.Watchdog != c.Source.Version || got.Pod != "p" {
-		t.Errorf("rebuilt %+v (%v)", got, err)
+		t.Errorf("rebuilt %+v (authenticated %v, %v)", got, authenticated, err)
 	}
 
 	changed := p
@@ -45,7 +41,7 @@ func TestRebuild(t *testing.T) {
 		c Config
 		p state.Pending
 	}{"a changed fact": {c, changed}, "another key": {other, p}} {
-		if _, _, err := tc.c.Open(tc.p); !errors.Is(err, errUnsealed) {
+		if _, _, err := tc.c.Open(tc.p, now); !errors.Is(err, errUnsealed) {
 			t.Errorf("%s: %v, want it refused as unsealed", name, err)
 		}
 	}
