@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	amlabels "github.com/prometheus/alertmanager/pkg/labels"
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -159,7 +160,7 @@ type AlertmanagerOptions struct {
 	// HoldOn are the matcher sets of alerts that hold restarts while they fire.
 	HoldOn []string
 
-	holds [][]deliver.Matcher // HoldOn parsed, by Validate
+	holds []amlabels.Matchers // HoldOn parsed, by Validate
 }
 
 func (o *AlertmanagerOptions) AddFlags(fs *pflag.FlagSet) {
