@@ -25,7 +25,7 @@ func Decide(obs Observation, prev *state.State, cfg Config) (*state.State, Resul
 	forgetGonePods(next, obs)
 	for _, p := range obs.Pods {
 		var t Target
-		why, skipped := notJudged[p.Name]
+		why, skipped := notJudged[p.UID]
 		switch ps := next.Pods[p.UID]; {
 		case skipped:
 			// A live pod not judged (a standby, no leader) pauses its episode as an unknown does,
@@ -153,17 +153,17 @@ func Live(p Pod) bool {
 	return !p.Terminating && p.Phase != "Failed" && p.Phase != "Succeeded"
 }
 
-// Judged is Decide's selection: which of obs's pods a run judges, why each other is
-// not (by pod name), and the run's problem when none is. The observer scrapes these.
+// Judged is Decide's selection: which of obs's pods a run judges, why each other is not
+// (by UID, as names repeat), and the run's problem when none is. The observer scrapes these.
 func Judged(obs Observation, cfg Config) (judged []Pod, notJudged map[string]string, problem string) {
 	notJudged = map[string]string{}
 	var live []Pod
 	for _, p := range obs.Pods {
 		switch {
 		case p.Terminating:
-			notJudged[p.Name] = "terminating"
+			notJudged[p.UID] = "terminating"
 		case !Live(p):
-			notJudged[p.Name] = "finished (pod phase " + p.Phase + ")"
+			notJudged[p.UID] = "finished (pod phase " + p.Phase + ")"
 		default:
 			live = append(live, p)
 		}
@@ -209,7 +209,7 @@ func Judged(obs Observation, cfg Config) (judged []Pod, notJudged map[string]str
 		if h := obs.Leader.Holder; h == p.Name || strings.HasPrefix(h, p.Name+"_") {
 			judged = append(judged, p)
 		} else {
-			notJudged[p.Name] = fmt.Sprintf("standby (Lease %s is held by %q)", cfg.LeaderLease, obs.Leader.Holder)
+			notJudged[p.UID] = fmt.Sprintf("standby (Lease %s is held by %q)", cfg.LeaderLease, obs.Leader.Holder)
 		}
 	}
 	if len(judged) == 0 && obs.Leader.Holder == "" {
@@ -224,7 +224,7 @@ func Judged(obs Observation, cfg Config) (judged []Pod, notJudged map[string]str
 // noneJudged lists every live pod as not judged for why, the run's problem.
 func noneJudged(live []Pod, notJudged map[string]string, why string) string {
 	for _, p := range live {
-		notJudged[p.Name] = why
+		notJudged[p.UID] = why
 	}
 	return why
 }
@@ -246,11 +246,11 @@ func deploymentsPods(o *Ownership, live []Pod, notJudged map[string]string) (own
 		case o.Owns(p):
 			owned = append(owned, p)
 		case read:
-			notJudged[p.Name] = fmt.Sprintf("not a pod of Deployment %s: %s", o.Deployment, c.Detail)
+			notJudged[p.UID] = fmt.Sprintf("not a pod of Deployment %s: %s", o.Deployment, c.Detail)
 		case p.ControllerName == "":
-			notJudged[p.Name] = fmt.Sprintf("not a pod of Deployment %s: it has no controller", o.Deployment)
+			notJudged[p.UID] = fmt.Sprintf("not a pod of Deployment %s: it has no controller", o.Deployment)
 		default:
-			notJudged[p.Name] = fmt.Sprintf("not a pod of Deployment %s: its controller is %s %s", o.Deployment, p.ControllerKind, p.ControllerName)
+			notJudged[p.UID] = fmt.Sprintf("not a pod of Deployment %s: its controller is %s %s", o.Deployment, p.ControllerKind, p.ControllerName)
 		}
 	}
 	if len(owned) == 0 {

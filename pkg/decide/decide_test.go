@@ -354,6 +354,26 @@ func TestTerminatingPodIsNotJudged(t *testing.T) {
 		}}})
 }
 
+// A terminating pod and its live successor may share a name (the backtest's world names
+// pods from a label; an observation may be merged): the live one is judged all the same.
+func TestTerminatingNamesakeLeavesLivePodJudged(t *testing.T) {
+	cfg := testConfig()
+	wedged := func(at time.Time) Observation {
+		dying := schedPod("sched-0", "u1", nil)
+		dying.Terminating = true
+		return observe(at, 3, dying, schedPod("sched-0", "u2", sample(0, 0)))
+	}
+	judged := func(t *testing.T, _ *state.State, r Result) {
+		for _, tg := range r.Targets {
+			if tg.Judged != (tg.UID == "u2") {
+				t.Errorf("only u2 is judged: %+v", tg)
+			}
+		}
+	}
+	runSteps(t, cfg, nil, append([]step{{obs: wedged(t0), verdict: VerdictWedged, action: ActionWait, check: judged}},
+		confirmedRun(cfg, t0.Add(cfg.WedgedFor-cfg.ConfirmWindow), wedged, step{verdict: VerdictWedged, action: ActionRestart, check: judged})...))
+}
+
 func TestSeveralPods(t *testing.T) {
 	cfg := testConfig()
 	a := func(at time.Time) Pod { return schedPod("sched-a", "uid-a", sample(0, 0)) }

@@ -286,9 +286,9 @@ func (d *Doctor) checkJudged(ctx context.Context, pods []corev1.Pod) {
 	cfg.LeaderLease = "" // which pod leads is the run's to read
 	judged, notJudged, problem := decide.Judged(obs, cfg)
 	detail := "judged: " + join(judged, ", ", func(p decide.Pod) string { return p.Name })
-	if len(notJudged) > 0 {
-		detail += "; not judged: " + join(slices.Sorted(maps.Keys(notJudged)), "; ", func(pod string) string {
-			return fmt.Sprintf("%s (%s)", pod, notJudged[pod])
+	if skipped := slices.DeleteFunc(slices.Clone(obs.Pods), func(p decide.Pod) bool { return notJudged[p.UID] == "" }); len(skipped) > 0 {
+		detail += "; not judged: " + join(skipped, "; ", func(p decide.Pod) string {
+			return fmt.Sprintf("%s (%s)", p.Name, notJudged[p.UID])
 		})
 	}
 	switch {
