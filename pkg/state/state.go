@@ -456,14 +456,14 @@ func clonePtr[T any](p *T, deepen ...func(*T)) *T {
 	return &v
 }
 
-// Duration is a time.Duration written as "4m0s" for people (nanoseconds are read too).
+// Duration is a time.Duration written as "4m0s" for people (nanoseconds are read too, null is not).
 type Duration time.Duration
 
 func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
 
 func (d *Duration) UnmarshalJSON(b []byte) error {
 	var n int64
-	if json.Unmarshal(b, &n) == nil {
+	if string(b) != "null" && json.Unmarshal(b, &n) == nil {
 		*d = Duration(n)
 		return nil
 	}
@@ -473,7 +473,7 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	}
 	v, err := time.ParseDuration(s)
 	if err != nil {
-		return fmt.Errorf("duration: %w", err)
+		return fmt.Errorf("duration %s: %w", b, err)
 	}
 	*d = Duration(v)
 	return nil

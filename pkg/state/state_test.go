@@ -50,6 +50,9 @@ func TestDecodeRecoverable(t *testing.T) {
 		{"version zero", `{"version": 0}`},
 		{"wrong types", `{"version": 1, "pods": []}`},
 		{"bad duration", `{"version": 1, "pods": {"u": {"bad": {"for": "forever"}}}}`},
+		// null is not a duration: a clock of 0 would be a guess, not the document's.
+		{"null duration", `{"version": 2, "pods": {"u": {"episode": {"kind": "wedged", "for": null}}}}`},
+		{"null duration, version 1", `{"version": 1, "pods": {"u": {"bad": {"for": null}}}}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Decode([]byte(tc.doc))
