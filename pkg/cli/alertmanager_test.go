@@ -6,10 +6,14 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"k8s.io/utils/clock"
 )
 
 func TestAlertmanagerOptionsValidate(t *testing.T) {
@@ -112,6 +116,42 @@ func TestAlertmanagerSecretsNeverEcho(t *testing.T) {
 			if strings.Contains(o, m) {
 				t.Errorf("output shows %q:\n%s", m, o)
 			}
+		}
+	}
+}
+
+// The hold on firing alerts is wired through the command's own path: validate (which
+// parses --hold-restarts-on-alert), then setup. The gate is on exactly when its reader
+// is built; the backtest's configuration (options, no reader) never turns it on.
+func TestHoldOnAlertsWiredAsTheCommandDoes(t *testing.T) {
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, []byte("apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: \"https://127.0.0.1:1\"}}]\n"+
+		"users: [{name: u, user: {token: t}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, hold := range []bool{false, true} {
+		f := &checkFlags{}
+		cmd := &cobra.Command{}
+		addFlags(cmd, &f.cluster, &f.check, &f.job, &f.alerts, &f.output, &f.evidence, &f.push)
+		args := []string{"--kubeconfig", kubeconfig, "-n", "agentenv-system", "--alertmanager-url", "http://127.0.0.1:1"}
+		if hold {
+			args = append(args, "--hold-restarts-on-alert", `alertname=~"etcd.*"`)
+		}
+		if err := cmd.Flags().Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.validate(); err != nil {
+			t.Fatal(err)
+		}
+		p, err := f.setup(io.Discard, clock.RealClock{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Decide.HoldOnAlerts != hold || (p.Hold != nil) != hold {
+			t.Errorf("--hold-restarts-on-alert set %v: the gate is on %v, its reader built %v", hold, p.Decide.HoldOnAlerts, p.Hold != nil)
+		}
+		if f.options().Decide.HoldOnAlerts {
+			t.Errorf("--hold-restarts-on-alert set %v: the backtest's configuration holds restarts with no reader", hold)
 		}
 	}
 }

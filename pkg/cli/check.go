@@ -181,6 +181,7 @@ func (f *checkFlags) setup(stderr io.Writer, clk clock.Clock) (*pass, error) {
 	}
 	opts := f.options()
 	opts.ScrapeVia = o.Via
+	opts.Decide.HoldOnAlerts = hold != nil // the gate is on exactly when its reader is built
 	store := &statestore.Store{Client: client, Namespace: ns, Name: f.cluster.StateConfigMap}
 	return &pass{Runner: &check.Runner{
 		Options:   opts,
@@ -242,7 +243,6 @@ func (f *checkFlags) options() check.Options {
 		d.IneffectiveWithin = decide.DefaultIneffectiveWithin
 	}
 	d.BackoffReset = decide.DefaultBackoffReset
-	d.HoldOnAlerts = len(f.alerts.Alertmanager.holds) > 0
 	return check.Options{
 		Decide: d,
 		PlanConfig: alert.PlanConfig{
