@@ -401,6 +401,20 @@ func TestHeartbeatFailErrorsNeverCarryTheURL(t *testing.T) {
 	}
 }
 
+// TestPosterRedactsShortQuery: the URL's query and path are its secret parts
+// whatever their length; only a sink's added credentials skip short strings.
+func TestPosterRedactsShortQuery(t *testing.T) {
+	srv := newRecorder(t, func(n int, w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "no hook "+r.URL.Path+"?"+r.URL.RawQuery, http.StatusNotFound)
+	})
+	for _, c := range []struct{ path, query string }{{"/hook", "k=1"}, {"/xy", "q"}, {"/hook", "tok"}} {
+		err := NewPoster("webhook", srv.URL+c.path+"?"+c.query, time.Second, 1, time.Second).Post(context.Background(), []byte("{}"), nil)
+		if err == nil || !strings.Contains(err.Error(), `<path>?<query>"`) {
+			t.Errorf("%s?%s: %v", c.path, c.query, err)
+		}
+	}
+}
+
 // TestReachConnectsWithoutSending: Reach opens a connection to the receiver and
 // sends no request; a closed port is an error that names the sink, not the URL.
 func TestReachConnectsWithoutSending(t *testing.T) {
