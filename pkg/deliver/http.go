@@ -171,9 +171,16 @@ func (p *Poster) Reach(ctx context.Context) error {
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 		TLSHandshakeDone: func(_ tls.ConnectionState, err error) { handshake = err },
 	})
-	conn, err := p.transport.NewClientConn(ctx, u.Scheme, net.JoinHostPort(u.Hostname(), u.Port()))
+	t := p.transport.Clone()
+	if proxy := t.Proxy; proxy != nil {
+		// NewClientConn asks about a made-up URL without the port (NO_PROXY=host:port): ask as Post does.
+		t.Proxy = func(*http.Request) (*url.URL, error) { return proxy(&http.Request{URL: u}) }
+	}
+	conn, err := t.NewClientConn(ctx, u.Scheme, net.JoinHostPort(u.Hostname(), u.Port()))
 	if err != nil {
-		if handshake != nil {
+		// The transport marks an https proxy's own failed handshake "proxyconnect".
+		var op *net.OpError
+		if handshake != nil && !(errors.As(err, &op) && op.Op == "proxyconnect") {
 			err = fmt.Errorf("TLS handshake: %w", err)
 		}
 		return fmt.Errorf("%s: %v", p.name, p.redact(scrub(err).Error()))
