@@ -90,11 +90,11 @@ func NewPoster(name, rawURL string, attemptTimeout time.Duration, attempts int, 
 	}
 	p := &Poster{name: name, url: rawURL, client: c, transport: transport, budget: budget}
 	c.CheckRetry = p.checkRetry
-	p.hide("<url>", rawURL)
+	p.hide("<url>", 1, rawURL)
 	if u, err := url.Parse(rawURL); err == nil {
 		// Without its final slash too: a heartbeat's <url>/fail drops it.
-		p.hide("<path>", u.Path, strings.TrimSuffix(u.Path, "/"))
-		p.hide("<query>", u.RawQuery)
+		p.hide("<path>", len("/a"), u.Path, strings.TrimSuffix(u.Path, "/")) // any path but "/"
+		p.hide("<query>", 1, u.RawQuery)                                     // secret whatever its length (?k=1)
 		if u.User != nil {
 			user := u.User.Username()
 			pass, _ := u.User.Password()
@@ -104,13 +104,12 @@ func NewPoster(name, rawURL string, attemptTimeout time.Duration, attempts int, 
 	return p
 }
 
-// AddSecrets adds credentials the sink sends to what this poster's errors redact.
-func (p *Poster) AddSecrets(secrets ...string) { p.hide("<redacted>", secrets...) }
+// AddSecrets adds the sink's credentials to what errors redact, never common short strings ("a", "id").
+func (p *Poster) AddSecrets(secrets ...string) { p.hide("<redacted>", minSecretLen, secrets...) }
 
-func (p *Poster) hide(as string, secrets ...string) {
+func (p *Poster) hide(as string, atLeast int, secrets ...string) {
 	for _, s := range secrets {
-		// Never blank out common short strings ("a", "id", "/"): no secret.
-		if len(s) >= minSecretLen && !slices.ContainsFunc(p.secrets, func(h [2]string) bool { return h[0] == s }) {
+		if len(s) >= atLeast && !slices.ContainsFunc(p.secrets, func(h [2]string) bool { return h[0] == s }) {
 			p.secrets = append(p.secrets, [2]string{s, as})
 		}
 	}
@@ -172,9 +171,16 @@ func (p *Poster) Reach(ctx context.Context) error {
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 		TLSHandshakeDone: func(_ tls.ConnectionState, err error) { handshake = err },
 	})
-	conn, err := p.transport.NewClientConn(ctx, u.Scheme, net.JoinHostPort(u.Hostname(), u.Port()))
+	t := p.transport.Clone()
+	if proxy := t.Proxy; proxy != nil {
+		// NewClientConn asks about a made-up URL without the port (NO_PROXY=host:port): ask as Post does.
+		t.Proxy = func(*http.Request) (*url.URL, error) { return proxy(&http.Request{URL: u}) }
+	}
+	conn, err := t.NewClientConn(ctx, u.Scheme, net.JoinHostPort(u.Hostname(), u.Port()))
 	if err != nil {
-		if handshake != nil {
+		// The transport marks an https proxy's own failed handshake "proxyconnect".
+		var op *net.OpError
+		if handshake != nil && !(errors.As(err, &op) && op.Op == "proxyconnect") {
 			err = fmt.Errorf("TLS handshake: %w", err)
 		}
 		return fmt.Errorf("%s: %v", p.name, p.redact(scrub(err).Error()))

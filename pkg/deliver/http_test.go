@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-retryablehttp"
+	"golang.org/x/net/http/httpproxy"
 )
 
 // secretPath looks like a Slack webhook path: for webhooks the URL is the secret.
@@ -401,6 +402,20 @@ func TestHeartbeatFailErrorsNeverCarryTheURL(t *testing.T) {
 	}
 }
 
+// TestPosterRedactsShortQuery: the URL's query and path are its secret parts
+// whatever their length; only a sink's added credentials skip short strings.
+func TestPosterRedactsShortQuery(t *testing.T) {
+	srv := newRecorder(t, func(n int, w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "no hook "+r.URL.Path+"?"+r.URL.RawQuery, http.StatusNotFound)
+	})
+	for _, c := range []struct{ path, query string }{{"/hook", "k=1"}, {"/xy", "q"}, {"/hook", "tok"}} {
+		err := NewPoster("webhook", srv.URL+c.path+"?"+c.query, time.Second, 1, time.Second).Post(context.Background(), []byte("{}"), nil)
+		if err == nil || !strings.Contains(err.Error(), `<path>?<query>"`) {
+			t.Errorf("%s?%s: %v", c.path, c.query, err)
+		}
+	}
+}
+
 // TestReachConnectsWithoutSending: Reach opens a connection to the receiver and
 // sends no request; a closed port is an error that names the sink, not the URL.
 func TestReachConnectsWithoutSending(t *testing.T) {
@@ -472,30 +487,10 @@ func TestReachVerifiesTLS(t *testing.T) {
 
 	// Through an HTTP proxy: a CONNECT tunnel, then the same handshake.
 	var tunnels []string
-	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodConnect {
-			http.Error(w, "CONNECT only", http.StatusMethodNotAllowed)
-			return
-		}
+	proxy := httptest.NewServer(connectProxy(func(host string) {
 		mu.Lock()
-		tunnels = append(tunnels, r.Host)
+		tunnels = append(tunnels, host)
 		mu.Unlock()
-		up, err := net.Dial("tcp", r.Host)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
-			return
-		}
-		// The 200 is written on the hijacked connection itself, and what the
-		// server had already read is passed on: a proxy's tunnel, not the test's race.
-		down, rw, err := w.(http.Hijacker).Hijack()
-		if err != nil {
-			up.Close()
-			return
-		}
-		_, _ = io.WriteString(down, "HTTP/1.1 200 Connection established\r\n\r\n")
-		go func() { _, _ = io.Copy(up, rw.Reader); up.Close() }()
-		_, _ = io.Copy(down, up)
-		down.Close()
 	}))
 	defer proxy.Close()
 	proxyURL, _ := url.Parse(proxy.URL)
@@ -515,5 +510,126 @@ func TestReachVerifiesTLS(t *testing.T) {
 	}
 	if hits != 0 {
 		t.Errorf("Reach sent %d request(s)", hits)
+	}
+}
+
+// connectProxy is a proxy that only tunnels (CONNECT), telling tunnelled each target.
+func connectProxy(tunnelled func(host string)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodConnect {
+			http.Error(w, "CONNECT only", http.StatusMethodNotAllowed)
+			return
+		}
+		tunnelled(r.Host)
+		up, err := net.Dial("tcp", r.Host)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		// The 200 is written on the hijacked connection itself, and what the
+		// server had already read is passed on: a proxy's tunnel, not the test's race.
+		down, rw, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			up.Close()
+			return
+		}
+		_, _ = io.WriteString(down, "HTTP/1.1 200 Connection established\r\n\r\n")
+		go func() { _, _ = io.Copy(up, rw.Reader); up.Close() }()
+		_, _ = io.Copy(down, up)
+		down.Close()
+	}
+}
+
+// TestReachAsksTheProxyAsPostDoes: Reach asks the proxy function about the URL a
+// delivery posts to (scheme, host and port), so that NO_PROXY=host:port sends both
+// the same way (direct), not Reach through the proxy while deliveries go direct.
+func TestReachAsksTheProxyAsPostDoes(t *testing.T) {
+	rec := newRecorder(t, func(int, http.ResponseWriter, *http.Request) {})
+	p := NewPoster("webhook", rec.URL+secretPath, time.Second, 1, time.Second)
+	var asked []string
+	p.transport.Proxy = func(r *http.Request) (*url.URL, error) {
+		asked = append(asked, r.URL.Scheme+"://"+r.URL.Host)
+		return nil, nil
+	}
+	if err := p.Reach(context.Background()); err != nil {
+		t.Fatalf("reach: %v", err)
+	}
+	if err := p.Post(context.Background(), []byte("{}"), nil); err != nil {
+		t.Fatalf("post: %v", err)
+	}
+	if len(asked) != 2 || asked[0] != rec.URL || asked[1] != rec.URL {
+		t.Errorf("the proxy function was asked about %q, want %s for Reach then Post", asked, rec.URL)
+	}
+
+	// As reported: HTTPS_PROXY set, NO_PROXY naming the receiver's host:port (not
+	// loopback, which is never proxied; dialled on loopback here).
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer srv.Close()
+	var mu sync.Mutex
+	tunnels := 0
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		mu.Lock()
+		tunnels++
+		mu.Unlock()
+		http.Error(w, "no tunnel", http.StatusForbidden)
+	}))
+	defer proxy.Close()
+	srvURL, _ := url.Parse(srv.URL)
+	receiver := "am.example.com:" + srvURL.Port()
+	env := (&httpproxy.Config{HTTPSProxy: proxy.URL, NoProxy: receiver}).ProxyFunc()
+	pool := x509.NewCertPool()
+	pool.AddCert(srv.Certificate()) // it names *.example.com
+	p = NewPoster("alertmanager", "https://"+receiver+secretPath, time.Second, 1, time.Second)
+	p.transport.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	p.transport.Proxy = func(r *http.Request) (*url.URL, error) { return env(r.URL) }
+	p.transport.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, network, strings.Replace(addr, receiver, srvURL.Host, 1))
+	}
+	if err := p.Reach(context.Background()); err != nil {
+		t.Errorf("reach with NO_PROXY=%s: %v", receiver, err)
+	}
+	if err := p.Post(context.Background(), []byte("{}"), nil); err != nil {
+		t.Errorf("post with NO_PROXY=%s: %v", receiver, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if tunnels != 0 {
+		t.Errorf("%d CONNECT(s) to the proxy, want none: NO_PROXY names the receiver", tunnels)
+	}
+}
+
+// TestReachNamesAnHTTPSProxysHandshake: through an https proxy the first TLS
+// handshake is the proxy's own. An untrusted proxy certificate is the proxy's fault,
+// not labelled "TLS handshake" (doctor's hint then blames the receiver's
+// certificate); the receiver's failed handshake behind a trusted proxy still is.
+func TestReachNamesAnHTTPSProxysHandshake(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer srv.Close()
+	proxy := httptest.NewTLSServer(connectProxy(func(string) {}))
+	defer proxy.Close()
+	for _, s := range []*httptest.Server{srv, proxy} {
+		s.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshakes
+	}
+	proxyURL, _ := url.Parse(proxy.URL)
+	pool := x509.NewCertPool()
+	pool.AddCert(srv.Certificate()) // the proxy's too: httptest has one certificate
+	reach := func(target string, trust bool) error {
+		p := NewPoster("webhook", target+secretPath, time.Second, 1, time.Second)
+		p.transport.Proxy = http.ProxyURL(proxyURL)
+		if trust {
+			p.transport.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+		}
+		return p.Reach(context.Background())
+	}
+	if err := reach(srv.URL, false); err == nil || strings.Contains(err.Error(), "TLS handshake") || !strings.Contains(err.Error(), "proxy") || !strings.Contains(err.Error(), "certificate") {
+		t.Errorf("untrusted proxy: %v, want the proxy's certificate named, not \"TLS handshake\"", err)
+	}
+	// The certificate names 127.0.0.1, not localhost: the receiver's handshake fails.
+	misnamed := strings.Replace(srv.URL, "127.0.0.1", "localhost", 1)
+	if err := reach(misnamed, true); err == nil || !strings.HasPrefix(err.Error(), "webhook: TLS handshake: ") || !strings.Contains(err.Error(), "certificate") {
+		t.Errorf("misnamed receiver behind a trusted proxy: %v", err)
+	}
+	if err := reach(srv.URL, true); err != nil {
+		t.Errorf("trusted proxy and receiver: %v", err)
 	}
 }
