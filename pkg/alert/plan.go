@@ -67,6 +67,15 @@ type Sink interface {
 	Send(ctx context.Context, n Notification) error
 }
 
+// SinkNames are the sinks' names, in order.
+func SinkNames(sinks []Sink) []string {
+	var out []string
+	for _, s := range sinks {
+		out = append(out, s.Name())
+	}
+	return out
+}
+
 // Reacher is a sink whose network path can be checked without sending anything
 // (`watchdog doctor`, the chart's `helm test`).
 type Reacher interface {

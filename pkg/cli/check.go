@@ -106,7 +106,7 @@ and exits 0 or 2 without any API call.`,
 			start := clk.Now()
 			rep, runErr := p.run(ctx)
 			// Its own deadline: a pass that used all of --timeout still reports.
-			if err := f.push.push(cmd.Context(), rep, runErr, clk.Since(start), p.sinkNames(), f.check.DryRun, p.store); err != nil {
+			if err := f.push.push(cmd.Context(), rep, runErr, clk.Since(start), alert.SinkNames(p.Sinks), f.check.DryRun, p.store); err != nil {
 				p.Log.Warn().Str("error", err.Error()).Msg("metrics push failed")
 				rep.Warnings = append(rep.Warnings, err.Error())
 			}
@@ -133,14 +133,6 @@ type pass struct {
 	f     *checkFlags
 	obs   *observe.Observer
 	store *statestore.Store
-}
-
-func (p *pass) sinkNames() []string {
-	var out []string
-	for _, s := range p.Sinks {
-		out = append(out, s.Name())
-	}
-	return out
 }
 
 // run is one pass, then the heartbeat ping.

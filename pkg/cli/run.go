@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/utils/clock"
 
+	"github.com/agentenv/watchdog/pkg/alert"
 	"github.com/agentenv/watchdog/pkg/check"
 	"github.com/agentenv/watchdog/pkg/leader"
 	"github.com/agentenv/watchdog/pkg/loop"
@@ -110,7 +111,7 @@ func runPasses(ctx context.Context, f *checkFlags, ro *RunOptions, stderr io.Wri
 		return err
 	}
 	log := p.Log
-	m := metrics.New(metrics.Options{Sinks: p.sinkNames(), Runtime: true})
+	m := metrics.New(metrics.Options{Sinks: alert.SinkNames(p.Sinks), Runtime: true})
 	l := loop.New(ro.Interval, f.cluster.Timeout, func(ctx context.Context) (*check.Report, error) {
 		rep, err := p.run(ctx)
 		if err != nil {

@@ -57,7 +57,7 @@ type Delivery struct {
 func (d *Dispatcher) Deliver(ctx context.Context, s *state.State, notes []alert.Notification, now time.Time) []Delivery {
 	var out []Delivery
 	if d.Mode == state.ModeDryRun {
-		names := d.names()
+		names := alert.SinkNames(d.Sinks)
 		if d.Events != nil {
 			names = append(names, KubernetesEvent)
 		}
@@ -130,7 +130,7 @@ func (d *Dispatcher) Deliver(ctx context.Context, s *state.State, notes []alert.
 // by the alert claim before the sends: a run ending before them leaves the pages to
 // the next run. The run's own Deliver sends notes itself.
 func (d *Dispatcher) Reserve(s *state.State, notes []alert.Notification, now time.Time) {
-	sinks := d.names()
+	sinks := alert.SinkNames(d.Sinks)
 	if len(sinks) == 0 {
 		return
 	}
@@ -230,14 +230,6 @@ func (d *Dispatcher) send(ctx, sctx context.Context, sink alert.Sink, n alert.No
 		}
 	}
 	return del
-}
-
-func (d *Dispatcher) names() []string {
-	var out []string
-	for _, sink := range d.Sinks {
-		out = append(out, sink.Name())
-	}
-	return out
 }
 
 // Refresher is a sink whose receiver forgets an alert that is not sent again

@@ -463,7 +463,10 @@ func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Durat
 
 func (d *Duration) UnmarshalJSON(b []byte) error {
 	var n int64
-	if string(b) != "null" && json.Unmarshal(b, &n) == nil {
+	if string(b) == "null" {
+		return errors.New("duration: null") // json leaves a null untouched: a wedge clock of 0
+	}
+	if json.Unmarshal(b, &n) == nil {
 		*d = Duration(n)
 		return nil
 	}
@@ -471,9 +474,9 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &s); err != nil {
 		return fmt.Errorf("duration: %w", err)
 	}
-	v, err := time.ParseDuration(s)
+	v, err := time.ParseDuration(s) // its error quotes s
 	if err != nil {
-		return fmt.Errorf("duration %s: %w", b, err)
+		return fmt.Errorf("duration: %w", err)
 	}
 	*d = Duration(v)
 	return nil
