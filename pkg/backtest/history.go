@@ -72,10 +72,9 @@ type History struct {
 	Step     time.Duration
 	// ExpectedInterval is the median spacing of ExpectedSeries, else ScrapeInterval.
 	ExpectedInterval time.Duration
-	// ScrapeInterval is the median spacing of the ready samples; an older sample
-	// than MaxAge is a gap (unknown), never a reading (Target.MaxAge overrides).
+	// ScrapeInterval is the median spacing of the ready samples; a sample older
+	// than two of them is a gap (unknown), never a reading (Target.MaxAge overrides).
 	ScrapeInterval   time.Duration
-	MaxAge           time.Duration
 	RejectedInterval time.Duration
 	// LeaderFromReadiness: the scheduler runs HA (--leader-lease) and its leader
 	// is the one pod whose readiness (Target.PodReady) is 1.
@@ -147,7 +146,6 @@ func Fetch(ctx context.Context, api promv1.API, q Queries, from, to time.Time, s
 		readies = append(readies, t.Ready)
 	}
 	h.ScrapeInterval = cmp.Or(medianSpacing(readies...), 15*time.Second) // one sample: Prometheus' usual
-	h.MaxAge = 2 * h.ScrapeInterval
 	h.RejectedInterval = medianSpacing(valuesOf(rejected)...)
 	// The serving count is read at its own resolution: kube-state-metrics is often
 	// scraped less often than the scheduler, and read at the scheduler's some

@@ -289,15 +289,6 @@ func (s *simulation) Send(_ context.Context, n alert.Notification) error {
 	return nil
 }
 
-// newWorld is the record as cfg judges it: the summaries measure the wedges of
-// the pods a run judges (a canary's are not), whatever --max-pods lets it judge.
-func newWorld(h *History, cfg Config) *World {
-	w := NewWorld(h)
-	w.judge, w.deployment = cfg.Check.Decide, cfg.Deployment
-	w.judge.MaxPods = 0
-	return w
-}
-
 // runStopGap replays the stop-gap script on its own copy of the world
 // (docs/backtest.md, "What it prints"); a gap clears a pod's count, as the
 // script's failed curl does.
@@ -307,7 +298,7 @@ func runStopGap(h *History, cfg Config) StopGap {
 	zeroSince := map[string]time.Time{}
 	for t := cfg.StopGap.Next(h.From.Add(-time.Second)); !t.After(h.To); t = cfg.StopGap.Next(t) {
 		for _, p := range w.Pods(t) {
-			if p.Gap != "" || p.Ready != 0 {
+			if p.ScrapeErr != nil || p.ReadyNodes != 0 {
 				delete(zeroSince, p.UID)
 				continue
 			}
@@ -354,7 +345,7 @@ func severalPods(h *History, cfg Config) []string {
 	w := newWorld(h, cfg)
 	// The scheduler's pods by owner alone (live or not, leader or standby).
 	notScheduler := func(p Pod) bool {
-		return w.judge.JudgePods == decide.JudgeDeployment && !decide.OwnedByName(w.pod(p), w.deployment)
+		return w.judge.JudgePods == decide.JudgeDeployment && !decide.OwnedByName(p.Pod, w.deployment)
 	}
 	var overlap time.Duration
 	var first time.Time

@@ -45,7 +45,7 @@ func history(span time.Duration, ready func(time.Time) float64, rejected func(ti
 		Ready:     series(t0, end, 15*time.Second, func(t time.Time) (float64, bool) { return ready(t), true }),
 		Rejected:  series(t0, end, 15*time.Second, rejected),
 		StartTime: series(t0, end, 15*time.Second, always(float64(t0.Add(-time.Hour).Unix())))}
-	return &History{From: t0, To: end, Targets: []*Target{tg}, Step: 15 * time.Second, ScrapeInterval: 15 * time.Second, MaxAge: 30 * time.Second,
+	return &History{From: t0, To: end, Targets: []*Target{tg}, Step: 15 * time.Second, ScrapeInterval: 15 * time.Second,
 		Expected: series(t0, end, 15*time.Second, always(3))}
 }
 
@@ -100,13 +100,13 @@ func TestWeakWedgeRestartedOnceThenReplacementHealthy(t *testing.T) {
 // a world restart of a pod that is not listed does nothing.
 func TestReplacementsAreNamedApart(t *testing.T) {
 	h := history(time.Hour, func(time.Time) float64 { return 0 }, func(time.Time) (float64, bool) { return 0, false })
-	w := NewWorld(h)
+	w := newWorld(h, config())
 	at := t0.Add(10 * time.Minute)
 	if !w.Restart("ns/"+pod1, at) {
 		t.Fatal("restart of the recorded pod refused")
 	}
 	pods := w.Pods(at.Add(time.Minute))
-	if len(pods) != 1 || pods[0].Name != pod1+"~1" || !pods[0].Replacement || pods[0].Ready != 3 {
+	if len(pods) != 1 || pods[0].Name != pod1+"~1" || !pods[0].Replacement || pods[0].ReadyNodes != 3 {
 		t.Fatalf("pods after a restart = %+v, want the replacement ~1 reading 3", pods)
 	}
 	if w.Restart("ns/"+pod1, at.Add(2*time.Minute)) {
@@ -385,7 +385,7 @@ func TestObservationCarriesTheAcceptedHeartbeats(t *testing.T) {
 	h.Targets[0].Accepted = series(t0, t0.Add(time.Hour), 15*time.Second, func(t time.Time) (float64, bool) {
 		return float64(t.Sub(t0) / (5 * time.Second) * 3), true
 	})
-	obs := NewWorld(h).observation(t0.Add(10 * time.Minute))
+	obs := newWorld(h, config()).observation(t0.Add(10 * time.Minute))
 	if len(obs.Pods) != 1 || obs.Pods[0].Sample == nil || obs.Pods[0].Sample.HeartbeatOK != 360 {
 		t.Fatalf("observation at +10m: %+v, want the accepted counter 360", obs.Pods)
 	}

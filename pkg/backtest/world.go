@@ -1,6 +1,7 @@
 package backtest
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -56,9 +57,12 @@ type line struct {
 	startedAt time.Time
 }
 
-// NewWorld is the record with no restart made yet.
-func NewWorld(h *History) *World {
-	w := &World{h: h, lines: map[string][]*line{}, supersededAt: map[string]time.Time{}}
+// newWorld is the record with no restart made yet, as cfg judges it: the
+// summaries measure the wedges of the pods a run judges (a canary's are not),
+// whatever --max-pods lets it judge.
+func newWorld(h *History, cfg Config) *World {
+	w := &World{h: h, lines: map[string][]*line{}, supersededAt: map[string]time.Time{}, judge: cfg.Check.Decide, deployment: cfg.Deployment}
+	w.judge.MaxPods = 0
 	for _, old := range h.Targets {
 		if h.To.Sub(old.Last()) <= w.maxAge(old) {
 			continue // still reporting at the end: not replaced
@@ -74,18 +78,15 @@ func NewWorld(h *History) *World {
 	return w
 }
 
-// Pod is one scheduler pod of the world at a given time.
+// Pod is one scheduler pod of the world at a given time, as the watchdog's
+// observer lists it (Terminating: a newer pod replaces it, see
+// World.supersededAt), with its readings or, in a gap, ScrapeErr.
 type Pod struct {
-	Name, UID string
-	Target    *Target
+	decide.Pod
+	Target *Target
 	// Replacement: the pod stands in for a restarted one (see World).
-	Replacement bool
-	StartedAt   time.Time
-	// Ready, Rejected and Accepted are its readings; Gap says why there are none.
-	Ready, Rejected, Accepted float64
-	Gap                       string
-	// Terminating: a newer pod replaces it (see World.supersededAt).
-	Terminating bool
+	Replacement                    bool
+	ReadyNodes, Rejected, Accepted float64
 }
 
 // Pods lists the world's scheduler pods at t with their readings.
@@ -129,22 +130,23 @@ func (w *World) Expected(t time.Time) (int, bool) {
 // recorded is tg's pod at t as the record reads; standIn: a replacement before
 // the record heals, which reads what serves.
 func (w *World) recorded(tg *Target, t time.Time, standIn bool) Pod {
-	p := Pod{Name: tg.Pod, UID: tg.Pod, Target: tg, StartedAt: w.startedAt(tg, t)}
+	p := Pod{Target: tg, Pod: decide.Pod{Name: tg.Pod, UID: tg.Pod, Phase: "Running", Ready: true, Running: true, StartedAt: w.startedAt(tg, t),
+		ControllerKind: "ReplicaSet", ControllerName: replicaSetOf(tg.Pod), ControllerUID: replicaSetUID}}
 	if tg.Namespace != "" {
 		p.UID = tg.Namespace + "/" + tg.Pod
 	}
 	ready, when, ok := at(tg.Ready, t, w.maxAge(tg))
 	switch {
 	case !ok:
-		p.Gap = gapReason("the ready series", when, t, w.maxAge(tg))
+		p.ScrapeErr = &scrape.Error{Kind: scrape.KindAbsent, Err: errors.New(gapReason("the ready series", when, t, w.maxAge(tg)))}
 	case standIn:
 		// While the record has no count (a gap in kube-state-metrics' series, not
 		// in the scheduler's), the last one known.
 		if v, _, ok := at(w.h.Expected, t, math.MaxInt64); ok && v > 0 {
-			p.Ready = math.Round(v)
+			p.ReadyNodes = math.Round(v)
 		}
 	default:
-		p.Ready = ready
+		p.ReadyNodes = ready
 		// A counter series is absent until its first increment: absent is 0. During a
 		// gap of the counter alone, its last value of this process stands (no rise).
 		if v, seen, ok := at(tg.Rejected, t, math.MaxInt64); ok && !seen.Before(p.StartedAt) {
@@ -158,12 +160,12 @@ func (w *World) recorded(tg *Target, t time.Time, standIn bool) Pod {
 }
 
 // maxAge is how old a ready sample of tg may be and still be a reading: twice
-// its own scrape interval.
+// its own scrape interval, else the scheduler's.
 func (w *World) maxAge(tg *Target) time.Duration {
 	if tg.MaxAge > 0 {
 		return tg.MaxAge
 	}
-	return w.h.MaxAge
+	return 2 * w.h.ScrapeInterval
 }
 
 // startedAt is the process start the record gives at t: the latest
@@ -264,9 +266,9 @@ func (w *World) condition(t time.Time, startupGrace time.Duration) decide.Verdic
 		switch {
 		case !judged[p.UID]:
 			// Not judged: its readings say nothing of the scheduler that serves.
-		case p.Gap != "":
+		case p.ScrapeErr != nil:
 			c = decide.VerdictUnknown
-		case p.Ready == 0 && t.Sub(p.StartedAt) >= startupGrace:
+		case p.ReadyNodes == 0 && t.Sub(p.StartedAt) >= startupGrace:
 			return decide.VerdictWedged
 		}
 	}
@@ -302,12 +304,6 @@ func (w *World) judged(t time.Time, pods []Pod) (map[string]bool, bool) {
 	return w.chosen.judged, true
 }
 
-// pod is the decision core's view of p, without its readings.
-func (w *World) pod(p Pod) decide.Pod {
-	return decide.Pod{Name: p.Name, UID: p.UID, Phase: "Running", Ready: true, Running: true, StartedAt: p.StartedAt, Terminating: p.Terminating,
-		ControllerKind: "ReplicaSet", ControllerName: replicaSetOf(p.Name), ControllerUID: replicaSetUID}
-}
-
 // observation is the world at t as the watchdog's observer reports it.
 func (w *World) observation(t time.Time) decide.Observation {
 	pods := w.Pods(t)
@@ -315,17 +311,15 @@ func (w *World) observation(t time.Time) decide.Observation {
 	expected, known := w.Expected(t)
 	obs.Expected.Serving = expected
 	for _, p := range pods {
-		dp := w.pod(p)
 		switch {
-		case p.Gap != "":
-			dp.ScrapeErr = &scrape.Error{Kind: scrape.KindAbsent, Err: fmt.Errorf("%s", p.Gap)}
+		case p.ScrapeErr != nil: // a gap in its own series
 		case !known:
 			// Not an API failure of the watchdog's: the record has no count here.
-			dp.ScrapeErr = &scrape.Error{Kind: scrape.KindAbsent, Err: fmt.Errorf("%s", gapReason("the serving-node count (--expected-query)", time.Time{}, t, w.h.Step))}
+			p.ScrapeErr = &scrape.Error{Kind: scrape.KindAbsent, Err: errors.New(gapReason("the serving-node count (--expected-query)", time.Time{}, t, w.h.Step))}
 		default:
-			dp.Sample = &scrape.Sample{Observed: map[string]int{"ready": int(math.Round(p.Ready))}, HeartbeatRejected: uint64(max(p.Rejected, 0)), HeartbeatOK: uint64(max(p.Accepted, 0))}
+			p.Sample = &scrape.Sample{Observed: map[string]int{"ready": int(math.Round(p.ReadyNodes))}, HeartbeatRejected: uint64(max(p.Rejected, 0)), HeartbeatOK: uint64(max(p.Accepted, 0))}
 		}
-		obs.Pods = append(obs.Pods, dp)
+		obs.Pods = append(obs.Pods, p.Pod)
 	}
 	obs.Ownership = &decide.Ownership{Deployment: w.deployment, Found: true, Chains: assumedChains(w.deployment, obs.Pods)}
 	if w.h.LeaderFromReadiness {
