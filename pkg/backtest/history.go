@@ -33,25 +33,28 @@ type Queries struct {
 	// ExpectedSeries is recorded by the scrape that records the serving count:
 	// its spacing is the count's resolution.
 	ExpectedSeries string
-	// PodReady, set with --leader-lease only, is the scheduler pods' readiness,
-	// joined to the targets by PodLabel: an HA scheduler's leader is the ready pod.
+	// PodReady is the scheduler pods' readiness, joined to the targets by
+	// PodLabel: an HA scheduler's leader is the ready pod. Read only when set
+	// (--leader-lease).
 	PodReady string
 	// PodLabel names the label holding the scheduler pod's name.
 	PodLabel string
 }
 
 // DefaultQueries are the selectors for the chart's defaults: the scheduler in
-// namespace, its pods named after deployment, and the serving node count from
-// kube-state-metrics' EndpointSlice series, counted as discovery counts.
+// namespace, its pods named after deployment and their readiness, and the serving
+// node count from kube-state-metrics' EndpointSlice series, counted as discovery counts.
 func DefaultQueries(namespace, deployment, service string, port int) Queries {
 	ns := strconv.Quote(namespace)
 	// Names inside =~ are matched as themselves (a Deployment's name may hold dots).
+	pods := strconv.Quote(regexp.QuoteMeta(deployment) + "-.+")
 	slices := strconv.Quote(regexp.QuoteMeta(service) + "-.+") // EndpointSlices are named <service>-<suffix>
 	return Queries{
 		Ready:     fmt.Sprintf(`agentenv_scheduler_observed_nodes{namespace=%s,status="ready"}`, ns),
 		Rejected:  fmt.Sprintf(`agentenv_scheduler_rpc_duration_seconds_count{namespace=%s,rpc="Heartbeat",status="invalid_argument"}`, ns),
 		Accepted:  fmt.Sprintf(`agentenv_scheduler_rpc_duration_seconds_count{namespace=%s,rpc="Heartbeat",status="ok"}`, ns),
-		StartTime: fmt.Sprintf(`process_start_time_seconds{namespace=%s,pod=~%s}`, ns, strconv.Quote(regexp.QuoteMeta(deployment)+"-.+")),
+		StartTime: fmt.Sprintf(`process_start_time_seconds{namespace=%s,pod=~%s}`, ns, pods),
+		PodReady:  fmt.Sprintf(`kube_pod_status_ready{namespace=%s,pod=~%s,condition="true"}`, ns, pods),
 		Expected: fmt.Sprintf(`count(count by (targetref_name) (`+
 			`kube_endpointslice_endpoints{namespace=%[1]s,endpointslice=~%[2]s,serving="true",terminating="false",targetref_name!=""}`+
 			` and on (namespace, endpointslice) kube_endpointslice_ports{namespace=%[1]s,endpointslice=~%[2]s,port_number="%[3]d"}))`+
@@ -186,12 +189,6 @@ func Fetch(ctx context.Context, api promv1.API, q Queries, from, to time.Time, s
 		}
 	}
 	return h, nil
-}
-
-// PodReadySelector is kube-state-metrics' readiness of the scheduler
-// Deployment's pods: an HA scheduler's leader is its ready pod.
-func PodReadySelector(namespace, deployment string) string {
-	return fmt.Sprintf(`kube_pod_status_ready{namespace=%s,pod=~%s,condition="true"}`, strconv.Quote(namespace), strconv.Quote(deployment+"-.+"))
 }
 
 // podReady reads the pods' readiness and attaches it to the targets by pod

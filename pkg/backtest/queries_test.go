@@ -14,18 +14,20 @@ import (
 func TestDefaultQueriesMatchNamesLiterally(t *testing.T) {
 	q := DefaultQueries("ns", "sched.v2", "nodes", 9000)
 	matcher := regexp.MustCompile(`pod=~("(?:[^"\\]|\\.)*")`)
-	m := matcher.FindStringSubmatch(q.StartTime)
-	if m == nil {
-		t.Fatalf("no pod=~ matcher in %s", q.StartTime)
-	}
-	pattern, err := strconv.Unquote(m[1]) // PromQL strings unquote as Go's do
-	if err != nil {
-		t.Fatal(err)
-	}
-	re := regexp.MustCompile("^(?:" + pattern + ")$") // Prometheus anchors its regexes
-	for pod, want := range map[string]bool{"sched.v2-7d9c4-x2k8p": true, "schedXv2-7d9c4-x2k8p": false, "sched.v2": false} {
-		if re.MatchString(pod) != want {
-			t.Errorf("pod=~%s matches %s: %v, want %v", m[1], pod, !want, want)
+	for _, selector := range []string{q.StartTime, q.PodReady} {
+		m := matcher.FindStringSubmatch(selector)
+		if m == nil {
+			t.Fatalf("no pod=~ matcher in %s", selector)
+		}
+		pattern, err := strconv.Unquote(m[1]) // PromQL strings unquote as Go's do
+		if err != nil {
+			t.Fatal(err)
+		}
+		re := regexp.MustCompile("^(?:" + pattern + ")$") // Prometheus anchors its regexes
+		for pod, want := range map[string]bool{"sched.v2-7d9c4-x2k8p": true, "schedXv2-7d9c4-x2k8p": false, "sched.v2": false} {
+			if re.MatchString(pod) != want {
+				t.Errorf("%s: pod=~%s matches %s: %v, want %v", selector, m[1], pod, !want, want)
+			}
 		}
 	}
 	if !strings.Contains(q.Expected, `endpointslice=~"nodes-.+"`) {

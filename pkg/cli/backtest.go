@@ -207,9 +207,9 @@ func runBacktest(ctx context.Context, f *checkFlags, bo *BacktestOptions, stderr
 		return nil, usagef("--pod-ready-series tells an HA scheduler's leader and is read only with --leader-lease")
 	}
 	q := backtest.DefaultQueries(f.cluster.Namespace, f.check.Deployment, f.check.NodesService, f.check.NodesPort)
-	if f.check.LeaderLease != "" {
-		// History has no Lease; an HA scheduler's readiness is its leadership.
-		q.PodReady = backtest.PodReadySelector(f.cluster.Namespace, f.check.Deployment)
+	if f.check.LeaderLease == "" {
+		// History has no Lease: an HA scheduler's readiness is its leadership, read only for --leader-lease.
+		q.PodReady = ""
 	}
 	for _, o := range []struct{ flag, query *string }{{&bo.Ready, &q.Ready}, {&bo.Rejected, &q.Rejected},
 		{&bo.StartTime, &q.StartTime}, {&bo.Expected, &q.Expected}, {&bo.ExpectedSeries, &q.ExpectedSeries},
