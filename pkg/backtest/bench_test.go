@@ -28,7 +28,7 @@ func BenchmarkReplayDay(b *testing.B) {
 		b.Run(fmt.Sprintf("replicas=%d/summary", replicas), func(b *testing.B) {
 			w := newWorld(h, cfg)
 			for range b.N {
-				summarizeWorld(w, h, cfg.Check.Decide.StartupGrace)
+				w.summary()
 			}
 		})
 	}

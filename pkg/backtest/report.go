@@ -36,8 +36,6 @@ type Result struct {
 	// AsRecorded is the history itself, with no restart by anyone.
 	StopGap    StopGap      `json:"stopGap"`
 	AsRecorded WorldSummary `json:"asRecorded"`
-	// State is the simulated watchdog's state document at the end.
-	State *state.State `json:"-"`
 }
 
 // Episode is a bad episode as the decision core kept it.

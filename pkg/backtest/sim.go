@@ -68,9 +68,9 @@ func Run(ctx context.Context, h *History, cfg Config) (*Result, error) {
 	if err := sim.run(ctx, res); err != nil {
 		return nil, err
 	}
-	res.Summary.WorldSummary = summarizeWorld(sim.world, h, cfg.Check.Decide.StartupGrace)
+	res.Summary.WorldSummary = sim.world.summary()
 	res.StopGap = runStopGap(h, cfg)
-	res.AsRecorded = summarizeWorld(newWorld(h, cfg), h, cfg.Check.Decide.StartupGrace)
+	res.AsRecorded = newWorld(h, cfg).summary()
 	res.Summary.Runs, res.Summary.Blocked, res.Summary.Alerts = res.Runs, len(res.Blocked), len(res.Pages)
 	for _, p := range res.Pages {
 		if p.Severity == alert.SeverityCritical {
@@ -139,7 +139,6 @@ func (s *simulation) run(ctx context.Context, res *Result) error {
 	if err != nil {
 		return err
 	}
-	res.State = st
 	for uid, p := range st.Pods {
 		if e := p.Episode; e != nil {
 			res.Episodes = append(res.Episodes, Episode{Pod: p.Name, UID: uid, Kind: e.Kind, Evidence: e.Evidence, From: e.Since, Outcome: episodeOpen})
@@ -313,7 +312,7 @@ func runStopGap(h *History, cfg Config) StopGap {
 			}
 		}
 	}
-	out.Summary = summarizeWorld(w, h, cfg.Check.Decide.StartupGrace)
+	out.Summary = w.summary()
 	return out
 }
 
@@ -367,12 +366,12 @@ func severalPods(h *History, cfg Config) []string {
 		"the leader is then the pod kube-state-metrics records ready (--pod-ready-series)", most, decide.ShortDuration(overlap), first.UTC().Format(time.RFC3339))}
 }
 
-// summarizeWorld measures w over the range at the data's resolution: how long the
+// summary measures w over the range at the data's resolution: how long the
 // scheduler was wedged, in how many wedges, and how each one ended. A gap inside
 // a wedge is unknown time in it, neither its end nor another's start.
-func summarizeWorld(w *World, h *History, startupGrace time.Duration) WorldSummary {
+func (w *World) summary() WorldSummary {
 	s := WorldSummary{Restarts: len(w.restarts), Wedges: []Wedge{}}
-	step := h.ScrapeInterval
+	h, step := w.h, w.h.ScrapeInterval
 	var open *Wedge
 	var unknown time.Duration // since the last wedged reading of the open wedge
 	// inside counts the unknown time so far as the open wedge's.
@@ -382,7 +381,7 @@ func summarizeWorld(w *World, h *History, startupGrace time.Duration) WorldSumma
 		unknown = 0
 	}
 	for t := h.From; !t.After(h.To); t = t.Add(step) {
-		switch w.condition(t, startupGrace) {
+		switch w.condition(t) {
 		case decide.VerdictWedged:
 			if open == nil {
 				s.Wedges = append(s.Wedges, Wedge{From: t.UTC()})

@@ -248,7 +248,7 @@ func (w *World) healsAt(tg *Target, t time.Time) (time.Time, bool) {
 // reads 0 ready while nodes serve; else unknown when the data cannot tell (a gap
 // in a pod's series, no serving-node count, a leader that cannot be told); else
 // healthy.
-func (w *World) condition(t time.Time, startupGrace time.Duration) decide.Verdict {
+func (w *World) condition(t time.Time) decide.Verdict {
 	n, ok := w.Expected(t)
 	if !ok {
 		return decide.VerdictUnknown
@@ -268,7 +268,7 @@ func (w *World) condition(t time.Time, startupGrace time.Duration) decide.Verdic
 			// Not judged: its readings say nothing of the scheduler that serves.
 		case p.ScrapeErr != nil:
 			c = decide.VerdictUnknown
-		case p.ReadyNodes == 0 && t.Sub(p.StartedAt) >= startupGrace:
+		case p.ReadyNodes == 0 && t.Sub(p.StartedAt) >= w.judge.StartupGrace:
 			return decide.VerdictWedged
 		}
 	}
