@@ -106,7 +106,7 @@ func TestReplacementsAreNamedApart(t *testing.T) {
 		t.Fatal("restart of the recorded pod refused")
 	}
 	pods := w.Pods(at.Add(time.Minute))
-	if len(pods) != 1 || pods[0].Name != pod1+"~1" || !pods[0].Replacement || pods[0].ReadyNodes != 3 {
+	if len(pods) != 1 || pods[0].Name != pod1+"~1" || pods[0].UID != "ns/"+pod1+"~1" || pods[0].ReadyNodes != 3 {
 		t.Fatalf("pods after a restart = %+v, want the replacement ~1 reading 3", pods)
 	}
 	if w.Restart("ns/"+pod1, at.Add(2*time.Minute)) {

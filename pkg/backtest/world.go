@@ -83,9 +83,7 @@ func newWorld(h *History, cfg Config) *World {
 // World.supersededAt), with its readings or, in a gap, ScrapeErr.
 type Pod struct {
 	decide.Pod
-	Target *Target
-	// Replacement: the pod stands in for a restarted one (see World).
-	Replacement                    bool
+	Target                         *Target
 	ReadyNodes, Rejected, Accepted float64
 }
 
@@ -105,7 +103,7 @@ func (w *World) Pods(t time.Time) []Pod {
 		if l != nil {
 			// A replacement: once the record heals, its readings under the
 			// replacement's name and UID, its process no older than the replacement.
-			p.Name, p.UID, p.Replacement = fmt.Sprintf("%s~%d", p.Name, l.n), fmt.Sprintf("%s~%d", p.UID, l.n), true
+			p.Name, p.UID = fmt.Sprintf("%s~%d", p.Name, l.n), fmt.Sprintf("%s~%d", p.UID, l.n)
 			if !healed || p.StartedAt.Before(l.startedAt) {
 				p.StartedAt = l.startedAt
 			}
