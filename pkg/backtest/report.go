@@ -11,6 +11,7 @@ import (
 	"github.com/agentenv/watchdog/pkg/alert"
 	"github.com/agentenv/watchdog/pkg/decide"
 	"github.com/agentenv/watchdog/pkg/state"
+	"github.com/agentenv/watchdog/pkg/termtext"
 )
 
 // Result is what a backtest found; its JSON form is `watchdog backtest -o json`.
@@ -145,19 +146,19 @@ func (r *Result) WriteJSON(w io.Writer) error {
 func (r *Result) WriteText(w io.Writer) error {
 	ts := func(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 	short := func(d state.Duration) string { return decide.ShortDuration(d.D()) }
-	fmt.Fprintf(w, "backtest %s → %s (%s), %s: %d runs\n", ts(r.From), ts(r.To), decide.ShortDuration(r.To.Sub(r.From)), r.Mode, r.Runs)
-	fmt.Fprintf(w, "data: scheduler pods %s; scraped every %s; serving nodes every %s\n", strings.Join(r.Pods, ", "), short(r.ScrapeInterval), short(r.Step))
+	termtext.Fprintf(w, "backtest %s → %s (%s), %s: %d runs\n", ts(r.From), ts(r.To), decide.ShortDuration(r.To.Sub(r.From)), r.Mode, r.Runs)
+	termtext.Fprintf(w, "data: scheduler pods %s; scraped every %s; serving nodes every %s\n", strings.Join(r.Pods, ", "), short(r.ScrapeInterval), short(r.Step))
 	for _, a := range r.Assumed {
-		fmt.Fprintf(w, "assumed (not in the history, taken as passing): %s\n", a)
+		termtext.Fprintf(w, "assumed (not in the history, taken as passing): %s\n", a)
 	}
 	for _, warning := range r.Warnings {
-		fmt.Fprintf(w, "warning: %s\n", warning)
+		termtext.Fprintf(w, "warning: %s\n", warning)
 	}
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	// section titles a table; its header only when it has rows.
 	section := func(title string, n int, header string) {
-		fmt.Fprintf(tw, "\n%s (%d)\n", title, n)
+		termtext.Fprintf(tw, "\n%s (%d)\n", title, n)
 		if n > 0 {
 			fmt.Fprintln(tw, header)
 		}
@@ -168,16 +169,16 @@ func (r *Result) WriteText(w io.Writer) error {
 		if e.To != nil {
 			to, dur = ts(*e.To), short(e.Duration)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", ts(e.From), to, dur, e.Pod, e.Kind, alert.OrDash(string(e.Evidence)), e.Outcome)
+		termtext.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", ts(e.From), to, dur, e.Pod, e.Kind, alert.OrDash(string(e.Evidence)), e.Outcome)
 	}
 	section("RESTARTS the watchdog would have made", len(r.Restarts), "AT\tPOD\tEVIDENCE\tAFTER EPISODE START\tWHY")
 	for _, x := range r.Restarts {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", ts(x.At), x.Pod, alert.OrDash(x.Evidence), short(x.AfterEpisodeStart), x.Gates)
+		termtext.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", ts(x.At), x.Pod, alert.OrDash(x.Evidence), short(x.AfterEpisodeStart), x.Gates)
 	}
 	section("BLOCKED restarts", len(r.Blocked), "AT\tPOD\tGATE\tDETAIL")
 	for _, b := range r.Blocked {
 		for _, g := range b.Gates {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", ts(b.At), b.Pod, g.Name, g.Detail)
+			termtext.Fprintf(tw, "%s\t%s\t%s\t%s\n", ts(b.At), b.Pod, g.Name, g.Detail)
 		}
 	}
 	section("ALERTS the watchdog would have sent", len(r.Pages), "AT\tEVENT\tSEVERITY\tPOD")
@@ -186,23 +187,23 @@ func (r *Result) WriteText(w io.Writer) error {
 		if p.Reminder {
 			ev += " (reminder)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", ts(p.At), ev, p.Severity, alert.OrDash(p.Pod))
+		termtext.Fprintf(tw, "%s\t%s\t%s\t%s\n", ts(p.At), ev, p.Severity, alert.OrDash(p.Pod))
 	}
 	section(fmt.Sprintf("STOP-GAP restarts (ready 0 on runs %s apart, no other check)", short(r.StopGap.After)),
 		len(r.StopGap.Restarts), "AT\tPOD\tREADY 0 SINCE")
 	for _, x := range r.StopGap.Restarts {
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", ts(x.At), x.Pod, ts(x.ZeroSince))
+		termtext.Fprintf(tw, "%s\t%s\t%s\n", ts(x.At), x.Pod, ts(x.ZeroSince))
 	}
 
-	fmt.Fprintf(tw, "\nSUMMARY\tWATCHDOG\tSTOP-GAP\tAS RECORDED\n")
-	fmt.Fprintf(tw, "restarts\t%d\t%d\t-\n", r.Summary.Restarts, r.StopGap.Summary.Restarts)
-	fmt.Fprintf(tw, "pages (critical)\t%d\t-\t-\n", r.Summary.Pages)
-	fmt.Fprintf(tw, "alerts (all)\t%d\t-\t-\n", r.Summary.Alerts)
-	fmt.Fprintf(tw, "blocked restarts\t%d\t-\t-\n", r.Summary.Blocked)
-	fmt.Fprintf(tw, "time wedged\t%s\t%s\t%s\n", short(r.Summary.Wedged), short(r.StopGap.Summary.Wedged), short(r.AsRecorded.Wedged))
-	fmt.Fprintf(tw, "wedges\t%s\t%s\t%s\n", wedgeCounts(r.Summary.WorldSummary), wedgeCounts(r.StopGap.Summary), wedgeCounts(r.AsRecorded))
-	fmt.Fprintf(tw, "worst time to heal\t%s\t%s\t%s\n", short(r.Summary.WorstWedge), short(r.StopGap.Summary.WorstWedge), short(r.AsRecorded.WorstWedge))
-	fmt.Fprintf(tw, "of which unknown (gaps)\t%s\t%s\t%s\n", short(unknownIn(r.Summary.WorldSummary)), short(unknownIn(r.StopGap.Summary)), short(unknownIn(r.AsRecorded)))
+	termtext.Fprintf(tw, "\nSUMMARY\tWATCHDOG\tSTOP-GAP\tAS RECORDED\n")
+	termtext.Fprintf(tw, "restarts\t%d\t%d\t-\n", r.Summary.Restarts, r.StopGap.Summary.Restarts)
+	termtext.Fprintf(tw, "pages (critical)\t%d\t-\t-\n", r.Summary.Pages)
+	termtext.Fprintf(tw, "alerts (all)\t%d\t-\t-\n", r.Summary.Alerts)
+	termtext.Fprintf(tw, "blocked restarts\t%d\t-\t-\n", r.Summary.Blocked)
+	termtext.Fprintf(tw, "time wedged\t%s\t%s\t%s\n", short(r.Summary.Wedged), short(r.StopGap.Summary.Wedged), short(r.AsRecorded.Wedged))
+	termtext.Fprintf(tw, "wedges\t%s\t%s\t%s\n", wedgeCounts(r.Summary.WorldSummary), wedgeCounts(r.StopGap.Summary), wedgeCounts(r.AsRecorded))
+	termtext.Fprintf(tw, "worst time to heal\t%s\t%s\t%s\n", short(r.Summary.WorstWedge), short(r.StopGap.Summary.WorstWedge), short(r.AsRecorded.WorstWedge))
+	termtext.Fprintf(tw, "of which unknown (gaps)\t%s\t%s\t%s\n", short(unknownIn(r.Summary.WorldSummary)), short(unknownIn(r.StopGap.Summary)), short(unknownIn(r.AsRecorded)))
 	return tw.Flush()
 }
 

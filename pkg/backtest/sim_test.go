@@ -390,3 +390,24 @@ func TestObservationCarriesTheAcceptedHeartbeats(t *testing.T) {
 		t.Fatalf("observation at +10m: %+v, want the accepted counter 360", obs.Pods)
 	}
 }
+
+// TestReportEscapesTextFromTheHistory: pod names, warnings and gate details come
+// from Prometheus labels and the API server, which others write; the text report
+// must not pass an escape sequence or a forged line to the terminal.
+func TestReportEscapesTextFromTheHistory(t *testing.T) {
+	hostile := "sched-0\x1b]52;c;cm0gLXJm\a\nwatchdog: all healthy"
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	res := &Result{From: at, To: at.Add(time.Hour), Pods: []string{hostile}, Warnings: []string{hostile},
+		Restarts: []Restart{{Pod: hostile, At: at, Gates: hostile}},
+		Blocked:  []Blocked{{Pod: hostile, At: at, Gates: []decide.Gate{{Name: "g", Detail: hostile}}}}}
+	var text strings.Builder
+	if err := res.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	if strings.ContainsAny(text.String(), "\x1b\a") || strings.Contains(text.String(), "\nwatchdog: all healthy") {
+		t.Errorf("the text report passes control characters through:\n%q", text.String())
+	}
+	if !strings.Contains(text.String(), `sched-0\x1b]52;c;cm0gLXJm\x07\nwatchdog: all healthy`) {
+		t.Errorf("the text report does not show the escaped name:\n%s", text.String())
+	}
+}
