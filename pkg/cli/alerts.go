@@ -159,8 +159,6 @@ type AlertmanagerOptions struct {
 	GeneratorURL string
 	// HoldOn are the matcher sets of alerts that hold restarts while they fire.
 	HoldOn []string
-
-	holds []amlabels.Matchers // HoldOn parsed, by Validate
 }
 
 func (o *AlertmanagerOptions) AddFlags(fs *pflag.FlagSet) {
@@ -200,8 +198,22 @@ func (o *AlertmanagerOptions) Validate() error {
 	if o.TTL < time.Second {
 		p.addf("--alertmanager-alert-ttl %s is too short (at least 1s; keep it above the time between two runs)", o.TTL)
 	}
-	// One set per flag, or per line of one (the chart's environment variable holds them all).
-	o.holds = nil
+	holds, err := o.holdSets()
+	p.add(err)
+	if len(holds) > 0 && len(o.URLs) == 0 {
+		p.addf("--hold-restarts-on-alert needs --alertmanager-url: the firing alerts are read from there")
+	}
+	// A link people click, not a place the watchdog posts to: http is fine.
+	p.url("--alertmanager-generator-url", o.GeneratorURL, checkLinkURL)
+	return p.err()
+}
+
+// holdSets parses --hold-restarts-on-alert: one set per flag, or per line of one
+// (the chart's environment variable holds them all). An invalid set is reported
+// and counted (nil).
+func (o *AlertmanagerOptions) holdSets() ([]amlabels.Matchers, error) {
+	var p problems
+	var sets []amlabels.Matchers
 	for _, set := range strings.Split(strings.Join(o.HoldOn, "\n"), "\n") {
 		if strings.TrimSpace(set) == "" {
 			continue
@@ -210,40 +222,25 @@ func (o *AlertmanagerOptions) Validate() error {
 		if err != nil {
 			p.addf("--hold-restarts-on-alert %q: %v", set, err)
 		}
-		o.holds = append(o.holds, ms)
+		sets = append(sets, ms)
 	}
-	if len(o.holds) > 0 && len(o.URLs) == 0 {
-		p.addf("--hold-restarts-on-alert needs --alertmanager-url: the firing alerts are read from there")
-	}
-	// A link people click, not a place the watchdog posts to: http is fine.
-	if o.GeneratorURL != "" && checkLinkURL(o.GeneratorURL) != nil {
-		p.addf("--alertmanager-generator-url %q: want an http(s) URL", o.GeneratorURL)
-	}
-	return p.err()
+	return sets, p.err()
 }
 
 // checkAlertmanagerURL accepts https, and plain http too (an in-cluster
 // Alertmanager Service usually speaks it) as long as no credentials would cross
-// the network in clear text: credentials over http only to loopback.
+// the network in clear text.
 func checkAlertmanagerURL(raw string, creds bool) error {
 	u, err := parseURL(raw, true)
-	if err != nil {
+	switch {
+	case err != nil:
 		return err
+	case u.RawQuery != "" || u.Fragment != "":
+		return errors.New("URL must not have a query or fragment (give the base URL; /api/v2/alerts is appended)")
+	case clearText(u, creds):
+		return errors.New("credentials over plain http are accepted only for loopback addresses; use https")
 	}
-	if u.RawQuery != "" || u.Fragment != "" {
-		return fmt.Errorf("URL must not have a query or fragment (give the base URL; /api/v2/alerts is appended)")
-	}
-	switch u.Scheme {
-	case "https":
-		return nil
-	case "http":
-		if (creds || u.User != nil) && !isLoopback(u.Hostname()) {
-			return fmt.Errorf("credentials over plain http are accepted only for loopback addresses; use https")
-		}
-		return nil
-	default:
-		return fmt.Errorf("scheme %q: want https or http", u.Scheme)
-	}
+	return nil
 }
 
 // checkRunInterval makes sure alerts outlive the time between two passes of `run`.
@@ -275,14 +272,15 @@ func buildAlertmanager(o *AlertOptions, namespace string, warn func(error)) (*de
 // buildHold is the reader of the alerts that hold restarts, nil when none is
 // configured.
 func buildHold(o *AlertOptions, namespace string) (check.AlertHold, error) {
-	if len(o.Alertmanager.holds) == 0 {
-		return nil, nil
+	sets, err := o.Alertmanager.holdSets()
+	if err != nil || len(sets) == 0 {
+		return nil, err
 	}
 	am, err := buildAlertmanager(o, namespace, nil)
 	if err != nil {
 		return nil, err
 	}
-	return &deliver.AlertHold{Alertmanager: am, Sets: o.Alertmanager.holds}, nil
+	return &deliver.AlertHold{Alertmanager: am, Sets: sets}, nil
 }
 
 func newNotifyCommand(stdout, stderr io.Writer) *cobra.Command {
