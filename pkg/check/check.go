@@ -308,12 +308,9 @@ func keepScrapes(fresh *decide.Observation, cached decide.Observation) {
 	}
 }
 
-// readAlerts reads the firing alerts that hold restarts. Without a reader or on an
-// error the hold fails open, with a warning.
+// readAlerts reads the firing alerts that hold restarts (asked only with a reader:
+// Run). On an error the hold fails open, with a warning.
 func (p *pass) readAlerts() *decide.FiringAlerts {
-	if p.Hold == nil {
-		return &decide.FiringAlerts{Err: errors.New("no Alertmanager to read")}
-	}
 	ctx, cancel := context.WithTimeout(p.ctx, alertsTimeout)
 	defer cancel()
 	a := p.Hold.Read(ctx)

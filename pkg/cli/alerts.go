@@ -18,6 +18,7 @@ import (
 	"github.com/agentenv/watchdog/pkg/alert"
 	"github.com/agentenv/watchdog/pkg/check"
 	"github.com/agentenv/watchdog/pkg/deliver"
+	"github.com/agentenv/watchdog/pkg/doctor"
 	"github.com/agentenv/watchdog/pkg/version"
 )
 
@@ -316,32 +317,26 @@ configured.`,
 			if err := p.err(); err != nil {
 				return err
 			}
-			sinks, err := buildSinks(&alerts, namespace, func(err error) {
+			sinks, err := testSinks(&alerts, namespace, "notify test", func(err error) error {
 				fmt.Fprintf(stdout, "%-10s partly failed (another peer accepted): %v\n", "alertmanager", err)
+				return nil
 			})
 			if err != nil {
 				return err
 			}
-			if len(sinks) == 0 && alerts.HeartbeatURL == "" {
+			if len(sinks) == 0 {
 				return usagef("no sink configured: set --slack-webhook-url, --webhook-url, --alertmanager-url or --heartbeat-url")
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
-			n := testNotification(&alerts, namespace, "notify test")
 			failed := 0
-			report := func(sink string, err error) {
-				if err != nil {
-					failed++
-					fmt.Fprintf(stdout, "%-10s FAILED: %v\n", sink, err)
-				} else {
-					fmt.Fprintf(stdout, "%-10s ok\n", sink)
-				}
-			}
 			for _, s := range sinks {
-				report(s.Name(), s.Send(ctx, n))
-			}
-			if alerts.HeartbeatURL != "" {
-				report("heartbeat", testHeartbeat(ctx, &alerts, "notify test"))
+				if err := s.Send(ctx); err != nil {
+					failed++
+					fmt.Fprintf(stdout, "%-10s FAILED: %v\n", s.Name, err)
+				} else {
+					fmt.Fprintf(stdout, "%-10s ok\n", s.Name)
+				}
 			}
 			if failed > 0 {
 				return fmt.Errorf("%d sink(s) failed", failed)
@@ -370,7 +365,35 @@ func testNotification(o *AlertOptions, namespace, command string) alert.Notifica
 	return n
 }
 
-// testHeartbeat pings the dead man's switch as a successful run would.
-func testHeartbeat(ctx context.Context, o *AlertOptions, command string) error {
-	return newHeartbeat(o, deliver.DefaultAttempts, deliver.DefaultBudget).Ping(ctx, false, "watchdog "+command)
+// testSinks are the configured sinks, then the dead man's switch, each with its
+// test delivery: the test alert, a ping as a successful run's. An Alertmanager peer
+// that failed while another accepted is handed to partial, whose answer is the
+// delivery's (notify test says so, doctor fails: a preflight should show it).
+func testSinks(o *AlertOptions, namespace, command string, partial func(error) error) ([]doctor.Sink, error) {
+	var peerErr error // deliveries are sequential
+	sinks, err := buildSinks(o, namespace, func(err error) { peerErr = errors.Join(peerErr, err) })
+	if err != nil {
+		return nil, err
+	}
+	n := testNotification(o, namespace, command)
+	var out []doctor.Sink
+	for _, s := range sinks {
+		ds := doctor.Sink{Name: s.Name(), Send: func(ctx context.Context) error {
+			peerErr = nil
+			if err := s.Send(ctx, n); err != nil || peerErr == nil {
+				return err
+			}
+			return partial(peerErr)
+		}}
+		if r, ok := s.(alert.Reacher); ok {
+			ds.Reach = r.Reach
+		}
+		out = append(out, ds)
+	}
+	if o.HeartbeatURL != "" {
+		out = append(out, doctor.Sink{Name: "heartbeat", Reach: newHeartbeat(o, 1, o.AlertTimeout).Reach, Send: func(ctx context.Context) error {
+			return newHeartbeat(o, deliver.DefaultAttempts, deliver.DefaultBudget).Ping(ctx, false, "watchdog "+command)
+		}})
+	}
+	return out, nil
 }
