@@ -51,7 +51,8 @@ type Runner struct {
 	Sinks []alert.Sink
 	// Evidence, when set, saves what the scheduler looked like just before a restart.
 	Evidence *evidence.Keeper
-	// Hold, when set, reads the firing alerts that hold restarts, just before one.
+	// Hold, when set, reads the firing alerts that hold restarts, just before one;
+	// it alone turns the firing-alerts gate on (Decide.HoldOnAlerts).
 	Hold  AlertHold
 	Clock clock.Clock
 	Log   zerolog.Logger
@@ -128,7 +129,10 @@ var claimBackoff = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jit
 // Run performs one pass. The report is filled as far as the pass got, also on error.
 func (r *Runner) Run(ctx context.Context) (*Report, error) {
 	start := r.Clock.Now()
-	p := &pass{Runner: r, ctx: ctx, start: start, rep: &Report{Time: start.UTC(), DryRun: r.Mode == state.ModeDryRun,
+	// The firing-alerts gate is on exactly when there is a reader to ask.
+	run := *r
+	run.Decide.HoldOnAlerts = r.Hold != nil
+	p := &pass{Runner: &run, ctx: ctx, start: start, rep: &Report{Time: start.UTC(), DryRun: r.Mode == state.ModeDryRun,
 		Shadow: r.Mode == state.ModeShadow, Namespace: r.Source.Namespace, Cluster: r.Source.Cluster,
 		ScrapeVia: r.ScrapeVia, Verdict: decide.VerdictUnknown, Action: decide.ActionNone}}
 	defer func() { p.rep.Took = r.Clock.Since(start).Round(time.Millisecond).String() }()
@@ -304,12 +308,9 @@ func keepScrapes(fresh *decide.Observation, cached decide.Observation) {
 	}
 }
 
-// readAlerts reads the firing alerts that hold restarts. Without a reader or on an
-// error the hold fails open, with a warning.
+// readAlerts reads the firing alerts that hold restarts (asked only with a reader:
+// Run). On an error the hold fails open, with a warning.
 func (p *pass) readAlerts() *decide.FiringAlerts {
-	if p.Hold == nil {
-		return &decide.FiringAlerts{Err: errors.New("no Alertmanager to read")}
-	}
 	ctx, cancel := context.WithTimeout(p.ctx, alertsTimeout)
 	defer cancel()
 	a := p.Hold.Read(ctx)

@@ -121,10 +121,9 @@ func (f holdFunc) Read(ctx context.Context) *decide.FiringAlerts { return f(ctx)
 // With restarts held on firing alerts, a due restart needs three reads, which the
 // decision asks for one at a time in the gate table's order: the pass takes them
 // all (the Deployment, the firing alerts, the consistent re-read), each once, and
-// restarts after the last.
+// restarts after the last. The reader alone turns the hold on.
 func TestRestartTakesItsThreeReadsInTheGatesOrder(t *testing.T) {
 	h := newHarness(t)
-	h.opts.Decide.HoldOnAlerts = true
 	h.wedgedAndDue()
 	before := len(h.calls.list())
 	r := h.runner()
@@ -146,6 +145,25 @@ func TestRestartTakesItsThreeReadsInTheGatesOrder(t *testing.T) {
 	}
 	if got, want := strings.Join(reads, ","), "rollout,alerts,consistent,restart "+podName; got != want {
 		t.Errorf("reads and restart %s, want %s", got, want)
+	}
+}
+
+// The firing-alerts gate is on exactly when the Runner has a reader to ask: a
+// configuration saying hold, without one, holds nothing and asks nobody.
+func TestNoHoldWithoutAReader(t *testing.T) {
+	h := newHarness(t)
+	h.opts.Decide.HoldOnAlerts = true
+	h.wedgedAndDue()
+	rep, err := h.pass()
+	if err != nil || rep.Action != decide.ActionRestart {
+		t.Fatalf("%s/%s %v: %s", rep.Verdict, rep.Action, err, rep.Reason)
+	}
+	for _, tg := range rep.Targets {
+		for _, g := range tg.Gates {
+			if g.Name == decide.GateAlerts {
+				t.Errorf("%s: gate %s %q with no reader", tg.Pod, g.Name, g.Detail)
+			}
+		}
 	}
 }
 

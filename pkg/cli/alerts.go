@@ -18,6 +18,7 @@ import (
 	"github.com/agentenv/watchdog/pkg/alert"
 	"github.com/agentenv/watchdog/pkg/check"
 	"github.com/agentenv/watchdog/pkg/deliver"
+	"github.com/agentenv/watchdog/pkg/doctor"
 	"github.com/agentenv/watchdog/pkg/version"
 )
 
@@ -159,8 +160,6 @@ type AlertmanagerOptions struct {
 	GeneratorURL string
 	// HoldOn are the matcher sets of alerts that hold restarts while they fire.
 	HoldOn []string
-
-	holds []amlabels.Matchers // HoldOn parsed, by Validate
 }
 
 func (o *AlertmanagerOptions) AddFlags(fs *pflag.FlagSet) {
@@ -200,8 +199,22 @@ func (o *AlertmanagerOptions) Validate() error {
 	if o.TTL < time.Second {
 		p.addf("--alertmanager-alert-ttl %s is too short (at least 1s; keep it above the time between two runs)", o.TTL)
 	}
-	// One set per flag, or per line of one (the chart's environment variable holds them all).
-	o.holds = nil
+	holds, err := o.holdSets()
+	p.add(err)
+	if len(holds) > 0 && len(o.URLs) == 0 {
+		p.addf("--hold-restarts-on-alert needs --alertmanager-url: the firing alerts are read from there")
+	}
+	// A link people click, not a place the watchdog posts to: http is fine.
+	p.url("--alertmanager-generator-url", o.GeneratorURL, checkLinkURL)
+	return p.err()
+}
+
+// holdSets parses --hold-restarts-on-alert: one set per flag, or per line of one
+// (the chart's environment variable holds them all). An invalid set is reported
+// and counted (nil).
+func (o *AlertmanagerOptions) holdSets() ([]amlabels.Matchers, error) {
+	var p problems
+	var sets []amlabels.Matchers
 	for _, set := range strings.Split(strings.Join(o.HoldOn, "\n"), "\n") {
 		if strings.TrimSpace(set) == "" {
 			continue
@@ -210,40 +223,25 @@ func (o *AlertmanagerOptions) Validate() error {
 		if err != nil {
 			p.addf("--hold-restarts-on-alert %q: %v", set, err)
 		}
-		o.holds = append(o.holds, ms)
+		sets = append(sets, ms)
 	}
-	if len(o.holds) > 0 && len(o.URLs) == 0 {
-		p.addf("--hold-restarts-on-alert needs --alertmanager-url: the firing alerts are read from there")
-	}
-	// A link people click, not a place the watchdog posts to: http is fine.
-	if o.GeneratorURL != "" && checkLinkURL(o.GeneratorURL) != nil {
-		p.addf("--alertmanager-generator-url %q: want an http(s) URL", o.GeneratorURL)
-	}
-	return p.err()
+	return sets, p.err()
 }
 
 // checkAlertmanagerURL accepts https, and plain http too (an in-cluster
 // Alertmanager Service usually speaks it) as long as no credentials would cross
-// the network in clear text: credentials over http only to loopback.
+// the network in clear text.
 func checkAlertmanagerURL(raw string, creds bool) error {
 	u, err := parseURL(raw, true)
-	if err != nil {
+	switch {
+	case err != nil:
 		return err
+	case u.RawQuery != "" || u.Fragment != "":
+		return errors.New("URL must not have a query or fragment (give the base URL; /api/v2/alerts is appended)")
+	case clearText(u, creds):
+		return errors.New("credentials over plain http are accepted only for loopback addresses; use https")
 	}
-	if u.RawQuery != "" || u.Fragment != "" {
-		return fmt.Errorf("URL must not have a query or fragment (give the base URL; /api/v2/alerts is appended)")
-	}
-	switch u.Scheme {
-	case "https":
-		return nil
-	case "http":
-		if (creds || u.User != nil) && !isLoopback(u.Hostname()) {
-			return fmt.Errorf("credentials over plain http are accepted only for loopback addresses; use https")
-		}
-		return nil
-	default:
-		return fmt.Errorf("scheme %q: want https or http", u.Scheme)
-	}
+	return nil
 }
 
 // checkRunInterval makes sure alerts outlive the time between two passes of `run`.
@@ -275,14 +273,15 @@ func buildAlertmanager(o *AlertOptions, namespace string, warn func(error)) (*de
 // buildHold is the reader of the alerts that hold restarts, nil when none is
 // configured.
 func buildHold(o *AlertOptions, namespace string) (check.AlertHold, error) {
-	if len(o.Alertmanager.holds) == 0 {
-		return nil, nil
+	sets, err := o.Alertmanager.holdSets()
+	if err != nil || len(sets) == 0 {
+		return nil, err
 	}
 	am, err := buildAlertmanager(o, namespace, nil)
 	if err != nil {
 		return nil, err
 	}
-	return &deliver.AlertHold{Alertmanager: am, Sets: o.Alertmanager.holds}, nil
+	return &deliver.AlertHold{Alertmanager: am, Sets: sets}, nil
 }
 
 func newNotifyCommand(stdout, stderr io.Writer) *cobra.Command {
@@ -318,32 +317,26 @@ configured.`,
 			if err := p.err(); err != nil {
 				return err
 			}
-			sinks, err := buildSinks(&alerts, namespace, func(err error) {
+			sinks, err := testSinks(&alerts, namespace, "notify test", func(err error) error {
 				fmt.Fprintf(stdout, "%-10s partly failed (another peer accepted): %v\n", "alertmanager", err)
+				return nil
 			})
 			if err != nil {
 				return err
 			}
-			if len(sinks) == 0 && alerts.HeartbeatURL == "" {
+			if len(sinks) == 0 {
 				return usagef("no sink configured: set --slack-webhook-url, --webhook-url, --alertmanager-url or --heartbeat-url")
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
-			n := testNotification(&alerts, namespace, "notify test")
 			failed := 0
-			report := func(sink string, err error) {
-				if err != nil {
-					failed++
-					fmt.Fprintf(stdout, "%-10s FAILED: %v\n", sink, err)
-				} else {
-					fmt.Fprintf(stdout, "%-10s ok\n", sink)
-				}
-			}
 			for _, s := range sinks {
-				report(s.Name(), s.Send(ctx, n))
-			}
-			if alerts.HeartbeatURL != "" {
-				report("heartbeat", testHeartbeat(ctx, &alerts, "notify test"))
+				if err := s.Send(ctx); err != nil {
+					failed++
+					fmt.Fprintf(stdout, "%-10s FAILED: %v\n", s.Name, err)
+				} else {
+					fmt.Fprintf(stdout, "%-10s ok\n", s.Name)
+				}
 			}
 			if failed > 0 {
 				return fmt.Errorf("%d sink(s) failed", failed)
@@ -372,7 +365,35 @@ func testNotification(o *AlertOptions, namespace, command string) alert.Notifica
 	return n
 }
 
-// testHeartbeat pings the dead man's switch as a successful run would.
-func testHeartbeat(ctx context.Context, o *AlertOptions, command string) error {
-	return newHeartbeat(o, deliver.DefaultAttempts, deliver.DefaultBudget).Ping(ctx, false, "watchdog "+command)
+// testSinks are the configured sinks, then the dead man's switch, each with its
+// test delivery: the test alert, a ping as a successful run's. An Alertmanager peer
+// that failed while another accepted is handed to partial, whose answer is the
+// delivery's (notify test says so, doctor fails: a preflight should show it).
+func testSinks(o *AlertOptions, namespace, command string, partial func(error) error) ([]doctor.Sink, error) {
+	var peerErr error // deliveries are sequential
+	sinks, err := buildSinks(o, namespace, func(err error) { peerErr = errors.Join(peerErr, err) })
+	if err != nil {
+		return nil, err
+	}
+	n := testNotification(o, namespace, command)
+	var out []doctor.Sink
+	for _, s := range sinks {
+		ds := doctor.Sink{Name: s.Name(), Send: func(ctx context.Context) error {
+			peerErr = nil
+			if err := s.Send(ctx, n); err != nil || peerErr == nil {
+				return err
+			}
+			return partial(peerErr)
+		}}
+		if r, ok := s.(alert.Reacher); ok {
+			ds.Reach = r.Reach
+		}
+		out = append(out, ds)
+	}
+	if o.HeartbeatURL != "" {
+		out = append(out, doctor.Sink{Name: "heartbeat", Reach: newHeartbeat(o, 1, o.AlertTimeout).Reach, Send: func(ctx context.Context) error {
+			return newHeartbeat(o, deliver.DefaultAttempts, deliver.DefaultBudget).Ping(ctx, false, "watchdog "+command)
+		}})
+	}
+	return out, nil
 }

@@ -82,10 +82,6 @@ func (o *BacktestOptions) Validate(now time.Time, intervalSet bool) error {
 		p.addf("--prometheus-url is required")
 	} else if err := checkLinkURL(o.PrometheusURL); err != nil {
 		p.addf("--prometheus-url: %v", err)
-	} else if u, _ := url.Parse(o.PrometheusURL); u.Scheme == "http" && u.User != nil && !isLoopback(u.Hostname()) {
-		// Basic auth over plain http crosses the network in clear text; through
-		// kubectl port-forward (loopback) it does not leave the machine.
-		p.addf("--prometheus-url %s: credentials over plain http would cross the network in clear text: use https (or kubectl port-forward to localhost)", u.Redacted())
 	} else {
 		p.add(o.HTTP.Validate(o.PrometheusURL))
 	}
@@ -265,7 +261,7 @@ func (o *PrometheusHTTPOptions) AddFlags(fs *pflag.FlagSet) {
 }
 
 // Validate reports every problem with the options for the API at rawURL (a valid
-// http or https URL).
+// http or https URL, whose own credentials count too).
 func (o *PrometheusHTTPOptions) Validate(rawURL string) error {
 	var p problems
 	u, _ := url.Parse(rawURL) // the caller checked it
@@ -296,7 +292,7 @@ func (o *PrometheusHTTPOptions) Validate(rawURL string) error {
 	if credentials && u.User != nil {
 		p.addf("--prometheus-url %s carries credentials and so do the --prometheus-bearer-token-file or --prometheus-basic-auth flags: choose one", u.Redacted())
 	}
-	if credentials && u.Scheme == "http" && !isLoopback(u.Hostname()) {
+	if clearText(u, credentials) {
 		p.addf("--prometheus-url %s: credentials over plain http would cross the network in clear text: use https (or kubectl port-forward to localhost)", u.Redacted())
 	}
 	if (o.CAFile != "" || o.CertFile != "") && u.Scheme != "https" {

@@ -2,9 +2,9 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"runtime"
 	"strconv"
@@ -173,7 +173,6 @@ func (f *checkFlags) setup(stderr io.Writer, clk clock.Clock) (*pass, error) {
 	}
 	opts := f.options()
 	opts.ScrapeVia = o.Via
-	opts.Decide.HoldOnAlerts = hold != nil // the gate is on exactly when its reader is built
 	store := &statestore.Store{Client: client, Namespace: ns, Name: f.cluster.StateConfigMap}
 	return &pass{Runner: &check.Runner{
 		Options:   opts,
@@ -390,13 +389,13 @@ func (o *PushOptions) AddFlags(fs *pflag.FlagSet) {
 // Validate reports every invalid flag, in the order the flags are declared.
 func (o *PushOptions) Validate() error {
 	var p problems
-	if o.URL != "" {
-		if u, err := url.Parse(o.URL); err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-			p.addf("--pushgateway-url %q: want an http(s) URL", o.URL)
-		} else if u.User != nil {
-			p.addf("--pushgateway-url: credentials in the URL are not supported")
+	p.url("--pushgateway-url", o.URL, func(raw string) error {
+		u, err := parseURL(raw, false)
+		if err == nil && u.User != nil {
+			err = errors.New("credentials in the URL are not supported")
 		}
-	}
+		return err
+	})
 	if o.Job == "" {
 		p.addf("--pushgateway-job must not be empty")
 	}

@@ -2,14 +2,12 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 
 	"github.com/spf13/cobra"
 	"k8s.io/utils/clock"
 
-	"github.com/agentenv/watchdog/pkg/alert"
 	"github.com/agentenv/watchdog/pkg/doctor"
 )
 
@@ -63,7 +61,9 @@ Exit codes: 0 every check passed; 1 a check failed (each ✗ line says how to fi
 			if err != nil {
 				return err
 			}
-			sinks, err := doctorSinks(&f.alerts, f.cluster.Namespace)
+			sinks, err := testSinks(&f.alerts, f.cluster.Namespace, "doctor --send-test", func(err error) error {
+				return fmt.Errorf("accepted, but not by every peer: %w", err)
+			})
 			if err != nil {
 				return err
 			}
@@ -104,38 +104,4 @@ Exit codes: 0 every check passed; 1 a check failed (each ✗ line says how to fi
 	cmd.Flags().StringVar(&leaderElectLease, "leader-elect-lease", "agentenv-scheduler-watchdog", "the `name` of the Lease of run --leader-elect")
 	cmd.Flags().BoolVar(&watchEndpoints, "watch-endpoints", false, "check the rights of run --watch-endpoints too (watch endpointslices)")
 	return cmd
-}
-
-// doctorSinks are the configured sinks with their test deliveries. An Alertmanager
-// peer that failed while another accepted fails the check: a preflight should
-// show it, though a run would deliver.
-func doctorSinks(o *AlertOptions, namespace string) ([]doctor.Sink, error) {
-	var peerErr error // deliveries are sequential
-	sinks, err := buildSinks(o, namespace, func(err error) { peerErr = errors.Join(peerErr, err) })
-	if err != nil {
-		return nil, err
-	}
-	var out []doctor.Sink
-	for _, s := range sinks {
-		ds := doctor.Sink{Name: s.Name(), Send: func(ctx context.Context) error {
-			peerErr = nil
-			if err := s.Send(ctx, testNotification(o, namespace, "doctor --send-test")); err != nil {
-				return err
-			}
-			if peerErr != nil {
-				return fmt.Errorf("accepted, but not by every peer: %w", peerErr)
-			}
-			return nil
-		}}
-		if r, ok := s.(alert.Reacher); ok {
-			ds.Reach = r.Reach
-		}
-		out = append(out, ds)
-	}
-	if o.HeartbeatURL != "" {
-		out = append(out, doctor.Sink{Name: "heartbeat", Reach: newHeartbeat(o, 1, o.AlertTimeout).Reach, Send: func(ctx context.Context) error {
-			return testHeartbeat(ctx, o, "doctor --send-test")
-		}})
-	}
-	return out, nil
 }

@@ -412,8 +412,8 @@ func (p *problems) url(flag, raw string, check func(raw string) error) {
 	}
 }
 
-// parseURL parses a URL that must name a host; a secret one is not echoed in the
-// error (url.Parse's quotes it).
+// parseURL parses an http or https URL that must name a host; a secret one is not
+// echoed in the error (url.Parse's quotes it).
 func parseURL(raw string, secret bool) (*url.URL, error) {
 	u, err := url.Parse(raw)
 	switch {
@@ -423,41 +423,39 @@ func parseURL(raw string, secret bool) (*url.URL, error) {
 		return nil, fmt.Errorf("not a valid URL: %v", err)
 	case u.Host == "":
 		return nil, errors.New("URL has no host")
+	case u.Scheme != "https" && u.Scheme != "http":
+		return nil, fmt.Errorf("scheme %q: want https or http", u.Scheme)
 	}
 	return u, nil
 }
 
-// checkURL accepts https, and plain http only for loopback addresses.
-func checkURL(raw string) error {
-	u, err := parseURL(raw, true)
-	switch {
-	case err != nil:
-		return err
-	case u.Scheme == "https", u.Scheme == "http" && isLoopback(u.Hostname()):
-		return nil
-	case u.Scheme == "http":
-		return errors.New("plain http is accepted only for loopback addresses; use https")
+// clearText reports credentials (creds, or the URL's own user) that plain http
+// would carry across the network in clear text: to a loopback address (kubectl
+// port-forward, a sidecar) they never leave the machine.
+func clearText(u *url.URL, creds bool) bool {
+	if (!creds && u.User == nil) || u.Scheme != "http" || u.Hostname() == "localhost" {
+		return false
 	}
-	return fmt.Errorf("scheme %q: want https", u.Scheme)
+	ip := net.ParseIP(u.Hostname())
+	return ip == nil || !ip.IsLoopback()
 }
 
-// checkLinkURL accepts http and https: a runbook link carries no secret and is only
-// shown to people in an alert, so plain http (a wiki.internal page) is fine; refusing
-// it would make every run exit 2, which sends no alert at all.
-func checkLinkURL(raw string) error {
-	u, err := parseURL(raw, false)
-	if err == nil && u.Scheme != "https" && u.Scheme != "http" {
-		err = fmt.Errorf("scheme %q: want http or https", u.Scheme)
+// checkURL accepts a URL that is itself a secret (whoever has it can post to it):
+// https, and plain http only for loopback addresses.
+func checkURL(raw string) error {
+	u, err := parseURL(raw, true)
+	if err == nil && clearText(u, true) {
+		err = errors.New("plain http is accepted only for loopback addresses; use https")
 	}
 	return err
 }
 
-func isLoopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+// checkLinkURL accepts http and https: a link carries no secret and is only shown
+// to people (a runbook in an alert), so plain http (a wiki.internal page) is fine;
+// refusing it would make every run exit 2, which sends no alert at all.
+func checkLinkURL(raw string) error {
+	_, err := parseURL(raw, false)
+	return err
 }
 
 // OutputOptions choose how results are printed on stdout.
