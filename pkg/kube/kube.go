@@ -137,6 +137,7 @@ func (c *Client) UpdateConfigMap(ctx context.Context, cm *corev1.ConfigMap, opts
 	return into[corev1.ConfigMap](ctx, c.core.Put().Namespace(cm.Namespace).Resource("configmaps").Name(cm.Name).VersionedParams(&opts, params).Body(cm))
 }
 
+// CreateEvent creates a core/v1 Event.
 func (c *Client) CreateEvent(ctx context.Context, ev *corev1.Event) (*corev1.Event, error) {
 	return into[corev1.Event](ctx, c.core.Post().Namespace(ev.Namespace).Resource("events").Body(ev))
 }
