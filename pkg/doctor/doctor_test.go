@@ -147,7 +147,7 @@ func TestReportFormats(t *testing.T) {
 		}
 	}
 	var js bytes.Buffer
-	if err := rep.WriteJSON(&js); err != nil {
+	if err := json.NewEncoder(&js).Encode(rep); err != nil {
 		t.Fatal(err)
 	}
 	var back struct {
@@ -197,7 +197,7 @@ func TestReportWarning(t *testing.T) {
 		}
 	}
 	var js bytes.Buffer
-	if err := rep.WriteJSON(&js); err != nil {
+	if err := json.NewEncoder(&js).Encode(rep); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(js.String(), `"warnings":1`) || !strings.Contains(js.String(), `"warning":true`) {

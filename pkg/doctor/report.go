@@ -1,7 +1,6 @@
 package doctor
 
 import (
-	"encoding/json"
 	"io"
 	"strings"
 
@@ -31,12 +30,6 @@ func NewReport(namespace, host string, results []Result) *Report {
 	}
 	r.OK = r.Failed == 0
 	return r
-}
-
-// WriteJSON writes the report as one JSON object on one line (a log pipeline keeps
-// it whole; the CLI indents it on a terminal).
-func (r *Report) WriteJSON(w io.Writer) error {
-	return json.NewEncoder(w).Encode(r)
 }
 
 // Marks of passed, failed and skipped checks.

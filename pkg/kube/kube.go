@@ -99,17 +99,14 @@ func FromCache(opts metav1.ListOptions) metav1.ListOptions {
 	return opts
 }
 
-// ListPods lists pods.
 func (c *Client) ListPods(ctx context.Context, ns string, opts metav1.ListOptions) (*corev1.PodList, error) {
 	return into[corev1.PodList](ctx, c.core.Get().Namespace(ns).Resource("pods").VersionedParams(&opts, params))
 }
 
-// DeletePod deletes a pod.
 func (c *Client) DeletePod(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
 	return c.core.Delete().Namespace(ns).Resource("pods").Name(name).Body(&opts).Do(ctx).Error()
 }
 
-// ListEndpointSlices lists EndpointSlices.
 func (c *Client) ListEndpointSlices(ctx context.Context, ns string, opts metav1.ListOptions) (*discoveryv1.EndpointSliceList, error) {
 	return into[discoveryv1.EndpointSliceList](ctx, c.discovery.Get().Namespace(ns).Resource("endpointslices").VersionedParams(&opts, params))
 }
@@ -131,7 +128,6 @@ func (c *Client) ListConfigMaps(ctx context.Context, ns string, opts metav1.List
 	return into[corev1.ConfigMapList](ctx, c.core.Get().Namespace(ns).Resource("configmaps").VersionedParams(&opts, params))
 }
 
-// CreateConfigMap creates a ConfigMap.
 func (c *Client) CreateConfigMap(ctx context.Context, cm *corev1.ConfigMap, opts metav1.CreateOptions) (*corev1.ConfigMap, error) {
 	return into[corev1.ConfigMap](ctx, c.core.Post().Namespace(cm.Namespace).Resource("configmaps").VersionedParams(&opts, params).Body(cm))
 }
@@ -159,7 +155,6 @@ var (
 	Cached = metav1.GetOptions{ResourceVersion: "0"}
 )
 
-// GetDeployment reads a Deployment.
 func (c *Client) GetDeployment(ctx context.Context, ns, name string, opts metav1.GetOptions) (*appsv1.Deployment, error) {
 	return into[appsv1.Deployment](ctx, c.apps.Get().Namespace(ns).Resource("deployments").Name(name).VersionedParams(&opts, params))
 }
@@ -170,17 +165,14 @@ func (c *Client) GetReplicaSet(ctx context.Context, ns, name string, opts metav1
 	return into[appsv1.ReplicaSet](ctx, c.apps.Get().Namespace(ns).Resource("replicasets").Name(name).VersionedParams(&opts, params))
 }
 
-// PatchDeployment patches a Deployment.
 func (c *Client) PatchDeployment(ctx context.Context, ns, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions) (*appsv1.Deployment, error) {
 	return into[appsv1.Deployment](ctx, c.apps.Patch(pt).Namespace(ns).Resource("deployments").Name(name).VersionedParams(&opts, params).Body(data))
 }
 
-// GetLease reads a Lease.
 func (c *Client) GetLease(ctx context.Context, ns, name string) (*coordinationv1.Lease, error) {
 	return into[coordinationv1.Lease](ctx, c.coordination.Get().Namespace(ns).Resource("leases").Name(name))
 }
 
-// CreateLease creates a Lease.
 func (c *Client) CreateLease(ctx context.Context, l *coordinationv1.Lease) (*coordinationv1.Lease, error) {
 	return into[coordinationv1.Lease](ctx, c.coordination.Post().Namespace(l.Namespace).Resource("leases").Body(l))
 }

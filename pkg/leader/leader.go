@@ -124,7 +124,7 @@ func (e *Elector) attempt(ctx context.Context) (ok bool) {
 		e.Log.Warn().Err(err).Str("lease", e.Name).Msg("read leader Lease")
 		return false
 	case e.observed == nil || e.observed.ResourceVersion != lease.ResourceVersion:
-		e.observe(lease)
+		e.observed, e.observedTime = lease, e.Clock.Now()
 	}
 	holder := ptr.Deref(lease.Spec.HolderIdentity, "")
 	duration := e.LeaseDuration
@@ -149,13 +149,8 @@ func (e *Elector) attempt(ctx context.Context) (ok bool) {
 		e.Log.Debug().Err(err).Msg(verb + " leader Lease")
 		return false
 	}
-	e.observe(written)
+	e.observed, e.observedTime = written, e.Clock.Now()
 	return true
-}
-
-func (e *Elector) observe(l *coordinationv1.Lease) {
-	e.observed = l
-	e.observedTime = e.Clock.Now()
 }
 
 // release gives the Lease up: holder cleared and a one-second duration, as

@@ -19,13 +19,10 @@ import (
 	"github.com/agentenv/watchdog/pkg/metrics"
 )
 
-// Pass is one watchdog pass (check.Runner.Run).
-type Pass func(ctx context.Context) (*check.Report, error)
-
 // Loop runs passes every Interval, each bounded by Timeout.
 type Loop struct {
 	Interval, Timeout time.Duration
-	Pass              Pass
+	Pass              func(ctx context.Context) (*check.Report, error) // check.Runner.Run
 	Clock             clock.Clock
 	Log               zerolog.Logger
 	Metrics           *metrics.Metrics
@@ -45,7 +42,7 @@ type Loop struct {
 }
 
 // New returns a loop whose health clock starts now, recording its passes in m.
-func New(interval, timeout time.Duration, pass Pass, m *metrics.Metrics, clk clock.Clock, log zerolog.Logger) *Loop {
+func New(interval, timeout time.Duration, pass func(context.Context) (*check.Report, error), m *metrics.Metrics, clk clock.Clock, log zerolog.Logger) *Loop {
 	return &Loop{Interval: interval, Timeout: timeout, Pass: pass, Clock: clk, Log: log, Metrics: m, lastAlive: clk.Now()}
 }
 

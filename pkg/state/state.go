@@ -345,8 +345,6 @@ func (s *State) Prune(now time.Time) {
 	s.WouldRestarts = since(s.WouldRestarts, from, func(w WouldRestart) time.Time { return w.At })
 }
 
-func byClaim(a, b Restart) int { return a.ClaimedAt.Compare(b.ClaimedAt) }
-
 func since[T any](list []T, from time.Time, at func(T) time.Time) []T {
 	for len(list) > 0 && at(list[0]).Before(from) {
 		list = list[1:]
@@ -357,7 +355,7 @@ func since[T any](list []T, from time.Time, at func(T) time.Time) []T {
 // capCounts keeps the newest of each list within its bound. Decode applies it too:
 // a thousand copies of one outbox entry edited in must not be a thousand sends.
 func (s *State) capCounts() {
-	slices.SortStableFunc(s.Restarts, byClaim)
+	slices.SortStableFunc(s.Restarts, func(a, b Restart) int { return a.ClaimedAt.Compare(b.ClaimedAt) })
 	s.Restarts = newest(s.Restarts, MaxRestarts)
 	s.Episodes = newest(s.Episodes, MaxEpisodes)
 	s.WouldRestarts = newest(s.WouldRestarts, MaxRestarts)
