@@ -14,7 +14,6 @@ import (
 	"net/http/httptrace"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -137,21 +136,12 @@ func (p *Poster) checkRetry(ctx context.Context, resp *http.Response, err error)
 	if errors.Is(err, errRefused) {
 		return false, err
 	}
-	if resp != nil && (resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable) {
-		deadline, has := ctx.Deadline()
-		if wait, ok := retryAfter(resp.Header.Get("Retry-After")); ok && has && time.Until(deadline) < wait {
-			return false, nil
-		}
+	// DefaultBackoff with no minimum is the wait Retry-After asks on a 429 or 503, else 0.
+	deadline, has := ctx.Deadline()
+	if wait := retryablehttp.DefaultBackoff(0, 0, 0, resp); wait > 0 && has && time.Until(deadline) < wait {
+		return false, nil
 	}
 	return retryablehttp.DefaultRetryPolicy(ctx, resp, err)
-}
-
-func retryAfter(v string) (time.Duration, bool) {
-	if secs, err := strconv.Atoi(v); err == nil && secs >= 0 {
-		return time.Duration(secs) * time.Second, true
-	}
-	t, err := http.ParseTime(v)
-	return time.Until(t), err == nil
 }
 
 // Reach connects to the receiver as a delivery would, sending nothing: through its

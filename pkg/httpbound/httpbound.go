@@ -44,29 +44,18 @@ func (c capped) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil || resp.Body == nil {
 		return resp, err
 	}
-	resp.Body = &limitedBody{ReadCloser: resp.Body, left: c.limit, limit: c.limit}
+	resp.Body = limitedBody{http.MaxBytesReader(nil, resp.Body, c.limit)}
 	return resp, nil
 }
 
-// limitedBody reads at most limit bytes, then fails with ErrTooLarge.
-type limitedBody struct {
-	io.ReadCloser
-	left, limit int64
-}
+// limitedBody says which bound an answer broke: MaxBytesReader's own error
+// speaks of a request body and not of the limit.
+type limitedBody struct{ io.ReadCloser }
 
-func (b *limitedBody) Read(p []byte) (int, error) {
-	if b.left <= 0 {
-		// One byte more tells a body of exactly limit bytes from a larger one.
-		var one [1]byte
-		if n, _ := b.ReadCloser.Read(one[:]); n == 0 {
-			return 0, io.EOF
-		}
-		return 0, fmt.Errorf("%w (%d bytes)", ErrTooLarge, b.limit)
-	}
-	if int64(len(p)) > b.left {
-		p = p[:b.left]
-	}
+func (b limitedBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
-	b.left -= int64(n)
+	if tooLarge, ok := errors.AsType[*http.MaxBytesError](err); ok {
+		err = fmt.Errorf("%w (%d bytes)", ErrTooLarge, tooLarge.Limit)
+	}
 	return n, err
 }

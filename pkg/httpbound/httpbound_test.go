@@ -32,3 +32,23 @@ func TestClientCutsTheBody(t *testing.T) {
 		}
 	}
 }
+
+// TestClientKeepsAReadError: a body of exactly limit bytes cut short of its
+// Content-Length fails as cut short, not as a complete answer.
+func TestClientKeepsAReadError(t *testing.T) {
+	const limit = 1000
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Length", "2000")
+		_, _ = io.WriteString(w, strings.Repeat("a", limit))
+	}))
+	defer srv.Close()
+	resp, err := Client(nil, limit).Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	got, err := io.ReadAll(resp.Body)
+	if !errors.Is(err, io.ErrUnexpectedEOF) || len(got) != limit {
+		t.Errorf("read %d, %v; want %d and io.ErrUnexpectedEOF", len(got), err, limit)
+	}
+}

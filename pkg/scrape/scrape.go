@@ -6,12 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"mime"
 	"net"
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/agentenv/watchdog/pkg/httpbound"
 )
 
 // Kind says why a scrape could not be trusted. The names appear in reasons and logs.
@@ -85,7 +86,7 @@ func NewScraper(timeout time.Duration, maxBytes int64) *Scraper {
 		DisableKeepAlives:      true,
 		MaxResponseHeaderBytes: 64 << 10,
 	}
-	client := &http.Client{Transport: transport, Timeout: timeout,
+	client := &http.Client{Transport: httpbound.Transport(transport, maxBytes), Timeout: timeout,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	return &Scraper{client: client, timeout: timeout, maxBytes: maxBytes}
 }
@@ -125,11 +126,9 @@ func (s *Scraper) Scrape(ctx context.Context, url string) (Sample, error) {
 			return Sample{}, &Error{Kind: KindNotMetrics, Err: fmt.Errorf("GET %s answered Content-Type %q, not the Prometheus text format", url, ct)}
 		}
 	}
-	// One byte past the cap, all read, is a body over it (a body of exactly the cap is fine).
-	body := &io.LimitedReader{R: resp.Body, N: s.maxBytes + min(1, math.MaxInt64-s.maxBytes)}
-	sample, err := Extract(body)
+	sample, err := Extract(resp.Body)
 	switch {
-	case body.N == 0:
+	case errors.Is(err, httpbound.ErrTooLarge):
 		return Sample{}, &Error{Kind: KindTooLarge, Err: fmt.Errorf("GET %s: body exceeds %d bytes", url, s.maxBytes)}
 	case KindOf(err) == KindTimeout:
 		return Sample{}, &Error{Kind: KindTimeout, Err: fmt.Errorf("GET %s: body not complete within %s", url, s.timeout)}

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"slices"
 	"time"
+
+	"github.com/agentenv/watchdog/pkg/httpbound"
 )
 
 // Via is how a scheduler pod's metrics are reached. The names are flag values
@@ -56,7 +58,7 @@ func (v Via) Describe() string {
 // from it) reported with the API server's own message.
 func NewProxiedScraper(rt http.RoundTripper, timeout time.Duration, maxBytes int64) *Scraper {
 	s := NewScraper(timeout, maxBytes)
-	s.client.Transport = rt
+	s.client.Transport = httpbound.Transport(rt, s.maxBytes)
 	s.proxied = true
 	return s
 }
