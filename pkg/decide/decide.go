@@ -690,9 +690,8 @@ func (p *judgedPod) retryFor() *time.Duration {
 			c.RunSince, c.StrongSince = nil, nil
 			e = &c
 		}
-		var t Target
-		dueGate(e, p.now, p.cfg, &t)
-		return t.SampleFor
+		_, sampleFor, _ := dueGate(e, p.now, p.cfg)
+		return sampleFor
 	}
 	return new(cmp.Or(max(p.cfg.ConfirmWindow, 0), p.cfg.WedgedFor))
 }
@@ -704,7 +703,9 @@ func (p *judgedPod) gapTarget(t Target) Target {
 	failed := t.Reason
 	t.Verdict, t.BadSince, t.BadFor, t.Evidence = e.Kind, new(e.Since), e.For, e.Evidence
 	t.Reason = fmt.Sprintf("this sample failed (%s); %s for %s (%s evidence) as of the last sample", failed, e.Kind, ShortDuration(e.For.D()), e.Evidence)
-	if dueGate(e, p.now, cfg, &t) {
+	due, sampleFor, confirming := dueGate(e, p.now, cfg)
+	t.SampleFor, t.Confirming = sampleFor, confirming
+	if due.OK {
 		t.SampleFor = new(time.Duration)
 	}
 	t.Gates = []Gate{{Name: gateDuration, Detail: "this sample failed: the wedge clock waits for the next sample, which decides whether the gap is counted"}}
