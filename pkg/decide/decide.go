@@ -737,13 +737,12 @@ func (p *judgedPod) advanceWedgeClock(t Target) {
 		}
 	} else {
 		e := ps.Episode
+		// Only failed samples since (a pause clears RunSince), bridged.
+		bridging := p.prevVerdict == VerdictUnknown && e.RunSince != nil && bridged(e, t.Evidence, ps.Counters, inRunStreak(e, obs))
 		switch {
-		case p.prevVerdict == verdict && now.After(e.Last):
+		case (p.prevVerdict == verdict || bridging) && now.After(e.Last):
 			e.For += state.Duration(now.Sub(e.Last))
-		case p.prevVerdict == VerdictUnknown && e.RunSince != nil && bridged(e, t.Evidence, ps.Counters, inRunStreak(e, obs)) && now.After(e.Last):
-			// Only failed samples since (a pause clears RunSince), bridged.
-			e.For += state.Duration(now.Sub(e.Last))
-			if obs.RunStart.After(e.Last) && !obs.RunStart.After(now) {
+			if bridging && obs.RunStart.After(e.Last) && !obs.RunStart.After(now) {
 				since = obs.RunStart
 			}
 		case p.prevVerdict == VerdictUnknown:
