@@ -241,7 +241,7 @@ func onceGate(p *judgedPod) Gate {
 		}
 		return Gate{Name: gateOnce, Detail: fmt.Sprintf("already restarted at %s (%s), and this pod is still running and bad %s later: the restart did not replace it",
 			claimed, r.Method, ShortDuration(now.Sub(done)))}
-	case r.Outcome == state.RestartClaimed && unfinishedClaim(r, now, cfg):
+	case p.takeOver:
 		return Gate{Name: gateOnce, OK: true, Detail: fmt.Sprintf("restart claimed at %s by a run that did not finish it: completing that restart", claimed)}
 	case r.Outcome == state.RestartClaimed && r.ResumedAt != nil && now.Sub(*r.ResumedAt) < cfg.ClaimTimeout:
 		return Gate{Name: gateOnce, InProgress: true, Detail: fmt.Sprintf("restart already in progress: claimed at %s, taken over at %s by another run, which may still be acting", claimed, r.ResumedAt.UTC().Format(time.RFC3339))}
