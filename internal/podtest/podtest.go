@@ -1,8 +1,7 @@
 // Package podtest builds the scheduler pods unit tests observe, one way for every
 // package (descheduler's BuildTestPod style): a running, Ready pod of the scheduler
-// Deployment's ReplicaSet, which options change. pkg/decide's own tests cannot
-// import it (it imports pkg/decide: an import cycle) and keep their schedPod,
-// with the same defaults.
+// Deployment's ReplicaSet, which options change. pkg/decide's tests use it from
+// the external test package decide_test (it imports pkg/decide).
 package podtest
 
 import (

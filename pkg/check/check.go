@@ -348,13 +348,10 @@ func (p *pass) confirm() {
 		weighed := p.Clock.Since(p.start) >= p.Decide.ConfirmWindow+p.SampleInterval
 		sampleOn, cutShort := false, false
 		for _, t := range p.res.Targets {
-			if t.SamplesOn(p.SampleInterval, left) {
+			if t.SamplesOn(p.SampleInterval, left) || (unweighed[t.UID] && !weighed && p.SampleInterval <= left) {
 				sampleOn = true
 			} else if t.Confirming && t.Action == decide.ActionWait {
 				cutShort = true
-			}
-			if unweighed[t.UID] && !weighed && p.SampleInterval <= left {
-				sampleOn = true
 			}
 		}
 		if !sampleOn {

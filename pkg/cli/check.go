@@ -145,7 +145,8 @@ func (p *pass) run(ctx context.Context) (*check.Report, error) {
 // setup wires a pass of validated flags on clk: logger, API client, sinks, runner.
 func (f *checkFlags) setup(stderr io.Writer, clk clock.Clock) (*pass, error) {
 	log := newLogger(&f.cluster, stderr)
-	o, err := f.observer(clk)
+	opts := f.options()
+	o, err := f.observer(clk, opts.Decide)
 	if err != nil {
 		return nil, err
 	}
@@ -171,7 +172,6 @@ func (f *checkFlags) setup(stderr io.Writer, clk clock.Clock) (*pass, error) {
 	if f.evidence.Logs {
 		keeper.Logs = client
 	}
-	opts := f.options()
 	opts.ScrapeVia = o.Via
 	store := &statestore.Store{Client: client, Namespace: ns, Name: f.cluster.StateConfigMap}
 	return &pass{Runner: &check.Runner{
@@ -190,8 +190,8 @@ func (f *checkFlags) setup(stderr io.Writer, clk clock.Clock) (*pass, error) {
 
 // observer is what a pass (and doctor) reads, and how: the objects, and the
 // scheduler pods' metrics by --scrape-via resolved, with the same time and size
-// bounds on both paths.
-func (f *checkFlags) observer(clk clock.PassiveClock) (*observe.Observer, error) {
+// bounds on both paths; d is the pass's decision configuration, which says what to read.
+func (f *checkFlags) observer(clk clock.PassiveClock, d decide.Config) (*observe.Observer, error) {
 	client, cfg, err := newClient(&f.cluster)
 	if err != nil {
 		return nil, err
@@ -221,7 +221,7 @@ func (f *checkFlags) observer(clk clock.PassiveClock) (*observe.Observer, error)
 		MetricsPort: o.MetricsPort,
 		MetricsPath: o.MetricsPath,
 		Deployment:  o.Deployment,
-		Decide:      f.options().Decide,
+		Decide:      d,
 		Clock:       clk,
 	}, nil
 }

@@ -57,7 +57,7 @@ Exit codes: 0 every check passed; 1 a check failed (each ✗ line says how to fi
 				return err
 			}
 			newLogger(&f.cluster, stderr)
-			o, err := f.observer(clock.RealClock{})
+			o, err := f.observer(clock.RealClock{}, f.options().Decide)
 			if err != nil {
 				return err
 			}

@@ -1,9 +1,11 @@
-package decide
+package decide_test
 
 import (
 	"testing"
 	"time"
 
+	"github.com/agentenv/watchdog/internal/podtest"
+	"github.com/agentenv/watchdog/pkg/decide"
 	"github.com/agentenv/watchdog/pkg/state"
 )
 
@@ -17,12 +19,12 @@ func BenchmarkDecideHealthyPass(b *testing.B) {
 	s := state.New()
 	at := t0
 	for range 120 {
-		s, _ = Decide(observe(at, 3, schedPod("sched-a", "uid-a", sample(3, 0))), s, cfg)
+		s, _ = decide.Decide(observe(at, 3, schedPod("sched-a", "uid-a", podtest.Sample(3, 0))), s, cfg)
 		at = at.Add(30 * time.Second)
 	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		s, _ = Decide(observe(at, 3, schedPod("sched-a", "uid-a", sample(3, 0))), s, cfg)
+		s, _ = decide.Decide(observe(at, 3, schedPod("sched-a", "uid-a", podtest.Sample(3, 0))), s, cfg)
 		at = at.Add(30 * time.Second)
 	}
 }

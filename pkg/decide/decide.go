@@ -690,9 +690,8 @@ func (p *judgedPod) retryFor() *time.Duration {
 			c.RunSince, c.StrongSince = nil, nil
 			e = &c
 		}
-		var t Target
-		dueGate(e, p.now, p.cfg, &t)
-		return t.SampleFor
+		_, sampleFor, _ := dueGate(e, p.now, p.cfg)
+		return sampleFor
 	}
 	return new(cmp.Or(max(p.cfg.ConfirmWindow, 0), p.cfg.WedgedFor))
 }
@@ -704,7 +703,9 @@ func (p *judgedPod) gapTarget(t Target) Target {
 	failed := t.Reason
 	t.Verdict, t.BadSince, t.BadFor, t.Evidence = e.Kind, new(e.Since), e.For, e.Evidence
 	t.Reason = fmt.Sprintf("this sample failed (%s); %s for %s (%s evidence) as of the last sample", failed, e.Kind, ShortDuration(e.For.D()), e.Evidence)
-	if dueGate(e, p.now, cfg, &t) {
+	due, sampleFor, confirming := dueGate(e, p.now, cfg)
+	t.SampleFor, t.Confirming = sampleFor, confirming
+	if due.OK {
 		t.SampleFor = new(time.Duration)
 	}
 	t.Gates = []Gate{{Name: gateDuration, Detail: "this sample failed: the wedge clock waits for the next sample, which decides whether the gap is counted"}}
@@ -736,13 +737,12 @@ func (p *judgedPod) advanceWedgeClock(t Target) {
 		}
 	} else {
 		e := ps.Episode
+		// Only failed samples since (a pause clears RunSince), bridged.
+		bridging := p.prevVerdict == VerdictUnknown && e.RunSince != nil && bridged(e, t.Evidence, ps.Counters, inRunStreak(e, obs))
 		switch {
-		case p.prevVerdict == verdict && now.After(e.Last):
+		case (p.prevVerdict == verdict || bridging) && now.After(e.Last):
 			e.For += state.Duration(now.Sub(e.Last))
-		case p.prevVerdict == VerdictUnknown && e.RunSince != nil && bridged(e, t.Evidence, ps.Counters, inRunStreak(e, obs)) && now.After(e.Last):
-			// Only failed samples since (a pause clears RunSince), bridged.
-			e.For += state.Duration(now.Sub(e.Last))
-			if obs.RunStart.After(e.Last) && !obs.RunStart.After(now) {
+			if bridging && obs.RunStart.After(e.Last) && !obs.RunStart.After(now) {
 				since = obs.RunStart
 			}
 		case p.prevVerdict == VerdictUnknown:

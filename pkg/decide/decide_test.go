@@ -1,4 +1,4 @@
-package decide
+package decide_test
 
 import (
 	"errors"
@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentenv/watchdog/internal/podtest"
+	"github.com/agentenv/watchdog/pkg/decide"
 	"github.com/agentenv/watchdog/pkg/endpoints"
 	"github.com/agentenv/watchdog/pkg/scrape"
 	"github.com/agentenv/watchdog/pkg/state"
@@ -13,14 +15,14 @@ import (
 
 var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 
-func testConfig() Config {
-	return Config{
+func testConfig() decide.Config {
+	return decide.Config{
 		StartupGrace:  2 * time.Minute,
 		WedgedFor:     4 * time.Minute,
 		ConfirmWindow: 90 * time.Second,
 		MaxRestarts:   3,
 		RestartWindow: time.Hour,
-		RestartMethod: MethodDelete,
+		RestartMethod: decide.MethodDelete,
 		ClaimTimeout:  3 * time.Minute,
 	}
 }
@@ -28,33 +30,25 @@ func testConfig() Config {
 // started is the container start used by default: well past the startup grace.
 var started = t0.Add(-time.Hour)
 
-func sample(ready int, rejected uint64) *scrape.Sample {
-	return &scrape.Sample{
-		Observed:          map[string]int{"ready": ready, "connecting": 0, "unhealthy": 0, "lingering": 0, "unspecified": 0},
-		HeartbeatOK:       1000,
-		HeartbeatRejected: rejected,
-	}
-}
-
-func schedPod(name, uid string, s *scrape.Sample) Pod {
-	return Pod{Name: name, UID: uid, Phase: "Running", Ready: true, Running: true, StartedAt: started, Sample: s,
-		ControllerKind: "ReplicaSet", ControllerName: "agentenv-scheduler-7d9c4", ControllerUID: "rs-uid"}
+// schedPod is podtest's scheduler pod, started at started, with its UID and scrape.
+func schedPod(name, uid string, s *scrape.Sample) decide.Pod {
+	return podtest.Pod(name, started, podtest.UID(uid), func(p *decide.Pod) { p.Sample = s })
 }
 
 // observe is one observation that is a run of its own (RunStart = at), with
 // consistent lists; inRun puts an observation inside an earlier run.
-func observe(at time.Time, expected int, pods ...Pod) Observation {
-	return Observation{
+func observe(at time.Time, expected int, pods ...decide.Pod) decide.Observation {
+	return decide.Observation{
 		At:         at,
 		RunStart:   at,
 		Expected:   endpoints.Count{Serving: expected, AllSlices: 1, Slices: 1},
 		Pods:       pods,
-		Rollout:    &Rollout{Name: "agentenv-scheduler", Found: true},
+		Rollout:    &decide.Rollout{Name: "agentenv-scheduler", Found: true},
 		Consistent: true,
 	}
 }
 
-func inRun(start time.Time, o Observation) Observation {
+func inRun(start time.Time, o decide.Observation) decide.Observation {
 	o.RunStart = start
 	return o
 }
@@ -63,42 +57,42 @@ func inRun(start time.Time, o Observation) Observation {
 // DefaultSampleInterval for the confirm window, as a run does while a restart
 // becomes due: every sample but the last waits, the last is want (its obs is
 // filled in).
-func confirmedRun(cfg Config, start time.Time, at func(time.Time) Observation, want step) []step {
+func confirmedRun(cfg decide.Config, start time.Time, at func(time.Time) decide.Observation, want step) []step {
 	var steps []step
-	for d := time.Duration(0); d < cfg.ConfirmWindow; d += DefaultSampleInterval {
-		steps = append(steps, step{obs: inRun(start, at(start.Add(d))), verdict: want.verdict, action: ActionWait})
+	for d := time.Duration(0); d < cfg.ConfirmWindow; d += decide.DefaultSampleInterval {
+		steps = append(steps, step{obs: inRun(start, at(start.Add(d))), verdict: want.verdict, action: decide.ActionWait})
 	}
 	want.obs = inRun(start, at(start.Add(cfg.ConfirmWindow)))
 	return append(steps, want)
 }
 
 // decideRun decides the samples of one such run and returns the last decision.
-func decideRun(cfg Config, s *state.State, start time.Time, at func(time.Time) Observation) (*state.State, Result) {
-	var r Result
-	for d := time.Duration(0); d <= cfg.ConfirmWindow; d += DefaultSampleInterval {
-		s, r = Decide(inRun(start, at(start.Add(d))), s, cfg)
+func decideRun(cfg decide.Config, s *state.State, start time.Time, at func(time.Time) decide.Observation) (*state.State, decide.Result) {
+	var r decide.Result
+	for d := time.Duration(0); d <= cfg.ConfirmWindow; d += decide.DefaultSampleInterval {
+		s, r = decide.Decide(inRun(start, at(start.Add(d))), s, cfg)
 	}
 	return s, r
 }
 
 // step is one run: an observation and what the decision must say.
 type step struct {
-	obs        Observation
-	verdict    Verdict
-	action     Action
+	obs        decide.Observation
+	verdict    decide.Verdict
+	action     decide.Action
 	reasonHas  string
 	confirming bool
-	check      func(t *testing.T, s *state.State, r Result)
+	check      func(t *testing.T, s *state.State, r decide.Result)
 }
 
-func runSteps(t *testing.T, cfg Config, prev *state.State, steps []step) *state.State {
+func runSteps(t *testing.T, cfg decide.Config, prev *state.State, steps []step) *state.State {
 	t.Helper()
 	s := prev
 	if s == nil {
 		s = state.New()
 	}
 	for i, st := range steps {
-		next, res := Decide(st.obs, s, cfg)
+		next, res := decide.Decide(st.obs, s, cfg)
 		if res.Verdict != st.verdict || res.Action != st.action {
 			t.Fatalf("step %d at +%s: got %s/%s (%s), want %s/%s", i, st.obs.At.Sub(t0), res.Verdict, res.Action, res.Reason, st.verdict, st.action)
 		}
@@ -117,7 +111,7 @@ func runSteps(t *testing.T, cfg Config, prev *state.State, steps []step) *state.
 		if st.check != nil {
 			st.check(t, next, res)
 		}
-		CountRun(next, res.Verdict)
+		decide.CountRun(next, res.Verdict)
 		s = next
 	}
 	return s
@@ -125,65 +119,65 @@ func runSteps(t *testing.T, cfg Config, prev *state.State, steps []step) *state.
 
 func TestVerdicts(t *testing.T) {
 	cfg := testConfig()
-	p := func(s *scrape.Sample) Pod { return schedPod("sched-a", "uid-a", s) }
+	p := func(s *scrape.Sample) decide.Pod { return schedPod("sched-a", "uid-a", s) }
 	cases := []struct {
 		name    string
-		obs     Observation
-		verdict Verdict
-		action  Action
+		obs     decide.Observation
+		verdict decide.Verdict
+		action  decide.Action
 		reason  string
 	}{
-		{"healthy", observe(t0, 3, p(sample(3, 0))), VerdictHealthy, ActionNone, "ready 3"},
-		{"healthy with fewer ready and no rejections", observe(t0, 3, p(sample(2, 0))), VerdictHealthy, ActionNone, "ready 2 of 3"},
-		{"no serving nodes", observe(t0, 0, p(sample(0, 0))), VerdictNoNodes, ActionNone, "no serving node"},
-		{"first sight of a wedge waits", observe(t0, 3, p(sample(0, 5))), VerdictWedged, ActionWait, "ready 0 while the API server lists 3"},
-		{"scrape failed", func() Observation {
+		{"healthy", observe(t0, 3, p(podtest.Sample(3, 0))), decide.VerdictHealthy, decide.ActionNone, "ready 3"},
+		{"healthy with fewer ready and no rejections", observe(t0, 3, p(podtest.Sample(2, 0))), decide.VerdictHealthy, decide.ActionNone, "ready 2 of 3"},
+		{"no serving nodes", observe(t0, 0, p(podtest.Sample(0, 0))), decide.VerdictNoNodes, decide.ActionNone, "no serving node"},
+		{"first sight of a wedge waits", observe(t0, 3, p(podtest.Sample(0, 5))), decide.VerdictWedged, decide.ActionWait, "ready 0 while the API server lists 3"},
+		{"scrape failed", func() decide.Observation {
 			pod := p(nil)
 			pod.ScrapeErr = &scrape.Error{Kind: scrape.KindTimeout, Err: errors.New("slow")}
 			return observe(t0, 3, pod)
-		}(), VerdictUnknown, ActionNone, "metrics unreadable"},
-		{"endpoint slices unreadable", func() Observation {
-			o := observe(t0, 0, p(sample(0, 0)))
+		}(), decide.VerdictUnknown, decide.ActionNone, "metrics unreadable"},
+		{"endpoint slices unreadable", func() decide.Observation {
+			o := observe(t0, 0, p(podtest.Sample(0, 0)))
 			o.ExpectedErr = errors.New("forbidden")
 			return o
-		}(), VerdictUnknown, ActionNone, "cannot count serving nodes"},
-		{"container not running", func() Observation {
+		}(), decide.VerdictUnknown, decide.ActionNone, "cannot count serving nodes"},
+		{"container not running", func() decide.Observation {
 			pod := p(nil)
 			pod.Running, pod.StartedAt, pod.WaitingReason = false, time.Time{}, "CrashLoopBackOff"
 			return observe(t0, 3, pod)
-		}(), VerdictUnknown, ActionNone, "CrashLoopBackOff"},
-		{"container start in the future", func() Observation {
-			pod := p(sample(0, 0))
+		}(), decide.VerdictUnknown, decide.ActionNone, "CrashLoopBackOff"},
+		{"container start in the future", func() decide.Observation {
+			pod := p(podtest.Sample(0, 0))
 			pod.StartedAt = t0.Add(10 * time.Minute)
 			return observe(t0, 3, pod)
-		}(), VerdictUnknown, ActionNone, "clock skew"},
-		{"small skew is a fresh start", func() Observation {
-			pod := p(sample(0, 0))
+		}(), decide.VerdictUnknown, decide.ActionNone, "clock skew"},
+		{"small skew is a fresh start", func() decide.Observation {
+			pod := p(podtest.Sample(0, 0))
 			pod.StartedAt = t0.Add(30 * time.Second)
 			return observe(t0, 3, pod)
-		}(), VerdictStarting, ActionNone, "startup grace"},
-		{"just inside the startup grace", func() Observation {
-			pod := p(sample(0, 0))
+		}(), decide.VerdictStarting, decide.ActionNone, "startup grace"},
+		{"just inside the startup grace", func() decide.Observation {
+			pod := p(podtest.Sample(0, 0))
 			pod.StartedAt = t0.Add(-cfg.StartupGrace + time.Second)
 			return observe(t0, 3, pod)
-		}(), VerdictStarting, ActionNone, "1m59s ago"},
-		{"exactly at the startup grace is judged", func() Observation {
-			pod := p(sample(0, 0))
+		}(), decide.VerdictStarting, decide.ActionNone, "1m59s ago"},
+		{"exactly at the startup grace is judged", func() decide.Observation {
+			pod := p(podtest.Sample(0, 0))
 			pod.StartedAt = t0.Add(-cfg.StartupGrace)
 			return observe(t0, 3, pod)
-		}(), VerdictWedged, ActionWait, "ready 0"},
-		{"starting hides a scrape error", func() Observation {
+		}(), decide.VerdictWedged, decide.ActionWait, "ready 0"},
+		{"starting hides a scrape error", func() decide.Observation {
 			pod := p(nil)
 			pod.StartedAt = t0.Add(-10 * time.Second)
 			pod.ScrapeErr = errors.New("connection refused")
 			return observe(t0, 3, pod)
-		}(), VerdictStarting, ActionNone, ""},
-		{"no pods at all", observe(t0, 3), VerdictUnknown, ActionNone, "no scheduler pod matches"},
-		{"only a terminating pod", func() Observation {
+		}(), decide.VerdictStarting, decide.ActionNone, ""},
+		{"no pods at all", observe(t0, 3), decide.VerdictUnknown, decide.ActionNone, "no scheduler pod matches"},
+		{"only a terminating pod", func() decide.Observation {
 			pod := p(nil)
 			pod.Terminating = true
 			return observe(t0, 3, pod)
-		}(), VerdictUnknown, ActionNone, "terminating"},
+		}(), decide.VerdictUnknown, decide.ActionNone, "terminating"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -194,42 +188,42 @@ func TestVerdicts(t *testing.T) {
 
 func TestWedgedForEdges(t *testing.T) {
 	cfg := testConfig()
-	wedged := func(at time.Time, rejected uint64) Observation {
-		return observe(at, 3, schedPod("sched-a", "uid-a", sample(0, rejected)))
+	wedged := func(at time.Time, rejected uint64) decide.Observation {
+		return observe(at, 3, schedPod("sched-a", "uid-a", podtest.Sample(0, rejected)))
 	}
 	t.Run("one second short waits", func(t *testing.T) {
 		runSteps(t, cfg, nil, []step{
-			{obs: wedged(t0, 0), verdict: VerdictWedged, action: ActionWait},
-			{obs: wedged(t0.Add(cfg.WedgedFor-time.Second), 0), verdict: VerdictWedged, action: ActionWait, reasonHas: "wedged 3m59s < 4m"},
+			{obs: wedged(t0, 0), verdict: decide.VerdictWedged, action: decide.ActionWait},
+			{obs: wedged(t0.Add(cfg.WedgedFor-time.Second), 0), verdict: decide.VerdictWedged, action: decide.ActionWait, reasonHas: "wedged 3m59s < 4m"},
 		})
 	})
-	at := func(at time.Time) Observation { return wedged(at, 0) }
+	at := func(at time.Time) decide.Observation { return wedged(at, 0) }
 	t.Run("exactly wedged-for, confirmed in the run, restarts", func(t *testing.T) {
-		runSteps(t, cfg, nil, append([]step{{obs: wedged(t0, 0), verdict: VerdictWedged, action: ActionWait}},
+		runSteps(t, cfg, nil, append([]step{{obs: wedged(t0, 0), verdict: decide.VerdictWedged, action: decide.ActionWait}},
 			confirmedRun(cfg, t0.Add(cfg.WedgedFor-cfg.ConfirmWindow), at,
-				step{verdict: VerdictWedged, action: ActionRestart, reasonHas: "wedged 4m ≥ 4m, ready 0 throughout 1m30s of this run's samples"})...))
+				step{verdict: decide.VerdictWedged, action: decide.ActionRestart, reasonHas: "wedged 4m ≥ 4m, ready 0 throughout 1m30s of this run's samples"})...))
 	})
 	t.Run("wedged-for one second short, confirmed in the run, waits", func(t *testing.T) {
-		runSteps(t, cfg, nil, append([]step{{obs: wedged(t0, 0), verdict: VerdictWedged, action: ActionWait}},
+		runSteps(t, cfg, nil, append([]step{{obs: wedged(t0, 0), verdict: decide.VerdictWedged, action: decide.ActionWait}},
 			confirmedRun(cfg, t0.Add(cfg.WedgedFor-cfg.ConfirmWindow-time.Second), at,
-				step{verdict: VerdictWedged, action: ActionWait, reasonHas: "wedged 3m59s < 4m"})...))
+				step{verdict: decide.VerdictWedged, action: decide.ActionWait, reasonHas: "wedged 3m59s < 4m"})...))
 	})
 	t.Run("wedged-for long past but one sample short of the confirm window waits", func(t *testing.T) {
 		start := t0.Add(5 * time.Minute)
 		runSteps(t, cfg, nil, []step{
-			{obs: wedged(t0, 0), verdict: VerdictWedged, action: ActionWait},
-			{obs: inRun(start, wedged(start, 0)), verdict: VerdictWedged, action: ActionWait, reasonHas: "confirming in this run: ready 0 throughout 0s"},
-			{obs: inRun(start, wedged(start.Add(cfg.ConfirmWindow-DefaultSampleInterval), 0)), verdict: VerdictWedged, action: ActionWait, reasonHas: "1m15s of this run's samples < confirm window 1m30s",
-				check: func(t *testing.T, _ *state.State, r Result) {
-					if d := r.Targets[0].SampleFor; d == nil || *d != DefaultSampleInterval {
+			{obs: wedged(t0, 0), verdict: decide.VerdictWedged, action: decide.ActionWait},
+			{obs: inRun(start, wedged(start, 0)), verdict: decide.VerdictWedged, action: decide.ActionWait, reasonHas: "confirming in this run: ready 0 throughout 0s"},
+			{obs: inRun(start, wedged(start.Add(cfg.ConfirmWindow-decide.DefaultSampleInterval), 0)), verdict: decide.VerdictWedged, action: decide.ActionWait, reasonHas: "1m15s of this run's samples < confirm window 1m30s",
+				check: func(t *testing.T, _ *state.State, r decide.Result) {
+					if d := r.Targets[0].SampleFor; d == nil || *d != decide.DefaultSampleInterval {
 						t.Errorf("due in %v, want 15s: the run must know one more sample makes it due", d)
 					}
 				}},
 		})
 	})
 	t.Run("two cron runs even when the second fires early", func(t *testing.T) {
-		runSteps(t, cfg, nil, append([]step{{obs: wedged(t0, 0), verdict: VerdictWedged, action: ActionWait}},
-			confirmedRun(cfg, t0.Add(5*time.Minute-50*time.Second), at, step{verdict: VerdictWedged, action: ActionRestart, reasonHas: "weak evidence"})...))
+		runSteps(t, cfg, nil, append([]step{{obs: wedged(t0, 0), verdict: decide.VerdictWedged, action: decide.ActionWait}},
+			confirmedRun(cfg, t0.Add(5*time.Minute-50*time.Second), at, step{verdict: decide.VerdictWedged, action: decide.ActionRestart, reasonHas: "weak evidence"})...))
 	})
 	// Issue: the duration path restarted on two single samples. Two separate
 	// API-server flaps five minutes apart (a control-plane upgrade) must not
@@ -237,12 +231,12 @@ func TestWedgedForEdges(t *testing.T) {
 	t.Run("two flaps five minutes apart are not restarted", func(t *testing.T) {
 		second := t0.Add(5 * time.Minute)
 		s := runSteps(t, cfg, nil, []step{
-			{obs: observe(t0.Add(-5*time.Minute), 3, schedPod("sched-a", "uid-a", sample(3, 0))), verdict: VerdictHealthy, action: ActionNone},
-			{obs: wedged(t0, 0), verdict: VerdictWedged, action: ActionWait},
-			{obs: inRun(second, wedged(second, 0)), verdict: VerdictWedged, action: ActionWait},
-			{obs: inRun(second, wedged(second.Add(DefaultSampleInterval), 0)), verdict: VerdictWedged, action: ActionWait},
-			{obs: inRun(second, wedged(second.Add(30*time.Second), 0)), verdict: VerdictWedged, action: ActionWait},
-			{obs: inRun(second, observe(second.Add(45*time.Second), 3, schedPod("sched-a", "uid-a", sample(3, 0)))), verdict: VerdictHealthy, action: ActionNone},
+			{obs: observe(t0.Add(-5*time.Minute), 3, schedPod("sched-a", "uid-a", podtest.Sample(3, 0))), verdict: decide.VerdictHealthy, action: decide.ActionNone},
+			{obs: wedged(t0, 0), verdict: decide.VerdictWedged, action: decide.ActionWait},
+			{obs: inRun(second, wedged(second, 0)), verdict: decide.VerdictWedged, action: decide.ActionWait},
+			{obs: inRun(second, wedged(second.Add(decide.DefaultSampleInterval), 0)), verdict: decide.VerdictWedged, action: decide.ActionWait},
+			{obs: inRun(second, wedged(second.Add(30*time.Second), 0)), verdict: decide.VerdictWedged, action: decide.ActionWait},
+			{obs: inRun(second, observe(second.Add(45*time.Second), 3, schedPod("sched-a", "uid-a", podtest.Sample(3, 0)))), verdict: decide.VerdictHealthy, action: decide.ActionNone},
 		})
 		if len(s.Episodes) != 1 || s.Episodes[0].Outcome != "recovered" {
 			t.Errorf("the flaps must end as a recovered episode: %+v", s.Episodes)
@@ -250,9 +244,9 @@ func TestWedgedForEdges(t *testing.T) {
 	})
 	t.Run("a healthy run in between starts over", func(t *testing.T) {
 		s := runSteps(t, cfg, nil, []step{
-			{obs: wedged(t0, 0), verdict: VerdictWedged, action: ActionWait},
-			{obs: observe(t0.Add(5*time.Minute), 3, schedPod("sched-a", "uid-a", sample(3, 0))), verdict: VerdictHealthy, action: ActionNone},
-			{obs: wedged(t0.Add(10*time.Minute), 0), verdict: VerdictWedged, action: ActionWait},
+			{obs: wedged(t0, 0), verdict: decide.VerdictWedged, action: decide.ActionWait},
+			{obs: observe(t0.Add(5*time.Minute), 3, schedPod("sched-a", "uid-a", podtest.Sample(3, 0))), verdict: decide.VerdictHealthy, action: decide.ActionNone},
+			{obs: wedged(t0.Add(10*time.Minute), 0), verdict: decide.VerdictWedged, action: decide.ActionWait},
 		})
 		if len(s.Episodes) != 1 || s.Episodes[0].Outcome != "recovered" {
 			t.Errorf("the ended wedge should be recorded as recovered: %+v", s.Episodes)
@@ -264,22 +258,22 @@ func TestUnknownPausesTheWedgeClock(t *testing.T) {
 	cfg := testConfig()
 	// After the gap a heartbeat has been accepted (the accepted counter moved):
 	// ready may have come back unseen, so the gap is not bridged.
-	wedged := func(at time.Time) Observation {
-		s := sample(0, 0)
+	wedged := func(at time.Time) decide.Observation {
+		s := podtest.Sample(0, 0)
 		if at.After(t0) {
 			s.HeartbeatOK++
 		}
 		return observe(at, 3, schedPod("sched-a", "uid-a", s))
 	}
-	blind := func(at time.Time) Observation {
+	blind := func(at time.Time) decide.Observation {
 		p := schedPod("sched-a", "uid-a", nil)
 		p.ScrapeErr = &scrape.Error{Kind: scrape.KindHTTPStatus, Err: errors.New("500")}
 		return observe(at, 3, p)
 	}
 	runSteps(t, cfg, nil, append([]step{
-		{obs: wedged(t0), verdict: VerdictWedged, action: ActionWait},
+		{obs: wedged(t0), verdict: decide.VerdictWedged, action: decide.ActionWait},
 		// A failed first sample of a run: unknown (the pass samples on).
-		{obs: blind(t0.Add(5 * time.Minute)), verdict: VerdictUnknown, action: ActionNone, check: func(t *testing.T, s *state.State, r Result) {
+		{obs: blind(t0.Add(5 * time.Minute)), verdict: decide.VerdictUnknown, action: decide.ActionNone, check: func(t *testing.T, s *state.State, r decide.Result) {
 			if r.Targets[0].SampleFor == nil {
 				t.Error("a failed sample must leave the pass sampling on")
 			}
@@ -292,8 +286,8 @@ func TestUnknownPausesTheWedgeClock(t *testing.T) {
 			}
 		}},
 		// The gap around the unknown does not count: still 0 after it.
-		{obs: wedged(t0.Add(10 * time.Minute)), verdict: VerdictWedged, action: ActionWait, reasonHas: "wedged 0s < 4m"},
-	}, confirmedRun(cfg, t0.Add(15*time.Minute), wedged, step{verdict: VerdictWedged, action: ActionRestart, check: func(t *testing.T, s *state.State, r Result) {
+		{obs: wedged(t0.Add(10 * time.Minute)), verdict: decide.VerdictWedged, action: decide.ActionWait, reasonHas: "wedged 0s < 4m"},
+	}, confirmedRun(cfg, t0.Add(15*time.Minute), wedged, step{verdict: decide.VerdictWedged, action: decide.ActionRestart, check: func(t *testing.T, s *state.State, r decide.Result) {
 		if got := r.Targets[0].BadSince; got == nil || !got.Equal(t0) {
 			t.Errorf("the episode still began at the first wedged observation: %v", got)
 		}
@@ -302,13 +296,13 @@ func TestUnknownPausesTheWedgeClock(t *testing.T) {
 
 func TestFreshClock(t *testing.T) {
 	cfg := testConfig()
-	first := []step{{obs: observe(t0, 3, schedPod("sched-a", "uid-a", sample(0, 10))), verdict: VerdictWedged, action: ActionWait}}
+	first := []step{{obs: observe(t0, 3, schedPod("sched-a", "uid-a", podtest.Sample(0, 10))), verdict: decide.VerdictWedged, action: decide.ActionWait}}
 
 	t.Run("new pod UID", func(t *testing.T) {
 		s := runSteps(t, cfg, nil, first)
-		p := schedPod("sched-b", "uid-b", sample(0, 10))
-		runSteps(t, cfg, s, []step{{obs: observe(t0.Add(5*time.Minute), 3, p), verdict: VerdictWedged, action: ActionWait,
-			check: func(t *testing.T, s *state.State, _ Result) {
+		p := schedPod("sched-b", "uid-b", podtest.Sample(0, 10))
+		runSteps(t, cfg, s, []step{{obs: observe(t0.Add(5*time.Minute), 3, p), verdict: decide.VerdictWedged, action: decide.ActionWait,
+			check: func(t *testing.T, s *state.State, _ decide.Result) {
 				if _, ok := s.Pods["uid-a"]; ok {
 					t.Error("the gone pod must be forgotten")
 				}
@@ -319,14 +313,14 @@ func TestFreshClock(t *testing.T) {
 	})
 	t.Run("container restarted", func(t *testing.T) {
 		s := runSteps(t, cfg, nil, first)
-		p := schedPod("sched-a", "uid-a", sample(0, 0))
+		p := schedPod("sched-a", "uid-a", podtest.Sample(0, 0))
 		p.StartedAt = t0.Add(-3 * time.Minute)
-		runSteps(t, cfg, s, []step{{obs: observe(t0.Add(5*time.Minute), 3, p), verdict: VerdictWedged, action: ActionWait, reasonHas: "no earlier counter value"}})
+		runSteps(t, cfg, s, []step{{obs: observe(t0.Add(5*time.Minute), 3, p), verdict: decide.VerdictWedged, action: decide.ActionWait, reasonHas: "no earlier counter value"}})
 	})
 	t.Run("counter reset means a new process", func(t *testing.T) {
 		s := runSteps(t, cfg, nil, first)
-		runSteps(t, cfg, s, []step{{obs: observe(t0.Add(5*time.Minute), 3, schedPod("sched-a", "uid-a", sample(0, 2))), verdict: VerdictWedged, action: ActionWait,
-			check: func(t *testing.T, s *state.State, r Result) {
+		runSteps(t, cfg, s, []step{{obs: observe(t0.Add(5*time.Minute), 3, schedPod("sched-a", "uid-a", podtest.Sample(0, 2))), verdict: decide.VerdictWedged, action: decide.ActionWait,
+			check: func(t *testing.T, s *state.State, r decide.Result) {
 				if r.Targets[0].BadFor != 0 {
 					t.Errorf("clock not reset: %s", r.Targets[0].BadFor.D())
 				}
@@ -341,10 +335,10 @@ func TestTerminatingPodIsNotJudged(t *testing.T) {
 	cfg := testConfig()
 	old := schedPod("sched-old", "uid-old", nil)
 	old.Terminating = true
-	runSteps(t, cfg, nil, []step{{obs: observe(t0, 3, old, schedPod("sched-new", "uid-new", sample(3, 0))), verdict: VerdictHealthy, action: ActionNone,
-		check: func(t *testing.T, s *state.State, r Result) {
+	runSteps(t, cfg, nil, []step{{obs: observe(t0, 3, old, schedPod("sched-new", "uid-new", podtest.Sample(3, 0))), verdict: decide.VerdictHealthy, action: decide.ActionNone,
+		check: func(t *testing.T, s *state.State, r decide.Result) {
 			for _, tg := range r.Targets {
-				if tg.UID == "uid-old" && (tg.Judged || tg.Action != ActionNone || !strings.Contains(tg.Reason, "terminating")) {
+				if tg.UID == "uid-old" && (tg.Judged || tg.Action != decide.ActionNone || !strings.Contains(tg.Reason, "terminating")) {
 					t.Errorf("terminating pod: %+v", tg)
 				}
 			}
@@ -358,42 +352,42 @@ func TestTerminatingPodIsNotJudged(t *testing.T) {
 // pods from a label; an observation may be merged): the live one is judged all the same.
 func TestTerminatingNamesakeLeavesLivePodJudged(t *testing.T) {
 	cfg := testConfig()
-	wedged := func(at time.Time) Observation {
+	wedged := func(at time.Time) decide.Observation {
 		dying := schedPod("sched-0", "u1", nil)
 		dying.Terminating = true
-		return observe(at, 3, dying, schedPod("sched-0", "u2", sample(0, 0)))
+		return observe(at, 3, dying, schedPod("sched-0", "u2", podtest.Sample(0, 0)))
 	}
-	judged := func(t *testing.T, _ *state.State, r Result) {
+	judged := func(t *testing.T, _ *state.State, r decide.Result) {
 		for _, tg := range r.Targets {
 			if tg.Judged != (tg.UID == "u2") {
 				t.Errorf("only u2 is judged: %+v", tg)
 			}
 		}
 	}
-	runSteps(t, cfg, nil, append([]step{{obs: wedged(t0), verdict: VerdictWedged, action: ActionWait, check: judged}},
-		confirmedRun(cfg, t0.Add(cfg.WedgedFor-cfg.ConfirmWindow), wedged, step{verdict: VerdictWedged, action: ActionRestart, check: judged})...))
+	runSteps(t, cfg, nil, append([]step{{obs: wedged(t0), verdict: decide.VerdictWedged, action: decide.ActionWait, check: judged}},
+		confirmedRun(cfg, t0.Add(cfg.WedgedFor-cfg.ConfirmWindow), wedged, step{verdict: decide.VerdictWedged, action: decide.ActionRestart, check: judged})...))
 }
 
 func TestSeveralPods(t *testing.T) {
 	cfg := testConfig()
-	a := func(at time.Time) Pod { return schedPod("sched-a", "uid-a", sample(0, 0)) }
-	b := func(at time.Time) Pod { return schedPod("sched-b", "uid-b", sample(0, 0)) }
+	a := func(at time.Time) decide.Pod { return schedPod("sched-a", "uid-a", podtest.Sample(0, 0)) }
+	b := func(at time.Time) decide.Pod { return schedPod("sched-b", "uid-b", podtest.Sample(0, 0)) }
 	t.Run("no lease: all judged, restart blocked", func(t *testing.T) {
-		both := func(at time.Time) Observation { return observe(at, 3, a(at), b(at)) }
-		runSteps(t, cfg, nil, append([]step{{obs: both(t0), verdict: VerdictWedged, action: ActionWait}},
-			confirmedRun(cfg, t0.Add(5*time.Minute), both, step{verdict: VerdictWedged, action: ActionBlocked, reasonHas: "no --leader-lease"})...))
+		both := func(at time.Time) decide.Observation { return observe(at, 3, a(at), b(at)) }
+		runSteps(t, cfg, nil, append([]step{{obs: both(t0), verdict: decide.VerdictWedged, action: decide.ActionWait}},
+			confirmedRun(cfg, t0.Add(5*time.Minute), both, step{verdict: decide.VerdictWedged, action: decide.ActionBlocked, reasonHas: "no --leader-lease"})...))
 	})
 	t.Run("no lease: worst pod wins the summary", func(t *testing.T) {
-		runSteps(t, cfg, nil, []step{{obs: observe(t0, 3, schedPod("sched-a", "uid-a", sample(3, 0)), b(t0)), verdict: VerdictWedged, action: ActionWait, reasonHas: "sched-b"}})
+		runSteps(t, cfg, nil, []step{{obs: observe(t0, 3, schedPod("sched-a", "uid-a", podtest.Sample(3, 0)), b(t0)), verdict: decide.VerdictWedged, action: decide.ActionWait, reasonHas: "sched-b"}})
 	})
 	t.Run("leader only", func(t *testing.T) {
 		cfg := cfg
 		cfg.LeaderLease = "agentenv-scheduler"
-		leader := schedPod("sched-a", "uid-a", sample(3, 0))
+		leader := schedPod("sched-a", "uid-a", podtest.Sample(3, 0))
 		standby := schedPod("sched-b", "uid-b", nil) // standbys are not scraped
 		o := observe(t0, 3, leader, standby)
-		o.Leader = &Leader{Holder: "sched-a_4f1c"}
-		runSteps(t, cfg, nil, []step{{obs: o, verdict: VerdictHealthy, action: ActionNone, check: func(t *testing.T, s *state.State, r Result) {
+		o.Leader = &decide.Leader{Holder: "sched-a_4f1c"}
+		runSteps(t, cfg, nil, []step{{obs: o, verdict: decide.VerdictHealthy, action: decide.ActionNone, check: func(t *testing.T, s *state.State, r decide.Result) {
 			if len(r.Targets) != 2 || !r.Targets[0].Judged || r.Targets[1].Judged || !strings.Contains(r.Targets[1].Reason, "standby") {
 				t.Errorf("targets %+v", r.Targets)
 			}
@@ -403,8 +397,8 @@ func TestSeveralPods(t *testing.T) {
 		cfg := cfg
 		cfg.LeaderLease = "agentenv-scheduler"
 		o := observe(t0, 3, a(t0))
-		o.Leader = &Leader{Err: errors.New("forbidden")}
-		runSteps(t, cfg, nil, []step{{obs: o, verdict: VerdictUnknown, action: ActionNone, reasonHas: "cannot read leader Lease"}})
+		o.Leader = &decide.Leader{Err: errors.New("forbidden")}
+		runSteps(t, cfg, nil, []step{{obs: o, verdict: decide.VerdictUnknown, action: decide.ActionNone, reasonHas: "cannot read leader Lease"}})
 	})
 	t.Run("leader lease expiry", func(t *testing.T) {
 		cfg := cfg
@@ -415,22 +409,22 @@ func TestSeveralPods(t *testing.T) {
 			renewed   time.Time
 			duration  time.Duration
 			judged    bool
-			verdict   Verdict
+			verdict   decide.Verdict
 			reasonHas string
 		}{
-			{"renewed just now", t0.Add(-2 * time.Second), duration, true, VerdictWedged, ""},
-			{"past the duration, within the skew allowance", t0.Add(-duration - LeaseSkew + time.Second), duration, true, VerdictWedged, ""},
-			{"exactly at duration + skew", t0.Add(-duration - LeaseSkew), duration, true, VerdictWedged, ""},
-			{"expired", t0.Add(-duration - LeaseSkew - time.Second), duration, false, VerdictUnknown, "expired at"},
-			{"expired long ago", t0.Add(-time.Hour), duration, false, VerdictUnknown, "no current leader"},
-			{"no renewTime: cannot tell, trusted", time.Time{}, duration, true, VerdictWedged, ""},
-			{"no duration: cannot tell, trusted", t0.Add(-time.Hour), 0, true, VerdictWedged, ""},
+			{"renewed just now", t0.Add(-2 * time.Second), duration, true, decide.VerdictWedged, ""},
+			{"past the duration, within the skew allowance", t0.Add(-duration - decide.LeaseSkew + time.Second), duration, true, decide.VerdictWedged, ""},
+			{"exactly at duration + skew", t0.Add(-duration - decide.LeaseSkew), duration, true, decide.VerdictWedged, ""},
+			{"expired", t0.Add(-duration - decide.LeaseSkew - time.Second), duration, false, decide.VerdictUnknown, "expired at"},
+			{"expired long ago", t0.Add(-time.Hour), duration, false, decide.VerdictUnknown, "no current leader"},
+			{"no renewTime: cannot tell, trusted", time.Time{}, duration, true, decide.VerdictWedged, ""},
+			{"no duration: cannot tell, trusted", t0.Add(-time.Hour), 0, true, decide.VerdictWedged, ""},
 		} {
 			t.Run(c.name, func(t *testing.T) {
 				o := observe(t0, 3, a(t0), schedPod("sched-b", "uid-b", nil))
-				o.Leader = &Leader{Holder: "sched-a", RenewedAt: c.renewed, Duration: c.duration}
-				_, r := Decide(o, state.New(), cfg)
-				if r.Verdict != c.verdict || r.Action == ActionRestart || !strings.Contains(r.Reason, c.reasonHas) {
+				o.Leader = &decide.Leader{Holder: "sched-a", RenewedAt: c.renewed, Duration: c.duration}
+				_, r := decide.Decide(o, state.New(), cfg)
+				if r.Verdict != c.verdict || r.Action == decide.ActionRestart || !strings.Contains(r.Reason, c.reasonHas) {
 					t.Fatalf("verdict %s action %s reason %q, want %s with %q", r.Verdict, r.Action, r.Reason, c.verdict, c.reasonHas)
 				}
 				judged := 0
@@ -449,53 +443,55 @@ func TestSeveralPods(t *testing.T) {
 		cfg := cfg
 		cfg.LeaderLease = "agentenv-scheduler"
 		const duration = 15 * time.Second
-		at := func(d time.Duration, renewed time.Duration) Observation {
-			o := observe(t0.Add(d), 3, schedPod("sched-a", "uid-a", sample(0, 0)))
-			o.Leader = &Leader{Holder: "sched-a", RenewedAt: t0.Add(renewed), Duration: duration}
+		at := func(d time.Duration, renewed time.Duration) decide.Observation {
+			o := observe(t0.Add(d), 3, schedPod("sched-a", "uid-a", podtest.Sample(0, 0)))
+			o.Leader = &decide.Leader{Holder: "sched-a", RenewedAt: t0.Add(renewed), Duration: duration}
 			return o
 		}
-		renewed := func(when time.Time) Observation { return at(when.Sub(t0), when.Sub(t0)) }
+		renewed := func(when time.Time) decide.Observation { return at(when.Sub(t0), when.Sub(t0)) }
 		runSteps(t, cfg, nil, append([]step{
-			{obs: at(0, 0), verdict: VerdictWedged, action: ActionWait},
-			{obs: at(5*time.Minute, 0), verdict: VerdictUnknown, action: ActionNone, reasonHas: "expired"},
-			{obs: at(11*time.Minute, 11*time.Minute), verdict: VerdictWedged, action: ActionWait, check: func(t *testing.T, s *state.State, r Result) {
+			{obs: at(0, 0), verdict: decide.VerdictWedged, action: decide.ActionWait},
+			{obs: at(5*time.Minute, 0), verdict: decide.VerdictUnknown, action: decide.ActionNone, reasonHas: "expired"},
+			{obs: at(11*time.Minute, 11*time.Minute), verdict: decide.VerdictWedged, action: decide.ActionWait, check: func(t *testing.T, s *state.State, r decide.Result) {
 				if r.Targets[0].BadFor != 0 {
 					t.Errorf("wedged for %s right after the Lease came back; the leaderless gap was counted", r.Targets[0].BadFor.D())
 				}
 			}},
-		}, confirmedRun(cfg, t0.Add(15*time.Minute), renewed, step{verdict: VerdictWedged, action: ActionRestart})...))
+		}, confirmedRun(cfg, t0.Add(15*time.Minute), renewed, step{verdict: decide.VerdictWedged, action: decide.ActionRestart})...))
 	})
 	t.Run("a former leader's episode pauses while it is a standby", func(t *testing.T) {
 		cfg := cfg
 		cfg.LeaderLease = "agentenv-scheduler"
-		held := func(d time.Duration, holder string) Observation {
-			o := observe(t0.Add(d), 3, schedPod("sched-a", "uid-a", sample(0, 0)), schedPod("sched-b", "uid-b", sample(3, 0)))
-			o.Leader = &Leader{Holder: holder}
+		held := func(d time.Duration, holder string) decide.Observation {
+			o := observe(t0.Add(d), 3, schedPod("sched-a", "uid-a", podtest.Sample(0, 0)), schedPod("sched-b", "uid-b", podtest.Sample(3, 0)))
+			o.Leader = &decide.Leader{Holder: holder}
 			return o
 		}
 		runSteps(t, cfg, nil, []step{
-			{obs: held(0, "sched-a"), verdict: VerdictWedged, action: ActionWait},
-			{obs: held(5*time.Minute, "sched-b"), verdict: VerdictHealthy, action: ActionNone},
-			{obs: held(10*time.Minute, "sched-a"), verdict: VerdictWedged, action: ActionWait},
+			{obs: held(0, "sched-a"), verdict: decide.VerdictWedged, action: decide.ActionWait},
+			{obs: held(5*time.Minute, "sched-b"), verdict: decide.VerdictHealthy, action: decide.ActionNone},
+			{obs: held(10*time.Minute, "sched-a"), verdict: decide.VerdictWedged, action: decide.ActionWait},
 		})
 	})
 	t.Run("leader not among pods", func(t *testing.T) {
 		cfg := cfg
 		cfg.LeaderLease = "agentenv-scheduler"
 		o := observe(t0, 3, a(t0))
-		o.Leader = &Leader{Holder: "sched-zzz"}
-		runSteps(t, cfg, nil, []step{{obs: o, verdict: VerdictUnknown, action: ActionNone, reasonHas: "not a live scheduler pod"}})
+		o.Leader = &decide.Leader{Holder: "sched-zzz"}
+		runSteps(t, cfg, nil, []step{{obs: o, verdict: decide.VerdictUnknown, action: decide.ActionNone, reasonHas: "not a live scheduler pod"}})
 	})
 }
 
-func wedgedTwice(cfg Config, prev *state.State, o func(at time.Time) Observation) (*state.State, Result) {
-	s, _ := Decide(o(t0), prev, cfg)
+func wedgedTwice(cfg decide.Config, prev *state.State, o func(at time.Time) decide.Observation) (*state.State, decide.Result) {
+	s, _ := decide.Decide(o(t0), prev, cfg)
 	return decideRun(cfg, s, t0.Add(5*time.Minute), o)
 }
 
 func TestRestartGates(t *testing.T) {
 	cfg := testConfig()
-	plain := func(at time.Time) Observation { return observe(at, 3, schedPod("sched-a", "uid-a", sample(0, 0))) }
+	plain := func(at time.Time) decide.Observation {
+		return observe(at, 3, schedPod("sched-a", "uid-a", podtest.Sample(0, 0)))
+	}
 
 	t.Run("budget spent", func(t *testing.T) {
 		prev := state.New()
@@ -503,7 +499,7 @@ func TestRestartGates(t *testing.T) {
 			prev.Restarts = append(prev.Restarts, state.Restart{UID: "old", ClaimedAt: t0.Add(-time.Duration(i) * 10 * time.Minute), Outcome: state.RestartDone})
 		}
 		_, r := wedgedTwice(cfg, prev, plain)
-		if r.Action != ActionBlocked || !strings.Contains(r.Reason, "budget 3/3") {
+		if r.Action != decide.ActionBlocked || !strings.Contains(r.Reason, "budget 3/3") {
 			t.Fatalf("%s: %s", r.Action, r.Reason)
 		}
 	})
@@ -513,7 +509,7 @@ func TestRestartGates(t *testing.T) {
 			prev.Restarts = append(prev.Restarts, state.Restart{UID: "old", ClaimedAt: t0.Add(-2 * time.Hour), Outcome: state.RestartDone})
 		}
 		_, r := wedgedTwice(cfg, prev, plain)
-		if r.Action != ActionRestart {
+		if r.Action != decide.ActionRestart {
 			t.Fatalf("%s: %s", r.Action, r.Reason)
 		}
 	})
@@ -522,15 +518,15 @@ func TestRestartGates(t *testing.T) {
 		for i := 0; i < 3; i++ {
 			prev.Restarts = append(prev.Restarts, state.Restart{UID: "old", ClaimedAt: t0.Add(-time.Minute), Outcome: state.RestartAbandoned})
 		}
-		if _, r := wedgedTwice(cfg, prev, plain); r.Action != ActionRestart {
+		if _, r := wedgedTwice(cfg, prev, plain); r.Action != decide.ActionRestart {
 			t.Fatalf("%s: %s", r.Action, r.Reason)
 		}
 	})
 	t.Run("never twice for one pod", func(t *testing.T) {
 		prev := state.New()
-		prev.Restarts = []state.Restart{{UID: "uid-a", ClaimedAt: t0.Add(-time.Minute), Outcome: state.RestartDone, Method: MethodRollout}}
+		prev.Restarts = []state.Restart{{UID: "uid-a", ClaimedAt: t0.Add(-time.Minute), Outcome: state.RestartDone, Method: decide.MethodRollout}}
 		_, r := wedgedTwice(cfg, prev, plain)
-		if r.Action != ActionBlocked || !strings.Contains(r.Reason, "already restarted") {
+		if r.Action != decide.ActionBlocked || !strings.Contains(r.Reason, "already restarted") {
 			t.Fatalf("%s: %s", r.Action, r.Reason)
 		}
 	})
@@ -541,73 +537,73 @@ func TestRestartGates(t *testing.T) {
 		}
 		prev.Restarts = append(prev.Restarts, state.Restart{UID: "uid-a", ClaimedAt: t0.Add(-time.Minute), Outcome: state.RestartClaimed})
 		_, r := wedgedTwice(cfg, prev, plain)
-		if r.Action != ActionRestart || !r.Targets[0].TakeOverClaim {
+		if r.Action != decide.ActionRestart || !r.Targets[0].TakeOverClaim {
 			t.Fatalf("%s takeOverClaim=%v: %s", r.Action, r.Targets[0].TakeOverClaim, r.Reason)
 		}
 	})
 	t.Run("a fresh claim of another run blocks", func(t *testing.T) {
-		prev, _ := Decide(plain(t0), state.New(), cfg)
+		prev, _ := decide.Decide(plain(t0), state.New(), cfg)
 		prev.Restarts = append(prev.Restarts, state.Restart{UID: "uid-a", ClaimedAt: t0.Add(5*time.Minute - 10*time.Second), Outcome: state.RestartClaimed})
 		_, r := decideRun(cfg, prev, t0.Add(5*time.Minute), plain)
-		if r.Action != ActionBlocked || !strings.Contains(r.Reason, "may still be acting") {
+		if r.Action != decide.ActionBlocked || !strings.Contains(r.Reason, "may still be acting") {
 			t.Fatalf("%s: %s", r.Action, r.Reason)
 		}
 	})
 	t.Run("a claim another run just took over blocks", func(t *testing.T) {
-		prev, _ := Decide(plain(t0), state.New(), cfg)
+		prev, _ := decide.Decide(plain(t0), state.New(), cfg)
 		resumed := t0.Add(5*time.Minute - 10*time.Second)
 		prev.Restarts = append(prev.Restarts, state.Restart{UID: "uid-a", ClaimedAt: t0.Add(-time.Hour), ResumedAt: &resumed, Outcome: state.RestartClaimed})
 		_, r := decideRun(cfg, prev, t0.Add(5*time.Minute), plain)
-		if r.Action != ActionBlocked || r.Targets[0].TakeOverClaim || !strings.Contains(r.Reason, "taken over") {
+		if r.Action != decide.ActionBlocked || r.Targets[0].TakeOverClaim || !strings.Contains(r.Reason, "taken over") {
 			t.Fatalf("%s takeOverClaim=%v: %s", r.Action, r.Targets[0].TakeOverClaim, r.Reason)
 		}
 	})
 	t.Run("a claim whose pod recovered is abandoned", func(t *testing.T) {
 		prev := state.New()
 		prev.Restarts = []state.Restart{{UID: "uid-a", ClaimedAt: t0.Add(-time.Minute), Outcome: state.RestartClaimed}}
-		next, _ := Decide(observe(t0, 3, schedPod("sched-a", "uid-a", sample(3, 0))), prev, cfg)
+		next, _ := decide.Decide(observe(t0, 3, schedPod("sched-a", "uid-a", podtest.Sample(3, 0))), prev, cfg)
 		if next.Restarts[0].Outcome != state.RestartAbandoned {
 			t.Errorf("outcome %s", next.Restarts[0].Outcome)
 		}
 	})
 	t.Run("a claim whose pod is gone is done", func(t *testing.T) {
 		prev := state.New()
-		prev.Restarts = []state.Restart{{UID: "uid-a", ClaimedAt: t0.Add(-time.Minute), Outcome: state.RestartClaimed, Method: MethodDelete}}
-		next, _ := Decide(observe(t0, 3, schedPod("sched-b", "uid-b", sample(3, 0))), prev, cfg)
+		prev.Restarts = []state.Restart{{UID: "uid-a", ClaimedAt: t0.Add(-time.Minute), Outcome: state.RestartClaimed, Method: decide.MethodDelete}}
+		next, _ := decide.Decide(observe(t0, 3, schedPod("sched-b", "uid-b", podtest.Sample(3, 0))), prev, cfg)
 		if next.Restarts[0].Outcome != state.RestartDone {
 			t.Errorf("outcome %s", next.Restarts[0].Outcome)
 		}
 	})
 
-	verified := map[string]OwnerChain{"uid-a": {Verified: true, ReplicaSetUID: "rs-uid", Detail: "pod sched-a → ReplicaSet → Deployment"}}
-	rollout := func(r *Rollout) func(at time.Time) Observation {
-		return func(at time.Time) Observation { o := plain(at); o.Rollout = r; return o }
+	verified := map[string]decide.OwnerChain{"uid-a": {Verified: true, ReplicaSetUID: "rs-uid", Detail: "pod sched-a → ReplicaSet → Deployment"}}
+	rollout := func(r *decide.Rollout) func(at time.Time) decide.Observation {
+		return func(at time.Time) decide.Observation { o := plain(at); o.Rollout = r; return o }
 	}
 	for _, tc := range []struct {
 		name    string
-		rollout *Rollout
+		rollout *decide.Rollout
 		method  string
-		action  Action
+		action  decide.Action
 		need    bool
 		reason  string
 	}{
-		{"rollout not read yet", nil, MethodDelete, ActionBlocked, true, "not read yet"},
-		{"mid-rollout", &Rollout{Name: "d", Found: true, InProgress: true, Detail: "1 of 2 updated"}, MethodDelete, ActionBlocked, false, "mid-rollout"},
-		{"paused", &Rollout{Name: "d", Found: true, Paused: true}, MethodDelete, ActionBlocked, false, "paused"},
-		{"unreadable fails safe", &Rollout{Name: "d", Err: errors.New("forbidden")}, MethodDelete, ActionBlocked, false, "cannot read Deployment"},
-		{"no deployment, delete method", &Rollout{Name: "d"}, MethodDelete, ActionRestart, false, "restarting the pod alone"},
-		{"no deployment, rollout method", &Rollout{Name: "d"}, MethodRollout, ActionBlocked, false, "needs it"},
-		{"rollout method, pod of the Deployment", &Rollout{Name: "agentenv-scheduler", Found: true, Owners: verified}, MethodRollout, ActionRestart, false, "not rolling out"},
-		{"rollout method, owner chain not read", &Rollout{Name: "agentenv-scheduler", Found: true}, MethodRollout, ActionBlocked, false, "not verified by UID"},
-		{"rollout method, forged owner chain", &Rollout{Name: "agentenv-scheduler", Found: true, Owners: map[string]OwnerChain{
-			"uid-a": {Detail: `pod sched-a names ReplicaSet agentenv-scheduler-7d9c4 with uid "forged"`}}}, MethodRollout, ActionBlocked, false, `owner chain not verified: pod sched-a names ReplicaSet agentenv-scheduler-7d9c4 with uid "forged"`},
-		{"rollout method, chain verified for another pod only", &Rollout{Name: "agentenv-scheduler", Found: true, Owners: map[string]OwnerChain{
-			"uid-b": {Verified: true}}}, MethodRollout, ActionBlocked, false, "not verified by UID"},
-		{"rollout method, controller reference changed since the chain was checked", &Rollout{Name: "agentenv-scheduler", Found: true, Owners: map[string]OwnerChain{
-			"uid-a": {Verified: true, ReplicaSetUID: "old-rs-uid", Detail: "checked"}}}, MethodRollout, ActionBlocked, false, `now names ReplicaSet uid "rs-uid", the chain was checked for uid "old-rs-uid"`},
-		{"delete method needs no owner chain", &Rollout{Name: "agentenv-scheduler", Found: true}, MethodDelete, ActionRestart, false, "not rolling out"},
-		{"rollout method, pod of another Deployment", &Rollout{Name: "agentenv-scheduler-canary", Found: true}, MethodRollout, ActionBlocked, false, "would restart the wrong pods"},
-		{"rollout method, pod of a Deployment whose name extends ours", &Rollout{Name: "agentenv", Found: true}, MethodRollout, ActionBlocked, false, "would restart the wrong pods"},
+		{"rollout not read yet", nil, decide.MethodDelete, decide.ActionBlocked, true, "not read yet"},
+		{"mid-rollout", &decide.Rollout{Name: "d", Found: true, InProgress: true, Detail: "1 of 2 updated"}, decide.MethodDelete, decide.ActionBlocked, false, "mid-rollout"},
+		{"paused", &decide.Rollout{Name: "d", Found: true, Paused: true}, decide.MethodDelete, decide.ActionBlocked, false, "paused"},
+		{"unreadable fails safe", &decide.Rollout{Name: "d", Err: errors.New("forbidden")}, decide.MethodDelete, decide.ActionBlocked, false, "cannot read Deployment"},
+		{"no deployment, delete method", &decide.Rollout{Name: "d"}, decide.MethodDelete, decide.ActionRestart, false, "restarting the pod alone"},
+		{"no deployment, rollout method", &decide.Rollout{Name: "d"}, decide.MethodRollout, decide.ActionBlocked, false, "needs it"},
+		{"rollout method, pod of the Deployment", &decide.Rollout{Name: "agentenv-scheduler", Found: true, Owners: verified}, decide.MethodRollout, decide.ActionRestart, false, "not rolling out"},
+		{"rollout method, owner chain not read", &decide.Rollout{Name: "agentenv-scheduler", Found: true}, decide.MethodRollout, decide.ActionBlocked, false, "not verified by UID"},
+		{"rollout method, forged owner chain", &decide.Rollout{Name: "agentenv-scheduler", Found: true, Owners: map[string]decide.OwnerChain{
+			"uid-a": {Detail: `pod sched-a names ReplicaSet agentenv-scheduler-7d9c4 with uid "forged"`}}}, decide.MethodRollout, decide.ActionBlocked, false, `owner chain not verified: pod sched-a names ReplicaSet agentenv-scheduler-7d9c4 with uid "forged"`},
+		{"rollout method, chain verified for another pod only", &decide.Rollout{Name: "agentenv-scheduler", Found: true, Owners: map[string]decide.OwnerChain{
+			"uid-b": {Verified: true}}}, decide.MethodRollout, decide.ActionBlocked, false, "not verified by UID"},
+		{"rollout method, controller reference changed since the chain was checked", &decide.Rollout{Name: "agentenv-scheduler", Found: true, Owners: map[string]decide.OwnerChain{
+			"uid-a": {Verified: true, ReplicaSetUID: "old-rs-uid", Detail: "checked"}}}, decide.MethodRollout, decide.ActionBlocked, false, `now names ReplicaSet uid "rs-uid", the chain was checked for uid "old-rs-uid"`},
+		{"delete method needs no owner chain", &decide.Rollout{Name: "agentenv-scheduler", Found: true}, decide.MethodDelete, decide.ActionRestart, false, "not rolling out"},
+		{"rollout method, pod of another Deployment", &decide.Rollout{Name: "agentenv-scheduler-canary", Found: true}, decide.MethodRollout, decide.ActionBlocked, false, "would restart the wrong pods"},
+		{"rollout method, pod of a Deployment whose name extends ours", &decide.Rollout{Name: "agentenv", Found: true}, decide.MethodRollout, decide.ActionBlocked, false, "would restart the wrong pods"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := cfg
@@ -635,48 +631,48 @@ func TestRestartGates(t *testing.T) {
 func TestStrongEvidence(t *testing.T) {
 	cfg := testConfig()
 	// Observations from t0 on are the samples of one run that started at t0.
-	at := func(d time.Duration, ready int, rejected uint64) Observation {
-		o := observe(t0.Add(d), 3, schedPod("sched-a", "uid-a", sample(ready, rejected)))
+	at := func(d time.Duration, ready int, rejected uint64) decide.Observation {
+		o := observe(t0.Add(d), 3, schedPod("sched-a", "uid-a", podtest.Sample(ready, rejected)))
 		if d >= 0 {
 			o.RunStart = t0
 		}
 		return o
 	}
-	healthyBefore := step{obs: at(-5*time.Minute, 3, 0), verdict: VerdictHealthy, action: ActionNone}
+	healthyBefore := step{obs: at(-5*time.Minute, 3, 0), verdict: decide.VerdictHealthy, action: decide.ActionNone}
 
 	t.Run("confirmed over the window restarts before wedged-for", func(t *testing.T) {
 		steps := []step{healthyBefore,
-			{obs: at(0, 0, 6), verdict: VerdictWedged, action: ActionWait, confirming: true, reasonHas: "6 heartbeat(s) rejected"}}
-		for d := DefaultSampleInterval; d < cfg.ConfirmWindow; d += DefaultSampleInterval {
-			steps = append(steps, step{obs: at(d, 0, 6), verdict: VerdictWedged, action: ActionWait, confirming: true})
+			{obs: at(0, 0, 6), verdict: decide.VerdictWedged, action: decide.ActionWait, confirming: true, reasonHas: "6 heartbeat(s) rejected"}}
+		for d := decide.DefaultSampleInterval; d < cfg.ConfirmWindow; d += decide.DefaultSampleInterval {
+			steps = append(steps, step{obs: at(d, 0, 6), verdict: decide.VerdictWedged, action: decide.ActionWait, confirming: true})
 		}
-		steps = append(steps, step{obs: at(cfg.ConfirmWindow, 0, 7), verdict: VerdictWedged, action: ActionRestart, reasonHas: "strong evidence held 1m30s ≥ confirm window 1m30s"})
+		steps = append(steps, step{obs: at(cfg.ConfirmWindow, 0, 7), verdict: decide.VerdictWedged, action: decide.ActionRestart, reasonHas: "strong evidence held 1m30s ≥ confirm window 1m30s"})
 		runSteps(t, cfg, nil, steps)
 	})
 	t.Run("a flap that heals inside the window is not restarted", func(t *testing.T) {
 		s := runSteps(t, cfg, nil, []step{healthyBefore,
-			{obs: at(0, 0, 3), verdict: VerdictWedged, action: ActionWait, confirming: true},
-			{obs: at(DefaultSampleInterval, 0, 6), verdict: VerdictWedged, action: ActionWait, confirming: true},
-			{obs: at(30*time.Second, 0, 9), verdict: VerdictWedged, action: ActionWait, confirming: true},
-			{obs: at(40*time.Second, 3, 9), verdict: VerdictHealthy, action: ActionNone},
+			{obs: at(0, 0, 3), verdict: decide.VerdictWedged, action: decide.ActionWait, confirming: true},
+			{obs: at(decide.DefaultSampleInterval, 0, 6), verdict: decide.VerdictWedged, action: decide.ActionWait, confirming: true},
+			{obs: at(30*time.Second, 0, 9), verdict: decide.VerdictWedged, action: decide.ActionWait, confirming: true},
+			{obs: at(40*time.Second, 3, 9), verdict: decide.VerdictHealthy, action: decide.ActionNone},
 		})
 		if len(s.Episodes) != 1 || s.Episodes[0].Outcome != "recovered" || s.Episodes[0].Evidence != "strong" {
 			t.Errorf("the healed flap must be recorded: %+v", s.Episodes)
 		}
 	})
 	t.Run("the restarted pod, terminating then gone, keeps its strong episode", func(t *testing.T) {
-		steps := []step{healthyBefore, {obs: at(0, 0, 6), verdict: VerdictWedged, action: ActionWait, confirming: true}}
-		for d := DefaultSampleInterval; d < cfg.ConfirmWindow; d += DefaultSampleInterval {
-			steps = append(steps, step{obs: at(d, 0, 6), verdict: VerdictWedged, action: ActionWait, confirming: true})
+		steps := []step{healthyBefore, {obs: at(0, 0, 6), verdict: decide.VerdictWedged, action: decide.ActionWait, confirming: true}}
+		for d := decide.DefaultSampleInterval; d < cfg.ConfirmWindow; d += decide.DefaultSampleInterval {
+			steps = append(steps, step{obs: at(d, 0, 6), verdict: decide.VerdictWedged, action: decide.ActionWait, confirming: true})
 		}
-		steps = append(steps, step{obs: at(cfg.ConfirmWindow, 0, 7), verdict: VerdictWedged, action: ActionRestart})
+		steps = append(steps, step{obs: at(cfg.ConfirmWindow, 0, 7), verdict: decide.VerdictWedged, action: decide.ActionRestart})
 		s := runSteps(t, cfg, nil, steps)
 		s.Restarts = append(s.Restarts, state.Restart{UID: "uid-a", Pod: "sched-a", ClaimedAt: t0.Add(cfg.ConfirmWindow), Outcome: state.RestartDone, Method: "delete"})
 		terminating := at(cfg.ConfirmWindow+5*time.Minute, 0, 7)
 		terminating.Pods[0].Terminating = true
 		s = runSteps(t, cfg, s, []step{
-			{obs: terminating, verdict: VerdictUnknown, action: ActionNone},
-			{obs: observe(t0.Add(cfg.ConfirmWindow+10*time.Minute), 3), verdict: VerdictUnknown, action: ActionNone},
+			{obs: terminating, verdict: decide.VerdictUnknown, action: decide.ActionNone},
+			{obs: observe(t0.Add(cfg.ConfirmWindow+10*time.Minute), 3), verdict: decide.VerdictUnknown, action: decide.ActionNone},
 		})
 		if len(s.Episodes) != 1 || s.Episodes[0].Evidence != "strong" {
 			t.Errorf("the episode ended with the restart must stay strong: %+v", s.Episodes)
@@ -685,16 +681,16 @@ func TestStrongEvidence(t *testing.T) {
 	t.Run("a rise since the episode began is strong though the last interval saw none", func(t *testing.T) {
 		runSteps(t, cfg, nil, []step{healthyBefore,
 			// First sight without a rise yet (nodes back off): weak.
-			{obs: at(0, 0, 0), verdict: VerdictWedged, action: ActionWait, reasonHas: "may not reach"},
-			{obs: at(30*time.Second, 0, 3), verdict: VerdictWedged, action: ActionWait, confirming: true},
+			{obs: at(0, 0, 0), verdict: decide.VerdictWedged, action: decide.ActionWait, reasonHas: "may not reach"},
+			{obs: at(30*time.Second, 0, 3), verdict: decide.VerdictWedged, action: decide.ActionWait, confirming: true},
 			// Flat since the previous observation, but above the episode's baseline.
-			{obs: at(60*time.Second, 0, 3), verdict: VerdictWedged, action: ActionWait, confirming: true, reasonHas: "since the episode began"},
+			{obs: at(60*time.Second, 0, 3), verdict: decide.VerdictWedged, action: decide.ActionWait, confirming: true, reasonHas: "since the episode began"},
 		})
 	})
 	t.Run("weak evidence does not confirm early", func(t *testing.T) {
 		runSteps(t, cfg, nil, []step{healthyBefore,
-			{obs: at(0, 0, 0), verdict: VerdictWedged, action: ActionWait, reasonHas: "nodes may not reach"},
-			{obs: at(2*time.Minute, 0, 0), verdict: VerdictWedged, action: ActionWait},
+			{obs: at(0, 0, 0), verdict: decide.VerdictWedged, action: decide.ActionWait, reasonHas: "nodes may not reach"},
+			{obs: at(2*time.Minute, 0, 0), verdict: decide.VerdictWedged, action: decide.ActionWait},
 		})
 	})
 	// A failed sample inside the run is a gap, not a verdict: the run still sees
@@ -704,40 +700,40 @@ func TestStrongEvidence(t *testing.T) {
 	blind := at(30*time.Second, 0, 0)
 	blind.Pods[0].Sample, blind.Pods[0].ScrapeErr = nil, errors.New("refused")
 	t.Run("a failed sample without rejections on both sides restarts confirmation", func(t *testing.T) {
-		restartedAt := func(want time.Duration) func(t *testing.T, s *state.State, r Result) {
-			return func(t *testing.T, s *state.State, r Result) {
+		restartedAt := func(want time.Duration) func(t *testing.T, s *state.State, r decide.Result) {
+			return func(t *testing.T, s *state.State, r decide.Result) {
 				if e := s.Pods["uid-a"].Episode; e.RunSince == nil || !e.RunSince.Equal(t0.Add(want)) {
 					t.Errorf("the in-run streak starts at %v, want +%s", e.RunSince, want)
 				}
 			}
 		}
 		// Weak before the gap (no counter moved), strong after it.
-		runSteps(t, cfg, nil, []step{{obs: at(-5*time.Minute, 3, 3), verdict: VerdictHealthy, action: ActionNone},
-			{obs: at(0, 0, 3), verdict: VerdictWedged, action: ActionWait},
-			{obs: blind, verdict: VerdictWedged, action: ActionWait, reasonHas: "this sample failed"},
-			{obs: at(60*time.Second, 0, 6), verdict: VerdictWedged, action: ActionWait, confirming: true, check: restartedAt(60 * time.Second)},
-			{obs: at(120*time.Second, 0, 9), verdict: VerdictWedged, action: ActionWait, confirming: true},
-			{obs: at(150*time.Second, 0, 12), verdict: VerdictWedged, action: ActionRestart},
+		runSteps(t, cfg, nil, []step{{obs: at(-5*time.Minute, 3, 3), verdict: decide.VerdictHealthy, action: decide.ActionNone},
+			{obs: at(0, 0, 3), verdict: decide.VerdictWedged, action: decide.ActionWait},
+			{obs: blind, verdict: decide.VerdictWedged, action: decide.ActionWait, reasonHas: "this sample failed"},
+			{obs: at(60*time.Second, 0, 6), verdict: decide.VerdictWedged, action: decide.ActionWait, confirming: true, check: restartedAt(60 * time.Second)},
+			{obs: at(120*time.Second, 0, 9), verdict: decide.VerdictWedged, action: decide.ActionWait, confirming: true},
+			{obs: at(150*time.Second, 0, 12), verdict: decide.VerdictWedged, action: decide.ActionRestart},
 		})
 	})
 	t.Run("rejections rising across a failed sample keep confirmation", func(t *testing.T) {
 		runSteps(t, cfg, nil, []step{healthyBefore,
-			{obs: at(0, 0, 3), verdict: VerdictWedged, action: ActionWait, confirming: true},
-			{obs: blind, verdict: VerdictWedged, action: ActionWait, confirming: true},
-			{obs: at(60*time.Second, 0, 6), verdict: VerdictWedged, action: ActionWait, confirming: true, check: func(t *testing.T, s *state.State, r Result) {
+			{obs: at(0, 0, 3), verdict: decide.VerdictWedged, action: decide.ActionWait, confirming: true},
+			{obs: blind, verdict: decide.VerdictWedged, action: decide.ActionWait, confirming: true},
+			{obs: at(60*time.Second, 0, 6), verdict: decide.VerdictWedged, action: decide.ActionWait, confirming: true, check: func(t *testing.T, s *state.State, r decide.Result) {
 				if got := r.Targets[0].BadFor.D(); got != 60*time.Second {
 					t.Errorf("the gap was not counted: wedged for %s, want 1m", got)
 				}
 			}},
-			{obs: at(120*time.Second, 0, 6), verdict: VerdictWedged, action: ActionRestart},
+			{obs: at(120*time.Second, 0, 6), verdict: decide.VerdictWedged, action: decide.ActionRestart},
 		})
 	})
 	t.Run("confirm window zero disables the fast path", func(t *testing.T) {
 		cfg := cfg
 		cfg.ConfirmWindow = 0
 		runSteps(t, cfg, nil, []step{healthyBefore,
-			{obs: at(0, 0, 3), verdict: VerdictWedged, action: ActionWait},
-			{obs: at(3*time.Minute, 0, 9), verdict: VerdictWedged, action: ActionWait},
+			{obs: at(0, 0, 3), verdict: decide.VerdictWedged, action: decide.ActionWait},
+			{obs: at(3*time.Minute, 0, 9), verdict: decide.VerdictWedged, action: decide.ActionWait},
 		})
 	})
 	t.Run("an old watch is strong evidence", func(t *testing.T) {
@@ -746,35 +742,37 @@ func TestStrongEvidence(t *testing.T) {
 		o := at(0, 0, 0)
 		age := 900.0
 		o.Pods[0].Sample.WatchAge = &age
-		runSteps(t, cfg, nil, []step{{obs: o, verdict: VerdictWedged, action: ActionWait, confirming: true, reasonHas: "no event for 15m"}})
+		runSteps(t, cfg, nil, []step{{obs: o, verdict: decide.VerdictWedged, action: decide.ActionWait, confirming: true, reasonHas: "no event for 15m"}})
 	})
 }
 
 func TestDegraded(t *testing.T) {
 	cfg := testConfig()
-	at := func(d time.Duration, ready int, rejected uint64) Observation {
-		return observe(t0.Add(d), 3, schedPod("sched-a", "uid-a", sample(ready, rejected)))
+	at := func(d time.Duration, ready int, rejected uint64) decide.Observation {
+		return observe(t0.Add(d), 3, schedPod("sched-a", "uid-a", podtest.Sample(ready, rejected)))
 	}
 	steps := []step{
-		{obs: at(0, 2, 0), verdict: VerdictHealthy, action: ActionNone},
-		{obs: at(5*time.Minute, 2, 4), verdict: VerdictDegraded, action: ActionWait, reasonHas: "ready 2 of 3"},
-		{obs: at(10*time.Minute, 2, 4), verdict: VerdictDegraded, action: ActionNone, reasonHas: "restart-on-degraded=false"},
+		{obs: at(0, 2, 0), verdict: decide.VerdictHealthy, action: decide.ActionNone},
+		{obs: at(5*time.Minute, 2, 4), verdict: decide.VerdictDegraded, action: decide.ActionWait, reasonHas: "ready 2 of 3"},
+		{obs: at(10*time.Minute, 2, 4), verdict: decide.VerdictDegraded, action: decide.ActionNone, reasonHas: "restart-on-degraded=false"},
 	}
 	runSteps(t, cfg, nil, steps)
 
 	cfg.RestartOnDegraded = true
-	degraded := func(at time.Time) Observation { return observe(at, 3, schedPod("sched-a", "uid-a", sample(2, 5))) }
-	runSteps(t, cfg, nil, append(steps[:2], confirmedRun(cfg, t0.Add(10*time.Minute), degraded, step{verdict: VerdictDegraded, action: ActionRestart})...))
+	degraded := func(at time.Time) decide.Observation {
+		return observe(at, 3, schedPod("sched-a", "uid-a", podtest.Sample(2, 5)))
+	}
+	runSteps(t, cfg, nil, append(steps[:2], confirmedRun(cfg, t0.Add(10*time.Minute), degraded, step{verdict: decide.VerdictDegraded, action: decide.ActionRestart})...))
 }
 
 func TestDecideDoesNotModifyItsInput(t *testing.T) {
 	cfg := testConfig()
-	prev, _ := Decide(observe(t0, 3, schedPod("sched-a", "uid-a", sample(0, 0))), state.New(), cfg)
+	prev, _ := decide.Decide(observe(t0, 3, schedPod("sched-a", "uid-a", podtest.Sample(0, 0))), state.New(), cfg)
 	before, err := state.Encode(prev.Clone(), t0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	Decide(observe(t0.Add(5*time.Minute), 3, schedPod("sched-a", "uid-a", sample(0, 3))), prev, cfg)
+	decide.Decide(observe(t0.Add(5*time.Minute), 3, schedPod("sched-a", "uid-a", podtest.Sample(0, 3))), prev, cfg)
 	after, _ := state.Encode(prev.Clone(), t0)
 	if string(before) != string(after) {
 		t.Errorf("Decide modified its input state:\n%s\n---\n%s", before, after)
@@ -783,21 +781,21 @@ func TestDecideDoesNotModifyItsInput(t *testing.T) {
 
 func TestCountRun(t *testing.T) {
 	s := state.New()
-	CountRun(s, VerdictUnknown)
-	CountRun(s, VerdictUnknown)
+	decide.CountRun(s, decide.VerdictUnknown)
+	decide.CountRun(s, decide.VerdictUnknown)
 	if s.ConsecutiveUnknownRuns != 2 {
 		t.Fatalf("unknown runs %d", s.ConsecutiveUnknownRuns)
 	}
 	// The bad runs of an episode do not reset it (a wedge seen only every other
 	// run must still end up blind); a run that sees the scheduler fine does.
-	CountRun(s, VerdictWedged)
-	CountRun(s, VerdictDegraded)
+	decide.CountRun(s, decide.VerdictWedged)
+	decide.CountRun(s, decide.VerdictDegraded)
 	if s.ConsecutiveUnknownRuns != 2 {
 		t.Fatalf("a bad run must not reset the count, got %d", s.ConsecutiveUnknownRuns)
 	}
-	for _, fine := range []Verdict{VerdictHealthy, VerdictStarting, VerdictNoNodes} {
+	for _, fine := range []decide.Verdict{decide.VerdictHealthy, decide.VerdictStarting, decide.VerdictNoNodes} {
 		s.ConsecutiveUnknownRuns = 2
-		CountRun(s, fine)
+		decide.CountRun(s, fine)
 		if s.ConsecutiveUnknownRuns != 0 {
 			t.Fatalf("%s must reset the count, got %d", fine, s.ConsecutiveUnknownRuns)
 		}
@@ -810,18 +808,18 @@ func TestCountRun(t *testing.T) {
 func TestDegradedIsNotRestartedByTheConfirmWindow(t *testing.T) {
 	cfg := testConfig()
 	cfg.RestartOnDegraded = true
-	at := func(d time.Duration, ready int, rejected uint64) Observation {
-		return observe(t0.Add(d), 3, schedPod("sched-a", "uid-a", sample(ready, rejected)))
+	at := func(d time.Duration, ready int, rejected uint64) decide.Observation {
+		return observe(t0.Add(d), 3, schedPod("sched-a", "uid-a", podtest.Sample(ready, rejected)))
 	}
 	runSteps(t, cfg, nil, append([]step{
-		{obs: at(0, 2, 0), verdict: VerdictHealthy, action: ActionNone},
-		{obs: at(30*time.Second, 2, 4), verdict: VerdictDegraded, action: ActionWait},
-		{obs: at(60*time.Second, 2, 5), verdict: VerdictDegraded, action: ActionWait},
-		{obs: at(90*time.Second, 2, 6), verdict: VerdictDegraded, action: ActionWait},
-		{obs: at(2*time.Minute, 2, 7), verdict: VerdictDegraded, action: ActionWait, reasonHas: "degraded 1m30s < 4m"},
-	}, confirmedRun(cfg, t0.Add(3*time.Minute), func(at time.Time) Observation {
-		return observe(at, 3, schedPod("sched-a", "uid-a", sample(2, 8)))
-	}, step{verdict: VerdictDegraded, action: ActionRestart})...))
+		{obs: at(0, 2, 0), verdict: decide.VerdictHealthy, action: decide.ActionNone},
+		{obs: at(30*time.Second, 2, 4), verdict: decide.VerdictDegraded, action: decide.ActionWait},
+		{obs: at(60*time.Second, 2, 5), verdict: decide.VerdictDegraded, action: decide.ActionWait},
+		{obs: at(90*time.Second, 2, 6), verdict: decide.VerdictDegraded, action: decide.ActionWait},
+		{obs: at(2*time.Minute, 2, 7), verdict: decide.VerdictDegraded, action: decide.ActionWait, reasonHas: "degraded 1m30s < 4m"},
+	}, confirmedRun(cfg, t0.Add(3*time.Minute), func(at time.Time) decide.Observation {
+		return observe(at, 3, schedPod("sched-a", "uid-a", podtest.Sample(2, 8)))
+	}, step{verdict: decide.VerdictDegraded, action: decide.ActionRestart})...))
 }
 
 // A finished pod (phase Failed, e.g. Evicted, or Succeeded) stays listed until it is
@@ -832,16 +830,16 @@ func TestFinishedPodIsNotJudged(t *testing.T) {
 	cfg := testConfig()
 	evicted := schedPod("sched-old", "uid-old", nil)
 	evicted.Phase, evicted.Running, evicted.WaitingReason = "Failed", false, "terminated: Evicted"
-	live := func() Pod { return schedPod("sched-a", "uid-a", sample(0, 0)) }
-	both := func(at time.Time) Observation { return observe(at, 3, evicted, live()) }
-	runSteps(t, cfg, nil, append([]step{{obs: both(t0), verdict: VerdictWedged, action: ActionWait}},
-		confirmedRun(cfg, t0.Add(5*time.Minute), both, step{verdict: VerdictWedged, action: ActionRestart,
-			check: func(t *testing.T, s *state.State, r Result) {
+	live := func() decide.Pod { return schedPod("sched-a", "uid-a", podtest.Sample(0, 0)) }
+	both := func(at time.Time) decide.Observation { return observe(at, 3, evicted, live()) }
+	runSteps(t, cfg, nil, append([]step{{obs: both(t0), verdict: decide.VerdictWedged, action: decide.ActionWait}},
+		confirmedRun(cfg, t0.Add(5*time.Minute), both, step{verdict: decide.VerdictWedged, action: decide.ActionRestart,
+			check: func(t *testing.T, s *state.State, r decide.Result) {
 				for _, tg := range r.Targets {
-					if tg.UID == "uid-old" && (tg.Judged || tg.Action != ActionNone || !strings.Contains(tg.Reason, "Failed")) {
+					if tg.UID == "uid-old" && (tg.Judged || tg.Action != decide.ActionNone || !strings.Contains(tg.Reason, "Failed")) {
 						t.Errorf("finished pod: %+v", tg)
 					}
 				}
 			}})...))
-	runSteps(t, cfg, nil, []step{{obs: observe(t0, 3, evicted, schedPod("sched-a", "uid-a", sample(3, 0))), verdict: VerdictHealthy, action: ActionNone}})
+	runSteps(t, cfg, nil, []step{{obs: observe(t0, 3, evicted, schedPod("sched-a", "uid-a", podtest.Sample(3, 0))), verdict: decide.VerdictHealthy, action: decide.ActionNone}})
 }

@@ -1,4 +1,4 @@
-package decide
+package decide_test
 
 import (
 	"errors"
@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentenv/watchdog/internal/podtest"
+	"github.com/agentenv/watchdog/pkg/decide"
 	"github.com/agentenv/watchdog/pkg/state"
 )
 
@@ -18,28 +20,28 @@ func TestRestartsHeldWhileAlertsFire(t *testing.T) {
 	cfg := testConfig()
 	cfg.HoldOnAlerts = true
 	clearAt := t0.Add(40 * time.Minute)
-	read := func(now time.Time) *FiringAlerts {
-		a := &FiringAlerts{Matchers: `alertname=~"etcd.*"`}
+	read := func(now time.Time) *decide.FiringAlerts {
+		a := &decide.FiringAlerts{Matchers: `alertname=~"etcd.*"`}
 		if now.Before(clearAt) {
 			a.Firing = []string{`etcdNoLeader{instance="etcd-0"}`}
 		}
 		return a
 	}
 	restarted := false
-	at := func(now time.Time) Observation {
+	at := func(now time.Time) decide.Observation {
 		if restarted {
-			return observe(now, 3, schedPod("sched-b", "uid-b", sample(3, 0)))
+			return observe(now, 3, schedPod("sched-b", "uid-b", podtest.Sample(3, 0)))
 		}
 		return wedgedAt(now)
 	}
-	decideReading := func(o Observation, s *state.State) (*state.State, Result) {
-		next, r := Decide(o, s, cfg)
+	decideReading := func(o decide.Observation, s *state.State) (*state.State, decide.Result) {
+		next, r := decide.Decide(o, s, cfg)
 		if r.NeedAlerts {
 			if o.Alerts != nil {
 				t.Fatal("asked to read the alerts twice")
 			}
 			o.Alerts = read(o.At)
-			next, r = Decide(o, s, cfg)
+			next, r = decide.Decide(o, s, cfg)
 		}
 		return next, r
 	}
@@ -47,22 +49,22 @@ func TestRestartsHeldWhileAlertsFire(t *testing.T) {
 	var restarts, held []time.Duration
 	for i := 0; i < 24; i++ {
 		start := t0.Add(time.Duration(i) * 5 * time.Minute)
-		var r Result
-		for d := time.Duration(0); d <= cfg.ConfirmWindow; d += DefaultSampleInterval {
+		var r decide.Result
+		for d := time.Duration(0); d <= cfg.ConfirmWindow; d += decide.DefaultSampleInterval {
 			s, r = decideReading(inRun(start, at(start.Add(d))), s)
 		}
-		CountRun(s, r.Verdict)
+		decide.CountRun(s, r.Verdict)
 		switch r.Action {
-		case ActionRestart:
+		case decide.ActionRestart:
 			if start.Before(clearAt) {
 				t.Fatalf("restart at +%s while etcd alerts fire", start.Sub(t0))
 			}
 			restarts = append(restarts, start.Sub(t0))
 			now := start.Add(2 * time.Minute)
-			s.Restarts = append(s.Restarts, state.Restart{Pod: "sched-a", UID: "uid-a", Method: MethodDelete, ClaimedAt: now, DoneAt: &now, Outcome: state.RestartDone})
+			s.Restarts = append(s.Restarts, state.Restart{Pod: "sched-a", UID: "uid-a", Method: decide.MethodDelete, ClaimedAt: now, DoneAt: &now, Outcome: state.RestartDone})
 			restarted = true
-		case ActionBlocked:
-			g, ok := hasGate(r, GateAlerts, false)
+		case decide.ActionBlocked:
+			g, ok := hasGate(r, decide.GateAlerts, false)
 			if !ok || !strings.Contains(g.Detail, `etcdNoLeader{instance="etcd-0"}`) || r.Targets[0].RestartInProgress() {
 				t.Fatalf("blocked at +%s, want by the firing alerts, paged: %s", start.Sub(t0), r.Reason)
 			}
@@ -77,17 +79,17 @@ func TestRestartsHeldWhileAlertsFire(t *testing.T) {
 	}
 
 	// Alertmanager unreachable: the hold fails open, and says so.
-	s, _ = Decide(wedgedAt(t0), state.New(), cfg)
+	s, _ = decide.Decide(wedgedAt(t0), state.New(), cfg)
 	o := inRun(t0.Add(5*time.Minute), wedgedAt(t0.Add(5*time.Minute)))
-	o.Alerts = &FiringAlerts{Matchers: `alertname=~"etcd.*"`, Err: errors.New("alertmanager: dial tcp 127.0.0.1:9093: connection refused")}
-	_, r := decideRun(cfg, s, t0.Add(5*time.Minute), func(now time.Time) Observation { o.At = now; return o })
-	if g, ok := hasGate(r, GateAlerts, true); r.Action != ActionRestart || !ok || !strings.Contains(g.Detail, "fails open") {
+	o.Alerts = &decide.FiringAlerts{Matchers: `alertname=~"etcd.*"`, Err: errors.New("alertmanager: dial tcp 127.0.0.1:9093: connection refused")}
+	_, r := decideRun(cfg, s, t0.Add(5*time.Minute), func(now time.Time) decide.Observation { o.At = now; return o })
+	if g, ok := hasGate(r, decide.GateAlerts, true); r.Action != decide.ActionRestart || !ok || !strings.Contains(g.Detail, "fails open") {
 		t.Errorf("Alertmanager unreachable: %s %+v", r.Action, r.Targets[0].Gates)
 	}
 	// Not configured: no gate, never a read.
 	cfg.HoldOnAlerts = false
 	_, r = decideRun(cfg, s, t0.Add(5*time.Minute), wedgedAt)
-	if _, ok := hasGate(r, GateAlerts, true); ok || r.NeedAlerts || r.Action != ActionRestart {
+	if _, ok := hasGate(r, decide.GateAlerts, true); ok || r.NeedAlerts || r.Action != decide.ActionRestart {
 		t.Errorf("without --hold-restarts-on-alert: %s need=%v", r.Action, r.NeedAlerts)
 	}
 }

@@ -75,7 +75,9 @@ func (p *judgedPod) restartDue(t *Target) bool {
 	cfg, e := p.cfg, p.rec.Episode
 	t.Gates = append(t.Gates, Gate{Name: gateStartup, OK: true,
 		Detail: fmt.Sprintf("started %s ago ≥ %s", ShortDuration(t.Age), ShortDuration(cfg.StartupGrace))})
-	if !dueGate(e, p.now, cfg, t) {
+	g, sampleFor, confirming := dueGate(e, p.now, cfg)
+	t.Gates, t.SampleFor, t.Confirming = append(t.Gates, g), sampleFor, confirming
+	if !g.OK {
 		t.Action = ActionWait
 		return false
 	}
@@ -125,9 +127,10 @@ func (p *judgedPod) runGates(t *Target) {
 	}
 }
 
-// dueGate adds the wedged-for gate to t and reports whether a restart is due
-// (docs/design.md §2, "Confirmation"); when not, t says how sampling on is worth it.
-func dueGate(e *state.OpenEpisode, now time.Time, cfg Config, t *Target) bool {
+// dueGate is the wedged-for gate on episode e, OK when a restart is due (docs/design.md
+// §2, "Confirmation"); when not, how long sampling on is worth it, and whether strong
+// evidence is confirming.
+func dueGate(e *state.OpenEpisode, now time.Time, cfg Config) (gate Gate, sampleFor *time.Duration, confirming bool) {
 	inRun := time.Duration(0)
 	if e.RunSince != nil {
 		inRun = now.Sub(*e.RunSince)
@@ -143,15 +146,14 @@ func dueGate(e *state.OpenEpisode, now time.Time, cfg Config, t *Target) bool {
 	}
 	// For wedges only: a degraded scheduler still serves some nodes.
 	fastPath := cfg.ConfirmWindow > 0 && e.StrongSince != nil && e.Kind == VerdictWedged
-	ok := func(detail string) bool {
-		t.Gates = append(t.Gates, Gate{Name: gateDuration, OK: true, Detail: detail})
-		return true
-	}
 	ready := "0"
 	if e.Kind == VerdictDegraded {
 		ready = "below the serving nodes"
 	}
 	inRunDetail := fmt.Sprintf("ready %s throughout %s of this run's samples", ready, ShortDuration(inRun))
+	ok := func(detail string) (Gate, *time.Duration, bool) {
+		return Gate{Name: gateDuration, OK: true, Detail: detail}, nil, false
+	}
 	switch {
 	case e.For.D() >= cfg.WedgedFor && confirmedInRun:
 		return ok(fmt.Sprintf("%s %s ≥ %s, %s", e.Kind, ShortDuration(e.For.D()), ShortDuration(cfg.WedgedFor), inRunDetail))
@@ -168,7 +170,6 @@ func dueGate(e *state.OpenEpisode, now time.Time, cfg Config, t *Target) bool {
 	var due []time.Duration
 	if fastPath {
 		detail += fmt.Sprintf("; strong evidence held %s < confirm window %s", ShortDuration(strongFor), ShortDuration(cfg.ConfirmWindow))
-		t.Confirming = true
 		due = append(due, cfg.ConfirmWindow-strongFor)
 	}
 	if e.Kind == VerdictWedged || cfg.RestartOnDegraded {
@@ -179,10 +180,9 @@ func dueGate(e *state.OpenEpisode, now time.Time, cfg Config, t *Target) bool {
 		}
 	}
 	if len(due) > 0 {
-		t.SampleFor = new(max(slices.Min(due), 0))
+		sampleFor = new(max(slices.Min(due), 0))
 	}
-	t.Gates = append(t.Gates, Gate{Name: gateDuration, Detail: detail})
-	return false
+	return Gate{Name: gateDuration, Detail: detail}, sampleFor, fastPath
 }
 
 // FiringAlerts is what Alertmanager said, read just before a restart.
@@ -241,7 +241,7 @@ func onceGate(p *judgedPod) Gate {
 		}
 		return Gate{Name: gateOnce, Detail: fmt.Sprintf("already restarted at %s (%s), and this pod is still running and bad %s later: the restart did not replace it",
 			claimed, r.Method, ShortDuration(now.Sub(done)))}
-	case r.Outcome == state.RestartClaimed && unfinishedClaim(r, now, cfg):
+	case p.takeOver:
 		return Gate{Name: gateOnce, OK: true, Detail: fmt.Sprintf("restart claimed at %s by a run that did not finish it: completing that restart", claimed)}
 	case r.Outcome == state.RestartClaimed && r.ResumedAt != nil && now.Sub(*r.ResumedAt) < cfg.ClaimTimeout:
 		return Gate{Name: gateOnce, InProgress: true, Detail: fmt.Sprintf("restart already in progress: claimed at %s, taken over at %s by another run, which may still be acting", claimed, r.ResumedAt.UTC().Format(time.RFC3339))}

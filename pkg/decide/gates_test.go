@@ -1,4 +1,4 @@
-package decide
+package decide_test
 
 import (
 	"errors"
@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentenv/watchdog/internal/podtest"
+	"github.com/agentenv/watchdog/pkg/decide"
 	"github.com/agentenv/watchdog/pkg/state"
 )
 
@@ -20,20 +22,20 @@ import (
 // state must come out as it went in.
 func TestGatesDoNotWriteState(t *testing.T) {
 	cfg := testConfig()
-	cfg.IneffectiveWithin, cfg.BackoffBase, cfg.BackoffMax, cfg.BackoffReset = DefaultIneffectiveWithin, DefaultBackoffBase, DefaultBackoffMax, DefaultBackoffReset
+	cfg.IneffectiveWithin, cfg.BackoffBase, cfg.BackoffMax, cfg.BackoffReset = decide.DefaultIneffectiveWithin, decide.DefaultBackoffBase, decide.DefaultBackoffMax, decide.DefaultBackoffReset
 	now := t0
 	ago := func(d time.Duration) *time.Time { at := now.Add(-d); return &at }
 	rejected := uint64(3)
-	episode := func(kind Verdict, strong bool) *state.OpenEpisode {
+	episode := func(kind decide.Verdict, strong bool) *state.OpenEpisode {
 		e := &state.OpenEpisode{Kind: kind, Since: now.Add(-5 * time.Minute), Last: now.Add(-15 * time.Second), For: state.Duration(4 * time.Minute),
-			Evidence: EvidenceWeak, BaselineRejected: &rejected, RunSince: ago(time.Minute), Run: now.Add(-time.Minute), ConfirmedRun: ago(6 * time.Minute), ConfirmedRuns: 1}
+			Evidence: decide.EvidenceWeak, BaselineRejected: &rejected, RunSince: ago(time.Minute), Run: now.Add(-time.Minute), ConfirmedRun: ago(6 * time.Minute), ConfirmedRuns: 1}
 		if strong {
-			e.StrongSince, e.Evidence = ago(2*time.Minute), EvidenceStrong
+			e.StrongSince, e.Evidence = ago(2*time.Minute), decide.EvidenceStrong
 		}
 		return e
 	}
 	restart := func(outcome state.RestartOutcome, claimed time.Duration) state.Restart {
-		r := state.Restart{Pod: "sched-a", UID: "uid-a", Method: MethodDelete, ClaimedAt: now.Add(-claimed), Outcome: outcome}
+		r := state.Restart{Pod: "sched-a", UID: "uid-a", Method: decide.MethodDelete, ClaimedAt: now.Add(-claimed), Outcome: outcome}
 		if outcome == state.RestartDone {
 			r.DoneAt = ago(claimed)
 		}
@@ -63,38 +65,33 @@ func TestGatesDoNotWriteState(t *testing.T) {
 			s.Backoff = &state.Backoff{Ineffective: 1, LastRestartAt: now.Add(-time.Hour), NotBefore: now.Add(-50 * time.Minute), Reason: "did not heal", HealthySince: ago(10 * time.Minute)}
 		},
 	}
-	obs := map[string]func(o *Observation){
-		"consistent":             func(o *Observation) {},
-		"from the cache":         func(o *Observation) { o.Consistent = false },
-		"consistent read failed": func(o *Observation) { o.Consistent, o.ConsistentErr = false, errors.New("etcd leader changed") },
-		"Deployment not read":    func(o *Observation) { o.Rollout = nil },
-		"Deployment unreadable":  func(o *Observation) { o.Rollout = &Rollout{Name: "d", Err: errors.New("forbidden")} },
-		"Deployment rolling out": func(o *Observation) { o.Rollout = &Rollout{Name: "d", Found: true, InProgress: true} },
+	obs := map[string]func(o *decide.Observation){
+		"consistent":             func(o *decide.Observation) {},
+		"from the cache":         func(o *decide.Observation) { o.Consistent = false },
+		"consistent read failed": func(o *decide.Observation) { o.Consistent, o.ConsistentErr = false, errors.New("etcd leader changed") },
+		"Deployment not read":    func(o *decide.Observation) { o.Rollout = nil },
+		"Deployment unreadable":  func(o *decide.Observation) { o.Rollout = &decide.Rollout{Name: "d", Err: errors.New("forbidden")} },
+		"Deployment rolling out": func(o *decide.Observation) { o.Rollout = &decide.Rollout{Name: "d", Found: true, InProgress: true} },
 	}
 	for sname, setState := range states {
 		for oname, setObs := range obs {
 			for _, ep := range []struct {
-				kind   Verdict
+				kind   decide.Verdict
 				strong bool
-			}{{VerdictWedged, true}, {VerdictWedged, false}, {VerdictDegraded, false}} {
+			}{{decide.VerdictWedged, true}, {decide.VerdictWedged, false}, {decide.VerdictDegraded, false}} {
 				s := state.New()
 				setState(s)
 				e := episode(ep.kind, ep.strong)
 				s.Pods["uid-a"] = &state.Pod{Name: "sched-a", StartedAt: started, FirstSeen: started, LastSeen: now, LastVerdict: ep.kind, Episode: e}
-				o := observe(now, 3, schedPod("sched-a", "uid-a", sample(0, 9)))
+				o := observe(now, 3, schedPod("sched-a", "uid-a", podtest.Sample(0, 9)))
 				setObs(&o)
 				before := s.Clone()
 				for _, resume := range []bool{false, true} {
-					c := &judgedPod{Pod: o.Pods[0], obs: o, state: s, cfg: cfg, now: now, judged: 1, rec: s.Pods["uid-a"], takeOver: resume}
-					for _, g := range restartGates {
-						g.check(c)
+					decide.EveryGate(o, s, cfg, resume, func(gate string) {
 						if !reflect.DeepEqual(s, before) {
-							t.Fatalf("state %q, observation %q, %s episode: gate %s wrote the state:\nbefore %+v\nafter  %+v", sname, oname, ep.kind, g.name, before, s)
+							t.Fatalf("state %q, observation %q, %s episode: gate %s wrote the state:\nbefore %+v\nafter  %+v", sname, oname, ep.kind, gate, before, s)
 						}
-					}
-					var tg Target
-					c.runGates(&tg)
-					c.restartDue(&Target{})
+					})
 					if !reflect.DeepEqual(s, before) {
 						t.Fatalf("state %q, observation %q, %s episode: the wedged-for gate or runGates wrote the state", sname, oname, ep.kind)
 					}
@@ -111,26 +108,26 @@ func TestGatesDoNotWriteState(t *testing.T) {
 func TestReadsFollowTheGateOrder(t *testing.T) {
 	cfg := testConfig()
 	cfg.HoldOnAlerts = true
-	unread := func(at time.Time) Observation {
+	unread := func(at time.Time) decide.Observation {
 		o := wedgedAt(at)
 		o.Rollout, o.Consistent = nil, false
 		return o
 	}
-	s, _ := Decide(unread(t0), state.New(), cfg)
+	s, _ := decide.Decide(unread(t0), state.New(), cfg)
 	start := t0.Add(5 * time.Minute)
 	for d := time.Duration(0); d < cfg.ConfirmWindow; d += 15 * time.Second {
-		s, _ = Decide(inRun(start, unread(start.Add(d))), s, cfg)
+		s, _ = decide.Decide(inRun(start, unread(start.Add(d))), s, cfg)
 	}
 	due := inRun(start, unread(start.Add(cfg.ConfirmWindow)))
-	read := map[string]func(o *Observation){
-		"Deployment":         func(o *Observation) { o.Rollout = &Rollout{Name: "agentenv-scheduler", Found: true} },
-		"firing alerts":      func(o *Observation) { o.Alerts = &FiringAlerts{Matchers: `alertname="EtcdNoLeader"`} },
-		"consistent re-read": func(o *Observation) { o.Consistent = true },
+	read := map[string]func(o *decide.Observation){
+		"Deployment":         func(o *decide.Observation) { o.Rollout = &decide.Rollout{Name: "agentenv-scheduler", Found: true} },
+		"firing alerts":      func(o *decide.Observation) { o.Alerts = &decide.FiringAlerts{Matchers: `alertname="EtcdNoLeader"`} },
+		"consistent re-read": func(o *decide.Observation) { o.Consistent = true },
 	}
 	o := due
 	var asked []string
 	for range 4 {
-		_, r := Decide(o, s, cfg)
+		_, r := decide.Decide(o, s, cfg)
 		var need []string
 		for name, asks := range map[string]bool{"Deployment": r.NeedRollout, "firing alerts": r.NeedAlerts, "consistent re-read": r.NeedConsistentRead} {
 			if asks {
@@ -138,7 +135,7 @@ func TestReadsFollowTheGateOrder(t *testing.T) {
 			}
 		}
 		if len(need) == 0 {
-			if r.Action != ActionRestart {
+			if r.Action != decide.ActionRestart {
 				t.Fatalf("after reading %v: %s, want restart: %s", asked, r.Action, r.Reason)
 			}
 			break
@@ -153,13 +150,13 @@ func TestReadsFollowTheGateOrder(t *testing.T) {
 		t.Errorf("reads asked for %v, want %v", asked, want)
 	}
 
-	for name, d := range map[string]*Rollout{
+	for name, d := range map[string]*decide.Rollout{
 		"mid-rollout": {Name: "agentenv-scheduler", Found: true, InProgress: true, Detail: "1 of 2 updated"},
 		"paused":      {Name: "agentenv-scheduler", Found: true, Annotations: pauseAnn(due.At.Add(time.Hour), "maintenance")},
 	} {
 		o := due
 		o.Rollout = d
-		if _, r := Decide(o, s, cfg); r.Action != ActionBlocked || r.NeedAlerts || r.NeedConsistentRead {
+		if _, r := decide.Decide(o, s, cfg); r.Action != decide.ActionBlocked || r.NeedAlerts || r.NeedConsistentRead {
 			t.Errorf("Deployment %s: %s, alerts asked %t, consistent re-read asked %t: want blocked, nothing more read", name, r.Action, r.NeedAlerts, r.NeedConsistentRead)
 		}
 	}

@@ -1,4 +1,4 @@
-package decide
+package decide_test
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agentenv/watchdog/internal/schedsim"
+	"github.com/agentenv/watchdog/pkg/decide"
 	"github.com/agentenv/watchdog/pkg/scrape"
 	"github.com/agentenv/watchdog/pkg/state"
 )
@@ -32,7 +33,7 @@ func (p *simPod) restarted(n int, now time.Time) {
 	p.sim.RestartProcess()
 }
 
-func (p *simPod) observe(t *testing.T, now time.Time) Observation {
+func (p *simPod) observe(t *testing.T, now time.Time) decide.Observation {
 	p.clock = now
 	sample, err := scrape.Extract(strings.NewReader(schedsim.Page(p.sim.Values())))
 	if err != nil {
@@ -51,36 +52,36 @@ func (p *simPod) observe(t *testing.T, now time.Time) Observation {
 func TestARestartThatHealedIsNotIneffective(t *testing.T) {
 	cfg := testConfig()
 	cfg.WedgedFor, cfg.ConfirmWindow = 150*time.Second, 90*time.Second
-	cfg.IneffectiveWithin, cfg.BackoffBase, cfg.BackoffMax, cfg.BackoffReset = DefaultIneffectiveWithin, DefaultBackoffBase, DefaultBackoffMax, DefaultBackoffReset
+	cfg.IneffectiveWithin, cfg.BackoffBase, cfg.BackoffMax, cfg.BackoffReset = decide.DefaultIneffectiveWithin, decide.DefaultBackoffBase, decide.DefaultBackoffMax, decide.DefaultBackoffReset
 	cfg.MaxRestarts, cfg.RestartWindow = 100, time.Hour
 
 	p := newSimPod("sched-0", "uid-0", t0.Add(-time.Hour))
 	p.clock = t0.Add(time.Minute)
 	p.sim.Set(schedsim.DeadRolled) // discovery dies a minute after the first run
-	at := func(now time.Time) Observation { return p.observe(t, now) }
+	at := func(now time.Time) decide.Observation { return p.observe(t, now) }
 
 	s := state.New()
 	var restarts []string
 	for i := 0; i < 12; i++ {
 		start := t0.Add(time.Duration(i) * 5 * time.Minute)
-		var r Result
+		var r decide.Result
 		var samples int
 		s, r, samples = run(cfg, s, start, 160*time.Second, at)
 		for _, tg := range r.Targets {
 			if tg.Ineffective != "" {
 				t.Errorf("run at +%s: a restart that healed was called ineffective: %s", start.Sub(t0), tg.Ineffective)
 			}
-			if tg.Action == ActionBlocked {
-				t.Errorf("run at +%s: blocked: %s", start.Sub(t0), GateSummary(tg))
+			if tg.Action == decide.ActionBlocked {
+				t.Errorf("run at +%s: blocked: %s", start.Sub(t0), decide.GateSummary(tg))
 			}
 		}
-		if r.Action != ActionRestart {
+		if r.Action != decide.ActionRestart {
 			continue
 		}
 		// Carried out as pkg/check does: recorded done, a replacement starts; its
 		// watch dies 9 minutes after it started (a new API-server flap).
-		now := start.Add(time.Duration(samples-1) * DefaultSampleInterval)
-		s.Restarts = append(s.Restarts, state.Restart{Pod: p.name, UID: p.uid, Method: MethodDelete, ClaimedAt: now, DoneAt: &now, Outcome: state.RestartDone})
+		now := start.Add(time.Duration(samples-1) * decide.DefaultSampleInterval)
+		s.Restarts = append(s.Restarts, state.Restart{Pod: p.name, UID: p.uid, Method: decide.MethodDelete, ClaimedAt: now, DoneAt: &now, Outcome: state.RestartDone})
 		restarts = append(restarts, now.Sub(t0).String())
 		p.restarted(len(restarts), now)
 		p.clock = p.start.Add(9 * time.Minute)

@@ -1,4 +1,4 @@
-package decide
+package decide_test
 
 import (
 	"fmt"
@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentenv/watchdog/internal/podtest"
+	"github.com/agentenv/watchdog/pkg/decide"
 	"github.com/agentenv/watchdog/pkg/state"
 )
 
@@ -14,23 +16,23 @@ import (
 func TestMaxPods(t *testing.T) {
 	cfg := testConfig()
 	cfg.MaxPods = 3
-	pods := func(n int) []Pod {
-		var out []Pod
+	pods := func(n int) []decide.Pod {
+		var out []decide.Pod
 		for i := range n {
-			out = append(out, schedPod(fmt.Sprintf("sched-%d", i), fmt.Sprintf("uid-%d", i), sample(0, 0)))
+			out = append(out, schedPod(fmt.Sprintf("sched-%d", i), fmt.Sprintf("uid-%d", i), podtest.Sample(0, 0)))
 		}
 		return out
 	}
 
 	t.Run("over the limit", func(t *testing.T) {
 		prev := state.New()
-		prev.Pods["uid-0"] = &state.Pod{Name: "sched-0", StartedAt: started, LastVerdict: VerdictWedged,
-			Episode: &state.OpenEpisode{Kind: VerdictWedged, Since: t0.Add(-10 * time.Minute), Last: t0.Add(-time.Minute), For: state.Duration(9 * time.Minute)}}
+		prev.Pods["uid-0"] = &state.Pod{Name: "sched-0", StartedAt: started, LastVerdict: decide.VerdictWedged,
+			Episode: &state.OpenEpisode{Kind: decide.VerdictWedged, Since: t0.Add(-10 * time.Minute), Last: t0.Add(-time.Minute), For: state.Duration(9 * time.Minute)}}
 		live := pods(4)
 		gone := schedPod("sched-x", "uid-x", nil)
 		gone.Terminating = true // terminating pods do not count
-		next, r := Decide(observe(t0, 3, append(live, gone)...), prev, cfg)
-		if r.Verdict != VerdictUnknown || r.Action != ActionNone {
+		next, r := decide.Decide(observe(t0, 3, append(live, gone)...), prev, cfg)
+		if r.Verdict != decide.VerdictUnknown || r.Action != decide.ActionNone {
 			t.Fatalf("%s/%s: %s", r.Verdict, r.Action, r.Reason)
 		}
 		if !strings.Contains(r.Reason, "4 live pods match the selector, more than --max-pods 3") {
@@ -40,25 +42,25 @@ func TestMaxPods(t *testing.T) {
 			t.Errorf("warnings %q", r.Warnings)
 		}
 		for _, tg := range r.Targets {
-			if tg.Judged || tg.Action != ActionNone {
+			if tg.Judged || tg.Action != decide.ActionNone {
 				t.Errorf("target %+v judged", tg)
 			}
 		}
-		if len(next.Pods) != 1 || next.Pods["uid-0"].LastVerdict != VerdictUnknown {
+		if len(next.Pods) != 1 || next.Pods["uid-0"].LastVerdict != decide.VerdictUnknown {
 			t.Errorf("the wedge clock of a pod not judged must pause, and no pod be added: %+v", next.Pods)
 		}
 	})
 	t.Run("at the limit", func(t *testing.T) {
-		_, r := Decide(observe(t0, 3, pods(3)...), state.New(), cfg)
-		if len(r.Warnings) != 0 || r.Verdict != VerdictWedged {
+		_, r := decide.Decide(observe(t0, 3, pods(3)...), state.New(), cfg)
+		if len(r.Warnings) != 0 || r.Verdict != decide.VerdictWedged {
 			t.Fatalf("%s, warnings %q: %s", r.Verdict, r.Warnings, r.Reason)
 		}
 	})
 	t.Run("zero is no limit", func(t *testing.T) {
 		cfg := cfg
 		cfg.MaxPods = 0
-		_, r := Decide(observe(t0, 3, pods(50)...), state.New(), cfg)
-		if len(r.Warnings) != 0 || r.Verdict != VerdictWedged {
+		_, r := decide.Decide(observe(t0, 3, pods(50)...), state.New(), cfg)
+		if len(r.Warnings) != 0 || r.Verdict != decide.VerdictWedged {
 			t.Fatalf("%s, warnings %q: %s", r.Verdict, r.Warnings, r.Reason)
 		}
 	})

@@ -1,4 +1,4 @@
-package decide
+package decide_test
 
 import (
 	"errors"
@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentenv/watchdog/internal/podtest"
+	"github.com/agentenv/watchdog/pkg/decide"
 	"github.com/agentenv/watchdog/pkg/state"
 )
 
@@ -18,38 +20,38 @@ import (
 
 // canary is a pod of another Deployment ("agentenv-scheduler-canary") with the
 // scheduler's labels; debug a bare pod with them.
-func canary(name string) Pod {
-	p := schedPod(name, "uid-"+name, sample(3, 0))
+func canary(name string) decide.Pod {
+	p := schedPod(name, "uid-"+name, podtest.Sample(3, 0))
 	p.ControllerName, p.ControllerUID = "agentenv-scheduler-canary-5d8f9", "rs-canary"
 	return p
 }
 
-func debugPod(name string) Pod {
-	p := schedPod(name, "uid-"+name, sample(3, 0))
+func debugPod(name string) decide.Pod {
+	p := schedPod(name, "uid-"+name, podtest.Sample(3, 0))
 	p.ControllerKind, p.ControllerName, p.ControllerUID = "", "", ""
 	return p
 }
 
 // withOwnership is o as the observer reports it: a chain for each pod naming a
 // ReplicaSet of the Deployment, verified unless its UID is in forged.
-func withOwnership(o Observation, forged ...string) Observation {
-	own := &Ownership{Deployment: "agentenv-scheduler", Found: true, Chains: map[string]OwnerChain{}}
+func withOwnership(o decide.Observation, forged ...string) decide.Observation {
+	own := &decide.Ownership{Deployment: "agentenv-scheduler", Found: true, Chains: map[string]decide.OwnerChain{}}
 	for _, p := range o.Pods {
 		switch {
-		case !OwnedByName(p, own.Deployment):
+		case !decide.OwnedByName(p, own.Deployment):
 		case slices.Contains(forged, p.UID):
-			own.Chains[p.UID] = OwnerChain{Detail: fmt.Sprintf("pod %s names ReplicaSet %s with uid %q, but ReplicaSet %s has uid %q", p.Name, p.ControllerName, p.ControllerUID, p.ControllerName, "rs-uid")}
+			own.Chains[p.UID] = decide.OwnerChain{Detail: fmt.Sprintf("pod %s names ReplicaSet %s with uid %q, but ReplicaSet %s has uid %q", p.Name, p.ControllerName, p.ControllerUID, p.ControllerName, "rs-uid")}
 		default:
-			own.Chains[p.UID] = OwnerChain{Verified: true, ReplicaSetUID: p.ControllerUID, Detail: "pod → ReplicaSet → Deployment"}
+			own.Chains[p.UID] = decide.OwnerChain{Verified: true, ReplicaSetUID: p.ControllerUID, Detail: "pod → ReplicaSet → Deployment"}
 		}
 	}
 	o.Ownership = own
 	return o
 }
 
-func ownedConfig() Config {
+func ownedConfig() decide.Config {
 	cfg := testConfig()
-	cfg.JudgePods = JudgeDeployment
+	cfg.JudgePods = decide.JudgeDeployment
 	cfg.WedgedFor = 150 * time.Second
 	cfg.MaxPods = 10
 	return cfg
@@ -62,9 +64,9 @@ func ownedConfig() Config {
 // JudgePods selector (the escape hatch, and what every install did before) three
 // pods are judged and the single-target gate blocks the restart, run after run.
 func TestACanaryDoesNotTurnHealingOff(t *testing.T) {
-	at := func(judge JudgePods) func(time.Time) Observation {
-		return func(now time.Time) Observation {
-			pods := []Pod{schedPod("sched-a", "uid-a", sample(0, 0))}
+	at := func(judge decide.JudgePods) func(time.Time) decide.Observation {
+		return func(now time.Time) decide.Observation {
+			pods := []decide.Pod{schedPod("sched-a", "uid-a", podtest.Sample(0, 0))}
 			if !now.Before(t0.Add(time.Minute)) {
 				pods = append(pods, canary("sched-canary"))
 			}
@@ -72,35 +74,35 @@ func TestACanaryDoesNotTurnHealingOff(t *testing.T) {
 				pods = append(pods, debugPod("sched-debug"))
 			}
 			o := observe(now, 3, pods...)
-			if judge == JudgeDeployment {
+			if judge == decide.JudgeDeployment {
 				o = withOwnership(o)
 			}
 			return o
 		}
 	}
-	for _, judge := range []JudgePods{JudgeDeployment, JudgeSelector} {
+	for _, judge := range []decide.JudgePods{decide.JudgeDeployment, decide.JudgeSelector} {
 		t.Run(string(judge), func(t *testing.T) {
 			cfg := ownedConfig()
 			cfg.JudgePods = judge
 			s := state.New()
 			var restarts, blocked []time.Duration
-			var last Result
+			var last decide.Result
 			for i := 0; i < 12; i++ {
 				start := t0.Add(time.Duration(i) * 5 * time.Minute)
 				s, last, _ = run(cfg, s, start, 170*time.Second, at(judge))
 				switch last.Action {
-				case ActionRestart:
+				case decide.ActionRestart:
 					restarts = append(restarts, start.Sub(t0))
 					done := start.Add(150 * time.Second)
-					s.Restarts = append(s.Restarts, state.Restart{Pod: "sched-a", UID: "uid-a", Method: MethodDelete, ClaimedAt: done, DoneAt: &done, Outcome: state.RestartDone})
-				case ActionBlocked:
+					s.Restarts = append(s.Restarts, state.Restart{Pod: "sched-a", UID: "uid-a", Method: decide.MethodDelete, ClaimedAt: done, DoneAt: &done, Outcome: state.RestartDone})
+				case decide.ActionBlocked:
 					blocked = append(blocked, start.Sub(t0))
 				}
 				if len(restarts) > 0 {
 					break
 				}
 			}
-			if judge == JudgeSelector {
+			if judge == decide.JudgeSelector {
 				if len(restarts) != 0 || len(blocked) != 12 || !strings.Contains(last.Reason, "3 scheduler pods are judged and no --leader-lease is set") {
 					t.Fatalf("judging every pod: restarts at %v, blocked at %v (%s); want blocked by the single-target gate", restarts, blocked, last.Reason)
 				}
@@ -130,16 +132,16 @@ func TestACanaryDoesNotTurnHealingOff(t *testing.T) {
 func TestOnlyTheDeploymentsPodsCount(t *testing.T) {
 	cfg := ownedConfig()
 	cfg.MaxPods = 2
-	pods := []Pod{schedPod("sched-a", "uid-a", sample(0, 0))}
+	pods := []decide.Pod{schedPod("sched-a", "uid-a", podtest.Sample(0, 0))}
 	for i := range 5 {
 		pods = append(pods, canary(fmt.Sprintf("sched-canary-%d", i)), debugPod(fmt.Sprintf("sched-debug-%d", i)))
 	}
-	forged := schedPod("sched-forged", "uid-forged", sample(3, 0))
+	forged := schedPod("sched-forged", "uid-forged", podtest.Sample(3, 0))
 	forged.ControllerUID = "0b5e55ed"
 	pods = append(pods, forged)
-	o := func(at time.Time) Observation { return withOwnership(observe(at, 3, pods...), "uid-forged") }
+	o := func(at time.Time) decide.Observation { return withOwnership(observe(at, 3, pods...), "uid-forged") }
 	_, r := wedgedTwice(cfg, state.New(), o)
-	if r.Action != ActionRestart {
+	if r.Action != decide.ActionRestart {
 		t.Fatalf("%s/%s: %s", r.Verdict, r.Action, r.Reason)
 	}
 	for _, tg := range r.Targets {
@@ -148,14 +150,14 @@ func TestOnlyTheDeploymentsPodsCount(t *testing.T) {
 		}
 	}
 	// Judging every pod, the same pods are too many.
-	cfg.JudgePods = JudgeSelector
-	if _, r := Decide(o(t0), state.New(), cfg); r.Verdict != VerdictUnknown || !strings.Contains(r.Reason, "12 live pods match the selector, more than --max-pods 2") {
+	cfg.JudgePods = decide.JudgeSelector
+	if _, r := decide.Decide(o(t0), state.New(), cfg); r.Verdict != decide.VerdictUnknown || !strings.Contains(r.Reason, "12 live pods match the selector, more than --max-pods 2") {
 		t.Errorf("judging every pod: %s: %s", r.Verdict, r.Reason)
 	}
 	// More of the Deployment's own pods than --max-pods is still too many.
-	cfg.JudgePods = JudgeDeployment
-	many := append(slices.Clone(pods), schedPod("sched-b", "uid-b", sample(3, 0)), schedPod("sched-c", "uid-c", sample(3, 0)))
-	if _, r := Decide(withOwnership(observe(t0, 3, many...), "uid-forged"), state.New(), cfg); r.Verdict != VerdictUnknown || !strings.Contains(r.Reason, "3 live pods of Deployment agentenv-scheduler, more than --max-pods 2") {
+	cfg.JudgePods = decide.JudgeDeployment
+	many := append(slices.Clone(pods), schedPod("sched-b", "uid-b", podtest.Sample(3, 0)), schedPod("sched-c", "uid-c", podtest.Sample(3, 0)))
+	if _, r := decide.Decide(withOwnership(observe(t0, 3, many...), "uid-forged"), state.New(), cfg); r.Verdict != decide.VerdictUnknown || !strings.Contains(r.Reason, "3 live pods of Deployment agentenv-scheduler, more than --max-pods 2") {
 		t.Errorf("three of the Deployment's pods: %s: %s", r.Verdict, r.Reason)
 	}
 }
@@ -165,23 +167,23 @@ func TestOnlyTheDeploymentsPodsCount(t *testing.T) {
 // the verdict is unknown, nothing is restarted, and the reason says what to set.
 func TestNoDeploymentNoJudging(t *testing.T) {
 	cfg := ownedConfig()
-	wedged := schedPod("sched-a", "uid-a", sample(0, 0))
+	wedged := schedPod("sched-a", "uid-a", podtest.Sample(0, 0))
 	for _, tc := range []struct {
 		name      string
-		ownership *Ownership
-		pods      []Pod
+		ownership *decide.Ownership
+		pods      []decide.Pod
 		want      string
 	}{
-		{"not read", nil, []Pod{wedged}, "the scheduler Deployment's pods were not read"},
-		{"unreadable", &Ownership{Deployment: "agentenv-scheduler", Err: errors.New("deployments.apps is forbidden")}, []Pod{wedged}, "cannot tell the pods of Deployment agentenv-scheduler: deployments.apps is forbidden"},
-		{"no such Deployment", &Ownership{Deployment: "agentenv-scheduler"}, []Pod{wedged}, "Deployment agentenv-scheduler not found: no pod is judged (set --deployment to the scheduler's, or --judge-pods selector"},
-		{"only others", &Ownership{Deployment: "agentenv-scheduler", Found: true}, []Pod{canary("sched-canary")}, "no live pod of Deployment agentenv-scheduler matches the selector (1 other live pod does, not judged)"},
+		{"not read", nil, []decide.Pod{wedged}, "the scheduler Deployment's pods were not read"},
+		{"unreadable", &decide.Ownership{Deployment: "agentenv-scheduler", Err: errors.New("deployments.apps is forbidden")}, []decide.Pod{wedged}, "cannot tell the pods of Deployment agentenv-scheduler: deployments.apps is forbidden"},
+		{"no such Deployment", &decide.Ownership{Deployment: "agentenv-scheduler"}, []decide.Pod{wedged}, "Deployment agentenv-scheduler not found: no pod is judged (set --deployment to the scheduler's, or --judge-pods selector"},
+		{"only others", &decide.Ownership{Deployment: "agentenv-scheduler", Found: true}, []decide.Pod{canary("sched-canary")}, "no live pod of Deployment agentenv-scheduler matches the selector (1 other live pod does, not judged)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := observe(t0, 3, tc.pods...)
 			o.Ownership = tc.ownership
-			_, r := wedgedTwice(cfg, state.New(), func(at time.Time) Observation { o.At, o.RunStart = at, at; return o })
-			if r.Verdict != VerdictUnknown || r.Action != ActionNone || !strings.Contains(r.Reason, tc.want) {
+			_, r := wedgedTwice(cfg, state.New(), func(at time.Time) decide.Observation { o.At, o.RunStart = at, at; return o })
+			if r.Verdict != decide.VerdictUnknown || r.Action != decide.ActionNone || !strings.Contains(r.Reason, tc.want) {
 				t.Errorf("%s/%s: %s\nwant the reason to say %q", r.Verdict, r.Action, r.Reason, tc.want)
 			}
 			for _, tg := range r.Targets {
@@ -200,13 +202,13 @@ func TestNoDeploymentNoJudging(t *testing.T) {
 // (unknown, as before this fix: TestFailingSamplesStillPageAndRestart caught it).
 func TestAnUnseenSampleKeepsTheDeploymentsPods(t *testing.T) {
 	cfg := ownedConfig()
-	o := withOwnership(observe(t0, 3, schedPod("sched-a", "uid-a", sample(0, 0)), canary("sched-canary")))
-	s, r := Decide(o, state.New(), cfg)
-	if r.Verdict != VerdictWedged {
+	o := withOwnership(observe(t0, 3, schedPod("sched-a", "uid-a", podtest.Sample(0, 0)), canary("sched-canary")))
+	s, r := decide.Decide(o, state.New(), cfg)
+	if r.Verdict != decide.VerdictWedged {
 		t.Fatalf("first sample: %s: %s", r.Verdict, r.Reason)
 	}
-	_, r = Decide(Unseen(o, t0.Add(15*time.Second), errors.New("pods is forbidden")), s, cfg)
-	if r.Verdict != VerdictWedged || strings.Contains(r.Reason, "not read") || len(r.Targets) != 2 || !r.Targets[0].Judged || r.Targets[0].Pod != "sched-a" {
+	_, r = decide.Decide(decide.Unseen(o, t0.Add(15*time.Second), errors.New("pods is forbidden")), s, cfg)
+	if r.Verdict != decide.VerdictWedged || strings.Contains(r.Reason, "not read") || len(r.Targets) != 2 || !r.Targets[0].Judged || r.Targets[0].Pod != "sched-a" {
 		t.Errorf("an unseen sample: %s: %s, targets %+v", r.Verdict, r.Reason, r.Targets)
 	}
 }

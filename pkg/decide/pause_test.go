@@ -1,29 +1,31 @@
-package decide
+package decide_test
 
 import (
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/agentenv/watchdog/internal/podtest"
+	"github.com/agentenv/watchdog/pkg/decide"
 	"github.com/agentenv/watchdog/pkg/state"
 )
 
 // pausedUntil is an observation of a wedged scheduler whose Deployment carries the
 // pause annotations (nil: none).
-func pausedObs(ann map[string]string) func(time.Time) Observation {
-	return func(at time.Time) Observation {
+func pausedObs(ann map[string]string) func(time.Time) decide.Observation {
+	return func(at time.Time) decide.Observation {
 		o := wedgedAt(at)
 		o.Rollout.Annotations = ann
-		o.Annotated = &Annotated{Deployment: o.Rollout.Name, Annotations: ann}
+		o.Annotated = &decide.Annotated{Deployment: o.Rollout.Name, Annotations: ann}
 		return o
 	}
 }
 
 func pauseAnn(until time.Time, reason string) map[string]string {
-	return map[string]string{PauseUntilAnnotation: until.UTC().Format(time.RFC3339), PauseReasonAnnotation: reason}
+	return map[string]string{decide.PauseUntilAnnotation: until.UTC().Format(time.RFC3339), decide.PauseReasonAnnotation: reason}
 }
 
-func hasGate(r Result, name string, ok bool) (Gate, bool) {
+func hasGate(r decide.Result, name string, ok bool) (decide.Gate, bool) {
 	for _, t := range r.Targets {
 		for _, g := range t.Gates {
 			if g.Name == name && g.OK == ok {
@@ -31,7 +33,7 @@ func hasGate(r Result, name string, ok bool) (Gate, bool) {
 			}
 		}
 	}
-	return Gate{}, false
+	return decide.Gate{}, false
 }
 
 // A pause holds every restart while it lasts: the watchdog still judges, records
@@ -43,11 +45,11 @@ func TestPauseHoldsRestartsUntilItExpires(t *testing.T) {
 	until := t0.Add(75 * time.Minute)
 	wedged := pausedObs(pauseAnn(until, "etcd maintenance, CHG-1234"))
 	restarted := false
-	at := func(now time.Time) Observation {
+	at := func(now time.Time) decide.Observation {
 		o := wedged(now)
 		if restarted { // the replacement is healthy
-			p := schedPod("sched-b", "uid-b", sample(3, 0))
-			o.Pods = []Pod{p}
+			p := schedPod("sched-b", "uid-b", podtest.Sample(3, 0))
+			o.Pods = []decide.Pod{p}
 		}
 		return o
 	}
@@ -55,23 +57,23 @@ func TestPauseHoldsRestartsUntilItExpires(t *testing.T) {
 	var restarts, blocked []time.Duration
 	for i := 0; i < 36; i++ {
 		start := t0.Add(time.Duration(i) * 5 * time.Minute)
-		var r Result
+		var r decide.Result
 		s, r, _ = run(cfg, s, start, 170*time.Second, at)
 		paused := start.Before(until)
 		if paused != (r.Pause != nil) {
 			t.Fatalf("run at +%s: pause %+v, want paused=%v", start.Sub(t0), r.Pause, paused)
 		}
 		switch r.Action {
-		case ActionRestart:
+		case decide.ActionRestart:
 			if paused {
 				t.Fatalf("restart at +%s while paused: %s", start.Sub(t0), r.Reason)
 			}
 			restarts = append(restarts, start.Sub(t0))
 			now := start.Add(2 * time.Minute)
-			s.Restarts = append(s.Restarts, state.Restart{Pod: "sched-a", UID: "uid-a", Method: MethodDelete, ClaimedAt: now, DoneAt: &now, Outcome: state.RestartDone})
+			s.Restarts = append(s.Restarts, state.Restart{Pod: "sched-a", UID: "uid-a", Method: decide.MethodDelete, ClaimedAt: now, DoneAt: &now, Outcome: state.RestartDone})
 			restarted = true
-		case ActionBlocked:
-			g, ok := hasGate(r, GatePaused, false)
+		case decide.ActionBlocked:
+			g, ok := hasGate(r, decide.GatePaused, false)
 			if !ok {
 				t.Fatalf("blocked at +%s by something other than the pause: %s", start.Sub(t0), r.Reason)
 			}
@@ -109,32 +111,32 @@ func TestMalformedPauseIsIgnoredWithAWarning(t *testing.T) {
 		warn string
 	}{
 		"expired":          {pauseAnn(t0, "maintenance"), "expired at"},
-		"no expiry":        {map[string]string{PauseReasonAnnotation: "maintenance"}, "no " + PauseUntilAnnotation},
-		"no reason":        {map[string]string{PauseUntilAnnotation: now.Add(time.Hour).Format(time.RFC3339)}, "no " + PauseReasonAnnotation},
-		"not a time":       {map[string]string{PauseUntilAnnotation: "tomorrow", PauseReasonAnnotation: "maintenance"}, "not an RFC 3339 time"},
-		"a duration":       {map[string]string{PauseUntilAnnotation: "2h", PauseReasonAnnotation: "maintenance"}, "not an RFC 3339 time"},
+		"no expiry":        {map[string]string{decide.PauseReasonAnnotation: "maintenance"}, "no " + decide.PauseUntilAnnotation},
+		"no reason":        {map[string]string{decide.PauseUntilAnnotation: now.Add(time.Hour).Format(time.RFC3339)}, "no " + decide.PauseReasonAnnotation},
+		"not a time":       {map[string]string{decide.PauseUntilAnnotation: "tomorrow", decide.PauseReasonAnnotation: "maintenance"}, "not an RFC 3339 time"},
+		"a duration":       {map[string]string{decide.PauseUntilAnnotation: "2h", decide.PauseReasonAnnotation: "maintenance"}, "not an RFC 3339 time"},
 		"beyond a week":    {pauseAnn(now.Add(8*24*time.Hour), "forever"), "more than 168h ahead"},
-		"blank reason":     {pauseAnn(now.Add(time.Hour), "  "), "no " + PauseReasonAnnotation},
+		"blank reason":     {pauseAnn(now.Add(time.Hour), "  "), "no " + decide.PauseReasonAnnotation},
 		"reason too large": {pauseAnn(now.Add(time.Hour), strings.Repeat("x", 2000)), "longer than"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			s, _ := Decide(pausedObs(c.ann)(t0), state.New(), cfg)
+			s, _ := decide.Decide(pausedObs(c.ann)(t0), state.New(), cfg)
 			_, r := decideRun(cfg, s, now, pausedObs(c.ann))
-			if r.Action != ActionRestart || r.Pause != nil {
+			if r.Action != decide.ActionRestart || r.Pause != nil {
 				t.Fatalf("an invalid pause must be ignored: %s pause=%+v: %s", r.Action, r.Pause, r.Reason)
 			}
 			if w := strings.Join(r.Warnings, "\n"); !strings.Contains(w, c.warn) || !strings.Contains(w, "ignored") {
 				t.Errorf("warnings %q lack %q", r.Warnings, c.warn)
 			}
-			if g, ok := hasGate(r, GatePaused, true); !ok || !strings.Contains(g.Detail, "ignored") {
+			if g, ok := hasGate(r, decide.GatePaused, true); !ok || !strings.Contains(g.Detail, "ignored") {
 				t.Errorf("the pause gate must show the ignored annotation: %+v", r.Targets[0].Gates)
 			}
 		})
 	}
 	// No annotation: no gate, no warning.
-	s, _ := Decide(pausedObs(nil)(t0), state.New(), cfg)
+	s, _ := decide.Decide(pausedObs(nil)(t0), state.New(), cfg)
 	_, r := decideRun(cfg, s, now, pausedObs(nil))
-	if _, ok := hasGate(r, GatePaused, true); ok || len(r.Warnings) > 0 || r.Action != ActionRestart {
+	if _, ok := hasGate(r, decide.GatePaused, true); ok || len(r.Warnings) > 0 || r.Action != decide.ActionRestart {
 		t.Errorf("without a pause annotation: %s %q %+v", r.Action, r.Warnings, r.Targets[0].Gates)
 	}
 }
@@ -144,15 +146,15 @@ func TestMalformedPauseIsIgnoredWithAWarning(t *testing.T) {
 func TestPauseSetDuringTheRunHoldsTheRestart(t *testing.T) {
 	cfg := testConfig()
 	ann := pauseAnn(t0.Add(time.Hour), "investigating")
-	at := func(now time.Time) Observation {
+	at := func(now time.Time) decide.Observation {
 		o := wedgedAt(now)
-		o.Annotated = &Annotated{Deployment: o.Rollout.Name} // the cached read: not paused yet
-		o.Rollout.Annotations = ann                          // the read before the restart: paused
+		o.Annotated = &decide.Annotated{Deployment: o.Rollout.Name} // the cached read: not paused yet
+		o.Rollout.Annotations = ann                                 // the read before the restart: paused
 		return o
 	}
-	s, _ := Decide(at(t0), state.New(), cfg)
+	s, _ := decide.Decide(at(t0), state.New(), cfg)
 	_, r := decideRun(cfg, s, t0.Add(5*time.Minute), at)
-	if r.Action != ActionBlocked || r.Pause == nil {
+	if r.Action != decide.ActionBlocked || r.Pause == nil {
 		t.Fatalf("%s pause=%+v: %s", r.Action, r.Pause, r.Reason)
 	}
 }

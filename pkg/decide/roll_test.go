@@ -1,9 +1,11 @@
-package decide
+package decide_test
 
 import (
 	"testing"
 	"time"
 
+	"github.com/agentenv/watchdog/internal/podtest"
+	"github.com/agentenv/watchdog/pkg/decide"
 	"github.com/agentenv/watchdog/pkg/state"
 )
 
@@ -28,7 +30,7 @@ func rejectedBy(d time.Duration) uint64 {
 // runs replays passes every 30 s from t0 until end, each sampling as pkg/check
 // does (budget 3 min), the first pass after the cause at first; it returns the
 // time of the first restart (zero: none) and the samples taken after the cause.
-func runs(cfg Config, cause, first, end time.Time, at func(time.Time) Observation) (time.Time, int) {
+func runs(cfg decide.Config, cause, first, end time.Time, at func(time.Time) decide.Observation) (time.Time, int) {
 	s, samples := state.New(), 0
 	for start := t0; start.Before(end); {
 		if start.Before(cause) && start.Add(30*time.Second).After(cause) {
@@ -37,16 +39,16 @@ func runs(cfg Config, cause, first, end time.Time, at func(time.Time) Observatio
 			start = first
 			continue
 		}
-		var r Result
+		var r decide.Result
 		var n int
 		s, r, n = run(cfg, s, start, 3*time.Minute, at)
 		if !start.Before(cause) {
 			samples += n
 		}
-		if r.Action == ActionRestart {
-			return start.Add(time.Duration(n-1) * DefaultSampleInterval), samples
+		if r.Action == decide.ActionRestart {
+			return start.Add(time.Duration(n-1) * decide.DefaultSampleInterval), samples
 		}
-		start = start.Add(max(30*time.Second, time.Duration(n)*DefaultSampleInterval))
+		start = start.Add(max(30*time.Second, time.Duration(n)*decide.DefaultSampleInterval))
 	}
 	return time.Time{}, samples
 }
@@ -61,12 +63,12 @@ func TestARollIntoDeadDiscoveryCountsFromItsFirstRejections(t *testing.T) {
 	cfg := testConfig()
 	cause := t0.Add(10*time.Minute + time.Second) // a second after a pass
 	for drop := 40 * time.Second; drop <= 55*time.Second; drop += 5 * time.Second {
-		at := func(now time.Time) Observation {
+		at := func(now time.Time) decide.Observation {
 			ready := 3
 			if now.Sub(cause) >= drop {
 				ready = 0
 			}
-			return observe(now, 3, schedPod("sched-a", "uid-a", sample(ready, 3*rejectedBy(now.Sub(cause)))))
+			return observe(now, 3, schedPod("sched-a", "uid-a", podtest.Sample(ready, 3*rejectedBy(now.Sub(cause)))))
 		}
 		for lag := 0 * time.Second; lag < 15*time.Second; lag += time.Second {
 			first := cause.Add(lag)
@@ -74,7 +76,7 @@ func TestARollIntoDeadDiscoveryCountsFromItsFirstRejections(t *testing.T) {
 			if restart.IsZero() {
 				t.Fatalf("gauge drop %s, first pass %s after the roll: never restarted", drop, lag)
 			}
-			if d := restart.Sub(first); d < cfg.ConfirmWindow || d > cfg.ConfirmWindow+DefaultSampleInterval {
+			if d := restart.Sub(first); d < cfg.ConfirmWindow || d > cfg.ConfirmWindow+decide.DefaultSampleInterval {
 				t.Errorf("gauge drop %s, first pass %s after the roll: restarted %s after it, want the confirm window %s (+ a sample)", drop, lag, d, cfg.ConfirmWindow)
 			}
 		}
@@ -91,14 +93,14 @@ func TestAFlapIsNotTakenForARoll(t *testing.T) {
 	cause := t0.Add(10*time.Minute + time.Second) // a second after a pass
 	for heal := 30 * time.Second; heal <= 90*time.Second; heal += 15 * time.Second {
 		for tick := time.Duration(0); tick < 15*time.Second; tick += 3 * time.Second {
-			at := func(now time.Time) Observation {
+			at := func(now time.Time) decide.Observation {
 				in := now.Sub(cause)
 				ready := 3
 				if in >= tick && in < heal+tick { // the gauge's refresh phase
 					ready = 0
 				}
 				rejected := 3 * rejectedBy(min(in, heal))
-				return observe(now, 3, schedPod("sched-a", "uid-a", sample(ready, rejected)))
+				return observe(now, 3, schedPod("sched-a", "uid-a", podtest.Sample(ready, rejected)))
 			}
 			for lag := 0 * time.Second; lag < 15*time.Second; lag += 2 * time.Second {
 				if restart, _ := runs(cfg, cause, cause.Add(lag), cause.Add(10*time.Minute), at); !restart.IsZero() {
@@ -116,14 +118,14 @@ func TestAFlapIsNotTakenForARoll(t *testing.T) {
 func TestAStrayNodeCostsOneFollowedRollPerRearm(t *testing.T) {
 	cfg := testConfig()
 	cause := t0.Add(10*time.Minute + time.Second) // a second after a pass
-	at := func(now time.Time) Observation {
-		return observe(now, 3, schedPod("sched-a", "uid-a", sample(3, rejectedBy(now.Sub(cause)))))
+	at := func(now time.Time) decide.Observation {
+		return observe(now, 3, schedPod("sched-a", "uid-a", podtest.Sample(3, rejectedBy(now.Sub(cause)))))
 	}
 	restart, samples := runs(cfg, cause, cause, cause.Add(time.Hour), at)
 	if !restart.IsZero() {
 		t.Fatalf("a stray node was restarted at %s", restart.Sub(cause))
 	}
-	if limit := 120 + 6*int(RollWatch/(DefaultSampleInterval)+1); samples > limit {
+	if limit := 120 + 6*int(decide.RollWatch/(decide.DefaultSampleInterval)+1); samples > limit {
 		t.Errorf("%d samples in an hour of a stray node, want at most %d", samples, limit)
 	}
 	t.Logf("an hour of a stray node rejected for good: %d samples (120 without it)", samples)

@@ -1,8 +1,10 @@
-package decide
+package decide_test
 
 import (
 	"testing"
 	"time"
+
+	"github.com/agentenv/watchdog/pkg/decide"
 )
 
 // TestSamplesOn: the pass samples on while the sample SampleFor asks for, at
@@ -23,12 +25,12 @@ func TestSamplesOn(t *testing.T) {
 		{ptr(16 * time.Second), 10 * time.Second, 20 * time.Second},
 		{ptr(16 * time.Second), 0, 16 * time.Second},
 	} {
-		tg := Target{SampleFor: c.sampleFor}
+		tg := decide.Target{SampleFor: c.sampleFor}
 		if !tg.SamplesOn(c.interval, c.atLeast) || tg.SamplesOn(c.interval, c.atLeast-time.Nanosecond) {
 			t.Errorf("SampleFor %s, interval %s: want sampling on from %s left exactly", *c.sampleFor, c.interval, c.atLeast)
 		}
 	}
-	if (Target{}).SamplesOn(DefaultSampleInterval, time.Hour) {
+	if (decide.Target{}).SamplesOn(decide.DefaultSampleInterval, time.Hour) {
 		t.Error("sampling on without a SampleFor")
 	}
 }

@@ -1,4 +1,4 @@
-package decide
+package decide_test
 
 import (
 	"errors"
@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentenv/watchdog/internal/podtest"
+	"github.com/agentenv/watchdog/pkg/decide"
 	"github.com/agentenv/watchdog/pkg/endpoints"
 	"github.com/agentenv/watchdog/pkg/scrape"
 	"github.com/agentenv/watchdog/pkg/state"
@@ -18,46 +20,46 @@ import (
 // from start while the pass's sampling rule (Target.SamplesOn) says sampling on can
 // make a restart due within budget (the pass's time left), then returns the state
 // and the last decision. at gives the observation at a time.
-func run(cfg Config, s *state.State, start time.Time, budget time.Duration, at func(time.Time) Observation) (*state.State, Result, int) {
+func run(cfg decide.Config, s *state.State, start time.Time, budget time.Duration, at func(time.Time) decide.Observation) (*state.State, decide.Result, int) {
 	samples := 0
-	var r Result
-	for now := start; ; now = now.Add(DefaultSampleInterval) {
-		s, r = Decide(inRun(start, at(now)), s, cfg)
+	var r decide.Result
+	for now := start; ; now = now.Add(decide.DefaultSampleInterval) {
+		s, r = decide.Decide(inRun(start, at(now)), s, cfg)
 		samples++
 		more := false
 		for _, t := range r.Targets {
-			if t.SamplesOn(DefaultSampleInterval, budget-now.Sub(start)) {
+			if t.SamplesOn(decide.DefaultSampleInterval, budget-now.Sub(start)) {
 				more = true
 			}
 		}
 		if !more {
-			CountRun(s, r.Verdict)
+			decide.CountRun(s, r.Verdict)
 			return s, r, samples
 		}
 	}
 }
 
-func scrapeFails(at time.Time) Observation {
+func scrapeFails(at time.Time) decide.Observation {
 	p := schedPod("sched-a", "uid-a", nil)
 	p.ScrapeErr = &scrape.Error{Kind: scrape.KindTimeout, Err: errors.New("context deadline exceeded")}
 	return observe(at, 3, p)
 }
 
-func wedgedAt(at time.Time) Observation {
-	return observe(at, 3, schedPod("sched-a", "uid-a", sample(0, 0)))
+func wedgedAt(at time.Time) decide.Observation {
+	return observe(at, 3, schedPod("sched-a", "uid-a", podtest.Sample(0, 0)))
 }
 
 // A run that could not list the pods observed nothing. Its gap must not be
 // counted: it pauses the clock exactly as an unknown does.
 func TestFailedRunPausesTheWedgeClock(t *testing.T) {
 	cfg := testConfig()
-	s, r := Decide(wedgedAt(t0), state.New(), cfg)
-	if r.Action != ActionWait {
+	s, r := decide.Decide(wedgedAt(t0), state.New(), cfg)
+	if r.Action != decide.ActionWait {
 		t.Fatalf("first sight: %s", r.Action)
 	}
 	failed := s.Clone()
-	RunFailed(failed) // t0+5m: the pod list could not be read
-	s, r = Decide(wedgedAt(t0.Add(10*time.Minute)), failed, cfg)
+	decide.RunFailed(failed) // t0+5m: the pod list could not be read
+	s, r = decide.Decide(wedgedAt(t0.Add(10*time.Minute)), failed, cfg)
 	if got := r.Targets[0].BadFor.D(); got != 0 {
 		t.Fatalf("wedged for %s after a failed run: the ten minutes without information were counted", got)
 	}
@@ -67,15 +69,15 @@ func TestFailedRunPausesTheWedgeClock(t *testing.T) {
 
 	// The same with strong evidence: confirmation starts over after the failed run.
 	cfg.ConfirmWindow = 90 * time.Second
-	strong := func(at time.Time, rejected uint64) Observation {
-		return observe(at, 3, schedPod("sched-a", "uid-a", sample(0, rejected)))
+	strong := func(at time.Time, rejected uint64) decide.Observation {
+		return observe(at, 3, schedPod("sched-a", "uid-a", podtest.Sample(0, rejected)))
 	}
-	s, _ = Decide(strong(t0, 3), state.New(), cfg)
-	s, _ = Decide(strong(t0.Add(15*time.Second), 6), s, cfg)
+	s, _ = decide.Decide(strong(t0, 3), state.New(), cfg)
+	s, _ = decide.Decide(strong(t0.Add(15*time.Second), 6), s, cfg)
 	failed = s.Clone()
-	RunFailed(failed)
-	_, r = Decide(inRun(t0.Add(15*time.Second), strong(t0.Add(2*time.Minute), 9)), failed, cfg)
-	if r.Action == ActionRestart {
+	decide.RunFailed(failed)
+	_, r = decide.Decide(inRun(t0.Add(15*time.Second), strong(t0.Add(2*time.Minute), 9)), failed, cfg)
+	if r.Action == decide.ActionRestart {
 		t.Fatalf("a strong confirmation must not span a failed run: %s", r.Reason)
 	}
 }
@@ -87,12 +89,12 @@ func TestOlderObservationNeverRewindsANewerRecord(t *testing.T) {
 	cfg := testConfig()
 	// Run A observed at t0+5m (counters 100), run B at t0+5m10s (counters 120) and
 	// wrote first. A re-decides its t0+5m observation against B's state.
-	base, _ := Decide(observe(t0, 3, schedPod("sched-a", "uid-a", sample(0, 80))), state.New(), cfg)
-	newer, _ := Decide(observe(t0.Add(5*time.Minute+10*time.Second), 3, schedPod("sched-a", "uid-a", sample(0, 120)), schedPod("sched-new", "uid-new", sample(0, 0))), base, cfg)
+	base, _ := decide.Decide(observe(t0, 3, schedPod("sched-a", "uid-a", podtest.Sample(0, 80))), state.New(), cfg)
+	newer, _ := decide.Decide(observe(t0.Add(5*time.Minute+10*time.Second), 3, schedPod("sched-a", "uid-a", podtest.Sample(0, 120)), schedPod("sched-new", "uid-new", podtest.Sample(0, 0))), base, cfg)
 	before, _ := state.Encode(newer.Clone(), t0)
-	merging := func(o Observation) Observation { o.KeepNewerRecords = true; return o }
+	merging := func(o decide.Observation) decide.Observation { o.KeepNewerRecords = true; return o }
 
-	merged, r := Decide(merging(observe(t0.Add(5*time.Minute), 3, schedPod("sched-a", "uid-a", sample(0, 100)))), newer, cfg)
+	merged, r := decide.Decide(merging(observe(t0.Add(5*time.Minute), 3, schedPod("sched-a", "uid-a", podtest.Sample(0, 100)))), newer, cfg)
 	for _, e := range merged.Episodes {
 		if e.Outcome == "process restarted" {
 			t.Fatalf("the newer record's higher counters were taken for a counter reset: %+v", merged.Episodes)
@@ -105,7 +107,7 @@ func TestOlderObservationNeverRewindsANewerRecord(t *testing.T) {
 	if merged.Pods["uid-new"] == nil {
 		t.Error("a pod the newer run saw (and this older observation did not) was forgotten as gone")
 	}
-	if r.Targets[0].Action != ActionNone || !strings.Contains(r.Reason, "observed this pod later") {
+	if r.Targets[0].Action != decide.ActionNone || !strings.Contains(r.Reason, "observed this pod later") {
 		t.Errorf("the older observation must not act: %s %s", r.Action, r.Reason)
 	}
 	if !merged.ObservedAt.Equal(newer.ObservedAt) {
@@ -122,14 +124,14 @@ func TestOlderObservationNeverRewindsANewerRecord(t *testing.T) {
 	// not settled as done.
 	claimed := newer.Clone()
 	claimed.Restarts = append(claimed.Restarts, state.Restart{Pod: "sched-new", UID: "uid-new", ClaimedAt: t0.Add(5*time.Minute + 10*time.Second), Outcome: state.RestartClaimed})
-	merged, _ = Decide(merging(observe(t0.Add(5*time.Minute), 3, schedPod("sched-a", "uid-a", sample(0, 100)))), claimed, cfg)
+	merged, _ = decide.Decide(merging(observe(t0.Add(5*time.Minute), 3, schedPod("sched-a", "uid-a", podtest.Sample(0, 100)))), claimed, cfg)
 	if got := merged.RestartFor("uid-new").Outcome; got != state.RestartClaimed {
 		t.Errorf("another run's fresh claim was settled as %s by an older observation", got)
 	}
 	// A pod the newer run forgot (gone by then) is not brought back.
 	gone := newer.Clone()
 	delete(gone.Pods, "uid-new")
-	merged, _ = Decide(merging(observe(t0.Add(5*time.Minute), 3, schedPod("sched-a", "uid-a", sample(0, 100)), schedPod("sched-new", "uid-new", sample(0, 0)))), gone, cfg)
+	merged, _ = decide.Decide(merging(observe(t0.Add(5*time.Minute), 3, schedPod("sched-a", "uid-a", podtest.Sample(0, 100)), schedPod("sched-new", "uid-new", podtest.Sample(0, 0)))), gone, cfg)
 	if merged.Pods["uid-new"] != nil {
 		t.Error("a pod the newer run no longer lists was brought back by an older observation")
 	}
@@ -140,14 +142,14 @@ func TestOlderObservationNeverRewindsANewerRecord(t *testing.T) {
 // not hidden behind the future record (found by review).
 func TestFutureRecordDoesNotHideAWedge(t *testing.T) {
 	cfg := testConfig()
-	s, _ := Decide(observe(t0.Add(time.Hour), 3, schedPod("sched-a", "uid-a", sample(3, 0))), state.New(), cfg)
-	s, r := Decide(wedgedAt(t0), s, cfg)
-	if r.Verdict != VerdictWedged {
+	s, _ := decide.Decide(observe(t0.Add(time.Hour), 3, schedPod("sched-a", "uid-a", podtest.Sample(3, 0))), state.New(), cfg)
+	s, r := decide.Decide(wedgedAt(t0), s, cfg)
+	if r.Verdict != decide.VerdictWedged {
 		t.Fatalf("a future record hid the wedge: %s %s", r.Verdict, r.Reason)
 	}
-	s, _ = Decide(wedgedAt(t0.Add(5*time.Minute)), s, cfg)
+	s, _ = decide.Decide(wedgedAt(t0.Add(5*time.Minute)), s, cfg)
 	_, r = decideRun(cfg, s, t0.Add(10*time.Minute), wedgedAt)
-	if r.Action != ActionRestart {
+	if r.Action != decide.ActionRestart {
 		t.Errorf("the wedge behind a future record never became due: %s %s", r.Action, r.Reason)
 	}
 }
@@ -160,10 +162,10 @@ func TestOneFailedSampleDoesNotChainConfirmedRuns(t *testing.T) {
 	cfg.WedgedFor = 30 * time.Minute
 	s, _, _ := run(cfg, state.New(), t0, 170*time.Second, wedgedAt) // confirmed in-run
 	// One scrape fails late in the same run, then the run ends.
-	s, _ = Decide(inRun(t0, scrapeFails(t0.Add(105*time.Second))), s, cfg)
-	CountRun(s, VerdictWedged)
+	s, _ = decide.Decide(inRun(t0, scrapeFails(t0.Add(105*time.Second))), s, cfg)
+	decide.CountRun(s, decide.VerdictWedged)
 	_, r, _ := run(cfg, s, t0.Add(5*time.Minute), 170*time.Second, wedgedAt)
-	if r.Action == ActionRestart {
+	if r.Action == decide.ActionRestart {
 		t.Fatalf("restarted by chaining across one failed sample: %s", r.Reason)
 	}
 }
@@ -175,15 +177,15 @@ func TestOldRestartIsNotIneffective(t *testing.T) {
 	cfg.IneffectiveWithin, cfg.BackoffBase, cfg.BackoffMax, cfg.BackoffReset = 15*time.Minute, 10*time.Minute, time.Hour, time.Hour
 	old := t0.Add(-72 * time.Hour)
 	s := state.New()
-	s.Restarts = []state.Restart{{Pod: "sched-0", UID: "uid-0", Method: MethodDelete, ClaimedAt: old, DoneAt: &old, Outcome: state.RestartDone}}
-	p := func(at time.Time) Observation {
-		pod := schedPod("sched-1", "uid-1", sample(0, 0))
+	s.Restarts = []state.Restart{{Pod: "sched-0", UID: "uid-0", Method: decide.MethodDelete, ClaimedAt: old, DoneAt: &old, Outcome: state.RestartDone}}
+	p := func(at time.Time) decide.Observation {
+		pod := schedPod("sched-1", "uid-1", podtest.Sample(0, 0))
 		pod.StartedAt = t0.Add(-10 * time.Minute)
 		return observe(at, 3, pod)
 	}
-	s, _ = Decide(p(t0), s, cfg)
+	s, _ = decide.Decide(p(t0), s, cfg)
 	_, r := decideRun(cfg, s, t0.Add(5*time.Minute), p)
-	if r.Targets[0].Ineffective != "" || r.Action != ActionRestart {
+	if r.Targets[0].Ineffective != "" || r.Action != decide.ActionRestart {
 		t.Fatalf("a restart three days old was judged ineffective: %s %s", r.Action, r.Reason)
 	}
 }
@@ -200,12 +202,12 @@ func TestNegativeIneffectiveCountDoesNotPanic(t *testing.T) {
 	st := state.New()
 	st.Backoff = &state.Backoff{Ineffective: -3}
 	st.Restarts = []state.Restart{{Pod: "sched-0", UID: "uid-0", ClaimedAt: claimed, DoneAt: &claimed, Outcome: state.RestartDone}}
-	p := func(at time.Time) Observation {
-		pod := schedPod("sched-1", "uid-1", sample(0, 0))
+	p := func(at time.Time) decide.Observation {
+		pod := schedPod("sched-1", "uid-1", podtest.Sample(0, 0))
 		pod.StartedAt = t0
 		return observe(at, 3, pod)
 	}
-	st, _ = Decide(p(t0.Add(3*time.Minute)), st, cfg)
+	st, _ = decide.Decide(p(t0.Add(3*time.Minute)), st, cfg)
 	decideRun(cfg, st, t0.Add(8*time.Minute), p) // must not panic
 }
 
@@ -214,17 +216,17 @@ func TestNegativeIneffectiveCountDoesNotPanic(t *testing.T) {
 // blocked restart to page (found by review).
 func TestOwnRolloutIsNotABlockedRestart(t *testing.T) {
 	cfg := testConfig()
-	cfg.RestartMethod = MethodRollout
-	o := func(at time.Time) Observation {
+	cfg.RestartMethod = decide.MethodRollout
+	o := func(at time.Time) decide.Observation {
 		ob := wedgedAt(at)
-		ob.Rollout = &Rollout{Name: "agentenv-scheduler", Found: true, InProgress: true, Detail: "1 of 1 updated, 1 old replica"}
+		ob.Rollout = &decide.Rollout{Name: "agentenv-scheduler", Found: true, InProgress: true, Detail: "1 of 1 updated, 1 old replica"}
 		return ob
 	}
-	s, _ := Decide(o(t0), state.New(), cfg)
+	s, _ := decide.Decide(o(t0), state.New(), cfg)
 	done := t0.Add(4*time.Minute + 30*time.Second)
-	s.Restarts = append(s.Restarts, state.Restart{Pod: "sched-a", UID: "uid-a", Method: MethodRollout, ClaimedAt: done, DoneAt: &done, Outcome: state.RestartDone})
+	s.Restarts = append(s.Restarts, state.Restart{Pod: "sched-a", UID: "uid-a", Method: decide.MethodRollout, ClaimedAt: done, DoneAt: &done, Outcome: state.RestartDone})
 	_, r := decideRun(cfg, s, t0.Add(5*time.Minute), o)
-	if r.Action != ActionBlocked || !r.Targets[0].RestartInProgress() {
+	if r.Action != decide.ActionBlocked || !r.Targets[0].RestartInProgress() {
 		t.Fatalf("%s inProgress=%v: %s", r.Action, r.Targets[0].RestartInProgress(), r.Reason)
 	}
 }
@@ -236,14 +238,16 @@ func TestBackoffNeedsAnUnbrokenHealthyHour(t *testing.T) {
 	cfg.BackoffReset = time.Hour
 	s := state.New()
 	s.Backoff = &state.Backoff{Ineffective: 2}
-	healthy := func(at time.Time) Observation { return observe(at, 3, schedPod("sched-a", "uid-a", sample(3, 0))) }
-	s, _ = Decide(healthy(t0), s, cfg)
-	s, _ = Decide(scrapeFails(t0.Add(30*time.Minute)), s, cfg)
-	s, _ = Decide(healthy(t0.Add(61*time.Minute)), s, cfg)
+	healthy := func(at time.Time) decide.Observation {
+		return observe(at, 3, schedPod("sched-a", "uid-a", podtest.Sample(3, 0)))
+	}
+	s, _ = decide.Decide(healthy(t0), s, cfg)
+	s, _ = decide.Decide(scrapeFails(t0.Add(30*time.Minute)), s, cfg)
+	s, _ = decide.Decide(healthy(t0.Add(61*time.Minute)), s, cfg)
 	if s.Backoff == nil {
 		t.Fatal("the back-off ended after two healthy observations an hour apart with an unknown between")
 	}
-	s, _ = Decide(healthy(t0.Add(122*time.Minute)), s, cfg)
+	s, _ = decide.Decide(healthy(t0.Add(122*time.Minute)), s, cfg)
 	if s.Backoff != nil {
 		t.Error("an unbroken healthy hour must end the back-off")
 	}
@@ -264,9 +268,9 @@ func TestWedgeSeenEveryOtherRunIsHealedAndBlind(t *testing.T) {
 		if i%2 == 1 {
 			at = scrapeFails
 		}
-		var r Result
+		var r decide.Result
 		s, r, _ = run(cfg, s, start, 170*time.Second, at)
-		if r.Action == ActionRestart && restartAt < 0 {
+		if r.Action == decide.ActionRestart && restartAt < 0 {
 			restartAt = start.Sub(t0)
 			if !strings.Contains(r.Reason, "confirmed in 2 runs separated only by runs that could not see the scheduler") {
 				t.Errorf("restart reason: %s", r.Reason)
@@ -294,10 +298,10 @@ func TestAlternatingSingleSamplesNeverRestartButGoBlind(t *testing.T) {
 		if i%2 == 1 {
 			at = scrapeFails
 		}
-		var r Result
-		s, r = Decide(at(t0.Add(time.Duration(i)*5*time.Minute)), s, cfg)
-		CountRun(s, r.Verdict)
-		if r.Action == ActionRestart {
+		var r decide.Result
+		s, r = decide.Decide(at(t0.Add(time.Duration(i)*5*time.Minute)), s, cfg)
+		decide.CountRun(s, r.Verdict)
+		if r.Action == decide.ActionRestart {
 			t.Fatalf("run %d restarted on single samples: %s", i, r.Reason)
 		}
 	}
@@ -311,9 +315,9 @@ func TestAlternatingSingleSamplesNeverRestartButGoBlind(t *testing.T) {
 func TestWeakWedgeRestartsInTheFirstRunWithTheDefaults(t *testing.T) {
 	cfg := testConfig()
 	cfg.WedgedFor = 150 * time.Second
-	s, _ := Decide(observe(t0.Add(-5*time.Minute), 3, schedPod("sched-a", "uid-a", sample(3, 0))), state.New(), cfg)
+	s, _ := decide.Decide(observe(t0.Add(-5*time.Minute), 3, schedPod("sched-a", "uid-a", podtest.Sample(3, 0))), state.New(), cfg)
 	s, r, samples := run(cfg, s, t0, 170*time.Second, wedgedAt)
-	if r.Action != ActionRestart || samples != 11 {
+	if r.Action != decide.ActionRestart || samples != 11 {
 		t.Fatalf("%s after %d samples (%s), want a restart after 2m30s of samples", r.Action, samples, r.Reason)
 	}
 	if !strings.Contains(r.Reason, "wedged 2m30s ≥ 2m30s, ready 0 throughout 2m30s") {
@@ -321,9 +325,9 @@ func TestWeakWedgeRestartsInTheFirstRunWithTheDefaults(t *testing.T) {
 	}
 	_ = s
 	// With a shorter run budget it cannot, and waits for the next run instead.
-	s2, _ := Decide(observe(t0.Add(-5*time.Minute), 3, schedPod("sched-a", "uid-a", sample(3, 0))), state.New(), cfg)
+	s2, _ := decide.Decide(observe(t0.Add(-5*time.Minute), 3, schedPod("sched-a", "uid-a", podtest.Sample(3, 0))), state.New(), cfg)
 	_, r, samples = run(cfg, s2, t0, 60*time.Second, wedgedAt)
-	if r.Action != ActionWait || samples != 1 {
+	if r.Action != decide.ActionWait || samples != 1 {
 		t.Fatalf("%s after %d samples, want wait after one sample", r.Action, samples)
 	}
 }
@@ -345,10 +349,10 @@ func TestIneffectiveRestartsBackOff(t *testing.T) {
 	cur := proc{"sched-0", "uid-0", t0.Add(-time.Hour)}
 	healthyUntil := time.Time{} // zero: wedged once past startup grace
 	n := 1
-	at := func(now time.Time) Observation {
-		p := schedPod(cur.name, cur.uid, sample(0, 0))
+	at := func(now time.Time) decide.Observation {
+		p := schedPod(cur.name, cur.uid, podtest.Sample(0, 0))
 		if now.Before(healthyUntil) {
-			p.Sample = sample(3, 0)
+			p.Sample = podtest.Sample(3, 0)
 		}
 		p.StartedAt = cur.start
 		return observe(now, 3, p)
@@ -358,21 +362,21 @@ func TestIneffectiveRestartsBackOff(t *testing.T) {
 	var ineffective []time.Duration
 	for i := 0; i < 48; i++ { // 4 h of */5 runs
 		start := t0.Add(time.Duration(i) * 5 * time.Minute)
-		var r Result
+		var r decide.Result
 		s, r, _ = run(cfg, s, start, 170*time.Second, at)
 		for _, tg := range r.Targets {
 			if tg.Ineffective != "" && (len(ineffective) == 0 || ineffective[len(ineffective)-1] != start.Sub(t0)) {
 				ineffective = append(ineffective, start.Sub(t0))
-				if tg.Action == ActionBlocked && !tg.OnlyBackoff() {
+				if tg.Action == decide.ActionBlocked && !tg.OnlyBackoff() {
 					t.Errorf("a restart held back by the back-off alone must not be restart-blocked: %+v", tg.Gates)
 				}
 			}
 		}
-		if r.Action == ActionRestart {
+		if r.Action == decide.ActionRestart {
 			restarts = append(restarts, start.Sub(t0))
 			// Carry it out as pkg/check does: record done, a replacement starts.
 			now := start.Add(150 * time.Second)
-			s.Restarts = append(s.Restarts, state.Restart{Pod: cur.name, UID: cur.uid, Method: MethodDelete, ClaimedAt: now, DoneAt: &now, Outcome: state.RestartDone})
+			s.Restarts = append(s.Restarts, state.Restart{Pod: cur.name, UID: cur.uid, Method: decide.MethodDelete, ClaimedAt: now, DoneAt: &now, Outcome: state.RestartDone})
 			cur = proc{name: "sched-" + string(rune('0'+n)), uid: "uid-" + string(rune('0'+n)), start: now.Add(10 * time.Second)}
 			n++
 			if i >= 30 {
@@ -402,7 +406,7 @@ func TestIneffectiveRestartsBackOff(t *testing.T) {
 	s2 := s
 	for i := 0; i < 14; i++ {
 		now := t0.Add(last + time.Duration(i+1)*5*time.Minute + 3*time.Minute)
-		s2, _ = Decide(at(now), s2, cfg)
+		s2, _ = decide.Decide(at(now), s2, cfg)
 	}
 	if s2.Backoff != nil {
 		t.Errorf("the back-off must end after an hour of health: %+v", s2.Backoff)
@@ -412,21 +416,23 @@ func TestIneffectiveRestartsBackOff(t *testing.T) {
 // A restart already done or under way is not a blocked restart.
 func TestRestartInProgressIsNotBlocked(t *testing.T) {
 	cfg := testConfig()
-	plain := func(at time.Time) Observation { return observe(at, 3, schedPod("sched-a", "uid-a", sample(0, 0))) }
-	first, _ := Decide(plain(t0), state.New(), cfg)
+	plain := func(at time.Time) decide.Observation {
+		return observe(at, 3, schedPod("sched-a", "uid-a", podtest.Sample(0, 0)))
+	}
+	first, _ := decide.Decide(plain(t0), state.New(), cfg)
 
 	// Another run claimed it a moment ago (the loser of a claim race).
 	claimed := first.Clone()
 	claimed.Restarts = append(claimed.Restarts, state.Restart{Pod: "sched-a", UID: "uid-a", ClaimedAt: t0.Add(6 * time.Minute), Outcome: state.RestartClaimed})
 	_, r := decideRun(cfg, claimed, t0.Add(5*time.Minute), plain)
-	if r.Action != ActionBlocked || !r.Targets[0].RestartInProgress() || !strings.Contains(r.Reason, "restart already in progress") {
+	if r.Action != decide.ActionBlocked || !r.Targets[0].RestartInProgress() || !strings.Contains(r.Reason, "restart already in progress") {
 		t.Fatalf("%s inProgress=%v: %s", r.Action, r.Targets[0].RestartInProgress(), r.Reason)
 	}
 
 	// Done (rollout: the old pod runs on while the replacement starts).
 	done := first.Clone()
 	doneAt := t0.Add(5*time.Minute + 30*time.Second)
-	done.Restarts = append(done.Restarts, state.Restart{Pod: "sched-a", UID: "uid-a", Method: MethodRollout, ClaimedAt: doneAt, DoneAt: &doneAt, Outcome: state.RestartDone})
+	done.Restarts = append(done.Restarts, state.Restart{Pod: "sched-a", UID: "uid-a", Method: decide.MethodRollout, ClaimedAt: doneAt, DoneAt: &doneAt, Outcome: state.RestartDone})
 	_, r = decideRun(cfg, done, t0.Add(5*time.Minute+45*time.Second), plain)
 	if !r.Targets[0].RestartInProgress() {
 		t.Fatalf("a replacement within its startup grace: %s", r.Reason)
@@ -434,7 +440,7 @@ func TestRestartInProgressIsNotBlocked(t *testing.T) {
 	// Past the replacement's grace and confirm window the old pod is still here and
 	// wedged: now it is a blocked restart, and pages.
 	_, r = decideRun(cfg, done, doneAt.Add(cfg.StartupGrace+cfg.ConfirmWindow), plain)
-	if r.Action != ActionBlocked || r.Targets[0].RestartInProgress() || !strings.Contains(r.Reason, "did not replace it") {
+	if r.Action != decide.ActionBlocked || r.Targets[0].RestartInProgress() || !strings.Contains(r.Reason, "did not replace it") {
 		t.Fatalf("%s inProgress=%v: %s", r.Action, r.Targets[0].RestartInProgress(), r.Reason)
 	}
 }
@@ -442,19 +448,19 @@ func TestRestartInProgressIsNotBlocked(t *testing.T) {
 // A restart is made only on a consistent read.
 func TestRestartNeedsAConsistentRead(t *testing.T) {
 	cfg := testConfig()
-	cached := func(at time.Time) Observation { o := wedgedAt(at); o.Consistent = false; return o }
-	s, _ := Decide(cached(t0), state.New(), cfg)
+	cached := func(at time.Time) decide.Observation { o := wedgedAt(at); o.Consistent = false; return o }
+	s, _ := decide.Decide(cached(t0), state.New(), cfg)
 	_, r := decideRun(cfg, s, t0.Add(5*time.Minute), cached)
-	if r.Action != ActionBlocked || !r.NeedConsistentRead || !r.Targets[0].RestartInProgress() {
+	if r.Action != decide.ActionBlocked || !r.NeedConsistentRead || !r.Targets[0].RestartInProgress() {
 		t.Fatalf("%s need=%v: %s", r.Action, r.NeedConsistentRead, r.Reason)
 	}
-	failing := func(at time.Time) Observation {
+	failing := func(at time.Time) decide.Observation {
 		o := cached(at)
 		o.ConsistentErr = errors.New("etcd leader changed")
 		return o
 	}
 	_, r = decideRun(cfg, s, t0.Add(5*time.Minute), failing)
-	if r.Action != ActionBlocked || r.NeedConsistentRead || r.Targets[0].RestartInProgress() || !strings.Contains(r.Reason, "etcd leader changed") {
+	if r.Action != decide.ActionBlocked || r.NeedConsistentRead || r.Targets[0].RestartInProgress() || !strings.Contains(r.Reason, "etcd leader changed") {
 		t.Fatalf("a failed consistent read must block, visibly: %s need=%v: %s", r.Action, r.NeedConsistentRead, r.Reason)
 	}
 	// It is a failed sample: worth sampling on to read again while one fits.
@@ -462,7 +468,7 @@ func TestRestartNeedsAConsistentRead(t *testing.T) {
 		t.Errorf("a failed consistent read must ask to sample on and read again: SampleFor %v", sf)
 	}
 	// A healthy run needs none.
-	_, r = Decide(observe(t0, 3, schedPod("sched-a", "uid-a", sample(3, 0))), state.New(), cfg)
+	_, r = decide.Decide(observe(t0, 3, schedPod("sched-a", "uid-a", podtest.Sample(3, 0))), state.New(), cfg)
 	if r.NeedConsistentRead {
 		t.Error("a healthy run asked for a consistent read")
 	}
@@ -474,11 +480,11 @@ func TestHugeWatchAgeIsStrongEvidence(t *testing.T) {
 	cfg := testConfig()
 	cfg.MaxWatchAge = 10 * time.Minute
 	for _, age := range []float64{1.7e9, 1e12, 1e300} {
-		p := schedPod("sched-a", "uid-a", sample(0, 0))
+		p := schedPod("sched-a", "uid-a", podtest.Sample(0, 0))
 		a := age
 		p.Sample.WatchAge = &a
-		_, r := Decide(observe(t0, 3, p), state.New(), cfg)
-		if r.Targets[0].Evidence != EvidenceStrong || !strings.Contains(r.Reason, "saw no event for") {
+		_, r := decide.Decide(observe(t0, 3, p), state.New(), cfg)
+		if r.Targets[0].Evidence != decide.EvidenceStrong || !strings.Contains(r.Reason, "saw no event for") {
 			t.Errorf("age %g s: evidence %q, reason %s", age, r.Targets[0].Evidence, r.Reason)
 		}
 	}
@@ -487,13 +493,13 @@ func TestHugeWatchAgeIsStrongEvidence(t *testing.T) {
 // Ready above the serving nodes listed is a doubt worth saying.
 func TestReadyAboveServingIsAWarning(t *testing.T) {
 	cfg := testConfig()
-	o := observe(t0, 2, schedPod("sched-a", "uid-a", sample(5, 0)))
-	_, r := Decide(o, state.New(), cfg)
-	if r.Verdict != VerdictHealthy || len(r.Targets[0].Warnings) != 1 || !strings.Contains(r.Targets[0].Warnings[0], "5 ready node(s) but the API server lists only 2") {
+	o := observe(t0, 2, schedPod("sched-a", "uid-a", podtest.Sample(5, 0)))
+	_, r := decide.Decide(o, state.New(), cfg)
+	if r.Verdict != decide.VerdictHealthy || len(r.Targets[0].Warnings) != 1 || !strings.Contains(r.Targets[0].Warnings[0], "5 ready node(s) but the API server lists only 2") {
 		t.Fatalf("%s %q", r.Verdict, r.Targets[0].Warnings)
 	}
-	o = observe(t0, 5, schedPod("sched-a", "uid-a", sample(5, 0)))
-	if _, r = Decide(o, state.New(), cfg); len(r.Targets[0].Warnings) != 0 {
+	o = observe(t0, 5, schedPod("sched-a", "uid-a", podtest.Sample(5, 0)))
+	if _, r = decide.Decide(o, state.New(), cfg); len(r.Targets[0].Warnings) != 0 {
 		t.Errorf("no warning when the counts agree: %q", r.Targets[0].Warnings)
 	}
 }
@@ -509,10 +515,10 @@ func TestMisconfiguredServiceIsUnknown(t *testing.T) {
 		{endpoints.Count{AllSlices: 2, OtherPorts: []int32{9000}}, "--nodes-port"},
 	} {
 		err := c.count.Check("agentenv-system", "agentenv-nodes", 8000)
-		o := observe(t0, 0, schedPod("sched-a", "uid-a", sample(0, 0)))
+		o := observe(t0, 0, schedPod("sched-a", "uid-a", podtest.Sample(0, 0)))
 		o.Expected, o.ExpectedErr = c.count, err
-		_, r := Decide(o, state.New(), cfg)
-		if r.Verdict != VerdictUnknown || !strings.Contains(r.Reason, c.flag) {
+		_, r := decide.Decide(o, state.New(), cfg)
+		if r.Verdict != decide.VerdictUnknown || !strings.Contains(r.Reason, c.flag) {
 			t.Errorf("%+v: %s %s", c.count, r.Verdict, r.Reason)
 		}
 	}
@@ -528,32 +534,32 @@ func TestMisconfiguredServiceIsUnknown(t *testing.T) {
 func TestStrongConfirmationDoesNotSpanRuns(t *testing.T) {
 	cfg := testConfig()
 	cfg.WedgedFor = time.Hour // the strong path alone
-	strong := func(rejected uint64) func(time.Time) Observation {
-		return func(at time.Time) Observation {
-			return observe(at, 3, schedPod("sched-a", "uid-a", sample(0, rejected)))
+	strong := func(rejected uint64) func(time.Time) decide.Observation {
+		return func(at time.Time) decide.Observation {
+			return observe(at, 3, schedPod("sched-a", "uid-a", podtest.Sample(0, rejected)))
 		}
 	}
-	s, _ := Decide(observe(t0.Add(-5*time.Minute), 3, schedPod("sched-a", "uid-a", sample(3, 0))), state.New(), cfg)
+	s, _ := decide.Decide(observe(t0.Add(-5*time.Minute), 3, schedPod("sched-a", "uid-a", podtest.Sample(3, 0))), state.New(), cfg)
 	// Run 1 sees strong evidence for 60 s, then its deadline ends the run.
-	var r Result
-	for d := time.Duration(0); d <= time.Minute; d += DefaultSampleInterval {
-		s, r = Decide(inRun(t0, strong(uint64(3+d/time.Second))(t0.Add(d))), s, cfg)
+	var r decide.Result
+	for d := time.Duration(0); d <= time.Minute; d += decide.DefaultSampleInterval {
+		s, r = decide.Decide(inRun(t0, strong(uint64(3+d/time.Second))(t0.Add(d))), s, cfg)
 	}
-	if r.Action != ActionWait {
+	if r.Action != decide.ActionWait {
 		t.Fatalf("run 1: %s", r.Action)
 	}
 	// Run 2, five minutes later: strong evidence has been there 5m by the clock,
 	// but this run has seen it for one sample.
 	second := t0.Add(5 * time.Minute)
-	s, r = Decide(inRun(second, strong(100)(second)), s, cfg)
-	if r.Action == ActionRestart {
+	s, r = decide.Decide(inRun(second, strong(100)(second)), s, cfg)
+	if r.Action == decide.ActionRestart {
 		t.Fatalf("restarted on the first sample of a new run: %s", r.Reason)
 	}
 	if d := r.Targets[0].SampleFor; d == nil || *d != cfg.ConfirmWindow {
 		t.Errorf("sample for %v, want the whole confirm window", d)
 	}
 	_, r = decideRun(cfg, s, second, strong(110))
-	if r.Action != ActionRestart || !strings.Contains(r.Reason, "strong evidence held 1m30s") {
+	if r.Action != decide.ActionRestart || !strings.Contains(r.Reason, "strong evidence held 1m30s") {
 		t.Fatalf("confirmed over this run's window: %s %s", r.Action, r.Reason)
 	}
 }
@@ -565,13 +571,13 @@ func TestReplacementStartedInTheClaimSecond(t *testing.T) {
 	cfg.IneffectiveWithin, cfg.BackoffBase, cfg.BackoffMax, cfg.BackoffReset = 15*time.Minute, 10*time.Minute, time.Hour, time.Hour
 	claimed := t0.Add(400 * time.Millisecond)
 	s := state.New()
-	s.Restarts = []state.Restart{{Pod: "sched-0", UID: "uid-0", Method: MethodDelete, ClaimedAt: claimed, DoneAt: &claimed, Outcome: state.RestartDone}}
-	p := func(at time.Time) Observation {
-		pod := schedPod("sched-1", "uid-1", sample(0, 0))
+	s.Restarts = []state.Restart{{Pod: "sched-0", UID: "uid-0", Method: decide.MethodDelete, ClaimedAt: claimed, DoneAt: &claimed, Outcome: state.RestartDone}}
+	p := func(at time.Time) decide.Observation {
+		pod := schedPod("sched-1", "uid-1", podtest.Sample(0, 0))
 		pod.StartedAt = t0 // truncated to the second by the API server
 		return observe(at, 3, pod)
 	}
-	s, _ = Decide(p(t0.Add(3*time.Minute)), s, cfg)
+	s, _ = decide.Decide(p(t0.Add(3*time.Minute)), s, cfg)
 	_, r := decideRun(cfg, s, t0.Add(8*time.Minute), p)
 	if r.Targets[0].Ineffective == "" || !r.Targets[0].OnlyBackoff() {
 		t.Fatalf("the replacement was not recognised: %s %s", r.Action, r.Reason)
@@ -587,12 +593,12 @@ func TestReplacementStartedInTheClaimSecond(t *testing.T) {
 func TestSkippedRunsConfirmInTheRunAfterThem(t *testing.T) {
 	cfg := testConfig()
 	for skipped := 2; skipped <= 6; skipped++ {
-		s, r := Decide(wedgedAt(t0), state.New(), cfg)
-		if r.Action != ActionWait {
+		s, r := decide.Decide(wedgedAt(t0), state.New(), cfg)
+		if r.Action != decide.ActionWait {
 			t.Fatalf("first sight: %s", r.Action)
 		}
 		after := t0.Add(time.Duration(skipped+1) * 5 * time.Minute)
-		runSteps(t, cfg, s, confirmedRun(cfg, after, wedgedAt, step{verdict: VerdictWedged, action: ActionRestart, check: func(t *testing.T, s *state.State, r Result) {
+		runSteps(t, cfg, s, confirmedRun(cfg, after, wedgedAt, step{verdict: decide.VerdictWedged, action: decide.ActionRestart, check: func(t *testing.T, s *state.State, r decide.Result) {
 			if got, want := r.Targets[0].BadFor.D(), after.Add(cfg.ConfirmWindow).Sub(t0); got != want {
 				t.Errorf("%d runs skipped: wedged for %s, want the gap counted (%s)", skipped, got, want)
 			}
@@ -609,9 +615,9 @@ func TestSkippedRunsConfirmInTheRunAfterThem(t *testing.T) {
 // Checked before the bridge: every case started the confirmation over.
 func TestFailedSampleBridgedWhileTheCountersStandStill(t *testing.T) {
 	cfg := testConfig()
-	wedged := func(ok, rejected uint64) func(time.Time) Observation {
-		return func(at time.Time) Observation {
-			s := sample(0, rejected)
+	wedged := func(ok, rejected uint64) func(time.Time) decide.Observation {
+		return func(at time.Time) decide.Observation {
+			s := podtest.Sample(0, rejected)
 			s.HeartbeatOK = ok
 			return observe(at, 3, schedPod("sched-a", "uid-a", s))
 		}
@@ -620,7 +626,7 @@ func TestFailedSampleBridgedWhileTheCountersStandStill(t *testing.T) {
 		name string
 		// after is the sample after the gap; nextRun: the gap ends the run and the
 		// sample after it is the next run's second.
-		after   func(time.Time) Observation
+		after   func(time.Time) decide.Observation
 		nextRun bool
 		bridged bool
 	}{
@@ -633,17 +639,17 @@ func TestFailedSampleBridgedWhileTheCountersStandStill(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := state.New()
 			before := wedged(1000, 7)
-			healthy := sample(3, 7)
+			healthy := podtest.Sample(3, 7)
 			healthy.HeartbeatOK = 990
-			s, _ = Decide(observe(t0.Add(-5*time.Minute), 3, schedPod("sched-a", "uid-a", healthy)), s, cfg) // the previous run
-			s, _ = Decide(before(t0), s, cfg)                                                                // the episode's first sample
-			s, _ = Decide(inRun(t0, before(t0.Add(DefaultSampleInterval))), s, cfg)
+			s, _ = decide.Decide(observe(t0.Add(-5*time.Minute), 3, schedPod("sched-a", "uid-a", healthy)), s, cfg) // the previous run
+			s, _ = decide.Decide(before(t0), s, cfg)                                                                // the episode's first sample
+			s, _ = decide.Decide(inRun(t0, before(t0.Add(decide.DefaultSampleInterval))), s, cfg)
 			gapRun, gapAt, afterAt := t0, t0.Add(30*time.Second), t0.Add(45*time.Second)
 			if tc.nextRun {
-				gapRun, gapAt, afterAt = t0.Add(5*time.Minute), t0.Add(5*time.Minute), t0.Add(5*time.Minute+DefaultSampleInterval)
+				gapRun, gapAt, afterAt = t0.Add(5*time.Minute), t0.Add(5*time.Minute), t0.Add(5*time.Minute+decide.DefaultSampleInterval)
 			}
-			s, _ = Decide(inRun(gapRun, scrapeFails(gapAt)), s, cfg)
-			s, r := Decide(inRun(gapRun, tc.after(afterAt)), s, cfg)
+			s, _ = decide.Decide(inRun(gapRun, scrapeFails(gapAt)), s, cfg)
+			s, r := decide.Decide(inRun(gapRun, tc.after(afterAt)), s, cfg)
 			e := s.Pods["uid-a"].Episode
 			wantFor := 15 * time.Second
 			if tc.bridged {
@@ -675,22 +681,22 @@ func TestFirstSightJudgedAgainstAReadingTwoBackoffCapsOld(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		rejected func(d time.Duration) uint64 // rejected count d after t0
-		want     Evidence
+		want     decide.Evidence
 	}{
 		// Rejections 60 s apart, the last one 50 s before first sight.
-		{"rejected a minute apart", func(d time.Duration) uint64 { return 10 + 3*uint64(max(d-10*time.Second, 0)/time.Minute) }, EvidenceStrong},
-		{"nobody calling in", func(time.Duration) uint64 { return 10 }, EvidenceWeak},
+		{"rejected a minute apart", func(d time.Duration) uint64 { return 10 + 3*uint64(max(d-10*time.Second, 0)/time.Minute) }, decide.EvidenceStrong},
+		{"nobody calling in", func(time.Duration) uint64 { return 10 }, decide.EvidenceWeak},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := state.New()
-			at := func(d time.Duration, ready int) Observation {
-				return observe(t0.Add(d), 3, schedPod("sched-a", "uid-a", sample(ready, tc.rejected(d))))
+			at := func(d time.Duration, ready int) decide.Observation {
+				return observe(t0.Add(d), 3, schedPod("sched-a", "uid-a", podtest.Sample(ready, tc.rejected(d))))
 			}
 			for d := time.Duration(0); d < 4*time.Minute; d += 30 * time.Second {
-				s, _ = Decide(at(d, 3), s, cfg) // healthy passes; ready reads N until the gauge catches up
+				s, _ = decide.Decide(at(d, 3), s, cfg) // healthy passes; ready reads N until the gauge catches up
 			}
-			_, r := Decide(at(4*time.Minute, 0), s, cfg)
-			if got := r.Targets[0].Evidence; r.Verdict != VerdictWedged || got != tc.want {
+			_, r := decide.Decide(at(4*time.Minute, 0), s, cfg)
+			if got := r.Targets[0].Evidence; r.Verdict != decide.VerdictWedged || got != tc.want {
 				t.Errorf("first sight: %s, %s evidence, want %s: %s", r.Verdict, got, tc.want, r.Reason)
 			}
 		})

@@ -1,4 +1,4 @@
-package decide
+package decide_test
 
 import (
 	"fmt"
@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentenv/watchdog/internal/podtest"
+	"github.com/agentenv/watchdog/pkg/decide"
 	"github.com/agentenv/watchdog/pkg/state"
 )
 
@@ -27,14 +29,14 @@ func TestNodeClockAheadIsJudgedAfterTheGraceByOurClock(t *testing.T) {
 			judgedAt := time.Duration(-1)
 			for run := 0; run < 24; run++ {
 				now := start.Add(30*time.Second + time.Duration(run)*5*time.Minute)
-				p := schedPod("sched-a", "uid-a", sample(0, 0))
+				p := schedPod("sched-a", "uid-a", podtest.Sample(0, 0))
 				p.StartedAt = start.Add(ahead) // stamped by the node's clock
-				var r Result
-				s, r = Decide(observe(now, 3, p), s, cfg)
-				CountRun(s, r.Verdict)
-				if r.Verdict == VerdictWedged && judgedAt < 0 {
+				var r decide.Result
+				s, r = decide.Decide(observe(now, 3, p), s, cfg)
+				decide.CountRun(s, r.Verdict)
+				if r.Verdict == decide.VerdictWedged && judgedAt < 0 {
 					judgedAt = now.Sub(start)
-					if p.StartedAt.After(now.Add(ClockSkewTolerance)) && len(r.Targets[0].Warnings) == 0 {
+					if p.StartedAt.After(now.Add(decide.ClockSkewTolerance)) && len(r.Targets[0].Warnings) == 0 {
 						t.Errorf("judged without a warning that the node's clock runs ahead: %+v", r.Targets[0])
 					}
 				}
@@ -56,19 +58,19 @@ func TestLeaseRenewalByTheAPIServersClock(t *testing.T) {
 	cfg.LeaderLease = "agentenv-scheduler"
 	for _, tc := range []struct {
 		name    string
-		leader  Leader
-		verdict Verdict
+		leader  decide.Leader
+		verdict decide.Verdict
 	}{
-		{"holder's clock 5 min behind, renewing", Leader{Holder: "sched-a", RenewedAt: t0.Add(-5 * time.Minute), WrittenAt: t0.Add(-2 * time.Second), Duration: 15 * time.Second}, VerdictWedged},
-		{"holder's clock an hour ahead, stopped renewing 10 min ago", Leader{Holder: "sched-a", RenewedAt: t0.Add(50 * time.Minute), WrittenAt: t0.Add(-10 * time.Minute), Duration: 15 * time.Second}, VerdictUnknown},
-		{"no write time known: renewTime as before", Leader{Holder: "sched-a", RenewedAt: t0.Add(-5 * time.Minute), Duration: 15 * time.Second}, VerdictUnknown},
-		{"no write time known, fresh", Leader{Holder: "sched-a", RenewedAt: t0.Add(-5 * time.Second), Duration: 15 * time.Second}, VerdictWedged},
+		{"holder's clock 5 min behind, renewing", decide.Leader{Holder: "sched-a", RenewedAt: t0.Add(-5 * time.Minute), WrittenAt: t0.Add(-2 * time.Second), Duration: 15 * time.Second}, decide.VerdictWedged},
+		{"holder's clock an hour ahead, stopped renewing 10 min ago", decide.Leader{Holder: "sched-a", RenewedAt: t0.Add(50 * time.Minute), WrittenAt: t0.Add(-10 * time.Minute), Duration: 15 * time.Second}, decide.VerdictUnknown},
+		{"no write time known: renewTime as before", decide.Leader{Holder: "sched-a", RenewedAt: t0.Add(-5 * time.Minute), Duration: 15 * time.Second}, decide.VerdictUnknown},
+		{"no write time known, fresh", decide.Leader{Holder: "sched-a", RenewedAt: t0.Add(-5 * time.Second), Duration: 15 * time.Second}, decide.VerdictWedged},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o := observe(t0, 3, schedPod("sched-a", "uid-a", sample(0, 0)))
+			o := observe(t0, 3, schedPod("sched-a", "uid-a", podtest.Sample(0, 0)))
 			l := tc.leader
 			o.Leader = &l
-			_, r := Decide(o, state.New(), cfg)
+			_, r := decide.Decide(o, state.New(), cfg)
 			if r.Verdict != tc.verdict {
 				t.Errorf("%s: %s (%s)", tc.name, r.Verdict, r.Reason)
 			}
@@ -100,20 +102,20 @@ func TestFutureRestartRecordsDoNotSpendTheBudget(t *testing.T) {
 		{ahead: time.Hour, restarts: []time.Duration{0, 120 * time.Minute}, warned: 12},
 		{ahead: 365 * 24 * time.Hour, restarts: []time.Duration{0, 80 * time.Minute}, warned: 36},
 	} {
-		t.Run(ShortDuration(tc.ahead)+" ahead", func(t *testing.T) {
+		t.Run(decide.ShortDuration(tc.ahead)+" ahead", func(t *testing.T) {
 			s := state.New()
 			for i := range cfg.MaxRestarts {
 				at := t0.Add(tc.ahead + time.Duration(i)*time.Second)
-				s.Restarts = append(s.Restarts, state.Restart{Pod: "sched-old", UID: fmt.Sprintf("uid-old-%d", i), Method: MethodDelete, ClaimedAt: at, DoneAt: &at, Outcome: state.RestartDone})
+				s.Restarts = append(s.Restarts, state.Restart{Pod: "sched-old", UID: fmt.Sprintf("uid-old-%d", i), Method: decide.MethodDelete, ClaimedAt: at, DoneAt: &at, Outcome: state.RestartDone})
 			}
 			n := 0
 			cur, started := "sched-0", t0.Add(-time.Hour)
-			at := func(now time.Time) Observation {
-				p := schedPod(cur, "uid-"+cur, sample(0, 0))
+			at := func(now time.Time) decide.Observation {
+				p := schedPod(cur, "uid-"+cur, podtest.Sample(0, 0))
 				if n == 1 && now.Before(t0.Add(80*time.Minute)) {
-					p.Sample = sample(3, 0) // the first replacement is healthy until a new flap at +80m
+					p.Sample = podtest.Sample(3, 0) // the first replacement is healthy until a new flap at +80m
 				} else if n > 1 {
-					p.Sample = sample(3, 0)
+					p.Sample = podtest.Sample(3, 0)
 				}
 				p.StartedAt = started
 				return observe(now, 3, p)
@@ -122,19 +124,19 @@ func TestFutureRestartRecordsDoNotSpendTheBudget(t *testing.T) {
 			warned := 0
 			for i := 0; i < 36; i++ {
 				start := t0.Add(time.Duration(i) * 5 * time.Minute)
-				var r Result
+				var r decide.Result
 				s, r, _ = run(cfg, s, start, 170*time.Second, at)
 				future := slices.ContainsFunc(r.Warnings, func(w string) bool { return strings.Contains(w, "dated in the future") })
 				if future {
 					warned++
 				}
-				if ahead := t0.Add(tc.ahead).Sub(start); future != (ahead > ClockSkewTolerance) {
+				if ahead := t0.Add(tc.ahead).Sub(start); future != (ahead > decide.ClockSkewTolerance) {
 					t.Errorf("run at +%s, records %s ahead: warnings %q", start.Sub(t0), ahead, r.Warnings)
 				}
-				if r.Action == ActionRestart {
+				if r.Action == decide.ActionRestart {
 					restarts = append(restarts, start.Sub(t0))
 					done := start.Add(150 * time.Second)
-					s.Restarts = append(s.Restarts, state.Restart{Pod: cur, UID: "uid-" + cur, Method: MethodDelete, ClaimedAt: done, DoneAt: &done, Outcome: state.RestartDone})
+					s.Restarts = append(s.Restarts, state.Restart{Pod: cur, UID: "uid-" + cur, Method: decide.MethodDelete, ClaimedAt: done, DoneAt: &done, Outcome: state.RestartDone})
 					n++
 					cur, started = fmt.Sprintf("sched-%d", n), done.Add(10*time.Second)
 				}
@@ -153,24 +155,24 @@ func TestFutureRestartRecordsDoNotSpendTheBudget(t *testing.T) {
 func TestBackoffBeyondItsMaximumIsIgnored(t *testing.T) {
 	cfg := testConfig()
 	cfg.WedgedFor = 150 * time.Second
-	cfg.IneffectiveWithin, cfg.BackoffBase, cfg.BackoffMax, cfg.BackoffReset = DefaultIneffectiveWithin, DefaultBackoffBase, DefaultBackoffMax, DefaultBackoffReset
+	cfg.IneffectiveWithin, cfg.BackoffBase, cfg.BackoffMax, cfg.BackoffReset = decide.DefaultIneffectiveWithin, decide.DefaultBackoffBase, decide.DefaultBackoffMax, decide.DefaultBackoffReset
 	for _, tc := range []struct {
 		ahead   time.Duration
 		blocked bool
 	}{
 		{30 * time.Minute, true},
-		{DefaultBackoffMax, true},
-		{DefaultBackoffMax + ClockSkewTolerance, true},
-		{DefaultBackoffMax + 2*ClockSkewTolerance, false},
+		{decide.DefaultBackoffMax, true},
+		{decide.DefaultBackoffMax + decide.ClockSkewTolerance, true},
+		{decide.DefaultBackoffMax + 2*decide.ClockSkewTolerance, false},
 		{365 * 24 * time.Hour, false},
 	} {
-		t.Run(ShortDuration(tc.ahead)+" ahead", func(t *testing.T) {
+		t.Run(decide.ShortDuration(tc.ahead)+" ahead", func(t *testing.T) {
 			s := state.New()
 			decided := t0.Add(cfg.WedgedFor) // the run's last sample, where the restart is due
 			s.Backoff = &state.Backoff{Ineffective: 4, LastRestartAt: t0.Add(-time.Minute), NotBefore: decided.Add(tc.ahead)}
 			_, r, _ := run(cfg, s, t0, 170*time.Second, wedgedAt)
 			warned := slices.ContainsFunc(r.Warnings, func(w string) bool { return strings.Contains(w, "back-off") })
-			if blocked := r.Action == ActionBlocked; blocked != tc.blocked || warned == tc.blocked {
+			if blocked := r.Action == decide.ActionBlocked; blocked != tc.blocked || warned == tc.blocked {
 				t.Errorf("back-off ending %s ahead: %s (%s), warnings %q; want blocked %v, a warning %v", tc.ahead, r.Action, r.Reason, r.Warnings, tc.blocked, !tc.blocked)
 			}
 		})
@@ -194,41 +196,41 @@ func TestFutureRestartRecordOfThePodDoesNotBlockItsRestart(t *testing.T) {
 		outcome           state.RestartOutcome
 		claimed, done     time.Duration // from t0; done 0: no DoneAt
 		first             time.Duration // the first run that restarts or pages blocked
-		action            Action
+		action            decide.Action
 		silentRuns, warns int
 	}{
 		// Within the tolerance the record counts, as before: another run's claim
 		// is completed once it is older than --claim-timeout; a done restart that
 		// left the pod in place is a blocked restart, paged.
-		{name: "claimed 30s ahead", outcome: state.RestartClaimed, claimed: 30 * time.Second, first: 5 * time.Minute, action: ActionRestart, silentRuns: 1},
-		{name: "done 30s ahead", outcome: state.RestartDone, claimed: 30 * time.Second, done: 30 * time.Second, first: 5 * time.Minute, action: ActionBlocked, silentRuns: 1},
-		{name: "claimed 5m ahead", outcome: state.RestartClaimed, claimed: 5 * time.Minute, first: 0, action: ActionRestart, warns: 1},
-		{name: "claimed a year ahead", outcome: state.RestartClaimed, claimed: year, first: 0, action: ActionRestart, warns: 36},
-		{name: "done a year ahead", outcome: state.RestartDone, claimed: year, done: year, first: 0, action: ActionRestart, warns: 36},
-		{name: "claimed 2m ago, done a year ahead", outcome: state.RestartDone, claimed: -2 * time.Minute, done: year, first: 0, action: ActionRestart, warns: 36},
+		{name: "claimed 30s ahead", outcome: state.RestartClaimed, claimed: 30 * time.Second, first: 5 * time.Minute, action: decide.ActionRestart, silentRuns: 1},
+		{name: "done 30s ahead", outcome: state.RestartDone, claimed: 30 * time.Second, done: 30 * time.Second, first: 5 * time.Minute, action: decide.ActionBlocked, silentRuns: 1},
+		{name: "claimed 5m ahead", outcome: state.RestartClaimed, claimed: 5 * time.Minute, first: 0, action: decide.ActionRestart, warns: 1},
+		{name: "claimed a year ahead", outcome: state.RestartClaimed, claimed: year, first: 0, action: decide.ActionRestart, warns: 36},
+		{name: "done a year ahead", outcome: state.RestartDone, claimed: year, done: year, first: 0, action: decide.ActionRestart, warns: 36},
+		{name: "claimed 2m ago, done a year ahead", outcome: state.RestartDone, claimed: -2 * time.Minute, done: year, first: 0, action: decide.ActionRestart, warns: 36},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := state.New()
-			rec := state.Restart{Pod: "sched-a", UID: "uid-a", Method: MethodDelete, ClaimedAt: t0.Add(tc.claimed), Outcome: tc.outcome}
+			rec := state.Restart{Pod: "sched-a", UID: "uid-a", Method: decide.MethodDelete, ClaimedAt: t0.Add(tc.claimed), Outcome: tc.outcome}
 			if tc.done != 0 {
 				done := t0.Add(tc.done)
 				rec.DoneAt = &done
 			}
 			s.Restarts = append(s.Restarts, rec)
 			replaced := false
-			at := func(now time.Time) Observation {
+			at := func(now time.Time) decide.Observation {
 				if replaced {
-					p := schedPod("sched-b", "uid-b", sample(3, 0))
+					p := schedPod("sched-b", "uid-b", podtest.Sample(3, 0))
 					p.StartedAt = t0
 					return observe(now, 3, p)
 				}
 				return wedgedRising(now)
 			}
-			first, action := time.Duration(-1), Action("")
+			first, action := time.Duration(-1), decide.Action("")
 			silent, warned := 0, 0
 			for i := 0; i < 36; i++ {
 				start := t0.Add(time.Duration(i) * 5 * time.Minute)
-				var r Result
+				var r decide.Result
 				s, r, _ = run(cfg, s, start, 170*time.Second, at)
 				if slices.ContainsFunc(r.Warnings, func(w string) bool { return strings.Contains(w, "dated in the future") }) {
 					warned++
@@ -237,14 +239,14 @@ func TestFutureRestartRecordOfThePodDoesNotBlockItsRestart(t *testing.T) {
 				if tg.RestartInProgress() {
 					silent++
 				}
-				if first < 0 && (tg.Action == ActionRestart || (tg.Action == ActionBlocked && !tg.RestartInProgress())) {
+				if first < 0 && (tg.Action == decide.ActionRestart || (tg.Action == decide.ActionBlocked && !tg.RestartInProgress())) {
 					first, action = start.Sub(t0), tg.Action
 				}
-				if tg.Action == ActionRestart {
+				if tg.Action == decide.ActionRestart {
 					// As the pass records it: the claim, done, saved (which sorts
 					// the records by claim time); the replacement is healthy.
 					now := start.Add(2 * time.Minute)
-					s.Restarts = append(s.Restarts, state.Restart{Pod: tg.Pod, UID: tg.UID, Method: MethodDelete, ClaimedAt: now, DoneAt: &now, Outcome: state.RestartDone})
+					s.Restarts = append(s.Restarts, state.Restart{Pod: tg.Pod, UID: tg.UID, Method: decide.MethodDelete, ClaimedAt: now, DoneAt: &now, Outcome: state.RestartDone})
 					s.Prune(now)
 					replaced = true
 				}
@@ -259,6 +261,6 @@ func TestFutureRestartRecordOfThePodDoesNotBlockItsRestart(t *testing.T) {
 
 // wedgedRising is a wedge with strong evidence: rejected heartbeats rise by one
 // every 5 s.
-func wedgedRising(at time.Time) Observation {
-	return observe(at, 3, schedPod("sched-a", "uid-a", sample(0, 100+uint64(at.Sub(t0)/(5*time.Second)))))
+func wedgedRising(at time.Time) decide.Observation {
+	return observe(at, 3, schedPod("sched-a", "uid-a", podtest.Sample(0, 100+uint64(at.Sub(t0)/(5*time.Second)))))
 }
