@@ -80,7 +80,7 @@ func (p *pass) restartTargets() []decide.Target {
 // claim writes the decision's restarts into the state before any is carried out,
 // re-judging after a lost race; false when nothing is left to restart or on error.
 func (p *pass) claim() (bool, error) {
-	now := p.Clock.Now()
+	now, read := p.Clock.Now(), p.snap.State
 	var claimed *state.State
 	save := func() error {
 		claimed = p.next.Clone()
@@ -102,6 +102,7 @@ func (p *pass) claim() (bool, error) {
 	}
 	if failure := p.saveRetrying(StepClaim, save, func() bool {
 		p.Log.Warn().Msg("lost the restart claim race: re-read state, judging again")
+		p.obs.ClaimedMeanwhile = changedRestarts(read, p.snap.State)
 		p.decide(p.snap.State)
 		decide.CountRun(p.next, p.res.Verdict)
 		return p.res.Action == decide.ActionRestart
@@ -114,6 +115,21 @@ func (p *pass) claim() (bool, error) {
 	}
 	p.next = claimed
 	return true, nil
+}
+
+// changedRestarts lists the pods whose restart records differ between two versions of
+// the state: compared as written, not by any clock.
+func changedRestarts(read, latest *state.State) []string {
+	var uids []string
+	for _, r := range latest.Restarts {
+		if !slices.ContainsFunc(read.Restarts, func(o state.Restart) bool {
+			return o.UID == r.UID && o.Outcome == r.Outcome && o.ClaimedAt.Equal(r.ClaimedAt) &&
+				ptr.Deref(o.ResumedAt, time.Time{}).Equal(ptr.Deref(r.ResumedAt, time.Time{}))
+		}) {
+			uids = append(uids, r.UID)
+		}
+	}
+	return uids
 }
 
 // restartPod carries out one claimed restart and records its outcome in p.next and

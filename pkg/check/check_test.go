@@ -722,3 +722,55 @@ func TestAlertClaimConflictKeepsTheRestartOutcomeBesideARecordDatedAhead(t *test
 		}
 	}
 }
+
+// Two overlapping passes on machines whose clocks differ race for one restart: the
+// other claims while this pass decides, and is deleting the pod when this pass's
+// claim conflicts. The claim this pass re-reads is another run's at work, whatever
+// its dates say. Checked before the fix: dated four minutes back (the other's clock
+// behind by more than --timeout) it looked left by a dead run, and this pass took it
+// over and restarted the pod too. Dated two minutes ahead, the other's later pod
+// record already kept this pass from acting.
+func TestClaimLostToASkewedClockIsNotTakenOver(t *testing.T) {
+	for _, skew := range []time.Duration{-4 * time.Minute, 2 * time.Minute} {
+		t.Run(skew.String(), func(t *testing.T) {
+			h := newHarness(t)
+			h.wedgedAndDue()
+			h.clk.Step(5 * time.Minute) // wedged past --wedged-for by either clock
+			other := newHarness(t)      // the other pass: same state and cluster, own clock and hands
+			other.store = h.store
+			other.clk.SetTime(h.clk.Now().Add(skew))
+			claimed, release, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+			other.restarter.onRestart = func(_ context.Context, name, _ string) (restart.Result, error) {
+				close(claimed) // its claim is written; the delete is under way
+				<-release
+				return restart.Result{Detail: "deleted pod " + name}, nil
+			}
+			h.store.saveHooks = []func() error{func() error {
+				go func() {
+					_, err := other.pass()
+					done <- err
+				}()
+				<-claimed
+				return nil
+			}}
+
+			rep, err := h.pass()
+			close(release)
+			if oerr := <-done; oerr != nil || other.restarts() != 1 {
+				t.Fatalf("the other pass: %d restarts, %v: the test proves nothing", other.restarts(), oerr)
+			}
+			if err != nil {
+				t.Fatalf("the losing pass failed: %v", err)
+			}
+			if !strings.Contains(h.logs.String(), "lost the restart claim race") {
+				t.Fatal("our claim did not conflict: the test proves nothing")
+			}
+			if h.restarts() != 0 || len(rep.Restarts) != 0 {
+				t.Fatalf("both passes restarted the pod: report %s: %s, %+v", rep.Action, rep.Reason, rep.Restarts)
+			}
+			if skew < 0 && (rep.Action != decide.ActionBlocked || !strings.Contains(rep.Reason, "restart already in progress")) {
+				t.Errorf("the loser: %s: %s, want blocked by the restart in progress", rep.Action, rep.Reason)
+			}
+		})
+	}
+}

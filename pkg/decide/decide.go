@@ -339,7 +339,7 @@ func (p *judgedPod) judge() Target {
 	}
 	t.BadSince, t.BadFor, t.Evidence = new(e.Since), e.For, e.Evidence
 	t.Reason = fmt.Sprintf("%s; %s for %s (%s evidence)", t.Reason, t.Verdict, ShortDuration(t.BadFor.D()), t.Evidence)
-	p.takeOver = unfinishedClaim(RestartOf(p.state, p.UID, p.now), p.now, p.cfg)
+	p.takeOver = unfinishedClaim(RestartOf(p.state, p.UID, p.now), p.now, p.cfg) && !slices.Contains(p.obs.ClaimedMeanwhile, p.UID)
 	if !p.restartDue(&t) {
 		return t
 	}

@@ -261,8 +261,9 @@ type AlertHold struct {
 
 // Read asks Alertmanager for the active alerts (neither silenced nor inhibited)
 // that match any of the sets, but the watchdog's own (a wide matcher must not hold
-// restarts because the scheduler is wedged). The first peer that answers is
-// believed: peers gossip silences. An error is kept in the answer (the gate fails open).
+// restarts because the scheduler is wedged). Every peer is asked at once (a hung one
+// must not use up the others' time) and the first to answer is believed: peers gossip
+// silences. An error is kept in the answer (the gate fails open).
 func (h *AlertHold) Read(ctx context.Context) *decide.FiringAlerts {
 	var names []string
 	for _, s := range h.Sets {
@@ -271,12 +272,21 @@ func (h *AlertHold) Read(ctx context.Context) *decide.FiringAlerts {
 	out := &decide.FiringAlerts{Matchers: strings.Join(names, " or ")}
 	hdr := h.Alertmanager.headers()
 	hdr.Set("Accept", "application/json")
-	var errs []error
-	for _, p := range h.Alertmanager.Posters {
-		if out.Firing, out.Err = h.firingAt(ctx, p, hdr); out.Err == nil {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	peers := h.Alertmanager.Posters
+	firing, errs, answered := make([][]string, len(peers)), make([]error, len(peers)), make(chan int, len(peers))
+	for i, p := range peers {
+		go func() {
+			firing[i], errs[i] = h.firingAt(ctx, p, hdr)
+			answered <- i
+		}()
+	}
+	for range peers {
+		if i := <-answered; errs[i] == nil {
+			out.Firing = firing[i]
 			return out
 		}
-		errs = append(errs, out.Err)
 	}
 	out.Err = errors.Join(errs...)
 	return out

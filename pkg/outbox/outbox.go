@@ -82,15 +82,24 @@ var (
 // Open returns the notification an outbox entry stands for, rebuilt, or why the
 // entry is dropped. With a key it authenticates the entry first: an entry is judged
 // (even its age) only after its seal, so a forgery is reported as one. Facts the
-// watchdog never writes are refused in errors that never repeat the entry's text;
+// watchdog never writes are refused in errors that never repeat the entry's text
+// (those a later build sealed are left out of the alert);
 // an authenticated entry's time is not checked (a node whose clock ran ahead must
 // not lose the page; its sealed createdAt bounds its age).
 func (c Config) Open(p state.Pending, now time.Time) (n alert.Notification, authenticated bool, err error) {
 	dec := json.NewDecoder(bytes.NewReader(p.Payload))
 	dec.DisallowUnknownFields()
+	sealedAsWritten := false
 	if err := dec.Decode(&n); err != nil || dec.More() {
-		// Not the decoder's message: it quotes the entry (an unknown field's name).
-		return n, false, errors.New("not a notification as the watchdog writes one (unreadable, or with fields it never writes)")
+		// A fact this build does not know is a later build's (after a rollback) when the
+		// seal covers the payload as written, re-indented at most.
+		var written bytes.Buffer
+		sealedAsWritten = len(c.Key) > 0 && p.Seal != "" && json.Compact(&written, p.Payload) == nil &&
+			hmac.Equal([]byte(p.Seal), []byte(c.Seal(p, written.Bytes()))) && json.Unmarshal(p.Payload, &n) == nil
+		if !sealedAsWritten {
+			// Not the decoder's message: it quotes the entry (an unknown field's name).
+			return n, false, errors.New("not a notification as the watchdog writes one (unreadable, or with fields it never writes)")
+		}
 	}
 	// Sealed as json.Marshal writes them: the document may have been re-indented.
 	facts, err := json.Marshal(n)
@@ -101,7 +110,7 @@ func (c Config) Open(p state.Pending, now time.Time) (n alert.Notification, auth
 		if p.Seal == "" {
 			return n, false, errNoSeal
 		}
-		if !hmac.Equal([]byte(p.Seal), []byte(c.Seal(p, facts))) {
+		if !sealedAsWritten && !hmac.Equal([]byte(p.Seal), []byte(c.Seal(p, facts))) {
 			return n, false, errUnsealed
 		}
 		authenticated = true

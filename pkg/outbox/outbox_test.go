@@ -46,3 +46,48 @@ func TestRebuild(t *testing.T) {
 		}
 	}
 }
+
+// An entry a later build sealed may carry a fact this build does not know (as
+// `paused` was to the build before the pause): rolled back to, this build retries
+// the alert without it rather than dropping it, once its seal, over the payload as
+// that build wrote it, verifies. Stored and read back through the state document,
+// which re-indents the payload. Checked before: dropped as "not a notification as
+// the watchdog writes one". Without a key, or with a seal that does not cover the
+// field, it is still refused.
+func TestSealedFactOfALaterBuildIsRetriedWithoutIt(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	c := Config{Key: []byte("k"), Source: alert.Source{Namespace: "agentenv-system"}}
+	n := alert.Notification{ID: "0123456789abcdef", Event: alert.EventWedged, Pod: "p", Reason: "wedged", Time: now}
+	p, err := c.Pending(n, now, []string{"webhook"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	later := p
+	later.Payload = bytes.Replace(p.Payload, []byte(`{`), []byte(`{"escalation":"team-b",`), 1)
+	later.Seal = c.Seal(later, later.Payload)
+	s := state.New()
+	s.Outbox = append(s.Outbox, later)
+	doc, err := state.Encode(s, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read, err := state.Decode(doc)
+	if err != nil || len(read.Outbox) != 1 || bytes.Equal(read.Outbox[0].Payload, later.Payload) {
+		t.Fatalf("the entry did not come back re-indented (%v): the test proves nothing", err)
+	}
+	stored := read.Outbox[0]
+	got, authenticated, err := c.Open(stored, now)
+	if err != nil || !authenticated || got.Pod != "p" || got.Reason != "wedged" || got.Severity != alert.SeverityCritical {
+		t.Errorf("rebuilt %+v (authenticated %v, %v): want the alert retried", got, authenticated, err)
+	}
+	forged, noSeal := stored, stored
+	forged.Seal, noSeal.Seal = p.Seal, ""
+	for name, tc := range map[string]struct {
+		c Config
+		p state.Pending
+	}{"without a key": {Config{Source: c.Source}, stored}, "a seal without the fact": {c, forged}, "no seal": {c, noSeal}} {
+		if _, _, err := tc.c.Open(tc.p, now); err == nil {
+			t.Errorf("%s: an unknown field accepted", name)
+		}
+	}
+}
