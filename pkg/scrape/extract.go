@@ -16,6 +16,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/agentenv/watchdog/pkg/httpbound"
 )
 
 // Metric names exported by the AgentENV scheduler (docs/design.md §1).
@@ -103,6 +105,9 @@ func filterFamilies(r io.Reader) ([]byte, error) {
 				return nil, classifyReadError(err)
 			}
 			continue
+		}
+		if errors.Is(err, httpbound.ErrTooLarge) {
+			return nil, err // a line cut by the cap, not a cut-off page
 		}
 		if watched(line) != "" {
 			if line[len(line)-1] != '\n' {

@@ -123,3 +123,19 @@ func TestScrapeCapSweep(t *testing.T) {
 		}
 	}
 }
+
+// A page over the cap is too large wherever the cap cuts it: in a line the
+// watchdog reads, in one it skips, or between lines (a cut watched line is the
+// cap's doing, not a truncated page).
+func TestScrapeOverTheCapSweep(t *testing.T) {
+	healthy := readFixture(t, "scheduler-metrics-healthy.txt")
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte(healthy))
+	}))
+	defer srv.Close()
+	for cap := int64(1); cap < int64(len(healthy)); cap += 7 {
+		if _, err := NewScraper(5*time.Second, cap).Scrape(context.Background(), srv.URL); KindOf(err) != KindTooLarge {
+			t.Fatalf("cap %d of a %d-byte page: want %s, got %v", cap, len(healthy), KindTooLarge, err)
+		}
+	}
+}
