@@ -34,8 +34,8 @@ type Queries struct {
 	// its spacing is the count's resolution.
 	ExpectedSeries string
 	// PodReady is the scheduler pods' readiness, joined to the targets by
-	// PodLabel: an HA scheduler's leader is the ready pod. Read only when set
-	// (--leader-lease).
+	// PodLabel: an HA scheduler's leader is the ready pod. Read when set, so a
+	// caller clears DefaultQueries' unless it replays --leader-lease.
 	PodReady string
 	// PodLabel names the label holding the scheduler pod's name.
 	PodLabel string

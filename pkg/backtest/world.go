@@ -32,7 +32,7 @@ type World struct {
 	// then, as the API server would list it; history records no deletion mark.
 	supersededAt map[string]time.Time
 	// judge chooses the pods the summaries measure as a run chooses those it
-	// judges (decide.Judged; the Deployment's by name). Zero: every live pod.
+	// judges (decide.Judged; the Deployment's by name).
 	judge      decide.Config
 	deployment string
 	// chosen caches decide.Judged by the listing: it changes rarely, the

@@ -232,7 +232,7 @@ func (o *AlertmanagerOptions) holdSets() ([]amlabels.Matchers, error) {
 // Alertmanager Service usually speaks it) as long as no credentials would cross
 // the network in clear text.
 func checkAlertmanagerURL(raw string, creds bool) error {
-	u, err := parseURL(raw, true)
+	u, err := parseURL(raw)
 	switch {
 	case err != nil:
 		return err

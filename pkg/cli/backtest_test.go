@@ -151,3 +151,18 @@ func wantProblems(t *testing.T, err error, want []string) bool {
 	}
 	return true
 }
+
+// A URL that may carry credentials is never echoed when it does not parse:
+// url.Parse's error quotes it whole, password included.
+func TestMalformedURLWithCredentialsIsNotEchoed(t *testing.T) {
+	const bad = "http://admin:hunter2@prometheus.example:badport"
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	bt := BacktestOptions{PrometheusURL: bad, QueryTimeout: 30 * time.Second, MaxBytes: DefaultPrometheusMaxBytes, Start: "7d", End: "now",
+		Schedule: DefaultSchedule, Queries: backtest.Queries{PodLabel: "pod"}, StopGapAfter: 5 * time.Minute}
+	push := PushOptions{URL: bad, Job: "watchdog", Timeout: time.Second}
+	for flag, err := range map[string]error{"--prometheus-url": bt.Validate(now, false), "--pushgateway-url": push.Validate()} {
+		if err == nil || !strings.Contains(err.Error(), flag) || strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("%s %s: want an error naming the flag without the password, got %v", flag, bad, err)
+		}
+	}
+}

@@ -390,7 +390,7 @@ func (o *PushOptions) AddFlags(fs *pflag.FlagSet) {
 func (o *PushOptions) Validate() error {
 	var p problems
 	p.url("--pushgateway-url", o.URL, func(raw string) error {
-		u, err := parseURL(raw, false)
+		u, err := parseURL(raw)
 		if err == nil && u.User != nil {
 			err = errors.New("credentials in the URL are not supported")
 		}

@@ -412,15 +412,13 @@ func (p *problems) url(flag, raw string, check func(raw string) error) {
 	}
 }
 
-// parseURL parses an http or https URL that must name a host; a secret one is not
-// echoed in the error (url.Parse's quotes it).
-func parseURL(raw string, secret bool) (*url.URL, error) {
+// parseURL parses an http or https URL that must name a host. Its error never
+// quotes the URL (url.Parse's does): it may be a secret or carry a password.
+func parseURL(raw string) (*url.URL, error) {
 	u, err := url.Parse(raw)
 	switch {
-	case err != nil && secret:
-		return nil, errors.New("not a valid URL")
 	case err != nil:
-		return nil, fmt.Errorf("not a valid URL: %v", err)
+		return nil, fmt.Errorf("not a valid URL: %v", errors.Unwrap(err))
 	case u.Host == "":
 		return nil, errors.New("URL has no host")
 	case u.Scheme != "https" && u.Scheme != "http":
@@ -443,7 +441,7 @@ func clearText(u *url.URL, creds bool) bool {
 // checkURL accepts a URL that is itself a secret (whoever has it can post to it):
 // https, and plain http only for loopback addresses.
 func checkURL(raw string) error {
-	u, err := parseURL(raw, true)
+	u, err := parseURL(raw)
 	if err == nil && clearText(u, true) {
 		err = errors.New("plain http is accepted only for loopback addresses; use https")
 	}
@@ -454,7 +452,7 @@ func checkURL(raw string) error {
 // to people (a runbook in an alert), so plain http (a wiki.internal page) is fine;
 // refusing it would make every run exit 2, which sends no alert at all.
 func checkLinkURL(raw string) error {
-	_, err := parseURL(raw, false)
+	_, err := parseURL(raw)
 	return err
 }
 

@@ -70,7 +70,9 @@ type Config struct {
 	BackoffBase       time.Duration
 	BackoffMax        time.Duration
 	BackoffReset      time.Duration
-	HoldOnAlerts      bool
+	// HoldOnAlerts turns the firing-alerts gate on; check.Runner sets it from
+	// whether it has a reader, whatever it was given.
+	HoldOnAlerts bool
 }
 
 // DefaultSampleInterval is the scheduler's gauge refresh: sampling faster shows nothing new.
