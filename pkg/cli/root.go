@@ -159,7 +159,13 @@ underscores, upper case); a flag beats its environment variable.`,
 	root.Version = version.String()
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.Flags().Bool("version", false, "print the version, commit and build date, as the version command does")
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usagef("%v", err) })
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		// pflag's error quotes the refused value.
+		if bad, ok := errors.AsType[*pflag.InvalidValueError](err); ok && secretFlag(bad.GetFlag()) {
+			return usagef("invalid value for --%s: %v", bad.GetFlag().Name, bad.Unwrap())
+		}
+		return usagef("%v", err)
+	})
 	root.AddCommand(newCheckCommand(stdout, stderr), newStatusCommand(stdout, stderr), newHistoryCommand(stdout, stderr), newVersionCommand(stdout), newNotifyCommand(stdout, stderr), newRunCommand(stderr), newDoctorCommand(stdout, stderr), newBacktestCommand(stdout, stderr))
 	return root
 }
@@ -175,7 +181,7 @@ func applyEnv(fs *pflag.FlagSet) error {
 			return
 		}
 		if serr := fs.Set(f.Name, v); serr != nil {
-			if strings.Contains(f.Usage, "(secret") {
+			if secretFlag(f) {
 				err = usagef("environment variable %s: invalid value for --%s", name, f.Name)
 			} else {
 				err = usagef("environment variable %s=%q: %v", name, v, serr)
@@ -184,6 +190,9 @@ func applyEnv(fs *pflag.FlagSet) error {
 	})
 	return err
 }
+
+// secretFlag: a flag whose help says (secret), whose value is never echoed.
+func secretFlag(f *pflag.Flag) bool { return strings.Contains(f.Usage, "(secret") }
 
 func newVersionCommand(stdout io.Writer) *cobra.Command {
 	var output OutputOptions
