@@ -132,3 +132,24 @@ func TestKubectlFlagsApplyInAPod(t *testing.T) {
 		}
 	}
 }
+
+// A --server (or kubeconfig server) URL with credentials in it names the API server
+// in logs, errors, reports and the pod proxy's scrape URL: the credentials become
+// basic auth, as the HTTP client would send them, and the host shows none.
+func TestServerURLCredentialsNeverShown(t *testing.T) {
+	t.Setenv("KUBECONFIG", filepath.Join(t.TempDir(), "none"))
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	const server = "https://admin:XXXXKUBEPASSSECRET@127.0.0.1:6443"
+	cfg, err := restConfig(parseCluster(t, "--server", server))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Host != "https://127.0.0.1:6443" || cfg.Username != "admin" || cfg.Password != "XXXXKUBEPASSSECRET" {
+		t.Errorf("host %q, user %q, password %q: want the credentials as basic auth only", cfg.Host, cfg.Username, cfg.Password)
+	}
+	var out strings.Builder
+	if code := ExecuteContext(t.Context(), []string{"check", "--validate-only", "--server", server}, &out, &out); code != ExitOK ||
+		strings.Contains(out.String(), "XXXXKUBEPASSSECRET") {
+		t.Errorf("exit %d, want 0 without the password:\n%s", code, out.String())
+	}
+}

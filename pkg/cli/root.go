@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net/url"
 	"os"
 	"os/signal"
 	"strconv"
@@ -250,6 +251,16 @@ func restConfig(o *ClusterOptions) (*rest.Config, error) {
 		}
 	} else if cfg, err = o.loader().ClientConfig(); err != nil {
 		return nil, usagef("load kubeconfig: %v", err)
+	}
+	// A server URL's own credentials (https://user:pass@host) would show wherever the
+	// API server is named: they become the basic auth the HTTP client sent from the URL.
+	if u, err := url.Parse(cfg.Host); err == nil && u.User != nil {
+		if cfg.Username == "" && cfg.BearerToken == "" && cfg.BearerTokenFile == "" {
+			cfg.Username = u.User.Username()
+			cfg.Password, _ = u.User.Password()
+		}
+		u.User = nil
+		cfg.Host = u.String()
 	}
 	// --request-timeout, when given, is kubectl's; otherwise --api-timeout.
 	if rt := o.Overrides.Timeout; rt == "" || rt == "0" {
