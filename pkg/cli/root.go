@@ -252,15 +252,8 @@ func restConfig(o *ClusterOptions) (*rest.Config, error) {
 	} else if cfg, err = o.loader().ClientConfig(); err != nil {
 		return nil, usagef("load kubeconfig: %v", err)
 	}
-	// A server URL's own credentials (https://user:pass@host) would show wherever the
-	// API server is named: they become the basic auth the HTTP client sent from the URL.
-	if u, err := url.Parse(cfg.Host); err == nil && u.User != nil {
-		if cfg.Username == "" && cfg.BearerToken == "" && cfg.BearerTokenFile == "" {
-			cfg.Username = u.User.Username()
-			cfg.Password, _ = u.User.Password()
-		}
-		u.User = nil
-		cfg.Host = u.String()
+	if err := hostCredentials(cfg); err != nil {
+		return nil, err
 	}
 	// --request-timeout, when given, is kubectl's; otherwise --api-timeout.
 	if rt := o.Overrides.Timeout; rt == "" || rt == "0" {
@@ -272,6 +265,37 @@ func restConfig(o *ClusterOptions) (*rest.Config, error) {
 	cfg.ContentType = "application/vnd.kubernetes.protobuf"
 	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
 	return cfg, nil
+}
+
+// hostCredentials moves a server URL's own credentials (https://user:pass@host) into
+// the basic auth the HTTP client sent from the URL (unless the configuration has
+// its own): the host shows in logs, errors and reports, and builds the pod proxy's
+// scrape URL. It reads the host as client-go does, a bare host:port with no scheme.
+func hostCredentials(cfg *rest.Config) error {
+	if !strings.Contains(cfg.Host, "@") {
+		return nil
+	}
+	bare := !strings.Contains(cfg.Host, "://")
+	u, err := url.Parse(cfg.Host)
+	if bare {
+		u, err = url.Parse("https://" + cfg.Host)
+	}
+	switch {
+	case err != nil:
+		// Not shown: url.Parse's error quotes the URL, and so would client-go's.
+		return usagef("the API server's URL (--server or the kubeconfig's) is not valid: %v", errors.Unwrap(err))
+	case u.User == nil:
+		return nil
+	case cfg.Username == "" && cfg.BearerToken == "" && cfg.BearerTokenFile == "":
+		cfg.Username = u.User.Username()
+		cfg.Password, _ = u.User.Password()
+	}
+	u.User = nil
+	cfg.Host = u.String()
+	if bare {
+		cfg.Host = strings.TrimPrefix(cfg.Host, "https://")
+	}
+	return nil
 }
 
 // inPodOverrides applies the kubectl flags that mean something in a pod too
