@@ -156,3 +156,15 @@ func TestHoldOnAlertsWiredAsTheCommandDoes(t *testing.T) {
 		}
 	}
 }
+
+// TestRefusedSecretFlagValueNotEchoed: a value the flag parser itself refuses (a
+// bare quote in --alertmanager-url's comma list) is not quoted back: pflag's error
+// quotes the value, here a URL with its password.
+func TestRefusedSecretFlagValueNotEchoed(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := ExecuteContext(context.Background(), []string{"check", "--alertmanager-url", `https://u:XXXXAMPASSSECRET@am.example"`}, &stdout, &stderr)
+	out := stdout.String() + stderr.String()
+	if code != ExitUsage || !strings.Contains(out, "--alertmanager-url") || strings.Contains(out, "XXXXAMPASSSECRET") {
+		t.Errorf("exit %d, want %d naming the flag without its value:\n%s", code, ExitUsage, out)
+	}
+}

@@ -132,3 +132,34 @@ func TestKubectlFlagsApplyInAPod(t *testing.T) {
 		}
 	}
 }
+
+// A --server (or kubeconfig server) URL with credentials in it names the API server
+// in logs, errors, reports and the pod proxy's scrape URL: the credentials become
+// basic auth, as the HTTP client would send them, and the host shows none.
+func TestServerURLCredentialsNeverShown(t *testing.T) {
+	t.Setenv("KUBECONFIG", filepath.Join(t.TempDir(), "none"))
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	const server = "https://admin:XXXXKUBEPASSSECRET@127.0.0.1:6443"
+	cfg, err := restConfig(parseCluster(t, "--server", server))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Host != "https://127.0.0.1:6443" || cfg.Username != "admin" || cfg.Password != "XXXXKUBEPASSSECRET" {
+		t.Errorf("host %q, user %q, password %q: want the credentials as basic auth only", cfg.Host, cfg.Username, cfg.Password)
+	}
+	// Without its scheme, as client-go reads a bare host:port.
+	cfg, err = restConfig(parseCluster(t, "--server", "admin:XXXXKUBEPASSSECRET@127.0.0.1:6443"))
+	if err != nil || cfg.Host != "127.0.0.1:6443" || cfg.Username != "admin" || cfg.Password != "XXXXKUBEPASSSECRET" {
+		t.Errorf("host %q, user %q, password %q, %v: want the credentials as basic auth only", cfg.Host, cfg.Username, cfg.Password, err)
+	}
+	for _, c := range []struct {
+		server string
+		code   int
+	}{{server, ExitOK}, {"https://admin:XXXXKUBEPASSSECRET@127.0.0.1:bad", ExitUsage}, {"https://admin:XXXXKUBEPASSSECRET@a b", ExitUsage}} {
+		var out strings.Builder
+		if code := ExecuteContext(t.Context(), []string{"check", "--validate-only", "--server", c.server}, &out, &out); code != c.code ||
+			strings.Contains(out.String(), "XXXXKUBEPASSSECRET") {
+			t.Errorf("--server %s: exit %d, want %d without the password:\n%s", c.server, code, c.code, out.String())
+		}
+	}
+}

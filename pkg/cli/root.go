@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net/url"
 	"os"
 	"os/signal"
 	"strconv"
@@ -159,7 +160,13 @@ underscores, upper case); a flag beats its environment variable.`,
 	root.Version = version.String()
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.Flags().Bool("version", false, "print the version, commit and build date, as the version command does")
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usagef("%v", err) })
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		// pflag's error quotes the refused value.
+		if bad, ok := errors.AsType[*pflag.InvalidValueError](err); ok && secretFlag(bad.GetFlag()) {
+			return usagef("invalid value for --%s: %v", bad.GetFlag().Name, bad.Unwrap())
+		}
+		return usagef("%v", err)
+	})
 	root.AddCommand(newCheckCommand(stdout, stderr), newStatusCommand(stdout, stderr), newHistoryCommand(stdout, stderr), newVersionCommand(stdout), newNotifyCommand(stdout, stderr), newRunCommand(stderr), newDoctorCommand(stdout, stderr), newBacktestCommand(stdout, stderr))
 	return root
 }
@@ -175,7 +182,7 @@ func applyEnv(fs *pflag.FlagSet) error {
 			return
 		}
 		if serr := fs.Set(f.Name, v); serr != nil {
-			if strings.Contains(f.Usage, "(secret") {
+			if secretFlag(f) {
 				err = usagef("environment variable %s: invalid value for --%s", name, f.Name)
 			} else {
 				err = usagef("environment variable %s=%q: %v", name, v, serr)
@@ -184,6 +191,9 @@ func applyEnv(fs *pflag.FlagSet) error {
 	})
 	return err
 }
+
+// secretFlag: a flag whose help says (secret), whose value is never echoed.
+func secretFlag(f *pflag.Flag) bool { return strings.Contains(f.Usage, "(secret") }
 
 func newVersionCommand(stdout io.Writer) *cobra.Command {
 	var output OutputOptions
@@ -242,6 +252,9 @@ func restConfig(o *ClusterOptions) (*rest.Config, error) {
 	} else if cfg, err = o.loader().ClientConfig(); err != nil {
 		return nil, usagef("load kubeconfig: %v", err)
 	}
+	if err := hostCredentials(cfg); err != nil {
+		return nil, err
+	}
 	// --request-timeout, when given, is kubectl's; otherwise --api-timeout.
 	if rt := o.Overrides.Timeout; rt == "" || rt == "0" {
 		cfg.Timeout = o.APITimeout
@@ -252,6 +265,37 @@ func restConfig(o *ClusterOptions) (*rest.Config, error) {
 	cfg.ContentType = "application/vnd.kubernetes.protobuf"
 	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
 	return cfg, nil
+}
+
+// hostCredentials moves a server URL's own credentials (https://user:pass@host) into
+// the basic auth the HTTP client sent from the URL (unless the configuration has
+// its own): the host shows in logs, errors and reports, and builds the pod proxy's
+// scrape URL. It reads the host as client-go does, a bare host:port with no scheme.
+func hostCredentials(cfg *rest.Config) error {
+	if !strings.Contains(cfg.Host, "@") {
+		return nil
+	}
+	bare := !strings.Contains(cfg.Host, "://")
+	u, err := url.Parse(cfg.Host)
+	if bare {
+		u, err = url.Parse("https://" + cfg.Host)
+	}
+	switch {
+	case err != nil:
+		// Not shown: url.Parse's error quotes the URL, and so would client-go's.
+		return usagef("the API server's URL (--server or the kubeconfig's) is not valid: %v", errors.Unwrap(err))
+	case u.User == nil:
+		return nil
+	case cfg.Username == "" && cfg.BearerToken == "" && cfg.BearerTokenFile == "":
+		cfg.Username = u.User.Username()
+		cfg.Password, _ = u.User.Password()
+	}
+	u.User = nil
+	cfg.Host = u.String()
+	if bare {
+		cfg.Host = strings.TrimPrefix(cfg.Host, "https://")
+	}
+	return nil
 }
 
 // inPodOverrides applies the kubectl flags that mean something in a pod too

@@ -2,6 +2,7 @@ package decide_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -91,5 +92,26 @@ func TestRestartsHeldWhileAlertsFire(t *testing.T) {
 	_, r = decideRun(cfg, s, t0.Add(5*time.Minute), wedgedAt)
 	if _, ok := hasGate(r, decide.GateAlerts, true); ok || r.NeedAlerts || r.Action != decide.ActionRestart {
 		t.Errorf("without --hold-restarts-on-alert: %s need=%v", r.Action, r.NeedAlerts)
+	}
+}
+
+// However many alerts fire (an Alertmanager answer of up to 4 MiB), the gate names
+// a few and counts the rest: its detail goes into the reason, the report, the log
+// and every alert.
+func TestHeldByManyAlertsNamesAFew(t *testing.T) {
+	cfg := testConfig()
+	cfg.HoldOnAlerts = true
+	s, _ := decide.Decide(wedgedAt(t0), state.New(), cfg)
+	o := inRun(t0.Add(5*time.Minute), wedgedAt(t0.Add(5*time.Minute)))
+	o.Alerts = &decide.FiringAlerts{Matchers: `alertname=~"etcd.*"`}
+	for i := range 5000 {
+		o.Alerts.Firing = append(o.Alerts.Firing, fmt.Sprintf(`etcdNoLeader{instance="etcd-%04d"}`, i))
+	}
+	o.Alerts.Firing[1] = `etcdNoLeader{instance="` + strings.Repeat("x", 1<<20) + `"}`
+	_, r := decideRun(cfg, s, t0.Add(5*time.Minute), func(now time.Time) decide.Observation { o.At = now; return o })
+	g, ok := hasGate(r, decide.GateAlerts, false)
+	if !ok || r.Action != decide.ActionBlocked || !strings.Contains(g.Detail, `etcdNoLeader{instance="etcd-0000"}`) ||
+		!strings.Contains(g.Detail, "4995 more") || len(g.Detail) > 1500 {
+		t.Errorf("%s, gate detail of %d bytes: want a few alerts named and the rest counted:\n%.2000s", r.Action, len(g.Detail), g.Detail)
 	}
 }

@@ -206,7 +206,15 @@ func alertsGate(p *judgedPod) Gate {
 	case a.Err != nil:
 		return Gate{Name: GateAlerts, OK: true, Detail: fmt.Sprintf("cannot read the firing alerts (%v): restart allowed, the hold fails open", a.Err)}
 	case len(a.Firing) > 0:
-		return Gate{Name: GateAlerts, Detail: fmt.Sprintf("held while alerts fire: %s (matching %s); a restart cannot help while they do", strings.Join(a.Firing, ", "), a.Matchers)}
+		// A few named, the rest counted: the detail is in every reason, report and alert.
+		var named []string
+		for _, f := range a.Firing[:min(len(a.Firing), 5)] {
+			named = append(named, state.Truncate(f, 200))
+		}
+		if more := len(a.Firing) - len(named); more > 0 {
+			named = append(named, fmt.Sprintf("%d more", more))
+		}
+		return Gate{Name: GateAlerts, Detail: fmt.Sprintf("held while alerts fire: %s (matching %s); a restart cannot help while they do", strings.Join(named, ", "), a.Matchers)}
 	}
 	return Gate{Name: GateAlerts, OK: true, Detail: fmt.Sprintf("no alert matching %s is firing", a.Matchers)}
 }

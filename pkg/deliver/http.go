@@ -91,9 +91,15 @@ func NewPoster(name, rawURL string, attemptTimeout time.Duration, attempts int, 
 	c.CheckRetry = p.checkRetry
 	p.hide("<url>", 1, rawURL)
 	if u, err := url.Parse(rawURL); err == nil {
-		// Without its final slash too: a heartbeat's <url>/fail drops it.
-		p.hide("<path>", len("/a"), u.Path, strings.TrimSuffix(u.Path, "/")) // any path but "/"
-		p.hide("<query>", 1, u.RawQuery)                                     // secret whatever its length (?k=1)
+		// Without its final slash too: a heartbeat's <url>/fail drops it. Escaped as
+		// sent and decoded, as receivers echo them: any path but "/".
+		for _, path := range []string{u.Path, u.EscapedPath()} {
+			p.hide("<path>", len("/a"), path, strings.TrimSuffix(path, "/"))
+		}
+		p.hide("<query>", 1, u.RawQuery) // secret whatever its length (?k=1)
+		for _, values := range u.Query() {
+			p.AddSecrets(values...) // one parameter echoed, decoded (a signature)
+		}
 		if u.User != nil {
 			user := u.User.Username()
 			pass, _ := u.User.Password()

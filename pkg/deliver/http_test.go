@@ -633,3 +633,19 @@ func TestReachNamesAnHTTPSProxysHandshake(t *testing.T) {
 		t.Errorf("trusted proxy and receiver: %v", err)
 	}
 }
+
+// A URL's path and query are hidden in the form a receiver echoes them, escaped as
+// sent (the request line) or decoded (a framework's parsed path and parameters):
+// signed URLs carry %2F and %3D in their secret parts.
+func TestPosterRedactsEscapedAndDecodedForms(t *testing.T) {
+	srv := newRecorder(t, func(n int, w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "no hook "+r.RequestURI+" | "+r.URL.Path+" | "+r.URL.Query().Get("sig"), http.StatusNotFound)
+	})
+	err := NewPoster("webhook", srv.URL+"/services/T000/XXXXSECRET%2Fa?sp=%2Ftriggers&sig=XXXXSECRET%3D", time.Second, 1, time.Second).
+		Post(context.Background(), []byte("{}"), nil)
+	if err == nil {
+		t.Fatal("no error")
+	}
+	t.Logf("%v", err)
+	noSecret(t, err)
+}

@@ -176,7 +176,8 @@ func (m *Metrics) Observe(rep *check.Report, err error, took time.Duration, now 
 	}
 	m.wouldRestart.Add(float64(len(rep.WouldRestarts)))
 	for _, a := range rep.Alerts {
-		if a.DryRun {
+		// A dropped outbox entry is no delivery, its event whatever the state's editor wrote.
+		if a.DryRun || a.Dropped {
 			continue
 		}
 		result := DeliveryOK

@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentenv/watchdog/pkg/check"
 	"github.com/agentenv/watchdog/pkg/decide"
+	"github.com/agentenv/watchdog/pkg/deliver"
 )
 
 // The ready and expected node gauges are what a dashboard draws per scheduler pod:
@@ -58,4 +59,31 @@ func nodeGauges(t *testing.T, m *Metrics) string {
 	}
 	sort.Strings(out)
 	return strings.Join(out, ", ")
+}
+
+// An outbox entry dropped unread (anyone who may edit the state ConfigMap writes
+// its event) is no delivery: it adds no series to the alerts counter, whose event
+// and sink labels stay the watchdog's own however many such entries come.
+func TestDroppedOutboxEntriesAddNoSeries(t *testing.T) {
+	m := New(Options{Sinks: []string{"webhook"}})
+	count := func() int {
+		families, err := m.Registry.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range families {
+			if f.GetName() == "agentenv_watchdog_alerts_total" {
+				return len(f.GetMetric())
+			}
+		}
+		return 0
+	}
+	before := count()
+	for i := range 100 {
+		m.Observe(&check.Report{Alerts: []deliver.Delivery{{ID: "x", Event: fmt.Sprintf("made-up-%d", i), Sink: "outbox", Dropped: true, Error: "not an event of the watchdog's"}}},
+			nil, time.Second, time.Now())
+	}
+	if after := count(); after != before {
+		t.Errorf("%d series after 100 dropped entries, want %d", after, before)
+	}
 }

@@ -11,8 +11,9 @@ import (
 	"github.com/agentenv/watchdog/pkg/kube"
 )
 
-// pageSize keeps each list response small on clusters with thousands of nodes.
-const pageSize = 500
+// pageSize keeps each list response small on clusters with thousands of nodes;
+// maxPages bounds a list that never ends (a Service has a slice per 100 endpoints).
+const pageSize, maxPages = 500, 20
 
 // EndpointLister reads the node Service's EndpointSlices from the API server.
 type EndpointLister struct {
@@ -32,7 +33,7 @@ func (l EndpointLister) Read(ctx context.Context, consistent bool) (endpoints.Co
 	if !consistent {
 		opts = kube.FromCache(opts)
 	}
-	for {
+	for page := 1; ; page++ {
 		list, err := l.Client.ListEndpointSlices(ctx, l.Namespace, opts)
 		if err != nil {
 			return endpoints.Count{}, fmt.Errorf("list EndpointSlices of service %s/%s: %w", l.Namespace, l.Service, err)
@@ -40,6 +41,9 @@ func (l EndpointLister) Read(ctx context.Context, consistent bool) (endpoints.Co
 		all = append(all, list.Items...)
 		if list.Continue == "" {
 			break
+		}
+		if page == maxPages {
+			return endpoints.Count{}, fmt.Errorf("list EndpointSlices of service %s/%s: more than %d pages of %d", l.Namespace, l.Service, maxPages, pageSize)
 		}
 		opts.Continue = list.Continue
 	}

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -334,5 +335,28 @@ func TestOnlyTheDeploymentsPodsAreRead(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// An EndpointSlice list that never ends (a continue token on every page) is read
+// up to a bound, not until the pass's deadline, keeping every page.
+func TestEndpointSlicePagesAreBounded(t *testing.T) {
+	var pages atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := pages.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(&discoveryv1.EndpointSliceList{TypeMeta: metav1.TypeMeta{Kind: "EndpointSliceList", APIVersion: "discovery.k8s.io/v1"},
+			ListMeta: metav1.ListMeta{Continue: fmt.Sprintf("page-%d", n)}, Items: make([]discoveryv1.EndpointSlice, 10)})
+	}))
+	defer srv.Close()
+	c, err := kube.New(&rest.Config{Host: srv.URL, QPS: -1}) // no client-side rate limit
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	_, err = EndpointLister{Client: c, Namespace: "ns", Service: "nodes", Port: 8000}.Read(ctx, true)
+	if err == nil || !strings.Contains(err.Error(), "pages") || pages.Load() > 100 {
+		t.Errorf("%d pages read, %v: want an error naming the bound", pages.Load(), err)
 	}
 }
