@@ -133,9 +133,9 @@ func TestScrapeOverTheCapSweep(t *testing.T) {
 		_, _ = w.Write([]byte(healthy))
 	}))
 	defer srv.Close()
-	for cap := int64(1); cap < int64(len(healthy)); cap += 7 {
-		if _, err := NewScraper(5*time.Second, cap).Scrape(context.Background(), srv.URL); KindOf(err) != KindTooLarge {
-			t.Fatalf("cap %d of a %d-byte page: want %s, got %v", cap, len(healthy), KindTooLarge, err)
+	for limit := int64(1); limit < int64(len(healthy)); limit += 7 {
+		if _, err := NewScraper(5*time.Second, limit).Scrape(context.Background(), srv.URL); KindOf(err) != KindTooLarge {
+			t.Fatalf("limit %d of a %d-byte page: want %s, got %v", limit, len(healthy), KindTooLarge, err)
 		}
 	}
 }
