@@ -131,7 +131,7 @@ func runPasses(ctx context.Context, f *checkFlags, ro *RunOptions, stderr io.Wri
 	if err != nil {
 		return fmt.Errorf("listen on --metrics-addr %s: %w", ro.MetricsAddr, err)
 	}
-	srv := &http.Server{Handler: l.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	srv := newMetricsServer(l.Handler())
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 	log.Info().Str("metricsAddr", ln.Addr().String()).Dur("interval", ro.Interval).Bool("leaderElect", ro.LeaderElect).Bool("watchEndpoints", ro.WatchEndpoints).Msg("watchdog running")
@@ -175,4 +175,12 @@ func lead(ctx context.Context, l *loop.Loop, ro *RunOptions, namespace string, p
 		OnAttempt: func(bool) { l.Alive() },
 	}
 	return e.Run(ctx, l.Lead)
+}
+
+// newMetricsServer serves /metrics and /healthz, rendered from memory: a client that
+// sends slowly, reads slowly or goes quiet is cut off, so none can hold connections
+// open in a long-lived run. A scraper that keeps its connection idle longer opens a
+// new one.
+func newMetricsServer(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 15 * time.Second}
 }
