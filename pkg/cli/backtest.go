@@ -80,7 +80,7 @@ func (o *BacktestOptions) Validate(now time.Time, intervalSet bool) error {
 	var p problems
 	if o.PrometheusURL == "" {
 		p.addf("--prometheus-url is required")
-	} else if err := checkLinkURL(o.PrometheusURL); err != nil {
+	} else if _, err := parseURL(o.PrometheusURL); err != nil { // not a link: it may carry credentials
 		p.addf("--prometheus-url: %v", err)
 	} else {
 		p.add(o.HTTP.Validate(o.PrometheusURL))
