@@ -37,8 +37,9 @@ ARG DATE=unknown
 RUN CGO_ENABLED=0 GOOS=linux go build -trimpath -ldflags "-s -w -X github.com/agentenv/watchdog/pkg/version.Version=${VERSION} -X github.com/agentenv/watchdog/pkg/version.Commit=${COMMIT} -X github.com/agentenv/watchdog/pkg/version.Date=${DATE}" -o /out/watchdog ./cmd/watchdog
 
 FROM gcr.io/distroless/static-debian12:nonroot@sha256:d093aa3e30dbadd3efe1310db061a14da60299baff8450a17fe0ccc514a16639
-# The same entrypoint, user and labels as `make image` (hack/release/image.go), which
-# builds the release image without a Docker daemon; test/release compares the two.
+# The same entrypoint (where ko puts the binary), user and labels as `make image`
+# (ko, hack/image.sh), which builds the release image without a Docker daemon;
+# test/release compares the two.
 ARG VERSION=dev
 ARG COMMIT=unknown
 LABEL org.opencontainers.image.source="https://github.com/agentenv/watchdog" \
@@ -47,8 +48,8 @@ LABEL org.opencontainers.image.source="https://github.com/agentenv/watchdog" \
       org.opencontainers.image.licenses="MIT" \
       org.opencontainers.image.title="agentenv-scheduler-watchdog" \
       org.opencontainers.image.description="Detects a wedged AgentENV scheduler and restarts it safely"
-COPY --from=build /out/watchdog /watchdog
+COPY --from=build /out/watchdog /ko-app/watchdog
 # nonroot: uid/gid 65532; the chart also sets runAsNonRoot and a read-only root.
+# No CMD: the chart gives every container its command's arguments.
 USER 65532:65532
-ENTRYPOINT ["/watchdog"]
-CMD ["check"]
+ENTRYPOINT ["/ko-app/watchdog"]

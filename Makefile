@@ -16,7 +16,7 @@ LDFLAGS := -s -w \
 	-X github.com/agentenv/watchdog/pkg/version.Commit=$(COMMIT) \
 	-X github.com/agentenv/watchdog/pkg/version.Date=$(DATE)
 
-.PHONY: prometheus3-test node cluster cluster-down e2e all build test unit vet fmt-check control-plane tools alertmanager pushgateway monitoring-tools chart-test lint-chart chart-readme event-docs cli-docs demo bench lint lint-tools vulndb-refresh fuzz binaries image dist chart-package release-check sbom-tool push push-needs-registry
+.PHONY: prometheus3-test node cluster cluster-down e2e all build test unit vet fmt-check control-plane tools alertmanager pushgateway monitoring-tools chart-test lint-chart chart-readme event-docs cli-docs demo bench lint lint-tools vulndb-refresh fuzz binaries image dist chart-package release-check ko push push-needs-registry
 
 all: build
 
@@ -160,8 +160,8 @@ fuzz:
 DIST ?= dist
 BIN_PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
 IMAGE_PLATFORMS := linux/amd64 linux/arm64
-# --base local: a base assembled from this machine's CA bundle (no registry needed);
-# a release passes the distroless base pinned by digest, as the Dockerfile's.
+# local: a base assembled from this machine's CA bundle (no registry needed); a
+# release passes the distroless base pinned by digest, as the Dockerfile's.
 IMAGE_BASE ?= local
 CHART_DIR := charts/agentenv-scheduler-watchdog
 
@@ -172,19 +172,16 @@ binaries:
 	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch go build -trimpath -ldflags '$(LDFLAGS)' -o $(DIST)/bin/$${os}_$${arch}/watchdog ./cmd/watchdog || exit 1; \
 	done
 
-sbom-tool:
-	hack/cyclonedx-gomod.sh >/dev/null
+ko:
+	hack/ko.sh >/dev/null
 
-## image: the multi-arch image (linux/amd64, linux/arm64) as an OCI image layout in dist/image, without a Docker daemon (hack/release, go-containerregistry), and a CycloneDX SBOM per platform in dist/sbom
-image: binaries sbom-tool
-	go run ./hack/release image --out $(DIST)/image --base $(IMAGE_BASE) --version $(VERSION) --revision $(COMMIT) --created $(DATE) \
-	  $(foreach p,$(IMAGE_PLATFORMS),--binary $(p)=$(DIST)/bin/$(subst /,_,$(p))/watchdog)
-	@mkdir -p $(DIST)/sbom
-	@for p in $(IMAGE_PLATFORMS); do \
-	  f=$(DIST)/sbom/watchdog_$${p%/*}_$${p#*/}.cdx.json; \
-	  "$$(hack/cyclonedx-gomod.sh --print)" bin -json -output $$f -version $(VERSION) $(DIST)/bin/$${p%/*}_$${p#*/}/watchdog || exit 1; \
-	  echo "$$f"; \
-	done
+# What ko (hack/image.sh) stamps: the binary's version, the labels, the image's time.
+IMAGE_ENV = VERSION=$(VERSION) COMMIT=$(COMMIT) DATE=$(DATE) SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) IMAGE_BASE=$(IMAGE_BASE)
+CHART_PACKAGE = $(DIST)/agentenv-scheduler-watchdog-$$(awk '/^version:/ {print $$2}' $(CHART_DIR)/Chart.yaml).tgz
+
+## image: the multi-arch image (linux/amd64, linux/arm64) as an OCI image layout in dist/image, built by ko without a Docker daemon (hack/image.sh), and an SPDX SBOM per image in dist/sbom
+image: ko
+	$(IMAGE_ENV) hack/image.sh layout $(DIST)/image $(DIST)/sbom
 
 ## dist: version-stamped archives of watchdog for linux and darwin, amd64 and arm64, with SHA256SUMS, in dist/
 dist: binaries
@@ -195,14 +192,12 @@ dist: binaries
 chart-package: tools
 	"$$(hack/tools.sh --print)" lint --strict $(CHART_DIR)
 	"$$(hack/tools.sh --print)" package $(CHART_DIR) --destination $(DIST)
-	go run ./hack/release chart --created $(DATE) $(DIST)/agentenv-scheduler-watchdog-$$(awk '/^version:/ {print $$2}' $(CHART_DIR)/Chart.yaml).tgz
+	go run ./hack/release chart --created $(DATE) $(CHART_PACKAGE)
 
-## push: push the multi-arch image, its SBOM and the chart to REGISTRY (any OCI registry, e.g. make push REGISTRY=registry.corp.example/platform) with your docker login / credential helpers and helm registry login; prints the digests and the helm install line (INSECURE=1: plain http, a registry on loopback)
+## push: build with ko and push the multi-arch image, its SBOMs and the chart to REGISTRY (any OCI registry, e.g. make push REGISTRY=registry.corp.example/platform) with your docker login / credential helpers and helm registry login; prints the digests and the helm install line (INSECURE=1: plain http, a registry on loopback)
 # Without REGISTRY nothing is built: the one prerequisite says what to set.
-push: $(if $(REGISTRY),image chart-package,push-needs-registry)
-	go run ./hack/release publish --registry $(REGISTRY) --layout $(DIST)/image --sbom-dir $(DIST)/sbom --tag $(VERSION) \
-	  --chart $(DIST)/agentenv-scheduler-watchdog-$$(awk '/^version:/ {print $$2}' $(CHART_DIR)/Chart.yaml).tgz \
-	  --helm "$$(hack/tools.sh --print)" $(if $(INSECURE),--insecure)
+push: $(if $(REGISTRY),ko chart-package,push-needs-registry)
+	$(IMAGE_ENV) REGISTRY=$(REGISTRY) INSECURE=$(INSECURE) CHART=$(CHART_PACKAGE) SBOM_DIR=$(DIST)/sbom HELM="$$(hack/tools.sh --print)" hack/push.sh
 
 push-needs-registry:
 	@echo "make push: set REGISTRY, e.g. make push REGISTRY=registry.corp.example/platform" >&2; exit 2

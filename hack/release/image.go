@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -17,21 +16,11 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
-
-// The image's contract, which the Dockerfile states too (test/release compares them).
-const (
-	binaryPath = "/watchdog"
-	user       = "65532:65532"
-)
-
-// watchdogEntry is the watchdog image's binary and command.
-var watchdogEntry = entry{path: binaryPath, cmd: []string{"check"}}
 
 // entry is where an image's one binary goes and what it runs: the binary is the
 // entrypoint, cmd its default arguments.
@@ -45,100 +34,6 @@ type multiFlag []string
 
 func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
 func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
-
-func imageCommand(args []string) error {
-	fs := flag.NewFlagSet("image", flag.ContinueOnError)
-	out := fs.String("out", "dist/image", "OCI image layout to write (replaced)")
-	var binaries multiFlag
-	fs.Var(&binaries, "binary", "PLATFORM=PATH of a static watchdog binary, e.g. linux/amd64=dist/bin/linux_amd64/watchdog (repeat)")
-	base := fs.String("base", "local", "local (a base assembled here: CA bundle, passwd with uid 65532) or an image reference pinned by digest (name@sha256:...), read from its registry")
-	caBundle := fs.String("ca-bundle", "/etc/ssl/certs/ca-certificates.crt", "the CA bundle of the local base")
-	version := fs.String("version", "", "org.opencontainers.image.version")
-	revision := fs.String("revision", "", "org.opencontainers.image.revision")
-	source := fs.String("source", "https://github.com/agentenv/watchdog", "org.opencontainers.image.source")
-	created := fs.String("created", "", "creation time, RFC 3339 (the commit's time: the same inputs give the same digest)")
-	timeout := fs.Duration("timeout", 5*time.Minute, "deadline of reading a release base from its registry")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if len(binaries) == 0 || *version == "" || *revision == "" || *created == "" {
-		return errors.New("image: --binary, --version, --revision and --created are required")
-	}
-	at, err := time.Parse(time.RFC3339, *created)
-	if err != nil {
-		return fmt.Errorf("--created: %w", err)
-	}
-	labels := map[string]string{
-		"org.opencontainers.image.source":      *source,
-		"org.opencontainers.image.version":     *version,
-		"org.opencontainers.image.revision":    *revision,
-		"org.opencontainers.image.licenses":    "MIT",
-		"org.opencontainers.image.title":       "agentenv-scheduler-watchdog",
-		"org.opencontainers.image.description": "Detects a wedged AgentENV scheduler and restarts it safely",
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
-	defer cancel()
-	var adds []mutate.IndexAddendum
-	for _, b := range binaries {
-		platform, path, ok := strings.Cut(b, "=")
-		if !ok {
-			return fmt.Errorf("--binary %q: want PLATFORM=PATH", b)
-		}
-		p, err := v1.ParsePlatform(platform)
-		if err != nil {
-			return fmt.Errorf("--binary %q: %w", b, err)
-		}
-		baseImage, err := baseFor(ctx, *base, *p, *caBundle, at)
-		if err != nil {
-			return err
-		}
-		img, err := withBinary(baseImage, *p, path, watchdogEntry, labels, at)
-		if err != nil {
-			return fmt.Errorf("%s: %w", platform, err)
-		}
-		adds = append(adds, mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{Platform: p}})
-	}
-	idx := mutate.IndexMediaType(mutate.AppendManifests(empty.Index, adds...), types.OCIImageIndex)
-	idx = mutate.Annotations(idx, map[string]string{
-		"org.opencontainers.image.source":   *source,
-		"org.opencontainers.image.version":  *version,
-		"org.opencontainers.image.revision": *revision,
-		"org.opencontainers.image.created":  at.UTC().Format(time.RFC3339),
-	}).(v1.ImageIndex)
-	if err := os.RemoveAll(*out); err != nil {
-		return err
-	}
-	lp, err := layout.Write(*out, empty.Index)
-	if err != nil {
-		return fmt.Errorf("write layout %s: %w", *out, err)
-	}
-	if err := lp.AppendIndex(idx, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": *version})); err != nil {
-		return fmt.Errorf("write layout %s: %w", *out, err)
-	}
-	d, err := idx.Digest()
-	if err != nil {
-		return err
-	}
-	fmt.Printf("%s: image index %s (%d platforms)\n", *out, d, len(adds))
-	return nil
-}
-
-// baseFor is the base of one platform: assembled here, or the platform's image of
-// a multi-arch base pinned by digest.
-func baseFor(ctx context.Context, base string, p v1.Platform, caBundle string, at time.Time) (v1.Image, error) {
-	if base == "local" {
-		return localBase(p, caBundle, at)
-	}
-	ref, err := name.NewDigest(base)
-	if err != nil {
-		return nil, fmt.Errorf("--base %q: a release base is pinned by digest (name@sha256:...): %w", base, err)
-	}
-	img, err := remote.Image(ref, remote.WithPlatform(p), remote.WithContext(ctx))
-	if err != nil {
-		return nil, fmt.Errorf("--base %s for %s: %w", ref, p, err)
-	}
-	return img, nil
-}
 
 // localBase stands in for distroless/static where no registry can be reached: the
 // files a static Go binary needs (CA certificates for TLS, a passwd entry for its
@@ -202,7 +97,7 @@ func withBinary(base v1.Image, p v1.Platform, path string, e entry, labels map[s
 	cf = cf.DeepCopy()
 	cf.OS, cf.Architecture, cf.Variant = p.OS, p.Architecture, p.Variant
 	cf.Created = v1.Time{Time: at}
-	cf.Config.User = user
+	cf.Config.User = "65532:65532" // nonroot, as the release image
 	cf.Config.Entrypoint = []string{e.path}
 	cf.Config.Cmd = e.cmd
 	cf.Config.WorkingDir = "/"
@@ -250,22 +145,61 @@ func tarLayer(at time.Time, files []file) (v1.Layer, error) {
 		tarball.WithMediaType(types.OCILayer))
 }
 
-// layoutIndex is the multi-arch index a layout written by image holds.
-func layoutIndex(dir string) (v1.ImageIndex, error) {
-	lp, err := layout.FromPath(filepath.Clean(dir))
+// baseCommand pushes the local base for each platform, as one index, and prints
+// REF@DIGEST: what ko builds on where no registry but this one can be reached.
+func baseCommand(args []string) error {
+	fs := flag.NewFlagSet("base", flag.ContinueOnError)
+	refFlag := fs.String("ref", "", "where to push: REGISTRY/REPOSITORY:TAG")
+	platforms := fs.String("platforms", "linux/amd64,linux/arm64", "comma-separated platforms")
+	caBundle := fs.String("ca-bundle", "/etc/ssl/certs/ca-certificates.crt", "the CA bundle of the base")
+	insecure := fs.Bool("insecure", false, "plain HTTP (a registry on loopback)")
+	timeout := fs.Duration("timeout", 2*time.Minute, "deadline of the push")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *refFlag == "" {
+		return errors.New("base: --ref is required")
+	}
+	ref, err := tagRef(*refFlag, *insecure)
 	if err != nil {
-		return nil, fmt.Errorf("read layout %s: %w", dir, err)
+		return err
 	}
-	top, err := lp.ImageIndex()
+	at := time.Unix(0, 0).UTC()
+	var adds []mutate.IndexAddendum
+	for _, s := range strings.Split(*platforms, ",") {
+		p, err := v1.ParsePlatform(s)
+		if err != nil {
+			return err
+		}
+		img, err := localBase(*p, *caBundle, at)
+		if err != nil {
+			return err
+		}
+		adds = append(adds, mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{Platform: p}})
+	}
+	idx := mutate.IndexMediaType(mutate.AppendManifests(empty.Index, adds...), types.OCIImageIndex)
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	if err := remote.WriteIndex(ref, idx, remote.WithContext(ctx)); err != nil {
+		return fmt.Errorf("push %s: %w", ref, err)
+	}
+	d, err := idx.Digest()
 	if err != nil {
-		return nil, err
+		return err
 	}
-	m, err := top.IndexManifest()
+	fmt.Printf("%s@%s\n", ref.Context(), d)
+	return nil
+}
+
+// tagRef parses --ref (REGISTRY/REPOSITORY:TAG); insecure allows plain HTTP.
+func tagRef(ref string, insecure bool) (name.Tag, error) {
+	var opts []name.Option
+	if insecure {
+		opts = append(opts, name.Insecure)
+	}
+	t, err := name.NewTag(ref, opts...)
 	if err != nil {
-		return nil, err
+		return t, fmt.Errorf("--ref: %w", err)
 	}
-	if len(m.Manifests) != 1 || !m.Manifests[0].MediaType.IsIndex() {
-		return nil, fmt.Errorf("layout %s: want one image index in index.json, found %d entries", dir, len(m.Manifests))
-	}
-	return top.ImageIndex(m.Manifests[0].Digest)
+	return t, nil
 }

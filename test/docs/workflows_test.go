@@ -53,8 +53,7 @@ func TestWorkflowsRunWhatCIRuns(t *testing.T) {
 		t.Errorf("release.yml runs on %v, want push of tags v*", rel.On)
 	}
 	for _, want := range []string{
-		"bash .ci/run", "make image dist chart-package", "hack/release push", "push dist/agentenv-scheduler-watchdog-",
-		"sigstore/cosign-installer", "cosign sign --yes", "cosign attest --yes --type cyclonedx",
+		"bash .ci/run", "make push dist", "sigstore/cosign-installer", "cosign sign --yes", "cosign attest --yes --type spdxjson",
 		"actions/attest-build-provenance", "dist/SHA256SUMS", "dist/*.tar.gz",
 	} {
 		if !strings.Contains(steps, want) {
@@ -75,7 +74,7 @@ func TestWorkflowsRunWhatCIRuns(t *testing.T) {
 // TestWorkflowsGiveBackWhatRootBuilt: .ci/run runs as root (a test makes a network
 // namespace), so the checkout's bin/ and dist/, Go's caches and the tools cache
 // come out owned by root. The release's later steps run as the runner user (rm -rf
-// dist, make image, go run ./hack/release), and actions/cache saves the tools cache
+// dist, make push dist), and actions/cache saves the tools cache
 // as that user after the job: each workflow hands them back right after .ci/run,
 // even when it failed.
 func TestWorkflowsGiveBackWhatRootBuilt(t *testing.T) {
@@ -140,26 +139,31 @@ func TestWorkflowsPinActionsByCommit(t *testing.T) {
 
 // TestReleaseJobTrustsNothingBeforeIt: the tests run as root (a test makes a
 // network namespace), and a process a test starts could outlive its step. So the
-// tests run in a job that can write nothing, and the job holding packages,
-// id-token and attestations write runs after it on a fresh runner: it checks out
-// afresh, restores no cache (a cached tool could be anyone's: the cached helm
-// would receive the registry token), runs nothing as root, and builds every tool
-// itself from the Go module proxy, verified against the Go checksum database.
+// tests run in a job that can write nothing, and every job that writes runs
+// after it on a fresh runner: no cache restored (a cached tool could be anyone's:
+// the cached helm would receive the registry token), nothing as root, no test,
+// every tool built afresh from the Go module proxy, verified against the Go
+// checksum database. The job that builds (and so runs every module's code)
+// holds no OIDC token: the signing identity lives in a job of its own, behind a
+// protected environment, that builds nothing and signs the digests the build
+// job pushed.
 func TestReleaseJobTrustsNothingBeforeIt(t *testing.T) {
 	raw := read(t, ".github/workflows/release.yml")
+	type step struct {
+		Uses string            `yaml:"uses"`
+		Run  string            `yaml:"run"`
+		With map[string]any    `yaml:"with"`
+		Env  map[string]string `yaml:"env"`
+	}
 	var w struct {
 		Permissions map[string]string `yaml:"permissions"`
 		Env         map[string]string `yaml:"env"`
 		Jobs        map[string]struct {
 			Needs       any               `yaml:"needs"`
+			Environment any               `yaml:"environment"`
 			Permissions map[string]string `yaml:"permissions"`
 			Env         map[string]string `yaml:"env"`
-			Steps       []struct {
-				Uses string            `yaml:"uses"`
-				Run  string            `yaml:"run"`
-				With map[string]any    `yaml:"with"`
-				Env  map[string]string `yaml:"env"`
-			} `yaml:"steps"`
+			Steps       []step            `yaml:"steps"`
 		} `yaml:"jobs"`
 	}
 	if err := yaml.Unmarshal([]byte(raw), &w); err != nil {
@@ -170,7 +174,7 @@ func TestReleaseJobTrustsNothingBeforeIt(t *testing.T) {
 			t.Errorf("release.yml grants %s: %s to every job", k, v)
 		}
 	}
-	var testJob, releaseJob string
+	var testJob, buildJob, signJob string
 	for name, job := range w.Jobs {
 		writes := false
 		for _, v := range job.Permissions {
@@ -181,48 +185,72 @@ func TestReleaseJobTrustsNothingBeforeIt(t *testing.T) {
 			runs = append(runs, s.Run)
 		}
 		all := strings.Join(runs, "\n")
+		builds := strings.Contains(all, "make ") || strings.Contains(all, "go run") || strings.Contains(all, "go build")
 		switch {
 		case strings.Contains(all, ".ci/run"):
 			testJob = name
 			if writes {
 				t.Errorf("job %s runs the tests with write permissions %v", name, job.Permissions)
 			}
-		case writes:
-			releaseJob = name
-			for _, s := range job.Steps {
-				if strings.HasPrefix(s.Uses, "actions/cache") {
-					t.Errorf("release job %s restores a cache (%s)", name, s.Uses)
-				}
-				if strings.Contains(s.Run, "sudo") || strings.Contains(s.Run, "make test") || strings.Contains(s.Run, "release-check") {
-					t.Errorf("release job %s runs tests or root:\n%s", name, s.Run)
-				}
-				if strings.HasPrefix(s.Uses, "actions/checkout") && s.With["persist-credentials"] != false {
-					t.Errorf("release job %s keeps the checkout's credentials", name)
-				}
-			}
+			continue
+		case builds && writes:
+			buildJob = name
 			for _, want := range []string{"WATCHDOG_CACHE_DIR=${RUNNER_TEMP}", "GOTOOLCHAIN=", "GITHUB_PATH"} {
 				if !strings.Contains(all, want) {
-					t.Errorf("release job %s lacks %q: tools must be built afresh by a verified toolchain", name, want)
+					t.Errorf("build job %s lacks %q: tools must be built afresh by a verified toolchain", name, want)
 				}
 			}
-			for _, env := range []map[string]string{w.Env, job.Env} {
-				for _, k := range []string{"GONOSUMDB", "GONOSUMCHECK", "GOINSECURE", "GOPRIVATE", "GOFLAGS"} {
-					if _, ok := env[k]; ok {
-						t.Errorf("release.yml sets %s: the Go checksum database must check every module", k)
-					}
+		case job.Permissions["id-token"] == "write":
+			signJob = name
+		}
+		if job.Permissions["id-token"] == "write" {
+			if builds {
+				t.Errorf("job %s holds id-token: write and builds (runs make or go): whatever a module's code does there can sign as this workflow", name)
+			}
+			if job.Environment == nil {
+				t.Errorf("job %s holds id-token: write outside a protected environment (environment:)", name)
+			}
+		}
+		if !writes {
+			continue
+		}
+		for _, s := range job.Steps {
+			if strings.HasPrefix(s.Uses, "actions/cache") {
+				t.Errorf("job %s writes and restores a cache (%s)", name, s.Uses)
+			}
+			if strings.Contains(s.Run, "sudo") || strings.Contains(s.Run, "make test") || strings.Contains(s.Run, "release-check") {
+				t.Errorf("job %s writes and runs tests or root:\n%s", name, s.Run)
+			}
+			if strings.HasPrefix(s.Uses, "actions/checkout") && s.With["persist-credentials"] != false {
+				t.Errorf("job %s keeps the checkout's credentials", name)
+			}
+		}
+		for _, env := range []map[string]string{w.Env, job.Env} {
+			for _, k := range []string{"GONOSUMDB", "GONOSUMCHECK", "GOINSECURE", "GOPRIVATE", "GOFLAGS"} {
+				if _, ok := env[k]; ok {
+					t.Errorf("release.yml sets %s: the Go checksum database must check every module", k)
 				}
-				if v, ok := env["GOSUMDB"]; ok && v != "sum.golang.org" {
-					t.Errorf("release.yml sets GOSUMDB=%s", v)
-				}
+			}
+			if v, ok := env["GOSUMDB"]; ok && v != "sum.golang.org" {
+				t.Errorf("release.yml sets GOSUMDB=%s", v)
 			}
 		}
 	}
-	if testJob == "" || releaseJob == "" || testJob == releaseJob {
-		t.Fatalf("release.yml: want a job running the tests without write permissions and another releasing; found tests in %q, release in %q", testJob, releaseJob)
+	if testJob == "" || buildJob == "" || signJob == "" {
+		t.Fatalf("release.yml: want a job running the tests without write permissions, one building without id-token and one signing; found %q, %q, %q", testJob, buildJob, signJob)
 	}
-	needs := w.Jobs[releaseJob].Needs
-	if needs != testJob && !slices.Contains(anySlice(needs), any(testJob)) {
-		t.Errorf("release job %s does not need the test job %s (needs %v)", releaseJob, testJob, needs)
+	needs := func(job, dep string) bool {
+		n := w.Jobs[job].Needs
+		return n == dep || slices.Contains(anySlice(n), any(dep))
+	}
+	if !needs(buildJob, testJob) {
+		t.Errorf("build job %s does not need the test job %s", buildJob, testJob)
+	}
+	if !needs(signJob, buildJob) {
+		t.Errorf("signing job %s does not need the build job %s (it signs the digests that job pushed)", signJob, buildJob)
+	}
+	if !strings.Contains(raw, "needs."+buildJob+".outputs.") {
+		t.Errorf("release.yml signs no digest the build job %s output (needs.%s.outputs.*)", buildJob, buildJob)
 	}
 }
 

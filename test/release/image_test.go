@@ -34,9 +34,6 @@ func imageIndex(t *testing.T) v1.ImageIndex {
 	if len(m.Manifests) != 1 || m.Manifests[0].MediaType != types.OCIImageIndex {
 		t.Fatalf("dist/image/index.json: want one OCI image index, got %+v", m.Manifests)
 	}
-	if ref := m.Manifests[0].Annotations["org.opencontainers.image.ref.name"]; ref != version {
-		t.Errorf("the layout names the index %q, want %q", ref, version)
-	}
 	idx, err := top.ImageIndex(m.Manifests[0].Digest)
 	must(t, err)
 	return idx
@@ -84,8 +81,8 @@ func TestImageIndexListsBothPlatforms(t *testing.T) {
 	}
 }
 
-// TestImageConfig: the amd64 image runs the binary as its entrypoint, as uid 65532,
-// and carries the OCI labels of this build.
+// TestImageConfig: the amd64 image runs the binary as its entrypoint (where ko
+// puts it), as uid 65532, and carries the OCI labels of this build.
 func TestImageConfig(t *testing.T) {
 	cf, err := platformImage(t, imageIndex(t), "amd64").ConfigFile()
 	must(t, err)
@@ -93,8 +90,8 @@ func TestImageConfig(t *testing.T) {
 	if c.User != "65532:65532" {
 		t.Errorf("user %q, want 65532:65532", c.User)
 	}
-	if !slices.Equal(c.Entrypoint, []string{"/watchdog"}) || !slices.Equal(c.Cmd, []string{"check"}) {
-		t.Errorf("entrypoint %q cmd %q, want [/watchdog] [check]", c.Entrypoint, c.Cmd)
+	if !slices.Equal(c.Entrypoint, []string{"/ko-app/watchdog"}) || len(c.Cmd) != 0 {
+		t.Errorf("entrypoint %q cmd %q, want [/ko-app/watchdog] and no cmd", c.Entrypoint, c.Cmd)
 	}
 	for k, want := range map[string]string{
 		"org.opencontainers.image.source":   "https://github.com/agentenv/watchdog",
@@ -142,7 +139,7 @@ func rootfs(t *testing.T, img v1.Image) string {
 }
 
 // TestImageHasNoShellAndRunsItsBinary: the amd64 layers, unpacked, hold no shell
-// (nor busybox, nor a package manager), and their /watchdog prints this version.
+// (nor busybox, nor a package manager), and their /ko-app/watchdog prints this version.
 func TestImageHasNoShellAndRunsItsBinary(t *testing.T) {
 	dir := rootfs(t, platformImage(t, imageIndex(t), "amd64"))
 	shells := regexp.MustCompile(`^(sh|bash|ash|dash|zsh|busybox|apt|apt-get|dpkg|apk)$`)
@@ -158,7 +155,7 @@ func TestImageHasNoShellAndRunsItsBinary(t *testing.T) {
 		}
 		return nil
 	}))
-	for _, want := range []string{"watchdog", "etc/passwd", "etc/ssl/certs/ca-certificates.crt"} {
+	for _, want := range []string{"ko-app/watchdog", "etc/passwd", "etc/ssl/certs/ca-certificates.crt"} {
 		if !slices.Contains(files, want) {
 			t.Errorf("the image lacks /%s (files: %v)", want, files)
 		}
@@ -168,13 +165,13 @@ func TestImageHasNoShellAndRunsItsBinary(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^nonroot:x:65532:65532:`).Match(passwd) {
 		t.Errorf("/etc/passwd has no nonroot user 65532:\n%s", passwd)
 	}
-	out, err := exec.Command(filepath.Join(dir, "watchdog"), "--version").CombinedOutput()
+	out, err := exec.Command(filepath.Join(dir, "ko-app", "watchdog"), "--version").CombinedOutput()
 	if err != nil {
-		t.Fatalf("/watchdog --version: %v\n%s", err, out)
+		t.Fatalf("/ko-app/watchdog --version: %v\n%s", err, out)
 	}
 	for _, want := range []string{"watchdog " + version, "commit " + commit, "go1."} {
 		if !strings.Contains(string(out), want) {
-			t.Errorf("/watchdog --version printed %q, want %q in it", out, want)
+			t.Errorf("/ko-app/watchdog --version printed %q, want %q in it", out, want)
 		}
 	}
 }
@@ -247,28 +244,36 @@ func TestDockerfileMatchesImage(t *testing.T) {
 	}
 }
 
-// TestSBOM: one CycloneDX JSON SBOM per image platform, listing every module
-// linked into that platform's binary at the version its build information names.
+// TestSBOM: one SPDX JSON SBOM per image (ko's, from the binary's build
+// information), listing every module linked into that platform's binary at the
+// version the binary names.
 func TestSBOM(t *testing.T) {
+	idx := imageIndex(t)
 	for _, arch := range []string{"amd64", "arm64"} {
-		raw, err := os.ReadFile(filepath.Join(dist, "sbom", "watchdog_linux_"+arch+".cdx.json"))
+		files, err := filepath.Glob(filepath.Join(dist, "sbom", "*linux-"+arch+"*.spdx.json"))
+		must(t, err)
+		if len(files) != 1 {
+			t.Fatalf("%s: want one SPDX SBOM in dist/sbom, found %v", arch, files)
+		}
+		raw, err := os.ReadFile(files[0])
 		must(t, err)
 		var bom struct {
-			BOMFormat  string `json:"bomFormat"`
-			Components []struct {
-				Name, Version, PURL string
-			} `json:"components"`
+			SPDXVersion string `json:"spdxVersion"`
+			Packages    []struct {
+				Name, VersionInfo string
+			} `json:"packages"`
 		}
 		must(t, json.Unmarshal(raw, &bom))
-		if bom.BOMFormat != "CycloneDX" {
-			t.Errorf("%s: bomFormat %q", arch, bom.BOMFormat)
+		if !strings.HasPrefix(bom.SPDXVersion, "SPDX-") {
+			t.Errorf("%s: spdxVersion %q", arch, bom.SPDXVersion)
 		}
-		info, err := buildinfo.ReadFile(filepath.Join(dist, "bin", "linux_"+arch, "watchdog"))
-		must(t, err)
 		inBOM := map[string]string{}
-		for _, c := range bom.Components {
-			inBOM[c.Name] = c.Version
+		for _, p := range bom.Packages {
+			inBOM[p.Name] = p.VersionInfo
 		}
+		// The binary the SBOM speaks of is the image's own.
+		info, err := buildinfo.ReadFile(filepath.Join(rootfs(t, platformImage(t, idx, arch)), "ko-app", "watchdog"))
+		must(t, err)
 		if len(info.Deps) < 20 {
 			t.Fatalf("%s: only %d modules in the binary's build info", arch, len(info.Deps))
 		}

@@ -43,7 +43,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(tmp)
-	// The push the release workflow runs: the same command.
+	// The private registries: `release registry`, the one the real node pulls from.
 	releaseBin = filepath.Join(tmp, "release")
 	build := exec.Command("go", "build", "-o", releaseBin, "./hack/release")
 	build.Dir = root

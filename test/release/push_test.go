@@ -23,6 +23,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -37,8 +38,9 @@ import (
 // one for a bearer token (the token auth of Harbor, GitLab, Artifactory) over
 // https with a private CA (SSL_CERT_FILE), the password given by a credential
 // helper. Each time the real `make push REGISTRY=...` (INSECURE=1 for the plain
-// http one) must put the image index (both platforms), its SBOM and the chart in
-// the registry at the digests it prints; then the last helm install line it
+// http one) must put the image index (both platforms, built by ko as `make image`
+// built dist/image), its SBOMs and the chart in the registry at the digests it
+// prints; then the last helm install line it
 // printed is run as printed, after `helm registry login` and with no Docker
 // config, onto a real API server, and the CronJob and the helm test hook must
 // run the pushed index.
@@ -59,7 +61,7 @@ echo "credentials not found in native keychain"; exit 1
 `), 0o755))
 
 	var reg *privateRegistry
-	var install string
+	var install, digest string
 	for _, c := range []struct {
 		auth, creds string
 		https       bool
@@ -87,7 +89,7 @@ echo "credentials not found in native keychain"; exit 1
 			t.Errorf("%s auth, a wrong password: tags %v pushed", c.auth, tags)
 		}
 		must(t, os.WriteFile(filepath.Join(dir, "config.json"), []byte(config), 0o600))
-		install = pushAndCheck(t, reg, user, pass, c.auth+" auth, credentials by "+c.creds,
+		install, digest = pushAndCheck(t, reg, user, pass, c.auth+" auth, credentials by "+c.creds,
 			append(clientEnv, "DOCKER_CONFIG="+dir, "PATH="+helper+":"+os.Getenv("PATH")))
 	}
 
@@ -101,9 +103,7 @@ echo "credentials not found in native keychain"; exit 1
 
 	ctx, cancel := testenv.Ctx()
 	defer cancel()
-	digest, err := imageIndex(t).Digest()
-	must(t, err)
-	pinned := reg.host + "/platform/scheduler-watchdog@" + digest.String()
+	pinned := reg.host + "/platform/scheduler-watchdog@" + digest
 	jobs, err := env.Client.BatchV1().CronJobs("agentenv-system").List(ctx, metav1.ListOptions{})
 	must(t, err)
 	if len(jobs.Items) != 1 {
@@ -125,8 +125,8 @@ echo "credentials not found in native keychain"; exit 1
 // pushAndCheck runs `make push` to host/platform, which wants user and pass, with
 // env (where the credentials are); checks that nothing is taken or given without
 // them and that the printed digests are what the registry holds; returns the
-// printed helm install line, checked word for word.
-func pushAndCheck(t *testing.T, reg *privateRegistry, user, pass, how string, env []string) string {
+// printed helm install line, checked word for word, and the image's digest.
+func pushAndCheck(t *testing.T, reg *privateRegistry, user, pass, how string, env []string) (string, string) {
 	t.Helper()
 	host := reg.host
 	repo, err := name.NewRepository(host+"/platform/scheduler-watchdog", reg.nameOpts...)
@@ -136,8 +136,6 @@ func pushAndCheck(t *testing.T, reg *privateRegistry, user, pass, how string, en
 	chartRef, err := name.NewTag(host+"/platform/charts/"+chartName+":"+chart.Version, reg.nameOpts...)
 	must(t, err)
 	local := imageIndex(t)
-	digest, err := local.Digest()
-	must(t, err)
 	if err := remote.WriteIndex(repo.Tag("anonymous"), local, reg.remote...); !unauthorized(err) {
 		t.Fatalf("%s: an anonymous push: %v, want 401 Unauthorized", how, err)
 	}
@@ -165,16 +163,20 @@ func pushAndCheck(t *testing.T, reg *privateRegistry, user, pass, how string, en
 	authed := append(reg.remote, remote.WithAuth(&authn.Basic{Username: user, Password: pass}))
 	const sha = `(sha256:[0-9a-f]{64})`
 	tag := field(`^` + regexp.QuoteMeta(repo.String()) + `:(\S+)\n`)
-	if got := field(`(?m)^ +` + regexp.QuoteMeta(repo.String()) + `@` + sha + `$`); got != digest.String() {
-		t.Fatalf("make push printed the image %s, dist/image holds the index %s", got, digest)
-	}
+	printedDigest := field(`(?m)^ +` + regexp.QuoteMeta(repo.String()) + `@` + sha + `$`)
+	digest, err := v1.NewHash(printedDigest)
+	must(t, err)
 	desc, err := remote.Get(repo.Tag(tag), authed...)
 	must(t, err)
 	if desc.Digest != digest || !desc.MediaType.IsIndex() {
-		t.Fatalf("the registry serves %s (%s) under the printed tag %s, want the index %s", desc.Digest, desc.MediaType, tag, digest)
+		t.Fatalf("the registry serves %s (%s) under the printed tag %s, want the printed index %s", desc.Digest, desc.MediaType, tag, digest)
 	}
 	served, err := desc.ImageIndex()
 	must(t, err)
+	// ko built it again: the same image as dist/image, platform by platform (the
+	// same config and layers; only the annotation naming the base's address, a
+	// registry on loopback of its own, differs).
+	wantImage := map[string]v1.Image{"amd64": platformImage(t, local, "amd64"), "arm64": platformImage(t, local, "arm64")}
 	im, err := served.IndexManifest()
 	must(t, err)
 	var platforms []string
@@ -182,39 +184,40 @@ func pushAndCheck(t *testing.T, reg *privateRegistry, user, pass, how string, en
 		if d.Platform == nil {
 			t.Fatalf("index entry %s has no platform", d.Digest)
 		}
-		if _, err := remote.Head(repo.Digest(d.Digest.String()), authed...); err != nil {
-			t.Errorf("the %s image %s is not in the registry: %v", d.Platform, d.Digest, err)
-		}
 		platforms = append(platforms, d.Platform.String())
+		pushed, err := remote.Image(repo.Digest(d.Digest.String()), authed...)
+		if err != nil {
+			t.Errorf("the %s image %s is not in the registry: %v", d.Platform, d.Digest, err)
+			continue
+		}
+		if w := wantImage[d.Platform.Architecture]; w != nil && !sameImage(t, pushed, w) {
+			t.Errorf("the pushed %s image is not the one dist/image holds", d.Platform)
+		}
+		sbomTag := "sha256-" + d.Digest.Hex + ".sbom"
+		if _, err := remote.Head(repo.Tag(sbomTag), authed...); err != nil {
+			t.Errorf("no SBOM of the %s image (%s): %v", d.Platform, sbomTag, err)
+		}
 	}
 	if strings.Join(platforms, " ") != "linux/amd64 linux/arm64" {
 		t.Errorf("the pushed index holds %v, want linux/amd64 and linux/arm64", platforms)
 	}
 
-	sbomDigest := field(`(?m)^sbom: +` + regexp.QuoteMeta(repo.String()) + `@` + sha + ` `)
-	refs, err := remote.Referrers(repo.Digest(digest.String()), authed...)
-	must(t, err)
-	rm, err := refs.IndexManifest()
-	must(t, err)
-	if len(rm.Manifests) != 1 || rm.Manifests[0].Digest.String() != sbomDigest {
-		t.Fatalf("referrers of the image: %+v, want the one SBOM artifact make push printed, %s", rm.Manifests, sbomDigest)
+	// The SBOM of the index, where cosign's `download sbom` looks for it.
+	sbomRef := field(`(?m)^sbom: +(\S+) `)
+	if want := repo.String() + ":sha256-" + digest.Hex + ".sbom"; sbomRef != want {
+		t.Fatalf("make push printed the SBOM %s, want %s", sbomRef, want)
 	}
-	sbom, err := remote.Image(repo.Digest(sbomDigest), authed...)
+	sbomTag, err := name.NewTag(sbomRef, reg.nameOpts...)
 	must(t, err)
-	sm, err := sbom.Manifest()
+	sbom, err := remote.Image(sbomTag, authed...)
 	must(t, err)
-	if sm.ArtifactType != "application/vnd.cyclonedx+json" || sm.Subject == nil || sm.Subject.Digest != digest {
-		t.Errorf("the SBOM artifact: artifactType %q, subject %+v; want CycloneDX JSON about %s", sm.ArtifactType, sm.Subject, digest)
+	sl, err := sbom.Layers()
+	must(t, err)
+	if len(sl) != 1 {
+		t.Fatalf("the SBOM artifact has %d layers, want 1", len(sl))
 	}
-	files, err := filepath.Glob(filepath.Join(dist, "sbom", "*.cdx.json"))
-	must(t, err)
-	if len(sm.Layers) != len(files) || len(files) != 2 {
-		t.Fatalf("the SBOM artifact has %d layers, dist/sbom %d SBOMs; want one per platform", len(sm.Layers), len(files))
-	}
-	for i, f := range files {
-		if got, want := sm.Layers[i].Digest.Hex, fileSHA256(t, f); got != want || sm.Layers[i].Annotations["org.opencontainers.image.title"] != filepath.Base(f) {
-			t.Errorf("SBOM layer %d is %s %v, want %s (sha256:%s)", i, got, sm.Layers[i].Annotations, filepath.Base(f), want)
-		}
+	if mt, err := sl[0].MediaType(); err != nil || mt != "text/spdx+json" {
+		t.Errorf("the SBOM's media type %q, %v; want SPDX JSON", mt, err)
 	}
 
 	chartDigest := field(`(?m)^chart: +oci://` + regexp.QuoteMeta(chartRef.String()) + `\n +` + sha + `$`)
@@ -247,7 +250,25 @@ func pushAndCheck(t *testing.T, reg *privateRegistry, user, pass, how string, en
 	if install != want {
 		t.Fatalf("make push printed\n  %s\nwant\n  %s", install, want)
 	}
-	return install
+	return install, digest.String()
+}
+
+// sameImage: the same config and layers.
+func sameImage(t *testing.T, a, b v1.Image) bool {
+	t.Helper()
+	ma, err := a.Manifest()
+	must(t, err)
+	mb, err := b.Manifest()
+	must(t, err)
+	if ma.Config.Digest != mb.Config.Digest || len(ma.Layers) != len(mb.Layers) {
+		return false
+	}
+	for i := range ma.Layers {
+		if ma.Layers[i].Digest != mb.Layers[i].Digest {
+			return false
+		}
+	}
+	return true
 }
 
 // privateRegistry is a `release registry` on loopback that wants a password.
