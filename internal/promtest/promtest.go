@@ -78,6 +78,12 @@ func StartScraping(ctx context.Context, prometheus, target string, interval time
 	return serve(ctx, prometheus, config, dir, filepath.Join(dir, "data"))
 }
 
+// StartWithConfig starts prometheus with an empty TSDB under dir and the given
+// configuration (YAML), and returns once it is ready.
+func StartWithConfig(ctx context.Context, prometheus, config, dir string) (*Server, error) {
+	return serve(ctx, prometheus, config, dir, filepath.Join(dir, "data"))
+}
+
 // serve starts prometheus with config on the TSDB at data.
 func serve(ctx context.Context, prometheus, config, dir, data string) (*Server, error) {
 	path := filepath.Join(dir, "prometheus.yml")

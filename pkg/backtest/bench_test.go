@@ -26,9 +26,9 @@ func BenchmarkReplayDay(b *testing.B) {
 			}
 		})
 		b.Run(fmt.Sprintf("replicas=%d/summary", replicas), func(b *testing.B) {
-			w := newWorld(h, cfg)
+			c := newColumn(b, h, cfg)
 			for range b.N {
-				w.summary()
+				c.summary()
 			}
 		})
 	}

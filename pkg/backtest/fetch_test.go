@@ -24,6 +24,8 @@ type fakeProm struct {
 	series map[string]*model.SampleStream
 	// ranges records each range query's start, step and lookback.
 	ranges []fakeRange
+	// ignoresLookback: as Prometheus 2.42, lookback_delta is not read.
+	ignoresLookback bool
 }
 
 type fakeRange struct {
@@ -42,12 +44,24 @@ func (f *fakeProm) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		v, _ := strconv.ParseFloat(r.FormValue(name), 64)
 		return time.UnixMilli(int64(v * 1000)).UTC()
 	}
+	lookback := 5 * time.Minute
+	if v := r.FormValue("lookback_delta"); v != "" && !f.ignoresLookback {
+		lookback, _ = time.ParseDuration(v)
+	}
 	var out model.Matrix
 	switch r.URL.Path {
 	case "/api/v1/query":
 		m := rawQuery.FindStringSubmatch(r.FormValue("query"))
-		if m == nil {
-			http.Error(w, "want a range selector", http.StatusBadRequest)
+		if m == nil { // an instant vector: each series' latest sample within the lookback
+			vec := model.Vector{}
+			if s, ok := f.series[r.FormValue("query")]; ok {
+				if in := window(s.Values, seconds("time").Add(-lookback), seconds("time")); len(in) > 0 {
+					vec = append(vec, &model.Sample{Metric: s.Metric, Value: in[len(in)-1].Value, Timestamp: model.TimeFromUnixNano(seconds("time").UnixNano())})
+				}
+			}
+			body, _ := json.Marshal(map[string]any{"status": "success", "data": map[string]any{"resultType": "vector", "result": vec}})
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write(body)
 			return
 		}
 		n, _ := strconv.Atoi(m[2])
@@ -59,10 +73,6 @@ func (f *fakeProm) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		start, end := seconds("start"), seconds("end")
 		stepSec, _ := strconv.ParseFloat(r.FormValue("step"), 64)
 		step := time.Duration(stepSec * float64(time.Second))
-		lookback := 5 * time.Minute
-		if v := r.FormValue("lookback_delta"); v != "" {
-			lookback, _ = time.ParseDuration(v)
-		}
 		f.ranges = append(f.ranges, fakeRange{start: start, step: step, lookback: lookback})
 		if s, ok := f.series[r.FormValue("query")]; ok {
 			res := &model.SampleStream{Metric: model.Metric{}}
@@ -100,9 +110,8 @@ func window(s []model.SamplePair, from, to time.Time) []model.SamplePair {
 // every 15 s.
 func sparseKSM(span time.Duration, ready func(time.Time) float64) (*fakeProm, Queries) {
 	h := history(span, ready, noRejections)
-	tg := h.Targets[0]
 	q := Queries{Ready: "ready", Rejected: "rejected", StartTime: "start", Expected: "expected", ExpectedSeries: "ksm", PodLabel: "pod"}
-	target := model.Metric{"pod": model.LabelValue(tg.Pod), "namespace": "ns"}
+	target := model.Metric{"pod": pod1, "namespace": "ns"}
 	with := func(name string) model.Metric {
 		m := target.Clone()
 		m[model.MetricNameLabel] = model.LabelValue(name)
@@ -110,9 +119,9 @@ func sparseKSM(span time.Duration, ready func(time.Time) float64) (*fakeProm, Qu
 	}
 	every60 := series(t0.Add(-10*time.Minute), t0.Add(span), time.Minute, func(time.Time) (float64, bool) { return 3, true })
 	return &fakeProm{series: map[string]*model.SampleStream{
-		"ready":    {Metric: with("ready"), Values: tg.Ready},
-		"rejected": {Metric: with("rejected"), Values: tg.Rejected},
-		"start":    {Metric: with("start"), Values: tg.StartTime},
+		"ready":    {Metric: with("ready"), Values: h.Ready[0].Values},
+		"rejected": {Metric: with("rejected"), Values: h.Rejected[0].Values},
+		"start":    {Metric: with("start"), Values: h.StartTime[0].Values},
 		"expected": {Metric: model.Metric{}, Values: every60},
 		"ksm":      {Metric: model.Metric{"__name__": "ksm", "namespace": "ns"}, Values: every60},
 	}}, q

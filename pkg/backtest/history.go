@@ -1,7 +1,3 @@
-// Package backtest replays recorded Prometheus history through the watchdog's own
-// pass (pkg/check's Runner, with the decision core, confirmation sampling, gates,
-// budget, back-off and alert planning exactly as `watchdog check` runs them) at
-// simulated times, and beside it what the stop-gap script would have done.
 package backtest
 
 import (
@@ -34,11 +30,12 @@ type Queries struct {
 	// its spacing is the count's resolution.
 	ExpectedSeries string
 	// PodReady is the scheduler pods' readiness, joined to the targets by
-	// PodLabel: an HA scheduler's leader is the ready pod. Read when set, so a
+	// KSMPodLabel: an HA scheduler's leader is the ready pod. Read when set, so a
 	// caller clears DefaultQueries' unless it replays --leader-lease.
 	PodReady string
-	// PodLabel names the label holding the scheduler pod's name.
-	PodLabel string
+	// PodLabel names the label holding the pod's name on the scheduler's series,
+	// KSMPodLabel on kube-state-metrics'.
+	PodLabel, KSMPodLabel string
 }
 
 // DefaultQueries are the selectors for the chart's defaults: the scheduler in
@@ -60,49 +57,27 @@ func DefaultQueries(namespace, deployment, service string, port int) Queries {
 			` and on (namespace, endpointslice) kube_endpointslice_ports{namespace=%[1]s,endpointslice=~%[2]s,port_number="%[3]d"}))`+
 			` or on () (0 * count(kube_endpointslice_info{namespace=%[1]s,endpointslice=~%[2]s}))`, ns, slices, port),
 		ExpectedSeries: fmt.Sprintf(`kube_endpointslice_info{namespace=%s,endpointslice=~%s}`, ns, slices),
-		PodLabel:       "pod",
+		PodLabel:       "pod", KSMPodLabel: "pod",
 	}
 }
 
-// History is what Prometheus recorded between From and To.
+// History is what Prometheus recorded between From and To, as read: build
+// (world.go) makes the scheduler's pods of it.
 type History struct {
 	From, To time.Time
-	// Targets are the scheduler's scrape targets (one per pod), by first sample.
-	Targets []*Target
+	// The selectors' raw series: a gap stays a gap.
+	Ready, Rejected, Accepted, StartTime, PodReady []*model.SampleStream
 	// Expected is the serving node count at each Step, from samples at most two
 	// ExpectedIntervals old: a step without one is a gap.
 	Expected []model.SamplePair
 	Step     time.Duration
-	// ExpectedInterval is the median spacing of ExpectedSeries, else ScrapeInterval.
+	// ExpectedInterval is the median spacing of ExpectedSeries, else of the ready samples.
 	ExpectedInterval time.Duration
-	// ScrapeInterval is the median spacing of the ready samples; a sample older
-	// than two of them is a gap (unknown), never a reading (Target.MaxAge overrides).
-	ScrapeInterval   time.Duration
-	RejectedInterval time.Duration
-	// LeaderFromReadiness: the scheduler runs HA (--leader-lease) and its leader
-	// is the one pod whose readiness (Target.PodReady) is 1.
-	LeaderFromReadiness bool
-	PodReadyInterval    time.Duration
-	Warnings            []string
+	// PodLabel and KSMPodLabel are Queries'; PodReadyQuery is set when an HA
+	// scheduler's leader is told by readiness (--leader-lease).
+	PodLabel, KSMPodLabel, PodReadyQuery string
+	Warnings                             []string
 }
-
-// Target is one scheduler scrape target: its pod and its series.
-type Target struct {
-	Pod string
-	// Key is the target's labels less the metric's own: its series join on it.
-	Key                                  string
-	Namespace                            string
-	Ready, Rejected, Accepted, StartTime []model.SamplePair
-	// MaxAge is twice this target's own scrape interval: an older ready sample
-	// is a gap.
-	MaxAge time.Duration
-	// PodReady is the pod's readiness (1 or 0), read to tell an HA leader.
-	PodReady []model.SamplePair
-}
-
-// First and Last are the target's first and last ready samples.
-func (t *Target) First() time.Time { return t.Ready[0].Timestamp.Time() }
-func (t *Target) Last() time.Time  { return t.Ready[len(t.Ready)-1].Timestamp.Time() }
 
 // rawWindow is the span of one raw-sample query, far below Prometheus' default
 // sample limit per query.
@@ -117,104 +92,96 @@ func Fetch(ctx context.Context, api promv1.API, q Queries, from, to time.Time, s
 	if !to.After(from) {
 		return nil, fmt.Errorf("the range is empty: --end %s is not after --start %s", to.Format(time.RFC3339), from.Format(time.RFC3339))
 	}
-	h := &History{From: from, To: to}
+	h := &History{From: from, To: to, PodLabel: q.PodLabel, KSMPodLabel: q.KSMPodLabel, PodReadyQuery: q.PodReady}
 	// Read a little before the start, so that the first run has the latest sample.
 	f := fetcher{api: api, timeout: timeout, h: h, from: from.Add(-10 * time.Minute)}
-	ready, err := f.raw(ctx, "--ready-series", q.Ready)
-	if err != nil {
-		return nil, err
-	}
-	if len(ready) == 0 {
-		return nil, fmt.Errorf("--ready-series %s: no samples between %s and %s", q.Ready, from.Format(time.RFC3339), to.Format(time.RFC3339))
-	}
-	rejected, err := f.raw(ctx, "--rejected-series", q.Rejected)
-	if err != nil {
-		return nil, err
-	}
-	started, err := f.raw(ctx, "--start-time-series", q.StartTime)
-	if err != nil {
-		return nil, err
-	}
-	// Unset accepted heartbeats (a caller's own Queries) read as absent.
-	var accepted map[model.Fingerprint]*model.SampleStream
-	if q.Accepted != "" {
-		if accepted, err = f.raw(ctx, "the accepted-heartbeat series", q.Accepted); err != nil {
-			return nil, err
+	var err error
+	for _, r := range []struct {
+		flag, selector string
+		into           *[]*model.SampleStream
+	}{{"--ready-series", q.Ready, &h.Ready}, {"--rejected-series", q.Rejected, &h.Rejected}, {"--start-time-series", q.StartTime, &h.StartTime},
+		// Unset selectors (a caller's own Queries) read as absent.
+		{"the accepted-heartbeat series", q.Accepted, &h.Accepted}, {"--pod-ready-series", q.PodReady, &h.PodReady}} {
+		if r.selector != "" {
+			if *r.into, err = f.raw(ctx, r.flag, r.selector); err != nil {
+				return nil, err
+			}
 		}
 	}
-	h.Targets = join(q.PodLabel, ready, rejected, accepted, started)
-	var readies [][]model.SamplePair
-	for _, t := range h.Targets {
-		t.MaxAge = 2 * medianSpacing(t.Ready)
-		readies = append(readies, t.Ready)
+	if len(h.Ready) == 0 {
+		return nil, fmt.Errorf("--ready-series %s: no samples between %s and %s", q.Ready, from.Format(time.RFC3339), to.Format(time.RFC3339))
 	}
-	h.ScrapeInterval = cmp.Or(medianSpacing(readies...), 15*time.Second) // one sample: Prometheus' usual
-	h.RejectedInterval = medianSpacing(valuesOf(rejected)...)
 	// The serving count is read at its own resolution: kube-state-metrics is often
 	// scraped less often than the scheduler, and read at the scheduler's some
 	// steps would find no sample: a gap that is not in the data.
-	h.ExpectedInterval = h.ScrapeInterval
+	h.ExpectedInterval = cmp.Or(medianSpacing(valuesOf(h.Ready)...), 15*time.Second)
+	var cadence []model.SamplePair
 	if q.ExpectedSeries != "" {
-		cadence, err := f.raw(ctx, "--expected-series", q.ExpectedSeries)
+		series, err := f.raw(ctx, "--expected-series", q.ExpectedSeries)
 		if err != nil {
 			return nil, err
 		}
-		if d := medianSpacing(valuesOf(cadence)...); d > 0 {
+		cadence = mergeSamples(nil, slices.Concat(valuesOf(series)...))
+		if d := medianSpacing(valuesOf(series)...); d > 0 {
 			h.ExpectedInterval = d
 		} else {
 			h.Warnings = append(h.Warnings, fmt.Sprintf("--expected-series %s: no samples, so how often the serving count was recorded is unknown: "+
 				"it is read at the scheduler's scrape interval (%s), and if it was recorded less often some readings are gaps that are not in the data; %s",
-				q.ExpectedSeries, decide.ShortDuration(h.ScrapeInterval), ksmEndpointSlices))
+				q.ExpectedSeries, decide.ShortDuration(h.ExpectedInterval), ksmEndpointSlices))
 		}
 	}
 	h.Step = cmp.Or(max(step, 0), h.ExpectedInterval)
-	if h.Expected, err = f.ranged(ctx, "--expected-query", q.Expected, h.Step, 2*h.ExpectedInterval); err != nil {
+	// Whole seconds: Prometheus 2.43 and later refuse a fractional lookback.
+	lookback := max((2 * h.ExpectedInterval).Round(time.Second), time.Second)
+	if h.Expected, err = f.ranged(ctx, "--expected-query", q.Expected, h.Step, lookback); err != nil {
+		return nil, err
+	}
+	if err := f.honoursLookback(ctx, cadence, lookback); err != nil {
 		return nil, err
 	}
 	if len(h.Expected) == 0 {
 		// Not an error: the replay shows what a blind watchdog does; the cause is
 		// the data, and the warning says so.
 		h.Warnings = append(h.Warnings, fmt.Sprintf("--expected-query %s: no samples between %s and %s, so every run is unknown (blind) and nothing is restarted: "+
-			"%s; or pass a query that counts the serving nodes (docs/backtest.md)",
-			q.Expected, from.Format(time.RFC3339), to.Format(time.RFC3339), ksmEndpointSlices))
-	}
-	if q.PodReady != "" {
-		if err := f.podReady(ctx, q); err != nil {
-			return nil, err
-		}
-	}
-	for _, t := range h.Targets {
-		if len(t.StartTime) == 0 {
-			h.Warnings = append(h.Warnings, fmt.Sprintf("pod %s: no process_start_time_seconds (--start-time-series): its age is taken from its first sample, so a container restart is not seen as one", t.Pod))
-		}
+			"%s; or the query does not match kube-state-metrics' labels: %s",
+			q.Expected, from.Format(time.RFC3339), to.Format(time.RFC3339), ksmEndpointSlices, ksmVariants))
 	}
 	return h, nil
 }
 
-// podReady reads the pods' readiness and attaches it to the targets by pod
-// name. With none for any target the leader can never be told: an error, not a
-// replay that judges nobody.
-func (f fetcher) podReady(ctx context.Context, q Queries) error {
-	series, err := f.raw(ctx, "--pod-ready-series", q.PodReady)
+// honoursLookback asks whether the server applies the lookback_delta parameter
+// (Prometheus 2.43 and later): one ready series read 1.5 s after a sample of it,
+// with its next sample 3 s or more later, answers only with a lookback over 1 s.
+// Where it does not (2.42, some compatible APIs), the count was read with the
+// server's own (5m by default), which bridges a gap: the steps without a sample of
+// cadence (--expected-series) within lookback are dropped instead, and said so.
+func (f fetcher) honoursLookback(ctx context.Context, cadence []model.SamplePair, lookback time.Duration) error {
+	s, i := f.h.Ready[0], 1
+	for i < len(s.Values) && s.Values[i].Timestamp.Sub(s.Values[i-1].Timestamp) < 3*time.Second {
+		i++
+	}
+	if i == len(s.Values) {
+		return nil
+	}
+	qctx, cancel := context.WithTimeout(ctx, f.timeout)
+	defer cancel()
+	v, _, _, err := f.api.Query(qctx, s.Metric.String(), s.Values[i-1].Timestamp.Time().Add(1500*time.Millisecond), promv1.WithTimeout(f.timeout), promv1.WithLookbackDelta(time.Second))
 	if err != nil {
-		return err
+		return fmt.Errorf("--ready-series %s (does the server apply lookback_delta?): %w%s", s.Metric, err, answered(err))
 	}
-	byPod := map[string][]model.SamplePair{}
-	for _, s := range series {
-		pod := string(s.Metric[model.LabelName(q.PodLabel)])
-		byPod[pod] = mergeSamples(byPod[pod], s.Values)
+	if vec, ok := v.(model.Vector); !ok || len(vec) == 0 {
+		return nil
 	}
-	for _, t := range f.h.Targets {
-		t.PodReady = byPod[t.Pod]
+	what := "cannot tell a gap of the count shorter than that (no --expected-series samples)"
+	if len(cadence) > 0 {
+		what = fmt.Sprintf("drops the count's steps with no --expected-series sample within %s instead", decide.ShortDuration(lookback))
+		f.h.Expected = slices.DeleteFunc(f.h.Expected, func(s model.SamplePair) bool {
+			_, _, ok := at(cadence, s.Timestamp.Time(), lookback)
+			return !ok
+		})
 	}
-	if !slices.ContainsFunc(f.h.Targets, func(t *Target) bool { return len(t.PodReady) > 0 }) {
-		return fmt.Errorf("--leader-lease: the history has no readiness of the scheduler pods (--pod-ready-series %s, label %s) between %s and %s, "+
-			"so the leader of an HA scheduler cannot be told and its standbys (ready 0 by design) would be judged wedged: "+
-			"kube-state-metrics exports kube_pod_status_ready by default; or drop --leader-lease for a scheduler with one replica",
-			q.PodReady, q.PodLabel, f.from.Format(time.RFC3339), f.h.To.Format(time.RFC3339))
-	}
-	f.h.LeaderFromReadiness = true
-	f.h.PodReadyInterval = cmp.Or(medianSpacing(valuesOf(series)...), f.h.ScrapeInterval)
+	f.h.Warnings = append(f.h.Warnings, "this Prometheus ignores the query parameter lookback_delta (Prometheus before 2.43, or a compatible API without it): "+
+		"it read the serving count with its own lookback (5m by default), which bridges a gap; the backtest "+what)
 	return nil
 }
 
@@ -227,7 +194,7 @@ type fetcher struct {
 }
 
 // raw reads every sample of the series selector, in windows.
-func (f fetcher) raw(ctx context.Context, flag, selector string) (map[model.Fingerprint]*model.SampleStream, error) {
+func (f fetcher) raw(ctx context.Context, flag, selector string) ([]*model.SampleStream, error) {
 	out := map[model.Fingerprint]*model.SampleStream{}
 	for end := f.h.To; end.After(f.from); end = end.Add(-rawWindow) {
 		// Whole seconds, rounded up: windows overlapping by a fraction of a second
@@ -252,7 +219,8 @@ func (f fetcher) raw(ctx context.Context, flag, selector string) (map[model.Fing
 	for _, s := range out {
 		s.Values = mergeSamples(nil, s.Values) // sorted once, not again for every window
 	}
-	return out, nil
+	// In the order of their labels: the replay does not depend on the answer's order.
+	return slices.SortedFunc(maps.Values(out), func(a, b *model.SampleStream) int { return strings.Compare(a.Metric.String(), b.Metric.String()) }), nil
 }
 
 // ranged evaluates expr at every step, in ranges of at most maxSteps, from a
@@ -307,6 +275,12 @@ const ksmEndpointSlices = "kube-state-metrics exports EndpointSlice series only 
 	"if it runs with --resources (its Helm chart: collectors), add endpointslices to the list " +
 	"(kube-state-metrics --resources=<the list it has>,endpointslices), and let its ServiceAccount list and watch endpointslices.discovery.k8s.io"
 
+// ksmVariants names the labels by which kube-state-metrics' series may differ
+// from what the default serving count matches.
+const ksmVariants = "try the --expected-query variants of docs/backtest.md (\"What your Prometheus must have\"): exported_namespace instead of namespace " +
+	"(kube-state-metrics scraped without honorLabels), ready=\"true\" instead of serving=\"true\",terminating=\"false\" " +
+	"(releases that wrote terminating into serving), and check kube_endpointslice_endpoints' endpointslice names (--nodes-service) and port (--nodes-port)"
+
 // answered is what an API that refused a query said when not Prometheus' own JSON:
 // a gateway's "authentication failed" is the reason; the client's error says only the code.
 func answered(err error) string {
@@ -328,44 +302,6 @@ func appendOnce(list []string, s string) []string {
 	return append(list, s)
 }
 
-// ownLabels are labels of a metric rather than of its scrape target.
-var ownLabels = []model.LabelName{model.MetricNameLabel, "status", "rpc"}
-
-// targetKey is a series' target: its labels less the metric's own.
-func targetKey(m model.Metric) string {
-	c := m.Clone()
-	for _, l := range ownLabels {
-		delete(c, l)
-	}
-	return c.String()
-}
-
-// join groups the selectors' series by target. A target without a ready series
-// is not a scheduler pod the backtest can judge.
-func join(podLabel string, ready, rejected, accepted, started map[model.Fingerprint]*model.SampleStream) []*Target {
-	byKey := map[string]*Target{}
-	for _, s := range ready {
-		if key := targetKey(s.Metric); byKey[key] == nil && len(s.Values) > 0 {
-			pod := cmp.Or(s.Metric[model.LabelName(podLabel)], s.Metric[model.InstanceLabel])
-			byKey[key] = &Target{Pod: string(pod), Key: key, Namespace: string(s.Metric["namespace"])}
-		}
-	}
-	attach := func(series map[model.Fingerprint]*model.SampleStream, set func(*Target, []model.SamplePair)) {
-		for _, s := range series {
-			if t, ok := byKey[targetKey(s.Metric)]; ok {
-				set(t, s.Values)
-			}
-		}
-	}
-	attach(ready, func(t *Target, v []model.SamplePair) { t.Ready = mergeSamples(t.Ready, v) })
-	attach(rejected, func(t *Target, v []model.SamplePair) { t.Rejected = mergeSamples(t.Rejected, v) })
-	attach(accepted, func(t *Target, v []model.SamplePair) { t.Accepted = mergeSamples(t.Accepted, v) })
-	attach(started, func(t *Target, v []model.SamplePair) { t.StartTime = mergeSamples(t.StartTime, v) })
-	return slices.SortedFunc(maps.Values(byKey), func(a, b *Target) int {
-		return cmp.Or(a.First().Compare(b.First()), strings.Compare(a.Key, b.Key))
-	})
-}
-
 // mergeSamples is a and b in time order, one sample per timestamp.
 func mergeSamples(a, b []model.SamplePair) []model.SamplePair {
 	out := append(slices.Clone(a), b...)
@@ -373,7 +309,7 @@ func mergeSamples(a, b []model.SamplePair) []model.SamplePair {
 	return slices.CompactFunc(out, func(x, y model.SamplePair) bool { return x.Timestamp == y.Timestamp })
 }
 
-func valuesOf(series map[model.Fingerprint]*model.SampleStream) [][]model.SamplePair {
+func valuesOf(series []*model.SampleStream) [][]model.SamplePair {
 	var out [][]model.SamplePair
 	for _, s := range series {
 		out = append(out, s.Values)

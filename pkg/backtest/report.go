@@ -101,16 +101,19 @@ type Summary struct {
 	WorldSummary
 }
 
-// WorldSummary measures a simulated world: its restarts, the time the scheduler
-// spent wedged (docs/backtest.md, "What it prints"), and each wedge.
+// WorldSummary measures a column: its restarts, the time the scheduler spent
+// wedged and the time the data cannot tell (docs/backtest.md, "What it
+// prints"), and each wedge.
 type WorldSummary struct {
 	Restarts   int            `json:"restarts"`
 	Wedged     state.Duration `json:"wedged"`
+	Unknown    state.Duration `json:"unknown"`
 	WorstWedge state.Duration `json:"worstTimeToHeal"`
 	Wedges     []Wedge        `json:"wedges"`
 }
 
-// Wedge is one stretch of wedged readings; HealedBy says what ended it. A gap
+// Wedge is one stretch of wedged readings; HealedBy says what ended it: a
+// restart, one restarted outside the watchdog (recorded), or itself. A gap
 // between wedged readings is Unknown time inside it, never a heal.
 type Wedge struct {
 	From     time.Time      `json:"from"`
@@ -147,7 +150,8 @@ func (r *Result) WriteText(w io.Writer) error {
 	ts := func(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 	short := func(d state.Duration) string { return decide.ShortDuration(d.D()) }
 	termtext.Fprintf(w, "backtest %s → %s (%s), %s: %d runs\n", ts(r.From), ts(r.To), decide.ShortDuration(r.To.Sub(r.From)), r.Mode, r.Runs)
-	termtext.Fprintf(w, "data: scheduler pods %s; scraped every %s; serving nodes every %s\n", strings.Join(r.Pods, ", "), short(r.ScrapeInterval), short(r.Step))
+	termtext.Fprintf(w, "data: scheduler pods %s; scraped every %s; serving nodes every %s; unknown (no data, or data that cannot tell) %s, %.0f%% of the range\n",
+		strings.Join(r.Pods, ", "), short(r.ScrapeInterval), short(r.Step), short(r.AsRecorded.Unknown), 100*r.AsRecorded.Unknown.D().Seconds()/max(r.To.Sub(r.From).Seconds(), 1))
 	for _, a := range r.Assumed {
 		termtext.Fprintf(w, "assumed (not in the history, taken as passing): %s\n", a)
 	}
@@ -201,21 +205,20 @@ func (r *Result) WriteText(w io.Writer) error {
 	termtext.Fprintf(tw, "alerts (all)\t%d\t-\t-\n", r.Summary.Alerts)
 	termtext.Fprintf(tw, "blocked restarts\t%d\t-\t-\n", r.Summary.Blocked)
 	termtext.Fprintf(tw, "time wedged\t%s\t%s\t%s\n", short(r.Summary.Wedged), short(r.StopGap.Summary.Wedged), short(r.AsRecorded.Wedged))
+	termtext.Fprintf(tw, "time unknown\t%s\t%s\t%s\n", short(r.Summary.Unknown), short(r.StopGap.Summary.Unknown), short(r.AsRecorded.Unknown))
 	termtext.Fprintf(tw, "wedges\t%s\t%s\t%s\n", wedgeCounts(r.Summary.WorldSummary), wedgeCounts(r.StopGap.Summary), wedgeCounts(r.AsRecorded))
 	termtext.Fprintf(tw, "worst time to heal\t%s\t%s\t%s\n", short(r.Summary.WorstWedge), short(r.StopGap.Summary.WorstWedge), short(r.AsRecorded.WorstWedge))
-	termtext.Fprintf(tw, "of which unknown (gaps)\t%s\t%s\t%s\n", short(unknownIn(r.Summary.WorldSummary)), short(unknownIn(r.StopGap.Summary)), short(unknownIn(r.AsRecorded)))
+	termtext.Fprintf(tw, "unknown inside wedges\t%s\t%s\t%s\n", short(unknownIn(r.Summary.WorldSummary)), short(unknownIn(r.StopGap.Summary)), short(unknownIn(r.AsRecorded)))
 	return tw.Flush()
 }
 
-// wedgeCounts is "3 (2 by restart)".
+// wedgeCounts is "3 (2 by restart, 1 outside)".
 func wedgeCounts(s WorldSummary) string {
-	byRestart := 0
+	by := map[string]int{}
 	for _, w := range s.Wedges {
-		if w.HealedBy == "restart" {
-			byRestart++
-		}
+		by[w.HealedBy]++
 	}
-	return fmt.Sprintf("%d (%d by restart)", len(s.Wedges), byRestart)
+	return fmt.Sprintf("%d (%d by restart, %d outside)", len(s.Wedges), by[healedRestart], by[healedOutside])
 }
 
 // unknownIn is the time inside wedges the data does not cover: the wedges'

@@ -1,3 +1,18 @@
+// Package backtest replays recorded Prometheus history through the watchdog's own
+// pass (pkg/check's Runner, with the decision core, confirmation sampling, gates,
+// budget, back-off and alert planning exactly as `watchdog check` runs them) at
+// simulated times, beside the stop-gap script and the history as recorded. The
+// flow goes one way:
+//
+//  1. Fetch (history.go) reads each selector's raw series and the serving count.
+//  2. build (world.go) makes the World once: one Target per scheduler pod (its
+//     namespace and name, whatever jobs and label sets recorded it) with its
+//     merged timelines, and what the record shows happened to each pod (replaced
+//     by a newer pod of its Deployment, restarted outside the watchdog, series
+//     that disagree), with the warnings that say how to read the replay.
+//  3. Run (sim.go) replays the World in three columns (column.go), each the World
+//     plus one actor's restarts: the simulated watchdog's, the stop-gap's and
+//     nobody's; report.go prints what each did and measured.
 package backtest
 
 import (
@@ -10,7 +25,6 @@ import (
 	"github.com/robfig/cron/v3"
 	"github.com/rs/zerolog"
 	clocktesting "k8s.io/utils/clock/testing"
-	"k8s.io/utils/ptr"
 
 	"github.com/agentenv/watchdog/pkg/alert"
 	"github.com/agentenv/watchdog/pkg/check"
@@ -41,36 +55,27 @@ type Config struct {
 
 // Run replays h through the watchdog's pass and the stop-gap script.
 func Run(ctx context.Context, h *History, cfg Config) (*Result, error) {
-	res := &Result{From: h.From.UTC(), To: h.To.UTC(), ScrapeInterval: state.Duration(h.ScrapeInterval), Step: state.Duration(h.Step),
-		Warnings: slices.Clone(h.Warnings), Assumed: assumptions(h, cfg),
-		Mode: fmt.Sprintf("CronJob schedule %q", cfg.ScheduleSpec),
+	w, err := build(h, cfg)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{From: h.From.UTC(), To: h.To.UTC(), ScrapeInterval: state.Duration(w.interval), Step: state.Duration(w.step),
+		Warnings: w.Warnings, Assumed: assumptions(w, cfg), Mode: fmt.Sprintf("CronJob schedule %q", cfg.ScheduleSpec),
 		// Lists print [], not null, in JSON.
 		Episodes: []Episode{}, Restarts: []Restart{}, Blocked: []Blocked{}, Pages: []Page{}}
-	for _, t := range h.Targets {
+	for _, t := range w.Targets {
 		res.Pods = append(res.Pods, t.Pod)
 	}
 	if cfg.Interval > 0 {
 		res.Mode = fmt.Sprintf("watchdog run --interval %s", cfg.Interval)
 	}
-	// A series recorded more coarsely than the pass samples (an unknown interval is 0).
-	for _, s := range []struct {
-		name     string
-		interval time.Duration
-	}{{"the scheduler's ready gauge", h.ScrapeInterval}, {"the rejected-heartbeat counter", h.RejectedInterval},
-		{"the serving-node count (--expected-query)", h.ExpectedInterval}, {"the pods' readiness (--pod-ready-series, the leader)", h.PodReadyInterval}} {
-		if si := cfg.Check.SampleInterval; s.interval > si {
-			res.Warnings = append(res.Warnings, fmt.Sprintf("%s was recorded every %s, coarser than --sample-interval %s: confirmation samples within one interval repeat the same reading",
-				s.name, decide.ShortDuration(s.interval), decide.ShortDuration(si)))
-		}
-	}
-	res.Warnings = append(res.Warnings, severalPods(h, cfg)...)
-	sim := newSimulation(h, cfg)
+	sim := newSimulation(w, cfg)
 	if err := sim.run(ctx, res); err != nil {
 		return nil, err
 	}
-	res.Summary.WorldSummary = sim.world.summary()
-	res.StopGap = runStopGap(h, cfg)
-	res.AsRecorded = newWorld(h, cfg).summary()
+	res.Summary.WorldSummary = sim.col.summary()
+	res.StopGap = runStopGap(w, cfg)
+	res.AsRecorded = w.column().summary()
 	res.Summary.Runs, res.Summary.Blocked, res.Summary.Alerts = res.Runs, len(res.Blocked), len(res.Pages)
 	for _, p := range res.Pages {
 		if p.Severity == alert.SeverityCritical {
@@ -81,12 +86,11 @@ func Run(ctx context.Context, h *History, cfg Config) (*Result, error) {
 }
 
 // simulation is one simulated watchdog: check's Runner, whose observer,
-// restarter and alert sink the simulation is, answering from the world at the
+// restarter and alert sink the simulation is, answering from its column at the
 // simulated time and recording what each pass did.
 type simulation struct {
 	cfg    Config
-	h      *History
-	world  *World
+	col    *column
 	clock  *simClock
 	store  *statestore.MemoryStore
 	runner *check.Runner
@@ -95,8 +99,8 @@ type simulation struct {
 	notes  []alert.Notification
 }
 
-func newSimulation(h *History, cfg Config) *simulation {
-	s := &simulation{cfg: cfg, h: h, world: newWorld(h, cfg), clock: &simClock{clocktesting.NewFakeClock(h.From)}}
+func newSimulation(w *World, cfg Config) *simulation {
+	s := &simulation{cfg: cfg, col: w.column(), clock: &simClock{clocktesting.NewFakeClock(w.From)}}
 	s.store = &statestore.MemoryStore{Namespace: cfg.Check.Source.Namespace, Name: cfg.Check.StateConfigMap}
 	s.store.SetData(map[string]string{}) // an empty state, as after install: no "not found" warning
 	opts := cfg.Check
@@ -114,15 +118,15 @@ func newSimulation(h *History, cfg Config) *simulation {
 	return s
 }
 
-// run performs the passes from h.From to h.To: on the CronJob's schedule, a run
+// run performs the passes over the range: on the CronJob's schedule, a run
 // still going skipping it (concurrencyPolicy: Forbid), or every Interval.
 func (s *simulation) run(ctx context.Context, res *Result) error {
-	next := s.h.From
+	next := s.col.From
 	if s.cfg.Interval <= 0 {
-		next = s.cfg.Schedule.Next(s.h.From.Add(-time.Second))
+		next = s.cfg.Schedule.Next(s.col.From.Add(-time.Second))
 	}
 	seen := map[string]bool{}
-	for !next.After(s.h.To) {
+	for !next.After(s.col.To) {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("backtest stopped at %s: %w", next.Format(time.RFC3339), err)
 		}
@@ -237,7 +241,7 @@ type deadlineContext struct {
 func (c deadlineContext) Deadline() (time.Time, bool) { return c.at, true }
 
 func (s *simulation) Observe(ctx context.Context) (decide.Observation, error) {
-	return s.world.observation(s.clock.Now()), ctx.Err()
+	return s.col.observation(s.clock.Now()), ctx.Err()
 }
 
 func (s *simulation) ObserveConsistent(ctx context.Context) (decide.Observation, error) {
@@ -249,7 +253,7 @@ func (s *simulation) ObserveConsistent(ctx context.Context) (decide.Observation,
 // Rollout: the recorded history has no Deployment; it is taken as found, not
 // rolling out, and owning every pod (the gate passes for both methods).
 func (s *simulation) Rollout(_ context.Context, pods ...decide.Pod) *decide.Rollout {
-	return &decide.Rollout{Name: s.world.deployment, UID: "backtest", Found: true, Owners: assumedChains(s.world.deployment, pods)}
+	return &decide.Rollout{Name: s.col.deployment, UID: "backtest", Found: true, Owners: assumedChains(s.col.deployment, pods)}
 }
 
 // assumedChains owns every pod whose name says it is the Deployment's (not a
@@ -269,7 +273,7 @@ func (s *simulation) Method() string { return s.cfg.Check.Decide.RestartMethod }
 // Restart makes the restart in the world and records it.
 func (s *simulation) Restart(_ context.Context, name, uid string) (restart.Result, error) {
 	now := s.clock.Now()
-	if !s.world.Restart(uid, now) {
+	if !s.col.Restart(uid, now) {
 		return restart.Result{Gone: true, Detail: fmt.Sprintf("backtest: pod %s already gone", name)}, nil
 	}
 	s.mu.Lock()
@@ -291,12 +295,12 @@ func (s *simulation) Send(_ context.Context, n alert.Notification) error {
 // runStopGap replays the stop-gap script on its own copy of the world
 // (docs/backtest.md, "What it prints"); a gap clears a pod's count, as the
 // script's failed curl does.
-func runStopGap(h *History, cfg Config) StopGap {
-	w := newWorld(h, cfg)
+func runStopGap(w *World, cfg Config) StopGap {
+	c := w.column()
 	out := StopGap{After: state.Duration(cfg.StopGapAfter), Restarts: []StopGapRestart{}}
 	zeroSince := map[string]time.Time{}
-	for t := cfg.StopGap.Next(h.From.Add(-time.Second)); !t.After(h.To); t = cfg.StopGap.Next(t) {
-		for _, p := range w.Pods(t) {
+	for t := cfg.StopGap.Next(w.From.Add(-time.Second)); !t.After(w.To); t = cfg.StopGap.Next(t) {
+		for _, p := range c.Pods(t) {
 			if p.ScrapeErr != nil || p.ReadyNodes != 0 {
 				delete(zeroSince, p.UID)
 				continue
@@ -306,116 +310,27 @@ func runStopGap(h *History, cfg Config) StopGap {
 				zeroSince[p.UID] = t
 				continue
 			}
-			if t.Sub(since) >= cfg.StopGapAfter && w.Restart(p.UID, t) {
+			if t.Sub(since) >= cfg.StopGapAfter && c.Restart(p.UID, t) {
 				out.Restarts = append(out.Restarts, StopGapRestart{At: t.UTC(), Pod: p.Name, ZeroSince: since.UTC()})
 				delete(zeroSince, p.UID)
 			}
 		}
 	}
-	out.Summary = w.summary()
+	out.Summary = c.summary()
 	return out
 }
 
 // assumptions are what the history cannot show and the replay takes as passing:
 // said at the top of the report, so that a reader weighs the replay by them.
-func assumptions(h *History, cfg Config) []string {
+func assumptions(w *World, cfg Config) []string {
 	out := []string{
-		fmt.Sprintf("Deployment %s exists and is not rolling out, except that a pod whose series ended while a newer pod reported is terminating from the newer pod's start", cfg.Deployment),
+		fmt.Sprintf("Deployment %s exists and is not rolling out, except that a pod whose series ended just after a newer pod of the Deployment started is terminating from that start", cfg.Deployment),
 		fmt.Sprintf("every pod named %s-<hash>-<suffix> is the Deployment's (the owner chain and the rollout gate pass for it)", cfg.Deployment),
 		"the consistent re-read before a restart agrees with the listing",
 		"a restart heals: the replacement reads as many ready nodes as serve until the recorded pod heals by itself",
 	}
-	if cfg.Check.Decide.LeaderLease != "" && h.LeaderFromReadiness {
+	if cfg.Check.Decide.LeaderLease != "" && w.leaderFromReadiness {
 		out = append(out, fmt.Sprintf("Lease %s is held by the pod recorded ready (readiness is leadership)", cfg.Check.Decide.LeaderLease))
 	}
 	return out
-}
-
-// severalAtOnce is longer than a rollout's overlap.
-const severalAtOnce = 10 * time.Minute
-
-// severalPods warns when several scheduler pods reported at once for longer than
-// a rollout: an HA scheduler, whose standbys read 0 by design, judged without
-// --leader-lease, so the single-target gate refuses every restart.
-func severalPods(h *History, cfg Config) []string {
-	if cfg.Check.Decide.LeaderLease != "" {
-		return nil
-	}
-	w := newWorld(h, cfg)
-	// The scheduler's pods by owner alone (live or not, leader or standby).
-	notScheduler := func(p Pod) bool {
-		return w.judge.JudgePods == decide.JudgeDeployment && !decide.OwnedByName(p.Pod, w.deployment)
-	}
-	var overlap time.Duration
-	var first time.Time
-	most := 0
-	for t := h.From; !t.After(h.To); t = t.Add(h.ScrapeInterval) {
-		if n := len(slices.DeleteFunc(w.Pods(t), notScheduler)); n > 1 {
-			if first.IsZero() {
-				first = t
-			}
-			overlap += h.ScrapeInterval
-			most = max(most, n)
-		}
-	}
-	if overlap <= severalAtOnce {
-		return nil
-	}
-	return []string{fmt.Sprintf("up to %d scheduler pods reported at once, for %s in all (first at %s): every one is judged, as a live run without --leader-lease would, "+
-		"and the single-target gate refuses every restart; if the scheduler runs HA (standbys read 0 ready by design), pass --leader-lease: "+
-		"the leader is then the pod kube-state-metrics records ready (--pod-ready-series)", most, decide.ShortDuration(overlap), first.UTC().Format(time.RFC3339))}
-}
-
-// summary measures w over the range at the data's resolution: how long the
-// scheduler was wedged, in how many wedges, and how each one ended. A gap inside
-// a wedge is unknown time in it, neither its end nor another's start.
-func (w *World) summary() WorldSummary {
-	s := WorldSummary{Restarts: len(w.restarts), Wedges: []Wedge{}}
-	h, step := w.h, w.h.ScrapeInterval
-	var open *Wedge
-	var unknown time.Duration // since the last wedged reading of the open wedge
-	// inside counts the unknown time so far as the open wedge's.
-	inside := func() {
-		open.Unknown += state.Duration(unknown)
-		s.Wedged += state.Duration(unknown)
-		unknown = 0
-	}
-	for t := h.From; !t.After(h.To); t = t.Add(step) {
-		switch w.condition(t) {
-		case decide.VerdictWedged:
-			if open == nil {
-				s.Wedges = append(s.Wedges, Wedge{From: t.UTC()})
-				open = &s.Wedges[len(s.Wedges)-1]
-			}
-			inside()
-			s.Wedged += state.Duration(step)
-		case decide.VerdictUnknown:
-			if open != nil {
-				unknown += step
-			}
-		case decide.VerdictHealthy:
-			if open != nil {
-				inside()
-				open.To, open.Duration = ptr.To(t.UTC()), state.Duration(t.Sub(open.From))
-				open.HealedBy = w.healedBy(open.From, t)
-				open = nil
-			}
-		}
-	}
-	if open != nil {
-		inside()
-		open.Duration, open.HealedBy = state.Duration(h.To.Sub(open.From)), "still wedged at the end"
-	}
-	for _, wg := range s.Wedges {
-		s.WorstWedge = max(s.WorstWedge, wg.Duration)
-	}
-	return s
-}
-
-// healedBy says whether a restart of w ended a wedge [from, to).
-func (w *World) healedBy(from, to time.Time) string {
-	if slices.ContainsFunc(w.restarts, func(at time.Time) bool { return !at.Before(from) && !at.After(to) }) {
-		return "restart"
-	}
-	return "itself"
 }

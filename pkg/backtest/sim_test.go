@@ -35,18 +35,33 @@ func series(from, to time.Time, step time.Duration, v func(time.Time) (float64, 
 	return out
 }
 
+// stream is a recorded series of pod in namespace ns.
+func stream(pod string, values []model.SamplePair) *model.SampleStream {
+	return &model.SampleStream{Metric: model.Metric{"pod": model.LabelValue(pod), "namespace": "ns"}, Values: values}
+}
+
+func always(v float64) func(time.Time) (float64, bool) {
+	return func(time.Time) (float64, bool) { return v, true }
+}
+
 // history is one pod over [t0, t0+span) scraped every 15 s with 3 serving nodes.
 func history(span time.Duration, ready func(time.Time) float64, rejected func(time.Time) (float64, bool)) *History {
 	end := t0.Add(span)
-	always := func(v float64) func(time.Time) (float64, bool) {
-		return func(time.Time) (float64, bool) { return v, true }
+	return &History{From: t0, To: end, Step: 15 * time.Second, ExpectedInterval: 15 * time.Second, PodLabel: "pod", KSMPodLabel: "pod",
+		Ready:     []*model.SampleStream{stream(pod1, series(t0, end, 15*time.Second, func(t time.Time) (float64, bool) { return ready(t), true }))},
+		Rejected:  []*model.SampleStream{stream(pod1, series(t0, end, 15*time.Second, rejected))},
+		StartTime: []*model.SampleStream{stream(pod1, series(t0, end, 15*time.Second, always(float64(t0.Add(-time.Hour).Unix()))))},
+		Expected:  series(t0, end, 15*time.Second, always(3))}
+}
+
+// column builds h's World, as cfg judges it, with nobody's restarts.
+func newColumn(t testing.TB, h *History, cfg Config) *column {
+	t.Helper()
+	w, err := build(h, cfg)
+	if err != nil {
+		t.Fatal(err)
 	}
-	tg := &Target{Pod: pod1, Key: `{pod="` + pod1 + `"}`, Namespace: "ns",
-		Ready:     series(t0, end, 15*time.Second, func(t time.Time) (float64, bool) { return ready(t), true }),
-		Rejected:  series(t0, end, 15*time.Second, rejected),
-		StartTime: series(t0, end, 15*time.Second, always(float64(t0.Add(-time.Hour).Unix())))}
-	return &History{From: t0, To: end, Targets: []*Target{tg}, Step: 15 * time.Second, ScrapeInterval: 15 * time.Second,
-		Expected: series(t0, end, 15*time.Second, always(3))}
+	return w.column()
 }
 
 func config() Config {
@@ -100,7 +115,7 @@ func TestWeakWedgeRestartedOnceThenReplacementHealthy(t *testing.T) {
 // a world restart of a pod that is not listed does nothing.
 func TestReplacementsAreNamedApart(t *testing.T) {
 	h := history(time.Hour, func(time.Time) float64 { return 0 }, func(time.Time) (float64, bool) { return 0, false })
-	w := newWorld(h, config())
+	w := newColumn(t, h, config())
 	at := t0.Add(10 * time.Minute)
 	if !w.Restart("ns/"+pod1, at) {
 		t.Fatal("restart of the recorded pod refused")
@@ -218,8 +233,8 @@ func without(h *History, from, to time.Duration) *History {
 			return !at.Before(t0.Add(from)) && at.Before(t0.Add(to))
 		})
 	}
-	for _, tg := range h.Targets {
-		tg.Ready, tg.Rejected, tg.Accepted, tg.StartTime = keep(tg.Ready), keep(tg.Rejected), keep(tg.Accepted), keep(tg.StartTime)
+	for _, s := range slices.Concat(h.Ready, h.Rejected, h.Accepted, h.StartTime) {
+		s.Values = keep(s.Values)
 	}
 	return h
 }
@@ -252,15 +267,16 @@ func TestGapInsideAWedgeIsOneWedge(t *testing.T) {
 // each pod's readiness (readiness is leadership) every 30 s.
 func ha(span time.Duration, leaderReady func(time.Time) float64) *History {
 	h := history(span, leaderReady, noRejections)
-	h.Targets[0].PodReady = series(t0.Add(-10*time.Minute), t0.Add(span), 30*time.Second, func(time.Time) (float64, bool) { return 1, true })
-	for _, name := range []string{"sched-5d8f7-d3e4f", "sched-5d8f7-g5h6i"} {
-		tg := *h.Targets[0]
-		tg.Pod, tg.Key = name, `{pod="`+name+`"}`
-		tg.Ready = series(t0, t0.Add(span), 15*time.Second, func(time.Time) (float64, bool) { return 0, true })
-		tg.PodReady = series(t0.Add(-10*time.Minute), t0.Add(span), 30*time.Second, func(time.Time) (float64, bool) { return 0, true })
-		h.Targets = append(h.Targets, &tg)
+	readiness := func(v float64) []model.SamplePair {
+		return series(t0.Add(-10*time.Minute), t0.Add(span), 30*time.Second, always(v))
 	}
-	h.LeaderFromReadiness, h.PodReadyInterval = true, 30*time.Second
+	h.PodReady = []*model.SampleStream{stream(pod1, readiness(1))}
+	for _, name := range []string{"sched-5d8f7-d3e4f", "sched-5d8f7-g5h6i"} {
+		h.Ready = append(h.Ready, stream(name, series(t0, t0.Add(span), 15*time.Second, always(0))))
+		h.StartTime = append(h.StartTime, stream(name, h.StartTime[0].Values))
+		h.PodReady = append(h.PodReady, stream(name, readiness(0)))
+	}
+	h.PodReadyQuery = "readiness"
 	return h
 }
 
@@ -287,14 +303,12 @@ func TestHALeaderFromReadiness(t *testing.T) {
 	}
 }
 
-// TestHALeaderUnknown: with --leader-lease and no readiness recorded at some
-// moment (or two pods ready), the leader cannot be told: nobody is judged then
+// TestHALeaderUnknown: with --leader-lease and two pods recorded ready (or no
+// readiness at some moment), the leader cannot be told: nobody is judged then
 // (unknown), never a standby restarted on a guess.
 func TestHALeaderUnknown(t *testing.T) {
 	h := ha(time.Hour, wedgedIn([2]time.Duration{0, 3 * time.Hour}))
-	for _, tg := range h.Targets {
-		tg.PodReady = nil
-	}
+	h.PodReady[1].Values = h.PodReady[0].Values
 	cfg := config()
 	cfg.Check.Decide.LeaderLease = "sched"
 	res := replay(t, h, cfg)
@@ -304,13 +318,13 @@ func TestHALeaderUnknown(t *testing.T) {
 }
 
 // TestHAWithoutLeaderLeaseSaysSo: three replicas replayed without
-// --leader-lease are judged as a live run would judge them, and the report says
-// why and what to pass.
+// --leader-lease are judged as a live run would judge them, the report says
+// why and what to pass, and no summary counts a standby as wedged.
 func TestHAWithoutLeaderLeaseSaysSo(t *testing.T) {
 	h := ha(time.Hour, func(time.Time) float64 { return 3 })
-	h.LeaderFromReadiness = false
+	h.PodReadyQuery = ""
 	res := replay(t, h, config())
-	if !containsWarning(res, "up to 3 scheduler pods reported at once", "pass --leader-lease") {
+	if !containsWarning(res, "looks like an HA scheduler", "up to 3 scheduler pods reported at once", "with --leader-lease") || res.AsRecorded.Wedged != 0 {
 		t.Errorf("warnings = %q, want several pods named with --leader-lease", res.Warnings)
 	}
 }
@@ -323,18 +337,16 @@ func TestHAWithoutLeaderLeaseSaysSo(t *testing.T) {
 func TestRolloutOldPodIsTerminating(t *testing.T) {
 	roll := t0.Add(30 * time.Minute)
 	h := history(time.Hour, wedgedIn([2]time.Duration{30 * time.Minute, 3 * time.Hour}), noRejections)
-	old := h.Targets[0]
-	old.Ready = slices.DeleteFunc(old.Ready, func(p model.SamplePair) bool { return !p.Timestamp.Time().Before(roll.Add(4 * time.Minute)) })
-	started := float64(roll.Unix())
-	fresh := &Target{Pod: "sched-6c9a1-z9y8x", Key: `{pod="sched-6c9a1-z9y8x"}`, Namespace: "ns",
-		Ready: series(roll, t0.Add(time.Hour), 15*time.Second, func(t time.Time) (float64, bool) {
-			if t.Before(roll.Add(45 * time.Second)) {
-				return 0, true
-			}
-			return 3, true
-		}),
-		StartTime: series(roll, t0.Add(time.Hour), 15*time.Second, func(time.Time) (float64, bool) { return started, true })}
-	h.Targets = append(h.Targets, fresh)
+	old := h.Ready[0]
+	old.Values = slices.DeleteFunc(old.Values, func(p model.SamplePair) bool { return !p.Timestamp.Time().Before(roll.Add(4 * time.Minute)) })
+	const fresh = "sched-6c9a1-z9y8x"
+	h.Ready = append(h.Ready, stream(fresh, series(roll, t0.Add(time.Hour), 15*time.Second, func(t time.Time) (float64, bool) {
+		if t.Before(roll.Add(45 * time.Second)) {
+			return 0, true
+		}
+		return 3, true
+	})))
+	h.StartTime = append(h.StartTime, stream(fresh, series(roll, t0.Add(time.Hour), 15*time.Second, always(float64(roll.Unix())))))
 	res := replay(t, h, config())
 	if len(res.Blocked) != 0 || len(res.Restarts) != 0 || len(res.Pages) != 0 || len(res.Episodes) != 0 {
 		t.Errorf("blocked %+v, restarts %+v, alerts %v, episodes %+v: want none during a rollout", res.Blocked, res.Restarts, pageEvents(res), res.Episodes)
@@ -382,10 +394,10 @@ func TestRepeatWedgeRunMode(t *testing.T) {
 // the data during which the scheduler healed. Checked before: HeartbeatOK 0.
 func TestObservationCarriesTheAcceptedHeartbeats(t *testing.T) {
 	h := history(time.Hour, func(time.Time) float64 { return 3 }, func(time.Time) (float64, bool) { return 0, false })
-	h.Targets[0].Accepted = series(t0, t0.Add(time.Hour), 15*time.Second, func(t time.Time) (float64, bool) {
+	h.Accepted = []*model.SampleStream{stream(pod1, series(t0, t0.Add(time.Hour), 15*time.Second, func(t time.Time) (float64, bool) {
 		return float64(t.Sub(t0) / (5 * time.Second) * 3), true
-	})
-	obs := newWorld(h, config()).observation(t0.Add(10 * time.Minute))
+	}))}
+	obs := newColumn(t, h, config()).observation(t0.Add(10 * time.Minute))
 	if len(obs.Pods) != 1 || obs.Pods[0].Sample == nil || obs.Pods[0].Sample.HeartbeatOK != 360 {
 		t.Fatalf("observation at +10m: %+v, want the accepted counter 360", obs.Pods)
 	}

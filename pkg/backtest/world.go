@@ -1,9 +1,12 @@
 package backtest
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -14,111 +17,251 @@ import (
 	"github.com/agentenv/watchdog/pkg/scrape"
 )
 
-// World is the recorded history as one simulated watchdog (or the stop-gap) would
-// have met it, its own restarts applied as docs/backtest.md ("How it replays")
-// says: history cannot tell what a restarted scheduler would have done, so a
-// replacement (pod~1, pod~2, ...) reads as many ready nodes as serve until the
-// recorded pod heals by itself, then the record. It stays a new pod (its own
-// name and UID) to the decision core, as live: a later wedge is its own.
+// World is the recorded history, built once (build) and never changed by a
+// replay: the scheduler's pods (by first sample) with their timelines, the
+// serving count, and what the record shows happened to each pod.
 type World struct {
-	h *History
-	// lines are, by Target.Key, the restarts of each target in the order made:
-	// the world at any time is the latest made by then, so that it reads the same
-	// during the replay and when measured after it.
-	lines    map[string][]*line
-	restarts []time.Time
-	// supersededAt is, by Target.Key, when a newer pod started while the target's
-	// series went on and then ended for good (a rollout): it is terminating from
-	// then, as the API server would list it; history records no deletion mark.
-	supersededAt map[string]time.Time
+	From, To time.Time
+	Targets  []*Target
+	expected []model.SamplePair
+	// step is the count's; interval the median spacing of the ready samples,
+	// podReadyInterval of the pods' readiness.
+	step, interval, podReadyInterval time.Duration
+	// leaderFromReadiness: --leader-lease, the leader being the one pod whose
+	// readiness is 1. ha: without it, several pods reported at once with exactly
+	// one counting nodes: the others are standbys, which no summary calls wedged.
+	leaderFromReadiness, ha bool
 	// judge chooses the pods the summaries measure as a run chooses those it
-	// judges (decide.Judged; the Deployment's by name).
+	// judges (decide.Judged; the Deployment's by name), whatever --max-pods.
 	judge      decide.Config
 	deployment string
-	// chosen caches decide.Judged by the listing: it changes rarely, the
-	// readings at every step.
-	chosen struct {
-		key    string
-		judged map[string]bool
-		buf    []byte // the key being built, reused
-	}
+	Warnings   []string
 }
 
-// line is a target the simulation restarted.
-type line struct {
-	deletedAt time.Time
-	// healAt is when the record heals by itself (zero: not within the range);
-	// ended: by ending, after which neither it nor a replacement is listed.
-	healAt time.Time
-	ended  bool
-	// n numbers the replacement (its name and UID are the pod's ~n, so that no
-	// two share one); startedAt is its start.
-	n         int
-	startedAt time.Time
+// Target is one scheduler pod: the series recorded of it by every job and label
+// set, merged into one timeline.
+type Target struct {
+	Pod, Namespace, UID                            string
+	Ready, Rejected, Accepted, StartTime, PodReady []model.SamplePair
+	// maxAge is twice the pod's own scrape interval: an older ready sample is a gap.
+	maxAge time.Duration
+	// disagree are the spans in which two of its series read different ready
+	// counts at once: unknown (a live run reads one of them).
+	disagree [][2]time.Time
+	// terminating is when a newer pod of its Deployment replaced it (zero: never);
+	// outside: it was wedged then, a restart made outside the watchdog.
+	terminating time.Time
+	outside     bool
 }
 
-// newWorld is the record with no restart made yet, as cfg judges it: the
-// summaries measure the wedges of the pods a run judges (a canary's are not),
-// whatever --max-pods lets it judge.
-func newWorld(h *History, cfg Config) *World {
-	w := &World{h: h, lines: map[string][]*line{}, supersededAt: map[string]time.Time{}, judge: cfg.Check.Decide, deployment: cfg.Deployment}
+func (t *Target) first() time.Time { return t.Ready[0].Timestamp.Time() }
+func (t *Target) last() time.Time  { return t.Ready[len(t.Ready)-1].Timestamp.Time() }
+
+// build makes the World of h as cfg judges it.
+func build(h *History, cfg Config) (*World, error) {
+	w := &World{From: h.From, To: h.To, expected: h.Expected, step: h.Step, judge: cfg.Check.Decide, deployment: cfg.Deployment, Warnings: slices.Clone(h.Warnings)}
 	w.judge.MaxPods = 0
-	for _, old := range h.Targets {
-		if h.To.Sub(old.Last()) <= w.maxAge(old) {
-			continue // still reporting at the end: not replaced
+	w.join(h)
+	if h.PodReadyQuery != "" {
+		if !slices.ContainsFunc(w.Targets, func(t *Target) bool { return len(t.PodReady) > 0 }) {
+			return nil, fmt.Errorf("--leader-lease: the history has no readiness of the scheduler pods (--pod-ready-series %s, joined by its label %s) between %s and %s, "+
+				"so the leader of an HA scheduler cannot be told and its standbys (ready 0 by design) would be judged wedged: "+
+				"kube-state-metrics exports kube_pod_status_ready by default; or drop --leader-lease for a scheduler with one replica",
+				h.PodReadyQuery, h.KSMPodLabel, h.From.Format(time.RFC3339), h.To.Format(time.RFC3339))
 		}
-		for _, tg := range h.Targets {
-			if tg.Namespace == old.Namespace && tg.First().After(old.First()) && !tg.First().After(old.Last()) {
-				if at, ok := w.supersededAt[old.Key]; !ok || tg.First().Before(at) {
-					w.supersededAt[old.Key] = tg.First()
-				}
+		w.leaderFromReadiness, w.podReadyInterval = true, cmp.Or(medianSpacing(valuesOf(h.PodReady)...), w.interval)
+	}
+	w.replacements()
+	w.warn(h, cfg)
+	return w, nil
+}
+
+// join makes one Target per namespace and pod. A scrape target is a ready series
+// with the series of its labels (less the metric's own); several of one pod (a
+// PodMonitor beside an annotation-based job, a relabeling, two Prometheus
+// replicas) are one pod to a live run, which lists pods, not series.
+func (w *World) join(h *History) {
+	byKey, byPod := map[string]*Target{}, map[string]*Target{}
+	labels, ready := map[string]model.Metric{}, map[string][]model.SamplePair{}
+	for _, s := range h.Ready {
+		ns, pod := string(s.Metric["namespace"]), string(cmp.Or(s.Metric[model.LabelName(h.PodLabel)], s.Metric[model.InstanceLabel]))
+		uid := pod
+		if ns != "" {
+			uid = ns + "/" + pod
+		}
+		if byPod[uid] == nil {
+			byPod[uid] = &Target{Pod: pod, Namespace: ns, UID: uid}
+			w.Targets = append(w.Targets, byPod[uid])
+		}
+		key := targetKey(s.Metric)
+		byKey[key], labels[key], ready[key] = byPod[uid], s.Metric, mergeSamples(ready[key], s.Values)
+	}
+	for _, a := range []struct {
+		series []*model.SampleStream
+		into   func(*Target) *[]model.SamplePair
+	}{{h.Rejected, func(t *Target) *[]model.SamplePair { return &t.Rejected }}, {h.Accepted, func(t *Target) *[]model.SamplePair { return &t.Accepted }},
+		{h.StartTime, func(t *Target) *[]model.SamplePair { return &t.StartTime }}} {
+		for _, s := range a.series {
+			if tg := byKey[targetKey(s.Metric)]; tg != nil {
+				*a.into(tg) = mergeSamples(*a.into(tg), s.Values)
 			}
 		}
 	}
-	return w
-}
-
-// Pod is one scheduler pod of the world at a given time, as the watchdog's
-// observer lists it (Terminating: a newer pod replaces it, see
-// World.supersededAt), with its readings or, in a gap, ScrapeErr.
-type Pod struct {
-	decide.Pod
-	Target                         *Target
-	ReadyNodes, Rejected, Accepted float64
-}
-
-// Pods lists the world's scheduler pods at t with their readings.
-func (w *World) Pods(t time.Time) []Pod {
-	var out []Pod
-	for _, tg := range w.h.Targets {
-		if t.Before(tg.First()) || t.Sub(tg.Last()) > w.maxAge(tg) {
-			continue
-		}
-		l := w.lineAt(tg.Key, t)
-		healed := l != nil && !l.healAt.IsZero() && !t.Before(l.healAt)
-		if healed && l.ended {
-			continue
-		}
-		p := w.recorded(tg, t, l != nil && !healed)
-		if l != nil {
-			// A replacement: once the record heals, its readings under the
-			// replacement's name and UID, its process no older than the replacement.
-			p.Name, p.UID = fmt.Sprintf("%s~%d", p.Name, l.n), fmt.Sprintf("%s~%d", p.UID, l.n)
-			if !healed || p.StartedAt.Before(l.startedAt) {
-				p.StartedAt = l.startedAt
+	// Each scrape target of a pod: its staleness, and where it disagrees with another.
+	seen := map[*Target][]string{}
+	for _, key := range slices.Sorted(maps.Keys(byKey)) {
+		tg := byKey[key]
+		tg.Ready, tg.maxAge = mergeSamples(tg.Ready, ready[key]), max(tg.maxAge, 2*medianSpacing(ready[key]))
+		for _, other := range seen[tg] {
+			if d := disagreements(ready[other], ready[key], 2*medianSpacing(ready[other])); len(d) > 0 {
+				tg.disagree = append(tg.disagree, d...)
+				w.Warnings = append(w.Warnings, fmt.Sprintf("pod %s: its series %s and %s disagree on the ready count between %s and %s: "+
+					"a live run reads one of them and the replay cannot tell which, so that time is unknown", tg.Pod, differing(labels[other], labels[key]),
+					differing(labels[key], labels[other]), d[0][0].UTC().Format(time.RFC3339), d[len(d)-1][1].UTC().Format(time.RFC3339)))
 			}
 		}
-		since, superseded := w.supersededAt[tg.Key]
-		p.Terminating = superseded && !t.Before(since)
-		out = append(out, p)
+		seen[tg] = append(seen[tg], key)
+	}
+	w.interval = cmp.Or(medianSpacing(slices.Collect(maps.Values(ready))...), 15*time.Second) // one sample: Prometheus' usual
+	podReady := map[string][]model.SamplePair{}
+	for _, s := range h.PodReady {
+		pod := string(s.Metric[model.LabelName(h.KSMPodLabel)])
+		podReady[pod] = mergeSamples(podReady[pod], s.Values)
+	}
+	w.Targets = slices.DeleteFunc(w.Targets, func(t *Target) bool { return len(t.Ready) == 0 })
+	for _, tg := range w.Targets {
+		tg.PodReady = podReady[tg.Pod]
+		if tg.maxAge == 0 {
+			tg.maxAge = 2 * w.interval
+		}
+		if len(tg.StartTime) == 0 {
+			w.Warnings = append(w.Warnings, fmt.Sprintf("pod %s: no process_start_time_seconds (--start-time-series): its age is taken from its first sample, so a container restart is not seen as one", tg.Pod))
+		}
+	}
+	slices.SortStableFunc(w.Targets, func(a, b *Target) int { return cmp.Or(a.first().Compare(b.first()), strings.Compare(a.UID, b.UID)) })
+}
+
+// disagreements are the spans in which a sample of b differs from a's samples on
+// both sides of it, each within maxAge: a and b read different counts at once (a
+// change between two scrapes is no disagreement, nor a reading in a's gap).
+func disagreements(a, b []model.SamplePair, maxAge time.Duration) [][2]time.Time {
+	var out [][2]time.Time
+	for _, s := range b {
+		i := sort.Search(len(a), func(i int) bool { return a[i].Timestamp > s.Timestamp })
+		if i == 0 || i == len(a) || a[i-1].Value == s.Value || a[i].Value == s.Value || a[i].Timestamp.Sub(a[i-1].Timestamp) > maxAge {
+			continue
+		}
+		// In time order: a span overlapping the last extends it.
+		if n := len(out); n > 0 && !a[i-1].Timestamp.Time().After(out[n-1][1]) {
+			out[n-1][1] = a[i].Timestamp.Time()
+		} else {
+			out = append(out, [2]time.Time{a[i-1].Timestamp.Time(), a[i].Timestamp.Time()})
+		}
 	}
 	return out
 }
 
+// differing is a's labels whose values b does not share: what tells two scrapes apart.
+func differing(a, b model.Metric) string {
+	out := model.Metric{}
+	for k, v := range a {
+		if b[k] != v {
+			out[k] = v
+		}
+	}
+	return out.String()
+}
+
+// replacements marks each pod whose series ended before the end while a newer
+// pod of its Deployment (by name: history has no owner references) started at
+// most a rollout's overlap before its last sample, or just after: from the newer
+// pod's start it is terminating, as the API server lists a pod being replaced.
+// Any newer pod in the namespace (a canary, a rescheduled standby) is not one.
+func (w *World) replacements() {
+	for _, old := range w.Targets {
+		if w.To.Sub(old.last()) <= old.maxAge {
+			continue // still reporting at the end
+		}
+		for _, tg := range w.Targets {
+			start := w.startedAt(tg, tg.first())
+			if tg != old && tg.Namespace == old.Namespace && deploymentOf(tg.Pod) != "" && deploymentOf(tg.Pod) == deploymentOf(old.Pod) &&
+				tg.first().After(old.first()) && start.After(old.last().Add(-severalAtOnce)) && !start.After(old.last().Add(old.maxAge)) &&
+				(old.terminating.IsZero() || start.Before(old.terminating)) {
+				old.terminating = start
+			}
+		}
+	}
+}
+
+// warn adds what the record shows that changes how to read the replay: pods
+// restarted outside the watchdog, several pods at once (an HA scheduler), and
+// a serving count that cannot be right.
+func (w *World) warn(h *History, cfg Config) {
+	rec := w.column()
+	var overlap, oneReady time.Duration
+	var first time.Time
+	most := 0
+	for t := w.From; !t.After(w.To); t = t.Add(w.interval) {
+		// The pods a live run would judge at t, by owner alone (leader or standby).
+		pods := slices.DeleteFunc(rec.Pods(t), func(p Pod) bool {
+			return p.Terminating || p.ScrapeErr != nil || (w.judge.JudgePods == decide.JudgeDeployment && !decide.OwnedByName(p.Pod, w.deployment))
+		})
+		if len(pods) > 1 {
+			first, most = cmp.Or(first, t), max(most, len(pods))
+			overlap += w.interval
+			// Replicas of the Deployment (by name), one counting nodes: an HA scheduler.
+			if !slices.ContainsFunc(pods, func(p Pod) bool { return !decide.OwnedByName(p.Pod, w.deployment) }) &&
+				len(slices.DeleteFunc(pods, func(p Pod) bool { return p.ReadyNodes == 0 })) == 1 {
+				oneReady += w.interval
+			}
+		}
+	}
+	if overlap > severalAtOnce && !w.leaderFromReadiness {
+		w.ha = oneReady > overlap/2
+		at := fmt.Sprintf("up to %d scheduler pods reported at once, for %s in all (first at %s)", most, decide.ShortDuration(overlap), first.UTC().Format(time.RFC3339))
+		if w.ha {
+			w.Warnings = append(w.Warnings, "this looks like an HA scheduler: "+at+", exactly one counting nodes (the leader) and the others 0 (standbys, by design). "+
+				"A live run without --leader-lease judges every pod: the standbys read wedged and the single-target gate refuses every restart and pages restart-blocked, as replayed here; "+
+				"with --leader-lease (the scheduler's Lease) only the holder is judged, replayed as the pod kube-state-metrics records ready (--pod-ready-series): pass --leader-lease. "+
+				"No summary counts a standby as wedged, and a standby restarted (by the stop-gap) is a standby again")
+		} else {
+			w.Warnings = append(w.Warnings, at+": every one is judged, as a live run without --leader-lease would, and the single-target gate refuses every restart; "+
+				"if the scheduler runs HA (standbys read 0 ready by design), pass --leader-lease: the leader is then the pod kube-state-metrics records ready (--pod-ready-series)")
+		}
+	}
+	for _, tg := range w.Targets {
+		if !tg.terminating.IsZero() && rec.condition(tg.terminating.Add(-time.Millisecond)) == decide.VerdictWedged {
+			if v, _, ok := at(tg.Ready, tg.terminating, tg.maxAge); ok && v == 0 {
+				tg.outside = true
+				w.Warnings = append(w.Warnings, fmt.Sprintf("pod %s was replaced at %s while wedged (its series ended as a new pod of its Deployment started): "+
+					"a restart made outside the watchdog (the stop-gap, a person), shown as %q in every column", tg.Pod, tg.terminating.UTC().Format(time.RFC3339), healedOutside))
+			}
+		}
+	}
+	positive := func(s model.SamplePair) bool { return s.Value > 0 }
+	if len(w.expected) > 0 && !slices.ContainsFunc(w.expected, positive) && slices.ContainsFunc(w.Targets, func(t *Target) bool { return slices.ContainsFunc(t.Ready, positive) }) {
+		w.Warnings = append(w.Warnings, "the serving-node count (--expected-query) read 0 over the whole range while the scheduler counted ready nodes, "+
+			"so every wedge reads as no-nodes: the query likely does not match kube-state-metrics' labels; "+ksmVariants)
+	}
+	for _, s := range []struct {
+		name     string
+		interval time.Duration
+	}{{"the scheduler's ready gauge", w.interval}, {"the rejected-heartbeat counter", medianSpacing(valuesOf(h.Rejected)...)},
+		{"the serving-node count (--expected-query)", h.ExpectedInterval}, {"the pods' readiness (--pod-ready-series, the leader)", w.podReadyInterval}} {
+		if si := cfg.Check.SampleInterval; s.interval > si {
+			w.Warnings = append(w.Warnings, fmt.Sprintf("%s was recorded every %s, coarser than --sample-interval %s: confirmation samples within one interval repeat the same reading",
+				s.name, decide.ShortDuration(s.interval), decide.ShortDuration(si)))
+		}
+	}
+}
+
+// severalAtOnce is longer than a rollout's overlap.
+const severalAtOnce = 10 * time.Minute
+
 // Expected is the serving node count at t, if the record has it. The count is
-// evaluated at every Step with its own staleness, so a missing step is a gap.
+// evaluated at every step with its own staleness, so a missing step is a gap.
 func (w *World) Expected(t time.Time) (int, bool) {
-	v, _, ok := at(w.h.Expected, t, w.h.Step)
+	v, _, ok := at(w.expected, t, w.step)
 	if !ok || v < 0 {
 		return 0, false
 	}
@@ -128,19 +271,18 @@ func (w *World) Expected(t time.Time) (int, bool) {
 // recorded is tg's pod at t as the record reads; standIn: a replacement before
 // the record heals, which reads what serves.
 func (w *World) recorded(tg *Target, t time.Time, standIn bool) Pod {
-	p := Pod{Target: tg, Pod: decide.Pod{Name: tg.Pod, UID: tg.Pod, Phase: "Running", Ready: true, Running: true, StartedAt: w.startedAt(tg, t),
+	p := Pod{Target: tg, Pod: decide.Pod{Name: tg.Pod, UID: tg.UID, Phase: "Running", Ready: true, Running: true, StartedAt: w.startedAt(tg, t),
 		ControllerKind: "ReplicaSet", ControllerName: replicaSetOf(tg.Pod), ControllerUID: replicaSetUID}}
-	if tg.Namespace != "" {
-		p.UID = tg.Namespace + "/" + tg.Pod
-	}
-	ready, when, ok := at(tg.Ready, t, w.maxAge(tg))
+	ready, when, ok := at(tg.Ready, t, tg.maxAge)
 	switch {
 	case !ok:
-		p.ScrapeErr = &scrape.Error{Kind: scrape.KindAbsent, Err: errors.New(gapReason("the ready series", when, t, w.maxAge(tg)))}
+		p.ScrapeErr = &scrape.Error{Kind: scrape.KindAbsent, Err: errors.New(gapReason("the ready series", when, t, tg.maxAge))}
+	case slices.ContainsFunc(tg.disagree, func(s [2]time.Time) bool { return !t.Before(s[0]) && !t.After(s[1]) }):
+		p.ScrapeErr = &scrape.Error{Kind: scrape.KindInvalid, Err: errors.New("the pod's series disagree on the ready count here (the report's warnings name them)")}
 	case standIn:
 		// While the record has no count (a gap in kube-state-metrics' series, not
 		// in the scheduler's), the last one known.
-		if v, _, ok := at(w.h.Expected, t, math.MaxInt64); ok && v > 0 {
+		if v, _, ok := at(w.expected, t, math.MaxInt64); ok && v > 0 {
 			p.ReadyNodes = math.Round(v)
 		}
 	default:
@@ -157,15 +299,6 @@ func (w *World) recorded(tg *Target, t time.Time, standIn bool) Pod {
 	return p
 }
 
-// maxAge is how old a ready sample of tg may be and still be a reading: twice
-// its own scrape interval, else the scheduler's.
-func (w *World) maxAge(tg *Target) time.Duration {
-	if tg.MaxAge > 0 {
-		return tg.MaxAge
-	}
-	return 2 * w.h.ScrapeInterval
-}
-
 // startedAt is the process start the record gives at t: the latest
 // process_start_time_seconds, else the target's first sample. Whole seconds,
 // as the API server gives container starts.
@@ -176,7 +309,7 @@ func (w *World) startedAt(tg *Target, t time.Time) time.Time {
 	if len(tg.StartTime) > 0 {
 		return time.Unix(int64(tg.StartTime[0].Value), 0).UTC()
 	}
-	return tg.First().Truncate(time.Second)
+	return tg.first().Truncate(time.Second)
 }
 
 func gapReason(what string, last, t time.Time, maxAge time.Duration) string {
@@ -185,41 +318,6 @@ func gapReason(what string, last, t time.Time, maxAge time.Duration) string {
 	}
 	return fmt.Sprintf("no sample of %s for %s before %s (older than %s): a gap in the recorded history",
 		what, decide.ShortDuration(t.Sub(last)), t.UTC().Format(time.RFC3339), decide.ShortDuration(maxAge))
-}
-
-// Restart applies a restart of the pod uid at t. It reports false for a pod the
-// world does not list (already gone).
-func (w *World) Restart(uid string, t time.Time) bool {
-	for _, p := range w.Pods(t) {
-		if p.UID != uid {
-			continue
-		}
-		key := p.Target.Key
-		w.restarts = append(w.restarts, t)
-		// The replacement starts a few seconds after the delete, in whole seconds.
-		l := &line{deletedAt: t, n: len(w.lines[key]) + 1, startedAt: t.Add(5 * time.Second).Truncate(time.Second)}
-		if prev := w.lineAt(key, t); prev != nil && (prev.healAt.IsZero() || t.Before(prev.healAt)) {
-			// A replacement restarted before the record healed: the record still
-			// heals when it did.
-			l.healAt, l.ended = prev.healAt, prev.ended
-		} else {
-			l.healAt, l.ended = w.healsAt(p.Target, t)
-		}
-		w.lines[key] = append(w.lines[key], l)
-		return true
-	}
-	return false
-}
-
-// lineAt is the latest restart of the target made by t, or nil.
-func (w *World) lineAt(key string, t time.Time) *line {
-	lines := w.lines[key]
-	for i := len(lines) - 1; i >= 0; i-- {
-		if !t.Before(lines[i].deletedAt) {
-			return lines[i]
-		}
-	}
-	return nil
 }
 
 // healsAt is when the record of tg heals by itself after t: its first ready
@@ -235,98 +333,10 @@ func (w *World) healsAt(tg *Target, t time.Time) (time.Time, bool) {
 			return when, false
 		}
 	}
-	if w.h.To.Sub(tg.Last()) > w.maxAge(tg) {
-		return tg.Last(), true
+	if w.To.Sub(tg.last()) > tg.maxAge {
+		return tg.last(), true
 	}
 	return time.Time{}, false
-}
-
-// condition is the world's scheduler at t as an outside observer would call it,
-// by the pods a run judges (w.judge): wedged when one past the startup grace
-// reads 0 ready while nodes serve; else unknown when the data cannot tell (a gap
-// in a pod's series, no serving-node count, a leader that cannot be told); else
-// healthy.
-func (w *World) condition(t time.Time) decide.Verdict {
-	n, ok := w.Expected(t)
-	if !ok {
-		return decide.VerdictUnknown
-	}
-	if n == 0 {
-		return decide.VerdictHealthy
-	}
-	pods := w.Pods(t)
-	judged, known := w.judged(t, pods)
-	if !known {
-		return decide.VerdictUnknown
-	}
-	c := decide.VerdictHealthy
-	for _, p := range pods {
-		switch {
-		case !judged[p.UID]:
-			// Not judged: its readings say nothing of the scheduler that serves.
-		case p.ScrapeErr != nil:
-			c = decide.VerdictUnknown
-		case p.ReadyNodes == 0 && t.Sub(p.StartedAt) >= w.judge.StartupGrace:
-			return decide.VerdictWedged
-		}
-	}
-	return c
-}
-
-// judged is which of pods a run judges at t, by UID; not known when the leader
-// cannot be told. decide.Judged is asked again only when the pods, which are
-// terminating or the leader changed.
-func (w *World) judged(t time.Time, pods []Pod) (map[string]bool, bool) {
-	key := w.chosen.buf[:0]
-	if w.h.LeaderFromReadiness {
-		holder, err := w.leader(t, pods)
-		if err != nil {
-			return nil, false
-		}
-		key = append(key, holder...)
-	}
-	for _, p := range pods {
-		key = append(append(key, ','), p.UID...)
-		if p.Terminating {
-			key = append(key, " terminating"...)
-		}
-	}
-	w.chosen.buf = key
-	if w.chosen.judged == nil || string(key) != w.chosen.key {
-		judged, _, _ := decide.Judged(w.observation(t), w.judge)
-		w.chosen.key, w.chosen.judged = string(key), make(map[string]bool, len(judged))
-		for _, p := range judged {
-			w.chosen.judged[p.UID] = true
-		}
-	}
-	return w.chosen.judged, true
-}
-
-// observation is the world at t as the watchdog's observer reports it.
-func (w *World) observation(t time.Time) decide.Observation {
-	pods := w.Pods(t)
-	obs := decide.Observation{At: t}
-	expected, known := w.Expected(t)
-	obs.Expected.Serving = expected
-	for _, p := range pods {
-		switch {
-		case p.ScrapeErr != nil: // a gap in its own series
-		case !known:
-			// Not an API failure of the watchdog's: the record has no count here.
-			p.ScrapeErr = &scrape.Error{Kind: scrape.KindAbsent, Err: errors.New(gapReason("the serving-node count (--expected-query)", time.Time{}, t, w.h.Step))}
-		default:
-			p.Sample = &scrape.Sample{Observed: map[string]int{"ready": int(math.Round(p.ReadyNodes))}, HeartbeatRejected: uint64(max(p.Rejected, 0)), HeartbeatOK: uint64(max(p.Accepted, 0))}
-		}
-		obs.Pods = append(obs.Pods, p.Pod)
-	}
-	obs.Ownership = &decide.Ownership{Deployment: w.deployment, Found: true, Chains: assumedChains(w.deployment, obs.Pods)}
-	if w.h.LeaderFromReadiness {
-		holder, err := w.leader(t, pods)
-		// No renewal time: the Lease's expiry is not in the history; readiness
-		// recorded within its staleness is the leadership of the moment.
-		obs.Leader = &decide.Leader{Holder: holder, Err: err}
-	}
-	return obs
 }
 
 // leader is the HA scheduler's leader among pods at t: the one pod whose recent
@@ -334,7 +344,7 @@ func (w *World) observation(t time.Time) decide.Observation {
 // rather than a standby on a guess.
 func (w *World) leader(t time.Time, pods []Pod) (string, error) {
 	var ready, unknown []string
-	maxAge := 2 * w.h.PodReadyInterval
+	maxAge := 2 * w.podReadyInterval
 	for _, p := range pods {
 		v, _, ok := at(p.Target.PodReady, t, maxAge)
 		switch {
@@ -348,17 +358,16 @@ func (w *World) leader(t time.Time, pods []Pod) (string, error) {
 	case len(unknown) > 0:
 		return "", fmt.Errorf("the history cannot tell the leader at %s: no readiness (--pod-ready-series) recorded for %s within %s",
 			t.UTC().Format(time.RFC3339), strings.Join(unknown, ", "), decide.ShortDuration(maxAge))
-	case len(ready) == 1:
-		return ready[0], nil
-	case len(ready) == 0:
-		return "", fmt.Errorf("the history cannot tell the leader at %s: no scheduler pod was ready (readiness is leadership)", t.UTC().Format(time.RFC3339))
-	default:
-		return "", fmt.Errorf("the history cannot tell the leader at %s: %s were all ready (readiness is leadership)", t.UTC().Format(time.RFC3339), strings.Join(ready, ", "))
+	case len(ready) != 1:
+		return "", fmt.Errorf("the history cannot tell the leader at %s: %d scheduler pods were ready [%s], want one (readiness is leadership)",
+			t.UTC().Format(time.RFC3339), len(ready), strings.Join(ready, ", "))
 	}
+	return ready[0], nil
 }
 
 // replicaSetOf is the ReplicaSet a pod's name (<deployment>-<hash>-<suffix>)
-// says it belongs to: history has no owner references.
+// says it belongs to, and deploymentOf its Deployment: history has no owner
+// references.
 func replicaSetOf(pod string) string {
 	if i := strings.LastIndexByte(pod, '-'); i > 0 {
 		return pod[:i]
@@ -366,6 +375,20 @@ func replicaSetOf(pod string) string {
 	return ""
 }
 
+func deploymentOf(pod string) string { return replicaSetOf(replicaSetOf(pod)) }
+
 // replicaSetUID stands for the scheduler's ReplicaSet, which history does not
 // record: the rollout gate and the rollout method's owner chain pass.
 const replicaSetUID = "backtest"
+
+// ownLabels are labels of a metric rather than of its scrape target.
+var ownLabels = []model.LabelName{model.MetricNameLabel, "status", "rpc"}
+
+// targetKey is a series' scrape target: its labels less the metric's own.
+func targetKey(m model.Metric) string {
+	c := m.Clone()
+	for _, l := range ownLabels {
+		delete(c, l)
+	}
+	return c.String()
+}

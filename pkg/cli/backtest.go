@@ -36,6 +36,7 @@ type BacktestOptions struct {
 	MaxBytes      int64
 	Start, End    string
 	Schedule      string
+	TimeZone      string
 	Interval      time.Duration
 	Step          time.Duration
 	// The selectors of the flags; an empty one is DefaultQueries'.
@@ -43,8 +44,8 @@ type BacktestOptions struct {
 	StopGapAfter time.Duration
 
 	// Set by Validate.
-	from, to time.Time
-	schedule cron.Schedule
+	from, to          time.Time
+	schedule, stopGap cron.Schedule
 }
 
 // DefaultPrometheusMaxBytes bounds a Prometheus answer: a week of one series at
@@ -62,6 +63,7 @@ func (o *BacktestOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Start, "start", "7d", "start of the replay: RFC 3339 time, or a duration back from now (90m, 36h, 7d)")
 	fs.StringVar(&o.End, "end", "now", "end of the replay: RFC 3339 time, a duration back from now, or now")
 	fs.StringVar(&o.Schedule, "schedule", DefaultSchedule, "CronJob schedule of the simulated runs (cron syntax, as the CronJob controller reads it)")
+	fs.StringVar(&o.TimeZone, "schedule-timezone", "UTC", "IANA time zone of --schedule and the stop-gap's, as the CronJob's timeZone (the controller's default is UTC)")
 	fs.DurationVar(&o.Interval, "interval", 0, "simulate watchdog run with a pass every interval instead of the CronJob (0: CronJob)")
 	fs.DurationVar(&o.Step, "step", 0, "resolution of --expected-query (0: how often it was recorded, found from --expected-series)")
 	fs.StringVar(&o.Ready, "ready-series", "", "series selector of the scheduler's ready gauge (default: agentenv_scheduler_observed_nodes{namespace=<namespace>,status=\"ready\"})")
@@ -70,7 +72,8 @@ func (o *BacktestOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Expected, "expected-query", "", "PromQL giving the serving node count, one series (default: kube-state-metrics' kube_endpointslice_endpoints of <nodes-service> on <nodes-port>, counted as discovery counts; docs/backtest.md)")
 	fs.StringVar(&o.ExpectedSeries, "expected-series", "", "series selector recorded with the serving count, by the same scrape: how often it was recorded is the count's resolution and staleness (default: kube_endpointslice_info{namespace=<namespace>,endpointslice=~\"<nodes-service>-.+\"})")
 	fs.StringVar(&o.PodReady, "pod-ready-series", "", "with --leader-lease: series selector of the scheduler pods' readiness, whose ready pod is the leader (default: kube_pod_status_ready{namespace=<namespace>,pod=~\"<deployment>-.+\",condition=\"true\"})")
-	fs.StringVar(&o.PodLabel, "pod-label", "pod", "label naming the scheduler pod on its series")
+	fs.StringVar(&o.PodLabel, "pod-label", "pod", "label naming the scheduler pod on its own series")
+	fs.StringVar(&o.KSMPodLabel, "ksm-pod-label", "pod", "label naming the pod on kube-state-metrics' series (--pod-ready-series); exported_pod where it is scraped without honorLabels")
 	fs.DurationVar(&o.StopGapAfter, "stop-gap-after", 5*time.Minute, "the stop-gap script's patience: it restarts once ready read 0 on runs this far apart")
 }
 
@@ -102,9 +105,13 @@ func (o *BacktestOptions) Validate(now time.Time, intervalSet bool) error {
 	if o.to.After(now) {
 		p.addf("--end %s is in the future", o.to.Format(time.RFC3339))
 	}
-	if o.schedule, err = cron.ParseStandard(o.Schedule); err != nil {
-		p.addf("--schedule %q: %v", o.Schedule, err)
+	// In the zone the CronJob controller uses (cron loads it), never this machine's.
+	if o.TimeZone == "" || o.TimeZone == "Local" {
+		p.addf("--schedule-timezone %q is not an IANA time zone name", o.TimeZone)
+	} else if o.schedule, err = cron.ParseStandard("CRON_TZ=" + o.TimeZone + " " + o.Schedule); err != nil {
+		p.addf("--schedule %q in --schedule-timezone %q: %v", o.Schedule, o.TimeZone, err)
 	}
+	o.stopGap, _ = cron.ParseStandard("CRON_TZ=" + o.TimeZone + " " + DefaultSchedule)
 	switch {
 	case o.Interval < 0:
 		p.addf("--interval must not be negative, got %s", o.Interval)
@@ -114,8 +121,10 @@ func (o *BacktestOptions) Validate(now time.Time, intervalSet bool) error {
 		p.addf("--interval %s is too short (at least 1s)", o.Interval)
 	}
 	p.notNegative("--step", o.Step)
-	if !model.UTF8Validation.IsValidLabelName(o.PodLabel) {
-		p.addf("--pod-label %q is not a label name", o.PodLabel)
+	for _, l := range [][2]string{{"--pod-label", o.PodLabel}, {"--ksm-pod-label", o.KSMPodLabel}} {
+		if !model.UTF8Validation.IsValidLabelName(l[1]) {
+			p.addf("%s %q is not a label name", l[0], l[1])
+		}
 	}
 	p.positive("--stop-gap-after", o.StopGapAfter)
 	return p.err()
@@ -209,7 +218,7 @@ func runBacktest(ctx context.Context, f *checkFlags, bo *BacktestOptions, stderr
 	}
 	for _, o := range []struct{ flag, query *string }{{&bo.Ready, &q.Ready}, {&bo.Rejected, &q.Rejected},
 		{&bo.StartTime, &q.StartTime}, {&bo.Expected, &q.Expected}, {&bo.ExpectedSeries, &q.ExpectedSeries},
-		{&bo.PodReady, &q.PodReady}, {&bo.PodLabel, &q.PodLabel}} {
+		{&bo.PodReady, &q.PodReady}, {&bo.PodLabel, &q.PodLabel}, {&bo.KSMPodLabel, &q.KSMPodLabel}} {
 		*o.query = cmp.Or(*o.flag, *o.query)
 	}
 	u, _ := url.Parse(bo.PrometheusURL) // Validate parsed it
@@ -219,11 +228,10 @@ func runBacktest(ctx context.Context, f *checkFlags, bo *BacktestOptions, stderr
 	if err != nil {
 		return nil, fmt.Errorf("read history from %s: %w%s", where, err, credentialHint(err))
 	}
-	stopGap, _ := cron.ParseStandard(DefaultSchedule)
 	res, err := backtest.Run(ctx, h, backtest.Config{
 		Check: f.options(), Deployment: f.check.Deployment, Timeout: f.cluster.Timeout,
-		Schedule: bo.schedule, ScheduleSpec: bo.Schedule, Interval: bo.Interval,
-		StopGap: stopGap, StopGapAfter: bo.StopGapAfter, Log: zerolog.Nop(),
+		Schedule: bo.schedule, ScheduleSpec: "CRON_TZ=" + bo.TimeZone + " " + bo.Schedule, Interval: bo.Interval,
+		StopGap: bo.stopGap, StopGapAfter: bo.StopGapAfter, Log: zerolog.Nop(),
 	})
 	if err != nil {
 		return nil, err

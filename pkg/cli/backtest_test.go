@@ -34,6 +34,11 @@ func TestBacktestFlagsValidate(t *testing.T) {
 			want: []string{"choose one"}},
 		{name: "run mode", intervalSet: true, set: func(o *BacktestOptions) { o.Interval = 30 * time.Second }},
 		{name: "pod label", set: func(o *BacktestOptions) { o.PodLabel = "\xff" }, want: []string{"--pod-label"}},
+		{name: "kube-state-metrics' pod label", set: func(o *BacktestOptions) { o.KSMPodLabel = "" }, want: []string{"--ksm-pod-label"}},
+		// The laptop's zone is never the CronJob's: "Local" (and "", its alias) are refused.
+		{name: "time zone", set: func(o *BacktestOptions) { o.TimeZone = "Local" }, want: []string{"--schedule-timezone"}},
+		{name: "unknown time zone", set: func(o *BacktestOptions) { o.TimeZone = "Mars/Olympus" }, want: []string{"--schedule-timezone"}},
+		{name: "a time zone", set: func(o *BacktestOptions) { o.TimeZone = "Asia/Kolkata" }},
 		// Basic auth over plain http would send the password in clear text; through
 		// kubectl port-forward (loopback) it never leaves the machine.
 		{name: "credentials over http", set: func(o *BacktestOptions) { o.PrometheusURL = "http://admin:hunter2@prometheus.example:9090" },
@@ -44,13 +49,13 @@ func TestBacktestFlagsValidate(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := BacktestOptions{PrometheusURL: "http://localhost:9090", QueryTimeout: 30 * time.Second, MaxBytes: DefaultPrometheusMaxBytes, Start: "7d", End: "now",
-				Schedule: DefaultSchedule, Queries: backtest.Queries{PodLabel: "pod"}, StopGapAfter: 5 * time.Minute}
+				Schedule: DefaultSchedule, TimeZone: "UTC", Queries: backtest.Queries{PodLabel: "pod", KSMPodLabel: "pod"}, StopGapAfter: 5 * time.Minute}
 			tc.set(&o)
 			err := o.Validate(now, tc.intervalSet)
 			wantProblems(t, err, tc.want)
 		})
 	}
-	o := BacktestOptions{Start: "36h", End: "2026-11-25T06:00:00Z", PrometheusURL: "http://x:9090", QueryTimeout: time.Second, MaxBytes: DefaultPrometheusMaxBytes, Schedule: DefaultSchedule, Queries: backtest.Queries{PodLabel: "pod"}, StopGapAfter: time.Minute}
+	o := BacktestOptions{Start: "36h", End: "2026-11-25T06:00:00Z", PrometheusURL: "http://x:9090", QueryTimeout: time.Second, MaxBytes: DefaultPrometheusMaxBytes, Schedule: DefaultSchedule, TimeZone: "UTC", Queries: backtest.Queries{PodLabel: "pod", KSMPodLabel: "pod"}, StopGapAfter: time.Minute}
 	if err := o.Validate(now, false); err != nil || !o.from.Equal(now.Add(-36*time.Hour)) || !o.to.Equal(now.Add(-6*time.Hour)) {
 		t.Errorf("36h → %s, 2026-11-25T06:00:00Z → %s (%v)", o.from, o.to, err)
 	}
@@ -158,7 +163,7 @@ func TestMalformedURLWithCredentialsIsNotEchoed(t *testing.T) {
 	const bad = "http://admin:hunter2@prometheus.example:badport"
 	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
 	bt := BacktestOptions{PrometheusURL: bad, QueryTimeout: 30 * time.Second, MaxBytes: DefaultPrometheusMaxBytes, Start: "7d", End: "now",
-		Schedule: DefaultSchedule, Queries: backtest.Queries{PodLabel: "pod"}, StopGapAfter: 5 * time.Minute}
+		Schedule: DefaultSchedule, TimeZone: "UTC", Queries: backtest.Queries{PodLabel: "pod", KSMPodLabel: "pod"}, StopGapAfter: 5 * time.Minute}
 	push := PushOptions{URL: bad, Job: "watchdog", Timeout: time.Second}
 	for flag, err := range map[string]error{"--prometheus-url": bt.Validate(now, false), "--pushgateway-url": push.Validate()} {
 		if err == nil || !strings.Contains(err.Error(), flag) || strings.Contains(err.Error(), "hunter2") {

@@ -5,11 +5,14 @@
 package backtest
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -19,6 +22,8 @@ import (
 
 var (
 	prom *promtest.Server
+	// prometheus and promtool are the binaries prom runs.
+	prometheus, promtool string
 	// base is the start of every situation's history: old enough that the
 	// 41-hour one ends in the past.
 	base time.Time
@@ -31,7 +36,7 @@ func TestMain(m *testing.M) {
 func run(m *testing.M) int {
 	_, file, _, _ := runtime.Caller(0)
 	root := filepath.Join(filepath.Dir(file), "..", "..")
-	prometheus, promtool, err := promtest.Binaries(root)
+	server, tool, err := promtest.Binaries(root)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "backtest tests need prometheus and promtool:", err)
 		return 1
@@ -44,11 +49,12 @@ func run(m *testing.M) int {
 	defer os.RemoveAll(dir)
 	base = time.Now().UTC().Truncate(time.Hour).Add(-46 * time.Hour)
 	om := &promtest.OpenMetrics{}
-	for _, s := range append(situations(), fidelitySituations()...) {
+	for _, s := range slices.Concat(situations(), fidelitySituations(), realWorldSituations()) {
 		s.write(om)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
+	prometheus, promtool = server, tool
 	prom, err = promtest.Start(ctx, prometheus, promtool, om.Bytes(), dir)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "start prometheus on the synthetic history:", err)
@@ -77,6 +83,15 @@ type schedPod struct {
 	// podReady is kube-state-metrics' kube_pod_status_ready{condition="true"} of
 	// the pod (nil: not written); for an HA scheduler, readiness is leadership.
 	podReady func(t time.Time) float64
+	// twin > 0: a second job (kubernetes-pods, an annotation-based scrape) scrapes
+	// the pod too, this much later; twinReady is what it reads (nil: ready).
+	twin      time.Duration
+	twinReady func(t time.Time) float64
+	// relabeled: from then on the pod's series carry one more label (a relabeling
+	// added to the scrape config).
+	relabeled time.Time
+	// podLabel names the label holding the pod's name on its own series ("": pod).
+	podLabel string
 }
 
 // situation is one namespace's recorded history.
@@ -89,8 +104,15 @@ type situation struct {
 	serving func(t time.Time) int
 	// down are spans in which Prometheus recorded nothing at all.
 	down [][2]time.Time
-	// ksm is kube-state-metrics' scrape interval (0: ksmScrape).
-	ksm time.Duration
+	// ksm is kube-state-metrics' scrape interval (0: ksmScrape); ksmDown are spans
+	// in which kube-state-metrics alone was not scraped.
+	ksm     time.Duration
+	ksmDown [][2]time.Time
+	// ksmExported: kube-state-metrics scraped without honorLabels, so its
+	// namespace label is the scrape's and the object's is exported_namespace.
+	// ksmSwapped: the EndpointSlice labels of the kube-state-metrics releases that
+	// wrote terminating's value into serving and the hostname into terminating.
+	ksmExported, ksmSwapped bool
 }
 
 func (s situation) recorded(t time.Time) bool { return !inside(s.down, t) }
@@ -118,44 +140,51 @@ func (s situation) ksmInterval() time.Duration {
 // series for agentenv-nodes (every 30 s).
 func (s situation) write(om *promtest.OpenMetrics) {
 	for _, p := range s.pods {
-		target := map[string]string{"namespace": s.ns, "pod": p.name, "container": "scheduler", "job": "agentenv-scheduler", "instance": p.ip + ":9101"}
-		with := func(extra ...string) map[string]string {
-			l := map[string]string{}
-			for k, v := range target {
-				l[k] = v
-			}
-			for i := 0; i+1 < len(extra); i += 2 {
-				l[extra[i]] = extra[i+1]
-			}
-			return l
+		type scrape struct {
+			job    string
+			offset time.Duration
+			ready  func(time.Time) float64
 		}
-		for t := p.from; t.Before(p.to) && !t.After(s.to); t = t.Add(s.scrape) {
-			if !s.recorded(t) || inside(p.gaps, t) {
-				continue
+		scrapes := []scrape{{"agentenv-scheduler", 0, p.ready}}
+		if p.twin > 0 {
+			twin := scrape{"kubernetes-pods", p.twin, p.twinReady}
+			if twin.ready == nil {
+				twin.ready = p.ready
 			}
-			om.Add("agentenv_scheduler_observed_nodes", "gauge", with("status", "ready"), t, p.ready(t))
-			om.Add("process_start_time_seconds", "gauge", with(), t, float64(p.start(t).Unix()))
-			if v, ok := p.rejected(t); ok {
-				om.Add("agentenv_scheduler_rpc_duration_seconds_count", "unknown", with("rpc", "Heartbeat", "status", "invalid_argument"), t, v)
+			scrapes = append(scrapes, twin)
+		}
+		for _, sc := range scrapes {
+			for t := p.from.Add(sc.offset); t.Before(p.to) && !t.After(s.to); t = t.Add(s.scrape) {
+				if !s.recorded(t) || inside(p.gaps, t) {
+					continue
+				}
+				target := map[string]string{"namespace": s.ns, cmp.Or(p.podLabel, "pod"): p.name, "container": "scheduler", "job": sc.job, "instance": p.ip + ":9101"}
+				if !p.relabeled.IsZero() && !t.Before(p.relabeled) {
+					target["team"] = "agentenv"
+				}
+				om.Add("agentenv_scheduler_observed_nodes", "gauge", with(target, "status", "ready"), t, sc.ready(t))
+				om.Add("process_start_time_seconds", "gauge", target, t, float64(p.start(t).Unix()))
+				if v, ok := p.rejected(t); ok {
+					om.Add("agentenv_scheduler_rpc_duration_seconds_count", "unknown", with(target, "rpc", "Heartbeat", "status", "invalid_argument"), t, v)
+				}
 			}
 		}
 	}
 	slice := "agentenv-nodes-x7k2p"
+	ksmTarget := map[string]string{"namespace": s.ns, "job": "kube-state-metrics", "instance": "10.9.0.2:8080"}
+	if s.ksmExported {
+		ksmTarget = map[string]string{"namespace": "monitoring", "exported_namespace": s.ns, "job": "kube-state-metrics", "instance": "10.9.0.2:8080"}
+	}
 	ksm := func(extra ...string) map[string]string {
-		l := map[string]string{"namespace": s.ns, "endpointslice": slice, "job": "kube-state-metrics", "instance": "10.9.0.2:8080"}
-		for i := 0; i+1 < len(extra); i += 2 {
-			l[extra[i]] = extra[i+1]
-		}
-		return l
+		return with(ksmTarget, append([]string{"endpointslice", slice}, extra...)...)
 	}
 	for t := s.from; !t.After(s.to); t = t.Add(s.ksmInterval()) {
-		if !s.recorded(t) {
+		if !s.recorded(t) || inside(s.ksmDown, t) {
 			continue
 		}
 		for _, p := range s.pods {
 			if p.podReady != nil && !t.Before(p.from) && t.Before(p.to) {
-				om.Add("kube_pod_status_ready", "gauge", map[string]string{"namespace": s.ns, "pod": p.name, "condition": "true",
-					"job": "kube-state-metrics", "instance": "10.9.0.2:8080", "uid": "uid-" + p.name}, t, p.podReady(t))
+				om.Add("kube_pod_status_ready", "gauge", with(ksmTarget, "pod", p.name, "condition", "true", "uid", "uid-"+p.name), t, p.podReady(t))
 			}
 		}
 		om.Add("kube_endpointslice_info", "gauge", ksm("addresstype", "IPv4"), t, 1)
@@ -166,10 +195,23 @@ func (s situation) write(om *promtest.OpenMetrics) {
 		om.Add("kube_endpointslice_ports", "gauge", ksm("port_name", "grpc", "port_protocol", "TCP", "port_number", "8000"), t, 1)
 		for i := range n {
 			name := "node-" + strconv.Itoa(i)
-			om.Add("kube_endpointslice_endpoints", "gauge", ksm("address", "10.1.0."+strconv.Itoa(10+i), "ready", "true", "serving", "true", "terminating", "false",
-				"hostname", name, "targetref_kind", "Pod", "targetref_name", name, "targetref_namespace", s.ns), t, 1)
+			serving, terminating, hostname := "true", "false", name
+			if s.ksmSwapped {
+				serving, terminating, hostname = "false", name, ""
+			}
+			om.Add("kube_endpointslice_endpoints", "gauge", ksm("address", "10.1.0."+strconv.Itoa(10+i), "ready", "true", "serving", serving, "terminating", terminating,
+				"hostname", hostname, "targetref_kind", "Pod", "targetref_name", name, "targetref_namespace", s.ns), t, 1)
 		}
 	}
+}
+
+// with is labels and the extra name-value pairs, in a new map.
+func with(labels map[string]string, extra ...string) map[string]string {
+	l := maps.Clone(labels)
+	for i := 0; i+1 < len(extra); i += 2 {
+		l[extra[i]] = extra[i+1]
+	}
+	return l
 }
 
 // Helpers for the readings.
