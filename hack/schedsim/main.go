@@ -3,12 +3,16 @@
 // signatures, plus the other small processes the node needs. One binary, three roles:
 //
 //	schedsim scheduler [--nodes 3] [--speed 1] [--metrics-addr :9101] [--control-addr :9190]
+//	                   [--grpc-addr :9090] [--namespace ns] [--nodes-service agentenv-nodes]
+//	                   [--nodes-port 8000] [--relist-delay 60s]
 //	schedsim node      [--addr :8000]     a simulated runtime node (answers /healthz)
 //	schedsim pause                        the pod sandbox: sleeps until SIGTERM
 //
 // The scheduler's control port is what a test uses to break it:
 //
 //	POST /discovery?state=lost|healthy   lose (or regain) node discovery: DeadRolled
+//	POST /discovery?state=dead           discovery dies while no node changes: ready N, ListNodes frozen
+//	POST /discovery?state=unreachable    the nodes stop reaching the scheduler; discovery lives
 //	POST /slow?delay=10s                 answer scrapes after delay (0 turns it off)
 //	POST /fail?status=500                answer scrapes with status (0 turns it off)
 //
@@ -23,6 +27,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -30,6 +35,9 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/agentenv/watchdog/internal/schedsim"
 )
@@ -77,6 +85,11 @@ func scheduler(ctx context.Context, args []string) error {
 	speed := fs.Float64("speed", 1, "scheduler seconds per real second (timings of internal/schedsim)")
 	metricsAddr := fs.String("metrics-addr", ":9101", "metrics listen address (inside the pod's network namespace)")
 	controlAddr := fs.String("control-addr", ":9190", "control listen address")
+	grpcAddr := fs.String("grpc-addr", ":9090", "gRPC listen address (ListNodes, Schedule), served from a real discovery in a pod")
+	namespace := fs.String("namespace", os.Getenv("POD_NAMESPACE"), "the nodes Service's namespace")
+	service := fs.String("nodes-service", "agentenv-nodes", "the nodes Service, whose EndpointSlices discovery watches")
+	nodesPort := fs.Int("nodes-port", 8000, "the node port discovery counts")
+	relist := fs.Duration("relist-delay", time.Minute, "after the API server went away, how long after it answers again discovery lists (measured 17-85 s)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -101,18 +114,29 @@ func scheduler(ctx context.Context, args []string) error {
 		}
 		sim.ServeHTTP(w, r)
 	})
+	disco, err := discovery(ctx, *namespace, *service, int32(*nodesPort), *relist)
+	if err != nil {
+		return err
+	}
 	control := http.NewServeMux()
 	control.HandleFunc("POST /discovery", func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Query().Get("state") {
-		case "lost":
-			sim.Set(schedsim.DeadRolled)
+		case "lost", "dead": // dead: while no node changes, ready stays N
+			if r.URL.Query().Get("state") == "lost" {
+				sim.Set(schedsim.DeadRolled)
+			}
+			disco.Kill()
 			log.Warn("endpointslice watch: http2: client connection lost")
 			log.Info("endpointslice informer: watch closed, not re-established")
+		case "unreachable": // the nodes stop reaching the scheduler; discovery lives
+			sim.Set(schedsim.Unreachable)
 		case "healthy":
 			sim.Set(schedsim.Healthy)
+			disco.Kill()
+			disco.Start(ctx)
 			log.Info("endpointslice informer: watch re-established")
 		default:
-			http.Error(w, "state: want lost or healthy", http.StatusBadRequest)
+			http.Error(w, "state: want lost, dead, unreachable or healthy", http.StatusBadRequest)
 			return
 		}
 		w.WriteHeader(http.StatusNoContent)
@@ -140,9 +164,32 @@ func scheduler(ctx context.Context, args []string) error {
 		w.WriteHeader(http.StatusNoContent)
 	})
 
+	g := &schedsim.GRPC{Discovery: disco}
+	gl, err := net.Listen("tcp", *grpcAddr)
+	if err != nil {
+		return err
+	}
+	go func() { _ = g.Serve(gl) }()
+	defer g.Stop()
+
 	log.Info("scheduler starting", "nodes", *nodes, "speed", *speed)
 	go heartbeats(ctx, log, sim, *nodes)
 	return serve(ctx, map[string]http.Handler{*metricsAddr: metrics, *controlAddr: control})
+}
+
+// discovery starts the scheduler's node discovery with the pod's credentials.
+func discovery(ctx context.Context, ns, service string, port int32, relist time.Duration) (*schedsim.Discovery, error) {
+	cfg, err := rest.InClusterConfig()
+	if err != nil {
+		return nil, fmt.Errorf("discovery needs in-cluster credentials: %w", err)
+	}
+	c, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	d := &schedsim.Discovery{Client: c, Namespace: ns, Service: service, Port: port, RelistDelay: relist}
+	d.Start(ctx)
+	return d, nil
 }
 
 // heartbeats logs what the scheduler's heartbeat handler would, every 5 s

@@ -17,6 +17,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
@@ -71,8 +72,8 @@ type Images struct {
 	ChartRef, ChartVersion       string
 }
 
-// Push builds the watchdog's image from watchdogBin (linux, as `make image` builds
-// it) and the stand-in's, packages the chart of the repository at root, and pushes
+// Push builds the watchdog's image from watchdogBin (this machine's platform, on
+// the local base `make image` builds on) and the stand-in's, packages the chart of the repository at root, and pushes
 // all three to the node's registry. helm is the helm binary, helmEnv its environment.
 // caBundle, when set, is the watchdog image's CA bundle (the machine's otherwise):
 // a test's own CA, for receivers it serves over TLS.
@@ -93,17 +94,12 @@ func (c *Cluster) Push(ctx context.Context, root, watchdogBin, caBundle, helm st
 		}
 		return strings.TrimSpace(string(out)), nil
 	}
-	created := time.Unix(0, 0).UTC().Format(time.RFC3339)
-	imageArgs := []string{"image", "--out", dir + "/image", "--base", "local", "--version", "e2e", "--revision", "e2e",
-		"--created", created, "--binary", "linux/amd64=" + watchdogBin}
+	im.WatchdogRepo = c.Registry + "/agentenv/scheduler-watchdog"
+	imageArgs := []string{"binary-image", "--binary", watchdogBin, "--cmd", "check", "--ref", im.WatchdogRepo + ":e2e", "--insecure"}
 	if caBundle != "" {
 		imageArgs = append(imageArgs, "--ca-bundle", caBundle)
 	}
-	if _, err := run(nil, release, imageArgs...); err != nil {
-		return im, err
-	}
-	im.WatchdogRepo = c.Registry + "/agentenv/scheduler-watchdog"
-	if im.WatchdogDigest, err = run(nil, release, "push", "--layout", dir+"/image", "--ref", im.WatchdogRepo+":e2e", "--insecure"); err != nil {
+	if im.WatchdogDigest, err = run(nil, release, imageArgs...); err != nil {
 		return im, err
 	}
 	simRepo := c.Registry + "/agentenv/scheduler-sim"
@@ -167,10 +163,28 @@ func (c *Cluster) LayOut(ctx context.Context, ns, simImage string) error {
 	}, metav1.CreateOptions{}); err != nil {
 		return err
 	}
-	if _, err := c.Client.AppsV1().Deployments(ns).Create(ctx, deployment(Scheduler, 1, corev1.Container{
-		Name: "scheduler", Args: []string{"scheduler", "--nodes", "3", "--speed", SimSpeed}, ReadinessProbe: probe("/metrics", 9101),
-		Ports: []corev1.ContainerPort{{Name: "metrics", ContainerPort: 9101}, {Name: "control", ContainerPort: ControlPort}},
-	}), metav1.CreateOptions{}); err != nil {
+	// The scheduler's discovery reads the nodes' EndpointSlices with its own identity.
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: Scheduler, Namespace: ns}}
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: Scheduler, Namespace: ns},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"list", "watch"}}}}
+	bind := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: Scheduler, Namespace: ns},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: Scheduler},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: Scheduler, Namespace: ns}}}
+	if _, err := c.Client.CoreV1().ServiceAccounts(ns).Create(ctx, sa, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	if _, err := c.Client.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	if _, err := c.Client.RbacV1().RoleBindings(ns).Create(ctx, bind, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	sched := deployment(Scheduler, 1, corev1.Container{
+		Name: "scheduler", Args: []string{"scheduler", "--nodes", "3", "--speed", SimSpeed, "--namespace", ns}, ReadinessProbe: probe("/metrics", 9101),
+		Ports: []corev1.ContainerPort{{Name: "metrics", ContainerPort: 9101}, {Name: "control", ContainerPort: ControlPort}, {Name: "grpc", ContainerPort: 9090}},
+	})
+	sched.Spec.Template.Spec.ServiceAccountName = Scheduler
+	if _, err := c.Client.AppsV1().Deployments(ns).Create(ctx, sched, metav1.CreateOptions{}); err != nil {
 		return err
 	}
 	if err := c.WaitDeploymentReady(ctx, ns, Nodes, 3); err != nil {

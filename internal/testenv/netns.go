@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -58,11 +59,14 @@ func NewNetnsHost() (*NetnsHost, error) {
 	return h, nil
 }
 
-// Listen opens a TCP listener inside the namespace on PeerIP and a free port. The
+// Listen opens a TCP listener inside the namespace on PeerIP and a free port.
+func (h *NetnsHost) Listen() (net.Listener, error) { return h.ListenPort(0) }
+
+// ListenPort opens a TCP listener inside the namespace on PeerIP and port. The
 // socket belongs to the namespace it was created in; the thread that created it
 // returns to ours (or, if it cannot, dies with its goroutine, as LockOSThread
 // without Unlock makes it).
-func (h *NetnsHost) Listen() (net.Listener, error) {
+func (h *NetnsHost) ListenPort(port int) (net.Listener, error) {
 	type result struct {
 		l   net.Listener
 		err error
@@ -86,7 +90,7 @@ func (h *NetnsHost) Listen() (net.Listener, error) {
 			done <- result{err: fmt.Errorf("enter network namespace %s: %w", h.Name, err)}
 			return
 		}
-		l, lerr := net.Listen("tcp", net.JoinHostPort(h.PeerIP, "0"))
+		l, lerr := net.Listen("tcp", net.JoinHostPort(h.PeerIP, strconv.Itoa(port)))
 		if err := unix.Setns(int(ours.Fd()), unix.CLONE_NEWNET); err != nil {
 			if l != nil {
 				_ = l.Close()

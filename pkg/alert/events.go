@@ -12,6 +12,7 @@ const (
 	EventRestartBlocked     = "restart-blocked"
 	EventRestartIneffective = "restart-ineffective"
 	EventDegraded           = "degraded"
+	EventNodesUnreachable   = "nodes-unreachable"
 	EventRecovered          = "recovered"
 	EventBlind              = "blind"
 	EventWatchdogError      = "watchdog-error"
@@ -95,6 +96,12 @@ var Events = []EventSpec{
 		Reason: "SchedulerDegraded", Alertname: "AgentenvSchedulerDegraded", Emoji: ":warning:",
 		NextStep: "Discovery looks stale: some nodes heartbeat but are rejected. Consider a restart (`kubectl rollout restart deployment/agentenv-scheduler`).",
 		When:     "some nodes ready but fewer than serve, with heartbeats rejected, for `--wedged-for`",
+	},
+	{
+		Name: EventNodesUnreachable, Severity: SeverityCritical, Kind: Ongoing,
+		Reason: "NodesUnreachable", Alertname: "AgentenvSchedulerNodesUnreachable", Emoji: ":electric_plug:",
+		NextStep: "The scheduler's discovery works but no node reports to it: a restart does not help. Check the nodes' network path to the scheduler's gRPC port (NetworkPolicy, DNS of the scheduler Service, the nodes' logs).",
+		When:     "ready 0 while the scheduler's ListNodes names every serving node and no heartbeat is rejected (the discovery probe): never restarted",
 	},
 	{
 		Name: EventRecovered, Severity: SeverityInfo, Kind: Resolution,

@@ -137,8 +137,9 @@ func Plan(s *state.State, res decide.Result, acts []ActOutcome, runErr error, no
 	for i := range res.Targets {
 		t := &res.Targets[i]
 		for ev, opens := range map[string]bool{
-			EventWedged:   t.Verdict == decide.VerdictWedged,
-			EventDegraded: t.Verdict == decide.VerdictDegraded && t.BadFor.D() >= cfg.WedgedFor,
+			EventWedged:           t.Verdict == decide.VerdictWedged && !t.NodesUnreachable,
+			EventNodesUnreachable: t.NodesUnreachable,
+			EventDegraded:         t.Verdict == decide.VerdictDegraded && t.BadFor.D() >= cfg.WedgedFor,
 			// A restart done or under way (a claim race lost, a replacement starting)
 			// is not blocked, nor one held by the back-off alone (restart-ineffective).
 			EventRestartBlocked:     t.Action == decide.ActionBlocked && !t.RestartInProgress() && !t.OnlyBackoff(),

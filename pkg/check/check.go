@@ -53,9 +53,11 @@ type Runner struct {
 	Evidence *evidence.Keeper
 	// Hold, when set, reads the firing alerts that hold restarts, just before one;
 	// it alone turns the firing-alerts gate on (Decide.HoldOnAlerts).
-	Hold  AlertHold
-	Clock clock.Clock
-	Log   zerolog.Logger
+	Hold AlertHold
+	// Prober, when set, is the discovery probe.
+	Prober Prober
+	Clock  clock.Clock
+	Log    zerolog.Logger
 }
 
 // AlertHold reads the firing alerts that hold restarts (deliver.AlertHold); an
@@ -157,6 +159,7 @@ type pass struct {
 }
 
 func (p *pass) run() error {
+	defer p.beginProbe()()
 	if err := p.begin(); err != nil {
 		return err
 	}
@@ -256,6 +259,9 @@ func (p *pass) observe(consistent bool) (decide.Observation, error) {
 	defer func() { p.slowest = max(p.slowest, p.Clock.Since(began)) }()
 	obs, err := read(p.ctx)
 	obs.RunStart = p.start
+	if err == nil && p.Prober != nil {
+		p.Prober.Read(p.ctx, &obs, p.Decide)
+	}
 	return obs, err
 }
 

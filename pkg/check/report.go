@@ -105,6 +105,9 @@ func (rep *Report) WriteText(w io.Writer) error {
 	}
 	for _, t := range rep.Targets {
 		termtext.Fprintf(w, "\n%s: %s\n", t.Pod, t.Reason)
+		if t.Probe != "" {
+			termtext.Fprintf(w, "  probe: %s\n", t.Probe)
+		}
 		for _, g := range t.Gates {
 			termtext.Fprintf(w, "  %s %-20s %s\n", map[bool]string{true: "✓", false: "✗"}[g.OK], g.Name, g.Detail)
 		}

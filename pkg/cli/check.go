@@ -36,6 +36,7 @@ import (
 type checkFlags struct {
 	cluster ClusterOptions
 	check   CheckOptions
+	probe   ProbeOptions
 	job     JobOptions
 	alerts  AlertOptions
 	output  OutputOptions
@@ -49,7 +50,7 @@ type checkFlags struct {
 // are the results of validating the flags a command declares after these.
 func (f *checkFlags) validate(more ...error) error {
 	var p problems
-	p.add(f.cluster.Validate(), f.check.Validate(f.cluster.Timeout), f.job.Validate(), f.alerts.Validate(), f.output.Validate())
+	p.add(f.cluster.Validate(), f.check.Validate(f.cluster.Timeout), f.probe.Validate(), f.job.Validate(), f.alerts.Validate(), f.output.Validate())
 	p.add(more...)
 	return p.err()
 }
@@ -119,7 +120,7 @@ and exits 0 or 2 without any API call.`,
 			return nil
 		},
 	}
-	addFlags(cmd, &f.cluster, &f.check, &f.job, &f.alerts)
+	addFlags(cmd, &f.cluster, &f.check, &f.probe, &f.job, &f.alerts)
 	f.alerts.AddOutboxFlag(cmd.Flags())
 	addFlags(cmd, &f.output, &f.evidence, &f.push)
 	addValidateOnlyFlag(cmd.Flags(), &f.validateOnly)
@@ -174,6 +175,10 @@ func (f *checkFlags) setup(stderr io.Writer, clk clock.Clock) (*pass, error) {
 	}
 	opts.ScrapeVia = o.Via
 	store := &statestore.Store{Client: client, Namespace: ns, Name: f.cluster.StateConfigMap}
+	var prober check.Prober
+	if pr := f.prober(o, clk, log); pr != nil {
+		prober = pr
+	}
 	return &pass{Runner: &check.Runner{
 		Options:   opts,
 		Observer:  o,
@@ -183,6 +188,7 @@ func (f *checkFlags) setup(stderr io.Writer, clk clock.Clock) (*pass, error) {
 		Sinks:     sinks,
 		Evidence:  keeper,
 		Hold:      hold,
+		Prober:    prober,
 		Clock:     clk,
 		Log:       log,
 	}, f: f, obs: o, store: store}, nil
@@ -234,6 +240,7 @@ func (f *checkFlags) options() check.Options {
 		d.IneffectiveWithin = decide.DefaultIneffectiveWithin
 	}
 	d.BackoffReset = decide.DefaultBackoffReset
+	d.ProbeWindow = f.probe.window()
 	return check.Options{
 		Decide: d,
 		PlanConfig: alert.PlanConfig{

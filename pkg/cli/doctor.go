@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 	"k8s.io/utils/clock"
 
@@ -14,7 +15,7 @@ import (
 // doctorHidden are check's flags that only shape decisions and alert timing: they
 // change no check of doctor's.
 var doctorHidden = []string{"startup-grace", "wedged-for", "confirm-window", "sample-interval", "max-watch-age",
-	"restart-on-degraded", "restart-window", "restart-backoff", "restart-backoff-max", "dry-run", "realert-interval", "blind-after"}
+	"restart-on-degraded", "restart-window", "restart-backoff", "restart-backoff-max", "dry-run", "realert-interval", "blind-after", "probe-window"}
 
 func newDoctorCommand(stdout, stderr io.Writer) *cobra.Command {
 	// check's options, so that doctor checks exactly the configuration a check or run
@@ -79,6 +80,7 @@ Exit codes: 0 every check passed; 1 a check failed (each ✗ line says how to fi
 				SendTest:          sendTest,
 				OutboxKey:         f.alerts.OutboxKey != "",
 				WatchEndpoints:    watchEndpoints,
+				Probe:             f.prober(o, clock.RealClock{}, zerolog.Nop()),
 			}}
 			if leaderElect {
 				d.ElectionLease = leaderElectLease
@@ -95,7 +97,7 @@ Exit codes: 0 every check passed; 1 a check failed (each ✗ line says how to fi
 			return nil
 		},
 	}
-	addFlags(cmd, &f.cluster, &f.check, &f.alerts)
+	addFlags(cmd, &f.cluster, &f.check, &f.probe, &f.alerts)
 	f.alerts.AddOutboxFlag(cmd.Flags())
 	addFlags(cmd, &f.output, &f.evidence)
 	hideFlags(cmd.Flags(), doctorHidden...)

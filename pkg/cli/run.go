@@ -95,7 +95,7 @@ State lives in the same ConfigMap as for check, so the two modes can be switched
 			return runPasses(cmd.Context(), f, &ro, stderr)
 		},
 	}
-	addFlags(cmd, &f.cluster, &f.check, &f.alerts, &f.evidence)
+	addFlags(cmd, &f.cluster, &f.check, &f.probe, &f.alerts, &f.evidence)
 	f.alerts.AddOutboxFlag(cmd.Flags())
 	ro.AddFlags(cmd.Flags())
 	addValidateOnlyFlag(cmd.Flags(), &f.validateOnly)

@@ -20,6 +20,7 @@ const (
 	gateBudget     = "budget"
 	gateDegraded   = "restart-on-degraded"
 	gateConsistent = "consistent-read"
+	gateProbe      = "discovery-probe"
 	// GateBackoff holds restarts back after restarts that did not heal.
 	GateBackoff = "backoff"
 	// GateAlerts holds a due restart while alerts matching --hold-restarts-on-alert fire.
@@ -146,11 +147,11 @@ func dueGate(e *state.OpenEpisode, now time.Time, cfg Config) (gate Gate, sample
 	}
 	// For wedges only: a degraded scheduler still serves some nodes.
 	fastPath := cfg.ConfirmWindow > 0 && e.StrongSince != nil && e.Kind == VerdictWedged
-	ready := "0"
+	ready := map[bool]string{true: "ready 0", false: "discovery dead"}[e.Ready == 0]
 	if e.Kind == VerdictDegraded {
-		ready = "below the serving nodes"
+		ready = "ready below the serving nodes"
 	}
-	inRunDetail := fmt.Sprintf("ready %s throughout %s of this run's samples", ready, ShortDuration(inRun))
+	inRunDetail := fmt.Sprintf("%s throughout %s of this run's samples", ready, ShortDuration(inRun))
 	ok := func(detail string) (Gate, *time.Duration, bool) {
 		return Gate{Name: gateDuration, OK: true, Detail: detail}, nil, false
 	}
@@ -158,7 +159,7 @@ func dueGate(e *state.OpenEpisode, now time.Time, cfg Config) (gate Gate, sample
 	case e.For.D() >= cfg.WedgedFor && confirmedInRun:
 		return ok(fmt.Sprintf("%s %s ≥ %s, %s", e.Kind, ShortDuration(e.For.D()), ShortDuration(cfg.WedgedFor), inRunDetail))
 	case fastPath && strongFor >= cfg.ConfirmWindow:
-		return ok(fmt.Sprintf("strong evidence held %s ≥ confirm window %s, ready never back", ShortDuration(strongFor), ShortDuration(cfg.ConfirmWindow)))
+		return ok(fmt.Sprintf("strong evidence held %s ≥ confirm window %s, never cleared", ShortDuration(strongFor), ShortDuration(cfg.ConfirmWindow)))
 	case cfg.ConfirmWindow > 0 && e.ConfirmedRuns >= 2 && confirmedInRun:
 		return ok(fmt.Sprintf("confirmed in %d runs separated only by runs that could not see the scheduler; %s", e.ConfirmedRuns, inRunDetail))
 	}

@@ -73,6 +73,9 @@ type Config struct {
 	// HoldOnAlerts turns the firing-alerts gate on; check.Runner sets it from
 	// whether it has a reader, whatever it was given.
 	HoldOnAlerts bool
+	// ProbeWindow: how long the discovery probe's evidence must last to be strong
+	// (0: no probe; docs/design.md, "The discovery probe").
+	ProbeWindow time.Duration
 }
 
 // DefaultSampleInterval is the scheduler's gauge refresh: sampling faster shows nothing new.
@@ -121,6 +124,8 @@ type Observation struct {
 	ClaimedMeanwhile []string
 	Annotated        *Annotated    // the Deployment's annotations (the pause), nil when not read
 	Alerts           *FiringAlerts // nil until read (Result.NeedAlerts)
+	// Probing: the discovery probe ran; a judged pod without a reading was not observed.
+	Probing bool
 }
 
 // Pod is one scheduler pod as observed.
@@ -141,6 +146,8 @@ type Pod struct {
 	// Sample is the scrape, or ScrapeErr why there is none. Both nil: not scraped.
 	Sample    *scrape.Sample
 	ScrapeErr error
+	IP        string
+	Probe     *ProbeReading // the discovery probe's, nil when it did not run
 }
 
 // Leader is the leader Lease as read.
@@ -258,6 +265,10 @@ type Target struct {
 	SampleFor *time.Duration `json:"-"`
 	// Ineffective says why restarts are not healing (alerted as restart-ineffective).
 	Ineffective string `json:"restartIneffective,omitempty"`
+	// Probe is what the discovery probe found; NodesUnreachable: its discovery knows
+	// every serving node, none reports (alerted as nodes-unreachable, never restarted).
+	Probe            string `json:"probe,omitempty"`
+	NodesUnreachable bool   `json:"nodesUnreachable,omitempty"`
 }
 
 // SamplesOn is the pass's sampling rule: sample on while SampleFor, rounded up to

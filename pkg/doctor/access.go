@@ -64,6 +64,8 @@ type Needs struct {
 	// watchdog will create it (the chart creates both, and grants no create).
 	StateMissing         bool
 	ElectionLeaseMissing bool
+	// Canary is the discovery probe's canary EndpointSlice (--discovery-probe canary), or "".
+	Canary string
 }
 
 // Required lists every call the configuration makes, in the order of the chart's
@@ -85,6 +87,9 @@ func (n Needs) Required() []Access {
 		{n.ScrapeViaAPIServer, Access{Resource: "pods", Subresource: "proxy", Verb: "get", Why: "scrape the scheduler's metrics through the API server's pod proxy (--scrape-via apiserver)"}},
 		{restarts && n.RestartMethod == decide.MethodDelete, Access{Resource: "pods", Verb: "delete", Why: "restart a wedged scheduler (--restart-method delete)"}},
 		{true, Access{Group: discovery, Resource: "endpointslices", Verb: "list", Why: "count the nodes discovery should see (--nodes-service)"}},
+		{n.Canary != "", Access{Group: discovery, Resource: "endpointslices", Verb: "create", Why: "write the discovery probe's canary (--discovery-probe canary)"}},
+		{n.Canary != "", Access{Group: discovery, Resource: "endpointslices", Verb: "get", Name: n.Canary, Why: "check the canary is still the one written"}},
+		{n.Canary != "", Access{Group: discovery, Resource: "endpointslices", Verb: "delete", Name: n.Canary, Why: "remove the canary"}},
 		{n.WatchEndpoints, Access{Group: discovery, Resource: "endpointslices", Verb: "watch", Why: "start a pass as soon as the nodes change (run --watch-endpoints; without it, passes keep the plain --interval)"}},
 		{true, Access{Resource: "configmaps", Verb: "get", Name: n.StateConfigMap, Why: "read the state (--state-configmap)"}},
 		{true, Access{Resource: "configmaps", Verb: "update", Name: n.StateConfigMap, Why: "write the state and claim restarts (--state-configmap)"}},

@@ -25,6 +25,7 @@ import (
 	"github.com/agentenv/watchdog/pkg/endpoints"
 	"github.com/agentenv/watchdog/pkg/kube"
 	"github.com/agentenv/watchdog/pkg/observe"
+	"github.com/agentenv/watchdog/pkg/probe"
 	"github.com/agentenv/watchdog/pkg/scrape"
 	"github.com/agentenv/watchdog/pkg/state"
 	"github.com/agentenv/watchdog/pkg/statestore"
@@ -87,6 +88,8 @@ type Config struct {
 	SendTest bool
 	// OutboxKey says whether --outbox-key is set.
 	OutboxKey bool
+	// Probe is the run's discovery probe, nil when off.
+	Probe *probe.Prober
 }
 
 // Doctor runs the checks.
@@ -125,6 +128,7 @@ func (d *Doctor) Run(ctx context.Context) []Result {
 		d.checkJudged(ctx, pods)
 		d.checkMetrics(ctx, pods)
 		d.checkSlices(ctx)
+		d.checkProbe(ctx, pods)
 		d.checkObjects(ctx)
 		d.checkState(ctx)
 	} else {
@@ -184,6 +188,9 @@ func (d *Doctor) needs(ctx context.Context) Needs {
 		MaxRestarts: d.Decide.MaxRestarts, LeaderLease: d.Decide.LeaderLease, ElectionLease: d.ElectionLease, WatchEndpoints: d.WatchEndpoints,
 		ScrapeViaAPIServer: d.Via == scrape.ViaAPIServer,
 		EvidenceConfigMap:  d.EvidenceConfigMap, EvidenceLogs: d.EvidenceLogs,
+	}
+	if d.Probe != nil && d.Probe.Mode == probe.Canary {
+		n.Canary = d.Probe.Name
 	}
 	// Existence decides whether create is needed. If the read itself is refused, the
 	// get check below says so; assume the object exists, as the chart creates it.

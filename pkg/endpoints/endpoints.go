@@ -18,6 +18,8 @@ type Count struct {
 	// serving, non-terminating endpoint that has an address: the scheduler's
 	// "active" nodes, and the watchdog's expected count.
 	Serving int `json:"serving"`
+	// Nodes are those node ids, sorted (the discovery probe compares them).
+	Nodes []string `json:"-"`
 	// Lingering is the number of node ids whose only endpoints are terminating.
 	Lingering int `json:"lingering"`
 	// Slices is how many slices carried the node port.
@@ -84,7 +86,7 @@ func CountNodes(list []discoveryv1.EndpointSlice, port int32) Count {
 			}
 		}
 	}
-	c.Serving, c.Lingering = active.Len(), lingering.Difference(active).Len()
+	c.Serving, c.Lingering, c.Nodes = active.Len(), lingering.Difference(active).Len(), sets.List(active)
 	if otherPorts.Len() > 0 {
 		c.OtherPorts = sets.List(otherPorts)
 	}

@@ -90,6 +90,7 @@ type Pod struct {
 	AgingCounters *Counters    `json:"agingCounters,omitempty"`
 	Episode       *OpenEpisode `json:"episode,omitempty"` // "bad" in version 1
 	Rolling       *Rolling     `json:"rolling,omitempty"`
+	Probe         *Probe       `json:"probe,omitempty"`
 }
 
 // Rolling is a roll followed in a run: heartbeats rejected while ready still counted
@@ -407,6 +408,9 @@ func (s *State) Clone() *State {
 	c.Pods = cloneMap(s.Pods, func(p *Pod) {
 		p.Counters, p.AgedCounters, p.AgingCounters = clonePtr(p.Counters), clonePtr(p.AgedCounters), clonePtr(p.AgingCounters)
 		p.Rolling = clonePtr(p.Rolling)
+		p.Probe = clonePtr(p.Probe, func(r *Probe) {
+			r.CreditedTo, r.SeenAt, r.Missing = clonePtr(r.CreditedTo), clonePtr(r.SeenAt), maps.Clone(r.Missing)
+		})
 		p.Episode = clonePtr(p.Episode, func(e *OpenEpisode) {
 			e.StrongSince, e.BaselineRejected = clonePtr(e.StrongSince), clonePtr(e.BaselineRejected)
 			e.RunSince, e.ConfirmedRun = clonePtr(e.RunSince), clonePtr(e.ConfirmedRun)

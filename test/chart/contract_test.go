@@ -98,6 +98,8 @@ var featureSets = []valuesSet{
 	{"feature: runbook on a plain-http wiki", "alerts: {runbookURL: 'http://wiki.internal/runbook'}"},
 	{"feature: admission policy off", "admissionPolicy: {enabled: false}"},
 	{"feature: network policy, cronjob", "networkPolicy: {enabled: true, apiServer: {cidrs: [10.96.0.1/32, 172.18.0.2/32]}}"},
+	{"feature: discovery probe canary, network policy", "probe: {mode: canary, window: 90s, gatewayFrom: [{podSelector: {matchLabels: {app: agentenv-gateway}}}]}\nnetworkPolicy: {enabled: true, apiServer: {cidrs: [10.0.0.1/32]}}"},
+	{"feature: discovery probe off", "probe: {mode: 'off'}"},
 	{"feature: network policy, deployment", "mode: deployment\nnetworkPolicy: {enabled: true, apiServer: {cidrs: ['fd00::1/128']}, metricsFrom: [{namespaceSelector: {matchLabels: {name: monitoring}}}], alertReceivers: {except: [10.0.0.0/8]}}"},
 	{"feature: rollout with HA scheduler", "restart: {method: rollout}\nscheduler: {leaderLease: agentenv-scheduler}"},
 	{"feature: every decision knob", "decision: {maxWatchAge: 10m, restartOnDegraded: true, confirmWindow: 0s}\ndryRun: true"},
@@ -182,6 +184,8 @@ func renderedEnv(t *testing.T, c corev1.Container, secrets map[string]map[string
 			if v, ok := plausible[e.Name]; ok {
 				out = append(out, e.Name+"="+v)
 			}
+		case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "status.podIP":
+			out = append(out, e.Name+"=198.18.0.7")
 		case e.ValueFrom.FieldRef != nil:
 			out = append(out, e.Name+"=wd-agentenv-scheduler-watchdog-7d9f-x2x4z")
 		case e.ValueFrom.ResourceFieldRef != nil && e.ValueFrom.ResourceFieldRef.Resource == "limits.memory":

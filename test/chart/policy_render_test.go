@@ -182,7 +182,7 @@ func TestNetworkPolicy(t *testing.T) {
 			t.Errorf("API server rule %v %v", cidrs(e[0]), ports(e[0]))
 		}
 		sameSelector(t, e[1], renderNamespace, "app.kubernetes.io/name=agentenv-scheduler")
-		if got := strings.Join(ports(e[1]), ","); got != "TCP/9101" {
+		if got := strings.Join(ports(e[1]), ","); got != "TCP/9101,TCP/9090" { // metrics, the probe's ListNodes
 			t.Errorf("scheduler rule ports %s", got)
 		}
 		if got := strings.Join(ports(e[2]), ","); got != "UDP/53,TCP/53" || e[2].To[0].PodSelector.MatchLabels["k8s-app"] != "kube-dns" {
@@ -205,7 +205,7 @@ func TestNetworkPolicy(t *testing.T) {
 			t.Fatalf("%d egress rules, want API server, scheduler, receivers (no DNS): %+v", len(e), e)
 		}
 		sameSelector(t, e[1], "sched-ns", sel)
-		if got := strings.Join(ports(e[1]), ","); got != "TCP/9200" {
+		if got := strings.Join(ports(e[1]), ","); got != "TCP/9200,TCP/9090" {
 			t.Errorf("scheduler rule ports %s", got)
 		}
 		if got := strings.Join(ports(e[2]), ","); got != "TCP/8443" || e[2].To[0].IPBlock.CIDR != "192.0.2.0/24" || len(e[2].To[0].IPBlock.Except) != 1 {

@@ -12,7 +12,7 @@ import (
 
 // The chart takes only https:// receivers, verified against the image's CA bundle.
 // The tests' receivers serve with a certificate of a test CA, and the image the
-// tests build carries the machine's bundle plus that CA (`hack/release image
+// tests build carries the machine's bundle plus that CA (`hack/release binary-image
 // --ca-bundle`), as an image built for a company CA would.
 var (
 	testTLSOnce sync.Once

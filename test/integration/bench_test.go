@@ -3,6 +3,7 @@ package integration
 import (
 	"bytes"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/agentenv/watchdog/internal/schedsim"
 	"github.com/agentenv/watchdog/internal/testenv"
 )
 
@@ -53,6 +55,17 @@ func measure(tb testing.TB, bin string, args ...string) runStats {
 // chartEnv is the environment the chart's CronJob gives a check, less the
 // WATCHDOG_* settings the benchmarks pass as flags: GOMAXPROCS=1 from process start,
 // and the kubelet's KUBERNETES_SERVICE_HOST (in a pod, metrics are scraped directly).
+// staticNodes is a discovery that knows these nodes.
+type staticNodes []string
+
+func (n staticNodes) Nodes(bool) []schedsim.SimNode {
+	var out []schedsim.SimNode
+	for _, id := range n {
+		out = append(out, schedsim.SimNode{ID: id, Endpoint: "http://198.18.0.2:8000"})
+	}
+	return out
+}
+
 func chartEnv() []string {
 	return []string{"HOME=" + os.TempDir(), "GOMAXPROCS=1", "KUBERNETES_SERVICE_HOST=10.96.0.1"}
 }
@@ -167,7 +180,14 @@ func BenchmarkCheckVsScript(b *testing.B) {
 	ctx, cancel := testenv.Ctx()
 	defer cancel()
 	writeStateRaw(b, ctx, sc.ns, `{"version":1}`)
-	wdArgs := []string{"check", "--kubeconfig", env.Kubeconfig, "--namespace", wd.ns, "--metrics-port", strconv.Itoa(wd.metrics.Port()), "--output", "json"}
+	// The scheduler's ListNodes, for the default discovery probe (list).
+	grpcL, err := net.Listen("tcp", "127.0.0.1:0")
+	must(b, err)
+	g := &schedsim.GRPC{Discovery: staticNodes{"node-0000", "node-0001", "node-0002"}}
+	go func() { _ = g.Serve(grpcL) }()
+	defer g.Stop()
+	wdArgs := []string{"check", "--kubeconfig", env.Kubeconfig, "--namespace", wd.ns, "--metrics-port", strconv.Itoa(wd.metrics.Port()), "--output", "json",
+		"--scheduler-grpc-port", strconv.Itoa(grpcL.Addr().(*net.TCPAddr).Port)}
 	scriptEnv := []string{"KUBECONFIG=" + env.Kubeconfig, "NS=" + sc.ns, "METRICS_PORT=" + strconv.Itoa(sc.metrics.Port()),
 		"PATH=" + assets + ":" + os.Getenv("PATH"), "HOME=" + os.TempDir()}
 

@@ -114,8 +114,9 @@ func (d doctorRun) expectOnly(t *testing.T, names ...string) {
 }
 
 // doctorArgs are s's flags for doctor (check's flags: doctor takes them all).
+// The scenarios' schedulers serve no gRPC: the probe's checks are probe_test.go's.
 func (s *scenario) doctorArgs(args ...string) []string {
-	return append(append([]string(nil), s.base...), args...)
+	return append(append(append([]string(nil), s.base...), "--discovery-probe", "off"), args...)
 }
 
 // createEmptyState creates the state ConfigMap as the chart does: no data.
@@ -142,7 +143,7 @@ func stateVersion(t *testing.T, ns string) string {
 // review is denied, so wait for `can list pods` (granted in every test here).
 func restrictedDoctor(t *testing.T, s *scenario, name string, rules []rbacv1.PolicyRule) []string {
 	t.Helper()
-	args := restrictedCheck(t, s, name, rules)[1:]
+	args := append(restrictedCheck(t, s, name, rules)[1:], "--discovery-probe", "off")
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		r := runDoctor(t, args...)

@@ -281,6 +281,10 @@ short and readable in `kubectl describe`), secrets through secretKeyRef only. */
   (list "LEADER_LEASE" $v.scheduler.leaderLease)
   (list "JUDGE_PODS" $v.scheduler.judgePods)
   (list "MAX_PODS" (int64 $v.scheduler.maxPods))
+  (list "SCHEDULER_GRPC_PORT" (int64 $v.scheduler.grpcPort))
+  (list "DISCOVERY_PROBE" $v.probe.mode)
+  (list "PROBE_WINDOW" $v.probe.window)
+  (list "PROBE_ENDPOINTSLICE" $v.probe.endpointSlice)
   (list "STARTUP_GRACE" $v.decision.startupGrace)
   (list "WEDGED_FOR" $v.decision.wedgedFor)
   (list "CONFIRM_WINDOW" $v.decision.confirmWindow)
@@ -317,6 +321,13 @@ short and readable in `kubectl describe`), secrets through secretKeyRef only. */
 {{- range $flags }}
 - name: WATCHDOG_{{ index . 0 }}
   value: {{ index . 1 | toString | quote }}
+{{- end }}
+{{- /* The canary's address and owner (probe.mode canary): this pod. */}}
+{{- range $env, $field := dict "PROBE_ADDRESS" "status.podIP" "POD_NAME" "metadata.name" "POD_UID" "metadata.uid" }}
+- name: WATCHDOG_{{ $env }}
+  valueFrom:
+    fieldRef:
+      fieldPath: {{ $field }}
 {{- end }}
 {{- $secret := include "watchdog.secretName" . }}
 {{- $keys := $v.alerts.existingSecretKeys }}

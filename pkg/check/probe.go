@@ -1,0 +1,29 @@
+package check
+
+import (
+	"context"
+
+	"github.com/agentenv/watchdog/pkg/decide"
+)
+
+// Prober is the pass's discovery probe (pkg/probe): Begin before the first
+// observation writes the canary, Read after each observation gives the judged
+// pods their readings, End removes the canary on every exit path.
+type Prober interface {
+	Begin(ctx context.Context)
+	Read(ctx context.Context, obs *decide.Observation, cfg decide.Config)
+	End() error
+}
+
+// beginProbe starts the pass's probe and returns what ends it.
+func (p *pass) beginProbe() func() {
+	if p.Prober == nil {
+		return func() {}
+	}
+	p.Prober.Begin(p.ctx)
+	return func() {
+		if err := p.Prober.End(); err != nil {
+			p.warn("canary not removed", err.Error()+"; the next pass removes it, or the garbage collector with this pod")
+		}
+	}
+}
