@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prometheus/common/model"
+	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -25,6 +26,8 @@ import (
 	"github.com/agentenv/watchdog/pkg/decide"
 	"github.com/agentenv/watchdog/pkg/events"
 	"github.com/agentenv/watchdog/pkg/evidence"
+	"github.com/agentenv/watchdog/pkg/kube"
+	"github.com/agentenv/watchdog/pkg/leader"
 	"github.com/agentenv/watchdog/pkg/metrics"
 	"github.com/agentenv/watchdog/pkg/observe"
 	"github.com/agentenv/watchdog/pkg/restart"
@@ -106,6 +109,9 @@ and exits 0 or 2 without any API call.`,
 			defer cancel()
 			start := clk.Now()
 			rep, runErr := p.run(ctx)
+			if rep.Skipped {
+				return f.output.print(stdout, rep, rep.WriteText)
+			}
 			// Its own deadline: a pass that used all of --timeout still reports.
 			if err := f.push.push(cmd.Context(), rep, runErr, clk.Since(start), alert.SinkNames(p.Sinks), f.check.DryRun, p.store); err != nil {
 				p.Log.Warn().Str("error", err.Error()).Msg("metrics push failed")
@@ -128,17 +134,37 @@ and exits 0 or 2 without any API call.`,
 }
 
 // pass is a wired pass with what its caller reports: the observer's client and
-// API server, the state (for the pushed totals).
+// API server, the state (for the pushed totals), and the Lease it holds (nil: a dry
+// run, or a run whose election holds it).
 type pass struct {
 	*check.Runner
 	f     *checkFlags
 	obs   *observe.Observer
 	store *statestore.Store
+	lease *leader.Elector
 }
 
-// run is one pass, then the heartbeat ping.
-func (p *pass) run(ctx context.Context) (*check.Report, error) {
-	rep, err := p.Run(ctx)
+// leaseWait is how long a pass waits for another pass to let the Lease go: more
+// than a dead holder's Lease lasts (15 s), short of any pass's deadline.
+const leaseWait = 30 * time.Second
+
+// run is one pass, holding the Lease, then the heartbeat ping. A pass that finds
+// another holding the Lease for leaseWait does nothing, successfully.
+func (p *pass) run(ctx context.Context) (rep *check.Report, err error) {
+	if p.lease == nil {
+		rep, err = p.Run(ctx)
+	} else {
+		held, herr := p.lease.Hold(ctx, leaseWait, func(ctx context.Context) { rep, err = p.Run(ctx) })
+		switch {
+		case herr != nil:
+			rep, err = &check.Report{Time: p.Clock.Now().UTC(), Namespace: p.Source.Namespace, Error: herr.Error()}, herr
+		case !held:
+			p.Log.Info().Str("lease", p.lease.Name).Str("holder", p.lease.Holder()).Dur("waited", leaseWait).
+				Msg("another pass holds the Lease: this one ends without observing or acting")
+			return &check.Report{Time: p.Clock.Now().UTC(), Namespace: p.Source.Namespace, Skipped: true,
+				Verdict: decide.VerdictUnknown, Action: decide.ActionNone, Reason: "another pass holds Lease " + p.lease.Name}, nil
+		}
+	}
 	pingHeartbeat(ctx, &p.f.alerts, err, p.f.check.DryRun, p.Log)
 	return rep, err
 }
@@ -191,7 +217,21 @@ func (f *checkFlags) setup(stderr io.Writer, clk clock.Clock) (*pass, error) {
 		Prober:    prober,
 		Clock:     clk,
 		Log:       log,
-	}, f: f, obs: o, store: store}, nil
+	}, f: f, obs: o, store: store, lease: f.passLease(client, clk, log)}, nil
+}
+
+// passLease is the Lease a non-dry pass holds, under this pod's name (or the host's
+// and this process's).
+func (f *checkFlags) passLease(client *kube.Client, clk clock.Clock, log zerolog.Logger) *leader.Elector {
+	if f.check.DryRun {
+		return nil
+	}
+	id := f.probe.PodName
+	if id == "" {
+		host, _ := os.Hostname()
+		id = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	return &leader.Elector{Namespace: f.cluster.Namespace, Name: f.cluster.Lease, Identity: id, Client: client, Clock: clk, Log: log}
 }
 
 // observer is what a pass (and doctor) reads, and how: the objects, and the

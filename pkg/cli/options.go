@@ -37,6 +37,7 @@ type ClusterOptions struct {
 	// Namespace is resolved by Validate (resolveNamespace).
 	Namespace      string
 	StateConfigMap string
+	Lease          string // held by each non-dry pass (check, run)
 	Timeout        time.Duration
 	APITimeout     time.Duration
 	LogLevel       string
@@ -105,6 +106,7 @@ func (o *ClusterOptions) AddFlags(fs *pflag.FlagSet) {
 		}
 	}
 	fs.StringVar(&o.StateConfigMap, "state-configmap", "agentenv-scheduler-watchdog", "ConfigMap holding the watchdog's state")
+	fs.StringVar(&o.Lease, "lease", "agentenv-scheduler-watchdog", "Lease each pass of check and run holds while it observes, decides, acts and persists (one pass at a time; a dry run takes none)")
 	fs.DurationVar(&o.Timeout, "timeout", DefaultTimeout, "deadline of the whole command (for check and run: of a pass, which must fit a confirmation, --confirm-window, and end before the CronJob's activeDeadlineSeconds)")
 	fs.DurationVar(&o.APITimeout, "api-timeout", 15*time.Second, "timeout of each API server request")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
@@ -117,6 +119,7 @@ func (o *ClusterOptions) Validate() error {
 	o.Namespace = o.resolveNamespace()
 	p.name("--namespace", o.Namespace, validation.IsDNS1123Label)
 	p.name("--state-configmap", o.StateConfigMap, validation.IsDNS1123Subdomain)
+	p.name("--lease", o.Lease, validation.IsDNS1123Subdomain)
 	p.positive("--timeout", o.Timeout)
 	p.positive("--api-timeout", o.APITimeout)
 	if _, err := requestTimeout(o.Overrides.Timeout); err != nil {
