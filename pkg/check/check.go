@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/clock"
 
 	"github.com/agentenv/watchdog/pkg/alert"
@@ -73,7 +72,6 @@ type Step struct{ What, Category string }
 // The steps a pass can fail at.
 var (
 	StepReadState      = Step{"read state", "read-state"}
-	StepRereadState    = Step{"re-read state after a conflict", "read-state"}
 	StepObserve        = Step{"observe", "observe"}
 	StepCountNodes     = Step{"count serving nodes", "observe"}
 	StepReadLease      = Step{"read leader Lease", "observe"}
@@ -82,7 +80,6 @@ var (
 	StepReadReplicaSet = Step{"read scheduler ReplicaSet", "observe"}
 	StepClaim          = Step{"claim restart in state", "write-state"}
 	StepWriteState     = Step{"write state", "write-state"}
-	StepRecordAlerts   = Step{"record the alerts", "write-state"}
 	StepRestart        = Step{"restart", "restart"}
 	StepConfigure      = Step{"configure", "config"} // the CLI's: a configuration that cannot start a run (exit 2)
 )
@@ -123,10 +120,6 @@ func interrupted(ctx context.Context) bool {
 func reserve(start, deadline time.Time) time.Duration {
 	return min(10*time.Second, deadline.Sub(start)/6)
 }
-
-// claimBackoff spaces retries after losing a claim race: a conflict says someone
-// else wrote, so re-reading right away is usually enough.
-var claimBackoff = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 4}
 
 // Run performs one pass. The report is filled as far as the pass got, also on error.
 func (r *Runner) Run(ctx context.Context) (*Report, error) {
@@ -184,7 +177,7 @@ func (p *pass) run() error {
 		return p.saveInterrupted(p.next, p.res, errors.New("shutdown while acting"))
 	}
 	runErr := p.notify(acts)
-	if err := p.persist(acts, runErr); err != nil {
+	if err := p.persist(runErr); err != nil {
 		return err
 	}
 	p.Log.Info().Str("verdict", string(p.res.Verdict)).Str("action", string(p.res.Action)).Bool("dryRun", p.Mode == state.ModeDryRun).
@@ -226,13 +219,13 @@ func (p *pass) begin() error {
 	return nil
 }
 
-// notify plans and sends the run's alerts (claimAlerts records them first), and
-// returns the run's error: a failed API read, or a failed restart.
+// notify plans and sends the run's alerts, recorded in p.next, and returns the
+// run's error: a failed API read, or a failed restart.
 func (p *pass) notify(acts []alert.ActOutcome) error {
 	// Failed API reads (often missing RBAC) mean the watchdog cannot do its job: exit 1.
 	runErr := observationError(p.obs)
 	d := p.dispatcher()
-	notes := p.claimAlerts(d, acts, runErr)
+	notes := alert.Plan(p.next, p.res, acts, runErr, p.Clock.Now(), p.PlanConfig)
 	if deadline, ok := p.ctx.Deadline(); ok {
 		d.SendBy = deadline.Add(-reserve(p.start, deadline)) // keep time to persist the outcome and the outbox
 	}

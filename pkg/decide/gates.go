@@ -232,9 +232,6 @@ func unfinishedClaim(r *state.Restart, now time.Time, cfg Config) bool {
 // until its replacement had its startup grace and a confirm window to take over.
 func onceGate(p *judgedPod) Gate {
 	now, cfg := p.now, p.cfg
-	if slices.Contains(p.obs.ClaimedMeanwhile, p.UID) {
-		return Gate{Name: gateOnce, InProgress: true, Detail: "restart already in progress: claimed by another run while this one decided"}
-	}
 	r := RestartOf(p.state, p.UID, now)
 	if r == nil {
 		detail := "no restart yet for this pod"

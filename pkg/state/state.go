@@ -41,11 +41,8 @@ type State struct {
 	Delivered              []DeliveredEntry `json:"delivered,omitempty"`
 	ConsecutiveUnknownRuns int              `json:"consecutiveUnknownRuns"` // docs/design.md, "Blind"
 	LastRun                *Run             `json:"lastRun,omitempty"`
-	// ObservedAt is the newest observation merged in: an older one never rewinds the
-	// document (docs/design.md, "Overlapping runs").
-	ObservedAt    time.Time      `json:"observedAt,omitzero"`
-	Backoff       *Backoff       `json:"backoff,omitempty"`
-	WouldRestarts []WouldRestart `json:"wouldRestarts,omitempty"` // shadow mode's, oldest first
+	Backoff                *Backoff         `json:"backoff,omitempty"`
+	WouldRestarts          []WouldRestart   `json:"wouldRestarts,omitempty"` // shadow mode's, oldest first
 }
 
 // WouldRestart is a restart shadow mode did not make: one per bad episode
