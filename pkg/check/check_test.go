@@ -188,7 +188,6 @@ func TestClaimLostEndsThePass(t *testing.T) {
 	}
 }
 
-
 // A pass that cannot do its job fails (the CLI exits 1), names what failed,
 // alerts watchdog-error, restarts nothing, and records the failure in state when
 // the state can be written.
