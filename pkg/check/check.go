@@ -206,6 +206,9 @@ func (p *pass) begin() error {
 	if p.snap.Recovered != "" {
 		p.warn("starting with empty state", p.snap.Recovered)
 	}
+	if p.snap.Tampered != "" {
+		p.warn("state tampered with", p.snap.Tampered)
+	}
 	if last := p.snap.State.LastRun; p.Mode == state.ModeLive && last != nil && last.Shadow {
 		decide.LeaveShadow(p.snap.State, p.Decide)
 		p.Log.Info().Msg("first live run after shadow mode: open episodes are confirmed afresh before any restart")
@@ -226,6 +229,9 @@ func (p *pass) notify(acts []alert.ActOutcome) error {
 	runErr := observationError(p.obs)
 	d := p.dispatcher()
 	notes := alert.Plan(p.next, p.res, acts, runErr, p.Clock.Now(), p.PlanConfig)
+	if p.snap.Tampered != "" { // paged once: the state this run writes is sealed
+		notes = append(notes, alert.PlanFailure(p.next, errors.New(p.snap.Tampered), p.Clock.Now(), p.PlanConfig)...)
+	}
 	if deadline, ok := p.ctx.Deadline(); ok {
 		d.SendBy = deadline.Add(-reserve(p.start, deadline)) // keep time to persist the outcome and the outbox
 	}

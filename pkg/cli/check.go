@@ -200,7 +200,7 @@ func (f *checkFlags) setup(stderr io.Writer, clk clock.Clock) (*pass, error) {
 		keeper.Logs = client
 	}
 	opts.ScrapeVia = o.Via
-	store := &statestore.Store{Client: client, Namespace: ns, Name: f.cluster.StateConfigMap}
+	store := &statestore.Store{Client: client, Namespace: ns, Name: f.cluster.StateConfigMap, Key: []byte(f.alerts.OutboxKey)}
 	var prober check.Prober
 	if pr := f.prober(o, clk, log); pr != nil {
 		prober = pr
