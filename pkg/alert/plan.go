@@ -174,14 +174,15 @@ func Plan(s *state.State, res decide.Result, acts []ActOutcome, runErr error, no
 			n.Reason += fmt.Sprintf("; evidence (its log, metrics, status): watchdog history -n %s --evidence %s", cfg.Source.Namespace, a.Evidence)
 		}
 		out = append(out, n)
-		s.Alerts[ev] = &state.Alert{Event: ev, OpenedAt: now, Pod: t.Pod, Reason: state.Truncate(n.Reason, 300)}
+		s.Alerts[ev] = &state.Alert{Event: ev, OpenedAt: now, Pod: t.Pod}
 	}
 
 	// Close what is no longer observed: everything when the scheduler is healthy
 	// again, which sends recovered once; blind alone on any other known verdict.
 	healthy := (res.Verdict == decide.VerdictHealthy || (res.Verdict == decide.VerdictNoNodes && !openEpisode(s))) && runErr == nil
 	if healthy && len(s.Alerts) > 0 && len(acts) == 0 {
-		opened := slices.Sorted(maps.Keys(s.Alerts))
+		// Only the watchdog's own events are closed, by name from its table.
+		opened := slices.DeleteFunc(slices.Sorted(maps.Keys(s.Alerts)), func(ev string) bool { _, ok := Lookup(ev); return !ok })
 		var first time.Time
 		closes := make([]Closed, 0, len(opened))
 		for _, ev := range opened {
@@ -247,7 +248,6 @@ func appendOngoing(out []Notification, s *state.State, ev string, t *decide.Targ
 	if t != nil {
 		a.Pod = t.Pod
 	}
-	a.Reason = state.Truncate(n.Reason, 300)
 	// Marked as sent when planned: a failed delivery is retried from the outbox,
 	// not re-planned.
 	a.Sends++

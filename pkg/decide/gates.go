@@ -107,7 +107,7 @@ func (p *judgedPod) runGates(t *Target) {
 			readFailed = readFailed && rg.readFailed != nil && rg.readFailed(p.obs)
 		}
 		if g.Name == GateBackoff && !g.OK && t.Ineffective == "" {
-			t.Ineffective = p.state.Backoff.Reason
+			t.Ineffective = p.state.Backoff.Why()
 		}
 	}
 	t.TakeOverClaim = p.takeOver

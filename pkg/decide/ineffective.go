@@ -29,10 +29,9 @@ func (p *judgedPod) noteIneffective(e *state.OpenEpisode) string {
 		wait = cfg.BackoffMax
 	}
 	b.LastRestartAt, b.NotBefore, b.HealthySince = r.ClaimedAt, r.ClaimedAt.Add(wait), nil
-	b.Reason = fmt.Sprintf("the %s of pod %s at %s did not heal the scheduler: its replacement %s started %s later and was %s again %s after it started; the cause is likely outside the scheduler (its RBAC for EndpointSlices, the network to the nodes)",
+	r.Ineffective = fmt.Sprintf("the %s of pod %s at %s did not heal the scheduler: its replacement %s started %s later and was %s again %s after it started; the cause is likely outside the scheduler (its RBAC for EndpointSlices, the network to the nodes)",
 		r.Method, r.Pod, r.ClaimedAt.UTC().Format(time.RFC3339), p.Name, ShortDuration(p.StartedAt.Sub(r.ClaimedAt)), e.Kind, ShortDuration(e.Since.Sub(p.StartedAt)))
-	r.Ineffective = b.Reason
-	return b.Reason
+	return r.Ineffective
 }
 
 // noteHealed records that the restart this healthy pod replaces healed: a later

@@ -63,10 +63,9 @@ type WouldRestart struct {
 // Backoff is the restart back-off after restarts that did not heal
 // (docs/design.md, "Ineffective restarts").
 type Backoff struct {
-	Ineffective   int        `json:"ineffective"`   // restarts in a row that did not heal
-	LastRestartAt time.Time  `json:"lastRestartAt"` // the last such restart's claim
-	NotBefore     time.Time  `json:"notBefore"`     // the earliest next restart
-	Reason        string     `json:"reason"`
+	Ineffective   int        `json:"ineffective"`            // restarts in a row that did not heal
+	LastRestartAt time.Time  `json:"lastRestartAt"`          // the last such restart's claim
+	NotBefore     time.Time  `json:"notBefore"`              // the earliest next restart
 	HealthySince  *time.Time `json:"healthySince,omitempty"` // the healthy streak that ends it
 }
 
@@ -170,7 +169,14 @@ type Alert struct {
 	LastSentAt *time.Time `json:"lastSentAt,omitempty"`
 	Sends      int        `json:"sends"`
 	Pod        string     `json:"pod,omitempty"`
-	Reason     string     `json:"reason,omitempty"`
+}
+
+// Why is the back-off's reason, in the watchdog's words from its fields: no text
+// read back from the state goes out in an alert.
+func (b *Backoff) Why() string {
+	return fmt.Sprintf("%d restart(s) in a row did not heal the scheduler, the last claimed at %s; restarts wait until %s; "+
+		"the cause is likely outside the scheduler (its RBAC for EndpointSlices, the network to the nodes)",
+		b.Ineffective, b.LastRestartAt.UTC().Format(time.RFC3339), b.NotBefore.UTC().Format(time.RFC3339))
 }
 
 // Pending is an alert not yet delivered to every sink: Payload holds its facts, Seal
