@@ -35,6 +35,11 @@ state ConfigMap and the election Lease live there; everything else in the releas
 {{- default .Release.Namespace .Values.scheduler.namespace -}}
 {{- end -}}
 
+{{/* The key Secret the watchdog creates (pkg/kube EnsureKey). */}}
+{{- define "watchdog.keySecret" -}}
+{{- default "agentenv-scheduler-watchdog-key" .Values.keySecretName -}}
+{{- end -}}
+
 {{- define "watchdog.secretName" -}}
 {{- default (include "watchdog.fullname" .) .Values.alerts.existingSecret -}}
 {{- end -}}
@@ -265,6 +270,7 @@ short and readable in `kubectl describe`), secrets through secretKeyRef only. */
 {{- $flags := list
   (list "NAMESPACE" (include "watchdog.watchNamespace" .))
   (list "STATE_CONFIGMAP" $v.state.configMapName)
+  (list "LEASE" $v.deployment.leaderElection.lease)
   (list "TIMEOUT" $v.run.timeout)
   (list "API_TIMEOUT" $v.run.apiTimeout)
   (list "LOG_LEVEL" $v.run.logLevel)
