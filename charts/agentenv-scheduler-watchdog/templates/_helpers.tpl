@@ -328,8 +328,12 @@ short and readable in `kubectl describe`), secrets through secretKeyRef only. */
 - name: WATCHDOG_{{ index . 0 }}
   value: {{ index . 1 | toString | quote }}
 {{- end }}
-{{- /* The canary's address and owner (probe.mode canary): this pod. */}}
-{{- range $env, $field := dict "PROBE_ADDRESS" "status.podIP" "POD_NAME" "metadata.name" "POD_UID" "metadata.uid" }}
+{{- /* This pod: the pass Lease's holder; with probe.mode canary the canary's address and owner too. */}}
+{{- $fields := dict "POD_NAME" "metadata.name" }}
+{{- if eq $v.probe.mode "canary" }}
+{{- $fields = merge $fields (dict "PROBE_ADDRESS" "status.podIP" "POD_UID" "metadata.uid") }}
+{{- end }}
+{{- range $env, $field := $fields }}
 - name: WATCHDOG_{{ $env }}
   valueFrom:
     fieldRef:
