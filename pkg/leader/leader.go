@@ -175,7 +175,8 @@ func (e *Elector) attempt(ctx context.Context) (ok bool, err error) {
 	switch {
 	case apierrors.IsNotFound(err):
 		write, verb = e.Client.CreateLease, "create"
-		lease = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: e.Name, Namespace: e.Namespace}}
+		lease = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: e.Name, Namespace: e.Namespace,
+			Labels: map[string]string{"app.kubernetes.io/managed-by": "agentenv-scheduler-watchdog"}}}
 	case err != nil:
 		e.Log.Warn().Err(err).Str("lease", e.Name).Msg("read leader Lease")
 		return false, err

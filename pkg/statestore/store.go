@@ -190,6 +190,7 @@ func orNew(cm *corev1.ConfigMap, namespace, name string) *corev1.ConfigMap {
 		return &corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: map[string]string{
 				"app.kubernetes.io/name": "agentenv-scheduler-watchdog", "app.kubernetes.io/component": "state",
+				"app.kubernetes.io/managed-by": "agentenv-scheduler-watchdog",
 			}},
 			Data: map[string]string{},
 		}
