@@ -16,7 +16,6 @@ import (
 	"github.com/agentenv/watchdog/pkg/deliver"
 	"github.com/agentenv/watchdog/pkg/events"
 	"github.com/agentenv/watchdog/pkg/evidence"
-	"github.com/agentenv/watchdog/pkg/outbox"
 	"github.com/agentenv/watchdog/pkg/state"
 )
 
@@ -168,8 +167,7 @@ func (p *pass) captureEvidence(t decide.Target, action string) string {
 }
 
 func (r *Runner) dispatcher() *deliver.Dispatcher {
-	d := &deliver.Dispatcher{Sinks: r.Sinks, Mode: r.Mode, Outbox: outbox.Config{Key: r.OutboxKey, Source: r.Source},
-		ReservedFor: r.Decide.ClaimTimeout}
+	d := &deliver.Dispatcher{Sinks: r.Sinks, Mode: r.Mode, Source: r.Source}
 	if r.Events != nil {
 		d.Events = r.notificationEvent
 		d.OnFailure = r.deliveryFailedEvent

@@ -34,8 +34,6 @@ type Options struct {
 	StateConfigMap string
 	// ScrapeVia is the Observer's scrape path, for the report.
 	ScrapeVia scrape.Via
-	// OutboxKey seals and authenticates the alerts kept for retry (outbox.Config).
-	OutboxKey []byte
 }
 
 // Runner holds a pass's collaborators.

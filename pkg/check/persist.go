@@ -126,15 +126,13 @@ func (p *pass) sendFailure(s *state.State, notes []alert.Notification) []deliver
 }
 
 // reportDeliveries adds deliveries to the report and the log; an outbox entry
-// dropped, or retried without a key to authenticate it, is a warning of the run.
+// dropped is a warning of the run.
 func (p *pass) reportDeliveries(ds []deliver.Delivery) {
 	p.rep.Alerts = append(p.rep.Alerts, ds...)
-	unauthenticated := map[string]bool{}
 	for _, d := range ds {
 		switch {
 		case d.Dropped:
 			p.warn("outbox entry dropped", fmt.Sprintf("outbox entry %s (%s) dropped, never delivered: %s", d.ID, d.Event, d.Error))
-			continue
 		case d.DryRun:
 			p.Log.Info().Str("event", d.Event).Str("sink", d.Sink).Msg("dry run: would send alert")
 		case !d.OK:
@@ -143,13 +141,5 @@ func (p *pass) reportDeliveries(ds []deliver.Delivery) {
 		default:
 			p.Log.Info().Str("event", d.Event).Str("sink", d.Sink).Bool("retry", d.Retry).Msg("alert delivered")
 		}
-		if d.Unauthenticated {
-			unauthenticated[d.ID] = true
-		}
-	}
-	if n := len(unauthenticated); n > 0 {
-		p.warn("outbox retried unauthenticated", fmt.Sprintf("%d outbox entr%s retried without authentication: "+
-			"--outbox-key is not set, so an entry written into the state ConfigMap by someone else cannot be told "+
-			"from the watchdog's (docs/alerts.md, \"The outbox\")", n, map[bool]string{true: "y", false: "ies"}[n == 1]))
 	}
 }

@@ -292,7 +292,6 @@ func (f *checkFlags) options() check.Options {
 		},
 		SampleInterval: f.check.SampleInterval,
 		StateConfigMap: f.cluster.StateConfigMap,
-		OutboxKey:      []byte(f.alerts.OutboxKey),
 	}
 }
 

@@ -307,7 +307,7 @@ type AlertOptions struct {
 	BlindAfter      int
 	AlertTimeout    time.Duration
 	Alertmanager    AlertmanagerOptions
-	OutboxKey       string // seals the alerts kept in the state for retry (pkg/outbox)
+	OutboxKey       string // seals the whole state document and the evidence bundles
 	Labels          AlertLabels
 }
 
@@ -381,7 +381,7 @@ const MinOutboxKeyBytes = 32
 // AddOutboxFlag adds --outbox-key, for the commands that keep alerts for retry
 // (check, run) and doctor, which checks that it is set.
 func (o *AlertOptions) AddOutboxFlag(fs *pflag.FlagSet) {
-	fs.StringVar(&o.OutboxKey, "outbox-key", "", "key (at least 32 random bytes) authenticating the alerts the state keeps for retry and sealing evidence bundles: without it, an entry someone else wrote into the state ConfigMap cannot be told from the watchdog's (secret; the chart generates one)")
+	fs.StringVar(&o.OutboxKey, "outbox-key", "", "key (at least 32 random bytes) sealing the whole state document and the evidence bundles: a state whose seal does not verify is set aside and paged, never used (secret)")
 }
 
 // Validate reports every invalid flag, in the order the flags are declared.
