@@ -74,6 +74,7 @@ Exit codes: 0 every check passed; 1 a check failed (each ✗ line says how to fi
 			d := &doctor.Doctor{Config: doctor.Config{
 				Observer:          o,
 				StateConfigMap:    f.cluster.StateConfigMap,
+				Lease:             f.cluster.Lease,
 				EvidenceConfigMap: f.evidence.ConfigMap,
 				EvidenceLogs:      f.evidence.Logs,
 				Sinks:             sinks,

@@ -101,7 +101,7 @@ func TestDoctorHookShape(t *testing.T) {
 
 // TestDoctorFlagsReachable: every doctor flag that is a setting reaches the hook.
 func TestDoctorFlagsReachable(t *testing.T) {
-	pod := render(t, "alerts: {webhookURL: 'https://h.example.com', webhookSecret: k, slackWebhookURL: 'https://s.example.com', heartbeatURL: 'https://b.example.com'}\nmode: deployment\ndeployment: {replicas: 2}").doctorPod()
+	pod := render(t, "alerts: {webhookURL: 'https://h.example.com', webhookSecret: k, slackWebhookURL: 'https://s.example.com', heartbeatURL: 'https://b.example.com'}\nmode: deployment\ndeployment: {replicas: 2}\nprobe: {mode: canary}").doctorPod()
 	env := envOf(pod.Spec.Containers[0])
 	skip := map[string]bool{"send-test": true} // a hook sends no test alert
 	for f := range notFromValues {
