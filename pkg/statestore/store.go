@@ -93,7 +93,7 @@ func snapshotOf(cm *corev1.ConfigMap, namespace, name string, key []byte) (*Snap
 	if !ok {
 		return snap, nil
 	}
-	if len(key) > 0 && !hmac.Equal([]byte(cm.Data[SealKey]), []byte(seal(key, namespace, name, raw))) {
+	if len(key) > 0 && !hmac.Equal([]byte(cm.Data[SealKey]), []byte(Seal(key, namespace, name, raw))) {
 		// Nothing of it is used: not its restarts, alerts, outbox or back-off.
 		snap.corrupt, snap.asideKey = state.BoundCorrupt(raw), TamperedKey
 		snap.Tampered = fmt.Sprintf("the state in ConfigMap %s/%s is not sealed with the watchdog's key: edited by someone else "+
@@ -213,7 +213,7 @@ func configMapOf(snap *Snapshot, s *state.State, now time.Time, namespace, name 
 	cm.Data[DataKey] = string(data)
 	delete(cm.Data, SealKey)
 	if len(snap.key) > 0 {
-		cm.Data[SealKey] = seal(snap.key, namespace, name, string(data))
+		cm.Data[SealKey] = Seal(snap.key, namespace, name, string(data))
 	}
 	if snap.corrupt != "" {
 		cm.Data[snap.asideKey] = snap.corrupt
@@ -221,8 +221,8 @@ func configMapOf(snap *Snapshot, s *state.State, now time.Time, namespace, name 
 	return cm, nil
 }
 
-// seal is the MAC of the whole state document, bound to the ConfigMap it is in.
-func seal(key []byte, namespace, name, doc string) string {
+// Seal is the MAC of the whole state document doc, bound to the ConfigMap it is in.
+func Seal(key []byte, namespace, name, doc string) string {
 	mac := hmac.New(sha256.New, key)
 	fmt.Fprintf(mac, "agentenv-watchdog state v1\n%s\n%s\n", namespace, name)
 	mac.Write([]byte(doc))

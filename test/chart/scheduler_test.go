@@ -70,10 +70,13 @@ func seedState(t *testing.T, ns string) *state.State {
 		ClaimedAt: at, DoneAt: &at, Outcome: state.RestartDone, Reason: "wedged (seeded by the test)"}}
 	raw, err := state.Encode(st, at)
 	must(t, err)
-	cm, err := env.Client.CoreV1().ConfigMaps(ns).Get(ctx, stateName, metav1.GetOptions{})
+	// The watchdog creates its ConfigMap at its first pass; the test stands in for it.
+	// Sealed with the key of the chart's Secret, as the watchdog seals it.
+	secret, err := env.Client.CoreV1().Secrets(ns).Get(ctx, fullname, metav1.GetOptions{})
 	must(t, err)
-	cm.Data = map[string]string{statestore.DataKey: string(raw)}
-	_, err = env.Client.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{})
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: stateName, Namespace: ns}, Data: map[string]string{statestore.DataKey: string(raw),
+		statestore.SealKey: statestore.Seal(secret.Data["outbox-key"], ns, stateName, string(raw))}}
+	_, err = env.Client.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{})
 	must(t, err)
 	return st
 }
