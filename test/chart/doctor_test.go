@@ -140,6 +140,7 @@ func TestDoctorChecksWhatTheRoleGrants(t *testing.T) {
 				StateConfigMap: get("state-configmap"), Deployment: get("deployment"),
 				RestartMethod: get("restart-method"), JudgePods: decide.JudgePods(get("judge-pods")), MaxRestarts: maxRestarts, LeaderLease: get("leader-lease"),
 				EvidenceConfigMap: get("evidence-configmap"), EvidenceLogs: get("evidence-logs") == "true",
+				Lease: get("lease"), KeySecret: doctor.KeySecret,
 			}
 			if get("leader-elect") == "true" {
 				n.ElectionLease = get("leader-elect-lease")
