@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -157,7 +158,11 @@ func (p *pass) run(ctx context.Context) (rep *check.Report, err error) {
 		held, herr := p.lease.Hold(ctx, leaseWait, func(ctx context.Context) { rep, err = p.Run(ctx) })
 		switch {
 		case herr != nil:
-			rep, err = &check.Report{Time: p.Clock.Now().UTC(), Namespace: p.Source.Namespace, Error: herr.Error()}, herr
+			// Fail open: a watchdog that cannot take its Lease (its Role lacks it, the
+			// API refuses) still guards; a concurrent write then ends a pass instead.
+			p.Log.Warn().Err(herr).Msg("cannot hold the pass Lease: running without it")
+			rep, err = p.Run(ctx)
+			rep.Warnings = append(rep.Warnings, "ran without the pass Lease: "+herr.Error())
 		case !held:
 			p.Log.Info().Str("lease", p.lease.Name).Str("holder", p.lease.Holder()).Dur("waited", leaseWait).
 				Msg("another pass holds the Lease: this one ends without observing or acting")
@@ -226,11 +231,14 @@ func (f *checkFlags) passLease(client *kube.Client, clk clock.Clock, log zerolog
 	if f.check.DryRun {
 		return nil
 	}
-	id := f.probe.PodName
+	// Unique per pass: passes of one process (tests, a hand-run check in a pod) must
+	// not take each other for the holder.
+	id, suffix := f.probe.PodName, make([]byte, 4)
 	if id == "" {
-		host, _ := os.Hostname()
-		id = fmt.Sprintf("%s-%d", host, os.Getpid())
+		id, _ = os.Hostname()
 	}
+	_, _ = rand.Read(suffix)
+	id = fmt.Sprintf("%s-%d-%x", id, os.Getpid(), suffix)
 	return &leader.Elector{Namespace: f.cluster.Namespace, Name: f.cluster.Lease, Identity: id, Client: client, Clock: clk, Log: log}
 }
 

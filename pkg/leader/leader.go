@@ -100,11 +100,10 @@ func (e *Elector) Hold(ctx context.Context, wait time.Duration, pass func(ctx co
 			break
 		}
 		left := until.Sub(e.Clock.Now())
-		if err != nil && !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) {
-			if left <= 0 || ctx.Err() != nil {
-				return false, fmt.Errorf("take Lease %s/%s: %w", e.Namespace, e.Name, err)
-			}
-		} else if left <= 0 {
+		switch {
+		case err != nil && !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err):
+			return false, fmt.Errorf("take Lease %s/%s: %w", e.Namespace, e.Name, err)
+		case left <= 0:
 			return false, nil
 		}
 		select {
