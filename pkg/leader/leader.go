@@ -88,7 +88,8 @@ func (e *Elector) defaults() error {
 // Hold runs pass while holding the Lease, for one pass: it tries for up to wait,
 // renews while pass runs (cancelling pass's context when renewal fails for
 // RenewDeadline) and releases the Lease after. held is false when another holder
-// kept it for all of wait; err when the Lease could not be read or written.
+// kept it for all of wait (or until ctx ended); err when the Lease could not be
+// read or written.
 func (e *Elector) Hold(ctx context.Context, wait time.Duration, pass func(ctx context.Context)) (held bool, err error) {
 	if err := e.defaults(); err != nil {
 		return false, err
@@ -107,8 +108,8 @@ func (e *Elector) Hold(ctx context.Context, wait time.Duration, pass func(ctx co
 			return false, nil
 		}
 		select {
-		case <-ctx.Done():
-			return false, ctx.Err()
+		case <-ctx.Done(): // shut down, or the pass's deadline came first: not held
+			return false, nil
 		case <-e.Clock.After(min(e.RetryPeriod, max(left, time.Millisecond))):
 		}
 	}
