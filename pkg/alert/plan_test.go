@@ -540,7 +540,7 @@ func TestPlanIDsDiffer(t *testing.T) {
 	}
 }
 
-// Only the watchdog's words leave it (issue 33): an open alert under a name the
+// Only the watchdog's words leave it: an open alert under a name the
 // event table does not know, written into the state by someone else, is neither
 // closed by name in recovered nor named in its text.
 func TestRecoveredClosesOnlyTheWatchdogsEvents(t *testing.T) {

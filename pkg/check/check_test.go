@@ -169,7 +169,7 @@ func TestNoHoldWithoutAReader(t *testing.T) {
 
 // Someone writes the state between our read and our claim (the Lease keeps other
 // passes out; this is a writer that ignores it): the claim conflicts and ends the
-// pass, which restarts nothing (issue 33: a lost write ends the pass).
+// pass, which restarts nothing.
 func TestClaimLostEndsThePass(t *testing.T) {
 	h := newHarness(t)
 	h.wedgedAndDue()

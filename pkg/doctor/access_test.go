@@ -16,7 +16,7 @@ func accessStrings(n Needs) []string {
 }
 
 // The chart's Role for each configuration is compared in test/chart; here, the
-// watchdog's own objects (issue 33): it creates them (create, which RBAC cannot
+// watchdog's own objects: it creates them (create, which RBAC cannot
 // narrow by name) and holds its pass Lease by name; an election under the same
 // Lease adds nothing, under another its get and update.
 func TestRequiredCreatesTheWatchdogsObjects(t *testing.T) {

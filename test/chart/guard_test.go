@@ -35,7 +35,7 @@ func as(t *testing.T, user string, groups ...string) kubernetes.Interface {
 	return c
 }
 
-// TestGuardPolicy (issue 33): on the real API server, the chart renders none of the
+// TestGuardPolicy: on the real API server, the chart renders none of the
 // watchdog's own objects; the watchdog's ServiceAccount creates and writes them; a
 // user bound to the built-in `edit` ClusterRole is denied every change of them by
 // the guard policy, whose name the message carries, while other ConfigMaps stay
@@ -138,7 +138,7 @@ func TestGuardPolicy(t *testing.T) {
 	}
 }
 
-// TestOverlappingPassesRestartOnce (issue 33): two CronJob passes of a due wedge at
+// TestOverlappingPassesRestartOnce: two CronJob passes of a due wedge at
 // once, as two pods would (their own names): one holds the Lease and restarts, the
 // other waits, finds the episode handled, and neither pages twice.
 func TestOverlappingPassesRestartOnce(t *testing.T) {

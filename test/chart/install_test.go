@@ -207,7 +207,7 @@ func identityLimits(t *testing.T, ns, method string, sa kubernetes.Interface) {
 		{"get", "", "configmaps", "", stateName, ns},
 		{"update", "", "configmaps", "", stateName, ns},
 		{"create", "", "events", "", "", ns},
-		// Its own objects, which it creates (issue 33; create cannot be narrowed by name).
+		// Its own objects, which it creates.
 		{"create", "", "configmaps", "", "", ns}, {"create", "", "secrets", "", "", ns},
 		{"get", "", "secrets", "", "agentenv-scheduler-watchdog-key", ns},
 		{"create", "coordination.k8s.io", "leases", "", "", ns},
@@ -423,7 +423,7 @@ func TestChartReinstallKeepsState(t *testing.T) {
 }
 
 // TestChartStateDeleted: without its ConfigMap the watchdog creates it again at
-// its next pass (issue 33: its own objects are its to create), and writes it.
+// its next pass, and writes it.
 func TestChartStateDeleted(t *testing.T) {
 	in := install(t, "delete", "scheduler-metrics-healthy.txt")
 	seedState(t, in.ns)

@@ -46,7 +46,7 @@ func TestReadmeUninstallNamesWhatStays(t *testing.T) {
 			}
 		}
 	}
-	// And what the watchdog creates itself, which helm never owns (issue 33).
+	// And what the watchdog creates itself, which helm never owns.
 	kept = append(kept, stateName, evidenceName, keySecret)
 	for _, name := range append(kept, "watchdog-agentenv-scheduler-watchdog-doctor") {
 		if !strings.Contains(section, name) {

@@ -186,7 +186,7 @@ func grants(role *rbacv1.Role) []grant {
 
 // baseGrants are what every configuration needs: observe, state, Events, rollout gate,
 // the evidence before a restart (its ConfigMap by name, the scheduler's log), and
-// the objects the watchdog creates itself (issue 33): create, then by name.
+// the objects the watchdog creates itself: create, then by name.
 func baseGrants(configMap, deployment string) []grant {
 	return []grant{
 		{"", "configmaps", "create", ""},
@@ -428,7 +428,7 @@ func TestDeploymentMode(t *testing.T) {
 		}
 	}
 	if n := len(r.kinds("Lease")); n != 0 {
-		t.Errorf("rendered %d Lease: the watchdog creates its own (issue 33)", n)
+		t.Errorf("rendered %d Lease: the watchdog creates its own", n)
 	}
 	var svc corev1.Service
 	r.one("Service", &svc)
@@ -508,7 +508,7 @@ func TestStandardLabels(t *testing.T) {
 	}
 }
 
-// TestChartRendersNoneOfTheWatchdogsObjects (issue 33): the state and evidence
+// TestChartRendersNoneOfTheWatchdogsObjects: the state and evidence
 // ConfigMaps, the key Secret, the Lease and the canary are the watchdog's: it
 // creates them at its first non-dry pass, and helm never writes them (so helm
 // upgrade never resets them, and the guard policy needs no exception for helm).

@@ -102,7 +102,7 @@ func forgedEntry(id string, at time.Time) map[string]any {
 // and a copy of the genuine one with its reason changed. With --outbox-key the
 // state's seal fails: the next run sets the whole document aside, decides afresh
 // and pages watchdog-error naming the tampering; nothing of the forgeries reaches
-// a receiver (issue 33). Without a key the forged entry is retried rebuilt: the
+// a receiver. Without a key the forged entry is retried rebuilt: the
 // webhook, Slack and Alertmanager get the configuration's namespace and cluster and
 // the event table's severity, never the entry's; Slack, read back through
 // slack-go, shows its "<!channel>" as text.
