@@ -38,7 +38,7 @@ import (
 const ClockTolerance = 5 * time.Second
 
 // KeySecret is the Secret holding the key that seals the state (pkg/kube EnsureKey).
-const KeySecret = "agentenv-scheduler-watchdog-key"
+const KeySecret = "agentenv-scheduler-watchdog-key" //nolint:gosec // the Secret's name, not a credential
 
 // Groups of checks, in the order they are run and printed.
 const (
