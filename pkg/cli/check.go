@@ -222,12 +222,12 @@ func (f *checkFlags) setup(stderr io.Writer, clk clock.Clock) (*pass, error) {
 		Prober:    prober,
 		Clock:     clk,
 		Log:       log,
-	}, f: f, obs: o, store: store, lease: f.passLease(client, clk, log)}, nil
+	}, f: f, obs: o, store: store, lease: f.passLease(client, log)}, nil
 }
 
 // passLease is the Lease a non-dry pass holds, under this pod's name (or the host's
 // and this process's).
-func (f *checkFlags) passLease(client *kube.Client, clk clock.Clock, log zerolog.Logger) *leader.Elector {
+func (f *checkFlags) passLease(client *kube.Client, log zerolog.Logger) *leader.Elector {
 	if f.check.DryRun {
 		return nil
 	}
@@ -239,7 +239,9 @@ func (f *checkFlags) passLease(client *kube.Client, clk clock.Clock, log zerolog
 	}
 	_, _ = rand.Read(suffix)
 	id = fmt.Sprintf("%s-%d-%x", id, os.Getpid(), suffix)
-	return &leader.Elector{Namespace: f.cluster.Namespace, Name: f.cluster.Lease, Identity: id, Client: client, Clock: clk, Log: log}
+	// The wall clock, as the Lease lives on the API server's: a virtual clock of the
+	// pass (tests) must not be moved by the renewals.
+	return &leader.Elector{Namespace: f.cluster.Namespace, Name: f.cluster.Lease, Identity: id, Client: client, Clock: clock.RealClock{}, Log: log}
 }
 
 // observer is what a pass (and doctor) reads, and how: the objects, and the

@@ -105,7 +105,7 @@ func (a *Alertmanager) Refresh(ctx context.Context, open map[string]*state.Alert
 			continue
 		}
 		n := alert.Notification{Event: ev, Severity: spec.Severity, Pod: o.Pod, NextStep: spec.NextStep,
-			Reason: fmt.Sprintf("%s, open since %s", ev, o.OpenedAt.UTC().Format(time.RFC3339))}
+			Reason: fmt.Sprintf("%s, open since %s: %s", ev, o.OpenedAt.UTC().Format(time.RFC3339), spec.When)}
 		a.Source.Stamp(&n)
 		alerts = append(alerts, a.alert(n, o.OpenedAt, now.Add(a.TTL)))
 	}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"slices"
 	"time"
 
@@ -105,12 +106,17 @@ func (d *Dispatcher) Deliver(ctx context.Context, s *state.State, notes []alert.
 				Sinks: failed, LastError: lastErr, Payload: payload})
 		}
 	}
+	// What this run just sent is fresh, with this run's words: not refreshed.
+	stale := maps.Clone(s.Alerts)
+	for _, n := range notes {
+		delete(stale, n.Event)
+	}
 	for _, sink := range d.Sinks {
 		r, ok := sink.(Refresher)
 		if !ok {
 			continue
 		}
-		n, err := r.Refresh(sctx, s.Alerts, now)
+		n, err := r.Refresh(sctx, stale, now)
 		if n == 0 && err == nil {
 			continue
 		}
