@@ -104,13 +104,18 @@ func (src Source) Stamp(n *Notification) {
 	n.Cluster, n.Namespace, n.Watchdog, n.Labels = src.Cluster, src.Namespace, src.Version, src.Labels
 }
 
-// PlanConfig holds what the plan needs beyond the decision.
+// PlanConfig is the alerts' policy.
 type PlanConfig struct {
 	RealertInterval time.Duration
 	BlindAfter      int
 	WedgedFor       time.Duration // how long degraded lasts before it is alerted
-	Source          Source
-	Mode            state.Mode
+}
+
+// planning is a plan's policy, who sends its alerts and the run's mode.
+type planning struct {
+	PlanConfig
+	Source Source
+	Mode   state.Mode
 }
 
 // ActOutcome is what happened to one restart the decision asked for (in shadow
@@ -126,11 +131,13 @@ type ActOutcome struct {
 // Plan compares the run's outcome with the open alerts in s, updates s.Alerts, and
 // returns the notifications to send: one per transition, reminders after
 // RealertInterval, and recovered once per episode. runErr, a failure of the
-// watchdog that did not stop the run, opens watchdog-error.
-func Plan(s *state.State, res decide.Result, acts []ActOutcome, runErr error, now time.Time, cfg PlanConfig) []Notification {
+// watchdog that did not stop the run, opens watchdog-error. src is who sends the
+// alerts, mode the run's.
+func Plan(s *state.State, res decide.Result, acts []ActOutcome, runErr error, now time.Time, src Source, mode state.Mode, policy PlanConfig) []Notification {
+	cfg := planning{PlanConfig: policy, Source: src, Mode: mode}
 	var out []Notification
 	if runErr != nil {
-		out = append(out, PlanFailure(s, runErr, now, cfg)...)
+		out = append(out, planFailure(s, runErr, now, cfg)...)
 	}
 	active := activeEvents(res, cfg)
 	blind := s.ConsecutiveUnknownRuns >= cfg.BlindAfter && cfg.BlindAfter > 0
@@ -168,7 +175,7 @@ func Plan(s *state.State, res decide.Result, acts []ActOutcome, runErr error, no
 
 // activeEvents are the ongoing events the judged pods open, each for the pod bad
 // the longest.
-func activeEvents(res decide.Result, cfg PlanConfig) map[string]*decide.Target {
+func activeEvents(res decide.Result, cfg planning) map[string]*decide.Target {
 	active := map[string]*decide.Target{}
 	for i := range res.Targets {
 		t := &res.Targets[i]
@@ -190,7 +197,7 @@ func activeEvents(res decide.Result, cfg PlanConfig) map[string]*decide.Target {
 }
 
 // appendActs says how every restart attempt went.
-func appendActs(out []Notification, s *state.State, acts []ActOutcome, res decide.Result, now time.Time, cfg PlanConfig) []Notification {
+func appendActs(out []Notification, s *state.State, acts []ActOutcome, res decide.Result, now time.Time, cfg planning) []Notification {
 	for _, a := range acts {
 		t := a.Target
 		ev, reason := EventRestarted, a.Detail
@@ -212,7 +219,7 @@ func appendActs(out []Notification, s *state.State, acts []ActOutcome, res decid
 }
 
 // recovered closes every open alert of s, sent once per episode.
-func recovered(s *state.State, res decide.Result, now time.Time, cfg PlanConfig) Notification {
+func recovered(s *state.State, res decide.Result, now time.Time, cfg planning) Notification {
 	opened := slices.Sorted(maps.Keys(s.Alerts))
 	var first time.Time
 	closes := make([]Closed, 0, len(opened))
@@ -236,12 +243,16 @@ func recovered(s *state.State, res decide.Result, now time.Time, cfg PlanConfig)
 
 // PlanFailure plans watchdog-error for a run that failed: once, then reminders
 // (deduplicated through s; with an empty state it is always sent).
-func PlanFailure(s *state.State, err error, now time.Time, cfg PlanConfig) []Notification {
+func PlanFailure(s *state.State, err error, now time.Time, src Source, mode state.Mode, policy PlanConfig) []Notification {
+	return planFailure(s, err, now, planning{PlanConfig: policy, Source: src, Mode: mode})
+}
+
+func planFailure(s *state.State, err error, now time.Time, cfg planning) []Notification {
 	res := decide.Result{Verdict: decide.VerdictUnknown, Action: decide.ActionNone, Reason: "the watchdog cannot do its job: " + err.Error()}
 	return appendOngoing(nil, s, EventWatchdogError, nil, res, now, cfg)
 }
 
-func appendOngoing(out []Notification, s *state.State, ev string, t *decide.Target, res decide.Result, now time.Time, cfg PlanConfig) []Notification {
+func appendOngoing(out []Notification, s *state.State, ev string, t *decide.Target, res decide.Result, now time.Time, cfg planning) []Notification {
 	a, open := s.Alerts[ev]
 	switch {
 	case !open:
@@ -270,7 +281,7 @@ func appendOngoing(out []Notification, s *state.State, ev string, t *decide.Targ
 	return append(out, n)
 }
 
-func newNotification(ev string, t *decide.Target, res decide.Result, now time.Time, cfg PlanConfig) Notification {
+func newNotification(ev string, t *decide.Target, res decide.Result, now time.Time, cfg planning) Notification {
 	n := Notification{
 		SchemaVersion: SchemaVersion,
 		Event:         ev,

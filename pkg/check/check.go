@@ -27,8 +27,12 @@ import (
 // Options configure a pass.
 type Options struct {
 	Decide decide.Config
-	// PlanConfig: the alerts' policy, the run's mode and the alerts' source.
-	alert.PlanConfig
+	// Alerts is the alerts' policy.
+	Alerts alert.PlanConfig
+	// Mode: live, a dry run or shadow.
+	Mode state.Mode
+	// Source is who sends the alerts.
+	Source alert.Source
 	// SampleInterval is how often a sample starts while confirming: no faster than
 	// the scheduler refreshes its gauges (docs/design.md, "The scheduler it guards").
 	SampleInterval time.Duration

@@ -349,8 +349,8 @@ func newHarness(t *testing.T) *harness {
 				RestartMethod: decide.MethodDelete,
 				ClaimTimeout:  3 * time.Minute,
 			},
-			PlanConfig: alert.PlanConfig{RealertInterval: time.Hour, BlindAfter: 3, WedgedFor: 4 * time.Minute,
-				Source: alert.Source{Cluster: "test", Namespace: "agentenv", Version: "test"}},
+			Alerts:         alert.PlanConfig{RealertInterval: time.Hour, BlindAfter: 3, WedgedFor: 4 * time.Minute},
+			Source:         alert.Source{Cluster: "test", Namespace: "agentenv", Version: "test"},
 			SampleInterval: 15 * time.Second,
 			StateConfigMap: "agentenv-scheduler-watchdog",
 		},
@@ -364,7 +364,7 @@ func (h *harness) productionDefaults() {
 	d.StartupGrace, d.WedgedFor, d.ConfirmWindow = cli.DefaultStartupGrace, cli.DefaultWedgedFor, cli.DefaultConfirmWindow
 	d.ClaimTimeout = cli.DefaultTimeout
 	d.IneffectiveWithin, d.BackoffBase, d.BackoffMax, d.BackoffReset = decide.DefaultIneffectiveWithin, decide.DefaultBackoffBase, decide.DefaultBackoffMax, decide.DefaultBackoffReset
-	h.opts.WedgedFor = cli.DefaultWedgedFor
+	h.opts.Alerts.WedgedFor = cli.DefaultWedgedFor
 	h.opts.SampleInterval = cli.DefaultSampleInterval
 	h.timeout = cli.DefaultTimeout
 }

@@ -243,13 +243,13 @@ func (f *checkFlags) options() check.Options {
 	d.ProbeWindow = f.probe.window()
 	return check.Options{
 		Decide: d,
-		PlanConfig: alert.PlanConfig{
+		Alerts: alert.PlanConfig{
 			RealertInterval: f.alerts.RealertInterval,
 			BlindAfter:      f.alerts.BlindAfter,
 			WedgedFor:       f.check.WedgedFor,
-			Source:          f.alerts.source(f.cluster.Namespace),
-			Mode:            f.check.mode(),
 		},
+		Mode:           f.check.mode(),
+		Source:         f.alerts.source(f.cluster.Namespace),
 		SampleInterval: f.check.SampleInterval,
 		StateConfigMap: f.cluster.StateConfigMap,
 		OutboxKey:      []byte(f.alerts.OutboxKey),
