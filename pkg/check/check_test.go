@@ -148,11 +148,10 @@ func TestRestartTakesItsThreeReadsInTheGatesOrder(t *testing.T) {
 	}
 }
 
-// The firing-alerts gate is on exactly when the Runner has a reader to ask: a
-// configuration saying hold, without one, holds nothing and asks nobody.
+// The firing-alerts gate is on exactly when the Runner has a reader to ask:
+// without one, it holds nothing and asks nobody.
 func TestNoHoldWithoutAReader(t *testing.T) {
 	h := newHarness(t)
-	h.opts.Decide.HoldOnAlerts = true
 	h.wedgedAndDue()
 	rep, err := h.pass()
 	if err != nil || rep.Action != decide.ActionRestart {

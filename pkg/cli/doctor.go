@@ -77,7 +77,7 @@ func (df *doctorFlags) run(parent context.Context, stdout, stderr io.Writer) err
 		return err
 	}
 	newLogger(&f.cluster, stderr)
-	o, err := f.observer(clock.RealClock{}, f.options().Decide)
+	o, err := f.observer(clock.RealClock{})
 	if err != nil {
 		return err
 	}
@@ -100,6 +100,8 @@ func (df *doctorFlags) run(parent context.Context, stdout, stderr io.Writer) err
 		OutboxKey:         f.alerts.OutboxKey != "",
 		WatchEndpoints:    df.watchEndpoints,
 		Probe:             f.prober(o, clock.RealClock{}, zerolog.Nop()),
+		RestartMethod:     f.check.RestartMethod,
+		MaxRestarts:       f.check.MaxRestarts,
 	}}
 	if df.leaderElect {
 		d.ElectionLease = df.leaderElectLease
