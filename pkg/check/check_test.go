@@ -545,7 +545,7 @@ func TestShutdownSendsNothing(t *testing.T) {
 			h.opts.Decide.ConfirmWindow = 90 * time.Second
 			h.obs.see = wedgedStrong
 			waits := 0
-			h.clk.onWait = func(time.Duration) bool {
+			h.clk.OnWait = func(time.Duration) bool {
 				if waits++; waits == 3 {
 					cancel() // SIGTERM while waiting for the next sample
 					return false
