@@ -244,33 +244,6 @@ func TestFutureRestartRecordsDoNotBlock(t *testing.T) {
 	}
 }
 
-// A namespace editor's claim on the wedged pod's own UID, dated a year ahead (as a
-// run whose node clock ran ahead and died between claim and delete would leave
-// it), does not say "restart in progress": the pod is restarted, with a warning,
-// and the record stays as it was.
-func TestFutureRestartRecordOfThePodDoesNotBlock(t *testing.T) {
-	s, ahead := wedgedWithRecordsAhead(t, func(s *scenario, ahead time.Time) []any {
-		return []any{map[string]any{"pod": s.pod.Name, "uid": string(s.pod.UID), "method": "delete", "claimedAt": ahead, "outcome": "claimed"}}
-	})
-	waitPastWedgedFor()
-	r := s.check()
-	r.expect(t, 0, "wedged", "restart")
-	if w := strings.Join(r.report.Warnings, "\n"); !strings.Contains(w, "1 restart record(s) in the state are dated in the future") {
-		t.Errorf("warnings %q, want the record dated in the future named", r.report.Warnings)
-	}
-	if s.podExists(s.pod.Name) {
-		t.Error("the wedged pod is still there: the claim dated ahead blocked its restart")
-	}
-	st, _ := s.state()
-	outcomes := map[string]state.RestartOutcome{}
-	for _, rec := range st.Restarts {
-		outcomes[rec.ClaimedAt.Format(time.RFC3339)] = rec.Outcome
-	}
-	if len(st.Restarts) != 2 || outcomes[ahead.Format(time.RFC3339)] != state.RestartClaimed {
-		t.Errorf("restarts %+v: want this run's and the claim dated ahead, untouched", st.Restarts)
-	}
-}
-
 // wedgedWithRecordsAhead is a strong wedge seen once, after which a namespace
 // editor adds the restart records of records to the state, dated from a year
 // ahead (returned).
