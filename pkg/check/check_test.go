@@ -17,8 +17,8 @@ import (
 )
 
 // Unit tests of the pass (observe, decide, confirm, re-read, claim, act, alert,
-// persist) over in-memory fakes and a fake clock. test/integration runs the same
-// behaviours end to end on a real API server.
+// persist) over in-memory fakes and a fake clock: the pass's own logic. What the
+// API server does is test/integration's, the decision's rules pkg/decide's.
 
 // The path every other test departs from: a wedge first seen waits (no consistent
 // read, no Deployment read), and once due it is restarted, recorded, and alerted.

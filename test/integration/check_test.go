@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -318,13 +319,16 @@ func TestMissingStateRecreated(t *testing.T) {
 	}
 }
 
+// Overlapping runs restart once, and a run that lost the claim does not page
+// restart-blocked: a restart already in progress is not a blocked restart.
 func TestConcurrentRunsRestartOnce(t *testing.T) {
 	for round := 0; round < 3; round++ {
+		rcv := newReceiver(t)
 		s := newScenario(t, layout{serving: 3, page: fixture(t, "scheduler-metrics-discovery-dead.txt")})
 		s.check().expect(t, 0, "wedged", "wait")
 		waitPastWedgedFor()
 
-		results := s.race(4)
+		results := s.race(4, "--webhook-url", rcv.url(webhookPath), "--webhook-secret", hmacKey)
 
 		restarted := 0
 		for _, r := range results {
@@ -332,6 +336,9 @@ func TestConcurrentRunsRestartOnce(t *testing.T) {
 				t.Fatalf("round %d: a racing run failed: exit %d\n%s", round, r.code, r.stderr)
 			}
 			restarted += len(r.report.Restarts)
+			if r.report.Action == "blocked" && !strings.Contains(r.report.Reason, "restart already in progress") && !strings.Contains(r.report.Reason, "observed this pod later") {
+				t.Errorf("round %d: a losing run's reason: %s", round, r.report.Reason)
+			}
 		}
 		st, _ := s.state()
 		if restarted != 1 || len(st.Restarts) != 1 {
@@ -339,6 +346,12 @@ func TestConcurrentRunsRestartOnce(t *testing.T) {
 		}
 		if evs := s.events(s.pod.Name, alert.Spec(alert.EventRestarted).Reason); len(evs) != 1 {
 			t.Fatalf("round %d: %d restart Events", round, len(evs))
+		}
+		if got := eventNames(webhooks(t, rcv.since(0, webhookPath))); slices.Contains(got, "restart-blocked") {
+			t.Fatalf("round %d: the loser of the race paged restart-blocked: %v", round, got)
+		}
+		if evs := s.events(s.pod.Name, alert.Spec(alert.EventRestartBlocked).Reason); len(evs) != 0 {
+			t.Errorf("round %d: %d restart-blocked Events", round, len(evs))
 		}
 	}
 }
