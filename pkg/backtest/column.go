@@ -151,7 +151,7 @@ func (c *column) condition(t time.Time) decide.Verdict {
 			v = decide.VerdictUnknown
 		case p.ReadyNodes > 0:
 			counting = true
-		case t.Sub(p.StartedAt) >= c.judge.StartupGrace:
+		case t.Sub(p.StartedAt) >= c.grace:
 			zero = true
 		}
 	}
@@ -181,7 +181,7 @@ func (c *column) judged(t time.Time, pods []Pod) (map[string]bool, bool) {
 	}
 	c.chosen.buf = key
 	if c.chosen.judged == nil || string(key) != c.chosen.key {
-		judged, _, _ := decide.Judged(c.observation(t), c.judge.Selection)
+		judged, _, _ := decide.Judged(c.observation(t), c.judge)
 		c.chosen.key, c.chosen.judged = string(key), make(map[string]bool, len(judged))
 		for _, p := range judged {
 			c.chosen.judged[p.UID] = true
