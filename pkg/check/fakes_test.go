@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"math/rand/v2"
 	"strings"
 	"sync"
 	"testing"
@@ -73,8 +72,6 @@ type fakeObserver struct {
 	took time.Duration
 	// apiTook is how long the Deployment read takes.
 	apiTook time.Duration
-	// jitter, when set, draws each observation's time from [took/2, took] instead.
-	jitter *rand.Rand
 	// rolloutErr, when set, is asked before each Deployment read: an error fails it.
 	rolloutErr func() error
 }
@@ -84,12 +81,8 @@ func (o *fakeObserver) read(ctx context.Context, kind string) (decide.Observatio
 	if err := ctx.Err(); err != nil {
 		return decide.Observation{}, err
 	}
-	took := o.took
-	if o.jitter != nil && took > 0 {
-		took = took/2 + time.Duration(o.jitter.Int64N(int64(took/2)+1))
-	}
 	began := o.clk.Now()
-	o.clk.Step(took)
+	o.clk.Step(o.took)
 	obs, err := o.see(kind, o.clk.Now())
 	if err != nil {
 		return decide.Observation{}, err
