@@ -127,9 +127,9 @@ and exits 0 or 2 without any API call.`,
 	return cmd
 }
 
-// pass is a wired pass with what its caller reports: the observer's client and
-// API server, the state (for the pushed totals).
-type pass struct {
+// wired is a check.Runner wired from the flags, with what its caller reports: the
+// observer's client and API server, the state (for the pushed totals).
+type wired struct {
 	*check.Runner
 	f     *checkFlags
 	obs   *observe.Observer
@@ -137,17 +137,17 @@ type pass struct {
 }
 
 // run is one pass, then the heartbeat ping.
-func (p *pass) run(ctx context.Context) (*check.Report, error) {
+func (p *wired) run(ctx context.Context) (*check.Report, error) {
 	rep, err := p.Run(ctx)
 	pingHeartbeat(ctx, &p.f.alerts, err, p.f.check.DryRun, p.Log)
 	return rep, err
 }
 
 // setup wires a pass of validated flags on clk: logger, API client, sinks, runner.
-func (f *checkFlags) setup(stderr io.Writer, clk clock.Clock) (*pass, error) {
+func (f *checkFlags) setup(stderr io.Writer, clk clock.Clock) (*wired, error) {
 	log := newLogger(&f.cluster, stderr)
 	opts := f.options()
-	o, err := f.observer(clk, opts.Decide)
+	o, err := f.observer(clk)
 	if err != nil {
 		return nil, err
 	}
@@ -179,7 +179,7 @@ func (f *checkFlags) setup(stderr io.Writer, clk clock.Clock) (*pass, error) {
 	if pr := f.prober(o, clk, log); pr != nil {
 		prober = pr
 	}
-	return &pass{Runner: &check.Runner{
+	return &wired{Runner: &check.Runner{
 		Options:   opts,
 		Observer:  o,
 		Store:     store,
@@ -196,8 +196,8 @@ func (f *checkFlags) setup(stderr io.Writer, clk clock.Clock) (*pass, error) {
 
 // observer is what a pass (and doctor) reads, and how: the objects, and the
 // scheduler pods' metrics by --scrape-via resolved, with the same time and size
-// bounds on both paths; d is the pass's decision configuration, which says what to read.
-func (f *checkFlags) observer(clk clock.PassiveClock, d decide.Config) (*observe.Observer, error) {
+// bounds on both paths.
+func (f *checkFlags) observer(clk clock.PassiveClock) (*observe.Observer, error) {
 	client, cfg, err := newClient(&f.cluster)
 	if err != nil {
 		return nil, err
@@ -227,7 +227,7 @@ func (f *checkFlags) observer(clk clock.PassiveClock, d decide.Config) (*observe
 		MetricsPort: o.MetricsPort,
 		MetricsPath: o.MetricsPath,
 		Deployment:  o.Deployment,
-		Decide:      d,
+		Reads:       observe.Reads{Selection: o.Selection, Rollout: o.RestartMethod == decide.MethodRollout},
 		Clock:       clk,
 	}, nil
 }
@@ -243,13 +243,13 @@ func (f *checkFlags) options() check.Options {
 	d.ProbeWindow = f.probe.window()
 	return check.Options{
 		Decide: d,
-		PlanConfig: alert.PlanConfig{
+		Alerts: alert.PlanConfig{
 			RealertInterval: f.alerts.RealertInterval,
 			BlindAfter:      f.alerts.BlindAfter,
 			WedgedFor:       f.check.WedgedFor,
-			Source:          f.alerts.source(f.cluster.Namespace),
-			Mode:            f.check.mode(),
 		},
+		Mode:           f.check.mode(),
+		Source:         f.alerts.source(f.cluster.Namespace),
 		SampleInterval: f.check.SampleInterval,
 		StateConfigMap: f.cluster.StateConfigMap,
 		OutboxKey:      []byte(f.alerts.OutboxKey),
