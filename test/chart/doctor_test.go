@@ -190,7 +190,7 @@ func TestDoctorHookInstalled(t *testing.T) {
 		t.Helper()
 		// The only test-only flags: where the simulated scheduler's metrics listen,
 		// and the ServiceAccount's token from outside a pod.
-		args := append(append(append([]string{}, c.Args...), "--kubeconfig", kubeconfig, "--metrics-port", strconv.Itoa(sched.metrics.Port())), flags...)
+		args := append(append(append([]string{}, c.Args...), "--kubeconfig", kubeconfig, "--metrics-port", strconv.Itoa(sched.metrics.Port()), "--scheduler-grpc-port", strconv.Itoa(sched.grpcPort)), flags...)
 		return runWatchdog(t, time.Minute, environ, args...)
 	}
 
@@ -340,7 +340,7 @@ func TestDoctorTrustsTheCABundle(t *testing.T) {
 	}
 	run := func(environ []string) (int, string) {
 		t.Helper()
-		args := append(append([]string{}, c.Args...), "--kubeconfig", kubeconfig, "--metrics-port", strconv.Itoa(sched.metrics.Port()), "--webhook-url", receiver.URL+"/hook")
+		args := append(append([]string{}, c.Args...), "--kubeconfig", kubeconfig, "--metrics-port", strconv.Itoa(sched.metrics.Port()), "--scheduler-grpc-port", strconv.Itoa(sched.grpcPort), "--webhook-url", receiver.URL+"/hook")
 		code, stdout, _ := runWatchdog(t, time.Minute, environ, args...)
 		return code, stdout
 	}
