@@ -165,13 +165,6 @@ func (s *fakeStore) Save(ctx context.Context, snap *statestore.Snapshot, st *sta
 	return err
 }
 
-// written is how many saves went through.
-func (s *fakeStore) written() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.saves
-}
-
 // current is the stored state, as the next run would read it.
 func (s *fakeStore) current(t *testing.T) *state.State {
 	t.Helper()
