@@ -253,6 +253,10 @@ func ParseMatchers(set string) (amlabels.Matchers, error) {
 // maxAlertsBody bounds the answer read from Alertmanager.
 const maxAlertsBody = 4 << 20
 
+// ChartWedgeRules are the chart's PrometheusRules about the wedge the restart is for:
+// like the watchdog's own alerts, they never hold it.
+var ChartWedgeRules = []string{"AgentenvSchedulerWedgedTooLong", "AgentenvSchedulerDiscoveryWedged"}
+
 // AlertHold reads the firing alerts that hold restarts, for the pass.
 type AlertHold struct {
 	Alertmanager *Alertmanager
@@ -260,8 +264,8 @@ type AlertHold struct {
 }
 
 // Read asks Alertmanager for the active alerts (neither silenced nor inhibited)
-// that match any of the sets, but the watchdog's own (a wide matcher must not hold
-// restarts because the scheduler is wedged). Every peer is asked at once (a hung one
+// that match any of the sets, but the watchdog's own and ChartWedgeRules (a wide
+// matcher must not hold restarts because the scheduler is wedged). Every peer is asked at once (a hung one
 // must not use up the others' time) and the first to answer is believed: peers gossip
 // silences. An error is kept in the answer (the gate fails open).
 func (h *AlertHold) Read(ctx context.Context) *decide.FiringAlerts {
@@ -314,8 +318,8 @@ func (h *AlertHold) firingAt(ctx context.Context, p *Poster, hdr http.Header) ([
 			// A missing label is "", as Alertmanager reads it.
 			matches := !slices.ContainsFunc(set, func(m *amlabels.Matcher) bool { return !m.Matches(al.Labels[m.Name]) })
 			name := al.Labels["alertname"]
-			own := name != "" &&
-				slices.ContainsFunc(alert.Events, func(s alert.EventSpec) bool { return s.Alertname == name })
+			own := name != "" && (slices.Contains(ChartWedgeRules, name) ||
+				slices.ContainsFunc(alert.Events, func(s alert.EventSpec) bool { return s.Alertname == name }))
 			if matches && !own {
 				found[describe(al.Labels)] = true
 			}

@@ -44,3 +44,23 @@ func TestHoldAsksEveryPeerWhenOneHangs(t *testing.T) {
 		t.Fatalf("the peer that answers was not heard: firing %q, error %v", read.Firing, read.Err)
 	}
 }
+
+// A broad matcher (every critical alert) must not hold the restart on the chart's
+// own rules about the same wedge: they fire because the scheduler is wedged.
+func TestHoldIgnoresTheChartsRulesAboutTheWedge(t *testing.T) {
+	peer := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte(`[{"labels":{"alertname":"AgentenvSchedulerWedgedTooLong","severity":"critical"}},` +
+			`{"labels":{"alertname":"AgentenvSchedulerDiscoveryWedged","severity":"critical"}},` +
+			`{"labels":{"alertname":"etcdNoLeader","severity":"critical"}}]`))
+	}))
+	t.Cleanup(peer.Close)
+	am, err := NewAlertmanager([]string{peer.URL}, time.Second, 1, DefaultBudget)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hold := &AlertHold{Alertmanager: am, Sets: []amlabels.Matchers{mustMatchers(t, `severity="critical"`)}}
+	read := hold.Read(context.Background())
+	if read.Err != nil || len(read.Firing) != 1 || read.Firing[0] != `etcdNoLeader{severity="critical"}` {
+		t.Fatalf("firing %q (error %v), want only etcdNoLeader", read.Firing, read.Err)
+	}
+}
