@@ -49,12 +49,13 @@ func NewPoster(name, rawURL string, attemptTimeout time.Duration, attempts int, 
 		budget = DefaultBudget
 	}
 	transport := &http.Transport{
-		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           (&net.Dialer{Timeout: attemptTimeout}).DialContext,
-		TLSHandshakeTimeout:   attemptTimeout,
-		ResponseHeaderTimeout: attemptTimeout,
-		MaxIdleConns:          2,
-		IdleConnTimeout:       30 * time.Second,
+		Proxy:                  http.ProxyFromEnvironment,
+		DialContext:            (&net.Dialer{Timeout: attemptTimeout}).DialContext,
+		TLSHandshakeTimeout:    attemptTimeout,
+		ResponseHeaderTimeout:  attemptTimeout,
+		MaxIdleConns:           2,
+		IdleConnTimeout:        30 * time.Second,
+		MaxResponseHeaderBytes: httpbound.MaxHeaderBytes,
 	}
 	httpClient := &http.Client{
 		Timeout: attemptTimeout,
