@@ -14,7 +14,7 @@ import (
 // pageSize keeps each list response small (a slice holds up to 100 endpoints);
 // maxPages bounds a list that never ends. Pages are counted as they come
 // (endpoints.Counter): memory for node ids, never for every slice.
-const pageSize, maxPages = 50, 200
+const pageSize, maxPages = 50, 100
 
 // EndpointLister reads the node Service's EndpointSlices from the API server.
 type EndpointLister struct {
