@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode/utf8"
 )
 
 // The pause: annotations on the scheduler Deployment that hold every restart until
@@ -55,8 +54,8 @@ func ReadPause(deployment string, ann map[string]string, now time.Time) (*Pause,
 		return ignored("no %s: a pause needs an expiry (an RFC 3339 time, at most %s ahead)", PauseUntilAnnotation, ShortDuration(MaxPause))
 	case reason == "":
 		return ignored("no %s: a pause needs a reason, for whoever is paged while it lasts", PauseReasonAnnotation)
-	case utf8.RuneCountInString(reason) > maxPauseReason:
-		return ignored("%s is longer than %d characters", PauseReasonAnnotation, maxPauseReason)
+	case len(reason) > maxPauseReason:
+		return ignored("%s is longer than %d bytes", PauseReasonAnnotation, maxPauseReason)
 	}
 	until, err := time.Parse(time.RFC3339, strings.TrimSpace(untilText))
 	if len(untilText) > 64 { // from here on it is only quoted in a message

@@ -110,14 +110,15 @@ func TestMalformedPauseIsIgnoredWithAWarning(t *testing.T) {
 		ann  map[string]string
 		warn string
 	}{
-		"expired":          {pauseAnn(t0, "maintenance"), "expired at"},
-		"no expiry":        {map[string]string{decide.PauseReasonAnnotation: "maintenance"}, "no " + decide.PauseUntilAnnotation},
-		"no reason":        {map[string]string{decide.PauseUntilAnnotation: now.Add(time.Hour).Format(time.RFC3339)}, "no " + decide.PauseReasonAnnotation},
-		"not a time":       {map[string]string{decide.PauseUntilAnnotation: "tomorrow", decide.PauseReasonAnnotation: "maintenance"}, "not an RFC 3339 time"},
-		"a duration":       {map[string]string{decide.PauseUntilAnnotation: "2h", decide.PauseReasonAnnotation: "maintenance"}, "not an RFC 3339 time"},
-		"beyond a week":    {pauseAnn(now.Add(8*24*time.Hour), "forever"), "more than 168h ahead"},
-		"blank reason":     {pauseAnn(now.Add(time.Hour), "  "), "no " + decide.PauseReasonAnnotation},
-		"reason too large": {pauseAnn(now.Add(time.Hour), strings.Repeat("x", 2000)), "longer than"},
+		"expired":                   {pauseAnn(t0, "maintenance"), "expired at"},
+		"no expiry":                 {map[string]string{decide.PauseReasonAnnotation: "maintenance"}, "no " + decide.PauseUntilAnnotation},
+		"no reason":                 {map[string]string{decide.PauseUntilAnnotation: now.Add(time.Hour).Format(time.RFC3339)}, "no " + decide.PauseReasonAnnotation},
+		"not a time":                {map[string]string{decide.PauseUntilAnnotation: "tomorrow", decide.PauseReasonAnnotation: "maintenance"}, "not an RFC 3339 time"},
+		"a duration":                {map[string]string{decide.PauseUntilAnnotation: "2h", decide.PauseReasonAnnotation: "maintenance"}, "not an RFC 3339 time"},
+		"beyond a week":             {pauseAnn(now.Add(8*24*time.Hour), "forever"), "more than 168h ahead"},
+		"blank reason":              {pauseAnn(now.Add(time.Hour), "  "), "no " + decide.PauseReasonAnnotation},
+		"reason too large":          {pauseAnn(now.Add(time.Hour), strings.Repeat("x", 2000)), "longer than"},
+		"reason too large in bytes": {pauseAnn(now.Add(time.Hour), strings.Repeat("😀", 200)), "longer than 512 bytes"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			s, _ := decide.Decide(pausedObs(c.ann)(t0), state.New(), cfg)
