@@ -155,6 +155,9 @@ func (p *pass) restartPod(t decide.Target) (alert.ActOutcome, bool) {
 		p.Log.Error().Err(err).Str("pod", t.Pod).Str("uid", t.UID).Msg("restart failed")
 	} else {
 		rec.Outcome, rec.DoneAt = state.RestartDone, &doneAt
+		if !result.At.IsZero() {
+			rec.ServerAt = &result.At
+		}
 		if result.Gone {
 			rec.Error = result.Detail
 		}

@@ -53,9 +53,13 @@ func replacedBy(s *state.State, p Pod, within time.Duration, now time.Time) *sta
 			continue
 		}
 		// Pod timestamps have whole seconds: a replacement started in the second
-		// of the claim counts as started after it.
-		claimed := r.ClaimedAt.Truncate(time.Second)
-		if r.Ineffective != "" || r.HealedAt != nil || p.StartedAt.Before(claimed) || p.StartedAt.Sub(claimed) > within {
+		// of the claim counts as started after it. Both by the API server's clock
+		// when known: a watchdog or kubelet clock off by seconds hides nothing.
+		claimed, started := r.ClaimedAt.Truncate(time.Second), p.StartedAt
+		if r.ServerAt != nil && !p.CreatedAt.IsZero() {
+			claimed, started = r.ServerAt.Truncate(time.Second), p.CreatedAt
+		}
+		if r.Ineffective != "" || r.HealedAt != nil || started.Before(claimed) || started.Sub(claimed) > within {
 			return nil
 		}
 		return r

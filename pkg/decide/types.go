@@ -138,6 +138,7 @@ type Pod struct {
 	// Running: the scheduler container runs; StartedAt is its current run's start.
 	Running       bool
 	StartedAt     time.Time
+	CreatedAt     time.Time // creationTimestamp, by the API server's clock
 	WaitingReason string
 	// The pod's controlling owner, normally a ReplicaSet of the scheduler Deployment.
 	ControllerKind string

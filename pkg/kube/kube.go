@@ -103,8 +103,17 @@ func (c *Client) ListPods(ctx context.Context, ns string, opts metav1.ListOption
 	return into[corev1.PodList](ctx, c.core.Get().Namespace(ns).Resource("pods").VersionedParams(&opts, params))
 }
 
-func (c *Client) DeletePod(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
-	return c.core.Delete().Namespace(ns).Resource("pods").Name(name).Body(&opts).Do(ctx).Error()
+// DeletePod returns the pod as the API server answered (nil when it answered a Status).
+func (c *Client) DeletePod(ctx context.Context, ns, name string, opts metav1.DeleteOptions) (*corev1.Pod, error) {
+	res := c.core.Delete().Namespace(ns).Resource("pods").Name(name).Body(&opts).Do(ctx)
+	if err := res.Error(); err != nil {
+		return nil, err
+	}
+	pod := &corev1.Pod{}
+	if res.Into(pod) != nil {
+		return nil, nil
+	}
+	return pod, nil
 }
 
 func (c *Client) ListEndpointSlices(ctx context.Context, ns string, opts metav1.ListOptions) (*discoveryv1.EndpointSliceList, error) {

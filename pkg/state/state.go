@@ -138,10 +138,13 @@ type OpenEpisode struct {
 // Restart is one restart, from claim to outcome. ResumedAt is when a later run took
 // over a claim its run left unfinished.
 type Restart struct {
-	Pod         string         `json:"pod"`
-	UID         string         `json:"uid"`
-	Method      string         `json:"method"`
-	ClaimedAt   time.Time      `json:"claimedAt"`
+	Pod       string    `json:"pod"`
+	UID       string    `json:"uid"`
+	Method    string    `json:"method"`
+	ClaimedAt time.Time `json:"claimedAt"`
+	// ServerAt is the restart's time by the API server's clock (the old pod's
+	// deletionTimestamp less its grace; the rollout patch's managedFields time).
+	ServerAt    *time.Time     `json:"serverAt,omitempty"`
 	ResumedAt   *time.Time     `json:"resumedAt,omitempty"`
 	Outcome     RestartOutcome `json:"outcome"`
 	DoneAt      *time.Time     `json:"doneAt,omitempty"`
@@ -418,7 +421,7 @@ func (s *State) Clone() *State {
 		})
 	})
 	c.Restarts = cloneEach(s.Restarts, func(r *Restart) {
-		r.DoneAt, r.ResumedAt, r.HealedAt = clonePtr(r.DoneAt), clonePtr(r.ResumedAt), clonePtr(r.HealedAt)
+		r.DoneAt, r.ResumedAt, r.HealedAt, r.ServerAt = clonePtr(r.DoneAt), clonePtr(r.ResumedAt), clonePtr(r.HealedAt), clonePtr(r.ServerAt)
 	})
 	c.Episodes, c.WouldRestarts = slices.Clone(s.Episodes), slices.Clone(s.WouldRestarts)
 	c.Alerts = cloneMap(s.Alerts, func(a *Alert) { a.LastSentAt = clonePtr(a.LastSentAt) })
