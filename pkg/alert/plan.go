@@ -177,6 +177,12 @@ func Plan(s *state.State, res decide.Result, acts []ActOutcome, runErr error, no
 		s.Alerts[ev] = &state.Alert{Event: ev, OpenedAt: now, Pod: t.Pod, Reason: state.Truncate(n.Reason, 300)}
 	}
 
+	if res.PauseNotice != "" {
+		n := newNotification(EventPauseInvalid, nil, res, now, cfg)
+		n.Reason = res.PauseNotice
+		out = append(out, n)
+	}
+
 	// Close what is no longer observed: everything when the scheduler is healthy
 	// again, which sends recovered once; blind alone on any other known verdict.
 	healthy := (res.Verdict == decide.VerdictHealthy || (res.Verdict == decide.VerdictNoNodes && !openEpisode(s))) && runErr == nil

@@ -323,4 +323,6 @@ type Result struct {
 	Warnings []string
 	// Pause is the Deployment's active pause: restarts are held, and reports say so.
 	Pause *Pause
+	// PauseNotice says, once per annotation, why a pause annotation was ignored or capped.
+	PauseNotice string
 }

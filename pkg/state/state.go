@@ -46,6 +46,14 @@ type State struct {
 	ObservedAt    time.Time      `json:"observedAt,omitzero"`
 	Backoff       *Backoff       `json:"backoff,omitempty"`
 	WouldRestarts []WouldRestart `json:"wouldRestarts,omitempty"` // shadow mode's, oldest first
+	// PauseNotice is the pause annotation last told as ignored or capped (decide).
+	PauseNotice *PauseNotice `json:"pauseNotice,omitempty"`
+}
+
+// PauseNotice is a pause annotation told once: a hash of its values, and when first seen.
+type PauseNotice struct {
+	Key   string    `json:"key"`
+	Since time.Time `json:"since"`
 }
 
 // WouldRestart is a restart shadow mode did not make: one per bad episode
@@ -428,7 +436,7 @@ func (s *State) Clone() *State {
 	// slices.Clone keeps "sinks": [] from coming back as null.
 	c.Outbox = cloneEach(s.Outbox, func(p *Pending) { p.Sinks, p.Payload = slices.Clone(p.Sinks), slices.Clone(p.Payload) })
 	c.Delivered = slices.Clone(s.Delivered)
-	c.LastRun = clonePtr(s.LastRun)
+	c.LastRun, c.PauseNotice = clonePtr(s.LastRun), clonePtr(s.PauseNotice)
 	c.Backoff = clonePtr(s.Backoff, func(b *Backoff) { b.HealthySince = clonePtr(b.HealthySince) })
 	return &c
 }
