@@ -77,6 +77,10 @@ func containerEnv(t *testing.T, ns string, c corev1.Container, podName string) [
 			out = append(out, e.Name+"="+string(v))
 		case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.name":
 			out = append(out, e.Name+"="+podName)
+		case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.uid":
+			out = append(out, e.Name+"=00000000-0000-0000-0000-00000000cafe") // no pod object stands behind the process
+		case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "status.podIP":
+			out = append(out, e.Name+"=192.0.2.10") // TEST-NET: an address of no one
 		case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.labels['batch.kubernetes.io/job-name']":
 			// As the CronJob controller names the Job of this minute's run.
 			out = append(out, fmt.Sprintf("%s=%s-%d", e.Name, podName, time.Now().Unix()/60))
