@@ -27,8 +27,12 @@ import (
 // Options configure a pass.
 type Options struct {
 	Decide decide.Config
-	// PlanConfig: the alerts' policy, the run's mode and the alerts' source.
-	alert.PlanConfig
+	// Alerts is the alerts' policy.
+	Alerts alert.PlanConfig
+	// Mode: live, a dry run or shadow.
+	Mode state.Mode
+	// Source is who sends the alerts.
+	Source alert.Source
 	// SampleInterval is how often a sample starts while confirming: no faster than
 	// the scheduler refreshes its gauges (docs/design.md, "The scheduler it guards").
 	SampleInterval time.Duration
@@ -52,7 +56,7 @@ type Runner struct {
 	// Evidence, when set, saves what the scheduler looked like just before a restart.
 	Evidence *evidence.Keeper
 	// Hold, when set, reads the firing alerts that hold restarts, just before one;
-	// it alone turns the firing-alerts gate on (Decide.HoldOnAlerts).
+	// it alone turns the firing-alerts gate on (decide.Observation.HoldOnAlerts).
 	Hold AlertHold
 	// Prober, when set, is the discovery probe.
 	Prober Prober
@@ -131,10 +135,7 @@ var claimBackoff = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jit
 // Run performs one pass. The report is filled as far as the pass got, also on error.
 func (r *Runner) Run(ctx context.Context) (*Report, error) {
 	start := r.Clock.Now()
-	// The firing-alerts gate is on exactly when there is a reader to ask.
-	run := *r
-	run.Decide.HoldOnAlerts = r.Hold != nil
-	p := &pass{Runner: &run, ctx: ctx, start: start, rep: &Report{Time: start.UTC(), DryRun: r.Mode == state.ModeDryRun,
+	p := &pass{Runner: r, ctx: ctx, start: start, rep: &Report{Time: start.UTC(), DryRun: r.Mode == state.ModeDryRun,
 		Shadow: r.Mode == state.ModeShadow, Namespace: r.Source.Namespace, Cluster: r.Source.Cluster,
 		ScrapeVia: r.ScrapeVia, Verdict: decide.VerdictUnknown, Action: decide.ActionNone}}
 	defer func() { p.rep.Took = r.Clock.Since(start).Round(time.Millisecond).String() }()
@@ -258,9 +259,10 @@ func (p *pass) observe(consistent bool) (decide.Observation, error) {
 	began := p.Clock.Now()
 	defer func() { p.slowest = max(p.slowest, p.Clock.Since(began)) }()
 	obs, err := read(p.ctx)
-	obs.RunStart = p.start
+	// The firing-alerts gate is on exactly when there is a reader to ask.
+	obs.RunStart, obs.HoldOnAlerts = p.start, p.Hold != nil
 	if err == nil && p.Prober != nil {
-		p.Prober.Read(p.ctx, &obs, p.Decide)
+		p.Prober.Read(p.ctx, &obs, p.Decide.Selection)
 	}
 	return obs, err
 }

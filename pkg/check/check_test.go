@@ -17,8 +17,8 @@ import (
 )
 
 // Unit tests of the pass (observe, decide, confirm, re-read, claim, act, alert,
-// persist) over in-memory fakes and a fake clock. test/integration runs the same
-// behaviours end to end on a real API server.
+// persist) over in-memory fakes and a fake clock: the pass's own logic. What the
+// API server does is test/integration's, the decision's rules pkg/decide's.
 
 // The path every other test departs from: a wedge first seen waits (no consistent
 // read, no Deployment read), and once due it is restarted, recorded, and alerted.
@@ -148,11 +148,10 @@ func TestRestartTakesItsThreeReadsInTheGatesOrder(t *testing.T) {
 	}
 }
 
-// The firing-alerts gate is on exactly when the Runner has a reader to ask: a
-// configuration saying hold, without one, holds nothing and asks nobody.
+// The firing-alerts gate is on exactly when the Runner has a reader to ask:
+// without one, it holds nothing and asks nobody.
 func TestNoHoldWithoutAReader(t *testing.T) {
 	h := newHarness(t)
-	h.opts.Decide.HoldOnAlerts = true
 	h.wedgedAndDue()
 	rep, err := h.pass()
 	if err != nil || rep.Action != decide.ActionRestart {
@@ -164,51 +163,6 @@ func TestNoHoldWithoutAReader(t *testing.T) {
 				t.Errorf("%s: gate %s %q with no reader", tg.Pod, g.Name, g.Detail)
 			}
 		}
-	}
-}
-
-// Two passes race for one restart. The other claims (and restarts) between our
-// read of the state and our claim: our claim conflicts, we re-read and judge
-// again from its state, and do nothing; in particular we page no restart-blocked
-// (a restart in progress is not a blocked restart).
-func TestClaimLostIsReJudged(t *testing.T) {
-	h := newHarness(t)
-	h.wedgedAndDue()
-	other := newHarness(t) // the other pass: same state, same cluster, own hands
-	other.clk, other.store, other.obs = h.clk, h.store, h.obs
-	var otherRep *check.Report
-	h.store.saveHooks = []func() error{func() error {
-		var err error
-		otherRep, err = other.pass()
-		return err
-	}}
-	sentBefore, eventsBefore := len(h.sink.events()), len(h.events.list())
-
-	rep, err := h.pass()
-	if err != nil {
-		t.Fatalf("the losing pass failed: %v", err)
-	}
-	if otherRep == nil || len(otherRep.Restarts) != 1 || other.restarts() != 1 {
-		t.Fatalf("the other pass did not restart: the test proves nothing (%+v)", otherRep)
-	}
-	if !strings.Contains(h.logs.String(), "lost the restart claim race") {
-		t.Fatal("our claim did not conflict: the test proves nothing")
-	}
-	if h.restarts() != 0 || len(rep.Restarts) != 0 {
-		t.Fatalf("the loser restarted too: %d restarts, report %+v", h.restarts(), rep.Restarts)
-	}
-	if rep.Action != decide.ActionBlocked || !strings.Contains(rep.Reason, "restart already in progress") {
-		t.Errorf("the loser: %s: %s, want blocked by the restart in progress", rep.Action, rep.Reason)
-	}
-	if got := h.sink.events()[sentBefore:]; contains(got, alert.EventRestartBlocked) || contains(got, alert.EventRestarted) {
-		t.Errorf("the loser sent %v", got)
-	}
-	if got := h.events.list()[eventsBefore:]; contains(got, alert.Spec(alert.EventRestartBlocked).Reason) {
-		t.Errorf("the loser left %v", got)
-	}
-	s := h.store.current(t)
-	if len(s.Restarts) != 1 || s.Restarts[0].Outcome != state.RestartDone {
-		t.Errorf("stored restarts %+v, want the winner's one, done", s.Restarts)
 	}
 }
 
@@ -414,43 +368,6 @@ func TestFailedDeliveryIsRetriedNextPass(t *testing.T) {
 	}
 }
 
-// A pass that cannot list the pods observed nothing: it pauses the wedge clock,
-// so the next wedged observation does not count the gap around it.
-func TestFailedRunPausesTheWedgeClock(t *testing.T) {
-	for _, failed := range []bool{false, true} {
-		h := newHarness(t)
-		if rep, err := h.pass(); err != nil || rep.Action != decide.ActionWait {
-			t.Fatalf("first sight: %s %v", rep.Action, err)
-		}
-		h.clk.Step(5 * time.Minute)
-		if failed {
-			h.obs.see = podsForbidden
-			if _, err := h.pass(); errWhat(err) != "observe" {
-				t.Fatalf("a pass that cannot list pods: %v", err)
-			}
-			h.obs.see = wedgedWeak
-		}
-		h.clk.Step(5 * time.Minute)
-		rep, err := h.pass()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !failed {
-			// Without the failed run, ten minutes wedged are past --wedged-for.
-			if rep.Action != decide.ActionRestart || h.restarts() != 1 {
-				t.Fatalf("control: %s after ten minutes wedged, want restart", rep.Action)
-			}
-			continue
-		}
-		if rep.Verdict != decide.VerdictWedged || rep.Action != decide.ActionWait || h.restarts() != 0 {
-			t.Fatalf("after a failed run: %s/%s, %d restarts, want wedged/wait", rep.Verdict, rep.Action, h.restarts())
-		}
-		if d := rep.Targets[0].BadFor.D(); d != 0 {
-			t.Errorf("wedged for %s after a failed run: its gap was counted", d)
-		}
-	}
-}
-
 // Strong evidence is confirmed by sampling within the pass, never past the run's
 // deadline (less what acting and persisting need): when the deadline cuts it
 // short the pass says so and the next run continues; with time enough, the pass
@@ -503,36 +420,6 @@ func TestConfirmationWithinTheDeadline(t *testing.T) {
 	}
 }
 
-// A dry run decides as a real one but touches nothing: no state written, no
-// restart, nothing sent, no Event.
-func TestDryRunTouchesNothing(t *testing.T) {
-	h := newHarness(t)
-	h.wedgedAndDue()
-	data, saves, sent, evs := h.store.Data(), h.store.written(), len(h.sink.events()), len(h.events.list())
-	h.opts.Mode = state.ModeDryRun
-	rep, err := h.pass()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rep.Action != decide.ActionRestart || !rep.DryRun {
-		t.Fatalf("dry run: %s (dry run %t), want a restart it would make", rep.Action, rep.DryRun)
-	}
-	if h.restarts() != 0 || h.store.written() != saves || rep.StateWritten {
-		t.Errorf("dry run restarted %d, wrote state %d times", h.restarts(), h.store.written()-saves)
-	}
-	if got := h.store.Data(); got[statestore.DataKey] != data[statestore.DataKey] {
-		t.Error("dry run changed the stored state")
-	}
-	if len(h.sink.events()) != sent || len(h.events.list()) != evs {
-		t.Errorf("dry run sent %v, left Events %v", h.sink.events()[sent:], h.events.list()[evs:])
-	}
-	for _, d := range rep.Alerts {
-		if !d.DryRun {
-			t.Errorf("delivery %+v not marked dry run", d)
-		}
-	}
-}
-
 // A pass cut short by its own shutdown (context cancelled) sends nothing, pages
 // no watchdog-error, logs no error, and saves what it knows with outcome
 // "interrupted".
@@ -546,7 +433,7 @@ func TestShutdownSendsNothing(t *testing.T) {
 			h.opts.Decide.ConfirmWindow = 90 * time.Second
 			h.obs.see = wedgedStrong
 			waits := 0
-			h.clk.onWait = func(time.Duration) bool {
+			h.clk.OnWait = func(time.Duration) bool {
 				if waits++; waits == 3 {
 					cancel() // SIGTERM while waiting for the next sample
 					return false

@@ -96,7 +96,7 @@ func (p *pass) saveRetrying(step Step, save func() error, again func() bool) *Er
 // cannot be written otherwise sends anyway: a duplicate page is better than none.
 func (p *pass) claimAlerts(d *deliver.Dispatcher, acts []alert.ActOutcome, runErr error) []alert.Notification {
 	base := p.next.Clone() // before Plan records anything
-	notes := alert.Plan(p.next, p.res, acts, runErr, p.Clock.Now(), p.PlanConfig)
+	notes := alert.Plan(p.next, p.res, acts, runErr, p.Clock.Now(), p.Source, p.Mode, p.Alerts)
 	if p.Mode == state.ModeDryRun || len(notes) == 0 {
 		return notes
 	}
@@ -111,7 +111,7 @@ func (p *pass) claimAlerts(d *deliver.Dispatcher, acts []alert.ActOutcome, runEr
 		p.decide(p.snap.State)
 		decide.CountRun(p.next, p.res.Verdict)
 		p.keepOwnRestarts(p.next, base, acts)
-		notes = alert.Plan(p.next, p.res, acts, runErr, p.Clock.Now(), p.PlanConfig)
+		notes = alert.Plan(p.next, p.res, acts, runErr, p.Clock.Now(), p.Source, p.Mode, p.Alerts)
 		return len(notes) > 0
 	}); failure != nil {
 		p.Log.Warn().Err(failure).Msg("cannot record the alerts before sending them: sending anyway")
@@ -202,7 +202,7 @@ func (p *pass) failRun(failure *Error) error {
 	s.LastRun = p.lastRun(p.Clock.Now(), unknown(failure.Step.What+" failed"), failure)
 	decide.CountRun(s, decide.VerdictUnknown)
 	// Send before saving, so the outbox keeps what failed and drops what was delivered.
-	p.reportDeliveries(p.sendFailure(s, alert.PlanFailure(s, failure, p.Clock.Now(), p.PlanConfig)))
+	p.reportDeliveries(p.sendFailure(s, alert.PlanFailure(s, failure, p.Clock.Now(), p.Source, p.Mode, p.Alerts)))
 	if err := p.saveWithin(s, failureSaveBudget); err != nil {
 		p.Log.Error().Err(err).Msg("could not record the failed run in state either")
 	}
@@ -254,7 +254,7 @@ func (p *pass) alertFailure(s *state.State, failure *Error) {
 	// would be delivered again; and no failed delivery is kept.
 	c := s.Clone()
 	c.Outbox = nil
-	ds := p.sendFailure(c, alert.PlanFailure(s.Clone(), failure, p.Clock.Now(), p.PlanConfig))
+	ds := p.sendFailure(c, alert.PlanFailure(s.Clone(), failure, p.Clock.Now(), p.Source, p.Mode, p.Alerts))
 	for i := range ds {
 		ds[i].Kept = false
 	}

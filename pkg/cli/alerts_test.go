@@ -64,7 +64,7 @@ func TestFailPingCarriesOnlyACategory(t *testing.T) {
 func TestUnsignedWebhookWarnsEveryRun(t *testing.T) {
 	for _, o := range []AlertOptions{{WebhookURL: "https://h.example.com/x"}, {WebhookURL: "https://h.example.com/x", WebhookSecret: strings.Repeat("k", 32)}, {}} {
 		rep := &check.Report{}
-		p := &pass{Runner: &check.Runner{Log: zerolog.Nop()}, f: &checkFlags{alerts: o}}
+		p := &wired{Runner: &check.Runner{Log: zerolog.Nop()}, f: &checkFlags{alerts: o}}
 		p.warnUnsigned(rep)
 		if unsigned := o.WebhookURL != "" && o.WebhookSecret == ""; unsigned != (len(rep.Warnings) == 1 && strings.Contains(rep.Warnings[0], "unsigned")) {
 			t.Errorf("webhook %q, secret set %v: warnings %q", o.WebhookURL, o.WebhookSecret != "", rep.Warnings)

@@ -127,9 +127,9 @@ and exits 0 or 2 without any API call.`,
 	return cmd
 }
 
-// pass is a wired pass with what its caller reports: the observer's client and
-// API server, the state (for the pushed totals).
-type pass struct {
+// wired is a check.Runner wired from the flags, with what its caller reports: the
+// observer's client and API server, the state (for the pushed totals).
+type wired struct {
 	*check.Runner
 	f     *checkFlags
 	obs   *observe.Observer
@@ -137,7 +137,7 @@ type pass struct {
 }
 
 // run is one pass, then the heartbeat ping.
-func (p *pass) run(ctx context.Context) (*check.Report, error) {
+func (p *wired) run(ctx context.Context) (*check.Report, error) {
 	rep, err := p.Run(ctx)
 	p.warnUnsigned(rep)
 	pingHeartbeat(ctx, &p.f.alerts, err, p.f.check.DryRun, p.Log)
@@ -146,7 +146,7 @@ func (p *pass) run(ctx context.Context) (*check.Report, error) {
 
 // warnUnsigned warns on every run that the webhook's requests are unsigned: the
 // choice of docs/alerts.md, "Signature" (refusing would break 0.1.0 installs).
-func (p *pass) warnUnsigned(rep *check.Report) {
+func (p *wired) warnUnsigned(rep *check.Report) {
 	if a := p.f.alerts; a.WebhookURL != "" && a.WebhookSecret == "" && rep != nil {
 		const w = "--webhook-url without --webhook-secret: the webhook's requests are unsigned, and its receiver cannot tell them from anyone's"
 		p.Log.Warn().Msg(w)
@@ -155,10 +155,10 @@ func (p *pass) warnUnsigned(rep *check.Report) {
 }
 
 // setup wires a pass of validated flags on clk: logger, API client, sinks, runner.
-func (f *checkFlags) setup(stderr io.Writer, clk clock.Clock) (*pass, error) {
+func (f *checkFlags) setup(stderr io.Writer, clk clock.Clock) (*wired, error) {
 	log := newLogger(&f.cluster, stderr)
 	opts := f.options()
-	o, err := f.observer(clk, opts.Decide)
+	o, err := f.observer(clk)
 	if err != nil {
 		return nil, err
 	}
@@ -190,7 +190,7 @@ func (f *checkFlags) setup(stderr io.Writer, clk clock.Clock) (*pass, error) {
 	if pr := f.prober(o, clk, log); pr != nil {
 		prober = pr
 	}
-	return &pass{Runner: &check.Runner{
+	return &wired{Runner: &check.Runner{
 		Options:   opts,
 		Observer:  o,
 		Store:     store,
@@ -207,8 +207,8 @@ func (f *checkFlags) setup(stderr io.Writer, clk clock.Clock) (*pass, error) {
 
 // observer is what a pass (and doctor) reads, and how: the objects, and the
 // scheduler pods' metrics by --scrape-via resolved, with the same time and size
-// bounds on both paths; d is the pass's decision configuration, which says what to read.
-func (f *checkFlags) observer(clk clock.PassiveClock, d decide.Config) (*observe.Observer, error) {
+// bounds on both paths.
+func (f *checkFlags) observer(clk clock.PassiveClock) (*observe.Observer, error) {
 	client, cfg, err := newClient(&f.cluster)
 	if err != nil {
 		return nil, err
@@ -238,7 +238,7 @@ func (f *checkFlags) observer(clk clock.PassiveClock, d decide.Config) (*observe
 		MetricsPort: o.MetricsPort,
 		MetricsPath: o.MetricsPath,
 		Deployment:  o.Deployment,
-		Decide:      d,
+		Reads:       observe.Reads{Selection: o.Selection, Rollout: o.RestartMethod == decide.MethodRollout},
 		Clock:       clk,
 	}, nil
 }
@@ -254,13 +254,13 @@ func (f *checkFlags) options() check.Options {
 	d.ProbeWindow = f.probe.window()
 	return check.Options{
 		Decide: d,
-		PlanConfig: alert.PlanConfig{
+		Alerts: alert.PlanConfig{
 			RealertInterval: f.alerts.RealertInterval,
 			BlindAfter:      f.alerts.BlindAfter,
 			WedgedFor:       f.check.WedgedFor,
-			Source:          f.alerts.source(f.cluster.Namespace),
-			Mode:            f.check.mode(),
 		},
+		Mode:           f.check.mode(),
+		Source:         f.alerts.source(f.cluster.Namespace),
 		SampleInterval: f.check.SampleInterval,
 		StateConfigMap: f.cluster.StateConfigMap,
 		OutboxKey:      []byte(f.alerts.OutboxKey),

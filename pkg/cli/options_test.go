@@ -129,7 +129,7 @@ func TestValidateReportsEveryInvalidFlagInDeclarationOrder(t *testing.T) {
 	o := CheckOptions{SchedulerSelector: "app=x", Deployment: "sched", MetricsPort: 0, NodesPort: 0, MetricsPath: "/metrics", ScrapeTimeout: time.Second,
 		MetricsMaxBytes: 4096, NodesService: "nodes", SampleInterval: time.Second, ScrapeVia: "auto",
 		Config: decide.Config{WedgedFor: time.Minute, RestartWindow: time.Hour, BackoffMax: time.Hour, RestartMethod: "delete",
-			JudgePods: "deployment", MaxPods: 10}}
+			Selection: decide.Selection{JudgePods: "deployment", MaxPods: 10}}}
 	err := o.Validate(DefaultTimeout)
 	var ue *UsageError
 	if !errors.As(err, &ue) {

@@ -160,7 +160,7 @@ func runPasses(ctx context.Context, f *checkFlags, ro *RunOptions, stderr io.Wri
 
 // lead runs l's passes until ctx ends: at once, or while this replica holds the
 // --leader-elect-lease with --leader-elect.
-func lead(ctx context.Context, l *loop.Loop, ro *RunOptions, namespace string, p *pass, clk clock.Clock) error {
+func lead(ctx context.Context, l *loop.Loop, ro *RunOptions, namespace string, p *wired, clk clock.Clock) error {
 	if !ro.LeaderElect {
 		l.Lead(ctx)
 		return nil
@@ -180,7 +180,7 @@ func lead(ctx context.Context, l *loop.Loop, ro *RunOptions, namespace string, p
 
 // watchPasses tells l, every interval, whether the state ConfigMap changed: every
 // completed pass writes it, whichever replica leads (a standby's /healthz).
-func watchPasses(ctx context.Context, l *loop.Loop, p *pass, clk clock.Clock) {
+func watchPasses(ctx context.Context, l *loop.Loop, p *wired, clk clock.Clock) {
 	seen := ""
 	for ctx.Err() == nil {
 		if cm, err := p.obs.Client.GetConfigMap(ctx, p.store.Namespace, p.store.Name); err == nil {

@@ -198,7 +198,7 @@ type FiringAlerts struct {
 // the restart through (docs/design.md, "Holding restarts while alerts fire"):
 // the wedge is certain, the outage behind the alerts only suspected.
 func alertsGate(p *judgedPod) Gate {
-	if !p.cfg.HoldOnAlerts {
+	if !p.obs.HoldOnAlerts {
 		return Gate{}
 	}
 	a := p.obs.Alerts

@@ -90,6 +90,9 @@ type Config struct {
 	OutboxKey bool
 	// Probe is the run's discovery probe, nil when off.
 	Probe *probe.Prober
+	// RestartMethod and MaxRestarts say which rights a restart needs.
+	RestartMethod string
+	MaxRestarts   int
 }
 
 // Doctor runs the checks.
@@ -184,8 +187,8 @@ func Skew(before, after, date time.Time) time.Duration {
 // needs reads whether the objects the watchdog may create exist.
 func (d *Doctor) needs(ctx context.Context) Needs {
 	n := Needs{
-		StateConfigMap: d.StateConfigMap, Deployment: d.Deployment, RestartMethod: d.Decide.RestartMethod, JudgePods: d.Decide.JudgePods,
-		MaxRestarts: d.Decide.MaxRestarts, LeaderLease: d.Decide.LeaderLease, ElectionLease: d.ElectionLease, WatchEndpoints: d.WatchEndpoints,
+		StateConfigMap: d.StateConfigMap, Deployment: d.Deployment, RestartMethod: d.RestartMethod, JudgePods: d.Reads.JudgePods,
+		MaxRestarts: d.MaxRestarts, LeaderLease: d.Reads.LeaderLease, ElectionLease: d.ElectionLease, WatchEndpoints: d.WatchEndpoints,
 		ScrapeViaAPIServer: d.Via == scrape.ViaAPIServer,
 		EvidenceConfigMap:  d.EvidenceConfigMap, EvidenceLogs: d.EvidenceLogs,
 	}
@@ -286,12 +289,12 @@ func (d *Doctor) checkJudged(ctx context.Context, pods []corev1.Pod) {
 	for i := range pods {
 		obs.Pods = append(obs.Pods, d.Describe(&pods[i]))
 	}
-	if d.Decide.JudgePods == decide.JudgeDeployment {
+	if d.Reads.JudgePods == decide.JudgeDeployment {
 		obs.Ownership = d.Ownership(ctx, obs.Pods)
 	}
-	cfg := d.Decide
-	cfg.LeaderLease = "" // which pod leads is the run's to read
-	judged, notJudged, problem := decide.Judged(obs, cfg)
+	sel := d.Reads.Selection
+	sel.LeaderLease = "" // which pod leads is the run's to read
+	judged, notJudged, problem := decide.Judged(obs, sel)
 	detail := "judged: " + join(judged, ", ", func(p decide.Pod) string { return p.Name })
 	if skipped := slices.DeleteFunc(slices.Clone(obs.Pods), func(p decide.Pod) bool { return notJudged[p.UID] == "" }); len(skipped) > 0 {
 		detail += "; not judged: " + join(skipped, "; ", func(p decide.Pod) string {
@@ -305,13 +308,13 @@ func (d *Doctor) checkJudged(ctx context.Context, pods []corev1.Pod) {
 			// Not a wrong name: the reads were refused or failed (a Role of one's own
 			// from before --judge-pods deployment lacks get replicasets).
 			hint = fmt.Sprintf("the watchdog needs get deployments/%s and get replicasets in %s to tell the Deployment's pods (the chart's Role grants both; see the permission checks), or --judge-pods selector (chart: scheduler.judgePods) for a scheduler that no Deployment runs", d.Deployment, d.Namespace)
-		} else if d.Decide.JudgePods == decide.JudgeDeployment {
+		} else if d.Reads.JudgePods == decide.JudgeDeployment {
 			hint += ", or --judge-pods selector (chart: scheduler.judgePods) for a scheduler that no Deployment runs"
 		} else {
 			hint = "narrow --scheduler-selector (chart: scheduler.selector) to the scheduler's pods, or raise --max-pods"
 		}
 		d.fail(GroupScheduler, name, problem, hint)
-	case len(judged) > 1 && d.Decide.LeaderLease == "":
+	case len(judged) > 1 && d.Reads.LeaderLease == "":
 		d.warn(GroupScheduler, name, fmt.Sprintf("%d pods are judged and --leader-lease is not set: %s", len(judged), detail),
 			"no restart will happen while several pods are judged (the single-target gate cannot tell which leads): set --leader-lease (chart: scheduler.leaderLease) for an HA scheduler; with --judge-pods selector, narrow --scheduler-selector or use --judge-pods deployment")
 	default:
@@ -431,16 +434,16 @@ func (d *Doctor) checkObjects(ctx context.Context) {
 	}
 
 	const lname = "scheduler leader Lease exists"
-	if d.Decide.LeaderLease == "" {
+	if d.Reads.LeaderLease == "" {
 		d.skip(GroupObjects, lname, "--leader-lease is not set: every pod a run judges is a target (see the Scheduler checks)")
 	} else {
-		lease, err := d.Client.GetLease(ctx, d.Namespace, d.Decide.LeaderLease)
+		lease, err := d.Client.GetLease(ctx, d.Namespace, d.Reads.LeaderLease)
 		switch {
 		case apierrors.IsNotFound(err):
-			d.fail(GroupObjects, lname, fmt.Sprintf("Lease %s/%s not found", d.Namespace, d.Decide.LeaderLease),
+			d.fail(GroupObjects, lname, fmt.Sprintf("Lease %s/%s not found", d.Namespace, d.Reads.LeaderLease),
 				"set --leader-lease (chart: scheduler.leaderLease) to the Lease the scheduler's replicas elect their leader through, or leave it empty for a single scheduler")
 		case err != nil:
-			d.fail(GroupObjects, lname, fmt.Sprintf("get Lease %s/%s: %v", d.Namespace, d.Decide.LeaderLease, err), "see the permission checks above")
+			d.fail(GroupObjects, lname, fmt.Sprintf("get Lease %s/%s: %v", d.Namespace, d.Reads.LeaderLease, err), "see the permission checks above")
 		default:
 			holder := cmp.Or(ptr.Deref(lease.Spec.HolderIdentity, ""), "nobody")
 			d.pass(GroupObjects, lname, fmt.Sprintf("%s, held by %s", lease.Name, holder))

@@ -189,7 +189,7 @@ func TestTooManyPodsAreNotScraped(t *testing.T) {
 		gone := runningPods(1)[0]
 		gone.Name, gone.UID, gone.DeletionTimestamp = "sched-old", "uid-old", &metav1.Time{Time: time.Now()}
 		o := newObserver(t, append(pods, gone), srv.URL)
-		o.Decide.MaxPods = tc.max
+		o.Reads.MaxPods = tc.max
 		if _, err := o.Observe(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -279,7 +279,7 @@ func TestOnlyTheDeploymentsPodsAreRead(t *testing.T) {
 			defer metrics.Close()
 			o := newObserver(t, nil, metrics.URL)
 			o.Client, o.Endpoints.Client = c, c
-			o.Deployment, o.Decide.JudgePods, o.Decide.MaxPods = "agentenv-scheduler", decide.JudgeDeployment, tc.max
+			o.Deployment, o.Reads.JudgePods, o.Reads.MaxPods = "agentenv-scheduler", decide.JudgeDeployment, tc.max
 			obs, err := o.Observe(context.Background())
 			if err != nil {
 				t.Fatal(err)
@@ -329,7 +329,7 @@ func TestOnlyTheDeploymentsPodsAreRead(t *testing.T) {
 			mu.Unlock()
 			if tc.owned {
 				before = count()
-				o.Decide.RestartMethod = decide.MethodRollout
+				o.Reads.Rollout = true
 				if r := o.Rollout(context.Background(), obs.Pods[0]); !r.Owners[obs.Pods[0].UID].Verified || count()-before != 1 {
 					t.Errorf("the rollout gate's read: %+v, %d reads, want a fresh one", r.Owners, count()-before)
 				}

@@ -135,7 +135,7 @@ func (p *Prober) object(node string, ip net.IP) *discoveryv1.EndpointSlice {
 
 // Read gives each pod the observation judges its reading, one after the other (they
 // share the canary), and retires the canary once every judged process showed it.
-func (p *Prober) Read(ctx context.Context, obs *decide.Observation, cfg decide.Config) {
+func (p *Prober) Read(ctx context.Context, obs *decide.Observation, sel decide.Selection) {
 	if p.Mode == Off || p.Mode == "" {
 		return
 	}
@@ -146,7 +146,7 @@ func (p *Prober) Read(ctx context.Context, obs *decide.Observation, cfg decide.C
 		p.canary = p.write(ctx)
 	}
 	obs.Probing = true
-	judged, _, _ := decide.Judged(*obs, cfg)
+	judged, _, _ := decide.Judged(*obs, sel)
 	p.judged = p.judged[:0]
 	for _, j := range judged {
 		p.judged = append(p.judged, p.AddrOf(j))

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -191,40 +190,6 @@ func (s *scenario) rawState(t *testing.T) (data, resourceVersion string) {
 	return cm.Data[statestore.DataKey], cm.ResourceVersion
 }
 
-// Two overlapping runs restart once, and the run that lost the claim does not page
-// restart-blocked: a restart already in progress is not a blocked restart.
-func TestRaceLoserDoesNotPage(t *testing.T) {
-	rcv := newReceiver(t)
-	s := newScenario(t, layout{serving: 3, page: fixture(t, "scheduler-metrics-discovery-dead.txt")})
-	s.check().expect(t, 0, "wedged", "wait")
-	waitPastWedgedFor()
-	results := s.race(4, "--webhook-url", rcv.url(webhookPath), "--webhook-secret", hmacKey)
-	restarted, blocked := 0, 0
-	for _, r := range results {
-		if r.code != 0 {
-			t.Fatalf("a racing run failed: exit %d\n%s", r.code, r.stderr)
-		}
-		restarted += len(r.report.Restarts)
-		if r.report.Action == "blocked" {
-			blocked++
-			if !strings.Contains(r.report.Reason, "restart already in progress") && !strings.Contains(r.report.Reason, "observed this pod later") {
-				t.Errorf("a losing run's reason: %s", r.report.Reason)
-			}
-		}
-	}
-	if restarted != 1 {
-		t.Fatalf("%d restarts, want 1", restarted)
-	}
-	for _, n := range eventNames(webhooks(t, rcv.since(0, webhookPath))) {
-		if n == "restart-blocked" {
-			t.Fatalf("the loser of the race paged restart-blocked (blocked runs: %d)", blocked)
-		}
-	}
-	if evs := s.events(s.pod.Name, alert.Spec(alert.EventRestartBlocked).Reason); len(evs) != 0 {
-		t.Errorf("%d restart-blocked Events", len(evs))
-	}
-}
-
 // Two runs at once (the CronJob controller's Forbid is no guarantee: it ran two
 // Jobs after an API-server restart) page once per problem, even when the receiver
 // answers slowly: the run that loses the alert claim re-reads the winner's state,
@@ -257,56 +222,6 @@ func TestOverlappingRunsPageOnce(t *testing.T) {
 		if len(st.Outbox) != 0 {
 			t.Errorf("round %d: outbox %+v, want empty: the page was delivered", round, st.Outbox)
 		}
-	}
-}
-
-// A run whose write loses to a run that observed later merges its older
-// observation: the newer record stands (the newer counters are not a "counter
-// reset", the episode is not closed as "process restarted").
-func TestOlderObservationMergedIntoNewerState(t *testing.T) {
-	s := newScenario(t, layout{serving: 3, page: fixture(t, "scheduler-metrics-healthy.txt")})
-	s.check().expect(t, 0, "healthy", "none")
-	dead := fixture(t, "scheduler-metrics-discovery-dead.txt")
-	s.metrics.SetPage(dead)
-
-	// Run A observes, then is held by a slow alert receiver before it writes.
-	slow := newReceiver(t)
-	slow.setHang(true)
-	var a result
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		a = s.check("--webhook-url", slow.url(webhookPath), "--alert-timeout", "2s")
-	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for slow.count() == 0 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	if slow.count() == 0 {
-		t.Fatal("run A never reached its alert delivery")
-	}
-	// Run B observes later, with the rejected counter risen, and writes first.
-	s.metrics.SetPage(strings.Replace(dead, `status="invalid_argument"} 11`, `status="invalid_argument"} 40`, 1))
-	b := s.check()
-	b.expect(t, 0, "wedged", "wait")
-	slow.setHang(false)
-	wg.Wait()
-	if a.code != 0 {
-		t.Fatalf("run A: exit %d\n%s", a.code, a.stderr)
-	}
-	if !strings.Contains(a.stderr, "merging") {
-		t.Fatalf("run A did not merge into B's state:\n%s", a.stderr)
-	}
-	st, _ := s.state()
-	for _, e := range st.Episodes {
-		if e.Outcome == "process restarted" {
-			t.Fatalf("the older observation closed the episode as a process restart: %+v", st.Episodes)
-		}
-	}
-	p := st.Pods[string(s.pod.UID)]
-	if p == nil || p.Counters == nil || p.Counters.HeartbeatRejected != 40 || p.Episode == nil {
-		t.Fatalf("B's newer record was rewound: %+v", p)
 	}
 }
 
