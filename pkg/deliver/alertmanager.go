@@ -311,9 +311,8 @@ func (h *AlertHold) firingAt(ctx context.Context, p *Poster, hdr http.Header) (m
 		}
 		cut := false
 		err := p.exchange(httpbound.WithLimit(ctx, left), http.MethodGet, p.url+"?"+q.Encode(), nil, hdr, func(r io.Reader) error {
-			cr := &countingReader{r: r}
-			err := matchStream(cr, set, found)
-			left, cut = left-cr.n, errors.Is(err, httpbound.ErrTooLarge)
+			read, err := matchStream(r, set, found)
+			left, cut = left-read, errors.Is(err, httpbound.ErrTooLarge)
 			return err
 		})
 		if cut && len(found) > 0 {
@@ -327,18 +326,19 @@ func (h *AlertHold) firingAt(ctx context.Context, p *Poster, hdr http.Header) (m
 }
 
 // matchStream decodes a JSON list of alerts one at a time, adding to found those
-// that match set and are neither the watchdog's nor ChartWedgeRules.
-func matchStream(r io.Reader, set amlabels.Matchers, found map[string]bool) error {
+// that match set and are neither the watchdog's nor ChartWedgeRules; it returns
+// about how many bytes it read (the decoder's offset).
+func matchStream(r io.Reader, set amlabels.Matchers, found map[string]bool) (int64, error) {
 	dec := json.NewDecoder(r)
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
-		return fmt.Errorf("answer is not a list of alerts (%v)", err)
+		return dec.InputOffset(), fmt.Errorf("answer is not a list of alerts (%v)", err)
 	}
 	for dec.More() {
 		var al struct {
 			Labels map[string]string `json:"labels"`
 		}
 		if err := dec.Decode(&al); err != nil {
-			return err
+			return dec.InputOffset(), err
 		}
 		// A missing label is "", as Alertmanager reads it.
 		matches := !slices.ContainsFunc(set, func(m *amlabels.Matcher) bool { return !m.Matches(al.Labels[m.Name]) })
@@ -350,18 +350,7 @@ func matchStream(r io.Reader, set amlabels.Matchers, found map[string]bool) erro
 		}
 	}
 	_, err := dec.Token()
-	return err
-}
-
-type countingReader struct {
-	r io.Reader
-	n int64
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	return n, err
+	return dec.InputOffset(), err
 }
 
 // describe names an alert as alertname{the other labels}.

@@ -60,13 +60,6 @@ func (c Count) Check(namespace, service string, port int32) error {
 // MaxNodes bounds the unique node ids a count keeps: beyond, it is refused (unknown).
 const MaxNodes = 20000
 
-// CountNodes counts list at once (Counter, for a list already read).
-func CountNodes(list []discoveryv1.EndpointSlice, port int32) Count {
-	k := Counter{Port: port}
-	_ = k.Add(list)
-	return k.Count()
-}
-
 // Counter applies the scheduler's discovery rules page by page to the slices
 // carrying Port (docs/design.md, "What discovery counts as a node"), keeping node
 // ids, never slices; conditions.ready is ignored: the Service publishes not-ready

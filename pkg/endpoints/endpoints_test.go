@@ -33,6 +33,13 @@ func slice(port int32, eps ...ep) discoveryv1.EndpointSlice {
 	return s
 }
 
+// countNodes counts a list at once.
+func countNodes(list []discoveryv1.EndpointSlice, port int32) Count {
+	k := Counter{Port: port}
+	_ = k.Add(list)
+	return k.Count()
+}
+
 func TestCountNodes(t *testing.T) {
 	yes, no := ptr.To(true), ptr.To(false)
 	cases := []struct {
@@ -61,7 +68,7 @@ func TestCountNodes(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := CountNodes(tc.slices, 8000)
+			got := countNodes(tc.slices, 8000)
 			if got.Serving != tc.wantServing || got.Lingering != tc.wantLingering {
 				t.Errorf("got serving=%d lingering=%d, want %d and %d", got.Serving, got.Lingering, tc.wantServing, tc.wantLingering)
 			}
@@ -84,7 +91,7 @@ func TestCounterPageByPage(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got, want := k.Count(), CountNodes(append(pages[0], pages[1]...), 8000); got.Serving != want.Serving || got.Lingering != want.Lingering ||
+	if got, want := k.Count(), countNodes(append(pages[0], pages[1]...), 8000); got.Serving != want.Serving || got.Lingering != want.Lingering ||
 		got.AllSlices != 3 || got.Slices != 2 || len(got.OtherPorts) != 1 || got.Serving != 1 || got.Lingering != 1 {
 		t.Errorf("page by page %+v, at once %+v", got, want)
 	}
