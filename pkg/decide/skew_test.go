@@ -286,4 +286,7 @@ func TestReplacementRecognisedDespiteClockSkew(t *testing.T) {
 	if r.Targets[0].Ineffective == "" || !r.Targets[0].OnlyBackoff() {
 		t.Fatalf("the replacement was not recognised: %s %s", r.Action, r.Reason)
 	}
+	if !strings.Contains(r.Targets[0].Ineffective, "started 1s later") {
+		t.Errorf("the gap by the API server's clock, not across two clocks: %s", r.Targets[0].Ineffective)
+	}
 }
