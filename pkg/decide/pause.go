@@ -71,7 +71,7 @@ func ReadPause(deployment string, ann map[string]string, now, since time.Time) (
 	case err != nil:
 		return ignored("%s %q is not an RFC 3339 time (like %s)", PauseUntilAnnotation, untilText, now.Add(2*time.Hour).UTC().Truncate(time.Minute).Format(time.RFC3339))
 	case !until.After(now):
-		return ignored("expired at %s (%s)", until.UTC().Format(time.RFC3339), reason)
+		return ignored(pauseExpired+" %s (%s)", until.UTC().Format(time.RFC3339), reason)
 	case until.After(capped) && !capped.After(now):
 		return ignored("%s %s was more than %s ahead: capped at %s, passed", PauseUntilAnnotation, until.UTC().Format(time.RFC3339), ShortDuration(MaxPause), capped.UTC().Format(time.RFC3339))
 	case until.After(capped):
@@ -100,6 +100,9 @@ func runPause(obs Observation, s *state.State) (*Pause, string, string) {
 	return p, note, key
 }
 
+// pauseExpired says a pause ended as meant: warned about, never told as invalid.
+const pauseExpired = "expired at"
+
 // notePause records, once per annotation, why it was ignored or capped (res.PauseNotice).
 func notePause(next *state.State, res *Result, obs Observation) {
 	var note, key string
@@ -108,7 +111,7 @@ func notePause(next *state.State, res *Result, obs Observation) {
 		return
 	}
 	res.Warnings = append(res.Warnings, note)
-	if n := next.PauseNotice; n == nil || n.Key != key {
+	if n := next.PauseNotice; (n == nil || n.Key != key) && !strings.Contains(note, "ignored: "+pauseExpired) {
 		next.PauseNotice, res.PauseNotice = &state.PauseNotice{Key: key, Since: obs.At}, note
 	}
 }

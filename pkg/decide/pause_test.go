@@ -175,6 +175,9 @@ func TestPauseNoticeOnceAndAFarPauseCapped(t *testing.T) {
 	if r.PauseNotice != "" || !strings.Contains(strings.Join(r.Warnings, "\n"), "not an RFC 3339 time") {
 		t.Errorf("the same annotation: notice %q (want none: told once), warnings %q", r.PauseNotice, r.Warnings)
 	}
+	if _, r := decide.Decide(pausedObs(pauseAnn(t0, "maintenance"))(now), state.New(), cfg); r.PauseNotice != "" || len(r.Warnings) == 0 {
+		t.Errorf("an expired pause ended as meant: notice %q (want none), warnings %q", r.PauseNotice, r.Warnings)
+	}
 	far := pausedObs(pauseAnn(now.Add(30*24*time.Hour), "forever"))
 	s, r = decide.Decide(far(now), s, cfg)
 	if r.Pause == nil || !r.Pause.Until.Equal(now.Add(decide.MaxPause)) || !strings.Contains(r.PauseNotice, "capped at") {
