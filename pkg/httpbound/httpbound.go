@@ -29,17 +29,23 @@ func Client(base http.RoundTripper, limit int64) *http.Client {
 
 // Transport wraps base so that every answer's body is cut at limit bytes (or the
 // request's WithLimit), and its headers at MaxHeaderBytes when base is nil or an
-// *http.Transport (a wrapped one, client-go's or prometheus/common's, keeps its own).
+// *http.Transport (prometheus/common's wrapped one keeps its own).
 func Transport(base http.RoundTripper, limit int64) http.RoundTripper {
 	if base == nil {
 		base = http.DefaultTransport
 	}
-	if t, ok := base.(*http.Transport); ok && (t.MaxResponseHeaderBytes <= 0 || t.MaxResponseHeaderBytes > MaxHeaderBytes) {
+	return capped{base: Headers(base), limit: limit}
+}
+
+// Headers bounds rt's answers' headers at MaxHeaderBytes when it is an
+// *http.Transport (a copy); as rest.Config.Wrap, it gets client-go's base transport.
+func Headers(rt http.RoundTripper) http.RoundTripper {
+	if t, ok := rt.(*http.Transport); ok && (t.MaxResponseHeaderBytes <= 0 || t.MaxResponseHeaderBytes > MaxHeaderBytes) {
 		t = t.Clone()
 		t.MaxResponseHeaderBytes = MaxHeaderBytes
-		base = t
+		return t
 	}
-	return capped{base: base, limit: limit}
+	return rt
 }
 
 type limitKey struct{}

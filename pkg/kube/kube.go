@@ -26,6 +26,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
+
+	"github.com/agentenv/watchdog/pkg/httpbound"
 )
 
 var (
@@ -65,7 +67,7 @@ type Client struct {
 // request, one HTTP/2 connection) across API groups.
 func New(cfg *rest.Config) (*Client, error) {
 	cfg = rest.CopyConfig(cfg)
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return newFirstRequestGate(rt) })
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return newFirstRequestGate(httpbound.Headers(rt)) })
 	httpClient, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("HTTP client for %s: %w", cfg.Host, err)
