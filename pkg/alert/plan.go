@@ -149,6 +149,12 @@ func Plan(s *state.State, res decide.Result, acts []ActOutcome, runErr error, no
 	}
 	out = appendActs(out, s, acts, res, now, cfg)
 
+	if res.PauseNotice != "" {
+		n := newNotification(EventPauseInvalid, nil, res, now, cfg)
+		n.Reason = res.PauseNotice
+		out = append(out, n)
+	}
+
 	// Close what is no longer observed: everything when the scheduler is healthy
 	// again, which sends recovered once; blind alone on any other known verdict.
 	healthy := (res.Verdict == decide.VerdictHealthy || (res.Verdict == decide.VerdictNoNodes && !openEpisode(s))) && runErr == nil

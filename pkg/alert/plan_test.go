@@ -539,3 +539,13 @@ func TestPlanIDsDiffer(t *testing.T) {
 		t.Errorf("two notifications share ID %s", notes[0].ID)
 	}
 }
+
+// A pause annotation decide told about (Result.PauseNotice) is one warning alert.
+func TestPlanPauseNotice(t *testing.T) {
+	res := healthy(t0)
+	res.PauseNotice = "pause annotation on Deployment agentenv-scheduler ignored: no reason"
+	notes := alert.Plan(state.New(), res, nil, nil, t0, src, state.ModeLive, planConfig())
+	if got := names(notes); !reflect.DeepEqual(got, []string{alert.EventPauseInvalid}) || notes[0].Severity != alert.SeverityWarning || notes[0].Reason != res.PauseNotice {
+		t.Fatalf("planned %v %+v", got, notes)
+	}
+}

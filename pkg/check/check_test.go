@@ -661,3 +661,14 @@ func TestClaimLostToASkewedClockIsNotTakenOver(t *testing.T) {
 		})
 	}
 }
+
+// An Event's message starts with the alert's own text: a pause (its reason is the
+// annotator's, up to 512 bytes) comes after it, so the API server's 1024-byte cut
+// never takes the watchdog's words.
+func TestEventMessageStartsWithTheAlert(t *testing.T) {
+	n := alert.Notification{Event: alert.EventRestartBlocked, Reason: "held: paused", DryRun: true,
+		Paused: "paused until 2030-01-01T00:00:00Z by annotation on Deployment s: " + strings.Repeat("r", 900)}
+	if msg := check.EventMessage(n); !strings.HasPrefix(msg, "[restart-blocked] held: paused") || !strings.Contains(msg, "[dry run]") || !strings.Contains(msg, "paused until") {
+		t.Errorf("message %q", state.Truncate(msg, 200))
+	}
+}

@@ -139,8 +139,19 @@ type wired struct {
 // run is one pass, then the heartbeat ping.
 func (p *wired) run(ctx context.Context) (*check.Report, error) {
 	rep, err := p.Run(ctx)
+	p.warnUnsigned(rep)
 	pingHeartbeat(ctx, &p.f.alerts, err, p.f.check.DryRun, p.Log)
 	return rep, err
+}
+
+// warnUnsigned warns on every run that the webhook's requests are unsigned: the
+// choice of docs/alerts.md, "Signature" (refusing would break 0.1.0 installs).
+func (p *wired) warnUnsigned(rep *check.Report) {
+	if a := p.f.alerts; a.WebhookURL != "" && a.WebhookSecret == "" && rep != nil {
+		const w = "--webhook-url without --webhook-secret: the webhook's requests are unsigned, and its receiver cannot tell them from anyone's"
+		p.Log.Warn().Msg(w)
+		rep.Warnings = append(rep.Warnings, w)
+	}
 }
 
 // setup wires a pass of validated flags on clk: logger, API client, sinks, runner.

@@ -194,3 +194,24 @@ func TestOutboxKeyIsAtLeast32Bytes(t *testing.T) {
 		}
 	}
 }
+
+// TestWebhookSecretIsAtLeast32Bytes: a short HMAC key is refused with the other
+// flags' problems, naming the flag and the bound, never the key.
+func TestWebhookSecretIsAtLeast32Bytes(t *testing.T) {
+	for _, n := range []int{1, 19, 31, 32, 64} {
+		key := strings.Repeat("s", n)
+		var o AlertOptions
+		fs := pflag.NewFlagSet("check", pflag.ContinueOnError)
+		o.AddFlags(fs)
+		if err := fs.Parse([]string{"--webhook-url=https://hooks.example.com/x", "--webhook-secret=" + key}); err != nil {
+			t.Fatal(err)
+		}
+		err := o.Validate()
+		if ok := n >= 32; ok != (err == nil) {
+			t.Errorf("a secret of %d bytes: %v", n, err)
+		}
+		if err != nil && (!strings.Contains(err.Error(), "--webhook-secret has") || !strings.Contains(err.Error(), "32 bytes") || (n > 8 && strings.Contains(err.Error(), key))) {
+			t.Errorf("a secret of %d bytes: %v, want it to name --webhook-secret and 32 bytes, not the key", n, err)
+		}
+	}
+}

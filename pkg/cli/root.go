@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/agentenv/watchdog/pkg/httpbound"
 	"github.com/agentenv/watchdog/pkg/kube"
 	"github.com/agentenv/watchdog/pkg/version"
 )
@@ -260,6 +261,7 @@ func restConfig(o *ClusterOptions) (*rest.Config, error) {
 		cfg.Timeout = o.APITimeout
 	}
 	cfg.QPS, cfg.Burst = 20, 40
+	cfg.Wrap(httpbound.Headers) // the pod proxy's scrapes too (rest.TransportFor)
 	cfg.UserAgent = "agentenv-scheduler-watchdog/" + version.Version
 	// Protobuf halves the decode cost of pod and EndpointSlice lists.
 	cfg.ContentType = "application/vnd.kubernetes.protobuf"

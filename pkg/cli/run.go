@@ -174,7 +174,27 @@ func lead(ctx context.Context, l *loop.Loop, ro *RunOptions, namespace string, p
 		Client: p.obs.Client, Clock: clk, Log: p.Log,
 		OnAttempt: func(bool) { l.Alive() },
 	}
+	go watchPasses(ctx, l, p, clk)
 	return e.Run(ctx, l.Lead)
+}
+
+// watchPasses tells l, every interval, whether the state ConfigMap changed: every
+// completed pass writes it, whichever replica leads (a standby's /healthz).
+func watchPasses(ctx context.Context, l *loop.Loop, p *wired, clk clock.Clock) {
+	seen := ""
+	for ctx.Err() == nil {
+		if cm, err := p.obs.Client.GetConfigMap(ctx, p.store.Namespace, p.store.Name); err == nil {
+			if seen != "" && cm.ResourceVersion != seen {
+				l.SawPass()
+			}
+			seen = cm.ResourceVersion
+		}
+		l.Healthy() // the gauge says it between two probes too
+		select {
+		case <-ctx.Done():
+		case <-clk.After(l.Interval):
+		}
+	}
 }
 
 // newMetricsServer serves /metrics and /healthz, rendered from memory: a client that

@@ -55,10 +55,7 @@ func Decide(obs Observation, prev *state.State, cfg Config) (*state.State, Resul
 		res.Warnings = append(res.Warnings, runProblem)
 	}
 	res.Warnings = append(res.Warnings, datedAheadWarnings(next, now, cfg)...)
-	var ignored string
-	if res.Pause, ignored = runPause(obs); ignored != "" {
-		res.Warnings = append(res.Warnings, ignored)
-	}
+	notePause(next, &res, obs)
 	askReads(&res, obs)
 	return next, res
 }

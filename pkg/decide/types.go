@@ -135,6 +135,7 @@ type Pod struct {
 	// Running: the scheduler container runs; StartedAt is its current run's start.
 	Running       bool
 	StartedAt     time.Time
+	CreatedAt     time.Time // creationTimestamp, by the API server's clock
 	WaitingReason string
 	// The pod's controlling owner, normally a ReplicaSet of the scheduler Deployment.
 	ControllerKind string
@@ -319,4 +320,6 @@ type Result struct {
 	Warnings []string
 	// Pause is the Deployment's active pause: restarts are held, and reports say so.
 	Pause *Pause
+	// PauseNotice says, once per annotation, why a pause annotation was ignored or capped.
+	PauseNotice string
 }

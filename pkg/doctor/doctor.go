@@ -406,7 +406,7 @@ func (d *Doctor) checkSlices(ctx context.Context) {
 func (d *Doctor) checkPause(name string, ann map[string]string) {
 	const pname = "restarts not paused"
 	unpause := fmt.Sprintf("kubectl -n %s annotate deployment %s %s- %s-", d.Namespace, name, decide.PauseUntilAnnotation, decide.PauseReasonAnnotation)
-	switch p, ignored := decide.ReadPause(name, ann, d.Clock.Now()); {
+	switch p, ignored := decide.ReadPause(name, ann, d.Clock.Now(), d.Clock.Now()); {
 	case p != nil:
 		d.warn(GroupObjects, pname, p.String()+": the watchdog judges, records and pages, and restarts nothing", "to resume restarts before then: "+unpause)
 	case ignored != "":

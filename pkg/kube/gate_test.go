@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,6 +14,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+
+	"github.com/agentenv/watchdog/pkg/httpbound"
 )
 
 // apiServer is an HTTP/2 TLS server on loopback answering every request with an
@@ -162,5 +165,23 @@ func TestGateHoldsThenOpensAfterAFailedFirstRequest(t *testing.T) {
 	}
 	if err := <-secondErr; err != nil {
 		t.Fatalf("second request: %v", err)
+	}
+}
+
+// An API server's answer (or a pod's through its proxy) with headers past
+// httpbound.MaxHeaderBytes fails: client-go's base transport gets the bound too.
+func TestAnswerHeadersAreBounded(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("X-Big", strings.Repeat("h", 2*httpbound.MaxHeaderBytes))
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"x"}}`))
+	}))
+	defer srv.Close()
+	c, err := New(&rest.Config{Host: srv.URL, QPS: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.GetConfigMap(context.Background(), "ns", "x"); err == nil {
+		t.Fatal("an answer with 128 KiB of headers was read")
 	}
 }

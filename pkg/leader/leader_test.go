@@ -14,6 +14,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/agentenv/watchdog/pkg/kube"
 )
@@ -118,5 +119,31 @@ func TestLeaderStopsLeadingWithinRenewDeadline(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("never stopped leading")
+	}
+}
+
+// A Lease whose leaseDurationSeconds is longer than the configured duration (a
+// namespace editor's, or a stale holder's: a year) is not trusted: a follower takes
+// it over once the configured duration passed without a renewal.
+func TestLongerLeaseDurationIsNotTrusted(t *testing.T) {
+	year := int32(365 * 24 * 3600)
+	srv := &leaseServer{okPuts: 10, stopHangs: make(chan struct{}), lease: &coordinationv1.Lease{
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: new("squatter"), LeaseDurationSeconds: &year}}}
+	srv.lease.Name, srv.lease.Namespace, srv.lease.ResourceVersion = "wd", "ns", "1"
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	defer close(srv.stopHangs)
+	c, err := kube.New(&rest.Config{Host: hs.URL, QPS: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := clocktesting.NewFakeClock(time.Now())
+	e := &Elector{Namespace: "ns", Name: "wd", Identity: "me", LeaseDuration: 15 * time.Second, Client: c, Clock: clk, Log: zerolog.Nop()}
+	if e.attempt(context.Background()) {
+		t.Fatal("took a Lease just renewed")
+	}
+	clk.Step(16 * time.Second)
+	if !e.attempt(context.Background()) {
+		t.Fatal("a Lease unrenewed for longer than the configured 15s was not taken over: its own year of leaseDurationSeconds was trusted")
 	}
 }

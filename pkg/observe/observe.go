@@ -166,7 +166,7 @@ func (o *Observer) URL(pod *corev1.Pod) string {
 // start, never its creation.
 func (o *Observer) Describe(pod *corev1.Pod) decide.Pod {
 	p := decide.Pod{Name: pod.Name, UID: string(pod.UID), Phase: string(pod.Status.Phase), IP: pod.Status.PodIP,
-		Terminating: pod.DeletionTimestamp != nil}
+		Terminating: pod.DeletionTimestamp != nil, CreatedAt: pod.CreationTimestamp.Time}
 	if owner := metav1.GetControllerOf(pod); owner != nil {
 		p.ControllerKind, p.ControllerName, p.ControllerUID = owner.Kind, owner.Name, string(owner.UID)
 	}

@@ -149,7 +149,7 @@ func TestCommonLabelsOnEveryObject(t *testing.T) {
 	common := "commonLabels: {team: sre, example.com/cost-center: \"42\"}\n"
 	var objs []*rendered
 	for _, v := range []string{
-		"alerts: {webhookURL: 'https://h.example.com/x', webhookSecret: k}",
+		"alerts: {webhookURL: 'https://h.example.com/x', webhookSecret: k-of-32-bytes-or-more-for-the-test}",
 		"mode: deployment\ndeployment: {replicas: 3, service: {enabled: true}}\nscheduler: {leaderLease: sched, namespace: other}",
 		"mode: deployment",
 		"restart: {method: rollout}",

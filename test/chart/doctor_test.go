@@ -43,7 +43,7 @@ func (r *rendered) workloadContainer() corev1.Container {
 // TestDoctorHookShape: a `helm test` Pod running `watchdog doctor` as the watchdog's
 // ServiceAccount, with the workload's settings and pod-level fields.
 func TestDoctorHookShape(t *testing.T) {
-	const secrets = "alerts: {webhookURL: 'https://h.example.com/x', webhookSecret: k, heartbeatURL: 'https://b.example.com/y'}\n"
+	const secrets = "alerts: {webhookURL: 'https://h.example.com/x', webhookSecret: k-of-32-bytes-or-more-for-the-test, heartbeatURL: 'https://b.example.com/y'}\n"
 	for _, c := range []struct{ name, values string }{
 		{"cronjob", secrets},
 		{"deployment, election", secrets + "mode: deployment\ndeployment: {replicas: 2}"},
@@ -101,7 +101,7 @@ func TestDoctorHookShape(t *testing.T) {
 
 // TestDoctorFlagsReachable: every doctor flag that is a setting reaches the hook.
 func TestDoctorFlagsReachable(t *testing.T) {
-	pod := render(t, "alerts: {webhookURL: 'https://h.example.com', webhookSecret: k, slackWebhookURL: 'https://s.example.com', heartbeatURL: 'https://b.example.com'}\nmode: deployment\ndeployment: {replicas: 2}").doctorPod()
+	pod := render(t, "alerts: {webhookURL: 'https://h.example.com', webhookSecret: k-of-32-bytes-or-more-for-the-test, slackWebhookURL: 'https://s.example.com', heartbeatURL: 'https://b.example.com'}\nmode: deployment\ndeployment: {replicas: 2}").doctorPod()
 	env := envOf(pod.Spec.Containers[0])
 	skip := map[string]bool{"send-test": true} // a hook sends no test alert
 	for f := range notFromValues {
@@ -306,7 +306,7 @@ func TestDoctorTrustsTheCABundle(t *testing.T) {
 	defer cancel()
 	ns, err := env.CreateNamespace(ctx, "chart-ca")
 	must(t, err)
-	installChart(t, ns, release, "caBundle: {configMap: corp-ca}\nalerts: {webhookURL: 'https://hooks.invalid/watchdog', webhookSecret: k}")
+	installChart(t, ns, release, "caBundle: {configMap: corp-ca}\nalerts: {webhookURL: 'https://hooks.invalid/watchdog', webhookSecret: k-of-32-bytes-or-more-for-the-test}")
 	sched := layOutScheduler(t, ns, fixture(t, "scheduler-metrics-healthy.txt"))
 	kubeconfig, _ := saKubeconfig(t, ns, fullname)
 	var hits atomic.Int32

@@ -538,7 +538,7 @@ func TestSecretsOnlyThroughSecret(t *testing.T) {
 	const values = `alerts:
   slackWebhookURL: https://hooks.slack.com/services/T0/B0/SLACKTOKEN
   webhookURL: https://alerts.example.com/hook?token=WEBHOOKTOKEN
-  webhookSecret: HMACKEY
+  webhookSecret: HMACKEY-of-32-bytes-or-more-for-tests
   heartbeatURL: https://hc.example.com/ping/HEARTBEATTOKEN
 `
 	for _, mode := range []string{"cronjob", "deployment"} {
@@ -549,7 +549,7 @@ func TestSecretsOnlyThroughSecret(t *testing.T) {
 			want := map[string]string{
 				"slack-webhook-url": "https://hooks.slack.com/services/T0/B0/SLACKTOKEN",
 				"webhook-url":       "https://alerts.example.com/hook?token=WEBHOOKTOKEN",
-				"webhook-secret":    "HMACKEY",
+				"webhook-secret":    "HMACKEY-of-32-bytes-or-more-for-tests",
 				"heartbeat-url":     "https://hc.example.com/ping/HEARTBEATTOKEN",
 			}
 			for k, v := range want {
@@ -573,7 +573,7 @@ func TestSecretsOnlyThroughSecret(t *testing.T) {
 				}
 				raw, err := o.MarshalJSON()
 				must(t, err)
-				for _, tok := range []string{"SLACKTOKEN", "WEBHOOKTOKEN", "HMACKEY", "HEARTBEATTOKEN"} {
+				for _, tok := range []string{"SLACKTOKEN", "WEBHOOKTOKEN", "HMACKEY-of-32-bytes-or-more-for-tests", "HEARTBEATTOKEN"} {
 					if strings.Contains(string(raw), tok) {
 						t.Errorf("%s %s carries the secret %s", o.GetKind(), o.GetName(), tok)
 					}
@@ -715,7 +715,7 @@ func init() {
 // TestEveryFlagReachable: every flag of check and run reaches the container, as a
 // WATCHDOG_* variable (so `kubectl set env` can override it on a one-off job).
 func TestEveryFlagReachable(t *testing.T) {
-	secrets := "alerts: {webhookURL: 'https://h.example.com', webhookSecret: k, slackWebhookURL: 'https://s.example.com', heartbeatURL: 'https://b.example.com'}\n"
+	secrets := "alerts: {webhookURL: 'https://h.example.com', webhookSecret: k-of-32-bytes-or-more-for-the-test, slackWebhookURL: 'https://s.example.com', heartbeatURL: 'https://b.example.com'}\n"
 	for _, c := range []struct{ mode, command string }{{"cronjob", "check"}, {"deployment", "run"}} {
 		t.Run(c.command, func(t *testing.T) {
 			values := secrets + "mode: " + c.mode + "\ndeployment: {replicas: 2}"
@@ -836,7 +836,7 @@ func TestSchemaRejectsNonsense(t *testing.T) {
 		{"deadline past a */2 interval", "cronjob: {schedule: '*/2 * * * *'}", "interval"},
 		{"confirmation does not fit a run", "run: {timeout: 90s}\ndecision: {confirmWindow: 2m}\ncronjob: {activeDeadlineSeconds: 120}", "confirmWindow"},
 		{"scrape timeout beyond run", "run: {timeout: 30s}\ndecision: {confirmWindow: 0s}\nscheduler: {scrapeTimeout: 1m}", "scrapeTimeout"},
-		{"HMAC key without webhook", "alerts: {webhookSecret: k}", "webhookURL"},
+		{"HMAC key without webhook", "alerts: {webhookSecret: k-of-32-bytes-or-more-for-the-test}", "webhookURL"},
 		{"dry run and shadow mode", "dryRun: true\ndecision: {shadow: true}", "decision.shadow"},
 		{"existing secret and values", "alerts: {existingSecret: s, webhookURL: 'https://h.example.com'}", "existingSecret"},
 		{"election on the scheduler's lease", "mode: deployment\ndeployment: {replicas: 2, leaderElection: {lease: agentenv-scheduler}}\nscheduler: {leaderLease: agentenv-scheduler}", "leaderLease"},
@@ -916,7 +916,7 @@ var goodValues = []struct{ name, values string }{
 	{"rollout", "restart: {method: rollout}"},
 	{"alert only", "restart: {maxRestarts: 0}"},
 	{"deployment HA", "mode: deployment\ndeployment: {replicas: 3, service: {enabled: true}}\nscheduler: {leaderLease: agentenv-scheduler}"},
-	{"all sinks", "alerts: {slackWebhookURL: 'https://hooks.slack.com/services/T/B/X', webhookURL: 'https://h.example.com:8443/hook?x=1', webhookSecret: k, heartbeatURL: 'https://hc-ping.com/uuid', runbookURL: 'https://wiki.example.com/wd', clusterName: prod}"},
+	{"all sinks", "alerts: {slackWebhookURL: 'https://hooks.slack.com/services/T/B/X', webhookURL: 'https://h.example.com:8443/hook?x=1', webhookSecret: k-of-32-bytes-or-more-for-the-test, heartbeatURL: 'https://hc-ping.com/uuid', runbookURL: 'https://wiki.example.com/wd', clusterName: prod}"},
 	{"existing secret", "alerts: {existingSecret: wd-alerts}"},
 	{"durations", "decision: {startupGrace: 0s, confirmWindow: '0', wedgedFor: 1h30m, maxWatchAge: 2.5m, sampleInterval: 500ms}\nrun: {timeout: 4m}\ncronjob: {schedule: '*/10 * * * *', activeDeadlineSeconds: 480}"},
 	{"dry run, other namespace", "dryRun: true\nscheduler: {namespace: agentenv-system-2}\ncronjob: {suspend: true, timeZone: America/New_York}"},

@@ -62,7 +62,7 @@ func TestShadowWeek(t *testing.T) {
 	if len(st.WouldRestarts) != 1 || st.WouldRestarts[0].Repeats != 2 || st.WouldRestarts[0].Evidence != "strong" || len(st.Restarts) != 0 {
 		t.Fatalf("state after episode 1: would-restarts %+v, restarts %+v", st.WouldRestarts, st.Restarts)
 	}
-	if ev := s.events(s.pod.Name, alert.Spec(alert.EventWouldRestart).Reason); len(ev) != 1 || ev[0].Type != "Warning" || !strings.HasPrefix(ev[0].Message, "[shadow] [would-restart]") {
+	if ev := s.events(s.pod.Name, alert.Spec(alert.EventWouldRestart).Reason); len(ev) != 1 || ev[0].Type != "Warning" || !strings.HasPrefix(ev[0].Message, "[would-restart]") || !strings.Contains(ev[0].Message, " [shadow]") {
 		t.Fatalf("Events %s on the pod: %+v, want one Warning marked shadow", alert.Spec(alert.EventWouldRestart).Reason, ev)
 	}
 	if ev := s.events(s.pod.Name, alert.Spec(alert.EventRestarted).Reason); len(ev) != 0 {
