@@ -86,7 +86,7 @@ type Config struct {
 	// Sinks are the configured alert sinks; SendTest delivers a test alert to each.
 	Sinks    []Sink
 	SendTest bool
-	// OutboxKey says whether --outbox-key is set.
+	// OutboxKey says whether the runs have a key: --key-secret or --outbox-key.
 	OutboxKey bool
 	// Probe is the run's discovery probe, nil when off.
 	Probe *probe.Prober
@@ -565,11 +565,11 @@ func (d *Doctor) checkSinks(ctx context.Context) {
 	// retried; only --outbox-key tells the watchdog's entries from anyone else's there.
 	const kname = "alerts kept for retry are authenticated"
 	if d.OutboxKey {
-		d.pass(GroupAlerts, kname, "--outbox-key is set (at least 32 bytes)")
+		d.pass(GroupAlerts, kname, "--key-secret or --outbox-key is set")
 		return
 	}
-	d.fail(GroupAlerts, kname, "--outbox-key is not set: an alert written into the state ConfigMap's outbox by anyone who may edit it would be retried as the watchdog's (rebuilt from its facts, but not authenticated)",
-		"set --outbox-key (WATCHDOG_OUTBOX_KEY) from a Secret: the chart's own Secret has one; with alerts.existingSecret, add a random outbox-key of at least 32 bytes to it (head -c 32 /dev/urandom | base64)")
+	d.fail(GroupAlerts, kname, "neither --key-secret nor --outbox-key is set: an alert written into the state ConfigMap's outbox by anyone who may edit it would be retried as the watchdog's (rebuilt from its facts, but not authenticated)",
+		"leave --key-secret at its default: the first run creates the key Secret")
 }
 
 // checkReach connects to a sink as a delivery would, without sending: the network

@@ -32,6 +32,29 @@ func TestKubeVersionFloor(t *testing.T) {
 	}
 }
 
+// TestRenderDeterministic: no value is generated at render time (GitOps tools
+// render on every sync), and `helm template` needs no --kube-version (Helm's
+// offline default is 1.20, under the floor).
+func TestRenderDeterministic(t *testing.T) {
+	for _, values := range []string{"", "mode: deployment\nalerts: {webhookURL: 'https://hooks.example.com/x', webhookSecret: s3cr3t-s3cr3t}\n"} {
+		var outs []string
+		for range 2 {
+			args := []string{"template", release, chartDir, "--namespace", renderNamespace}
+			if values != "" {
+				args = append(args, "-f", valuesFile(t, values))
+			}
+			out, stderr, err := helm(t, args...)
+			if err != nil {
+				t.Fatalf("helm template without --kube-version: %v: %s", err, stderr)
+			}
+			outs = append(outs, out)
+		}
+		if outs[0] != outs[1] {
+			t.Errorf("two renders of %q differ", values)
+		}
+	}
+}
+
 func (r *rendered) pdb() *policyv1.PodDisruptionBudget {
 	var p policyv1.PodDisruptionBudget
 	r.one("PodDisruptionBudget", &p)
