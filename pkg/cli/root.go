@@ -225,7 +225,8 @@ func newLogger(o *ClusterOptions, w io.Writer) zerolog.Logger {
 	level, _ := zerolog.ParseLevel(o.LogLevel) // validated
 	var out io.Writer = w
 	if o.LogFormat == LogFormatConsole || (o.LogFormat == LogFormatAuto && isTerminal(w)) {
-		out = zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05"}
+		// Colors only on a terminal, never with NO_COLOR (no-color.org).
+		out = zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05", NoColor: os.Getenv("NO_COLOR") != "" || !isTerminal(w)}
 	}
 	log := zerolog.New(out).Level(level).With().Timestamp().Logger()
 	routeKlog(log)
