@@ -250,7 +250,9 @@ func restConfig(o *ClusterOptions) (*rest.Config, error) {
 		if err := inPodOverrides(cfg, o); err != nil {
 			return nil, err
 		}
-	} else if cfg, err = o.loader().ClientConfig(); err != nil {
+	} else if cfg, err = o.loader().ClientConfig(); clientcmd.IsEmptyConfig(err) {
+		return nil, usagef("no kubeconfig: give --kubeconfig, set KUBECONFIG, or write ~/.kube/config (in a pod the ServiceAccount is used)")
+	} else if err != nil {
 		return nil, usagef("load kubeconfig: %v", err)
 	}
 	if err := hostCredentials(cfg); err != nil {

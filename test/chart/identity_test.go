@@ -49,7 +49,7 @@ func saKubeconfig(t *testing.T, ns, sa string) (string, kubernetes.Interface) {
 }
 
 // containerEnv resolves a container's environment as the kubelet would: plain values,
-// Secret keys (read as admin), the pod name, the name of this minute's Job.
+// Secret keys (read as admin), the pod name, UID and IP, the name of this minute's Job.
 func containerEnv(t *testing.T, ns string, c corev1.Container, podName string) []string {
 	t.Helper()
 	ctx, cancel := testenv.Ctx()
@@ -80,6 +80,11 @@ func containerEnv(t *testing.T, ns string, c corev1.Container, podName string) [
 		case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.labels['batch.kubernetes.io/job-name']":
 			// As the CronJob controller names the Job of this minute's run.
 			out = append(out, fmt.Sprintf("%s=%s-%d", e.Name, podName, time.Now().Unix()/60))
+		case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.uid":
+			// The canary's owner (probe.mode canary); a pod's UID, made up: no pod exists.
+			out = append(out, e.Name+"=0c0ffee0-0000-4000-8000-000000000000")
+		case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "status.podIP":
+			out = append(out, e.Name+"=127.0.0.1")
 		default:
 			t.Fatalf("cannot resolve env %s: %+v", e.Name, e.ValueFrom)
 		}

@@ -537,7 +537,7 @@ func TestChartUpgradeFrom010KeepsKey(t *testing.T) {
 	defer cancel()
 	old := t.TempDir()
 	archive := exec.Command("sh", "-c", "git archive "+commit010+" charts/agentenv-scheduler-watchdog | tar -x -C "+old)
-	archive.Dir = chartDir
+	archive.Dir = filepath.Dir(filepath.Dir(chartDir))
 	if out, err := archive.CombinedOutput(); err != nil {
 		t.Fatalf("the 0.1.0 chart from git (a shallow clone lacks %s): %v\n%s", commit010, err, out)
 	}

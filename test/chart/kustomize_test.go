@@ -57,7 +57,7 @@ func TestKustomizeIsTheChart(t *testing.T) {
 			t.Fatalf("kubectl kustomize overlays/%s: %v", overlay, err)
 		}
 		got := objects(t, string(out))
-		want := objects(t, mustHelm(t, "template", release, chartDir, "--namespace", "agentenv-system", "--set", "decision.shadow="+shadow))
+		want := objects(t, mustHelm(t, "template", "agentenv-scheduler-watchdog", chartDir, "--namespace", "agentenv-system", "--set", "decision.shadow="+shadow))
 		for k := range want {
 			if strings.HasPrefix(k, "Pod/") {
 				delete(want, k) // helm test's, a hook
