@@ -168,7 +168,23 @@ underscores, upper case); a flag beats its environment variable.`,
 		return usagef("%v", err)
 	})
 	root.AddCommand(newCheckCommand(stdout, stderr), newStatusCommand(stdout, stderr), newHistoryCommand(stdout, stderr), newVersionCommand(stdout), newNotifyCommand(stdout, stderr), newRunCommand(stderr), newDoctorCommand(stdout, stderr), newBacktestCommand(stdout, stderr))
+	addExitCodes(root)
 	return root
+}
+
+// addExitCodes ends the help of every command that does not state its own exit
+// codes with the ones every command shares (ExitOK, ExitFailed, ExitUsage).
+func addExitCodes(cmd *cobra.Command) {
+	if !strings.Contains(cmd.Long, "Exit codes") {
+		long := cmd.Long
+		if long == "" {
+			long = cmd.Short + "."
+		}
+		cmd.Long = strings.TrimSpace(long) + "\n\nExit codes: 0 done; 1 failed (the message says why); 2 bad usage or configuration."
+	}
+	for _, c := range cmd.Commands() {
+		addExitCodes(c)
+	}
 }
 
 // applyEnv sets every flag not given on the command line from its environment
