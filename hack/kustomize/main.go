@@ -46,30 +46,25 @@ var parts = []struct {
 	{"policy.yaml", []string{"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}},
 }
 
+// liveKustomization patches WATCHDOG_SHADOW by its index in the CronJob's env (a
+// JSON patch, which keeps the env's order, as the chart renders it; a strategic
+// merge would move the variable first), after testing that it is that variable.
 const liveKustomization = header + `apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
 # Restarts for real: the watchdog after its shadow week (docs/gitops.md).
 resources:
   - ../../base
 patches:
-  - path: live.yaml
-`
-
-const livePatch = header + `apiVersion: batch/v1
-kind: CronJob
-metadata:
-  name: agentenv-scheduler-watchdog
-  namespace: agentenv-system
-spec:
-  jobTemplate:
-    spec:
-      template:
-        spec:
-          containers:
-            - name: watchdog
-              env:
-                - name: WATCHDOG_SHADOW
-                  value: "false"
+  - target:
+      kind: CronJob
+      name: agentenv-scheduler-watchdog
+    patch: |-
+      - op: test
+        path: /spec/jobTemplate/spec/template/spec/containers/0/env/%[1]d/name
+        value: WATCHDOG_SHADOW
+      - op: replace
+        path: /spec/jobTemplate/spec/template/spec/containers/0/env/%[1]d/value
+        value: "false"
 `
 
 const shadowKustomization = header + `apiVersion: kustomize.config.k8s.io/v1beta1
@@ -100,8 +95,11 @@ func run(chart, out, install string, check bool) error {
 	if err != nil {
 		return err
 	}
-	files["overlays/live/kustomization.yaml"] = liveKustomization
-	files["overlays/live/live.yaml"] = livePatch
+	i, err := shadowIndex(files["base/cronjob.yaml"])
+	if err != nil {
+		return err
+	}
+	files["overlays/live/kustomization.yaml"] = fmt.Sprintf(liveKustomization, i)
 	files["overlays/shadow/kustomization.yaml"] = shadowKustomization
 	var stale []string
 	for _, name := range slices.Sorted(maps.Keys(files)) {
@@ -130,6 +128,35 @@ func write(path, text string) error {
 		return err
 	}
 	return os.WriteFile(path, []byte(text), 0o644)
+}
+
+// shadowIndex is the index of WATCHDOG_SHADOW in the CronJob's container env.
+func shadowIndex(cronJob string) (int, error) {
+	var cj struct {
+		Spec struct {
+			JobTemplate struct {
+				Spec struct {
+					Template struct {
+						Spec struct {
+							Containers []struct{ Env []struct{ Name string } }
+						}
+					}
+				}
+			} `yaml:"jobTemplate"`
+		}
+	}
+	dec := yaml.NewDecoder(strings.NewReader(cronJob))
+	if err := dec.Decode(&cj); err != nil {
+		return 0, fmt.Errorf("the CronJob: %v", err)
+	}
+	if cs := cj.Spec.JobTemplate.Spec.Template.Spec.Containers; len(cs) > 0 {
+		for i, e := range cs[0].Env {
+			if e.Name == "WATCHDOG_SHADOW" {
+				return i, nil
+			}
+		}
+	}
+	return 0, fmt.Errorf("the CronJob's container has no WATCHDOG_SHADOW")
 }
 
 // render is `helm template` of the defaults in shadow mode; helm is $HELM or hack/tools.sh's.
