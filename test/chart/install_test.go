@@ -528,6 +528,18 @@ const keySecret = "agentenv-scheduler-watchdog-key"
 // into its Secret at install).
 const commit010 = "cf95a0682207b3fbebddfb3d929a52bae16797d5"
 
+// chartAt is the chart as it was at a commit (git archive; a shallow clone lacks old ones).
+func chartAt(t *testing.T, commit string) string {
+	t.Helper()
+	old := t.TempDir()
+	archive := exec.Command("sh", "-c", "git archive "+commit+" charts/agentenv-scheduler-watchdog | tar -x -C "+old)
+	archive.Dir = filepath.Dir(filepath.Dir(chartDir))
+	if out, err := archive.CombinedOutput(); err != nil {
+		t.Fatalf("the chart at %s from git (a shallow clone lacks it): %v\n%s", commit, err, out)
+	}
+	return filepath.Join(old, "charts", "agentenv-scheduler-watchdog")
+}
+
 // TestChartUpgradeFrom010KeepsKey: a release of the 0.1.0 chart, upgraded to this
 // one, keeps its Secret and the outbox-key in it (helm.sh/resource-policy: keep);
 // the first pass as the chart's ServiceAccount creates the key Secret seeded with
@@ -535,15 +547,9 @@ const commit010 = "cf95a0682207b3fbebddfb3d929a52bae16797d5"
 func TestChartUpgradeFrom010KeepsKey(t *testing.T) {
 	ctx, cancel := testenv.Ctx()
 	defer cancel()
-	old := t.TempDir()
-	archive := exec.Command("sh", "-c", "git archive "+commit010+" charts/agentenv-scheduler-watchdog | tar -x -C "+old)
-	archive.Dir = filepath.Dir(filepath.Dir(chartDir))
-	if out, err := archive.CombinedOutput(); err != nil {
-		t.Fatalf("the 0.1.0 chart from git (a shallow clone lacks %s): %v\n%s", commit010, err, out)
-	}
 	ns, err := env.CreateNamespace(ctx, "chart-from-010")
 	must(t, err)
-	mustHelm(t, "install", release, filepath.Join(old, "charts", "agentenv-scheduler-watchdog"), "--namespace", ns, "--kubeconfig", env.Kubeconfig)
+	mustHelm(t, "install", release, chartAt(t, commit010), "--namespace", ns, "--kubeconfig", env.Kubeconfig)
 	secret := func() *corev1.Secret {
 		s, err := env.Client.CoreV1().Secrets(ns).Get(ctx, fullname, metav1.GetOptions{})
 		must(t, err)
@@ -572,7 +578,7 @@ func TestChartUpgradeFrom010KeepsKey(t *testing.T) {
 	if string(key.Data["key"]) != string(legacy) {
 		t.Fatalf("the key Secret was not seeded with the 0.1.0 key")
 	}
-	rel.upgrade()
+	rel.upgrade("--reuse-values") // values added since are defaulted in the templates
 	again, err := env.Client.CoreV1().Secrets(ns).Get(ctx, keySecret, metav1.GetOptions{})
 	must(t, err)
 	if string(again.Data["key"]) != string(legacy) || string(secret().Data["outbox-key"]) != string(legacy) {

@@ -5,6 +5,7 @@
 {{- end -}}
 
 {{- define "watchdog.fullname" -}}
+{{- include "watchdog.reusedValues" . -}}
 {{- if .Values.fullnameOverride -}}
 {{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
 {{- else -}}
@@ -37,6 +38,21 @@ state ConfigMap and the election Lease live there; everything else in the releas
 
 {{- define "watchdog.secretName" -}}
 {{- default (include "watchdog.fullname" .) .Values.alerts.existingSecret -}}
+{{- end -}}
+
+{{/* `helm upgrade --reuse-values` renders this chart with the previous chart's values,
+which lack every value added since: fail first, naming a missing value and the fix,
+instead of a nil pointer deep in a template. The values added since 0.1.0 (a value
+added later is defaulted in the templates, like state.keySecretName, or listed here). */}}
+{{- define "watchdog.reusedValues" -}}
+{{- range list "global" "scheduler.judgePods" "scheduler.grpcPort" "probe" "restart.holdOnAlerts" "alerts.extraLabels" "evidence" "deployment.watchEndpoints" "networkPolicy.pushgatewayTo" "caBundle" "extraVolumes" "extraVolumeMounts" "monitoring.schedulerPodMonitor" "monitoring.serviceMonitor" "monitoring.pushgateway" -}}
+{{- $path := splitList "." . -}}
+{{- $parent := $.Values -}}
+{{- if eq (len $path) 2 -}}{{- $parent = get $.Values (first $path) -}}{{- end -}}
+{{- if not (and (kindIs "map" $parent) (hasKey $parent (last $path))) -}}
+{{- fail (printf "value %s is missing: these are an older chart's values (helm upgrade --reuse-values keeps them, without this chart's new defaults); upgrade with --reset-then-reuse-values (Helm >= 3.14)" .) -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 
 {{/* True ("true") when the chart renders its alerts Secret: not with
