@@ -142,6 +142,9 @@ type pass struct {
 func (p *pass) run(ctx context.Context) (*check.Report, error) {
 	p.useKey(ctx)
 	rep, err := p.Run(ctx)
+	if (err != nil || len(rep.Targets) == 0) && kube.NamespaceMissing(ctx, p.obs.Client, p.f.cluster.Namespace) {
+		err = fmt.Errorf("namespace %s does not exist (--namespace, WATCHDOG_NAMESPACE)", p.f.cluster.Namespace)
+	}
 	pingHeartbeat(ctx, &p.f.alerts, err, p.f.check.DryRun, p.Log)
 	return rep, err
 }

@@ -169,6 +169,7 @@ underscores, upper case); a flag beats its environment variable.`,
 	})
 	root.AddCommand(newCheckCommand(stdout, stderr), newStatusCommand(stdout, stderr), newHistoryCommand(stdout, stderr), newVersionCommand(stdout), newNotifyCommand(stdout, stderr), newRunCommand(stderr), newDoctorCommand(stdout, stderr), newBacktestCommand(stdout, stderr))
 	addExitCodes(root)
+	addCompletions(root)
 	return root
 }
 

@@ -122,7 +122,7 @@ func (d *Doctor) skip(group, name, detail string) {
 // depend on a failed one are skipped and say so.
 func (d *Doctor) Run(ctx context.Context) []Result {
 	d.results = nil
-	if d.checkAPI(ctx) {
+	if d.checkAPI(ctx) && !d.namespaceMissing(ctx) {
 		d.checkRBAC(ctx)
 		pods := d.checkPods(ctx)
 		d.checkJudged(ctx, pods)
@@ -133,11 +133,20 @@ func (d *Doctor) Run(ctx context.Context) []Result {
 		d.checkState(ctx)
 	} else {
 		for _, g := range []string{GroupRBAC, GroupScheduler, GroupDiscovery, GroupObjects, GroupState} {
-			d.skip(g, "checks of this group", "the API server is not reachable")
+			d.skip(g, "checks of this group", "the API server is not reachable, or the namespace does not exist")
 		}
 	}
 	d.checkSinks(ctx)
 	return d.results
+}
+
+// namespaceMissing fails, first, a --namespace that does not exist (all else would fail).
+func (d *Doctor) namespaceMissing(ctx context.Context) bool {
+	missing := kube.NamespaceMissing(ctx, d.Client, d.Namespace)
+	if missing {
+		d.fail(GroupAPI, "namespace exists", "namespace "+d.Namespace+" does not exist", "give the scheduler's namespace: -n/--namespace (WATCHDOG_NAMESPACE)")
+	}
+	return missing
 }
 
 // checkAPI reads /version: the API server answers, and its clock agrees with ours.
@@ -537,8 +546,7 @@ func stateDetail(cm *corev1.ConfigMap) (string, error) {
 	return fmt.Sprintf("%s: state readable, last written %s", ref, s.UpdatedAt.UTC().Format(time.RFC3339)), nil
 }
 
-// checkSinks delivers a test alert to each sink with SendTest, and lists them
-// otherwise; with sinks, it checks --outbox-key too.
+// checkSinks delivers a test alert to each sink (SendTest) or lists them; and the key.
 func (d *Doctor) checkSinks(ctx context.Context) {
 	if len(d.Sinks) == 0 {
 		d.skip(GroupAlerts, "alert sinks", "none configured: alerts reach only the logs and Events (--slack-webhook-url, --webhook-url, --alertmanager-url, --heartbeat-url)")

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bytes"
+	"strings"
 	"sync"
 	"testing"
 
@@ -101,5 +102,20 @@ func TestCheckCreatesKeySecret(t *testing.T) {
 	must(t, err)
 	if string(key) != outboxKey {
 		t.Fatalf("the key Secret holds %d bytes, want the --outbox-key it was seeded from", len(key))
+	}
+}
+
+// TestMissingNamespaceSaidFirst: check and doctor with a --namespace that does not
+// exist say so, first (before: a blind verdict and a state error that did not say why).
+func TestMissingNamespaceSaidFirst(t *testing.T) {
+	args := []string{"--kubeconfig", env.Kubeconfig, "--namespace", "no-such-namespace", "--timeout", "30s"}
+	r := runCLI(t, append([]string{"check", "--output", "json"}, args...)...)
+	if r.code != 1 || !strings.Contains(r.stderr, "namespace no-such-namespace does not exist") {
+		t.Errorf("check: exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+	d := runCLI(t, append([]string{"doctor", "--output", "text"}, args...)...)
+	i := strings.Index(d.stdout, "✗")
+	if d.code != 1 || i < 0 || !strings.Contains(strings.SplitN(d.stdout[i:], "\n", 2)[0], "namespace") || !strings.Contains(d.stdout, "namespace no-such-namespace does not exist") {
+		t.Errorf("doctor: exit %d, want the namespace as its first failure:\n%s", d.code, d.stdout)
 	}
 }
