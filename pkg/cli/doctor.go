@@ -79,6 +79,7 @@ Exit codes: 0 every check passed; 1 a check failed (each ✗ line says how to fi
 				Sinks:             sinks,
 				SendTest:          sendTest,
 				OutboxKey:         f.alerts.OutboxKey != "" || f.alerts.KeySecret != "",
+				KeySecret:         f.alerts.KeySecret,
 				WatchEndpoints:    watchEndpoints,
 				Probe:             f.prober(o, clock.RealClock{}, zerolog.Nop()),
 			}}

@@ -86,7 +86,8 @@ type Config struct {
 	// Sinks are the configured alert sinks; SendTest delivers a test alert to each.
 	Sinks    []Sink
 	SendTest bool
-	// OutboxKey says whether the runs have a key: --key-secret or --outbox-key.
+	// KeySecret is --key-secret; OutboxKey: the runs have a key (it, or --outbox-key).
+	KeySecret string
 	OutboxKey bool
 	// Probe is the run's discovery probe, nil when off.
 	Probe *probe.Prober
@@ -196,13 +197,12 @@ func (d *Doctor) needs(ctx context.Context) Needs {
 		StateConfigMap: d.StateConfigMap, Deployment: d.Deployment, RestartMethod: d.Decide.RestartMethod, JudgePods: d.Decide.JudgePods,
 		MaxRestarts: d.Decide.MaxRestarts, LeaderLease: d.Decide.LeaderLease, ElectionLease: d.ElectionLease, WatchEndpoints: d.WatchEndpoints,
 		ScrapeViaAPIServer: d.Via == scrape.ViaAPIServer,
-		EvidenceConfigMap:  d.EvidenceConfigMap, EvidenceLogs: d.EvidenceLogs,
+		EvidenceConfigMap:  d.EvidenceConfigMap, EvidenceLogs: d.EvidenceLogs, KeySecret: d.KeySecret,
 	}
 	if d.Probe != nil && d.Probe.Mode == probe.Canary {
 		n.Canary = d.Probe.Name
 	}
-	// Existence decides whether create is needed. If the read itself is refused, the
-	// get check below says so; assume the object exists, as the chart creates it.
+	// Existence decides whether create is needed (a refused read: assume it exists).
 	_, err := d.Client.GetConfigMap(ctx, d.Namespace, d.StateConfigMap)
 	n.StateMissing = apierrors.IsNotFound(err)
 	if d.ElectionLease != "" {

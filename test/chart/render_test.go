@@ -205,6 +205,9 @@ func baseGrants(configMap, deployment string) []grant {
 		{"", "configmaps", "update", "agentenv-scheduler-watchdog-evidence"},
 		{"", "pods/log", "get", ""},
 		{"", "events", "create", ""},
+		// The key Secret the first real pass creates (state.keySecretName), then reads.
+		{"", "secrets", "create", ""},
+		{"", "secrets", "get", "agentenv-scheduler-watchdog-key"},
 		{"apps", "deployments", "get", deployment},
 		// scheduler.judgePods deployment (the default): the owner chain by UID.
 		{"apps", "replicasets", "get", ""},
@@ -262,7 +265,7 @@ func TestRBACPerConfiguration(t *testing.T) {
 	}
 }
 
-// assertNoBroadRBAC: never a ClusterRole or ClusterRoleBinding, never Secrets,
+// assertNoBroadRBAC: never a ClusterRole or ClusterRoleBinding, no Secret but the key's,
 // never a wildcard, and the binding binds the Role to the chart's ServiceAccount.
 func assertNoBroadRBAC(t *testing.T, r *rendered) {
 	t.Helper()
@@ -275,8 +278,10 @@ func assertNoBroadRBAC(t *testing.T, r *rendered) {
 		var rr rbacv1.Role
 		must(t, runtime.DefaultUnstructuredConverter.FromUnstructured(role.Object, &rr))
 		for _, g := range grants(&rr) {
-			if g.resource == "secrets" || strings.HasPrefix(g.resource, "secrets/") {
-				t.Errorf("Role grants %s: never Secrets", g)
+			// Of Secrets, only the key's: create (no name possible) and get by name.
+			key := g.resource == "secrets" && (g.verb == "create" || g.verb == "get" && g.name == "agentenv-scheduler-watchdog-key")
+			if (g.resource == "secrets" || strings.HasPrefix(g.resource, "secrets/")) && !key {
+				t.Errorf("Role grants %s: no Secret but the key's", g)
 			}
 			// The one subresource: get pods/log, the evidence before a restart
 			// (evidence.logs), read-only.
@@ -285,8 +290,8 @@ func assertNoBroadRBAC(t *testing.T, r *rendered) {
 				t.Errorf("Role grants %s: no wildcards, no subresources but get pods/log", g)
 			}
 			if slices.Contains([]string{"create", "patch", "update", "delete", "deletecollection"}, g.verb) && g.name == "" &&
-				!(g.resource == "events" && g.verb == "create") && !(g.resource == "pods" && g.verb == "delete") {
-				t.Errorf("Role grants %s: writes must be by resource name (only Event create and pod delete cannot be)", g)
+				!(g.resource == "events" && g.verb == "create") && !(g.resource == "pods" && g.verb == "delete") && !key {
+				t.Errorf("Role grants %s: writes must be by resource name (only Event and key Secret create and pod delete cannot be)", g)
 			}
 		}
 	}
