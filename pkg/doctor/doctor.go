@@ -577,7 +577,7 @@ func (d *Doctor) checkSinks(ctx context.Context) {
 		return
 	}
 	d.fail(GroupAlerts, kname, "neither --key-secret nor --outbox-key is set: an alert written into the state ConfigMap's outbox by anyone who may edit it would be retried as the watchdog's (rebuilt from its facts, but not authenticated)",
-		"leave --key-secret at its default: the first run creates the key Secret")
+		"leave --key-secret at its default (the first run creates that Secret) or set --outbox-key")
 }
 
 // checkReach connects to a sink as a delivery would, without sending: the network
