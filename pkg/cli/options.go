@@ -400,7 +400,7 @@ func (o *AlertOptions) Validate() error {
 	p.positive("--alert-timeout", o.AlertTimeout)
 	if n := len(o.OutboxKey); n > 0 && n < MinOutboxKeyBytes {
 		// Its length only: the key is a secret.
-		p.addf("--outbox-key has %d bytes: at least %d bytes are required, random (head -c 32 /dev/urandom | base64; the chart generates 43 characters)", n, MinOutboxKeyBytes)
+		p.addf("--outbox-key has %d bytes: at least %d bytes are required, random (head -c 32 /dev/urandom | base64), or leave it unset: --key-secret makes one", n, MinOutboxKeyBytes)
 	}
 	if o.KeySecret != "" {
 		p.name("--key-secret", o.KeySecret, validation.IsDNS1123Subdomain)
