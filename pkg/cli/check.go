@@ -25,6 +25,7 @@ import (
 	"github.com/agentenv/watchdog/pkg/decide"
 	"github.com/agentenv/watchdog/pkg/events"
 	"github.com/agentenv/watchdog/pkg/evidence"
+	"github.com/agentenv/watchdog/pkg/kube"
 	"github.com/agentenv/watchdog/pkg/metrics"
 	"github.com/agentenv/watchdog/pkg/observe"
 	"github.com/agentenv/watchdog/pkg/restart"
@@ -134,12 +135,17 @@ type wired struct {
 	f     *checkFlags
 	obs   *observe.Observer
 	store *statestore.Store
+	keyed bool // the key Secret's key is in use
 }
 
 // run is one pass, then the heartbeat ping.
 func (p *wired) run(ctx context.Context) (*check.Report, error) {
+	p.useKey(ctx)
 	rep, err := p.Run(ctx)
 	p.warnUnsigned(rep)
+	if (err != nil || len(rep.Targets) == 0) && kube.NamespaceMissing(ctx, p.obs.Client, p.f.cluster.Namespace) {
+		err = fmt.Errorf("namespace %s does not exist (--namespace, WATCHDOG_NAMESPACE)", p.f.cluster.Namespace)
+	}
 	pingHeartbeat(ctx, &p.f.alerts, err, p.f.check.DryRun, p.Log)
 	return rep, err
 }
@@ -151,6 +157,31 @@ func (p *wired) warnUnsigned(rep *check.Report) {
 		const w = "--webhook-url without --webhook-secret: the webhook's requests are unsigned, and its receiver cannot tell them from anyone's"
 		p.Log.Warn().Msg(w)
 		rep.Warnings = append(rep.Warnings, w)
+	}
+}
+
+// useKey seals with the key of --key-secret, which a real pass creates when it is
+// missing (kube.EnsureKey, seeded from --outbox-key) and a dry run only reads. Until
+// it has one, the pass seals with --outbox-key, as 0.1.0 did: a pass that cannot
+// read the Secret (an older Role, a person without the right) still does its job.
+func (p *wired) useKey(ctx context.Context) {
+	name := p.f.alerts.KeySecret
+	if p.keyed || name == "" {
+		return
+	}
+	legacy, ns := []byte(p.f.alerts.OutboxKey), p.f.cluster.Namespace
+	var key []byte
+	var err error
+	if p.f.check.DryRun {
+		key, err = kube.ReadKey(ctx, p.obs.Client, ns, name)
+	} else {
+		key, err = kube.EnsureKey(ctx, p.obs.Client, ns, name, legacy)
+	}
+	if err != nil {
+		p.Log.Warn().Str("secret", name).Str("error", err.Error()).Msg("the key Secret is out of reach: sealing with --outbox-key")
+	}
+	if key != nil {
+		p.Options.OutboxKey, p.Evidence.Key, p.keyed = key, key, true
 	}
 }
 

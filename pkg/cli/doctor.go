@@ -43,8 +43,8 @@ Exit codes: 0 every check passed; 1 a check failed (each ✗ line says how to fi
   # For scripts, and with a test delivery to every configured sink:
   watchdog doctor -o json --send-test --webhook-url https://alerts.example.com/hook
 
-  # With your kubeconfig, as the chart's ServiceAccount (its rights, not yours):
-  watchdog doctor --as system:serviceaccount:agentenv-system:agentenv-scheduler-watchdog
+  # With your kubeconfig, as the ServiceAccount of the README's release "watchdog":
+  watchdog doctor --as system:serviceaccount:agentenv-system:watchdog-agentenv-scheduler-watchdog
 
   # In-cluster, as the chart's ServiceAccount, with the chart's settings:
   helm test <release> -n agentenv-system --logs`,
@@ -97,7 +97,8 @@ func (df *doctorFlags) run(parent context.Context, stdout, stderr io.Writer) err
 		EvidenceLogs:      f.evidence.Logs,
 		Sinks:             sinks,
 		SendTest:          df.sendTest,
-		OutboxKey:         f.alerts.OutboxKey != "",
+		OutboxKey:         f.alerts.OutboxKey != "" || f.alerts.KeySecret != "",
+		KeySecret:         f.alerts.KeySecret,
 		WatchEndpoints:    df.watchEndpoints,
 		Probe:             f.prober(o, clock.RealClock{}, zerolog.Nop()),
 		RestartMethod:     f.check.RestartMethod,

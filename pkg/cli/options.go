@@ -305,6 +305,7 @@ type AlertOptions struct {
 	AlertTimeout    time.Duration
 	Alertmanager    AlertmanagerOptions
 	OutboxKey       string // seals the alerts kept in the state for retry (pkg/outbox)
+	KeySecret       string // the Secret holding the key, created by the watchdog (kube.EnsureKey)
 	Labels          AlertLabels
 }
 
@@ -378,7 +379,8 @@ const MinOutboxKeyBytes = 32
 // AddOutboxFlag adds --outbox-key, for the commands that keep alerts for retry
 // (check, run) and doctor, which checks that it is set.
 func (o *AlertOptions) AddOutboxFlag(fs *pflag.FlagSet) {
-	fs.StringVar(&o.OutboxKey, "outbox-key", "", "key (at least 32 random bytes) authenticating the alerts the state keeps for retry and sealing evidence bundles: without it, an entry someone else wrote into the state ConfigMap cannot be told from the watchdog's (secret; the chart generates one)")
+	fs.StringVar(&o.OutboxKey, "outbox-key", "", "key (at least 32 random bytes) authenticating the alerts the state keeps for retry and sealing evidence bundles, when --key-secret holds none yet: it seeds that Secret (0.1.0's chart generated one; secret)")
+	fs.StringVar(&o.KeySecret, "key-secret", "agentenv-scheduler-watchdog-key", "Secret (data key \"key\") holding the key that seals the outbox and evidence bundles: created by the first pass that is not a dry run (from --outbox-key if set, else 32 random bytes); \"\" uses --outbox-key alone")
 }
 
 // Validate reports every invalid flag, in the order the flags are declared.
@@ -398,6 +400,9 @@ func (o *AlertOptions) Validate() error {
 	}
 	p.positive("--alert-timeout", o.AlertTimeout)
 	p.key("--outbox-key", o.OutboxKey)
+	if o.KeySecret != "" {
+		p.name("--key-secret", o.KeySecret, validation.IsDNS1123Subdomain)
+	}
 	p.add(o.Alertmanager.Validate())
 	return p.err()
 }

@@ -169,7 +169,24 @@ underscores, upper case); a flag beats its environment variable.`,
 		return usagef("%v", err)
 	})
 	root.AddCommand(newCheckCommand(stdout, stderr), newStatusCommand(stdout, stderr), newHistoryCommand(stdout, stderr), newVersionCommand(stdout), newNotifyCommand(stdout, stderr), newRunCommand(stderr), newDoctorCommand(stdout, stderr), newBacktestCommand(stdout, stderr))
+	addExitCodes(root)
+	addCompletions(root)
 	return root
+}
+
+// addExitCodes ends the help of every command that does not state its own exit
+// codes with the ones every command shares (ExitOK, ExitFailed, ExitUsage).
+func addExitCodes(cmd *cobra.Command) {
+	if !strings.Contains(cmd.Long, "Exit codes") {
+		long := cmd.Long
+		if long == "" {
+			long = cmd.Short + "."
+		}
+		cmd.Long = strings.TrimSpace(long) + "\n\nExit codes: 0 done; 1 failed (the message says why); 2 bad usage or configuration."
+	}
+	for _, c := range cmd.Commands() {
+		addExitCodes(c)
+	}
 }
 
 // applyEnv sets every flag not given on the command line from its environment
@@ -226,7 +243,8 @@ func newLogger(o *ClusterOptions, w io.Writer) zerolog.Logger {
 	level, _ := zerolog.ParseLevel(o.LogLevel) // validated
 	var out io.Writer = w
 	if o.LogFormat == LogFormatConsole || (o.LogFormat == LogFormatAuto && isTerminal(w)) {
-		out = zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05"}
+		// Colors only on a terminal, never with NO_COLOR (no-color.org).
+		out = zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05", NoColor: os.Getenv("NO_COLOR") != "" || !isTerminal(w)}
 	}
 	log := zerolog.New(out).Level(level).With().Timestamp().Logger()
 	routeKlog(log)
@@ -250,7 +268,9 @@ func restConfig(o *ClusterOptions) (*rest.Config, error) {
 		if err := inPodOverrides(cfg, o); err != nil {
 			return nil, err
 		}
-	} else if cfg, err = o.loader().ClientConfig(); err != nil {
+	} else if cfg, err = o.loader().ClientConfig(); clientcmd.IsEmptyConfig(err) {
+		return nil, usagef("no kubeconfig: give --kubeconfig, set KUBECONFIG, or write ~/.kube/config (in a pod the ServiceAccount is used)")
+	} else if err != nil {
 		return nil, usagef("load kubeconfig: %v", err)
 	}
 	if err := hostCredentials(cfg); err != nil {

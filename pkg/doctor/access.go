@@ -66,6 +66,8 @@ type Needs struct {
 	ElectionLeaseMissing bool
 	// Canary is the discovery probe's canary EndpointSlice (--discovery-probe canary), or "".
 	Canary string
+	// KeySecret holds the key (--key-secret), created by the first real pass, or "".
+	KeySecret string
 }
 
 // Required lists every call the configuration makes, in the order of the chart's
@@ -98,6 +100,8 @@ func (n Needs) Required() []Access {
 		{n.EvidenceConfigMap != "", Access{Resource: "configmaps", Verb: "get", Name: n.EvidenceConfigMap, Why: "keep the evidence of restarts (--evidence-configmap)"}},
 		{n.EvidenceConfigMap != "", Access{Resource: "configmaps", Verb: "update", Name: n.EvidenceConfigMap, Why: "keep the evidence of restarts (--evidence-configmap)"}},
 		{n.EvidenceLogs, Access{Resource: "pods", Subresource: "log", Verb: "get", Why: "save the scheduler's last log lines before a restart (--evidence-logs)"}},
+		{n.KeySecret != "", Access{Resource: "secrets", Verb: "get", Name: n.KeySecret, Why: "read the key sealing the outbox and the evidence (--key-secret)"}},
+		{n.KeySecret != "", Access{Resource: "secrets", Verb: "create", Why: "create the key Secret at the first real pass (--key-secret)"}},
 		{true, Access{Resource: "events", Verb: "create", Why: "leave an Event on each object judged or acted on"}},
 		{true, Access{Group: apps, Resource: "deployments", Verb: "get", Name: n.Deployment, Why: "hold restarts while the scheduler rolls out (--deployment)"}},
 		{restarts && rollout, Access{Group: apps, Resource: "deployments", Verb: "patch", Name: n.Deployment, Why: "restart a wedged scheduler (--restart-method rollout)"}},

@@ -86,7 +86,8 @@ type Config struct {
 	// Sinks are the configured alert sinks; SendTest delivers a test alert to each.
 	Sinks    []Sink
 	SendTest bool
-	// OutboxKey says whether --outbox-key is set.
+	// KeySecret is --key-secret; OutboxKey: the runs have a key (it, or --outbox-key).
+	KeySecret string
 	OutboxKey bool
 	// Probe is the run's discovery probe, nil when off.
 	Probe *probe.Prober
@@ -125,7 +126,7 @@ func (d *Doctor) skip(group, name, detail string) {
 // depend on a failed one are skipped and say so.
 func (d *Doctor) Run(ctx context.Context) []Result {
 	d.results = nil
-	if d.checkAPI(ctx) {
+	if d.checkAPI(ctx) && !d.namespaceMissing(ctx) {
 		d.checkRBAC(ctx)
 		pods := d.checkPods(ctx)
 		d.checkJudged(ctx, pods)
@@ -136,11 +137,20 @@ func (d *Doctor) Run(ctx context.Context) []Result {
 		d.checkState(ctx)
 	} else {
 		for _, g := range []string{GroupRBAC, GroupScheduler, GroupDiscovery, GroupObjects, GroupState} {
-			d.skip(g, "checks of this group", "the API server is not reachable")
+			d.skip(g, "checks of this group", "the API server is not reachable, or the namespace does not exist")
 		}
 	}
 	d.checkSinks(ctx)
 	return d.results
+}
+
+// namespaceMissing fails, first, a --namespace that does not exist (all else would fail).
+func (d *Doctor) namespaceMissing(ctx context.Context) bool {
+	missing := kube.NamespaceMissing(ctx, d.Client, d.Namespace)
+	if missing {
+		d.fail(GroupAPI, "namespace exists", "namespace "+d.Namespace+" does not exist", "give the scheduler's namespace: -n/--namespace (WATCHDOG_NAMESPACE)")
+	}
+	return missing
 }
 
 // checkAPI reads /version: the API server answers, and its clock agrees with ours.
@@ -190,13 +200,12 @@ func (d *Doctor) needs(ctx context.Context) Needs {
 		StateConfigMap: d.StateConfigMap, Deployment: d.Deployment, RestartMethod: d.RestartMethod, JudgePods: d.Reads.JudgePods,
 		MaxRestarts: d.MaxRestarts, LeaderLease: d.Reads.LeaderLease, ElectionLease: d.ElectionLease, WatchEndpoints: d.WatchEndpoints,
 		ScrapeViaAPIServer: d.Via == scrape.ViaAPIServer,
-		EvidenceConfigMap:  d.EvidenceConfigMap, EvidenceLogs: d.EvidenceLogs,
+		EvidenceConfigMap:  d.EvidenceConfigMap, EvidenceLogs: d.EvidenceLogs, KeySecret: d.KeySecret,
 	}
 	if d.Probe != nil && d.Probe.Mode == probe.Canary {
 		n.Canary = d.Probe.Name
 	}
-	// Existence decides whether create is needed. If the read itself is refused, the
-	// get check below says so; assume the object exists, as the chart creates it.
+	// Existence decides whether create is needed (a refused read: assume it exists).
 	_, err := d.Client.GetConfigMap(ctx, d.Namespace, d.StateConfigMap)
 	n.StateMissing = apierrors.IsNotFound(err)
 	if d.ElectionLease != "" {
@@ -540,8 +549,7 @@ func stateDetail(cm *corev1.ConfigMap) (string, error) {
 	return fmt.Sprintf("%s: state readable, last written %s", ref, s.UpdatedAt.UTC().Format(time.RFC3339)), nil
 }
 
-// checkSinks delivers a test alert to each sink with SendTest, and lists them
-// otherwise; with sinks, it checks --outbox-key too.
+// checkSinks delivers a test alert to each sink (SendTest) or lists them; and the key.
 func (d *Doctor) checkSinks(ctx context.Context) {
 	if len(d.Sinks) == 0 {
 		d.skip(GroupAlerts, "alert sinks", "none configured: alerts reach only the logs and Events (--slack-webhook-url, --webhook-url, --alertmanager-url, --heartbeat-url)")
@@ -568,11 +576,11 @@ func (d *Doctor) checkSinks(ctx context.Context) {
 	// retried; only --outbox-key tells the watchdog's entries from anyone else's there.
 	const kname = "alerts kept for retry are authenticated"
 	if d.OutboxKey {
-		d.pass(GroupAlerts, kname, "--outbox-key is set (at least 32 bytes)")
+		d.pass(GroupAlerts, kname, "--key-secret or --outbox-key is set")
 		return
 	}
-	d.fail(GroupAlerts, kname, "--outbox-key is not set: an alert written into the state ConfigMap's outbox by anyone who may edit it would be retried as the watchdog's (rebuilt from its facts, but not authenticated)",
-		"set --outbox-key (WATCHDOG_OUTBOX_KEY) from a Secret: the chart's own Secret has one; with alerts.existingSecret, add a random outbox-key of at least 32 bytes to it (head -c 32 /dev/urandom | base64)")
+	d.fail(GroupAlerts, kname, "neither --key-secret nor --outbox-key is set: an alert written into the state ConfigMap's outbox by anyone who may edit it would be retried as the watchdog's (rebuilt from its facts, but not authenticated)",
+		"leave --key-secret at its default (the first run creates that Secret) or set --outbox-key")
 }
 
 // checkReach connects to a sink as a delivery would, without sending: the network

@@ -42,7 +42,7 @@ var kinds = []struct {
 	gv   schema.GroupVersion
 	objs []runtime.Object
 }{
-	{corev1.SchemeGroupVersion, []runtime.Object{&corev1.Pod{}, &corev1.PodList{}, &corev1.PodLogOptions{}, &corev1.ConfigMap{}, &corev1.Event{}, &corev1.EventList{}}},
+	{corev1.SchemeGroupVersion, []runtime.Object{&corev1.Pod{}, &corev1.PodList{}, &corev1.PodLogOptions{}, &corev1.ConfigMap{}, &corev1.Secret{}, &corev1.Event{}, &corev1.EventList{}}},
 	{appsv1.SchemeGroupVersion, []runtime.Object{&appsv1.Deployment{}, &appsv1.ReplicaSet{}}},
 	{discoveryv1.SchemeGroupVersion, []runtime.Object{&discoveryv1.EndpointSlice{}, &discoveryv1.EndpointSliceList{}}},
 	{coordinationv1.SchemeGroupVersion, []runtime.Object{&coordinationv1.Lease{}}},

@@ -139,7 +139,7 @@ func TestDoctorChecksWhatTheRoleGrants(t *testing.T) {
 			n := doctor.Needs{
 				StateConfigMap: get("state-configmap"), Deployment: get("deployment"),
 				RestartMethod: get("restart-method"), JudgePods: decide.JudgePods(get("judge-pods")), MaxRestarts: maxRestarts, LeaderLease: get("leader-lease"),
-				EvidenceConfigMap: get("evidence-configmap"), EvidenceLogs: get("evidence-logs") == "true",
+				EvidenceConfigMap: get("evidence-configmap"), EvidenceLogs: get("evidence-logs") == "true", KeySecret: get("key-secret"),
 			}
 			if get("leader-elect") == "true" {
 				n.ElectionLease = get("leader-elect-lease")
@@ -178,13 +178,10 @@ func TestDoctorHookInstalled(t *testing.T) {
 	pod := hooks.doctorPod()
 	c := pod.Spec.Containers[0]
 	environ := containerEnv(t, ns, c, pod.Name)
-	// A default install authenticates its outbox from the start: the key comes from
-	// the Secret the chart created and filled (docs/alerts.md, "The outbox").
-	if !slices.ContainsFunc(environ, func(e string) bool {
-		k, v, _ := strings.Cut(e, "=")
-		return k == "WATCHDOG_OUTBOX_KEY" && len(v) == 43
-	}) {
-		t.Errorf("a default install gives the watchdog no --outbox-key (WATCHDOG_OUTBOX_KEY)")
+	// A default install authenticates its outbox from the start: the key Secret the
+	// first real pass creates (docs/alerts.md, "The outbox").
+	if !slices.Contains(environ, "WATCHDOG_KEY_SECRET=agentenv-scheduler-watchdog-key") {
+		t.Errorf("a default install gives the watchdog no --key-secret (WATCHDOG_KEY_SECRET)")
 	}
 	run := func(flags ...string) (int, string, string) {
 		t.Helper()

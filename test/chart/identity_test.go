@@ -86,6 +86,11 @@ func containerEnv(t *testing.T, ns string, c corev1.Container, podName string) [
 		case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.labels['batch.kubernetes.io/job-name']":
 			// As the CronJob controller names the Job of this minute's run.
 			out = append(out, fmt.Sprintf("%s=%s-%d", e.Name, podName, time.Now().Unix()/60))
+		case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.uid":
+			// The canary's owner (probe.mode canary); a pod's UID, made up: no pod exists.
+			out = append(out, e.Name+"=0c0ffee0-0000-4000-8000-000000000000")
+		case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "status.podIP":
+			out = append(out, e.Name+"=10.244.0.7") // not loopback: --probe-address refuses it
 		default:
 			t.Fatalf("cannot resolve env %s: %+v", e.Name, e.ValueFrom)
 		}

@@ -137,6 +137,14 @@ func (r *rendered) podSpec() *corev1.PodSpec {
 	return &r.deployment().Spec.Template.Spec
 }
 
+// cronJobOrDeploymentPodAnnotations are the annotations of the CronJob's or Deployment's pods.
+func (r *rendered) cronJobOrDeploymentPodAnnotations() map[string]string {
+	if len(r.kinds("CronJob")) > 0 {
+		return r.cronJob().Spec.JobTemplate.Spec.Template.Annotations
+	}
+	return r.deployment().Spec.Template.Annotations
+}
+
 // podTemplateLabels are the labels of the CronJob's or Deployment's pods.
 func (r *rendered) podTemplateLabels() map[string]string {
 	if len(r.kinds("CronJob")) > 0 {
@@ -197,6 +205,9 @@ func baseGrants(configMap, deployment string) []grant {
 		{"", "configmaps", "update", "agentenv-scheduler-watchdog-evidence"},
 		{"", "pods/log", "get", ""},
 		{"", "events", "create", ""},
+		// The key Secret the first real pass creates (state.keySecretName), then reads.
+		{"", "secrets", "create", ""},
+		{"", "secrets", "get", "agentenv-scheduler-watchdog-key"},
 		{"apps", "deployments", "get", deployment},
 		// scheduler.judgePods deployment (the default): the owner chain by UID.
 		{"apps", "replicasets", "get", ""},
@@ -254,7 +265,7 @@ func TestRBACPerConfiguration(t *testing.T) {
 	}
 }
 
-// assertNoBroadRBAC: never a ClusterRole or ClusterRoleBinding, never Secrets,
+// assertNoBroadRBAC: never a ClusterRole or ClusterRoleBinding, no Secret but the key's,
 // never a wildcard, and the binding binds the Role to the chart's ServiceAccount.
 func assertNoBroadRBAC(t *testing.T, r *rendered) {
 	t.Helper()
@@ -267,8 +278,10 @@ func assertNoBroadRBAC(t *testing.T, r *rendered) {
 		var rr rbacv1.Role
 		must(t, runtime.DefaultUnstructuredConverter.FromUnstructured(role.Object, &rr))
 		for _, g := range grants(&rr) {
-			if g.resource == "secrets" || strings.HasPrefix(g.resource, "secrets/") {
-				t.Errorf("Role grants %s: never Secrets", g)
+			// Of Secrets, only the key's: create (no name possible) and get by name.
+			key := g.resource == "secrets" && (g.verb == "create" || g.verb == "get" && g.name == "agentenv-scheduler-watchdog-key")
+			if (g.resource == "secrets" || strings.HasPrefix(g.resource, "secrets/")) && !key {
+				t.Errorf("Role grants %s: no Secret but the key's", g)
 			}
 			// The one subresource: get pods/log, the evidence before a restart
 			// (evidence.logs), read-only.
@@ -277,8 +290,8 @@ func assertNoBroadRBAC(t *testing.T, r *rendered) {
 				t.Errorf("Role grants %s: no wildcards, no subresources but get pods/log", g)
 			}
 			if slices.Contains([]string{"create", "patch", "update", "delete", "deletecollection"}, g.verb) && g.name == "" &&
-				!(g.resource == "events" && g.verb == "create") && !(g.resource == "pods" && g.verb == "delete") {
-				t.Errorf("Role grants %s: writes must be by resource name (only Event create and pod delete cannot be)", g)
+				!(g.resource == "events" && g.verb == "create") && !(g.resource == "pods" && g.verb == "delete") && !key {
+				t.Errorf("Role grants %s: writes must be by resource name (only Event and key Secret create and pod delete cannot be)", g)
 			}
 		}
 	}
@@ -579,18 +592,15 @@ func TestSecretsOnlyThroughSecret(t *testing.T) {
 					}
 				}
 			}
-			// The chart's own random key (TestChartSecretChecksumSalted has the rest).
-			if k := secret.StringData["outbox-key"]; len(k) != 43 {
-				t.Errorf("Secret key outbox-key %q, want 43 random characters", k)
+			// Nothing generated at render time: no key (the watchdog creates its own
+			// Secret), and no checksum/secret without a key to salt it with
+			// (TestChartSecretChecksumSalted has the installed case).
+			if k, ok := secret.StringData["outbox-key"]; ok {
+				t.Errorf("Secret key outbox-key %q rendered by helm template", k)
 			}
-			// A changed secret rolls the Deployment's pods; a CronJob's pod reads the
-			// Secret when it starts anyway.
-			if mode == "cronjob" {
-				if ann := r.cronJob().Spec.JobTemplate.Spec.Template.Annotations; ann["checksum/secret"] != "" {
-					t.Errorf("CronJob pod template has checksum/secret: %v", ann)
-				}
-			} else if ann := r.deployment().Spec.Template.Annotations; ann["checksum/secret"] == "" {
-				t.Errorf("Deployment pod template lacks checksum/secret")
+			ann := r.cronJobOrDeploymentPodAnnotations()
+			if ann["checksum/secret"] != "" {
+				t.Errorf("%s pod template has an unsalted checksum/secret: %v", mode, ann)
 			}
 		})
 	}
@@ -604,19 +614,21 @@ func TestSecretsOnlyThroughSecret(t *testing.T) {
 	if e.ValueFrom == nil || e.ValueFrom.SecretKeyRef.Name != "my-alerts" || e.ValueFrom.SecretKeyRef.Key != "hmac" || e.ValueFrom.SecretKeyRef.Optional == nil || !*e.ValueFrom.SecretKeyRef.Optional {
 		t.Errorf("existingSecret env %+v", e)
 	}
-	// The defaults, no sink at all: the chart's Secret holds the outbox key alone,
-	// and the watchdog reads it, so that a sink added later (helm upgrade, or an
-	// extraEnv from another Secret) finds its outbox authenticated from the start.
+	// The defaults, no sink at all: no Secret; the watchdog reads the key Secret it
+	// creates (WATCHDOG_KEY_SECRET), seeded from a 0.1.0 release's outbox-key
+	// (WATCHDOG_OUTBOX_KEY, optional) when there is one.
 	for _, mode := range []string{"cronjob", "deployment"} {
 		r = render(t, "mode: "+mode)
-		var secret corev1.Secret
-		r.one("Secret", &secret)
-		if k := secret.StringData["outbox-key"]; len(k) != 43 || len(secret.StringData) != 1 {
-			t.Errorf("%s, no sinks: Secret data %v, want the generated outbox-key alone", mode, slices.Sorted(maps.Keys(secret.StringData)))
+		if n := len(r.kinds("Secret")); n != 0 {
+			t.Errorf("%s, no sinks: %d Secrets rendered", mode, n)
 		}
-		e := envOf(r.podSpec().Containers[0])["WATCHDOG_OUTBOX_KEY"]
-		if e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil || e.ValueFrom.SecretKeyRef.Name != secret.Name || e.ValueFrom.SecretKeyRef.Key != "outbox-key" {
-			t.Errorf("%s, no sinks: WATCHDOG_OUTBOX_KEY = %+v, want secretKeyRef %s/outbox-key", mode, e, secret.Name)
+		env := envOf(r.podSpec().Containers[0])
+		e := env["WATCHDOG_OUTBOX_KEY"]
+		if e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil || e.ValueFrom.SecretKeyRef.Name != fullname || e.ValueFrom.SecretKeyRef.Key != "outbox-key" || !*e.ValueFrom.SecretKeyRef.Optional {
+			t.Errorf("%s, no sinks: WATCHDOG_OUTBOX_KEY = %+v, want optional secretKeyRef %s/outbox-key", mode, e, fullname)
+		}
+		if v := env["WATCHDOG_KEY_SECRET"].Value; v != "agentenv-scheduler-watchdog-key" {
+			t.Errorf("%s: WATCHDOG_KEY_SECRET = %q", mode, v)
 		}
 	}
 }
