@@ -524,9 +524,9 @@ func TestChartSecretChecksumSalted(t *testing.T) {
 // keySecret is the Secret the watchdog creates for its key (state.keySecretName).
 const keySecret = "agentenv-scheduler-watchdog-key"
 
-// commit010 is main's last commit with the chart at 0.1.0 (it generated outbox-key
+// commit010 is a landed commit of main with the chart at 0.1.0 (it generated outbox-key
 // into its Secret at install).
-const commit010 = "cf95a0682207b3fbebddfb3d929a52bae16797d5"
+const commit010 = "2e05204cdf8f0c503e07fc1c12e762e4a61657da"
 
 // chartAt is the chart as it was at a commit (git archive; a shallow clone lacks old ones).
 func chartAt(t *testing.T, commit string) string {
