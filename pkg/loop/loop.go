@@ -167,14 +167,15 @@ func (l *Loop) Staleness() time.Duration { return 2*l.Interval + l.Timeout }
 // leader that holds the Lease and passes nothing must not leave every replica
 // healthy). The agentenv_watchdog_unhealthy gauge says why not.
 func (l *Loop) Healthy() (bool, string) {
+	l.mu.Lock() // the gauge's Reset and Set too: /healthz and watchPasses both call it
+	defer l.mu.Unlock()
 	ok, reason, msg := l.health()
 	l.Metrics.SetUnhealthy(reason)
 	return ok, msg
 }
 
+// health is Healthy's verdict; l.mu held.
 func (l *Loop) health() (ok bool, reason, msg string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	now := l.Clock.Now()
 	limit := l.Staleness()
 	if !l.leading {
