@@ -209,10 +209,10 @@ func TestFarPauseCapSurvivesFailedReads(t *testing.T) {
 	for at := start; at.Before(start.Add(decide.MaxPause + 12*time.Hour)); at = at.Add(12 * time.Hour) {
 		var r decide.Result
 		obs := far(at)
-		switch n := int(at.Sub(start) / (12 * time.Hour)); {
-		case n%4 == 1:
+		switch int(at.Sub(start)/(12*time.Hour)) % 4 {
+		case 1:
 			obs = unread(at)
-		case n%4 == 3:
+		case 3:
 			obs = decide.Unseen(far(at), at, errors.New("connection refused"))
 		}
 		s, r = decide.Decide(obs, s, cfg)
