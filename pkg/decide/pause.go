@@ -104,7 +104,11 @@ func runPause(obs Observation, s *state.State) (*Pause, string, string) {
 const pauseExpired = "expired at"
 
 // notePause records, once per annotation, why it was ignored or capped (res.PauseNotice).
+// Unread annotations (a failed read or sample) keep the notice and its cap's start.
 func notePause(next *state.State, res *Result, obs Observation) {
+	if r := obs.Rollout; obs.Annotated == nil && (r == nil || !r.Found || r.Err != nil) {
+		return
+	}
 	var note, key string
 	if res.Pause, note, key = runPause(obs, next); note == "" {
 		next.PauseNotice = nil

@@ -1,6 +1,7 @@
 package decide_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -189,5 +190,44 @@ func TestPauseNoticeOnceAndAFarPauseCapped(t *testing.T) {
 	}
 	if _, r = decide.Decide(far(now.Add(decide.MaxPause+time.Minute)), s, cfg); r.Pause != nil || r.PauseNotice != "" {
 		t.Errorf("past the cap: %+v, notice %q; want no pause, nothing told again", r.Pause, r.PauseNotice)
+	}
+}
+
+// A far pause's cap starts when it was first seen, and stays there across runs
+// that could not read the Deployment (a failed read, a failed sample): the cap
+// ends 7 days after first seen and the notice (pause-invalid) is told once.
+func TestFarPauseCapSurvivesFailedReads(t *testing.T) {
+	cfg := testConfig()
+	start := t0.Add(5 * time.Minute)
+	far := pausedObs(pauseAnn(start.Add(30*24*time.Hour), "forever"))
+	unread := func(at time.Time) decide.Observation {
+		o := wedgedAt(at)
+		o.Rollout, o.Annotated = nil, nil
+		return o
+	}
+	s, told := state.New(), 0
+	for at := start; at.Before(start.Add(decide.MaxPause + 12*time.Hour)); at = at.Add(12 * time.Hour) {
+		var r decide.Result
+		obs := far(at)
+		switch int(at.Sub(start)/(12*time.Hour)) % 4 {
+		case 1:
+			obs = unread(at)
+		case 3:
+			obs = decide.Unseen(far(at), at, errors.New("connection refused"))
+		}
+		s, r = decide.Decide(obs, s, cfg)
+		if r.PauseNotice != "" {
+			told++
+		}
+		if obs.Annotated == nil {
+			continue
+		}
+		capped := at.Before(start.Add(decide.MaxPause))
+		if capped != (r.Pause != nil) || (capped && !r.Pause.Until.Equal(start.Add(decide.MaxPause))) {
+			t.Errorf("at %s: pause %+v; want capped at %s while before it", at.Sub(start), r.Pause, start.Add(decide.MaxPause))
+		}
+	}
+	if told != 1 {
+		t.Errorf("the far pause told %d times, want once", told)
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 )
 
 // MaxHeaderBytes bounds every answer's headers (Go's default: 10 MiB).
@@ -38,14 +40,32 @@ func Transport(base http.RoundTripper, limit int64) http.RoundTripper {
 }
 
 // Headers bounds rt's answers' headers at MaxHeaderBytes when it is an
-// *http.Transport (a copy); as rest.Config.Wrap, it gets client-go's base transport.
+// *http.Transport, or client-go's cache entry wrapping one (a copy); as
+// rest.Config.Wrap, it gets client-go's base transport.
 func Headers(rt http.RoundTripper) http.RoundTripper {
-	if t, ok := rt.(*http.Transport); ok && (t.MaxResponseHeaderBytes <= 0 || t.MaxResponseHeaderBytes > MaxHeaderBytes) {
-		t = t.Clone()
-		t.MaxResponseHeaderBytes = MaxHeaderBytes
-		return t
+	t, ok := rt.(*http.Transport)
+	if w, wrapped := rt.(utilnet.RoundTripperWrapper); wrapped { // client-go's TLS cache entry
+		t, ok = w.WrappedRoundTripper().(*http.Transport)
 	}
-	return rt
+	if !ok || (t.MaxResponseHeaderBytes > 0 && t.MaxResponseHeaderBytes <= MaxHeaderBytes) {
+		return rt
+	}
+	t = t.Clone()
+	t.MaxResponseHeaderBytes = MaxHeaderBytes
+	if _, ok := t.TLSNextProto["h2"]; ok {
+		// x/net's HTTP/2, set up on rt by client-go, reads rt's bound: set it up
+		// afresh on the copy, as client-go does (its health-check pings too).
+		t.TLSNextProto = nil
+		t = utilnet.SetTransportDefaults(t)
+	}
+	return bounded{t, rt}
+}
+
+// bounded is the bounded copy; it keeps rt, whose loss would end client-go's
+// cache entry and its client certificate rotation.
+type bounded struct {
+	*http.Transport
+	rt http.RoundTripper
 }
 
 type limitKey struct{}

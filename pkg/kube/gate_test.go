@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"encoding/pem"
 	"errors"
 	"net"
 	"net/http"
@@ -171,17 +172,25 @@ func TestGateHoldsThenOpensAfterAFailedFirstRequest(t *testing.T) {
 // An API server's answer (or a pod's through its proxy) with headers past
 // httpbound.MaxHeaderBytes fails: client-go's base transport gets the bound too.
 func TestAnswerHeadersAreBounded(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	var proto atomic.Value
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		proto.Store(r.Proto)
 		w.Header().Set("X-Big", strings.Repeat("h", 2*httpbound.MaxHeaderBytes))
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"x"}}`))
 	}))
+	srv.EnableHTTP2 = true // as the API server speaks
+	srv.StartTLS()
 	defer srv.Close()
-	c, err := New(&rest.Config{Host: srv.URL, QPS: -1})
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	c, err := New(&rest.Config{Host: srv.URL, QPS: -1, TLSClientConfig: rest.TLSClientConfig{CAData: ca}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.GetConfigMap(context.Background(), "ns", "x"); err == nil {
-		t.Fatal("an answer with 128 KiB of headers was read")
+		t.Fatalf("an answer with 128 KiB of headers was read (over %v)", proto.Load())
+	}
+	if p := proto.Load(); p != "HTTP/2.0" {
+		t.Errorf("the request came over %v, want HTTP/2.0", p)
 	}
 }

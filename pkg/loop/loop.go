@@ -32,6 +32,8 @@ type Loop struct {
 	// Settle is how long an early pass waits for the rest of a burst of changes
 	// (a roll changes slices one after the other).
 	Settle time.Duration
+	// DryRun passes write no state, so a standby cannot see them: no-pass-anywhere is skipped.
+	DryRun bool
 
 	mu          sync.Mutex
 	leading     bool
@@ -40,6 +42,7 @@ type Loop struct {
 	lastAlive   time.Time // last pass end or election attempt: the loop is alive
 	lastErr     string
 	lastAnyPass time.Time // last pass completed by any replica, as this one saw it
+	stateErr    string    // why the state ConfigMap could not be read last, "" if it was
 }
 
 // New returns a loop whose health clock starts now, recording its passes in m.
@@ -150,6 +153,16 @@ func (l *Loop) SawPass() {
 	l.mu.Unlock()
 }
 
+// SawState records whether a standby could read the state ConfigMap (err nil).
+func (l *Loop) SawState(err error) {
+	l.mu.Lock()
+	l.stateErr = ""
+	if err != nil {
+		l.stateErr = err.Error()
+	}
+	l.mu.Unlock()
+}
+
 // Alive records a sign of life from a standby (an election attempt).
 func (l *Loop) Alive() {
 	l.mu.Lock()
@@ -167,21 +180,25 @@ func (l *Loop) Staleness() time.Duration { return 2*l.Interval + l.Timeout }
 // leader that holds the Lease and passes nothing must not leave every replica
 // healthy). The agentenv_watchdog_unhealthy gauge says why not.
 func (l *Loop) Healthy() (bool, string) {
+	l.mu.Lock() // the gauge's Reset and Set too: /healthz and watchPasses both call it
+	defer l.mu.Unlock()
 	ok, reason, msg := l.health()
 	l.Metrics.SetUnhealthy(reason)
 	return ok, msg
 }
 
+// health is Healthy's verdict; l.mu held.
 func (l *Loop) health() (ok bool, reason, msg string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	now := l.Clock.Now()
 	limit := l.Staleness()
 	if !l.leading {
 		switch {
 		case now.Sub(l.lastAlive) > limit:
 			return false, "no-election-attempt", fmt.Sprintf("standby: no election attempt for %s", now.Sub(l.lastAlive).Round(time.Second))
-		case now.Sub(l.lastAnyPass) > limit:
+		case l.DryRun || now.Sub(l.lastAnyPass) <= limit:
+		case l.stateErr != "":
+			return false, "state-unreadable", fmt.Sprintf("standby: no pass seen for %s (limit %s): the state ConfigMap cannot be read: %s", now.Sub(l.lastAnyPass).Round(time.Second), limit, l.stateErr)
+		default:
 			return false, "no-pass-anywhere", fmt.Sprintf("standby: no pass completed anywhere for %s (limit %s): the leader holds the Lease but passes nothing", now.Sub(l.lastAnyPass).Round(time.Second), limit)
 		}
 		return true, "", "standby"

@@ -2,6 +2,7 @@ package loop
 
 import (
 	"context"
+	"errors"
 	"strings"
 
 	"github.com/agentenv/watchdog/pkg/check"
@@ -205,5 +206,41 @@ func waitFor(t *testing.T, ok func() bool) {
 			t.Fatal("timed out waiting for the loop")
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// A dry run writes no state, so a standby never sees a pass: it must not fail
+// /healthz for it (the kubelet would restart every standby forever).
+func TestDryRunStandbySkipsNoPassAnywhere(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
+	m := metrics.New(metrics.Options{})
+	l := New(30*time.Second, 3*time.Minute, nil, m, clk, zerolog.Nop())
+	l.DryRun = true
+	for range 20 {
+		clk.Step(30 * time.Second)
+		l.Alive()
+	}
+	if ok, msg := l.Healthy(); !ok || unhealthy(t, m) != "" {
+		t.Fatalf("a dry-run standby 10 minutes in: healthy %v %q, gauge %q", ok, msg, unhealthy(t, m))
+	}
+}
+
+// A standby that cannot read the state ConfigMap says so, not that no pass ran.
+func TestStandbyStateUnreadable(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
+	m := metrics.New(metrics.Options{})
+	l := New(30*time.Second, 3*time.Minute, nil, m, clk, zerolog.Nop())
+	for range 20 {
+		clk.Step(30 * time.Second)
+		l.Alive()
+		l.SawState(errors.New("configmaps is forbidden"))
+	}
+	ok, msg := l.Healthy()
+	if ok || !strings.Contains(msg, "forbidden") || unhealthy(t, m) != "state-unreadable" {
+		t.Fatalf("a standby that cannot read the state: healthy %v %q, gauge %q", ok, msg, unhealthy(t, m))
+	}
+	l.SawState(nil)
+	if _, _ = l.Healthy(); unhealthy(t, m) != "no-pass-anywhere" {
+		t.Fatalf("state read again but unchanged: gauge %q, want no-pass-anywhere", unhealthy(t, m))
 	}
 }

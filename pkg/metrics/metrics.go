@@ -86,7 +86,7 @@ func New(o Options) *Metrics {
 		duration: f.NewHistogram(prometheus.HistogramOpts{Name: "agentenv_watchdog_pass_duration_seconds",
 			Help: "Duration of passes (long ones are confirming a wedge).", Buckets: []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 15, 30, 60, 120, 180}}),
 		unhealthy: f.NewGaugeVec(prometheus.GaugeOpts{Name: "agentenv_watchdog_unhealthy",
-			Help: "1 for why /healthz fails (no-pass, no-election-attempt, no-pass-anywhere); no series while it passes"}, []string{"reason"}),
+			Help: "1 for why /healthz fails (no-pass, no-election-attempt, no-pass-anywhere but not in dry run, state-unreadable); no series while it passes"}, []string{"reason"}),
 		leader: f.NewGauge(prometheus.GaugeOpts{Name: "agentenv_watchdog_leader",
 			Help: "1 while this instance is the elected leader and runs passes."}),
 	}

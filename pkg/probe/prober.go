@@ -208,7 +208,8 @@ func (p *Prober) read(ctx context.Context, pod decide.Pod) *decide.ProbeReading 
 }
 
 // verify reports a canary that is no longer the object written: whoever deleted or
-// changed it made its absence from ListNodes prove nothing.
+// changed it made its absence from ListNodes prove nothing. A failed read is this
+// sample's error only.
 func (p *Prober) verify(ctx context.Context, c *written) error {
 	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
 	defer cancel()
@@ -216,8 +217,8 @@ func (p *Prober) verify(ctx context.Context, c *written) error {
 	switch {
 	case apierrors.IsNotFound(err):
 		err = errors.New("deleted by someone else")
-	case err != nil:
-		err = fmt.Errorf("cannot read it back: %w", err)
+	case err != nil: // unknown for this sample only: the canary is not lost
+		return fmt.Errorf("EndpointSlice %s/%s cannot be read back: %w", p.Namespace, p.Name, err)
 	case string(s.UID) != c.uid || s.ResourceVersion != c.rv:
 		err = fmt.Errorf("changed by someone else (resourceVersion %s, written %s)", s.ResourceVersion, c.rv)
 	}
