@@ -16,7 +16,7 @@ LDFLAGS := -s -w \
 	-X github.com/agentenv/watchdog/pkg/version.Commit=$(COMMIT) \
 	-X github.com/agentenv/watchdog/pkg/version.Date=$(DATE)
 
-.PHONY: prometheus3-test node cluster cluster-down e2e all build test unit vet fmt-check control-plane tools alertmanager pushgateway monitoring-tools chart-test lint-chart chart-readme event-docs cli-docs demo bench lint lint-tools vulndb-refresh fuzz binaries image dist chart-package release-check ko push push-needs-registry
+.PHONY: kustomize manifests prometheus3-test node cluster cluster-down e2e all build test unit vet fmt-check control-plane tools alertmanager pushgateway monitoring-tools chart-test lint-chart chart-readme event-docs cli-docs demo bench lint lint-tools vulndb-refresh fuzz binaries image dist chart-package release-check ko push push-needs-registry
 
 all: build
 
@@ -78,6 +78,14 @@ prometheus3-test: control-plane alertmanager pushgateway
 ## chart-readme: regenerate the chart README's value table from values.yaml's `# --` comments (make test fails while it is stale)
 chart-readme:
 	go run ./hack/chart-readme
+
+## kustomize: regenerate deploy/kustomize (a base, overlays shadow and live) from the chart (hack/kustomize; a chart test fails while it is stale)
+kustomize: tools
+	HELM="$$(hack/tools.sh --print)" go run ./hack/kustomize
+
+## manifests: $(DIST)/install.yaml, the whole install in one file (the chart's defaults, shadow mode, namespace agentenv-system), byte-identical at every run; shipped with each release
+manifests: tools
+	HELM="$$(hack/tools.sh --print)" go run ./hack/kustomize -out "$$(mktemp -d)" -install $(DIST)/install.yaml
 
 ## event-docs: regenerate the event tables of README.md and docs/alerts.md from pkg/alert/events.go (make test fails while they are stale)
 event-docs:

@@ -73,7 +73,26 @@ func checkReleaseGo(bin, want string) error {
 }
 
 func step(format string, args ...any) {
-	fmt.Printf("\n\033[1m== %s\033[0m\n", fmt.Sprintf(format, args...))
+	fmt.Printf("\n%s\n", styled("1", "== "+fmt.Sprintf(format, args...)))
+}
+
+// color: ANSI styles only when stdout is a terminal, never with NO_COLOR (no-color.org).
+var color = colorOn(os.Getenv("NO_COLOR"), os.Stdout)
+
+func colorOn(noColor string, f *os.File) bool {
+	if noColor != "" {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// styled wraps text in an ANSI style (1 bold, 2 dim, 35 magenta) when color is on.
+func styled(code, text string) string {
+	if !color {
+		return text
+	}
+	return "\033[" + code + "m" + text + "\033[0m"
 }
 
 func run(bin string) error {
@@ -241,7 +260,7 @@ func startReceiver() (*httptest.Server, string) {
 		valid := deliver.Verify([]byte(secret), r.Header.Get(deliver.HeaderTimestamp), r.Header.Get(deliver.HeaderSignature), body, time.Now(), 5*time.Minute)
 		var n alert.Notification
 		_ = json.Unmarshal(body, &n)
-		fmt.Printf("\033[35m[webhook receiver] %s alert %q (signature valid: %v): %s\033[0m\n", strings.ToUpper(n.Severity), n.Event, valid, n.Reason)
+		fmt.Println(styled("35", fmt.Sprintf("[webhook receiver] %s alert %q (signature valid: %v): %s", strings.ToUpper(n.Severity), n.Event, valid, n.Reason)))
 		w.WriteHeader(http.StatusNoContent)
 	})), secret
 }
@@ -261,7 +280,11 @@ func runner(bin, kubeconfig, receiverURL, secret string, scrape ...string) func(
 			cmd.Env = append(os.Environ(), "WATCHDOG_WEBHOOK_URL="+receiverURL+"/alerts", "WATCHDOG_WEBHOOK_SECRET="+secret)
 		}
 		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stdout
-		fmt.Printf("\033[2m$ watchdog %s ...\033[0m\n", strings.Join(args, " "))
+		env := ""
+		if args[0] == "check" {
+			env = "WATCHDOG_WEBHOOK_URL=" + receiverURL + "/alerts WATCHDOG_WEBHOOK_SECRET=<the receiver's> "
+		}
+		fmt.Println(styled("2", "$ "+env+"watchdog "+strings.Join(full, " ")))
 		return cmd.Run()
 	}
 }

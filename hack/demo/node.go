@@ -44,7 +44,7 @@ func runNode(bin, helmBin string) error {
 	defer os.RemoveAll(home)
 	helmEnv := []string{"HELM_CACHE_HOME=" + home + "/cache", "HELM_CONFIG_HOME=" + home + "/config", "HELM_DATA_HOME=" + home + "/data"}
 	show := func(name string, args ...string) error {
-		fmt.Printf("\033[2m$ %s %s\033[0m\n", filepath.Base(name), strings.Join(args, " "))
+		fmt.Println(styled("2", "$ "+filepath.Base(name)+" "+strings.Join(args, " ")))
 		cmd := exec.CommandContext(ctx, name, args...)
 		cmd.Env = append(append(os.Environ(), "KUBECONFIG="+c.Kubeconfig), helmEnv...)
 		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stdout

@@ -18,15 +18,13 @@ var T0 = time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 // IntP points at v.
 func IntP(v int) *int { return &v }
 
-// PlanConfig is a plan configuration for a cluster prod-eu1.
+// PlanConfig is an alert policy.
 func PlanConfig() alert.PlanConfig {
-	return alert.PlanConfig{
-		RealertInterval: time.Hour,
-		BlindAfter:      3,
-		WedgedFor:       4 * time.Minute,
-		Source:          alert.Source{Cluster: "prod-eu1", Namespace: "agentenv-system", Version: "v1.2.3"},
-	}
+	return alert.PlanConfig{RealertInterval: time.Hour, BlindAfter: 3, WedgedFor: 4 * time.Minute}
 }
+
+// Source is a cluster prod-eu1's watchdog.
+var Source = alert.Source{Cluster: "prod-eu1", Namespace: "agentenv-system", Version: "v1.2.3"}
 
 // Target is one judged scheduler pod, bad for badFor (zero: not bad).
 func Target(v decide.Verdict, a decide.Action, badFor time.Duration, now time.Time) decide.Target {

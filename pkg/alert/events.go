@@ -16,6 +16,7 @@ const (
 	EventRecovered          = "recovered"
 	EventBlind              = "blind"
 	EventWatchdogError      = "watchdog-error"
+	EventPauseInvalid       = "pause-invalid"
 	EventTest               = "test"
 )
 
@@ -120,6 +121,12 @@ var Events = []EventSpec{
 		Reason: "WatchdogError", Alertname: "AgentenvWatchdogError", Emoji: ":boom:",
 		NextStep: "The watchdog cannot do its job: read its Job logs (`kubectl logs job/...`).",
 		When:     "the watchdog cannot do its job (API refused, state not writable or of a newer version, nodes Service or port misnamed); never for a pass cut short by its own shutdown",
+	},
+	{
+		Name: EventPauseInvalid, Severity: SeverityWarning, Kind: OneShot,
+		Reason: "PauseAnnotationInvalid", Alertname: "AgentenvWatchdogPauseInvalid", Emoji: ":warning:",
+		NextStep: "Fix or remove the pause annotations on the scheduler Deployment: an RFC 3339 expiry at most 7 days ahead and a reason (docs/design.md, \"Pause\").",
+		When:     "a pause annotation makes no valid pause (ignored: restarts go ahead) or ends more than 7 days after it was first seen (capped there); once per annotation",
 	},
 	{
 		Name: EventTest, Severity: SeverityInfo, Kind: OneShot,

@@ -117,7 +117,7 @@ func TestEveryEventConstantInTable(t *testing.T) {
 // TestEverySinkUsesTheTable).
 func TestPlanUsesTheTable(t *testing.T) {
 	for _, e := range Events {
-		n := newNotification(e.Name, nil, decide.Result{}, time.Now(), PlanConfig{})
+		n := newNotification(e.Name, nil, decide.Result{}, time.Now(), planning{})
 		if n.Severity != e.Severity || n.NextStep != e.NextStep {
 			t.Errorf("%s: notification severity %q next step %q", e.Name, n.Severity, n.NextStep)
 		}

@@ -104,13 +104,18 @@ func (src Source) Stamp(n *Notification) {
 	n.Cluster, n.Namespace, n.Watchdog, n.Labels = src.Cluster, src.Namespace, src.Version, src.Labels
 }
 
-// PlanConfig holds what the plan needs beyond the decision.
+// PlanConfig is the alerts' policy.
 type PlanConfig struct {
 	RealertInterval time.Duration
 	BlindAfter      int
 	WedgedFor       time.Duration // how long degraded lasts before it is alerted
-	Source          Source
-	Mode            state.Mode
+}
+
+// planning is a plan's policy, who sends its alerts and the run's mode.
+type planning struct {
+	PlanConfig
+	Source Source
+	Mode   state.Mode
 }
 
 // ActOutcome is what happened to one restart the decision asked for (in shadow
@@ -126,30 +131,15 @@ type ActOutcome struct {
 // Plan compares the run's outcome with the open alerts in s, updates s.Alerts, and
 // returns the notifications to send: one per transition, reminders after
 // RealertInterval, and recovered once per episode. runErr, a failure of the
-// watchdog that did not stop the run, opens watchdog-error.
-func Plan(s *state.State, res decide.Result, acts []ActOutcome, runErr error, now time.Time, cfg PlanConfig) []Notification {
+// watchdog that did not stop the run, opens watchdog-error. src is who sends the
+// alerts, mode the run's.
+func Plan(s *state.State, res decide.Result, acts []ActOutcome, runErr error, now time.Time, src Source, mode state.Mode, policy PlanConfig) []Notification {
+	cfg := planning{PlanConfig: policy, Source: src, Mode: mode}
 	var out []Notification
 	if runErr != nil {
-		out = append(out, PlanFailure(s, runErr, now, cfg)...)
+		out = append(out, planFailure(s, runErr, now, cfg)...)
 	}
-	// The ongoing events the judged pods open, each for the pod bad the longest.
-	active := map[string]*decide.Target{}
-	for i := range res.Targets {
-		t := &res.Targets[i]
-		for ev, opens := range map[string]bool{
-			EventWedged:           t.Verdict == decide.VerdictWedged && !t.NodesUnreachable,
-			EventNodesUnreachable: t.NodesUnreachable,
-			EventDegraded:         t.Verdict == decide.VerdictDegraded && t.BadFor.D() >= cfg.WedgedFor,
-			// A restart done or under way (a claim race lost, a replacement starting)
-			// is not blocked, nor one held by the back-off alone (restart-ineffective).
-			EventRestartBlocked:     t.Action == decide.ActionBlocked && !t.RestartInProgress() && !t.OnlyBackoff(),
-			EventRestartIneffective: t.Ineffective != "",
-		} {
-			if cur, ok := active[ev]; opens && t.Judged && (!ok || t.BadFor > cur.BadFor) {
-				active[ev] = t
-			}
-		}
-	}
+	active := activeEvents(res, cfg)
 	blind := s.ConsecutiveUnknownRuns >= cfg.BlindAfter && cfg.BlindAfter > 0
 	for _, ev := range slices.Sorted(maps.Keys(active)) {
 		out = appendOngoing(out, s, ev, active[ev], res, now, cfg)
@@ -157,50 +147,19 @@ func Plan(s *state.State, res decide.Result, acts []ActOutcome, runErr error, no
 	if blind {
 		out = appendOngoing(out, s, EventBlind, nil, res, now, cfg)
 	}
+	out = appendActs(out, s, acts, res, now, cfg)
 
-	// Every restart attempt says how it went.
-	for _, a := range acts {
-		t := a.Target
-		ev, reason := EventRestarted, a.Detail
-		switch {
-		case cfg.Mode == state.ModeShadow:
-			ev = EventWouldRestart
-		case a.Err != nil:
-			ev, reason = EventRestartFailed, a.Err.Error()
-		}
-		n := newNotification(ev, &t, res, now, cfg)
-		n.Reason = reason + " (" + t.Reason + ")"
-		if a.Evidence != "" {
-			n.Reason += fmt.Sprintf("; evidence (its log, metrics, status): watchdog history -n %s --evidence %s", cfg.Source.Namespace, a.Evidence)
-		}
+	if res.PauseNotice != "" {
+		n := newNotification(EventPauseInvalid, nil, res, now, cfg)
+		n.Reason = res.PauseNotice
 		out = append(out, n)
-		s.Alerts[ev] = &state.Alert{Event: ev, OpenedAt: now, Pod: t.Pod}
 	}
 
 	// Close what is no longer observed: everything when the scheduler is healthy
 	// again, which sends recovered once; blind alone on any other known verdict.
 	healthy := (res.Verdict == decide.VerdictHealthy || (res.Verdict == decide.VerdictNoNodes && !openEpisode(s))) && runErr == nil
 	if healthy && len(s.Alerts) > 0 && len(acts) == 0 {
-		// Only the watchdog's own events are closed, by name from its table.
-		opened := slices.DeleteFunc(slices.Sorted(maps.Keys(s.Alerts)), func(ev string) bool { _, ok := Lookup(ev); return !ok })
-		var first time.Time
-		closes := make([]Closed, 0, len(opened))
-		for _, ev := range opened {
-			if a := s.Alerts[ev]; a != nil {
-				closes = append(closes, Closed{Event: ev, Pod: a.Pod, OpenedAt: a.OpenedAt.UTC()})
-				if first.IsZero() || a.OpenedAt.Before(first) {
-					first = a.OpenedAt
-				}
-			}
-		}
-		var judged *decide.Target
-		if i := slices.IndexFunc(res.Targets, func(t decide.Target) bool { return t.Judged }); i >= 0 {
-			judged = &res.Targets[i]
-		}
-		n := newNotification(EventRecovered, judged, res, now, cfg)
-		n.Reason = fmt.Sprintf("%s; was %s since %s", res.Reason, strings.Join(opened, ", "), first.UTC().Format(time.RFC3339))
-		n.Since, n.Closes = &first, closes
-		out = append(out, n)
+		out = append(out, recovered(s, res, now, cfg))
 		s.Alerts = map[string]*state.Alert{}
 	} else {
 		if runErr == nil && (len(active) > 0 || len(acts) > 0 || blind) {
@@ -220,14 +179,87 @@ func Plan(s *state.State, res decide.Result, acts []ActOutcome, runErr error, no
 	return out
 }
 
+// activeEvents are the ongoing events the judged pods open, each for the pod bad
+// the longest.
+func activeEvents(res decide.Result, cfg planning) map[string]*decide.Target {
+	active := map[string]*decide.Target{}
+	for i := range res.Targets {
+		t := &res.Targets[i]
+		for ev, opens := range map[string]bool{
+			EventWedged:           t.Verdict == decide.VerdictWedged && !t.NodesUnreachable,
+			EventNodesUnreachable: t.NodesUnreachable,
+			EventDegraded:         t.Verdict == decide.VerdictDegraded && t.BadFor.D() >= cfg.WedgedFor,
+			// A restart done or under way (a claim race lost, a replacement starting)
+			// is not blocked, nor one held by the back-off alone (restart-ineffective).
+			EventRestartBlocked:     t.Action == decide.ActionBlocked && !t.RestartInProgress() && !t.OnlyBackoff(),
+			EventRestartIneffective: t.Ineffective != "",
+		} {
+			if cur, ok := active[ev]; opens && t.Judged && (!ok || t.BadFor > cur.BadFor) {
+				active[ev] = t
+			}
+		}
+	}
+	return active
+}
+
+// appendActs says how every restart attempt went.
+func appendActs(out []Notification, s *state.State, acts []ActOutcome, res decide.Result, now time.Time, cfg planning) []Notification {
+	for _, a := range acts {
+		t := a.Target
+		ev, reason := EventRestarted, a.Detail
+		switch {
+		case cfg.Mode == state.ModeShadow:
+			ev = EventWouldRestart
+		case a.Err != nil:
+			ev, reason = EventRestartFailed, a.Err.Error()
+		}
+		n := newNotification(ev, &t, res, now, cfg)
+		n.Reason = reason + " (" + t.Reason + ")"
+		if a.Evidence != "" {
+			n.Reason += fmt.Sprintf("; evidence (its log, metrics, status): watchdog history -n %s --evidence %s", cfg.Source.Namespace, a.Evidence)
+		}
+		out = append(out, n)
+		s.Alerts[ev] = &state.Alert{Event: ev, OpenedAt: now, Pod: t.Pod}
+	}
+	return out
+}
+
+// recovered closes every open alert of s, sent once per episode.
+func recovered(s *state.State, res decide.Result, now time.Time, cfg planning) Notification {
+	// Only the watchdog's own events are closed, by name from its table.
+	opened := slices.DeleteFunc(slices.Sorted(maps.Keys(s.Alerts)), func(ev string) bool { _, ok := Lookup(ev); return !ok })
+	var first time.Time
+	closes := make([]Closed, 0, len(opened))
+	for _, ev := range opened {
+		if a := s.Alerts[ev]; a != nil {
+			closes = append(closes, Closed{Event: ev, Pod: a.Pod, OpenedAt: a.OpenedAt.UTC()})
+			if first.IsZero() || a.OpenedAt.Before(first) {
+				first = a.OpenedAt
+			}
+		}
+	}
+	var judged *decide.Target
+	if i := slices.IndexFunc(res.Targets, func(t decide.Target) bool { return t.Judged }); i >= 0 {
+		judged = &res.Targets[i]
+	}
+	n := newNotification(EventRecovered, judged, res, now, cfg)
+	n.Reason = fmt.Sprintf("%s; was %s since %s", res.Reason, strings.Join(opened, ", "), first.UTC().Format(time.RFC3339))
+	n.Since, n.Closes = &first, closes
+	return n
+}
+
 // PlanFailure plans watchdog-error for a run that failed: once, then reminders
 // (deduplicated through s; with an empty state it is always sent).
-func PlanFailure(s *state.State, err error, now time.Time, cfg PlanConfig) []Notification {
+func PlanFailure(s *state.State, err error, now time.Time, src Source, mode state.Mode, policy PlanConfig) []Notification {
+	return planFailure(s, err, now, planning{PlanConfig: policy, Source: src, Mode: mode})
+}
+
+func planFailure(s *state.State, err error, now time.Time, cfg planning) []Notification {
 	res := decide.Result{Verdict: decide.VerdictUnknown, Action: decide.ActionNone, Reason: "the watchdog cannot do its job: " + err.Error()}
 	return appendOngoing(nil, s, EventWatchdogError, nil, res, now, cfg)
 }
 
-func appendOngoing(out []Notification, s *state.State, ev string, t *decide.Target, res decide.Result, now time.Time, cfg PlanConfig) []Notification {
+func appendOngoing(out []Notification, s *state.State, ev string, t *decide.Target, res decide.Result, now time.Time, cfg planning) []Notification {
 	a, open := s.Alerts[ev]
 	switch {
 	case !open:
@@ -255,7 +287,7 @@ func appendOngoing(out []Notification, s *state.State, ev string, t *decide.Targ
 	return append(out, n)
 }
 
-func newNotification(ev string, t *decide.Target, res decide.Result, now time.Time, cfg PlanConfig) Notification {
+func newNotification(ev string, t *decide.Target, res decide.Result, now time.Time, cfg planning) Notification {
 	n := Notification{
 		SchemaVersion: SchemaVersion,
 		Event:         ev,

@@ -20,6 +20,7 @@ var (
 	t0                         = alerttest.T0
 	intp                       = alerttest.IntP
 	planConfig, target, result = alerttest.PlanConfig, alerttest.Target, alerttest.Result
+	src                        = alerttest.Source
 )
 
 func unknownResult() decide.Result {
@@ -423,12 +424,12 @@ func TestPlan(t *testing.T) {
 				if st.acts != nil {
 					acts = st.acts(now)
 				}
-				notes := alert.Plan(s, res, acts, st.runErr, now, cfg)
+				notes := alert.Plan(s, res, acts, st.runErr, now, src, state.ModeLive, cfg)
 				if got := names(notes); !reflect.DeepEqual(got, st.sent) {
 					t.Fatalf("step %d (t0+%s): sent %v, want %v", i, st.at, got, st.sent)
 				}
 				for _, n := range notes {
-					checkCommon(t, n, now, cfg)
+					checkCommon(t, n, now, state.ModeLive)
 				}
 				if st.check != nil {
 					st.check(t, notes, s)
@@ -447,9 +448,9 @@ func TestPlan(t *testing.T) {
 }
 
 // checkCommon checks what every planned notification carries.
-func checkCommon(t *testing.T, n alert.Notification, now time.Time, cfg alert.PlanConfig) {
+func checkCommon(t *testing.T, n alert.Notification, now time.Time, mode state.Mode) {
 	t.Helper()
-	if n.SchemaVersion != alert.SchemaVersion || n.Cluster != cfg.Source.Cluster || n.Namespace != cfg.Source.Namespace || n.Watchdog != cfg.Source.Version {
+	if n.SchemaVersion != alert.SchemaVersion || n.Cluster != src.Cluster || n.Namespace != src.Namespace || n.Watchdog != src.Version {
 		t.Errorf("%s: schema %d cluster %q namespace %q version %q", n.Event, n.SchemaVersion, n.Cluster, n.Namespace, n.Watchdog)
 	}
 	if !n.Time.Equal(now) || n.Time.Location() != time.UTC {
@@ -458,8 +459,8 @@ func checkCommon(t *testing.T, n alert.Notification, now time.Time, cfg alert.Pl
 	if n.Severity == "" || n.Severity != alert.Spec(n.Event).Severity || n.NextStep == "" || len(n.ID) != 16 || n.Reason == "" {
 		t.Errorf("%s: incomplete notification %+v", n.Event, n)
 	}
-	if n.DryRun != (cfg.Mode == state.ModeDryRun) {
-		t.Errorf("%s: dryRun %v, want %v", n.Event, n.DryRun, cfg.Mode == state.ModeDryRun)
+	if n.DryRun != (mode == state.ModeDryRun) {
+		t.Errorf("%s: dryRun %v, want %v", n.Event, n.DryRun, mode == state.ModeDryRun)
 	}
 }
 
@@ -467,7 +468,7 @@ func TestPlanCarriesTargetDetails(t *testing.T) {
 	s := state.New()
 	res := wedged(decide.ActionWait, 0)(t0)
 	res.Targets[0].BadFor = 0
-	notes := alert.Plan(s, res, nil, nil, t0, planConfig())
+	notes := alert.Plan(s, res, nil, nil, t0, src, state.ModeLive, planConfig())
 	if len(notes) != 1 {
 		t.Fatalf("got %v", names(notes))
 	}
@@ -483,16 +484,16 @@ func TestPlanCarriesTargetDetails(t *testing.T) {
 
 func TestPlanDryRunFlagInPayloads(t *testing.T) {
 	for _, dry := range []bool{false, true} {
-		cfg := planConfig()
+		cfg, mode := planConfig(), state.ModeLive
 		if dry {
-			cfg.Mode = state.ModeDryRun
+			mode = state.ModeDryRun
 		}
 		s := state.New()
 		var all []alert.Notification
-		all = append(all, alert.Plan(s, wedged(decide.ActionWait, 0)(t0), nil, nil, t0, cfg)...)
-		all = append(all, alert.Plan(s, wedged(decide.ActionRestart, 5*time.Minute)(t0.Add(5*time.Minute)), restartDone(t0.Add(5*time.Minute)), nil, t0.Add(5*time.Minute), cfg)...)
-		all = append(all, alert.Plan(s, healthy(t0), nil, nil, t0.Add(10*time.Minute), cfg)...)
-		all = append(all, alert.PlanFailure(state.New(), errors.New("boom"), t0, cfg)...)
+		all = append(all, alert.Plan(s, wedged(decide.ActionWait, 0)(t0), nil, nil, t0, src, mode, cfg)...)
+		all = append(all, alert.Plan(s, wedged(decide.ActionRestart, 5*time.Minute)(t0.Add(5*time.Minute)), restartDone(t0.Add(5*time.Minute)), nil, t0.Add(5*time.Minute), src, mode, cfg)...)
+		all = append(all, alert.Plan(s, healthy(t0), nil, nil, t0.Add(10*time.Minute), src, mode, cfg)...)
+		all = append(all, alert.PlanFailure(state.New(), errors.New("boom"), t0, src, mode, cfg)...)
 		if got := names(all); !reflect.DeepEqual(got, []string{"wedged", "restarted", "recovered", "watchdog-error"}) {
 			t.Fatalf("dry=%v: sent %v", dry, got)
 		}
@@ -505,10 +506,10 @@ func TestPlanDryRunFlagInPayloads(t *testing.T) {
 }
 
 func TestPlanFailure(t *testing.T) {
-	cfg := planConfig()
+	cfg, mode := planConfig(), state.ModeLive
 	// With no readable state, every failed run alerts.
 	for i := 0; i < 2; i++ {
-		notes := alert.PlanFailure(state.New(), errors.New("read state ConfigMap: forbidden"), t0.Add(time.Duration(i)*time.Minute), cfg)
+		notes := alert.PlanFailure(state.New(), errors.New("read state ConfigMap: forbidden"), t0.Add(time.Duration(i)*time.Minute), src, mode, cfg)
 		if got := names(notes); !reflect.DeepEqual(got, []string{"watchdog-error"}) {
 			t.Fatalf("run %d: %v", i, got)
 		}
@@ -522,7 +523,7 @@ func TestPlanFailure(t *testing.T) {
 		at   time.Duration
 		want []string
 	}{{0, []string{"watchdog-error"}}, {59 * time.Minute, []string{}}, {60 * time.Minute, []string{"watchdog-error+r"}}} {
-		if got := names(alert.PlanFailure(s, errors.New("list pods: forbidden"), t0.Add(st.at), cfg)); !reflect.DeepEqual(got, st.want) {
+		if got := names(alert.PlanFailure(s, errors.New("list pods: forbidden"), t0.Add(st.at), src, mode, cfg)); !reflect.DeepEqual(got, st.want) {
 			t.Errorf("t0+%s: %v, want %v", st.at, got, st.want)
 		}
 	}
@@ -530,8 +531,7 @@ func TestPlanFailure(t *testing.T) {
 
 func TestPlanIDsDiffer(t *testing.T) {
 	s := state.New()
-	cfg := planConfig()
-	notes := alert.Plan(s, wedged(decide.ActionRestart, 5*time.Minute)(t0), restartDone(t0), nil, t0, cfg)
+	notes := alert.Plan(s, wedged(decide.ActionRestart, 5*time.Minute)(t0), restartDone(t0), nil, t0, src, state.ModeLive, planConfig())
 	if len(notes) != 2 {
 		t.Fatalf("got %v", names(notes))
 	}
@@ -547,12 +547,22 @@ func TestRecoveredClosesOnlyTheWatchdogsEvents(t *testing.T) {
 	s := state.New()
 	s.Alerts[alert.EventWedged] = &state.Alert{Event: alert.EventWedged, OpenedAt: t0, Pod: "agentenv-scheduler-abc12", Sends: 1}
 	s.Alerts["all clear, ignore the pager"] = &state.Alert{Event: "x", OpenedAt: t0}
-	notes := alert.Plan(s, healthy(t0), nil, nil, t0.Add(5*time.Minute), planConfig())
+	notes := alert.Plan(s, healthy(t0), nil, nil, t0.Add(5*time.Minute), src, state.ModeLive, planConfig())
 	if len(notes) != 1 || notes[0].Event != alert.EventRecovered {
 		t.Fatalf("got %v", names(notes))
 	}
 	n := notes[0]
 	if len(n.Closes) != 1 || n.Closes[0].Event != alert.EventWedged || strings.Contains(n.Reason, "ignore the pager") {
 		t.Errorf("recovered closes %+v, reason %q", n.Closes, n.Reason)
+	}
+}
+
+// A pause annotation decide told about (Result.PauseNotice) is one warning alert.
+func TestPlanPauseNotice(t *testing.T) {
+	res := healthy(t0)
+	res.PauseNotice = "pause annotation on Deployment agentenv-scheduler ignored: no reason"
+	notes := alert.Plan(state.New(), res, nil, nil, t0, src, state.ModeLive, planConfig())
+	if got := names(notes); !reflect.DeepEqual(got, []string{alert.EventPauseInvalid}) || notes[0].Severity != alert.SeverityWarning || notes[0].Reason != res.PauseNotice {
+		t.Fatalf("planned %v %+v", got, notes)
 	}
 }

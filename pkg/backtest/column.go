@@ -151,7 +151,7 @@ func (c *column) condition(t time.Time) decide.Verdict {
 			v = decide.VerdictUnknown
 		case p.ReadyNodes > 0:
 			counting = true
-		case t.Sub(p.StartedAt) >= c.judge.StartupGrace:
+		case t.Sub(p.StartedAt) >= c.grace:
 			zero = true
 		}
 	}

@@ -24,8 +24,8 @@ import (
 
 	"github.com/robfig/cron/v3"
 	"github.com/rs/zerolog"
-	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/agentenv/watchdog/internal/autoclock"
 	"github.com/agentenv/watchdog/pkg/alert"
 	"github.com/agentenv/watchdog/pkg/check"
 	"github.com/agentenv/watchdog/pkg/decide"
@@ -91,7 +91,7 @@ func Run(ctx context.Context, h *History, cfg Config) (*Result, error) {
 type simulation struct {
 	cfg    Config
 	col    *column
-	clock  *simClock
+	clock  *autoclock.Clock
 	store  *statestore.MemoryStore
 	runner *check.Runner
 	mu     sync.Mutex
@@ -100,7 +100,7 @@ type simulation struct {
 }
 
 func newSimulation(w *World, cfg Config) *simulation {
-	s := &simulation{cfg: cfg, col: w.column(), clock: &simClock{clocktesting.NewFakeClock(w.From)}}
+	s := &simulation{cfg: cfg, col: w.column(), clock: autoclock.New(w.From)}
 	s.store = &statestore.MemoryStore{Namespace: cfg.Check.Source.Namespace, Name: cfg.Check.StateConfigMap}
 	s.store.SetData(map[string]string{}) // an empty state, as after install: no "not found" warning
 	opts := cfg.Check
@@ -217,18 +217,6 @@ func (s *simulation) collectEpisodes(ctx context.Context, res *Result, seen map[
 			Duration: state.Duration(e.To.Sub(e.From)), Outcome: e.Outcome})
 	}
 	return st.State, nil
-}
-
-// simClock is a fake clock on which every wait returns at once, the clock moved
-// on by the wait: a pass takes no real time.
-type simClock struct {
-	*clocktesting.FakeClock
-}
-
-func (c *simClock) After(d time.Duration) <-chan time.Time {
-	ch := c.FakeClock.After(d)
-	c.Step(d)
-	return ch
 }
 
 // deadlineContext carries a pass's deadline in simulated time, which the pass

@@ -69,9 +69,10 @@ func config() Config {
 	return Config{
 		Check: check.Options{
 			Decide: decide.Config{StartupGrace: 2 * time.Minute, WedgedFor: 150 * time.Second, ConfirmWindow: 90 * time.Second,
-				MaxRestarts: 3, RestartWindow: time.Hour, RestartMethod: decide.MethodDelete, MaxPods: 10, ClaimTimeout: 3 * time.Minute,
-				JudgePods: decide.JudgeDeployment},
-			PlanConfig:     alert.PlanConfig{RealertInterval: time.Hour, BlindAfter: 3, WedgedFor: 150 * time.Second, Source: alert.Source{Namespace: "ns"}},
+				MaxRestarts: 3, RestartWindow: time.Hour, RestartMethod: decide.MethodDelete, ClaimTimeout: 3 * time.Minute,
+				Selection: decide.Selection{JudgePods: decide.JudgeDeployment, MaxPods: 10}},
+			Alerts:         alert.PlanConfig{RealertInterval: time.Hour, BlindAfter: 3, WedgedFor: 150 * time.Second},
+			Source:         alert.Source{Namespace: "ns"},
 			SampleInterval: 15 * time.Second, StateConfigMap: "backtest",
 		},
 		Deployment: "sched", Timeout: 3 * time.Minute,

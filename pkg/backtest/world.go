@@ -32,8 +32,10 @@ type World struct {
 	// one counting nodes: the others are standbys, which no summary calls wedged.
 	leaderFromReadiness, ha bool
 	// judge chooses the pods the summaries measure as a run chooses those it
-	// judges (decide.Judged; the Deployment's by name), whatever --max-pods.
-	judge      decide.Config
+	// judges (decide.Judged; the Deployment's by name), whatever --max-pods; a
+	// pod is judged after its startup grace.
+	judge      decide.Selection
+	grace      time.Duration
 	deployment string
 	Warnings   []string
 }
@@ -59,7 +61,7 @@ func (t *Target) last() time.Time  { return t.Ready[len(t.Ready)-1].Timestamp.Ti
 
 // build makes the World of h as cfg judges it.
 func build(h *History, cfg Config) (*World, error) {
-	w := &World{From: h.From, To: h.To, expected: h.Expected, step: h.Step, judge: cfg.Check.Decide, deployment: cfg.Deployment, Warnings: slices.Clone(h.Warnings)}
+	w := &World{From: h.From, To: h.To, expected: h.Expected, step: h.Step, judge: cfg.Check.Decide.Selection, grace: cfg.Check.Decide.StartupGrace, deployment: cfg.Deployment, Warnings: slices.Clone(h.Warnings)}
 	w.judge.MaxPods = 0
 	w.join(h)
 	if h.PodReadyQuery != "" {

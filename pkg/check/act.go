@@ -124,6 +124,9 @@ func (p *pass) restartPod(t decide.Target) (alert.ActOutcome, bool) {
 		p.Log.Error().Err(err).Str("pod", t.Pod).Str("uid", t.UID).Msg("restart failed")
 	} else {
 		rec.Outcome, rec.DoneAt = state.RestartDone, &doneAt
+		if !result.At.IsZero() {
+			rec.ServerAt = &result.At
+		}
 		if result.Gone {
 			rec.Error = result.Detail
 		}
@@ -182,17 +185,23 @@ func (r *Runner) notificationEvent(ctx context.Context, n alert.Notification) er
 	if n.Severity == alert.SeverityInfo {
 		eventType = corev1.EventTypeNormal
 	}
+	return r.Events.Emit(ctx, r.eventTarget(n), eventType, alert.Spec(n.Event).Reason, EventMessage(n))
+}
+
+// EventMessage is n as an Event says it: the alert's own text first, so that the
+// API server's cut takes the pause's (an annotator's words), never the watchdog's.
+func EventMessage(n alert.Notification) string {
 	msg := fmt.Sprintf("[%s] %s", n.Event, n.Reason)
 	if n.DryRun {
-		msg = "[dry run] " + msg
+		msg += " [dry run]"
 	}
 	if n.Shadow {
-		msg = "[shadow] " + msg
+		msg += " [shadow]"
 	}
 	if n.Paused != "" {
-		msg = "[" + n.Paused + "] " + msg
+		msg += " [" + n.Paused + "]"
 	}
-	return r.Events.Emit(ctx, r.eventTarget(n), eventType, alert.Spec(n.Event).Reason, msg)
+	return msg
 }
 
 func (r *Runner) deliveryFailedEvent(ctx context.Context, n alert.Notification, sink string, err error) {

@@ -26,8 +26,12 @@ import (
 // Options configure a pass.
 type Options struct {
 	Decide decide.Config
-	// PlanConfig: the alerts' policy, the run's mode and the alerts' source.
-	alert.PlanConfig
+	// Alerts is the alerts' policy.
+	Alerts alert.PlanConfig
+	// Mode: live, a dry run or shadow.
+	Mode state.Mode
+	// Source is who sends the alerts.
+	Source alert.Source
 	// SampleInterval is how often a sample starts while confirming: no faster than
 	// the scheduler refreshes its gauges (docs/design.md, "The scheduler it guards").
 	SampleInterval time.Duration
@@ -49,7 +53,7 @@ type Runner struct {
 	// Evidence, when set, saves what the scheduler looked like just before a restart.
 	Evidence *evidence.Keeper
 	// Hold, when set, reads the firing alerts that hold restarts, just before one;
-	// it alone turns the firing-alerts gate on (Decide.HoldOnAlerts).
+	// it alone turns the firing-alerts gate on (decide.Observation.HoldOnAlerts).
 	Hold AlertHold
 	// Prober, when set, is the discovery probe.
 	Prober Prober
@@ -122,10 +126,7 @@ func reserve(start, deadline time.Time) time.Duration {
 // Run performs one pass. The report is filled as far as the pass got, also on error.
 func (r *Runner) Run(ctx context.Context) (*Report, error) {
 	start := r.Clock.Now()
-	// The firing-alerts gate is on exactly when there is a reader to ask.
-	run := *r
-	run.Decide.HoldOnAlerts = r.Hold != nil
-	p := &pass{Runner: &run, ctx: ctx, start: start, rep: &Report{Time: start.UTC(), DryRun: r.Mode == state.ModeDryRun,
+	p := &pass{Runner: r, ctx: ctx, start: start, rep: &Report{Time: start.UTC(), DryRun: r.Mode == state.ModeDryRun,
 		Shadow: r.Mode == state.ModeShadow, Namespace: r.Source.Namespace, Cluster: r.Source.Cluster,
 		ScrapeVia: r.ScrapeVia, Verdict: decide.VerdictUnknown, Action: decide.ActionNone}}
 	defer func() { p.rep.Took = r.Clock.Since(start).Round(time.Millisecond).String() }()
@@ -226,9 +227,9 @@ func (p *pass) notify(acts []alert.ActOutcome) error {
 	// Failed API reads (often missing RBAC) mean the watchdog cannot do its job: exit 1.
 	runErr := observationError(p.obs)
 	d := p.dispatcher()
-	notes := alert.Plan(p.next, p.res, acts, runErr, p.Clock.Now(), p.PlanConfig)
+	notes := alert.Plan(p.next, p.res, acts, runErr, p.Clock.Now(), p.Source, p.Mode, p.Alerts)
 	if p.snap.Tampered != "" { // paged once: the state this run writes is sealed
-		notes = append(notes, alert.PlanFailure(p.next, errors.New(p.snap.Tampered), p.Clock.Now(), p.PlanConfig)...)
+		notes = append(notes, alert.PlanFailure(p.next, errors.New(p.snap.Tampered), p.Clock.Now(), p.Source, p.Mode, p.Alerts)...)
 	}
 	if deadline, ok := p.ctx.Deadline(); ok {
 		d.SendBy = deadline.Add(-reserve(p.start, deadline)) // keep time to persist the outcome and the outbox
@@ -255,9 +256,10 @@ func (p *pass) observe(consistent bool) (decide.Observation, error) {
 	began := p.Clock.Now()
 	defer func() { p.slowest = max(p.slowest, p.Clock.Since(began)) }()
 	obs, err := read(p.ctx)
-	obs.RunStart = p.start
+	// The firing-alerts gate is on exactly when there is a reader to ask.
+	obs.RunStart, obs.HoldOnAlerts = p.start, p.Hold != nil
 	if err == nil && p.Prober != nil {
-		p.Prober.Read(p.ctx, &obs, p.Decide)
+		p.Prober.Read(p.ctx, &obs, p.Decide.Selection)
 	}
 	return obs, err
 }

@@ -17,8 +17,8 @@ import (
 )
 
 // Unit tests of the pass (observe, decide, confirm, re-read, claim, act, alert,
-// persist) over in-memory fakes and a fake clock. test/integration runs the same
-// behaviours end to end on a real API server.
+// persist) over in-memory fakes and a fake clock: the pass's own logic. What the
+// API server does is test/integration's, the decision's rules pkg/decide's.
 
 // The path every other test departs from: a wedge first seen waits (no consistent
 // read, no Deployment read), and once due it is restarted, recorded, and alerted.
@@ -148,11 +148,10 @@ func TestRestartTakesItsThreeReadsInTheGatesOrder(t *testing.T) {
 	}
 }
 
-// The firing-alerts gate is on exactly when the Runner has a reader to ask: a
-// configuration saying hold, without one, holds nothing and asks nobody.
+// The firing-alerts gate is on exactly when the Runner has a reader to ask:
+// without one, it holds nothing and asks nobody.
 func TestNoHoldWithoutAReader(t *testing.T) {
 	h := newHarness(t)
-	h.opts.Decide.HoldOnAlerts = true
 	h.wedgedAndDue()
 	rep, err := h.pass()
 	if err != nil || rep.Action != decide.ActionRestart {
@@ -339,43 +338,6 @@ func TestFailedDeliveryIsRetriedNextPass(t *testing.T) {
 	}
 }
 
-// A pass that cannot list the pods observed nothing: it pauses the wedge clock,
-// so the next wedged observation does not count the gap around it.
-func TestFailedRunPausesTheWedgeClock(t *testing.T) {
-	for _, failed := range []bool{false, true} {
-		h := newHarness(t)
-		if rep, err := h.pass(); err != nil || rep.Action != decide.ActionWait {
-			t.Fatalf("first sight: %s %v", rep.Action, err)
-		}
-		h.clk.Step(5 * time.Minute)
-		if failed {
-			h.obs.see = podsForbidden
-			if _, err := h.pass(); errWhat(err) != "observe" {
-				t.Fatalf("a pass that cannot list pods: %v", err)
-			}
-			h.obs.see = wedgedWeak
-		}
-		h.clk.Step(5 * time.Minute)
-		rep, err := h.pass()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !failed {
-			// Without the failed run, ten minutes wedged are past --wedged-for.
-			if rep.Action != decide.ActionRestart || h.restarts() != 1 {
-				t.Fatalf("control: %s after ten minutes wedged, want restart", rep.Action)
-			}
-			continue
-		}
-		if rep.Verdict != decide.VerdictWedged || rep.Action != decide.ActionWait || h.restarts() != 0 {
-			t.Fatalf("after a failed run: %s/%s, %d restarts, want wedged/wait", rep.Verdict, rep.Action, h.restarts())
-		}
-		if d := rep.Targets[0].BadFor.D(); d != 0 {
-			t.Errorf("wedged for %s after a failed run: its gap was counted", d)
-		}
-	}
-}
-
 // Strong evidence is confirmed by sampling within the pass, never past the run's
 // deadline (less what acting and persisting need): when the deadline cuts it
 // short the pass says so and the next run continues; with time enough, the pass
@@ -428,36 +390,6 @@ func TestConfirmationWithinTheDeadline(t *testing.T) {
 	}
 }
 
-// A dry run decides as a real one but touches nothing: no state written, no
-// restart, nothing sent, no Event.
-func TestDryRunTouchesNothing(t *testing.T) {
-	h := newHarness(t)
-	h.wedgedAndDue()
-	data, saves, sent, evs := h.store.Data(), h.store.written(), len(h.sink.events()), len(h.events.list())
-	h.opts.Mode = state.ModeDryRun
-	rep, err := h.pass()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rep.Action != decide.ActionRestart || !rep.DryRun {
-		t.Fatalf("dry run: %s (dry run %t), want a restart it would make", rep.Action, rep.DryRun)
-	}
-	if h.restarts() != 0 || h.store.written() != saves || rep.StateWritten {
-		t.Errorf("dry run restarted %d, wrote state %d times", h.restarts(), h.store.written()-saves)
-	}
-	if got := h.store.Data(); got[statestore.DataKey] != data[statestore.DataKey] {
-		t.Error("dry run changed the stored state")
-	}
-	if len(h.sink.events()) != sent || len(h.events.list()) != evs {
-		t.Errorf("dry run sent %v, left Events %v", h.sink.events()[sent:], h.events.list()[evs:])
-	}
-	for _, d := range rep.Alerts {
-		if !d.DryRun {
-			t.Errorf("delivery %+v not marked dry run", d)
-		}
-	}
-}
-
 // A pass cut short by its own shutdown (context cancelled) sends nothing, pages
 // no watchdog-error, logs no error, and saves what it knows with outcome
 // "interrupted".
@@ -471,7 +403,7 @@ func TestShutdownSendsNothing(t *testing.T) {
 			h.opts.Decide.ConfirmWindow = 90 * time.Second
 			h.obs.see = wedgedStrong
 			waits := 0
-			h.clk.onWait = func(time.Duration) bool {
+			h.clk.OnWait = func(time.Duration) bool {
 				if waits++; waits == 3 {
 					cancel() // SIGTERM while waiting for the next sample
 					return false

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"math/rand/v2"
 	"strings"
 	"sync"
 	"testing"
@@ -12,8 +11,8 @@ import (
 
 	"github.com/rs/zerolog"
 	corev1 "k8s.io/api/core/v1"
-	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/agentenv/watchdog/internal/autoclock"
 	"github.com/agentenv/watchdog/internal/podtest"
 	"github.com/agentenv/watchdog/pkg/alert"
 	"github.com/agentenv/watchdog/pkg/check"
@@ -30,23 +29,6 @@ import (
 // t0 is far in the future: a pass's deadline is set from the fake clock, and a
 // context with that deadline must not expire in real time while the test runs.
 var t0 = time.Date(2100, 3, 1, 12, 0, 0, 0, time.UTC)
-
-// autoClock is a FakeClock whose After fires at once by stepping the clock by the
-// wait, so that a pass that samples for 90 s runs in microseconds. onWait, when
-// set, sees each wait first; returning false leaves the timer pending (the pass
-// then waits for its context).
-type autoClock struct {
-	*clocktesting.FakeClock
-	onWait func(d time.Duration) bool
-}
-
-func (c *autoClock) After(d time.Duration) <-chan time.Time {
-	ch := c.FakeClock.After(d)
-	if c.onWait == nil || c.onWait(d) {
-		c.Step(d)
-	}
-	return ch
-}
 
 // calls is an ordered log of what the fakes were asked to do, shared by them.
 type calls struct {
@@ -81,7 +63,7 @@ func (c *calls) count(s string) int {
 // observer does. A
 // cancelled context fails the read, as an API call would.
 type fakeObserver struct {
-	clk     *autoClock
+	clk     *autoclock.Clock
 	calls   *calls
 	see     func(kind string, now time.Time) (decide.Observation, error)
 	rollout decide.Rollout
@@ -90,8 +72,6 @@ type fakeObserver struct {
 	took time.Duration
 	// apiTook is how long the Deployment read takes.
 	apiTook time.Duration
-	// jitter, when set, draws each observation's time from [took/2, took] instead.
-	jitter *rand.Rand
 	// rolloutErr, when set, is asked before each Deployment read: an error fails it.
 	rolloutErr func() error
 }
@@ -101,12 +81,8 @@ func (o *fakeObserver) read(ctx context.Context, kind string) (decide.Observatio
 	if err := ctx.Err(); err != nil {
 		return decide.Observation{}, err
 	}
-	took := o.took
-	if o.jitter != nil && took > 0 {
-		took = took/2 + time.Duration(o.jitter.Int64N(int64(took/2)+1))
-	}
 	began := o.clk.Now()
-	o.clk.Step(took)
+	o.clk.Step(o.took)
 	obs, err := o.see(kind, o.clk.Now())
 	if err != nil {
 		return decide.Observation{}, err
@@ -145,7 +121,7 @@ type fakeStore struct {
 	loadHooks, saveHooks []func() error
 	saves                int
 	// clk and saveTook: each save takes saveTook of clk's time.
-	clk      *autoClock
+	clk      *autoclock.Clock
 	saveTook time.Duration
 }
 
@@ -189,13 +165,6 @@ func (s *fakeStore) Save(ctx context.Context, snap *statestore.Snapshot, st *sta
 	return err
 }
 
-// written is how many saves went through.
-func (s *fakeStore) written() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.saves
-}
-
 // current is the stored state, as the next run would read it.
 func (s *fakeStore) current(t *testing.T) *state.State {
 	t.Helper()
@@ -211,7 +180,7 @@ type fakeRestarter struct {
 	calls     *calls
 	onRestart func(ctx context.Context, name, uid string) (restart.Result, error)
 	// clk and took: each restart request takes took of clk's time.
-	clk  *autoClock
+	clk  *autoclock.Clock
 	took time.Duration
 }
 
@@ -313,7 +282,7 @@ func podsForbidden(string, time.Time) (decide.Observation, error) {
 // harness is one installation: the fakes every pass of a test shares.
 type harness struct {
 	t         *testing.T
-	clk       *autoClock
+	clk       *autoclock.Clock
 	calls     *calls
 	obs       *fakeObserver
 	store     *fakeStore
@@ -327,7 +296,7 @@ type harness struct {
 }
 
 func newHarness(t *testing.T) *harness {
-	clk := &autoClock{FakeClock: clocktesting.NewFakeClock(t0)}
+	clk := autoclock.New(t0)
 	c := &calls{}
 	return &harness{
 		t:         t,
@@ -349,8 +318,8 @@ func newHarness(t *testing.T) *harness {
 				RestartMethod: decide.MethodDelete,
 				ClaimTimeout:  3 * time.Minute,
 			},
-			PlanConfig: alert.PlanConfig{RealertInterval: time.Hour, BlindAfter: 3, WedgedFor: 4 * time.Minute,
-				Source: alert.Source{Cluster: "test", Namespace: "agentenv", Version: "test"}},
+			Alerts:         alert.PlanConfig{RealertInterval: time.Hour, BlindAfter: 3, WedgedFor: 4 * time.Minute},
+			Source:         alert.Source{Cluster: "test", Namespace: "agentenv", Version: "test"},
 			SampleInterval: 15 * time.Second,
 			StateConfigMap: "agentenv-scheduler-watchdog",
 		},
@@ -364,7 +333,7 @@ func (h *harness) productionDefaults() {
 	d.StartupGrace, d.WedgedFor, d.ConfirmWindow = cli.DefaultStartupGrace, cli.DefaultWedgedFor, cli.DefaultConfirmWindow
 	d.ClaimTimeout = cli.DefaultTimeout
 	d.IneffectiveWithin, d.BackoffBase, d.BackoffMax, d.BackoffReset = decide.DefaultIneffectiveWithin, decide.DefaultBackoffBase, decide.DefaultBackoffMax, decide.DefaultBackoffReset
-	h.opts.WedgedFor = cli.DefaultWedgedFor
+	h.opts.Alerts.WedgedFor = cli.DefaultWedgedFor
 	h.opts.SampleInterval = cli.DefaultSampleInterval
 	h.timeout = cli.DefaultTimeout
 }

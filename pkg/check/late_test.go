@@ -62,7 +62,7 @@ func TestInterruptedConfirmationIsNotLost(t *testing.T) {
 	h.productionDefaults()
 	ctx, cancel := context.WithDeadline(context.Background(), h.clk.Now().Add(h.timeout))
 	defer cancel()
-	h.clk.onWait = func(time.Duration) bool {
+	h.clk.OnWait = func(time.Duration) bool {
 		if h.clk.Since(t0) >= 145*time.Second-cli.DefaultSampleInterval {
 			cancel() // the SIGTERM, 145 s into the pass
 			return false
@@ -73,7 +73,7 @@ func TestInterruptedConfirmationIsNotLost(t *testing.T) {
 	if err == nil || rep.Action == decide.ActionRestart {
 		t.Fatalf("the interrupted pass: %s/%s, %v", rep.Verdict, rep.Action, err)
 	}
-	h.clk.onWait = nil
+	h.clk.OnWait = nil
 	next := t0.Add(5 * time.Minute)
 	h.clk.SetTime(next)
 	rep, err = h.pass()

@@ -54,7 +54,7 @@ func (p *pass) failRun(failure *Error) error {
 	s.LastRun = p.lastRun(p.Clock.Now(), unknown(failure.Step.What+" failed"), failure)
 	decide.CountRun(s, decide.VerdictUnknown)
 	// Send before saving, so the outbox keeps what failed and drops what was delivered.
-	p.reportDeliveries(p.sendFailure(s, alert.PlanFailure(s, failure, p.Clock.Now(), p.PlanConfig)))
+	p.reportDeliveries(p.sendFailure(s, alert.PlanFailure(s, failure, p.Clock.Now(), p.Source, p.Mode, p.Alerts)))
 	if err := p.saveWithin(s, failureSaveBudget); err != nil {
 		p.Log.Error().Err(err).Msg("could not record the failed run in state either")
 	}
@@ -106,7 +106,7 @@ func (p *pass) alertFailure(s *state.State, failure *Error) {
 	// would be delivered again; and no failed delivery is kept.
 	c := s.Clone()
 	c.Outbox = nil
-	ds := p.sendFailure(c, alert.PlanFailure(s.Clone(), failure, p.Clock.Now(), p.PlanConfig))
+	ds := p.sendFailure(c, alert.PlanFailure(s.Clone(), failure, p.Clock.Now(), p.Source, p.Mode, p.Alerts))
 	for i := range ds {
 		ds[i].Kept = false
 	}

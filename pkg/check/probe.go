@@ -11,7 +11,7 @@ import (
 // pods their readings, End removes the canary on every exit path.
 type Prober interface {
 	Begin(ctx context.Context)
-	Read(ctx context.Context, obs *decide.Observation, cfg decide.Config)
+	Read(ctx context.Context, obs *decide.Observation, sel decide.Selection)
 	End() error
 }
 

@@ -15,8 +15,8 @@ import (
 // Shadow mode (--shadow), step by step on the fake clock: it runs as live (state,
 // episodes, alerts) but records a would-restart where it would restart, once per
 // episode, and restarts nothing; leaving it keeps the state and restarts an old
-// episode only after a fresh confirmation. test/integration/shadow_test.go runs
-// the same on the real API server.
+// episode only after a fresh confirmation. What the API server sees of it (no
+// delete, the Events, status) is test/integration's TestShadowWeek.
 
 func TestShadowRecordsAWouldRestartOncePerEpisodeAndRestartsNothing(t *testing.T) {
 	h := newHarness(t)

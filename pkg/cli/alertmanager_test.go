@@ -122,8 +122,7 @@ func TestAlertmanagerSecretsNeverEcho(t *testing.T) {
 
 // The hold on firing alerts is wired through the command's own path: validate, then
 // setup. Its reader is built exactly when --hold-restarts-on-alert is set (the Runner
-// turns the gate on with it: pkg/check); the backtest's configuration (options, no
-// reader) never turns it on.
+// turns the gate on with it: pkg/check).
 func TestHoldOnAlertsWiredAsTheCommandDoes(t *testing.T) {
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := os.WriteFile(kubeconfig, []byte("apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: \"https://127.0.0.1:1\"}}]\n"+
@@ -150,9 +149,6 @@ func TestHoldOnAlertsWiredAsTheCommandDoes(t *testing.T) {
 		}
 		if (p.Hold != nil) != hold {
 			t.Errorf("--hold-restarts-on-alert set %v: its reader built %v", hold, p.Hold != nil)
-		}
-		if f.options().Decide.HoldOnAlerts {
-			t.Errorf("--hold-restarts-on-alert set %v: the backtest's configuration holds restarts with no reader", hold)
 		}
 	}
 }

@@ -58,3 +58,16 @@ func TestFailPingCarriesOnlyACategory(t *testing.T) {
 		mu.Unlock()
 	}
 }
+
+// TestUnsignedWebhookWarnsEveryRun: a webhook without --webhook-secret is accepted
+// (0.1.0 installs keep working) and every run's report warns that it is unsigned.
+func TestUnsignedWebhookWarnsEveryRun(t *testing.T) {
+	for _, o := range []AlertOptions{{WebhookURL: "https://h.example.com/x"}, {WebhookURL: "https://h.example.com/x", WebhookSecret: strings.Repeat("k", 32)}, {}} {
+		rep := &check.Report{}
+		p := &wired{Runner: &check.Runner{Log: zerolog.Nop()}, f: &checkFlags{alerts: o}}
+		p.warnUnsigned(rep)
+		if unsigned := o.WebhookURL != "" && o.WebhookSecret == ""; unsigned != (len(rep.Warnings) == 1 && strings.Contains(rep.Warnings[0], "unsigned")) {
+			t.Errorf("webhook %q, secret set %v: warnings %q", o.WebhookURL, o.WebhookSecret != "", rep.Warnings)
+		}
+	}
+}

@@ -134,15 +134,16 @@ and exits 0 or 2 without any API call.`,
 	return cmd
 }
 
-// pass is a wired pass with what its caller reports: the observer's client and
-// API server, the state (for the pushed totals), and the Lease it holds (nil: a dry
-// run, or a run whose election holds it).
-type pass struct {
+// wired is a check.Runner wired from the flags, with what its caller reports: the
+// observer's client and API server, the state (for the pushed totals), and the Lease
+// it holds (nil: a dry run, or a run whose election holds it).
+type wired struct {
 	*check.Runner
 	f     *checkFlags
 	obs   *observe.Observer
 	store *statestore.Store
 	lease *leader.Elector
+	keyed bool // the key Secret's key is in use
 }
 
 // leaseWait is how long a pass waits for another pass to let the Lease go: more
@@ -151,7 +152,8 @@ const leaseWait = 30 * time.Second
 
 // run is one pass, holding the Lease, then the heartbeat ping. A pass that finds
 // another holding the Lease for leaseWait does nothing, successfully.
-func (p *pass) run(ctx context.Context) (rep *check.Report, err error) {
+func (p *wired) run(ctx context.Context) (rep *check.Report, err error) {
+	p.useKey(ctx)
 	if p.lease == nil {
 		rep, err = p.Run(ctx)
 	} else {
@@ -170,15 +172,54 @@ func (p *pass) run(ctx context.Context) (rep *check.Report, err error) {
 				Verdict: decide.VerdictUnknown, Action: decide.ActionNone, Reason: "another pass holds Lease " + p.lease.Name}, nil
 		}
 	}
+	p.warnUnsigned(rep)
+	if (err != nil || len(rep.Targets) == 0) && kube.NamespaceMissing(ctx, p.obs.Client, p.f.cluster.Namespace) {
+		err = fmt.Errorf("namespace %s does not exist (--namespace, WATCHDOG_NAMESPACE)", p.f.cluster.Namespace)
+	}
 	pingHeartbeat(ctx, &p.f.alerts, err, p.f.check.DryRun, p.Log)
 	return rep, err
 }
 
+// warnUnsigned warns on every run that the webhook's requests are unsigned: the
+// choice of docs/alerts.md, "Signature" (refusing would break 0.1.0 installs).
+func (p *wired) warnUnsigned(rep *check.Report) {
+	if a := p.f.alerts; a.WebhookURL != "" && a.WebhookSecret == "" && rep != nil {
+		const w = "--webhook-url without --webhook-secret: the webhook's requests are unsigned, and its receiver cannot tell them from anyone's"
+		p.Log.Warn().Msg(w)
+		rep.Warnings = append(rep.Warnings, w)
+	}
+}
+
+// useKey seals the state and the evidence with the key of --key-secret, which a real pass creates when it is
+// missing (kube.EnsureKey, seeded from --outbox-key) and a dry run only reads. Until
+// it has one, the pass seals with --outbox-key, as 0.1.0 did: a pass that cannot
+// read the Secret (an older Role, a person without the right) still does its job.
+func (p *wired) useKey(ctx context.Context) {
+	name := p.f.alerts.KeySecret
+	if p.keyed || name == "" {
+		return
+	}
+	legacy, ns := []byte(p.f.alerts.OutboxKey), p.f.cluster.Namespace
+	var key []byte
+	var err error
+	if p.f.check.DryRun {
+		key, err = kube.ReadKey(ctx, p.obs.Client, ns, name)
+	} else {
+		key, err = kube.EnsureKey(ctx, p.obs.Client, ns, name, legacy)
+	}
+	if err != nil {
+		p.Log.Warn().Str("secret", name).Str("error", err.Error()).Msg("the key Secret is out of reach: sealing with --outbox-key")
+	}
+	if key != nil {
+		p.store.Key, p.Evidence.Key, p.keyed = key, key, true
+	}
+}
+
 // setup wires a pass of validated flags on clk: logger, API client, sinks, runner.
-func (f *checkFlags) setup(stderr io.Writer, clk clock.Clock) (*pass, error) {
+func (f *checkFlags) setup(stderr io.Writer, clk clock.Clock) (*wired, error) {
 	log := newLogger(&f.cluster, stderr)
 	opts := f.options()
-	o, err := f.observer(clk, opts.Decide)
+	o, err := f.observer(clk)
 	if err != nil {
 		return nil, err
 	}
@@ -210,7 +251,7 @@ func (f *checkFlags) setup(stderr io.Writer, clk clock.Clock) (*pass, error) {
 	if pr := f.prober(o, clk, log); pr != nil {
 		prober = pr
 	}
-	return &pass{Runner: &check.Runner{
+	return &wired{Runner: &check.Runner{
 		Options:   opts,
 		Observer:  o,
 		Store:     store,
@@ -246,8 +287,8 @@ func (f *checkFlags) passLease(client *kube.Client, log zerolog.Logger) *leader.
 
 // observer is what a pass (and doctor) reads, and how: the objects, and the
 // scheduler pods' metrics by --scrape-via resolved, with the same time and size
-// bounds on both paths; d is the pass's decision configuration, which says what to read.
-func (f *checkFlags) observer(clk clock.PassiveClock, d decide.Config) (*observe.Observer, error) {
+// bounds on both paths.
+func (f *checkFlags) observer(clk clock.PassiveClock) (*observe.Observer, error) {
 	client, cfg, err := newClient(&f.cluster)
 	if err != nil {
 		return nil, err
@@ -277,7 +318,7 @@ func (f *checkFlags) observer(clk clock.PassiveClock, d decide.Config) (*observe
 		MetricsPort: o.MetricsPort,
 		MetricsPath: o.MetricsPath,
 		Deployment:  o.Deployment,
-		Decide:      d,
+		Reads:       observe.Reads{Selection: o.Selection, Rollout: o.RestartMethod == decide.MethodRollout},
 		Clock:       clk,
 	}, nil
 }
@@ -293,13 +334,13 @@ func (f *checkFlags) options() check.Options {
 	d.ProbeWindow = f.probe.window()
 	return check.Options{
 		Decide: d,
-		PlanConfig: alert.PlanConfig{
+		Alerts: alert.PlanConfig{
 			RealertInterval: f.alerts.RealertInterval,
 			BlindAfter:      f.alerts.BlindAfter,
 			WedgedFor:       f.check.WedgedFor,
-			Source:          f.alerts.source(f.cluster.Namespace),
-			Mode:            f.check.mode(),
 		},
+		Mode:           f.check.mode(),
+		Source:         f.alerts.source(f.cluster.Namespace),
 		SampleInterval: f.check.SampleInterval,
 		StateConfigMap: f.cluster.StateConfigMap,
 	}

@@ -172,3 +172,21 @@ func TestValidateOnlyWithoutKubeconfig(t *testing.T) {
 		}
 	}
 }
+
+// TestNoKubeconfigSaysWhereToPutOne: with no kubeconfig anywhere, a command that calls
+// the API names --kubeconfig and KUBECONFIG (client-go's own message names only
+// KUBERNETES_MASTER, which nobody sets), exit 2.
+func TestNoKubeconfigSaysWhereToPutOne(t *testing.T) {
+	cleanEnv(t)
+	t.Setenv("HOME", t.TempDir())
+	t.Setenv("KUBECONFIG", "")
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	for _, args := range [][]string{{"check", "-n", "agentenv-system"}, {"doctor", "-n", "agentenv-system"}, {"status", "-n", "agentenv-system"}} {
+		var stdout, stderr bytes.Buffer
+		code := cli.ExecuteContext(context.Background(), args, &stdout, &stderr)
+		msg := stderr.String()
+		if code != cli.ExitUsage || !strings.Contains(msg, "--kubeconfig") || !strings.Contains(msg, "KUBECONFIG") || strings.Contains(msg, "KUBERNETES_MASTER") {
+			t.Errorf("%v: exit %d:\n%s", args, code, msg)
+		}
+	}
+}

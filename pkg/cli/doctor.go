@@ -18,12 +18,8 @@ var doctorHidden = []string{"startup-grace", "wedged-for", "confirm-window", "sa
 	"restart-on-degraded", "restart-window", "restart-backoff", "restart-backoff-max", "dry-run", "realert-interval", "blind-after", "probe-window"}
 
 func newDoctorCommand(stdout, stderr io.Writer) *cobra.Command {
-	// check's options, so that doctor checks exactly the configuration a check or run
-	// would use, and run's election settings, so that the chart's test hook in
-	// deployment mode checks the election Lease too.
-	f := &checkFlags{}
-	var sendTest, leaderElect, watchEndpoints bool
-	var leaderElectLease string
+	df := &doctorFlags{}
+	f := &df.checkFlags
 	cmd := &cobra.Command{
 		Use:   "doctor",
 		Short: "Preflight: check everything a run depends on, with a fix for each failure",
@@ -47,64 +43,78 @@ Exit codes: 0 every check passed; 1 a check failed (each ✗ line says how to fi
   # For scripts, and with a test delivery to every configured sink:
   watchdog doctor -o json --send-test --webhook-url https://alerts.example.com/hook
 
-  # With your kubeconfig, as the chart's ServiceAccount (its rights, not yours):
-  watchdog doctor --as system:serviceaccount:agentenv-system:agentenv-scheduler-watchdog
+  # With your kubeconfig, as the ServiceAccount of the README's release "watchdog":
+  watchdog doctor --as system:serviceaccount:agentenv-system:watchdog-agentenv-scheduler-watchdog
 
   # In-cluster, as the chart's ServiceAccount, with the chart's settings:
   helm test <release> -n agentenv-system --logs`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := f.validate(needLease(leaderElect, leaderElectLease)); err != nil {
-				return err
-			}
-			newLogger(&f.cluster, stderr)
-			o, err := f.observer(clock.RealClock{}, f.options().Decide)
-			if err != nil {
-				return err
-			}
-			sinks, err := testSinks(&f.alerts, f.cluster.Namespace, "doctor --send-test", func(err error) error {
-				return fmt.Errorf("accepted, but not by every peer: %w", err)
-			})
-			if err != nil {
-				return err
-			}
-			if sendTest && len(sinks) == 0 {
-				return usagef("--send-test: no sink configured: set --slack-webhook-url, --webhook-url, --alertmanager-url or --heartbeat-url")
-			}
-			d := &doctor.Doctor{Config: doctor.Config{
-				Observer:          o,
-				StateConfigMap:    f.cluster.StateConfigMap,
-				Lease:             f.cluster.Lease,
-				EvidenceConfigMap: f.evidence.ConfigMap,
-				EvidenceLogs:      f.evidence.Logs,
-				Sinks:             sinks,
-				SendTest:          sendTest,
-				OutboxKey:         f.alerts.OutboxKey != "",
-				WatchEndpoints:    watchEndpoints,
-				Probe:             f.prober(o, clock.RealClock{}, zerolog.Nop()),
-			}}
-			if leaderElect {
-				d.ElectionLease = leaderElectLease
-			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), f.cluster.Timeout)
-			defer cancel()
-			rep := doctor.NewReport(f.cluster.Namespace, o.APIServer, d.Run(ctx))
-			if err := f.output.print(stdout, rep, rep.WriteText); err != nil {
-				return fmt.Errorf("print report: %w", err)
-			}
-			if !rep.OK {
-				return fmt.Errorf("doctor: %d check(s) failed", rep.Failed)
-			}
-			return nil
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return df.run(cmd.Context(), stdout, stderr) },
 	}
 	addFlags(cmd, &f.cluster, &f.check, &f.probe, &f.alerts)
 	f.alerts.AddOutboxFlag(cmd.Flags())
 	addFlags(cmd, &f.output, &f.evidence)
 	hideFlags(cmd.Flags(), doctorHidden...)
-	cmd.Flags().BoolVar(&sendTest, "send-test", false, "deliver a clearly marked test alert to each configured sink (as notify test does) and ping --heartbeat-url")
-	cmd.Flags().BoolVar(&leaderElect, "leader-elect", false, "check the election Lease and rights of run --leader-elect too")
-	cmd.Flags().StringVar(&leaderElectLease, "leader-elect-lease", "agentenv-scheduler-watchdog", "the `name` of the Lease of run --leader-elect")
-	cmd.Flags().BoolVar(&watchEndpoints, "watch-endpoints", false, "check the rights of run --watch-endpoints too (watch endpointslices)")
+	cmd.Flags().BoolVar(&df.sendTest, "send-test", false, "deliver a clearly marked test alert to each configured sink (as notify test does) and ping --heartbeat-url")
+	cmd.Flags().BoolVar(&df.leaderElect, "leader-elect", false, "check the election Lease and rights of run --leader-elect too")
+	cmd.Flags().StringVar(&df.leaderElectLease, "leader-elect-lease", "agentenv-scheduler-watchdog", "the `name` of the Lease of run --leader-elect")
+	cmd.Flags().BoolVar(&df.watchEndpoints, "watch-endpoints", false, "check the rights of run --watch-endpoints too (watch endpointslices)")
 	return cmd
+}
+
+// doctorFlags are check's options, so that doctor checks exactly the configuration
+// a check or run would use, and run's election settings, so that the chart's test
+// hook in deployment mode checks the election Lease too.
+type doctorFlags struct {
+	checkFlags
+	sendTest, leaderElect, watchEndpoints bool
+	leaderElectLease                      string
+}
+
+func (df *doctorFlags) run(parent context.Context, stdout, stderr io.Writer) error {
+	f := &df.checkFlags
+	if err := f.validate(needLease(df.leaderElect, df.leaderElectLease)); err != nil {
+		return err
+	}
+	newLogger(&f.cluster, stderr)
+	o, err := f.observer(clock.RealClock{})
+	if err != nil {
+		return err
+	}
+	sinks, err := testSinks(&f.alerts, f.cluster.Namespace, "doctor --send-test", func(err error) error {
+		return fmt.Errorf("accepted, but not by every peer: %w", err)
+	})
+	if err != nil {
+		return err
+	}
+	if df.sendTest && len(sinks) == 0 {
+		return usagef("--send-test: no sink configured: set --slack-webhook-url, --webhook-url, --alertmanager-url or --heartbeat-url")
+	}
+	d := &doctor.Doctor{Config: doctor.Config{
+		Observer:          o,
+		StateConfigMap:    f.cluster.StateConfigMap,
+		EvidenceConfigMap: f.evidence.ConfigMap,
+		EvidenceLogs:      f.evidence.Logs,
+		Sinks:             sinks,
+		SendTest:          df.sendTest,
+		OutboxKey:         f.alerts.OutboxKey != "" || f.alerts.KeySecret != "",
+		KeySecret:         f.alerts.KeySecret,
+		WatchEndpoints:    df.watchEndpoints,
+		Probe:             f.prober(o, clock.RealClock{}, zerolog.Nop()),
+		RestartMethod:     f.check.RestartMethod,
+		MaxRestarts:       f.check.MaxRestarts,
+	}}
+	if df.leaderElect {
+		d.ElectionLease = df.leaderElectLease
+	}
+	ctx, cancel := context.WithTimeout(parent, f.cluster.Timeout)
+	defer cancel()
+	rep := doctor.NewReport(f.cluster.Namespace, o.APIServer, d.Run(ctx))
+	if err := f.output.print(stdout, rep, rep.WriteText); err != nil {
+		return fmt.Errorf("print report: %w", err)
+	}
+	if !rep.OK {
+		return fmt.Errorf("doctor: %d check(s) failed", rep.Failed)
+	}
+	return nil
 }

@@ -55,8 +55,8 @@ func FuzzFlags(f *testing.F) {
 	// heartbeat-url, webhook-secret.
 	f.Add(uint8(0), "", "", "", "", "", "", "", "", "", "", "", "")
 	f.Add(uint8(1), "3m", "5s", "4m", "3", "9101", "app.kubernetes.io/name=agentenv-scheduler", "json", "https://runbooks.example/watchdog",
-		"hooks/T000/B000/XXXXXXXXXXXXXXXX", "services/T000/B000/YYYYYYYYYYYY", "ping/0b8c6f2e-hb", "hmac-key-0123456789abcdef")
-	f.Add(uint8(0), "3m", "5s", "4m", "3", "9101", "app=scheduler,tier in (a,b)", "text", "", "https://hooks.slack.example/services/T000/B000/XXXX", "https://hooks.example/wd?token=abcdef0123", "https://hc-ping.example/0b8c6f2e-hb", "hmac-key-0123456789abcdef")
+		"hooks/T000/B000/XXXXXXXXXXXXXXXX", "services/T000/B000/YYYYYYYYYYYY", "ping/0b8c6f2e-hb", "hmac-key-0123456789abcdef-of-32-bytes")
+	f.Add(uint8(0), "3m", "5s", "4m", "3", "9101", "app=scheduler,tier in (a,b)", "text", "", "https://hooks.slack.example/services/T000/B000/XXXX", "https://hooks.example/wd?token=abcdef0123", "https://hc-ping.example/0b8c6f2e-hb", "hmac-key-0123456789abcdef-of-32-bytes")
 	f.Add(uint8(0b10), "-1s", "0", "4x", "-1", "70000", "app=", "yaml", "ftp://runbooks", "http://hooks.example/not-loopback", "::not a url", "https://", "secret-without-webhook-url")
 	f.Add(uint8(0b11110), "1h", "2h", "1ns", "0x10", "1e3", "!app", "json", "http://localhost:8080/rb", "%zz-not-escaped", "", "http://[::1]:9/hb", "")
 	f.Add(uint8(0b1111111), "3m", "5s", "4m", "0", "65535", " ", "text", "", "a/b?c=d#e", "x", "", "k")
@@ -184,6 +184,9 @@ func distinctive(secret, flag string, given map[string]string) bool {
 // accept them (the rules of README "Flags" for the fuzzed flags; the others keep
 // their defaults, which are valid).
 func invalid(given map[string]string) string {
+	if s := given["webhook-secret"]; s != "" && len(s) < cli.MinOutboxKeyBytes {
+		return "--webhook-secret is shorter than 32 bytes"
+	}
 	dur := func(flag string, def time.Duration) (time.Duration, string) {
 		v, ok := given[flag]
 		if !ok {

@@ -82,6 +82,17 @@ func shellWords(line string) []string {
 	return words
 }
 
+// TestEveryCommandSaysItsExitCodes: a script author reads the exit codes in each
+// command's own help (before: only check and doctor said them).
+func TestEveryCommandSaysItsExitCodes(t *testing.T) {
+	root := NewRootCommand(io.Discard, io.Discard)
+	for _, c := range append(commands(root), root) {
+		if !strings.Contains(c.Long, "Exit codes") || !strings.Contains(c.Long, "2 ") {
+			t.Errorf("%q's help does not give its exit codes:\n%s", c.CommandPath(), c.Long)
+		}
+	}
+}
+
 // TestEveryCommandHasExamples: each command's help has an Example section, and every
 // watchdog command line in it is one the command accepts (so examples do not rot
 // when flags are renamed).

@@ -307,7 +307,8 @@ type AlertOptions struct {
 	BlindAfter      int
 	AlertTimeout    time.Duration
 	Alertmanager    AlertmanagerOptions
-	OutboxKey       string // seals the whole state document and the evidence bundles
+	OutboxKey       string // seals the whole state document and the evidence bundles, until --key-secret holds a key
+	KeySecret       string // the Secret holding the key, created by the watchdog (kube.EnsureKey)
 	Labels          AlertLabels
 }
 
@@ -363,7 +364,7 @@ func (l *AlertLabels) Set(text string) error {
 func (o *AlertOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.SlackWebhookURL, "slack-webhook-url", "", "Slack incoming webhook URL (secret)")
 	fs.StringVar(&o.WebhookURL, "webhook-url", "", "generic JSON webhook URL (secret)")
-	fs.StringVar(&o.WebhookSecret, "webhook-secret", "", "HMAC-SHA256 key signing generic webhook requests (secret)")
+	fs.StringVar(&o.WebhookSecret, "webhook-secret", "", "HMAC-SHA256 key (at least 32 random bytes) signing generic webhook requests; without it every run warns that they are unsigned (secret)")
 	fs.StringVar(&o.HeartbeatURL, "heartbeat-url", "", "dead man's switch: pinged after every completed run, <url>/fail after a failed one (secret)")
 	fs.StringVar(&o.RunbookURL, "runbook-url", "", "runbook linked from alerts")
 	fs.StringVar(&o.ClusterName, "cluster-name", "", "cluster name shown in every alert")
@@ -374,14 +375,15 @@ func (o *AlertOptions) AddFlags(fs *pflag.FlagSet) {
 	o.Alertmanager.AddFlags(fs)
 }
 
-// MinOutboxKeyBytes is the shortest --outbox-key accepted: an HMAC-SHA256 key
+// MinOutboxKeyBytes is the shortest --outbox-key and --webhook-secret accepted: an HMAC-SHA256 key
 // of fewer random bytes is weaker than the hash.
 const MinOutboxKeyBytes = 32
 
 // AddOutboxFlag adds --outbox-key, for the commands that keep alerts for retry
 // (check, run) and doctor, which checks that it is set.
 func (o *AlertOptions) AddOutboxFlag(fs *pflag.FlagSet) {
-	fs.StringVar(&o.OutboxKey, "outbox-key", "", "key (at least 32 random bytes) sealing the whole state document and the evidence bundles: a state whose seal does not verify is set aside and paged, never used (secret)")
+	fs.StringVar(&o.OutboxKey, "outbox-key", "", "key (at least 32 random bytes) sealing the whole state document and the evidence bundles when --key-secret holds none yet: it seeds that Secret (0.1.0's chart generated one; secret)")
+	fs.StringVar(&o.KeySecret, "key-secret", "agentenv-scheduler-watchdog-key", "Secret (data key \"key\") holding the key that seals the state and evidence bundles: created by the first pass that is not a dry run (from --outbox-key if set, else 32 random bytes); \"\" uses --outbox-key alone")
 }
 
 // Validate reports every invalid flag, in the order the flags are declared.
@@ -392,6 +394,7 @@ func (o *AlertOptions) Validate() error {
 	if o.WebhookSecret != "" && o.WebhookURL == "" {
 		p.addf("--webhook-secret is set but --webhook-url is not")
 	}
+	p.key("--webhook-secret", o.WebhookSecret)
 	p.url("--heartbeat-url", o.HeartbeatURL, checkURL)
 	p.url("--runbook-url", o.RunbookURL, checkLinkURL)
 	p.positive("--realert-interval", o.RealertInterval)
@@ -399,12 +402,19 @@ func (o *AlertOptions) Validate() error {
 		p.addf("--blind-after must be at least 1, got %d", o.BlindAfter)
 	}
 	p.positive("--alert-timeout", o.AlertTimeout)
-	if n := len(o.OutboxKey); n > 0 && n < MinOutboxKeyBytes {
-		// Its length only: the key is a secret.
-		p.addf("--outbox-key has %d bytes: at least %d bytes are required, random (head -c 32 /dev/urandom | base64; the chart generates 43 characters)", n, MinOutboxKeyBytes)
+	p.key("--outbox-key", o.OutboxKey)
+	if o.KeySecret != "" {
+		p.name("--key-secret", o.KeySecret, validation.IsDNS1123Subdomain)
 	}
 	p.add(o.Alertmanager.Validate())
 	return p.err()
+}
+
+// key reports an HMAC key shorter than MinOutboxKeyBytes, by its length only: it is a secret.
+func (p *problems) key(flag, key string) {
+	if n := len(key); n > 0 && n < MinOutboxKeyBytes {
+		p.addf("%s has %d bytes: at least %d bytes are required, random (head -c 32 /dev/urandom | base64)", flag, n, MinOutboxKeyBytes)
+	}
 }
 
 // url reports a URL flag that check refuses, when it is set. The URL itself is

@@ -129,7 +129,7 @@ func TestValidateReportsEveryInvalidFlagInDeclarationOrder(t *testing.T) {
 	o := CheckOptions{SchedulerSelector: "app=x", Deployment: "sched", MetricsPort: 0, NodesPort: 0, MetricsPath: "/metrics", ScrapeTimeout: time.Second,
 		MetricsMaxBytes: 4096, NodesService: "nodes", SampleInterval: time.Second, ScrapeVia: "auto",
 		Config: decide.Config{WedgedFor: time.Minute, RestartWindow: time.Hour, BackoffMax: time.Hour, RestartMethod: "delete",
-			JudgePods: "deployment", MaxPods: 10}}
+			Selection: decide.Selection{JudgePods: "deployment", MaxPods: 10}}}
 	err := o.Validate(DefaultTimeout)
 	var ue *UsageError
 	if !errors.As(err, &ue) {
@@ -191,6 +191,27 @@ func TestOutboxKeyIsAtLeast32Bytes(t *testing.T) {
 		}
 		if err != nil && (!strings.Contains(err.Error(), "--outbox-key") || !strings.Contains(err.Error(), "32 bytes") || (n > 8 && strings.Contains(err.Error(), key))) {
 			t.Errorf("a key of %d bytes: %v, want it to name --outbox-key and 32 bytes, not the key", n, err)
+		}
+	}
+}
+
+// TestWebhookSecretIsAtLeast32Bytes: a short HMAC key is refused with the other
+// flags' problems, naming the flag and the bound, never the key.
+func TestWebhookSecretIsAtLeast32Bytes(t *testing.T) {
+	for _, n := range []int{1, 19, 31, 32, 64} {
+		key := strings.Repeat("s", n)
+		var o AlertOptions
+		fs := pflag.NewFlagSet("check", pflag.ContinueOnError)
+		o.AddFlags(fs)
+		if err := fs.Parse([]string{"--webhook-url=https://hooks.example.com/x", "--webhook-secret=" + key}); err != nil {
+			t.Fatal(err)
+		}
+		err := o.Validate()
+		if ok := n >= 32; ok != (err == nil) {
+			t.Errorf("a secret of %d bytes: %v", n, err)
+		}
+		if err != nil && (!strings.Contains(err.Error(), "--webhook-secret has") || !strings.Contains(err.Error(), "32 bytes") || (n > 8 && strings.Contains(err.Error(), key))) {
+			t.Errorf("a secret of %d bytes: %v, want it to name --webhook-secret and 32 bytes, not the key", n, err)
 		}
 	}
 }

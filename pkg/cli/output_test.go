@@ -78,4 +78,14 @@ func TestOutputForMachinesAndPeople(t *testing.T) {
 			t.Errorf("--log-format %s, terminal %v: %q, want JSON %v", c.format, c.terminal, got, c.json)
 		}
 	}
+	// --log-format console into a pipe (make demo | less), or with NO_COLOR: no ESC bytes.
+	var piped bytes.Buffer
+	logLine(&piped, LogFormatConsole)
+	t.Setenv("NO_COLOR", "1")
+	onTTY := onTerminal(t, func(w io.Writer) { logLine(w, LogFormatConsole) })
+	for what, got := range map[string]string{"a pipe": piped.String(), "NO_COLOR on a terminal": onTTY} {
+		if strings.ContainsRune(got, '\x1b') {
+			t.Errorf("console log into %s has ESC bytes: %q", what, got)
+		}
+	}
 }

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/agentenv/watchdog/pkg/httpbound"
 	"github.com/agentenv/watchdog/pkg/kube"
 	"github.com/agentenv/watchdog/pkg/version"
 )
@@ -168,7 +169,24 @@ underscores, upper case); a flag beats its environment variable.`,
 		return usagef("%v", err)
 	})
 	root.AddCommand(newCheckCommand(stdout, stderr), newStatusCommand(stdout, stderr), newHistoryCommand(stdout, stderr), newVersionCommand(stdout), newNotifyCommand(stdout, stderr), newRunCommand(stderr), newDoctorCommand(stdout, stderr), newBacktestCommand(stdout, stderr))
+	addExitCodes(root)
+	addCompletions(root)
 	return root
+}
+
+// addExitCodes ends the help of every command that does not state its own exit
+// codes with the ones every command shares (ExitOK, ExitFailed, ExitUsage).
+func addExitCodes(cmd *cobra.Command) {
+	if !strings.Contains(cmd.Long, "Exit codes") {
+		long := cmd.Long
+		if long == "" {
+			long = cmd.Short + "."
+		}
+		cmd.Long = strings.TrimSpace(long) + "\n\nExit codes: 0 done; 1 failed (the message says why); 2 bad usage or configuration."
+	}
+	for _, c := range cmd.Commands() {
+		addExitCodes(c)
+	}
 }
 
 // applyEnv sets every flag not given on the command line from its environment
@@ -225,7 +243,8 @@ func newLogger(o *ClusterOptions, w io.Writer) zerolog.Logger {
 	level, _ := zerolog.ParseLevel(o.LogLevel) // validated
 	var out io.Writer = w
 	if o.LogFormat == LogFormatConsole || (o.LogFormat == LogFormatAuto && isTerminal(w)) {
-		out = zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05"}
+		// Colors only on a terminal, never with NO_COLOR (no-color.org).
+		out = zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05", NoColor: os.Getenv("NO_COLOR") != "" || !isTerminal(w)}
 	}
 	log := zerolog.New(out).Level(level).With().Timestamp().Logger()
 	routeKlog(log)
@@ -249,7 +268,9 @@ func restConfig(o *ClusterOptions) (*rest.Config, error) {
 		if err := inPodOverrides(cfg, o); err != nil {
 			return nil, err
 		}
-	} else if cfg, err = o.loader().ClientConfig(); err != nil {
+	} else if cfg, err = o.loader().ClientConfig(); clientcmd.IsEmptyConfig(err) {
+		return nil, usagef("no kubeconfig: give --kubeconfig, set KUBECONFIG, or write ~/.kube/config (in a pod the ServiceAccount is used)")
+	} else if err != nil {
 		return nil, usagef("load kubeconfig: %v", err)
 	}
 	if err := hostCredentials(cfg); err != nil {
@@ -260,6 +281,7 @@ func restConfig(o *ClusterOptions) (*rest.Config, error) {
 		cfg.Timeout = o.APITimeout
 	}
 	cfg.QPS, cfg.Burst = 20, 40
+	cfg.Wrap(httpbound.Headers) // the pod proxy's scrapes too (rest.TransportFor)
 	cfg.UserAgent = "agentenv-scheduler-watchdog/" + version.Version
 	// Protobuf halves the decode cost of pod and EndpointSlice lists.
 	cfg.ContentType = "application/vnd.kubernetes.protobuf"

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/utils/clock"
 
 	"github.com/agentenv/watchdog/pkg/alert"
@@ -119,6 +120,7 @@ func runPasses(ctx context.Context, f *checkFlags, ro *RunOptions, stderr io.Wri
 		}
 		return rep, err
 	}, m, clk, log)
+	l.DryRun = f.check.DryRun
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if ro.WatchEndpoints {
@@ -160,7 +162,7 @@ func runPasses(ctx context.Context, f *checkFlags, ro *RunOptions, stderr io.Wri
 
 // lead runs l's passes until ctx ends: at once, or while this replica holds the
 // --leader-elect-lease with --leader-elect.
-func lead(ctx context.Context, l *loop.Loop, ro *RunOptions, namespace string, p *pass, clk clock.Clock) error {
+func lead(ctx context.Context, l *loop.Loop, ro *RunOptions, namespace string, p *wired, clk clock.Clock) error {
 	if !ro.LeaderElect {
 		l.Lead(ctx)
 		return nil
@@ -177,7 +179,39 @@ func lead(ctx context.Context, l *loop.Loop, ro *RunOptions, namespace string, p
 		Client: p.obs.Client, Clock: clk, Log: p.Log,
 		OnAttempt: func(bool) { l.Alive() },
 	}
+	go watchPasses(ctx, l, p, clk)
 	return e.Run(ctx, l.Lead)
+}
+
+// watchPasses tells l, every interval, whether the state ConfigMap changed: every
+// completed non-dry pass writes it, whichever replica leads (a standby's /healthz).
+func watchPasses(ctx context.Context, l *loop.Loop, p *wired, clk clock.Clock) {
+	seen, lastErr := "", ""
+	for ctx.Err() == nil {
+		if !l.DryRun { // dry passes write nothing to see
+			cm, err := p.obs.Client.GetConfigMap(ctx, p.store.Namespace, p.store.Name)
+			switch {
+			case apierrors.IsNotFound(err): // no pass wrote it yet: no-pass-anywhere says so
+				err = nil
+			case err != nil:
+				if err.Error() != lastErr && ctx.Err() == nil {
+					p.Log.Warn().Err(err).Str("configmap", p.store.Namespace+"/"+p.store.Name).Msg("standby cannot read the state ConfigMap")
+				}
+			case seen != "" && cm.ResourceVersion != seen:
+				l.SawPass()
+				fallthrough
+			default:
+				seen = cm.ResourceVersion
+			}
+			lastErr = fmt.Sprint(err)
+			l.SawState(err)
+		}
+		l.Healthy() // the gauge says it between two probes too
+		select {
+		case <-ctx.Done():
+		case <-clk.After(l.Interval):
+		}
+	}
 }
 
 // newMetricsServer serves /metrics and /healthz, rendered from memory: a client that

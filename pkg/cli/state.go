@@ -87,8 +87,8 @@ hour). --evidence KEY prints one evidence bundle: the scheduler's last log lines
 metrics and gates judged, the endpoints counted and the pod's status just before the
 restart.
 
-With --outbox-key (WATCHDOG_OUTBOX_KEY: the key the runs seal bundles with, in the
-chart's Secret), history checks each bundle's seal, and marks one that does not
+With the key the runs seal bundles with (the --key-secret Secret, read if it may be,
+else --outbox-key), history checks each bundle's seal, and marks one that does not
 verify (edited since it was saved, or written by someone else) or that is not sealed.
 
 It reads (get) the state and evidence ConfigMaps and lists Events in --namespace: run
@@ -105,7 +105,13 @@ not read the Events and shows the rest.`,
 			from, sinceErr := parseSince(since, time.Now())
 			return s.read(cmd, stderr, func(ctx context.Context, client *kube.Client, host string) error {
 				ns := s.cluster.Namespace
-				bundles, berr := evidence.Load(ctx, client, ns, ev.ConfigMap, []byte(alerts.OutboxKey))
+				key := []byte(alerts.OutboxKey)
+				if alerts.KeySecret != "" { // the runs' key, if it can be read (only reads)
+					if k, err := kube.ReadKey(ctx, client, ns, alerts.KeySecret); err == nil && k != nil {
+						key = k
+					}
+				}
+				bundles, berr := evidence.Load(ctx, client, ns, ev.ConfigMap, key)
 				if bundle != "" {
 					i := slices.IndexFunc(bundles, func(b evidence.Bundle) bool { return b.Key == bundle })
 					switch {

@@ -20,7 +20,7 @@ func Decide(obs Observation, prev *state.State, cfg Config) (*state.State, Resul
 	next := prev.Clone()
 	var res Result
 
-	judged, notJudged, runProblem := Judged(obs, cfg)
+	judged, notJudged, runProblem := Judged(obs, cfg.Selection)
 	forgetGonePods(next, obs)
 	for _, p := range obs.Pods {
 		var t Target
@@ -50,10 +50,7 @@ func Decide(obs Observation, prev *state.State, cfg Config) (*state.State, Resul
 		res.Warnings = append(res.Warnings, runProblem)
 	}
 	res.Warnings = append(res.Warnings, datedAheadWarnings(next, now, cfg)...)
-	var ignored string
-	if res.Pause, ignored = runPause(obs); ignored != "" {
-		res.Warnings = append(res.Warnings, ignored)
-	}
+	notePause(next, &res, obs)
 	askReads(&res, obs)
 	return next, res
 }
@@ -85,7 +82,8 @@ func RunFailed(s *state.State) {
 // Unseen is the observation of a sample that could not be taken at all: the pods of
 // the run's last observation, each unread for err, judged as failed samples.
 func Unseen(last Observation, at time.Time, err error) Observation {
-	o := Observation{At: at, RunStart: last.RunStart, Expected: last.Expected, ExpectedErr: last.ExpectedErr, Leader: last.Leader, Ownership: last.Ownership, Probing: last.Probing}
+	o := Observation{At: at, RunStart: last.RunStart, Expected: last.Expected, ExpectedErr: last.ExpectedErr, Leader: last.Leader, Ownership: last.Ownership, Probing: last.Probing,
+		HoldOnAlerts: last.HoldOnAlerts}
 	for _, p := range last.Pods {
 		p.Sample, p.ScrapeErr, p.Probe = nil, fmt.Errorf("not observed: %w", err), nil
 		o.Pods = append(o.Pods, p)

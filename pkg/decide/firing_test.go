@@ -19,7 +19,6 @@ import (
 // when the decision asks (NeedAlerts), as pkg/check does.
 func TestRestartsHeldWhileAlertsFire(t *testing.T) {
 	cfg := testConfig()
-	cfg.HoldOnAlerts = true
 	clearAt := t0.Add(40 * time.Minute)
 	read := func(now time.Time) *decide.FiringAlerts {
 		a := &decide.FiringAlerts{Matchers: `alertname=~"etcd.*"`}
@@ -30,10 +29,12 @@ func TestRestartsHeldWhileAlertsFire(t *testing.T) {
 	}
 	restarted := false
 	at := func(now time.Time) decide.Observation {
+		o := wedgedAt(now)
 		if restarted {
-			return observe(now, 3, schedPod("sched-b", "uid-b", podtest.Sample(3, 0)))
+			o = observe(now, 3, schedPod("sched-b", "uid-b", podtest.Sample(3, 0)))
 		}
-		return wedgedAt(now)
+		o.HoldOnAlerts = true
+		return o
 	}
 	decideReading := func(o decide.Observation, s *state.State) (*state.State, decide.Result) {
 		next, r := decide.Decide(o, s, cfg)
@@ -80,15 +81,15 @@ func TestRestartsHeldWhileAlertsFire(t *testing.T) {
 	}
 
 	// Alertmanager unreachable: the hold fails open, and says so.
-	s, _ = decide.Decide(wedgedAt(t0), state.New(), cfg)
-	o := inRun(t0.Add(5*time.Minute), wedgedAt(t0.Add(5*time.Minute)))
+	restarted = false
+	s, _ = decide.Decide(at(t0), state.New(), cfg)
+	o := inRun(t0.Add(5*time.Minute), at(t0.Add(5*time.Minute)))
 	o.Alerts = &decide.FiringAlerts{Matchers: `alertname=~"etcd.*"`, Err: errors.New("alertmanager: dial tcp 127.0.0.1:9093: connection refused")}
 	_, r := decideRun(cfg, s, t0.Add(5*time.Minute), func(now time.Time) decide.Observation { o.At = now; return o })
 	if g, ok := hasGate(r, decide.GateAlerts, true); r.Action != decide.ActionRestart || !ok || !strings.Contains(g.Detail, "fails open") {
 		t.Errorf("Alertmanager unreachable: %s %+v", r.Action, r.Targets[0].Gates)
 	}
 	// Not configured: no gate, never a read.
-	cfg.HoldOnAlerts = false
 	_, r = decideRun(cfg, s, t0.Add(5*time.Minute), wedgedAt)
 	if _, ok := hasGate(r, decide.GateAlerts, true); ok || r.NeedAlerts || r.Action != decide.ActionRestart {
 		t.Errorf("without --hold-restarts-on-alert: %s need=%v", r.Action, r.NeedAlerts)
@@ -100,9 +101,9 @@ func TestRestartsHeldWhileAlertsFire(t *testing.T) {
 // and every alert.
 func TestHeldByManyAlertsNamesAFew(t *testing.T) {
 	cfg := testConfig()
-	cfg.HoldOnAlerts = true
 	s, _ := decide.Decide(wedgedAt(t0), state.New(), cfg)
 	o := inRun(t0.Add(5*time.Minute), wedgedAt(t0.Add(5*time.Minute)))
+	o.HoldOnAlerts = true
 	o.Alerts = &decide.FiringAlerts{Matchers: `alertname=~"etcd.*"`}
 	for i := range 5000 {
 		o.Alerts.Firing = append(o.Alerts.Firing, fmt.Sprintf(`etcdNoLeader{instance="etcd-%04d"}`, i))

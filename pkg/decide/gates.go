@@ -189,7 +189,8 @@ func dueGate(e *state.OpenEpisode, now time.Time, cfg Config) (gate Gate, sample
 // FiringAlerts is what Alertmanager said, read just before a restart.
 type FiringAlerts struct {
 	Matchers string   // the configured matchers, for the messages
-	Firing   []string // the active alerts that match, as alertname{labels}
+	Firing   []string // the first five active alerts that match, as alertname{labels}
+	Count    int      // how many match (within the bound of what is read)
 	Err      error
 }
 
@@ -197,7 +198,7 @@ type FiringAlerts struct {
 // the restart through (docs/design.md, "Holding restarts while alerts fire"):
 // the wedge is certain, the outage behind the alerts only suspected.
 func alertsGate(p *judgedPod) Gate {
-	if !p.cfg.HoldOnAlerts {
+	if !p.obs.HoldOnAlerts {
 		return Gate{}
 	}
 	a := p.obs.Alerts
@@ -212,7 +213,7 @@ func alertsGate(p *judgedPod) Gate {
 		for _, f := range a.Firing[:min(len(a.Firing), 5)] {
 			named = append(named, state.Truncate(f, 200))
 		}
-		if more := len(a.Firing) - len(named); more > 0 {
+		if more := max(a.Count, len(a.Firing)) - len(named); more > 0 {
 			named = append(named, fmt.Sprintf("%d more", more))
 		}
 		return Gate{Name: GateAlerts, Detail: fmt.Sprintf("held while alerts fire: %s (matching %s); a restart cannot help while they do", strings.Join(named, ", "), a.Matchers)}

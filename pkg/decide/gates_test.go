@@ -107,10 +107,9 @@ func TestGatesDoNotWriteState(t *testing.T) {
 // pkg/check takes one read per decision and relies on this order.
 func TestReadsFollowTheGateOrder(t *testing.T) {
 	cfg := testConfig()
-	cfg.HoldOnAlerts = true
 	unread := func(at time.Time) decide.Observation {
 		o := wedgedAt(at)
-		o.Rollout, o.Consistent = nil, false
+		o.Rollout, o.Consistent, o.HoldOnAlerts = nil, false, true
 		return o
 	}
 	s, _ := decide.Decide(unread(t0), state.New(), cfg)

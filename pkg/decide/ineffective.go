@@ -29,8 +29,12 @@ func (p *judgedPod) noteIneffective(e *state.OpenEpisode) string {
 		wait = cfg.BackoffMax
 	}
 	b.LastRestartAt, b.NotBefore, b.HealthySince = r.ClaimedAt, r.ClaimedAt.Add(wait), nil
+	gap := p.StartedAt.Sub(r.ClaimedAt) // by one clock where the API server's are known
+	if r.ServerAt != nil && !p.CreatedAt.IsZero() {
+		gap = p.CreatedAt.Sub(*r.ServerAt)
+	}
 	r.Ineffective = fmt.Sprintf("the %s of pod %s at %s did not heal the scheduler: its replacement %s started %s later and was %s again %s after it started; the cause is likely outside the scheduler (its RBAC for EndpointSlices, the network to the nodes)",
-		r.Method, r.Pod, r.ClaimedAt.UTC().Format(time.RFC3339), p.Name, ShortDuration(p.StartedAt.Sub(r.ClaimedAt)), e.Kind, ShortDuration(e.Since.Sub(p.StartedAt)))
+		r.Method, r.Pod, r.ClaimedAt.UTC().Format(time.RFC3339), p.Name, ShortDuration(gap), e.Kind, ShortDuration(e.Since.Sub(p.StartedAt)))
 	return r.Ineffective
 }
 
@@ -52,9 +56,13 @@ func replacedBy(s *state.State, p Pod, within time.Duration, now time.Time) *sta
 			continue
 		}
 		// Pod timestamps have whole seconds: a replacement started in the second
-		// of the claim counts as started after it.
-		claimed := r.ClaimedAt.Truncate(time.Second)
-		if r.Ineffective != "" || r.HealedAt != nil || p.StartedAt.Before(claimed) || p.StartedAt.Sub(claimed) > within {
+		// of the claim counts as started after it. Both by the API server's clock
+		// when known: a watchdog or kubelet clock off by seconds hides nothing.
+		claimed, started := r.ClaimedAt.Truncate(time.Second), p.StartedAt
+		if r.ServerAt != nil && !p.CreatedAt.IsZero() {
+			claimed, started = r.ServerAt.Truncate(time.Second), p.CreatedAt
+		}
+		if r.Ineffective != "" || r.HealedAt != nil || started.Before(claimed) || started.Sub(claimed) > within {
 			return nil
 		}
 		return r

@@ -1,6 +1,7 @@
 package decide_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -110,14 +111,14 @@ func TestMalformedPauseIsIgnoredWithAWarning(t *testing.T) {
 		ann  map[string]string
 		warn string
 	}{
-		"expired":          {pauseAnn(t0, "maintenance"), "expired at"},
-		"no expiry":        {map[string]string{decide.PauseReasonAnnotation: "maintenance"}, "no " + decide.PauseUntilAnnotation},
-		"no reason":        {map[string]string{decide.PauseUntilAnnotation: now.Add(time.Hour).Format(time.RFC3339)}, "no " + decide.PauseReasonAnnotation},
-		"not a time":       {map[string]string{decide.PauseUntilAnnotation: "tomorrow", decide.PauseReasonAnnotation: "maintenance"}, "not an RFC 3339 time"},
-		"a duration":       {map[string]string{decide.PauseUntilAnnotation: "2h", decide.PauseReasonAnnotation: "maintenance"}, "not an RFC 3339 time"},
-		"beyond a week":    {pauseAnn(now.Add(8*24*time.Hour), "forever"), "more than 168h ahead"},
-		"blank reason":     {pauseAnn(now.Add(time.Hour), "  "), "no " + decide.PauseReasonAnnotation},
-		"reason too large": {pauseAnn(now.Add(time.Hour), strings.Repeat("x", 2000)), "longer than"},
+		"expired":                   {pauseAnn(t0, "maintenance"), "expired at"},
+		"no expiry":                 {map[string]string{decide.PauseReasonAnnotation: "maintenance"}, "no " + decide.PauseUntilAnnotation},
+		"no reason":                 {map[string]string{decide.PauseUntilAnnotation: now.Add(time.Hour).Format(time.RFC3339)}, "no " + decide.PauseReasonAnnotation},
+		"not a time":                {map[string]string{decide.PauseUntilAnnotation: "tomorrow", decide.PauseReasonAnnotation: "maintenance"}, "not an RFC 3339 time"},
+		"a duration":                {map[string]string{decide.PauseUntilAnnotation: "2h", decide.PauseReasonAnnotation: "maintenance"}, "not an RFC 3339 time"},
+		"blank reason":              {pauseAnn(now.Add(time.Hour), "  "), "no " + decide.PauseReasonAnnotation},
+		"reason too large":          {pauseAnn(now.Add(time.Hour), strings.Repeat("x", 2000)), "longer than"},
+		"reason too large in bytes": {pauseAnn(now.Add(time.Hour), strings.Repeat("😀", 200)), "longer than 512 bytes"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			s, _ := decide.Decide(pausedObs(c.ann)(t0), state.New(), cfg)
@@ -156,5 +157,77 @@ func TestPauseSetDuringTheRunHoldsTheRestart(t *testing.T) {
 	_, r := decideRun(cfg, s, t0.Add(5*time.Minute), at)
 	if r.Action != decide.ActionBlocked || r.Pause == nil {
 		t.Fatalf("%s pause=%+v: %s", r.Action, r.Pause, r.Reason)
+	}
+}
+
+// A pause annotation that makes no valid pause, or ends too far ahead, is told once
+// (Result.PauseNotice: an Event and a warning alert), not on every run; one more
+// than MaxPause ahead holds restarts until MaxPause after it was first seen, and
+// says so.
+func TestPauseNoticeOnceAndAFarPauseCapped(t *testing.T) {
+	cfg := testConfig()
+	now := t0.Add(5 * time.Minute)
+	bad := pausedObs(map[string]string{decide.PauseUntilAnnotation: "tomorrow", decide.PauseReasonAnnotation: "maintenance"})
+	s, r := decide.Decide(bad(now), state.New(), cfg)
+	if !strings.Contains(r.PauseNotice, "not an RFC 3339 time") {
+		t.Errorf("a malformed pause is not told: notice %q", r.PauseNotice)
+	}
+	s, r = decide.Decide(bad(now.Add(5*time.Minute)), s, cfg)
+	if r.PauseNotice != "" || !strings.Contains(strings.Join(r.Warnings, "\n"), "not an RFC 3339 time") {
+		t.Errorf("the same annotation: notice %q (want none: told once), warnings %q", r.PauseNotice, r.Warnings)
+	}
+	if _, r := decide.Decide(pausedObs(pauseAnn(t0, "maintenance"))(now), state.New(), cfg); r.PauseNotice != "" || len(r.Warnings) == 0 {
+		t.Errorf("an expired pause ended as meant: notice %q (want none), warnings %q", r.PauseNotice, r.Warnings)
+	}
+	far := pausedObs(pauseAnn(now.Add(30*24*time.Hour), "forever"))
+	s, r = decide.Decide(far(now), s, cfg)
+	if r.Pause == nil || !r.Pause.Until.Equal(now.Add(decide.MaxPause)) || !strings.Contains(r.PauseNotice, "capped at") {
+		t.Fatalf("a pause 30 days ahead: %+v, notice %q; want one capped at 7 days, told", r.Pause, r.PauseNotice)
+	}
+	s, r = decide.Decide(far(now.Add(24*time.Hour)), s, cfg)
+	if r.Pause == nil || !r.Pause.Until.Equal(now.Add(decide.MaxPause)) || r.PauseNotice != "" {
+		t.Errorf("a day later: %+v, notice %q; want the same cap, not told again", r.Pause, r.PauseNotice)
+	}
+	if _, r = decide.Decide(far(now.Add(decide.MaxPause+time.Minute)), s, cfg); r.Pause != nil || r.PauseNotice != "" {
+		t.Errorf("past the cap: %+v, notice %q; want no pause, nothing told again", r.Pause, r.PauseNotice)
+	}
+}
+
+// A far pause's cap starts when it was first seen, and stays there across runs
+// that could not read the Deployment (a failed read, a failed sample): the cap
+// ends 7 days after first seen and the notice (pause-invalid) is told once.
+func TestFarPauseCapSurvivesFailedReads(t *testing.T) {
+	cfg := testConfig()
+	start := t0.Add(5 * time.Minute)
+	far := pausedObs(pauseAnn(start.Add(30*24*time.Hour), "forever"))
+	unread := func(at time.Time) decide.Observation {
+		o := wedgedAt(at)
+		o.Rollout, o.Annotated = nil, nil
+		return o
+	}
+	s, told := state.New(), 0
+	for at := start; at.Before(start.Add(decide.MaxPause + 12*time.Hour)); at = at.Add(12 * time.Hour) {
+		var r decide.Result
+		obs := far(at)
+		switch int(at.Sub(start)/(12*time.Hour)) % 4 {
+		case 1:
+			obs = unread(at)
+		case 3:
+			obs = decide.Unseen(far(at), at, errors.New("connection refused"))
+		}
+		s, r = decide.Decide(obs, s, cfg)
+		if r.PauseNotice != "" {
+			told++
+		}
+		if obs.Annotated == nil {
+			continue
+		}
+		capped := at.Before(start.Add(decide.MaxPause))
+		if capped != (r.Pause != nil) || (capped && !r.Pause.Until.Equal(start.Add(decide.MaxPause))) {
+			t.Errorf("at %s: pause %+v; want capped at %s while before it", at.Sub(start), r.Pause, start.Add(decide.MaxPause))
+		}
+	}
+	if told != 1 {
+		t.Errorf("the far pause told %d times, want once", told)
 	}
 }

@@ -264,3 +264,29 @@ func TestFutureRestartRecordOfThePodDoesNotBlockItsRestart(t *testing.T) {
 func wedgedRising(at time.Time) decide.Observation {
 	return observe(at, 3, schedPod("sched-a", "uid-a", podtest.Sample(0, 100+uint64(at.Sub(t0)/(5*time.Second)))))
 }
+
+// The watchdog's clock runs 25 s ahead of the API server's and the kubelet's: its
+// claim is dated after the replacement started. Checked: the replacement was not
+// recognised, so back-off and restart-ineffective never engaged. Fixed: the
+// restart's time by the API server (ServerAt) is compared with the replacement's
+// creationTimestamp, both by the API server's clock.
+func TestReplacementRecognisedDespiteClockSkew(t *testing.T) {
+	cfg := testConfig()
+	cfg.IneffectiveWithin, cfg.BackoffBase, cfg.BackoffMax, cfg.BackoffReset = 15*time.Minute, 10*time.Minute, time.Hour, time.Hour
+	deleted, claimed := t0, t0.Add(25*time.Second) // by the API server, by the watchdog
+	s := state.New()
+	s.Restarts = []state.Restart{{Pod: "sched-0", UID: "uid-0", Method: decide.MethodDelete, ClaimedAt: claimed, DoneAt: &claimed, ServerAt: &deleted, Outcome: state.RestartDone}}
+	p := func(at time.Time) decide.Observation {
+		pod := schedPod("sched-1", "uid-1", podtest.Sample(0, 0))
+		pod.CreatedAt, pod.StartedAt = t0.Add(time.Second), t0.Add(3*time.Second)
+		return observe(at, 3, pod)
+	}
+	s, _ = decide.Decide(p(t0.Add(3*time.Minute)), s, cfg)
+	_, r := decideRun(cfg, s, t0.Add(8*time.Minute), p)
+	if r.Targets[0].Ineffective == "" || !r.Targets[0].OnlyBackoff() {
+		t.Fatalf("the replacement was not recognised: %s %s", r.Action, r.Reason)
+	}
+	if !strings.Contains(r.Targets[0].Ineffective, "started 1s later") {
+		t.Errorf("the gap by the API server's clock, not across two clocks: %s", r.Targets[0].Ineffective)
+	}
+}

@@ -56,11 +56,8 @@ type Config struct {
 	RestartWindow     time.Duration
 	RestartOnDegraded bool
 	MaxWatchAge       time.Duration
-	// JudgePods: the zero value is JudgeSelector, the CLI's default JudgeDeployment.
-	JudgePods     JudgePods
-	LeaderLease   string
+	Selection
 	RestartMethod string
-	MaxPods       int
 	// ClaimTimeout is how long a restart claim may stay unfinished before a later
 	// run completes it: younger claims belong to a run that may still be acting.
 	ClaimTimeout time.Duration
@@ -70,9 +67,6 @@ type Config struct {
 	BackoffBase       time.Duration
 	BackoffMax        time.Duration
 	BackoffReset      time.Duration
-	// HoldOnAlerts turns the firing-alerts gate on; check.Runner sets it from
-	// whether it has a reader, whatever it was given.
-	HoldOnAlerts bool
 	// ProbeWindow: how long the discovery probe's evidence must last to be strong
 	// (0: no probe; docs/design.md, "The discovery probe").
 	ProbeWindow time.Duration
@@ -119,6 +113,9 @@ type Observation struct {
 	ConsistentErr error
 	Annotated     *Annotated    // the Deployment's annotations (the pause), nil when not read
 	Alerts        *FiringAlerts // nil until read (Result.NeedAlerts)
+	// HoldOnAlerts: the run has a reader of the firing alerts, which turns the
+	// firing-alerts gate on.
+	HoldOnAlerts bool
 	// Probing: the discovery probe ran; a judged pod without a reading was not observed.
 	Probing bool
 }
@@ -133,6 +130,7 @@ type Pod struct {
 	// Running: the scheduler container runs; StartedAt is its current run's start.
 	Running       bool
 	StartedAt     time.Time
+	CreatedAt     time.Time // creationTimestamp, by the API server's clock
 	WaitingReason string
 	// The pod's controlling owner, normally a ReplicaSet of the scheduler Deployment.
 	ControllerKind string
@@ -317,4 +315,6 @@ type Result struct {
 	Warnings []string
 	// Pause is the Deployment's active pause: restarts are held, and reports say so.
 	Pause *Pause
+	// PauseNotice says, once per annotation, why a pause annotation was ignored or capped.
+	PauseNotice string
 }

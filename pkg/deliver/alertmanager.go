@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net/http"
 	"net/url"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/agentenv/watchdog/pkg/alert"
 	"github.com/agentenv/watchdog/pkg/decide"
+	"github.com/agentenv/watchdog/pkg/httpbound"
 	"github.com/agentenv/watchdog/pkg/state"
 )
 
@@ -251,8 +253,12 @@ func ParseMatchers(set string) (amlabels.Matchers, error) {
 	return ms, err
 }
 
-// maxAlertsBody bounds the answer read from Alertmanager.
-const maxAlertsBody = 4 << 20
+// holdPeerBytes bounds what the hold reads of one peer's answers.
+const holdPeerBytes = 1 << 20
+
+// ChartWedgeRules are the chart's PrometheusRules about the wedge the restart is for:
+// like the watchdog's own alerts, they never hold it.
+var ChartWedgeRules = []string{"AgentenvSchedulerWedgedTooLong", "AgentenvSchedulerDiscoveryWedged"}
 
 // AlertHold reads the firing alerts that hold restarts, for the pass.
 type AlertHold struct {
@@ -261,10 +267,11 @@ type AlertHold struct {
 }
 
 // Read asks Alertmanager for the active alerts (neither silenced nor inhibited)
-// that match any of the sets, but the watchdog's own (a wide matcher must not hold
-// restarts because the scheduler is wedged). Every peer is asked at once (a hung one
+// that match any of the sets, but the watchdog's own and ChartWedgeRules (a wide
+// matcher must not hold restarts because the scheduler is wedged). Every peer is asked at once (a hung one
 // must not use up the others' time) and the first to answer is believed: peers gossip
-// silences. An error is kept in the answer (the gate fails open).
+// silences; the others are then cancelled. An error is kept in the answer (the gate
+// fails open).
 func (h *AlertHold) Read(ctx context.Context) *decide.FiringAlerts {
 	var names []string
 	for _, s := range h.Sets {
@@ -276,7 +283,7 @@ func (h *AlertHold) Read(ctx context.Context) *decide.FiringAlerts {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	peers := h.Alertmanager.Posters
-	firing, errs, answered := make([][]string, len(peers)), make([]error, len(peers)), make(chan int, len(peers))
+	firing, errs, answered := make([]map[string]bool, len(peers)), make([]error, len(peers)), make(chan int, len(peers))
 	for i, p := range peers {
 		go func() {
 			firing[i], errs[i] = h.firingAt(ctx, p, hdr)
@@ -285,7 +292,8 @@ func (h *AlertHold) Read(ctx context.Context) *decide.FiringAlerts {
 	}
 	for range peers {
 		if i := <-answered; errs[i] == nil {
-			out.Firing = firing[i]
+			sorted := slices.Sorted(maps.Keys(firing[i]))
+			out.Firing, out.Count = sorted[:min(len(sorted), 5)], len(sorted)
 			return out
 		}
 	}
@@ -293,36 +301,57 @@ func (h *AlertHold) Read(ctx context.Context) *decide.FiringAlerts {
 	return out
 }
 
-// firingAt asks one peer; the filter is applied again here.
-func (h *AlertHold) firingAt(ctx context.Context, p *Poster, hdr http.Header) ([]string, error) {
-	found := map[string]bool{}
+// firingAt asks one peer, reading its answers as a stream of at most holdPeerBytes
+// in all: an answer cut there after matches still holds. The filter is applied again here.
+func (h *AlertHold) firingAt(ctx context.Context, p *Poster, hdr http.Header) (map[string]bool, error) {
+	found, left := map[string]bool{}, int64(holdPeerBytes)
 	for _, set := range h.Sets {
 		q := url.Values{"active": {"true"}, "silenced": {"false"}, "inhibited": {"false"}}
 		for _, m := range set {
 			q.Add("filter", m.String())
 		}
-		body, err := p.exchange(ctx, http.MethodGet, p.url+"?"+q.Encode(), nil, hdr, maxAlertsBody)
+		cut := false
+		err := p.exchange(httpbound.WithLimit(ctx, left), http.MethodGet, p.url+"?"+q.Encode(), nil, hdr, func(r io.Reader) error {
+			read, err := matchStream(r, set, found)
+			left, cut = left-read, errors.Is(err, httpbound.ErrTooLarge)
+			return err
+		})
+		if cut && len(found) > 0 {
+			return found, nil
+		}
 		if err != nil {
 			return nil, err
 		}
-		var alerts []struct {
+	}
+	return found, nil
+}
+
+// matchStream decodes a JSON list of alerts one at a time, adding to found those
+// that match set and are neither the watchdog's nor ChartWedgeRules; it returns
+// about how many bytes it read (the decoder's offset).
+func matchStream(r io.Reader, set amlabels.Matchers, found map[string]bool) (int64, error) {
+	dec := json.NewDecoder(r)
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
+		return dec.InputOffset(), fmt.Errorf("answer is not a list of alerts (%v)", err)
+	}
+	for dec.More() {
+		var al struct {
 			Labels map[string]string `json:"labels"`
 		}
-		if err := json.Unmarshal(body, &alerts); err != nil {
-			return nil, fmt.Errorf("%s: answer is not a list of alerts: %v", p.name, err)
+		if err := dec.Decode(&al); err != nil {
+			return dec.InputOffset(), err
 		}
-		for _, al := range alerts {
-			// A missing label is "", as Alertmanager reads it.
-			matches := !slices.ContainsFunc(set, func(m *amlabels.Matcher) bool { return !m.Matches(al.Labels[m.Name]) })
-			name := al.Labels["alertname"]
-			own := name != "" &&
-				slices.ContainsFunc(alert.Events, func(s alert.EventSpec) bool { return s.Alertname == name })
-			if matches && !own {
-				found[describe(al.Labels)] = true
-			}
+		// A missing label is "", as Alertmanager reads it.
+		matches := !slices.ContainsFunc(set, func(m *amlabels.Matcher) bool { return !m.Matches(al.Labels[m.Name]) })
+		name := al.Labels["alertname"]
+		own := name != "" && (slices.Contains(ChartWedgeRules, name) ||
+			slices.ContainsFunc(alert.Events, func(s alert.EventSpec) bool { return s.Alertname == name }))
+		if matches && !own {
+			found[describe(al.Labels)] = true
 		}
 	}
-	return slices.Sorted(maps.Keys(found)), nil
+	_, err := dec.Token()
+	return dec.InputOffset(), err
 }
 
 // describe names an alert as alertname{the other labels}.

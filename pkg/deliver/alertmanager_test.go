@@ -261,11 +261,11 @@ func TestDispatcherRefresh(t *testing.T) {
 // was about, so that Alertmanager can resolve exactly the alerts it holds.
 func TestPlanRecoveredCloses(t *testing.T) {
 	now := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
-	cfg := alert.PlanConfig{RealertInterval: time.Hour, BlindAfter: 3, WedgedFor: 4 * time.Minute, Source: alert.Source{Namespace: "ns"}}
+	cfg, src := alert.PlanConfig{RealertInterval: time.Hour, BlindAfter: 3, WedgedFor: 4 * time.Minute}, alert.Source{Namespace: "ns"}
 	s := state.New()
-	alert.Plan(s, result(target(decide.VerdictWedged, decide.ActionWait, time.Minute, now)), nil, nil, now, cfg)
+	alert.Plan(s, result(target(decide.VerdictWedged, decide.ActionWait, time.Minute, now)), nil, nil, now, src, state.ModeLive, cfg)
 	later := now.Add(5 * time.Minute)
-	notes := alert.Plan(s, result(target(decide.VerdictHealthy, decide.ActionNone, 0, later)), nil, nil, later, cfg)
+	notes := alert.Plan(s, result(target(decide.VerdictHealthy, decide.ActionNone, 0, later)), nil, nil, later, src, state.ModeLive, cfg)
 	if len(notes) != 1 || notes[0].Event != alert.EventRecovered {
 		t.Fatalf("notes %+v", notes)
 	}

@@ -49,12 +49,13 @@ func NewPoster(name, rawURL string, attemptTimeout time.Duration, attempts int, 
 		budget = DefaultBudget
 	}
 	transport := &http.Transport{
-		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           (&net.Dialer{Timeout: attemptTimeout}).DialContext,
-		TLSHandshakeTimeout:   attemptTimeout,
-		ResponseHeaderTimeout: attemptTimeout,
-		MaxIdleConns:          2,
-		IdleConnTimeout:       30 * time.Second,
+		Proxy:                  http.ProxyFromEnvironment,
+		DialContext:            (&net.Dialer{Timeout: attemptTimeout}).DialContext,
+		TLSHandshakeTimeout:    attemptTimeout,
+		ResponseHeaderTimeout:  attemptTimeout,
+		MaxIdleConns:           2,
+		IdleConnTimeout:        30 * time.Second,
+		MaxResponseHeaderBytes: httpbound.MaxHeaderBytes,
 	}
 	httpClient := &http.Client{
 		Timeout: attemptTimeout,
@@ -122,12 +123,12 @@ func (p *Poster) hide(as string, atLeast int, secrets ...string) {
 }
 
 // An error answer's body: read up to snippetRead bytes, keep snippetKept of them.
-// maxAnswer bounds what is ever read of an answer: the largest, the hold's.
+// maxAnswer bounds what is read of an answer (the hold's: holdPeerBytes).
 const (
 	minSecretLen = 4
 	snippetRead  = 4096
 	snippetKept  = 256
-	maxAnswer    = maxAlertsBody
+	maxAnswer    = 64 << 10
 )
 
 // errRefused ends every redirect the poster does not follow: never retried.
@@ -186,13 +187,12 @@ func (p *Poster) Reach(ctx context.Context) error {
 
 // Post sends body with headers and returns nil on a 2xx answer.
 func (p *Poster) Post(ctx context.Context, body []byte, headers http.Header) error {
-	_, err := p.exchange(ctx, http.MethodPost, p.url, body, headers, 0)
-	return err
+	return p.exchange(ctx, http.MethodPost, p.url, body, headers, nil)
 }
 
 // exchange sends one request to target (the poster's URL or one derived from it)
-// and returns up to keep bytes of a 2xx answer.
-func (p *Poster) exchange(ctx context.Context, method, target string, body []byte, headers http.Header, keep int64) ([]byte, error) {
+// and hands a 2xx answer's body to read, if any.
+func (p *Poster) exchange(ctx context.Context, method, target string, body []byte, headers http.Header, read func(io.Reader) error) error {
 	ctx, cancel := context.WithTimeout(ctx, p.budget)
 	defer cancel()
 	var reader io.Reader
@@ -201,20 +201,19 @@ func (p *Poster) exchange(ctx context.Context, method, target string, body []byt
 	}
 	req, err := retryablehttp.NewRequestWithContext(ctx, method, target, reader)
 	if err != nil {
-		return nil, fmt.Errorf("%s: build request: %v", p.name, p.redact(scrub(err).Error()))
+		return fmt.Errorf("%s: build request: %v", p.name, p.redact(scrub(err).Error()))
 	}
 	maps.Copy(req.Header, headers)
 	resp, err := p.client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %v", p.name, p.redact(scrub(err).Error()))
+		return fmt.Errorf("%s: %v", p.name, p.redact(scrub(err).Error()))
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode/100 == 2 && keep > 0 {
-		b, err := io.ReadAll(io.LimitReader(resp.Body, keep))
-		if err != nil {
-			return nil, fmt.Errorf("%s: read answer: %v", p.name, p.redact(scrub(err).Error()))
+	if resp.StatusCode/100 == 2 && read != nil {
+		if err := read(resp.Body); err != nil {
+			return fmt.Errorf("%s: read answer: %v", p.name, p.redact(scrub(err).Error()))
 		}
-		return b, nil
+		return nil
 	}
 	// Read more than is kept: a credential the receiver echoes is redacted whole
 	// before the text is cut, never cut in two with its first part kept.
@@ -227,9 +226,9 @@ func (p *Poster) exchange(ctx context.Context, method, target string, body []byt
 		if len(snippet) > 0 {
 			msg += fmt.Sprintf(": %q", state.Truncate(p.redact(string(bytes.TrimSpace(snippet))), snippetKept))
 		}
-		return nil, errors.New(msg)
+		return errors.New(msg)
 	}
-	return nil, nil
+	return nil
 }
 
 // redact removes the poster's secrets from text. A URL derived from its URL (a

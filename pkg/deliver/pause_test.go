@@ -22,7 +22,7 @@ func TestEveryAlertSaysPaused(t *testing.T) {
 	res.Pause = pause
 	s := state.New()
 	s.ConsecutiveUnknownRuns = 5 // blind too
-	notes := alert.Plan(s, res, nil, errors.New("cannot read Lease"), t0, planConfig())
+	notes := alert.Plan(s, res, nil, errors.New("cannot read Lease"), t0, src, state.ModeLive, planConfig())
 	if len(notes) < 3 {
 		t.Fatalf("want watchdog-error, wedged and restart-blocked at least: %d", len(notes))
 	}
@@ -55,7 +55,7 @@ func TestEveryAlertSaysPaused(t *testing.T) {
 		}
 	}
 	// Not paused: no mark.
-	for _, n := range alert.Plan(state.New(), result(target(decide.VerdictWedged, decide.ActionWait, 10*time.Minute, t0)), nil, nil, t0, planConfig()) {
+	for _, n := range alert.Plan(state.New(), result(target(decide.VerdictWedged, decide.ActionWait, 10*time.Minute, t0)), nil, nil, t0, src, state.ModeLive, planConfig()) {
 		if n.Paused != "" {
 			t.Errorf("%s marked paused without a pause", n.Event)
 		}

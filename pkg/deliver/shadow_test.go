@@ -23,8 +23,8 @@ func TestShadowAlertsSayShadowInEverySink(t *testing.T) {
 		Reason: "ready 0 while the API server lists 3 serving node(s)", Ready: &ready, Expected: &expected, Evidence: decide.EvidenceStrong,
 		BadSince: &since, BadFor: state.Duration(6 * time.Minute)}
 	res := decide.Result{Verdict: decide.VerdictWedged, Action: decide.ActionRestart, Targets: []decide.Target{target}}
-	cfg := alert.PlanConfig{RealertInterval: time.Hour, BlindAfter: 3, WedgedFor: 150 * time.Second, Source: alert.Source{Cluster: "prod-eu1", Namespace: "agentenv-system", Version: "test"}, Mode: state.ModeShadow}
-	notes := alert.Plan(state.New(), res, []alert.ActOutcome{{Target: target, Detail: "shadow mode: would have restarted pod agentenv-scheduler-abc12 (delete); nothing was restarted"}}, nil, now, cfg)
+	cfg, src, mode := alert.PlanConfig{RealertInterval: time.Hour, BlindAfter: 3, WedgedFor: 150 * time.Second}, alert.Source{Cluster: "prod-eu1", Namespace: "agentenv-system", Version: "test"}, state.ModeShadow
+	notes := alert.Plan(state.New(), res, []alert.ActOutcome{{Target: target, Detail: "shadow mode: would have restarted pod agentenv-scheduler-abc12 (delete); nothing was restarted"}}, nil, now, src, mode, cfg)
 
 	var events []string
 	for _, n := range notes {
@@ -56,8 +56,8 @@ func TestShadowAlertsSayShadowInEverySink(t *testing.T) {
 	}
 
 	// A live run's alerts carry no shadow marker.
-	cfg.Mode = state.ModeLive
-	for _, n := range alert.Plan(state.New(), res, nil, nil, now, cfg) {
+	mode = state.ModeLive
+	for _, n := range alert.Plan(state.New(), res, nil, nil, now, src, mode, cfg) {
 		if body, _ := json.Marshal(n); n.Shadow || strings.Contains(string(body), "shadow") || strings.Contains(deliver.SlackMessage(n, "").Text, "shadow") {
 			t.Errorf("live %s marked shadow", n.Event)
 		}

@@ -205,6 +205,6 @@ func (h *Heartbeat) Ping(ctx context.Context, failed bool, body string) error {
 		}
 	}
 	hdr := http.Header{"Content-Type": {"text/plain; charset=utf-8"}}
-	_, err := h.exchange(ctx, http.MethodPost, target, []byte(body), hdr, 0)
+	err := h.exchange(ctx, http.MethodPost, target, []byte(body), hdr, nil)
 	return err
 }

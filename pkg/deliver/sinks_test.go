@@ -79,6 +79,7 @@ var (
 	t0                         = alerttest.T0
 	intp                       = alerttest.IntP
 	planConfig, target, result = alerttest.PlanConfig, alerttest.Target, alerttest.Result
+	src                        = alerttest.Source
 )
 
 // goldenNotification is the fixed alert behind the golden files and the examples in

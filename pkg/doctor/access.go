@@ -58,10 +58,12 @@ type Needs struct {
 	// EvidenceLogs reads the scheduler's log into it (--evidence-logs).
 	EvidenceConfigMap string
 	EvidenceLogs      bool
-	// Lease is the Lease each pass holds (--lease); KeySecret the key's Secret.
-	Lease, KeySecret string
+	// Lease is the Lease each pass holds (--lease).
+	Lease string
 	// Canary is the discovery probe's canary EndpointSlice (--discovery-probe canary), or "".
 	Canary string
+	// KeySecret holds the key (--key-secret), created by the first real pass, or "".
+	KeySecret string
 }
 
 // Required lists every call the configuration makes, in the order of the chart's
@@ -93,8 +95,8 @@ func (n Needs) Required() []Access {
 		{true, Access{Resource: "configmaps", Verb: "update", Name: n.StateConfigMap, Why: "write the state and claim restarts (--state-configmap)"}},
 		// create is authorized without a name: RBAC cannot narrow it.
 		{true, Access{Resource: "configmaps", Verb: "create", Why: "create the state and evidence ConfigMaps on the first run"}},
-		{true, Access{Resource: "secrets", Verb: "create", Why: "create the key Secret on the first run"}},
-		{true, Access{Resource: "secrets", Verb: "get", Name: n.KeySecret, Why: "read the key that seals the state"}},
+		{n.KeySecret != "", Access{Resource: "secrets", Verb: "create", Why: "create the key Secret at the first real pass (--key-secret)"}},
+		{n.KeySecret != "", Access{Resource: "secrets", Verb: "get", Name: n.KeySecret, Why: "read the key that seals the state and the evidence (--key-secret)"}},
 		{true, Access{Group: coordination, Resource: "leases", Verb: "create", Why: "create the pass Lease on the first run (--lease)"}},
 		{true, Access{Group: coordination, Resource: "leases", Verb: "get", Name: n.Lease, Why: "hold the Lease while a pass runs (--lease)"}},
 		{true, Access{Group: coordination, Resource: "leases", Verb: "update", Name: n.Lease, Why: "hold the Lease while a pass runs (--lease)"}},

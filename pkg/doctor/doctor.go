@@ -90,10 +90,14 @@ type Config struct {
 	// Sinks are the configured alert sinks; SendTest delivers a test alert to each.
 	Sinks    []Sink
 	SendTest bool
-	// OutboxKey says whether --outbox-key is set.
+	// KeySecret is --key-secret; OutboxKey: the runs have a key (it, or --outbox-key).
+	KeySecret string
 	OutboxKey bool
 	// Probe is the run's discovery probe, nil when off.
 	Probe *probe.Prober
+	// RestartMethod and MaxRestarts say which rights a restart needs.
+	RestartMethod string
+	MaxRestarts   int
 }
 
 // Doctor runs the checks.
@@ -126,7 +130,7 @@ func (d *Doctor) skip(group, name, detail string) {
 // depend on a failed one are skipped and say so.
 func (d *Doctor) Run(ctx context.Context) []Result {
 	d.results = nil
-	if d.checkAPI(ctx) {
+	if d.checkAPI(ctx) && !d.namespaceMissing(ctx) {
 		d.checkRBAC(ctx)
 		pods := d.checkPods(ctx)
 		d.checkJudged(ctx, pods)
@@ -137,11 +141,20 @@ func (d *Doctor) Run(ctx context.Context) []Result {
 		d.checkState(ctx)
 	} else {
 		for _, g := range []string{GroupRBAC, GroupScheduler, GroupDiscovery, GroupObjects, GroupState} {
-			d.skip(g, "checks of this group", "the API server is not reachable")
+			d.skip(g, "checks of this group", "the API server is not reachable, or the namespace does not exist")
 		}
 	}
 	d.checkSinks(ctx)
 	return d.results
+}
+
+// namespaceMissing fails, first, a --namespace that does not exist (all else would fail).
+func (d *Doctor) namespaceMissing(ctx context.Context) bool {
+	missing := kube.NamespaceMissing(ctx, d.Client, d.Namespace)
+	if missing {
+		d.fail(GroupAPI, "namespace exists", "namespace "+d.Namespace+" does not exist", "give the scheduler's namespace: -n/--namespace (WATCHDOG_NAMESPACE)")
+	}
+	return missing
 }
 
 // checkAPI reads /version: the API server answers, and its clock agrees with ours.
@@ -188,10 +201,10 @@ func Skew(before, after, date time.Time) time.Duration {
 // needs reads whether the objects the watchdog may create exist.
 func (d *Doctor) needs(ctx context.Context) Needs {
 	n := Needs{
-		StateConfigMap: d.StateConfigMap, Deployment: d.Deployment, RestartMethod: d.Decide.RestartMethod, JudgePods: d.Decide.JudgePods,
-		MaxRestarts: d.Decide.MaxRestarts, LeaderLease: d.Decide.LeaderLease, ElectionLease: d.ElectionLease, WatchEndpoints: d.WatchEndpoints,
+		StateConfigMap: d.StateConfigMap, Deployment: d.Deployment, RestartMethod: d.RestartMethod, JudgePods: d.Reads.JudgePods,
+		MaxRestarts: d.MaxRestarts, LeaderLease: d.Reads.LeaderLease, ElectionLease: d.ElectionLease, WatchEndpoints: d.WatchEndpoints,
 		ScrapeViaAPIServer: d.Via == scrape.ViaAPIServer,
-		EvidenceConfigMap:  d.EvidenceConfigMap, EvidenceLogs: d.EvidenceLogs, Lease: d.Lease, KeySecret: KeySecret,
+		EvidenceConfigMap:  d.EvidenceConfigMap, EvidenceLogs: d.EvidenceLogs, Lease: d.Lease, KeySecret: d.KeySecret,
 	}
 	if d.Probe != nil && d.Probe.Mode == probe.Canary {
 		n.Canary = d.Probe.Name
@@ -282,12 +295,12 @@ func (d *Doctor) checkJudged(ctx context.Context, pods []corev1.Pod) {
 	for i := range pods {
 		obs.Pods = append(obs.Pods, d.Describe(&pods[i]))
 	}
-	if d.Decide.JudgePods == decide.JudgeDeployment {
+	if d.Reads.JudgePods == decide.JudgeDeployment {
 		obs.Ownership = d.Ownership(ctx, obs.Pods)
 	}
-	cfg := d.Decide
-	cfg.LeaderLease = "" // which pod leads is the run's to read
-	judged, notJudged, problem := decide.Judged(obs, cfg)
+	sel := d.Reads.Selection
+	sel.LeaderLease = "" // which pod leads is the run's to read
+	judged, notJudged, problem := decide.Judged(obs, sel)
 	detail := "judged: " + join(judged, ", ", func(p decide.Pod) string { return p.Name })
 	if skipped := slices.DeleteFunc(slices.Clone(obs.Pods), func(p decide.Pod) bool { return notJudged[p.UID] == "" }); len(skipped) > 0 {
 		detail += "; not judged: " + join(skipped, "; ", func(p decide.Pod) string {
@@ -301,13 +314,13 @@ func (d *Doctor) checkJudged(ctx context.Context, pods []corev1.Pod) {
 			// Not a wrong name: the reads were refused or failed (a Role of one's own
 			// from before --judge-pods deployment lacks get replicasets).
 			hint = fmt.Sprintf("the watchdog needs get deployments/%s and get replicasets in %s to tell the Deployment's pods (the chart's Role grants both; see the permission checks), or --judge-pods selector (chart: scheduler.judgePods) for a scheduler that no Deployment runs", d.Deployment, d.Namespace)
-		} else if d.Decide.JudgePods == decide.JudgeDeployment {
+		} else if d.Reads.JudgePods == decide.JudgeDeployment {
 			hint += ", or --judge-pods selector (chart: scheduler.judgePods) for a scheduler that no Deployment runs"
 		} else {
 			hint = "narrow --scheduler-selector (chart: scheduler.selector) to the scheduler's pods, or raise --max-pods"
 		}
 		d.fail(GroupScheduler, name, problem, hint)
-	case len(judged) > 1 && d.Decide.LeaderLease == "":
+	case len(judged) > 1 && d.Reads.LeaderLease == "":
 		d.warn(GroupScheduler, name, fmt.Sprintf("%d pods are judged and --leader-lease is not set: %s", len(judged), detail),
 			"no restart will happen while several pods are judged (the single-target gate cannot tell which leads): set --leader-lease (chart: scheduler.leaderLease) for an HA scheduler; with --judge-pods selector, narrow --scheduler-selector or use --judge-pods deployment")
 	default:
@@ -399,7 +412,7 @@ func (d *Doctor) checkSlices(ctx context.Context) {
 func (d *Doctor) checkPause(name string, ann map[string]string) {
 	const pname = "restarts not paused"
 	unpause := fmt.Sprintf("kubectl -n %s annotate deployment %s %s- %s-", d.Namespace, name, decide.PauseUntilAnnotation, decide.PauseReasonAnnotation)
-	switch p, ignored := decide.ReadPause(name, ann, d.Clock.Now()); {
+	switch p, ignored := decide.ReadPause(name, ann, d.Clock.Now(), d.Clock.Now()); {
 	case p != nil:
 		d.warn(GroupObjects, pname, p.String()+": the watchdog judges, records and pages, and restarts nothing", "to resume restarts before then: "+unpause)
 	case ignored != "":
@@ -427,16 +440,16 @@ func (d *Doctor) checkObjects(ctx context.Context) {
 	}
 
 	const lname = "scheduler leader Lease exists"
-	if d.Decide.LeaderLease == "" {
+	if d.Reads.LeaderLease == "" {
 		d.skip(GroupObjects, lname, "--leader-lease is not set: every pod a run judges is a target (see the Scheduler checks)")
 	} else {
-		lease, err := d.Client.GetLease(ctx, d.Namespace, d.Decide.LeaderLease)
+		lease, err := d.Client.GetLease(ctx, d.Namespace, d.Reads.LeaderLease)
 		switch {
 		case apierrors.IsNotFound(err):
-			d.fail(GroupObjects, lname, fmt.Sprintf("Lease %s/%s not found", d.Namespace, d.Decide.LeaderLease),
+			d.fail(GroupObjects, lname, fmt.Sprintf("Lease %s/%s not found", d.Namespace, d.Reads.LeaderLease),
 				"set --leader-lease (chart: scheduler.leaderLease) to the Lease the scheduler's replicas elect their leader through, or leave it empty for a single scheduler")
 		case err != nil:
-			d.fail(GroupObjects, lname, fmt.Sprintf("get Lease %s/%s: %v", d.Namespace, d.Decide.LeaderLease, err), "see the permission checks above")
+			d.fail(GroupObjects, lname, fmt.Sprintf("get Lease %s/%s: %v", d.Namespace, d.Reads.LeaderLease, err), "see the permission checks above")
 		default:
 			holder := cmp.Or(ptr.Deref(lease.Spec.HolderIdentity, ""), "nobody")
 			d.pass(GroupObjects, lname, fmt.Sprintf("%s, held by %s", lease.Name, holder))
@@ -533,8 +546,7 @@ func stateDetail(cm *corev1.ConfigMap) (string, error) {
 	return fmt.Sprintf("%s: state readable, last written %s", ref, s.UpdatedAt.UTC().Format(time.RFC3339)), nil
 }
 
-// checkSinks delivers a test alert to each sink with SendTest, and lists them
-// otherwise; with sinks, it checks --outbox-key too.
+// checkSinks delivers a test alert to each sink (SendTest) or lists them; and the key.
 func (d *Doctor) checkSinks(ctx context.Context) {
 	if len(d.Sinks) == 0 {
 		d.skip(GroupAlerts, "alert sinks", "none configured: alerts reach only the logs and Events (--slack-webhook-url, --webhook-url, --alertmanager-url, --heartbeat-url)")
@@ -561,11 +573,11 @@ func (d *Doctor) checkSinks(ctx context.Context) {
 	// retried; only --outbox-key tells the watchdog's entries from anyone else's there.
 	const kname = "alerts kept for retry are authenticated"
 	if d.OutboxKey {
-		d.pass(GroupAlerts, kname, "--outbox-key is set (at least 32 bytes)")
+		d.pass(GroupAlerts, kname, "--key-secret or --outbox-key is set")
 		return
 	}
-	d.fail(GroupAlerts, kname, "--outbox-key is not set: an alert written into the state ConfigMap's outbox by anyone who may edit it would be retried as the watchdog's (rebuilt from its facts, but not authenticated)",
-		"set --outbox-key (WATCHDOG_OUTBOX_KEY) from a Secret: the chart's own Secret has one; with alerts.existingSecret, add a random outbox-key of at least 32 bytes to it (head -c 32 /dev/urandom | base64)")
+	d.fail(GroupAlerts, kname, "neither --key-secret nor --outbox-key is set: an alert written into the state ConfigMap's outbox by anyone who may edit it would be retried as the watchdog's (rebuilt from its facts, but not authenticated)",
+		"leave --key-secret at its default (the first run creates that Secret) or set --outbox-key")
 }
 
 // checkReach connects to a sink as a delivery would, without sending: the network

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/agentenv/watchdog/pkg/probe"
 	"github.com/agentenv/watchdog/pkg/state"
@@ -63,19 +64,27 @@ func (d *Doctor) checkProbe(ctx context.Context, pods []corev1.Pod) {
 
 // lastCanary says when a pass last saw a canary in a scheduler's node list.
 func (d *Doctor) lastCanary(ctx context.Context) {
+	const name = "last canary seen"
 	var seen *time.Time
-	if cm, err := d.Client.GetConfigMap(ctx, d.Namespace, d.StateConfigMap); err == nil {
-		if s, err := state.Decode([]byte(cm.Data[statestore.DataKey])); err == nil {
-			for _, ps := range s.Pods {
-				if pr := ps.Probe; pr != nil && pr.SeenAt != nil && (seen == nil || pr.SeenAt.After(*seen)) {
-					seen = pr.SeenAt
-				}
-			}
+	s := state.New()
+	cm, err := d.Client.GetConfigMap(ctx, d.Namespace, d.StateConfigMap)
+	if err == nil {
+		if s, err = state.Decode([]byte(cm.Data[statestore.DataKey])); err != nil {
+			err = fmt.Errorf("%s/%s %s: %w", d.Namespace, d.StateConfigMap, statestore.DataKey, err)
+		}
+	}
+	if err != nil && !apierrors.IsNotFound(err) {
+		d.warn(GroupDiscovery, name, "cannot tell: "+err.Error(), "see the State checks")
+		return
+	}
+	for _, ps := range s.Pods {
+		if pr := ps.Probe; pr != nil && pr.SeenAt != nil && (seen == nil || pr.SeenAt.After(*seen)) {
+			seen = pr.SeenAt
 		}
 	}
 	if seen == nil {
-		d.warn(GroupDiscovery, "last canary seen", "no pass has seen a canary in the scheduler's node list yet", "run a pass (`kubectl create job --from=cronjob/...`) and read its report's probe line; a canary never seen makes the scheduler wedged after --probe-window")
+		d.warn(GroupDiscovery, name, "no pass has seen a canary in the scheduler's node list yet", "run a pass (`kubectl create job --from=cronjob/...`) and read its report's probe line; a canary never seen makes the scheduler wedged after --probe-window")
 		return
 	}
-	d.pass(GroupDiscovery, "last canary seen", "at "+seen.UTC().Format(time.RFC3339))
+	d.pass(GroupDiscovery, name, "at "+seen.UTC().Format(time.RFC3339))
 }

@@ -57,38 +57,61 @@ func (c Count) Check(namespace, service string, port int32) error {
 	return nil
 }
 
-// CountNodes applies the scheduler's discovery rules to the slices carrying port
-// (docs/design.md, "What discovery counts as a node"); conditions.ready is ignored:
-// the Service publishes not-ready addresses, so it is always true.
-func CountNodes(list []discoveryv1.EndpointSlice, port int32) Count {
-	active, lingering, otherPorts := sets.New[string](), sets.New[string](), sets.New[int32]()
-	c := Count{AllSlices: len(list)}
-	for i := range list {
-		s := &list[i]
-		if !slices.ContainsFunc(s.Ports, func(p discoveryv1.EndpointPort) bool { return p.Port != nil && *p.Port == port }) {
+// MaxNodes bounds the unique node ids a count keeps: beyond, it is refused (unknown).
+const MaxNodes = 20000
+
+// Counter applies the scheduler's discovery rules page by page to the slices
+// carrying Port (docs/design.md, "What discovery counts as a node"), keeping node
+// ids, never slices; conditions.ready is ignored: the Service publishes not-ready
+// addresses, so it is always true.
+type Counter struct {
+	Port              int32
+	c                 Count
+	active, lingering sets.Set[string]
+	otherPorts        sets.Set[int32]
+}
+
+// Add counts one page; past MaxNodes node ids it fails (the count is then unknown).
+func (k *Counter) Add(page []discoveryv1.EndpointSlice) error {
+	if k.active == nil {
+		k.active, k.lingering, k.otherPorts = sets.New[string](), sets.New[string](), sets.New[int32]()
+	}
+	k.c.AllSlices += len(page)
+	for i := range page {
+		s := &page[i]
+		if !slices.ContainsFunc(s.Ports, func(p discoveryv1.EndpointPort) bool { return p.Port != nil && *p.Port == k.Port }) {
 			for _, p := range s.Ports {
 				if p.Port != nil {
-					otherPorts.Insert(*p.Port)
+					k.otherPorts.Insert(*p.Port)
 				}
 			}
 			continue
 		}
-		c.Slices++
+		k.c.Slices++
 		for _, ep := range s.Endpoints {
 			if ep.TargetRef == nil || ep.TargetRef.Name == "" || len(ep.Addresses) == 0 ||
 				!ptr.Deref(ep.Conditions.Serving, false) {
 				continue
 			}
 			if ptr.Deref(ep.Conditions.Terminating, false) {
-				lingering.Insert(ep.TargetRef.Name)
+				k.lingering.Insert(ep.TargetRef.Name)
 			} else {
-				active.Insert(ep.TargetRef.Name)
+				k.active.Insert(ep.TargetRef.Name)
 			}
 		}
+		if n := k.active.Len() + k.lingering.Len(); n > MaxNodes {
+			return fmt.Errorf("more than %d unique node ids in the EndpointSlices (the bound of a count): not counted", MaxNodes)
+		}
 	}
-	c.Serving, c.Lingering, c.Nodes = active.Len(), lingering.Difference(active).Len(), sets.List(active)
-	if otherPorts.Len() > 0 {
-		c.OtherPorts = sets.List(otherPorts)
+	return nil
+}
+
+// Count is what the pages added so far give.
+func (k *Counter) Count() Count {
+	c := k.c
+	c.Serving, c.Lingering, c.Nodes = k.active.Len(), k.lingering.Difference(k.active).Len(), sets.List(k.active)
+	if k.otherPorts.Len() > 0 {
+		c.OtherPorts = sets.List(k.otherPorts)
 	}
 	return c
 }

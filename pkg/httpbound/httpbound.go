@@ -4,11 +4,17 @@
 package httpbound
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 )
+
+// MaxHeaderBytes bounds every answer's headers (Go's default: 10 MiB).
+const MaxHeaderBytes = 64 << 10
 
 // ErrRedirect is a redirect the client refused.
 var ErrRedirect = errors.New("redirect refused: the watchdog only talks to the URL it was given")
@@ -23,12 +29,50 @@ func Client(base http.RoundTripper, limit int64) *http.Client {
 	return &http.Client{Transport: Transport(base, limit), CheckRedirect: refuse}
 }
 
-// Transport wraps base so that every answer's body is cut at limit bytes.
+// Transport wraps base so that every answer's body is cut at limit bytes (or the
+// request's WithLimit), and its headers at MaxHeaderBytes when base is nil or an
+// *http.Transport (prometheus/common's wrapped one keeps its own).
 func Transport(base http.RoundTripper, limit int64) http.RoundTripper {
 	if base == nil {
 		base = http.DefaultTransport
 	}
-	return capped{base: base, limit: limit}
+	return capped{base: Headers(base), limit: limit}
+}
+
+// Headers bounds rt's answers' headers at MaxHeaderBytes when it is an
+// *http.Transport, or client-go's cache entry wrapping one (a copy); as
+// rest.Config.Wrap, it gets client-go's base transport.
+func Headers(rt http.RoundTripper) http.RoundTripper {
+	t, ok := rt.(*http.Transport)
+	if w, wrapped := rt.(utilnet.RoundTripperWrapper); wrapped { // client-go's TLS cache entry
+		t, ok = w.WrappedRoundTripper().(*http.Transport)
+	}
+	if !ok || (t.MaxResponseHeaderBytes > 0 && t.MaxResponseHeaderBytes <= MaxHeaderBytes) {
+		return rt
+	}
+	t = t.Clone()
+	t.MaxResponseHeaderBytes = MaxHeaderBytes
+	if _, ok := t.TLSNextProto["h2"]; ok {
+		// x/net's HTTP/2, set up on rt by client-go, reads rt's bound: set it up
+		// afresh on the copy, as client-go does (its health-check pings too).
+		t.TLSNextProto = nil
+		t = utilnet.SetTransportDefaults(t)
+	}
+	return bounded{t, rt}
+}
+
+// bounded is the bounded copy; it keeps rt, whose loss would end client-go's
+// cache entry and its client certificate rotation.
+type bounded struct {
+	*http.Transport
+	rt http.RoundTripper
+}
+
+type limitKey struct{}
+
+// WithLimit sets the body bound of the requests made with ctx, instead of the transport's.
+func WithLimit(ctx context.Context, limit int64) context.Context {
+	return context.WithValue(ctx, limitKey{}, limit)
 }
 
 // ErrTooLarge is an answer whose body exceeds the bound.
@@ -44,7 +88,11 @@ func (c capped) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil || resp.Body == nil {
 		return resp, err
 	}
-	resp.Body = limitedBody{http.MaxBytesReader(nil, resp.Body, c.limit)}
+	limit, ok := req.Context().Value(limitKey{}).(int64)
+	if !ok {
+		limit = c.limit
+	}
+	resp.Body = limitedBody{http.MaxBytesReader(nil, resp.Body, limit)}
 	return resp, nil
 }
 

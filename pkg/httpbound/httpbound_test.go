@@ -52,3 +52,23 @@ func TestClientKeepsAReadError(t *testing.T) {
 		t.Errorf("read %d, %v; want %d and io.ErrUnexpectedEOF", len(got), err, limit)
 	}
 }
+
+// TestClientBoundsTheHeaders: an answer whose headers pass MaxHeaderBytes fails,
+// with the default transport and with one the caller built.
+func TestClientBoundsTheHeaders(t *testing.T) {
+	for _, size := range []int{MaxHeaderBytes / 2, 2 * MaxHeaderBytes} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("X-Big", strings.Repeat("h", size))
+		}))
+		for name, base := range map[string]http.RoundTripper{"default": nil, "own": &http.Transport{}} {
+			resp, err := Client(base, 1000).Get(srv.URL)
+			if err == nil {
+				resp.Body.Close()
+			}
+			if (err == nil) != (size < MaxHeaderBytes) {
+				t.Errorf("%s transport, a %d-byte header: %v", name, size, err)
+			}
+		}
+		srv.Close()
+	}
+}

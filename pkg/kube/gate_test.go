@@ -2,10 +2,12 @@ package kube
 
 import (
 	"context"
+	"encoding/pem"
 	"errors"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,6 +15,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+
+	"github.com/agentenv/watchdog/pkg/httpbound"
 )
 
 // apiServer is an HTTP/2 TLS server on loopback answering every request with an
@@ -162,5 +166,31 @@ func TestGateHoldsThenOpensAfterAFailedFirstRequest(t *testing.T) {
 	}
 	if err := <-secondErr; err != nil {
 		t.Fatalf("second request: %v", err)
+	}
+}
+
+// An API server's answer (or a pod's through its proxy) with headers past
+// httpbound.MaxHeaderBytes fails: client-go's base transport gets the bound too.
+func TestAnswerHeadersAreBounded(t *testing.T) {
+	var proto atomic.Value
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		proto.Store(r.Proto)
+		w.Header().Set("X-Big", strings.Repeat("h", 2*httpbound.MaxHeaderBytes))
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"x"}}`))
+	}))
+	srv.EnableHTTP2 = true // as the API server speaks
+	srv.StartTLS()
+	defer srv.Close()
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	c, err := New(&rest.Config{Host: srv.URL, QPS: -1, TLSClientConfig: rest.TLSClientConfig{CAData: ca}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.GetConfigMap(context.Background(), "ns", "x"); err == nil {
+		t.Fatalf("an answer with 128 KiB of headers was read (over %v)", proto.Load())
+	}
+	if p := proto.Load(); p != "HTTP/2.0" {
+		t.Errorf("the request came over %v, want HTTP/2.0", p)
 	}
 }

@@ -26,6 +26,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
+
+	"github.com/agentenv/watchdog/pkg/httpbound"
 )
 
 var (
@@ -40,7 +42,7 @@ var kinds = []struct {
 	gv   schema.GroupVersion
 	objs []runtime.Object
 }{
-	{corev1.SchemeGroupVersion, []runtime.Object{&corev1.Pod{}, &corev1.PodList{}, &corev1.PodLogOptions{}, &corev1.ConfigMap{}, &corev1.Event{}, &corev1.EventList{}}},
+	{corev1.SchemeGroupVersion, []runtime.Object{&corev1.Pod{}, &corev1.PodList{}, &corev1.PodLogOptions{}, &corev1.ConfigMap{}, &corev1.Secret{}, &corev1.Event{}, &corev1.EventList{}}},
 	{appsv1.SchemeGroupVersion, []runtime.Object{&appsv1.Deployment{}, &appsv1.ReplicaSet{}}},
 	{discoveryv1.SchemeGroupVersion, []runtime.Object{&discoveryv1.EndpointSlice{}, &discoveryv1.EndpointSliceList{}}},
 	{coordinationv1.SchemeGroupVersion, []runtime.Object{&coordinationv1.Lease{}}},
@@ -65,7 +67,7 @@ type Client struct {
 // request, one HTTP/2 connection) across API groups.
 func New(cfg *rest.Config) (*Client, error) {
 	cfg = rest.CopyConfig(cfg)
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return newFirstRequestGate(rt) })
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return newFirstRequestGate(httpbound.Headers(rt)) })
 	httpClient, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("HTTP client for %s: %w", cfg.Host, err)
@@ -103,8 +105,17 @@ func (c *Client) ListPods(ctx context.Context, ns string, opts metav1.ListOption
 	return into[corev1.PodList](ctx, c.core.Get().Namespace(ns).Resource("pods").VersionedParams(&opts, params))
 }
 
-func (c *Client) DeletePod(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
-	return c.core.Delete().Namespace(ns).Resource("pods").Name(name).Body(&opts).Do(ctx).Error()
+// DeletePod returns the pod as the API server answered (nil when it answered a Status).
+func (c *Client) DeletePod(ctx context.Context, ns, name string, opts metav1.DeleteOptions) (*corev1.Pod, error) {
+	res := c.core.Delete().Namespace(ns).Resource("pods").Name(name).Body(&opts).Do(ctx)
+	if err := res.Error(); err != nil {
+		return nil, err
+	}
+	pod := &corev1.Pod{}
+	if res.Into(pod) != nil {
+		return nil, nil
+	}
+	return pod, nil
 }
 
 func (c *Client) ListEndpointSlices(ctx context.Context, ns string, opts metav1.ListOptions) (*discoveryv1.EndpointSliceList, error) {

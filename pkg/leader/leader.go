@@ -184,9 +184,11 @@ func (e *Elector) attempt(ctx context.Context) (ok bool, err error) {
 		e.observed, e.observedTime = lease, e.Clock.Now()
 	}
 	holder := ptr.Deref(lease.Spec.HolderIdentity, "")
+	// A duration longer than ours is not trusted: whoever may write the Lease could
+	// otherwise hold it for a year.
 	duration := e.LeaseDuration
 	if lease.Spec.LeaseDurationSeconds != nil {
-		duration = time.Duration(*lease.Spec.LeaseDurationSeconds) * time.Second
+		duration = min(duration, time.Duration(*lease.Spec.LeaseDurationSeconds)*time.Second)
 	}
 	if holder != "" && holder != e.Identity && e.Clock.Since(e.observedTime) < duration {
 		return false, nil // someone else holds a lease that has not expired

@@ -14,6 +14,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/agentenv/watchdog/pkg/kube"
 )
@@ -170,5 +171,31 @@ func TestHoldOnePassAtATime(t *testing.T) {
 	start := time.Now()
 	if held, err := e.Hold(ctx, 5*time.Second, func(context.Context) {}); held || err == nil || time.Since(start) > 2*time.Second {
 		t.Errorf("a refused Lease: held %v, err %v after %s, want an error at once", held, err, time.Since(start))
+	}
+}
+
+// A Lease whose leaseDurationSeconds is longer than the configured duration (a
+// namespace editor's, or a stale holder's: a year) is not trusted: a follower takes
+// it over once the configured duration passed without a renewal.
+func TestLongerLeaseDurationIsNotTrusted(t *testing.T) {
+	year := int32(365 * 24 * 3600)
+	srv := &leaseServer{okPuts: 10, stopHangs: make(chan struct{}), lease: &coordinationv1.Lease{
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: new("squatter"), LeaseDurationSeconds: &year}}}
+	srv.lease.Name, srv.lease.Namespace, srv.lease.ResourceVersion = "wd", "ns", "1"
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	defer close(srv.stopHangs)
+	c, err := kube.New(&rest.Config{Host: hs.URL, QPS: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := clocktesting.NewFakeClock(time.Now())
+	e := &Elector{Namespace: "ns", Name: "wd", Identity: "me", LeaseDuration: 15 * time.Second, Client: c, Clock: clk, Log: zerolog.Nop()}
+	if ok, err := e.attempt(context.Background()); ok || err != nil {
+		t.Fatalf("took a Lease just renewed: %v, %v", ok, err)
+	}
+	clk.Step(16 * time.Second)
+	if ok, err := e.attempt(context.Background()); !ok || err != nil {
+		t.Fatalf("%v: a Lease unrenewed for longer than the configured 15s was not taken over: its own year of leaseDurationSeconds was trusted", err)
 	}
 }

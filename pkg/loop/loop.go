@@ -32,6 +32,8 @@ type Loop struct {
 	// Settle is how long an early pass waits for the rest of a burst of changes
 	// (a roll changes slices one after the other).
 	Settle time.Duration
+	// DryRun passes write no state, so a standby cannot see them: no-pass-anywhere is skipped.
+	DryRun bool
 
 	mu          sync.Mutex
 	leading     bool
@@ -39,11 +41,13 @@ type Loop struct {
 	lastSuccess time.Time
 	lastAlive   time.Time // last pass end or election attempt: the loop is alive
 	lastErr     string
+	lastAnyPass time.Time // last pass completed by any replica, as this one saw it
+	stateErr    string    // why the state ConfigMap could not be read last, "" if it was
 }
 
 // New returns a loop whose health clock starts now, recording its passes in m.
 func New(interval, timeout time.Duration, pass func(context.Context) (*check.Report, error), m *metrics.Metrics, clk clock.Clock, log zerolog.Logger) *Loop {
-	return &Loop{Interval: interval, Timeout: timeout, Pass: pass, Clock: clk, Log: log, Metrics: m, lastAlive: clk.Now()}
+	return &Loop{Interval: interval, Timeout: timeout, Pass: pass, Clock: clk, Log: log, Metrics: m, lastAlive: clk.Now(), lastAnyPass: clk.Now()}
 }
 
 // Lead runs passes until ctx ends (leadership lost or shutdown). A pass in flight
@@ -129,7 +133,7 @@ func (l *Loop) runPass(ctx context.Context) {
 		l.lastErr = err.Error()
 		l.Log.Error().Err(err).Dur("took", took).Msg("pass failed")
 	default:
-		l.lastSuccess, l.lastErr = now, ""
+		l.lastSuccess, l.lastAnyPass, l.lastErr = now, now, ""
 	}
 }
 
@@ -142,6 +146,23 @@ func (l *Loop) setLeading(leading bool) {
 	}
 	l.mu.Unlock()
 	l.Metrics.SetLeader(leading)
+}
+
+// SawPass records a pass completed anywhere (a standby saw the state written).
+func (l *Loop) SawPass() {
+	l.mu.Lock()
+	l.lastAnyPass = l.Clock.Now()
+	l.mu.Unlock()
+}
+
+// SawState records whether a standby could read the state ConfigMap (err nil).
+func (l *Loop) SawState(err error) {
+	l.mu.Lock()
+	l.stateErr = ""
+	if err != nil {
+		l.stateErr = err.Error()
+	}
+	l.mu.Unlock()
 }
 
 // Alive records a sign of life from a standby (an election attempt).
@@ -157,17 +178,32 @@ func (l *Loop) Staleness() time.Duration { return 2*l.Interval + l.Timeout }
 
 // Healthy reports whether the watchdog is doing its job: as leader, a pass
 // succeeded within Staleness of now or of the term's start; as a standby, its
-// election loop is alive.
+// election loop is alive and some replica completed a pass within Staleness (a
+// leader that holds the Lease and passes nothing must not leave every replica
+// healthy). The agentenv_watchdog_unhealthy gauge says why not.
 func (l *Loop) Healthy() (bool, string) {
-	l.mu.Lock()
+	l.mu.Lock() // the gauge's Reset and Set too: /healthz and watchPasses both call it
 	defer l.mu.Unlock()
+	ok, reason, msg := l.health()
+	l.Metrics.SetUnhealthy(reason)
+	return ok, msg
+}
+
+// health is Healthy's verdict; l.mu held.
+func (l *Loop) health() (ok bool, reason, msg string) {
 	now := l.Clock.Now()
 	limit := l.Staleness()
 	if !l.leading {
-		if now.Sub(l.lastAlive) > limit {
-			return false, fmt.Sprintf("standby: no election attempt for %s", now.Sub(l.lastAlive).Round(time.Second))
+		switch {
+		case now.Sub(l.lastAlive) > limit:
+			return false, "no-election-attempt", fmt.Sprintf("standby: no election attempt for %s", now.Sub(l.lastAlive).Round(time.Second))
+		case l.DryRun || now.Sub(l.lastAnyPass) <= limit:
+		case l.stateErr != "":
+			return false, "state-unreadable", fmt.Sprintf("standby: no pass seen for %s (limit %s): the state ConfigMap cannot be read: %s", now.Sub(l.lastAnyPass).Round(time.Second), limit, l.stateErr)
+		default:
+			return false, "no-pass-anywhere", fmt.Sprintf("standby: no pass completed anywhere for %s (limit %s): the leader holds the Lease but passes nothing", now.Sub(l.lastAnyPass).Round(time.Second), limit)
 		}
-		return true, "standby"
+		return true, "", "standby"
 	}
 	// A new term starts a fresh health clock: a standby that just won has had no
 	// chance to pass yet, and a pass of an earlier term says nothing of this one.
@@ -180,9 +216,9 @@ func (l *Loop) Healthy() (bool, string) {
 		if l.lastErr != "" {
 			msg += "; last error: " + l.lastErr
 		}
-		return false, msg
+		return false, "no-pass", msg
 	}
-	return true, "leader: last pass completed " + now.Sub(last).Round(time.Second).String() + " ago"
+	return true, "", "leader: last pass completed " + now.Sub(last).Round(time.Second).String() + " ago"
 }
 
 // Handler serves /metrics and /healthz.

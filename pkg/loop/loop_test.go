@@ -2,6 +2,8 @@ package loop
 
 import (
 	"context"
+	"errors"
+	"strings"
 
 	"github.com/agentenv/watchdog/pkg/check"
 	"testing"
@@ -21,9 +23,10 @@ import (
 func TestNewLeaderGetsAFreshHealthClock(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 	l := New(30*time.Second, 3*time.Minute, nil, metrics.New(metrics.Options{}), clk, zerolog.Nop())
-	for i := 0; i < 20; i++ { // ten minutes as a healthy standby
+	for i := 0; i < 20; i++ { // ten minutes as a healthy standby, the leader passing
 		clk.Step(30 * time.Second)
 		l.Alive()
+		l.SawPass()
 	}
 	if ok, msg := l.Healthy(); !ok {
 		t.Fatalf("standby: %s", msg)
@@ -44,12 +47,53 @@ func TestNewLeaderGetsAFreshHealthClock(t *testing.T) {
 	for i := 0; i < 20; i++ {
 		clk.Step(30 * time.Second)
 		l.Alive()
+		l.SawPass()
 	}
 	l.setLeading(true)
 	clk.Step(time.Minute)
 	if ok, msg := l.Healthy(); !ok {
 		t.Fatalf("a re-elected leader one minute into its first pass is reported unhealthy: %s", msg)
 	}
+}
+
+// A standby whose election loop is alive but sees no pass completed anywhere (the
+// leader holds the Lease and does nothing) for the staleness limit fails /healthz,
+// and the unhealthy gauge names why; a pass seen again heals it.
+func TestStandbyFailsWhenNoPassCompletesAnywhere(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
+	m := metrics.New(metrics.Options{})
+	l := New(30*time.Second, 3*time.Minute, nil, m, clk, zerolog.Nop())
+	for range 20 {
+		clk.Step(30 * time.Second)
+		l.Alive()
+	}
+	ok, msg := l.Healthy()
+	if ok || !strings.Contains(msg, "no pass completed anywhere") {
+		t.Fatalf("a standby that saw no pass anywhere for 10 minutes: healthy %v, %q", ok, msg)
+	}
+	if v := unhealthy(t, m); v != "no-pass-anywhere" {
+		t.Errorf("agentenv_watchdog_unhealthy says %q, want no-pass-anywhere", v)
+	}
+	l.SawPass()
+	if ok, msg := l.Healthy(); !ok || unhealthy(t, m) != "" {
+		t.Fatalf("after a pass seen: healthy %v %q, gauge %q", ok, msg, unhealthy(t, m))
+	}
+}
+
+// unhealthy is the reason agentenv_watchdog_unhealthy gives (its series at 1), "" for none.
+func unhealthy(t *testing.T, m *metrics.Metrics) string {
+	fams, err := m.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		for _, s := range f.GetMetric() {
+			if f.GetName() == "agentenv_watchdog_unhealthy" && s.GetGauge().GetValue() == 1 {
+				return s.GetLabel()[0].GetValue()
+			}
+		}
+	}
+	return ""
 }
 
 // runPassResult records a successful pass at now, as runPass does.
@@ -162,5 +206,41 @@ func waitFor(t *testing.T, ok func() bool) {
 			t.Fatal("timed out waiting for the loop")
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// A dry run writes no state, so a standby never sees a pass: it must not fail
+// /healthz for it (the kubelet would restart every standby forever).
+func TestDryRunStandbySkipsNoPassAnywhere(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
+	m := metrics.New(metrics.Options{})
+	l := New(30*time.Second, 3*time.Minute, nil, m, clk, zerolog.Nop())
+	l.DryRun = true
+	for range 20 {
+		clk.Step(30 * time.Second)
+		l.Alive()
+	}
+	if ok, msg := l.Healthy(); !ok || unhealthy(t, m) != "" {
+		t.Fatalf("a dry-run standby 10 minutes in: healthy %v %q, gauge %q", ok, msg, unhealthy(t, m))
+	}
+}
+
+// A standby that cannot read the state ConfigMap says so, not that no pass ran.
+func TestStandbyStateUnreadable(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
+	m := metrics.New(metrics.Options{})
+	l := New(30*time.Second, 3*time.Minute, nil, m, clk, zerolog.Nop())
+	for range 20 {
+		clk.Step(30 * time.Second)
+		l.Alive()
+		l.SawState(errors.New("configmaps is forbidden"))
+	}
+	ok, msg := l.Healthy()
+	if ok || !strings.Contains(msg, "forbidden") || unhealthy(t, m) != "state-unreadable" {
+		t.Fatalf("a standby that cannot read the state: healthy %v %q, gauge %q", ok, msg, unhealthy(t, m))
+	}
+	l.SawState(nil)
+	if _, _ = l.Healthy(); unhealthy(t, m) != "no-pass-anywhere" {
+		t.Fatalf("state read again but unchanged: gauge %q, want no-pass-anywhere", unhealthy(t, m))
 	}
 }

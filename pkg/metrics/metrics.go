@@ -32,12 +32,12 @@ type Options struct {
 
 // Metrics are the watchdog's own metrics.
 type Metrics struct {
-	Registry                                          *prometheus.Registry
-	verdict, ready, expected, passVerdict, passAction *prometheus.GaugeVec
-	restarts, alerts, scrapeErrors, passes            *prometheus.CounterVec
-	lastSuccess, lastPass, leader                     prometheus.Gauge
-	wouldRestart                                      prometheus.Counter
-	duration                                          prometheus.Histogram
+	Registry                                                     *prometheus.Registry
+	verdict, ready, expected, passVerdict, passAction, unhealthy *prometheus.GaugeVec
+	restarts, alerts, scrapeErrors, passes                       *prometheus.CounterVec
+	lastSuccess, lastPass, leader                                prometheus.Gauge
+	wouldRestart                                                 prometheus.Counter
+	duration                                                     prometheus.Histogram
 }
 
 // Outcomes of a pass, the passes counter's result label.
@@ -85,6 +85,8 @@ func New(o Options) *Metrics {
 			Help: "1 for what the last pass that reached a decision did (none, wait, restart, blocked)."}, []string{"action"}),
 		duration: f.NewHistogram(prometheus.HistogramOpts{Name: "agentenv_watchdog_pass_duration_seconds",
 			Help: "Duration of passes (long ones are confirming a wedge).", Buckets: []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 15, 30, 60, 120, 180}}),
+		unhealthy: f.NewGaugeVec(prometheus.GaugeOpts{Name: "agentenv_watchdog_unhealthy",
+			Help: "1 for why /healthz fails (no-pass, no-election-attempt, no-pass-anywhere but not in dry run, state-unreadable); no series while it passes"}, []string{"reason"}),
 		leader: f.NewGauge(prometheus.GaugeOpts{Name: "agentenv_watchdog_leader",
 			Help: "1 while this instance is the elected leader and runs passes."}),
 	}
@@ -119,6 +121,14 @@ func New(o Options) *Metrics {
 		}
 	}
 	return m
+}
+
+// SetUnhealthy records why /healthz fails ("" while it passes).
+func (m *Metrics) SetUnhealthy(reason string) {
+	m.unhealthy.Reset()
+	if reason != "" {
+		m.unhealthy.WithLabelValues(reason).Set(1)
+	}
 }
 
 // SetLeader records leadership.

@@ -11,9 +11,10 @@ import (
 	"github.com/agentenv/watchdog/pkg/kube"
 )
 
-// pageSize keeps each list response small on clusters with thousands of nodes;
-// maxPages bounds a list that never ends (a Service has a slice per 100 endpoints).
-const pageSize, maxPages = 500, 20
+// pageSize keeps each list response small (a slice holds up to 100 endpoints);
+// maxPages bounds a list that never ends. Pages are counted as they come
+// (endpoints.Counter): memory for node ids, never for every slice.
+const pageSize, maxPages = 50, 100
 
 // EndpointLister reads the node Service's EndpointSlices from the API server.
 type EndpointLister struct {
@@ -23,22 +24,24 @@ type EndpointLister struct {
 	Port      int32
 }
 
-// Read lists the Service's EndpointSlices (paginated) from the watch cache (every
+// Read lists the Service's EndpointSlices page by page from the watch cache (every
 // healthy run) or, consistent, quorum, and counts them. A count that cannot come
 // from a correctly named Service and port is an error (*endpoints.MisconfiguredError),
-// which makes the verdict unknown and names the flag.
+// which makes the verdict unknown and names the flag; so is one past endpoints.MaxNodes.
 func (l EndpointLister) Read(ctx context.Context, consistent bool) (endpoints.Count, error) {
-	var all []discoveryv1.EndpointSlice
+	k := endpoints.Counter{Port: l.Port}
 	opts := metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + l.Service, Limit: pageSize}
 	if !consistent {
 		opts = kube.FromCache(opts)
 	}
 	for page := 1; ; page++ {
 		list, err := l.Client.ListEndpointSlices(ctx, l.Namespace, opts)
+		if err == nil {
+			err = k.Add(list.Items)
+		}
 		if err != nil {
 			return endpoints.Count{}, fmt.Errorf("list EndpointSlices of service %s/%s: %w", l.Namespace, l.Service, err)
 		}
-		all = append(all, list.Items...)
 		if list.Continue == "" {
 			break
 		}
@@ -47,6 +50,6 @@ func (l EndpointLister) Read(ctx context.Context, consistent bool) (endpoints.Co
 		}
 		opts.Continue = list.Continue
 	}
-	c := endpoints.CountNodes(all, l.Port)
+	c := k.Count()
 	return c, c.Check(l.Namespace, l.Service, l.Port)
 }

@@ -39,9 +39,8 @@ type Observer struct {
 	MetricsPort int
 	MetricsPath string
 	Deployment  string
-	// Decide says what to read (the Lease, the Deployment and owner chains) and
-	// which pods to scrape: exactly those decide.Judged picks.
-	Decide decide.Config
+	// Reads says what to read beside the pods and EndpointSlices.
+	Reads Reads
 	// owners keeps the objects read for Ownership (ownersTTL): a run's samples
 	// would read the same ones each time.
 	owners sync.Map
@@ -54,6 +53,14 @@ type Observer struct {
 	APIServer string
 	// ScrapeURL, when set, builds a pod's metrics URL instead (tests: a server per pod).
 	ScrapeURL func(pod *corev1.Pod) string
+}
+
+// Reads says what an observation reads: the selection (the Lease, the Deployment
+// and owner chains; the pods to scrape, exactly those decide.Judged picks), and
+// whether a restart is a rollout, whose last look reads the ReplicaSets.
+type Reads struct {
+	decide.Selection
+	Rollout bool
 }
 
 // Observe lists the pods and counts expected nodes from the watch cache, reads the
@@ -87,10 +94,10 @@ func (o *Observer) observe(ctx context.Context, consistent bool) (decide.Observa
 	}
 	wg.Go(func() { pods, podsErr = o.Client.ListPods(ctx, o.Namespace, opts) })
 	wg.Go(func() { obs.Expected, obs.ExpectedErr = o.Endpoints.Read(ctx, consistent) })
-	if o.Decide.LeaderLease != "" {
+	if o.Reads.LeaderLease != "" {
 		wg.Go(func() { obs.Leader = o.readLeader(ctx) })
 	}
-	if o.Decide.JudgePods == decide.JudgeDeployment || o.Deployment != "" {
+	if o.Reads.JudgePods == decide.JudgeDeployment || o.Deployment != "" {
 		// Beside the pod list, not after it, so a slow API server costs no extra
 		// round trip; read for the pause annotations too.
 		wg.Go(func() { dep, depErr = o.cachedDeployment(ctx) })
@@ -104,12 +111,12 @@ func (o *Observer) observe(ctx context.Context, consistent bool) (decide.Observa
 	for i := range pods.Items {
 		obs.Pods[i] = o.Describe(&pods.Items[i])
 	}
-	if o.Decide.JudgePods == decide.JudgeDeployment {
+	if o.Reads.JudgePods == decide.JudgeDeployment {
 		obs.Ownership = o.ownership(ctx, dep, depErr, obs.Pods)
 	}
 	// Only the pods decide will judge: standbys read 0 by design, and a selector
 	// gone wide must not become the watchdog's own fan-out (--max-pods).
-	judged, _, _ := decide.Judged(obs, o.Decide)
+	judged, _, _ := decide.Judged(obs, o.Reads.Selection)
 	var scrapes sync.WaitGroup
 	slots := make(chan struct{}, cmp.Or(max(o.MaxScrapes, 0), DefaultMaxScrapes))
 	for i := range pods.Items {
@@ -159,7 +166,7 @@ func (o *Observer) URL(pod *corev1.Pod) string {
 // start, never its creation.
 func (o *Observer) Describe(pod *corev1.Pod) decide.Pod {
 	p := decide.Pod{Name: pod.Name, UID: string(pod.UID), Phase: string(pod.Status.Phase), IP: pod.Status.PodIP,
-		Terminating: pod.DeletionTimestamp != nil}
+		Terminating: pod.DeletionTimestamp != nil, CreatedAt: pod.CreationTimestamp.Time}
 	if owner := metav1.GetControllerOf(pod); owner != nil {
 		p.ControllerKind, p.ControllerName, p.ControllerUID = owner.Kind, owner.Name, string(owner.UID)
 	}
@@ -194,9 +201,9 @@ func (o *Observer) Describe(pod *corev1.Pod) decide.Pod {
 }
 
 func (o *Observer) readLeader(ctx context.Context) *decide.Leader {
-	lease, err := o.Client.GetLease(ctx, o.Namespace, o.Decide.LeaderLease)
+	lease, err := o.Client.GetLease(ctx, o.Namespace, o.Reads.LeaderLease)
 	if err != nil {
-		return &decide.Leader{Err: fmt.Errorf("get Lease %s/%s: %w", o.Namespace, o.Decide.LeaderLease, err)}
+		return &decide.Leader{Err: fmt.Errorf("get Lease %s/%s: %w", o.Namespace, o.Reads.LeaderLease, err)}
 	}
 	return &decide.Leader{Holder: ptr.Deref(lease.Spec.HolderIdentity, ""), WrittenAt: renewalWritten(lease),
 		RenewedAt: ptr.Deref(lease.Spec.RenewTime, metav1.MicroTime{}).Time,
@@ -239,7 +246,7 @@ func (o *Observer) Rollout(ctx context.Context, pods ...decide.Pod) *decide.Roll
 		r.Detail = fmt.Sprintf("%d old replica(s) still running", d.Status.Replicas-d.Status.UpdatedReplicas)
 	}
 	r.InProgress = r.Detail != ""
-	if o.Decide.RestartMethod == decide.MethodRollout {
+	if o.Reads.Rollout {
 		// Read afresh (quorum): the last look before acting.
 		r.Owners, r.OwnersErr = o.ownerChains(ctx, d, pods, func(ctx context.Context, name string) (*appsv1.ReplicaSet, error) {
 			return o.Client.GetReplicaSet(ctx, o.Namespace, name, kube.Quorum)

@@ -42,12 +42,12 @@ func TestLeaderWhoseLeaseExpiresDuringTheReadsIsScraped(t *testing.T) {
 	defer metrics.Close()
 	o := newObserver(t, nil, metrics.URL)
 	o.Client, o.Endpoints.Client, o.Clock = c, c, clk
-	o.Decide.LeaderLease = "sched"
+	o.Reads.LeaderLease = "sched"
 	obs, err := o.Observe(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	judged, _, problem := decide.Judged(obs, o.Decide)
+	judged, _, problem := decide.Judged(obs, o.Reads.Selection)
 	if len(judged) != 1 || judged[0].Name != holder {
 		t.Fatalf("decide judges %+v (%s), want the leader %s: the Lease had not expired when the observation began", judged, problem, holder)
 	}

@@ -83,11 +83,11 @@ func (o *Observer) ownership(ctx context.Context, d *appsv1.Deployment, err erro
 			replicaSets[p.ControllerName] = true
 		}
 	}
-	if o.Decide.MaxPods > 0 && len(replicaSets) > o.Decide.MaxPods {
+	if o.Reads.MaxPods > 0 && len(replicaSets) > o.Reads.MaxPods {
 		own.Chains = make(map[string]decide.OwnerChain, len(named))
 		for _, p := range named {
 			own.Chains[p.UID] = chainFailed("not checked: the pods name %d ReplicaSets of Deployment %s, more than --max-pods %d",
-				len(replicaSets), o.Deployment, o.Decide.MaxPods)
+				len(replicaSets), o.Deployment, o.Reads.MaxPods)
 		}
 		return own
 	}

@@ -189,7 +189,7 @@ func TestTooManyPodsAreNotScraped(t *testing.T) {
 		gone := runningPods(1)[0]
 		gone.Name, gone.UID, gone.DeletionTimestamp = "sched-old", "uid-old", &metav1.Time{Time: time.Now()}
 		o := newObserver(t, append(pods, gone), srv.URL)
-		o.Decide.MaxPods = tc.max
+		o.Reads.MaxPods = tc.max
 		if _, err := o.Observe(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -279,7 +279,7 @@ func TestOnlyTheDeploymentsPodsAreRead(t *testing.T) {
 			defer metrics.Close()
 			o := newObserver(t, nil, metrics.URL)
 			o.Client, o.Endpoints.Client = c, c
-			o.Deployment, o.Decide.JudgePods, o.Decide.MaxPods = "agentenv-scheduler", decide.JudgeDeployment, tc.max
+			o.Deployment, o.Reads.JudgePods, o.Reads.MaxPods = "agentenv-scheduler", decide.JudgeDeployment, tc.max
 			obs, err := o.Observe(context.Background())
 			if err != nil {
 				t.Fatal(err)
@@ -329,7 +329,7 @@ func TestOnlyTheDeploymentsPodsAreRead(t *testing.T) {
 			mu.Unlock()
 			if tc.owned {
 				before = count()
-				o.Decide.RestartMethod = decide.MethodRollout
+				o.Reads.Rollout = true
 				if r := o.Rollout(context.Background(), obs.Pods[0]); !r.Owners[obs.Pods[0].UID].Verified || count()-before != 1 {
 					t.Errorf("the rollout gate's read: %+v, %d reads, want a fresh one", r.Owners, count()-before)
 				}
@@ -341,9 +341,12 @@ func TestOnlyTheDeploymentsPodsAreRead(t *testing.T) {
 // An EndpointSlice list that never ends (a continue token on every page) is read
 // up to a bound, not until the pass's deadline, keeping every page.
 func TestEndpointSlicePagesAreBounded(t *testing.T) {
-	var pages atomic.Int32
+	var pages, unpaged atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n := pages.Add(1)
+		if r.URL.Query().Get("limit") != "50" {
+			unpaged.Add(1)
+		}
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(&discoveryv1.EndpointSliceList{TypeMeta: metav1.TypeMeta{Kind: "EndpointSliceList", APIVersion: "discovery.k8s.io/v1"},
 			ListMeta: metav1.ListMeta{Continue: fmt.Sprintf("page-%d", n)}, Items: make([]discoveryv1.EndpointSlice, 10)})
@@ -358,5 +361,8 @@ func TestEndpointSlicePagesAreBounded(t *testing.T) {
 	_, err = EndpointLister{Client: c, Namespace: "ns", Service: "nodes", Port: 8000}.Read(ctx, true)
 	if err == nil || !strings.Contains(err.Error(), "pages") || pages.Load() > 100 {
 		t.Errorf("%d pages read, %v: want an error naming the bound", pages.Load(), err)
+	}
+	if unpaged.Load() > 0 {
+		t.Errorf("%d of %d lists without limit=50", unpaged.Load(), pages.Load())
 	}
 }

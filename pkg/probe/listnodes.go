@@ -116,9 +116,10 @@ func decodeNodes(frame []byte) ([]Node, error) {
 		nodes = append(nodes, Node{})
 		n := &nodes[len(nodes)-1]
 		return fields(v, func(num protowire.Number, s []byte) error {
-			if num == 1 {
+			switch num {
+			case 1:
 				n.ID = string(s)
-			} else if num == 2 {
+			case 2:
 				n.Endpoint = string(s)
 			}
 			return nil

@@ -131,8 +131,13 @@ func TestResponder(t *testing.T) {
 			t.Errorf("GET %s: %d %q", path, resp.StatusCode, body)
 		}
 	}
-	if resp, err := http.Post("http://"+r.Addr()+"/sandboxes", "application/json", nil); err != nil || resp.StatusCode != 404 {
-		t.Errorf("POST /sandboxes: %v %v", resp, err)
+	resp, err := http.Post("http://"+r.Addr()+"/sandboxes", "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 404 {
+		t.Errorf("POST /sandboxes: %d, want 404", resp.StatusCode)
 	}
 }
 

@@ -135,7 +135,7 @@ func (p *Prober) object(node string, ip net.IP) *discoveryv1.EndpointSlice {
 
 // Read gives each pod the observation judges its reading, one after the other (they
 // share the canary), and retires the canary once every judged process showed it.
-func (p *Prober) Read(ctx context.Context, obs *decide.Observation, cfg decide.Config) {
+func (p *Prober) Read(ctx context.Context, obs *decide.Observation, sel decide.Selection) {
 	if p.Mode == Off || p.Mode == "" {
 		return
 	}
@@ -146,7 +146,7 @@ func (p *Prober) Read(ctx context.Context, obs *decide.Observation, cfg decide.C
 		p.canary = p.write(ctx)
 	}
 	obs.Probing = true
-	judged, _, _ := decide.Judged(*obs, cfg)
+	judged, _, _ := decide.Judged(*obs, sel)
 	p.judged = p.judged[:0]
 	for _, j := range judged {
 		p.judged = append(p.judged, p.AddrOf(j))
@@ -208,7 +208,8 @@ func (p *Prober) read(ctx context.Context, pod decide.Pod) *decide.ProbeReading 
 }
 
 // verify reports a canary that is no longer the object written: whoever deleted or
-// changed it made its absence from ListNodes prove nothing.
+// changed it made its absence from ListNodes prove nothing. A failed read is this
+// sample's error only.
 func (p *Prober) verify(ctx context.Context, c *written) error {
 	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
 	defer cancel()
@@ -216,8 +217,8 @@ func (p *Prober) verify(ctx context.Context, c *written) error {
 	switch {
 	case apierrors.IsNotFound(err):
 		err = errors.New("deleted by someone else")
-	case err != nil:
-		err = fmt.Errorf("cannot read it back: %w", err)
+	case err != nil: // unknown for this sample only: the canary is not lost
+		return fmt.Errorf("EndpointSlice %s/%s cannot be read back: %w", p.Namespace, p.Name, err)
 	case string(s.UID) != c.uid || s.ResourceVersion != c.rv:
 		err = fmt.Errorf("changed by someone else (resourceVersion %s, written %s)", s.ResourceVersion, c.rv)
 	}

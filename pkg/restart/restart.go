@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/agentenv/watchdog/pkg/kube"
+	"k8s.io/utils/ptr"
 )
 
 // Restarter restarts one scheduler pod.
@@ -25,6 +26,7 @@ type Restarter interface {
 type Result struct {
 	Gone   bool // the pod was already gone: someone else restarted it, that counts as done
 	Detail string
+	At     time.Time // the restart's time by the API server's clock (zero: unknown)
 }
 
 // Deleter deletes the pod with a UID precondition, so that only the observed pod
@@ -38,10 +40,15 @@ func (d Deleter) Method() string { return "delete" }
 
 func (d Deleter) Restart(ctx context.Context, name, uid string) (Result, error) {
 	opts := metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(uid)}
-	err := d.Client.DeletePod(ctx, d.Namespace, name, opts)
+	pod, err := d.Client.DeletePod(ctx, d.Namespace, name, opts)
 	switch {
 	case err == nil:
-		return Result{Detail: fmt.Sprintf("deleted pod %s/%s (uid %s)", d.Namespace, name, uid)}, nil
+		res := Result{Detail: fmt.Sprintf("deleted pod %s/%s (uid %s)", d.Namespace, name, uid)}
+		if pod != nil && pod.DeletionTimestamp != nil {
+			// deletionTimestamp is the delete's time plus the grace period.
+			res.At = pod.DeletionTimestamp.Add(-time.Duration(ptr.Deref(pod.DeletionGracePeriodSeconds, 0)) * time.Second)
+		}
+		return res, nil
 	case apierrors.IsNotFound(err):
 		return Result{Gone: true, Detail: fmt.Sprintf("pod %s/%s already gone", d.Namespace, name)}, nil
 	case apierrors.IsConflict(err):
@@ -69,9 +76,15 @@ func (r Rollout) Method() string { return "rollout" }
 func (r Rollout) Restart(ctx context.Context, name, uid string) (Result, error) {
 	at := r.Now().UTC().Format(time.RFC3339)
 	patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{%q:%q}}}}}`, RestartedAtAnnotation, at)
-	_, err := r.Client.PatchDeployment(ctx, r.Namespace, r.Deployment, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: "watchdog"})
+	d, err := r.Client.PatchDeployment(ctx, r.Namespace, r.Deployment, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: "watchdog"})
 	if err != nil {
 		return Result{}, fmt.Errorf("patch Deployment %s/%s with %s: %w", r.Namespace, r.Deployment, RestartedAtAnnotation, err)
 	}
-	return Result{Detail: fmt.Sprintf("rollout restart of Deployment %s/%s requested at %s (for pod %s)", r.Namespace, r.Deployment, at, name)}, nil
+	res := Result{Detail: fmt.Sprintf("rollout restart of Deployment %s/%s requested at %s (for pod %s)", r.Namespace, r.Deployment, at, name)}
+	for _, f := range d.ManagedFields {
+		if f.Manager == "watchdog" && f.Time != nil { // the API server's time of the patch
+			res.At = f.Time.Time
+		}
+	}
+	return res, nil
 }

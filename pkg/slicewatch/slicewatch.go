@@ -91,11 +91,11 @@ func (w *Watcher) Run(ctx context.Context) {
 
 func (w *Watcher) selector() string { return discoveryv1.LabelServiceName + "=" + w.Service }
 
-// list reads the current version, from which the watch starts.
+// list reads the current version, from which the watch starts (one slice is enough).
 func (w *Watcher) list(ctx context.Context) (string, error) {
 	lctx, cancel := context.WithTimeout(ctx, w.Timeout)
 	defer cancel()
-	l, err := w.Client.ListEndpointSlices(lctx, w.Namespace, metav1.ListOptions{LabelSelector: w.selector()})
+	l, err := w.Client.ListEndpointSlices(lctx, w.Namespace, metav1.ListOptions{LabelSelector: w.selector(), Limit: 1})
 	if err != nil {
 		return "", fmt.Errorf("list EndpointSlices of %s in %s: %w", w.Service, w.Namespace, err)
 	}

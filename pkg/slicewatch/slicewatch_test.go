@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -22,6 +23,7 @@ type fakeClient struct {
 	mu       sync.Mutex
 	failures int
 	watches  chan *watch.FakeWatcher
+	limits   []int64 // each list's Limit
 }
 
 func (f *fakeClient) fail() error {
@@ -34,7 +36,10 @@ func (f *fakeClient) fail() error {
 	return nil
 }
 
-func (f *fakeClient) ListEndpointSlices(context.Context, string, metav1.ListOptions) (*discoveryv1.EndpointSliceList, error) {
+func (f *fakeClient) ListEndpointSlices(_ context.Context, _ string, opts metav1.ListOptions) (*discoveryv1.EndpointSliceList, error) {
+	f.mu.Lock()
+	f.limits = append(f.limits, opts.Limit)
+	f.mu.Unlock()
 	if err := f.fail(); err != nil {
 		return nil, err
 	}
@@ -91,6 +96,12 @@ func TestWatchSignalsChangesAndWarnsWhileItCannotWatch(t *testing.T) {
 	default:
 	}
 	defer fw.Stop()
+	c.mu.Lock()
+	// The list only reads the version the watch starts from: one slice, not thousands.
+	if len(c.limits) != 3 || slices.ContainsFunc(c.limits, func(l int64) bool { return l != 1 }) {
+		t.Errorf("lists with Limit %v, want 3 lists with Limit 1", c.limits)
+	}
+	c.mu.Unlock()
 	for i := 0; i < 3; i++ {
 		fw.Modify(&discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: "agentenv-nodes-abc", ResourceVersion: "2"}})
 	}

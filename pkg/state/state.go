@@ -40,6 +40,14 @@ type State struct {
 	LastRun                *Run              `json:"lastRun,omitempty"`
 	Backoff                *Backoff          `json:"backoff,omitempty"`
 	WouldRestarts          []WouldRestart    `json:"wouldRestarts,omitempty"` // shadow mode's, oldest first
+	// PauseNotice is the pause annotation last told as ignored or capped (decide).
+	PauseNotice *PauseNotice `json:"pauseNotice,omitempty"`
+}
+
+// PauseNotice is a pause annotation told once: a hash of its values, and when first seen.
+type PauseNotice struct {
+	Key   string    `json:"key"`
+	Since time.Time `json:"since"`
 }
 
 // WouldRestart is a restart shadow mode did not make: one per bad episode
@@ -131,10 +139,13 @@ type OpenEpisode struct {
 // Restart is one restart, from claim to outcome. ResumedAt is when a later run took
 // over a claim its run left unfinished.
 type Restart struct {
-	Pod         string         `json:"pod"`
-	UID         string         `json:"uid"`
-	Method      string         `json:"method"`
-	ClaimedAt   time.Time      `json:"claimedAt"`
+	Pod       string    `json:"pod"`
+	UID       string    `json:"uid"`
+	Method    string    `json:"method"`
+	ClaimedAt time.Time `json:"claimedAt"`
+	// ServerAt is the restart's time by the API server's clock (the old pod's
+	// deletionTimestamp less its grace; the rollout patch's managedFields time).
+	ServerAt    *time.Time     `json:"serverAt,omitempty"`
 	ResumedAt   *time.Time     `json:"resumedAt,omitempty"`
 	Outcome     RestartOutcome `json:"outcome"`
 	DoneAt      *time.Time     `json:"doneAt,omitempty"`
@@ -407,13 +418,13 @@ func (s *State) Clone() *State {
 		})
 	})
 	c.Restarts = cloneEach(s.Restarts, func(r *Restart) {
-		r.DoneAt, r.ResumedAt, r.HealedAt = clonePtr(r.DoneAt), clonePtr(r.ResumedAt), clonePtr(r.HealedAt)
+		r.DoneAt, r.ResumedAt, r.HealedAt, r.ServerAt = clonePtr(r.DoneAt), clonePtr(r.ResumedAt), clonePtr(r.HealedAt), clonePtr(r.ServerAt)
 	})
 	c.Episodes, c.WouldRestarts = slices.Clone(s.Episodes), slices.Clone(s.WouldRestarts)
 	c.Alerts = cloneMap(s.Alerts, func(a *Alert) { a.LastSentAt = clonePtr(a.LastSentAt) })
 	// slices.Clone keeps "sinks": [] from coming back as null.
 	c.Outbox = cloneEach(s.Outbox, func(p *Pending) { p.Sinks, p.Payload = slices.Clone(p.Sinks), slices.Clone(p.Payload) })
-	c.LastRun = clonePtr(s.LastRun)
+	c.LastRun, c.PauseNotice = clonePtr(s.LastRun), clonePtr(s.PauseNotice)
 	c.Backoff = clonePtr(s.Backoff, func(b *Backoff) { b.HealthySince = clonePtr(b.HealthySince) })
 	return &c
 }

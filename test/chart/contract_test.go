@@ -165,7 +165,7 @@ func renderedEnv(t *testing.T, c corev1.Container, secrets map[string]map[string
 	plausible := map[string]string{
 		"WATCHDOG_SLACK_WEBHOOK_URL": "https://hooks.slack.com/services/T000/B000/XXXX",
 		"WATCHDOG_WEBHOOK_URL":       "https://alerts.example.com/hook",
-		"WATCHDOG_WEBHOOK_SECRET":    "an-hmac-key",
+		"WATCHDOG_WEBHOOK_SECRET":    "an-hmac-key-of-32-bytes-or-more-for-tests",
 		"WATCHDOG_HEARTBEAT_URL":     "https://hc-ping.com/0000",
 	}
 	var out []string
@@ -399,7 +399,7 @@ var pools = map[string][]any{
 	"scheduler.metricsPath":           {"/", "/metrics", "/a/b?c=d", "//x"},
 	"alerts.runbookURL":               {"", "http://wiki.internal/runbook", "https://runbooks.example.com/wd#wedged", "http://10.0.0.1:8080/rb"},
 	"alerts.clusterName":              {"", "prod-eu1", "Prod EU 1 (primary) ✓", strings.Repeat("c", 253)},
-	"alerts.webhookSecret":            {"", "k", "a key with spaces and ünïcode"},
+	"alerts.webhookSecret":            {"", strings.Repeat("k", 32), "a key with spaces and ünïcode, 32 bytes or more"},
 	"alerts.existingSecret":           {"", "wd-alerts", "a.b-c"},
 	"cronjob.schedule":                {"*/5 * * * *", "*/10 * * * *", "0 * * * *", "@hourly", "@daily", "*/1 * * * *", "*/59 * * * *"},
 	"cronjob.timeZone":                {"", "UTC", "Europe/Berlin", "America/Argentina/Buenos_Aires", "Etc/GMT+5"},

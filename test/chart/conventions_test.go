@@ -1,6 +1,8 @@
 package chart
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -29,6 +31,48 @@ func TestKubeVersionFloor(t *testing.T) {
 		if _, err := renderErr(t, "", "--kube-version", ok); err != nil {
 			t.Errorf("--kube-version %s refused: %v", ok, err)
 		}
+	}
+}
+
+// TestRenderDeterministic: no value is generated at render time (GitOps tools
+// render on every sync), and `helm template` needs no --kube-version (Helm's
+// offline default is 1.20, under the floor).
+func TestRenderDeterministic(t *testing.T) {
+	for _, values := range []string{"", "mode: deployment\nalerts: {webhookURL: 'https://hooks.example.com/x', webhookSecret: s3cr3t-s3cr3t}\n"} {
+		var outs []string
+		for range 2 {
+			args := []string{"template", release, chartDir, "--namespace", renderNamespace}
+			if values != "" {
+				args = append(args, "-f", valuesFile(t, values))
+			}
+			out, stderr, err := helm(t, args...)
+			if err != nil {
+				t.Fatalf("helm template without --kube-version: %v: %s", err, stderr)
+			}
+			outs = append(outs, out)
+		}
+		if outs[0] != outs[1] {
+			t.Errorf("two renders of %q differ", values)
+		}
+	}
+}
+
+// release010 is the commit of the 0.1.0 release (CHANGELOG.md).
+const release010 = "6a18c64"
+
+// TestReuseValuesFromTheRelease: `helm upgrade --reuse-values` from 0.1.0 renders
+// this chart with 0.1.0's values (its defaults, without every value added since):
+// the render fails first, naming a missing value and --reset-then-reuse-values.
+// Before: a nil pointer at probe.mode deep in the doctor hook's environment.
+func TestReuseValuesFromTheRelease(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "chart")
+	must(t, os.CopyFS(dir, os.DirFS(chartDir)))
+	old, err := os.ReadFile(filepath.Join(chartAt(t, release010), "values.yaml"))
+	must(t, err)
+	must(t, os.WriteFile(filepath.Join(dir, "values.yaml"), old, 0o644))
+	out, stderr, err := helm(t, "template", release, dir, "--namespace", renderNamespace)
+	if err == nil || !strings.Contains(stderr, "--reset-then-reuse-values") || !strings.Contains(stderr, "is missing") {
+		t.Fatalf("rendered with 0.1.0's values: %v\n%s%.300s", err, stderr, out)
 	}
 }
 
@@ -149,7 +193,7 @@ func TestCommonLabelsOnEveryObject(t *testing.T) {
 	common := "commonLabels: {team: sre, example.com/cost-center: \"42\"}\n"
 	var objs []*rendered
 	for _, v := range []string{
-		"alerts: {webhookURL: 'https://h.example.com/x', webhookSecret: k}",
+		"alerts: {webhookURL: 'https://h.example.com/x', webhookSecret: k-of-32-bytes-or-more-for-the-test}",
 		"mode: deployment\ndeployment: {replicas: 3, service: {enabled: true}}\nscheduler: {leaderLease: sched, namespace: other}",
 		"mode: deployment",
 		"restart: {method: rollout}",

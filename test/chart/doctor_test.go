@@ -43,7 +43,7 @@ func (r *rendered) workloadContainer() corev1.Container {
 // TestDoctorHookShape: a `helm test` Pod running `watchdog doctor` as the watchdog's
 // ServiceAccount, with the workload's settings and pod-level fields.
 func TestDoctorHookShape(t *testing.T) {
-	const secrets = "alerts: {webhookURL: 'https://h.example.com/x', webhookSecret: k, heartbeatURL: 'https://b.example.com/y'}\n"
+	const secrets = "alerts: {webhookURL: 'https://h.example.com/x', webhookSecret: k-of-32-bytes-or-more-for-the-test, heartbeatURL: 'https://b.example.com/y'}\n"
 	for _, c := range []struct{ name, values string }{
 		{"cronjob", secrets},
 		{"deployment, election", secrets + "mode: deployment\ndeployment: {replicas: 2}"},
@@ -101,7 +101,7 @@ func TestDoctorHookShape(t *testing.T) {
 
 // TestDoctorFlagsReachable: every doctor flag that is a setting reaches the hook.
 func TestDoctorFlagsReachable(t *testing.T) {
-	pod := render(t, "alerts: {webhookURL: 'https://h.example.com', webhookSecret: k, slackWebhookURL: 'https://s.example.com', heartbeatURL: 'https://b.example.com'}\nmode: deployment\ndeployment: {replicas: 2}\nprobe: {mode: canary}").doctorPod()
+	pod := render(t, "alerts: {webhookURL: 'https://h.example.com', webhookSecret: k-of-32-bytes-or-more-for-the-test, slackWebhookURL: 'https://s.example.com', heartbeatURL: 'https://b.example.com'}\nmode: deployment\ndeployment: {replicas: 2}\nprobe: {mode: canary}").doctorPod()
 	env := envOf(pod.Spec.Containers[0])
 	skip := map[string]bool{"send-test": true} // a hook sends no test alert
 	for f := range notFromValues {
@@ -140,7 +140,7 @@ func TestDoctorChecksWhatTheRoleGrants(t *testing.T) {
 				StateConfigMap: get("state-configmap"), Deployment: get("deployment"),
 				RestartMethod: get("restart-method"), JudgePods: decide.JudgePods(get("judge-pods")), MaxRestarts: maxRestarts, LeaderLease: get("leader-lease"),
 				EvidenceConfigMap: get("evidence-configmap"), EvidenceLogs: get("evidence-logs") == "true",
-				Lease: get("lease"), KeySecret: doctor.KeySecret,
+				Lease: get("lease"), KeySecret: get("key-secret"),
 			}
 			if get("leader-elect") == "true" {
 				n.ElectionLease = get("leader-elect-lease")
@@ -179,19 +179,16 @@ func TestDoctorHookInstalled(t *testing.T) {
 	pod := hooks.doctorPod()
 	c := pod.Spec.Containers[0]
 	environ := containerEnv(t, ns, c, pod.Name)
-	// A default install authenticates its outbox from the start: the key comes from
-	// the Secret the chart created and filled (docs/alerts.md, "The outbox").
-	if !slices.ContainsFunc(environ, func(e string) bool {
-		k, v, _ := strings.Cut(e, "=")
-		return k == "WATCHDOG_OUTBOX_KEY" && len(v) == 43
-	}) {
-		t.Errorf("a default install gives the watchdog no --outbox-key (WATCHDOG_OUTBOX_KEY)")
+	// A default install authenticates its outbox from the start: the key Secret the
+	// first real pass creates (docs/alerts.md, "The outbox").
+	if !slices.Contains(environ, "WATCHDOG_KEY_SECRET=agentenv-scheduler-watchdog-key") {
+		t.Errorf("a default install gives the watchdog no --key-secret (WATCHDOG_KEY_SECRET)")
 	}
 	run := func(flags ...string) (int, string, string) {
 		t.Helper()
 		// The only test-only flags: where the simulated scheduler's metrics listen,
 		// and the ServiceAccount's token from outside a pod.
-		args := append(append(append([]string{}, c.Args...), "--kubeconfig", kubeconfig, "--metrics-port", strconv.Itoa(sched.metrics.Port())), flags...)
+		args := append(append(append([]string{}, c.Args...), "--kubeconfig", kubeconfig, "--metrics-port", strconv.Itoa(sched.metrics.Port()), "--scheduler-grpc-port", strconv.Itoa(sched.grpcPort)), flags...)
 		return runWatchdog(t, time.Minute, environ, args...)
 	}
 
@@ -307,7 +304,7 @@ func TestDoctorTrustsTheCABundle(t *testing.T) {
 	defer cancel()
 	ns, err := env.CreateNamespace(ctx, "chart-ca")
 	must(t, err)
-	installChart(t, ns, release, "caBundle: {configMap: corp-ca}\nalerts: {webhookURL: 'https://hooks.invalid/watchdog', webhookSecret: k}")
+	installChart(t, ns, release, "caBundle: {configMap: corp-ca}\nalerts: {webhookURL: 'https://hooks.invalid/watchdog', webhookSecret: k-of-32-bytes-or-more-for-the-test}")
 	sched := layOutScheduler(t, ns, fixture(t, "scheduler-metrics-healthy.txt"))
 	kubeconfig, _ := saKubeconfig(t, ns, fullname)
 	var hits atomic.Int32
@@ -341,7 +338,7 @@ func TestDoctorTrustsTheCABundle(t *testing.T) {
 	}
 	run := func(environ []string) (int, string) {
 		t.Helper()
-		args := append(append([]string{}, c.Args...), "--kubeconfig", kubeconfig, "--metrics-port", strconv.Itoa(sched.metrics.Port()), "--webhook-url", receiver.URL+"/hook")
+		args := append(append([]string{}, c.Args...), "--kubeconfig", kubeconfig, "--metrics-port", strconv.Itoa(sched.metrics.Port()), "--scheduler-grpc-port", strconv.Itoa(sched.grpcPort), "--webhook-url", receiver.URL+"/hook")
 		code, stdout, _ := runWatchdog(t, time.Minute, environ, args...)
 		return code, stdout
 	}

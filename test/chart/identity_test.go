@@ -49,7 +49,7 @@ func saKubeconfig(t *testing.T, ns, sa string) (string, kubernetes.Interface) {
 }
 
 // containerEnv resolves a container's environment as the kubelet would: plain values,
-// Secret keys (read as admin), the pod name, the name of this minute's Job.
+// Secret keys (read as admin), the pod's name, UID and IP, the name of this minute's Job.
 func containerEnv(t *testing.T, ns string, c corev1.Container, podName string) []string {
 	t.Helper()
 	ctx, cancel := testenv.Ctx()
@@ -77,9 +77,20 @@ func containerEnv(t *testing.T, ns string, c corev1.Container, podName string) [
 			out = append(out, e.Name+"="+string(v))
 		case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.name":
 			out = append(out, e.Name+"="+podName)
+		case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.uid":
+			// No pod exists here: a UID no object has, as a pod that is gone would leave.
+			out = append(out, e.Name+"=00000000-0000-4000-8000-"+fmt.Sprintf("%012x", len(podName)))
+		case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "status.podIP":
+			// A test address behind the unreachable routes (docs/design.md §6).
+			out = append(out, e.Name+"=198.18.0.10")
 		case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.labels['batch.kubernetes.io/job-name']":
 			// As the CronJob controller names the Job of this minute's run.
 			out = append(out, fmt.Sprintf("%s=%s-%d", e.Name, podName, time.Now().Unix()/60))
+		case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.uid":
+			// The canary's owner (probe.mode canary); a pod's UID, made up: no pod exists.
+			out = append(out, e.Name+"=0c0ffee0-0000-4000-8000-000000000000")
+		case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "status.podIP":
+			out = append(out, e.Name+"=10.244.0.7") // not loopback: --probe-address refuses it
 		default:
 			t.Fatalf("cannot resolve env %s: %+v", e.Name, e.ValueFrom)
 		}

@@ -460,6 +460,15 @@ func TestChartSecretChecksumSalted(t *testing.T) {
 		must(t, err)
 		return d.Spec.Template.Annotations["checksum/secret"]
 	}
+	// No key yet to salt it with: none.
+	if got := checksum(); got != "" {
+		t.Fatalf("checksum/secret %s before the watchdog made its key", got)
+	}
+	// The watchdog's first pass makes its key (kube.EnsureKey); the next upgrade salts with it.
+	_, err = env.Client.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: keySecret},
+		Data: map[string][]byte{"key": []byte(strings.Repeat("k", 32))}}, metav1.CreateOptions{})
+	must(t, err)
+	rel.upgrade()
 	installed := checksum()
 	if installed == "" {
 		t.Fatal("no checksum/secret on the Deployment's pod template")
@@ -488,8 +497,71 @@ func TestChartSecretChecksumSalted(t *testing.T) {
 	}
 	s, err := env.Client.CoreV1().Secrets(ns).Get(ctx, fullname, metav1.GetOptions{})
 	must(t, err)
-	if len(s.Data["outbox-key"]) != 43 {
-		t.Errorf("the Secret's outbox-key %q, want the 43 characters generated at install", s.Data["outbox-key"])
+	if _, ok := s.Data["outbox-key"]; ok {
+		t.Errorf("the chart generated an outbox-key")
+	}
+}
+
+
+// commit010 is a landed commit of main with the chart at 0.1.0 (it generated outbox-key
+// into its Secret at install).
+const commit010 = "2e05204cdf8f0c503e07fc1c12e762e4a61657da"
+
+// chartAt is the chart as it was at a commit (git archive; a shallow clone lacks old ones).
+func chartAt(t *testing.T, commit string) string {
+	t.Helper()
+	old := t.TempDir()
+	archive := exec.Command("sh", "-c", "git archive "+commit+" charts/agentenv-scheduler-watchdog | tar -x -C "+old)
+	archive.Dir = filepath.Dir(filepath.Dir(chartDir))
+	if out, err := archive.CombinedOutput(); err != nil {
+		t.Fatalf("the chart at %s from git (a shallow clone lacks it): %v\n%s", commit, err, out)
+	}
+	return filepath.Join(old, "charts", "agentenv-scheduler-watchdog")
+}
+
+// TestChartUpgradeFrom010KeepsKey: a release of the 0.1.0 chart, upgraded to this
+// one, keeps its Secret and the outbox-key in it (helm.sh/resource-policy: keep);
+// the first pass as the chart's ServiceAccount creates the key Secret seeded with
+// that key; a dry run before it creates nothing; later upgrades change nothing.
+func TestChartUpgradeFrom010KeepsKey(t *testing.T) {
+	ctx, cancel := testenv.Ctx()
+	defer cancel()
+	ns, err := env.CreateNamespace(ctx, "chart-from-010")
+	must(t, err)
+	mustHelm(t, "install", release, chartAt(t, commit010), "--namespace", ns, "--kubeconfig", env.Kubeconfig)
+	secret := func() *corev1.Secret {
+		s, err := env.Client.CoreV1().Secrets(ns).Get(ctx, fullname, metav1.GetOptions{})
+		must(t, err)
+		return s
+	}
+	legacy := secret().Data["outbox-key"]
+	if len(legacy) != 43 {
+		t.Fatalf("the 0.1.0 chart's outbox-key has %d bytes, want 43", len(legacy))
+	}
+	rel := &releaseT{t: t, ns: ns, name: release, values: valuesFile(t, "")}
+	rel.upgrade()
+	if s := secret(); string(s.Data["outbox-key"]) != string(legacy) || s.Annotations["helm.sh/resource-policy"] != "keep" {
+		t.Fatalf("after the upgrade the Secret's outbox-key changed or it is not kept: %v", s.Annotations)
+	}
+	sched := layOutScheduler(t, ns, fixture(t, "scheduler-metrics-healthy.txt"))
+	kubeconfig, _ := saKubeconfig(t, ns, fullname)
+	wd := cronJobWatchdog(t, ns, kubeconfig)
+	flags := []string{"--metrics-port", strconv.Itoa(sched.metrics.Port()), "--startup-grace", "1s", "--scrape-timeout", "1s"}
+	wd.check(append(flags, "--dry-run")...).expect(t, 0, "healthy", "none")
+	if _, err := env.Client.CoreV1().Secrets(ns).Get(ctx, keySecret, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("a dry run created the key Secret: %v", err)
+	}
+	wd.check(flags...).expect(t, 0, "healthy", "none")
+	key, err := env.Client.CoreV1().Secrets(ns).Get(ctx, keySecret, metav1.GetOptions{})
+	must(t, err)
+	if string(key.Data["key"]) != string(legacy) {
+		t.Fatalf("the key Secret was not seeded with the 0.1.0 key")
+	}
+	rel.upgrade("--reuse-values") // values added since are defaulted in the templates
+	again, err := env.Client.CoreV1().Secrets(ns).Get(ctx, keySecret, metav1.GetOptions{})
+	must(t, err)
+	if string(again.Data["key"]) != string(legacy) || string(secret().Data["outbox-key"]) != string(legacy) {
+		t.Fatalf("a second upgrade changed a key")
 	}
 }
 

@@ -79,14 +79,19 @@ func policyEnforced(t *testing.T, ns, method string, sched *scheduler, sa kubern
 			t.Fatalf("scale through a patch: %v, want the policy's message", err)
 		}
 		for what, p := range map[string]string{
-			"another pod-template annotation":    `{"spec":{"template":{"metadata":{"annotations":{"x":"y"}}}}}`,
-			"restartedAt and another annotation": `{"spec":{"template":{"metadata":{"annotations":{` + at + `,"x":"y"}}}}}`,
-			"restartedAt and the image":          `{"spec":{"template":{"metadata":{"annotations":{` + at + `}},"spec":{"containers":[{"name":"scheduler","image":"evil:latest"}]}}}}`,
-			"restartedAt and the replicas":       `{"spec":{"replicas":0,"template":{"metadata":{"annotations":{` + at + `}}}}}`,
-			"a label of the Deployment":          `{"metadata":{"labels":{"x":"y"}}}`,
-			"pausing the rollout":                `{"spec":{"paused":true}}`,
-			"lifting the watchdog's pause":       `{"metadata":{"annotations":{"` + decide.PauseUntilAnnotation + `":null}}}`,
-			"moving the watchdog's pause":        `{"metadata":{"annotations":{"` + decide.PauseUntilAnnotation + `":"2000-01-01T00:00:00Z"}}}`,
+			"another pod-template annotation":      `{"spec":{"template":{"metadata":{"annotations":{"x":"y"}}}}}`,
+			"restartedAt and another annotation":   `{"spec":{"template":{"metadata":{"annotations":{` + at + `,"x":"y"}}}}}`,
+			"restartedAt and the image":            `{"spec":{"template":{"metadata":{"annotations":{` + at + `}},"spec":{"containers":[{"name":"scheduler","image":"evil:latest"}]}}}}`,
+			"restartedAt and the replicas":         `{"spec":{"replicas":0,"template":{"metadata":{"annotations":{` + at + `}}}}}`,
+			"a label of the Deployment":            `{"metadata":{"labels":{"x":"y"}}}`,
+			"restartedAt and template finalizers":  `{"spec":{"template":{"metadata":{"annotations":{` + at + `},"finalizers":["example.com/x"]}}}}`,
+			"restartedAt and a template name":      `{"spec":{"template":{"metadata":{"annotations":{` + at + `},"name":"x"}}}}`,
+			"restartedAt and a generateName":       `{"spec":{"template":{"metadata":{"annotations":{` + at + `},"generateName":"x-"}}}}`,
+			"restartedAt and a template namespace": `{"spec":{"template":{"metadata":{"annotations":{` + at + `},"namespace":"` + ns + `"}}}}`,
+			"restartedAt and template owners":      `{"spec":{"template":{"metadata":{"annotations":{` + at + `},"ownerReferences":[{"apiVersion":"v1","kind":"ConfigMap","name":"x","uid":"00000000-0000-0000-0000-000000000001"}]}}}}`,
+			"pausing the rollout":                  `{"spec":{"paused":true}}`,
+			"lifting the watchdog's pause":         `{"metadata":{"annotations":{"` + decide.PauseUntilAnnotation + `":null}}}`,
+			"moving the watchdog's pause":          `{"metadata":{"annotations":{"` + decide.PauseUntilAnnotation + `":"2000-01-01T00:00:00Z"}}}`,
 		} {
 			if err := patch(p); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), rolloutPolicyMessage) {
 				t.Errorf("patch with %s as the chart's identity: %v, want Forbidden by the policy", what, err)

@@ -1,11 +1,18 @@
 package chart
 
 import (
+	"bytes"
+	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/agentenv/watchdog/pkg/cli"
 )
 
 // TestShowReadme: `helm show readme` prints the chart's README, whose table lists
@@ -21,6 +28,20 @@ func TestShowReadme(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("helm show readme lacks %q", want)
 		}
+	}
+}
+
+// TestDoctorHelpImpersonatesTheReadmesRelease: `doctor --help`'s --as example is the
+// ServiceAccount the README's `helm install watchdog` creates (before: the name of a
+// release called agentenv-scheduler-watchdog, which nobody installs).
+func TestDoctorHelpImpersonatesTheReadmesRelease(t *testing.T) {
+	out := mustHelm(t, "template", "watchdog", chartDir, "--namespace", "agentenv-system", "--show-only", "templates/serviceaccount.yaml")
+	var sa struct{ Metadata struct{ Name string } }
+	must(t, yaml.Unmarshal([]byte(out), &sa))
+	var help bytes.Buffer
+	cli.ExecuteContext(context.Background(), []string{"doctor", "--help"}, &help, io.Discard)
+	if want := "--as system:serviceaccount:agentenv-system:" + sa.Metadata.Name + "\n"; !strings.Contains(help.String(), want) {
+		t.Errorf("doctor --help lacks %q:\n%s", want, help.String())
 	}
 }
 

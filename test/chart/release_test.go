@@ -27,7 +27,7 @@ const (
 	// schedDep is the simulated scheduler's Deployment (scheduler.deployment's default).
 	schedDep = "agentenv-scheduler"
 	// hmacKey is the webhook key the installed releases put in their Secret.
-	hmacKey = "chart-test-hmac-key"
+	hmacKey = "chart-test-hmac-key-of-32-bytes-or-more"
 	// wedgedFor is the --wedged-for of an installed release's runs.
 	wedgedFor = 2 * time.Second
 )

@@ -136,6 +136,14 @@ func (r *rendered) podSpec() *corev1.PodSpec {
 	return &r.deployment().Spec.Template.Spec
 }
 
+// cronJobOrDeploymentPodAnnotations are the annotations of the CronJob's or Deployment's pods.
+func (r *rendered) cronJobOrDeploymentPodAnnotations() map[string]string {
+	if len(r.kinds("CronJob")) > 0 {
+		return r.cronJob().Spec.JobTemplate.Spec.Template.Annotations
+	}
+	return r.deployment().Spec.Template.Annotations
+}
+
 // podTemplateLabels are the labels of the CronJob's or Deployment's pods.
 func (r *rendered) podTemplateLabels() map[string]string {
 	if len(r.kinds("CronJob")) > 0 {
@@ -203,6 +211,9 @@ func baseGrants(configMap, deployment string) []grant {
 		{"", "configmaps", "update", "agentenv-scheduler-watchdog-evidence"},
 		{"", "pods/log", "get", ""},
 		{"", "events", "create", ""},
+		// The key Secret the first real pass creates (state.keySecretName), then reads.
+		{"", "secrets", "create", ""},
+		{"", "secrets", "get", "agentenv-scheduler-watchdog-key"},
 		{"apps", "deployments", "get", deployment},
 		// scheduler.judgePods deployment (the default): the owner chain by UID.
 		{"apps", "replicasets", "get", ""},
@@ -258,9 +269,8 @@ func TestRBACPerConfiguration(t *testing.T) {
 	}
 }
 
-// assertNoBroadRBAC: never a ClusterRole or ClusterRoleBinding, of Secrets only the
-// key's (create, get by name), never a wildcard, and the binding binds the Role to
-// the chart's ServiceAccount.
+// assertNoBroadRBAC: never a ClusterRole or ClusterRoleBinding, no Secret but the key's,
+// never a wildcard, and the binding binds the Role to the chart's ServiceAccount.
 func assertNoBroadRBAC(t *testing.T, r *rendered) {
 	t.Helper()
 	for _, kind := range []string{"ClusterRole", "ClusterRoleBinding"} {
@@ -272,9 +282,10 @@ func assertNoBroadRBAC(t *testing.T, r *rendered) {
 		var rr rbacv1.Role
 		must(t, runtime.DefaultUnstructuredConverter.FromUnstructured(role.Object, &rr))
 		for _, g := range grants(&rr) {
-			if (g.resource == "secrets" || strings.HasPrefix(g.resource, "secrets/")) && g.verb != "create" &&
-				!(g.verb == "get" && g.name == "agentenv-scheduler-watchdog-key") {
-				t.Errorf("Role grants %s: of Secrets only the key's", g)
+			// Of Secrets, only the key's: create (no name possible) and get by name.
+			key := g.resource == "secrets" && (g.verb == "create" || g.verb == "get" && g.name == "agentenv-scheduler-watchdog-key")
+			if (g.resource == "secrets" || strings.HasPrefix(g.resource, "secrets/")) && !key {
+				t.Errorf("Role grants %s: no Secret but the key's", g)
 			}
 			// The one subresource: get pods/log, the evidence before a restart
 			// (evidence.logs), read-only.
@@ -536,7 +547,7 @@ func TestSecretsOnlyThroughSecret(t *testing.T) {
 	const values = `alerts:
   slackWebhookURL: https://hooks.slack.com/services/T0/B0/SLACKTOKEN
   webhookURL: https://alerts.example.com/hook?token=WEBHOOKTOKEN
-  webhookSecret: HMACKEY
+  webhookSecret: HMACKEY-of-32-bytes-or-more-for-tests
   heartbeatURL: https://hc.example.com/ping/HEARTBEATTOKEN
 `
 	for _, mode := range []string{"cronjob", "deployment"} {
@@ -547,7 +558,7 @@ func TestSecretsOnlyThroughSecret(t *testing.T) {
 			want := map[string]string{
 				"slack-webhook-url": "https://hooks.slack.com/services/T0/B0/SLACKTOKEN",
 				"webhook-url":       "https://alerts.example.com/hook?token=WEBHOOKTOKEN",
-				"webhook-secret":    "HMACKEY",
+				"webhook-secret":    "HMACKEY-of-32-bytes-or-more-for-tests",
 				"heartbeat-url":     "https://hc.example.com/ping/HEARTBEATTOKEN",
 			}
 			for k, v := range want {
@@ -571,24 +582,21 @@ func TestSecretsOnlyThroughSecret(t *testing.T) {
 				}
 				raw, err := o.MarshalJSON()
 				must(t, err)
-				for _, tok := range []string{"SLACKTOKEN", "WEBHOOKTOKEN", "HMACKEY", "HEARTBEATTOKEN"} {
+				for _, tok := range []string{"SLACKTOKEN", "WEBHOOKTOKEN", "HMACKEY-of-32-bytes-or-more-for-tests", "HEARTBEATTOKEN"} {
 					if strings.Contains(string(raw), tok) {
 						t.Errorf("%s %s carries the secret %s", o.GetKind(), o.GetName(), tok)
 					}
 				}
 			}
-			// The chart's own random key (TestChartSecretChecksumSalted has the rest).
-			if k := secret.StringData["outbox-key"]; len(k) != 43 {
-				t.Errorf("Secret key outbox-key %q, want 43 random characters", k)
+			// Nothing generated at render time: no key (the watchdog creates its own
+			// Secret), and no checksum/secret without a key to salt it with
+			// (TestChartSecretChecksumSalted has the installed case).
+			if k, ok := secret.StringData["outbox-key"]; ok {
+				t.Errorf("Secret key outbox-key %q rendered by helm template", k)
 			}
-			// A changed secret rolls the Deployment's pods; a CronJob's pod reads the
-			// Secret when it starts anyway.
-			if mode == "cronjob" {
-				if ann := r.cronJob().Spec.JobTemplate.Spec.Template.Annotations; ann["checksum/secret"] != "" {
-					t.Errorf("CronJob pod template has checksum/secret: %v", ann)
-				}
-			} else if ann := r.deployment().Spec.Template.Annotations; ann["checksum/secret"] == "" {
-				t.Errorf("Deployment pod template lacks checksum/secret")
+			ann := r.cronJobOrDeploymentPodAnnotations()
+			if ann["checksum/secret"] != "" {
+				t.Errorf("%s pod template has an unsalted checksum/secret: %v", mode, ann)
 			}
 		})
 	}
@@ -602,19 +610,21 @@ func TestSecretsOnlyThroughSecret(t *testing.T) {
 	if e.ValueFrom == nil || e.ValueFrom.SecretKeyRef.Name != "my-alerts" || e.ValueFrom.SecretKeyRef.Key != "hmac" || e.ValueFrom.SecretKeyRef.Optional == nil || !*e.ValueFrom.SecretKeyRef.Optional {
 		t.Errorf("existingSecret env %+v", e)
 	}
-	// The defaults, no sink at all: the chart's Secret holds the outbox key alone,
-	// and the watchdog reads it, so that a sink added later (helm upgrade, or an
-	// extraEnv from another Secret) finds its outbox authenticated from the start.
+	// The defaults, no sink at all: no Secret; the watchdog reads the key Secret it
+	// creates (WATCHDOG_KEY_SECRET), seeded from a 0.1.0 release's outbox-key
+	// (WATCHDOG_OUTBOX_KEY, optional) when there is one.
 	for _, mode := range []string{"cronjob", "deployment"} {
 		r = render(t, "mode: "+mode)
-		var secret corev1.Secret
-		r.one("Secret", &secret)
-		if k := secret.StringData["outbox-key"]; len(k) != 43 || len(secret.StringData) != 1 {
-			t.Errorf("%s, no sinks: Secret data %v, want the generated outbox-key alone", mode, slices.Sorted(maps.Keys(secret.StringData)))
+		if n := len(r.kinds("Secret")); n != 0 {
+			t.Errorf("%s, no sinks: %d Secrets rendered", mode, n)
 		}
-		e := envOf(r.podSpec().Containers[0])["WATCHDOG_OUTBOX_KEY"]
-		if e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil || e.ValueFrom.SecretKeyRef.Name != secret.Name || e.ValueFrom.SecretKeyRef.Key != "outbox-key" {
-			t.Errorf("%s, no sinks: WATCHDOG_OUTBOX_KEY = %+v, want secretKeyRef %s/outbox-key", mode, e, secret.Name)
+		env := envOf(r.podSpec().Containers[0])
+		e := env["WATCHDOG_OUTBOX_KEY"]
+		if e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil || e.ValueFrom.SecretKeyRef.Name != fullname || e.ValueFrom.SecretKeyRef.Key != "outbox-key" || !*e.ValueFrom.SecretKeyRef.Optional {
+			t.Errorf("%s, no sinks: WATCHDOG_OUTBOX_KEY = %+v, want optional secretKeyRef %s/outbox-key", mode, e, fullname)
+		}
+		if v := env["WATCHDOG_KEY_SECRET"].Value; v != "agentenv-scheduler-watchdog-key" {
+			t.Errorf("%s: WATCHDOG_KEY_SECRET = %q", mode, v)
 		}
 	}
 }
@@ -713,7 +723,7 @@ func init() {
 // TestEveryFlagReachable: every flag of check and run reaches the container, as a
 // WATCHDOG_* variable (so `kubectl set env` can override it on a one-off job).
 func TestEveryFlagReachable(t *testing.T) {
-	secrets := "alerts: {webhookURL: 'https://h.example.com', webhookSecret: k, slackWebhookURL: 'https://s.example.com', heartbeatURL: 'https://b.example.com'}\n"
+	secrets := "alerts: {webhookURL: 'https://h.example.com', webhookSecret: k-of-32-bytes-or-more-for-the-test, slackWebhookURL: 'https://s.example.com', heartbeatURL: 'https://b.example.com'}\n"
 	for _, c := range []struct{ mode, command string }{{"cronjob", "check"}, {"deployment", "run"}} {
 		t.Run(c.command, func(t *testing.T) {
 			values := secrets + "mode: " + c.mode + "\ndeployment: {replicas: 2}\nprobe: {mode: canary}"
@@ -834,7 +844,7 @@ func TestSchemaRejectsNonsense(t *testing.T) {
 		{"deadline past a */2 interval", "cronjob: {schedule: '*/2 * * * *'}", "interval"},
 		{"confirmation does not fit a run", "run: {timeout: 90s}\ndecision: {confirmWindow: 2m}\ncronjob: {activeDeadlineSeconds: 120}", "confirmWindow"},
 		{"scrape timeout beyond run", "run: {timeout: 30s}\ndecision: {confirmWindow: 0s}\nscheduler: {scrapeTimeout: 1m}", "scrapeTimeout"},
-		{"HMAC key without webhook", "alerts: {webhookSecret: k}", "webhookURL"},
+		{"HMAC key without webhook", "alerts: {webhookSecret: k-of-32-bytes-or-more-for-the-test}", "webhookURL"},
 		{"dry run and shadow mode", "dryRun: true\ndecision: {shadow: true}", "decision.shadow"},
 		{"existing secret and values", "alerts: {existingSecret: s, webhookURL: 'https://h.example.com'}", "existingSecret"},
 		{"election on the scheduler's lease", "mode: deployment\ndeployment: {replicas: 2, leaderElection: {lease: agentenv-scheduler}}\nscheduler: {leaderLease: agentenv-scheduler}", "leaderLease"},
@@ -914,7 +924,7 @@ var goodValues = []struct{ name, values string }{
 	{"rollout", "restart: {method: rollout}"},
 	{"alert only", "restart: {maxRestarts: 0}"},
 	{"deployment HA", "mode: deployment\ndeployment: {replicas: 3, service: {enabled: true}}\nscheduler: {leaderLease: agentenv-scheduler}"},
-	{"all sinks", "alerts: {slackWebhookURL: 'https://hooks.slack.com/services/T/B/X', webhookURL: 'https://h.example.com:8443/hook?x=1', webhookSecret: k, heartbeatURL: 'https://hc-ping.com/uuid', runbookURL: 'https://wiki.example.com/wd', clusterName: prod}"},
+	{"all sinks", "alerts: {slackWebhookURL: 'https://hooks.slack.com/services/T/B/X', webhookURL: 'https://h.example.com:8443/hook?x=1', webhookSecret: k-of-32-bytes-or-more-for-the-test, heartbeatURL: 'https://hc-ping.com/uuid', runbookURL: 'https://wiki.example.com/wd', clusterName: prod}"},
 	{"existing secret", "alerts: {existingSecret: wd-alerts}"},
 	{"durations", "decision: {startupGrace: 0s, confirmWindow: '0', wedgedFor: 1h30m, maxWatchAge: 2.5m, sampleInterval: 500ms}\nrun: {timeout: 4m}\ncronjob: {schedule: '*/10 * * * *', activeDeadlineSeconds: 480}"},
 	{"dry run, other namespace", "dryRun: true\nscheduler: {namespace: agentenv-system-2}\ncronjob: {suspend: true, timeZone: America/New_York}"},

@@ -4,7 +4,9 @@ package chart
 // beside the release, the state ConfigMap, and a webhook receiver.
 
 import (
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -14,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/agentenv/watchdog/internal/schedsim"
 	"github.com/agentenv/watchdog/internal/testenv"
 	"github.com/agentenv/watchdog/pkg/deliver"
 	"github.com/agentenv/watchdog/pkg/state"
@@ -21,11 +24,24 @@ import (
 )
 
 // scheduler is the simulated scheduler: its Deployment, one pod, the nodes'
-// EndpointSlices (3 serving) and a loopback metrics server.
+// EndpointSlices (3 serving), a loopback metrics server and its gRPC ListNodes
+// knowing those 3 nodes (the default discovery probe reads it).
 type scheduler struct {
-	ns      string
-	metrics *testenv.MetricsServer
-	pod     *corev1.Pod
+	ns       string
+	metrics  *testenv.MetricsServer
+	grpcPort int
+	pod      *corev1.Pod
+}
+
+// knownNodes is a discovery that knows the nodes testenv.CreateNodeSlices lists.
+type knownNodes int
+
+func (n knownNodes) Nodes(bool) []schedsim.SimNode {
+	var out []schedsim.SimNode
+	for i := range int(n) {
+		out = append(out, schedsim.SimNode{ID: fmt.Sprintf("node-%04d", i), Endpoint: "http://198.18.0.2:8000"})
+	}
+	return out
 }
 
 func layOutScheduler(t *testing.T, ns, page string) *scheduler {
@@ -37,6 +53,12 @@ func layOutScheduler(t *testing.T, ns, page string) *scheduler {
 	must(t, testenv.CreateNodeSlices(ctx, env.Client, ns, "agentenv-nodes", 3, 100))
 	s := &scheduler{ns: ns, metrics: testenv.NewMetricsServer(page)}
 	t.Cleanup(s.metrics.Close)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	g := &schedsim.GRPC{Discovery: knownNodes(3)}
+	go func() { _ = g.Serve(l) }()
+	t.Cleanup(g.Stop)
+	s.grpcPort = l.Addr().(*net.TCPAddr).Port
 	s.pod, err = testenv.CreateSchedulerPod(ctx, env.Client, ns, testenv.PodSpec{Name: "agentenv-scheduler-abc12"})
 	must(t, err)
 	return s

@@ -30,7 +30,7 @@ const (
 	webhookPath   = "/hooks/XXXXWEBHOOKPATHSECRET"
 	slackPath     = "/services/T000/B000/XXXXSLACKSECRET"
 	heartbeatPath = "/ping/XXXXHEARTBEATSECRET"
-	hmacKey       = "hmac-XXXXKEYSECRET"
+	hmacKey       = "hmac-XXXXKEYSECRET-of-32-bytes-or-more"
 	outboxKey     = "outbox-key-of-32-bytes-XXXXOUTBOXSECRET"
 	clusterName   = "it-cluster"
 )

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -244,33 +245,6 @@ func TestFutureRestartRecordsDoNotBlock(t *testing.T) {
 	}
 }
 
-// A namespace editor's claim on the wedged pod's own UID, dated a year ahead (as a
-// run whose node clock ran ahead and died between claim and delete would leave
-// it), does not say "restart in progress": the pod is restarted, with a warning,
-// and the record stays as it was.
-func TestFutureRestartRecordOfThePodDoesNotBlock(t *testing.T) {
-	s, ahead := wedgedWithRecordsAhead(t, func(s *scenario, ahead time.Time) []any {
-		return []any{map[string]any{"pod": s.pod.Name, "uid": string(s.pod.UID), "method": "delete", "claimedAt": ahead, "outcome": "claimed"}}
-	})
-	waitPastWedgedFor()
-	r := s.check()
-	r.expect(t, 0, "wedged", "restart")
-	if w := strings.Join(r.report.Warnings, "\n"); !strings.Contains(w, "1 restart record(s) in the state are dated in the future") {
-		t.Errorf("warnings %q, want the record dated in the future named", r.report.Warnings)
-	}
-	if s.podExists(s.pod.Name) {
-		t.Error("the wedged pod is still there: the claim dated ahead blocked its restart")
-	}
-	st, _ := s.state()
-	outcomes := map[string]state.RestartOutcome{}
-	for _, rec := range st.Restarts {
-		outcomes[rec.ClaimedAt.Format(time.RFC3339)] = rec.Outcome
-	}
-	if len(st.Restarts) != 2 || outcomes[ahead.Format(time.RFC3339)] != state.RestartClaimed {
-		t.Errorf("restarts %+v: want this run's and the claim dated ahead, untouched", st.Restarts)
-	}
-}
-
 // wedgedWithRecordsAhead is a strong wedge seen once, after which a namespace
 // editor adds the restart records of records to the state, dated from a year
 // ahead (returned).
@@ -345,13 +319,16 @@ func TestMissingStateRecreated(t *testing.T) {
 	}
 }
 
+// Overlapping runs restart once, and a run that lost the claim does not page
+// restart-blocked: a restart already in progress is not a blocked restart.
 func TestConcurrentRunsRestartOnce(t *testing.T) {
 	for round := 0; round < 3; round++ {
+		rcv := newReceiver(t)
 		s := newScenario(t, layout{serving: 3, page: fixture(t, "scheduler-metrics-discovery-dead.txt")})
 		s.check().expect(t, 0, "wedged", "wait")
 		waitPastWedgedFor()
 
-		results := s.race(4)
+		results := s.race(4, "--webhook-url", rcv.url(webhookPath), "--webhook-secret", hmacKey)
 
 		restarted := 0
 		for _, r := range results {
@@ -359,6 +336,9 @@ func TestConcurrentRunsRestartOnce(t *testing.T) {
 				t.Fatalf("round %d: a racing run failed: exit %d\n%s", round, r.code, r.stderr)
 			}
 			restarted += len(r.report.Restarts)
+			if r.report.Action == "blocked" && !strings.Contains(r.report.Reason, "restart already in progress") && !strings.Contains(r.report.Reason, "observed this pod later") {
+				t.Errorf("round %d: a losing run's reason: %s", round, r.report.Reason)
+			}
 		}
 		st, _ := s.state()
 		if restarted != 1 || len(st.Restarts) != 1 {
@@ -366,6 +346,12 @@ func TestConcurrentRunsRestartOnce(t *testing.T) {
 		}
 		if evs := s.events(s.pod.Name, alert.Spec(alert.EventRestarted).Reason); len(evs) != 1 {
 			t.Fatalf("round %d: %d restart Events", round, len(evs))
+		}
+		if got := eventNames(webhooks(t, rcv.since(0, webhookPath))); slices.Contains(got, "restart-blocked") {
+			t.Fatalf("round %d: the loser of the race paged restart-blocked: %v", round, got)
+		}
+		if evs := s.events(s.pod.Name, alert.Spec(alert.EventRestartBlocked).Reason); len(evs) != 0 {
+			t.Errorf("round %d: %d restart-blocked Events", round, len(evs))
 		}
 	}
 }

@@ -34,6 +34,8 @@ func chartRules() []rbacv1.PolicyRule {
 		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, ResourceNames: []string{"agentenv-scheduler-watchdog"}, Verbs: []string{"get", "update"}},
 		{APIGroups: []string{""}, Resources: []string{"pods/log"}, Verbs: []string{"get"}},
 		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create"}},
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create"}},
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{"agentenv-scheduler-watchdog-key"}, Verbs: []string{"get"}},
 		{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, ResourceNames: []string{"agentenv-scheduler"}, Verbs: []string{"get"}},
 		{APIGroups: []string{"apps"}, Resources: []string{"replicasets"}, Verbs: []string{"get"}},
 	}
@@ -450,7 +452,7 @@ func TestDoctorStateAndSinks(t *testing.T) {
 	}
 	// Sinks without --outbox-key: what a refused alert leaves in the state for retry
 	// could not be told from what a ConfigMap editor writes there.
-	unkeyed := runDoctor(t, s.doctorArgs("--webhook-url", rcv.url(webhookPath), "--alert-timeout", "2s")...)
+	unkeyed := runDoctor(t, s.doctorArgs("--webhook-url", rcv.url(webhookPath), "--alert-timeout", "2s", "--key-secret", "")...)
 	unkeyed.expectOnly(t, "alerts kept for retry are authenticated")
 	if c := unkeyed.check(t, "alerts kept for retry are authenticated"); !strings.Contains(c.Hint, "outbox-key") {
 		t.Errorf("%+v", c)

@@ -14,49 +14,6 @@ import (
 	"github.com/agentenv/watchdog/pkg/restart"
 )
 
-func TestDegraded(t *testing.T) {
-	for _, restartOnDegraded := range []bool{false, true} {
-		s := newSimScenario(t)
-		s.sim.Stale = 2
-		extra := []string{}
-		if restartOnDegraded {
-			extra = append(extra, "--restart-on-degraded")
-		}
-		s.check(extra...).expect(t, 0, "healthy", "none")
-		s.sim.Set(testenv.StaleCache)
-		time.Sleep(s.sim.Real(20 * time.Second)) // a gauge refresh
-		first := s.check(extra...)
-		if restartOnDegraded {
-			// Restartable, the run samples on until --wedged-for has held
-			// inside it (as it does for a weak wedge), and restarts.
-			first.expect(t, 0, "degraded", "restart")
-			if first.report.Samples < 2 || s.podExists(s.pod.Name) {
-				t.Fatalf("want a restart after sampling, got %d samples, pod still there: %v", first.report.Samples, s.podExists(s.pod.Name))
-			}
-			continue
-		}
-		first.expect(t, 0, "degraded", "wait")
-		if *first.report.Targets[0].Ready != 2 || *first.report.Targets[0].Expected != 3 {
-			t.Fatalf("target %+v", first.report.Targets[0])
-		}
-		time.Sleep(s.sim.Real(5 * time.Minute))
-		second := s.check(extra...)
-		if !restartOnDegraded {
-			second.expect(t, 0, "degraded", "none")
-			if !strings.Contains(second.report.Reason, "restart-on-degraded=false") {
-				t.Errorf("reason %q", second.report.Reason)
-			}
-			if !sentAlert(second, "degraded") {
-				t.Errorf("degraded past --wedged-for must be alerted: %+v", second.report.Alerts)
-			}
-			if !s.podExists(s.pod.Name) {
-				t.Fatal("degraded restarted without --restart-on-degraded")
-			}
-			continue
-		}
-	}
-}
-
 func sentAlert(r result, event string) bool {
 	for _, a := range r.report.Alerts {
 		if a.Event == event && a.OK {

@@ -7,14 +7,11 @@ import (
 	"time"
 )
 
-// A check told its Job's name and activeDeadlineSeconds (as the chart's CronJob
-// tells it) ends its run JobKillMargin before the Job's deadline when its pod
-// started late, instead of running --timeout from its own start and being killed
-// mid-confirmation. Here the Job was "scheduled" this minute,
-// with a deadline that leaves the run 5 s: a run that would otherwise sample for
-// 15 s to restart a weak wedge hands it over instead, cleanly, before the Job's
-// deadline.
-func TestLateJobPodEndsBeforeItsJobDeadline(t *testing.T) {
+// The CLI's wiring of --job-name and --job-active-deadline (the timing, 0-120 s
+// late, is pkg/check's TestLateJobPodFinishesBeforeTheJobDeadline): a run whose
+// Job leaves it 5 s, which would otherwise sample for 15 s to restart a weak
+// wedge, hands the wedge over cleanly before the Job's deadline.
+func TestJobFlagsEndTheRunBeforeTheJobDeadline(t *testing.T) {
 	s := newScenario(t, layout{serving: 3, page: fixture(t, "scheduler-metrics-discovery-dead.txt")})
 	sampling := []string{"--wedged-for", "15s", "--confirm-window", "10s", "--sample-interval", "1s", "--timeout", "30s"}
 

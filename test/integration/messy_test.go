@@ -190,40 +190,6 @@ func (s *scenario) rawState(t *testing.T) (data, resourceVersion string) {
 	return cm.Data[statestore.DataKey], cm.ResourceVersion
 }
 
-// Two overlapping runs restart once, and the run that lost the claim does not page
-// restart-blocked: a restart already in progress is not a blocked restart.
-func TestRaceLoserDoesNotPage(t *testing.T) {
-	rcv := newReceiver(t)
-	s := newScenario(t, layout{serving: 3, page: fixture(t, "scheduler-metrics-discovery-dead.txt")})
-	s.check().expect(t, 0, "wedged", "wait")
-	waitPastWedgedFor()
-	results := s.race(4, "--webhook-url", rcv.url(webhookPath), "--webhook-secret", hmacKey)
-	restarted, blocked := 0, 0
-	for _, r := range results {
-		if r.code != 0 {
-			t.Fatalf("a racing run failed: exit %d\n%s", r.code, r.stderr)
-		}
-		restarted += len(r.report.Restarts)
-		if r.report.Action == "blocked" {
-			blocked++
-			if !strings.Contains(r.report.Reason, "restart already in progress") && !strings.Contains(r.report.Reason, "observed this pod later") {
-				t.Errorf("a losing run's reason: %s", r.report.Reason)
-			}
-		}
-	}
-	if restarted != 1 {
-		t.Fatalf("%d restarts, want 1", restarted)
-	}
-	for _, n := range eventNames(webhooks(t, rcv.since(0, webhookPath))) {
-		if n == "restart-blocked" {
-			t.Fatalf("the loser of the race paged restart-blocked (blocked runs: %d)", blocked)
-		}
-	}
-	if evs := s.events(s.pod.Name, alert.Spec(alert.EventRestartBlocked).Reason); len(evs) != 0 {
-		t.Errorf("%d restart-blocked Events", len(evs))
-	}
-}
-
 // Two runs at once (the CronJob controller's Forbid is no guarantee: it ran two
 // Jobs after an API-server restart) page once per problem, even when the receiver
 // answers slowly: the run that loses the alert claim re-reads the winner's state,

@@ -10,8 +10,7 @@ import (
 	"testing"
 	"time"
 
-	clocktesting "k8s.io/utils/clock/testing"
-
+	"github.com/agentenv/watchdog/internal/autoclock"
 	"github.com/agentenv/watchdog/internal/schedsim"
 	"github.com/agentenv/watchdog/internal/testenv"
 	"github.com/agentenv/watchdog/pkg/cli"
@@ -42,7 +41,7 @@ func listsOf(r *http.Request, resource string) bool {
 // on by the wait) and when the proxy holds a request (holdFor), never with the
 // machine's load. The scheduler's metrics follow it too (schedsim.NewSimOn).
 type virtualClock struct {
-	*clocktesting.FakeClock
+	*autoclock.Clock
 	mu sync.Mutex
 }
 
@@ -50,13 +49,7 @@ type virtualClock struct {
 // times are: a deadline on it is never in the real past, so the pass's context
 // expires only on the virtual clock.
 func newVirtualClock() *virtualClock {
-	return &virtualClock{FakeClock: clocktesting.NewFakeClock(time.Now().Add(time.Minute).Truncate(time.Minute))}
-}
-
-func (c *virtualClock) After(d time.Duration) <-chan time.Time {
-	ch := c.FakeClock.After(d)
-	c.Step(d)
-	return ch
+	return &virtualClock{Clock: autoclock.New(time.Now().Add(time.Minute).Truncate(time.Minute))}
 }
 
 // holdFor is a proxy fault that holds a request for d of virtual time from its

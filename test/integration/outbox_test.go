@@ -117,6 +117,8 @@ func TestOutboxForgedByANamespaceEditor(t *testing.T) {
 				"--cluster-name", clusterName, "--wedged-for", "1h", "--realert-interval", "1h"}
 			if keyed {
 				flags = append(flags, "--outbox-key", outboxKey)
+			} else {
+				flags = append(flags, "--key-secret", "") // no key Secret either
 			}
 
 			// The outage: the webhook and Slack refuse, the genuine wedged alert is kept.

@@ -69,7 +69,7 @@ func TestRolloutOwnerChainByUID(t *testing.T) {
 	}
 }
 
-// TestACanaryDoesNotTurnHealingOff, on the real API server: a
+// TestACanaryDoesNotTurnHealingOff, on the real API server (owner chains by UID): a
 // canary Deployment's pod and a bare debug pod carry the scheduler's labels
 // beside the wedged scheduler pod. Judging every pod the selector matches
 // (--judge-pods selector, what every install did before), three pods are judged

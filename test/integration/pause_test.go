@@ -109,4 +109,8 @@ func TestMalformedPauseIsIgnored(t *testing.T) {
 	if !strings.Contains(strings.Join(r.report.Warnings, "\n"), "no "+decide.PauseUntilAnnotation) {
 		t.Errorf("warnings %q", r.report.Warnings)
 	}
+	// Told once, on the state ConfigMap's Events, not only in the log.
+	if evs := s.events("agentenv-scheduler-watchdog", alert.Spec(alert.EventPauseInvalid).Reason); len(evs) != 1 || !strings.HasPrefix(evs[0].Message, "[pause-invalid]") {
+		t.Errorf("want one pause-invalid Event over two runs: %+v", evs)
+	}
 }

@@ -81,7 +81,7 @@ func newProbeWorld(t *testing.T, via ...kubernetes.Interface) *probeWorld {
 	simCtx, cancelSim := context.WithCancel(context.Background())
 	w.cancelSim = cancelSim
 	t.Cleanup(cancelSim)
-	var c kubernetes.Interface = env.Client
+	c := env.Client
 	if len(via) > 0 {
 		c = via[0]
 	}

@@ -5,6 +5,7 @@
 {{- end -}}
 
 {{- define "watchdog.fullname" -}}
+{{- include "watchdog.reusedValues" . -}}
 {{- if .Values.fullnameOverride -}}
 {{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
 {{- else -}}
@@ -36,20 +37,48 @@ state ConfigMap and the election Lease live there; everything else in the releas
 {{- end -}}
 
 {{/* The key Secret the watchdog creates (pkg/kube EnsureKey). */}}
-{{- define "watchdog.keySecret" -}}
-{{- default "agentenv-scheduler-watchdog-key" .Values.keySecretName -}}
-{{- end -}}
-
 {{- define "watchdog.secretName" -}}
 {{- default (include "watchdog.fullname" .) .Values.alerts.existingSecret -}}
 {{- end -}}
 
-{{/* True ("true") when the chart creates the alerts Secret: always, unless
-alerts.existingSecret names one. Without a sink it holds the outbox key alone, so
-that the alerts a sink added later keeps for retry are authenticated from the start
-(docs/alerts.md, "The outbox"). */}}
+{{/* `helm upgrade --reuse-values` renders this chart with the previous chart's values,
+which lack every value added since: fail first, naming a missing value and the fix,
+instead of a nil pointer deep in a template. The values added since 0.1.0 (a value
+added later is defaulted in the templates, like state.keySecretName, or listed here). */}}
+{{- define "watchdog.reusedValues" -}}
+{{- range list "global" "scheduler.judgePods" "scheduler.grpcPort" "probe" "restart.holdOnAlerts" "alerts.extraLabels" "evidence" "deployment.watchEndpoints" "networkPolicy.pushgatewayTo" "caBundle" "extraVolumes" "extraVolumeMounts" "monitoring.schedulerPodMonitor" "monitoring.serviceMonitor" "monitoring.pushgateway" -}}
+{{- $path := splitList "." . -}}
+{{- $parent := $.Values -}}
+{{- if eq (len $path) 2 -}}{{- $parent = get $.Values (first $path) -}}{{- end -}}
+{{- if not (and (kindIs "map" $parent) (hasKey $parent (last $path))) -}}
+{{- fail (printf "value %s is missing: these are an older chart's values (helm upgrade --reuse-values keeps them, without this chart's new defaults); upgrade with --reset-then-reuse-values (Helm >= 3.14)" .) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* True ("true") when the chart renders its alerts Secret: not with
+alerts.existingSecret; otherwise when a secret value is set, or when a 0.1.0 release's
+Secret holds the outbox-key that chart generated (watchdog.legacyKey). */}}
 {{- define "watchdog.createSecret" -}}
-{{- if not .Values.alerts.existingSecret -}}true{{- end -}}
+{{- if and (not .Values.alerts.existingSecret) (or (include "watchdog.sinksConfigured" .) (include "watchdog.legacyKey" .)) -}}true{{- end -}}
+{{- end -}}
+
+{{/* The key Secret's name; defaulted here too, for `helm upgrade --reuse-values` from
+0.1.0, whose values lack it. */}}
+{{- define "watchdog.keySecret" -}}
+{{- default "agentenv-scheduler-watchdog-key" .Values.state.keySecretName -}}
+{{- end -}}
+
+{{/* watchdog.legacyKey: the outbox-key 0.1.0's chart generated into its Secret, read
+back (lookup: "" under helm template, so every render is the same). The chart generates
+nothing: the watchdog creates its key Secret at its first real pass (state.keySecretName),
+seeded with this one through WATCHDOG_OUTBOX_KEY, so an upgrade keeps its key. */}}
+{{- define "watchdog.legacyKey" -}}
+{{- if not .Values.alerts.existingSecret -}}
+{{- with lookup "v1" "Secret" .Release.Namespace (include "watchdog.fullname" .) -}}
+{{- with .data -}}{{- get . $.Values.alerts.existingSecretKeys.outboxKey | b64dec -}}{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 
 {{/* True ("true") when a sink may be configured: a sink value, or alerts.existingSecret. */}}
@@ -215,6 +244,13 @@ name=value pairs, sorted, comma-separated ("" for none). */}}
 {{/* Consistency checks the schema cannot express (it sees one value at a time). */}}
 {{- define "watchdog.validate" -}}
 {{- $v := .Values -}}
+{{- /* Kubernetes >= 1.30 (CronJob timeZone, GA ValidatingAdmissionPolicy). v1.20.0 is
+Helm's offline default (`helm template` without --kube-version), not a cluster: the API
+server refuses the policy there anyway. -0 admits managed clusters' suffixes. */ -}}
+{{- $kv := .Capabilities.KubeVersion.Version -}}
+{{- if and (ne $kv "v1.20.0") (semverCompare "<1.30.0-0" $kv) -}}
+{{- fail (printf "kubeVersion: the chart needs Kubernetes >= 1.30 (CronJob timeZone, ValidatingAdmissionPolicy v1); this cluster is %s" $kv) -}}
+{{- end -}}
 {{- $timeout := include "watchdog.seconds" $v.run.timeout | int64 -}}
 {{- $confirm := include "watchdog.seconds" $v.decision.confirmWindow | int64 -}}
 {{- $scrape := include "watchdog.seconds" $v.scheduler.scrapeTimeout | int64 -}}
@@ -271,6 +307,7 @@ short and readable in `kubectl describe`), secrets through secretKeyRef only. */
   (list "NAMESPACE" (include "watchdog.watchNamespace" .))
   (list "STATE_CONFIGMAP" $v.state.configMapName)
   (list "LEASE" $v.deployment.leaderElection.lease)
+  (list "KEY_SECRET" (include "watchdog.keySecret" .))
   (list "TIMEOUT" $v.run.timeout)
   (list "API_TIMEOUT" $v.run.apiTimeout)
   (list "LOG_LEVEL" $v.run.logLevel)
@@ -458,33 +495,21 @@ volumeMounts:
 {{- end }}
 {{- end -}}
 
-{{/* watchdog.outboxKey: a random key of the watchdog's own in the chart's Secret
-(alerts.existingSecretKeys.outboxKey), generated at the first install and kept by
-every upgrade (lookup). One value per render: secret.yaml and checksum/secret both
-render it, so it is kept in the values of this render. Because the Secret holds it,
-checksum/secret tells nothing about the Secret's other values: without it, anyone who
-can read pods could test password guesses against the digest offline. */}}
-{{- define "watchdog.outboxKey" -}}
-{{- $a := .Values.alerts -}}
-{{- if not (hasKey $a "_outboxKey") -}}
-{{- $key := "" -}}
-{{- with lookup "v1" "Secret" .Release.Namespace (include "watchdog.secretName" .) -}}
-{{- with .data -}}
-{{- $key = get . $a.existingSecretKeys.outboxKey | b64dec -}}
-{{- end -}}
-{{- end -}}
-{{- $_ := set $a "_outboxKey" (default (randAlphaNum 43) $key) -}}
-{{- end -}}
-{{- $a._outboxKey -}}
-{{- end -}}
-
 {{/* Pod annotations. checksum/secret rolls the Deployment's pods when the Secret
 changes (a running process read it at start); the CronJob needs none: each Job's pod
-reads the Secret when it starts. */}}
+reads the Secret when it starts. The digest is salted with the watchdog's key (lookup),
+so that anyone who can read pods cannot test password guesses against it offline;
+with no key to read (helm template, the first install) there is no checksum. */}}
 {{- define "watchdog.podAnnotations" -}}
 {{- $ann := deepCopy (default dict .Values.podAnnotations) -}}
 {{- if and (include "watchdog.createSecret" .) (eq .Values.mode "deployment") -}}
-{{- $_ := set $ann "checksum/secret" (include (print $.Template.BasePath "/secret.yaml") . | sha256sum) -}}
+{{- $salt := include "watchdog.legacyKey" . -}}
+{{- with lookup "v1" "Secret" (include "watchdog.watchNamespace" .) (include "watchdog.keySecret" .) -}}
+{{- $salt = print $salt (get (default dict .data) "key" | b64dec) -}}
+{{- end -}}
+{{- if $salt -}}
+{{- $_ := set $ann "checksum/secret" (print $salt (include (print $.Template.BasePath "/secret.yaml") .) | sha256sum) -}}
+{{- end -}}
 {{- end -}}
 {{- with $ann }}
 annotations:
