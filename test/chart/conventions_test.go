@@ -38,7 +38,7 @@ func TestKubeVersionFloor(t *testing.T) {
 // render on every sync), and `helm template` needs no --kube-version (Helm's
 // offline default is 1.20, under the floor).
 func TestRenderDeterministic(t *testing.T) {
-	for _, values := range []string{"", "mode: deployment\nalerts: {webhookURL: 'https://hooks.example.com/x', webhookSecret: s3cr3t-s3cr3t}\n"} {
+	for _, values := range []string{"", "mode: deployment\nalerts: {webhookURL: 'https://hooks.example.com/x', webhookSecret: s3cr3t-s3cr3t-s3cr3t-s3cr3t-s3cr3t}\n"} {
 		var outs []string
 		for range 2 {
 			args := []string{"template", release, chartDir, "--namespace", renderNamespace}
