@@ -502,7 +502,6 @@ func TestChartSecretChecksumSalted(t *testing.T) {
 	}
 }
 
-
 // commit010 is a landed commit of main with the chart at 0.1.0 (it generated outbox-key
 // into its Secret at install).
 const commit010 = "2e05204cdf8f0c503e07fc1c12e762e4a61657da"

@@ -211,9 +211,6 @@ func baseGrants(configMap, deployment string) []grant {
 		{"", "configmaps", "update", "agentenv-scheduler-watchdog-evidence"},
 		{"", "pods/log", "get", ""},
 		{"", "events", "create", ""},
-		// The key Secret the first real pass creates (state.keySecretName), then reads.
-		{"", "secrets", "create", ""},
-		{"", "secrets", "get", "agentenv-scheduler-watchdog-key"},
 		{"apps", "deployments", "get", deployment},
 		// scheduler.judgePods deployment (the default): the owner chain by UID.
 		{"apps", "replicasets", "get", ""},
