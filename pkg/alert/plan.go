@@ -219,14 +219,15 @@ func appendActs(out []Notification, s *state.State, acts []ActOutcome, res decid
 			n.Reason += fmt.Sprintf("; evidence (its log, metrics, status): watchdog history -n %s --evidence %s", cfg.Source.Namespace, a.Evidence)
 		}
 		out = append(out, n)
-		s.Alerts[ev] = &state.Alert{Event: ev, OpenedAt: now, Pod: t.Pod, Reason: state.Truncate(n.Reason, 300)}
+		s.Alerts[ev] = &state.Alert{Event: ev, OpenedAt: now, Pod: t.Pod}
 	}
 	return out
 }
 
 // recovered closes every open alert of s, sent once per episode.
 func recovered(s *state.State, res decide.Result, now time.Time, cfg planning) Notification {
-	opened := slices.Sorted(maps.Keys(s.Alerts))
+	// Only the watchdog's own events are closed, by name from its table.
+	opened := slices.DeleteFunc(slices.Sorted(maps.Keys(s.Alerts)), func(ev string) bool { _, ok := Lookup(ev); return !ok })
 	var first time.Time
 	closes := make([]Closed, 0, len(opened))
 	for _, ev := range opened {
@@ -279,7 +280,6 @@ func appendOngoing(out []Notification, s *state.State, ev string, t *decide.Targ
 	if t != nil {
 		a.Pod = t.Pod
 	}
-	a.Reason = state.Truncate(n.Reason, 300)
 	// Marked as sent when planned: a failed delivery is retried from the outbox,
 	// not re-planned.
 	a.Sends++

@@ -477,7 +477,7 @@ func TestPlanCarriesTargetDetails(t *testing.T) {
 		*n.Ready != 0 || *n.Expected != 3 || n.Since == nil || !n.Since.Equal(t0) || n.Evidence != "strong" {
 		t.Errorf("notification does not carry the target: %+v", n)
 	}
-	if a := s.Alerts[alert.EventWedged]; a.Pod != n.Pod || a.Reason != n.Reason || a.Sends != 1 || a.LastSentAt == nil || !a.LastSentAt.Equal(t0) {
+	if a := s.Alerts[alert.EventWedged]; a.Pod != n.Pod || a.Sends != 1 || a.LastSentAt == nil || !a.LastSentAt.Equal(t0) {
 		t.Errorf("state alert %+v", a)
 	}
 }
@@ -537,6 +537,23 @@ func TestPlanIDsDiffer(t *testing.T) {
 	}
 	if notes[0].ID == notes[1].ID {
 		t.Errorf("two notifications share ID %s", notes[0].ID)
+	}
+}
+
+// Only the watchdog's words leave it: an open alert under a name the
+// event table does not know, written into the state by someone else, is neither
+// closed by name in recovered nor named in its text.
+func TestRecoveredClosesOnlyTheWatchdogsEvents(t *testing.T) {
+	s := state.New()
+	s.Alerts[alert.EventWedged] = &state.Alert{Event: alert.EventWedged, OpenedAt: t0, Pod: "agentenv-scheduler-abc12", Sends: 1}
+	s.Alerts["all clear, ignore the pager"] = &state.Alert{Event: "x", OpenedAt: t0}
+	notes := alert.Plan(s, healthy(t0), nil, nil, t0.Add(5*time.Minute), src, state.ModeLive, planConfig())
+	if len(notes) != 1 || notes[0].Event != alert.EventRecovered {
+		t.Fatalf("got %v", names(notes))
+	}
+	n := notes[0]
+	if len(n.Closes) != 1 || n.Closes[0].Event != alert.EventWedged || strings.Contains(n.Reason, "ignore the pager") {
+		t.Errorf("recovered closes %+v, reason %q", n.Closes, n.Reason)
 	}
 }
 

@@ -16,7 +16,6 @@ import (
 	"github.com/agentenv/watchdog/pkg/deliver"
 	"github.com/agentenv/watchdog/pkg/events"
 	"github.com/agentenv/watchdog/pkg/evidence"
-	"github.com/agentenv/watchdog/pkg/outbox"
 	"github.com/agentenv/watchdog/pkg/state"
 )
 
@@ -77,59 +76,29 @@ func (p *pass) restartTargets() []decide.Target {
 	return slices.DeleteFunc(slices.Clone(p.res.Targets), func(t decide.Target) bool { return t.Action != decide.ActionRestart })
 }
 
-// claim writes the decision's restarts into the state before any is carried out,
-// re-judging after a lost race; false when nothing is left to restart or on error.
+// claim writes the decision's restarts into the state before any is carried out:
+// a pass that ends before its outcome is written leaves the claim for the next.
 func (p *pass) claim() (bool, error) {
-	now, read := p.Clock.Now(), p.snap.State
-	var claimed *state.State
-	save := func() error {
-		claimed = p.next.Clone()
-		for _, t := range p.restartTargets() {
-			if t.TakeOverClaim {
-				// Take the unfinished claim over: a run racing on it then conflicts,
-				// re-reads, and finds it freshly claimed instead of completing it too.
-				if rec := decide.RestartOf(claimed, t.UID, now); rec != nil {
-					rec.ResumedAt = ptr.To(now)
-				}
-				continue
+	now := p.Clock.Now()
+	claimed := p.next.Clone()
+	for _, t := range p.restartTargets() {
+		if t.TakeOverClaim {
+			if rec := decide.RestartOf(claimed, t.UID, now); rec != nil {
+				rec.ResumedAt = ptr.To(now)
 			}
-			claimed.Restarts = append(claimed.Restarts, state.Restart{Pod: t.Pod, UID: t.UID, Method: p.Restarter.Method(),
-				ClaimedAt: now, Outcome: state.RestartClaimed, Reason: state.Truncate(t.Reason, 400), Evidence: t.Evidence,
-				Gates: state.Truncate(decide.GateSummary(t), 400)})
+			continue
 		}
-		claimed.LastRun = p.lastRun(now, p.res, nil)
-		return p.Store.Save(p.ctx, p.snap, claimed, now)
+		claimed.Restarts = append(claimed.Restarts, state.Restart{Pod: t.Pod, UID: t.UID, Method: p.Restarter.Method(),
+			ClaimedAt: now, Outcome: state.RestartClaimed, Reason: state.Truncate(t.Reason, 400), Evidence: t.Evidence,
+			Gates: state.Truncate(decide.GateSummary(t), 400)})
 	}
-	if failure := p.saveRetrying(StepClaim, save, func() bool {
-		p.Log.Warn().Msg("lost the restart claim race: re-read state, judging again")
-		p.obs.ClaimedMeanwhile = changedRestarts(read, p.snap.State)
-		p.decide(p.snap.State)
-		decide.CountRun(p.next, p.res.Verdict)
-		return p.res.Action == decide.ActionRestart
-	}); failure != nil {
-		return false, p.failRun(failure)
+	claimed.LastRun = p.lastRun(now, p.res, nil)
+	if err := p.Store.Save(p.ctx, p.snap, claimed, now); err != nil {
+		return false, p.failRun(&Error{Step: StepClaim, Err: err})
 	}
-	if p.res.Action != decide.ActionRestart {
-		p.Log.Info().Str("reason", p.res.Reason).Msg("another run already took care of it")
-		return false, nil
-	}
+	p.rep.StateWritten = true
 	p.next = claimed
 	return true, nil
-}
-
-// changedRestarts lists the pods whose restart records differ between two versions of
-// the state: compared as written, not by any clock.
-func changedRestarts(read, latest *state.State) []string {
-	var uids []string
-	for _, r := range latest.Restarts {
-		if !slices.ContainsFunc(read.Restarts, func(o state.Restart) bool {
-			return o.UID == r.UID && o.Outcome == r.Outcome && o.ClaimedAt.Equal(r.ClaimedAt) &&
-				ptr.Deref(o.ResumedAt, time.Time{}).Equal(ptr.Deref(r.ResumedAt, time.Time{}))
-		}) {
-			uids = append(uids, r.UID)
-		}
-	}
-	return uids
 }
 
 // restartPod carries out one claimed restart and records its outcome in p.next and
@@ -201,8 +170,7 @@ func (p *pass) captureEvidence(t decide.Target, action string) string {
 }
 
 func (r *Runner) dispatcher() *deliver.Dispatcher {
-	d := &deliver.Dispatcher{Sinks: r.Sinks, Mode: r.Mode, Outbox: outbox.Config{Key: r.OutboxKey, Source: r.Source},
-		ReservedFor: r.Decide.ClaimTimeout}
+	d := &deliver.Dispatcher{Sinks: r.Sinks, Mode: r.Mode, Source: r.Source}
 	if r.Events != nil {
 		d.Events = r.notificationEvent
 		d.OnFailure = r.deliveryFailedEvent

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/clock"
 
 	"github.com/agentenv/watchdog/pkg/alert"
@@ -39,8 +38,6 @@ type Options struct {
 	StateConfigMap string
 	// ScrapeVia is the Observer's scrape path, for the report.
 	ScrapeVia scrape.Via
-	// OutboxKey seals and authenticates the alerts kept for retry (outbox.Config).
-	OutboxKey []byte
 }
 
 // Runner holds a pass's collaborators.
@@ -77,7 +74,6 @@ type Step struct{ What, Category string }
 // The steps a pass can fail at.
 var (
 	StepReadState      = Step{"read state", "read-state"}
-	StepRereadState    = Step{"re-read state after a conflict", "read-state"}
 	StepObserve        = Step{"observe", "observe"}
 	StepCountNodes     = Step{"count serving nodes", "observe"}
 	StepReadLease      = Step{"read leader Lease", "observe"}
@@ -86,7 +82,6 @@ var (
 	StepReadReplicaSet = Step{"read scheduler ReplicaSet", "observe"}
 	StepClaim          = Step{"claim restart in state", "write-state"}
 	StepWriteState     = Step{"write state", "write-state"}
-	StepRecordAlerts   = Step{"record the alerts", "write-state"}
 	StepRestart        = Step{"restart", "restart"}
 	StepConfigure      = Step{"configure", "config"} // the CLI's: a configuration that cannot start a run (exit 2)
 )
@@ -127,10 +122,6 @@ func interrupted(ctx context.Context) bool {
 func reserve(start, deadline time.Time) time.Duration {
 	return min(10*time.Second, deadline.Sub(start)/6)
 }
-
-// claimBackoff spaces retries after losing a claim race: a conflict says someone
-// else wrote, so re-reading right away is usually enough.
-var claimBackoff = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 4}
 
 // Run performs one pass. The report is filled as far as the pass got, also on error.
 func (r *Runner) Run(ctx context.Context) (*Report, error) {
@@ -185,7 +176,7 @@ func (p *pass) run() error {
 		return p.saveInterrupted(p.next, p.res, errors.New("shutdown while acting"))
 	}
 	runErr := p.notify(acts)
-	if err := p.persist(acts, runErr); err != nil {
+	if err := p.persist(runErr); err != nil {
 		return err
 	}
 	p.Log.Info().Str("verdict", string(p.res.Verdict)).Str("action", string(p.res.Action)).Bool("dryRun", p.Mode == state.ModeDryRun).
@@ -214,6 +205,9 @@ func (p *pass) begin() error {
 	if p.snap.Recovered != "" {
 		p.warn("starting with empty state", p.snap.Recovered)
 	}
+	if p.snap.Tampered != "" {
+		p.warn("state tampered with", p.snap.Tampered)
+	}
 	if last := p.snap.State.LastRun; p.Mode == state.ModeLive && last != nil && last.Shadow {
 		decide.LeaveShadow(p.snap.State, p.Decide)
 		p.Log.Info().Msg("first live run after shadow mode: open episodes are confirmed afresh before any restart")
@@ -227,13 +221,16 @@ func (p *pass) begin() error {
 	return nil
 }
 
-// notify plans and sends the run's alerts (claimAlerts records them first), and
-// returns the run's error: a failed API read, or a failed restart.
+// notify plans and sends the run's alerts, recorded in p.next, and returns the
+// run's error: a failed API read, or a failed restart.
 func (p *pass) notify(acts []alert.ActOutcome) error {
 	// Failed API reads (often missing RBAC) mean the watchdog cannot do its job: exit 1.
 	runErr := observationError(p.obs)
 	d := p.dispatcher()
-	notes := p.claimAlerts(d, acts, runErr)
+	notes := alert.Plan(p.next, p.res, acts, runErr, p.Clock.Now(), p.Source, p.Mode, p.Alerts)
+	if p.snap.Tampered != "" { // paged once: the state this run writes is sealed
+		notes = append(notes, alert.PlanFailure(p.next, errors.New(p.snap.Tampered), p.Clock.Now(), p.Source, p.Mode, p.Alerts)...)
+	}
 	if deadline, ok := p.ctx.Deadline(); ok {
 		d.SendBy = deadline.Add(-reserve(p.start, deadline)) // keep time to persist the outcome and the outbox
 	}

@@ -44,6 +44,8 @@ type Report struct {
 	StateWritten bool     `json:"stateWritten"`
 	Warnings     []string `json:"warnings,omitempty"`
 	Error        string   `json:"error,omitempty"`
+	// Skipped: another pass held the Lease; this one did nothing.
+	Skipped bool `json:"skipped,omitempty"`
 }
 
 // RestartReport is one restart this run carried out (or tried to).

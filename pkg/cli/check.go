@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prometheus/common/model"
+	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -26,6 +28,7 @@ import (
 	"github.com/agentenv/watchdog/pkg/events"
 	"github.com/agentenv/watchdog/pkg/evidence"
 	"github.com/agentenv/watchdog/pkg/kube"
+	"github.com/agentenv/watchdog/pkg/leader"
 	"github.com/agentenv/watchdog/pkg/metrics"
 	"github.com/agentenv/watchdog/pkg/observe"
 	"github.com/agentenv/watchdog/pkg/restart"
@@ -107,6 +110,9 @@ and exits 0 or 2 without any API call.`,
 			defer cancel()
 			start := clk.Now()
 			rep, runErr := p.run(ctx)
+			if rep.Skipped {
+				return f.output.print(stdout, rep, rep.WriteText)
+			}
 			// Its own deadline: a pass that used all of --timeout still reports.
 			if err := f.push.push(cmd.Context(), rep, runErr, clk.Since(start), alert.SinkNames(p.Sinks), f.check.DryRun, p.store); err != nil {
 				p.Log.Warn().Str("error", err.Error()).Msg("metrics push failed")
@@ -129,19 +135,43 @@ and exits 0 or 2 without any API call.`,
 }
 
 // wired is a check.Runner wired from the flags, with what its caller reports: the
-// observer's client and API server, the state (for the pushed totals).
+// observer's client and API server, the state (for the pushed totals), and the Lease
+// it holds (nil: a dry run, or a run whose election holds it).
 type wired struct {
 	*check.Runner
 	f     *checkFlags
 	obs   *observe.Observer
 	store *statestore.Store
+	lease *leader.Elector
 	keyed bool // the key Secret's key is in use
 }
 
-// run is one pass, then the heartbeat ping.
-func (p *wired) run(ctx context.Context) (*check.Report, error) {
+// leaseWait is how long a pass waits for another pass to let the Lease go: more
+// than a dead holder's Lease lasts (15 s), short of any pass's deadline.
+const leaseWait = 30 * time.Second
+
+// run is one pass, holding the Lease, then the heartbeat ping. A pass that finds
+// another holding the Lease for leaseWait does nothing, successfully.
+func (p *wired) run(ctx context.Context) (rep *check.Report, err error) {
 	p.useKey(ctx)
-	rep, err := p.Run(ctx)
+	if p.lease == nil {
+		rep, err = p.Run(ctx)
+	} else {
+		held, herr := p.lease.Hold(ctx, leaseWait, func(ctx context.Context) { rep, err = p.Run(ctx) })
+		switch {
+		case herr != nil:
+			// Fail open: a watchdog that cannot take its Lease (its Role lacks it, the
+			// API refuses) still guards; a concurrent write then ends a pass instead.
+			p.Log.Warn().Err(herr).Msg("cannot hold the pass Lease: running without it")
+			rep, err = p.Run(ctx)
+			rep.Warnings = append(rep.Warnings, "ran without the pass Lease: "+herr.Error())
+		case !held:
+			p.Log.Info().Str("lease", p.lease.Name).Str("holder", p.lease.Holder()).Dur("waited", leaseWait).
+				Msg("another pass holds the Lease: this one ends without observing or acting")
+			return &check.Report{Time: p.Clock.Now().UTC(), Namespace: p.Source.Namespace, Skipped: true,
+				Verdict: decide.VerdictUnknown, Action: decide.ActionNone, Reason: "another pass holds Lease " + p.lease.Name}, nil
+		}
+	}
 	p.warnUnsigned(rep)
 	if (err != nil || len(rep.Targets) == 0) && kube.NamespaceMissing(ctx, p.obs.Client, p.f.cluster.Namespace) {
 		err = fmt.Errorf("namespace %s does not exist (--namespace, WATCHDOG_NAMESPACE)", p.f.cluster.Namespace)
@@ -160,7 +190,7 @@ func (p *wired) warnUnsigned(rep *check.Report) {
 	}
 }
 
-// useKey seals with the key of --key-secret, which a real pass creates when it is
+// useKey seals the state and the evidence with the key of --key-secret, which a real pass creates when it is
 // missing (kube.EnsureKey, seeded from --outbox-key) and a dry run only reads. Until
 // it has one, the pass seals with --outbox-key, as 0.1.0 did: a pass that cannot
 // read the Secret (an older Role, a person without the right) still does its job.
@@ -181,7 +211,7 @@ func (p *wired) useKey(ctx context.Context) {
 		p.Log.Warn().Str("secret", name).Str("error", err.Error()).Msg("the key Secret is out of reach: sealing with --outbox-key")
 	}
 	if key != nil {
-		p.Options.OutboxKey, p.Evidence.Key, p.keyed = key, key, true
+		p.store.Key, p.Evidence.Key, p.keyed = key, key, true
 	}
 }
 
@@ -216,7 +246,7 @@ func (f *checkFlags) setup(stderr io.Writer, clk clock.Clock) (*wired, error) {
 		keeper.Logs = client
 	}
 	opts.ScrapeVia = o.Via
-	store := &statestore.Store{Client: client, Namespace: ns, Name: f.cluster.StateConfigMap}
+	store := &statestore.Store{Client: client, Namespace: ns, Name: f.cluster.StateConfigMap, Key: []byte(f.alerts.OutboxKey)}
 	var prober check.Prober
 	if pr := f.prober(o, clk, log); pr != nil {
 		prober = pr
@@ -233,7 +263,26 @@ func (f *checkFlags) setup(stderr io.Writer, clk clock.Clock) (*wired, error) {
 		Prober:    prober,
 		Clock:     clk,
 		Log:       log,
-	}, f: f, obs: o, store: store}, nil
+	}, f: f, obs: o, store: store, lease: f.passLease(client, log)}, nil
+}
+
+// passLease is the Lease a non-dry pass holds, under this pod's name (or the host's
+// and this process's).
+func (f *checkFlags) passLease(client *kube.Client, log zerolog.Logger) *leader.Elector {
+	if f.check.DryRun {
+		return nil
+	}
+	// Unique per pass: passes of one process (tests, a hand-run check in a pod) must
+	// not take each other for the holder.
+	id, suffix := f.probe.PodName, make([]byte, 4)
+	if id == "" {
+		id, _ = os.Hostname()
+	}
+	_, _ = rand.Read(suffix)
+	id = fmt.Sprintf("%s-%d-%x", id, os.Getpid(), suffix)
+	// The wall clock, as the Lease lives on the API server's: a virtual clock of the
+	// pass (tests) must not be moved by the renewals.
+	return &leader.Elector{Namespace: f.cluster.Namespace, Name: f.cluster.Lease, Identity: id, Client: client, Clock: clock.RealClock{}, Log: log}
 }
 
 // observer is what a pass (and doctor) reads, and how: the objects, and the
@@ -294,7 +343,6 @@ func (f *checkFlags) options() check.Options {
 		Source:         f.alerts.source(f.cluster.Namespace),
 		SampleInterval: f.check.SampleInterval,
 		StateConfigMap: f.cluster.StateConfigMap,
-		OutboxKey:      []byte(f.alerts.OutboxKey),
 	}
 }
 

@@ -93,6 +93,7 @@ func (df *doctorFlags) run(parent context.Context, stdout, stderr io.Writer) err
 	d := &doctor.Doctor{Config: doctor.Config{
 		Observer:          o,
 		StateConfigMap:    f.cluster.StateConfigMap,
+		Lease:             f.cluster.Lease,
 		EvidenceConfigMap: f.evidence.ConfigMap,
 		EvidenceLogs:      f.evidence.Logs,
 		Sinks:             sinks,

@@ -37,6 +37,7 @@ type ClusterOptions struct {
 	// Namespace is resolved by Validate (resolveNamespace).
 	Namespace      string
 	StateConfigMap string
+	Lease          string // held by each non-dry pass (check, run)
 	Timeout        time.Duration
 	APITimeout     time.Duration
 	LogLevel       string
@@ -105,6 +106,7 @@ func (o *ClusterOptions) AddFlags(fs *pflag.FlagSet) {
 		}
 	}
 	fs.StringVar(&o.StateConfigMap, "state-configmap", "agentenv-scheduler-watchdog", "ConfigMap holding the watchdog's state")
+	fs.StringVar(&o.Lease, "lease", "agentenv-scheduler-watchdog", "Lease each pass of check and run holds while it observes, decides, acts and persists (one pass at a time; a dry run takes none)")
 	fs.DurationVar(&o.Timeout, "timeout", DefaultTimeout, "deadline of the whole command (for check and run: of a pass, which must fit a confirmation, --confirm-window, and end before the CronJob's activeDeadlineSeconds)")
 	fs.DurationVar(&o.APITimeout, "api-timeout", 15*time.Second, "timeout of each API server request")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
@@ -117,6 +119,7 @@ func (o *ClusterOptions) Validate() error {
 	o.Namespace = o.resolveNamespace()
 	p.name("--namespace", o.Namespace, validation.IsDNS1123Label)
 	p.name("--state-configmap", o.StateConfigMap, validation.IsDNS1123Subdomain)
+	p.name("--lease", o.Lease, validation.IsDNS1123Subdomain)
 	p.positive("--timeout", o.Timeout)
 	p.positive("--api-timeout", o.APITimeout)
 	if _, err := requestTimeout(o.Overrides.Timeout); err != nil {
@@ -304,7 +307,7 @@ type AlertOptions struct {
 	BlindAfter      int
 	AlertTimeout    time.Duration
 	Alertmanager    AlertmanagerOptions
-	OutboxKey       string // seals the alerts kept in the state for retry (pkg/outbox)
+	OutboxKey       string // seals the whole state document and the evidence bundles, until --key-secret holds a key
 	KeySecret       string // the Secret holding the key, created by the watchdog (kube.EnsureKey)
 	Labels          AlertLabels
 }
@@ -379,8 +382,8 @@ const MinOutboxKeyBytes = 32
 // AddOutboxFlag adds --outbox-key, for the commands that keep alerts for retry
 // (check, run) and doctor, which checks that it is set.
 func (o *AlertOptions) AddOutboxFlag(fs *pflag.FlagSet) {
-	fs.StringVar(&o.OutboxKey, "outbox-key", "", "key (at least 32 random bytes) authenticating the alerts the state keeps for retry and sealing evidence bundles, when --key-secret holds none yet: it seeds that Secret (0.1.0's chart generated one; secret)")
-	fs.StringVar(&o.KeySecret, "key-secret", "agentenv-scheduler-watchdog-key", "Secret (data key \"key\") holding the key that seals the outbox and evidence bundles: created by the first pass that is not a dry run (from --outbox-key if set, else 32 random bytes); \"\" uses --outbox-key alone")
+	fs.StringVar(&o.OutboxKey, "outbox-key", "", "key (at least 32 random bytes) sealing the whole state document and the evidence bundles when --key-secret holds none yet: it seeds that Secret (0.1.0's chart generated one; secret)")
+	fs.StringVar(&o.KeySecret, "key-secret", "agentenv-scheduler-watchdog-key", "Secret (data key \"key\") holding the key that seals the state and evidence bundles: created by the first pass that is not a dry run (from --outbox-key if set, else 32 random bytes); \"\" uses --outbox-key alone")
 }
 
 // Validate reports every invalid flag, in the order the flags are declared.

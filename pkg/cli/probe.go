@@ -36,7 +36,7 @@ func (o *ProbeOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.Window, "probe-window", DefaultProbeWindow, "canaries unseen, or a serving node unknown to the scheduler, this long in all is strong evidence of a dead discovery")
 	fs.StringVar(&o.Address, "probe-address", "", "the canary's address (not loopback), where the watchdog answers the gateway's node calls on --nodes-port while the canary exists; in a pod, its IP (the chart sets it)")
 	fs.StringVar(&o.EndpointSlice, "probe-endpointslice", "agentenv-scheduler-watchdog-probe", "name of the canary EndpointSlice")
-	fs.StringVar(&o.PodName, "pod-name", "", "this watchdog's pod, with --pod-uid (the chart sets both): the canary's owner, so the garbage collector removes one left behind")
+	fs.StringVar(&o.PodName, "pod-name", "", "this watchdog's pod (the chart sets it): the holder of the pass Lease; with --pod-uid the canary's owner, so the garbage collector removes one left behind")
 	fs.StringVar(&o.PodUID, "pod-uid", "", "the UID of --pod-name")
 }
 
@@ -61,8 +61,8 @@ func (o *ProbeOptions) Validate() error {
 		p.addf("--probe-address %q: want the IP address of this watchdog, not loopback, link-local or multicast (the API server refuses them in an EndpointSlice)", o.Address)
 	}
 	p.name("--probe-endpointslice", o.EndpointSlice, validation.IsDNS1123Subdomain)
-	if (o.PodName == "") != (o.PodUID == "") {
-		p.addf("--pod-name and --pod-uid go together")
+	if o.PodUID != "" && o.PodName == "" {
+		p.addf("--pod-uid needs --pod-name")
 	}
 	return p.err()
 }
@@ -90,7 +90,7 @@ func (f *checkFlags) prober(o *observe.Observer, clk clock.Clock, log zerolog.Lo
 	p := &probe.Prober{Mode: probe.Mode(po.Mode), Client: o.Client, Namespace: f.cluster.Namespace, Name: po.EndpointSlice,
 		Service: f.check.NodesService, Port: int32(f.check.NodesPort), Address: po.Address, GRPCPort: po.GRPCPort,
 		Write: !f.check.DryRun, Clock: clk, RPC: probe.NewClient()}
-	if po.PodName != "" {
+	if po.PodName != "" && po.PodUID != "" {
 		p.Owner = &metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: po.PodName, UID: types.UID(po.PodUID)}
 	}
 	return p

@@ -167,6 +167,9 @@ func lead(ctx context.Context, l *loop.Loop, ro *RunOptions, namespace string, p
 		l.Lead(ctx)
 		return nil
 	}
+	if p.lease != nil && ro.LeaderLease == p.lease.Name {
+		p.lease = nil // the election holds it while this replica leads
+	}
 	identity := ro.LeaderIdentity
 	if identity == "" {
 		identity, _ = os.Hostname()

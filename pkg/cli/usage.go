@@ -27,7 +27,7 @@ var checkFlagGroups = []flagGroup{
 		"restart-window", "restart-backoff", "restart-backoff-max", "judge-pods", "leader-lease", "max-pods",
 		"hold-restarts-on-alert"}},
 	{"Scheduler flags", []string{"scheduler-container", "metrics-port", "metrics-path", "metrics-max-bytes", "scrape-timeout",
-		"scrape-via", "nodes-service", "nodes-port", "state-configmap", "evidence-configmap", "evidence-logs"}},
+		"scrape-via", "nodes-service", "nodes-port", "state-configmap", "lease", "evidence-configmap", "evidence-logs"}},
 	{"Alert flags", []string{"runbook-url", "realert-interval", "blind-after", "alert-timeout", "webhook-secret", "heartbeat-url",
 		"outbox-key", "alertmanager-username", "alertmanager-password", "alertmanager-bearer-token",
 		"alertmanager-alert-ttl", "alertmanager-generator-url"}},

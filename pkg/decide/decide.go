@@ -29,19 +29,14 @@ func Decide(obs Observation, prev *state.State, cfg Config) (*state.State, Resul
 		case skipped:
 			// A live pod not judged (a standby, no leader) pauses its episode as an unknown does,
 			// lest it be "wedged for" the gap once judged again; a dying pod's waits to close.
-			if Live(p) && ps != nil && ps.Episode != nil && !newerRecord(next, p.UID, obs) {
+			if Live(p) && ps != nil && ps.Episode != nil {
 				pause(ps)
 			}
 			t = Target{Pod: p.Name, UID: p.UID, Verdict: "", Action: ActionNone, Reason: "not judged: " + why}
-		case newerRecord(next, p.UID, obs) || (ps == nil && obs.KeepNewerRecords && now.Before(next.ObservedAt)):
-			t = supersededTarget(p, ps)
 		default:
 			t = (&judgedPod{Pod: p, obs: obs, cfg: cfg, state: next, now: now, judged: len(judged)}).judge()
 		}
 		res.Targets = append(res.Targets, t)
-	}
-	if now.After(next.ObservedAt) {
-		next.ObservedAt = now
 	}
 	sort.SliceStable(res.Targets, func(i, j int) bool {
 		if res.Targets[i].Judged != res.Targets[j].Judged {
@@ -126,7 +121,7 @@ func markRunPaused(s *state.State) {
 func forgetGonePods(s *state.State, obs Observation) {
 	now := obs.At
 	gone := func(uid string) bool {
-		return !slices.ContainsFunc(obs.Pods, func(p Pod) bool { return p.UID == uid }) && !newerRecord(s, uid, obs)
+		return !slices.ContainsFunc(obs.Pods, func(p Pod) bool { return p.UID == uid })
 	}
 	for i := range s.Restarts {
 		if r := &s.Restarts[i]; r.Outcome == state.RestartClaimed && gone(r.UID) {

@@ -107,7 +107,7 @@ func (p *judgedPod) runGates(t *Target) {
 			readFailed = readFailed && rg.readFailed != nil && rg.readFailed(p.obs)
 		}
 		if g.Name == GateBackoff && !g.OK && t.Ineffective == "" {
-			t.Ineffective = p.state.Backoff.Reason
+			t.Ineffective = p.state.Backoff.Why()
 		}
 	}
 	t.TakeOverClaim = p.takeOver
@@ -233,9 +233,6 @@ func unfinishedClaim(r *state.Restart, now time.Time, cfg Config) bool {
 // until its replacement had its startup grace and a confirm window to take over.
 func onceGate(p *judgedPod) Gate {
 	now, cfg := p.now, p.cfg
-	if slices.Contains(p.obs.ClaimedMeanwhile, p.UID) {
-		return Gate{Name: gateOnce, InProgress: true, Detail: "restart already in progress: claimed by another run while this one decided"}
-	}
 	r := RestartOf(p.state, p.UID, now)
 	if r == nil {
 		detail := "no restart yet for this pod"

@@ -59,10 +59,10 @@ func TestGatesDoNotWriteState(t *testing.T) {
 			}
 		},
 		"backing off": func(s *state.State) {
-			s.Backoff = &state.Backoff{Ineffective: 2, LastRestartAt: now.Add(-5 * time.Minute), NotBefore: now.Add(15 * time.Minute), Reason: "did not heal"}
+			s.Backoff = &state.Backoff{Ineffective: 2, LastRestartAt: now.Add(-5 * time.Minute), NotBefore: now.Add(15 * time.Minute)}
 		},
 		"back-off over, healthy since": func(s *state.State) {
-			s.Backoff = &state.Backoff{Ineffective: 1, LastRestartAt: now.Add(-time.Hour), NotBefore: now.Add(-50 * time.Minute), Reason: "did not heal", HealthySince: ago(10 * time.Minute)}
+			s.Backoff = &state.Backoff{Ineffective: 1, LastRestartAt: now.Add(-time.Hour), NotBefore: now.Add(-50 * time.Minute), HealthySince: ago(10 * time.Minute)}
 		},
 	}
 	obs := map[string]func(o *decide.Observation){

@@ -33,10 +33,9 @@ func (p *judgedPod) noteIneffective(e *state.OpenEpisode) string {
 	if r.ServerAt != nil && !p.CreatedAt.IsZero() {
 		gap = p.CreatedAt.Sub(*r.ServerAt)
 	}
-	b.Reason = fmt.Sprintf("the %s of pod %s at %s did not heal the scheduler: its replacement %s started %s later and was %s again %s after it started; the cause is likely outside the scheduler (its RBAC for EndpointSlices, the network to the nodes)",
+	r.Ineffective = fmt.Sprintf("the %s of pod %s at %s did not heal the scheduler: its replacement %s started %s later and was %s again %s after it started; the cause is likely outside the scheduler (its RBAC for EndpointSlices, the network to the nodes)",
 		r.Method, r.Pod, r.ClaimedAt.UTC().Format(time.RFC3339), p.Name, ShortDuration(gap), e.Kind, ShortDuration(e.Since.Sub(p.StartedAt)))
-	r.Ineffective = b.Reason
-	return b.Reason
+	return r.Ineffective
 }
 
 // noteHealed records that the restart this healthy pod replaces healed: a later

@@ -3,7 +3,6 @@ package decide
 import (
 	"cmp"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/agentenv/watchdog/pkg/scrape"
@@ -58,7 +57,7 @@ func (p *judgedPod) judge() (t Target) {
 		t.Gates = []Gate{{Name: gateProbe, Detail: "discovery knows every serving node: a restart does not help nodes that cannot reach the scheduler"}}
 		return t
 	}
-	p.takeOver = unfinishedClaim(RestartOf(p.state, p.UID, p.now), p.now, p.cfg) && !slices.Contains(p.obs.ClaimedMeanwhile, p.UID)
+	p.takeOver = unfinishedClaim(RestartOf(p.state, p.UID, p.now), p.now, p.cfg)
 	if !p.restartDue(&t) {
 		return t
 	}
@@ -91,29 +90,6 @@ func (p *judgedPod) freshRecord() {
 	}
 	p.rec, p.prevVerdict, p.prevCounters = ps, ps.LastVerdict, ps.Counters
 	ps.LastSeen = now
-}
-
-// newerRecord reports, while merging, whether the other run observed this pod later.
-// Outside a merge a record from the future is clock skew, not news.
-func newerRecord(s *state.State, uid string, obs Observation) bool {
-	ps := s.Pods[uid]
-	return obs.KeepNewerRecords && ps != nil && ps.LastSeen.After(obs.At)
-}
-
-// supersededTarget reports a pod whose newest record (or absence) comes from a later
-// observation than this one: this run does not act on it.
-func supersededTarget(p Pod, ps *state.Pod) Target {
-	t := Target{Pod: p.Name, UID: p.UID, Judged: true, Action: ActionNone, Verdict: VerdictUnknown}
-	if ps == nil {
-		t.Reason = "another run observed later and no longer lists this pod: its record stands"
-		return t
-	}
-	t.Verdict = cmp.Or(ps.LastVerdict, VerdictUnknown)
-	t.Reason = fmt.Sprintf("another run observed this pod later (at %s, %s): its record stands", ps.LastSeen.UTC().Format(time.RFC3339), t.Verdict)
-	if ps.Episode != nil {
-		t.BadSince, t.BadFor, t.Evidence = new(ps.Episode.Since), ps.Episode.For, ps.Episode.Evidence
-	}
-	return t
 }
 
 // verdict judges the observation into a target's verdict, reason, evidence, age and

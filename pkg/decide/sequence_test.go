@@ -82,61 +82,6 @@ func TestFailedRunPausesTheWedgeClock(t *testing.T) {
 	}
 }
 
-// When a run's write loses to another run's, it re-decides its own
-// observation against the winner's state. An older observation must never rewind
-// what a newer one recorded.
-func TestOlderObservationNeverRewindsANewerRecord(t *testing.T) {
-	cfg := testConfig()
-	// Run A observed at t0+5m (counters 100), run B at t0+5m10s (counters 120) and
-	// wrote first. A re-decides its t0+5m observation against B's state.
-	base, _ := decide.Decide(observe(t0, 3, schedPod("sched-a", "uid-a", podtest.Sample(0, 80))), state.New(), cfg)
-	newer, _ := decide.Decide(observe(t0.Add(5*time.Minute+10*time.Second), 3, schedPod("sched-a", "uid-a", podtest.Sample(0, 120)), schedPod("sched-new", "uid-new", podtest.Sample(0, 0))), base, cfg)
-	before, _ := state.Encode(newer.Clone(), t0)
-	merging := func(o decide.Observation) decide.Observation { o.KeepNewerRecords = true; return o }
-
-	merged, r := decide.Decide(merging(observe(t0.Add(5*time.Minute), 3, schedPod("sched-a", "uid-a", podtest.Sample(0, 100)))), newer, cfg)
-	for _, e := range merged.Episodes {
-		if e.Outcome == "process restarted" {
-			t.Fatalf("the newer record's higher counters were taken for a counter reset: %+v", merged.Episodes)
-		}
-	}
-	a := merged.Pods["uid-a"]
-	if a == nil || a.Counters.HeartbeatRejected != 120 || a.Episode == nil || a.Episode.For != newer.Pods["uid-a"].Episode.For || !a.LastSeen.Equal(t0.Add(5*time.Minute+10*time.Second)) {
-		t.Fatalf("the newer record was rewritten: %+v", a)
-	}
-	if merged.Pods["uid-new"] == nil {
-		t.Error("a pod the newer run saw (and this older observation did not) was forgotten as gone")
-	}
-	if r.Targets[0].Action != decide.ActionNone || !strings.Contains(r.Reason, "observed this pod later") {
-		t.Errorf("the older observation must not act: %s %s", r.Action, r.Reason)
-	}
-	if !merged.ObservedAt.Equal(newer.ObservedAt) {
-		t.Errorf("observedAt went back: %v", merged.ObservedAt)
-	}
-	// The pod records are as the newer run left them, byte for byte.
-	merged.ObservedAt, merged.ConsecutiveUnknownRuns = newer.ObservedAt, newer.ConsecutiveUnknownRuns
-	after, _ := state.Encode(merged, t0)
-	if string(before) != string(after) {
-		t.Errorf("merging an older observation changed the newer state:\n%s\n---\n%s", before, after)
-	}
-
-	// A claim the newer run made on a pod the older observation does not list is
-	// not settled as done.
-	claimed := newer.Clone()
-	claimed.Restarts = append(claimed.Restarts, state.Restart{Pod: "sched-new", UID: "uid-new", ClaimedAt: t0.Add(5*time.Minute + 10*time.Second), Outcome: state.RestartClaimed})
-	merged, _ = decide.Decide(merging(observe(t0.Add(5*time.Minute), 3, schedPod("sched-a", "uid-a", podtest.Sample(0, 100)))), claimed, cfg)
-	if got := merged.RestartFor("uid-new").Outcome; got != state.RestartClaimed {
-		t.Errorf("another run's fresh claim was settled as %s by an older observation", got)
-	}
-	// A pod the newer run forgot (gone by then) is not brought back.
-	gone := newer.Clone()
-	delete(gone.Pods, "uid-new")
-	merged, _ = decide.Decide(merging(observe(t0.Add(5*time.Minute), 3, schedPod("sched-a", "uid-a", podtest.Sample(0, 100)), schedPod("sched-new", "uid-new", podtest.Sample(0, 0)))), gone, cfg)
-	if merged.Pods["uid-new"] != nil {
-		t.Error("a pod the newer run no longer lists was brought back by an older observation")
-	}
-}
-
 // Outside a merge, a record dated in the future (a run on a node whose clock is an
 // hour ahead) is clock skew, not news: the pod is judged as usual, and a wedge is
 // not hidden behind the future record (found by review).

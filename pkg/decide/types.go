@@ -111,13 +111,8 @@ type Observation struct {
 	// the watch cache, which lags most during API-server trouble.
 	Consistent    bool
 	ConsistentErr error
-	// KeepNewerRecords: merged into another run's newer state, whose later records stand.
-	KeepNewerRecords bool
-	// ClaimedMeanwhile: pods whose restart record another run wrote after this run read
-	// the state. That run is acting now, whatever its clock dated the record.
-	ClaimedMeanwhile []string
-	Annotated        *Annotated    // the Deployment's annotations (the pause), nil when not read
-	Alerts           *FiringAlerts // nil until read (Result.NeedAlerts)
+	Annotated     *Annotated    // the Deployment's annotations (the pause), nil when not read
+	Alerts        *FiringAlerts // nil until read (Result.NeedAlerts)
 	// HoldOnAlerts: the run has a reader of the firing alerts, which turns the
 	// firing-alerts gate on.
 	HoldOnAlerts bool

@@ -106,7 +106,8 @@ func (a *Alertmanager) Refresh(ctx context.Context, open map[string]*state.Alert
 		if o == nil || spec.Kind != alert.Ongoing || spec.Alertname == "" {
 			continue
 		}
-		n := alert.Notification{Event: ev, Severity: spec.Severity, Pod: o.Pod, Reason: o.Reason, NextStep: spec.NextStep}
+		n := alert.Notification{Event: ev, Severity: spec.Severity, Pod: o.Pod, NextStep: spec.NextStep,
+			Reason: fmt.Sprintf("%s, open since %s: %s", ev, o.OpenedAt.UTC().Format(time.RFC3339), spec.When)}
 		a.Source.Stamp(&n)
 		alerts = append(alerts, a.alert(n, o.OpenedAt, now.Add(a.TTL)))
 	}

@@ -1,19 +1,23 @@
 // Package deliver sends what pkg/alert plans: the sinks (Slack, a signed generic
 // webhook, Alertmanager) over one bounded HTTP poster, and the dispatcher that
-// keeps what failed in the state's outbox (pkg/outbox) and retries it.
+// keeps what failed in the state's outbox and retries it.
 package deliver
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"maps"
 	"slices"
 	"time"
 
 	"github.com/agentenv/watchdog/pkg/alert"
-	"github.com/agentenv/watchdog/pkg/decide"
-	"github.com/agentenv/watchdog/pkg/outbox"
 	"github.com/agentenv/watchdog/pkg/state"
 )
+
+// MaxPendingAge is how long an undelivered alert is retried before it is dropped:
+// a day-old page helps nobody.
+const MaxPendingAge = 24 * time.Hour
 
 // Dispatcher delivers notifications to every sink, keeps what failed in the state's
 // outbox for the next run, and retries the outbox first.
@@ -27,10 +31,8 @@ type Dispatcher struct {
 	// SendBy, when set, ends deliveries and their Events (retries included), leaving
 	// the caller time to persist what failed. OnFailure is not bounded by it.
 	SendBy time.Time
-	Outbox outbox.Config // seals what is kept, rebuilds what is retried
-	// ReservedFor is how long an entry Reserve made belongs to the run that made it
-	// (which sends it itself): another run retries it only after that.
-	ReservedFor time.Duration
+	// Source is put back on a retried alert, with the event table's words.
+	Source alert.Source
 }
 
 // KubernetesEvent names a notification's Kubernetes Event as if it were a sink.
@@ -48,8 +50,6 @@ type Delivery struct {
 	DryRun bool   `json:"dryRun,omitempty"`
 	// Dropped: an outbox entry that is not retried; Error says why. A warning.
 	Dropped bool `json:"dropped,omitempty"`
-	// Unauthenticated: retried from the outbox without --outbox-key. A warning.
-	Unauthenticated bool `json:"unauthenticated,omitempty"`
 }
 
 // Deliver sends the outbox, the notes, then the open alerts of s again to each
@@ -101,19 +101,22 @@ func (d *Dispatcher) Deliver(ctx context.Context, s *state.State, notes []alert.
 			out = append(out, del)
 		}
 		if len(failed) > 0 {
-			p, err := d.Outbox.Pending(n, now, failed, lastErr)
-			if err != nil {
-				continue // plain data: cannot happen
-			}
-			s.Outbox = append(s.Outbox, p)
+			payload, _ := json.Marshal(n) // plain data: cannot fail
+			s.Outbox = append(s.Outbox, state.Pending{ID: n.ID, Event: n.Event, CreatedAt: now.UTC(), Attempts: 1,
+				Sinks: failed, LastError: lastErr, Payload: payload})
 		}
+	}
+	// What this run just sent is fresh, with this run's words: not refreshed.
+	stale := maps.Clone(s.Alerts)
+	for _, n := range notes {
+		delete(stale, n.Event)
 	}
 	for _, sink := range d.Sinks {
 		r, ok := sink.(Refresher)
 		if !ok {
 			continue
 		}
-		n, err := r.Refresh(sctx, s.Alerts, now)
+		n, err := r.Refresh(sctx, stale, now)
 		if n == 0 && err == nil {
 			continue
 		}
@@ -126,65 +129,26 @@ func (d *Dispatcher) Deliver(ctx context.Context, s *state.State, notes []alert.
 	return out
 }
 
-// Reserve puts notes into s's outbox as not yet delivered, for the state written
-// by the alert claim before the sends: a run ending before them leaves the pages to
-// the next run. The run's own Deliver sends notes itself.
-func (d *Dispatcher) Reserve(s *state.State, notes []alert.Notification, now time.Time) {
-	sinks := alert.SinkNames(d.Sinks)
-	if len(sinks) == 0 {
-		return
-	}
-	for _, n := range notes {
-		p, err := d.Outbox.Pending(n, now, sinks, "not sent yet: the run that claimed it ended before sending")
-		if err != nil {
-			continue // plain data: cannot happen
-		}
-		p.Attempts = 0
-		s.Outbox = append(s.Outbox, p)
-	}
-}
+var errRetriesOutOfTime = errors.New("not retried in this run: the retries' share of the send window was spent (this run's own alerts keep the rest); kept for the next run")
 
-// maxDeliveredID is the longest id remembered as delivered (the watchdog's have 16).
-const maxDeliveredID = 64
-
-// Why a copy of an entry is not sent: the outbox is read from a document an
-// editor may have written, and a genuine sealed entry can be copied or put back.
-var (
-	errRetriedThisRun   = errors.New("a copy of an entry already retried in this run: each entry is retried at most once per run")
-	errAlreadyDelivered = errors.New("already delivered: an entry put back after its delivery is not sent again")
-	errRetriesOutOfTime = errors.New("not retried in this run: the retries' share of the send window was spent (this run's own alerts keep the rest); kept for the next run")
-)
-
+// retryOutbox sends the outbox again. An entry is the watchdog's own record (the
+// state is sealed whole and written by one pass at a time); what it says is rebuilt
+// from the event table and the configuration all the same.
 func (d *Dispatcher) retryOutbox(ctx, sctx context.Context, s *state.State, now time.Time) []Delivery {
 	var out []Delivery
-	// Forget what can no longer be replayed: an older entry is dropped for its age.
-	s.Delivered = slices.DeleteFunc(s.Delivered, func(e state.DeliveredEntry) bool { return now.Sub(e.CreatedAt) > outbox.MaxPendingAge })
-	retried := map[string]bool{}
 	kept := s.Outbox[:0]
 	for _, p := range s.Outbox {
-		if age := now.Sub(p.CreatedAt); p.Attempts == 0 && age < d.ReservedFor && age >= -decide.ClockSkewTolerance {
-			// Another run's, being sent by it now. Dated further ahead, by a run
-			// whose clock ran ahead, it would be held for as long: retried instead.
-			kept = append(kept, p)
+		var n alert.Notification
+		spec, known := alert.Lookup(p.Event)
+		if err := json.Unmarshal(p.Payload, &n); err != nil || !known || n.Event != p.Event || now.Sub(p.CreatedAt) > MaxPendingAge {
+			out = append(out, Delivery{ID: state.Truncate(p.ID, 32), Event: state.Truncate(p.Event, 32), Sink: "outbox", Dropped: true,
+				Error: "unreadable, or undelivered for a day (each failed attempt was logged, with a Warning Event, when it happened)"})
 			continue
 		}
-		n, authenticated, err := d.Outbox.Open(p, now)
-		switch {
-		case err != nil:
-		case retried[p.ID]:
-			err = errRetriedThisRun
-		case slices.ContainsFunc(s.Delivered, func(e state.DeliveredEntry) bool { return e.ID == p.ID }):
-			err = errAlreadyDelivered
-		}
-		if err != nil {
-			// Names only what the watchdog would write: the entry is someone else's.
-			out = append(out, Delivery{ID: state.Truncate(p.ID, 32), Event: state.Truncate(p.Event, 32), Sink: "outbox", Dropped: true, Error: err.Error()})
-			continue
-		}
+		n.SchemaVersion, n.Severity, n.NextStep = alert.SchemaVersion, spec.Severity, spec.NextStep
+		d.Source.Stamp(&n)
 		var still []string
 		attempted := false
-		// Sinks are not sealed: each configured sink the entry names gets it once (an
-		// edit listing one twice must not multiply sends); one no longer configured, none.
 		for _, sink := range d.Sinks {
 			if !slices.Contains(p.Sinks, sink.Name()) {
 				continue
@@ -195,7 +159,6 @@ func (d *Dispatcher) retryOutbox(ctx, sctx context.Context, s *state.State, now 
 				del.Kept, del.Error = true, errRetriesOutOfTime.Error()
 			} else {
 				attempted = true
-				del.Unauthenticated = !authenticated
 				if del = d.send(ctx, sctx, sink, n, del); !del.OK {
 					p.LastError = del.Error
 				}
@@ -205,15 +168,12 @@ func (d *Dispatcher) retryOutbox(ctx, sctx context.Context, s *state.State, now 
 			}
 			out = append(out, del)
 		}
-		retried[p.ID] = true
 		if attempted {
 			p.Attempts++
 		}
 		if len(still) > 0 {
 			p.Sinks = still
 			kept = append(kept, p)
-		} else if len(p.ID) <= maxDeliveredID {
-			s.Delivered = append(s.Delivered, state.DeliveredEntry{ID: p.ID, CreatedAt: p.CreatedAt})
 		}
 	}
 	s.Outbox = kept

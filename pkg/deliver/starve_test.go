@@ -2,6 +2,7 @@ package deliver
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -43,17 +44,17 @@ func TestADeadReceiverDoesNotStarveTheRunsOwnPage(t *testing.T) {
 		mu.Unlock()
 		slackSink := &Slack{Poster: NewPoster("slack", slack.URL, 200*time.Millisecond, DefaultAttempts, time.Second)}
 		webhook := &Webhook{Poster: NewPoster("webhook", dead.URL, 200*time.Millisecond, DefaultAttempts, time.Second), Now: time.Now}
-		d := &Dispatcher{Sinks: []alert.Sink{slackSink, webhook}, Outbox: outboxConfig(outboxKey)}
+		d := &Dispatcher{Sinks: []alert.Sink{slackSink, webhook}}
 		now := time.Now()
 		s := state.New()
 		for i := range pending {
 			n := goldenNotification()
 			n.ID, n.Time = fmt.Sprintf("old%013d", i), now.Add(-time.Duration(pending-i)*time.Minute)
-			p, err := d.Outbox.Pending(n, n.Time, []string{"webhook"}, "timeout")
+			payload, err := json.Marshal(n)
 			if err != nil {
 				t.Fatal(err)
 			}
-			s.Outbox = append(s.Outbox, p)
+			s.Outbox = append(s.Outbox, state.Pending{ID: n.ID, Event: n.Event, CreatedAt: n.Time, Attempts: 1, Sinks: []string{"webhook"}, Payload: payload})
 		}
 		d.SendBy = now.Add(3 * time.Second)
 		n := goldenNotification()
@@ -67,31 +68,6 @@ func TestADeadReceiverDoesNotStarveTheRunsOwnPage(t *testing.T) {
 		}
 		if len(s.Outbox) > state.MaxOutbox+1 || len(s.Outbox) < min(pending+1, state.MaxOutbox) {
 			t.Errorf("%d alerts pending for the dead webhook: outbox holds %d after the run", pending, len(s.Outbox))
-		}
-	}
-}
-
-// A page reserved by a run whose clock ran ahead, and left unsent (the run ended
-// before sending), is delivered by the next run: it is held as another run's
-// only while its date is within the clock skew tolerated, as for every entry
-// (a node whose clock ran ahead must not lose the page). Swept over how far
-// ahead: within the tolerance it is still that run's, past it delivered.
-func TestAReservationDatedAheadIsNotHeldForever(t *testing.T) {
-	now := goldenNotification().Time.Add(time.Hour)
-	for _, c := range []struct {
-		ahead time.Duration
-		sent  bool
-	}{{0, false}, {30 * time.Second, false}, {10 * time.Minute, true}, {365 * 24 * time.Hour, true}} {
-		sink := &memorySink{name: "webhook"}
-		d := &Dispatcher{Sinks: []alert.Sink{sink}, Outbox: outboxConfig(outboxKey), ReservedFor: 5 * time.Minute}
-		n := goldenNotification()
-		n.Time = now.Add(c.ahead)
-		s := state.New()
-		d.Reserve(s, []alert.Notification{n}, n.Time)
-		s = reencode(t, s, n.Time)
-		d.Deliver(context.Background(), s, nil, now)
-		if sent := len(sink.got()) == 1; sent != c.sent {
-			t.Errorf("reserved %s ahead: sent %t, want %t (outbox %d)", c.ahead, sent, c.sent, len(s.Outbox))
 		}
 	}
 }

@@ -1,8 +1,6 @@
 package doctor
 
 import (
-	"fmt"
-
 	"github.com/agentenv/watchdog/pkg/decide"
 )
 
@@ -60,10 +58,8 @@ type Needs struct {
 	// EvidenceLogs reads the scheduler's log into it (--evidence-logs).
 	EvidenceConfigMap string
 	EvidenceLogs      bool
-	// StateMissing and ElectionLeaseMissing: the object does not exist yet, so the
-	// watchdog will create it (the chart creates both, and grants no create).
-	StateMissing         bool
-	ElectionLeaseMissing bool
+	// Lease is the Lease each pass holds (--lease).
+	Lease string
 	// Canary is the discovery probe's canary EndpointSlice (--discovery-probe canary), or "".
 	Canary string
 	// KeySecret holds the key (--key-secret), created by the first real pass, or "".
@@ -72,13 +68,15 @@ type Needs struct {
 
 // Required lists every call the configuration makes, in the order of the chart's
 // Role (charts/agentenv-scheduler-watchdog/templates/role.yaml), which grants
-// exactly these when the chart created the state ConfigMap and the election Lease.
+// exactly these. The watchdog creates its own objects (create cannot be narrowed
+// by name: the chart's guard admission policy narrows it).
 // --dry-run narrows nothing, as in the chart: turning it off needs no new rights.
 func (n Needs) Required() []Access {
 	restarts, election := n.MaxRestarts > 0, n.ElectionLease != ""
 	rollout, byDeployment := n.RestartMethod == decide.MethodRollout, n.JudgePods == decide.JudgeDeployment
 	const apps, discovery, coordination = "apps", "discovery.k8s.io", "coordination.k8s.io"
 	const elect = "the watchdog's own leader election (--leader-elect-lease)"
+	election = election && n.ElectionLease != n.Lease
 	var out []Access
 	for _, c := range []struct {
 		when bool
@@ -96,12 +94,15 @@ func (n Needs) Required() []Access {
 		{true, Access{Resource: "configmaps", Verb: "get", Name: n.StateConfigMap, Why: "read the state (--state-configmap)"}},
 		{true, Access{Resource: "configmaps", Verb: "update", Name: n.StateConfigMap, Why: "write the state and claim restarts (--state-configmap)"}},
 		// create is authorized without a name: RBAC cannot narrow it.
-		{n.StateMissing, Access{Resource: "configmaps", Verb: "create", Why: fmt.Sprintf("create the missing state ConfigMap %s on the first run", n.StateConfigMap)}},
+		{true, Access{Resource: "configmaps", Verb: "create", Why: "create the state and evidence ConfigMaps on the first run"}},
+		{n.KeySecret != "", Access{Resource: "secrets", Verb: "create", Why: "create the key Secret at the first real pass (--key-secret)"}},
+		{n.KeySecret != "", Access{Resource: "secrets", Verb: "get", Name: n.KeySecret, Why: "read the key that seals the state and the evidence (--key-secret)"}},
+		{true, Access{Group: coordination, Resource: "leases", Verb: "create", Why: "create the pass Lease on the first run (--lease)"}},
+		{true, Access{Group: coordination, Resource: "leases", Verb: "get", Name: n.Lease, Why: "hold the Lease while a pass runs (--lease)"}},
+		{true, Access{Group: coordination, Resource: "leases", Verb: "update", Name: n.Lease, Why: "hold the Lease while a pass runs (--lease)"}},
 		{n.EvidenceConfigMap != "", Access{Resource: "configmaps", Verb: "get", Name: n.EvidenceConfigMap, Why: "keep the evidence of restarts (--evidence-configmap)"}},
 		{n.EvidenceConfigMap != "", Access{Resource: "configmaps", Verb: "update", Name: n.EvidenceConfigMap, Why: "keep the evidence of restarts (--evidence-configmap)"}},
 		{n.EvidenceLogs, Access{Resource: "pods", Subresource: "log", Verb: "get", Why: "save the scheduler's last log lines before a restart (--evidence-logs)"}},
-		{n.KeySecret != "", Access{Resource: "secrets", Verb: "get", Name: n.KeySecret, Why: "read the key sealing the outbox and the evidence (--key-secret)"}},
-		{n.KeySecret != "", Access{Resource: "secrets", Verb: "create", Why: "create the key Secret at the first real pass (--key-secret)"}},
 		{true, Access{Resource: "events", Verb: "create", Why: "leave an Event on each object judged or acted on"}},
 		{true, Access{Group: apps, Resource: "deployments", Verb: "get", Name: n.Deployment, Why: "hold restarts while the scheduler rolls out (--deployment)"}},
 		{restarts && rollout, Access{Group: apps, Resource: "deployments", Verb: "patch", Name: n.Deployment, Why: "restart a wedged scheduler (--restart-method rollout)"}},
@@ -111,7 +112,6 @@ func (n Needs) Required() []Access {
 		{n.LeaderLease != "", Access{Group: coordination, Resource: "leases", Verb: "get", Name: n.LeaderLease, Why: "judge only the scheduler's leader (--leader-lease)"}},
 		{election, Access{Group: coordination, Resource: "leases", Verb: "get", Name: n.ElectionLease, Why: elect}},
 		{election, Access{Group: coordination, Resource: "leases", Verb: "update", Name: n.ElectionLease, Why: elect}},
-		{election && n.ElectionLeaseMissing, Access{Group: coordination, Resource: "leases", Verb: "create", Why: fmt.Sprintf("create the missing election Lease %s", n.ElectionLease)}},
 	} {
 		if c.when {
 			out = append(out, c.Access)

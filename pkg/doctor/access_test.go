@@ -15,27 +15,24 @@ func accessStrings(n Needs) []string {
 	return out
 }
 
-// The chart's Role for each configuration is compared in test/chart; here, what
-// only a missing object adds: create, which RBAC cannot narrow by name.
-func TestRequiredCreatesOnlyWhatIsMissing(t *testing.T) {
-	base := Needs{StateConfigMap: "st", Deployment: "sched", RestartMethod: "delete", MaxRestarts: 3, ElectionLease: "el"}
+// The chart's Role for each configuration is compared in test/chart; here, the
+// watchdog's own objects: it creates them (create, which RBAC cannot
+// narrow by name) and holds its pass Lease by name; an election under the same
+// Lease adds nothing, under another its get and update.
+func TestRequiredCreatesTheWatchdogsObjects(t *testing.T) {
+	base := Needs{StateConfigMap: "st", Deployment: "sched", RestartMethod: "delete", MaxRestarts: 3, Lease: "pl", KeySecret: "k", ElectionLease: "pl"}
 	want := []string{
 		"list pods", "delete pods", "list endpointslices.discovery.k8s.io", "get configmaps/st", "update configmaps/st",
-		"create events", "get deployments.apps/sched", "get leases.coordination.k8s.io/el", "update leases.coordination.k8s.io/el",
+		"create configmaps", "create secrets", "get secrets/k", "create leases.coordination.k8s.io", "get leases.coordination.k8s.io/pl",
+		"update leases.coordination.k8s.io/pl", "create events", "get deployments.apps/sched",
 	}
 	if got := accessStrings(base); !slices.Equal(got, want) {
 		t.Errorf("got  %q\nwant %q", got, want)
 	}
-	missing := base
-	missing.StateMissing, missing.ElectionLeaseMissing = true, true
-	got := accessStrings(missing)
-	for _, w := range []string{"create configmaps", "create leases.coordination.k8s.io"} {
-		if !slices.Contains(got, w) {
-			t.Errorf("missing objects: %q lacks %q", got, w)
-		}
-	}
-	if len(got) != len(want)+2 {
-		t.Errorf("missing objects: %q", got)
+	other := base
+	other.ElectionLease = "el"
+	if got := accessStrings(other); len(got) != len(want)+2 || !slices.Contains(got, "update leases.coordination.k8s.io/el") {
+		t.Errorf("election under another Lease: %q", got)
 	}
 }
 

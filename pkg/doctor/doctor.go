@@ -37,6 +37,9 @@ import (
 // before a run's judgement depends on it.
 const ClockTolerance = 5 * time.Second
 
+// KeySecret is the Secret holding the key that seals the state (pkg/kube EnsureKey).
+const KeySecret = "agentenv-scheduler-watchdog-key" //nolint:gosec // the Secret's name, not a credential
+
 // Groups of checks, in the order they are run and printed.
 const (
 	GroupAPI       = "API server"
@@ -79,8 +82,9 @@ type Config struct {
 	// EvidenceConfigMap and EvidenceLogs: the evidence of restarts (pkg/evidence).
 	EvidenceConfigMap string
 	EvidenceLogs      bool
-	// ElectionLease is `run --leader-elect`'s Lease, "" without election.
-	ElectionLease string
+	// ElectionLease is `run --leader-elect`'s Lease, "" without election; Lease the
+	// one each pass holds (--lease).
+	ElectionLease, Lease string
 	// WatchEndpoints: check the rights of `run --watch-endpoints` too.
 	WatchEndpoints bool
 	// Sinks are the configured alert sinks; SendTest delivers a test alert to each.
@@ -200,17 +204,10 @@ func (d *Doctor) needs(ctx context.Context) Needs {
 		StateConfigMap: d.StateConfigMap, Deployment: d.Deployment, RestartMethod: d.RestartMethod, JudgePods: d.Reads.JudgePods,
 		MaxRestarts: d.MaxRestarts, LeaderLease: d.Reads.LeaderLease, ElectionLease: d.ElectionLease, WatchEndpoints: d.WatchEndpoints,
 		ScrapeViaAPIServer: d.Via == scrape.ViaAPIServer,
-		EvidenceConfigMap:  d.EvidenceConfigMap, EvidenceLogs: d.EvidenceLogs, KeySecret: d.KeySecret,
+		EvidenceConfigMap:  d.EvidenceConfigMap, EvidenceLogs: d.EvidenceLogs, Lease: d.Lease, KeySecret: d.KeySecret,
 	}
 	if d.Probe != nil && d.Probe.Mode == probe.Canary {
 		n.Canary = d.Probe.Name
-	}
-	// Existence decides whether create is needed (a refused read: assume it exists).
-	_, err := d.Client.GetConfigMap(ctx, d.Namespace, d.StateConfigMap)
-	n.StateMissing = apierrors.IsNotFound(err)
-	if d.ElectionLease != "" {
-		_, err := d.Client.GetLease(ctx, d.Namespace, d.ElectionLease)
-		n.ElectionLeaseMissing = apierrors.IsNotFound(err)
 	}
 	return n
 }

@@ -48,14 +48,11 @@ type Elector struct {
 // and waits for lead to return before campaigning again. On ctx's end a held
 // Lease is released so another replica takes over without waiting for expiry.
 func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context)) error {
-	e.LeaseDuration = cmp.Or(e.LeaseDuration, 15*time.Second)
-	e.RenewDeadline = cmp.Or(e.RenewDeadline, 10*time.Second)
-	e.RetryPeriod = cmp.Or(e.RetryPeriod, 2*time.Second)
-	if e.RenewDeadline >= e.LeaseDuration || e.RetryPeriod >= e.RenewDeadline {
-		return fmt.Errorf("leader election: want retry period < renew deadline < lease duration, got %s, %s, %s", e.RetryPeriod, e.RenewDeadline, e.LeaseDuration)
+	if err := e.defaults(); err != nil {
+		return err
 	}
 	for ctx.Err() == nil {
-		if !e.attempt(ctx) {
+		if ok, _ := e.attempt(ctx); !ok {
 			select {
 			case <-ctx.Done():
 			case <-e.Clock.After(wait.Jitter(e.RetryPeriod, 1.2)):
@@ -78,6 +75,65 @@ func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context)) error
 	return nil
 }
 
+func (e *Elector) defaults() error {
+	e.LeaseDuration = cmp.Or(e.LeaseDuration, 15*time.Second)
+	e.RenewDeadline = cmp.Or(e.RenewDeadline, 10*time.Second)
+	e.RetryPeriod = cmp.Or(e.RetryPeriod, 2*time.Second)
+	if e.RenewDeadline >= e.LeaseDuration || e.RetryPeriod >= e.RenewDeadline {
+		return fmt.Errorf("leader election: want retry period < renew deadline < lease duration, got %s, %s, %s", e.RetryPeriod, e.RenewDeadline, e.LeaseDuration)
+	}
+	return nil
+}
+
+// Hold runs pass while holding the Lease, for one pass: it tries for up to wait,
+// renews while pass runs (cancelling pass's context when renewal fails for
+// RenewDeadline) and releases the Lease after. held is false when another holder
+// kept it for all of wait (or until ctx ended); err when the Lease could not be
+// read or written.
+func (e *Elector) Hold(ctx context.Context, wait time.Duration, pass func(ctx context.Context)) (held bool, err error) {
+	if err := e.defaults(); err != nil {
+		return false, err
+	}
+	until := e.Clock.Now().Add(wait)
+	for {
+		ok, err := e.attempt(ctx)
+		if ok {
+			break
+		}
+		left := until.Sub(e.Clock.Now())
+		switch {
+		case err != nil && !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err):
+			return false, fmt.Errorf("take Lease %s/%s: %w", e.Namespace, e.Name, err)
+		case left <= 0:
+			return false, nil
+		}
+		select {
+		case <-ctx.Done(): // shut down, or the pass's deadline came first: not held
+			return false, nil
+		case <-e.Clock.After(min(e.RetryPeriod, max(left, time.Millisecond))):
+		}
+	}
+	passCtx, cancel := context.WithCancel(ctx)
+	var renewing sync.WaitGroup
+	renewing.Go(func() {
+		e.renew(passCtx)
+		cancel() // renewal failed for RenewDeadline: another may take the Lease
+	})
+	pass(passCtx)
+	cancel()
+	renewing.Wait()
+	e.release()
+	return true, nil
+}
+
+// Holder is the Lease's holder as last read ("" when none).
+func (e *Elector) Holder() string {
+	if e.observed == nil {
+		return ""
+	}
+	return ptr.Deref(e.observed.Spec.HolderIdentity, "")
+}
+
 // renew keeps the Lease until a renewal fails for RenewDeadline or ctx ends.
 func (e *Elector) renew(ctx context.Context) {
 	lastRenew := e.Clock.Now()
@@ -95,7 +151,7 @@ func (e *Elector) renew(ctx context.Context) {
 			return
 		}
 		attemptCtx, cancel := context.WithTimeout(ctx, left)
-		ok := e.attempt(attemptCtx)
+		ok, _ := e.attempt(attemptCtx)
 		cancel()
 		if ok {
 			lastRenew = e.Clock.Now()
@@ -108,7 +164,7 @@ func (e *Elector) renew(ctx context.Context) {
 }
 
 // attempt takes the Lease if it is free, expired or ours, and reports to OnAttempt.
-func (e *Elector) attempt(ctx context.Context) (ok bool) {
+func (e *Elector) attempt(ctx context.Context) (ok bool, err error) {
 	if e.OnAttempt != nil {
 		defer func() { e.OnAttempt(ok) }()
 	}
@@ -119,10 +175,11 @@ func (e *Elector) attempt(ctx context.Context) (ok bool) {
 	switch {
 	case apierrors.IsNotFound(err):
 		write, verb = e.Client.CreateLease, "create"
-		lease = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: e.Name, Namespace: e.Namespace}}
+		lease = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: e.Name, Namespace: e.Namespace,
+			Labels: map[string]string{"app.kubernetes.io/managed-by": "agentenv-scheduler-watchdog"}}}
 	case err != nil:
 		e.Log.Warn().Err(err).Str("lease", e.Name).Msg("read leader Lease")
-		return false
+		return false, err
 	case e.observed == nil || e.observed.ResourceVersion != lease.ResourceVersion:
 		e.observed, e.observedTime = lease, e.Clock.Now()
 	}
@@ -134,7 +191,7 @@ func (e *Elector) attempt(ctx context.Context) (ok bool) {
 		duration = min(duration, time.Duration(*lease.Spec.LeaseDurationSeconds)*time.Second)
 	}
 	if holder != "" && holder != e.Identity && e.Clock.Since(e.observedTime) < duration {
-		return false // someone else holds a lease that has not expired
+		return false, nil // someone else holds a lease that has not expired
 	}
 	update := lease.DeepCopy()
 	if holder != e.Identity {
@@ -149,10 +206,10 @@ func (e *Elector) attempt(ctx context.Context) (ok bool) {
 	written, err := write(ctx, update)
 	if err != nil {
 		e.Log.Debug().Err(err).Msg(verb + " leader Lease")
-		return false
+		return false, err
 	}
 	e.observed, e.observedTime = written, e.Clock.Now()
-	return true
+	return true, nil
 }
 
 // release gives the Lease up: holder cleared and a one-second duration, as

@@ -122,6 +122,58 @@ func TestLeaderStopsLeadingWithinRenewDeadline(t *testing.T) {
 	}
 }
 
+// Hold: a pass takes a free Lease, runs, and releases it; a second pass that
+// finds it held by another (not expired) waits its bound and does not run; a
+// Lease the API refuses to read is an error, at once.
+func TestHoldOnePassAtATime(t *testing.T) {
+	srv := &leaseServer{okPuts: 100, stopHangs: make(chan struct{})}
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	defer close(srv.stopHangs)
+	client, err := kube.New(&rest.Config{Host: hs.URL, Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	elector := func(id string) *Elector {
+		return &Elector{Namespace: "ns", Name: "l", Identity: id, LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second,
+			RetryPeriod: 100 * time.Millisecond, Client: client, Clock: clock.RealClock{}, Log: zerolog.Nop()}
+	}
+	ctx := context.Background()
+	var second bool
+	held, err := elector("a").Hold(ctx, time.Second, func(context.Context) {
+		// Meanwhile another pass waits its bound and gives up.
+		ok, err := elector("b").Hold(ctx, 300*time.Millisecond, func(context.Context) { second = true })
+		if ok || err != nil || second {
+			t.Errorf("a second pass while the first holds the Lease: held %v, err %v, ran %v", ok, err, second)
+		}
+	})
+	if !held || err != nil {
+		t.Fatalf("a free Lease: held %v, err %v", held, err)
+	}
+	srv.mu.Lock()
+	holder := *srv.lease.Spec.HolderIdentity
+	srv.mu.Unlock()
+	if holder != "" {
+		t.Errorf("the Lease after the pass: held by %q, want released", holder)
+	}
+	if held, err := elector("b").Hold(ctx, time.Second, func(context.Context) { second = true }); !held || err != nil || !second {
+		t.Errorf("the next pass after the release: held %v, err %v, ran %v", held, err, second)
+	}
+	refused := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusForbidden)
+		_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Forbidden","code":403}`))
+	}))
+	defer refused.Close()
+	rc, _ := kube.New(&rest.Config{Host: refused.URL})
+	e := elector("c")
+	e.Client = rc
+	start := time.Now()
+	if held, err := e.Hold(ctx, 5*time.Second, func(context.Context) {}); held || err == nil || time.Since(start) > 2*time.Second {
+		t.Errorf("a refused Lease: held %v, err %v after %s, want an error at once", held, err, time.Since(start))
+	}
+}
+
 // A Lease whose leaseDurationSeconds is longer than the configured duration (a
 // namespace editor's, or a stale holder's: a year) is not trusted: a follower takes
 // it over once the configured duration passed without a renewal.
@@ -139,11 +191,11 @@ func TestLongerLeaseDurationIsNotTrusted(t *testing.T) {
 	}
 	clk := clocktesting.NewFakeClock(time.Now())
 	e := &Elector{Namespace: "ns", Name: "wd", Identity: "me", LeaseDuration: 15 * time.Second, Client: c, Clock: clk, Log: zerolog.Nop()}
-	if e.attempt(context.Background()) {
-		t.Fatal("took a Lease just renewed")
+	if ok, err := e.attempt(context.Background()); ok || err != nil {
+		t.Fatalf("took a Lease just renewed: %v, %v", ok, err)
 	}
 	clk.Step(16 * time.Second)
-	if !e.attempt(context.Background()) {
-		t.Fatal("a Lease unrenewed for longer than the configured 15s was not taken over: its own year of leaseDurationSeconds was trusted")
+	if ok, err := e.attempt(context.Background()); !ok || err != nil {
+		t.Fatalf("%v: a Lease unrenewed for longer than the configured 15s was not taken over: its own year of leaseDurationSeconds was trusted", err)
 	}
 }

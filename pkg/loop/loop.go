@@ -120,7 +120,9 @@ func (l *Loop) runPass(ctx context.Context) {
 	rep, err := l.Pass(pctx)
 	took := l.Clock.Since(start)
 	now := l.Clock.Now()
-	l.Metrics.Observe(rep, err, took, now)
+	if rep == nil || !rep.Skipped { // another pass held the Lease: nothing to count
+		l.Metrics.Observe(rep, err, took, now)
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.lastAlive = now

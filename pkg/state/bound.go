@@ -87,7 +87,7 @@ func (s *State) truncateStrings(n int) bool {
 		cut(&e.Pod, &e.UID, (*string)(&e.Kind), (*string)(&e.Evidence), (*string)(&e.Outcome))
 	}
 	for _, a := range s.Alerts {
-		cut(&a.Event, &a.Pod, &a.Reason)
+		cut(&a.Event, &a.Pod)
 	}
 	for i := range s.Outbox {
 		cut(&s.Outbox[i].LastError)

@@ -53,7 +53,7 @@ func TestEncodeIsBoundedWhateverTheInput(t *testing.T) {
 			current(s)
 			restarts(s, MaxRestarts, giant)
 			s.LastRun = &Run{At: now, Verdict: "wedged", Reason: giant, Error: giant}
-			s.Alerts["wedged"] = &Alert{Event: "wedged", OpenedAt: now, Reason: giant}
+			s.Alerts["wedged"] = &Alert{Event: "wedged", OpenedAt: now}
 			s.Episodes = append(s.Episodes, Episode{Pod: giant, UID: "u", Kind: "wedged", From: now, To: now, Outcome: EpisodeOutcome(giant)})
 			return s
 		}, func(t *testing.T, s *State) {

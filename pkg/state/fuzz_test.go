@@ -123,7 +123,7 @@ func seedDocuments(tb testing.TB) [][]byte {
 		{Pod: "agentenv-scheduler-7d9f8b6c5-fghij", UID: "u-f", Method: "rollout", ClaimedAt: fuzzNow.Add(-30 * time.Minute), Outcome: RestartFailed, Reason: "wedged", Error: "forbidden"},
 	}
 	s.Episodes = []Episode{{Pod: "p", UID: "u-old", Kind: "wedged", Evidence: "weak", From: fuzzNow.Add(-2 * time.Hour), To: fuzzNow.Add(-time.Hour), Outcome: "restarted"}}
-	s.Alerts["wedged"] = &Alert{Event: "wedged", OpenedAt: fuzzNow.Add(-5 * time.Minute), LastSentAt: &sent, Sends: 2, Pod: "p", Reason: "ready 0 of 3"}
+	s.Alerts["wedged"] = &Alert{Event: "wedged", OpenedAt: fuzzNow.Add(-5 * time.Minute), LastSentAt: &sent, Sends: 2, Pod: "p"}
 	s.Outbox = []Pending{{ID: "wedged-1", Event: "wedged", CreatedAt: fuzzNow, Attempts: 1, Sinks: []string{"slack", "webhook"}, LastError: "webhook: HTTP 503", Payload: json.RawMessage(`{"event":"wedged","test":false,"n":[1,2.5,null]}`)}}
 	s.ConsecutiveUnknownRuns = 2
 	s.LastRun = &Run{At: fuzzNow, Took: Duration(47 * time.Millisecond), Verdict: "wedged", Action: "restart", Reason: "r", Outcome: "ok", Watchdog: "v0.1.0"}

@@ -21,7 +21,6 @@ const (
 	MaxRestarts   = 100
 	MaxEpisodes   = 50
 	MaxOutbox     = 20
-	MaxDelivered  = 100
 	MaxHistoryAge = 7 * 24 * time.Hour // a restart budget window of over a week makes no sense
 	// maxEncodedBytes: with the unreadable copy beside it (maxCorruptBytes), no
 	// ConfigMap write can fail for size.
@@ -30,22 +29,17 @@ const (
 
 // State is the whole document (docs/design.md §3, "Fields").
 type State struct {
-	Version   int               `json:"version"`
-	UpdatedAt time.Time         `json:"updatedAt,omitzero"`
-	Pods      map[string]*Pod   `json:"pods,omitempty"`     // by pod UID
-	Restarts  []Restart         `json:"restarts,omitempty"` // oldest first: the budget's ledger
-	Episodes  []Episode         `json:"episodes,omitempty"` // ended, oldest first
-	Alerts    map[string]*Alert `json:"alerts,omitempty"`   // open problems by event, for deduplication
-	Outbox    []Pending         `json:"outbox,omitempty"`
-	// Delivered remembers delivered outbox entries, so a copy put back is not sent again.
-	Delivered              []DeliveredEntry `json:"delivered,omitempty"`
-	ConsecutiveUnknownRuns int              `json:"consecutiveUnknownRuns"` // docs/design.md, "Blind"
-	LastRun                *Run             `json:"lastRun,omitempty"`
-	// ObservedAt is the newest observation merged in: an older one never rewinds the
-	// document (docs/design.md, "Overlapping runs").
-	ObservedAt    time.Time      `json:"observedAt,omitzero"`
-	Backoff       *Backoff       `json:"backoff,omitempty"`
-	WouldRestarts []WouldRestart `json:"wouldRestarts,omitempty"` // shadow mode's, oldest first
+	Version                int               `json:"version"`
+	UpdatedAt              time.Time         `json:"updatedAt,omitzero"`
+	Pods                   map[string]*Pod   `json:"pods,omitempty"`     // by pod UID
+	Restarts               []Restart         `json:"restarts,omitempty"` // oldest first: the budget's ledger
+	Episodes               []Episode         `json:"episodes,omitempty"` // ended, oldest first
+	Alerts                 map[string]*Alert `json:"alerts,omitempty"`   // open problems by event, for deduplication
+	Outbox                 []Pending         `json:"outbox,omitempty"`
+	ConsecutiveUnknownRuns int               `json:"consecutiveUnknownRuns"` // docs/design.md, "Blind"
+	LastRun                *Run              `json:"lastRun,omitempty"`
+	Backoff                *Backoff          `json:"backoff,omitempty"`
+	WouldRestarts          []WouldRestart    `json:"wouldRestarts,omitempty"` // shadow mode's, oldest first
 	// PauseNotice is the pause annotation last told as ignored or capped (decide).
 	PauseNotice *PauseNotice `json:"pauseNotice,omitempty"`
 }
@@ -74,10 +68,9 @@ type WouldRestart struct {
 // Backoff is the restart back-off after restarts that did not heal
 // (docs/design.md, "Ineffective restarts").
 type Backoff struct {
-	Ineffective   int        `json:"ineffective"`   // restarts in a row that did not heal
-	LastRestartAt time.Time  `json:"lastRestartAt"` // the last such restart's claim
-	NotBefore     time.Time  `json:"notBefore"`     // the earliest next restart
-	Reason        string     `json:"reason"`
+	Ineffective   int        `json:"ineffective"`            // restarts in a row that did not heal
+	LastRestartAt time.Time  `json:"lastRestartAt"`          // the last such restart's claim
+	NotBefore     time.Time  `json:"notBefore"`              // the earliest next restart
 	HealthySince  *time.Time `json:"healthySince,omitempty"` // the healthy streak that ends it
 }
 
@@ -184,11 +177,17 @@ type Alert struct {
 	LastSentAt *time.Time `json:"lastSentAt,omitempty"`
 	Sends      int        `json:"sends"`
 	Pod        string     `json:"pod,omitempty"`
-	Reason     string     `json:"reason,omitempty"`
 }
 
-// Pending is an alert not yet delivered to every sink: Payload holds its facts, Seal
-// authenticates it (pkg/outbox).
+// Why is the back-off's reason, in the watchdog's words from its fields: no text
+// read back from the state goes out in an alert.
+func (b *Backoff) Why() string {
+	return fmt.Sprintf("%d restart(s) in a row did not heal the scheduler, the last claimed at %s; restarts wait until %s; "+
+		"the cause is likely outside the scheduler (its RBAC for EndpointSlices, the network to the nodes)",
+		b.Ineffective, b.LastRestartAt.UTC().Format(time.RFC3339), b.NotBefore.UTC().Format(time.RFC3339))
+}
+
+// Pending is an alert not yet delivered to every sink: Payload holds its notification.
 type Pending struct {
 	ID        string          `json:"id"`
 	Event     string          `json:"event"`
@@ -197,13 +196,6 @@ type Pending struct {
 	Sinks     []string        `json:"sinks"`
 	LastError string          `json:"lastError,omitempty"`
 	Payload   json.RawMessage `json:"payload"`
-	Seal      string          `json:"seal,omitempty"`
-}
-
-// DeliveredEntry is an outbox entry that left the outbox delivered.
-type DeliveredEntry struct {
-	ID        string    `json:"id"`
-	CreatedAt time.Time `json:"createdAt"`
 }
 
 // Run is the last run's summary.
@@ -328,8 +320,6 @@ func Encode(s *State, now time.Time) ([]byte, error) {
 		// cannot be cut) and what it would replay, the pods last, by halves.
 		case len(s.Outbox) > 0:
 			s.Outbox = nil
-		case len(s.Delivered) > 0:
-			s.Delivered = nil
 		case len(s.Episodes) > 0:
 			s.Episodes = nil
 		case len(s.WouldRestarts) > 0:
@@ -372,7 +362,6 @@ func (s *State) capCounts() {
 	s.Episodes = newest(s.Episodes, MaxEpisodes)
 	s.WouldRestarts = newest(s.WouldRestarts, MaxRestarts)
 	s.Outbox = newest(s.Outbox, MaxOutbox)
-	s.Delivered = newest(s.Delivered, MaxDelivered)
 }
 
 func newest[T any](list []T, limit int) []T {
@@ -435,7 +424,6 @@ func (s *State) Clone() *State {
 	c.Alerts = cloneMap(s.Alerts, func(a *Alert) { a.LastSentAt = clonePtr(a.LastSentAt) })
 	// slices.Clone keeps "sinks": [] from coming back as null.
 	c.Outbox = cloneEach(s.Outbox, func(p *Pending) { p.Sinks, p.Payload = slices.Clone(p.Sinks), slices.Clone(p.Payload) })
-	c.Delivered = slices.Clone(s.Delivered)
 	c.LastRun, c.PauseNotice = clonePtr(s.LastRun), clonePtr(s.PauseNotice)
 	c.Backoff = clonePtr(s.Backoff, func(b *Backoff) { b.HealthySince = clonePtr(b.HealthySince) })
 	return &c

@@ -21,6 +21,7 @@ import (
 type MemoryStore struct {
 	Namespace string
 	Name      string
+	Key       []byte // as Store.Key
 
 	mu sync.Mutex
 	cm *corev1.ConfigMap // nil until created
@@ -31,7 +32,7 @@ type MemoryStore struct {
 func (m *MemoryStore) Load(context.Context) (*Snapshot, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return snapshotOf(m.cm.DeepCopy(), m.Namespace, m.Name) // nil stays nil
+	return snapshotOf(m.cm.DeepCopy(), m.Namespace, m.Name, m.Key) // nil stays nil
 }
 
 // Save writes s as Store.Save does, with snap's resourceVersion as precondition.

@@ -5,6 +5,9 @@ package statestore
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -27,6 +30,10 @@ const (
 	// (pkg/metrics), apart from the state: a lost copy only starts them over, which
 	// Prometheus reads as a counter reset.
 	MetricsKey = "metrics.json"
+	// SealKey holds the HMAC-SHA256 of the state document under the watchdog's key;
+	// TamperedKey keeps the last document whose seal did not verify.
+	SealKey     = "state.seal"
+	TamperedKey = "state.tampered.json"
 )
 
 // maxKeyAttempts bounds UpdateKey's read-modify-write retries: writers of the
@@ -41,6 +48,8 @@ type Store struct {
 	Client    *kube.Client
 	Namespace string
 	Name      string
+	// Key seals the whole document (SealKey); empty: neither sealed nor checked.
+	Key []byte
 }
 
 // Snapshot is a state read at one resourceVersion.
@@ -50,9 +59,14 @@ type Snapshot struct {
 	ResourceVersion string
 	// Recovered says why the stored document was not used (a warning), or "".
 	Recovered string
+	// Tampered says why the stored document's seal did not verify, or "": the
+	// document is not used, and is kept under TamperedKey at the next write.
+	Tampered string
 
 	configMap *corev1.ConfigMap
 	corrupt   string
+	asideKey  string // where corrupt goes: CorruptKey or TamperedKey
+	key       []byte
 }
 
 // Load reads the state. A missing ConfigMap or an unreadable document gives a fresh
@@ -66,17 +80,25 @@ func (st *Store) Load(ctx context.Context) (*Snapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read state ConfigMap %s/%s: %w", st.Namespace, st.Name, err)
 	}
-	return snapshotOf(cm, st.Namespace, st.Name)
+	return snapshotOf(cm, st.Namespace, st.Name, st.Key)
 }
 
 // snapshotOf reads the state out of cm (nil: the ConfigMap does not exist).
-func snapshotOf(cm *corev1.ConfigMap, namespace, name string) (*Snapshot, error) {
+func snapshotOf(cm *corev1.ConfigMap, namespace, name string, key []byte) (*Snapshot, error) {
 	if cm == nil {
-		return &Snapshot{State: state.New(), Recovered: fmt.Sprintf("state ConfigMap %s/%s not found: starting with empty state", namespace, name)}, nil
+		return &Snapshot{State: state.New(), key: key, Recovered: fmt.Sprintf("state ConfigMap %s/%s not found: starting with empty state", namespace, name)}, nil
 	}
-	snap := &Snapshot{State: state.New(), ResourceVersion: cm.ResourceVersion, configMap: cm}
+	snap := &Snapshot{State: state.New(), ResourceVersion: cm.ResourceVersion, configMap: cm, key: key}
 	raw, ok := cm.Data[DataKey]
 	if !ok {
+		return snap, nil
+	}
+	if len(key) > 0 && !hmac.Equal([]byte(cm.Data[SealKey]), []byte(Seal(key, namespace, name, raw))) {
+		// Nothing of it is used: not its restarts, alerts, outbox or back-off.
+		snap.corrupt, snap.asideKey = state.BoundCorrupt(raw), TamperedKey
+		snap.Tampered = fmt.Sprintf("the state in ConfigMap %s/%s is not sealed with the watchdog's key: edited by someone else "+
+			"(or the first run of a sealing watchdog over an unsealed 0.1.0 document); this run decides from a fresh state and "+
+			"keeps the document under key %s", namespace, name, TamperedKey)
 		return snap, nil
 	}
 	s, err := state.Decode([]byte(raw))
@@ -85,7 +107,7 @@ func snapshotOf(cm *corev1.ConfigMap, namespace, name string) (*Snapshot, error)
 		return nil, fmt.Errorf("state ConfigMap %s/%s: %w", namespace, name, err)
 	}
 	if err != nil {
-		snap.corrupt = state.BoundCorrupt(raw)
+		snap.corrupt, snap.asideKey = state.BoundCorrupt(raw), CorruptKey
 		snap.Recovered = fmt.Sprintf("state in ConfigMap %s/%s key %s is unreadable (%v): starting with empty state; the old document will be kept under key %s", namespace, name, DataKey, err, CorruptKey)
 		return snap, nil
 	}
@@ -168,6 +190,7 @@ func orNew(cm *corev1.ConfigMap, namespace, name string) *corev1.ConfigMap {
 		return &corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: map[string]string{
 				"app.kubernetes.io/name": "agentenv-scheduler-watchdog", "app.kubernetes.io/component": "state",
+				"app.kubernetes.io/managed-by": "agentenv-scheduler-watchdog",
 			}},
 			Data: map[string]string{},
 		}
@@ -188,10 +211,22 @@ func configMapOf(snap *Snapshot, s *state.State, now time.Time, namespace, name 
 	}
 	cm := orNew(snap.configMap.DeepCopy(), namespace, name)
 	cm.Data[DataKey] = string(data)
+	delete(cm.Data, SealKey)
+	if len(snap.key) > 0 {
+		cm.Data[SealKey] = Seal(snap.key, namespace, name, string(data))
+	}
 	if snap.corrupt != "" {
-		cm.Data[CorruptKey] = snap.corrupt
+		cm.Data[snap.asideKey] = snap.corrupt
 	}
 	return cm, nil
+}
+
+// Seal is the MAC of the whole state document doc, bound to the ConfigMap it is in.
+func Seal(key []byte, namespace, name, doc string) string {
+	mac := hmac.New(sha256.New, key)
+	fmt.Fprintf(mac, "agentenv-watchdog state v1\n%s\n%s\n", namespace, name)
+	mac.Write([]byte(doc))
+	return "hmac-sha256:" + hex.EncodeToString(mac.Sum(nil))
 }
 
 // saved moves the snapshot to the version just written.

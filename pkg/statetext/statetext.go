@@ -91,12 +91,12 @@ func Entries(s *state.State) []Entry {
 		out = append(out, Entry{At: r.At, Kind: "pause", What: r.Paused + "; the watchdog judges, records and pages, and restarts nothing"})
 	}
 	if b := s.Backoff; b != nil {
-		out = append(out, Entry{At: b.LastRestartAt, Kind: "back-off", Reason: b.Reason,
+		out = append(out, Entry{At: b.LastRestartAt, Kind: "back-off", Reason: b.Why(),
 			What: fmt.Sprintf("%d restart(s) in a row did not heal: next restart not before %s", b.Ineffective, rfc3339(b.NotBefore))})
 	}
 	for _, ev := range slices.Sorted(maps.Keys(s.Alerts)) {
 		a := s.Alerts[ev]
-		out = append(out, Entry{At: ptr.Deref(a.LastSentAt, a.OpenedAt), Kind: "alert", Pod: a.Pod, Reason: a.Reason,
+		out = append(out, Entry{At: ptr.Deref(a.LastSentAt, a.OpenedAt), Kind: "alert", Pod: a.Pod,
 			What: fmt.Sprintf("%s open since %s, sent %d time(s)", ev, rfc3339(a.OpenedAt), a.Sends)})
 	}
 	for _, p := range s.Outbox {

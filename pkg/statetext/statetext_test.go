@@ -44,8 +44,8 @@ func everything() *state.State {
 	s.Restarts = []state.Restart{{Pod: "sched-a", UID: "uid-a", Method: "delete", ClaimedAt: now.Add(-20 * time.Minute), DoneAt: at(-19 * time.Minute), ResumedAt: at(-19 * time.Minute),
 		Outcome: state.RestartDone, Reason: "ready 0 of 3", Evidence: "strong", Gates: "wedged-for ✓", Bundle: "a.json", Ineffective: "its replacement wedged again"}}
 	s.WouldRestarts = []state.WouldRestart{{Pod: "sched-w", At: now.Add(-2 * time.Hour), EpisodeSince: now.Add(-2*time.Hour - 4*time.Minute), Repeats: 2, LastAt: now.Add(-110 * time.Minute), Evidence: "weak", Gates: "shadow"}}
-	s.Backoff = &state.Backoff{Ineffective: 1, LastRestartAt: now.Add(-19 * time.Minute), NotBefore: now.Add(10 * time.Minute), Reason: "the delete of pod sched-a did not heal the scheduler"}
-	s.Alerts["wedged"] = &state.Alert{Event: "wedged", Pod: "sched-b", OpenedAt: now.Add(-5 * time.Minute), Sends: 1, LastSentAt: at(-5 * time.Minute), Reason: "sched-b wedged"}
+	s.Backoff = &state.Backoff{Ineffective: 1, LastRestartAt: now.Add(-19 * time.Minute), NotBefore: now.Add(10 * time.Minute)}
+	s.Alerts["wedged"] = &state.Alert{Event: "wedged", Pod: "sched-b", OpenedAt: now.Add(-5 * time.Minute), Sends: 1, LastSentAt: at(-5 * time.Minute)}
 	s.Outbox = []state.Pending{{Event: "restarted", Sinks: []string{"slack", "webhook"}, Attempts: 2, CreatedAt: now.Add(-18 * time.Minute), LastError: "503"}}
 	return s
 }
@@ -78,7 +78,7 @@ func TestStatusShowsTheHistoryEntries(t *testing.T) {
 		"state: ns/cm\n",
 		"last run: 2026-12-01T11:59:00Z (1m0s ago, took 0s): ok, verdict wedged, action blocked\n  sched-b wedged\n",
 		"sched-b  uid-b  wedged        2026-12-01T11:59:00Z  wedged since 2026-12-01T11:54:00Z  5m       strong    -",
-		"back-off     : 1 restart(s) in a row did not heal: next restart not before 2026-12-01T12:10:00Z\n    reason: the delete of pod sched-a did not heal the scheduler\n",
+		"back-off     : 1 restart(s) in a row did not heal: next restart not before 2026-12-01T12:10:00Z\n    reason: 1 restart(s) in a row did not heal the scheduler, the last claimed at 2026-12-01T11:41:00Z; restarts wait until 2026-12-01T12:10:00Z; the cause is likely outside the scheduler (its RBAC for EndpointSlices, the network to the nodes)\n",
 		"restart       sched-a: restart by delete: done\n",
 		"    healed: no: its replacement wedged again\n    evidence bundle: a.json\n",
 		"    note: the run that claimed it did not finish; a later run completed it at 2026-12-01T11:41:00Z\n",

@@ -48,8 +48,8 @@ func TestTextOutputEscapesTerminalControls(t *testing.T) {
 	s.Pods[hostile] = &state.Pod{Name: hostile, LastVerdict: state.Verdict(hostile), Episode: &state.OpenEpisode{Kind: state.Verdict(hostile), Evidence: state.Evidence(hostile)}}
 	s.Restarts = []state.Restart{{Pod: hostile, UID: hostile, Method: hostile, Reason: hostile, Gates: hostile, Error: hostile, Ineffective: hostile, Bundle: hostile, ClaimedAt: done, DoneAt: &done, Outcome: state.RestartDone}}
 	s.WouldRestarts = []state.WouldRestart{{Pod: hostile, UID: hostile, Reason: hostile, Gates: hostile, Bundle: hostile, At: done}}
-	s.Backoff = &state.Backoff{Reason: hostile}
-	s.Alerts[hostile] = &state.Alert{Event: hostile, Pod: hostile, Reason: hostile}
+	s.Backoff = &state.Backoff{}
+	s.Alerts[hostile] = &state.Alert{Event: hostile, Pod: hostile}
 	s.Outbox = []state.Pending{{ID: hostile, Event: hostile, Sinks: []string{hostile}, LastError: hostile}}
 	s.Episodes = []state.Episode{{Pod: hostile, UID: hostile, Kind: state.Verdict(hostile), Outcome: state.EpisodeOutcome(hostile)}}
 

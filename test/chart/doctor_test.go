@@ -101,7 +101,7 @@ func TestDoctorHookShape(t *testing.T) {
 
 // TestDoctorFlagsReachable: every doctor flag that is a setting reaches the hook.
 func TestDoctorFlagsReachable(t *testing.T) {
-	pod := render(t, "alerts: {webhookURL: 'https://h.example.com', webhookSecret: k-of-32-bytes-or-more-for-the-test, slackWebhookURL: 'https://s.example.com', heartbeatURL: 'https://b.example.com'}\nmode: deployment\ndeployment: {replicas: 2}").doctorPod()
+	pod := render(t, "alerts: {webhookURL: 'https://h.example.com', webhookSecret: k-of-32-bytes-or-more-for-the-test, slackWebhookURL: 'https://s.example.com', heartbeatURL: 'https://b.example.com'}\nmode: deployment\ndeployment: {replicas: 2}\nprobe: {mode: canary}").doctorPod()
 	env := envOf(pod.Spec.Containers[0])
 	skip := map[string]bool{"send-test": true} // a hook sends no test alert
 	for f := range notFromValues {
@@ -139,7 +139,8 @@ func TestDoctorChecksWhatTheRoleGrants(t *testing.T) {
 			n := doctor.Needs{
 				StateConfigMap: get("state-configmap"), Deployment: get("deployment"),
 				RestartMethod: get("restart-method"), JudgePods: decide.JudgePods(get("judge-pods")), MaxRestarts: maxRestarts, LeaderLease: get("leader-lease"),
-				EvidenceConfigMap: get("evidence-configmap"), EvidenceLogs: get("evidence-logs") == "true", KeySecret: get("key-secret"),
+				EvidenceConfigMap: get("evidence-configmap"), EvidenceLogs: get("evidence-logs") == "true",
+				Lease: get("lease"), KeySecret: get("key-secret"),
 			}
 			if get("leader-elect") == "true" {
 				n.ElectionLease = get("leader-elect-lease")

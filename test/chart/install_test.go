@@ -183,8 +183,6 @@ func identityLimits(t *testing.T, ns, method string, sa kubernetes.Interface) {
 	forbidden("update another ConfigMap", err)
 	_, err = sa.CoreV1().ConfigMaps(ns).Patch(ctx, "scheduler-config", types.MergePatchType, []byte(`{"data":{"k":"evil"}}`), metav1.PatchOptions{})
 	forbidden("patch another ConfigMap", err)
-	_, err = sa.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "sneaky"}}, metav1.CreateOptions{})
-	forbidden("create a ConfigMap", err)
 	forbidden("delete its own state ConfigMap", sa.CoreV1().ConfigMaps(ns).Delete(ctx, stateName, metav1.DeleteOptions{}))
 
 	// The restart right it does not have.
@@ -196,8 +194,8 @@ func identityLimits(t *testing.T, ns, method string, sa kubernetes.Interface) {
 	case "rollout":
 		forbidden("delete the scheduler pod under the rollout method", sa.CoreV1().Pods(ns).Delete(ctx, "agentenv-scheduler-abc12", metav1.DeleteOptions{}))
 	}
-	_, err = sa.CoordinationV1().Leases(ns).Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, metav1.CreateOptions{})
-	forbidden("create a Lease", err)
+	_, err = sa.CoordinationV1().Leases(ns).Update(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "agentenv-scheduler", Namespace: ns}}, metav1.UpdateOptions{})
+	forbidden("update another Lease", err)
 
 	// The full picture, from the API server's authorizer.
 	type attr struct {
@@ -209,6 +207,12 @@ func identityLimits(t *testing.T, ns, method string, sa kubernetes.Interface) {
 		{"get", "", "configmaps", "", stateName, ns},
 		{"update", "", "configmaps", "", stateName, ns},
 		{"create", "", "events", "", "", ns},
+		// Its own objects, which it creates.
+		{"create", "", "configmaps", "", "", ns}, {"create", "", "secrets", "", "", ns},
+		{"get", "", "secrets", "", "agentenv-scheduler-watchdog-key", ns},
+		{"create", "coordination.k8s.io", "leases", "", "", ns},
+		{"get", "coordination.k8s.io", "leases", "", "agentenv-scheduler-watchdog", ns},
+		{"update", "coordination.k8s.io", "leases", "", "agentenv-scheduler-watchdog", ns},
 		{"get", "apps", "deployments", "", schedDep, ns},
 		// scheduler.judgePods deployment (the default): the owner chain by UID.
 		{"get", "apps", "replicasets", "", "x", ns},
@@ -220,12 +224,12 @@ func identityLimits(t *testing.T, ns, method string, sa kubernetes.Interface) {
 		{"update", "", "pods", "", "x", ns}, {"patch", "", "pods", "", "x", ns}, {"create", "", "pods", "exec", "x", ns},
 		{"deletecollection", "", "pods", "", "", ns},
 		{"list", "", "pods", "", "", other}, {"delete", "", "pods", "", "x", other},
-		{"list", "", "configmaps", "", "", ns}, {"create", "", "configmaps", "", "", ns}, {"delete", "", "configmaps", "", stateName, ns},
+		{"list", "", "configmaps", "", "", ns}, {"delete", "", "configmaps", "", stateName, ns},
 		{"patch", "", "configmaps", "", stateName, ns}, {"get", "", "configmaps", "", "other", ns}, {"update", "", "configmaps", "", stateName, other},
 		{"update", "apps", "deployments", "", schedDep, ns}, {"delete", "apps", "deployments", "", schedDep, ns},
 		{"get", "apps", "deployments", "", "other", ns}, {"patch", "apps", "deployments", "", "other", ns}, {"list", "apps", "deployments", "", "", ns},
 		{"update", "apps", "deployments", "scale", schedDep, ns},
-		{"create", "coordination.k8s.io", "leases", "", "", ns}, {"update", "coordination.k8s.io", "leases", "", "agentenv-scheduler", ns},
+		{"update", "coordination.k8s.io", "leases", "", "agentenv-scheduler", ns},
 		{"create", "", "serviceaccounts", "token", fullname, ns},
 		{"create", "rbac.authorization.k8s.io", "roles", "", "", ns}, {"update", "rbac.authorization.k8s.io", "roles", "", fullname, ns},
 		{"create", "rbac.authorization.k8s.io", "rolebindings", "", "", ns},
@@ -325,15 +329,14 @@ func oneOffDryRun(t *testing.T, ns, notes, kubeconfig string, flags []string) {
 	if job.Spec.Template.Spec.ServiceAccountName != fullname || job.Spec.ActiveDeadlineSeconds == nil {
 		t.Errorf("one-off Job lost the CronJob's pod settings: sa %q deadline %v", job.Spec.Template.Spec.ServiceAccountName, job.Spec.ActiveDeadlineSeconds)
 	}
-	cmBefore, _ := stateOf(t, ns)
+	_, missing := env.Client.CoreV1().ConfigMaps(ns).Get(ctx, stateName, metav1.GetOptions{})
 	wd := &chartWatchdog{t: t, args: c.Args, env: containerEnv(t, ns, c, jobName+"-x"), kubeconfig: kubeconfig}
 	r := wd.check(flags...)
 	if r.code != 0 || !r.report.DryRun || r.report.StateWritten {
 		t.Fatalf("one-off dry run: exit %d dryRun %v stateWritten %v\n%s", r.code, r.report.DryRun, r.report.StateWritten, r.stderr)
 	}
-	cmAfter, _ := stateOf(t, ns)
-	if cmAfter.ResourceVersion != cmBefore.ResourceVersion {
-		t.Errorf("a dry run wrote the state ConfigMap")
+	if _, err := env.Client.CoreV1().ConfigMaps(ns).Get(ctx, stateName, metav1.GetOptions{}); !apierrors.IsNotFound(missing) || !apierrors.IsNotFound(err) {
+		t.Errorf("a dry run created the state ConfigMap (before: %v, after: %v)", missing, err)
 	}
 	must(t, env.Client.BatchV1().Jobs(ns).Delete(ctx, jobName, metav1.DeleteOptions{}))
 }
@@ -349,8 +352,8 @@ func TestChartUpgradeKeepsState(t *testing.T) {
 	if !maps.Equal(before.Data, after.Data) {
 		t.Fatalf("helm upgrade changed the state:\nbefore %v\nafter  %v", before.Data, after.Data)
 	}
-	if after.Labels["app.kubernetes.io/version"] != "0.1.1" || after.Annotations["helm.sh/resource-policy"] != "keep" {
-		t.Errorf("upgrade did not manage the ConfigMap's metadata: %v %v", after.Labels, after.Annotations)
+	if after.Annotations["meta.helm.sh/release-name"] != "" {
+		t.Errorf("helm manages the watchdog's state ConfigMap: %v", after.Annotations)
 	}
 	ctx, cancel := testenv.Ctx()
 	defer cancel()
@@ -391,9 +394,6 @@ func TestChartReinstallKeepsState(t *testing.T) {
 		"ServiceAccount": getErr(env.Client.CoreV1().ServiceAccounts(in.ns).Get(ctx, fullname, metav1.GetOptions{})),
 		"CronJob":        getErr(env.Client.BatchV1().CronJobs(in.ns).Get(ctx, fullname, metav1.GetOptions{})),
 		"Secret":         getErr(env.Client.CoreV1().Secrets(in.ns).Get(ctx, fullname, metav1.GetOptions{})),
-		// The scheduler's log lines copied into the evidence go with the release
-		// (evidence.keepAfterUninstall keeps them).
-		"evidence ConfigMap": getErr(env.Client.CoreV1().ConfigMaps(in.ns).Get(ctx, stateName+"-evidence", metav1.GetOptions{})),
 	} {
 		if !apierrors.IsNotFound(err) {
 			t.Errorf("%s after uninstall: %v, want NotFound", what, err)
@@ -407,14 +407,11 @@ func TestChartReinstallKeepsState(t *testing.T) {
 		t.Errorf("the uninstalled ServiceAccount's token still works: exit %d\n%s", r.code, r.stderr)
 	}
 
-	// Reinstalling the same release adopts the kept ConfigMap and leaves its data.
+	// Reinstalling the same release leaves the watchdog's state as it was.
 	mustHelm(t, "install", in.name, chartDir, "--namespace", in.ns, "--kubeconfig", env.Kubeconfig, "-f", in.values)
 	again, _ := stateOf(t, in.ns)
 	if !maps.Equal(before.Data, again.Data) {
 		t.Fatalf("reinstall changed the state:\nbefore %v\nafter  %v", before.Data, again.Data)
-	}
-	if again.Annotations["meta.helm.sh/release-name"] != in.name {
-		t.Errorf("reinstalled release does not own the state ConfigMap: %v", again.Annotations)
 	}
 	kubeconfig, _ := saKubeconfig(t, in.ns, fullname)
 	cronJobWatchdog(t, in.ns, kubeconfig).check(in.flags...).expect(t, 0, "healthy", "none")
@@ -423,36 +420,20 @@ func TestChartReinstallKeepsState(t *testing.T) {
 		t.Errorf("state after reinstall: restarts %+v lastRun %+v", st.Restarts, st.LastRun)
 	}
 
-	// A second release in the same namespace would share the state: Helm refuses it.
-	out, stderr, err := helm(t, "install", "wd2", chartDir, "--namespace", in.ns, "--kubeconfig", env.Kubeconfig, "-f", in.values)
-	if err == nil || !strings.Contains(stderr, "ConfigMap") || !strings.Contains(stderr, stateName) {
-		t.Errorf("a second release sharing the state ConfigMap: err %v\n%s%s", err, out, stderr)
-	}
 }
 
-// TestChartStateDeleted: without its ConfigMap the identity cannot write state (no
-// create), so a run fails loudly, naming the ConfigMap, and alerts; `helm upgrade`
-// re-creates it.
+// TestChartStateDeleted: without its ConfigMap the watchdog creates it again at
+// its next pass, and writes it.
 func TestChartStateDeleted(t *testing.T) {
 	in := install(t, "delete", "scheduler-metrics-healthy.txt")
+	seedState(t, in.ns)
 	ctx, cancel := testenv.Ctx()
 	defer cancel()
 	must(t, env.Client.CoreV1().ConfigMaps(in.ns).Delete(ctx, stateName, metav1.DeleteOptions{}))
-	r := in.wd.check(in.flags...)
-	if r.code != 1 || !strings.Contains(r.stderr, stateName) || !strings.Contains(r.stderr, "forbidden") {
-		t.Errorf("run without its state ConfigMap: exit %d, want 1 naming %s as forbidden\n%s", r.code, stateName, r.stderr)
-	}
-	if good, _ := in.recv.got(); !slices.Contains(good, alert.EventWatchdogError) {
-		t.Errorf("no watchdog-error alert for the unwritable state; webhook got %v", good)
-	}
-	in.upgrade()
-	cm, st := stateOf(t, in.ns)
-	if cm.Annotations["helm.sh/resource-policy"] != "keep" || st != nil {
-		t.Fatalf("helm upgrade did not re-create an empty state ConfigMap: %v %v", cm.Annotations, cm.Data)
-	}
 	in.wd.check(in.flags...).expect(t, 0, "healthy", "none")
-	if _, st := stateOf(t, in.ns); st == nil || st.LastRun == nil {
-		t.Errorf("no state written after the ConfigMap was re-created")
+	cm, st := stateOf(t, in.ns)
+	if st == nil || st.LastRun == nil || cm.Labels["app.kubernetes.io/managed-by"] != "agentenv-scheduler-watchdog" {
+		t.Errorf("the state after the ConfigMap was deleted: labels %v, state %+v", cm.Labels, st)
 	}
 }
 
@@ -520,9 +501,6 @@ func TestChartSecretChecksumSalted(t *testing.T) {
 		t.Errorf("the chart generated an outbox-key")
 	}
 }
-
-// keySecret is the Secret the watchdog creates for its key (state.keySecretName).
-const keySecret = "agentenv-scheduler-watchdog-key"
 
 // commit010 is a landed commit of main with the chart at 0.1.0 (it generated outbox-key
 // into its Secret at install).
@@ -607,10 +585,8 @@ func TestChartDeploymentMode(t *testing.T) {
 	if !strings.Contains(notes, "get lease agentenv-scheduler-watchdog") {
 		t.Errorf("NOTES do not show the election Lease:\n%s", notes)
 	}
-	lease, err := env.Client.CoordinationV1().Leases(ns).Get(ctx, "agentenv-scheduler-watchdog", metav1.GetOptions{})
-	must(t, err)
-	if lease.Spec.HolderIdentity != nil && *lease.Spec.HolderIdentity != "" {
-		t.Fatalf("pre-created Lease already held by %q", *lease.Spec.HolderIdentity)
+	if _, err := env.Client.CoordinationV1().Leases(ns).Get(ctx, "agentenv-scheduler-watchdog", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the watchdog's Lease before its first pass: %v, want none (the chart renders none)", err)
 	}
 	d, err := env.Client.AppsV1().Deployments(ns).Get(ctx, fullname, metav1.GetOptions{})
 	must(t, err)

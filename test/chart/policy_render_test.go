@@ -11,6 +11,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // TestAdmissionPolicyRender: the admission policy is on by default, concerns only the
@@ -27,8 +28,18 @@ func TestAdmissionPolicyRender(t *testing.T) {
 		t.Helper()
 		r := render(t, values)
 		p := &policy{}
-		r.one("ValidatingAdmissionPolicy", &p.vap)
-		r.one("ValidatingAdmissionPolicyBinding", &p.binding)
+		// The guard (TestGuardPolicy) is the second policy of the pair.
+		for kind, into := range map[string]any{"ValidatingAdmissionPolicy": &p.vap, "ValidatingAdmissionPolicyBinding": &p.binding} {
+			objs := r.kinds(kind)
+			if len(objs) != 2 {
+				t.Fatalf("want the policy and the guard, rendered %d %s", len(objs), kind)
+			}
+			for _, o := range objs {
+				if o.GetName() == name {
+					must(t, runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, into))
+				}
+			}
+		}
 		if p.vap.Name != name || p.binding.Name != name || p.binding.Spec.PolicyName != name {
 			t.Errorf("names %q / %q → %q, want %q", p.vap.Name, p.binding.Name, p.binding.Spec.PolicyName, name)
 		}

@@ -19,7 +19,6 @@ import (
 	"github.com/spf13/pflag"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -194,9 +193,16 @@ func grants(role *rbacv1.Role) []grant {
 }
 
 // baseGrants are what every configuration needs: observe, state, Events, rollout gate,
-// and the evidence before a restart (its ConfigMap by name, the scheduler's log).
+// the evidence before a restart (its ConfigMap by name, the scheduler's log), and
+// the objects the watchdog creates itself: create, then by name.
 func baseGrants(configMap, deployment string) []grant {
 	return []grant{
+		{"", "configmaps", "create", ""},
+		{"", "secrets", "create", ""},
+		{"", "secrets", "get", "agentenv-scheduler-watchdog-key"},
+		{"coordination.k8s.io", "leases", "create", ""},
+		{"coordination.k8s.io", "leases", "get", "agentenv-scheduler-watchdog"},
+		{"coordination.k8s.io", "leases", "update", "agentenv-scheduler-watchdog"},
 		{"", "pods", "list", ""},
 		{"discovery.k8s.io", "endpointslices", "list", ""},
 		{"", "configmaps", "get", configMap},
@@ -205,9 +211,6 @@ func baseGrants(configMap, deployment string) []grant {
 		{"", "configmaps", "update", "agentenv-scheduler-watchdog-evidence"},
 		{"", "pods/log", "get", ""},
 		{"", "events", "create", ""},
-		// The key Secret the first real pass creates (state.keySecretName), then reads.
-		{"", "secrets", "create", ""},
-		{"", "secrets", "get", "agentenv-scheduler-watchdog-key"},
 		{"apps", "deployments", "get", deployment},
 		// scheduler.judgePods deployment (the default): the owner chain by UID.
 		{"apps", "replicasets", "get", ""},
@@ -233,10 +236,8 @@ func TestRBACPerConfiguration(t *testing.T) {
 		// watch endpointslices: run starts a pass when the nodes change (deployment.watchEndpoints).
 		{"deployment mode, one replica: no election", "mode: deployment", []grant{{"", "pods", "delete", ""}, {"discovery.k8s.io", "endpointslices", "watch", ""}}},
 		{"deployment mode without the EndpointSlice watch", "mode: deployment\ndeployment: {watchEndpoints: false}", []grant{{"", "pods", "delete", ""}}},
-		{"deployment mode, 3 replicas: own Lease by name", "mode: deployment\ndeployment: {replicas: 3}", []grant{
-			{"", "pods", "delete", ""}, {"discovery.k8s.io", "endpointslices", "watch", ""},
-			{"coordination.k8s.io", "leases", "get", "agentenv-scheduler-watchdog"},
-			{"coordination.k8s.io", "leases", "update", "agentenv-scheduler-watchdog"}}},
+		{"deployment mode, 3 replicas", "mode: deployment\ndeployment: {replicas: 3}", []grant{
+			{"", "pods", "delete", ""}, {"discovery.k8s.io", "endpointslices", "watch", ""}}},
 		{"no evidence logs", "evidence: {logs: false}", []grant{{"", "pods", "delete", ""}}},
 		{"renamed objects", "state: {configMapName: wd-state}\nscheduler: {deployment: sched}\nrestart: {method: rollout}",
 			append(baseGrants("wd-state", "sched")[:0:0], grant{"apps", "deployments", "patch", "sched"})},
@@ -289,9 +290,12 @@ func assertNoBroadRBAC(t *testing.T, r *rendered) {
 			if g.group == "*" || g.resource == "*" || g.verb == "*" || (strings.Contains(g.resource, "/") && !logs) {
 				t.Errorf("Role grants %s: no wildcards, no subresources but get pods/log", g)
 			}
-			if slices.Contains([]string{"create", "patch", "update", "delete", "deletecollection"}, g.verb) && g.name == "" &&
-				!(g.resource == "events" && g.verb == "create") && !(g.resource == "pods" && g.verb == "delete") && !key {
-				t.Errorf("Role grants %s: writes must be by resource name (only Event and key Secret create and pod delete cannot be)", g)
+			// create cannot be narrowed by name: the guard policy narrows the watchdog's
+			// own objects' (configmaps, secrets, leases), the canary's the admission policy.
+			unnamed := (g.verb == "create" && slices.Contains([]string{"events", "configmaps", "secrets", "leases", "endpointslices"}, g.resource)) ||
+				(g.resource == "pods" && g.verb == "delete")
+			if slices.Contains([]string{"create", "patch", "update", "delete", "deletecollection"}, g.verb) && g.name == "" && !unnamed {
+				t.Errorf("Role grants %s: writes must be by resource name (only creates and pod delete cannot be)", g)
 			}
 		}
 	}
@@ -431,10 +435,8 @@ func TestDeploymentMode(t *testing.T) {
 			t.Errorf("%s probe %+v, want GET /healthz on the metrics port", name, p)
 		}
 	}
-	var lease coordinationv1.Lease
-	r.one("Lease", &lease)
-	if lease.Name != "agentenv-scheduler-watchdog" || lease.Spec.HolderIdentity != nil {
-		t.Errorf("pre-created Lease %s holder %v", lease.Name, lease.Spec.HolderIdentity)
+	if n := len(r.kinds("Lease")); n != 0 {
+		t.Errorf("rendered %d Lease: the watchdog creates its own", n)
 	}
 	var svc corev1.Service
 	r.one("Service", &svc)
@@ -514,33 +516,24 @@ func TestStandardLabels(t *testing.T) {
 	}
 }
 
-// TestStateConfigMapHasNoDataAndIsKept: the state and the evidence ConfigMaps are
-// pre-created empty (the watchdog owns their data, which helm upgrade must never
-// reset). The state survives an uninstall; the evidence, a copy of the
-// scheduler's log lines, only with evidence.keepAfterUninstall.
-func TestStateConfigMapHasNoDataAndIsKept(t *testing.T) {
-	for _, keepEvidence := range []bool{false, true} {
-		cms := render(t, fmt.Sprintf("evidence:\n  keepAfterUninstall: %v\n", keepEvidence)).kinds("ConfigMap")
-		kept := map[string]bool{"agentenv-scheduler-watchdog": true, "agentenv-scheduler-watchdog-evidence": keepEvidence}
-		for _, u := range cms {
-			if keep := u.GetAnnotations()["helm.sh/resource-policy"] == "keep"; keep != kept[u.GetName()] {
-				t.Errorf("keepAfterUninstall %v: %s kept after uninstall %v, want %v", keepEvidence, u.GetName(), keep, kept[u.GetName()])
+// TestChartRendersNoneOfTheWatchdogsObjects: the state and evidence
+// ConfigMaps, the key Secret, the Lease and the canary are the watchdog's: it
+// creates them at its first non-dry pass, and helm never writes them (so helm
+// upgrade never resets them, and the guard policy needs no exception for helm).
+func TestChartRendersNoneOfTheWatchdogsObjects(t *testing.T) {
+	for _, values := range []string{"", "mode: deployment\ndeployment: {replicas: 3}", "evidence: {keepAfterUninstall: true}"} {
+		r := render(t, values)
+		for _, kind := range []string{"ConfigMap", "Lease", "EndpointSlice"} {
+			for _, o := range r.kinds(kind) {
+				if !strings.Contains(o.GetName(), "dashboard") {
+					t.Errorf("values %q rendered %s %s", values, kind, o.GetName())
+				}
 			}
 		}
-	}
-	cms := render(t, "").kinds("ConfigMap")
-	want := map[string]string{"agentenv-scheduler-watchdog": "state", "agentenv-scheduler-watchdog-evidence": "restart-evidence"}
-	if len(cms) != len(want) {
-		t.Fatalf("want %d ConfigMaps, rendered %d", len(want), len(cms))
-	}
-	for _, u := range cms {
-		var cm corev1.ConfigMap
-		must(t, runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &cm))
-		if component, ok := want[cm.Name]; !ok || cm.Namespace != renderNamespace || cm.Labels["app.kubernetes.io/component"] != component {
-			t.Errorf("ConfigMap %s/%s labels %v", cm.Namespace, cm.Name, cm.Labels)
-		}
-		if cm.Data != nil || cm.BinaryData != nil {
-			t.Errorf("the chart must not own %s's data (helm upgrade would reset it): %v", cm.Name, cm.Data)
+		for _, o := range r.kinds("Secret") {
+			if o.GetName() == "agentenv-scheduler-watchdog-key" {
+				t.Errorf("values %q rendered the key Secret", values)
+			}
 		}
 	}
 }
@@ -730,7 +723,7 @@ func TestEveryFlagReachable(t *testing.T) {
 	secrets := "alerts: {webhookURL: 'https://h.example.com', webhookSecret: k-of-32-bytes-or-more-for-the-test, slackWebhookURL: 'https://s.example.com', heartbeatURL: 'https://b.example.com'}\n"
 	for _, c := range []struct{ mode, command string }{{"cronjob", "check"}, {"deployment", "run"}} {
 		t.Run(c.command, func(t *testing.T) {
-			values := secrets + "mode: " + c.mode + "\ndeployment: {replicas: 2}"
+			values := secrets + "mode: " + c.mode + "\ndeployment: {replicas: 2}\nprobe: {mode: canary}"
 			if c.mode == "cronjob" {
 				values += "\nmonitoring: {pushgateway: {url: 'http://pushgateway.monitoring:9091'}}"
 			}

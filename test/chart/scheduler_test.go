@@ -14,11 +14,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/agentenv/watchdog/internal/schedsim"
 	"github.com/agentenv/watchdog/internal/testenv"
 	"github.com/agentenv/watchdog/pkg/deliver"
+	"github.com/agentenv/watchdog/pkg/kube"
 	"github.com/agentenv/watchdog/pkg/state"
 	"github.com/agentenv/watchdog/pkg/statestore"
 )
@@ -64,12 +66,16 @@ func layOutScheduler(t *testing.T, ns, page string) *scheduler {
 	return s
 }
 
-// stateOf reads the state ConfigMap and decodes its document (nil when it has none).
+// stateOf reads the state ConfigMap and decodes its document (nil when it has none;
+// both nil before the watchdog created it).
 func stateOf(t *testing.T, ns string) (*corev1.ConfigMap, *state.State) {
 	t.Helper()
 	ctx, cancel := testenv.Ctx()
 	defer cancel()
 	cm, err := env.Client.CoreV1().ConfigMaps(ns).Get(ctx, stateName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) { // the watchdog creates it at its first real pass
+		return nil, nil
+	}
 	must(t, err)
 	raw, ok := cm.Data[statestore.DataKey]
 	if !ok {
@@ -92,10 +98,15 @@ func seedState(t *testing.T, ns string) *state.State {
 		ClaimedAt: at, DoneAt: &at, Outcome: state.RestartDone, Reason: "wedged (seeded by the test)"}}
 	raw, err := state.Encode(st, at)
 	must(t, err)
-	cm, err := env.Client.CoreV1().ConfigMaps(ns).Get(ctx, stateName, metav1.GetOptions{})
+	// The watchdog creates its ConfigMap and key Secret at its first pass; the test
+	// stands in for it, sealing with that key as the watchdog seals.
+	key := []byte("a key of 32 bytes, as the watchdog's own, for the test")
+	_, err = env.Client.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: keySecret, Namespace: ns},
+		Data: map[string][]byte{kube.KeyData: key}}, metav1.CreateOptions{})
 	must(t, err)
-	cm.Data = map[string]string{statestore.DataKey: string(raw)}
-	_, err = env.Client.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{})
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: stateName, Namespace: ns}, Data: map[string]string{statestore.DataKey: string(raw),
+		statestore.SealKey: statestore.Seal(key, ns, stateName, string(raw))}}
+	_, err = env.Client.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{})
 	must(t, err)
 	return st
 }

@@ -811,8 +811,7 @@ func TestRecoveredThenStateUnwritableAlertsAgain(t *testing.T) {
 	// An earlier run's watchdog-error, sent a minute ago (no reminder due).
 	seed := state.New()
 	sent := time.Now().Add(-time.Minute)
-	seed.Alerts[alert.EventWatchdogError] = &state.Alert{Event: alert.EventWatchdogError, OpenedAt: sent, LastSentAt: &sent, Sends: 1,
-		Reason: "the watchdog cannot do its job: list pods: forbidden"}
+	seed.Alerts[alert.EventWatchdogError] = &state.Alert{Event: alert.EventWatchdogError, OpenedAt: sent, LastSentAt: &sent, Sends: 1}
 	writeState(t, s.ns, seed)
 	args := restrictedCheck(t, s, "read-only-state", readOnlyState)
 	args = append(args, "--webhook-url", rcv.url(webhookPath), "--webhook-secret", hmacKey)

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/agentenv/watchdog/internal/testenv"
@@ -58,6 +59,18 @@ func (f *faultScenario) restarts(t *testing.T) []state.Restart {
 	return st.Restarts
 }
 
+// releaseDeadHolder deletes the pass Lease a run left held when the API server
+// went away under it: it would expire within its 15 s (a dead holder costs at most
+// the Lease's duration), which these tests do not wait out.
+func releaseDeadHolder(t *testing.T, ns string) {
+	t.Helper()
+	ctx, cancel := testenv.Ctx()
+	defer cancel()
+	if err := env.Client.CoordinationV1().Leases(ns).Delete(ctx, "agentenv-scheduler-watchdog", metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+}
+
 func TestFaultAPIGoneBetweenClaimAndDelete(t *testing.T) {
 	f := newFaultScenario(t, fixture(t, "scheduler-metrics-discovery-dead.txt"))
 	f.wedgedAndDue(t)
@@ -77,6 +90,7 @@ func TestFaultAPIGoneBetweenClaimAndDelete(t *testing.T) {
 		t.Fatalf("exit %d, want 1 (the restart could not be carried out)\n%s", r.code, r.stderr)
 	}
 	f.proxy.SetFault(nil)
+	releaseDeadHolder(t, f.ns)
 	if !f.podExists(f.pod.Name) {
 		t.Fatal("the pod was deleted although the API server was gone")
 	}
@@ -122,6 +136,7 @@ func TestFaultAPIGoneBetweenDeleteAndStateWrite(t *testing.T) {
 		t.Fatalf("exit %d, want 1 naming the state write\n%s", r.code, r.stderr)
 	}
 	f.proxy.SetFault(nil)
+	releaseDeadHolder(t, f.ns)
 	if f.podExists(f.pod.Name) {
 		t.Fatal("the delete did not happen")
 	}
@@ -382,50 +397,4 @@ func TestFaultStateNearObjectLimit(t *testing.T) {
 	if newest.UID != "uid-0" {
 		t.Errorf("the newest restart must be kept, last is %s", newest.UID)
 	}
-}
-
-// Another writer leaves an undelivered alert in the outbox while a run is going on:
-// the run's state write conflicts and merges, and that pending alert must survive
-// the merge (it would otherwise be lost without a trace).
-func TestFaultConflictKeepsTheOtherWritersPendingAlerts(t *testing.T) {
-	f := newFaultScenario(t, fixture(t, "scheduler-metrics-healthy.txt"))
-	f.check().expect(t, 0, "healthy", "none")
-	var once sync.Once
-	f.proxy.SetFault(func(r *http.Request) *testenv.Fault {
-		if !isStateWrite(r) {
-			return nil
-		}
-		var fault *testenv.Fault
-		once.Do(func() {
-			fault = &testenv.Fault{Before: func() {
-				ctx, cancel := testenv.Ctx()
-				defer cancel()
-				cm, err := env.Client.CoreV1().ConfigMaps(f.ns).Get(ctx, "agentenv-scheduler-watchdog", metav1.GetOptions{})
-				must(t, err)
-				st, err := state.Decode([]byte(cm.Data[statestore.DataKey]))
-				must(t, err)
-				st.Outbox = append(st.Outbox, state.Pending{ID: "other-writer", Event: "wedged", CreatedAt: time.Now(),
-					Attempts: 1, Sinks: []string{"webhook"}, LastError: "webhook: answered 500", Payload: json.RawMessage(`{"event":"wedged"}`)})
-				b, err := state.Encode(st, time.Now())
-				must(t, err)
-				cm.Data[statestore.DataKey] = string(b)
-				_, err = env.Client.CoreV1().ConfigMaps(f.ns).Update(ctx, cm, metav1.UpdateOptions{})
-				must(t, err)
-			}}
-		})
-		return fault
-	})
-	r := f.check()
-	f.proxy.SetFault(nil)
-	r.expect(t, 0, "healthy", "none")
-	if !strings.Contains(r.stderr, "merging") {
-		t.Fatalf("the state write did not conflict: the test proves nothing\n%s", r.stderr)
-	}
-	st, _ := f.state()
-	for _, p := range st.Outbox {
-		if p.ID == "other-writer" {
-			return
-		}
-	}
-	t.Fatalf("the other writer's pending alert was dropped by the merge: outbox %+v", st.Outbox)
 }

@@ -36,6 +36,7 @@ state ConfigMap and the election Lease live there; everything else in the releas
 {{- default .Release.Namespace .Values.scheduler.namespace -}}
 {{- end -}}
 
+{{/* The key Secret the watchdog creates (pkg/kube EnsureKey). */}}
 {{- define "watchdog.secretName" -}}
 {{- default (include "watchdog.fullname" .) .Values.alerts.existingSecret -}}
 {{- end -}}
@@ -305,6 +306,7 @@ short and readable in `kubectl describe`), secrets through secretKeyRef only. */
 {{- $flags := list
   (list "NAMESPACE" (include "watchdog.watchNamespace" .))
   (list "STATE_CONFIGMAP" $v.state.configMapName)
+  (list "LEASE" $v.deployment.leaderElection.lease)
   (list "KEY_SECRET" (include "watchdog.keySecret" .))
   (list "TIMEOUT" $v.run.timeout)
   (list "API_TIMEOUT" $v.run.apiTimeout)
@@ -363,8 +365,12 @@ short and readable in `kubectl describe`), secrets through secretKeyRef only. */
 - name: WATCHDOG_{{ index . 0 }}
   value: {{ index . 1 | toString | quote }}
 {{- end }}
-{{- /* The canary's address and owner (probe.mode canary): this pod. */}}
-{{- range $env, $field := dict "PROBE_ADDRESS" "status.podIP" "POD_NAME" "metadata.name" "POD_UID" "metadata.uid" }}
+{{- /* This pod: the pass Lease's holder; with probe.mode canary the canary's address and owner too. */}}
+{{- $fields := dict "POD_NAME" "metadata.name" }}
+{{- if eq $v.probe.mode "canary" }}
+{{- $fields = merge $fields (dict "PROBE_ADDRESS" "status.podIP" "POD_UID" "metadata.uid") }}
+{{- end }}
+{{- range $env, $field := $fields }}
 - name: WATCHDOG_{{ $env }}
   valueFrom:
     fieldRef:
