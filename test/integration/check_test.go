@@ -12,10 +12,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/agentenv/watchdog/internal/testenv"
 	"github.com/agentenv/watchdog/pkg/alert"
+	"github.com/agentenv/watchdog/pkg/kube"
 	"github.com/agentenv/watchdog/pkg/state"
 	"github.com/agentenv/watchdog/pkg/statestore"
 )
@@ -245,9 +247,9 @@ func TestFutureRestartRecordsDoNotBlock(t *testing.T) {
 	}
 }
 
-// wedgedWithRecordsAhead is a strong wedge seen once, after which a namespace
-// editor adds the restart records of records to the state, dated from a year
-// ahead (returned).
+// wedgedWithRecordsAhead is a strong wedge seen once, after which restart records
+// dated from a year ahead (returned) join the state, sealed: as a watchdog whose
+// clock ran ahead writes them (an unsealed edit is set aside: TestOutboxForgedByANamespaceEditor).
 func wedgedWithRecordsAhead(t *testing.T, records func(s *scenario, ahead time.Time) []any) (*scenario, time.Time) {
 	t.Helper()
 	s := newScenario(t, layout{serving: 3, page: fixture(t, "scheduler-metrics-discovery-dead.txt")})
@@ -257,7 +259,23 @@ func wedgedWithRecordsAhead(t *testing.T, records func(s *scenario, ahead time.T
 		restarts, _ := doc["restarts"].([]any)
 		doc["restarts"] = append(restarts, records(s, ahead)...)
 	})
+	reseal(t, s.ns)
 	return s, ahead
+}
+
+// reseal seals the state document again with the key of the watchdog's key Secret.
+func reseal(t *testing.T, ns string) {
+	t.Helper()
+	ctx, cancel := testenv.Ctx()
+	defer cancel()
+	const name = "agentenv-scheduler-watchdog"
+	sec, err := env.Client.CoreV1().Secrets(ns).Get(ctx, name+"-key", metav1.GetOptions{})
+	must(t, err)
+	cm, err := env.Client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+	must(t, err)
+	cm.Data[statestore.SealKey] = statestore.Seal(sec.Data[kube.KeyData], ns, name, cm.Data[statestore.DataKey])
+	_, err = env.Client.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{})
+	must(t, err)
 }
 
 func writeState(t *testing.T, ns string, s *state.State) {
@@ -269,12 +287,26 @@ func writeState(t *testing.T, ns string, s *state.State) {
 	writeStateRaw(t, ctx, ns, string(b))
 }
 
+// writeStateRaw stands in for the watchdog's earlier runs: it creates the state
+// ConfigMap holding raw, sealed as the watchdog seals it, with the key of the key
+// Secret it creates (made here when missing), so the runs take raw as their own.
 func writeStateRaw(t testing.TB, ctx context.Context, ns, raw string) {
 	t.Helper()
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "agentenv-scheduler-watchdog", Namespace: ns}, Data: map[string]string{statestore.DataKey: raw}}
-	_, err := env.Client.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{})
+	const name = "agentenv-scheduler-watchdog"
+	key := []byte(testStateKey)
+	_, err := env.Client.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name + "-key", Namespace: ns},
+		Data: map[string][]byte{kube.KeyData: key}}, metav1.CreateOptions{})
+	if !apierrors.IsAlreadyExists(err) {
+		must(t, err)
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Data: map[string]string{statestore.DataKey: raw, statestore.SealKey: statestore.Seal(key, ns, name, raw)}}
+	_, err = env.Client.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{})
 	must(t, err)
 }
+
+// testStateKey is the key of the watchdog's key Secret in the tests that seed a state.
+const testStateKey = "the integration tests' state key, 32 bytes or more"
 
 func TestCorruptStateRecovered(t *testing.T) {
 	s := newScenario(t, layout{serving: 3, page: fixture(t, "scheduler-metrics-healthy.txt")})
