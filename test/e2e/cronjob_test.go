@@ -16,6 +16,7 @@ import (
 	"github.com/agentenv/watchdog/internal/realnode"
 	"github.com/agentenv/watchdog/pkg/check"
 	"github.com/agentenv/watchdog/pkg/evidence"
+	"github.com/agentenv/watchdog/pkg/kube"
 )
 
 // installArgs is `helm install` from oci:// at the pushed digests, CronJob every
@@ -184,19 +185,13 @@ func bundle(t *testing.T, ns, key string) evidence.Bundle {
 	if !ok {
 		t.Fatalf("evidence bundle %q not in the evidence ConfigMap (keys %v)", key, keys(cm.Data))
 	}
-	// Sealed with the outbox key the chart generated (its Secret's outbox-key).
-	var outboxKey []byte
-	secrets, err := client.CoreV1().Secrets(ns).List(context.Background(), metav1.ListOptions{})
+	// Sealed with the key of the Secret the watchdog created (kube.EnsureKey).
+	sec, err := client.CoreV1().Secrets(ns).Get(context.Background(), "agentenv-scheduler-watchdog-key", metav1.GetOptions{})
 	must(t, err)
-	for _, s := range secrets.Items {
-		if k, ok := s.Data["outbox-key"]; ok {
-			outboxKey = k
-		}
-	}
-	b, err := evidence.Open(outboxKey, ns, key, []byte(raw))
+	b, err := evidence.Open(sec.Data[kube.KeyData], ns, key, []byte(raw))
 	must(t, err)
 	if b.Integrity != evidence.IntegritySealed || b.At.IsZero() {
-		t.Errorf("evidence bundle %q: integrity %q, at %s: want sealed with the chart's outbox key, with its time", key, b.Integrity, b.At)
+		t.Errorf("evidence bundle %q: integrity %q, at %s: want sealed with the key of the watchdog's key Secret, with its time", key, b.Integrity, b.At)
 	}
 	return b
 }

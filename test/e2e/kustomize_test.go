@@ -66,6 +66,8 @@ func TestKustomizeOnARealNode(t *testing.T) {
 	im := pushImages(t)
 	ns := createNamespace(t, "agentenv-system")
 	t.Cleanup(func() { // TestCronJobOnARealNode creates the namespace again
+		// Cleanups run last first: createNamespace's delete has not run yet.
+		_ = client.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
 		waitFor(t, 3*time.Minute, "namespace "+ns+" gone", func() bool {
 			_, err := client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 			return apierrors.IsNotFound(err)
