@@ -1,8 +1,6 @@
 package chart
 
 import (
-	"errors"
-	"io"
 	"maps"
 	"os"
 	"os/exec"
@@ -11,8 +9,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
 	"github.com/agentenv/watchdog/internal/testenv"
 )
@@ -79,24 +75,13 @@ func TestKustomizeIsTheChart(t *testing.T) {
 	}
 }
 
-// objects decodes a manifest by kind/name, without the labels that say who manages it.
+// objects decodes a manifest by kind/name (parse), without the labels that say who manages it.
 func objects(t *testing.T, manifest string) map[string]map[string]any {
 	t.Helper()
 	objs := map[string]map[string]any{}
-	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(manifest), 4096)
-	for {
-		var m map[string]any
-		err := dec.Decode(&m)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		must(t, err)
-		if m == nil {
-			continue
-		}
-		unlabel(m)
-		meta := m["metadata"].(map[string]any)
-		objs[m["kind"].(string)+"/"+meta["name"].(string)] = m
+	for _, o := range parse(t, manifest).objs {
+		unlabel(o.Object)
+		objs[o.GetKind()+"/"+o.GetName()] = o.Object
 	}
 	return objs
 }
