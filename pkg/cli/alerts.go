@@ -102,7 +102,7 @@ func reportConfigFailure(ctx context.Context, cmd *cobra.Command, args []string,
 	if hb == "" || truthy(s["dry-run"]) || truthy(s[validateOnlyFlag]) || s["help"] != "" {
 		return
 	}
-	if err := checkURL(hb); err != nil {
+	if _, err := checkURL(hb, secretURL); err != nil {
 		fmt.Fprintf(stderr, "watchdog: cannot tell the dead man's switch about the configuration error: --heartbeat-url: %v\n", err)
 		return
 	}
@@ -177,14 +177,19 @@ func (o *AlertmanagerOptions) AddFlags(fs *pflag.FlagSet) {
 func (o *AlertmanagerOptions) Validate() error {
 	var p problems
 	creds := o.Username != "" || o.Password != "" || o.BearerToken != ""
+	kind := postURL // an in-cluster Alertmanager Service usually speaks plain http
+	if creds {
+		kind = secretURL
+	}
 	for i, raw := range o.URLs {
 		flag := "--alertmanager-url"
 		if len(o.URLs) > 1 {
 			flag = fmt.Sprintf("--alertmanager-url #%d", i+1)
 		}
-		if err := checkAlertmanagerURL(raw, creds); err != nil {
-			// Never echo the URL: it may carry credentials.
+		if u, err := checkURL(raw, kind); err != nil {
 			p.addf("%s: %v", flag, err)
+		} else if u.RawQuery != "" || u.Fragment != "" {
+			p.addf("%s: URL must not have a query or fragment (give the base URL; /api/v2/alerts is appended)", flag)
 		}
 	}
 	if len(o.URLs) == 0 && creds {
@@ -204,8 +209,7 @@ func (o *AlertmanagerOptions) Validate() error {
 	if len(holds) > 0 && len(o.URLs) == 0 {
 		p.addf("--hold-restarts-on-alert needs --alertmanager-url: the firing alerts are read from there")
 	}
-	// A link people click, not a place the watchdog posts to: http is fine.
-	p.url("--alertmanager-generator-url", o.GeneratorURL, checkLinkURL)
+	p.url("--alertmanager-generator-url", o.GeneratorURL, linkURL)
 	return p.err()
 }
 
@@ -226,22 +230,6 @@ func (o *AlertmanagerOptions) holdSets() ([]amlabels.Matchers, error) {
 		sets = append(sets, ms)
 	}
 	return sets, p.err()
-}
-
-// checkAlertmanagerURL accepts https, and plain http too (an in-cluster
-// Alertmanager Service usually speaks it) as long as no credentials would cross
-// the network in clear text.
-func checkAlertmanagerURL(raw string, creds bool) error {
-	u, err := parseURL(raw)
-	switch {
-	case err != nil:
-		return err
-	case u.RawQuery != "" || u.Fragment != "":
-		return errors.New("URL must not have a query or fragment (give the base URL; /api/v2/alerts is appended)")
-	case clearText(u, creds):
-		return errors.New("credentials over plain http are accepted only for loopback addresses; use https")
-	}
-	return nil
 }
 
 // checkRunInterval makes sure alerts outlive the time between two passes of `run`.

@@ -83,7 +83,7 @@ func (o *BacktestOptions) Validate(now time.Time, intervalSet bool) error {
 	var p problems
 	if o.PrometheusURL == "" {
 		p.addf("--prometheus-url is required")
-	} else if _, err := parseURL(o.PrometheusURL); err != nil { // not a link: it may carry credentials
+	} else if _, err := checkURL(o.PrometheusURL, linkURL); err != nil { // HTTP.Validate checks credentials
 		p.addf("--prometheus-url: %v", err)
 	} else {
 		p.add(o.HTTP.Validate(o.PrometheusURL))

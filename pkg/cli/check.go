@@ -3,9 +3,9 @@ package cli
 import (
 	"context"
 	"crypto/rand"
-	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"runtime"
 	"strconv"
@@ -486,13 +486,10 @@ func (o *PushOptions) AddFlags(fs *pflag.FlagSet) {
 // Validate reports every invalid flag, in the order the flags are declared.
 func (o *PushOptions) Validate() error {
 	var p problems
-	p.url("--pushgateway-url", o.URL, func(raw string) error {
-		u, err := parseURL(raw)
-		if err == nil && u.User != nil {
-			err = errors.New("credentials in the URL are not supported")
-		}
-		return err
-	})
+	p.url("--pushgateway-url", o.URL, postURL)
+	if u, err := url.Parse(o.URL); err == nil && u.User != nil {
+		p.addf("--pushgateway-url: credentials in the URL are not supported")
+	}
 	if o.Job == "" {
 		p.addf("--pushgateway-job must not be empty")
 	}

@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"net/url"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -35,8 +37,7 @@ const (
 	ExitUsage  = 2 // bad usage or configuration
 )
 
-// UsageError is bad usage or configuration: exit 2. It lists every problem found,
-// one a line, in the order the flags are declared.
+// UsageError is bad usage or configuration (exit 2): every problem found, one a line.
 type UsageError struct{ problems []string }
 
 func (e *UsageError) Error() string { return strings.Join(e.problems, "\n") }
@@ -45,8 +46,7 @@ func usagef(format string, args ...any) error {
 	return &UsageError{problems: []string{fmt.Sprintf(format, args...)}}
 }
 
-// problems collects the usage problems of a command line, so that one run reports
-// all of them rather than the first.
+// problems collects a command line's usage problems: one run reports all of them.
 type problems []string
 
 func (p *problems) addf(format string, args ...any) {
@@ -80,6 +80,78 @@ func (p *problems) notNegative(flag string, d time.Duration) {
 	}
 }
 
+func (p *problems) port(flag string, port int) {
+	if port < 1 || port > 65535 {
+		p.addf("%s %d: want 1-65535", flag, port)
+	}
+}
+
+// name reports a flag whose value is not the kind of Kubernetes name valid says.
+func (p *problems) name(flag, value string, valid func(string) []string) {
+	if errs := valid(value); len(errs) > 0 {
+		p.addf("%s %q: %s", flag, value, strings.Join(errs, "; "))
+	}
+}
+
+// oneOf reports a flag whose value is not one of its words (flagValues).
+func (p *problems) oneOf(flag, value string) {
+	if words := flagValues[flag[2:]]; !slices.Contains(words, value) {
+		p.addf("%s %q: want %s or %s", flag, value, strings.Join(words[:len(words)-1], ", "), words[len(words)-1])
+	}
+}
+
+// key reports an HMAC key shorter than MinOutboxKeyBytes, by its length only.
+func (p *problems) key(flag, key string) {
+	if n := len(key); n > 0 && n < MinOutboxKeyBytes {
+		p.addf("%s has %d bytes: at least %d bytes are required, random (head -c 32 /dev/urandom | base64)", flag, n, MinOutboxKeyBytes)
+	}
+}
+
+// URL kinds: what a URL flag accepts beyond an http or https URL with a host.
+const (
+	// linkURL is only shown to people: plain http (a wiki.internal runbook) is fine,
+	// and refusing it would exit 2, which alerts no one.
+	linkURL = iota
+	// postURL may carry credentials of its own.
+	postURL
+	// secretURL is a credential itself (whoever has it can post to it), or is sent some.
+	secretURL
+)
+
+// url reports the problem of a URL flag, when set; see checkURL.
+func (p *problems) url(flag, raw string, kind int) {
+	if _, err := checkURL(raw, kind); raw != "" && err != nil {
+		p.addf("%s: %v", flag, err)
+	}
+}
+
+// checkURL parses a URL of a kind. Its error never quotes the URL (url.Parse's does):
+// it may be a secret or carry a password. Credentials (a secretURL, or the URL's
+// own) cross plain http only to a loopback address (kubectl port-forward, a sidecar).
+func checkURL(raw string, kind int) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("not a valid URL: %v", errors.Unwrap(err))
+	case u.Host == "":
+		return nil, errors.New("URL has no host")
+	case u.Scheme != "https" && u.Scheme != "http":
+		return nil, fmt.Errorf("scheme %q: want https or http", u.Scheme)
+	case kind != linkURL && clearText(u, kind == secretURL):
+		return nil, errors.New("plain http is accepted only for loopback addresses: credentials over plain http would cross the network in clear text; use https")
+	}
+	return u, nil
+}
+
+// clearText: plain http beyond loopback would carry credentials (creds, or the URL's own).
+func clearText(u *url.URL, creds bool) bool {
+	if (!creds && u.User == nil) || u.Scheme != "http" || u.Hostname() == "localhost" {
+		return false
+	}
+	ip := net.ParseIP(u.Hostname())
+	return ip == nil || !ip.IsLoopback()
+}
+
 func (p problems) err() error {
 	if len(p) == 0 {
 		return nil
@@ -110,15 +182,14 @@ func ExecuteContext(ctx context.Context, args []string, stdout, stderr io.Writer
 	if err == nil {
 		return ExitOK
 	}
-	var ue *UsageError
+	ue, isUsage := errors.AsType[*UsageError](err)
 	// Errors before a command's run began (unknown commands or flags, bad
 	// arguments) are usage errors too.
-	if errors.As(err, &ue) || root.Annotations["started"] != "true" {
-		problems := []string{err.Error()}
-		if ue != nil {
-			problems = ue.problems
+	if isUsage || root.Annotations["started"] != "true" {
+		if !isUsage {
+			ue = &UsageError{problems: []string{err.Error()}}
 		}
-		for _, problem := range problems {
+		for _, problem := range ue.problems {
 			fmt.Fprintf(stderr, "watchdog: %s\n", problem)
 		}
 		// cobra returns the command it parsed for (the root, if none), never nil.

@@ -76,26 +76,10 @@ func groupedFlags(c *cobra.Command) string {
 }
 
 // usageTemplate is cobra's, with the flags grouped and wrapped (groupedFlags).
-const usageTemplate = `Usage:{{if .Runnable}}
-  {{.UseLine}}{{end}}{{if .HasAvailableSubCommands}}
-  {{.CommandPath}} [command]{{end}}{{if gt (len .Aliases) 0}}
-
-Aliases:
-  {{.NameAndAliases}}{{end}}{{if .HasExample}}
-
-Examples:
-{{.Example}}{{end}}{{if .HasAvailableSubCommands}}
-
-Available Commands:{{range .Commands}}{{if (or .IsAvailableCommand (eq .Name "help"))}}
-  {{rpad .Name .NamePadding }} {{.Short}}{{end}}{{end}}{{end}}{{if .HasAvailableLocalFlags}}
-
-{{groupedFlags .}}{{end}}{{if .HasAvailableInheritedFlags}}
-
-Global Flags:
-{{wrappedFlags .InheritedFlags}}{{end}}{{if .HasAvailableSubCommands}}
-
-Use "{{.CommandPath}} [command] --help" for more information about a command.{{end}}
-`
+var usageTemplate = strings.NewReplacer(
+	"Flags:\n{{.LocalFlags.FlagUsages | trimTrailingWhitespaces}}", "{{groupedFlags .}}",
+	"{{.InheritedFlags.FlagUsages | trimTrailingWhitespaces}}", "{{wrappedFlags .InheritedFlags}}",
+).Replace((&cobra.Command{}).UsageTemplate())
 
 // wrap is pflag's wrapped usages, with a line still too long (a metric name
 // cannot be broken at a space) broken at its last comma or brace inside the width,
