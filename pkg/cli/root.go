@@ -317,9 +317,8 @@ func newLogger(o *ClusterOptions, w io.Writer) zerolog.Logger {
 		// Colors only on a terminal, never with NO_COLOR (no-color.org).
 		out = zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05", NoColor: os.Getenv("NO_COLOR") != "" || !isTerminal(w)}
 	}
-	log := zerolog.New(out).Level(level).With().Timestamp().Logger()
-	routeKlog(log)
-	return log
+	routeKlog(out, level)
+	return zerolog.New(out).Level(level).With().Timestamp().Logger()
 }
 
 func isTerminal(w io.Writer) bool {
