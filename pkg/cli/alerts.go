@@ -27,27 +27,20 @@ import (
 // another accepted.
 func buildSinks(o *AlertOptions, namespace string, warn func(error)) ([]alert.Sink, error) {
 	var sinks []alert.Sink
+	poster := func(name, url string) *deliver.Poster {
+		return deliver.NewPoster(name, url, o.AlertTimeout, deliver.DefaultAttempts, deliver.DefaultBudget)
+	}
 	if o.SlackWebhookURL != "" {
-		sinks = append(sinks, &deliver.Slack{
-			Poster:     deliver.NewPoster("slack", o.SlackWebhookURL, o.AlertTimeout, deliver.DefaultAttempts, deliver.DefaultBudget),
-			RunbookURL: o.RunbookURL,
-		})
+		sinks = append(sinks, &deliver.Slack{Poster: poster("slack", o.SlackWebhookURL), RunbookURL: o.RunbookURL})
 	}
 	if o.WebhookURL != "" {
-		sinks = append(sinks, &deliver.Webhook{
-			Poster: deliver.NewPoster("webhook", o.WebhookURL, o.AlertTimeout, deliver.DefaultAttempts, deliver.DefaultBudget),
-			Secret: []byte(o.WebhookSecret),
-			Now:    time.Now,
-		})
+		sinks = append(sinks, &deliver.Webhook{Poster: poster("webhook", o.WebhookURL), Secret: []byte(o.WebhookSecret), Now: time.Now})
 	}
 	am, err := buildAlertmanager(o, namespace, warn)
-	if err != nil {
-		return nil, err
-	}
 	if am != nil {
 		sinks = append(sinks, am)
 	}
-	return sinks, nil
+	return sinks, err
 }
 
 // source is who sends this watchdog's alerts: the same on every one.
@@ -59,15 +52,13 @@ func newHeartbeat(o *AlertOptions, attempts int, budget time.Duration) *deliver.
 	return &deliver.Heartbeat{Poster: deliver.NewPoster("heartbeat", o.HeartbeatURL, o.AlertTimeout, attempts, budget)}
 }
 
-// pingHeartbeat tells the dead man's switch how the run went. A dry run pings
-// nothing: it sends nothing at all.
+// pingHeartbeat tells the dead man's switch how the run went; a dry run sends
+// nothing, and a pass cut short by its own shutdown is no failure (the next pings).
 func pingHeartbeat(ctx context.Context, o *AlertOptions, runErr error, dryRun bool, log zerolog.Logger) {
 	if o.HeartbeatURL == "" || dryRun || errors.Is(runErr, check.ErrInterrupted) {
-		// A pass cut short by its own shutdown is not a failure; the next run pings.
 		return
 	}
-	// The run's own deadline may be spent (that may be why it failed): give the
-	// ping a short deadline of its own.
+	// The run's own deadline may be spent (maybe why it failed): the ping has its own.
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*o.AlertTimeout)
 	defer cancel()
 	hb := newHeartbeat(o, 2, 2*o.AlertTimeout)
@@ -75,8 +66,8 @@ func pingHeartbeat(ctx context.Context, o *AlertOptions, runErr error, dryRun bo
 	var failure *check.Error
 	switch {
 	case errors.As(runErr, &failure) && failure.Step.Category != "":
-		// The failed step's category, never the error text: that names the namespace,
-		// the selector and the API server's address, and the switch is a third party.
+		// Never the error text: it names the namespace, the selector and the API
+		// server, and the switch is a third party.
 		body = "failed: " + failure.Step.Category
 	case runErr != nil:
 		body = "failed: other"
@@ -89,10 +80,8 @@ func pingHeartbeat(ctx context.Context, o *AlertOptions, runErr error, dryRun bo
 }
 
 // reportConfigFailure pings <heartbeat-url>/fail on a bad configuration (exit 2) of
-// check or run, so the dead man's switch notices at the first run rather than
-// after its grace period. The configuration may not have parsed at all, so the few
-// settings needed are read again, leniently. A dry run or --validate-only sends
-// nothing.
+// check or run, so the switch notices at once, not after its grace period. The
+// configuration may not have parsed, so its few settings are read again, leniently.
 func reportConfigFailure(ctx context.Context, cmd *cobra.Command, args []string, cause error, stderr io.Writer) {
 	if path := cmd.CommandPath(); path != "watchdog check" && path != "watchdog run" {
 		return
@@ -116,8 +105,8 @@ func reportConfigFailure(ctx context.Context, cmd *cobra.Command, args []string,
 	fmt.Fprintln(stderr, "watchdog: the configuration error was reported to the dead man's switch (<heartbeat-url>/fail)")
 }
 
-// lenientSettings reads the settings reportConfigFailure needs from args, ignoring
-// other flags and parse errors, then from WATCHDOG_*.
+// lenientSettings reads reportConfigFailure's settings from args, ignoring other
+// flags and parse errors, then from WATCHDOG_*.
 func lenientSettings(args []string) map[string]string {
 	names := []string{"heartbeat-url", "alert-timeout", "dry-run", validateOnlyFlag, "help"}
 	fs := pflag.NewFlagSet("lenient", pflag.ContinueOnError)
@@ -158,8 +147,7 @@ type AlertmanagerOptions struct {
 	BearerToken  string
 	TTL          time.Duration
 	GeneratorURL string
-	// HoldOn are the matcher sets of alerts that hold restarts while they fire.
-	HoldOn []string
+	HoldOn       []string // matcher sets of alerts that hold restarts while they fire
 }
 
 func (o *AlertmanagerOptions) AddFlags(fs *pflag.FlagSet) {
@@ -173,7 +161,7 @@ func (o *AlertmanagerOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.GeneratorURL, "alertmanager-generator-url", "", "generatorURL of every Alertmanager alert: a link to where the watchdog's runs can be seen (its logs, a dashboard)")
 }
 
-// Validate reports every invalid flag, in the order the flags are declared.
+// Validate reports every invalid flag in declaration order.
 func (o *AlertmanagerOptions) Validate() error {
 	var p problems
 	creds := o.Username != "" || o.Password != "" || o.BearerToken != ""
@@ -241,7 +229,6 @@ func (o *AlertmanagerOptions) checkRunInterval(interval time.Duration) error {
 }
 
 // buildAlertmanager returns the Alertmanager sink, or nil when no URL is set.
-// warn is told about a peer of an HA group that failed while another accepted.
 func buildAlertmanager(o *AlertOptions, namespace string, warn func(error)) (*deliver.Alertmanager, error) {
 	am := o.Alertmanager
 	if len(am.URLs) == 0 {
@@ -253,13 +240,11 @@ func buildAlertmanager(o *AlertOptions, namespace string, warn func(error)) (*de
 	}
 	sink.Username, sink.Password, sink.BearerToken = am.Username, am.Password, am.BearerToken
 	sink.TTL, sink.GeneratorURL, sink.RunbookURL = am.TTL, am.GeneratorURL, o.RunbookURL
-	sink.Source = o.source(namespace)
-	sink.Warn = warn
+	sink.Source, sink.Warn = o.source(namespace), warn
 	return sink, nil
 }
 
-// buildHold is the reader of the alerts that hold restarts, nil when none is
-// configured.
+// buildHold reads the alerts that hold restarts; nil when none is configured.
 func buildHold(o *AlertOptions, namespace string) (check.AlertHold, error) {
 	sets, err := o.Alertmanager.holdSets()
 	if err != nil || len(sets) == 0 {

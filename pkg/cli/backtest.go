@@ -30,26 +30,24 @@ import (
 
 // BacktestOptions say which history to replay and how the watchdog ran.
 type BacktestOptions struct {
-	PrometheusURL string
-	HTTP          PrometheusHTTPOptions
-	QueryTimeout  time.Duration
-	MaxBytes      int64
-	Start, End    string
-	Schedule      string
-	TimeZone      string
-	Interval      time.Duration
-	Step          time.Duration
-	// The selectors of the flags; an empty one is DefaultQueries'.
-	backtest.Queries
-	StopGapAfter time.Duration
+	PrometheusURL    string
+	HTTP             PrometheusHTTPOptions
+	QueryTimeout     time.Duration
+	MaxBytes         int64
+	Start, End       string
+	Schedule         string
+	TimeZone         string
+	Interval         time.Duration
+	Step             time.Duration
+	backtest.Queries // the flags' selectors; an empty one is DefaultQueries'
+	StopGapAfter     time.Duration
 
-	// Set by Validate.
-	from, to          time.Time
+	from, to          time.Time // set by Validate
 	schedule, stopGap cron.Schedule
 }
 
-// DefaultPrometheusMaxBytes bounds a Prometheus answer: a week of one series at
-// a 15s step is ~2 MB of JSON; a few scheduler pods' worth fits many times.
+// DefaultPrometheusMaxBytes bounds a Prometheus answer: a week of one series at a
+// 15s step is ~2 MB of JSON.
 const DefaultPrometheusMaxBytes = 256 << 20
 
 // DefaultSchedule is the chart's CronJob schedule.
@@ -77,8 +75,7 @@ func (o *BacktestOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.StopGapAfter, "stop-gap-after", 5*time.Minute, "the stop-gap script's patience: it restarts once ready read 0 on runs this far apart")
 }
 
-// Validate reports every invalid flag, in the order the flags are declared; now
-// anchors relative times.
+// Validate reports every invalid flag in declaration order; now anchors relative times.
 func (o *BacktestOptions) Validate(now time.Time, intervalSet bool) error {
 	var p problems
 	if o.PrometheusURL == "" {
@@ -145,8 +142,7 @@ func parseWhen(s string, now time.Time) (time.Time, error) {
 	return now.Add(-time.Duration(d)), nil
 }
 
-// backtestHidden are check's flags that mean nothing to a replay (how to reach the
-// cluster, scrape and alert), so `backtest --help` shows what changes a decision.
+// backtestHidden are check's flags that change no decision of a replay.
 var backtestHidden = append([]string{
 	"kubeconfig", "context", "state-configmap", "api-timeout",
 	"scheduler-selector", "scheduler-container", "metrics-port", "metrics-path", "scrape-timeout", "metrics-max-bytes", "scrape-via",
@@ -240,10 +236,9 @@ func runBacktest(ctx context.Context, f *checkFlags, bo *BacktestOptions, stderr
 	return res, nil
 }
 
-// PrometheusHTTPOptions say how to reach a Prometheus-compatible API that asks for
-// credentials. They become a prometheus/common HTTPClientConfig, as Prometheus
-// reads, so a secret is read from its file on every request (a rotated token is
-// picked up) and never appears in a flag or a log.
+// PrometheusHTTPOptions say how to reach a Prometheus API that asks for credentials,
+// as a prometheus/common HTTPClientConfig: a secret is read from its file on every
+// request (a rotated token is picked up), never from a flag.
 type PrometheusHTTPOptions struct {
 	BearerTokenFile   string
 	BasicAuthUser     string
@@ -268,8 +263,7 @@ func (o *PrometheusHTTPOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.TenantHeader, "prometheus-tenant-header", DefaultTenantHeader, "header carrying --prometheus-tenant")
 }
 
-// Validate reports every problem with the options for the API at rawURL (a valid
-// http or https URL, whose own credentials count too).
+// Validate reports every problem with the options for the API at rawURL (a valid URL).
 func (o *PrometheusHTTPOptions) Validate(rawURL string) error {
 	var p problems
 	u, _ := url.Parse(rawURL) // the caller checked it
@@ -320,16 +314,15 @@ func (o *PrometheusHTTPOptions) Validate(rawURL string) error {
 	return p.err()
 }
 
-// config is the prometheus/common client configuration. It follows no redirect:
-// the history comes from --prometheus-url, nowhere else.
+// config is the client configuration. It follows no redirect: the history comes
+// from --prometheus-url, nowhere else.
 func (o *PrometheusHTTPOptions) config() config.HTTPClientConfig {
 	cfg := config.HTTPClientConfig{
 		FollowRedirects: false,
 		EnableHTTP2:     true,
 		BearerTokenFile: o.BearerTokenFile,
 		TLSConfig:       config.TLSConfig{CAFile: o.CAFile, CertFile: o.CertFile, KeyFile: o.KeyFile},
-		// HTTPS_PROXY and NO_PROXY as every Go client honours them (prometheus/common's
-		// default is no proxy).
+		// HTTPS_PROXY and NO_PROXY, as every Go client (prometheus/common's default: none).
 		ProxyConfig: config.ProxyConfig{ProxyFromEnvironment: true},
 	}
 	if o.BasicAuthUser != "" {
@@ -343,8 +336,7 @@ func (o *PrometheusHTTPOptions) config() config.HTTPClientConfig {
 	return cfg
 }
 
-// prometheusClient reads each answer up to MaxBytes, within the query timeout,
-// and follows no redirect, with the credentials, CA and tenant of o.HTTP.
+// prometheusClient reads each answer up to MaxBytes, within the query timeout.
 func (o *BacktestOptions) prometheusClient() (api.Client, error) {
 	rt, err := config.NewRoundTripperFromConfig(o.HTTP.config(), "watchdog-backtest",
 		config.WithUserAgent("agentenv-scheduler-watchdog/"+version.Version))
@@ -356,8 +348,7 @@ func (o *BacktestOptions) prometheusClient() (api.Client, error) {
 	return api.NewClient(api.Config{Address: o.PrometheusURL, Client: hc})
 }
 
-// credentialHint names the flags that carry credentials when the API refused a
-// query as unauthenticated or forbidden.
+// credentialHint names the credential flags when the API answered 401 or 403.
 func credentialHint(err error) string {
 	var pe *promv1.Error
 	if !errors.As(err, &pe) || (!strings.HasSuffix(pe.Msg, " 401") && !strings.HasSuffix(pe.Msg, " 403")) {

@@ -95,7 +95,10 @@ and exits 0 or 2 without any API call.`,
 			if os.Getenv("GOMAXPROCS") == "" {
 				runtime.GOMAXPROCS(1)
 			}
-			clk := clockOf(cmd.Context())
+			clk, ok := cmd.Context().Value(clockKey{}).(clock.Clock)
+			if !ok {
+				clk = clock.RealClock{}
+			}
 			p, err := f.setup(stderr, clk)
 			if err != nil {
 				return err
@@ -399,14 +402,6 @@ type clockKey struct{}
 // replay runs on a virtual clock against a real API server, whatever the load.
 func WithClock(ctx context.Context, clk clock.Clock) context.Context {
 	return context.WithValue(ctx, clockKey{}, clk)
-}
-
-// clockOf is the clock WithClock put in ctx, or the real one.
-func clockOf(ctx context.Context) clock.Clock {
-	if clk, ok := ctx.Value(clockKey{}).(clock.Clock); ok {
-		return clk
-	}
-	return clock.RealClock{}
 }
 
 // JobOptions tell a check which CronJob run it is, so that it ends before the Job's

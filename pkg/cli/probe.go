@@ -26,8 +26,8 @@ type ProbeOptions struct {
 	PodName, PodUID string
 }
 
-// DefaultProbeWindow: a live informer took up to 85 s to show a new endpoint after
-// an API-server outage; a canary missing for less proves nothing.
+// DefaultProbeWindow: a live informer took up to 85 s to show a new endpoint after an
+// API-server outage; a canary missing for less proves nothing.
 const DefaultProbeWindow = 3 * time.Minute
 
 func (o *ProbeOptions) AddFlags(fs *pflag.FlagSet) {
@@ -75,9 +75,8 @@ func (o *ProbeOptions) window() time.Duration {
 	return o.Window
 }
 
-// prober is the pass's probe, or nil: off, or from where the scheduler's gRPC port
-// cannot be reached (the metrics read through the API server's pod proxy, which
-// carries no gRPC), which the log says.
+// prober is the pass's probe; nil when off, or through the API server's pod proxy,
+// which carries no gRPC (the log says so).
 func (f *checkFlags) prober(o *observe.Observer, clk clock.Clock, log zerolog.Logger) *probe.Prober {
 	po := &f.probe
 	if po.window() == 0 {

@@ -25,8 +25,8 @@ type stateFlags struct {
 	output  OutputOptions
 }
 
-// read validates the flags (more: the problems of the command's own, declared
-// after these), connects, and calls f within --timeout.
+// read validates the flags and more (the command's own), connects, and calls f
+// within --timeout.
 func (s *stateFlags) read(cmd *cobra.Command, stderr io.Writer, f func(context.Context, *kube.Client, string) error, more ...error) error {
 	var p problems
 	p.add(s.cluster.Validate(), s.output.Validate())
@@ -71,8 +71,7 @@ func newStatusCommand(stdout, stderr io.Writer) *cobra.Command {
 	return cmd
 }
 
-// runsKey is the key the runs seal with: the --key-secret Secret's if it can be read
-// (history only reads), else --outbox-key.
+// runsKey is the key the runs seal with: --key-secret's if readable, else --outbox-key.
 func runsKey(ctx context.Context, client *kube.Client, ns string, alerts *AlertOptions) []byte {
 	if alerts.KeySecret != "" {
 		if k, err := kube.ReadKey(ctx, client, ns, alerts.KeySecret); err == nil && k != nil {
@@ -193,8 +192,8 @@ func watchdogEvents(ctx context.Context, c *kube.Client, ns string) ([]statetext
 	return out, nil
 }
 
-// readState reads the state ConfigMap for status and history. A namespace without
-// it is an error naming the namespaces that have it, when the identity may list.
+// readState reads the state ConfigMap. A namespace without it is an error naming
+// those that have it, when the identity may list.
 func readState(ctx context.Context, client *kube.Client, host string, cluster *ClusterOptions) (*statestore.Snapshot, error) {
 	ns, name := cluster.Namespace, cluster.StateConfigMap
 	snap, err := (&statestore.Store{Client: client, Namespace: ns, Name: name}).Load(ctx)

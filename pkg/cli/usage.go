@@ -16,9 +16,8 @@ type flagGroup struct {
 	flags []string
 }
 
-// checkFlagGroups orders check's (and run's) many flags so the common ones come
-// first: what most installs set, then by concern. A flag in no group is listed
-// last, under "Other flags".
+// checkFlagGroups orders check's and run's many flags: what most installs set, then
+// by concern; a flag in no group comes last, under "Other flags".
 var checkFlagGroups = []flagGroup{
 	{"Common flags", []string{"namespace", "kubeconfig", "context", "output", "dry-run", "shadow", "deployment",
 		"scheduler-selector", "wedged-for", "max-restarts", "restart-method", "cluster-name", "slack-webhook-url",
@@ -40,9 +39,8 @@ var checkFlagGroups = []flagGroup{
 
 var flagGroups = map[string][]flagGroup{"check": checkFlagGroups, "run": checkFlagGroups}
 
-// groupedFlags renders a command's local flags, wrapped to helpColumns, in its
-// groups when it has them (in the group's order, not alphabetical: the most used
-// first), then the flags of no group.
+// groupedFlags renders a command's local flags, wrapped, in its groups' order,
+// then the flags of no group.
 func groupedFlags(c *cobra.Command) string {
 	local := c.LocalFlags()
 	groups := flagGroups[c.Name()]
@@ -81,9 +79,8 @@ var usageTemplate = strings.NewReplacer(
 	"{{.InheritedFlags.FlagUsages | trimTrailingWhitespaces}}", "{{wrappedFlags .InheritedFlags}}",
 ).Replace((&cobra.Command{}).UsageTemplate())
 
-// wrap is pflag's wrapped usages, with a line still too long (a metric name
-// cannot be broken at a space) broken at its last comma or brace inside the width,
-// continued under the usage text.
+// wrap is pflag's wrapped usages, with a line still too long (a metric name) broken
+// at its last comma or brace inside the width.
 func wrap(fs *pflag.FlagSet) string {
 	var out []string
 	for _, line := range strings.Split(strings.TrimRight(fs.FlagUsagesWrapped(helpColumns), " \n"), "\n") {
@@ -108,8 +105,7 @@ func addFlags(cmd *cobra.Command, opts ...interface{ AddFlags(*pflag.FlagSet) })
 	}
 }
 
-// hideFlags hides flags a command accepts (the CronJob's WATCHDOG_* variables set
-// them) but does not show; a name it lacks is a renamed flag, a bug.
+// hideFlags hides flags a command accepts but does not show; a name it lacks is a bug.
 func hideFlags(fs *pflag.FlagSet, names ...string) {
 	for _, name := range names {
 		if err := fs.MarkHidden(name); err != nil {
