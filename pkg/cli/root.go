@@ -3,6 +3,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -107,15 +108,13 @@ func (p *problems) key(flag, key string) {
 	}
 }
 
-// URL kinds: what a URL flag accepts beyond an http or https URL with a host.
+// URL kinds: what a URL flag accepts beyond an http or https URL with a host. A link
+// is only shown to people: plain http (a wiki.internal runbook) is fine, and refusing
+// it would exit 2, which alerts no one.
 const (
-	// linkURL is only shown to people: plain http (a wiki.internal runbook) is fine,
-	// and refusing it would exit 2, which alerts no one.
-	linkURL = iota
-	// postURL may carry credentials of its own.
-	postURL
-	// secretURL is a credential itself (whoever has it can post to it), or is sent some.
-	secretURL
+	linkURL   = iota
+	postURL   // may carry credentials of its own
+	secretURL // a credential itself (whoever has it can post to it), or is sent some
 )
 
 // url reports the problem of a URL flag, when set; see checkURL.
@@ -227,8 +226,7 @@ underscores, upper case); a flag beats its environment variable.`,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetUsageTemplate(usageTemplate)
-	// --version prints exactly what `watchdog version` prints. Declared here so cobra
-	// does not add its own with a -v shorthand (kubectl users read -v as verbosity).
+	// Declared, or cobra adds --version with -v, which kubectl users read as verbosity.
 	root.Version = version.String()
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.Flags().Bool("version", false, "print the version, commit and build date, as the version command does")
@@ -245,8 +243,8 @@ underscores, upper case); a flag beats its environment variable.`,
 	return root
 }
 
-// addExitCodes ends the help of every command that does not state its own exit
-// codes with the ones every command shares (ExitOK, ExitFailed, ExitUsage).
+// addExitCodes ends the help of every command that states no exit codes with the
+// shared ones.
 func addExitCodes(cmd *cobra.Command) {
 	if !strings.Contains(cmd.Long, "Exit codes") {
 		long := cmd.Long
@@ -261,7 +259,7 @@ func addExitCodes(cmd *cobra.Command) {
 }
 
 // applyEnv sets every flag not given on the command line from its environment
-// variable. Values of flags whose help says (secret) are never echoed in errors.
+// variable, never echoing a secret flag's value.
 func applyEnv(fs *pflag.FlagSet) error {
 	var err error
 	fs.VisitAll(func(f *pflag.Flag) {
@@ -307,9 +305,8 @@ func newVersionCommand(stdout io.Writer) *cobra.Command {
 	return cmd
 }
 
-// newLogger builds the stderr logger: console for people (a terminal, or
-// --log-format console), JSON for log pipelines. client-go's own lines (klog) go
-// through it too (klog.go).
+// newLogger builds the stderr logger, with client-go's lines (klog.go): console for
+// people (a terminal, or --log-format console), JSON for log pipelines.
 func newLogger(o *ClusterOptions, w io.Writer) zerolog.Logger {
 	level, _ := zerolog.ParseLevel(o.LogLevel) // validated
 	var out io.Writer = w
@@ -326,8 +323,8 @@ func isTerminal(w io.Writer) bool {
 	return ok && term.IsTerminal(int(f.Fd()))
 }
 
-// restConfig loads the API server connection: in-cluster when nothing says
-// otherwise, then the usual kubeconfig rules.
+// restConfig loads the API server connection: in-cluster unless told otherwise, else
+// the kubeconfig rules.
 func restConfig(o *ClusterOptions) (*rest.Config, error) {
 	var cfg *rest.Config
 	var err error
@@ -346,10 +343,7 @@ func restConfig(o *ClusterOptions) (*rest.Config, error) {
 	if err := hostCredentials(cfg); err != nil {
 		return nil, err
 	}
-	// --request-timeout, when given, is kubectl's; otherwise --api-timeout.
-	if rt := o.Overrides.Timeout; rt == "" || rt == "0" {
-		cfg.Timeout = o.APITimeout
-	}
+	cfg.Timeout = cmp.Or(cfg.Timeout, o.APITimeout) // --request-timeout, when given, is kubectl's
 	cfg.QPS, cfg.Burst = 20, 40
 	cfg.Wrap(httpbound.Headers) // the pod proxy's scrapes too (rest.TransportFor)
 	cfg.UserAgent = "agentenv-scheduler-watchdog/" + version.Version
@@ -360,9 +354,8 @@ func restConfig(o *ClusterOptions) (*rest.Config, error) {
 }
 
 // hostCredentials moves a server URL's own credentials (https://user:pass@host) into
-// the basic auth the HTTP client sent from the URL (unless the configuration has
-// its own): the host shows in logs, errors and reports, and builds the pod proxy's
-// scrape URL. It reads the host as client-go does, a bare host:port with no scheme.
+// basic auth, as the HTTP client would send them (unless the configuration has its
+// own): the host shows in logs and reports. A bare host:port is read as client-go does.
 func hostCredentials(cfg *rest.Config) error {
 	if !strings.Contains(cfg.Host, "@") {
 		return nil
@@ -390,28 +383,24 @@ func hostCredentials(cfg *rest.Config) error {
 	return nil
 }
 
-// inPodOverrides applies the kubectl flags that mean something in a pod too
-// (--as for a check of rights, --token, --request-timeout), which the
-// in-cluster configuration, unlike a kubeconfig's, does not read.
+// inPodOverrides applies the kubectl flags that mean something in a pod too (--as,
+// --token, --request-timeout), which the in-cluster configuration does not read.
 func inPodOverrides(cfg *rest.Config, o *ClusterOptions) error {
 	a := o.Overrides.AuthInfo
 	cfg.Impersonate.UserName, cfg.Impersonate.UID, cfg.Impersonate.Groups = a.Impersonate, a.ImpersonateUID, a.ImpersonateGroups
 	if a.Token != "" {
 		cfg.BearerToken, cfg.BearerTokenFile = a.Token, ""
 	}
-	if rt := o.Overrides.Timeout; rt != "" && rt != "0" {
-		d, err := requestTimeout(rt)
-		if err != nil {
-			return usagef("--request-timeout %q: %v", rt, err)
-		}
-		cfg.Timeout = d
+	d, err := requestTimeout(o.Overrides.Timeout)
+	if err != nil {
+		return usagef("--request-timeout %q: %v", o.Overrides.Timeout, err)
 	}
+	cfg.Timeout = cmp.Or(d, cfg.Timeout)
 	return nil
 }
 
-// requestTimeout reads --request-timeout as kubectl does (a duration, or bare
-// seconds), refusing what clientcmd would wrap: a negative value or bare seconds
-// past time.Duration's range.
+// requestTimeout reads --request-timeout as kubectl does, refusing what clientcmd
+// would wrap: a negative value, or bare seconds past time.Duration's range.
 func requestTimeout(s string) (time.Duration, error) {
 	if s == "" {
 		return 0, nil
@@ -426,8 +415,7 @@ func requestTimeout(s string) (time.Duration, error) {
 	return d, err
 }
 
-// inPod: the watchdog runs in a pod (the kubelet sets KUBERNETES_SERVICE_HOST in
-// every container), where pod IPs are routable.
+// inPod: the kubelet sets KUBERNETES_SERVICE_HOST in every container.
 func inPod() bool { return os.Getenv("KUBERNETES_SERVICE_HOST") != "" }
 
 func newClient(o *ClusterOptions) (*kube.Client, *rest.Config, error) {

@@ -37,34 +37,30 @@ var checkFlagGroups = []flagGroup{
 	{"Logging flags", []string{"log-level", "log-format"}},
 }
 
-var flagGroups = map[string][]flagGroup{"check": checkFlagGroups, "run": checkFlagGroups}
-
 // groupedFlags renders a command's local flags, wrapped, in its groups' order,
 // then the flags of no group.
 func groupedFlags(c *cobra.Command) string {
-	local := c.LocalFlags()
-	groups := flagGroups[c.Name()]
-	var placed, rest []string
-	for _, g := range groups {
-		placed = append(placed, g.flags...)
+	local, groups := c.LocalFlags(), []flagGroup{{"Flags", nil}}
+	if c.Name() == "check" || c.Name() == "run" {
+		groups = append(slices.Clip(checkFlagGroups), flagGroup{"Other flags", nil})
 	}
-	local.VisitAll(func(f *pflag.Flag) {
-		if !slices.Contains(placed, f.Name) {
-			rest = append(rest, f.Name)
-		}
-	})
-	title := "Flags"
-	if len(groups) > 0 {
-		title = "Other flags"
-	}
+	placed := map[string]bool{}
 	var sections []string
-	for _, g := range append(slices.Clip(groups), flagGroup{title, rest}) {
+	for i, g := range groups {
+		if i == len(groups)-1 {
+			local.VisitAll(func(f *pflag.Flag) {
+				if !placed[f.Name] {
+					g.flags = append(g.flags, f.Name)
+				}
+			})
+		}
 		fs := pflag.NewFlagSet(g.title, pflag.ContinueOnError)
 		fs.SortFlags = false
 		for _, name := range g.flags {
 			if f := local.Lookup(name); f != nil && !f.Hidden {
 				fs.AddFlag(f)
 			}
+			placed[name] = true
 		}
 		if fs.HasAvailableFlags() {
 			sections = append(sections, g.title+":\n"+wrap(fs))
