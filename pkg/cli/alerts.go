@@ -325,9 +325,16 @@ configured.`,
 	return notify
 }
 
-// testNotification is the clearly marked test alert of `notify test` and
-// `doctor --send-test` (command names which).
-func testNotification(o *AlertOptions, namespace, command string) alert.Notification {
+// testSinks are the configured sinks, then the dead man's switch, each with its test
+// delivery: command's clearly marked test alert, or a successful run's ping. An
+// Alertmanager peer that failed while another accepted is handed to partial, whose
+// answer is the delivery's (notify test says so; doctor fails, as a preflight should).
+func testSinks(o *AlertOptions, namespace, command string, partial func(error) error) ([]doctor.Sink, error) {
+	var peerErr error // deliveries are sequential
+	sinks, err := buildSinks(o, namespace, func(err error) { peerErr = errors.Join(peerErr, err) })
+	if err != nil {
+		return nil, err
+	}
 	now := time.Now().UTC()
 	n := alert.Notification{
 		SchemaVersion: alert.SchemaVersion, ID: fmt.Sprintf("test-%d", now.UnixNano()), Event: alert.EventTest, Severity: alert.SeverityInfo, Test: true,
@@ -335,20 +342,6 @@ func testNotification(o *AlertOptions, namespace, command string) alert.Notifica
 		Action: "none", Time: now, NextStep: "Nothing to do: this only proves the alert path works.",
 	}
 	o.source(namespace).Stamp(&n)
-	return n
-}
-
-// testSinks are the configured sinks, then the dead man's switch, each with its
-// test delivery: the test alert, a ping as a successful run's. An Alertmanager peer
-// that failed while another accepted is handed to partial, whose answer is the
-// delivery's (notify test says so, doctor fails: a preflight should show it).
-func testSinks(o *AlertOptions, namespace, command string, partial func(error) error) ([]doctor.Sink, error) {
-	var peerErr error // deliveries are sequential
-	sinks, err := buildSinks(o, namespace, func(err error) { peerErr = errors.Join(peerErr, err) })
-	if err != nil {
-		return nil, err
-	}
-	n := testNotification(o, namespace, command)
 	var out []doctor.Sink
 	for _, s := range sinks {
 		ds := doctor.Sink{Name: s.Name(), Send: func(ctx context.Context) error {

@@ -222,7 +222,11 @@ func runBacktest(ctx context.Context, f *checkFlags, bo *BacktestOptions, stderr
 	log.Info().Str("prometheus", where).Time("start", bo.from).Time("end", bo.to).Msg("reading history")
 	h, err := backtest.Fetch(ctx, promv1.NewAPI(client), q, bo.from, bo.to, bo.Step, bo.QueryTimeout)
 	if err != nil {
-		return nil, fmt.Errorf("read history from %s: %w%s", where, err, credentialHint(err))
+		hint := "" // the credential flags, when the API answered 401 or 403
+		if pe, ok := errors.AsType[*promv1.Error](err); ok && (strings.HasSuffix(pe.Msg, " 401") || strings.HasSuffix(pe.Msg, " 403")) {
+			hint = "; the API wants credentials or a tenant: see --prometheus-bearer-token-file, --prometheus-basic-auth-username, --prometheus-tenant (docs/backtest.md)"
+		}
+		return nil, fmt.Errorf("read history from %s: %w%s", where, err, hint)
 	}
 	res, err := backtest.Run(ctx, h, backtest.Config{
 		Check: f.options(), Deployment: f.check.Deployment, Timeout: f.cluster.Timeout,
@@ -346,13 +350,4 @@ func (o *BacktestOptions) prometheusClient() (api.Client, error) {
 	hc := httpbound.Client(rt, o.MaxBytes)
 	hc.Timeout = o.QueryTimeout + 5*time.Second
 	return api.NewClient(api.Config{Address: o.PrometheusURL, Client: hc})
-}
-
-// credentialHint names the credential flags when the API answered 401 or 403.
-func credentialHint(err error) string {
-	var pe *promv1.Error
-	if !errors.As(err, &pe) || (!strings.HasSuffix(pe.Msg, " 401") && !strings.HasSuffix(pe.Msg, " 403")) {
-		return ""
-	}
-	return "; the API wants credentials or a tenant: see --prometheus-bearer-token-file, --prometheus-basic-auth-username, --prometheus-tenant (docs/backtest.md)"
 }

@@ -71,16 +71,6 @@ func newStatusCommand(stdout, stderr io.Writer) *cobra.Command {
 	return cmd
 }
 
-// runsKey is the key the runs seal with: --key-secret's if readable, else --outbox-key.
-func runsKey(ctx context.Context, client *kube.Client, ns string, alerts *AlertOptions) []byte {
-	if alerts.KeySecret != "" {
-		if k, err := kube.ReadKey(ctx, client, ns, alerts.KeySecret); err == nil && k != nil {
-			return k
-		}
-	}
-	return []byte(alerts.OutboxKey)
-}
-
 func newHistoryCommand(stdout, stderr io.Writer) *cobra.Command {
 	var s stateFlags
 	var ev EvidenceOptions
@@ -115,7 +105,13 @@ not read the Events and shows the rest.`,
 			from, sinceErr := parseSince(since, time.Now())
 			return s.read(cmd, stderr, func(ctx context.Context, client *kube.Client, host string) error {
 				ns := s.cluster.Namespace
-				bundles, berr := evidence.Load(ctx, client, ns, ev.ConfigMap, runsKey(ctx, client, ns, &alerts))
+				key := []byte(alerts.OutboxKey) // the runs' seal, unless --key-secret's can be read
+				if alerts.KeySecret != "" {
+					if k, err := kube.ReadKey(ctx, client, ns, alerts.KeySecret); err == nil && k != nil {
+						key = k
+					}
+				}
+				bundles, berr := evidence.Load(ctx, client, ns, ev.ConfigMap, key)
 				if bundle != "" {
 					i := slices.IndexFunc(bundles, func(b evidence.Bundle) bool { return b.Key == bundle })
 					switch {
