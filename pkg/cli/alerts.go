@@ -34,7 +34,8 @@ func buildSinks(o *AlertOptions, namespace string, warn func(error)) ([]alert.Si
 		sinks = append(sinks, &deliver.Slack{Poster: poster("slack", o.SlackWebhookURL), RunbookURL: o.RunbookURL})
 	}
 	if o.WebhookURL != "" {
-		sinks = append(sinks, &deliver.Webhook{Poster: poster("webhook", o.WebhookURL), Secret: []byte(o.WebhookSecret), Now: time.Now})
+		sinks = append(sinks, &deliver.Webhook{Poster: poster("webhook", o.WebhookURL),
+			Secret: []byte(o.WebhookSecret), Now: time.Now})
 	}
 	am, err := buildAlertmanager(o, namespace, warn)
 	if am != nil {
@@ -105,8 +106,7 @@ func reportConfigFailure(ctx context.Context, cmd *cobra.Command, args []string,
 	fmt.Fprintln(stderr, "watchdog: the configuration error was reported to the dead man's switch (<heartbeat-url>/fail)")
 }
 
-// lenientSettings reads reportConfigFailure's settings from args, ignoring other
-// flags and parse errors, then from WATCHDOG_*.
+// lenientSettings reads reportConfigFailure's settings from args (ignoring the rest), then WATCHDOG_*.
 func lenientSettings(args []string) map[string]string {
 	names := []string{"heartbeat-url", "alert-timeout", "dry-run", validateOnlyFlag, "help"}
 	fs := pflag.NewFlagSet("lenient", pflag.ContinueOnError)
@@ -138,8 +138,7 @@ func truthy(s string) bool {
 	return err == nil && b
 }
 
-// AlertmanagerOptions configure the Alertmanager sink (docs/alerts.md). The URLs,
-// the password and the token are secrets.
+// AlertmanagerOptions configure the Alertmanager sink (docs/alerts.md); URLs, password, token are secret.
 type AlertmanagerOptions struct {
 	URLs         []string
 	Username     string

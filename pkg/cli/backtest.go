@@ -46,8 +46,7 @@ type BacktestOptions struct {
 	schedule, stopGap cron.Schedule
 }
 
-// DefaultPrometheusMaxBytes bounds a Prometheus answer: a week of one series at a
-// 15s step is ~2 MB of JSON.
+// DefaultPrometheusMaxBytes bounds a Prometheus answer (a week of one series at 15s: ~2 MB of JSON).
 const DefaultPrometheusMaxBytes = 256 << 20
 
 // DefaultSchedule is the chart's CronJob schedule.
@@ -223,8 +222,10 @@ func runBacktest(ctx context.Context, f *checkFlags, bo *BacktestOptions, stderr
 	h, err := backtest.Fetch(ctx, promv1.NewAPI(client), q, bo.from, bo.to, bo.Step, bo.QueryTimeout)
 	if err != nil {
 		hint := "" // the credential flags, when the API answered 401 or 403
-		if pe, ok := errors.AsType[*promv1.Error](err); ok && (strings.HasSuffix(pe.Msg, " 401") || strings.HasSuffix(pe.Msg, " 403")) {
-			hint = "; the API wants credentials or a tenant: see --prometheus-bearer-token-file, --prometheus-basic-auth-username, --prometheus-tenant (docs/backtest.md)"
+		if pe, ok := errors.AsType[*promv1.Error](err); ok && (strings.HasSuffix(pe.Msg, " 401") ||
+			strings.HasSuffix(pe.Msg, " 403")) {
+			hint = "; the API wants credentials or a tenant: see --prometheus-bearer-token-file, " +
+				"--prometheus-basic-auth-username, --prometheus-tenant (docs/backtest.md)"
 		}
 		return nil, fmt.Errorf("read history from %s: %w%s", where, err, hint)
 	}
@@ -318,8 +319,7 @@ func (o *PrometheusHTTPOptions) Validate(rawURL string) error {
 	return p.err()
 }
 
-// config is the client configuration. It follows no redirect: the history comes
-// from --prometheus-url, nowhere else.
+// config is the client configuration, following no redirect: the history comes from --prometheus-url.
 func (o *PrometheusHTTPOptions) config() config.HTTPClientConfig {
 	cfg := config.HTTPClientConfig{
 		FollowRedirects: false,

@@ -50,8 +50,7 @@ type checkFlags struct {
 	validateOnly bool
 }
 
-// validate reports every invalid flag in declaration order; more are the results
-// of validating the flags a command declares after these.
+// validate reports every invalid flag in declaration order, then more (the command's own).
 func (f *checkFlags) validate(more ...error) error {
 	var p problems
 	p.add(f.cluster.Validate(), f.check.Validate(f.cluster.Timeout), f.probe.Validate(), f.job.Validate(), f.alerts.Validate(), f.output.Validate())
@@ -148,12 +147,10 @@ type wired struct {
 	keyed bool // the key Secret's key is in use
 }
 
-// leaseWait is how long a pass waits for the Lease: more than a dead holder's Lease
-// lasts (15 s), short of any pass's deadline.
+// leaseWait: more than a dead holder's Lease lasts (15 s), short of any pass's deadline.
 const leaseWait = 30 * time.Second
 
-// run is one pass, holding the Lease (or, after leaseWait, nothing, successfully),
-// then the heartbeat ping.
+// run is one pass under the Lease (nothing, successfully, after leaseWait), then the heartbeat ping.
 func (p *wired) run(ctx context.Context) (rep *check.Report, err error) {
 	p.useKey(ctx)
 	if p.lease == nil {
@@ -283,8 +280,7 @@ func (f *checkFlags) passLease(client *kube.Client, log zerolog.Logger) *leader.
 	return &leader.Elector{Namespace: f.cluster.Namespace, Name: f.cluster.Lease, Identity: id, Client: client, Clock: clock.RealClock{}, Log: log}
 }
 
-// observer is what a pass (and doctor) reads: the objects, and the metrics by
-// --scrape-via, with the same bounds on both paths.
+// observer is what a pass (and doctor) reads: objects, and metrics by --scrape-via, bounded alike.
 func (f *checkFlags) observer(clk clock.PassiveClock) (*observe.Observer, error) {
 	client, cfg, err := newClient(&f.cluster)
 	if err != nil {
@@ -411,8 +407,7 @@ type JobOptions struct {
 	ActiveDeadline time.Duration // zero: unknown
 }
 
-// JobKillMargin is what a run keeps before the Job's deadline to report a failure
-// (more than pkg/check's budgets for it) and exit.
+// JobKillMargin is kept before the Job's deadline to report a failure (> pkg/check's budgets) and exit.
 const JobKillMargin = 30 * time.Second
 
 func (o *JobOptions) AddFlags(fs *pflag.FlagSet) {
@@ -484,8 +479,7 @@ func (o *PushOptions) Validate() error {
 	return p.err()
 }
 
-// push sends the run's metrics, unless no Pushgateway is set or it is a dry run. The
-// counters' running totals are kept under statestore.MetricsKey (metrics.Push).
+// push sends the run's metrics (not in a dry run); running totals live under statestore.MetricsKey.
 func (o *PushOptions) push(ctx context.Context, rep *check.Report, runErr error, took time.Duration, sinks []string, dryRun bool, store *statestore.Store) error {
 	if o.URL == "" || dryRun {
 		return nil

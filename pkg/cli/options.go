@@ -81,14 +81,12 @@ var kubeFlagUsage = map[string]string{ //nolint:gosec // help texts that name cr
 	"password":                 "basic auth password for the API server (secret)",
 }
 
-// KubeConnectionFlags names kubectl's connection flags but -n, which backtest hides
-// (it reads no cluster) and the chart sets none of.
+// KubeConnectionFlags names kubectl's connection flags but -n (backtest hides them; the chart sets none).
 func KubeConnectionFlags() []string {
 	return slices.DeleteFunc(slices.Sorted(maps.Keys(kubeFlagUsage)), func(name string) bool { return name == "namespace" })
 }
 
-// DefaultNamespace is where the chart installs the scheduler: the namespace when
-// neither -n nor the kubeconfig context names one.
+// DefaultNamespace is where the chart installs the scheduler, when neither -n nor the context names one.
 const DefaultNamespace = "agentenv-system"
 
 func (o *ClusterOptions) AddFlags(fs *pflag.FlagSet) {
@@ -142,8 +140,7 @@ func (o *ClusterOptions) resolveNamespace() string {
 	return DefaultNamespace
 }
 
-// explicitConfig: a kubeconfig, context or server was named, which wins over the
-// in-cluster configuration.
+// explicitConfig: a kubeconfig, context or server was named, which beats the in-cluster configuration.
 func (o *ClusterOptions) explicitConfig() bool {
 	return o.Kubeconfig != "" || o.Overrides.CurrentContext != "" || o.Overrides.ClusterInfo.Server != ""
 }
@@ -348,8 +345,7 @@ func (o *AlertOptions) AddFlags(fs *pflag.FlagSet) {
 // key of fewer random bytes is weaker than the hash.
 const MinOutboxKeyBytes = 32
 
-// AddOutboxFlag adds --outbox-key and --key-secret, for the commands that seal or
-// check seals.
+// AddOutboxFlag adds --outbox-key and --key-secret, for the commands that seal or check seals.
 func (o *AlertOptions) AddOutboxFlag(fs *pflag.FlagSet) {
 	fs.StringVar(&o.OutboxKey, "outbox-key", "", "key (at least 32 random bytes) sealing the whole state document and the evidence bundles when --key-secret holds none yet: it seeds that Secret (0.1.0's chart generated one; secret)")
 	fs.StringVar(&o.KeySecret, "key-secret", "agentenv-scheduler-watchdog-key", "Secret (data key \"key\") holding the key that seals the state and evidence bundles: created by the first pass that is not a dry run (from --outbox-key if set, else 32 random bytes); \"\" uses --outbox-key alone")

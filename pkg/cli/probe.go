@@ -75,8 +75,7 @@ func (o *ProbeOptions) window() time.Duration {
 	return o.Window
 }
 
-// prober is the pass's probe; nil when off, or through the API server's pod proxy,
-// which carries no gRPC (the log says so).
+// prober is the pass's probe: nil when off or via the pod proxy, which carries no gRPC (logged).
 func (f *checkFlags) prober(o *observe.Observer, clk clock.Clock, log zerolog.Logger) *probe.Prober {
 	po := &f.probe
 	if po.window() == 0 {

@@ -137,7 +137,8 @@ func checkURL(raw string, kind int) (*url.URL, error) {
 	case u.Scheme != "https" && u.Scheme != "http":
 		return nil, fmt.Errorf("scheme %q: want https or http", u.Scheme)
 	case kind != linkURL && clearText(u, kind == secretURL):
-		return nil, errors.New("plain http is accepted only for loopback addresses: credentials over plain http would cross the network in clear text; use https")
+		return nil, errors.New("plain http is accepted only for loopback addresses: " +
+			"credentials over plain http would cross the network in clear text; use https")
 	}
 	return u, nil
 }
@@ -243,8 +244,7 @@ underscores, upper case); a flag beats its environment variable.`,
 	return root
 }
 
-// addExitCodes ends the help of every command that states no exit codes with the
-// shared ones.
+// addExitCodes ends the help of every command stating no exit codes with the shared ones.
 func addExitCodes(cmd *cobra.Command) {
 	if !strings.Contains(cmd.Long, "Exit codes") {
 		long := cmd.Long
@@ -258,8 +258,7 @@ func addExitCodes(cmd *cobra.Command) {
 	}
 }
 
-// applyEnv sets every flag not given on the command line from its environment
-// variable, never echoing a secret flag's value.
+// applyEnv sets each flag not given from its environment variable, never echoing a secret's value.
 func applyEnv(fs *pflag.FlagSet) error {
 	var err error
 	fs.VisitAll(func(f *pflag.Flag) {
@@ -323,8 +322,7 @@ func isTerminal(w io.Writer) bool {
 	return ok && term.IsTerminal(int(f.Fd()))
 }
 
-// restConfig loads the API server connection: in-cluster unless told otherwise, else
-// the kubeconfig rules.
+// restConfig loads the API server connection: in-cluster unless told otherwise, else kubeconfig.
 func restConfig(o *ClusterOptions) (*rest.Config, error) {
 	var cfg *rest.Config
 	var err error
