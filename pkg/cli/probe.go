@@ -42,18 +42,13 @@ func (o *ProbeOptions) AddFlags(fs *pflag.FlagSet) {
 
 // Validate reports every invalid flag; a command without them has Mode "": off.
 func (o *ProbeOptions) Validate() error {
-	var p problems
-	switch probe.Mode(o.Mode) {
-	case "", probe.Off, probe.List:
-	case probe.Canary:
-		if o.Address == "" {
-			p.addf("--discovery-probe canary needs --probe-address (in a pod, the chart sets it to the pod IP)")
-		}
-	default:
-		p.addf("--discovery-probe %q: want off, list or canary", o.Mode)
-	}
 	if o.Mode == "" {
-		return p.err()
+		return nil
+	}
+	var p problems
+	p.oneOf("--discovery-probe", o.Mode)
+	if probe.Mode(o.Mode) == probe.Canary && o.Address == "" {
+		p.addf("--discovery-probe canary needs --probe-address (in a pod, the chart sets it to the pod IP)")
 	}
 	p.port("--scheduler-grpc-port", o.GRPCPort)
 	p.positive("--probe-window", o.Window)
