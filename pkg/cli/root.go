@@ -137,8 +137,8 @@ func checkURL(raw string, kind int) (*url.URL, error) {
 	case u.Scheme != "https" && u.Scheme != "http":
 		return nil, fmt.Errorf("scheme %q: want https or http", u.Scheme)
 	case kind != linkURL && clearText(u, kind == secretURL):
-		return nil, errors.New("plain http is accepted only for loopback addresses: " +
-			"credentials over plain http would cross the network in clear text; use https")
+		return nil, errors.New("plain http is accepted only for loopback addresses; use https: " +
+			"credentials over plain http would cross the network in clear text")
 	}
 	return u, nil
 }
