@@ -358,11 +358,11 @@ func hostCredentials(cfg *rest.Config) error {
 	if !strings.Contains(cfg.Host, "@") {
 		return nil
 	}
-	bare := !strings.Contains(cfg.Host, "://")
-	u, err := url.Parse(cfg.Host)
-	if bare {
-		u, err = url.Parse("https://" + cfg.Host)
+	scheme := "" // of a bare host:port, as client-go reads it
+	if !strings.Contains(cfg.Host, "://") {
+		scheme = "https://"
 	}
+	u, err := url.Parse(scheme + cfg.Host)
 	switch {
 	case err != nil:
 		// Not shown: url.Parse's error quotes the URL, and so would client-go's.
@@ -374,10 +374,7 @@ func hostCredentials(cfg *rest.Config) error {
 		cfg.Password, _ = u.User.Password()
 	}
 	u.User = nil
-	cfg.Host = u.String()
-	if bare {
-		cfg.Host = strings.TrimPrefix(cfg.Host, "https://")
-	}
+	cfg.Host = strings.TrimPrefix(u.String(), scheme)
 	return nil
 }
 
