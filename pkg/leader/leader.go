@@ -60,12 +60,7 @@ func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context)) error
 			continue
 		}
 		e.Log.Info().Str("lease", e.Name).Str("identity", e.Identity).Msg("became leader")
-		leadCtx, cancel := context.WithCancel(ctx)
-		var leading sync.WaitGroup
-		leading.Go(func() { lead(leadCtx) })
-		e.renew(leadCtx)
-		cancel()
-		leading.Wait()
+		e.hold(ctx, lead)
 		if ctx.Err() != nil {
 			e.release()
 			break
@@ -113,17 +108,23 @@ func (e *Elector) Hold(ctx context.Context, wait time.Duration, pass func(ctx co
 		case <-e.Clock.After(min(e.RetryPeriod, max(left, time.Millisecond))):
 		}
 	}
-	passCtx, cancel := context.WithCancel(ctx)
-	var renewing sync.WaitGroup
-	renewing.Go(func() {
-		e.renew(passCtx)
-		cancel() // renewal failed for RenewDeadline: another may take the Lease
-	})
-	pass(passCtx)
-	cancel()
-	renewing.Wait()
+	e.hold(ctx, pass)
 	e.release()
 	return true, nil
+}
+
+// hold runs f while renewing the Lease, cancelling f's context when renewal fails
+// for RenewDeadline (another may take the Lease), and stops renewing once f returns.
+func (e *Elector) hold(ctx context.Context, f func(ctx context.Context)) {
+	ctx, cancel := context.WithCancel(ctx)
+	var renewing sync.WaitGroup
+	renewing.Go(func() {
+		e.renew(ctx)
+		cancel()
+	})
+	f(ctx)
+	cancel()
+	renewing.Wait()
 }
 
 // Holder is the Lease's holder as last read ("" when none).
@@ -176,7 +177,7 @@ func (e *Elector) attempt(ctx context.Context) (ok bool, err error) {
 	case apierrors.IsNotFound(err):
 		write, verb = e.Client.CreateLease, "create"
 		lease = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: e.Name, Namespace: e.Namespace,
-			Labels: map[string]string{"app.kubernetes.io/managed-by": "agentenv-scheduler-watchdog"}}}
+			Labels: map[string]string{"app.kubernetes.io/managed-by": kube.ManagedBy}}}
 	case err != nil:
 		e.Log.Warn().Err(err).Str("lease", e.Name).Msg("read leader Lease")
 		return false, err

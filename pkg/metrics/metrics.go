@@ -40,19 +40,6 @@ type Metrics struct {
 	duration                                                     prometheus.Histogram
 }
 
-// Outcomes of a pass, the passes counter's result label.
-const (
-	PassOK          = "ok"
-	PassError       = "error"
-	PassInterrupted = "interrupted"
-)
-
-// Results of a delivery, the alerts counter's result label.
-const (
-	DeliveryOK     = "ok"
-	DeliveryFailed = "failed"
-)
-
 // New registers the metrics in a registry of their own, every counter present at 0.
 func New(o Options) *Metrics {
 	reg := prometheus.NewRegistry()
@@ -103,7 +90,7 @@ func New(o Options) *Metrics {
 	for _, o := range []state.RestartOutcome{state.RestartDone, state.RestartFailed} {
 		m.restarts.WithLabelValues(string(o))
 	}
-	for _, r := range []string{PassOK, PassError, PassInterrupted} {
+	for _, r := range []string{"ok", "error", "interrupted"} {
 		m.passes.WithLabelValues(r)
 	}
 	for _, k := range scrape.Kinds {
@@ -115,7 +102,7 @@ func New(o Options) *Metrics {
 			continue // notify test runs no pass
 		}
 		for _, s := range sinks {
-			for _, r := range []string{DeliveryOK, DeliveryFailed} {
+			for _, r := range []string{"ok", "failed"} {
 				m.alerts.WithLabelValues(e.Name, s, r)
 			}
 		}
@@ -147,11 +134,11 @@ func (m *Metrics) Observe(rep *check.Report, err error, took time.Duration, now 
 	m.lastPass.Set(float64(now.UnixNano()) / 1e9)
 	switch {
 	case errors.Is(err, check.ErrInterrupted):
-		m.passes.WithLabelValues(PassInterrupted).Inc()
+		m.passes.WithLabelValues("interrupted").Inc()
 	case err != nil:
-		m.passes.WithLabelValues(PassError).Inc()
+		m.passes.WithLabelValues("error").Inc()
 	default:
-		m.passes.WithLabelValues(PassOK).Inc()
+		m.passes.WithLabelValues("ok").Inc()
 		m.lastSuccess.Set(float64(now.UnixNano()) / 1e9)
 	}
 	if rep == nil {
@@ -190,9 +177,9 @@ func (m *Metrics) Observe(rep *check.Report, err error, took time.Duration, now 
 		if a.DryRun || a.Dropped {
 			continue
 		}
-		result := DeliveryOK
+		result := "ok"
 		if !a.OK {
-			result = DeliveryFailed
+			result = "failed"
 		}
 		m.alerts.WithLabelValues(a.Event, a.Sink, result).Inc()
 	}

@@ -30,10 +30,6 @@ const (
 	Canary Mode = "canary" // and keep a canary moving through discovery
 )
 
-// ManagedBy labels the canary as the watchdog's (its owner label, and the
-// EndpointSlice controller's, so that the controller leaves it alone).
-const ManagedBy = "agentenv-scheduler-watchdog"
-
 // Bounds: the canary shows within 0.1-0.3 s of its write while discovery lives, so
 // the first reading polls that long; its delete has its own time on every exit.
 const (
@@ -87,13 +83,9 @@ func (p *Prober) Begin(ctx context.Context) {
 func (p *Prober) write(ctx context.Context) *written {
 	node := fmt.Sprintf("%s-%d", p.Name, p.Clock.Now().UnixNano())
 	w := &written{node: node, seen: map[string]bool{}}
-	ip := net.ParseIP(p.Address)
-	if ip == nil {
-		w.err = fmt.Errorf("not written: no canary address (--probe-address, or the pod IP) %q", p.Address)
-		return w
-	}
-	var err error
-	if w.answerer, err = Listen(net.JoinHostPort(p.Address, strconv.Itoa(int(p.Port)))); err == nil {
+	r, ip, err := p.answer()
+	if err == nil {
+		w.answerer = r
 		ctx, cancel := context.WithTimeout(ctx, writeTimeout)
 		defer cancel()
 		var s *discoveryv1.EndpointSlice
@@ -111,13 +103,24 @@ func (p *Prober) write(ctx context.Context) *written {
 	return w
 }
 
+// answer starts a Responder on the canary's address, which it returns parsed.
+func (p *Prober) answer() (*Responder, net.IP, error) {
+	ip := net.ParseIP(p.Address)
+	if ip == nil {
+		return nil, nil, fmt.Errorf("no canary address (--probe-address, or the pod IP) %q", p.Address)
+	}
+	r, err := Listen(net.JoinHostPort(p.Address, strconv.Itoa(int(p.Port))))
+	return r, ip, err
+}
+
 // object is the canary: one endpoint, serving and terminating (never scheduled),
 // on the nodes port, naming a pod that need not exist.
 func (p *Prober) object(node string, ip net.IP) *discoveryv1.EndpointSlice {
 	yes, no, tcp := true, false, corev1.ProtocolTCP
 	s := &discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, Labels: map[string]string{
-			discoveryv1.LabelServiceName: p.Service, discoveryv1.LabelManagedBy: ManagedBy, "app.kubernetes.io/managed-by": ManagedBy}},
+			discoveryv1.LabelServiceName: p.Service, discoveryv1.LabelManagedBy: kube.ManagedBy, // the controller leaves it alone
+			"app.kubernetes.io/managed-by": kube.ManagedBy}},
 		AddressType: discoveryv1.AddressTypeIPv4,
 		Ports:       []discoveryv1.EndpointPort{{Port: &p.Port, Protocol: &tcp}},
 		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{p.Address},
@@ -291,11 +294,7 @@ func (p *Prober) AddrOf(pod decide.Pod) string {
 // Preflight tries what a pass's canary needs, leaving nothing behind: answering on
 // its address, and its create as a server-side dry run (`watchdog doctor`).
 func (p *Prober) Preflight(ctx context.Context) error {
-	ip := net.ParseIP(p.Address)
-	if ip == nil {
-		return fmt.Errorf("no canary address (--probe-address) %q", p.Address)
-	}
-	r, err := Listen(net.JoinHostPort(p.Address, strconv.Itoa(int(p.Port))))
+	r, ip, err := p.answer()
 	if err != nil {
 		return err
 	}
