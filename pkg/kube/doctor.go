@@ -20,9 +20,8 @@ func (c *Client) CreateSelfSubjectAccessReview(ctx context.Context, r *authoriza
 	return into[authorizationv1.SelfSubjectAccessReview](ctx, c.authz.Post().Resource("selfsubjectaccessreviews").Body(r))
 }
 
-// ServerVersion reads /version with the response's Date header, the API server's
-// clock (to the second). The REST client hides response headers: this request goes
-// through its HTTP client (authentication, TLS and timeouts included).
+// ServerVersion reads /version and the Date header, the API server's clock (to the
+// second), through the REST client's HTTP client (the REST client hides headers).
 func (c *Client) ServerVersion(ctx context.Context) (*version.Info, time.Time, error) {
 	u := c.core.Get().AbsPath("/version").URL()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)

@@ -1,11 +1,7 @@
-// Package kube is the watchdog's API client: the dozen calls it makes, over
-// client-go's REST client with a scheme of only the kinds it uses, from five API
-// groups.
-//
-// Why not client-go's generated clientset: importing it registers every API group
-// at process start and links every typed client, a third of a CronJob run's budget
-// (docs/performance.md). The REST client, codecs, errors and protobuf encoding are
-// client-go's own.
+// Package kube is the watchdog's API client: the calls it makes, over client-go's
+// REST client with a scheme of only the kinds it uses. Not the generated clientset:
+// importing it registers every API group at process start and links every typed
+// client, a third of a CronJob run's budget (docs/performance.md).
 package kube
 
 import (
@@ -36,8 +32,7 @@ var (
 	params = runtime.NewParameterCodec(scheme)
 )
 
-// kinds are the only objects the client sends or receives: registering whole API
-// groups reflects over ~90 types at every process start for nothing.
+// kinds are the only objects sent or received (whole groups would reflect over ~90 types at start).
 var kinds = []struct {
 	gv   schema.GroupVersion
 	objs []runtime.Object
@@ -53,8 +48,7 @@ var kinds = []struct {
 func init() {
 	for _, k := range kinds {
 		scheme.AddKnownTypes(k.gv, k.objs...)
-		// Options, Status and the other meta kinds of each group-version.
-		metav1.AddToGroupVersion(scheme, k.gv)
+		metav1.AddToGroupVersion(scheme, k.gv) // Options, Status and the other meta kinds
 	}
 }
 
@@ -63,8 +57,7 @@ type Client struct {
 	core, apps, discovery, coordination, authz *rest.RESTClient
 }
 
-// New builds a client sharing one HTTP connection pool (and, after the first
-// request, one HTTP/2 connection) across API groups.
+// New builds a client sharing one connection pool (one HTTP/2 connection) across API groups.
 func New(cfg *rest.Config) (*Client, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return newFirstRequestGate(httpbound.Headers(rt)) })
@@ -73,7 +66,6 @@ func New(cfg *rest.Config) (*Client, error) {
 		return nil, fmt.Errorf("HTTP client for %s: %w", cfg.Host, err)
 	}
 	c := &Client{}
-	// In the order of kinds.
 	for i, into := range []**rest.RESTClient{&c.core, &c.apps, &c.discovery, &c.coordination, &c.authz} {
 		gc := rest.CopyConfig(cfg)
 		gv := kinds[i].gv
@@ -92,9 +84,8 @@ func New(cfg *rest.Config) (*Client, error) {
 	return c, nil
 }
 
-// FromCache lists from the API server's watch cache (resourceVersion "0"): a quorum
-// list waits for the cache to catch up with etcd, and the cache is what every
-// controller, the scheduler's own informer included, reads anyway.
+// FromCache lists from the API server's watch cache (resourceVersion "0"), which every
+// controller, the scheduler's informer included, reads anyway.
 func FromCache(opts metav1.ListOptions) metav1.ListOptions {
 	opts.ResourceVersion = "0"
 	opts.ResourceVersionMatch = ""
@@ -122,8 +113,7 @@ func (c *Client) ListEndpointSlices(ctx context.Context, ns string, opts metav1.
 	return into[discoveryv1.EndpointSliceList](ctx, c.discovery.Get().Namespace(ns).Resource("endpointslices").VersionedParams(&opts, params))
 }
 
-// WatchEndpointSlices watches EndpointSlices. ctx bounds the whole watch;
-// opts.TimeoutSeconds asks the API server to end it first.
+// WatchEndpointSlices watches EndpointSlices until ctx or opts.TimeoutSeconds ends.
 func (c *Client) WatchEndpointSlices(ctx context.Context, ns string, opts metav1.ListOptions) (watch.Interface, error) {
 	opts.Watch = true
 	return c.discovery.Get().Namespace(ns).Resource("endpointslices").VersionedParams(&opts, params).Watch(ctx)
@@ -158,9 +148,8 @@ func (c *Client) ListEvents(ctx context.Context, ns string, opts metav1.ListOpti
 	return into[corev1.EventList](ctx, c.core.Get().Namespace(ns).Resource("events").VersionedParams(&opts, params))
 }
 
-// Quorum is a read of the current object, from etcd; Cached one from the API
-// server's watch cache (resourceVersion "0"), as FromCache lists: enough where a
-// UID is all that is checked, and it spares etcd a read per sample.
+// Quorum reads the current object from etcd; Cached from the watch cache, as FromCache
+// lists: enough where a UID is all that is checked, and no etcd read per sample.
 var (
 	Quorum = metav1.GetOptions{}
 	Cached = metav1.GetOptions{ResourceVersion: "0"}
@@ -170,8 +159,7 @@ func (c *Client) GetDeployment(ctx context.Context, ns, name string, opts metav1
 	return into[appsv1.Deployment](ctx, c.apps.Get().Namespace(ns).Resource("deployments").Name(name).VersionedParams(&opts, params))
 }
 
-// GetReplicaSet reads a ReplicaSet (the link between a scheduler pod and its
-// Deployment, checked by UID).
+// GetReplicaSet reads a ReplicaSet (a pod's link to its Deployment, checked by UID).
 func (c *Client) GetReplicaSet(ctx context.Context, ns, name string, opts metav1.GetOptions) (*appsv1.ReplicaSet, error) {
 	return into[appsv1.ReplicaSet](ctx, c.apps.Get().Namespace(ns).Resource("replicasets").Name(name).VersionedParams(&opts, params))
 }
@@ -193,8 +181,7 @@ func (c *Client) UpdateLease(ctx context.Context, l *coordinationv1.Lease) (*coo
 	return into[coordinationv1.Lease](ctx, c.coordination.Put().Namespace(l.Namespace).Resource("leases").Name(l.Name).Body(l))
 }
 
-// PodLog streams a container's log (pods/log): the API server reads it from the
-// kubelet of the pod's node.
+// PodLog streams a container's log (pods/log, from the node's kubelet).
 func (c *Client) PodLog(ctx context.Context, ns, pod string, opts *corev1.PodLogOptions) (io.ReadCloser, error) {
 	return c.core.Get().Namespace(ns).Resource("pods").Name(pod).SubResource("log").VersionedParams(opts, params).Stream(ctx)
 }

@@ -10,9 +10,8 @@ import (
 )
 
 // NamespaceMissing says whether namespace ns does not exist, by a server-side dry run
-// of an Event there (the watchdog may create Events; reading a namespace takes a
-// cluster-wide grant): the API server refuses it with the namespace NotFound. Any
-// other answer, refusals included, is not "missing". Nothing is stored.
+// of an Event there (reading a namespace takes a cluster-wide grant): only the
+// namespace's NotFound is "missing", no other answer. Nothing is stored.
 func NamespaceMissing(ctx context.Context, c *Client, ns string) bool {
 	ev := &corev1.Event{ObjectMeta: metav1.ObjectMeta{GenerateName: "watchdog-", Namespace: ns},
 		InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: "watchdog"}, Reason: "Check", Type: corev1.EventTypeNormal}

@@ -12,8 +12,7 @@ import (
 )
 
 // pageSize keeps each list response small (a slice holds up to 100 endpoints);
-// maxPages bounds a list that never ends. Pages are counted as they come
-// (endpoints.Counter): memory for node ids, never for every slice.
+// maxPages bounds a list that never ends. Pages are counted as they come.
 const pageSize, maxPages = 50, 100
 
 // EndpointLister reads the node Service's EndpointSlices from the API server.
@@ -24,10 +23,9 @@ type EndpointLister struct {
 	Port      int32
 }
 
-// Read lists the Service's EndpointSlices page by page from the watch cache (every
-// healthy run) or, consistent, quorum, and counts them. A count that cannot come
-// from a correctly named Service and port is an error (*endpoints.MisconfiguredError),
-// which makes the verdict unknown and names the flag; so is one past endpoints.MaxNodes.
+// Read counts the Service's EndpointSlices, listed page by page from the watch cache
+// or, consistent, quorum. A count that cannot come from a correctly named Service and
+// port (*endpoints.MisconfiguredError), or past endpoints.MaxNodes, is an error.
 func (l EndpointLister) Read(ctx context.Context, consistent bool) (endpoints.Count, error) {
 	k := endpoints.Counter{Port: l.Port}
 	opts := metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + l.Service, Limit: pageSize}

@@ -28,20 +28,19 @@ const (
 	WatchAgeMetric = "agentenv_scheduler_watch_last_event_age_seconds"
 )
 
-// ObservedStatuses are the statuses the scheduler writes on every refresh: a page
-// missing one was cut short or is not the scheduler's.
+// ObservedStatuses are written on every refresh: a page missing one is cut short or not the scheduler's.
 var ObservedStatuses = []string{"ready", "connecting", "unhealthy", "lingering", "unspecified"}
 
-// maxKeptBytes bounds what is handed to the parser: the families read are a few
-// hundred bytes on a real scheduler, so anything near this is broken or hostile.
+// maxKeptBytes bounds what is handed to the parser: a real scheduler's watched
+// families are a few hundred bytes.
 const maxKeptBytes = 1 << 20
 
 // Sample is what one scrape says about the scheduler's discovery.
 type Sample struct {
 	// Observed holds agentenv_scheduler_observed_nodes by status.
 	Observed map[string]int `json:"observed"`
-	// HeartbeatOK and HeartbeatRejected are the Heartbeat RPC counts with status ok
-	// and invalid_argument; an absent series is 0 (created by the first such RPC).
+	// HeartbeatOK and HeartbeatRejected count Heartbeat RPCs with status ok and
+	// invalid_argument; an absent series is 0 (created by the first such RPC).
 	HeartbeatOK       uint64 `json:"heartbeatOK"`
 	HeartbeatRejected uint64 `json:"heartbeatRejected"`
 	// WatchAge is the optional freshness gauge in seconds; nil when absent or invalid.
@@ -56,9 +55,8 @@ func (s Sample) Ready() int { return s.Observed["ready"] }
 // Unhealthy is the number of nodes whose last heartbeat is older than 30 s.
 func (s Sample) Unhealthy() int { return s.Observed["unhealthy"] }
 
-// Extract reads a Prometheus text page and returns the watchdog's sample. It streams,
-// keeping only the lines of the families it reads (memory does not grow with the
-// page), and parses those with expfmt.
+// Extract reads a Prometheus text page into a sample. It keeps only the watched
+// families' lines (memory does not grow with the page) and parses those with expfmt.
 func Extract(r io.Reader) (Sample, error) {
 	kept, err := filterFamilies(r)
 	if err != nil {
@@ -73,7 +71,6 @@ func Extract(r io.Reader) (Sample, error) {
 }
 
 var (
-	// seriesNames are the names of the sample lines kept.
 	seriesNames = [][]byte{[]byte(ObservedNodesMetric), []byte(RPCDurationMetric + "_count"),
 		[]byte(WatchAgeMetric)}
 	commentNames = map[string]bool{ObservedNodesMetric: true, RPCDurationMetric: true, RPCDurationMetric + "_count": true,
@@ -81,9 +78,9 @@ var (
 	errCutLine = &Error{Kind: KindTruncated, Err: errors.New("the page ends in the middle of a line")}
 )
 
-// filterFamilies copies the HELP/TYPE and sample lines of the families read into a
-// buffer, checking that the page is line-terminated (a cut-off page is not trusted)
-// and that no kept series appears twice.
+// filterFamilies keeps the watched families' HELP, TYPE and sample lines, checking
+// that the page is line-terminated (not cut off) and that no series appears twice
+// (expfmt leaves duplicates to its caller).
 func filterFamilies(r io.Reader) ([]byte, error) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	var kept bytes.Buffer
@@ -136,8 +133,7 @@ func filterFamilies(r io.Reader) ([]byte, error) {
 	}
 }
 
-// watched says which family the watchdog reads a line belongs to: the series name,
-// "metric comment" for its HELP or TYPE line, or "" for a line it does not read.
+// watched names a kept line's series, "metric comment" for a HELP or TYPE line, or "".
 func watched(line []byte) string {
 	line = bytes.TrimLeft(line, " \t")
 	if len(line) > 0 && line[0] == '#' {
@@ -157,8 +153,7 @@ func watched(line []byte) string {
 	return ""
 }
 
-// seriesKey returns the name and label set of a sample line, for duplicate detection.
-// Labels are sorted so that reordered duplicates are caught too.
+// seriesKey is a sample line's name and sorted labels (reordered duplicates are duplicates).
 func seriesKey(line []byte) (string, bool) {
 	line = bytes.TrimLeft(line, " \t")
 	if len(line) == 0 || line[0] == '#' {
@@ -221,9 +216,8 @@ func sampleFromFamilies(families map[string]*dto.MetricFamily) (Sample, error) {
 	return s, nil
 }
 
-// watchAge reads the optional watch freshness gauge: a value that cannot be trusted
-// (NaN or ±Inf, a plausible "no event yet"; negative; several series) drops it with
-// a warning and leaves the rest of the sample intact.
+// watchAge reads the optional freshness gauge: an untrusted value (NaN or ±Inf, a
+// plausible "no event yet"; negative; several series) drops it with a warning only.
 func watchAge(families map[string]*dto.MetricFamily) (*float64, []string) {
 	fam, ok := families[WatchAgeMetric]
 	if !ok || len(fam.GetMetric()) == 0 {
@@ -239,9 +233,8 @@ func watchAge(families map[string]*dto.MetricFamily) (*float64, []string) {
 	return &v, nil
 }
 
-// heartbeatCount reads agentenv_scheduler_rpc_duration_seconds_count for the
-// Heartbeat RPC and one status, whether the page typed the family as a histogram
-// or left the _count series untyped.
+// heartbeatCount reads the Heartbeat RPC's _count for status, from a histogram
+// family or an untyped _count series.
 func heartbeatCount(families map[string]*dto.MetricFamily, status string) (uint64, error) {
 	name := RPCDurationMetric + "_count"
 	var n uint64
@@ -264,13 +257,12 @@ func heartbeatCount(families map[string]*dto.MetricFamily, status string) (uint6
 }
 
 func heartbeatSeries(fam *dto.MetricFamily, status string) *dto.Metric {
-	i := slices.IndexFunc(fam.GetMetric(), func(m *dto.Metric) bool {
-		return labelValue(m, "rpc") == "Heartbeat" && labelValue(m, "status") == status
-	})
-	if i < 0 {
-		return nil
+	for _, m := range fam.GetMetric() {
+		if labelValue(m, "rpc") == "Heartbeat" && labelValue(m, "status") == status {
+			return m
+		}
 	}
-	return fam.GetMetric()[i]
+	return nil
 }
 
 // value is a gauge, counter or untyped sample's value, as its family types it.

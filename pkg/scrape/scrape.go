@@ -67,10 +67,9 @@ type Scraper struct {
 	proxied bool
 }
 
-// NewScraper returns a scraper whose every request is bounded by timeout (the whole
-// exchange, body included, so a server that trickles bytes is cut off) and whose
-// body is capped at maxBytes (after gzip decoding). Redirects are not followed: the
-// watchdog asked one pod, and an answer from anywhere else is not that pod's.
+// NewScraper returns a scraper bounded by timeout (the whole exchange: a server that
+// trickles bytes is cut off) and maxBytes of body (after gzip decoding). Redirects
+// are not followed: an answer from anywhere else is not the pod's.
 func NewScraper(timeout time.Duration, maxBytes int64) *Scraper {
 	if timeout <= 0 {
 		timeout = DefaultTimeout
@@ -111,9 +110,7 @@ func (s *Scraper) Scrape(ctx context.Context, url string) (Sample, error) {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		if s.proxied {
-			// The API server says why it refused (forbidden, address not allowed, the
-			// pod unreachable from it) in a Status object: the message is the error.
+		if s.proxied { // the API server's Status says why it refused
 			return Sample{}, &Error{Kind: KindHTTPStatus, Err: fmt.Errorf("GET %s answered %s: %s", url, resp.Status, statusMessage(resp.Body))}
 		}
 		// Drain a little so the error is about the status, not the connection.
@@ -136,8 +133,7 @@ func (s *Scraper) Scrape(ctx context.Context, url string) (Sample, error) {
 	return sample, err
 }
 
-// statusMessage is the message of a Kubernetes Status body, else its first line,
-// at most 300 bytes of either.
+// statusMessage is a Kubernetes Status body's message, else its first line (≤ 300 bytes).
 func statusMessage(body io.Reader) string {
 	raw, _ := io.ReadAll(io.LimitReader(body, 4<<10))
 	var status struct {

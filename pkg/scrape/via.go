@@ -9,8 +9,7 @@ import (
 	"github.com/agentenv/watchdog/pkg/httpbound"
 )
 
-// Via is how a scheduler pod's metrics are reached. The names are flag values
-// (--scrape-via) and appear in reports.
+// Via is how a scheduler pod's metrics are reached (--scrape-via; shown in reports).
 type Via string
 
 const (
@@ -32,8 +31,7 @@ func ParseVia(s string) (Via, error) {
 	return "", fmt.Errorf("%q: want auto, direct or apiserver", s)
 }
 
-// Resolve turns auto into the path taken: direct when the watchdog runs in a pod
-// (in-cluster credentials), the API server otherwise.
+// Resolve turns auto into the path taken: direct in a pod (in-cluster credentials).
 func (v Via) Resolve(inPod bool) Via {
 	if v != ViaAuto {
 		return v
@@ -53,9 +51,7 @@ func (v Via) Describe() string {
 }
 
 // NewProxiedScraper is NewScraper over an authenticated transport to the API server
-// (rest.TransportFor), for ViaAPIServer: the same time and size bounds, no redirects,
-// and a refusal by the API server (403, "address not allowed", the pod unreachable
-// from it) reported with the API server's own message.
+// (rest.TransportFor, ViaAPIServer), a refusal reported with the API server's message.
 func NewProxiedScraper(rt http.RoundTripper, timeout time.Duration, maxBytes int64) *Scraper {
 	s := NewScraper(timeout, maxBytes)
 	s.client.Transport = httpbound.Transport(rt, s.maxBytes)

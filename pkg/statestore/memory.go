@@ -14,10 +14,9 @@ import (
 	"github.com/agentenv/watchdog/pkg/state"
 )
 
-// MemoryStore is a Store kept in memory, for tests of what uses a Store: the same
-// document codec, recovery and optimistic concurrency as the ConfigMap (a write
-// from a snapshot older than the latest version fails with ErrConflict, and so
-// does creating what another writer created), without an API server.
+// MemoryStore is a Store kept in memory (tests, backtest): the same codec, recovery
+// and optimistic concurrency (a stale snapshot's write, or creating what another
+// writer created, fails with ErrConflict), without an API server.
 type MemoryStore struct {
 	Namespace string
 	Name      string
@@ -54,8 +53,7 @@ func (m *MemoryStore) Save(_ context.Context, snap *Snapshot, s *state.State, no
 	return nil
 }
 
-// store keeps cm as the new version, or, like the API server, keeps the old
-// version when nothing changed.
+// store keeps cm as a new version unless, as on the API server, nothing changed.
 func (m *MemoryStore) store(cm *corev1.ConfigMap) {
 	if m.cm != nil && maps.Equal(m.cm.Data, cm.Data) && maps.Equal(m.cm.Labels, cm.Labels) {
 		return
@@ -65,8 +63,7 @@ func (m *MemoryStore) store(cm *corev1.ConfigMap) {
 	m.cm = cm
 }
 
-// SetData replaces the stored ConfigMap's data as another writer (or a person
-// with kubectl edit) would, creating it if needed.
+// SetData replaces (or creates) the stored data as another writer or kubectl edit would.
 func (m *MemoryStore) SetData(data map[string]string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -23,21 +23,18 @@ import (
 // Keys in the state ConfigMap.
 const (
 	DataKey = "state.json"
-	// CorruptKey keeps the last unreadable document for a human to look at, so that
-	// recovering from it loses nothing.
+	// CorruptKey keeps the last unreadable document for a human: recovering loses nothing.
 	CorruptKey = "state.unreadable.json"
-	// MetricsKey keeps the running totals of the counters a CronJob run pushes
-	// (pkg/metrics), apart from the state: a lost copy only starts them over, which
-	// Prometheus reads as a counter reset.
+	// MetricsKey keeps a CronJob run's pushed counter totals (pkg/metrics) apart from
+	// the state: losing them is only a counter reset.
 	MetricsKey = "metrics.json"
-	// SealKey holds the HMAC-SHA256 of the state document under the watchdog's key;
+	// SealKey holds the state document's HMAC-SHA256 under the watchdog's key;
 	// TamperedKey keeps the last document whose seal did not verify.
 	SealKey     = "state.seal"
 	TamperedKey = "state.tampered.json"
 )
 
-// maxKeyAttempts bounds UpdateKey's read-modify-write retries: writers of the
-// state ConfigMap are a CronJob run and the odd hand-run check.
+// maxKeyAttempts bounds UpdateKey's retries: the writers are a CronJob run and the odd hand-run check.
 const maxKeyAttempts = 5
 
 // ErrConflict means another writer changed the ConfigMap since it was read.
@@ -59,8 +56,8 @@ type Snapshot struct {
 	ResourceVersion string
 	// Recovered says why the stored document was not used (a warning), or "".
 	Recovered string
-	// Tampered says why the stored document's seal did not verify, or "": the
-	// document is not used, and is kept under TamperedKey at the next write.
+	// Tampered says why the stored document's seal did not verify, or "": it is not
+	// used, and is kept under TamperedKey at the next write.
 	Tampered string
 
 	configMap *corev1.ConfigMap
@@ -69,9 +66,8 @@ type Snapshot struct {
 	key       []byte
 }
 
-// Load reads the state. A missing ConfigMap or an unreadable document gives a fresh
-// state (Recovered says which); an API failure, or a document written by a newer
-// watchdog (*state.NewerVersionError), is an error.
+// Load reads the state: a fresh one for a missing ConfigMap or an unreadable document
+// (Recovered says which); an error for an API failure or a newer watchdog's document.
 func (st *Store) Load(ctx context.Context) (*Snapshot, error) {
 	cm, err := st.Client.GetConfigMap(ctx, st.Namespace, st.Name)
 	if apierrors.IsNotFound(err) {
@@ -115,16 +111,13 @@ func snapshotOf(cm *corev1.ConfigMap, namespace, name string, key []byte) (*Snap
 	return snap, nil
 }
 
-// Save writes s, creating the ConfigMap if the snapshot saw none, and updating it
-// with the snapshot's resourceVersion as precondition otherwise. On success the
-// snapshot moves to the new version. A lost race returns an error wrapping ErrConflict.
+// Save writes s, creating the ConfigMap if the snapshot saw none, else updating it at
+// the snapshot's resourceVersion (a lost race wraps ErrConflict); the snapshot moves on.
 func (st *Store) Save(ctx context.Context, snap *Snapshot, s *state.State, now time.Time) error {
 	cm, err := configMapOf(snap, s, now, st.Namespace, st.Name)
 	if err != nil {
 		return err
 	}
-	// cm carries the resourceVersion we read: the API server refuses the update
-	// if anyone wrote in between.
 	create := snap.configMap == nil
 	saved, err := st.write(ctx, cm, create)
 	switch {
@@ -141,11 +134,9 @@ func (st *Store) Save(ctx context.Context, snap *Snapshot, s *state.State, now t
 	return nil
 }
 
-// UpdateKey rewrites one key of the state ConfigMap with f, which gets the key's
-// current value ("" when absent) and returns the new one; the state document and
-// the other keys are written back as read. The ConfigMap is created when missing.
-// A lost race reads again and calls f again (so f must not keep what it computed
-// from an older value), up to maxKeyAttempts times.
+// UpdateKey sets one key of the state ConfigMap (created when missing) to f of its
+// value ("" when absent), the other keys written back as read. A lost race reads and
+// calls f again (f must keep nothing from an older value), up to maxKeyAttempts times.
 func (st *Store) UpdateKey(ctx context.Context, key string, f func(old string) (string, error)) error {
 	where := fmt.Sprintf("state ConfigMap %s/%s key %s", st.Namespace, st.Name, key)
 	var err error
@@ -183,14 +174,13 @@ func (st *Store) write(ctx context.Context, cm *corev1.ConfigMap, create bool) (
 	return st.Client.UpdateConfigMap(ctx, cm, metav1.UpdateOptions{FieldManager: "watchdog"})
 }
 
-// orNew is cm with a data map, or for nil an empty state ConfigMap, labelled as
-// the watchdog creates it.
+// orNew is cm with a data map, or for nil a new, labelled state ConfigMap.
 func orNew(cm *corev1.ConfigMap, namespace, name string) *corev1.ConfigMap {
 	if cm == nil {
 		return &corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: map[string]string{
 				"app.kubernetes.io/name": "agentenv-scheduler-watchdog", "app.kubernetes.io/component": "state",
-				"app.kubernetes.io/managed-by": "agentenv-scheduler-watchdog",
+				"app.kubernetes.io/managed-by": kube.ManagedBy,
 			}},
 			Data: map[string]string{},
 		}
@@ -201,8 +191,7 @@ func orNew(cm *corev1.ConfigMap, namespace, name string) *corev1.ConfigMap {
 	return cm
 }
 
-// configMapOf is the ConfigMap that writes s over what snap read: a new one if
-// snap saw none, else a copy of the one read, with its resourceVersion.
+// configMapOf is the ConfigMap that writes s over what snap read (a copy, with its resourceVersion).
 func configMapOf(snap *Snapshot, s *state.State, now time.Time, namespace, name string) (*corev1.ConfigMap, error) {
 	s.UpdatedAt = now.UTC()
 	data, err := state.Encode(s, now)
