@@ -1,7 +1,6 @@
-// Package metrics holds the watchdog's own Prometheus metrics, one set of families
-// for both modes, so the same rules and dashboard read either: `watchdog run`
-// serves them, `watchdog check` pushes them (docs/monitoring.md, "Counters in
-// each mode").
+// Package metrics holds the watchdog's own Prometheus metrics, the same families for
+// `watchdog run` (served) and `watchdog check` (pushed), so one set of rules and
+// dashboards reads either (docs/monitoring.md, "Counters in each mode").
 package metrics
 
 import (
@@ -23,8 +22,7 @@ import (
 
 // Options say what the registry holds beyond the watchdog's families.
 type Options struct {
-	// Sinks names the configured alert sinks (alert.Sink.Name): the delivery
-	// counter starts at 0 for each of them, every event and both results.
+	// Sinks names the configured alert sinks: the delivery counter starts at 0 for each.
 	Sinks []string
 	// Runtime adds the Go and process collectors (useless for a one-shot run).
 	Runtime bool
@@ -84,9 +82,8 @@ func New(o Options) *Metrics {
 		m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 
-	// Every counter starts at 0: increase() needs a sample before the first
-	// event, and a dashboard shows 0, not "no data", for a watchdog that never
-	// had to act.
+	// Every counter starts at 0: increase() needs a sample before the first event,
+	// and a dashboard shows 0, not "no data".
 	for _, o := range []state.RestartOutcome{state.RestartDone, state.RestartFailed} {
 		m.restarts.WithLabelValues(string(o))
 	}
@@ -127,8 +124,7 @@ func (m *Metrics) SetLeader(leading bool) {
 	m.leader.Set(v)
 }
 
-// Observe records a pass that took took and ended at now, with its report (nil when
-// the pass failed before it had one) and error.
+// Observe records a pass that took took and ended at now, its report (nil if none) and error.
 func (m *Metrics) Observe(rep *check.Report, err error, took time.Duration, now time.Time) {
 	m.duration.Observe(took.Seconds())
 	m.lastPass.Set(float64(now.UnixNano()) / 1e9)
@@ -173,7 +169,6 @@ func (m *Metrics) Observe(rep *check.Report, err error, took time.Duration, now 
 	}
 	m.wouldRestart.Add(float64(len(rep.WouldRestarts)))
 	for _, a := range rep.Alerts {
-		// A dropped outbox entry is no delivery, its event whatever the state's editor wrote.
 		if a.DryRun || a.Dropped {
 			continue
 		}

@@ -17,31 +17,27 @@ import (
 // PushConfig says where a one-shot run pushes its metrics.
 type PushConfig struct {
 	URL string
-	// Job and Grouping form the group's key, whose metrics each run replaces;
-	// Prometheus (with honor_labels) sees them under these labels.
+	// Job and Grouping key the group each run replaces (labels under honor_labels).
 	Job      string
 	Grouping map[string]string
 	Timeout  time.Duration
-	// Totals rewrites the stored running totals (metrics.json in the state
-	// ConfigMap): it calls f with the stored value and stores what f returns,
-	// calling f again after a lost race.
+	// Totals stores f of the stored running totals (the state ConfigMap's
+	// metrics.json), calling f again after a lost race.
 	Totals func(ctx context.Context, f func(old string) (string, error)) error
 }
 
-// maxPushAnswer bounds what is read of the Pushgateway's answer, a status and a
-// short error that ends up in the run's error (httpbound also refuses redirects).
+// maxPushAnswer bounds what is read of the Pushgateway's answer (a status, a short error).
 const maxPushAnswer = 4 << 10
 
-// Push sends the metrics of a finished run to a Pushgateway, its counters (and
-// the histogram) carrying the running totals of every run, saved before the push
-// so a pushed total never runs ahead of the saved one; unsaved totals are not
-// pushed at all: this run's counts are lost, never counted twice
+// Push sends a finished run's metrics to a Pushgateway, its counters (and histogram)
+// carrying every run's running totals, saved first so a pushed total never runs
+// ahead of the saved one: unsaved, this run's counts are lost, never counted twice
 // (docs/monitoring.md, "Counters in each mode").
 //
-// It POSTs (push.Add): the families sent replace theirs in the group and the
-// others stay, so a failed run, which sends no last-successful-pass time, leaves
-// the last success's. A one-shot run elects nobody: no leader gauge. The error
-// joins every problem; the push may have happened despite it.
+// It POSTs (push.Add): the families sent replace theirs and the others stay, so a
+// failed run, sending no last-successful-pass time, leaves the last success's. No
+// leader gauge (nobody elected). The error joins every problem; the push may have
+// happened despite it.
 func (m *Metrics) Push(ctx context.Context, c PushConfig) error {
 	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
 	defer cancel()

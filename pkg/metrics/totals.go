@@ -11,9 +11,8 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// Totals are the running totals of the counters a CronJob run pushes, by series
-// (a histogram's count, sum and buckets are series of their own), kept between
-// runs so that a pushed `_total` is a counter as `watchdog run`'s is.
+// Totals are the running totals of a CronJob run's pushed counters by series (a
+// histogram's count, sum and buckets each one), so a pushed `_total` is a counter.
 type Totals map[string]float64
 
 // totalsDoc is Totals as stored.
@@ -52,8 +51,7 @@ func (t Totals) Encode() (string, error) {
 	return string(b), err
 }
 
-// eachCounter calls f with the key and value of every cumulative value of families:
-// each counter, and each histogram's count, sum and buckets.
+// eachCounter calls f with the key and value of each counter and histogram count, sum and bucket.
 func eachCounter(fams []*dto.MetricFamily, f func(key string, v *float64)) {
 	for _, fam := range fams {
 		for _, m := range fam.GetMetric() {

@@ -47,8 +47,6 @@ type Observer struct {
 	// Via is the resolved scrape path; for apiserver, Scraper is proxied through APIServer (a URL).
 	Via       scrape.Via
 	APIServer string
-	// ScrapeURL, when set, builds a pod's metrics URL instead (tests: a server per pod).
-	ScrapeURL func(pod *corev1.Pod) string
 }
 
 // Reads says what an observation reads: the selection (Lease, Deployment and owner
@@ -142,8 +140,6 @@ const DefaultMaxScrapes = 4
 // under the server URL's path prefix if any (a cluster behind Rancher).
 func (o *Observer) URL(pod *corev1.Pod) string {
 	switch {
-	case o.ScrapeURL != nil:
-		return o.ScrapeURL(pod)
 	case pod.Status.PodIP == "":
 		return ""
 	case o.Via == scrape.ViaAPIServer:

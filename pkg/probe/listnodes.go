@@ -34,9 +34,8 @@ const (
 // Node is one entry of ListNodes: node_id = 1, endpoint = 2.
 type Node struct{ ID, Endpoint string }
 
-// StatusError is a call the server answered with a gRPC status other than OK:
-// Unavailable from an HA standby ("not the leader"), Unimplemented from a
-// scheduler without the method.
+// StatusError is a gRPC status other than OK: Unavailable from an HA standby ("not
+// the leader"), Unimplemented from a scheduler without the method.
 type StatusError struct {
 	Code    int
 	Message string
@@ -47,9 +46,8 @@ func (e *StatusError) Error() string {
 	return fmt.Sprintf("ListNodes answered gRPC status %d %s: %s", e.Code, name, e.Message)
 }
 
-// Client calls ListNodes: one unary gRPC call over HTTP/2 without TLS (the
-// scheduler's port is plaintext) through net/http, the message read with protowire.
-// Why not grpc-go: docs/performance.md, "The discovery probe's gRPC client".
+// Client calls ListNodes: one unary gRPC call over plaintext HTTP/2 with net/http,
+// read with protowire (not grpc-go: docs/performance.md, "The discovery probe's gRPC client").
 type Client struct{ http *http.Client }
 
 // NewClient returns a client that speaks HTTP/2 with prior knowledge only.
@@ -128,8 +126,8 @@ func decodeNodes(frame []byte) ([]Node, error) {
 	return nodes, err
 }
 
-// fields calls each with the number and bytes of every length-delimited field of
-// msg, skipping the others (a newer scheduler may add some).
+// fields calls each with every length-delimited field of msg, skipping the others
+// (a newer scheduler may add some).
 func fields(msg []byte, each func(protowire.Number, []byte) error) error {
 	for len(msg) > 0 {
 		num, typ, n := protowire.ConsumeTag(msg)

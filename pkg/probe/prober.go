@@ -30,8 +30,8 @@ const (
 	Canary Mode = "canary" // and keep a canary moving through discovery
 )
 
-// Bounds: the canary shows within 0.1-0.3 s of its write while discovery lives, so
-// the first reading polls that long; its delete has its own time on every exit.
+// Bounds: a live discovery shows the canary 0.1-0.3 s after its write, so the first
+// reading polls up to settle; its delete has its own time on every exit.
 const (
 	settle       = 2 * time.Second
 	linger       = 500 * time.Millisecond // for a gateway's call in flight
@@ -39,9 +39,9 @@ const (
 	writeTimeout = 10 * time.Second
 )
 
-// Prober reads ListNodes of the judged pods in each sample of a pass and, in canary
-// mode, keeps one canary for the pass: written at Begin while its Responder answers,
-// deleted once every judged process has shown it, or at End.
+// Prober reads the judged pods' ListNodes in each sample and, in canary mode, keeps
+// one canary per pass: written at Begin (its Responder answering), deleted once
+// every judged process has shown it, or at End.
 type Prober struct {
 	Mode      Mode
 	Client    *kube.Client
@@ -71,9 +71,9 @@ type written struct {
 	seen     map[string]bool // by pod UID, shown to a process started before it
 }
 
-// Begin writes the pass's canary (canary mode, not a dry run): the responder first,
-// a leftover of an earlier pass removed, then the object. A failure is the canary's
-// Err in every reading: unknown, never bad.
+// Begin writes the pass's canary (canary mode, not a dry run): the responder, then
+// the object (a leftover removed). A failure is the canary's Err in every reading:
+// unknown, never bad.
 func (p *Prober) Begin(ctx context.Context) {
 	if p.Mode == Canary && p.Write {
 		p.canary = p.write(ctx)
@@ -113,14 +113,14 @@ func (p *Prober) answer() (*Responder, net.IP, error) {
 	return r, ip, err
 }
 
-// object is the canary: one endpoint, serving and terminating (never scheduled),
-// on the nodes port, naming a pod that need not exist.
+// object is the canary: one serving, terminating (never scheduled) endpoint on the
+// nodes port, naming a pod that need not exist.
 func (p *Prober) object(node string, ip net.IP) *discoveryv1.EndpointSlice {
 	yes, no, tcp := true, false, corev1.ProtocolTCP
 	s := &discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, Labels: map[string]string{
-			discoveryv1.LabelServiceName: p.Service, discoveryv1.LabelManagedBy: kube.ManagedBy, // the controller leaves it alone
-			"app.kubernetes.io/managed-by": kube.ManagedBy}},
+			discoveryv1.LabelServiceName: p.Service, "app.kubernetes.io/managed-by": kube.ManagedBy,
+			discoveryv1.LabelManagedBy: kube.ManagedBy}}, // the EndpointSlice controller leaves it alone
 		AddressType: discoveryv1.AddressTypeIPv4,
 		Ports:       []discoveryv1.EndpointPort{{Port: &p.Port, Protocol: &tcp}},
 		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{p.Address},
@@ -136,8 +136,8 @@ func (p *Prober) object(node string, ip net.IP) *discoveryv1.EndpointSlice {
 	return s
 }
 
-// Read gives each pod the observation judges its reading, one after the other (they
-// share the canary), and retires the canary once every judged process showed it.
+// Read gives each judged pod its reading, one after the other (they share the
+// canary), and retires the canary once every judged process showed it.
 func (p *Prober) Read(ctx context.Context, obs *decide.Observation, sel decide.Selection) {
 	if p.Mode == Off || p.Mode == "" {
 		return
@@ -172,8 +172,8 @@ func (p *Prober) Read(ctx context.Context, obs *decide.Observation, sel decide.S
 	}
 }
 
-// read calls the pod's ListNodes, polling briefly after the canary's write for it
-// to show, and verifies an unseen canary is still the object written.
+// read calls the pod's ListNodes, polling briefly after the canary's write for it to
+// show, and verifies an unseen canary is still the object written.
 func (p *Prober) read(ctx context.Context, pod decide.Pod) *decide.ProbeReading {
 	addr := p.AddrOf(pod)
 	r := &decide.ProbeReading{}
@@ -210,9 +210,8 @@ func (p *Prober) read(ctx context.Context, pod decide.Pod) *decide.ProbeReading 
 	return r
 }
 
-// verify reports a canary that is no longer the object written: whoever deleted or
-// changed it made its absence from ListNodes prove nothing. A failed read is this
-// sample's error only.
+// verify reports a canary that is no longer the object written (its absence from
+// ListNodes proves nothing); a failed read is this sample's error only.
 func (p *Prober) verify(ctx context.Context, c *written) error {
 	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
 	defer cancel()
@@ -240,9 +239,8 @@ func (p *Prober) End() error {
 	return p.end(c)
 }
 
-// end deletes the canary written, and only it (UID precondition), then answers
-// until the judged schedulers no longer list it (a live discovery drops it 0.1 s
-// after the delete; the gateway may call a node it listed a moment before).
+// end deletes the canary written, only it (UID precondition), and answers until the
+// judged schedulers no longer list it (the gateway may call a node just listed).
 func (p *Prober) end(c *written) error {
 	if c == nil || c.answerer == nil {
 		return nil
@@ -291,8 +289,8 @@ func (p *Prober) AddrOf(pod decide.Pod) string {
 	return net.JoinHostPort(pod.IP, strconv.Itoa(p.GRPCPort))
 }
 
-// Preflight tries what a pass's canary needs, leaving nothing behind: answering on
-// its address, and its create as a server-side dry run (`watchdog doctor`).
+// Preflight tries what a canary needs, leaving nothing behind: answering on its
+// address, and its create as a server-side dry run (`watchdog doctor`).
 func (p *Prober) Preflight(ctx context.Context) error {
 	r, ip, err := p.answer()
 	if err != nil {

@@ -10,10 +10,9 @@ import (
 	"time"
 )
 
-// Responder answers the node API calls AgentENV's gateway makes to every node
-// ListNodes names, terminating ones included, for its cluster-wide sandbox lists
-// (GET /sandboxes and /v2/sandboxes, path and query forwarded): a node with no
-// sandbox. A canary whose address does not answer makes those lists fail (502).
+// Responder answers, as a node with no sandbox, the calls AgentENV's gateway makes
+// to every node ListNodes names for its cluster-wide sandbox lists (GET /sandboxes
+// and /v2/sandboxes): an unanswered canary would make those lists fail (502).
 type Responder struct {
 	srv *http.Server
 	ln  net.Listener
