@@ -26,9 +26,8 @@ func Client(base http.RoundTripper, limit int64) *http.Client {
 	return &http.Client{Transport: Transport(base, limit), CheckRedirect: refuse}
 }
 
-// Transport wraps base (nil: http.DefaultTransport) so that every answer's body is
-// cut at limit bytes or the request's WithLimit (a read then fails with ErrTooLarge),
-// its headers as Headers.
+// Transport wraps base (nil: http.DefaultTransport) to cut every body at limit bytes, or the
+// request's WithLimit (a read then fails with ErrTooLarge), and its headers as Headers.
 func Transport(base http.RoundTripper, limit int64) http.RoundTripper {
 	if base == nil {
 		base = http.DefaultTransport

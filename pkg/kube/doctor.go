@@ -14,8 +14,7 @@ import (
 
 // The calls of `watchdog doctor` only.
 
-// CreateSelfSubjectAccessReview asks the API server whether the client's own
-// identity may make one call.
+// CreateSelfSubjectAccessReview asks whether the client's own identity may make one call.
 func (c *Client) CreateSelfSubjectAccessReview(ctx context.Context, r *authorizationv1.SelfSubjectAccessReview) (*authorizationv1.SelfSubjectAccessReview, error) {
 	return into[authorizationv1.SelfSubjectAccessReview](ctx, c.authz.Post().Resource("selfsubjectaccessreviews").Body(r))
 }

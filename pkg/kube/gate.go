@@ -6,10 +6,9 @@ import (
 )
 
 // firstRequestGate holds requests back until the first one has an answer. Why: the
-// transport learns a connection speaks HTTP/2 only after its TLS handshake, so a
-// check's first three concurrent reads would each dial and handshake their own. The
-// price: they wait for the whole first request, not only its handshake
-// (docs/performance.md).
+// transport learns a connection speaks HTTP/2 only after its TLS handshake, so a check's
+// first three concurrent reads would each dial and handshake their own. The price: they
+// wait for the whole first request, not only its handshake (docs/performance.md).
 type firstRequestGate struct {
 	next    http.RoundTripper
 	claimed atomic.Bool

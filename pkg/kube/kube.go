@@ -84,8 +84,7 @@ func New(cfg *rest.Config) (*Client, error) {
 	return c, nil
 }
 
-// FromCache lists from the API server's watch cache (resourceVersion "0"), which every
-// controller, the scheduler's informer included, reads anyway.
+// FromCache lists from the watch cache (resourceVersion "0"), which every controller reads anyway.
 func FromCache(opts metav1.ListOptions) metav1.ListOptions {
 	opts.ResourceVersion = "0"
 	opts.ResourceVersionMatch = ""

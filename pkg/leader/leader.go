@@ -77,10 +77,9 @@ func (e *Elector) defaults() error {
 	return nil
 }
 
-// Hold runs one pass holding the Lease: it tries for up to wait, renews while pass
-// runs (as hold) and releases the Lease after. held is false when another holder
-// kept it for all of wait (or until ctx ended); err when the Lease could not be
-// read or written.
+// Hold runs one pass holding the Lease (tried for up to wait, renewed as by hold, released
+// after). held is false when another holder kept it for all of wait (or until ctx ended);
+// err when the Lease could not be read or written.
 func (e *Elector) Hold(ctx context.Context, wait time.Duration, pass func(ctx context.Context)) (held bool, err error) {
 	if err := e.defaults(); err != nil {
 		return false, err

@@ -1,6 +1,5 @@
-// Package loop runs the watchdog continuously (`watchdog run`): the same pass as
-// `watchdog check` on an interval, with Prometheus metrics of its own and a health
-// endpoint that fails when passes stop completing.
+// Package loop runs `watchdog check`'s pass on an interval (`watchdog run`), with metrics
+// of its own and a health endpoint that fails when passes stop completing.
 package loop
 
 import (
@@ -170,10 +169,9 @@ func (l *Loop) Alive() {
 // Staleness is how long health tolerates no completed pass: two intervals and a timeout.
 func (l *Loop) Staleness() time.Duration { return 2*l.Interval + l.Timeout }
 
-// Healthy reports whether the watchdog is doing its job: as leader, a pass succeeded
-// within Staleness of now or of the term's start; as a standby, its election loop is
-// alive and some replica completed a pass within Staleness (a leader passing nothing
-// must not leave every replica healthy). agentenv_watchdog_unhealthy says why not.
+// Healthy reports whether the watchdog does its job: as leader, a pass succeeded within
+// Staleness of now or of the term's start; as a standby, its election loop is alive and
+// some replica completed a pass within Staleness. agentenv_watchdog_unhealthy says why not.
 func (l *Loop) Healthy() (bool, string) {
 	l.mu.Lock() // the gauge's Reset and Set too: /healthz and watchPasses both call it
 	defer l.mu.Unlock()

@@ -1,7 +1,6 @@
-// Package probe asks the scheduler what its discovery knows (gRPC ListNodes) and
-// keeps a canary moving through that discovery: a watchdog-owned EndpointSlice
-// with one terminating endpoint at an address whose node API the watchdog answers
-// itself (docs/design.md, "The discovery probe").
+// Package probe asks the scheduler what its discovery knows (gRPC ListNodes) and keeps a
+// canary moving through it: a watchdog-owned EndpointSlice with one terminating endpoint
+// whose node API the watchdog answers itself (docs/design.md, "The discovery probe").
 package probe
 
 import (
@@ -126,8 +125,7 @@ func decodeNodes(frame []byte) ([]Node, error) {
 	return nodes, err
 }
 
-// fields calls each with every length-delimited field of msg, skipping the others
-// (a newer scheduler may add some).
+// fields calls each with msg's length-delimited fields, skipping others (a newer scheduler may add some).
 func fields(msg []byte, each func(protowire.Number, []byte) error) error {
 	for len(msg) > 0 {
 		num, typ, n := protowire.ConsumeTag(msg)

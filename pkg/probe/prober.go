@@ -71,9 +71,8 @@ type written struct {
 	seen     map[string]bool // by pod UID, shown to a process started before it
 }
 
-// Begin writes the pass's canary (canary mode, not a dry run): the responder, then
-// the object (a leftover removed). A failure is the canary's Err in every reading:
-// unknown, never bad.
+// Begin writes the pass's canary (canary mode, not a dry run), responder first; a
+// failure is the canary's Err in every reading: unknown, never bad.
 func (p *Prober) Begin(ctx context.Context) {
 	if p.Mode == Canary && p.Write {
 		p.canary = p.write(ctx)
@@ -113,8 +112,7 @@ func (p *Prober) answer() (*Responder, net.IP, error) {
 	return r, ip, err
 }
 
-// object is the canary: one serving, terminating (never scheduled) endpoint on the
-// nodes port, naming a pod that need not exist.
+// object is the canary: one serving, terminating (never scheduled) endpoint naming any pod name.
 func (p *Prober) object(node string, ip net.IP) *discoveryv1.EndpointSlice {
 	yes, no, tcp := true, false, corev1.ProtocolTCP
 	s := &discoveryv1.EndpointSlice{

@@ -1,5 +1,4 @@
-// Package restart carries out a restart the decision core asked for, touching only
-// the pod that was observed.
+// Package restart carries out a restart the decision core asked for, touching only the observed pod.
 package restart
 
 import (
@@ -62,8 +61,7 @@ func (d Deleter) Restart(ctx context.Context, name, uid string) (Result, error) 
 // RestartedAtAnnotation is what `kubectl rollout restart` sets on the pod template.
 const RestartedAtAnnotation = "kubectl.kubernetes.io/restartedAt"
 
-// Rollout restarts the Deployment as `kubectl rollout restart` does (the controller's
-// surge and availability rules apply).
+// Rollout restarts the Deployment as `kubectl rollout restart` does (surge and availability rules apply).
 type Rollout struct {
 	Client     *kube.Client
 	Namespace  string

@@ -1,6 +1,5 @@
-// Package scrape reads the scheduler's metrics page and extracts the few series the
-// watchdog judges by. It never guesses: what it cannot read with certainty is an
-// *Error, which the decision core treats as "unknown".
+// Package scrape extracts the few series the watchdog judges by from the scheduler's
+// metrics page. It never guesses: what it cannot read with certainty is an *Error ("unknown").
 package scrape
 
 import (
@@ -31,8 +30,7 @@ const (
 // ObservedStatuses are written on every refresh: a page missing one is cut short or not the scheduler's.
 var ObservedStatuses = []string{"ready", "connecting", "unhealthy", "lingering", "unspecified"}
 
-// maxKeptBytes bounds what is handed to the parser: a real scheduler's watched
-// families are a few hundred bytes.
+// maxKeptBytes bounds what the parser gets: a real scheduler's watched families are a few hundred bytes.
 const maxKeptBytes = 1 << 20
 
 // Sample is what one scrape says about the scheduler's discovery.
@@ -51,9 +49,6 @@ type Sample struct {
 
 // Ready is the number of nodes the scheduler counts as ready.
 func (s Sample) Ready() int { return s.Observed["ready"] }
-
-// Unhealthy is the number of nodes whose last heartbeat is older than 30 s.
-func (s Sample) Unhealthy() int { return s.Observed["unhealthy"] }
 
 // Extract reads a Prometheus text page into a sample. It keeps only the watched
 // families' lines (memory does not grow with the page) and parses those with expfmt.
@@ -78,9 +73,8 @@ var (
 	errCutLine = &Error{Kind: KindTruncated, Err: errors.New("the page ends in the middle of a line")}
 )
 
-// filterFamilies keeps the watched families' HELP, TYPE and sample lines, checking
-// that the page is line-terminated (not cut off) and that no series appears twice
-// (expfmt leaves duplicates to its caller).
+// filterFamilies keeps the watched families' lines, checking that the page is not cut
+// off mid-line and that no series appears twice (expfmt leaves duplicates to its caller).
 func filterFamilies(r io.Reader) ([]byte, error) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	var kept bytes.Buffer
@@ -189,8 +183,7 @@ func sampleFromFamilies(families map[string]*dto.MetricFamily) (Sample, error) {
 	for _, m := range observed.GetMetric() {
 		status := labelValue(m, "status")
 		if _, dup := s.Observed[status]; dup {
-			// Two series for one status (another label tells them apart): which one
-			// the scheduler means is a guess (found by FuzzExtract).
+			// Another label tells two series of one status apart: which is meant is a guess (FuzzExtract).
 			return Sample{}, &Error{Kind: KindInvalid, Err: fmt.Errorf("%s has more than one series with status=%q", ObservedNodesMetric, status)}
 		}
 		n, err := count(value(observed, m))
@@ -233,8 +226,7 @@ func watchAge(families map[string]*dto.MetricFamily) (*float64, []string) {
 	return &v, nil
 }
 
-// heartbeatCount reads the Heartbeat RPC's _count for status, from a histogram
-// family or an untyped _count series.
+// heartbeatCount reads the Heartbeat RPC's _count for status (a histogram's, or an untyped series).
 func heartbeatCount(families map[string]*dto.MetricFamily, status string) (uint64, error) {
 	name := RPCDurationMetric + "_count"
 	var n uint64

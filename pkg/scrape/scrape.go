@@ -67,9 +67,8 @@ type Scraper struct {
 	proxied bool
 }
 
-// NewScraper returns a scraper bounded by timeout (the whole exchange: a server that
-// trickles bytes is cut off) and maxBytes of body (after gzip decoding). Redirects
-// are not followed: an answer from anywhere else is not the pod's.
+// NewScraper returns a scraper bounded by timeout (the whole exchange: a trickling server is cut
+// off) and maxBytes of body (after gzip decoding), following no redirect (elsewhere is not the pod).
 func NewScraper(timeout time.Duration, maxBytes int64) *Scraper {
 	if timeout <= 0 {
 		timeout = DefaultTimeout

@@ -99,8 +99,7 @@ func (w *Watcher) list(ctx context.Context) (string, error) {
 	return l.ResourceVersion, nil
 }
 
-// watch signals every change from version rv until the watch ends, returning the
-// version to resume from ("" to list again).
+// watch signals each change from version rv until the watch ends, returning where to resume ("": list).
 func (w *Watcher) watch(ctx context.Context, rv string) (string, error) {
 	secs := int64(watchFor / time.Second)
 	wctx, cancel := context.WithTimeout(ctx, watchFor+watchGrace)
