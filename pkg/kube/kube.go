@@ -6,20 +6,25 @@ package kube
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 
@@ -41,7 +46,7 @@ var kinds = []struct {
 	{appsv1.SchemeGroupVersion, []runtime.Object{&appsv1.Deployment{}, &appsv1.ReplicaSet{}}},
 	{discoveryv1.SchemeGroupVersion, []runtime.Object{&discoveryv1.EndpointSlice{}, &discoveryv1.EndpointSliceList{}}},
 	{coordinationv1.SchemeGroupVersion, []runtime.Object{&coordinationv1.Lease{}}},
-	// watchdog doctor: can this identity make each call (doctor.go)?
+	// watchdog doctor: can this identity make each call (CreateSelfSubjectAccessReview)?
 	{authorizationv1.SchemeGroupVersion, []runtime.Object{&authorizationv1.SelfSubjectAccessReview{}}},
 }
 
@@ -118,6 +123,18 @@ func (c *Client) WatchEndpointSlices(ctx context.Context, ns string, opts metav1
 	return c.discovery.Get().Namespace(ns).Resource("endpointslices").VersionedParams(&opts, params).Watch(ctx)
 }
 
+func (c *Client) CreateEndpointSlice(ctx context.Context, s *discoveryv1.EndpointSlice, opts metav1.CreateOptions) (*discoveryv1.EndpointSlice, error) {
+	return into[discoveryv1.EndpointSlice](ctx, c.discovery.Post().Namespace(s.Namespace).Resource("endpointslices").VersionedParams(&opts, params).Body(s))
+}
+
+func (c *Client) GetEndpointSlice(ctx context.Context, ns, name string) (*discoveryv1.EndpointSlice, error) {
+	return into[discoveryv1.EndpointSlice](ctx, c.discovery.Get().Namespace(ns).Resource("endpointslices").Name(name))
+}
+
+func (c *Client) DeleteEndpointSlice(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
+	return c.discovery.Delete().Namespace(ns).Resource("endpointslices").Name(name).Body(&opts).Do(ctx).Error()
+}
+
 // GetConfigMap reads a ConfigMap (a quorum read: state must be current).
 func (c *Client) GetConfigMap(ctx context.Context, ns, name string) (*corev1.ConfigMap, error) {
 	return into[corev1.ConfigMap](ctx, c.core.Get().Namespace(ns).Resource("configmaps").Name(name))
@@ -192,4 +209,55 @@ func into[T any, PT interface {
 }](ctx context.Context, r *rest.Request) (PT, error) {
 	out := PT(new(T))
 	return out, r.Do(ctx).Into(out)
+}
+
+// NamespaceMissing says whether namespace ns does not exist, by a server-side dry run
+// of an Event there (reading a namespace takes a cluster-wide grant): only the
+// namespace's NotFound is "missing", no other answer. Nothing is stored.
+func NamespaceMissing(ctx context.Context, c *Client, ns string) bool {
+	ev := &corev1.Event{ObjectMeta: metav1.ObjectMeta{GenerateName: "watchdog-", Namespace: ns},
+		InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: "watchdog"}, Reason: "Check", Type: corev1.EventTypeNormal}
+	opts := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
+	err := c.core.Post().Namespace(ns).Resource("events").VersionedParams(&opts, params).Body(ev).Do(ctx).Error()
+	var st apierrors.APIStatus
+	return apierrors.IsNotFound(err) && errors.As(err, &st) && st.Status().Details != nil && st.Status().Details.Kind == "namespaces"
+}
+
+// The calls of `watchdog doctor` only.
+
+// CreateSelfSubjectAccessReview asks whether the client's own identity may make one call.
+func (c *Client) CreateSelfSubjectAccessReview(ctx context.Context, r *authorizationv1.SelfSubjectAccessReview) (*authorizationv1.SelfSubjectAccessReview, error) {
+	return into[authorizationv1.SelfSubjectAccessReview](ctx, c.authz.Post().Resource("selfsubjectaccessreviews").Body(r))
+}
+
+// ServerVersion reads /version and the Date header, the API server's clock (to the
+// second), through the REST client's HTTP client (the REST client hides headers).
+func (c *Client) ServerVersion(ctx context.Context) (*version.Info, time.Time, error) {
+	u := c.core.Get().AbsPath("/version").URL()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := c.core.Client.Do(req)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, time.Time{}, fmt.Errorf("GET %s answered %s", u, resp.Status)
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("GET %s: read body: %w", u, err)
+	}
+	info := &version.Info{}
+	if err := json.Unmarshal(body, info); err != nil {
+		return nil, time.Time{}, fmt.Errorf("GET %s: not a version document: %w", u, err)
+	}
+	date, err := http.ParseTime(resp.Header.Get("Date"))
+	if err != nil {
+		return info, time.Time{}, fmt.Errorf("GET %s: no usable Date header (%q)", u, resp.Header.Get("Date"))
+	}
+	return info, date, nil
 }
