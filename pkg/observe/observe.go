@@ -51,17 +51,15 @@ type Observer struct {
 	APIServer string
 }
 
-// Reads says what an observation reads: the selection (Lease, Deployment and owner
-// chains; the pods decide.Judged picks are scraped) and whether a restart is a
-// rollout (its last look reads the ReplicaSets).
+// Reads says what an observation reads: the selection (Lease, Deployment, owner chains; the pods
+// decide.Judged picks are scraped) and whether a restart is a rollout (its last look reads ReplicaSets).
 type Reads struct {
 	decide.Selection
 	Rollout bool
 }
 
-// Observe lists the pods and counts expected nodes from the watch cache, reads the
-// Lease and Deployment if configured (all in parallel), then scrapes the judged pods.
-// An error means the pods could not be listed.
+// Observe lists the pods, counts expected nodes (watch cache) and reads the Lease and Deployment if
+// configured, in parallel, then scrapes the judged pods. An error: the pods could not be listed.
 func (o *Observer) Observe(ctx context.Context) (decide.Observation, error) {
 	return o.observe(ctx, false)
 }
@@ -241,8 +239,7 @@ func (o *Observer) Rollout(ctx context.Context, pods ...decide.Pod) *decide.Roll
 	return r
 }
 
-// annotated is the Deployment's annotations for the pause: none when it is not
-// found, nil (unread) when the read failed.
+// annotated is the Deployment's annotations for the pause: none if not found, nil if unread.
 func annotated(name string, d *appsv1.Deployment, err error) *decide.Annotated {
 	switch {
 	case name == "" || (err != nil && !apierrors.IsNotFound(err)):
@@ -265,9 +262,8 @@ type EndpointLister struct {
 	Port      int32
 }
 
-// Read counts the Service's EndpointSlices, listed page by page from the watch cache
-// or, consistent, quorum. A count that cannot come from a correctly named Service and
-// port (*endpoints.MisconfiguredError), or past endpoints.MaxNodes, is an error.
+// Read counts the Service's EndpointSlices, page by page from the watch cache or, consistent, quorum.
+// A count no correct Service and port gives (*endpoints.MisconfiguredError), or past MaxNodes, fails.
 func (l EndpointLister) Read(ctx context.Context, consistent bool) (endpoints.Count, error) {
 	k := endpoints.Counter{Port: l.Port}
 	opts := metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + l.Service, Limit: pageSize}

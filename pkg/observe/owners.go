@@ -97,10 +97,9 @@ func (o *Observer) ownership(ctx context.Context, d *appsv1.Deployment, err erro
 	return own
 }
 
-// ownersTTL is how long the objects read for Ownership (watch cache) are reused,
-// sparing each sample two round trips. Their UIDs change only on recreation: a pod
-// naming a recreated ReplicaSet waits for the next read, and the rollout gate reads
-// the chain afresh before acting.
+// ownersTTL is how long the objects read for Ownership (watch cache) are reused, sparing each sample
+// two round trips: UIDs change only on recreation, a pod naming a recreated ReplicaSet waits for the
+// next read, and the rollout gate reads the chain afresh.
 const ownersTTL = time.Minute
 
 // cachedRead is an object read for Ownership, kept by key ("deployment", "replicaset/<name>").

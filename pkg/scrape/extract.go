@@ -186,11 +186,14 @@ func sampleFromFamilies(families map[string]*dto.MetricFamily) (Sample, error) {
 			// Another label tells two series of one status apart: which is meant is a guess (FuzzExtract).
 			return Sample{}, &Error{Kind: KindInvalid, Err: fmt.Errorf("%s has more than one series with status=%q", ObservedNodesMetric, status)}
 		}
-		n, err := count(value(observed, m))
+		n, err := whole(value(observed, m))
+		if err == nil && n > math.MaxInt32 {
+			err = fmt.Errorf("value %g is implausibly large", float64(n))
+		}
 		if err != nil {
 			return Sample{}, &Error{Kind: KindInvalid, Err: fmt.Errorf("%s{status=%q}: %w", ObservedNodesMetric, status, err)}
 		}
-		s.Observed[status] = n
+		s.Observed[status] = int(n)
 	}
 	for _, status := range ObservedStatuses {
 		if _, ok := s.Observed[status]; !ok {
@@ -266,15 +269,6 @@ func value(fam *dto.MetricFamily, m *dto.Metric) float64 {
 		return m.GetCounter().GetValue()
 	}
 	return m.GetUntyped().GetValue()
-}
-
-// count accepts a gauge of nodes: a whole, plausible number.
-func count(v float64) (int, error) {
-	n, err := whole(v)
-	if err == nil && v > math.MaxInt32 {
-		err = fmt.Errorf("value %g is implausibly large", v)
-	}
-	return int(n), err
 }
 
 // whole accepts a counter value that is a whole number.
