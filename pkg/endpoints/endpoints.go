@@ -15,13 +15,10 @@ import (
 type Count struct {
 	// Serving counts the node ids (targetRef.name) with a serving, non-terminating
 	// endpoint that has an address: the scheduler's "active" nodes, the expected count.
-	Serving int `json:"serving"`
-	// Nodes are those node ids, sorted (the discovery probe compares them).
-	Nodes []string `json:"-"`
-	// Lingering counts the node ids whose only endpoints are terminating.
-	Lingering int `json:"lingering"`
-	// Slices counts the slices carrying the node port.
-	Slices int `json:"slices"`
+	Serving   int      `json:"serving"`
+	Nodes     []string `json:"-"`         // those node ids, sorted (the discovery probe compares them)
+	Lingering int      `json:"lingering"` // node ids whose only endpoints are terminating
+	Slices    int      `json:"slices"`    // slices carrying the node port
 	// AllSlices counts the Service's slices; OtherPorts are their ports other than
 	// the node port (what a wrong --nodes-port would see).
 	AllSlices  int     `json:"allSlices"`

@@ -17,9 +17,8 @@ import (
 const (
 	// ReasonAlertFailed marks a failed alert delivery (alert.Events has the alerts' own).
 	ReasonAlertFailed = "WatchdogAlertFailed"
-	// Component is the Event source.
-	Component  = "agentenv-scheduler-watchdog"
-	maxMessage = 1024 // the API server's limit
+	Component         = "agentenv-scheduler-watchdog" // the Event source
+	maxMessage        = 1024                          // the API server's limit
 )
 
 // Recorder creates Events.

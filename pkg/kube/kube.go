@@ -247,13 +247,9 @@ func (c *Client) ServerVersion(ctx context.Context) (*version.Info, time.Time, e
 	if resp.StatusCode != http.StatusOK {
 		return nil, time.Time{}, fmt.Errorf("GET %s answered %s", u, resp.Status)
 	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("GET %s: read body: %w", u, err)
-	}
 	info := &version.Info{}
-	if err := json.Unmarshal(body, info); err != nil {
-		return nil, time.Time{}, fmt.Errorf("GET %s: not a version document: %w", u, err)
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(info); err != nil {
+		return nil, time.Time{}, fmt.Errorf("GET %s: no version document read: %w", u, err)
 	}
 	date, err := http.ParseTime(resp.Header.Get("Date"))
 	if err != nil {

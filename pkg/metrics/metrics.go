@@ -22,10 +22,8 @@ import (
 
 // Options say what the registry holds beyond the watchdog's families.
 type Options struct {
-	// Sinks names the configured alert sinks: the delivery counter starts at 0 for each.
-	Sinks []string
-	// Runtime adds the Go and process collectors (useless for a one-shot run).
-	Runtime bool
+	Sinks   []string // configured alert sinks: the delivery counter starts at 0 for each
+	Runtime bool     // adds the Go and process collectors (useless for a one-shot run)
 }
 
 // Metrics are the watchdog's own metrics.

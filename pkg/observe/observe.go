@@ -43,9 +43,8 @@ type Observer struct {
 	Deployment  string
 	Reads       Reads    // what to read beside the pods and EndpointSlices
 	owners      sync.Map // the objects read for Ownership (ownersTTL)
-	// MaxScrapes bounds the scrapes in flight; zero or less is DefaultMaxScrapes.
-	MaxScrapes int
-	Clock      clock.PassiveClock
+	MaxScrapes  int      // bounds the scrapes in flight; zero or less: DefaultMaxScrapes
+	Clock       clock.PassiveClock
 	// Via is the resolved scrape path; for apiserver, Scraper is proxied through APIServer (a URL).
 	Via       scrape.Via
 	APIServer string

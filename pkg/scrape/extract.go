@@ -23,8 +23,7 @@ import (
 const (
 	ObservedNodesMetric = "agentenv_scheduler_observed_nodes"
 	RPCDurationMetric   = "agentenv_scheduler_rpc_duration_seconds"
-	// WatchAgeMetric is the freshness gauge proposed upstream; optional.
-	WatchAgeMetric = "agentenv_scheduler_watch_last_event_age_seconds"
+	WatchAgeMetric      = "agentenv_scheduler_watch_last_event_age_seconds" // optional; proposed upstream
 )
 
 // ObservedStatuses are written on every refresh: a page missing one is cut short or not the scheduler's.
@@ -35,8 +34,7 @@ const maxKeptBytes = 1 << 20
 
 // Sample is what one scrape says about the scheduler's discovery.
 type Sample struct {
-	// Observed holds agentenv_scheduler_observed_nodes by status.
-	Observed map[string]int `json:"observed"`
+	Observed map[string]int `json:"observed"` // agentenv_scheduler_observed_nodes by status
 	// HeartbeatOK and HeartbeatRejected count Heartbeat RPCs with status ok and
 	// invalid_argument; an absent series is 0 (created by the first such RPC).
 	HeartbeatOK       uint64 `json:"heartbeatOK"`

@@ -64,8 +64,7 @@ type Scraper struct {
 	client   *http.Client
 	timeout  time.Duration
 	maxBytes int64
-	// proxied: requests go through the API server's pod proxy (NewProxiedScraper).
-	proxied bool
+	proxied  bool // through the API server's pod proxy (NewProxiedScraper)
 }
 
 // NewScraper returns a scraper bounded by timeout (the whole exchange: a trickling server is cut

@@ -36,11 +36,10 @@ const (
 type Watcher struct {
 	Client             Client
 	Namespace, Service string
-	// Timeout bounds each list.
-	Timeout time.Duration
-	Clock   clock.Clock
-	Log     zerolog.Logger
-	changes chan struct{}
+	Timeout            time.Duration // bounds each list
+	Clock              clock.Clock
+	Log                zerolog.Logger
+	changes            chan struct{}
 	// Run's: a watch is open (since opened), a failure was warned of.
 	watching, failing bool
 	opened            time.Time

@@ -48,17 +48,14 @@ type Store struct {
 	Client    *kube.Client
 	Namespace string
 	Name      string
-	// Key seals the whole document (SealKey); empty: neither sealed nor checked.
-	Key []byte
+	Key       []byte // seals the whole document (SealKey); empty: neither sealed nor checked
 }
 
 // Snapshot is a state read at one resourceVersion.
 type Snapshot struct {
-	State *state.State
-	// ResourceVersion is the ConfigMap's version when read; "" if it did not exist.
-	ResourceVersion string
-	// Recovered says why the stored document was not used (a warning), or "".
-	Recovered string
+	State           *state.State
+	ResourceVersion string // the ConfigMap's when read; "" if it did not exist
+	Recovered       string // why the stored document was not used (a warning), or ""
 	// Tampered says why the stored document's seal did not verify (unused, kept under TamperedKey), or "".
 	Tampered string
 
