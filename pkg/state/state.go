@@ -262,34 +262,21 @@ func Decode(data []byte) (*State, error) {
 	if err := json.Unmarshal(data, s); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrUnreadable, err)
 	}
-	s.sanitize()
+	s.dropNulls()
 	return s, nil
 }
 
-// sanitize repairs what a hand edit could break without making the document unreadable.
-func (s *State) sanitize() {
+// dropNulls drops what json makes of null records: readers without the key (status,
+// history, doctor) see unsealed documents, which anyone may have edited.
+func (s *State) dropNulls() {
 	if s.Pods == nil {
 		s.Pods = map[string]*Pod{}
 	}
 	if s.Alerts == nil {
 		s.Alerts = map[string]*Alert{}
 	}
-	for uid, p := range s.Pods {
-		if p == nil || uid == "" {
-			delete(s.Pods, uid)
-			continue
-		}
-		p.ConsecutiveUnknowns = max(p.ConsecutiveUnknowns, 0)
-		if p.Episode != nil {
-			p.Episode.For, p.Episode.ConfirmedRuns = max(p.Episode.For, 0), max(p.Episode.ConfirmedRuns, 0)
-		}
-	}
+	maps.DeleteFunc(s.Pods, func(_ string, p *Pod) bool { return p == nil })
 	maps.DeleteFunc(s.Alerts, func(_ string, a *Alert) bool { return a == nil })
-	s.ConsecutiveUnknownRuns = max(s.ConsecutiveUnknownRuns, 0)
-	if s.Backoff != nil {
-		s.Backoff.Ineffective = max(s.Backoff.Ineffective, 0)
-	}
-	s.capCounts()
 }
 
 // Encode renders the document, pruned to its bounds, indented for people.
@@ -354,8 +341,7 @@ func since[T any](list []T, from time.Time, at func(T) time.Time) []T {
 	return list
 }
 
-// capCounts keeps the newest of each list within its bound. Decode applies it too:
-// a thousand copies of one outbox entry edited in must not be a thousand sends.
+// capCounts keeps the newest of each list within its bound.
 func (s *State) capCounts() {
 	slices.SortStableFunc(s.Restarts, func(a, b Restart) int { return a.ClaimedAt.Compare(b.ClaimedAt) })
 	s.Restarts = newest(s.Restarts, MaxRestarts)
