@@ -157,7 +157,7 @@ func Plan(s *state.State, res decide.Result, acts []ActOutcome, runErr error, no
 
 	// Close what is no longer observed: everything when the scheduler is healthy
 	// again, which sends recovered once; blind alone on any other known verdict.
-	healthy := (res.Verdict == decide.VerdictHealthy || (res.Verdict == decide.VerdictNoNodes && !openEpisode(s))) && runErr == nil
+	healthy := (res.Verdict == state.VerdictHealthy || (res.Verdict == state.VerdictNoNodes && !openEpisode(s))) && runErr == nil
 	if healthy && len(s.Alerts) > 0 && len(acts) == 0 {
 		out = append(out, recovered(s, res, now, cfg))
 		s.Alerts = map[string]*state.Alert{}
@@ -167,7 +167,7 @@ func Plan(s *state.State, res decide.Result, acts []ActOutcome, runErr error, no
 			// otherwise it stays open for the next healthy run's recovered.
 			delete(s.Alerts, EventWatchdogError)
 		}
-		if !blind && res.Verdict != decide.VerdictUnknown {
+		if !blind && res.Verdict != state.VerdictUnknown {
 			delete(s.Alerts, EventBlind)
 		}
 	}
@@ -186,12 +186,12 @@ func activeEvents(res decide.Result, cfg planning) map[string]*decide.Target {
 	for i := range res.Targets {
 		t := &res.Targets[i]
 		for ev, opens := range map[string]bool{
-			EventWedged:           t.Verdict == decide.VerdictWedged && !t.NodesUnreachable,
+			EventWedged:           t.Verdict == state.VerdictWedged && !t.NodesUnreachable,
 			EventNodesUnreachable: t.NodesUnreachable,
-			EventDegraded:         t.Verdict == decide.VerdictDegraded && t.BadFor.D() >= cfg.WedgedFor,
+			EventDegraded:         t.Verdict == state.VerdictDegraded && t.BadFor.D() >= cfg.WedgedFor,
 			// A restart done or under way (a claim race lost, a replacement starting)
 			// is not blocked, nor one held by the back-off alone (restart-ineffective).
-			EventRestartBlocked:     t.Action == decide.ActionBlocked && !t.RestartInProgress() && !t.OnlyBackoff(),
+			EventRestartBlocked:     t.Action == state.ActionBlocked && !t.RestartInProgress() && !t.OnlyBackoff(),
 			EventRestartIneffective: t.Ineffective != "",
 		} {
 			if cur, ok := active[ev]; opens && t.Judged && (!ok || t.BadFor > cur.BadFor) {
@@ -255,7 +255,7 @@ func PlanFailure(s *state.State, err error, now time.Time, src Source, mode stat
 }
 
 func planFailure(s *state.State, err error, now time.Time, cfg planning) []Notification {
-	res := decide.Result{Verdict: decide.VerdictUnknown, Action: decide.ActionNone, Reason: "the watchdog cannot do its job: " + err.Error()}
+	res := decide.Result{Verdict: state.VerdictUnknown, Action: state.ActionNone, Reason: "the watchdog cannot do its job: " + err.Error()}
 	return appendOngoing(nil, s, EventWatchdogError, nil, res, now, cfg)
 }
 
@@ -272,7 +272,7 @@ func appendOngoing(out []Notification, s *state.State, ev string, t *decide.Targ
 	n.Reminder = open && a.Sends > 0
 	if ev == EventBlind {
 		n.Reason = fmt.Sprintf("verdict unknown in %d runs since the scheduler was last seen fine: %s", s.ConsecutiveUnknownRuns, res.Reason)
-		n.Verdict = string(decide.VerdictUnknown)
+		n.Verdict = string(state.VerdictUnknown)
 	}
 	if ev == EventRestartIneffective && t != nil {
 		n.Reason = t.Ineffective + "; " + decide.GateSummary(*t)

@@ -32,7 +32,7 @@ func Decide(obs Observation, prev *state.State, cfg Config) (*state.State, Resul
 			if Live(p) && ps != nil && ps.Episode != nil {
 				pause(ps)
 			}
-			t = Target{Pod: p.Name, UID: p.UID, Verdict: "", Action: ActionNone, Reason: "not judged: " + why}
+			t = Target{Pod: p.Name, UID: p.UID, Verdict: "", Action: state.ActionNone, Reason: "not judged: " + why}
 		default:
 			t = (&judgedPod{Pod: p, obs: obs, cfg: cfg, state: next, now: now, judged: len(judged)}).judge()
 		}
@@ -57,12 +57,12 @@ func Decide(obs Observation, prev *state.State, cfg Config) (*state.State, Resul
 
 // CountRun updates the run-level counters once per run (Decide may be called several
 // times in one): docs/design.md, "Blind".
-func CountRun(s *state.State, verdict Verdict) {
+func CountRun(s *state.State, verdict state.Verdict) {
 	switch verdict {
-	case VerdictUnknown:
+	case state.VerdictUnknown:
 		s.ConsecutiveUnknownRuns++
 		markRunPaused(s)
-	case VerdictWedged, VerdictDegraded:
+	case state.VerdictWedged, state.VerdictDegraded:
 	default:
 		s.ConsecutiveUnknownRuns = 0
 	}
@@ -157,10 +157,10 @@ func endEpisode(s *state.State, uid string, now time.Time, outcome state.Episode
 }
 
 // summarize picks the run's verdict and action: the worst among judged pods.
-func summarize(targets []Target, runProblem string) (Verdict, Action, string) {
+func summarize(targets []Target, runProblem string) (state.Verdict, state.Action, string) {
 	judged := slices.DeleteFunc(slices.Clone(targets), func(t Target) bool { return !t.Judged })
 	if len(judged) == 0 {
-		return VerdictUnknown, ActionNone, cmp.Or(runProblem, "no scheduler pod could be judged")
+		return state.VerdictUnknown, state.ActionNone, cmp.Or(runProblem, "no scheduler pod could be judged")
 	}
 	byAction := func(a, b Target) int { return cmp.Compare(actionRank[a.Action], actionRank[b.Action]) }
 	worst := slices.MaxFunc(judged, func(a, b Target) int {

@@ -79,12 +79,12 @@ func (p *judgedPod) restartDue(t *Target) bool {
 	g, sampleFor, confirming := dueGate(e, p.now, cfg)
 	t.Gates, t.SampleFor, t.Confirming = append(t.Gates, g), sampleFor, confirming
 	if !g.OK {
-		t.Action = ActionWait
+		t.Action = state.ActionWait
 		return false
 	}
-	if e.Kind == VerdictDegraded && !cfg.RestartOnDegraded {
+	if e.Kind == state.VerdictDegraded && !cfg.RestartOnDegraded {
 		t.Gates = append(t.Gates, Gate{Name: gateDegraded, OK: false, Detail: "degraded pods are alerted, not restarted (--restart-on-degraded=false)"})
-		t.Action = ActionNone
+		t.Action = state.ActionNone
 		return false
 	}
 	return true
@@ -112,10 +112,10 @@ func (p *judgedPod) runGates(t *Target) {
 	}
 	t.TakeOverClaim = p.takeOver
 	if !blocked {
-		t.Action = ActionRestart
+		t.Action = state.ActionRestart
 		return
 	}
-	t.Action = ActionBlocked
+	t.Action = state.ActionBlocked
 	if slices.ContainsFunc(t.Gates, func(g Gate) bool { return g.Name == gateOnce && g.InProgress }) {
 		// While a restart of this pod is already done or under way, the other
 		// refusals are its consequences (its own rollout, the budget it just used).
@@ -138,7 +138,7 @@ func dueGate(e *state.OpenEpisode, now time.Time, cfg Config) (gate Gate, sample
 	}
 	// A degraded pod never restarted needs no in-run confirmation: only an alert waits.
 	confirmedInRun := cfg.ConfirmWindow <= 0 || inRun >= cfg.ConfirmWindow ||
-		(e.Kind == VerdictDegraded && !cfg.RestartOnDegraded)
+		(e.Kind == state.VerdictDegraded && !cfg.RestartOnDegraded)
 	// Strong evidence counts from its first sight in this run at the earliest: a
 	// run cut short leaves the next to confirm again, never to restart at once.
 	strongFor := time.Duration(0)
@@ -146,9 +146,9 @@ func dueGate(e *state.OpenEpisode, now time.Time, cfg Config) (gate Gate, sample
 		strongFor = min(now.Sub(*e.StrongSince), inRun)
 	}
 	// For wedges only: a degraded scheduler still serves some nodes.
-	fastPath := cfg.ConfirmWindow > 0 && e.StrongSince != nil && e.Kind == VerdictWedged
+	fastPath := cfg.ConfirmWindow > 0 && e.StrongSince != nil && e.Kind == state.VerdictWedged
 	ready := map[bool]string{true: "ready 0", false: "discovery dead"}[e.Ready == 0]
-	if e.Kind == VerdictDegraded {
+	if e.Kind == state.VerdictDegraded {
 		ready = "ready below the serving nodes"
 	}
 	inRunDetail := fmt.Sprintf("%s throughout %s of this run's samples", ready, ShortDuration(inRun))
@@ -173,7 +173,7 @@ func dueGate(e *state.OpenEpisode, now time.Time, cfg Config) (gate Gate, sample
 		detail += fmt.Sprintf("; strong evidence held %s < confirm window %s", ShortDuration(strongFor), ShortDuration(cfg.ConfirmWindow))
 		due = append(due, cfg.ConfirmWindow-strongFor)
 	}
-	if e.Kind == VerdictWedged || cfg.RestartOnDegraded {
+	if e.Kind == state.VerdictWedged || cfg.RestartOnDegraded {
 		due = append(due, max(cfg.WedgedFor-e.For.D(), cfg.ConfirmWindow-inRun))
 		if cfg.ConfirmWindow > 0 && inRun < cfg.ConfirmWindow {
 			// Confirmed in-run, it can chain with a later run across unknown ones.
@@ -310,18 +310,32 @@ func rolloutGate(p *judgedPod) Gate {
 	return g
 }
 
-// budgetGate counts the restarts of the last --restart-window, not those dated ahead.
+// budgetGate counts the claims of the last --restart-window, not those dated ahead
+// nor abandoned ones.
 func budgetGate(p *judgedPod) Gate {
-	s, cfg := p.state, p.cfg
+	cfg := p.cfg
 	from, to := p.now.Add(-cfg.RestartWindow), p.now.Add(ClockSkewTolerance)
-	used := s.RestartsBetween(from, to)
-	g := Gate{Name: gateBudget, OK: used < cfg.MaxRestarts,
-		Detail: fmt.Sprintf("budget %d/%d used in the last %s", used, cfg.MaxRestarts, ShortDuration(cfg.RestartWindow))}
-	if n := len(slices.DeleteFunc(futureRestarts(s, p.now), func(r state.Restart) bool { return !r.ClaimedAt.After(to) })); n > 0 {
-		g.Detail += fmt.Sprintf(" (%d dated in the future not counted)", n)
+	var used []state.Restart // oldest first, as the state keeps them
+	ahead := 0
+	for _, r := range p.state.Restarts {
+		switch {
+		case r.Outcome == state.RestartAbandoned:
+		case r.ClaimedAt.After(to):
+			ahead++
+		case !r.ClaimedAt.Before(from):
+			used = append(used, r)
+		}
 	}
-	if !g.OK {
-		g.Detail += "; next slot " + nextSlot(s, from, to, cfg)
+	g := Gate{Name: gateBudget, OK: len(used) < cfg.MaxRestarts,
+		Detail: fmt.Sprintf("budget %d/%d used in the last %s", len(used), cfg.MaxRestarts, ShortDuration(cfg.RestartWindow))}
+	if ahead > 0 {
+		g.Detail += fmt.Sprintf(" (%d dated in the future not counted)", ahead)
+	}
+	if next := "now"; !g.OK {
+		if len(used) > 0 {
+			next = used[0].ClaimedAt.Add(cfg.RestartWindow).UTC().Format(time.RFC3339)
+		}
+		g.Detail += "; next slot " + next
 	}
 	return g
 }
@@ -415,16 +429,6 @@ func ownerChainDetail(p Pod, r *Rollout) string {
 		return fmt.Sprintf("owner chain not verified: pod %s now names ReplicaSet uid %q, the chain was checked for uid %q", p.Name, p.ControllerUID, c.ReplicaSetUID)
 	}
 	return "owner chain not verified: " + c.Detail
-}
-
-// nextSlot is when the oldest restart inside the window leaves it.
-func nextSlot(s *state.State, from, to time.Time, cfg Config) string {
-	for _, r := range s.Restarts {
-		if !r.ClaimedAt.Before(from) && !r.ClaimedAt.After(to) && r.Outcome != state.RestartAbandoned {
-			return r.ClaimedAt.Add(cfg.RestartWindow).UTC().Format(time.RFC3339)
-		}
-	}
-	return "now"
 }
 
 // GateSummary renders the gates the way a dry run shows them, for example

@@ -11,34 +11,10 @@ import (
 	"github.com/agentenv/watchdog/pkg/state"
 )
 
-// The verdict, action and evidence words are the state document's (pkg/state).
-type (
-	Verdict  = state.Verdict
-	Action   = state.Action
-	Evidence = state.Evidence
-)
-
-const (
-	VerdictHealthy  = state.VerdictHealthy
-	VerdictStarting = state.VerdictStarting
-	VerdictNoNodes  = state.VerdictNoNodes
-	VerdictUnknown  = state.VerdictUnknown
-	VerdictWedged   = state.VerdictWedged
-	VerdictDegraded = state.VerdictDegraded
-
-	ActionNone    = state.ActionNone
-	ActionWait    = state.ActionWait
-	ActionRestart = state.ActionRestart
-	ActionBlocked = state.ActionBlocked
-
-	EvidenceStrong = state.EvidenceStrong
-	EvidenceWeak   = state.EvidenceWeak
-)
-
 // severity orders verdicts for the run's overall verdict: the worst wins.
-var severity = map[Verdict]int{VerdictHealthy: 0, VerdictStarting: 1, VerdictNoNodes: 2, VerdictUnknown: 3, VerdictDegraded: 4, VerdictWedged: 5}
+var severity = map[state.Verdict]int{state.VerdictHealthy: 0, state.VerdictStarting: 1, state.VerdictNoNodes: 2, state.VerdictUnknown: 3, state.VerdictDegraded: 4, state.VerdictWedged: 5}
 
-var actionRank = map[Action]int{ActionNone: 0, ActionWait: 1, ActionBlocked: 2, ActionRestart: 3}
+var actionRank = map[state.Action]int{state.ActionNone: 0, state.ActionWait: 1, state.ActionBlocked: 2, state.ActionRestart: 3}
 
 // Restart methods.
 const (
@@ -231,15 +207,15 @@ type Gate struct {
 
 // Target is the decision about one pod.
 type Target struct {
-	Pod      string   `json:"name"`
-	UID      string   `json:"uid"`
-	Judged   bool     `json:"judged"`
-	Verdict  Verdict  `json:"verdict"`
-	Action   Action   `json:"action"`
-	Reason   string   `json:"reason"`
-	Ready    *int     `json:"ready"`
-	Expected *int     `json:"expected"`
-	Evidence Evidence `json:"evidence,omitempty"`
+	Pod      string         `json:"name"`
+	UID      string         `json:"uid"`
+	Judged   bool           `json:"judged"`
+	Verdict  state.Verdict  `json:"verdict"`
+	Action   state.Action   `json:"action"`
+	Reason   string         `json:"reason"`
+	Ready    *int           `json:"ready"`
+	Expected *int           `json:"expected"`
+	Evidence state.Evidence `json:"evidence,omitempty"`
 	// BadSince and BadFor describe the ongoing wedge or degradation.
 	BadSince *time.Time     `json:"since,omitempty"`
 	BadFor   state.Duration `json:"badFor,omitempty"`
@@ -298,13 +274,13 @@ func (t Target) refusedOnlyBy(which func(Gate) bool) bool {
 		}
 		refused = refused || !g.OK
 	}
-	return t.Action == ActionBlocked && refused
+	return t.Action == state.ActionBlocked && refused
 }
 
 // Result is a whole run's decision.
 type Result struct {
-	Verdict Verdict
-	Action  Action
+	Verdict state.Verdict
+	Action  state.Action
 	Reason  string
 	Targets []Target
 	// NeedRollout, NeedConsistentRead and NeedAlerts ask for a read and another decision.

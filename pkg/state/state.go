@@ -377,17 +377,6 @@ func (s *State) WouldRestartFor(uid string, since time.Time) *WouldRestart {
 	return nil
 }
 
-// RestartsBetween counts the claims from from to to, inclusive, except abandoned ones.
-func (s *State) RestartsBetween(from, to time.Time) int {
-	n := 0
-	for _, r := range s.Restarts {
-		if !r.ClaimedAt.Before(from) && !r.ClaimedAt.After(to) && r.Outcome != RestartAbandoned {
-			n++
-		}
-	}
-	return n
-}
-
 // Clone returns a deep copy, so a decision can be computed without touching its input.
 func (s *State) Clone() *State {
 	c := *s
