@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"time"
 )
@@ -379,57 +380,57 @@ func (s *State) WouldRestartFor(uid string, since time.Time) *WouldRestart {
 
 // Clone returns a deep copy, so a decision can be computed without touching its input.
 func (s *State) Clone() *State {
-	c := *s
-	c.Pods = cloneMap(s.Pods, func(p *Pod) {
-		p.Counters, p.AgedCounters, p.AgingCounters = clonePtr(p.Counters), clonePtr(p.AgedCounters), clonePtr(p.AgingCounters)
-		p.Rolling = clonePtr(p.Rolling)
-		p.Probe = clonePtr(p.Probe, func(r *Probe) {
-			r.CreditedTo, r.SeenAt, r.Missing = clonePtr(r.CreditedTo), clonePtr(r.SeenAt), maps.Clone(r.Missing)
-		})
-		p.Episode = clonePtr(p.Episode, func(e *OpenEpisode) {
-			e.StrongSince, e.BaselineRejected = clonePtr(e.StrongSince), clonePtr(e.BaselineRejected)
-			e.RunSince, e.ConfirmedRun = clonePtr(e.RunSince), clonePtr(e.ConfirmedRun)
-			e.FirstCounters = clonePtr(e.FirstCounters)
-		})
-	})
-	c.Restarts = cloneEach(s.Restarts, func(r *Restart) {
-		r.DoneAt, r.ResumedAt, r.HealedAt, r.ServerAt = clonePtr(r.DoneAt), clonePtr(r.ResumedAt), clonePtr(r.HealedAt), clonePtr(r.ServerAt)
-	})
-	c.Episodes, c.WouldRestarts = slices.Clone(s.Episodes), slices.Clone(s.WouldRestarts)
-	c.Alerts = cloneMap(s.Alerts, func(a *Alert) { a.LastSentAt = clonePtr(a.LastSentAt) })
-	// slices.Clone keeps "sinks": [] from coming back as null.
-	c.Outbox = cloneEach(s.Outbox, func(p *Pending) { p.Sinks, p.Payload = slices.Clone(p.Sinks), slices.Clone(p.Payload) })
-	c.LastRun, c.PauseNotice = clonePtr(s.LastRun), clonePtr(s.PauseNotice)
-	c.Backoff = clonePtr(s.Backoff, func(b *Backoff) { b.HealthySince = clonePtr(b.HealthySince) })
-	return &c
-}
-
-func cloneEach[T any](list []T, deepen func(*T)) []T {
-	c := slices.Clone(list)
-	for i := range c {
-		deepen(&c[i])
-	}
+	c := new(State)
+	deepCopy(reflect.ValueOf(c).Elem(), reflect.ValueOf(s).Elem())
 	return c
 }
 
-// cloneMap copies m (never nil) and each value it points to, deepened.
-func cloneMap[K comparable, V any](m map[K]*V, deepen func(*V)) map[K]*V {
-	c := make(map[K]*V, len(m))
-	for k, v := range m {
-		c[k] = clonePtr(v, deepen)
+// deepCopy sets dst to a copy of src sharing no pointer, slice or map with it; a
+// time.Time's location is shared, as times are values. Empty slices stay empty, not
+// nil: "sinks": [] must not come back as null.
+func deepCopy(dst, src reflect.Value) {
+	switch src.Kind() {
+	case reflect.Pointer:
+		if src.IsNil() || src.Type() == reflect.TypeFor[*time.Location]() {
+			break
+		}
+		dst.Set(reflect.New(src.Type().Elem()))
+		deepCopy(dst.Elem(), src.Elem())
+		return
+	case reflect.Struct:
+		dst.Set(src) // unexported fields (a time's) by value
+		for i := range src.NumField() {
+			if src.Type().Field(i).IsExported() {
+				deepCopy(dst.Field(i), src.Field(i))
+			}
+		}
+		return
+	case reflect.Slice:
+		if src.IsNil() {
+			break
+		}
+		dst.Set(reflect.MakeSlice(src.Type(), src.Len(), src.Len()))
+		if src.Type().Elem().Kind() == reflect.Uint8 {
+			reflect.Copy(dst, src) // a payload: its bytes at once
+			return
+		}
+		for i := range src.Len() {
+			deepCopy(dst.Index(i), src.Index(i))
+		}
+		return
+	case reflect.Map:
+		if src.IsNil() {
+			break
+		}
+		dst.Set(reflect.MakeMapWithSize(src.Type(), src.Len()))
+		for it := src.MapRange(); it.Next(); {
+			v := reflect.New(src.Type().Elem()).Elem()
+			deepCopy(v, it.Value())
+			dst.SetMapIndex(it.Key(), v)
+		}
+		return
 	}
-	return c
-}
-
-func clonePtr[T any](p *T, deepen ...func(*T)) *T {
-	if p == nil {
-		return nil
-	}
-	v := *p
-	for _, d := range deepen {
-		d(&v)
-	}
-	return &v
+	dst.Set(src)
 }
 
 // Duration is a time.Duration written as "4m0s" for people (nanoseconds are read too, null is not).
