@@ -413,9 +413,9 @@ func TestSeveralPods(t *testing.T) {
 			reasonHas string
 		}{
 			{"renewed just now", t0.Add(-2 * time.Second), duration, true, state.VerdictWedged, ""},
-			{"past the duration, within the skew allowance", t0.Add(-duration - decide.LeaseSkew + time.Second), duration, true, state.VerdictWedged, ""},
-			{"exactly at duration + skew", t0.Add(-duration - decide.LeaseSkew), duration, true, state.VerdictWedged, ""},
-			{"expired", t0.Add(-duration - decide.LeaseSkew - time.Second), duration, false, state.VerdictUnknown, "expired at"},
+			{"past the duration, within the skew allowance", t0.Add(-duration - decide.ClockSkewTolerance + time.Second), duration, true, state.VerdictWedged, ""},
+			{"exactly at duration + skew", t0.Add(-duration - decide.ClockSkewTolerance), duration, true, state.VerdictWedged, ""},
+			{"expired", t0.Add(-duration - decide.ClockSkewTolerance - time.Second), duration, false, state.VerdictUnknown, "expired at"},
 			{"expired long ago", t0.Add(-time.Hour), duration, false, state.VerdictUnknown, "no current leader"},
 			{"no renewTime: cannot tell, trusted", time.Time{}, duration, true, state.VerdictWedged, ""},
 			{"no duration: cannot tell, trusted", t0.Add(-time.Hour), 0, true, state.VerdictWedged, ""},

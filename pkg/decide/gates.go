@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/utils/ptr"
+
 	"github.com/agentenv/watchdog/pkg/state"
 )
 
@@ -30,20 +32,16 @@ const (
 // restartGate is one gate of the table below. check answers whether a due restart may
 // go ahead, with a Gate without a name when it has nothing to say.
 type restartGate struct {
-	name string
-	// newOnly gates are skipped when completing an unfinished restart: not a new one.
-	newOnly bool
-	// last gates run only when every other gate agreed: they cost a read.
-	last  bool
-	check func(p *judgedPod) Gate
-	// readFailed: its refusal is for a read that failed, worth sampling on to read again.
-	readFailed func(obs Observation) bool
+	name       string
+	newOnly    bool // skipped when completing an unfinished restart: not a new one
+	last       bool // runs only when every other gate agreed: it costs a read
+	check      func(p *judgedPod) Gate
+	readFailed func(obs Observation) bool // refused for a failed read: sample on to read again
 }
 
 // restartGates are the gates a due restart passes, in order (docs/design.md §2,
-// "Gates"), each a pure function of the judged pod; every one runs, so the report
-// shows each refusal. The order is also that of the reads they need (askReads), so
-// a restart the Deployment holds back costs no Alertmanager read and no re-list.
+// "Gates"); every one runs, so the report shows each refusal. The order is that of
+// the reads they need (askReads): a restart the Deployment holds costs no other read.
 var restartGates = []restartGate{
 	{name: gateOnce, check: onceGate},
 	{name: gateSingle, check: singleGate},
@@ -57,8 +55,7 @@ var restartGates = []restartGate{
 		readFailed: func(o Observation) bool { return o.ConsistentErr != nil }},
 }
 
-// askReads sets the reads the decision asks its caller for: each that a gate
-// refused a due restart for want of.
+// askReads asks the caller for each read a gate refused a due restart for want of.
 func askReads(res *Result, obs Observation) {
 	refused := func(gate string) bool {
 		return slices.ContainsFunc(res.Targets, func(t Target) bool {
@@ -70,8 +67,8 @@ func askReads(res *Result, obs Observation) {
 	res.NeedConsistentRead = !obs.Consistent && obs.ConsistentErr == nil && refused(gateConsistent)
 }
 
-// restartDue adds the gates that say whether a restart is due at all (startup
-// grace, wedged-for, restart-on-degraded) for a bad pod, and reports whether it is.
+// restartDue adds the gates that say whether a restart of a bad pod is due at all
+// (startup grace, wedged-for, restart-on-degraded), and reports whether it is.
 func (p *judgedPod) restartDue(t *Target) bool {
 	cfg, e := p.cfg, p.rec.Episode
 	t.Gates = append(t.Gates, Gate{Name: gateStartup, OK: true,
@@ -186,11 +183,12 @@ func dueGate(e *state.OpenEpisode, now time.Time, cfg Config) (gate Gate, sample
 	return Gate{Name: gateDuration, Detail: detail}, sampleFor, fastPath
 }
 
-// FiringAlerts is what Alertmanager said, read just before a restart.
+// FiringAlerts is what Alertmanager said, read just before a restart: the first five
+// matching alerts as alertname{labels}, and how many match within what is read.
 type FiringAlerts struct {
-	Matchers string   // the configured matchers, for the messages
-	Firing   []string // the first five active alerts that match, as alertname{labels}
-	Count    int      // how many match (within the bound of what is read)
+	Matchers string
+	Firing   []string
+	Count    int
 	Err      error
 }
 
@@ -221,12 +219,10 @@ func alertsGate(p *judgedPod) Gate {
 	return Gate{Name: GateAlerts, OK: true, Detail: fmt.Sprintf("no alert matching %s is firing", a.Matchers)}
 }
 
-// unfinishedClaim reports a restart claimed by an earlier run that did not finish it
-// and is no longer acting: a claim, or its take-over, older than ClaimTimeout.
+// unfinishedClaim reports a claim, and its take-over if any, older than ClaimTimeout:
+// the run that made it did not finish it and is no longer acting.
 func unfinishedClaim(r *state.Restart, now time.Time, cfg Config) bool {
-	return r != nil && r.Outcome == state.RestartClaimed &&
-		(r.ResumedAt == nil || now.Sub(*r.ResumedAt) >= cfg.ClaimTimeout) &&
-		now.Sub(r.ClaimedAt) >= cfg.ClaimTimeout
+	return r != nil && r.Outcome == state.RestartClaimed && now.Sub(latestDate(*r)) >= cfg.ClaimTimeout
 }
 
 // onceGate refuses a second restart of one pod; one done or under way is in progress
@@ -269,8 +265,7 @@ func singleGate(p *judgedPod) Gate {
 	return Gate{Name: gateSingle, OK: true, Detail: "one scheduler pod judged"}
 }
 
-// consistentGate lets a restart through only on lists read with a consistent read;
-// before one was attempted its refusal is a step of the pass.
+// consistentGate lets a restart through only on lists read with a consistent read.
 func consistentGate(p *judgedPod) Gate {
 	switch {
 	case p.obs.Consistent:
@@ -342,13 +337,7 @@ func budgetGate(p *judgedPod) Gate {
 
 // latestDate is the latest time a restart record names.
 func latestDate(r state.Restart) time.Time {
-	at := r.ClaimedAt
-	for _, t := range []*time.Time{r.DoneAt, r.ResumedAt} {
-		if t != nil && t.After(at) {
-			at = *t
-		}
-	}
-	return at
+	return slices.MaxFunc([]time.Time{r.ClaimedAt, ptr.Deref(r.DoneAt, r.ClaimedAt), ptr.Deref(r.ResumedAt, r.ClaimedAt)}, time.Time.Compare)
 }
 
 // datedAhead reports a restart record dated beyond ClockSkewTolerance ahead: it counts
@@ -439,11 +428,7 @@ func GateSummary(t Target) string {
 		if g.Name == gateStartup || (g.OK && (g.Name == gateOnce || g.Name == gateSingle || g.Name == gateConsistent)) {
 			continue
 		}
-		mark := ""
-		if !g.OK {
-			mark = "✗ "
-		}
-		parts = append(parts, mark+g.Detail)
+		parts = append(parts, map[bool]string{false: "✗ "}[g.OK]+g.Detail)
 	}
 	return strings.Join(append(parts, "→ "+string(t.Action)), "; ")
 }
