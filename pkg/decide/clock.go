@@ -4,11 +4,13 @@ import (
 	"fmt"
 	"time"
 
+	"k8s.io/utils/ptr"
+
 	"github.com/agentenv/watchdog/pkg/state"
 )
 
-// track moves the pod's record on by the verdict of t. It reports a gap: a failed sample
-// inside this run's streak, settled by the next (advanceWedgeClock).
+// track moves the pod's record on by t's verdict. It reports a gap: a failed sample
+// inside this run's streak, which the next settles (advanceWedgeClock).
 func (p *judgedPod) track(failed bool, t *Target) (gap bool) {
 	s, ps, now := p.state, p.rec, p.now
 	if p.Sample != nil && p.ScrapeErr == nil && t.Verdict != state.VerdictUnknown {
@@ -27,10 +29,9 @@ func (p *judgedPod) track(failed bool, t *Target) (gap bool) {
 		ps.ConsecutiveUnknowns++
 		switch {
 		case ps.Episode == nil:
-		case failed && inRunStreak(ps.Episode, p.obs):
-			gap = true
 		case failed:
-			// Before this run saw the pod: the next good sample settles it.
+			// Inside this run's streak a gap; before it, the next good sample settles it.
+			gap = inRunStreak(ps.Episode, p.obs)
 		default:
 			pause(ps)
 		}
@@ -93,8 +94,8 @@ func (p *judgedPod) gapTarget(t Target) Target {
 // (docs/design.md §2, "The wedge clock").
 func (p *judgedPod) advanceWedgeClock(t Target) {
 	ps, obs, now, verdict := p.rec, p.obs, p.now, t.Verdict
-	// since is where this run's streak begins if it begins now: this sample, or
-	// the run's first when every earlier sample of it failed and is bridged.
+	// Where this run's streak begins if it begins now: this sample, or the run's
+	// first when every earlier sample of it failed and is bridged.
 	since := now
 	if ps.Episode == nil || ps.Episode.Kind != verdict {
 		if r := p.rolledAt(t); r != nil {
@@ -142,16 +143,8 @@ func (p *judgedPod) advanceWedgeClock(t Target) {
 	if t.Evidence == state.EvidenceStrong && bad.StrongSince == nil {
 		bad.StrongSince = new(since) // now, or where a roll began (rolledAt)
 	}
-	bad.Evidence = state.EvidenceWeak
-	if bad.StrongSince != nil {
-		bad.Evidence = state.EvidenceStrong
-	}
-	if t.Ready != nil {
-		bad.Ready = *t.Ready
-	}
-	if t.Expected != nil {
-		bad.Expected = *t.Expected
-	}
+	bad.Evidence = map[bool]state.Evidence{true: state.EvidenceStrong, false: state.EvidenceWeak}[bad.StrongSince != nil]
+	bad.Ready, bad.Expected = ptr.Deref(t.Ready, bad.Ready), ptr.Deref(t.Expected, bad.Expected)
 }
 
 // bridged reports whether a gap of failed samples in episode e can be counted, given

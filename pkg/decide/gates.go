@@ -357,13 +357,6 @@ func RestartOf(s *state.State, uid string, now time.Time) *state.Restart {
 	return nil
 }
 
-// futureRestarts returns the restart records dated ahead, except abandoned ones.
-func futureRestarts(s *state.State, now time.Time) []state.Restart {
-	return slices.DeleteFunc(slices.Clone(s.Restarts), func(r state.Restart) bool {
-		return !datedAhead(r, now) || r.Outcome == state.RestartAbandoned
-	})
-}
-
 // backoffAhead reports a back-off ending further ahead than --restart-backoff-max
 // (and ClockSkewTolerance) can set it: a record dated ahead, or an edit, did.
 func backoffAhead(b *state.Backoff, now time.Time, cfg Config) bool {
@@ -377,7 +370,9 @@ func datedAheadWarnings(s *state.State, now time.Time, cfg Config) []string {
 		out = append(out, fmt.Sprintf("the restart back-off in the state ends at %s, %s from now, further ahead than --restart-backoff-max %s allows: ignored. A run on a node whose clock ran ahead wrote it, or someone edited the state ConfigMap",
 			s.Backoff.NotBefore.UTC().Format(time.RFC3339), ShortDuration(s.Backoff.NotBefore.Sub(now)), ShortDuration(cfg.BackoffMax)))
 	}
-	future := futureRestarts(s, now)
+	future := slices.DeleteFunc(slices.Clone(s.Restarts), func(r state.Restart) bool {
+		return !datedAhead(r, now) || r.Outcome == state.RestartAbandoned
+	})
 	if len(future) == 0 {
 		return out
 	}
