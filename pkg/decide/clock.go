@@ -98,9 +98,7 @@ func (p *judgedPod) advanceWedgeClock(t Target) {
 	// first when every earlier sample of it failed and is bridged.
 	since := now
 	if ps.Episode == nil || ps.Episode.Kind != verdict {
-		if r := p.rolledAt(t); r != nil {
-			since = *r
-		}
+		since = p.rolledAt(t)
 		baseline := p.Sample.HeartbeatRejected // a bad verdict has a sample
 		if p.prevCounters != nil {
 			baseline = p.prevCounters.HeartbeatRejected

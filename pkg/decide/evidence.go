@@ -69,12 +69,12 @@ func (p *judgedPod) noteRolling() *time.Duration {
 }
 
 // rolledAt is where strong evidence and this run's streak count from when a wedge
-// opens right after an established roll of this run; nil: from this sample.
-func (p *judgedPod) rolledAt(t Target) *time.Time {
+// opens: where an established roll of this run began, if it opens right after; else now.
+func (p *judgedPod) rolledAt(t Target) time.Time {
 	r := p.rec.Rolling
 	if r == nil || !r.Established || t.Verdict != state.VerdictWedged || t.Evidence != state.EvidenceStrong || p.prevVerdict != state.VerdictHealthy ||
 		!r.Run.Equal(p.obs.RunStart) || p.now.Sub(r.Since) > RollWatch || p.cfg.ConfirmWindow <= 0 {
-		return nil
+		return p.now
 	}
-	return new(r.Since)
+	return r.Since
 }

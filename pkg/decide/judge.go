@@ -10,21 +10,20 @@ import (
 )
 
 // judgedPod is one pod a Decide call judges: what judging reads, what it updates (the
-// state, the pod's record) and what that record said before. The gates only read it.
+// state, the pod's record for the process observed) and what that record said before.
+// The gates only read it.
 type judgedPod struct {
 	Pod
-	obs    Observation
-	cfg    Config
-	state  *state.State
-	now    time.Time
-	judged int // pods judged this run
-	// rec is the pod's record, for the process observed (freshRecord).
+	obs          Observation
+	cfg          Config
+	state        *state.State
+	now          time.Time
+	judged       int // pods judged this run
 	rec          *state.Pod
 	prevVerdict  state.Verdict
 	prevCounters *state.Counters
-	// takeOver: completing a restart an earlier run claimed and did not finish.
-	takeOver bool
-	probe    probeFinding
+	takeOver     bool // completing a restart an earlier run claimed and did not finish
+	probe        probeFinding
 }
 
 // judge decides the pod and updates its record: process, verdict, clock, back-off, gates.
@@ -93,8 +92,7 @@ func (p *judgedPod) freshRecord() {
 }
 
 // verdict judges the observation into a target's verdict, reason, evidence, age and
-// doubts, and reports a failed sample: an unknown because a read failed, not because
-// of the pod. It reads the pod's record, never writes it (docs/design.md §2, "Verdicts").
+// doubts, and reports a failed sample: unknown for a failed read, not for the pod.
 func (p *judgedPod) verdict() (t Target, failed bool) {
 	now, cfg := p.now, p.cfg
 	if !p.Running {
