@@ -249,12 +249,10 @@ func Decode(data []byte) (*State, error) {
 	case v == Version:
 	case v > Version:
 		return nil, &NewerVersionError{Found: v, Supported: Version}
-	case v >= 1:
-		for ; v < Version; v++ {
-			var err error
-			if data, err = migrations[v](data); err != nil {
-				return nil, fmt.Errorf("%w: migrating version %d: %v", ErrUnreadable, v, err)
-			}
+	case v == 1: // a migration per version, each knowing the two layouts it joins
+		var err error
+		if data, err = migrate1to2(data); err != nil {
+			return nil, fmt.Errorf("%w: migrating version %d: %v", ErrUnreadable, v, err)
 		}
 	default:
 		return nil, fmt.Errorf("%w: version %d is not a known version", ErrUnreadable, v)
