@@ -387,48 +387,37 @@ func (s *State) Clone() *State {
 // time.Time's location is shared, as times are values. Empty slices stay empty, not
 // nil: "sinks": [] must not come back as null.
 func deepCopy(dst, src reflect.Value) {
-	switch src.Kind() {
-	case reflect.Pointer:
-		if src.IsNil() || src.Type() == reflect.TypeFor[*time.Location]() {
-			break
-		}
+	switch k := src.Kind(); {
+	case (k == reflect.Pointer || k == reflect.Slice || k == reflect.Map) && src.IsNil(),
+		src.Type() == reflect.TypeFor[*time.Location]():
+		dst.Set(src)
+	case k == reflect.Pointer:
 		dst.Set(reflect.New(src.Type().Elem()))
 		deepCopy(dst.Elem(), src.Elem())
-		return
-	case reflect.Struct:
+	case k == reflect.Struct:
 		dst.Set(src) // unexported fields (a time's) by value
 		for i := range src.NumField() {
 			if src.Type().Field(i).IsExported() {
 				deepCopy(dst.Field(i), src.Field(i))
 			}
 		}
-		return
-	case reflect.Slice:
-		if src.IsNil() {
-			break
-		}
+	case k == reflect.Slice && src.Type().Elem().Kind() == reflect.Uint8:
+		dst.SetBytes(bytes.Clone(src.Bytes())) // a payload, at once
+	case k == reflect.Slice:
 		dst.Set(reflect.MakeSlice(src.Type(), src.Len(), src.Len()))
-		if src.Type().Elem().Kind() == reflect.Uint8 {
-			reflect.Copy(dst, src) // a payload: its bytes at once
-			return
-		}
 		for i := range src.Len() {
 			deepCopy(dst.Index(i), src.Index(i))
 		}
-		return
-	case reflect.Map:
-		if src.IsNil() {
-			break
-		}
+	case k == reflect.Map:
 		dst.Set(reflect.MakeMapWithSize(src.Type(), src.Len()))
 		for it := src.MapRange(); it.Next(); {
 			v := reflect.New(src.Type().Elem()).Elem()
 			deepCopy(v, it.Value())
 			dst.SetMapIndex(it.Key(), v)
 		}
-		return
+	default:
+		dst.Set(src)
 	}
-	dst.Set(src)
 }
 
 // Duration is a time.Duration written as "4m0s" for people (nanoseconds are read too, null is not).
