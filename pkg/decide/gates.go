@@ -129,10 +129,7 @@ func (p *judgedPod) runGates(t *Target) {
 // §2, "Confirmation"); when not, how long sampling on is worth it, and whether strong
 // evidence is confirming.
 func dueGate(e *state.OpenEpisode, now time.Time, cfg Config) (gate Gate, sampleFor *time.Duration, confirming bool) {
-	inRun := time.Duration(0)
-	if e.RunSince != nil {
-		inRun = now.Sub(*e.RunSince)
-	}
+	inRun := now.Sub(ptr.Deref(e.RunSince, now))
 	// A degraded pod never restarted needs no in-run confirmation: only an alert waits.
 	confirmedInRun := cfg.ConfirmWindow <= 0 || inRun >= cfg.ConfirmWindow ||
 		(e.Kind == state.VerdictDegraded && !cfg.RestartOnDegraded)
