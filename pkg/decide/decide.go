@@ -25,7 +25,8 @@ func Decide(obs Observation, prev *state.State, cfg Config) (*state.State, Resul
 	for _, p := range obs.Pods {
 		why, skipped := notJudged[p.UID]
 		if !skipped {
-			res.Targets = append(res.Targets, (&judgedPod{Pod: p, obs: obs, cfg: cfg, state: next, now: now, judged: len(judged)}).judge())
+			jp := &judgedPod{Pod: p, obs: obs, cfg: cfg, state: next, now: now, judged: len(judged)}
+			res.Targets = append(res.Targets, jp.judge())
 			continue
 		}
 		// A live pod not judged (a standby, no leader) pauses its episode as an unknown does,
@@ -33,7 +34,8 @@ func Decide(obs Observation, prev *state.State, cfg Config) (*state.State, Resul
 		if ps := next.Pods[p.UID]; Live(p) && ps != nil && ps.Episode != nil {
 			pause(ps)
 		}
-		res.Targets = append(res.Targets, Target{Pod: p.Name, UID: p.UID, Action: state.ActionNone, Reason: "not judged: " + why})
+		res.Targets = append(res.Targets, Target{Pod: p.Name, UID: p.UID, Action: state.ActionNone,
+			Reason: "not judged: " + why})
 	}
 	sort.SliceStable(res.Targets, func(i, j int) bool {
 		if res.Targets[i].Judged != res.Targets[j].Judged {

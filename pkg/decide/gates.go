@@ -334,7 +334,8 @@ func budgetGate(p *judgedPod) Gate {
 
 // latestDate is the latest time a restart record names.
 func latestDate(r state.Restart) time.Time {
-	return slices.MaxFunc([]time.Time{r.ClaimedAt, ptr.Deref(r.DoneAt, r.ClaimedAt), ptr.Deref(r.ResumedAt, r.ClaimedAt)}, time.Time.Compare)
+	dates := []time.Time{r.ClaimedAt, ptr.Deref(r.DoneAt, r.ClaimedAt), ptr.Deref(r.ResumedAt, r.ClaimedAt)}
+	return slices.MaxFunc(dates, time.Time.Compare)
 }
 
 // datedAhead reports a restart record dated beyond ClockSkewTolerance ahead: it counts

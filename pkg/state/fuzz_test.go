@@ -75,7 +75,8 @@ var fuzzNow = time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 func checkDecoded(t *testing.T, s *State) {
 	t.Helper()
 	if s.Version != Version || s.Pods == nil || s.Alerts == nil {
-		t.Fatalf("not a version-%d state with its maps: version %d, pods %v, alerts %v", Version, s.Version, s.Pods == nil, s.Alerts == nil)
+		t.Fatalf("not a version-%d state with its maps: version %d, pods nil %v, alerts nil %v",
+			Version, s.Version, s.Pods == nil, s.Alerts == nil)
 	}
 	for uid, p := range s.Pods {
 		if p == nil {
