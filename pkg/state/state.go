@@ -23,8 +23,7 @@ const (
 	MaxEpisodes   = 50
 	MaxOutbox     = 20
 	MaxHistoryAge = 7 * 24 * time.Hour // a restart budget window of over a week makes no sense
-	// maxEncodedBytes: with the unreadable copy beside it (maxCorruptBytes), no
-	// ConfigMap write can fail for size.
+	// maxEncodedBytes: with the unreadable copy beside it (maxCorruptBytes), no write fails for size.
 	maxEncodedBytes = 256 << 10
 )
 
@@ -66,8 +65,7 @@ type WouldRestart struct {
 	LastAt       time.Time `json:"lastAt,omitzero"`
 }
 
-// Backoff is the restart back-off after restarts that did not heal
-// (docs/design.md, "Ineffective restarts").
+// Backoff is the restart back-off after restarts that did not heal (design.md, "Ineffective restarts").
 type Backoff struct {
 	Ineffective   int        `json:"ineffective"`            // restarts in a row that did not heal
 	LastRestartAt time.Time  `json:"lastRestartAt"`          // the last such restart's claim
@@ -137,8 +135,7 @@ type OpenEpisode struct {
 	ConfirmedRuns        int        `json:"confirmedRuns,omitempty"`
 }
 
-// Restart is one restart, from claim to outcome. ResumedAt is when a later run took
-// over a claim its run left unfinished.
+// Restart is one restart, from claim to outcome. ResumedAt: a later run took over the unfinished claim.
 type Restart struct {
 	Pod       string    `json:"pod"`
 	UID       string    `json:"uid"`
