@@ -27,27 +27,27 @@ func PlanConfig() alert.PlanConfig {
 var Source = alert.Source{Cluster: "prod-eu1", Namespace: "agentenv-system", Version: "v1.2.3"}
 
 // Target is one judged scheduler pod, bad for badFor (zero: not bad).
-func Target(v decide.Verdict, a decide.Action, badFor time.Duration, now time.Time) decide.Target {
+func Target(v state.Verdict, a state.Action, badFor time.Duration, now time.Time) decide.Target {
 	t := decide.Target{
 		Pod: "agentenv-scheduler-abc12", UID: "7f3c9a52-uid", Judged: true, Verdict: v, Action: a,
 		Reason: fmt.Sprintf("%s: ready 0 of 3 expected", v), Ready: IntP(0), Expected: IntP(3),
 	}
-	if v == decide.VerdictHealthy {
+	if v == state.VerdictHealthy {
 		t.Ready = IntP(3)
 		t.Reason = "3 of 3 nodes ready"
 	}
-	if badFor > 0 || v == decide.VerdictWedged || v == decide.VerdictDegraded {
+	if badFor > 0 || v == state.VerdictWedged || v == state.VerdictDegraded {
 		since := now.Add(-badFor)
-		t.BadSince, t.BadFor, t.Evidence = &since, state.Duration(badFor), decide.EvidenceStrong
+		t.BadSince, t.BadFor, t.Evidence = &since, state.Duration(badFor), state.EvidenceStrong
 	}
 	return t
 }
 
 // Result is the run's result over ts, as decide ranks verdicts and actions.
 func Result(ts ...decide.Target) decide.Result {
-	res := decide.Result{Verdict: decide.VerdictHealthy, Action: decide.ActionNone, Reason: "all judged pods healthy", Targets: ts}
-	rank := map[decide.Verdict]int{decide.VerdictHealthy: 0, decide.VerdictStarting: 1, decide.VerdictNoNodes: 2, decide.VerdictUnknown: 3, decide.VerdictDegraded: 4, decide.VerdictWedged: 5}
-	arank := map[decide.Action]int{decide.ActionNone: 0, decide.ActionWait: 1, decide.ActionBlocked: 2, decide.ActionRestart: 3}
+	res := decide.Result{Verdict: state.VerdictHealthy, Action: state.ActionNone, Reason: "all judged pods healthy", Targets: ts}
+	rank := map[state.Verdict]int{state.VerdictHealthy: 0, state.VerdictStarting: 1, state.VerdictNoNodes: 2, state.VerdictUnknown: 3, state.VerdictDegraded: 4, state.VerdictWedged: 5}
+	arank := map[state.Action]int{state.ActionNone: 0, state.ActionWait: 1, state.ActionBlocked: 2, state.ActionRestart: 3}
 	for _, t := range ts {
 		if !t.Judged {
 			continue

@@ -42,12 +42,11 @@ type Notification struct {
 	Action        string     `json:"action"`
 	DryRun        bool       `json:"dryRun"`
 	Shadow        bool       `json:"shadow,omitempty"` // shadow mode restarts nothing
-	// Paused says until when and why the scheduler Deployment is paused.
-	Paused   string    `json:"paused,omitempty"`
-	Time     time.Time `json:"time"`
-	Watchdog string    `json:"watchdogVersion"`
-	NextStep string    `json:"nextStep,omitempty"`
-	Closes   []Closed  `json:"closes,omitempty"` // on recovered
+	Paused        string     `json:"paused,omitempty"` // until when and why the Deployment is paused
+	Time          time.Time  `json:"time"`
+	Watchdog      string     `json:"watchdogVersion"`
+	NextStep      string     `json:"nextStep,omitempty"`
+	Closes        []Closed   `json:"closes,omitempty"` // on recovered
 	// Labels are the operator's own (--alert-labels), the same on every alert.
 	Labels map[string]string `json:"labels,omitempty"`
 }
@@ -121,9 +120,8 @@ type planning struct {
 // ActOutcome is what happened to one restart the decision asked for (in shadow
 // mode: the would-restart recorded).
 type ActOutcome struct {
-	Target decide.Target
-	// Err: the restart failed; nil: it happened (or the pod was already gone).
-	Err      error
+	Target   decide.Target
+	Err      error // the restart failed; nil: it happened (or the pod was already gone)
 	Detail   string
 	Evidence string // the evidence bundle's key (pkg/evidence), "" when none was saved
 }
@@ -131,13 +129,12 @@ type ActOutcome struct {
 // Plan compares the run's outcome with the open alerts in s, updates s.Alerts, and
 // returns the notifications to send: one per transition, reminders after
 // RealertInterval, and recovered once per episode. runErr, a failure of the
-// watchdog that did not stop the run, opens watchdog-error. src is who sends the
-// alerts, mode the run's.
+// watchdog that did not stop the run, opens watchdog-error.
 func Plan(s *state.State, res decide.Result, acts []ActOutcome, runErr error, now time.Time, src Source, mode state.Mode, policy PlanConfig) []Notification {
 	cfg := planning{PlanConfig: policy, Source: src, Mode: mode}
 	var out []Notification
 	if runErr != nil {
-		out = append(out, planFailure(s, runErr, now, cfg)...)
+		out = append(out, PlanFailure(s, runErr, now, src, mode, policy)...)
 	}
 	active := activeEvents(res, cfg)
 	blind := s.ConsecutiveUnknownRuns >= cfg.BlindAfter && cfg.BlindAfter > 0
@@ -157,7 +154,9 @@ func Plan(s *state.State, res decide.Result, acts []ActOutcome, runErr error, no
 
 	// Close what is no longer observed: everything when the scheduler is healthy
 	// again, which sends recovered once; blind alone on any other known verdict.
-	healthy := (res.Verdict == decide.VerdictHealthy || (res.Verdict == decide.VerdictNoNodes && !openEpisode(s))) && runErr == nil
+	// No node listed closes no open episode: it says nothing of whether discovery works again.
+	open := slices.ContainsFunc(slices.Collect(maps.Values(s.Pods)), func(p *state.Pod) bool { return p.Episode != nil })
+	healthy := (res.Verdict == state.VerdictHealthy || (res.Verdict == state.VerdictNoNodes && !open)) && runErr == nil
 	if healthy && len(s.Alerts) > 0 && len(acts) == 0 {
 		out = append(out, recovered(s, res, now, cfg))
 		s.Alerts = map[string]*state.Alert{}
@@ -167,7 +166,7 @@ func Plan(s *state.State, res decide.Result, acts []ActOutcome, runErr error, no
 			// otherwise it stays open for the next healthy run's recovered.
 			delete(s.Alerts, EventWatchdogError)
 		}
-		if !blind && res.Verdict != decide.VerdictUnknown {
+		if !blind && res.Verdict != state.VerdictUnknown {
 			delete(s.Alerts, EventBlind)
 		}
 	}
@@ -186,12 +185,12 @@ func activeEvents(res decide.Result, cfg planning) map[string]*decide.Target {
 	for i := range res.Targets {
 		t := &res.Targets[i]
 		for ev, opens := range map[string]bool{
-			EventWedged:           t.Verdict == decide.VerdictWedged && !t.NodesUnreachable,
+			EventWedged:           t.Verdict == state.VerdictWedged && !t.NodesUnreachable,
 			EventNodesUnreachable: t.NodesUnreachable,
-			EventDegraded:         t.Verdict == decide.VerdictDegraded && t.BadFor.D() >= cfg.WedgedFor,
+			EventDegraded:         t.Verdict == state.VerdictDegraded && t.BadFor.D() >= cfg.WedgedFor,
 			// A restart done or under way (a claim race lost, a replacement starting)
 			// is not blocked, nor one held by the back-off alone (restart-ineffective).
-			EventRestartBlocked:     t.Action == decide.ActionBlocked && !t.RestartInProgress() && !t.OnlyBackoff(),
+			EventRestartBlocked:     t.Action == state.ActionBlocked && !t.RestartInProgress() && !t.OnlyBackoff(),
 			EventRestartIneffective: t.Ineffective != "",
 		} {
 			if cur, ok := active[ev]; opens && t.Judged && (!ok || t.BadFor > cur.BadFor) {
@@ -231,11 +230,10 @@ func recovered(s *state.State, res decide.Result, now time.Time, cfg planning) N
 	var first time.Time
 	closes := make([]Closed, 0, len(opened))
 	for _, ev := range opened {
-		if a := s.Alerts[ev]; a != nil {
-			closes = append(closes, Closed{Event: ev, Pod: a.Pod, OpenedAt: a.OpenedAt.UTC()})
-			if first.IsZero() || a.OpenedAt.Before(first) {
-				first = a.OpenedAt
-			}
+		a := s.Alerts[ev]
+		closes = append(closes, Closed{Event: ev, Pod: a.Pod, OpenedAt: a.OpenedAt.UTC()})
+		if first.IsZero() || a.OpenedAt.Before(first) {
+			first = a.OpenedAt
 		}
 	}
 	var judged *decide.Target
@@ -251,12 +249,8 @@ func recovered(s *state.State, res decide.Result, now time.Time, cfg planning) N
 // PlanFailure plans watchdog-error for a run that failed: once, then reminders
 // (deduplicated through s; with an empty state it is always sent).
 func PlanFailure(s *state.State, err error, now time.Time, src Source, mode state.Mode, policy PlanConfig) []Notification {
-	return planFailure(s, err, now, planning{PlanConfig: policy, Source: src, Mode: mode})
-}
-
-func planFailure(s *state.State, err error, now time.Time, cfg planning) []Notification {
-	res := decide.Result{Verdict: decide.VerdictUnknown, Action: decide.ActionNone, Reason: "the watchdog cannot do its job: " + err.Error()}
-	return appendOngoing(nil, s, EventWatchdogError, nil, res, now, cfg)
+	res := decide.Result{Verdict: state.VerdictUnknown, Action: state.ActionNone, Reason: "the watchdog cannot do its job: " + err.Error()}
+	return appendOngoing(nil, s, EventWatchdogError, nil, res, now, planning{PlanConfig: policy, Source: src, Mode: mode})
 }
 
 func appendOngoing(out []Notification, s *state.State, ev string, t *decide.Target, res decide.Result, now time.Time, cfg planning) []Notification {
@@ -272,7 +266,7 @@ func appendOngoing(out []Notification, s *state.State, ev string, t *decide.Targ
 	n.Reminder = open && a.Sends > 0
 	if ev == EventBlind {
 		n.Reason = fmt.Sprintf("verdict unknown in %d runs since the scheduler was last seen fine: %s", s.ConsecutiveUnknownRuns, res.Reason)
-		n.Verdict = string(decide.VerdictUnknown)
+		n.Verdict = string(state.VerdictUnknown)
 	}
 	if ev == EventRestartIneffective && t != nil {
 		n.Reason = t.Ineffective + "; " + decide.GateSummary(*t)
@@ -280,8 +274,7 @@ func appendOngoing(out []Notification, s *state.State, ev string, t *decide.Targ
 	if t != nil {
 		a.Pod = t.Pod
 	}
-	// Marked as sent when planned: a failed delivery is retried from the outbox,
-	// not re-planned.
+	// Sent when planned: a failed delivery is retried from the outbox, not re-planned.
 	a.Sends++
 	a.LastSentAt = &now
 	return append(out, n)
@@ -311,15 +304,4 @@ func newNotification(ev string, t *decide.Target, res decide.Result, now time.Ti
 	sum := sha256.Sum256([]byte(fmt.Sprintf("%s|%s|%s|%d", ev, n.UID, cfg.Source.Namespace, now.UnixNano())))
 	n.ID = hex.EncodeToString(sum[:8])
 	return n
-}
-
-// openEpisode reports a pod whose bad episode is still open: no node listed then
-// closes nothing, since it says nothing about whether discovery works again.
-func openEpisode(s *state.State) bool {
-	for _, p := range s.Pods {
-		if p.Episode != nil {
-			return true
-		}
-	}
-	return false
 }

@@ -24,8 +24,8 @@ var (
 )
 
 func unknownResult() decide.Result {
-	return decide.Result{Verdict: decide.VerdictUnknown, Action: decide.ActionNone, Reason: "scrape refused: connection refused",
-		Targets: []decide.Target{{Pod: "agentenv-scheduler-abc12", UID: "7f3c9a52-uid", Judged: true, Verdict: decide.VerdictUnknown, Action: decide.ActionNone, Reason: "scrape refused"}}}
+	return decide.Result{Verdict: state.VerdictUnknown, Action: state.ActionNone, Reason: "scrape refused: connection refused",
+		Targets: []decide.Target{{Pod: "agentenv-scheduler-abc12", UID: "7f3c9a52-uid", Judged: true, Verdict: state.VerdictUnknown, Action: state.ActionNone, Reason: "scrape refused"}}}
 }
 
 // step is one run: what it observed and did, and what it must send. Sent names
@@ -39,14 +39,14 @@ type step struct {
 	check  func(t *testing.T, notes []alert.Notification, s *state.State)
 }
 
-func wedged(a decide.Action, badFor time.Duration) func(time.Time) decide.Result {
-	return func(now time.Time) decide.Result { return result(target(decide.VerdictWedged, a, badFor, now)) }
+func wedged(a state.Action, badFor time.Duration) func(time.Time) decide.Result {
+	return func(now time.Time) decide.Result { return result(target(state.VerdictWedged, a, badFor, now)) }
 }
 
 // blockedBy is a wedged target whose restart is due and refused by gate alone.
 func blockedBy(gate decide.Gate) func(time.Time) decide.Result {
 	return func(now time.Time) decide.Result {
-		t := target(decide.VerdictWedged, decide.ActionBlocked, 5*time.Minute, now)
+		t := target(state.VerdictWedged, state.ActionBlocked, 5*time.Minute, now)
 		t.Gates = []decide.Gate{{Name: "wedged-for", OK: true, Detail: "wedged 5m ≥ 2m30s"}, gate}
 		return result(t)
 	}
@@ -54,24 +54,24 @@ func blockedBy(gate decide.Gate) func(time.Time) decide.Result {
 
 func degraded(badFor time.Duration) func(time.Time) decide.Result {
 	return func(now time.Time) decide.Result {
-		t := target(decide.VerdictDegraded, decide.ActionWait, badFor, now)
+		t := target(state.VerdictDegraded, state.ActionWait, badFor, now)
 		t.Ready = intp(2)
 		return result(t)
 	}
 }
 
 func healthy(time.Time) decide.Result {
-	return result(target(decide.VerdictHealthy, decide.ActionNone, 0, t0))
+	return result(target(state.VerdictHealthy, state.ActionNone, 0, t0))
 }
 
 func unknown(time.Time) decide.Result { return unknownResult() }
 
 func restartDone(now time.Time) []alert.ActOutcome {
-	return []alert.ActOutcome{{Target: target(decide.VerdictWedged, decide.ActionRestart, 5*time.Minute, now), Detail: "pod deleted (UID precondition)"}}
+	return []alert.ActOutcome{{Target: target(state.VerdictWedged, state.ActionRestart, 5*time.Minute, now), Detail: "pod deleted (UID precondition)"}}
 }
 
 func restartErr(now time.Time) []alert.ActOutcome {
-	return []alert.ActOutcome{{Target: target(decide.VerdictWedged, decide.ActionRestart, 5*time.Minute, now), Err: errors.New(`pods "agentenv-scheduler-abc12" is forbidden: cannot delete`)}}
+	return []alert.ActOutcome{{Target: target(state.VerdictWedged, state.ActionRestart, 5*time.Minute, now), Err: errors.New(`pods "agentenv-scheduler-abc12" is forbidden: cannot delete`)}}
 }
 
 func names(notes []alert.Notification) []string {
@@ -95,20 +95,20 @@ func TestPlan(t *testing.T) {
 		{
 			name: "wedged is alerted once per transition",
 			steps: []step{
-				{at: 0, res: wedged(decide.ActionWait, 0), sent: []string{"wedged"}},
-				{at: 5 * time.Minute, res: wedged(decide.ActionWait, 5*time.Minute), sent: []string{}},
-				{at: 10 * time.Minute, res: wedged(decide.ActionWait, 10*time.Minute), sent: []string{}},
+				{at: 0, res: wedged(state.ActionWait, 0), sent: []string{"wedged"}},
+				{at: 5 * time.Minute, res: wedged(state.ActionWait, 5*time.Minute), sent: []string{}},
+				{at: 10 * time.Minute, res: wedged(state.ActionWait, 10*time.Minute), sent: []string{}},
 			},
 		},
 		{
 			name: "reminder after the realert interval and not before",
 			steps: []step{
-				{at: 0, res: wedged(decide.ActionWait, 0), sent: []string{"wedged"}},
-				{at: time.Hour - time.Second, res: wedged(decide.ActionWait, time.Hour), sent: []string{}},
-				{at: time.Hour, res: wedged(decide.ActionWait, time.Hour), sent: []string{"wedged+r"}},
-				{at: time.Hour + 30*time.Minute, res: wedged(decide.ActionWait, 90*time.Minute), sent: []string{}},
-				{at: 2*time.Hour - time.Second, res: wedged(decide.ActionWait, 2*time.Hour), sent: []string{}},
-				{at: 2 * time.Hour, res: wedged(decide.ActionWait, 2*time.Hour), sent: []string{"wedged+r"},
+				{at: 0, res: wedged(state.ActionWait, 0), sent: []string{"wedged"}},
+				{at: time.Hour - time.Second, res: wedged(state.ActionWait, time.Hour), sent: []string{}},
+				{at: time.Hour, res: wedged(state.ActionWait, time.Hour), sent: []string{"wedged+r"}},
+				{at: time.Hour + 30*time.Minute, res: wedged(state.ActionWait, 90*time.Minute), sent: []string{}},
+				{at: 2*time.Hour - time.Second, res: wedged(state.ActionWait, 2*time.Hour), sent: []string{}},
+				{at: 2 * time.Hour, res: wedged(state.ActionWait, 2*time.Hour), sent: []string{"wedged+r"},
 					check: func(t *testing.T, _ []alert.Notification, s *state.State) {
 						if a := s.Alerts[alert.EventWedged]; a == nil || a.Sends != 3 || !a.OpenedAt.Equal(t0) {
 							t.Errorf("wedged alert bookkeeping %+v, want 3 sends, opened at t0", a)
@@ -120,15 +120,15 @@ func TestPlan(t *testing.T) {
 			name: "reminder interval is configurable",
 			cfg:  func(c *alert.PlanConfig) { c.RealertInterval = 2 * time.Second },
 			steps: []step{
-				{at: 0, res: wedged(decide.ActionWait, 0), sent: []string{"wedged"}},
-				{at: time.Second, res: wedged(decide.ActionWait, time.Second), sent: []string{}},
-				{at: 2 * time.Second, res: wedged(decide.ActionWait, 2*time.Second), sent: []string{"wedged+r"}},
+				{at: 0, res: wedged(state.ActionWait, 0), sent: []string{"wedged"}},
+				{at: time.Second, res: wedged(state.ActionWait, time.Second), sent: []string{}},
+				{at: 2 * time.Second, res: wedged(state.ActionWait, 2*time.Second), sent: []string{"wedged+r"}},
 			},
 		},
 		{
 			name: "recovered exactly once per episode",
 			steps: []step{
-				{at: 0, res: wedged(decide.ActionWait, 0), sent: []string{"wedged"}},
+				{at: 0, res: wedged(state.ActionWait, 0), sent: []string{"wedged"}},
 				{at: 5 * time.Minute, res: healthy, sent: []string{"recovered"},
 					check: func(t *testing.T, notes []alert.Notification, s *state.State) {
 						n := notes[0]
@@ -142,7 +142,7 @@ func TestPlan(t *testing.T) {
 				{at: 10 * time.Minute, res: healthy, sent: []string{}},
 				{at: 2 * time.Hour, res: healthy, sent: []string{}},
 				// A new episode is a new transition, not a reminder.
-				{at: 3 * time.Hour, res: wedged(decide.ActionWait, 0), sent: []string{"wedged"}},
+				{at: 3 * time.Hour, res: wedged(state.ActionWait, 0), sent: []string{"wedged"}},
 				{at: 3*time.Hour + time.Minute, res: healthy, sent: []string{"recovered"}},
 				{at: 3*time.Hour + 2*time.Minute, res: healthy, sent: []string{}},
 			},
@@ -150,9 +150,9 @@ func TestPlan(t *testing.T) {
 		{
 			name: "no-nodes also closes the episode",
 			steps: []step{
-				{at: 0, res: wedged(decide.ActionWait, 0), sent: []string{"wedged"}},
+				{at: 0, res: wedged(state.ActionWait, 0), sent: []string{"wedged"}},
 				{at: time.Minute, res: func(time.Time) decide.Result {
-					return decide.Result{Verdict: decide.VerdictNoNodes, Action: decide.ActionNone, Reason: "no serving node endpoints"}
+					return decide.Result{Verdict: state.VerdictNoNodes, Action: state.ActionNone, Reason: "no serving node endpoints"}
 				}, sent: []string{"recovered"}},
 			},
 		},
@@ -166,9 +166,9 @@ func TestPlan(t *testing.T) {
 		{
 			name: "restart-blocked opens alongside wedged and is deduplicated",
 			steps: []step{
-				{at: 0, res: wedged(decide.ActionWait, 0), sent: []string{"wedged"}},
+				{at: 0, res: wedged(state.ActionWait, 0), sent: []string{"wedged"}},
 				{at: 5 * time.Minute, res: func(now time.Time) decide.Result {
-					tg := target(decide.VerdictWedged, decide.ActionBlocked, 5*time.Minute, now)
+					tg := target(state.VerdictWedged, state.ActionBlocked, 5*time.Minute, now)
 					tg.Gates = []decide.Gate{{Name: "budget", OK: false, Detail: "budget 3/3 used in 1h"}}
 					return result(tg)
 				}, sent: []string{"restart-blocked"},
@@ -178,8 +178,8 @@ func TestPlan(t *testing.T) {
 							t.Errorf("restart-blocked %+v: want critical, action blocked, the failing gate in the reason", n)
 						}
 					}},
-				{at: 10 * time.Minute, res: wedged(decide.ActionBlocked, 10*time.Minute), sent: []string{}},
-				{at: 65 * time.Minute, res: wedged(decide.ActionBlocked, 65*time.Minute), sent: []string{"restart-blocked+r", "wedged+r"}},
+				{at: 10 * time.Minute, res: wedged(state.ActionBlocked, 10*time.Minute), sent: []string{}},
+				{at: 65 * time.Minute, res: wedged(state.ActionBlocked, 65*time.Minute), sent: []string{"restart-blocked+r", "wedged+r"}},
 			},
 		},
 		{
@@ -223,7 +223,7 @@ func TestPlan(t *testing.T) {
 			steps: []step{
 				{at: 0, res: unknown, sent: []string{}},
 				{at: time.Minute, res: unknown, sent: []string{"blind"}},
-				{at: 2 * time.Minute, res: wedged(decide.ActionWait, 0), sent: []string{"wedged"},
+				{at: 2 * time.Minute, res: wedged(state.ActionWait, 0), sent: []string{"wedged"},
 					check: func(t *testing.T, _ []alert.Notification, s *state.State) {
 						if _, open := s.Alerts[alert.EventBlind]; !open {
 							t.Error("a wedged run between unknown runs closed blind")
@@ -240,7 +240,7 @@ func TestPlan(t *testing.T) {
 				{at: 0, res: unknown, sent: []string{}},
 				{at: time.Minute, res: unknown, sent: []string{"blind"}},
 				{at: 2 * time.Minute, res: func(time.Time) decide.Result {
-					return decide.Result{Verdict: decide.VerdictStarting, Action: decide.ActionNone, Reason: "starting"}
+					return decide.Result{Verdict: state.VerdictStarting, Action: state.ActionNone, Reason: "starting"}
 				}, sent: []string{},
 					check: func(t *testing.T, _ []alert.Notification, s *state.State) {
 						if _, open := s.Alerts[alert.EventBlind]; open {
@@ -254,8 +254,8 @@ func TestPlan(t *testing.T) {
 		{
 			name: "restarted is a one-shot, then recovered",
 			steps: []step{
-				{at: 0, res: wedged(decide.ActionWait, 0), sent: []string{"wedged"}},
-				{at: 5 * time.Minute, res: wedged(decide.ActionRestart, 5*time.Minute), acts: restartDone, sent: []string{"restarted"},
+				{at: 0, res: wedged(state.ActionWait, 0), sent: []string{"wedged"}},
+				{at: 5 * time.Minute, res: wedged(state.ActionRestart, 5*time.Minute), acts: restartDone, sent: []string{"restarted"},
 					check: func(t *testing.T, notes []alert.Notification, _ *state.State) {
 						n := notes[0]
 						if n.Severity != alert.SeverityWarning || !strings.HasPrefix(n.Reason, "pod deleted (UID precondition) (") || n.Pod != "agentenv-scheduler-abc12" {
@@ -264,7 +264,7 @@ func TestPlan(t *testing.T) {
 					}},
 				// The new pod is starting: nothing new, nothing closed.
 				{at: 6 * time.Minute, res: func(time.Time) decide.Result {
-					return result(decide.Target{Pod: "agentenv-scheduler-new", UID: "new", Judged: true, Verdict: decide.VerdictStarting, Action: decide.ActionNone})
+					return result(decide.Target{Pod: "agentenv-scheduler-new", UID: "new", Judged: true, Verdict: state.VerdictStarting, Action: state.ActionNone})
 				}, sent: []string{}},
 				{at: 8 * time.Minute, res: healthy, sent: []string{"recovered"},
 					check: func(t *testing.T, notes []alert.Notification, _ *state.State) {
@@ -277,7 +277,7 @@ func TestPlan(t *testing.T) {
 		{
 			name: "restart-failed is sent for every failed attempt",
 			steps: []step{
-				{at: 0, res: wedged(decide.ActionRestart, 5*time.Minute), acts: restartErr, sent: []string{"wedged", "restart-failed"},
+				{at: 0, res: wedged(state.ActionRestart, 5*time.Minute), acts: restartErr, sent: []string{"wedged", "restart-failed"},
 					check: func(t *testing.T, notes []alert.Notification, _ *state.State) {
 						var n alert.Notification
 						for _, x := range notes {
@@ -289,7 +289,7 @@ func TestPlan(t *testing.T) {
 							t.Errorf("restart-failed %+v", n)
 						}
 					}},
-				{at: time.Minute, res: wedged(decide.ActionRestart, 6*time.Minute), acts: restartErr, sent: []string{"restart-failed"}},
+				{at: time.Minute, res: wedged(state.ActionRestart, 6*time.Minute), acts: restartErr, sent: []string{"restart-failed"}},
 			},
 		},
 		{
@@ -317,7 +317,7 @@ func TestPlan(t *testing.T) {
 				{at: 63 * time.Minute, res: unknown, runErr: errors.New("forbidden again"), sent: []string{"watchdog-error"}},
 				// A clean run that finds the scheduler wedged closes watchdog-error
 				// silently: the wedged alert is the news.
-				{at: 64 * time.Minute, res: wedged(decide.ActionWait, 0), sent: []string{"wedged"},
+				{at: 64 * time.Minute, res: wedged(state.ActionWait, 0), sent: []string{"wedged"},
 					check: func(t *testing.T, _ []alert.Notification, s *state.State) {
 						if _, open := s.Alerts[alert.EventWatchdogError]; open {
 							t.Error("watchdog-error still open after a clean run")
@@ -337,7 +337,7 @@ func TestPlan(t *testing.T) {
 				{at: 0, res: unknown, runErr: errors.New("get Lease: forbidden"), sent: []string{"watchdog-error"}},
 				{at: time.Minute, res: unknown, sent: []string{}},
 				{at: 2 * time.Minute, res: func(now time.Time) decide.Result {
-					return result(target(decide.VerdictStarting, decide.ActionNone, 0, now))
+					return result(target(state.VerdictStarting, state.ActionNone, 0, now))
 				}, sent: []string{}},
 				{at: 3 * time.Minute, res: degraded(time.Minute), sent: []string{}},
 				{at: 4 * time.Minute, res: healthy, sent: []string{"recovered"},
@@ -351,7 +351,7 @@ func TestPlan(t *testing.T) {
 		{
 			name: "a run with an error is never recovered, even if what it saw was healthy",
 			steps: []step{
-				{at: 0, res: wedged(decide.ActionWait, 0), sent: []string{"wedged"}},
+				{at: 0, res: wedged(state.ActionWait, 0), sent: []string{"wedged"}},
 				{at: time.Minute, res: healthy, runErr: errors.New("get Lease: forbidden"), sent: []string{"watchdog-error"},
 					check: func(t *testing.T, _ []alert.Notification, s *state.State) {
 						if s.Alerts[alert.EventWedged] == nil || s.Alerts[alert.EventWatchdogError] == nil {
@@ -366,7 +366,7 @@ func TestPlan(t *testing.T) {
 			// while its replacement starts: not a blocked restart, no page.
 			name: "a restart already in progress is not paged as blocked",
 			steps: []step{
-				{at: 0, res: wedged(decide.ActionWait, 0), sent: []string{"wedged"}},
+				{at: 0, res: wedged(state.ActionWait, 0), sent: []string{"wedged"}},
 				{at: 5 * time.Minute, res: blockedBy(decide.Gate{Name: "once-per-wedge", InProgress: true, Detail: "restart already in progress: claimed by another run"}), sent: []string{}},
 				{at: 6 * time.Minute, res: blockedBy(decide.Gate{Name: "once-per-wedge", Detail: "already restarted at t0, and this pod is still running and bad 4m later"}), sent: []string{"restart-blocked"}},
 			},
@@ -402,9 +402,9 @@ func TestPlan(t *testing.T) {
 			name: "targets not judged (HA standbys) are never alerted",
 			steps: []step{
 				{at: 0, res: func(now time.Time) decide.Result {
-					standby := target(decide.VerdictWedged, decide.ActionNone, time.Hour, now)
+					standby := target(state.VerdictWedged, state.ActionNone, time.Hour, now)
 					standby.Judged, standby.Pod = false, "standby"
-					return result(target(decide.VerdictHealthy, decide.ActionNone, 0, now), standby)
+					return result(target(state.VerdictHealthy, state.ActionNone, 0, now), standby)
 				}, sent: []string{}},
 			},
 		},
@@ -466,7 +466,7 @@ func checkCommon(t *testing.T, n alert.Notification, now time.Time, mode state.M
 
 func TestPlanCarriesTargetDetails(t *testing.T) {
 	s := state.New()
-	res := wedged(decide.ActionWait, 0)(t0)
+	res := wedged(state.ActionWait, 0)(t0)
 	res.Targets[0].BadFor = 0
 	notes := alert.Plan(s, res, nil, nil, t0, src, state.ModeLive, planConfig())
 	if len(notes) != 1 {
@@ -490,8 +490,8 @@ func TestPlanDryRunFlagInPayloads(t *testing.T) {
 		}
 		s := state.New()
 		var all []alert.Notification
-		all = append(all, alert.Plan(s, wedged(decide.ActionWait, 0)(t0), nil, nil, t0, src, mode, cfg)...)
-		all = append(all, alert.Plan(s, wedged(decide.ActionRestart, 5*time.Minute)(t0.Add(5*time.Minute)), restartDone(t0.Add(5*time.Minute)), nil, t0.Add(5*time.Minute), src, mode, cfg)...)
+		all = append(all, alert.Plan(s, wedged(state.ActionWait, 0)(t0), nil, nil, t0, src, mode, cfg)...)
+		all = append(all, alert.Plan(s, wedged(state.ActionRestart, 5*time.Minute)(t0.Add(5*time.Minute)), restartDone(t0.Add(5*time.Minute)), nil, t0.Add(5*time.Minute), src, mode, cfg)...)
 		all = append(all, alert.Plan(s, healthy(t0), nil, nil, t0.Add(10*time.Minute), src, mode, cfg)...)
 		all = append(all, alert.PlanFailure(state.New(), errors.New("boom"), t0, src, mode, cfg)...)
 		if got := names(all); !reflect.DeepEqual(got, []string{"wedged", "restarted", "recovered", "watchdog-error"}) {
@@ -531,7 +531,7 @@ func TestPlanFailure(t *testing.T) {
 
 func TestPlanIDsDiffer(t *testing.T) {
 	s := state.New()
-	notes := alert.Plan(s, wedged(decide.ActionRestart, 5*time.Minute)(t0), restartDone(t0), nil, t0, src, state.ModeLive, planConfig())
+	notes := alert.Plan(s, wedged(state.ActionRestart, 5*time.Minute)(t0), restartDone(t0), nil, t0, src, state.ModeLive, planConfig())
 	if len(notes) != 2 {
 		t.Fatalf("got %v", names(notes))
 	}

@@ -97,7 +97,7 @@ func (c *column) Restart(uid string, t time.Time) bool {
 		c.restarts = append(c.restarts, t)
 		// The replacement starts a few seconds after the delete, in whole seconds.
 		l := &line{deletedAt: t, n: len(c.lines[p.Target]) + 1, startedAt: t.Add(5 * time.Second).Truncate(time.Second)}
-		if prev := c.lineAt(p.Target, t); c.ha && c.condition(t) == decide.VerdictHealthy {
+		if prev := c.lineAt(p.Target, t); c.ha && c.condition(t) == state.VerdictHealthy {
 			l.healAt = t // a standby's replacement is a standby: it reads the record
 		} else if prev != nil && (prev.healAt.IsZero() || t.Before(prev.healAt)) {
 			// A replacement restarted before the record healed: the record still
@@ -129,26 +129,26 @@ func (c *column) lineAt(tg *Target, t time.Time) *line {
 // none counts nodes: the others are standbys); else unknown when the data cannot
 // tell (a gap, series that disagree, no serving count, a leader that cannot be
 // told); else healthy.
-func (c *column) condition(t time.Time) decide.Verdict {
+func (c *column) condition(t time.Time) state.Verdict {
 	n, ok := c.Expected(t)
 	if !ok {
-		return decide.VerdictUnknown
+		return state.VerdictUnknown
 	}
 	if n == 0 {
-		return decide.VerdictHealthy
+		return state.VerdictHealthy
 	}
 	pods := c.Pods(t)
 	judged, known := c.judged(t, pods)
 	if !known {
-		return decide.VerdictUnknown
+		return state.VerdictUnknown
 	}
-	v, zero, counting := decide.VerdictHealthy, false, false
+	v, zero, counting := state.VerdictHealthy, false, false
 	for _, p := range pods {
 		switch {
 		case !judged[p.UID]:
 			// Not judged: its readings say nothing of the scheduler that serves.
 		case p.ScrapeErr != nil:
-			v = decide.VerdictUnknown
+			v = state.VerdictUnknown
 		case p.ReadyNodes > 0:
 			counting = true
 		case t.Sub(p.StartedAt) >= c.grace:
@@ -156,7 +156,7 @@ func (c *column) condition(t time.Time) decide.Verdict {
 		}
 	}
 	if zero && !(c.ha && counting) {
-		return decide.VerdictWedged
+		return state.VerdictWedged
 	}
 	return v
 }
@@ -235,7 +235,7 @@ func (c *column) summary() WorldSummary {
 	var unknown time.Duration // since the last wedged reading of the open wedge
 	for t := c.From; !t.After(c.To); t = t.Add(step) {
 		switch c.condition(t) {
-		case decide.VerdictWedged:
+		case state.VerdictWedged:
 			if open == nil {
 				s.Wedges = append(s.Wedges, Wedge{From: t.UTC()})
 				open = &s.Wedges[len(s.Wedges)-1]
@@ -243,12 +243,12 @@ func (c *column) summary() WorldSummary {
 			open.Unknown += state.Duration(unknown)
 			unknown = 0
 			s.Wedged += state.Duration(step)
-		case decide.VerdictUnknown:
+		case state.VerdictUnknown:
 			s.Unknown += state.Duration(step)
 			if open != nil {
 				unknown += step
 			}
-		case decide.VerdictHealthy:
+		case state.VerdictHealthy:
 			if open != nil {
 				open.Unknown += state.Duration(unknown)
 				open.To, open.Duration = ptr.To(t.UTC()), state.Duration(t.Sub(open.From))

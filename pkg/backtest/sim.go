@@ -184,7 +184,7 @@ func (s *simulation) record(res *Result, run time.Time, rep *check.Report, runEr
 		res.Restarts = append(res.Restarts, r)
 	}
 	for _, t := range rep.Targets {
-		if t.Action != decide.ActionBlocked || t.RestartInProgress() {
+		if t.Action != state.ActionBlocked || t.RestartInProgress() {
 			continue
 		}
 		// The gates that refused it (at least one: it is blocked, not in progress).

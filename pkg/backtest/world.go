@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentenv/watchdog/pkg/decide"
 	"github.com/agentenv/watchdog/pkg/scrape"
+	"github.com/agentenv/watchdog/pkg/state"
 )
 
 // World is the recorded history, built once (build) and never changed by a
@@ -232,7 +233,7 @@ func (w *World) warn(h *History, cfg Config) {
 		}
 	}
 	for _, tg := range w.Targets {
-		if !tg.terminating.IsZero() && rec.condition(tg.terminating.Add(-time.Millisecond)) == decide.VerdictWedged {
+		if !tg.terminating.IsZero() && rec.condition(tg.terminating.Add(-time.Millisecond)) == state.VerdictWedged {
 			if v, _, ok := at(tg.Ready, tg.terminating, tg.maxAge); ok && v == 0 {
 				tg.outside = true
 				w.Warnings = append(w.Warnings, fmt.Sprintf("pod %s was replaced at %s while wedged (its series ended as a new pod of its Deployment started): "+

@@ -22,7 +22,7 @@ import (
 // act claims and carries out the restarts the decision asks for. The claim is
 // written first (optimistic concurrency), so of two racing runs only one acts.
 func (p *pass) act() ([]alert.ActOutcome, error) {
-	if p.res.Action != decide.ActionRestart {
+	if p.res.Action != state.ActionRestart {
 		return nil, nil
 	}
 	if p.Mode == state.ModeDryRun {
@@ -73,7 +73,7 @@ func (p *pass) wouldRestart() []alert.ActOutcome {
 }
 
 func (p *pass) restartTargets() []decide.Target {
-	return slices.DeleteFunc(slices.Clone(p.res.Targets), func(t decide.Target) bool { return t.Action != decide.ActionRestart })
+	return slices.DeleteFunc(slices.Clone(p.res.Targets), func(t decide.Target) bool { return t.Action != state.ActionRestart })
 }
 
 // claim writes the decision's restarts into the state before any is carried out:

@@ -128,7 +128,7 @@ func (r *Runner) Run(ctx context.Context) (*Report, error) {
 	start := r.Clock.Now()
 	p := &pass{Runner: r, ctx: ctx, start: start, rep: &Report{Time: start.UTC(), DryRun: r.Mode == state.ModeDryRun,
 		Shadow: r.Mode == state.ModeShadow, Namespace: r.Source.Namespace, Cluster: r.Source.Cluster,
-		ScrapeVia: r.ScrapeVia, Verdict: decide.VerdictUnknown, Action: decide.ActionNone}}
+		ScrapeVia: r.ScrapeVia, Verdict: state.VerdictUnknown, Action: state.ActionNone}}
 	defer func() { p.rep.Took = r.Clock.Since(start).Round(time.Millisecond).String() }()
 	return p.rep, p.run()
 }
@@ -333,7 +333,7 @@ func (p *pass) confirm() {
 	}
 	unweighed := map[string]bool{}
 	for _, t := range p.res.Targets {
-		if t.Verdict == decide.VerdictWedged && t.NoEarlierCounters && t.Action == decide.ActionWait {
+		if t.Verdict == state.VerdictWedged && t.NoEarlierCounters && t.Action == state.ActionWait {
 			unweighed[t.UID] = true
 		}
 	}
@@ -355,7 +355,7 @@ func (p *pass) confirm() {
 		for _, t := range p.res.Targets {
 			if t.SamplesOn(p.SampleInterval, left) || (unweighed[t.UID] && !weighed && p.SampleInterval <= left) {
 				sampleOn = true
-			} else if t.Confirming && t.Action == decide.ActionWait {
+			} else if t.Confirming && t.Action == state.ActionWait {
 				cutShort = true
 			}
 		}
@@ -422,7 +422,7 @@ func (p *pass) logDecision() {
 			p.warn("doubt about the observation", t.Pod+": "+w)
 		}
 		ev := p.Log.Info()
-		if t.Verdict == decide.VerdictWedged || t.Verdict == decide.VerdictDegraded || t.Verdict == decide.VerdictUnknown {
+		if t.Verdict == state.VerdictWedged || t.Verdict == state.VerdictDegraded || t.Verdict == state.VerdictUnknown {
 			ev = p.Log.Warn()
 		}
 		ev = ev.Str("pod", t.Pod).Str("uid", t.UID).Bool("judged", t.Judged).Str("verdict", string(t.Verdict)).Str("action", string(t.Action))

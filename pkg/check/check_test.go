@@ -32,7 +32,7 @@ func TestWedgeWaitsThenRestarts(t *testing.T) {
 		t.Errorf("first sight sent %v, want [wedged]", got)
 	}
 	rep, err := h.pass()
-	if err != nil || rep.Verdict != decide.VerdictWedged || rep.Action != decide.ActionRestart {
+	if err != nil || rep.Verdict != state.VerdictWedged || rep.Action != state.ActionRestart {
 		t.Fatalf("due: %s/%s %v", rep.Verdict, rep.Action, err)
 	}
 	if h.restarts() != 1 || len(rep.Restarts) != 1 || rep.Restarts[0].Outcome != state.RestartDone {
@@ -61,15 +61,15 @@ func TestRestartOnlyOnTheConsistentReRead(t *testing.T) {
 		name       string
 		consistent func(string, time.Time) (decide.Observation, error)
 		restarted  bool
-		verdict    decide.Verdict
+		verdict    state.Verdict
 		samples    int
 		log        string
 	}{
-		{name: "confirms the wedge", consistent: wedgedWeak, restarted: true, verdict: decide.VerdictWedged, samples: 2},
-		{name: "shows the nodes gone", verdict: decide.VerdictNoNodes, samples: 2, consistent: func(string, time.Time) (decide.Observation, error) {
+		{name: "confirms the wedge", consistent: wedgedWeak, restarted: true, verdict: state.VerdictWedged, samples: 2},
+		{name: "shows the nodes gone", verdict: state.VerdictNoNodes, samples: 2, consistent: func(string, time.Time) (decide.Observation, error) {
 			return observation(0, schedPod(0, 11)), nil // the cache still listed 3 serving nodes
 		}},
-		{name: "shows the scheduler healthy", verdict: decide.VerdictHealthy, samples: 2, consistent: healthy},
+		{name: "shows the scheduler healthy", verdict: state.VerdictHealthy, samples: 2, consistent: healthy},
 		{name: "fails", samples: 1, log: "consistent re-read before a restart failed", consistent: func(string, time.Time) (decide.Observation, error) {
 			return decide.Observation{}, errors.New("etcdserver: request timed out")
 		}},
@@ -134,7 +134,7 @@ func TestRestartTakesItsThreeReadsInTheGatesOrder(t *testing.T) {
 	ctx, cancel := context.WithDeadline(context.Background(), h.clk.Now().Add(h.timeout))
 	defer cancel()
 	rep, err := r.Run(ctx)
-	if err != nil || rep.Action != decide.ActionRestart {
+	if err != nil || rep.Action != state.ActionRestart {
 		t.Fatalf("%s/%s %v: %s", rep.Verdict, rep.Action, err, rep.Reason)
 	}
 	var reads []string
@@ -154,7 +154,7 @@ func TestNoHoldWithoutAReader(t *testing.T) {
 	h := newHarness(t)
 	h.wedgedAndDue()
 	rep, err := h.pass()
-	if err != nil || rep.Action != decide.ActionRestart {
+	if err != nil || rep.Action != state.ActionRestart {
 		t.Fatalf("%s/%s %v: %s", rep.Verdict, rep.Action, err, rep.Reason)
 	}
 	for _, tg := range rep.Targets {
@@ -347,7 +347,7 @@ func TestConfirmationWithinTheDeadline(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		timeout   time.Duration
-		action    decide.Action
+		action    state.Action
 		restarted bool
 		cut       bool
 		samples   int
@@ -356,14 +356,14 @@ func TestConfirmationWithinTheDeadline(t *testing.T) {
 		// first): the first sight probes every 15 s while a sample fits (0, 15,
 		// 30 s); the evidence is strong from 15 s, but the 90 s window from there
 		// does not fit.
-		{name: "cut by the deadline", timeout: time.Minute, action: decide.ActionWait, cut: true, samples: 3},
+		{name: "cut by the deadline", timeout: time.Minute, action: state.ActionWait, cut: true, samples: 3},
 		// 120 s: the sample at 105 s would confirm, but it would leave 15 s, less
 		// than the two reserves, for the reads, the restart and the write: the
 		// run stops at 90 s and the next run confirms (found by review).
-		{name: "no restart without time for its reads", timeout: 2 * time.Minute, action: decide.ActionWait, cut: true, samples: 7},
+		{name: "no restart without time for its reads", timeout: 2 * time.Minute, action: state.ActionWait, cut: true, samples: 7},
 		// Strong from 15 s, confirmed at 105 s (samples every 15 s from 0 s), then
 		// the consistent re-read.
-		{name: "time enough", timeout: 3 * time.Minute, action: decide.ActionRestart, restarted: true, samples: 9},
+		{name: "time enough", timeout: 3 * time.Minute, action: state.ActionRestart, restarted: true, samples: 9},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t)
@@ -374,7 +374,7 @@ func TestConfirmationWithinTheDeadline(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if rep.Verdict != decide.VerdictWedged || rep.Action != tc.action || (h.restarts() == 1) != tc.restarted {
+			if rep.Verdict != state.VerdictWedged || rep.Action != tc.action || (h.restarts() == 1) != tc.restarted {
 				t.Fatalf("%s/%s, %d restarts: %s", rep.Verdict, rep.Action, h.restarts(), rep.Reason)
 			}
 			if contains(rep.Warnings, cutShort) != tc.cut {
@@ -482,7 +482,7 @@ func TestFutureRestartRecordOfThePodDoesNotBlockTheRestart(t *testing.T) {
 			}
 			h.wedgedAndDue()
 			rep, err := h.pass()
-			if err != nil || rep.Action != decide.ActionRestart || h.restarts() != 1 {
+			if err != nil || rep.Action != state.ActionRestart || h.restarts() != 1 {
 				t.Fatalf("%s/%s, %d restarts, %v: want the pod restarted", rep.Verdict, rep.Action, h.restarts(), err)
 			}
 			if !contains(rep.Warnings, "dated in the future") {

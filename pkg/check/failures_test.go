@@ -13,6 +13,7 @@ import (
 	"github.com/agentenv/watchdog/pkg/alert"
 	"github.com/agentenv/watchdog/pkg/decide"
 	"github.com/agentenv/watchdog/pkg/scrape"
+	"github.com/agentenv/watchdog/pkg/state"
 )
 
 // Samples fail, most often when the API server is in trouble, which is when
@@ -40,7 +41,7 @@ func TestAFailedSampleDoesNotEndTheRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Action != decide.ActionRestart || h.restarts() != 1 {
+	if rep.Action != state.ActionRestart || h.restarts() != 1 {
 		t.Fatalf("%s/%s after %d samples: %s", rep.Verdict, rep.Action, rep.Samples, rep.Reason)
 	}
 	if got := h.sink.events(); !slices.Contains(got, alert.EventWedged) {
@@ -63,7 +64,7 @@ func TestAFailedSampleDoesNotEndTheRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Verdict != decide.VerdictWedged || rep.Action != decide.ActionWait || h.restarts() != 0 {
+	if rep.Verdict != state.VerdictWedged || rep.Action != state.ActionWait || h.restarts() != 0 {
 		t.Fatalf("%s/%s, %d restarts: %s", rep.Verdict, rep.Action, h.restarts(), rep.Reason)
 	}
 	if got := h.sink.events(); !slices.Contains(got, alert.EventWedged) {
@@ -89,7 +90,7 @@ func TestAFailedListDoesNotEndTheRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Action != decide.ActionRestart || h.restarts() != 1 {
+	if rep.Action != state.ActionRestart || h.restarts() != 1 {
 		t.Fatalf("%s/%s after %d samples: %s (warnings %q)", rep.Verdict, rep.Action, rep.Samples, rep.Reason, rep.Warnings)
 	}
 	if !contains(rep.Warnings, "a sample failed") {
@@ -137,12 +138,12 @@ func TestAFailedReadBeforeTheRestartIsRetried(t *testing.T) {
 					}
 					sent := h.sink.events()
 					if fails == 1000 {
-						if h.restarts() != 0 || rep.Action != decide.ActionBlocked || !slices.Contains(sent, alert.EventRestartBlocked) {
+						if h.restarts() != 0 || rep.Action != state.ActionBlocked || !slices.Contains(sent, alert.EventRestartBlocked) {
 							t.Errorf("every %s read failing: %s/%s, %d restarts, sent %v; want blocked, and restart-blocked paged", read, rep.Verdict, rep.Action, h.restarts(), sent)
 						}
 						return
 					}
-					if rep.Action != decide.ActionRestart || h.restarts() != 1 || slices.Contains(sent, alert.EventRestartBlocked) {
+					if rep.Action != state.ActionRestart || h.restarts() != 1 || slices.Contains(sent, alert.EventRestartBlocked) {
 						t.Fatalf("%d failed %s read(s): %s/%s after %d samples, %s in, %d restarts, sent %v: %s", fails, read, rep.Verdict, rep.Action, rep.Samples, ran, h.restarts(), sent, rep.Reason)
 					}
 					if !contains(rep.Warnings, "etcdserver: request timed out") {
@@ -245,7 +246,7 @@ func replay(t *testing.T, c replayCase) healOutcome {
 		if run == 0 {
 			// The cause lands somewhere in the next interval (seeded), after this
 			// run, which saw the scheduler healthy.
-			if rep.Verdict != decide.VerdictHealthy {
+			if rep.Verdict != state.VerdictHealthy {
 				t.Fatalf("run 0 before the cause: %s", rep.Verdict)
 			}
 			offset := time.Second + time.Duration(rng.Int64N(int64(5*time.Minute-time.Second)))

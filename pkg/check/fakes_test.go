@@ -362,7 +362,7 @@ func (h *harness) pass() (*check.Report, error) {
 func (h *harness) wedgedAndDue() {
 	h.t.Helper()
 	rep, err := h.pass()
-	if err != nil || rep.Verdict != decide.VerdictWedged || rep.Action != decide.ActionWait {
+	if err != nil || rep.Verdict != state.VerdictWedged || rep.Action != state.ActionWait {
 		h.t.Fatalf("first sight: %s/%s %v", rep.Verdict, rep.Action, err)
 	}
 	h.clk.Step(5 * time.Minute)

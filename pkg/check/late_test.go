@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentenv/watchdog/pkg/cli"
 	"github.com/agentenv/watchdog/pkg/decide"
+	"github.com/agentenv/watchdog/pkg/state"
 )
 
 // chartActiveDeadline is the chart's cronjob.activeDeadlineSeconds (test/chart
@@ -44,7 +45,7 @@ func TestLateJobPodFinishesBeforeTheJobDeadline(t *testing.T) {
 				if err != nil || !rep.StateWritten {
 					t.Fatalf("started %s late: %v, state written %t", late, err, rep.StateWritten)
 				}
-				if rep.Action != decide.ActionRestart && (rep.Action != decide.ActionWait || rep.Verdict != decide.VerdictWedged) {
+				if rep.Action != state.ActionRestart && (rep.Action != state.ActionWait || rep.Verdict != state.VerdictWedged) {
 					t.Errorf("started %s late: %s/%s, want a restart or a hand-over of the wedge", late, rep.Verdict, rep.Action)
 				}
 				t.Logf("%s wedge, started %s after its schedule: %s after %s, %s before the Job's deadline", wedge.name, late, rep.Action, h.clk.Since(start), killed.Sub(h.clk.Now()))
@@ -70,14 +71,14 @@ func TestInterruptedConfirmationIsNotLost(t *testing.T) {
 		return true
 	}
 	rep, err := h.runner().Run(ctx)
-	if err == nil || rep.Action == decide.ActionRestart {
+	if err == nil || rep.Action == state.ActionRestart {
 		t.Fatalf("the interrupted pass: %s/%s, %v", rep.Verdict, rep.Action, err)
 	}
 	h.clk.OnWait = nil
 	next := t0.Add(5 * time.Minute)
 	h.clk.SetTime(next)
 	rep, err = h.pass()
-	if err != nil || rep.Action != decide.ActionRestart {
+	if err != nil || rep.Action != state.ActionRestart {
 		t.Fatalf("the next run: %s/%s, %v: %s", rep.Verdict, rep.Action, err, rep.Reason)
 	}
 	if took := h.clk.Since(next); took > cli.DefaultConfirmWindow+30*time.Second {

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentenv/watchdog/pkg/decide"
+	"github.com/agentenv/watchdog/pkg/state"
 )
 
 // Beyond 5 s an observation is too slow for a first-run restart of a weak wedge
@@ -23,7 +23,7 @@ func TestTooSlowObservationsHandOverBeforeTheDeadline(t *testing.T) {
 			if err != nil {
 				t.Fatalf("observations of %s: %v (%s/%s)", took, err, rep.Verdict, rep.Action)
 			}
-			if !rep.StateWritten || (rep.Action != decide.ActionRestart && rep.Action != decide.ActionWait) {
+			if !rep.StateWritten || (rep.Action != state.ActionRestart && rep.Action != state.ActionWait) {
 				t.Errorf("observations of %s: %s/%s, state written %t", took, rep.Verdict, rep.Action, rep.StateWritten)
 			}
 			if ran := h.clk.Since(t0); ran > h.timeout {

@@ -52,7 +52,7 @@ func (p *pass) failRun(failure *Error) error {
 		return failure
 	}
 	s.LastRun = p.lastRun(p.Clock.Now(), unknown(failure.Step.What+" failed"), failure)
-	decide.CountRun(s, decide.VerdictUnknown)
+	decide.CountRun(s, state.VerdictUnknown)
 	// Send before saving, so the outbox keeps what failed and drops what was delivered.
 	p.reportDeliveries(p.sendFailure(s, alert.PlanFailure(s, failure, p.Clock.Now(), p.Source, p.Mode, p.Alerts)))
 	if err := p.saveWithin(s, failureSaveBudget); err != nil {
@@ -73,7 +73,7 @@ func (p *pass) saveWithin(s *state.State, d time.Duration) error {
 }
 
 func unknown(reason string) decide.Result {
-	return decide.Result{Verdict: decide.VerdictUnknown, Action: decide.ActionNone, Reason: reason}
+	return decide.Result{Verdict: state.VerdictUnknown, Action: state.ActionNone, Reason: reason}
 }
 
 // saveInterrupted ends a pass cut short by shutdown: it sends nothing, and writes

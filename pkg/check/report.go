@@ -18,9 +18,9 @@ import (
 // Report is what `watchdog check` prints: JSON for scripts (docs/design.md §4), text
 // for people.
 type Report struct {
-	Verdict decide.Verdict `json:"verdict"`
-	Action  decide.Action  `json:"action"`
-	DryRun  bool           `json:"dryRun"`
+	Verdict state.Verdict `json:"verdict"`
+	Action  state.Action  `json:"action"`
+	DryRun  bool          `json:"dryRun"`
 	// Shadow: shadow mode, which records would-restarts and restarts nothing.
 	Shadow bool `json:"shadow,omitempty"`
 	// Paused: the scheduler Deployment's pause, while active (restarts are held).
@@ -120,11 +120,11 @@ func (rep *Report) WriteText(w io.Writer) error {
 	fmt.Fprintln(w)
 	action := string(rep.Action)
 	switch {
-	case rep.DryRun && (rep.Action == decide.ActionNone || rep.Action == decide.ActionWait):
+	case rep.DryRun && (rep.Action == state.ActionNone || rep.Action == state.ActionWait):
 		action += " (dry run: nothing written, deleted, recorded or sent)"
 	case rep.DryRun:
 		action = "would " + action + " (dry run: nothing written, deleted, recorded or sent)"
-	case rep.Shadow && rep.Action == decide.ActionRestart:
+	case rep.Shadow && rep.Action == state.ActionRestart:
 		action = "would restart (shadow mode: recorded, nothing restarted)"
 	}
 	termtext.Fprintf(w, "verdict: %s\naction:  %s\nreason:  %s\n", rep.Verdict, action, rep.Reason)

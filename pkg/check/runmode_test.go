@@ -10,6 +10,7 @@ import (
 	"github.com/agentenv/watchdog/internal/schedsim"
 	"github.com/agentenv/watchdog/pkg/decide"
 	"github.com/agentenv/watchdog/pkg/scrape"
+	"github.com/agentenv/watchdog/pkg/state"
 )
 
 // `watchdog run --interval 30s` on the fake clock: the pass of `watchdog check`
@@ -59,7 +60,7 @@ func runModeHeal(t *testing.T, phase schedsim.Phase, offset, healAfter, until ti
 			t.Fatalf("pass at %s: %v", start, err)
 		}
 		if cause.IsZero() {
-			if rep.Verdict != decide.VerdictHealthy {
+			if rep.Verdict != state.VerdictHealthy {
 				t.Fatalf("the pass before the cause: %s", rep.Verdict)
 			}
 			if start.Sub(t0) < 5*time.Minute {

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/agentenv/watchdog/pkg/alert"
-	"github.com/agentenv/watchdog/pkg/decide"
 	"github.com/agentenv/watchdog/pkg/state"
 )
 
@@ -23,7 +22,7 @@ func TestShadowRecordsAWouldRestartOncePerEpisodeAndRestartsNothing(t *testing.T
 	h.opts.Mode = state.ModeShadow
 	h.wedgedAndDue()
 	rep, err := h.pass()
-	if err != nil || rep.Verdict != decide.VerdictWedged || rep.Action != decide.ActionRestart || !rep.Shadow {
+	if err != nil || rep.Verdict != state.VerdictWedged || rep.Action != state.ActionRestart || !rep.Shadow {
 		t.Fatalf("due in shadow mode: %s/%s shadow=%v %v", rep.Verdict, rep.Action, rep.Shadow, err)
 	}
 	if h.restarts() != 0 || len(rep.Restarts) != 0 || contains(h.calls.list(), "consistent") == false {
@@ -37,7 +36,7 @@ func TestShadowRecordsAWouldRestartOncePerEpisodeAndRestartsNothing(t *testing.T
 		t.Fatalf("stored restarts %+v, would-restarts %+v: want none and one", s.Restarts, s.WouldRestarts)
 	}
 	w := s.WouldRestarts[0]
-	if w.UID != podUID || w.Evidence != decide.EvidenceWeak || !w.EpisodeSince.Equal(t0) || !strings.Contains(w.Gates, "→ restart") {
+	if w.UID != podUID || w.Evidence != state.EvidenceWeak || !w.EpisodeSince.Equal(t0) || !strings.Contains(w.Gates, "→ restart") {
 		t.Errorf("would-restart %+v: want the pod, its evidence, its episode and its gates", w)
 	}
 	if !s.LastRun.Shadow {
@@ -64,7 +63,7 @@ func TestShadowRecordsAWouldRestartOncePerEpisodeAndRestartsNothing(t *testing.T
 	// record with repeats, no second alert.
 	for range 3 {
 		h.clk.Step(5 * time.Minute)
-		if rep, err = h.pass(); err != nil || rep.Action != decide.ActionRestart || len(rep.WouldRestarts) != 0 {
+		if rep, err = h.pass(); err != nil || rep.Action != state.ActionRestart || len(rep.WouldRestarts) != 0 {
 			t.Fatalf("later run: %s/%s, would-restarts %+v, %v", rep.Verdict, rep.Action, rep.WouldRestarts, err)
 		}
 	}
@@ -116,7 +115,7 @@ func TestLeavingShadowRestartsAnOldEpisodeOnlyAfterAFreshConfirmation(t *testing
 				if err != nil {
 					t.Fatal(err)
 				}
-				if rep.Action == decide.ActionRestart {
+				if rep.Action == state.ActionRestart {
 					if run != tc.wantRuns {
 						t.Errorf("restarted in live run %d, want run %d", run, tc.wantRuns)
 					}

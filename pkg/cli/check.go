@@ -33,6 +33,7 @@ import (
 	"github.com/agentenv/watchdog/pkg/observe"
 	"github.com/agentenv/watchdog/pkg/restart"
 	"github.com/agentenv/watchdog/pkg/scrape"
+	"github.com/agentenv/watchdog/pkg/state"
 	"github.com/agentenv/watchdog/pkg/statestore"
 )
 
@@ -168,7 +169,7 @@ func (p *wired) run(ctx context.Context) (rep *check.Report, err error) {
 			p.Log.Info().Str("lease", p.lease.Name).Str("holder", p.lease.Holder()).Dur("waited", leaseWait).
 				Msg("another pass holds the Lease: this one ends without observing or acting")
 			return &check.Report{Time: p.Clock.Now().UTC(), Namespace: p.Source.Namespace, Skipped: true,
-				Verdict: decide.VerdictUnknown, Action: decide.ActionNone, Reason: "another pass holds Lease " + p.lease.Name}, nil
+				Verdict: state.VerdictUnknown, Action: state.ActionNone, Reason: "another pass holds Lease " + p.lease.Name}, nil
 		}
 	}
 	p.warnUnsigned(rep)

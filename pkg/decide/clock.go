@@ -4,33 +4,34 @@ import (
 	"fmt"
 	"time"
 
+	"k8s.io/utils/ptr"
+
 	"github.com/agentenv/watchdog/pkg/state"
 )
 
-// track moves the pod's record on by the verdict of t. It reports a gap: a failed sample
-// inside this run's streak, settled by the next (advanceWedgeClock).
+// track moves the pod's record on by t's verdict. It reports a gap: a failed sample
+// inside this run's streak, which the next settles (advanceWedgeClock).
 func (p *judgedPod) track(failed bool, t *Target) (gap bool) {
 	s, ps, now := p.state, p.rec, p.now
-	if p.Sample != nil && p.ScrapeErr == nil && t.Verdict != VerdictUnknown {
+	if p.Sample != nil && p.ScrapeErr == nil && t.Verdict != state.VerdictUnknown {
 		t.Ready, t.Expected = new(p.Sample.Ready()), new(p.obs.Expected.Serving)
 		ageCounters(ps, now)
 		ps.Counters = &state.Counters{HeartbeatOK: p.Sample.HeartbeatOK, HeartbeatRejected: p.Sample.HeartbeatRejected, At: now}
 	} else if p.obs.ExpectedErr == nil {
 		t.Expected = new(p.obs.Expected.Serving)
 	}
-	if t.Verdict != VerdictHealthy && s.Backoff != nil {
+	if t.Verdict != state.VerdictHealthy && s.Backoff != nil {
 		// Only an unbroken BackoffReset of healthy observations ends the back-off.
 		s.Backoff.HealthySince = nil
 	}
 	switch t.Verdict {
-	case VerdictUnknown:
+	case state.VerdictUnknown:
 		ps.ConsecutiveUnknowns++
 		switch {
 		case ps.Episode == nil:
-		case failed && inRunStreak(ps.Episode, p.obs):
-			gap = true
 		case failed:
-			// Before this run saw the pod: the next good sample settles it.
+			// Inside this run's streak a gap; before it, the next good sample settles it.
+			gap = inRunStreak(ps.Episode, p.obs)
 		default:
 			pause(ps)
 		}
@@ -38,13 +39,13 @@ func (p *judgedPod) track(failed bool, t *Target) (gap bool) {
 			// Worth sampling on while the next sample could be confirmed in this run.
 			t.SampleFor = p.retryFor()
 		}
-	case VerdictWedged, VerdictDegraded:
+	case state.VerdictWedged, state.VerdictDegraded:
 		ps.ConsecutiveUnknowns = 0
 		if ps.Episode != nil && ps.Episode.Kind != t.Verdict {
 			endEpisode(s, p.UID, now, state.EpisodeBecame(t.Verdict))
 		}
 		p.advanceWedgeClock(*t)
-	case VerdictNoNodes:
+	case state.VerdictNoNodes:
 		ps.ConsecutiveUnknowns = 0
 		if ps.Episode != nil {
 			// Nodes scaled to zero say nothing about discovery: paused, not closed.
@@ -55,7 +56,7 @@ func (p *judgedPod) track(failed bool, t *Target) (gap bool) {
 	default:
 		ps.ConsecutiveUnknowns = 0
 		endEpisode(s, p.UID, now, state.EpisodeRecovered)
-		if t.Verdict == VerdictHealthy {
+		if t.Verdict == state.VerdictHealthy {
 			endBackoffOnceHealthy(s, now, p.cfg)
 			p.noteHealed()
 			t.SampleFor = p.noteRolling()
@@ -82,9 +83,9 @@ func (p *judgedPod) gapTarget(t Target) Target {
 		t.SampleFor = new(time.Duration)
 	}
 	t.Gates = []Gate{{Name: gateDuration, Detail: "this sample failed: the wedge clock waits for the next sample, which decides whether the gap is counted"}}
-	t.Action = ActionWait
-	if e.Kind == VerdictDegraded && !cfg.RestartOnDegraded {
-		t.Action = ActionNone
+	t.Action = state.ActionWait
+	if e.Kind == state.VerdictDegraded && !cfg.RestartOnDegraded {
+		t.Action = state.ActionNone
 	}
 	return t
 }
@@ -93,13 +94,11 @@ func (p *judgedPod) gapTarget(t Target) Target {
 // (docs/design.md §2, "The wedge clock").
 func (p *judgedPod) advanceWedgeClock(t Target) {
 	ps, obs, now, verdict := p.rec, p.obs, p.now, t.Verdict
-	// since is where this run's streak begins if it begins now: this sample, or
-	// the run's first when every earlier sample of it failed and is bridged.
+	// Where this run's streak begins if it begins now: this sample, or the run's
+	// first when every earlier sample of it failed and is bridged.
 	since := now
 	if ps.Episode == nil || ps.Episode.Kind != verdict {
-		if r := p.rolledAt(t); r != nil {
-			since = *r
-		}
+		since = p.rolledAt(t)
 		baseline := p.Sample.HeartbeatRejected // a bad verdict has a sample
 		if p.prevCounters != nil {
 			baseline = p.prevCounters.HeartbeatRejected
@@ -111,14 +110,14 @@ func (p *judgedPod) advanceWedgeClock(t Target) {
 	} else {
 		e := ps.Episode
 		// Only failed samples since (a pause clears RunSince), bridged.
-		bridging := p.prevVerdict == VerdictUnknown && e.RunSince != nil && bridged(e, t.Evidence, ps.Counters, inRunStreak(e, obs))
+		bridging := p.prevVerdict == state.VerdictUnknown && e.RunSince != nil && bridged(e, t.Evidence, ps.Counters, inRunStreak(e, obs))
 		switch {
 		case (p.prevVerdict == verdict || bridging) && now.After(e.Last):
 			e.For += state.Duration(now.Sub(e.Last))
 			if bridging && obs.RunStart.After(e.Last) && !obs.RunStart.After(now) {
 				since = obs.RunStart
 			}
-		case p.prevVerdict == VerdictUnknown:
+		case p.prevVerdict == state.VerdictUnknown:
 			// Ready may have come back unseen: both confirmations start over.
 			e.StrongSince, e.RunSince = nil, nil
 		}
@@ -139,29 +138,21 @@ func (p *judgedPod) advanceWedgeClock(t Target) {
 		}
 		bad.ConfirmedRun, bad.PausedSinceConfirmed = new(bad.Run), false
 	}
-	if t.Evidence == EvidenceStrong && bad.StrongSince == nil {
+	if t.Evidence == state.EvidenceStrong && bad.StrongSince == nil {
 		bad.StrongSince = new(since) // now, or where a roll began (rolledAt)
 	}
-	bad.Evidence = EvidenceWeak
-	if bad.StrongSince != nil {
-		bad.Evidence = EvidenceStrong
-	}
-	if t.Ready != nil {
-		bad.Ready = *t.Ready
-	}
-	if t.Expected != nil {
-		bad.Expected = *t.Expected
-	}
+	bad.Evidence = map[bool]state.Evidence{true: state.EvidenceStrong, false: state.EvidenceWeak}[bad.StrongSince != nil]
+	bad.Ready, bad.Expected = ptr.Deref(t.Ready, bad.Ready), ptr.Deref(t.Expected, bad.Expected)
 }
 
 // bridged reports whether a gap of failed samples in episode e can be counted, given
 // the sample after it (docs/design.md §2, "The wedge clock").
-func bridged(e *state.OpenEpisode, evidence Evidence, cur *state.Counters, inRun bool) bool {
-	if inRun && e.StrongSince != nil && evidence == EvidenceStrong {
+func bridged(e *state.OpenEpisode, evidence state.Evidence, cur *state.Counters, inRun bool) bool {
+	if inRun && e.StrongSince != nil && evidence == state.EvidenceStrong {
 		return true
 	}
 	first := e.FirstCounters
-	return e.Kind == VerdictWedged && first != nil && cur != nil &&
+	return e.Kind == state.VerdictWedged && first != nil && cur != nil &&
 		cur.HeartbeatOK == first.HeartbeatOK && cur.HeartbeatRejected == first.HeartbeatRejected
 }
 
@@ -180,9 +171,9 @@ func ageCounters(ps *state.Pod, now time.Time) {
 // pause is what an observation without information does to a bad episode: the gap
 // is not counted, and both confirmations start over (ready may have come back unseen).
 func pause(ps *state.Pod) {
-	ps.LastVerdict = VerdictUnknown
+	ps.LastVerdict = state.VerdictUnknown
 	ps.Episode.StrongSince = nil
-	ps.Episode.Evidence = EvidenceWeak
+	ps.Episode.Evidence = state.EvidenceWeak
 	ps.Episode.RunSince = nil
 }
 

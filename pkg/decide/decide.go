@@ -23,20 +23,19 @@ func Decide(obs Observation, prev *state.State, cfg Config) (*state.State, Resul
 	judged, notJudged, runProblem := Judged(obs, cfg.Selection)
 	forgetGonePods(next, obs)
 	for _, p := range obs.Pods {
-		var t Target
 		why, skipped := notJudged[p.UID]
-		switch ps := next.Pods[p.UID]; {
-		case skipped:
-			// A live pod not judged (a standby, no leader) pauses its episode as an unknown does,
-			// lest it be "wedged for" the gap once judged again; a dying pod's waits to close.
-			if Live(p) && ps != nil && ps.Episode != nil {
-				pause(ps)
-			}
-			t = Target{Pod: p.Name, UID: p.UID, Verdict: "", Action: ActionNone, Reason: "not judged: " + why}
-		default:
-			t = (&judgedPod{Pod: p, obs: obs, cfg: cfg, state: next, now: now, judged: len(judged)}).judge()
+		if !skipped {
+			jp := &judgedPod{Pod: p, obs: obs, cfg: cfg, state: next, now: now, judged: len(judged)}
+			res.Targets = append(res.Targets, jp.judge())
+			continue
 		}
-		res.Targets = append(res.Targets, t)
+		// A live pod not judged (a standby, no leader) pauses its episode as an unknown does,
+		// lest it be "wedged for" the gap once judged again; a dying pod's waits to close.
+		if ps := next.Pods[p.UID]; Live(p) && ps != nil && ps.Episode != nil {
+			pause(ps)
+		}
+		res.Targets = append(res.Targets, Target{Pod: p.Name, UID: p.UID, Action: state.ActionNone,
+			Reason: "not judged: " + why})
 	}
 	sort.SliceStable(res.Targets, func(i, j int) bool {
 		if res.Targets[i].Judged != res.Targets[j].Judged {
@@ -57,12 +56,12 @@ func Decide(obs Observation, prev *state.State, cfg Config) (*state.State, Resul
 
 // CountRun updates the run-level counters once per run (Decide may be called several
 // times in one): docs/design.md, "Blind".
-func CountRun(s *state.State, verdict Verdict) {
+func CountRun(s *state.State, verdict state.Verdict) {
 	switch verdict {
-	case VerdictUnknown:
+	case state.VerdictUnknown:
 		s.ConsecutiveUnknownRuns++
 		markRunPaused(s)
-	case VerdictWedged, VerdictDegraded:
+	case state.VerdictWedged, state.VerdictDegraded:
 	default:
 		s.ConsecutiveUnknownRuns = 0
 	}
@@ -82,8 +81,8 @@ func RunFailed(s *state.State) {
 // Unseen is the observation of a sample that could not be taken at all: the pods of
 // the run's last observation, each unread for err, judged as failed samples.
 func Unseen(last Observation, at time.Time, err error) Observation {
-	o := Observation{At: at, RunStart: last.RunStart, Expected: last.Expected, ExpectedErr: last.ExpectedErr, Leader: last.Leader, Ownership: last.Ownership, Probing: last.Probing,
-		HoldOnAlerts: last.HoldOnAlerts}
+	o := Observation{At: at, RunStart: last.RunStart, Expected: last.Expected, ExpectedErr: last.ExpectedErr,
+		Leader: last.Leader, Ownership: last.Ownership, Probing: last.Probing, HoldOnAlerts: last.HoldOnAlerts}
 	for _, p := range last.Pods {
 		p.Sample, p.ScrapeErr, p.Probe = nil, fmt.Errorf("not observed: %w", err), nil
 		o.Pods = append(o.Pods, p)
@@ -143,7 +142,7 @@ func forgetGonePods(s *state.State, obs Observation) {
 	}
 }
 
-// endEpisode closes the open episode, if any, of the record s.Pods[uid] into the history.
+// endEpisode moves the open episode, if any, of s.Pods[uid] into the history.
 func endEpisode(s *state.State, uid string, now time.Time, outcome state.EpisodeOutcome) {
 	ps := s.Pods[uid]
 	if ps.Episode == nil {
@@ -157,14 +156,16 @@ func endEpisode(s *state.State, uid string, now time.Time, outcome state.Episode
 }
 
 // summarize picks the run's verdict and action: the worst among judged pods.
-func summarize(targets []Target, runProblem string) (Verdict, Action, string) {
+func summarize(targets []Target, runProblem string) (state.Verdict, state.Action, string) {
 	judged := slices.DeleteFunc(slices.Clone(targets), func(t Target) bool { return !t.Judged })
 	if len(judged) == 0 {
-		return VerdictUnknown, ActionNone, cmp.Or(runProblem, "no scheduler pod could be judged")
+		return state.VerdictUnknown, state.ActionNone, cmp.Or(runProblem, "no scheduler pod could be judged")
 	}
-	byAction := func(a, b Target) int { return cmp.Compare(actionRank[a.Action], actionRank[b.Action]) }
+	byAction := func(a, b Target) int {
+		return cmp.Compare(slices.Index(actionRank, a.Action), slices.Index(actionRank, b.Action))
+	}
 	worst := slices.MaxFunc(judged, func(a, b Target) int {
-		return cmp.Or(cmp.Compare(severity[a.Verdict], severity[b.Verdict]), byAction(a, b))
+		return cmp.Or(cmp.Compare(slices.Index(severity, a.Verdict), slices.Index(severity, b.Verdict)), byAction(a, b))
 	})
 	reason := worst.Pod + ": " + worst.Reason
 	if len(worst.Gates) > 0 {
@@ -181,15 +182,14 @@ func ageString(seconds float64) string {
 	return fmt.Sprintf("%.3gs", seconds)
 }
 
-// ShortDuration prints 7m12s rather than 7m12.345678s, and 4m rather than 4m0s.
+// ShortDuration prints 7m12s rather than 7m12.345678s, 4m rather than 4m0s, 1h rather than 1h0m0s.
 func ShortDuration(d time.Duration) string {
-	d = d.Round(time.Second)
-	s := d.String()
+	s := d.Round(time.Second).String()
 	if strings.HasSuffix(s, "m0s") {
 		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
+		if strings.HasSuffix(s, "h0m") {
+			s = strings.TrimSuffix(s, "0m")
+		}
 	}
 	return s
 }

@@ -60,7 +60,7 @@ func inRun(start time.Time, o decide.Observation) decide.Observation {
 func confirmedRun(cfg decide.Config, start time.Time, at func(time.Time) decide.Observation, want step) []step {
 	var steps []step
 	for d := time.Duration(0); d < cfg.ConfirmWindow; d += decide.DefaultSampleInterval {
-		steps = append(steps, step{obs: inRun(start, at(start.Add(d))), verdict: want.verdict, action: decide.ActionWait})
+		steps = append(steps, step{obs: inRun(start, at(start.Add(d))), verdict: want.verdict, action: state.ActionWait})
 	}
 	want.obs = inRun(start, at(start.Add(cfg.ConfirmWindow)))
 	return append(steps, want)
@@ -78,8 +78,8 @@ func decideRun(cfg decide.Config, s *state.State, start time.Time, at func(time.
 // step is one run: an observation and what the decision must say.
 type step struct {
 	obs        decide.Observation
-	verdict    decide.Verdict
-	action     decide.Action
+	verdict    state.Verdict
+	action     state.Action
 	reasonHas  string
 	confirming bool
 	check      func(t *testing.T, s *state.State, r decide.Result)
@@ -123,61 +123,61 @@ func TestVerdicts(t *testing.T) {
 	cases := []struct {
 		name    string
 		obs     decide.Observation
-		verdict decide.Verdict
-		action  decide.Action
+		verdict state.Verdict
+		action  state.Action
 		reason  string
 	}{
-		{"healthy", observe(t0, 3, p(podtest.Sample(3, 0))), decide.VerdictHealthy, decide.ActionNone, "ready 3"},
-		{"healthy with fewer ready and no rejections", observe(t0, 3, p(podtest.Sample(2, 0))), decide.VerdictHealthy, decide.ActionNone, "ready 2 of 3"},
-		{"no serving nodes", observe(t0, 0, p(podtest.Sample(0, 0))), decide.VerdictNoNodes, decide.ActionNone, "no serving node"},
-		{"first sight of a wedge waits", observe(t0, 3, p(podtest.Sample(0, 5))), decide.VerdictWedged, decide.ActionWait, "ready 0 while the API server lists 3"},
+		{"healthy", observe(t0, 3, p(podtest.Sample(3, 0))), state.VerdictHealthy, state.ActionNone, "ready 3"},
+		{"healthy with fewer ready and no rejections", observe(t0, 3, p(podtest.Sample(2, 0))), state.VerdictHealthy, state.ActionNone, "ready 2 of 3"},
+		{"no serving nodes", observe(t0, 0, p(podtest.Sample(0, 0))), state.VerdictNoNodes, state.ActionNone, "no serving node"},
+		{"first sight of a wedge waits", observe(t0, 3, p(podtest.Sample(0, 5))), state.VerdictWedged, state.ActionWait, "ready 0 while the API server lists 3"},
 		{"scrape failed", func() decide.Observation {
 			pod := p(nil)
 			pod.ScrapeErr = &scrape.Error{Kind: scrape.KindTimeout, Err: errors.New("slow")}
 			return observe(t0, 3, pod)
-		}(), decide.VerdictUnknown, decide.ActionNone, "metrics unreadable"},
+		}(), state.VerdictUnknown, state.ActionNone, "metrics unreadable"},
 		{"endpoint slices unreadable", func() decide.Observation {
 			o := observe(t0, 0, p(podtest.Sample(0, 0)))
 			o.ExpectedErr = errors.New("forbidden")
 			return o
-		}(), decide.VerdictUnknown, decide.ActionNone, "cannot count serving nodes"},
+		}(), state.VerdictUnknown, state.ActionNone, "cannot count serving nodes"},
 		{"container not running", func() decide.Observation {
 			pod := p(nil)
 			pod.Running, pod.StartedAt, pod.WaitingReason = false, time.Time{}, "CrashLoopBackOff"
 			return observe(t0, 3, pod)
-		}(), decide.VerdictUnknown, decide.ActionNone, "CrashLoopBackOff"},
+		}(), state.VerdictUnknown, state.ActionNone, "CrashLoopBackOff"},
 		{"container start in the future", func() decide.Observation {
 			pod := p(podtest.Sample(0, 0))
 			pod.StartedAt = t0.Add(10 * time.Minute)
 			return observe(t0, 3, pod)
-		}(), decide.VerdictUnknown, decide.ActionNone, "clock skew"},
+		}(), state.VerdictUnknown, state.ActionNone, "clock skew"},
 		{"small skew is a fresh start", func() decide.Observation {
 			pod := p(podtest.Sample(0, 0))
 			pod.StartedAt = t0.Add(30 * time.Second)
 			return observe(t0, 3, pod)
-		}(), decide.VerdictStarting, decide.ActionNone, "startup grace"},
+		}(), state.VerdictStarting, state.ActionNone, "startup grace"},
 		{"just inside the startup grace", func() decide.Observation {
 			pod := p(podtest.Sample(0, 0))
 			pod.StartedAt = t0.Add(-cfg.StartupGrace + time.Second)
 			return observe(t0, 3, pod)
-		}(), decide.VerdictStarting, decide.ActionNone, "1m59s ago"},
+		}(), state.VerdictStarting, state.ActionNone, "1m59s ago"},
 		{"exactly at the startup grace is judged", func() decide.Observation {
 			pod := p(podtest.Sample(0, 0))
 			pod.StartedAt = t0.Add(-cfg.StartupGrace)
 			return observe(t0, 3, pod)
-		}(), decide.VerdictWedged, decide.ActionWait, "ready 0"},
+		}(), state.VerdictWedged, state.ActionWait, "ready 0"},
 		{"starting hides a scrape error", func() decide.Observation {
 			pod := p(nil)
 			pod.StartedAt = t0.Add(-10 * time.Second)
 			pod.ScrapeErr = errors.New("connection refused")
 			return observe(t0, 3, pod)
-		}(), decide.VerdictStarting, decide.ActionNone, ""},
-		{"no pods at all", observe(t0, 3), decide.VerdictUnknown, decide.ActionNone, "no scheduler pod matches"},
+		}(), state.VerdictStarting, state.ActionNone, ""},
+		{"no pods at all", observe(t0, 3), state.VerdictUnknown, state.ActionNone, "no scheduler pod matches"},
 		{"only a terminating pod", func() decide.Observation {
 			pod := p(nil)
 			pod.Terminating = true
 			return observe(t0, 3, pod)
-		}(), decide.VerdictUnknown, decide.ActionNone, "terminating"},
+		}(), state.VerdictUnknown, state.ActionNone, "terminating"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -193,27 +193,27 @@ func TestWedgedForEdges(t *testing.T) {
 	}
 	t.Run("one second short waits", func(t *testing.T) {
 		runSteps(t, cfg, nil, []step{
-			{obs: wedged(t0, 0), verdict: decide.VerdictWedged, action: decide.ActionWait},
-			{obs: wedged(t0.Add(cfg.WedgedFor-time.Second), 0), verdict: decide.VerdictWedged, action: decide.ActionWait, reasonHas: "wedged 3m59s < 4m"},
+			{obs: wedged(t0, 0), verdict: state.VerdictWedged, action: state.ActionWait},
+			{obs: wedged(t0.Add(cfg.WedgedFor-time.Second), 0), verdict: state.VerdictWedged, action: state.ActionWait, reasonHas: "wedged 3m59s < 4m"},
 		})
 	})
 	at := func(at time.Time) decide.Observation { return wedged(at, 0) }
 	t.Run("exactly wedged-for, confirmed in the run, restarts", func(t *testing.T) {
-		runSteps(t, cfg, nil, append([]step{{obs: wedged(t0, 0), verdict: decide.VerdictWedged, action: decide.ActionWait}},
+		runSteps(t, cfg, nil, append([]step{{obs: wedged(t0, 0), verdict: state.VerdictWedged, action: state.ActionWait}},
 			confirmedRun(cfg, t0.Add(cfg.WedgedFor-cfg.ConfirmWindow), at,
-				step{verdict: decide.VerdictWedged, action: decide.ActionRestart, reasonHas: "wedged 4m ≥ 4m, ready 0 throughout 1m30s of this run's samples"})...))
+				step{verdict: state.VerdictWedged, action: state.ActionRestart, reasonHas: "wedged 4m ≥ 4m, ready 0 throughout 1m30s of this run's samples"})...))
 	})
 	t.Run("wedged-for one second short, confirmed in the run, waits", func(t *testing.T) {
-		runSteps(t, cfg, nil, append([]step{{obs: wedged(t0, 0), verdict: decide.VerdictWedged, action: decide.ActionWait}},
+		runSteps(t, cfg, nil, append([]step{{obs: wedged(t0, 0), verdict: state.VerdictWedged, action: state.ActionWait}},
 			confirmedRun(cfg, t0.Add(cfg.WedgedFor-cfg.ConfirmWindow-time.Second), at,
-				step{verdict: decide.VerdictWedged, action: decide.ActionWait, reasonHas: "wedged 3m59s < 4m"})...))
+				step{verdict: state.VerdictWedged, action: state.ActionWait, reasonHas: "wedged 3m59s < 4m"})...))
 	})
 	t.Run("wedged-for long past but one sample short of the confirm window waits", func(t *testing.T) {
 		start := t0.Add(5 * time.Minute)
 		runSteps(t, cfg, nil, []step{
-			{obs: wedged(t0, 0), verdict: decide.VerdictWedged, action: decide.ActionWait},
-			{obs: inRun(start, wedged(start, 0)), verdict: decide.VerdictWedged, action: decide.ActionWait, reasonHas: "confirming in this run: ready 0 throughout 0s"},
-			{obs: inRun(start, wedged(start.Add(cfg.ConfirmWindow-decide.DefaultSampleInterval), 0)), verdict: decide.VerdictWedged, action: decide.ActionWait, reasonHas: "1m15s of this run's samples < confirm window 1m30s",
+			{obs: wedged(t0, 0), verdict: state.VerdictWedged, action: state.ActionWait},
+			{obs: inRun(start, wedged(start, 0)), verdict: state.VerdictWedged, action: state.ActionWait, reasonHas: "confirming in this run: ready 0 throughout 0s"},
+			{obs: inRun(start, wedged(start.Add(cfg.ConfirmWindow-decide.DefaultSampleInterval), 0)), verdict: state.VerdictWedged, action: state.ActionWait, reasonHas: "1m15s of this run's samples < confirm window 1m30s",
 				check: func(t *testing.T, _ *state.State, r decide.Result) {
 					if d := r.Targets[0].SampleFor; d == nil || *d != decide.DefaultSampleInterval {
 						t.Errorf("due in %v, want 15s: the run must know one more sample makes it due", d)
@@ -222,8 +222,8 @@ func TestWedgedForEdges(t *testing.T) {
 		})
 	})
 	t.Run("two cron runs even when the second fires early", func(t *testing.T) {
-		runSteps(t, cfg, nil, append([]step{{obs: wedged(t0, 0), verdict: decide.VerdictWedged, action: decide.ActionWait}},
-			confirmedRun(cfg, t0.Add(5*time.Minute-50*time.Second), at, step{verdict: decide.VerdictWedged, action: decide.ActionRestart, reasonHas: "weak evidence"})...))
+		runSteps(t, cfg, nil, append([]step{{obs: wedged(t0, 0), verdict: state.VerdictWedged, action: state.ActionWait}},
+			confirmedRun(cfg, t0.Add(5*time.Minute-50*time.Second), at, step{verdict: state.VerdictWedged, action: state.ActionRestart, reasonHas: "weak evidence"})...))
 	})
 	// Issue: the duration path restarted on two single samples. Two separate
 	// API-server flaps five minutes apart (a control-plane upgrade) must not
@@ -231,12 +231,12 @@ func TestWedgedForEdges(t *testing.T) {
 	t.Run("two flaps five minutes apart are not restarted", func(t *testing.T) {
 		second := t0.Add(5 * time.Minute)
 		s := runSteps(t, cfg, nil, []step{
-			{obs: observe(t0.Add(-5*time.Minute), 3, schedPod("sched-a", "uid-a", podtest.Sample(3, 0))), verdict: decide.VerdictHealthy, action: decide.ActionNone},
-			{obs: wedged(t0, 0), verdict: decide.VerdictWedged, action: decide.ActionWait},
-			{obs: inRun(second, wedged(second, 0)), verdict: decide.VerdictWedged, action: decide.ActionWait},
-			{obs: inRun(second, wedged(second.Add(decide.DefaultSampleInterval), 0)), verdict: decide.VerdictWedged, action: decide.ActionWait},
-			{obs: inRun(second, wedged(second.Add(30*time.Second), 0)), verdict: decide.VerdictWedged, action: decide.ActionWait},
-			{obs: inRun(second, observe(second.Add(45*time.Second), 3, schedPod("sched-a", "uid-a", podtest.Sample(3, 0)))), verdict: decide.VerdictHealthy, action: decide.ActionNone},
+			{obs: observe(t0.Add(-5*time.Minute), 3, schedPod("sched-a", "uid-a", podtest.Sample(3, 0))), verdict: state.VerdictHealthy, action: state.ActionNone},
+			{obs: wedged(t0, 0), verdict: state.VerdictWedged, action: state.ActionWait},
+			{obs: inRun(second, wedged(second, 0)), verdict: state.VerdictWedged, action: state.ActionWait},
+			{obs: inRun(second, wedged(second.Add(decide.DefaultSampleInterval), 0)), verdict: state.VerdictWedged, action: state.ActionWait},
+			{obs: inRun(second, wedged(second.Add(30*time.Second), 0)), verdict: state.VerdictWedged, action: state.ActionWait},
+			{obs: inRun(second, observe(second.Add(45*time.Second), 3, schedPod("sched-a", "uid-a", podtest.Sample(3, 0)))), verdict: state.VerdictHealthy, action: state.ActionNone},
 		})
 		if len(s.Episodes) != 1 || s.Episodes[0].Outcome != "recovered" {
 			t.Errorf("the flaps must end as a recovered episode: %+v", s.Episodes)
@@ -244,9 +244,9 @@ func TestWedgedForEdges(t *testing.T) {
 	})
 	t.Run("a healthy run in between starts over", func(t *testing.T) {
 		s := runSteps(t, cfg, nil, []step{
-			{obs: wedged(t0, 0), verdict: decide.VerdictWedged, action: decide.ActionWait},
-			{obs: observe(t0.Add(5*time.Minute), 3, schedPod("sched-a", "uid-a", podtest.Sample(3, 0))), verdict: decide.VerdictHealthy, action: decide.ActionNone},
-			{obs: wedged(t0.Add(10*time.Minute), 0), verdict: decide.VerdictWedged, action: decide.ActionWait},
+			{obs: wedged(t0, 0), verdict: state.VerdictWedged, action: state.ActionWait},
+			{obs: observe(t0.Add(5*time.Minute), 3, schedPod("sched-a", "uid-a", podtest.Sample(3, 0))), verdict: state.VerdictHealthy, action: state.ActionNone},
+			{obs: wedged(t0.Add(10*time.Minute), 0), verdict: state.VerdictWedged, action: state.ActionWait},
 		})
 		if len(s.Episodes) != 1 || s.Episodes[0].Outcome != "recovered" {
 			t.Errorf("the ended wedge should be recorded as recovered: %+v", s.Episodes)
@@ -271,9 +271,9 @@ func TestUnknownPausesTheWedgeClock(t *testing.T) {
 		return observe(at, 3, p)
 	}
 	runSteps(t, cfg, nil, append([]step{
-		{obs: wedged(t0), verdict: decide.VerdictWedged, action: decide.ActionWait},
+		{obs: wedged(t0), verdict: state.VerdictWedged, action: state.ActionWait},
 		// A failed first sample of a run: unknown (the pass samples on).
-		{obs: blind(t0.Add(5 * time.Minute)), verdict: decide.VerdictUnknown, action: decide.ActionNone, check: func(t *testing.T, s *state.State, r decide.Result) {
+		{obs: blind(t0.Add(5 * time.Minute)), verdict: state.VerdictUnknown, action: state.ActionNone, check: func(t *testing.T, s *state.State, r decide.Result) {
 			if r.Targets[0].SampleFor == nil {
 				t.Error("a failed sample must leave the pass sampling on")
 			}
@@ -286,8 +286,8 @@ func TestUnknownPausesTheWedgeClock(t *testing.T) {
 			}
 		}},
 		// The gap around the unknown does not count: still 0 after it.
-		{obs: wedged(t0.Add(10 * time.Minute)), verdict: decide.VerdictWedged, action: decide.ActionWait, reasonHas: "wedged 0s < 4m"},
-	}, confirmedRun(cfg, t0.Add(15*time.Minute), wedged, step{verdict: decide.VerdictWedged, action: decide.ActionRestart, check: func(t *testing.T, s *state.State, r decide.Result) {
+		{obs: wedged(t0.Add(10 * time.Minute)), verdict: state.VerdictWedged, action: state.ActionWait, reasonHas: "wedged 0s < 4m"},
+	}, confirmedRun(cfg, t0.Add(15*time.Minute), wedged, step{verdict: state.VerdictWedged, action: state.ActionRestart, check: func(t *testing.T, s *state.State, r decide.Result) {
 		if got := r.Targets[0].BadSince; got == nil || !got.Equal(t0) {
 			t.Errorf("the episode still began at the first wedged observation: %v", got)
 		}
@@ -296,12 +296,12 @@ func TestUnknownPausesTheWedgeClock(t *testing.T) {
 
 func TestFreshClock(t *testing.T) {
 	cfg := testConfig()
-	first := []step{{obs: observe(t0, 3, schedPod("sched-a", "uid-a", podtest.Sample(0, 10))), verdict: decide.VerdictWedged, action: decide.ActionWait}}
+	first := []step{{obs: observe(t0, 3, schedPod("sched-a", "uid-a", podtest.Sample(0, 10))), verdict: state.VerdictWedged, action: state.ActionWait}}
 
 	t.Run("new pod UID", func(t *testing.T) {
 		s := runSteps(t, cfg, nil, first)
 		p := schedPod("sched-b", "uid-b", podtest.Sample(0, 10))
-		runSteps(t, cfg, s, []step{{obs: observe(t0.Add(5*time.Minute), 3, p), verdict: decide.VerdictWedged, action: decide.ActionWait,
+		runSteps(t, cfg, s, []step{{obs: observe(t0.Add(5*time.Minute), 3, p), verdict: state.VerdictWedged, action: state.ActionWait,
 			check: func(t *testing.T, s *state.State, _ decide.Result) {
 				if _, ok := s.Pods["uid-a"]; ok {
 					t.Error("the gone pod must be forgotten")
@@ -315,11 +315,11 @@ func TestFreshClock(t *testing.T) {
 		s := runSteps(t, cfg, nil, first)
 		p := schedPod("sched-a", "uid-a", podtest.Sample(0, 0))
 		p.StartedAt = t0.Add(-3 * time.Minute)
-		runSteps(t, cfg, s, []step{{obs: observe(t0.Add(5*time.Minute), 3, p), verdict: decide.VerdictWedged, action: decide.ActionWait, reasonHas: "no earlier counter value"}})
+		runSteps(t, cfg, s, []step{{obs: observe(t0.Add(5*time.Minute), 3, p), verdict: state.VerdictWedged, action: state.ActionWait, reasonHas: "no earlier counter value"}})
 	})
 	t.Run("counter reset means a new process", func(t *testing.T) {
 		s := runSteps(t, cfg, nil, first)
-		runSteps(t, cfg, s, []step{{obs: observe(t0.Add(5*time.Minute), 3, schedPod("sched-a", "uid-a", podtest.Sample(0, 2))), verdict: decide.VerdictWedged, action: decide.ActionWait,
+		runSteps(t, cfg, s, []step{{obs: observe(t0.Add(5*time.Minute), 3, schedPod("sched-a", "uid-a", podtest.Sample(0, 2))), verdict: state.VerdictWedged, action: state.ActionWait,
 			check: func(t *testing.T, s *state.State, r decide.Result) {
 				if r.Targets[0].BadFor != 0 {
 					t.Errorf("clock not reset: %s", r.Targets[0].BadFor.D())
@@ -335,10 +335,10 @@ func TestTerminatingPodIsNotJudged(t *testing.T) {
 	cfg := testConfig()
 	old := schedPod("sched-old", "uid-old", nil)
 	old.Terminating = true
-	runSteps(t, cfg, nil, []step{{obs: observe(t0, 3, old, schedPod("sched-new", "uid-new", podtest.Sample(3, 0))), verdict: decide.VerdictHealthy, action: decide.ActionNone,
+	runSteps(t, cfg, nil, []step{{obs: observe(t0, 3, old, schedPod("sched-new", "uid-new", podtest.Sample(3, 0))), verdict: state.VerdictHealthy, action: state.ActionNone,
 		check: func(t *testing.T, s *state.State, r decide.Result) {
 			for _, tg := range r.Targets {
-				if tg.UID == "uid-old" && (tg.Judged || tg.Action != decide.ActionNone || !strings.Contains(tg.Reason, "terminating")) {
+				if tg.UID == "uid-old" && (tg.Judged || tg.Action != state.ActionNone || !strings.Contains(tg.Reason, "terminating")) {
 					t.Errorf("terminating pod: %+v", tg)
 				}
 			}
@@ -364,8 +364,8 @@ func TestTerminatingNamesakeLeavesLivePodJudged(t *testing.T) {
 			}
 		}
 	}
-	runSteps(t, cfg, nil, append([]step{{obs: wedged(t0), verdict: decide.VerdictWedged, action: decide.ActionWait, check: judged}},
-		confirmedRun(cfg, t0.Add(cfg.WedgedFor-cfg.ConfirmWindow), wedged, step{verdict: decide.VerdictWedged, action: decide.ActionRestart, check: judged})...))
+	runSteps(t, cfg, nil, append([]step{{obs: wedged(t0), verdict: state.VerdictWedged, action: state.ActionWait, check: judged}},
+		confirmedRun(cfg, t0.Add(cfg.WedgedFor-cfg.ConfirmWindow), wedged, step{verdict: state.VerdictWedged, action: state.ActionRestart, check: judged})...))
 }
 
 func TestSeveralPods(t *testing.T) {
@@ -374,11 +374,11 @@ func TestSeveralPods(t *testing.T) {
 	b := func(at time.Time) decide.Pod { return schedPod("sched-b", "uid-b", podtest.Sample(0, 0)) }
 	t.Run("no lease: all judged, restart blocked", func(t *testing.T) {
 		both := func(at time.Time) decide.Observation { return observe(at, 3, a(at), b(at)) }
-		runSteps(t, cfg, nil, append([]step{{obs: both(t0), verdict: decide.VerdictWedged, action: decide.ActionWait}},
-			confirmedRun(cfg, t0.Add(5*time.Minute), both, step{verdict: decide.VerdictWedged, action: decide.ActionBlocked, reasonHas: "no --leader-lease"})...))
+		runSteps(t, cfg, nil, append([]step{{obs: both(t0), verdict: state.VerdictWedged, action: state.ActionWait}},
+			confirmedRun(cfg, t0.Add(5*time.Minute), both, step{verdict: state.VerdictWedged, action: state.ActionBlocked, reasonHas: "no --leader-lease"})...))
 	})
 	t.Run("no lease: worst pod wins the summary", func(t *testing.T) {
-		runSteps(t, cfg, nil, []step{{obs: observe(t0, 3, schedPod("sched-a", "uid-a", podtest.Sample(3, 0)), b(t0)), verdict: decide.VerdictWedged, action: decide.ActionWait, reasonHas: "sched-b"}})
+		runSteps(t, cfg, nil, []step{{obs: observe(t0, 3, schedPod("sched-a", "uid-a", podtest.Sample(3, 0)), b(t0)), verdict: state.VerdictWedged, action: state.ActionWait, reasonHas: "sched-b"}})
 	})
 	t.Run("leader only", func(t *testing.T) {
 		cfg := cfg
@@ -387,7 +387,7 @@ func TestSeveralPods(t *testing.T) {
 		standby := schedPod("sched-b", "uid-b", nil) // standbys are not scraped
 		o := observe(t0, 3, leader, standby)
 		o.Leader = &decide.Leader{Holder: "sched-a_4f1c"}
-		runSteps(t, cfg, nil, []step{{obs: o, verdict: decide.VerdictHealthy, action: decide.ActionNone, check: func(t *testing.T, s *state.State, r decide.Result) {
+		runSteps(t, cfg, nil, []step{{obs: o, verdict: state.VerdictHealthy, action: state.ActionNone, check: func(t *testing.T, s *state.State, r decide.Result) {
 			if len(r.Targets) != 2 || !r.Targets[0].Judged || r.Targets[1].Judged || !strings.Contains(r.Targets[1].Reason, "standby") {
 				t.Errorf("targets %+v", r.Targets)
 			}
@@ -398,7 +398,7 @@ func TestSeveralPods(t *testing.T) {
 		cfg.LeaderLease = "agentenv-scheduler"
 		o := observe(t0, 3, a(t0))
 		o.Leader = &decide.Leader{Err: errors.New("forbidden")}
-		runSteps(t, cfg, nil, []step{{obs: o, verdict: decide.VerdictUnknown, action: decide.ActionNone, reasonHas: "cannot read leader Lease"}})
+		runSteps(t, cfg, nil, []step{{obs: o, verdict: state.VerdictUnknown, action: state.ActionNone, reasonHas: "cannot read leader Lease"}})
 	})
 	t.Run("leader lease expiry", func(t *testing.T) {
 		cfg := cfg
@@ -409,22 +409,22 @@ func TestSeveralPods(t *testing.T) {
 			renewed   time.Time
 			duration  time.Duration
 			judged    bool
-			verdict   decide.Verdict
+			verdict   state.Verdict
 			reasonHas string
 		}{
-			{"renewed just now", t0.Add(-2 * time.Second), duration, true, decide.VerdictWedged, ""},
-			{"past the duration, within the skew allowance", t0.Add(-duration - decide.LeaseSkew + time.Second), duration, true, decide.VerdictWedged, ""},
-			{"exactly at duration + skew", t0.Add(-duration - decide.LeaseSkew), duration, true, decide.VerdictWedged, ""},
-			{"expired", t0.Add(-duration - decide.LeaseSkew - time.Second), duration, false, decide.VerdictUnknown, "expired at"},
-			{"expired long ago", t0.Add(-time.Hour), duration, false, decide.VerdictUnknown, "no current leader"},
-			{"no renewTime: cannot tell, trusted", time.Time{}, duration, true, decide.VerdictWedged, ""},
-			{"no duration: cannot tell, trusted", t0.Add(-time.Hour), 0, true, decide.VerdictWedged, ""},
+			{"renewed just now", t0.Add(-2 * time.Second), duration, true, state.VerdictWedged, ""},
+			{"past the duration, within the skew allowance", t0.Add(-duration - decide.ClockSkewTolerance + time.Second), duration, true, state.VerdictWedged, ""},
+			{"exactly at duration + skew", t0.Add(-duration - decide.ClockSkewTolerance), duration, true, state.VerdictWedged, ""},
+			{"expired", t0.Add(-duration - decide.ClockSkewTolerance - time.Second), duration, false, state.VerdictUnknown, "expired at"},
+			{"expired long ago", t0.Add(-time.Hour), duration, false, state.VerdictUnknown, "no current leader"},
+			{"no renewTime: cannot tell, trusted", time.Time{}, duration, true, state.VerdictWedged, ""},
+			{"no duration: cannot tell, trusted", t0.Add(-time.Hour), 0, true, state.VerdictWedged, ""},
 		} {
 			t.Run(c.name, func(t *testing.T) {
 				o := observe(t0, 3, a(t0), schedPod("sched-b", "uid-b", nil))
 				o.Leader = &decide.Leader{Holder: "sched-a", RenewedAt: c.renewed, Duration: c.duration}
 				_, r := decide.Decide(o, state.New(), cfg)
-				if r.Verdict != c.verdict || r.Action == decide.ActionRestart || !strings.Contains(r.Reason, c.reasonHas) {
+				if r.Verdict != c.verdict || r.Action == state.ActionRestart || !strings.Contains(r.Reason, c.reasonHas) {
 					t.Fatalf("verdict %s action %s reason %q, want %s with %q", r.Verdict, r.Action, r.Reason, c.verdict, c.reasonHas)
 				}
 				judged := 0
@@ -450,14 +450,14 @@ func TestSeveralPods(t *testing.T) {
 		}
 		renewed := func(when time.Time) decide.Observation { return at(when.Sub(t0), when.Sub(t0)) }
 		runSteps(t, cfg, nil, append([]step{
-			{obs: at(0, 0), verdict: decide.VerdictWedged, action: decide.ActionWait},
-			{obs: at(5*time.Minute, 0), verdict: decide.VerdictUnknown, action: decide.ActionNone, reasonHas: "expired"},
-			{obs: at(11*time.Minute, 11*time.Minute), verdict: decide.VerdictWedged, action: decide.ActionWait, check: func(t *testing.T, s *state.State, r decide.Result) {
+			{obs: at(0, 0), verdict: state.VerdictWedged, action: state.ActionWait},
+			{obs: at(5*time.Minute, 0), verdict: state.VerdictUnknown, action: state.ActionNone, reasonHas: "expired"},
+			{obs: at(11*time.Minute, 11*time.Minute), verdict: state.VerdictWedged, action: state.ActionWait, check: func(t *testing.T, s *state.State, r decide.Result) {
 				if r.Targets[0].BadFor != 0 {
 					t.Errorf("wedged for %s right after the Lease came back; the leaderless gap was counted", r.Targets[0].BadFor.D())
 				}
 			}},
-		}, confirmedRun(cfg, t0.Add(15*time.Minute), renewed, step{verdict: decide.VerdictWedged, action: decide.ActionRestart})...))
+		}, confirmedRun(cfg, t0.Add(15*time.Minute), renewed, step{verdict: state.VerdictWedged, action: state.ActionRestart})...))
 	})
 	t.Run("a former leader's episode pauses while it is a standby", func(t *testing.T) {
 		cfg := cfg
@@ -468,9 +468,9 @@ func TestSeveralPods(t *testing.T) {
 			return o
 		}
 		runSteps(t, cfg, nil, []step{
-			{obs: held(0, "sched-a"), verdict: decide.VerdictWedged, action: decide.ActionWait},
-			{obs: held(5*time.Minute, "sched-b"), verdict: decide.VerdictHealthy, action: decide.ActionNone},
-			{obs: held(10*time.Minute, "sched-a"), verdict: decide.VerdictWedged, action: decide.ActionWait},
+			{obs: held(0, "sched-a"), verdict: state.VerdictWedged, action: state.ActionWait},
+			{obs: held(5*time.Minute, "sched-b"), verdict: state.VerdictHealthy, action: state.ActionNone},
+			{obs: held(10*time.Minute, "sched-a"), verdict: state.VerdictWedged, action: state.ActionWait},
 		})
 	})
 	t.Run("leader not among pods", func(t *testing.T) {
@@ -478,7 +478,7 @@ func TestSeveralPods(t *testing.T) {
 		cfg.LeaderLease = "agentenv-scheduler"
 		o := observe(t0, 3, a(t0))
 		o.Leader = &decide.Leader{Holder: "sched-zzz"}
-		runSteps(t, cfg, nil, []step{{obs: o, verdict: decide.VerdictUnknown, action: decide.ActionNone, reasonHas: "not a live scheduler pod"}})
+		runSteps(t, cfg, nil, []step{{obs: o, verdict: state.VerdictUnknown, action: state.ActionNone, reasonHas: "not a live scheduler pod"}})
 	})
 }
 
@@ -499,7 +499,7 @@ func TestRestartGates(t *testing.T) {
 			prev.Restarts = append(prev.Restarts, state.Restart{UID: "old", ClaimedAt: t0.Add(-time.Duration(i) * 10 * time.Minute), Outcome: state.RestartDone})
 		}
 		_, r := wedgedTwice(cfg, prev, plain)
-		if r.Action != decide.ActionBlocked || !strings.Contains(r.Reason, "budget 3/3") {
+		if r.Action != state.ActionBlocked || !strings.Contains(r.Reason, "budget 3/3") {
 			t.Fatalf("%s: %s", r.Action, r.Reason)
 		}
 	})
@@ -509,7 +509,7 @@ func TestRestartGates(t *testing.T) {
 			prev.Restarts = append(prev.Restarts, state.Restart{UID: "old", ClaimedAt: t0.Add(-2 * time.Hour), Outcome: state.RestartDone})
 		}
 		_, r := wedgedTwice(cfg, prev, plain)
-		if r.Action != decide.ActionRestart {
+		if r.Action != state.ActionRestart {
 			t.Fatalf("%s: %s", r.Action, r.Reason)
 		}
 	})
@@ -518,7 +518,7 @@ func TestRestartGates(t *testing.T) {
 		for i := 0; i < 3; i++ {
 			prev.Restarts = append(prev.Restarts, state.Restart{UID: "old", ClaimedAt: t0.Add(-time.Minute), Outcome: state.RestartAbandoned})
 		}
-		if _, r := wedgedTwice(cfg, prev, plain); r.Action != decide.ActionRestart {
+		if _, r := wedgedTwice(cfg, prev, plain); r.Action != state.ActionRestart {
 			t.Fatalf("%s: %s", r.Action, r.Reason)
 		}
 	})
@@ -526,7 +526,7 @@ func TestRestartGates(t *testing.T) {
 		prev := state.New()
 		prev.Restarts = []state.Restart{{UID: "uid-a", ClaimedAt: t0.Add(-time.Minute), Outcome: state.RestartDone, Method: decide.MethodRollout}}
 		_, r := wedgedTwice(cfg, prev, plain)
-		if r.Action != decide.ActionBlocked || !strings.Contains(r.Reason, "already restarted") {
+		if r.Action != state.ActionBlocked || !strings.Contains(r.Reason, "already restarted") {
 			t.Fatalf("%s: %s", r.Action, r.Reason)
 		}
 	})
@@ -537,7 +537,7 @@ func TestRestartGates(t *testing.T) {
 		}
 		prev.Restarts = append(prev.Restarts, state.Restart{UID: "uid-a", ClaimedAt: t0.Add(-time.Minute), Outcome: state.RestartClaimed})
 		_, r := wedgedTwice(cfg, prev, plain)
-		if r.Action != decide.ActionRestart || !r.Targets[0].TakeOverClaim {
+		if r.Action != state.ActionRestart || !r.Targets[0].TakeOverClaim {
 			t.Fatalf("%s takeOverClaim=%v: %s", r.Action, r.Targets[0].TakeOverClaim, r.Reason)
 		}
 	})
@@ -545,7 +545,7 @@ func TestRestartGates(t *testing.T) {
 		prev, _ := decide.Decide(plain(t0), state.New(), cfg)
 		prev.Restarts = append(prev.Restarts, state.Restart{UID: "uid-a", ClaimedAt: t0.Add(5*time.Minute - 10*time.Second), Outcome: state.RestartClaimed})
 		_, r := decideRun(cfg, prev, t0.Add(5*time.Minute), plain)
-		if r.Action != decide.ActionBlocked || !strings.Contains(r.Reason, "may still be acting") {
+		if r.Action != state.ActionBlocked || !strings.Contains(r.Reason, "may still be acting") {
 			t.Fatalf("%s: %s", r.Action, r.Reason)
 		}
 	})
@@ -554,7 +554,7 @@ func TestRestartGates(t *testing.T) {
 		resumed := t0.Add(5*time.Minute - 10*time.Second)
 		prev.Restarts = append(prev.Restarts, state.Restart{UID: "uid-a", ClaimedAt: t0.Add(-time.Hour), ResumedAt: &resumed, Outcome: state.RestartClaimed})
 		_, r := decideRun(cfg, prev, t0.Add(5*time.Minute), plain)
-		if r.Action != decide.ActionBlocked || r.Targets[0].TakeOverClaim || !strings.Contains(r.Reason, "taken over") {
+		if r.Action != state.ActionBlocked || r.Targets[0].TakeOverClaim || !strings.Contains(r.Reason, "taken over") {
 			t.Fatalf("%s takeOverClaim=%v: %s", r.Action, r.Targets[0].TakeOverClaim, r.Reason)
 		}
 	})
@@ -583,27 +583,27 @@ func TestRestartGates(t *testing.T) {
 		name    string
 		rollout *decide.Rollout
 		method  string
-		action  decide.Action
+		action  state.Action
 		need    bool
 		reason  string
 	}{
-		{"rollout not read yet", nil, decide.MethodDelete, decide.ActionBlocked, true, "not read yet"},
-		{"mid-rollout", &decide.Rollout{Name: "d", Found: true, InProgress: true, Detail: "1 of 2 updated"}, decide.MethodDelete, decide.ActionBlocked, false, "mid-rollout"},
-		{"paused", &decide.Rollout{Name: "d", Found: true, Paused: true}, decide.MethodDelete, decide.ActionBlocked, false, "paused"},
-		{"unreadable fails safe", &decide.Rollout{Name: "d", Err: errors.New("forbidden")}, decide.MethodDelete, decide.ActionBlocked, false, "cannot read Deployment"},
-		{"no deployment, delete method", &decide.Rollout{Name: "d"}, decide.MethodDelete, decide.ActionRestart, false, "restarting the pod alone"},
-		{"no deployment, rollout method", &decide.Rollout{Name: "d"}, decide.MethodRollout, decide.ActionBlocked, false, "needs it"},
-		{"rollout method, pod of the Deployment", &decide.Rollout{Name: "agentenv-scheduler", Found: true, Owners: verified}, decide.MethodRollout, decide.ActionRestart, false, "not rolling out"},
-		{"rollout method, owner chain not read", &decide.Rollout{Name: "agentenv-scheduler", Found: true}, decide.MethodRollout, decide.ActionBlocked, false, "not verified by UID"},
+		{"rollout not read yet", nil, decide.MethodDelete, state.ActionBlocked, true, "not read yet"},
+		{"mid-rollout", &decide.Rollout{Name: "d", Found: true, InProgress: true, Detail: "1 of 2 updated"}, decide.MethodDelete, state.ActionBlocked, false, "mid-rollout"},
+		{"paused", &decide.Rollout{Name: "d", Found: true, Paused: true}, decide.MethodDelete, state.ActionBlocked, false, "paused"},
+		{"unreadable fails safe", &decide.Rollout{Name: "d", Err: errors.New("forbidden")}, decide.MethodDelete, state.ActionBlocked, false, "cannot read Deployment"},
+		{"no deployment, delete method", &decide.Rollout{Name: "d"}, decide.MethodDelete, state.ActionRestart, false, "restarting the pod alone"},
+		{"no deployment, rollout method", &decide.Rollout{Name: "d"}, decide.MethodRollout, state.ActionBlocked, false, "needs it"},
+		{"rollout method, pod of the Deployment", &decide.Rollout{Name: "agentenv-scheduler", Found: true, Owners: verified}, decide.MethodRollout, state.ActionRestart, false, "not rolling out"},
+		{"rollout method, owner chain not read", &decide.Rollout{Name: "agentenv-scheduler", Found: true}, decide.MethodRollout, state.ActionBlocked, false, "not verified by UID"},
 		{"rollout method, forged owner chain", &decide.Rollout{Name: "agentenv-scheduler", Found: true, Owners: map[string]decide.OwnerChain{
-			"uid-a": {Detail: `pod sched-a names ReplicaSet agentenv-scheduler-7d9c4 with uid "forged"`}}}, decide.MethodRollout, decide.ActionBlocked, false, `owner chain not verified: pod sched-a names ReplicaSet agentenv-scheduler-7d9c4 with uid "forged"`},
+			"uid-a": {Detail: `pod sched-a names ReplicaSet agentenv-scheduler-7d9c4 with uid "forged"`}}}, decide.MethodRollout, state.ActionBlocked, false, `owner chain not verified: pod sched-a names ReplicaSet agentenv-scheduler-7d9c4 with uid "forged"`},
 		{"rollout method, chain verified for another pod only", &decide.Rollout{Name: "agentenv-scheduler", Found: true, Owners: map[string]decide.OwnerChain{
-			"uid-b": {Verified: true}}}, decide.MethodRollout, decide.ActionBlocked, false, "not verified by UID"},
+			"uid-b": {Verified: true}}}, decide.MethodRollout, state.ActionBlocked, false, "not verified by UID"},
 		{"rollout method, controller reference changed since the chain was checked", &decide.Rollout{Name: "agentenv-scheduler", Found: true, Owners: map[string]decide.OwnerChain{
-			"uid-a": {Verified: true, ReplicaSetUID: "old-rs-uid", Detail: "checked"}}}, decide.MethodRollout, decide.ActionBlocked, false, `now names ReplicaSet uid "rs-uid", the chain was checked for uid "old-rs-uid"`},
-		{"delete method needs no owner chain", &decide.Rollout{Name: "agentenv-scheduler", Found: true}, decide.MethodDelete, decide.ActionRestart, false, "not rolling out"},
-		{"rollout method, pod of another Deployment", &decide.Rollout{Name: "agentenv-scheduler-canary", Found: true}, decide.MethodRollout, decide.ActionBlocked, false, "would restart the wrong pods"},
-		{"rollout method, pod of a Deployment whose name extends ours", &decide.Rollout{Name: "agentenv", Found: true}, decide.MethodRollout, decide.ActionBlocked, false, "would restart the wrong pods"},
+			"uid-a": {Verified: true, ReplicaSetUID: "old-rs-uid", Detail: "checked"}}}, decide.MethodRollout, state.ActionBlocked, false, `now names ReplicaSet uid "rs-uid", the chain was checked for uid "old-rs-uid"`},
+		{"delete method needs no owner chain", &decide.Rollout{Name: "agentenv-scheduler", Found: true}, decide.MethodDelete, state.ActionRestart, false, "not rolling out"},
+		{"rollout method, pod of another Deployment", &decide.Rollout{Name: "agentenv-scheduler-canary", Found: true}, decide.MethodRollout, state.ActionBlocked, false, "would restart the wrong pods"},
+		{"rollout method, pod of a Deployment whose name extends ours", &decide.Rollout{Name: "agentenv", Found: true}, decide.MethodRollout, state.ActionBlocked, false, "would restart the wrong pods"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := cfg
@@ -638,41 +638,41 @@ func TestStrongEvidence(t *testing.T) {
 		}
 		return o
 	}
-	healthyBefore := step{obs: at(-5*time.Minute, 3, 0), verdict: decide.VerdictHealthy, action: decide.ActionNone}
+	healthyBefore := step{obs: at(-5*time.Minute, 3, 0), verdict: state.VerdictHealthy, action: state.ActionNone}
 
 	t.Run("confirmed over the window restarts before wedged-for", func(t *testing.T) {
 		steps := []step{healthyBefore,
-			{obs: at(0, 0, 6), verdict: decide.VerdictWedged, action: decide.ActionWait, confirming: true, reasonHas: "6 heartbeat(s) rejected"}}
+			{obs: at(0, 0, 6), verdict: state.VerdictWedged, action: state.ActionWait, confirming: true, reasonHas: "6 heartbeat(s) rejected"}}
 		for d := decide.DefaultSampleInterval; d < cfg.ConfirmWindow; d += decide.DefaultSampleInterval {
-			steps = append(steps, step{obs: at(d, 0, 6), verdict: decide.VerdictWedged, action: decide.ActionWait, confirming: true})
+			steps = append(steps, step{obs: at(d, 0, 6), verdict: state.VerdictWedged, action: state.ActionWait, confirming: true})
 		}
-		steps = append(steps, step{obs: at(cfg.ConfirmWindow, 0, 7), verdict: decide.VerdictWedged, action: decide.ActionRestart, reasonHas: "strong evidence held 1m30s ≥ confirm window 1m30s"})
+		steps = append(steps, step{obs: at(cfg.ConfirmWindow, 0, 7), verdict: state.VerdictWedged, action: state.ActionRestart, reasonHas: "strong evidence held 1m30s ≥ confirm window 1m30s"})
 		runSteps(t, cfg, nil, steps)
 	})
 	t.Run("a flap that heals inside the window is not restarted", func(t *testing.T) {
 		s := runSteps(t, cfg, nil, []step{healthyBefore,
-			{obs: at(0, 0, 3), verdict: decide.VerdictWedged, action: decide.ActionWait, confirming: true},
-			{obs: at(decide.DefaultSampleInterval, 0, 6), verdict: decide.VerdictWedged, action: decide.ActionWait, confirming: true},
-			{obs: at(30*time.Second, 0, 9), verdict: decide.VerdictWedged, action: decide.ActionWait, confirming: true},
-			{obs: at(40*time.Second, 3, 9), verdict: decide.VerdictHealthy, action: decide.ActionNone},
+			{obs: at(0, 0, 3), verdict: state.VerdictWedged, action: state.ActionWait, confirming: true},
+			{obs: at(decide.DefaultSampleInterval, 0, 6), verdict: state.VerdictWedged, action: state.ActionWait, confirming: true},
+			{obs: at(30*time.Second, 0, 9), verdict: state.VerdictWedged, action: state.ActionWait, confirming: true},
+			{obs: at(40*time.Second, 3, 9), verdict: state.VerdictHealthy, action: state.ActionNone},
 		})
 		if len(s.Episodes) != 1 || s.Episodes[0].Outcome != "recovered" || s.Episodes[0].Evidence != "strong" {
 			t.Errorf("the healed flap must be recorded: %+v", s.Episodes)
 		}
 	})
 	t.Run("the restarted pod, terminating then gone, keeps its strong episode", func(t *testing.T) {
-		steps := []step{healthyBefore, {obs: at(0, 0, 6), verdict: decide.VerdictWedged, action: decide.ActionWait, confirming: true}}
+		steps := []step{healthyBefore, {obs: at(0, 0, 6), verdict: state.VerdictWedged, action: state.ActionWait, confirming: true}}
 		for d := decide.DefaultSampleInterval; d < cfg.ConfirmWindow; d += decide.DefaultSampleInterval {
-			steps = append(steps, step{obs: at(d, 0, 6), verdict: decide.VerdictWedged, action: decide.ActionWait, confirming: true})
+			steps = append(steps, step{obs: at(d, 0, 6), verdict: state.VerdictWedged, action: state.ActionWait, confirming: true})
 		}
-		steps = append(steps, step{obs: at(cfg.ConfirmWindow, 0, 7), verdict: decide.VerdictWedged, action: decide.ActionRestart})
+		steps = append(steps, step{obs: at(cfg.ConfirmWindow, 0, 7), verdict: state.VerdictWedged, action: state.ActionRestart})
 		s := runSteps(t, cfg, nil, steps)
 		s.Restarts = append(s.Restarts, state.Restart{UID: "uid-a", Pod: "sched-a", ClaimedAt: t0.Add(cfg.ConfirmWindow), Outcome: state.RestartDone, Method: "delete"})
 		terminating := at(cfg.ConfirmWindow+5*time.Minute, 0, 7)
 		terminating.Pods[0].Terminating = true
 		s = runSteps(t, cfg, s, []step{
-			{obs: terminating, verdict: decide.VerdictUnknown, action: decide.ActionNone},
-			{obs: observe(t0.Add(cfg.ConfirmWindow+10*time.Minute), 3), verdict: decide.VerdictUnknown, action: decide.ActionNone},
+			{obs: terminating, verdict: state.VerdictUnknown, action: state.ActionNone},
+			{obs: observe(t0.Add(cfg.ConfirmWindow+10*time.Minute), 3), verdict: state.VerdictUnknown, action: state.ActionNone},
 		})
 		if len(s.Episodes) != 1 || s.Episodes[0].Evidence != "strong" {
 			t.Errorf("the episode ended with the restart must stay strong: %+v", s.Episodes)
@@ -681,16 +681,16 @@ func TestStrongEvidence(t *testing.T) {
 	t.Run("a rise since the episode began is strong though the last interval saw none", func(t *testing.T) {
 		runSteps(t, cfg, nil, []step{healthyBefore,
 			// First sight without a rise yet (nodes back off): weak.
-			{obs: at(0, 0, 0), verdict: decide.VerdictWedged, action: decide.ActionWait, reasonHas: "may not reach"},
-			{obs: at(30*time.Second, 0, 3), verdict: decide.VerdictWedged, action: decide.ActionWait, confirming: true},
+			{obs: at(0, 0, 0), verdict: state.VerdictWedged, action: state.ActionWait, reasonHas: "may not reach"},
+			{obs: at(30*time.Second, 0, 3), verdict: state.VerdictWedged, action: state.ActionWait, confirming: true},
 			// Flat since the previous observation, but above the episode's baseline.
-			{obs: at(60*time.Second, 0, 3), verdict: decide.VerdictWedged, action: decide.ActionWait, confirming: true, reasonHas: "since the episode began"},
+			{obs: at(60*time.Second, 0, 3), verdict: state.VerdictWedged, action: state.ActionWait, confirming: true, reasonHas: "since the episode began"},
 		})
 	})
 	t.Run("weak evidence does not confirm early", func(t *testing.T) {
 		runSteps(t, cfg, nil, []step{healthyBefore,
-			{obs: at(0, 0, 0), verdict: decide.VerdictWedged, action: decide.ActionWait, reasonHas: "nodes may not reach"},
-			{obs: at(2*time.Minute, 0, 0), verdict: decide.VerdictWedged, action: decide.ActionWait},
+			{obs: at(0, 0, 0), verdict: state.VerdictWedged, action: state.ActionWait, reasonHas: "nodes may not reach"},
+			{obs: at(2*time.Minute, 0, 0), verdict: state.VerdictWedged, action: state.ActionWait},
 		})
 	})
 	// A failed sample inside the run is a gap, not a verdict: the run still sees
@@ -708,32 +708,32 @@ func TestStrongEvidence(t *testing.T) {
 			}
 		}
 		// Weak before the gap (no counter moved), strong after it.
-		runSteps(t, cfg, nil, []step{{obs: at(-5*time.Minute, 3, 3), verdict: decide.VerdictHealthy, action: decide.ActionNone},
-			{obs: at(0, 0, 3), verdict: decide.VerdictWedged, action: decide.ActionWait},
-			{obs: blind, verdict: decide.VerdictWedged, action: decide.ActionWait, reasonHas: "this sample failed"},
-			{obs: at(60*time.Second, 0, 6), verdict: decide.VerdictWedged, action: decide.ActionWait, confirming: true, check: restartedAt(60 * time.Second)},
-			{obs: at(120*time.Second, 0, 9), verdict: decide.VerdictWedged, action: decide.ActionWait, confirming: true},
-			{obs: at(150*time.Second, 0, 12), verdict: decide.VerdictWedged, action: decide.ActionRestart},
+		runSteps(t, cfg, nil, []step{{obs: at(-5*time.Minute, 3, 3), verdict: state.VerdictHealthy, action: state.ActionNone},
+			{obs: at(0, 0, 3), verdict: state.VerdictWedged, action: state.ActionWait},
+			{obs: blind, verdict: state.VerdictWedged, action: state.ActionWait, reasonHas: "this sample failed"},
+			{obs: at(60*time.Second, 0, 6), verdict: state.VerdictWedged, action: state.ActionWait, confirming: true, check: restartedAt(60 * time.Second)},
+			{obs: at(120*time.Second, 0, 9), verdict: state.VerdictWedged, action: state.ActionWait, confirming: true},
+			{obs: at(150*time.Second, 0, 12), verdict: state.VerdictWedged, action: state.ActionRestart},
 		})
 	})
 	t.Run("rejections rising across a failed sample keep confirmation", func(t *testing.T) {
 		runSteps(t, cfg, nil, []step{healthyBefore,
-			{obs: at(0, 0, 3), verdict: decide.VerdictWedged, action: decide.ActionWait, confirming: true},
-			{obs: blind, verdict: decide.VerdictWedged, action: decide.ActionWait, confirming: true},
-			{obs: at(60*time.Second, 0, 6), verdict: decide.VerdictWedged, action: decide.ActionWait, confirming: true, check: func(t *testing.T, s *state.State, r decide.Result) {
+			{obs: at(0, 0, 3), verdict: state.VerdictWedged, action: state.ActionWait, confirming: true},
+			{obs: blind, verdict: state.VerdictWedged, action: state.ActionWait, confirming: true},
+			{obs: at(60*time.Second, 0, 6), verdict: state.VerdictWedged, action: state.ActionWait, confirming: true, check: func(t *testing.T, s *state.State, r decide.Result) {
 				if got := r.Targets[0].BadFor.D(); got != 60*time.Second {
 					t.Errorf("the gap was not counted: wedged for %s, want 1m", got)
 				}
 			}},
-			{obs: at(120*time.Second, 0, 6), verdict: decide.VerdictWedged, action: decide.ActionRestart},
+			{obs: at(120*time.Second, 0, 6), verdict: state.VerdictWedged, action: state.ActionRestart},
 		})
 	})
 	t.Run("confirm window zero disables the fast path", func(t *testing.T) {
 		cfg := cfg
 		cfg.ConfirmWindow = 0
 		runSteps(t, cfg, nil, []step{healthyBefore,
-			{obs: at(0, 0, 3), verdict: decide.VerdictWedged, action: decide.ActionWait},
-			{obs: at(3*time.Minute, 0, 9), verdict: decide.VerdictWedged, action: decide.ActionWait},
+			{obs: at(0, 0, 3), verdict: state.VerdictWedged, action: state.ActionWait},
+			{obs: at(3*time.Minute, 0, 9), verdict: state.VerdictWedged, action: state.ActionWait},
 		})
 	})
 	t.Run("an old watch is strong evidence", func(t *testing.T) {
@@ -742,7 +742,7 @@ func TestStrongEvidence(t *testing.T) {
 		o := at(0, 0, 0)
 		age := 900.0
 		o.Pods[0].Sample.WatchAge = &age
-		runSteps(t, cfg, nil, []step{{obs: o, verdict: decide.VerdictWedged, action: decide.ActionWait, confirming: true, reasonHas: "no event for 15m"}})
+		runSteps(t, cfg, nil, []step{{obs: o, verdict: state.VerdictWedged, action: state.ActionWait, confirming: true, reasonHas: "no event for 15m"}})
 	})
 }
 
@@ -752,9 +752,9 @@ func TestDegraded(t *testing.T) {
 		return observe(t0.Add(d), 3, schedPod("sched-a", "uid-a", podtest.Sample(ready, rejected)))
 	}
 	steps := []step{
-		{obs: at(0, 2, 0), verdict: decide.VerdictHealthy, action: decide.ActionNone},
-		{obs: at(5*time.Minute, 2, 4), verdict: decide.VerdictDegraded, action: decide.ActionWait, reasonHas: "ready 2 of 3"},
-		{obs: at(10*time.Minute, 2, 4), verdict: decide.VerdictDegraded, action: decide.ActionNone, reasonHas: "restart-on-degraded=false"},
+		{obs: at(0, 2, 0), verdict: state.VerdictHealthy, action: state.ActionNone},
+		{obs: at(5*time.Minute, 2, 4), verdict: state.VerdictDegraded, action: state.ActionWait, reasonHas: "ready 2 of 3"},
+		{obs: at(10*time.Minute, 2, 4), verdict: state.VerdictDegraded, action: state.ActionNone, reasonHas: "restart-on-degraded=false"},
 	}
 	runSteps(t, cfg, nil, steps)
 
@@ -762,7 +762,7 @@ func TestDegraded(t *testing.T) {
 	degraded := func(at time.Time) decide.Observation {
 		return observe(at, 3, schedPod("sched-a", "uid-a", podtest.Sample(2, 5)))
 	}
-	runSteps(t, cfg, nil, append(steps[:2], confirmedRun(cfg, t0.Add(10*time.Minute), degraded, step{verdict: decide.VerdictDegraded, action: decide.ActionRestart})...))
+	runSteps(t, cfg, nil, append(steps[:2], confirmedRun(cfg, t0.Add(10*time.Minute), degraded, step{verdict: state.VerdictDegraded, action: state.ActionRestart})...))
 }
 
 func TestDecideDoesNotModifyItsInput(t *testing.T) {
@@ -781,19 +781,19 @@ func TestDecideDoesNotModifyItsInput(t *testing.T) {
 
 func TestCountRun(t *testing.T) {
 	s := state.New()
-	decide.CountRun(s, decide.VerdictUnknown)
-	decide.CountRun(s, decide.VerdictUnknown)
+	decide.CountRun(s, state.VerdictUnknown)
+	decide.CountRun(s, state.VerdictUnknown)
 	if s.ConsecutiveUnknownRuns != 2 {
 		t.Fatalf("unknown runs %d", s.ConsecutiveUnknownRuns)
 	}
 	// The bad runs of an episode do not reset it (a wedge seen only every other
 	// run must still end up blind); a run that sees the scheduler fine does.
-	decide.CountRun(s, decide.VerdictWedged)
-	decide.CountRun(s, decide.VerdictDegraded)
+	decide.CountRun(s, state.VerdictWedged)
+	decide.CountRun(s, state.VerdictDegraded)
 	if s.ConsecutiveUnknownRuns != 2 {
 		t.Fatalf("a bad run must not reset the count, got %d", s.ConsecutiveUnknownRuns)
 	}
-	for _, fine := range []decide.Verdict{decide.VerdictHealthy, decide.VerdictStarting, decide.VerdictNoNodes} {
+	for _, fine := range []state.Verdict{state.VerdictHealthy, state.VerdictStarting, state.VerdictNoNodes} {
 		s.ConsecutiveUnknownRuns = 2
 		decide.CountRun(s, fine)
 		if s.ConsecutiveUnknownRuns != 0 {
@@ -812,14 +812,14 @@ func TestDegradedIsNotRestartedByTheConfirmWindow(t *testing.T) {
 		return observe(t0.Add(d), 3, schedPod("sched-a", "uid-a", podtest.Sample(ready, rejected)))
 	}
 	runSteps(t, cfg, nil, append([]step{
-		{obs: at(0, 2, 0), verdict: decide.VerdictHealthy, action: decide.ActionNone},
-		{obs: at(30*time.Second, 2, 4), verdict: decide.VerdictDegraded, action: decide.ActionWait},
-		{obs: at(60*time.Second, 2, 5), verdict: decide.VerdictDegraded, action: decide.ActionWait},
-		{obs: at(90*time.Second, 2, 6), verdict: decide.VerdictDegraded, action: decide.ActionWait},
-		{obs: at(2*time.Minute, 2, 7), verdict: decide.VerdictDegraded, action: decide.ActionWait, reasonHas: "degraded 1m30s < 4m"},
+		{obs: at(0, 2, 0), verdict: state.VerdictHealthy, action: state.ActionNone},
+		{obs: at(30*time.Second, 2, 4), verdict: state.VerdictDegraded, action: state.ActionWait},
+		{obs: at(60*time.Second, 2, 5), verdict: state.VerdictDegraded, action: state.ActionWait},
+		{obs: at(90*time.Second, 2, 6), verdict: state.VerdictDegraded, action: state.ActionWait},
+		{obs: at(2*time.Minute, 2, 7), verdict: state.VerdictDegraded, action: state.ActionWait, reasonHas: "degraded 1m30s < 4m"},
 	}, confirmedRun(cfg, t0.Add(3*time.Minute), func(at time.Time) decide.Observation {
 		return observe(at, 3, schedPod("sched-a", "uid-a", podtest.Sample(2, 8)))
-	}, step{verdict: decide.VerdictDegraded, action: decide.ActionRestart})...))
+	}, step{verdict: state.VerdictDegraded, action: state.ActionRestart})...))
 }
 
 // A finished pod (phase Failed, e.g. Evicted, or Succeeded) stays listed until it is
@@ -832,14 +832,14 @@ func TestFinishedPodIsNotJudged(t *testing.T) {
 	evicted.Phase, evicted.Running, evicted.WaitingReason = "Failed", false, "terminated: Evicted"
 	live := func() decide.Pod { return schedPod("sched-a", "uid-a", podtest.Sample(0, 0)) }
 	both := func(at time.Time) decide.Observation { return observe(at, 3, evicted, live()) }
-	runSteps(t, cfg, nil, append([]step{{obs: both(t0), verdict: decide.VerdictWedged, action: decide.ActionWait}},
-		confirmedRun(cfg, t0.Add(5*time.Minute), both, step{verdict: decide.VerdictWedged, action: decide.ActionRestart,
+	runSteps(t, cfg, nil, append([]step{{obs: both(t0), verdict: state.VerdictWedged, action: state.ActionWait}},
+		confirmedRun(cfg, t0.Add(5*time.Minute), both, step{verdict: state.VerdictWedged, action: state.ActionRestart,
 			check: func(t *testing.T, s *state.State, r decide.Result) {
 				for _, tg := range r.Targets {
-					if tg.UID == "uid-old" && (tg.Judged || tg.Action != decide.ActionNone || !strings.Contains(tg.Reason, "Failed")) {
+					if tg.UID == "uid-old" && (tg.Judged || tg.Action != state.ActionNone || !strings.Contains(tg.Reason, "Failed")) {
 						t.Errorf("finished pod: %+v", tg)
 					}
 				}
 			}})...))
-	runSteps(t, cfg, nil, []step{{obs: observe(t0, 3, evicted, schedPod("sched-a", "uid-a", podtest.Sample(3, 0))), verdict: decide.VerdictHealthy, action: decide.ActionNone}})
+	runSteps(t, cfg, nil, []step{{obs: observe(t0, 3, evicted, schedPod("sched-a", "uid-a", podtest.Sample(3, 0))), verdict: state.VerdictHealthy, action: state.ActionNone}})
 }

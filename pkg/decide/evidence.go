@@ -9,28 +9,28 @@ import (
 )
 
 // weigh compares the scrape with earlier readings of the process (design.md §2, "Evidence").
-func weigh(p Pod, ps *state.Pod, cfg Config) (Evidence, string, bool) {
+func weigh(p Pod, ps *state.Pod, cfg Config) (state.Evidence, string, bool) {
 	// In float seconds: an age of years (a watch that never delivered) overflows a
 	// time.Duration, and is exactly the case to catch.
 	if age := p.Sample.WatchAge; cfg.MaxWatchAge > 0 && age != nil && *age > cfg.MaxWatchAge.Seconds() {
-		return EvidenceStrong, fmt.Sprintf("the discovery watch saw no event for %s (> --max-watch-age %s)", ageString(*age), ShortDuration(cfg.MaxWatchAge)), false
+		return state.EvidenceStrong, fmt.Sprintf("the discovery watch saw no event for %s (> --max-watch-age %s)", ageString(*age), ShortDuration(cfg.MaxWatchAge)), false
 	}
 	cur := p.Sample.HeartbeatRejected
 	if ps.Episode != nil && ps.Episode.BaselineRejected != nil && cur > *ps.Episode.BaselineRejected {
-		return EvidenceStrong, fmt.Sprintf("%d heartbeat(s) rejected since the episode began at %s: discovery does not know nodes that are calling in",
+		return state.EvidenceStrong, fmt.Sprintf("%d heartbeat(s) rejected since the episode began at %s: discovery does not know nodes that are calling in",
 			cur-*ps.Episode.BaselineRejected, ps.Episode.Since.UTC().Format(time.RFC3339)), false
 	}
 	if ps.Counters == nil {
-		return EvidenceWeak, "no earlier counter value of this process to compare with", true
+		return state.EvidenceWeak, "no earlier counter value of this process to compare with", true
 	}
 	for _, c := range []*state.Counters{ps.Counters, ps.AgedCounters} {
 		if c != nil && cur > c.HeartbeatRejected {
-			return EvidenceStrong, fmt.Sprintf("%d heartbeat(s) rejected since %s: discovery does not know nodes that are calling in",
+			return state.EvidenceStrong, fmt.Sprintf("%d heartbeat(s) rejected since %s: discovery does not know nodes that are calling in",
 				cur-c.HeartbeatRejected, c.At.UTC().Format(time.RFC3339)), false
 		}
 	}
 	since := cmp.Or(ps.AgedCounters, ps.Counters).At
-	return EvidenceWeak, fmt.Sprintf("no rejected heartbeats since %s: the nodes may not reach the scheduler", since.UTC().Format(time.RFC3339)), false
+	return state.EvidenceWeak, fmt.Sprintf("no rejected heartbeats since %s: the nodes may not reach the scheduler", since.UTC().Format(time.RFC3339)), false
 }
 
 const (
@@ -69,12 +69,12 @@ func (p *judgedPod) noteRolling() *time.Duration {
 }
 
 // rolledAt is where strong evidence and this run's streak count from when a wedge
-// opens right after an established roll of this run; nil: from this sample.
-func (p *judgedPod) rolledAt(t Target) *time.Time {
+// opens: where an established roll of this run began, if it opens right after; else now.
+func (p *judgedPod) rolledAt(t Target) time.Time {
 	r := p.rec.Rolling
-	if r == nil || !r.Established || t.Verdict != VerdictWedged || t.Evidence != EvidenceStrong || p.prevVerdict != VerdictHealthy ||
+	if r == nil || !r.Established || t.Verdict != state.VerdictWedged || t.Evidence != state.EvidenceStrong || p.prevVerdict != state.VerdictHealthy ||
 		!r.Run.Equal(p.obs.RunStart) || p.now.Sub(r.Since) > RollWatch || p.cfg.ConfirmWindow <= 0 {
-		return nil
+		return p.now
 	}
-	return new(r.Since)
+	return r.Since
 }

@@ -57,7 +57,7 @@ func TestRestartsHeldWhileAlertsFire(t *testing.T) {
 		}
 		decide.CountRun(s, r.Verdict)
 		switch r.Action {
-		case decide.ActionRestart:
+		case state.ActionRestart:
 			if start.Before(clearAt) {
 				t.Fatalf("restart at +%s while etcd alerts fire", start.Sub(t0))
 			}
@@ -65,7 +65,7 @@ func TestRestartsHeldWhileAlertsFire(t *testing.T) {
 			now := start.Add(2 * time.Minute)
 			s.Restarts = append(s.Restarts, state.Restart{Pod: "sched-a", UID: "uid-a", Method: decide.MethodDelete, ClaimedAt: now, DoneAt: &now, Outcome: state.RestartDone})
 			restarted = true
-		case decide.ActionBlocked:
+		case state.ActionBlocked:
 			g, ok := hasGate(r, decide.GateAlerts, false)
 			if !ok || !strings.Contains(g.Detail, `etcdNoLeader{instance="etcd-0"}`) || r.Targets[0].RestartInProgress() {
 				t.Fatalf("blocked at +%s, want by the firing alerts, paged: %s", start.Sub(t0), r.Reason)
@@ -86,12 +86,12 @@ func TestRestartsHeldWhileAlertsFire(t *testing.T) {
 	o := inRun(t0.Add(5*time.Minute), at(t0.Add(5*time.Minute)))
 	o.Alerts = &decide.FiringAlerts{Matchers: `alertname=~"etcd.*"`, Err: errors.New("alertmanager: dial tcp 127.0.0.1:9093: connection refused")}
 	_, r := decideRun(cfg, s, t0.Add(5*time.Minute), func(now time.Time) decide.Observation { o.At = now; return o })
-	if g, ok := hasGate(r, decide.GateAlerts, true); r.Action != decide.ActionRestart || !ok || !strings.Contains(g.Detail, "fails open") {
+	if g, ok := hasGate(r, decide.GateAlerts, true); r.Action != state.ActionRestart || !ok || !strings.Contains(g.Detail, "fails open") {
 		t.Errorf("Alertmanager unreachable: %s %+v", r.Action, r.Targets[0].Gates)
 	}
 	// Not configured: no gate, never a read.
 	_, r = decideRun(cfg, s, t0.Add(5*time.Minute), wedgedAt)
-	if _, ok := hasGate(r, decide.GateAlerts, true); ok || r.NeedAlerts || r.Action != decide.ActionRestart {
+	if _, ok := hasGate(r, decide.GateAlerts, true); ok || r.NeedAlerts || r.Action != state.ActionRestart {
 		t.Errorf("without --hold-restarts-on-alert: %s need=%v", r.Action, r.NeedAlerts)
 	}
 }
@@ -111,7 +111,7 @@ func TestHeldByManyAlertsNamesAFew(t *testing.T) {
 	o.Alerts.Firing[1] = `etcdNoLeader{instance="` + strings.Repeat("x", 1<<20) + `"}`
 	_, r := decideRun(cfg, s, t0.Add(5*time.Minute), func(now time.Time) decide.Observation { o.At = now; return o })
 	g, ok := hasGate(r, decide.GateAlerts, false)
-	if !ok || r.Action != decide.ActionBlocked || !strings.Contains(g.Detail, `etcdNoLeader{instance="etcd-0000"}`) ||
+	if !ok || r.Action != state.ActionBlocked || !strings.Contains(g.Detail, `etcdNoLeader{instance="etcd-0000"}`) ||
 		!strings.Contains(g.Detail, "4995 more") || len(g.Detail) > 1500 {
 		t.Errorf("%s, gate detail of %d bytes: want a few alerts named and the rest counted:\n%.2000s", r.Action, len(g.Detail), g.Detail)
 	}

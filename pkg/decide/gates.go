@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/utils/ptr"
+
 	"github.com/agentenv/watchdog/pkg/state"
 )
 
@@ -30,20 +32,16 @@ const (
 // restartGate is one gate of the table below. check answers whether a due restart may
 // go ahead, with a Gate without a name when it has nothing to say.
 type restartGate struct {
-	name string
-	// newOnly gates are skipped when completing an unfinished restart: not a new one.
-	newOnly bool
-	// last gates run only when every other gate agreed: they cost a read.
-	last  bool
-	check func(p *judgedPod) Gate
-	// readFailed: its refusal is for a read that failed, worth sampling on to read again.
-	readFailed func(obs Observation) bool
+	name       string
+	newOnly    bool // skipped when completing an unfinished restart: not a new one
+	last       bool // runs only when every other gate agreed: it costs a read
+	check      func(p *judgedPod) Gate
+	readFailed func(obs Observation) bool // refused for a failed read: sample on to read again
 }
 
 // restartGates are the gates a due restart passes, in order (docs/design.md §2,
-// "Gates"), each a pure function of the judged pod; every one runs, so the report
-// shows each refusal. The order is also that of the reads they need (askReads), so
-// a restart the Deployment holds back costs no Alertmanager read and no re-list.
+// "Gates"); every one runs, so the report shows each refusal. The order is that of
+// the reads they need (askReads): a restart the Deployment holds costs no other read.
 var restartGates = []restartGate{
 	{name: gateOnce, check: onceGate},
 	{name: gateSingle, check: singleGate},
@@ -57,8 +55,7 @@ var restartGates = []restartGate{
 		readFailed: func(o Observation) bool { return o.ConsistentErr != nil }},
 }
 
-// askReads sets the reads the decision asks its caller for: each that a gate
-// refused a due restart for want of.
+// askReads asks the caller for each read a gate refused a due restart for want of.
 func askReads(res *Result, obs Observation) {
 	refused := func(gate string) bool {
 		return slices.ContainsFunc(res.Targets, func(t Target) bool {
@@ -70,8 +67,8 @@ func askReads(res *Result, obs Observation) {
 	res.NeedConsistentRead = !obs.Consistent && obs.ConsistentErr == nil && refused(gateConsistent)
 }
 
-// restartDue adds the gates that say whether a restart is due at all (startup
-// grace, wedged-for, restart-on-degraded) for a bad pod, and reports whether it is.
+// restartDue adds the gates that say whether a restart of a bad pod is due at all
+// (startup grace, wedged-for, restart-on-degraded), and reports whether it is.
 func (p *judgedPod) restartDue(t *Target) bool {
 	cfg, e := p.cfg, p.rec.Episode
 	t.Gates = append(t.Gates, Gate{Name: gateStartup, OK: true,
@@ -79,12 +76,12 @@ func (p *judgedPod) restartDue(t *Target) bool {
 	g, sampleFor, confirming := dueGate(e, p.now, cfg)
 	t.Gates, t.SampleFor, t.Confirming = append(t.Gates, g), sampleFor, confirming
 	if !g.OK {
-		t.Action = ActionWait
+		t.Action = state.ActionWait
 		return false
 	}
-	if e.Kind == VerdictDegraded && !cfg.RestartOnDegraded {
+	if e.Kind == state.VerdictDegraded && !cfg.RestartOnDegraded {
 		t.Gates = append(t.Gates, Gate{Name: gateDegraded, OK: false, Detail: "degraded pods are alerted, not restarted (--restart-on-degraded=false)"})
-		t.Action = ActionNone
+		t.Action = state.ActionNone
 		return false
 	}
 	return true
@@ -112,10 +109,10 @@ func (p *judgedPod) runGates(t *Target) {
 	}
 	t.TakeOverClaim = p.takeOver
 	if !blocked {
-		t.Action = ActionRestart
+		t.Action = state.ActionRestart
 		return
 	}
-	t.Action = ActionBlocked
+	t.Action = state.ActionBlocked
 	if slices.ContainsFunc(t.Gates, func(g Gate) bool { return g.Name == gateOnce && g.InProgress }) {
 		// While a restart of this pod is already done or under way, the other
 		// refusals are its consequences (its own rollout, the budget it just used).
@@ -132,13 +129,10 @@ func (p *judgedPod) runGates(t *Target) {
 // §2, "Confirmation"); when not, how long sampling on is worth it, and whether strong
 // evidence is confirming.
 func dueGate(e *state.OpenEpisode, now time.Time, cfg Config) (gate Gate, sampleFor *time.Duration, confirming bool) {
-	inRun := time.Duration(0)
-	if e.RunSince != nil {
-		inRun = now.Sub(*e.RunSince)
-	}
+	inRun := now.Sub(ptr.Deref(e.RunSince, now))
 	// A degraded pod never restarted needs no in-run confirmation: only an alert waits.
 	confirmedInRun := cfg.ConfirmWindow <= 0 || inRun >= cfg.ConfirmWindow ||
-		(e.Kind == VerdictDegraded && !cfg.RestartOnDegraded)
+		(e.Kind == state.VerdictDegraded && !cfg.RestartOnDegraded)
 	// Strong evidence counts from its first sight in this run at the earliest: a
 	// run cut short leaves the next to confirm again, never to restart at once.
 	strongFor := time.Duration(0)
@@ -146,9 +140,9 @@ func dueGate(e *state.OpenEpisode, now time.Time, cfg Config) (gate Gate, sample
 		strongFor = min(now.Sub(*e.StrongSince), inRun)
 	}
 	// For wedges only: a degraded scheduler still serves some nodes.
-	fastPath := cfg.ConfirmWindow > 0 && e.StrongSince != nil && e.Kind == VerdictWedged
+	fastPath := cfg.ConfirmWindow > 0 && e.StrongSince != nil && e.Kind == state.VerdictWedged
 	ready := map[bool]string{true: "ready 0", false: "discovery dead"}[e.Ready == 0]
-	if e.Kind == VerdictDegraded {
+	if e.Kind == state.VerdictDegraded {
 		ready = "ready below the serving nodes"
 	}
 	inRunDetail := fmt.Sprintf("%s throughout %s of this run's samples", ready, ShortDuration(inRun))
@@ -173,7 +167,7 @@ func dueGate(e *state.OpenEpisode, now time.Time, cfg Config) (gate Gate, sample
 		detail += fmt.Sprintf("; strong evidence held %s < confirm window %s", ShortDuration(strongFor), ShortDuration(cfg.ConfirmWindow))
 		due = append(due, cfg.ConfirmWindow-strongFor)
 	}
-	if e.Kind == VerdictWedged || cfg.RestartOnDegraded {
+	if e.Kind == state.VerdictWedged || cfg.RestartOnDegraded {
 		due = append(due, max(cfg.WedgedFor-e.For.D(), cfg.ConfirmWindow-inRun))
 		if cfg.ConfirmWindow > 0 && inRun < cfg.ConfirmWindow {
 			// Confirmed in-run, it can chain with a later run across unknown ones.
@@ -186,11 +180,12 @@ func dueGate(e *state.OpenEpisode, now time.Time, cfg Config) (gate Gate, sample
 	return Gate{Name: gateDuration, Detail: detail}, sampleFor, fastPath
 }
 
-// FiringAlerts is what Alertmanager said, read just before a restart.
+// FiringAlerts is what Alertmanager said, read just before a restart: the first five
+// matching alerts as alertname{labels}, and how many match within what is read.
 type FiringAlerts struct {
-	Matchers string   // the configured matchers, for the messages
-	Firing   []string // the first five active alerts that match, as alertname{labels}
-	Count    int      // how many match (within the bound of what is read)
+	Matchers string
+	Firing   []string
+	Count    int
 	Err      error
 }
 
@@ -221,12 +216,10 @@ func alertsGate(p *judgedPod) Gate {
 	return Gate{Name: GateAlerts, OK: true, Detail: fmt.Sprintf("no alert matching %s is firing", a.Matchers)}
 }
 
-// unfinishedClaim reports a restart claimed by an earlier run that did not finish it
-// and is no longer acting: a claim, or its take-over, older than ClaimTimeout.
+// unfinishedClaim reports a claim, and its take-over if any, older than ClaimTimeout:
+// the run that made it did not finish it and is no longer acting.
 func unfinishedClaim(r *state.Restart, now time.Time, cfg Config) bool {
-	return r != nil && r.Outcome == state.RestartClaimed &&
-		(r.ResumedAt == nil || now.Sub(*r.ResumedAt) >= cfg.ClaimTimeout) &&
-		now.Sub(r.ClaimedAt) >= cfg.ClaimTimeout
+	return r != nil && r.Outcome == state.RestartClaimed && now.Sub(latestDate(*r)) >= cfg.ClaimTimeout
 }
 
 // onceGate refuses a second restart of one pod; one done or under way is in progress
@@ -269,8 +262,7 @@ func singleGate(p *judgedPod) Gate {
 	return Gate{Name: gateSingle, OK: true, Detail: "one scheduler pod judged"}
 }
 
-// consistentGate lets a restart through only on lists read with a consistent read;
-// before one was attempted its refusal is a step of the pass.
+// consistentGate lets a restart through only on lists read with a consistent read.
 func consistentGate(p *judgedPod) Gate {
 	switch {
 	case p.obs.Consistent:
@@ -310,31 +302,40 @@ func rolloutGate(p *judgedPod) Gate {
 	return g
 }
 
-// budgetGate counts the restarts of the last --restart-window, not those dated ahead.
+// budgetGate counts the claims of the last --restart-window, not those dated ahead
+// nor abandoned ones.
 func budgetGate(p *judgedPod) Gate {
-	s, cfg := p.state, p.cfg
+	cfg := p.cfg
 	from, to := p.now.Add(-cfg.RestartWindow), p.now.Add(ClockSkewTolerance)
-	used := s.RestartsBetween(from, to)
-	g := Gate{Name: gateBudget, OK: used < cfg.MaxRestarts,
-		Detail: fmt.Sprintf("budget %d/%d used in the last %s", used, cfg.MaxRestarts, ShortDuration(cfg.RestartWindow))}
-	if n := len(slices.DeleteFunc(futureRestarts(s, p.now), func(r state.Restart) bool { return !r.ClaimedAt.After(to) })); n > 0 {
-		g.Detail += fmt.Sprintf(" (%d dated in the future not counted)", n)
+	var used []state.Restart // oldest first, as the state keeps them
+	ahead := 0
+	for _, r := range p.state.Restarts {
+		switch {
+		case r.Outcome == state.RestartAbandoned:
+		case r.ClaimedAt.After(to):
+			ahead++
+		case !r.ClaimedAt.Before(from):
+			used = append(used, r)
+		}
 	}
-	if !g.OK {
-		g.Detail += "; next slot " + nextSlot(s, from, to, cfg)
+	g := Gate{Name: gateBudget, OK: len(used) < cfg.MaxRestarts,
+		Detail: fmt.Sprintf("budget %d/%d used in the last %s", len(used), cfg.MaxRestarts, ShortDuration(cfg.RestartWindow))}
+	if ahead > 0 {
+		g.Detail += fmt.Sprintf(" (%d dated in the future not counted)", ahead)
+	}
+	if next := "now"; !g.OK {
+		if len(used) > 0 {
+			next = used[0].ClaimedAt.Add(cfg.RestartWindow).UTC().Format(time.RFC3339)
+		}
+		g.Detail += "; next slot " + next
 	}
 	return g
 }
 
 // latestDate is the latest time a restart record names.
 func latestDate(r state.Restart) time.Time {
-	at := r.ClaimedAt
-	for _, t := range []*time.Time{r.DoneAt, r.ResumedAt} {
-		if t != nil && t.After(at) {
-			at = *t
-		}
-	}
-	return at
+	dates := []time.Time{r.ClaimedAt, ptr.Deref(r.DoneAt, r.ClaimedAt), ptr.Deref(r.ResumedAt, r.ClaimedAt)}
+	return slices.MaxFunc(dates, time.Time.Compare)
 }
 
 // datedAhead reports a restart record dated beyond ClockSkewTolerance ahead: it counts
@@ -354,13 +355,6 @@ func RestartOf(s *state.State, uid string, now time.Time) *state.Restart {
 	return nil
 }
 
-// futureRestarts returns the restart records dated ahead, except abandoned ones.
-func futureRestarts(s *state.State, now time.Time) []state.Restart {
-	return slices.DeleteFunc(slices.Clone(s.Restarts), func(r state.Restart) bool {
-		return !datedAhead(r, now) || r.Outcome == state.RestartAbandoned
-	})
-}
-
 // backoffAhead reports a back-off ending further ahead than --restart-backoff-max
 // (and ClockSkewTolerance) can set it: a record dated ahead, or an edit, did.
 func backoffAhead(b *state.Backoff, now time.Time, cfg Config) bool {
@@ -374,7 +368,9 @@ func datedAheadWarnings(s *state.State, now time.Time, cfg Config) []string {
 		out = append(out, fmt.Sprintf("the restart back-off in the state ends at %s, %s from now, further ahead than --restart-backoff-max %s allows: ignored. A run on a node whose clock ran ahead wrote it, or someone edited the state ConfigMap",
 			s.Backoff.NotBefore.UTC().Format(time.RFC3339), ShortDuration(s.Backoff.NotBefore.Sub(now)), ShortDuration(cfg.BackoffMax)))
 	}
-	future := futureRestarts(s, now)
+	future := slices.DeleteFunc(slices.Clone(s.Restarts), func(r state.Restart) bool {
+		return !datedAhead(r, now) || r.Outcome == state.RestartAbandoned
+	})
 	if len(future) == 0 {
 		return out
 	}
@@ -417,16 +413,6 @@ func ownerChainDetail(p Pod, r *Rollout) string {
 	return "owner chain not verified: " + c.Detail
 }
 
-// nextSlot is when the oldest restart inside the window leaves it.
-func nextSlot(s *state.State, from, to time.Time, cfg Config) string {
-	for _, r := range s.Restarts {
-		if !r.ClaimedAt.Before(from) && !r.ClaimedAt.After(to) && r.Outcome != state.RestartAbandoned {
-			return r.ClaimedAt.Add(cfg.RestartWindow).UTC().Format(time.RFC3339)
-		}
-	}
-	return "now"
-}
-
 // GateSummary renders the gates the way a dry run shows them, for example
 // "wedged 7m12s ≥ 4m; budget 1/3 used in the last 1h; → restart".
 func GateSummary(t Target) string {
@@ -435,11 +421,7 @@ func GateSummary(t Target) string {
 		if g.Name == gateStartup || (g.OK && (g.Name == gateOnce || g.Name == gateSingle || g.Name == gateConsistent)) {
 			continue
 		}
-		mark := ""
-		if !g.OK {
-			mark = "✗ "
-		}
-		parts = append(parts, mark+g.Detail)
+		parts = append(parts, map[bool]string{false: "✗ "}[g.OK]+g.Detail)
 	}
 	return strings.Join(append(parts, "→ "+string(t.Action)), "; ")
 }

@@ -26,11 +26,11 @@ func TestGatesDoNotWriteState(t *testing.T) {
 	now := t0
 	ago := func(d time.Duration) *time.Time { at := now.Add(-d); return &at }
 	rejected := uint64(3)
-	episode := func(kind decide.Verdict, strong bool) *state.OpenEpisode {
+	episode := func(kind state.Verdict, strong bool) *state.OpenEpisode {
 		e := &state.OpenEpisode{Kind: kind, Since: now.Add(-5 * time.Minute), Last: now.Add(-15 * time.Second), For: state.Duration(4 * time.Minute),
-			Evidence: decide.EvidenceWeak, BaselineRejected: &rejected, RunSince: ago(time.Minute), Run: now.Add(-time.Minute), ConfirmedRun: ago(6 * time.Minute), ConfirmedRuns: 1}
+			Evidence: state.EvidenceWeak, BaselineRejected: &rejected, RunSince: ago(time.Minute), Run: now.Add(-time.Minute), ConfirmedRun: ago(6 * time.Minute), ConfirmedRuns: 1}
 		if strong {
-			e.StrongSince, e.Evidence = ago(2*time.Minute), decide.EvidenceStrong
+			e.StrongSince, e.Evidence = ago(2*time.Minute), state.EvidenceStrong
 		}
 		return e
 	}
@@ -76,9 +76,9 @@ func TestGatesDoNotWriteState(t *testing.T) {
 	for sname, setState := range states {
 		for oname, setObs := range obs {
 			for _, ep := range []struct {
-				kind   decide.Verdict
+				kind   state.Verdict
 				strong bool
-			}{{decide.VerdictWedged, true}, {decide.VerdictWedged, false}, {decide.VerdictDegraded, false}} {
+			}{{state.VerdictWedged, true}, {state.VerdictWedged, false}, {state.VerdictDegraded, false}} {
 				s := state.New()
 				setState(s)
 				e := episode(ep.kind, ep.strong)
@@ -134,7 +134,7 @@ func TestReadsFollowTheGateOrder(t *testing.T) {
 			}
 		}
 		if len(need) == 0 {
-			if r.Action != decide.ActionRestart {
+			if r.Action != state.ActionRestart {
 				t.Fatalf("after reading %v: %s, want restart: %s", asked, r.Action, r.Reason)
 			}
 			break
@@ -155,7 +155,7 @@ func TestReadsFollowTheGateOrder(t *testing.T) {
 	} {
 		o := due
 		o.Rollout = d
-		if _, r := decide.Decide(o, s, cfg); r.Action != decide.ActionBlocked || r.NeedAlerts || r.NeedConsistentRead {
+		if _, r := decide.Decide(o, s, cfg); r.Action != state.ActionBlocked || r.NeedAlerts || r.NeedConsistentRead {
 			t.Errorf("Deployment %s: %s, alerts asked %t, consistent re-read asked %t: want blocked, nothing more read", name, r.Action, r.NeedAlerts, r.NeedConsistentRead)
 		}
 	}

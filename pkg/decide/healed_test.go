@@ -71,11 +71,11 @@ func TestARestartThatHealedIsNotIneffective(t *testing.T) {
 			if tg.Ineffective != "" {
 				t.Errorf("run at +%s: a restart that healed was called ineffective: %s", start.Sub(t0), tg.Ineffective)
 			}
-			if tg.Action == decide.ActionBlocked {
+			if tg.Action == state.ActionBlocked {
 				t.Errorf("run at +%s: blocked: %s", start.Sub(t0), decide.GateSummary(tg))
 			}
 		}
-		if r.Action != decide.ActionRestart {
+		if r.Action != state.ActionRestart {
 			continue
 		}
 		// Carried out as pkg/check does: recorded done, a replacement starts; its

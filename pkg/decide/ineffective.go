@@ -19,10 +19,8 @@ func (p *judgedPod) noteIneffective(e *state.OpenEpisode) string {
 	if r == nil || e.Since.Sub(p.StartedAt) > cfg.IneffectiveWithin {
 		return ""
 	}
-	if s.Backoff == nil {
-		s.Backoff = &state.Backoff{}
-	}
-	b := s.Backoff
+	b := cmp.Or(s.Backoff, &state.Backoff{})
+	s.Backoff = b
 	b.Ineffective++
 	wait := cfg.BackoffBase << min(max(b.Ineffective-1, 0), 16)
 	if wait <= 0 || wait > cfg.BackoffMax {

@@ -10,21 +10,20 @@ import (
 )
 
 // judgedPod is one pod a Decide call judges: what judging reads, what it updates (the
-// state, the pod's record) and what that record said before. The gates only read it.
+// state, the pod's record for the process observed) and what that record said before.
+// The gates only read it.
 type judgedPod struct {
 	Pod
-	obs    Observation
-	cfg    Config
-	state  *state.State
-	now    time.Time
-	judged int // pods judged this run
-	// rec is the pod's record, for the process observed (freshRecord).
+	obs          Observation
+	cfg          Config
+	state        *state.State
+	now          time.Time
+	judged       int // pods judged this run
 	rec          *state.Pod
-	prevVerdict  Verdict
+	prevVerdict  state.Verdict
 	prevCounters *state.Counters
-	// takeOver: completing a restart an earlier run claimed and did not finish.
-	takeOver bool
-	probe    probeFinding
+	takeOver     bool // completing a restart an earlier run claimed and did not finish
+	probe        probeFinding
 }
 
 // judge decides the pod and updates its record: process, verdict, clock, back-off, gates.
@@ -37,7 +36,7 @@ func (p *judgedPod) judge() (t Target) {
 		}
 	}()
 	t, failed := p.verdict()
-	t.Pod, t.UID, t.Judged, t.Action = p.Name, p.UID, true, ActionNone
+	t.Pod, t.UID, t.Judged, t.Action = p.Name, p.UID, true, state.ActionNone
 	if p.ScrapeErr != nil {
 		t.ScrapeError = p.ScrapeErr.Error()
 		t.ScrapeKind = cmp.Or(string(scrape.KindOf(p.ScrapeErr)), "other")
@@ -93,8 +92,7 @@ func (p *judgedPod) freshRecord() {
 }
 
 // verdict judges the observation into a target's verdict, reason, evidence, age and
-// doubts, and reports a failed sample: an unknown because a read failed, not because
-// of the pod. It reads the pod's record, never writes it (docs/design.md §2, "Verdicts").
+// doubts, and reports a failed sample: unknown for a failed read, not for the pod.
 func (p *judgedPod) verdict() (t Target, failed bool) {
 	now, cfg := p.now, p.cfg
 	if !p.Running {
@@ -102,10 +100,10 @@ func (p *judgedPod) verdict() (t Target, failed bool) {
 		if p.WaitingReason != "" {
 			why += " (" + p.WaitingReason + ")"
 		}
-		return Target{Verdict: VerdictUnknown, Reason: why}, false
+		return Target{Verdict: state.VerdictUnknown, Reason: why}, false
 	}
 	if p.StartedAt.IsZero() {
-		return Target{Verdict: VerdictUnknown, Reason: "no start time for the scheduler container or the pod"}, false
+		return Target{Verdict: state.VerdictUnknown, Reason: "no start time for the scheduler container or the pod"}, false
 	}
 	age, skew := now.Sub(p.StartedAt), ""
 	if p.StartedAt.After(now.Add(ClockSkewTolerance)) {
@@ -113,7 +111,7 @@ func (p *judgedPod) verdict() (t Target, failed bool) {
 		ahead := fmt.Sprintf("container start %s is %s in the future: clock skew, the node's clock runs ahead", p.StartedAt.UTC().Format(time.RFC3339), ShortDuration(p.StartedAt.Sub(now)))
 		watched := now.Sub(p.rec.FirstSeen)
 		if p.rec.FirstSeen.IsZero() || watched < cfg.StartupGrace {
-			return Target{Verdict: VerdictUnknown, Reason: fmt.Sprintf("%s; judged once the watchdog has watched it for --startup-grace %s by its own clock", ahead, ShortDuration(cfg.StartupGrace))}, false
+			return Target{Verdict: state.VerdictUnknown, Reason: fmt.Sprintf("%s; judged once the watchdog has watched it for --startup-grace %s by its own clock", ahead, ShortDuration(cfg.StartupGrace))}, false
 		}
 		age, skew = watched, fmt.Sprintf("%s; its age is taken as the %s the watchdog has watched it", ahead, ShortDuration(watched))
 	}
@@ -128,21 +126,21 @@ func (p *judgedPod) verdict() (t Target, failed bool) {
 // agedVerdict is verdict for a process of a known age.
 func (p *judgedPod) agedVerdict(age time.Duration) (Target, bool) {
 	if age < p.cfg.StartupGrace {
-		return Target{Verdict: VerdictStarting, Reason: fmt.Sprintf("scheduler started %s ago, within the %s startup grace", ShortDuration(max(age, 0)), ShortDuration(p.cfg.StartupGrace))}, false
+		return Target{Verdict: state.VerdictStarting, Reason: fmt.Sprintf("scheduler started %s ago, within the %s startup grace", ShortDuration(max(age, 0)), ShortDuration(p.cfg.StartupGrace))}, false
 	}
 	if p.obs.ExpectedErr != nil {
-		return Target{Verdict: VerdictUnknown, Reason: fmt.Sprintf("cannot count serving nodes: %v", p.obs.ExpectedErr)}, true
+		return Target{Verdict: state.VerdictUnknown, Reason: fmt.Sprintf("cannot count serving nodes: %v", p.obs.ExpectedErr)}, true
 	}
 	if p.ScrapeErr != nil {
-		return Target{Verdict: VerdictUnknown, Reason: fmt.Sprintf("metrics unreadable: %v", p.ScrapeErr)}, true
+		return Target{Verdict: state.VerdictUnknown, Reason: fmt.Sprintf("metrics unreadable: %v", p.ScrapeErr)}, true
 	}
 	if p.Sample == nil {
-		return Target{Verdict: VerdictUnknown, Reason: "metrics not scraped"}, true
+		return Target{Verdict: state.VerdictUnknown, Reason: "metrics not scraped"}, true
 	}
 	ready, expected := p.Sample.Ready(), p.obs.Expected.Serving
-	if e := p.rec.Episode; p.probe.unknown && e != nil && e.Kind == VerdictWedged && e.Ready > 0 {
+	if e := p.rec.Episode; p.probe.unknown && e != nil && e.Kind == state.VerdictWedged && e.Ready > 0 {
 		// Only the probe saw this wedge: a sample it cannot read is a gap.
-		return Target{Verdict: VerdictUnknown, Reason: "the discovery probe failed: " + p.probe.note}, true
+		return Target{Verdict: state.VerdictUnknown, Reason: "the discovery probe failed: " + p.probe.note}, true
 	}
 	var t Target
 	if ready > expected {
@@ -151,30 +149,30 @@ func (p *judgedPod) agedVerdict(age time.Duration) (Target, bool) {
 	evidence, evidenceWhy, noEarlierCounters := weigh(p.Pod, p.rec, p.cfg)
 	switch {
 	case ready == 0 && expected == 0:
-		t.Verdict, t.Reason = VerdictNoNodes, "the API server lists no serving node endpoints, so 0 ready is the truth"
+		t.Verdict, t.Reason = state.VerdictNoNodes, "the API server lists no serving node endpoints, so 0 ready is the truth"
 	case ready == 0 && p.probe.dead != "":
-		t.Verdict, t.Reason, t.Evidence = VerdictWedged, fmt.Sprintf("ready 0 while the API server lists %d serving node(s); %s", expected, p.probe.dead), EvidenceStrong
+		t.Verdict, t.Reason, t.Evidence = state.VerdictWedged, fmt.Sprintf("ready 0 while the API server lists %d serving node(s); %s", expected, p.probe.dead), state.EvidenceStrong
 	case ready == 0:
-		t.Verdict, t.Reason = VerdictWedged, fmt.Sprintf("ready 0 while the API server lists %d serving node(s); %s", expected, evidenceWhy)
+		t.Verdict, t.Reason = state.VerdictWedged, fmt.Sprintf("ready 0 while the API server lists %d serving node(s); %s", expected, evidenceWhy)
 		t.Evidence, t.NoEarlierCounters = evidence, noEarlierCounters
-		if evidence == EvidenceWeak && p.probe.knowsAll {
+		if evidence == state.EvidenceWeak && p.probe.knowsAll {
 			t.Reason, t.NodesUnreachable = fmt.Sprintf("ready 0 while the API server lists %d serving node(s); the scheduler knows all %d but none reports: the nodes cannot reach it", expected, expected), true
 		}
 	case p.probe.dead != "" && expected > 0:
-		t.Verdict, t.Reason, t.Evidence = VerdictWedged, fmt.Sprintf("ready %d of %d serving node(s), but discovery is dead: %s", ready, expected, p.probe.dead), EvidenceStrong
-	case ready < expected && (evidence == EvidenceStrong || (p.prevVerdict == VerdictDegraded && p.rec.Episode != nil)):
-		t.Verdict, t.Reason = VerdictDegraded, fmt.Sprintf("ready %d of %d serving node(s); %s", ready, expected, evidenceWhy)
+		t.Verdict, t.Reason, t.Evidence = state.VerdictWedged, fmt.Sprintf("ready %d of %d serving node(s), but discovery is dead: %s", ready, expected, p.probe.dead), state.EvidenceStrong
+	case ready < expected && (evidence == state.EvidenceStrong || (p.prevVerdict == state.VerdictDegraded && p.rec.Episode != nil)):
+		t.Verdict, t.Reason = state.VerdictDegraded, fmt.Sprintf("ready %d of %d serving node(s); %s", ready, expected, evidenceWhy)
 		t.Evidence, t.NoEarlierCounters = evidence, noEarlierCounters
 	case ready < expected:
-		t.Verdict, t.Reason = VerdictHealthy, fmt.Sprintf("ready %d of %d serving node(s), no heartbeats rejected since last observation", ready, expected)
+		t.Verdict, t.Reason = state.VerdictHealthy, fmt.Sprintf("ready %d of %d serving node(s), no heartbeats rejected since last observation", ready, expected)
 	default:
-		t.Verdict, t.Reason = VerdictHealthy, fmt.Sprintf("ready %d, %d serving node(s) listed", ready, expected)
+		t.Verdict, t.Reason = state.VerdictHealthy, fmt.Sprintf("ready %d, %d serving node(s) listed", ready, expected)
 	}
 	return t, false
 }
 
 // abandonClaim settles a claim left by a crashed run on a pod that is fine: moot.
-func (p *judgedPod) abandonClaim(verdict Verdict) {
+func (p *judgedPod) abandonClaim(verdict state.Verdict) {
 	if r := RestartOf(p.state, p.UID, p.now); r != nil && r.Outcome == state.RestartClaimed {
 		r.Outcome = state.RestartAbandoned
 		r.Error = fmt.Sprintf("pod %s was %s when checked again", p.Name, verdict)

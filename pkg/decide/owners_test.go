@@ -73,7 +73,7 @@ func TestOnlyTheDeploymentsPodsCount(t *testing.T) {
 	pods = append(pods, forged)
 	o := func(at time.Time) decide.Observation { return withOwnership(observe(at, 3, pods...), "uid-forged") }
 	_, r := wedgedTwice(cfg, state.New(), o)
-	if r.Action != decide.ActionRestart {
+	if r.Action != state.ActionRestart {
 		t.Fatalf("%s/%s: %s", r.Verdict, r.Action, r.Reason)
 	}
 	for _, tg := range r.Targets {
@@ -83,13 +83,13 @@ func TestOnlyTheDeploymentsPodsCount(t *testing.T) {
 	}
 	// Judging every pod, the same pods are too many.
 	cfg.JudgePods = decide.JudgeSelector
-	if _, r := decide.Decide(o(t0), state.New(), cfg); r.Verdict != decide.VerdictUnknown || !strings.Contains(r.Reason, "12 live pods match the selector, more than --max-pods 2") {
+	if _, r := decide.Decide(o(t0), state.New(), cfg); r.Verdict != state.VerdictUnknown || !strings.Contains(r.Reason, "12 live pods match the selector, more than --max-pods 2") {
 		t.Errorf("judging every pod: %s: %s", r.Verdict, r.Reason)
 	}
 	// More of the Deployment's own pods than --max-pods is still too many.
 	cfg.JudgePods = decide.JudgeDeployment
 	many := append(slices.Clone(pods), schedPod("sched-b", "uid-b", podtest.Sample(3, 0)), schedPod("sched-c", "uid-c", podtest.Sample(3, 0)))
-	if _, r := decide.Decide(withOwnership(observe(t0, 3, many...), "uid-forged"), state.New(), cfg); r.Verdict != decide.VerdictUnknown || !strings.Contains(r.Reason, "3 live pods of Deployment agentenv-scheduler, more than --max-pods 2") {
+	if _, r := decide.Decide(withOwnership(observe(t0, 3, many...), "uid-forged"), state.New(), cfg); r.Verdict != state.VerdictUnknown || !strings.Contains(r.Reason, "3 live pods of Deployment agentenv-scheduler, more than --max-pods 2") {
 		t.Errorf("three of the Deployment's pods: %s: %s", r.Verdict, r.Reason)
 	}
 }
@@ -115,7 +115,7 @@ func TestNoDeploymentNoJudging(t *testing.T) {
 			o := observe(t0, 3, tc.pods...)
 			o.Ownership = tc.ownership
 			_, r := wedgedTwice(cfg, state.New(), func(at time.Time) decide.Observation { o.At, o.RunStart = at, at; return o })
-			if r.Verdict != decide.VerdictUnknown || r.Action != decide.ActionNone || !strings.Contains(r.Reason, tc.want) {
+			if r.Verdict != state.VerdictUnknown || r.Action != state.ActionNone || !strings.Contains(r.Reason, tc.want) {
 				t.Errorf("%s/%s: %s\nwant the reason to say %q", r.Verdict, r.Action, r.Reason, tc.want)
 			}
 			for _, tg := range r.Targets {
@@ -136,11 +136,11 @@ func TestAnUnseenSampleKeepsTheDeploymentsPods(t *testing.T) {
 	cfg := ownedConfig()
 	o := withOwnership(observe(t0, 3, schedPod("sched-a", "uid-a", podtest.Sample(0, 0)), canary("sched-canary")))
 	s, r := decide.Decide(o, state.New(), cfg)
-	if r.Verdict != decide.VerdictWedged {
+	if r.Verdict != state.VerdictWedged {
 		t.Fatalf("first sample: %s: %s", r.Verdict, r.Reason)
 	}
 	_, r = decide.Decide(decide.Unseen(o, t0.Add(15*time.Second), errors.New("pods is forbidden")), s, cfg)
-	if r.Verdict != decide.VerdictWedged || strings.Contains(r.Reason, "not read") || len(r.Targets) != 2 || !r.Targets[0].Judged || r.Targets[0].Pod != "sched-a" {
+	if r.Verdict != state.VerdictWedged || strings.Contains(r.Reason, "not read") || len(r.Targets) != 2 || !r.Targets[0].Judged || r.Targets[0].Pod != "sched-a" {
 		t.Errorf("an unseen sample: %s: %s, targets %+v", r.Verdict, r.Reason, r.Targets)
 	}
 }

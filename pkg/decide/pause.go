@@ -75,7 +75,6 @@ func ReadPause(deployment string, ann map[string]string, now, since time.Time) (
 	case until.After(capped) && !capped.After(now):
 		return ignored("%s %s was more than %s ahead: capped at %s, passed", PauseUntilAnnotation, until.UTC().Format(time.RFC3339), ShortDuration(MaxPause), capped.UTC().Format(time.RFC3339))
 	case until.After(capped):
-		// A forgotten pause must not turn healing off for good.
 		return &Pause{Deployment: deployment, Reason: reason, Until: capped}, fmt.Sprintf("pause annotation on Deployment %s: %s %s is more than %s ahead: capped at %s",
 			deployment, PauseUntilAnnotation, until.UTC().Format(time.RFC3339), ShortDuration(MaxPause), capped.UTC().Format(time.RFC3339))
 	}

@@ -65,7 +65,7 @@ func TestPauseHoldsRestartsUntilItExpires(t *testing.T) {
 			t.Fatalf("run at +%s: pause %+v, want paused=%v", start.Sub(t0), r.Pause, paused)
 		}
 		switch r.Action {
-		case decide.ActionRestart:
+		case state.ActionRestart:
 			if paused {
 				t.Fatalf("restart at +%s while paused: %s", start.Sub(t0), r.Reason)
 			}
@@ -73,7 +73,7 @@ func TestPauseHoldsRestartsUntilItExpires(t *testing.T) {
 			now := start.Add(2 * time.Minute)
 			s.Restarts = append(s.Restarts, state.Restart{Pod: "sched-a", UID: "uid-a", Method: decide.MethodDelete, ClaimedAt: now, DoneAt: &now, Outcome: state.RestartDone})
 			restarted = true
-		case decide.ActionBlocked:
+		case state.ActionBlocked:
 			g, ok := hasGate(r, decide.GatePaused, false)
 			if !ok {
 				t.Fatalf("blocked at +%s by something other than the pause: %s", start.Sub(t0), r.Reason)
@@ -123,7 +123,7 @@ func TestMalformedPauseIsIgnoredWithAWarning(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			s, _ := decide.Decide(pausedObs(c.ann)(t0), state.New(), cfg)
 			_, r := decideRun(cfg, s, now, pausedObs(c.ann))
-			if r.Action != decide.ActionRestart || r.Pause != nil {
+			if r.Action != state.ActionRestart || r.Pause != nil {
 				t.Fatalf("an invalid pause must be ignored: %s pause=%+v: %s", r.Action, r.Pause, r.Reason)
 			}
 			if w := strings.Join(r.Warnings, "\n"); !strings.Contains(w, c.warn) || !strings.Contains(w, "ignored") {
@@ -137,7 +137,7 @@ func TestMalformedPauseIsIgnoredWithAWarning(t *testing.T) {
 	// No annotation: no gate, no warning.
 	s, _ := decide.Decide(pausedObs(nil)(t0), state.New(), cfg)
 	_, r := decideRun(cfg, s, now, pausedObs(nil))
-	if _, ok := hasGate(r, decide.GatePaused, true); ok || len(r.Warnings) > 0 || r.Action != decide.ActionRestart {
+	if _, ok := hasGate(r, decide.GatePaused, true); ok || len(r.Warnings) > 0 || r.Action != state.ActionRestart {
 		t.Errorf("without a pause annotation: %s %q %+v", r.Action, r.Warnings, r.Targets[0].Gates)
 	}
 }
@@ -155,7 +155,7 @@ func TestPauseSetDuringTheRunHoldsTheRestart(t *testing.T) {
 	}
 	s, _ := decide.Decide(at(t0), state.New(), cfg)
 	_, r := decideRun(cfg, s, t0.Add(5*time.Minute), at)
-	if r.Action != decide.ActionBlocked || r.Pause == nil {
+	if r.Action != state.ActionBlocked || r.Pause == nil {
 		t.Fatalf("%s pause=%+v: %s", r.Action, r.Pause, r.Reason)
 	}
 }

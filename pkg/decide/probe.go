@@ -24,9 +24,7 @@ type CanaryReading struct {
 	Name      string    // its node id, new for each canary
 	WrittenAt time.Time // when the API server accepted it
 	Seen      bool
-	// Err: not written, or no longer the object written (its UID or
-	// resourceVersion changed): it proves nothing.
-	Err error
+	Err       error // not written, or no longer the object written: it proves nothing
 }
 
 // probeFinding is what the probe says about a judged pod in this sample.
@@ -66,12 +64,7 @@ func (p *judgedPod) noteProbe() {
 	for _, n := range r.Nodes {
 		known[n] = true
 	}
-	var missing []string
-	for _, n := range p.obs.Expected.Nodes {
-		if !known[n] {
-			missing = append(missing, n)
-		}
-	}
+	missing := slices.DeleteFunc(slices.Clone(p.obs.Expected.Nodes), func(n string) bool { return known[n] })
 	p.probe.knowsAll = len(missing) == 0
 	notes := []string{fmt.Sprintf("ListNodes names %d node(s), %d of the %d serving unknown", len(r.Nodes), len(missing), len(p.obs.Expected.Nodes))}
 	old := p.noteMissing(missing)

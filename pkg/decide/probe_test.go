@@ -158,14 +158,14 @@ func (d *disco) passes(cfg decide.Config, from, until time.Time, every time.Dura
 		for ; ; now = now.Add(decide.DefaultSampleInterval) {
 			s, r = decide.Decide(d.sample(pass, start, now, w), s, cfg)
 			t := r.Targets[0]
-			if t.Verdict == decide.VerdictWedged && !t.NodesUnreachable && !bad {
+			if t.Verdict == state.VerdictWedged && !t.NodesUnreachable && !bad {
 				bad = true
 				out.pages = append(out.pages, now.Sub(from).String())
 			}
 			if t.NodesUnreachable {
 				out.unreach++
 			}
-			if r.Action == decide.ActionRestart {
+			if r.Action == state.ActionRestart {
 				out.restartAt, out.last, out.state = now, r, s
 				return out
 			}
@@ -208,7 +208,7 @@ func TestCanaryCatchesADeadDiscoveryWithNoNodeChange(t *testing.T) {
 		if took := o.restartAt.Sub(lastPass); took > 10*time.Minute+passBudget {
 			t.Errorf("death at +%s: restarted %s after it, later than the second pass after the death", phase, o.restartAt.Sub(d.diesAt))
 		}
-		if !strings.Contains(o.last.Reason, "canaries were missing from the scheduler's node list") || o.last.Targets[0].Evidence != decide.EvidenceStrong {
+		if !strings.Contains(o.last.Reason, "canaries were missing from the scheduler's node list") || o.last.Targets[0].Evidence != state.EvidenceStrong {
 			t.Errorf("the restart's reason must name the canary as strong evidence: %s", o.last.Reason)
 		}
 	}
@@ -221,7 +221,7 @@ func TestCanaryWedgePassesEveryGate(t *testing.T) {
 	d := threeNodes()
 	d.diesAt = t0.Add(time.Minute)
 	o := d.passes(cfg, t0, t0.Add(time.Hour), 5*time.Minute, true)
-	if !o.restartAt.IsZero() || o.last.Action != decide.ActionBlocked || !strings.Contains(o.last.Reason, "budget 0/0") {
+	if !o.restartAt.IsZero() || o.last.Action != state.ActionBlocked || !strings.Contains(o.last.Reason, "budget 0/0") {
 		t.Fatalf("a probe wedge must pass the budget like any: %s %s", o.last.Action, o.last.Reason)
 	}
 }
@@ -324,7 +324,7 @@ func TestFailoverStartsTheCountOver(t *testing.T) {
 	}
 	d.pod = "uid-b"
 	s, r := decide.Decide(d.sample(9, t0.Add(10*time.Minute), t0.Add(10*time.Minute+30*time.Second), t0.Add(10*time.Minute)), o.state, cfg)
-	if r.Verdict != decide.VerdictHealthy || s.Pods["uid-b"].Probe.Unseen.D() > 31*time.Second {
+	if r.Verdict != state.VerdictHealthy || s.Pods["uid-b"].Probe.Unseen.D() > 31*time.Second {
 		t.Fatalf("a new process inherited the old one's count: %s, %s", r.Reason, s.Pods["uid-b"].Probe.Unseen.D())
 	}
 }
@@ -361,7 +361,7 @@ func TestNeverSyncedDiscovery(t *testing.T) {
 		o.Pods[0].Probe = &decide.ProbeReading{At: at}
 		s, r = decide.Decide(o, s, cfg)
 	}
-	if r.Verdict != decide.VerdictWedged || !strings.Contains(r.Reason, "3 node(s) listed for 3m are unknown to the scheduler: node-a, node-b, node-c") {
+	if r.Verdict != state.VerdictWedged || !strings.Contains(r.Reason, "3 node(s) listed for 3m are unknown to the scheduler: node-a, node-b, node-c") {
 		t.Fatalf("got %s: %s", r.Verdict, r.Reason)
 	}
 }
@@ -378,7 +378,7 @@ func TestNodesThatCannotReachALiveSchedulerAreNeverRestarted(t *testing.T) {
 		t.Fatalf("restarted at %v, %d nodes-unreachable passes: %s", o.restartAt, o.unreach, o.last.Reason)
 	}
 	tg := o.last.Targets[0]
-	if tg.Verdict != decide.VerdictWedged || tg.Action != decide.ActionNone || !strings.Contains(tg.Reason, "the scheduler knows all 3 but none reports: the nodes cannot reach it") {
+	if tg.Verdict != state.VerdictWedged || tg.Action != state.ActionNone || !strings.Contains(tg.Reason, "the scheduler knows all 3 but none reports: the nodes cannot reach it") {
 		t.Errorf("got %s/%s: %s", tg.Verdict, tg.Action, tg.Reason)
 	}
 	d.listErr = func(int) error { return errors.New("Unimplemented") }

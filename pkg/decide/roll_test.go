@@ -45,7 +45,7 @@ func runs(cfg decide.Config, cause, first, end time.Time, at func(time.Time) dec
 		if !start.Before(cause) {
 			samples += n
 		}
-		if r.Action == decide.ActionRestart {
+		if r.Action == state.ActionRestart {
 			return start.Add(time.Duration(n-1) * decide.DefaultSampleInterval), samples
 		}
 		start = start.Add(max(30*time.Second, time.Duration(n)*decide.DefaultSampleInterval))

@@ -15,14 +15,13 @@ func Live(p Pod) bool {
 // Selection says which of the pods matching the selector a run judges: what the
 // observer reads (the Lease, the Deployment's owner chains) and scrapes.
 type Selection struct {
-	// JudgePods: the zero value is JudgeSelector, the CLI's default JudgeDeployment.
-	JudgePods   JudgePods
+	JudgePods   JudgePods // the zero value is JudgeSelector, the CLI's default JudgeDeployment
 	LeaderLease string
 	MaxPods     int
 }
 
-// Judged is Decide's selection: which of obs's pods a run judges, why each other is not
-// (by UID, as names repeat), and the run's problem when none is. The observer scrapes these.
+// Judged is which of obs's pods a run judges (and the observer scrapes), why each
+// other is not (by UID, as names repeat), and the run's problem when none is.
 func Judged(obs Observation, cfg Selection) (judged []Pod, notJudged map[string]string, problem string) {
 	notJudged = map[string]string{}
 	var live []Pod

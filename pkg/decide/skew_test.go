@@ -34,7 +34,7 @@ func TestNodeClockAheadIsJudgedAfterTheGraceByOurClock(t *testing.T) {
 				var r decide.Result
 				s, r = decide.Decide(observe(now, 3, p), s, cfg)
 				decide.CountRun(s, r.Verdict)
-				if r.Verdict == decide.VerdictWedged && judgedAt < 0 {
+				if r.Verdict == state.VerdictWedged && judgedAt < 0 {
 					judgedAt = now.Sub(start)
 					if p.StartedAt.After(now.Add(decide.ClockSkewTolerance)) && len(r.Targets[0].Warnings) == 0 {
 						t.Errorf("judged without a warning that the node's clock runs ahead: %+v", r.Targets[0])
@@ -59,12 +59,12 @@ func TestLeaseRenewalByTheAPIServersClock(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		leader  decide.Leader
-		verdict decide.Verdict
+		verdict state.Verdict
 	}{
-		{"holder's clock 5 min behind, renewing", decide.Leader{Holder: "sched-a", RenewedAt: t0.Add(-5 * time.Minute), WrittenAt: t0.Add(-2 * time.Second), Duration: 15 * time.Second}, decide.VerdictWedged},
-		{"holder's clock an hour ahead, stopped renewing 10 min ago", decide.Leader{Holder: "sched-a", RenewedAt: t0.Add(50 * time.Minute), WrittenAt: t0.Add(-10 * time.Minute), Duration: 15 * time.Second}, decide.VerdictUnknown},
-		{"no write time known: renewTime as before", decide.Leader{Holder: "sched-a", RenewedAt: t0.Add(-5 * time.Minute), Duration: 15 * time.Second}, decide.VerdictUnknown},
-		{"no write time known, fresh", decide.Leader{Holder: "sched-a", RenewedAt: t0.Add(-5 * time.Second), Duration: 15 * time.Second}, decide.VerdictWedged},
+		{"holder's clock 5 min behind, renewing", decide.Leader{Holder: "sched-a", RenewedAt: t0.Add(-5 * time.Minute), WrittenAt: t0.Add(-2 * time.Second), Duration: 15 * time.Second}, state.VerdictWedged},
+		{"holder's clock an hour ahead, stopped renewing 10 min ago", decide.Leader{Holder: "sched-a", RenewedAt: t0.Add(50 * time.Minute), WrittenAt: t0.Add(-10 * time.Minute), Duration: 15 * time.Second}, state.VerdictUnknown},
+		{"no write time known: renewTime as before", decide.Leader{Holder: "sched-a", RenewedAt: t0.Add(-5 * time.Minute), Duration: 15 * time.Second}, state.VerdictUnknown},
+		{"no write time known, fresh", decide.Leader{Holder: "sched-a", RenewedAt: t0.Add(-5 * time.Second), Duration: 15 * time.Second}, state.VerdictWedged},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := observe(t0, 3, schedPod("sched-a", "uid-a", podtest.Sample(0, 0)))
@@ -133,7 +133,7 @@ func TestFutureRestartRecordsDoNotSpendTheBudget(t *testing.T) {
 				if ahead := t0.Add(tc.ahead).Sub(start); future != (ahead > decide.ClockSkewTolerance) {
 					t.Errorf("run at +%s, records %s ahead: warnings %q", start.Sub(t0), ahead, r.Warnings)
 				}
-				if r.Action == decide.ActionRestart {
+				if r.Action == state.ActionRestart {
 					restarts = append(restarts, start.Sub(t0))
 					done := start.Add(150 * time.Second)
 					s.Restarts = append(s.Restarts, state.Restart{Pod: cur, UID: "uid-" + cur, Method: decide.MethodDelete, ClaimedAt: done, DoneAt: &done, Outcome: state.RestartDone})
@@ -172,7 +172,7 @@ func TestBackoffBeyondItsMaximumIsIgnored(t *testing.T) {
 			s.Backoff = &state.Backoff{Ineffective: 4, LastRestartAt: t0.Add(-time.Minute), NotBefore: decided.Add(tc.ahead)}
 			_, r, _ := run(cfg, s, t0, 170*time.Second, wedgedAt)
 			warned := slices.ContainsFunc(r.Warnings, func(w string) bool { return strings.Contains(w, "back-off") })
-			if blocked := r.Action == decide.ActionBlocked; blocked != tc.blocked || warned == tc.blocked {
+			if blocked := r.Action == state.ActionBlocked; blocked != tc.blocked || warned == tc.blocked {
 				t.Errorf("back-off ending %s ahead: %s (%s), warnings %q; want blocked %v, a warning %v", tc.ahead, r.Action, r.Reason, r.Warnings, tc.blocked, !tc.blocked)
 			}
 		})
@@ -196,18 +196,18 @@ func TestFutureRestartRecordOfThePodDoesNotBlockItsRestart(t *testing.T) {
 		outcome           state.RestartOutcome
 		claimed, done     time.Duration // from t0; done 0: no DoneAt
 		first             time.Duration // the first run that restarts or pages blocked
-		action            decide.Action
+		action            state.Action
 		silentRuns, warns int
 	}{
 		// Within the tolerance the record counts, as before: another run's claim
 		// is completed once it is older than --claim-timeout; a done restart that
 		// left the pod in place is a blocked restart, paged.
-		{name: "claimed 30s ahead", outcome: state.RestartClaimed, claimed: 30 * time.Second, first: 5 * time.Minute, action: decide.ActionRestart, silentRuns: 1},
-		{name: "done 30s ahead", outcome: state.RestartDone, claimed: 30 * time.Second, done: 30 * time.Second, first: 5 * time.Minute, action: decide.ActionBlocked, silentRuns: 1},
-		{name: "claimed 5m ahead", outcome: state.RestartClaimed, claimed: 5 * time.Minute, first: 0, action: decide.ActionRestart, warns: 1},
-		{name: "claimed a year ahead", outcome: state.RestartClaimed, claimed: year, first: 0, action: decide.ActionRestart, warns: 36},
-		{name: "done a year ahead", outcome: state.RestartDone, claimed: year, done: year, first: 0, action: decide.ActionRestart, warns: 36},
-		{name: "claimed 2m ago, done a year ahead", outcome: state.RestartDone, claimed: -2 * time.Minute, done: year, first: 0, action: decide.ActionRestart, warns: 36},
+		{name: "claimed 30s ahead", outcome: state.RestartClaimed, claimed: 30 * time.Second, first: 5 * time.Minute, action: state.ActionRestart, silentRuns: 1},
+		{name: "done 30s ahead", outcome: state.RestartDone, claimed: 30 * time.Second, done: 30 * time.Second, first: 5 * time.Minute, action: state.ActionBlocked, silentRuns: 1},
+		{name: "claimed 5m ahead", outcome: state.RestartClaimed, claimed: 5 * time.Minute, first: 0, action: state.ActionRestart, warns: 1},
+		{name: "claimed a year ahead", outcome: state.RestartClaimed, claimed: year, first: 0, action: state.ActionRestart, warns: 36},
+		{name: "done a year ahead", outcome: state.RestartDone, claimed: year, done: year, first: 0, action: state.ActionRestart, warns: 36},
+		{name: "claimed 2m ago, done a year ahead", outcome: state.RestartDone, claimed: -2 * time.Minute, done: year, first: 0, action: state.ActionRestart, warns: 36},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := state.New()
@@ -226,7 +226,7 @@ func TestFutureRestartRecordOfThePodDoesNotBlockItsRestart(t *testing.T) {
 				}
 				return wedgedRising(now)
 			}
-			first, action := time.Duration(-1), decide.Action("")
+			first, action := time.Duration(-1), state.Action("")
 			silent, warned := 0, 0
 			for i := 0; i < 36; i++ {
 				start := t0.Add(time.Duration(i) * 5 * time.Minute)
@@ -239,10 +239,10 @@ func TestFutureRestartRecordOfThePodDoesNotBlockItsRestart(t *testing.T) {
 				if tg.RestartInProgress() {
 					silent++
 				}
-				if first < 0 && (tg.Action == decide.ActionRestart || (tg.Action == decide.ActionBlocked && !tg.RestartInProgress())) {
+				if first < 0 && (tg.Action == state.ActionRestart || (tg.Action == state.ActionBlocked && !tg.RestartInProgress())) {
 					first, action = start.Sub(t0), tg.Action
 				}
-				if tg.Action == decide.ActionRestart {
+				if tg.Action == state.ActionRestart {
 					// As the pass records it: the claim, done, saved (which sorts
 					// the records by claim time); the replacement is healthy.
 					now := start.Add(2 * time.Minute)

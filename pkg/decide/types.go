@@ -11,34 +11,12 @@ import (
 	"github.com/agentenv/watchdog/pkg/state"
 )
 
-// The verdict, action and evidence words are the state document's (pkg/state).
-type (
-	Verdict  = state.Verdict
-	Action   = state.Action
-	Evidence = state.Evidence
+// severity and actionRank order verdicts and actions, the worst last: the run's is its pods' worst.
+var (
+	severity = []state.Verdict{state.VerdictHealthy, state.VerdictStarting, state.VerdictNoNodes, state.VerdictUnknown,
+		state.VerdictDegraded, state.VerdictWedged}
+	actionRank = []state.Action{state.ActionNone, state.ActionWait, state.ActionBlocked, state.ActionRestart}
 )
-
-const (
-	VerdictHealthy  = state.VerdictHealthy
-	VerdictStarting = state.VerdictStarting
-	VerdictNoNodes  = state.VerdictNoNodes
-	VerdictUnknown  = state.VerdictUnknown
-	VerdictWedged   = state.VerdictWedged
-	VerdictDegraded = state.VerdictDegraded
-
-	ActionNone    = state.ActionNone
-	ActionWait    = state.ActionWait
-	ActionRestart = state.ActionRestart
-	ActionBlocked = state.ActionBlocked
-
-	EvidenceStrong = state.EvidenceStrong
-	EvidenceWeak   = state.EvidenceWeak
-)
-
-// severity orders verdicts for the run's overall verdict: the worst wins.
-var severity = map[Verdict]int{VerdictHealthy: 0, VerdictStarting: 1, VerdictNoNodes: 2, VerdictUnknown: 3, VerdictDegraded: 4, VerdictWedged: 5}
-
-var actionRank = map[Action]int{ActionNone: 0, ActionWait: 1, ActionBlocked: 2, ActionRestart: 3}
 
 // Restart methods.
 const (
@@ -61,14 +39,12 @@ type Config struct {
 	// ClaimTimeout is how long a restart claim may stay unfinished before a later
 	// run completes it: younger claims belong to a run that may still be acting.
 	ClaimTimeout time.Duration
-	// IneffectiveWithin, BackoffBase, BackoffMax, BackoffReset: docs/design.md,
-	// "Ineffective restarts".
+	// The back-off: docs/design.md, "Ineffective restarts".
 	IneffectiveWithin time.Duration
 	BackoffBase       time.Duration
 	BackoffMax        time.Duration
 	BackoffReset      time.Duration
-	// ProbeWindow: how long the discovery probe's evidence must last to be strong
-	// (0: no probe; docs/design.md, "The discovery probe").
+	// ProbeWindow: how long the discovery probe's evidence must last to be strong (0: no probe).
 	ProbeWindow time.Duration
 }
 
@@ -83,7 +59,8 @@ const (
 	DefaultBackoffReset      = time.Hour
 )
 
-// ClockSkewTolerance is how far ahead of the watchdog's clock another clock's time may be.
+// ClockSkewTolerance is how far another clock (a node's, a Lease holder's) may be
+// off the watchdog's: a healthy Lease must not look expired through tens of seconds.
 const ClockSkewTolerance = time.Minute
 
 // JudgePods is which of the pods matching the selector a run judges.
@@ -107,15 +84,12 @@ type Observation struct {
 	Leader      *Leader    // set when a leader Lease is configured
 	Rollout     *Rollout   // nil until read (Result.NeedRollout)
 	Ownership   *Ownership // which pods are the Deployment's (JudgeDeployment)
-	// Consistent: pods and EndpointSlices were listed with a quorum read, not from
-	// the watch cache, which lags most during API-server trouble.
+	// Consistent: listed with a quorum read; the watch cache lags most in API-server trouble.
 	Consistent    bool
 	ConsistentErr error
 	Annotated     *Annotated    // the Deployment's annotations (the pause), nil when not read
 	Alerts        *FiringAlerts // nil until read (Result.NeedAlerts)
-	// HoldOnAlerts: the run has a reader of the firing alerts, which turns the
-	// firing-alerts gate on.
-	HoldOnAlerts bool
+	HoldOnAlerts  bool          // the run reads the firing alerts: the firing-alerts gate is on
 	// Probing: the discovery probe ran; a judged pod without a reading was not observed.
 	Probing bool
 }
@@ -154,14 +128,9 @@ type Leader struct {
 	Err       error
 }
 
-// LeaseSkew is how far past its end a Lease must be to count as expired: the
-// renewal is by another clock than "now". Generous: a healthy Lease must not look
-// expired on a node whose clock is off by tens of seconds.
-const LeaseSkew = time.Minute
-
-// ExpiredAt reports when the Lease stopped naming a leader, if it has by now. The
-// renewal is WrittenAt when known: renewTime is by the holder's clock, which may lag
-// (never looking renewed) or run ahead (never looking stopped).
+// ExpiredAt reports when the Lease stopped naming a leader, if it has by now (past
+// ClockSkewTolerance). The renewal is WrittenAt when known: renewTime is by the holder's
+// clock, which may lag (never looking renewed) or run ahead (never looking stopped).
 func (l *Leader) ExpiredAt(now time.Time) (time.Time, bool) {
 	renewed := l.RenewedAt
 	if !l.WrittenAt.IsZero() {
@@ -171,7 +140,7 @@ func (l *Leader) ExpiredAt(now time.Time) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	end := renewed.Add(l.Duration)
-	return end, now.After(end.Add(LeaseSkew))
+	return end, now.After(end.Add(ClockSkewTolerance))
 }
 
 // Rollout is the scheduler Deployment's state, for the rollout gate.
@@ -183,8 +152,7 @@ type Rollout struct {
 	Paused     bool
 	Detail     string
 	Err        error
-	// Owners is, by pod UID, the pod's controller chain checked by UID (read for
-	// the rollout method only; a pod missing from it is unverified).
+	// Owners: by pod UID, its controller chain checked by UID (rollout method only).
 	Owners      map[string]OwnerChain
 	OwnersErr   error
 	Annotations map[string]string // the pause is read from them
@@ -205,12 +173,11 @@ func (o *Ownership) Owns(p Pod) bool {
 }
 
 // OwnerChain is the verdict on one pod's controller chain. Detail names the link
-// that failed, or the verified chain.
+// that failed, or the verified chain. It holds while the pod still names ReplicaSetUID,
+// the controller it named when checked (the pods may be listed again since).
 type OwnerChain struct {
-	Verified bool
-	Detail   string
-	// ReplicaSetUID is the controller UID the pod named when checked: the verdict
-	// holds only while it still names it (the pods may be listed again since).
+	Verified      bool
+	Detail        string
 	ReplicaSetUID string
 }
 
@@ -224,22 +191,21 @@ type Gate struct {
 	Name   string `json:"name"`
 	OK     bool   `json:"ok"`
 	Detail string `json:"detail"`
-	// InProgress: refused because the restart is already done or under way; it
-	// pages nobody (docs/design.md, "Gates").
+	// InProgress: refused as the restart is already done or under way: it pages nobody.
 	InProgress bool `json:"inProgress,omitempty"`
 }
 
 // Target is the decision about one pod.
 type Target struct {
-	Pod      string   `json:"name"`
-	UID      string   `json:"uid"`
-	Judged   bool     `json:"judged"`
-	Verdict  Verdict  `json:"verdict"`
-	Action   Action   `json:"action"`
-	Reason   string   `json:"reason"`
-	Ready    *int     `json:"ready"`
-	Expected *int     `json:"expected"`
-	Evidence Evidence `json:"evidence,omitempty"`
+	Pod      string         `json:"name"`
+	UID      string         `json:"uid"`
+	Judged   bool           `json:"judged"`
+	Verdict  state.Verdict  `json:"verdict"`
+	Action   state.Action   `json:"action"`
+	Reason   string         `json:"reason"`
+	Ready    *int           `json:"ready"`
+	Expected *int           `json:"expected"`
+	Evidence state.Evidence `json:"evidence,omitempty"`
 	// BadSince and BadFor describe the ongoing wedge or degradation.
 	BadSince *time.Time     `json:"since,omitempty"`
 	BadFor   state.Duration `json:"badFor,omitempty"`
@@ -253,20 +219,18 @@ type Target struct {
 	ScrapeKind        string `json:"scrapeErrorKind,omitempty"` // classifies ScrapeError
 	// Warnings are doubts that did not change the verdict.
 	Warnings []string `json:"warnings,omitempty"`
-	// SampleFor is how much longer sampling on is worth it in this run: until a
-	// restart can be due or the wedge is confirmed in-run, which a later run can use.
+	// SampleFor: how much longer sampling on is worth it in this run (a restart due, or an in-run confirmation).
 	SampleFor *time.Duration `json:"-"`
 	// Ineffective says why restarts are not healing (alerted as restart-ineffective).
 	Ineffective string `json:"restartIneffective,omitempty"`
-	// Probe is what the discovery probe found; NodesUnreachable: its discovery knows
-	// every serving node, none reports (alerted as nodes-unreachable, never restarted).
+	// Probe is what the discovery probe found; NodesUnreachable: the scheduler knows
+	// every serving node, none reports (nodes-unreachable, never restarted).
 	Probe            string `json:"probe,omitempty"`
 	NodesUnreachable bool   `json:"nodesUnreachable,omitempty"`
 }
 
 // SamplesOn is the pass's sampling rule: sample on while SampleFor, rounded up to
-// whole intervals and at least one, fits in left. Even a SampleFor of 0 (a due
-// restart whose last sample or reads failed) asks for another sample.
+// whole intervals and at least one (a due restart whose reads failed has 0), fits in left.
 func (t Target) SamplesOn(interval, left time.Duration) bool {
 	if t.SampleFor == nil {
 		return false
@@ -298,23 +262,21 @@ func (t Target) refusedOnlyBy(which func(Gate) bool) bool {
 		}
 		refused = refused || !g.OK
 	}
-	return t.Action == ActionBlocked && refused
+	return t.Action == state.ActionBlocked && refused
 }
 
 // Result is a whole run's decision.
 type Result struct {
-	Verdict Verdict
-	Action  Action
+	Verdict state.Verdict
+	Action  state.Action
 	Reason  string
 	Targets []Target
 	// NeedRollout, NeedConsistentRead and NeedAlerts ask for a read and another decision.
 	NeedRollout        bool
 	NeedConsistentRead bool
 	NeedAlerts         bool
-	// Warnings are problems of the run's configuration or surroundings.
-	Warnings []string
-	// Pause is the Deployment's active pause: restarts are held, and reports say so.
-	Pause *Pause
+	Warnings           []string // problems of the run's configuration or surroundings
+	Pause              *Pause   // the Deployment's active pause: restarts are held, and reports say so
 	// PauseNotice says, once per annotation, why a pause annotation was ignored or capped.
 	PauseNotice string
 }

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/agentenv/watchdog/pkg/alert"
-	"github.com/agentenv/watchdog/pkg/decide"
 	"github.com/agentenv/watchdog/pkg/state"
 )
 
@@ -263,9 +262,9 @@ func TestPlanRecoveredCloses(t *testing.T) {
 	now := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 	cfg, src := alert.PlanConfig{RealertInterval: time.Hour, BlindAfter: 3, WedgedFor: 4 * time.Minute}, alert.Source{Namespace: "ns"}
 	s := state.New()
-	alert.Plan(s, result(target(decide.VerdictWedged, decide.ActionWait, time.Minute, now)), nil, nil, now, src, state.ModeLive, cfg)
+	alert.Plan(s, result(target(state.VerdictWedged, state.ActionWait, time.Minute, now)), nil, nil, now, src, state.ModeLive, cfg)
 	later := now.Add(5 * time.Minute)
-	notes := alert.Plan(s, result(target(decide.VerdictHealthy, decide.ActionNone, 0, later)), nil, nil, later, src, state.ModeLive, cfg)
+	notes := alert.Plan(s, result(target(state.VerdictHealthy, state.ActionNone, 0, later)), nil, nil, later, src, state.ModeLive, cfg)
 	if len(notes) != 1 || notes[0].Event != alert.EventRecovered {
 		t.Fatalf("notes %+v", notes)
 	}

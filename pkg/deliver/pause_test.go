@@ -16,7 +16,7 @@ import (
 // every sink: the page for a restart held by the pause, and any other.
 func TestEveryAlertSaysPaused(t *testing.T) {
 	pause := &decide.Pause{Deployment: "agentenv-scheduler", Reason: "etcd maintenance", Until: t0.Add(time.Hour)}
-	wedged := target(decide.VerdictWedged, decide.ActionBlocked, 10*time.Minute, t0)
+	wedged := target(state.VerdictWedged, state.ActionBlocked, 10*time.Minute, t0)
 	wedged.Gates = []decide.Gate{{Name: decide.GatePaused, Detail: "paused: would restart; " + pause.String()}}
 	res := result(wedged)
 	res.Pause = pause
@@ -55,7 +55,7 @@ func TestEveryAlertSaysPaused(t *testing.T) {
 		}
 	}
 	// Not paused: no mark.
-	for _, n := range alert.Plan(state.New(), result(target(decide.VerdictWedged, decide.ActionWait, 10*time.Minute, t0)), nil, nil, t0, src, state.ModeLive, planConfig()) {
+	for _, n := range alert.Plan(state.New(), result(target(state.VerdictWedged, state.ActionWait, 10*time.Minute, t0)), nil, nil, t0, src, state.ModeLive, planConfig()) {
 		if n.Paused != "" {
 			t.Errorf("%s marked paused without a pause", n.Event)
 		}

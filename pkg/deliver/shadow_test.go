@@ -19,10 +19,10 @@ func TestShadowAlertsSayShadowInEverySink(t *testing.T) {
 	now := time.Date(2026, 11, 20, 8, 0, 0, 0, time.UTC)
 	since := now.Add(-6 * time.Minute)
 	ready, expected := 0, 3
-	target := decide.Target{Pod: "agentenv-scheduler-abc12", UID: "uid-a", Judged: true, Verdict: decide.VerdictWedged, Action: decide.ActionRestart,
-		Reason: "ready 0 while the API server lists 3 serving node(s)", Ready: &ready, Expected: &expected, Evidence: decide.EvidenceStrong,
+	target := decide.Target{Pod: "agentenv-scheduler-abc12", UID: "uid-a", Judged: true, Verdict: state.VerdictWedged, Action: state.ActionRestart,
+		Reason: "ready 0 while the API server lists 3 serving node(s)", Ready: &ready, Expected: &expected, Evidence: state.EvidenceStrong,
 		BadSince: &since, BadFor: state.Duration(6 * time.Minute)}
-	res := decide.Result{Verdict: decide.VerdictWedged, Action: decide.ActionRestart, Targets: []decide.Target{target}}
+	res := decide.Result{Verdict: state.VerdictWedged, Action: state.ActionRestart, Targets: []decide.Target{target}}
 	cfg, src, mode := alert.PlanConfig{RealertInterval: time.Hour, BlindAfter: 3, WedgedFor: 150 * time.Second}, alert.Source{Cluster: "prod-eu1", Namespace: "agentenv-system", Version: "test"}, state.ModeShadow
 	notes := alert.Plan(state.New(), res, []alert.ActOutcome{{Target: target, Detail: "shadow mode: would have restarted pod agentenv-scheduler-abc12 (delete); nothing was restarted"}}, nil, now, src, mode, cfg)
 

@@ -33,7 +33,7 @@ import (
 
 // ClockTolerance is how far the API server's clock (standing in for the cluster's)
 // may be from ours: far less than what runs allow the times other machines wrote
-// (decide.LeaseSkew, decide.ClockSkewTolerance), so that a drifting clock is fixed
+// (decide.ClockSkewTolerance), so that a drifting clock is fixed
 // before a run's judgement depends on it.
 const ClockTolerance = 5 * time.Second
 

@@ -51,15 +51,15 @@ const Component = "restart-evidence"
 
 // Bundle is the evidence of one restart.
 type Bundle struct {
-	Key      string          `json:"key"`
-	At       time.Time       `json:"at"`
-	Pod      string          `json:"pod"`
-	UID      string          `json:"uid"`
-	Action   string          `json:"action"` // restart, or would-restart in shadow mode
-	Verdict  decide.Verdict  `json:"verdict"`
-	Evidence decide.Evidence `json:"evidence,omitempty"`
-	Reason   string          `json:"reason"`
-	Gates    []decide.Gate   `json:"gates,omitempty"`
+	Key      string         `json:"key"`
+	At       time.Time      `json:"at"`
+	Pod      string         `json:"pod"`
+	UID      string         `json:"uid"`
+	Action   string         `json:"action"` // restart, or would-restart in shadow mode
+	Verdict  state.Verdict  `json:"verdict"`
+	Evidence state.Evidence `json:"evidence,omitempty"`
+	Reason   string         `json:"reason"`
+	Gates    []decide.Gate  `json:"gates,omitempty"`
 	// Sample is what the metrics the decision judged said.
 	Sample *scrape.Sample `json:"sample,omitempty"`
 	// Endpoints is the serving node count the API server gave (what ready should be).

@@ -10,6 +10,7 @@ import (
 	"github.com/agentenv/watchdog/pkg/check"
 	"github.com/agentenv/watchdog/pkg/decide"
 	"github.com/agentenv/watchdog/pkg/deliver"
+	"github.com/agentenv/watchdog/pkg/state"
 )
 
 // The ready and expected node gauges are what a dashboard draws per scheduler pod:
@@ -20,15 +21,15 @@ func TestNodeGauges(t *testing.T) {
 	n := func(v int) *int { return &v }
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	m.Observe(&check.Report{Targets: []decide.Target{
-		{Pod: "sched-a", Judged: true, Verdict: decide.VerdictWedged, Ready: n(0), Expected: n(3)},
-		{Pod: "sched-b", Judged: true, Verdict: decide.VerdictUnknown, Expected: n(3)},
+		{Pod: "sched-a", Judged: true, Verdict: state.VerdictWedged, Ready: n(0), Expected: n(3)},
+		{Pod: "sched-b", Judged: true, Verdict: state.VerdictUnknown, Expected: n(3)},
 		{Pod: "sched-c", Judged: false, Ready: n(0), Expected: n(3)},
 	}}, nil, time.Second, now)
 	if got, want := nodeGauges(t, m), "agentenv_watchdog_pod_expected_nodes{sched-a} 3, agentenv_watchdog_pod_expected_nodes{sched-b} 3, agentenv_watchdog_pod_ready_nodes{sched-a} 0"; got != want {
 		t.Errorf("after the first pass:\n got %s\nwant %s", got, want)
 	}
 	m.Observe(&check.Report{Targets: []decide.Target{
-		{Pod: "sched-d", Judged: true, Verdict: decide.VerdictHealthy, Ready: n(3), Expected: n(3)},
+		{Pod: "sched-d", Judged: true, Verdict: state.VerdictHealthy, Ready: n(3), Expected: n(3)},
 	}}, nil, time.Second, now.Add(time.Minute))
 	if got, want := nodeGauges(t, m), "agentenv_watchdog_pod_expected_nodes{sched-d} 3, agentenv_watchdog_pod_ready_nodes{sched-d} 3"; got != want {
 		t.Errorf("after the second pass:\n got %s\nwant %s", got, want)

@@ -25,8 +25,8 @@ func TestLeaderWhoseLeaseExpiresDuringTheReadsIsScraped(t *testing.T) {
 	began := time.Date(2026, 11, 24, 8, 0, 0, 0, time.UTC)
 	clk := clocktesting.NewFakePassiveClock(began)
 	const duration = 15 * time.Second
-	// Renewed so that it expires (past decide.LeaseSkew) one second after began.
-	renewed := metav1.NewMicroTime(began.Add(-duration - decide.LeaseSkew + time.Second))
+	// Renewed so that it expires (past decide.ClockSkewTolerance) one second after began.
+	renewed := metav1.NewMicroTime(began.Add(-duration - decide.ClockSkewTolerance + time.Second))
 	holder, seconds := "sched-0", int32(duration/time.Second)
 	c := fakeAPI(t, runningPods(2), func(w http.ResponseWriter, r *http.Request) {
 		if !strings.HasSuffix(r.URL.Path, "/leases/sched") {

@@ -3,7 +3,7 @@ package state
 import (
 	"cmp"
 	"fmt"
-	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -46,54 +46,41 @@ func (s *State) dropOldestSeenHalf(uids []string) {
 	}
 }
 
-// dropLongKeys drops the records whose key is longer than n: an identifier that
-// long cannot be a real one, and cut short it would match nothing.
-func dropLongKeys[T any](m map[string]T, n int) bool {
-	before := len(m)
-	maps.DeleteFunc(m, func(k string, _ T) bool { return len(k) > n })
-	return len(m) < before
+// truncateStrings cuts every string in the document to n bytes, and drops the records
+// keyed longer: an identifier that long is not real, and cut short it would match nothing.
+func (s *State) truncateStrings(n int) bool {
+	return cutStrings(reflect.ValueOf(s).Elem(), n)
 }
 
-// truncateStrings cuts every free-text field to n bytes. An identifier the watchdog
-// matches on (pod UID, alert event) longer than that is not real: its record is dropped.
-func (s *State) truncateStrings(n int) bool {
-	changed := false
-	cut := func(fields ...*string) {
-		for _, p := range fields {
-			if len(*p) > n {
-				*p = Truncate(*p, n)
+func cutStrings(v reflect.Value, n int) (changed bool) {
+	switch v.Kind() {
+	case reflect.String:
+		if v.Len() > n {
+			v.SetString(Truncate(v.String(), n))
+			return true
+		}
+	case reflect.Pointer:
+		return !v.IsNil() && cutStrings(v.Elem(), n)
+	case reflect.Struct:
+		for i := range v.NumField() {
+			changed = v.Type().Field(i).IsExported() && cutStrings(v.Field(i), n) || changed
+		}
+	case reflect.Slice:
+		if v.Type().Elem().Kind() == reflect.Uint8 {
+			break // a payload: it cannot be cut
+		}
+		for i := range v.Len() {
+			changed = cutStrings(v.Index(i), n) || changed
+		}
+	case reflect.Map:
+		for it := v.MapRange(); it.Next(); {
+			if it.Key().Len() > n {
+				v.SetMapIndex(it.Key(), reflect.Value{})
 				changed = true
+			} else {
+				changed = cutStrings(it.Value(), n) || changed
 			}
 		}
-	}
-	changed = dropLongKeys(s.Pods, n) || changed
-	changed = dropLongKeys(s.Alerts, n) || changed
-	for _, p := range s.Pods {
-		cut(&p.Name, (*string)(&p.LastVerdict))
-		if e := p.Episode; e != nil {
-			cut((*string)(&e.Kind), (*string)(&e.Evidence))
-		}
-	}
-	for i := range s.Restarts {
-		r := &s.Restarts[i]
-		cut(&r.Pod, &r.Method, (*string)(&r.Outcome), &r.Reason, (*string)(&r.Evidence), &r.Error)
-	}
-	for i := range s.WouldRestarts {
-		w := &s.WouldRestarts[i]
-		cut(&w.Pod, &w.UID, &w.Reason, (*string)(&w.Evidence), &w.Gates)
-	}
-	for i := range s.Episodes {
-		e := &s.Episodes[i]
-		cut(&e.Pod, &e.UID, (*string)(&e.Kind), (*string)(&e.Evidence), (*string)(&e.Outcome))
-	}
-	for _, a := range s.Alerts {
-		cut(&a.Event, &a.Pod)
-	}
-	for i := range s.Outbox {
-		cut(&s.Outbox[i].LastError)
-	}
-	if r := s.LastRun; r != nil {
-		cut((*string)(&r.Verdict), (*string)(&r.Action), &r.Reason, (*string)(&r.Outcome), &r.Error, &r.Watchdog)
 	}
 	return changed
 }

@@ -5,13 +5,9 @@ import (
 	"fmt"
 )
 
-// migrations[v] turns a version v document into version v+1, as raw JSON: each step
-// knows only the two layouts it joins. An error makes the document unreadable.
-var migrations = map[int]func([]byte) ([]byte, error){
-	1: migrate1to2,
-}
-
-// migrate1to2: version 2 renamed each pod's open episode from "bad" to "episode".
+// migrate1to2 turns a version 1 document into version 2, as raw JSON, knowing only
+// those two layouts: version 2 renamed each pod's open episode from "bad" to "episode".
+// An error makes the document unreadable.
 func migrate1to2(data []byte) ([]byte, error) {
 	var doc map[string]json.RawMessage
 	if err := json.Unmarshal(data, &doc); err != nil {

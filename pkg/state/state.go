@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"time"
 )
@@ -22,8 +23,7 @@ const (
 	MaxEpisodes   = 50
 	MaxOutbox     = 20
 	MaxHistoryAge = 7 * 24 * time.Hour // a restart budget window of over a week makes no sense
-	// maxEncodedBytes: with the unreadable copy beside it (maxCorruptBytes), no
-	// ConfigMap write can fail for size.
+	// maxEncodedBytes: with the unreadable copy beside it (maxCorruptBytes), no write fails for size.
 	maxEncodedBytes = 256 << 10
 )
 
@@ -65,8 +65,7 @@ type WouldRestart struct {
 	LastAt       time.Time `json:"lastAt,omitzero"`
 }
 
-// Backoff is the restart back-off after restarts that did not heal
-// (docs/design.md, "Ineffective restarts").
+// Backoff is the restart back-off after restarts that did not heal (design.md, "Ineffective restarts").
 type Backoff struct {
 	Ineffective   int        `json:"ineffective"`            // restarts in a row that did not heal
 	LastRestartAt time.Time  `json:"lastRestartAt"`          // the last such restart's claim
@@ -136,8 +135,7 @@ type OpenEpisode struct {
 	ConfirmedRuns        int        `json:"confirmedRuns,omitempty"`
 }
 
-// Restart is one restart, from claim to outcome. ResumedAt is when a later run took
-// over a claim its run left unfinished.
+// Restart is one restart, from claim to outcome. ResumedAt: a later run took over the unfinished claim.
 type Restart struct {
 	Pod       string    `json:"pod"`
 	UID       string    `json:"uid"`
@@ -248,12 +246,10 @@ func Decode(data []byte) (*State, error) {
 	case v == Version:
 	case v > Version:
 		return nil, &NewerVersionError{Found: v, Supported: Version}
-	case v >= 1:
-		for ; v < Version; v++ {
-			var err error
-			if data, err = migrations[v](data); err != nil {
-				return nil, fmt.Errorf("%w: migrating version %d: %v", ErrUnreadable, v, err)
-			}
+	case v == 1: // a migration per version, each knowing the two layouts it joins
+		var err error
+		if data, err = migrate1to2(data); err != nil {
+			return nil, fmt.Errorf("%w: migrating version %d: %v", ErrUnreadable, v, err)
 		}
 	default:
 		return nil, fmt.Errorf("%w: version %d is not a known version", ErrUnreadable, v)
@@ -262,34 +258,21 @@ func Decode(data []byte) (*State, error) {
 	if err := json.Unmarshal(data, s); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrUnreadable, err)
 	}
-	s.sanitize()
+	s.dropNulls()
 	return s, nil
 }
 
-// sanitize repairs what a hand edit could break without making the document unreadable.
-func (s *State) sanitize() {
+// dropNulls drops what json makes of null records: readers without the key (status,
+// history, doctor) see unsealed documents, which anyone may have edited.
+func (s *State) dropNulls() {
 	if s.Pods == nil {
 		s.Pods = map[string]*Pod{}
 	}
 	if s.Alerts == nil {
 		s.Alerts = map[string]*Alert{}
 	}
-	for uid, p := range s.Pods {
-		if p == nil || uid == "" {
-			delete(s.Pods, uid)
-			continue
-		}
-		p.ConsecutiveUnknowns = max(p.ConsecutiveUnknowns, 0)
-		if p.Episode != nil {
-			p.Episode.For, p.Episode.ConfirmedRuns = max(p.Episode.For, 0), max(p.Episode.ConfirmedRuns, 0)
-		}
-	}
+	maps.DeleteFunc(s.Pods, func(_ string, p *Pod) bool { return p == nil })
 	maps.DeleteFunc(s.Alerts, func(_ string, a *Alert) bool { return a == nil })
-	s.ConsecutiveUnknownRuns = max(s.ConsecutiveUnknownRuns, 0)
-	if s.Backoff != nil {
-		s.Backoff.Ineffective = max(s.Backoff.Ineffective, 0)
-	}
-	s.capCounts()
 }
 
 // Encode renders the document, pruned to its bounds, indented for people.
@@ -354,8 +337,7 @@ func since[T any](list []T, from time.Time, at func(T) time.Time) []T {
 	return list
 }
 
-// capCounts keeps the newest of each list within its bound. Decode applies it too:
-// a thousand copies of one outbox entry edited in must not be a thousand sends.
+// capCounts keeps the newest of each list within its bound.
 func (s *State) capCounts() {
 	slices.SortStableFunc(s.Restarts, func(a, b Restart) int { return a.ClaimedAt.Compare(b.ClaimedAt) })
 	s.Restarts = newest(s.Restarts, MaxRestarts)
@@ -391,70 +373,48 @@ func (s *State) WouldRestartFor(uid string, since time.Time) *WouldRestart {
 	return nil
 }
 
-// RestartsBetween counts the claims from from to to, inclusive, except abandoned ones.
-func (s *State) RestartsBetween(from, to time.Time) int {
-	n := 0
-	for _, r := range s.Restarts {
-		if !r.ClaimedAt.Before(from) && !r.ClaimedAt.After(to) && r.Outcome != RestartAbandoned {
-			n++
-		}
-	}
-	return n
-}
-
 // Clone returns a deep copy, so a decision can be computed without touching its input.
 func (s *State) Clone() *State {
-	c := *s
-	c.Pods = cloneMap(s.Pods, func(p *Pod) {
-		p.Counters, p.AgedCounters, p.AgingCounters = clonePtr(p.Counters), clonePtr(p.AgedCounters), clonePtr(p.AgingCounters)
-		p.Rolling = clonePtr(p.Rolling)
-		p.Probe = clonePtr(p.Probe, func(r *Probe) {
-			r.CreditedTo, r.SeenAt, r.Missing = clonePtr(r.CreditedTo), clonePtr(r.SeenAt), maps.Clone(r.Missing)
-		})
-		p.Episode = clonePtr(p.Episode, func(e *OpenEpisode) {
-			e.StrongSince, e.BaselineRejected = clonePtr(e.StrongSince), clonePtr(e.BaselineRejected)
-			e.RunSince, e.ConfirmedRun = clonePtr(e.RunSince), clonePtr(e.ConfirmedRun)
-			e.FirstCounters = clonePtr(e.FirstCounters)
-		})
-	})
-	c.Restarts = cloneEach(s.Restarts, func(r *Restart) {
-		r.DoneAt, r.ResumedAt, r.HealedAt, r.ServerAt = clonePtr(r.DoneAt), clonePtr(r.ResumedAt), clonePtr(r.HealedAt), clonePtr(r.ServerAt)
-	})
-	c.Episodes, c.WouldRestarts = slices.Clone(s.Episodes), slices.Clone(s.WouldRestarts)
-	c.Alerts = cloneMap(s.Alerts, func(a *Alert) { a.LastSentAt = clonePtr(a.LastSentAt) })
-	// slices.Clone keeps "sinks": [] from coming back as null.
-	c.Outbox = cloneEach(s.Outbox, func(p *Pending) { p.Sinks, p.Payload = slices.Clone(p.Sinks), slices.Clone(p.Payload) })
-	c.LastRun, c.PauseNotice = clonePtr(s.LastRun), clonePtr(s.PauseNotice)
-	c.Backoff = clonePtr(s.Backoff, func(b *Backoff) { b.HealthySince = clonePtr(b.HealthySince) })
-	return &c
-}
-
-func cloneEach[T any](list []T, deepen func(*T)) []T {
-	c := slices.Clone(list)
-	for i := range c {
-		deepen(&c[i])
-	}
+	c := new(State)
+	deepCopy(reflect.ValueOf(c).Elem(), reflect.ValueOf(s).Elem())
 	return c
 }
 
-// cloneMap copies m (never nil) and each value it points to, deepened.
-func cloneMap[K comparable, V any](m map[K]*V, deepen func(*V)) map[K]*V {
-	c := make(map[K]*V, len(m))
-	for k, v := range m {
-		c[k] = clonePtr(v, deepen)
+// deepCopy sets dst to a copy of src sharing no pointer, slice or map with it; a
+// time.Time's location is shared, as times are values. Empty slices stay empty, not
+// nil: "sinks": [] must not come back as null.
+func deepCopy(dst, src reflect.Value) {
+	switch k := src.Kind(); {
+	case (k == reflect.Pointer || k == reflect.Slice || k == reflect.Map) && src.IsNil(),
+		src.Type() == reflect.TypeFor[*time.Location]():
+		dst.Set(src)
+	case k == reflect.Pointer:
+		dst.Set(reflect.New(src.Type().Elem()))
+		deepCopy(dst.Elem(), src.Elem())
+	case k == reflect.Struct:
+		dst.Set(src) // unexported fields (a time's) by value
+		for i := range src.NumField() {
+			if src.Type().Field(i).IsExported() {
+				deepCopy(dst.Field(i), src.Field(i))
+			}
+		}
+	case k == reflect.Slice && src.Type().Elem().Kind() == reflect.Uint8:
+		dst.SetBytes(bytes.Clone(src.Bytes())) // a payload, at once
+	case k == reflect.Slice:
+		dst.Set(reflect.MakeSlice(src.Type(), src.Len(), src.Len()))
+		for i := range src.Len() {
+			deepCopy(dst.Index(i), src.Index(i))
+		}
+	case k == reflect.Map:
+		dst.Set(reflect.MakeMapWithSize(src.Type(), src.Len()))
+		for it := src.MapRange(); it.Next(); {
+			v := reflect.New(src.Type().Elem()).Elem()
+			deepCopy(v, it.Value())
+			dst.SetMapIndex(it.Key(), v)
+		}
+	default:
+		dst.Set(src)
 	}
-	return c
-}
-
-func clonePtr[T any](p *T, deepen ...func(*T)) *T {
-	if p == nil {
-		return nil
-	}
-	v := *p
-	for _, d := range deepen {
-		d(&v)
-	}
-	return &v
 }
 
 // Duration is a time.Duration written as "4m0s" for people (nanoseconds are read too, null is not).

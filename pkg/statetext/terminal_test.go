@@ -64,7 +64,7 @@ func TestTextOutputEscapesTerminalControls(t *testing.T) {
 	}
 	var bundle bytes.Buffer
 	b := evidence.Bundle{
-		Key: hostile, Pod: hostile, UID: hostile, Action: hostile, Verdict: decide.Verdict(hostile), Evidence: decide.Evidence(hostile), Reason: hostile,
+		Key: hostile, Pod: hostile, UID: hostile, Action: hostile, Verdict: state.Verdict(hostile), Evidence: state.Evidence(hostile), Reason: hostile,
 		Gates:  []decide.Gate{{Name: hostile, Detail: hostile}},
 		Sample: &scrape.Sample{Observed: map[string]int{hostile: 3}},
 		Status: evidence.PodStatus{Phase: hostile, Controller: hostile, WaitingReason: hostile},

@@ -74,7 +74,7 @@ func escapeArg(a any) any {
 		return Escape(s.String()) // as fmt would print it; not a number (%d of a Duration)
 	}
 	if rv.Kind() == reflect.String {
-		return Escape(rv.String()) // a typed word: state.Verdict, decide.Evidence
+		return Escape(rv.String()) // a typed word: state.Verdict, state.Evidence
 	}
 	return a
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/agentenv/watchdog/pkg/deliver"
 	"github.com/agentenv/watchdog/pkg/metrics"
 	"github.com/agentenv/watchdog/pkg/scrape"
+	"github.com/agentenv/watchdog/pkg/state"
 )
 
 // The Prometheus Operator kinds the chart renders, as `helm template --api-versions`
@@ -623,7 +624,7 @@ func exportedMetrics(t *testing.T, doc string) map[string]string {
 	n := 3
 	m.SetLeader(true)
 	m.Observe(&check.Report{
-		Targets:  []decide.Target{{Pod: "p", Judged: true, Verdict: decide.VerdictWedged, Ready: &n, Expected: &n, ScrapeKind: "timeout"}},
+		Targets:  []decide.Target{{Pod: "p", Judged: true, Verdict: state.VerdictWedged, Ready: &n, Expected: &n, ScrapeKind: "timeout"}},
 		Restarts: []check.RestartReport{{Pod: "p", Outcome: "done"}},
 		Alerts:   []deliver.Delivery{{Event: "wedged", Sink: "slack", OK: true}},
 	}, nil, time.Second, time.Now())

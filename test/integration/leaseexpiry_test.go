@@ -32,7 +32,7 @@ func TestLeaseExpiringDuringTheReadsStillScrapesTheLeader(t *testing.T) {
 	}, metav1.CreateOptions{})
 	must(t, err)
 	written := lease.ManagedFields[0].Time.Time // the renewal, by the API server's clock
-	expires := written.Add(time.Duration(seconds)*time.Second + decide.LeaseSkew)
+	expires := written.Add(time.Duration(seconds)*time.Second + decide.ClockSkewTolerance)
 	v.clk.SetTime(expires.Add(-time.Second))
 	proxy.SetFault(func(r *http.Request) *testenv.Fault {
 		if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/leases/agentenv-scheduler") {

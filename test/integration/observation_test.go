@@ -14,7 +14,7 @@ import (
 	"github.com/agentenv/watchdog/internal/schedsim"
 	"github.com/agentenv/watchdog/internal/testenv"
 	"github.com/agentenv/watchdog/pkg/cli"
-	"github.com/agentenv/watchdog/pkg/decide"
+	"github.com/agentenv/watchdog/pkg/state"
 )
 
 // Observations that are slow or fail, on the real API server: the API requests go through the fault-injecting proxy, the scrapes to
@@ -148,7 +148,7 @@ func TestSlowAPIStillRestartsInTheFirstRun(t *testing.T) {
 				ran := clk.Since(runStart)
 				t.Logf("observations of %s (jitter %t), nodes unreachable (weak evidence): %s/%s after %d samples, %s into the run, %s from the cause: %s",
 					took, jitter, r.report.Verdict, r.report.Action, r.report.Samples, ran, clk.Since(cause), r.report.Reason)
-				if r.code != 0 || r.report.Action != decide.ActionRestart || v.podExists(v.pod.Name) {
+				if r.code != 0 || r.report.Action != state.ActionRestart || v.podExists(v.pod.Name) {
 					t.Fatalf("observations of %s: want a restart by the first run that sees the wedge, got exit %d, %s/%s\n%s", took, r.code, r.report.Verdict, r.report.Action, r.stderr)
 				}
 				if ran > cli.DefaultTimeout {

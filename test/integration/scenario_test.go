@@ -15,6 +15,7 @@ import (
 	"github.com/agentenv/watchdog/pkg/cli"
 	"github.com/agentenv/watchdog/pkg/decide"
 	"github.com/agentenv/watchdog/pkg/deliver"
+	"github.com/agentenv/watchdog/pkg/state"
 )
 
 // The scenarios replay the scheduler's signatures (docs/design.md §1) on a clock compressed 30×: a */5
@@ -135,14 +136,14 @@ func (h *heal) record(t testing.TB, s *scenario, run int, start time.Time, r res
 	if r.code != 0 {
 		t.Fatalf("run %d: exit %d\n%s", run, r.code, r.stderr)
 	}
-	if r.report.Verdict == decide.VerdictWedged && h.firstSeen.IsZero() {
+	if r.report.Verdict == state.VerdictWedged && h.firstSeen.IsZero() {
 		h.firstSeen, h.seenRun = start, run
 	}
 	if h.pagedRun == 0 && slices.ContainsFunc(r.report.Alerts, func(d deliver.Delivery) bool { return d.Event == alert.EventWedged && d.OK }) {
 		h.pagedRun = run
 	}
 	h.log = append(h.log, fmt.Sprintf("run %d: %s/%s, %d samples, %s", run, r.report.Verdict, r.report.Action, r.report.Samples, r.report.Reason))
-	if r.report.Action != decide.ActionRestart {
+	if r.report.Action != state.ActionRestart {
 		return false
 	}
 	h.restarted, h.runs, h.sinceCause, h.sinceSeen = true, run, since(cause), since(h.firstSeen)
@@ -341,7 +342,7 @@ func (v *virtualScenario) cronEpisode(t testing.TB, phase testenv.Phase, worst b
 		// A run that reads ready N while the new nodes' heartbeats are rejected
 		// (a roll) samples on and may see the wedge itself; ready N is the
 		// premise for the other causes.
-		if worst && run == 1 && r.report.Verdict != decide.VerdictHealthy && phase != testenv.DeadRolled {
+		if worst && run == 1 && r.report.Verdict != state.VerdictHealthy && phase != testenv.DeadRolled {
 			t.Fatalf("worst phase: the run %s after the cause should still read ready N, got %s: %s", start.Sub(cause), r.report.Verdict, r.report.Reason)
 		}
 		if h.record(t, v.scenario, run, start, r, cause, v.clk.Since) {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/agentenv/watchdog/internal/testenv"
 	"github.com/agentenv/watchdog/pkg/alert"
-	"github.com/agentenv/watchdog/pkg/decide"
+	"github.com/agentenv/watchdog/pkg/state"
 )
 
 // TestShadowWeek replays a shadow week on the real API server, on the compressed
@@ -35,7 +35,7 @@ func TestShadowWeek(t *testing.T) {
 		for run := 1; ; run++ {
 			time.Sleep(interval)
 			r := shadow()
-			if r.report.Action != decide.ActionRestart {
+			if r.report.Action != state.ActionRestart {
 				if run > 4 {
 					t.Fatalf("episode %d: no would-restart in %d runs: %s", episode, run, r.report.Reason)
 				}
@@ -54,7 +54,7 @@ func TestShadowWeek(t *testing.T) {
 	// The wedge goes on: each run would restart again; the record counts repeats.
 	for range 2 {
 		time.Sleep(interval)
-		if r := shadow(); r.report.Action != decide.ActionRestart || len(r.report.WouldRestarts) != 0 {
+		if r := shadow(); r.report.Action != state.ActionRestart || len(r.report.WouldRestarts) != 0 {
 			t.Fatalf("same episode: %s, would-restarts %+v: want restart due and no new record", r.report.Action, r.report.WouldRestarts)
 		}
 	}
