@@ -51,8 +51,8 @@ type Needs struct {
 	ElectionLease string
 	// WatchEndpoints: `run --watch-endpoints` watches the nodes' EndpointSlices.
 	WatchEndpoints bool
-	// ScrapeViaAPIServer: metrics are read through the API server's pod proxy
-	// (--scrape-via apiserver, or auto outside a pod), which needs get pods/proxy.
+	// ScrapeViaAPIServer: the runs read metrics through the API server's pod proxy
+	// (--scrape-via apiserver, or auto where they run outside a pod).
 	ScrapeViaAPIServer bool
 	// EvidenceConfigMap keeps the evidence of restarts (--evidence-configmap);
 	// EvidenceLogs reads the scheduler's log into it (--evidence-logs).

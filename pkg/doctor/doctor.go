@@ -37,9 +37,6 @@ import (
 // before a run's judgement depends on it.
 const ClockTolerance = 5 * time.Second
 
-// KeySecret is the Secret holding the key that seals the state (pkg/kube EnsureKey).
-const KeySecret = "agentenv-scheduler-watchdog-key" //nolint:gosec // the Secret's name, not a credential
-
 // Groups of checks, in the order they are run and printed.
 const (
 	GroupAPI       = "API server"
@@ -78,26 +75,16 @@ type Config struct {
 	// Observer is the run's own, built from the same configuration: the objects it
 	// reads, the scrape path, the decision settings and the clock.
 	*observe.Observer
-	StateConfigMap string
-	// EvidenceConfigMap and EvidenceLogs: the evidence of restarts (pkg/evidence).
-	EvidenceConfigMap string
-	EvidenceLogs      bool
-	// ElectionLease is `run --leader-elect`'s Lease, "" without election; Lease the
-	// one each pass holds (--lease).
-	ElectionLease, Lease string
-	// WatchEndpoints: check the rights of `run --watch-endpoints` too.
-	WatchEndpoints bool
+	// Needs are the run's settings that decide its calls; needs() adds the
+	// Observer's and the Probe's.
+	Needs
 	// Sinks are the configured alert sinks; SendTest delivers a test alert to each.
 	Sinks    []Sink
 	SendTest bool
-	// KeySecret is --key-secret; OutboxKey: the runs have a key (it, or --outbox-key).
-	KeySecret string
+	// OutboxKey: the runs have a key (--key-secret or --outbox-key).
 	OutboxKey bool
 	// Probe is the run's discovery probe, nil when off.
 	Probe *probe.Prober
-	// RestartMethod and MaxRestarts say which rights a restart needs.
-	RestartMethod string
-	MaxRestarts   int
 }
 
 // Doctor runs the checks.
@@ -198,14 +185,10 @@ func Skew(before, after, date time.Time) time.Duration {
 	return 0
 }
 
-// needs reads whether the objects the watchdog may create exist.
-func (d *Doctor) needs(ctx context.Context) Needs {
-	n := Needs{
-		StateConfigMap: d.StateConfigMap, Deployment: d.Deployment, RestartMethod: d.RestartMethod, JudgePods: d.Reads.JudgePods,
-		MaxRestarts: d.MaxRestarts, LeaderLease: d.Reads.LeaderLease, ElectionLease: d.ElectionLease, WatchEndpoints: d.WatchEndpoints,
-		ScrapeViaAPIServer: d.Via == scrape.ViaAPIServer,
-		EvidenceConfigMap:  d.EvidenceConfigMap, EvidenceLogs: d.EvidenceLogs, Lease: d.Lease, KeySecret: d.KeySecret,
-	}
+// needs are the run's calls' inputs, with those of the Observer and the Probe.
+func (d *Doctor) needs() Needs {
+	n := d.Needs
+	n.Deployment, n.JudgePods, n.LeaderLease = d.Observer.Deployment, d.Reads.JudgePods, d.Reads.LeaderLease
 	if d.Probe != nil && d.Probe.Mode == probe.Canary {
 		n.Canary = d.Probe.Name
 	}
@@ -216,7 +199,7 @@ func (d *Doctor) needs(ctx context.Context) Needs {
 // may make it: a SelfSubjectAccessReview per verb and resource, with the object's
 // name where the Role can narrow it to one.
 func (d *Doctor) checkRBAC(ctx context.Context) {
-	for _, a := range d.needs(ctx).Required() {
+	for _, a := range d.needs().Required() {
 		name := "can " + a.String()
 		review, err := d.Client.CreateSelfSubjectAccessReview(ctx, &authorizationv1.SelfSubjectAccessReview{
 			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
@@ -313,7 +296,7 @@ func (d *Doctor) checkJudged(ctx context.Context, pods []corev1.Pod) {
 		if own := obs.Ownership; own != nil && own.Err != nil {
 			// Not a wrong name: the reads were refused or failed (a Role of one's own
 			// from before --judge-pods deployment lacks get replicasets).
-			hint = fmt.Sprintf("the watchdog needs get deployments/%s and get replicasets in %s to tell the Deployment's pods (the chart's Role grants both; see the permission checks), or --judge-pods selector (chart: scheduler.judgePods) for a scheduler that no Deployment runs", d.Deployment, d.Namespace)
+			hint = fmt.Sprintf("the watchdog needs get deployments/%s and get replicasets in %s to tell the Deployment's pods (the chart's Role grants both; see the permission checks), or --judge-pods selector (chart: scheduler.judgePods) for a scheduler that no Deployment runs", d.Observer.Deployment, d.Namespace)
 		} else if d.Reads.JudgePods == decide.JudgeDeployment {
 			hint += ", or --judge-pods selector (chart: scheduler.judgePods) for a scheduler that no Deployment runs"
 		} else {
@@ -426,13 +409,13 @@ func (d *Doctor) checkPause(name string, ann map[string]string) {
 // checkObjects reads the Deployment and the Leases the configuration names.
 func (d *Doctor) checkObjects(ctx context.Context) {
 	const dname = "scheduler Deployment exists"
-	dep, err := d.Client.GetDeployment(ctx, d.Namespace, d.Deployment, kube.Quorum)
+	dep, err := d.Client.GetDeployment(ctx, d.Namespace, d.Observer.Deployment, kube.Quorum)
 	switch {
 	case apierrors.IsNotFound(err):
-		d.fail(GroupObjects, dname, fmt.Sprintf("Deployment %s/%s not found", d.Namespace, d.Deployment),
+		d.fail(GroupObjects, dname, fmt.Sprintf("Deployment %s/%s not found", d.Namespace, d.Observer.Deployment),
 			"set --deployment (chart: scheduler.deployment) to the scheduler's Deployment: the rollout gate, Events and the rollout restart use it")
 	case err != nil:
-		d.fail(GroupObjects, dname, fmt.Sprintf("get Deployment %s/%s: %v", d.Namespace, d.Deployment, err), "see the permission checks above")
+		d.fail(GroupObjects, dname, fmt.Sprintf("get Deployment %s/%s: %v", d.Namespace, d.Observer.Deployment, err), "see the permission checks above")
 	default:
 		d.pass(GroupObjects, dname, fmt.Sprintf("%s: %d of %d replica(s) updated, %d ready, paused %t",
 			dep.Name, dep.Status.UpdatedReplicas, ptr.Deref(dep.Spec.Replicas, 1), dep.Status.ReadyReplicas, dep.Spec.Paused))
