@@ -91,7 +91,7 @@ func (df *doctorFlags) run(parent context.Context, stdout, stderr io.Writer) err
 	if df.sendTest && len(sinks) == 0 {
 		return usagef("--send-test: no sink configured: set --slack-webhook-url, --webhook-url, --alertmanager-url or --heartbeat-url")
 	}
-	d := &doctor.Doctor{Config: doctor.Config{
+	d := &doctor.Doctor{
 		Observer:  o,
 		Sinks:     sinks,
 		SendTest:  df.sendTest,
@@ -108,7 +108,7 @@ func (df *doctorFlags) run(parent context.Context, stdout, stderr io.Writer) err
 			MaxRestarts:        f.check.MaxRestarts,
 			ScrapeViaAPIServer: f.runsVia() == scrape.ViaAPIServer,
 		},
-	}}
+	}
 	if df.leaderElect {
 		d.ElectionLease = df.leaderElectLease
 	}
