@@ -236,6 +236,9 @@ func newVersionCommand(stdout io.Writer) *cobra.Command {
 	return cmd
 }
 
+// Durations in the logs carry their unit ("2s", as "took" does), not bare milliseconds.
+func init() { zerolog.DurationFieldFormat = zerolog.DurationFormatString }
+
 // newLogger builds the stderr logger: console for people (a terminal, or
 // --log-format console), JSON for log pipelines. client-go's own lines (klog) go
 // through it too (klog.go).
