@@ -10,6 +10,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/agentenv/watchdog/pkg/doctor"
+	"github.com/agentenv/watchdog/pkg/probe"
 	"github.com/agentenv/watchdog/pkg/scrape"
 )
 
@@ -111,6 +112,10 @@ func (df *doctorFlags) run(parent context.Context, stdout, stderr io.Writer) err
 	}
 	if df.leaderElect {
 		d.ElectionLease = df.leaderElectLease
+	}
+	// As prober(): runs write the canary where they reach the pods directly.
+	if f.probe.window() > 0 && f.probe.Mode == string(probe.Canary) && f.runsVia() == scrape.ViaDirect {
+		d.Canary = f.probe.EndpointSlice
 	}
 	ctx, cancel := context.WithTimeout(parent, f.cluster.Timeout)
 	defer cancel()

@@ -74,7 +74,7 @@ type Doctor struct {
 	// Observer is the run's own, built from the same configuration: the objects it
 	// reads, the scrape path, the decision settings and the clock.
 	*observe.Observer
-	// Needs are the run's settings that decide its calls (needs() adds the rest).
+	// Needs are the run's settings that decide its calls (needs() adds the Observer's).
 	Needs
 	// Sinks are the configured alert sinks; SendTest delivers a test alert to each.
 	Sinks    []Sink
@@ -176,13 +176,10 @@ func Skew(before, after, date time.Time) time.Duration {
 	return 0
 }
 
-// needs are the run's calls' inputs, with those of the Observer and the Probe.
+// needs are the run's calls' inputs, with the Observer's.
 func (d *Doctor) needs() Needs {
 	n := d.Needs
 	n.Deployment, n.JudgePods, n.LeaderLease = d.Observer.Deployment, d.Reads.JudgePods, d.Reads.LeaderLease
-	if d.Probe != nil && d.Probe.Mode == probe.Canary {
-		n.Canary = d.Probe.Name
-	}
 	return n
 }
 

@@ -199,6 +199,11 @@ func TestScrapeVia(t *testing.T) {
 		if seen := sched.requests(); len(seen) != 1 || !proxied(seen[0]) {
 			t.Errorf("the scheduler served %d request(s) (%v), want 1 through the API server", len(seen), seen)
 		}
+		// Its runs in a pod write the canary too (no probe from here): those rights are checked.
+		r := runCLI(t, sched.args("doctor", "--as", as, "--discovery-probe", "canary", "--probe-address", "10.0.0.9")...)
+		if !strings.Contains(r.stdout, `"can create endpointslices.discovery.k8s.io"`) || !strings.Contains(r.stdout, `"can delete endpointslices.discovery.k8s.io/agentenv-scheduler-watchdog-probe"`) {
+			t.Errorf("doctor --as %s --discovery-probe canary does not check the canary's rights:\n%s", as, r.stdout)
+		}
 	})
 
 	t.Run("without get pods/proxy the API server refuses, and says so", func(t *testing.T) {
