@@ -238,7 +238,7 @@ func run(bin string) error {
 	for _, e := range events.Items {
 		fmt.Printf("%-8s %-22s %s/%s: %s\n", e.Type, e.Reason, e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Message)
 	}
-	s.events = len(events.Items)
+	s.countEvents(events.Items)
 	step("summary")
 	s.writeSummary(os.Stdout, time.Since(start))
 	return nil

@@ -154,7 +154,7 @@ func runNode(bin, helmBin string) error {
 	if err != nil {
 		return err
 	}
-	s.events = len(events.Items)
+	s.countEvents(events.Items)
 	step("summary")
 	s.writeSummary(os.Stdout, time.Since(start))
 	return nil

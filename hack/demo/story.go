@@ -11,8 +11,11 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/agentenv/watchdog/pkg/events"
 )
 
 // story is what the demo saw, for its closing summary.
@@ -23,7 +26,7 @@ type story struct {
 	invalid int      // alerts whose signature did not verify
 	// restarted and replacement are the scheduler pods before and after the restart.
 	restarted, replacement string
-	bundles, events        int // evidence bundles saved, Kubernetes Events left
+	bundles, events        int // evidence bundles saved, Kubernetes Events the watchdog left
 }
 
 func (s *story) alert(event string, valid bool) {
@@ -48,14 +51,23 @@ func (s *story) writeSummary(w io.Writer, took time.Duration) {
   heartbeats rejected); a dry run and a shadow run said they would restart it; with restarts on,
   the watchdog confirmed the wedge afresh and deleted the pod; the replacement %s was healthy
   once past its startup grace: recovered.
-figures: %d watchdog commands in %s; 1 restart; %d evidence bundle(s); %d Kubernetes Event(s);
+figures: the story took %s; %d watchdog commands; 1 restart; %d evidence bundle(s); %d Event(s) from the watchdog;
   %d alert(s) to the webhook, %s: %s.
 next:
   README.md "Install, in shadow mode"   helm install on your cluster, a week in shadow mode first
   watchdog doctor -n agentenv-system   the preflight, against your cluster
   docs/alerts.md                        each alert, its evidence, where to route it
   docs/design.md                        how it decides, and why
-`, s.restarted, s.replacement, s.runs, took.Round(time.Second), s.bundles, s.events, len(s.alerts), signed, strings.Join(s.alerts, ", "))
+`, s.restarted, s.replacement, took.Round(time.Second), s.runs, s.bundles, s.events, len(s.alerts), signed, strings.Join(s.alerts, ", "))
+}
+
+// countEvents counts the Events the watchdog left (on the node, the cluster's too).
+func (s *story) countEvents(items []corev1.Event) {
+	for _, e := range items {
+		if e.Source.Component == events.Component {
+			s.events++
+		}
+	}
 }
 
 // Caps of the evidence shown: its head (the seal, gates, metrics, the pod) and the

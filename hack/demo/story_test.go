@@ -6,6 +6,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/agentenv/watchdog/pkg/events"
 )
 
 // evidenceText is `watchdog history --evidence` as the demo's restart saves it: a
@@ -66,7 +70,8 @@ func TestSealChecked(t *testing.T) {
 // TestSummary: the closing summary says what happened, with a unit on every
 // figure, and where to look next.
 func TestSummary(t *testing.T) {
-	s := &story{runs: 8, restarted: "sched-old", replacement: "sched-new", bundles: 2, events: 7}
+	s := &story{runs: 8, restarted: "sched-old", replacement: "sched-new", bundles: 2}
+	s.countEvents([]corev1.Event{{Source: corev1.EventSource{Component: events.Component}}, {Source: corev1.EventSource{Component: "kubelet"}}, {Source: corev1.EventSource{Component: events.Component}}})
 	for _, e := range []string{"wedged", "would-restart", "restarted", "recovered"} {
 		s.alert(e, true)
 	}
@@ -75,8 +80,8 @@ func TestSummary(t *testing.T) {
 	got := b.String()
 	for _, want := range []string{
 		"sched-old", "sched-new", "recovered",
-		"8 watchdog commands in 52s", "1 restart", "4 alert(s) to the webhook, every signature valid: wedged, would-restart, restarted, recovered",
-		"2 evidence bundle(s)", "7 Kubernetes Event(s)",
+		"the story took 52s; 8 watchdog commands; 1 restart", "4 alert(s) to the webhook, every signature valid: wedged, would-restart, restarted, recovered",
+		"2 evidence bundle(s)", "2 Event(s) from the watchdog",
 		"README.md", "watchdog doctor -n agentenv-system", "docs/alerts.md",
 	} {
 		if !strings.Contains(got, want) {
