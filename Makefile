@@ -168,9 +168,11 @@ fuzz:
 DIST ?= dist
 BIN_PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
 IMAGE_PLATFORMS := linux/amd64 linux/arm64
-# local: a base assembled from this machine's CA bundle (no registry needed); a
-# release passes the distroless base pinned by digest, as the Dockerfile's.
-IMAGE_BASE ?= local
+# local: a base assembled from this machine's CA bundle (no registry needed), make
+# image's; make push (and so the release) builds on the Dockerfile's distroless,
+# pinned by digest.
+RELEASE_BASE := $(shell sed -n 's/^FROM \([^ ]*distroless[^ ]*\).*/\1/p' Dockerfile)
+IMAGE_BASE ?= $(if $(filter push,$(MAKECMDGOALS)),$(RELEASE_BASE),local)
 CHART_DIR := charts/agentenv-scheduler-watchdog
 
 ## binaries: the static binary for every release platform in dist/bin/<os>_<arch>/, built as `make build` builds it

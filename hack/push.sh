@@ -18,8 +18,15 @@ chart_version="$(tar -xzOf "$CHART" --wildcards '*/Chart.yaml' | sed -n 's/^vers
 tag="${VERSION#v}"; tag="${tag//[^A-Za-z0-9_.-]/-}"
 hint="(the registry refused the credentials or found none: \`docker login $host\`, or a credential helper in \$DOCKER_CONFIG/config.json, gives them)"
 
-if [[ "${IMAGE_BASE:-local}" == local ]]; then
-  echo "make push: WARNING: IMAGE_BASE=local: the image is built on this machine's CA bundle and passwd, not on the release's distroless base; pass IMAGE_BASE= the Dockerfile's base (name@sha256:...) for that" >&2
+# make push builds on the release's base (the Makefile reads the Dockerfile's);
+# IMAGE_BASE=local (offline) is not what a release ships: said first and last.
+base="${IMAGE_BASE:-local}"
+if [[ "$base" == local ]]; then
+  base="local: THIS MACHINE'S CA BUNDLE AND PASSWD, NOT THE RELEASE'S BASE (the Dockerfile's distroless; drop IMAGE_BASE=local)"
+  printf '%s\n' "make push: WARNING ************************************************************" \
+    "make push: WARNING: IMAGE_BASE=local: the image is built on this machine's CA bundle and passwd," \
+    "make push: WARNING: not on the release's base (the Dockerfile's distroless, pinned by digest)." \
+    "make push: WARNING ************************************************************" >&2
 fi
 log="$(mktemp)"; trap 'rm -f "$log"' EXIT
 if ! ref="$(set -o pipefail; hack/image.sh push "$repo" "$tag" "${SBOM_DIR:-dist/sbom}" 2>"$log" | tail -n1)"; then
@@ -39,6 +46,7 @@ cat <<OUT
 
 image:  $repo:$tag
         $repo@$digest
+base:   $base
 sbom:   $repo:${digest/:/-}.sbom (SPDX, attached as cosign attaches)
 chart:  oci://$registry/charts/$chart_name:$chart_version
         $chart_digest

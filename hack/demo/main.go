@@ -13,13 +13,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -102,6 +100,7 @@ func run(bin string) error {
 	}
 	step("starting kube-apiserver and etcd on 127.0.0.1")
 	start := time.Now()
+	s := &story{}
 	env, err := testenv.Start()
 	if err != nil {
 		return err
@@ -159,13 +158,14 @@ func run(bin string) error {
 		return err
 	}
 
-	receiver, secret := startReceiver()
+	receiver, secret := startReceiver(s)
 	defer receiver.Close()
 
 	// The simulated scheduler listens on loopback, which the API server will not
 	// proxy to: scrape it directly, as the watchdog does in a pod.
-	watchdog := runner(bin, env.Kubeconfig, receiver.URL, secret,
+	watchdog, capture := runner(bin, env.Kubeconfig, receiver.URL, secret, s,
 		"--scrape-via", "direct", "--metrics-port", strconv.Itoa(metrics.Port()))
+	s.restarted = pod.Name
 
 	step("1. healthy: the scheduler sees its 3 nodes")
 	if err := watchdog("check"); err != nil {
@@ -205,7 +205,8 @@ func run(bin string) error {
 
 	step("4. the Deployment controller starts a replacement; the new process is in its startup grace")
 	metrics.SetPage(healthy)
-	if _, err := testenv.CreateSchedulerPod(ctx, env.Client, ns, testenv.PodSpec{Name: "agentenv-scheduler-7d9c4-q7w2m", StartedAt: time.Now()}); err != nil {
+	s.replacement = "agentenv-scheduler-7d9c4-q7w2m"
+	if _, err := testenv.CreateSchedulerPod(ctx, env.Client, ns, testenv.PodSpec{Name: s.replacement, StartedAt: time.Now()}); err != nil {
 		return err
 	}
 	if err := watchdog("check"); err != nil {
@@ -226,17 +227,8 @@ func run(bin string) error {
 	if err := watchdog("history"); err != nil {
 		return err
 	}
-	step("what the scheduler looked like just before the restart (watchdog history --evidence)")
-	cm, err := env.Client.CoreV1().ConfigMaps(ns).Get(ctx, "agentenv-scheduler-watchdog-evidence", metav1.GetOptions{})
-	if err != nil {
+	if err := showEvidence(ctx, env.Client, s, capture); err != nil {
 		return err
-	}
-	// The newest bundle is the restart's (keys begin with their time); the shadow
-	// run's would-restart saved one too, listed by history.
-	if keys := slices.Sorted(maps.Keys(cm.Data)); len(keys) > 0 {
-		if err := watchdog("history", "--evidence", keys[len(keys)-1]); err != nil {
-			return err
-		}
 	}
 	events, err := env.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -246,12 +238,15 @@ func run(bin string) error {
 	for _, e := range events.Items {
 		fmt.Printf("%-8s %-22s %s/%s: %s\n", e.Type, e.Reason, e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Message)
 	}
+	s.countEvents(events.Items)
+	step("summary")
+	s.writeSummary(os.Stdout, time.Since(start))
 	return nil
 }
 
 // startReceiver is a local webhook receiver that prints the alerts it gets and
-// whether their signatures verify with the secret it returns.
-func startReceiver() (*httptest.Server, string) {
+// whether their signatures verify with the secret it returns, and tells s.
+func startReceiver(s *story) (*httptest.Server, string) {
 	raw := make([]byte, 16)
 	_, _ = rand.Read(raw)
 	secret := hex.EncodeToString(raw)
@@ -260,16 +255,18 @@ func startReceiver() (*httptest.Server, string) {
 		valid := deliver.Verify([]byte(secret), r.Header.Get(deliver.HeaderTimestamp), r.Header.Get(deliver.HeaderSignature), body, time.Now(), 5*time.Minute)
 		var n alert.Notification
 		_ = json.Unmarshal(body, &n)
+		s.alert(n.Event, valid)
 		fmt.Println(styled("35", fmt.Sprintf("[webhook receiver] %s alert %q (signature valid: %v): %s", strings.ToUpper(n.Severity), n.Event, valid, n.Reason)))
 		w.WriteHeader(http.StatusNoContent)
 	})), secret
 }
 
 // runner runs the watchdog binary against the cluster of kubeconfig in the demo's
-// namespace; a check also gets the demo's timings, the receiver, and scrape, how it
-// reaches the scheduler's metrics.
-func runner(bin, kubeconfig, receiverURL, secret string, scrape ...string) func(args ...string) error {
-	return func(args ...string) error {
+// namespace, printing its output (run) or returning it (capture); a check also gets
+// the demo's timings, the receiver, and scrape, how it reaches the scheduler's metrics.
+func runner(bin, kubeconfig, receiverURL, secret string, s *story, scrape ...string) (
+	run func(args ...string) error, capture func(args ...string) (string, error)) {
+	to := func(out io.Writer, args ...string) error {
 		full := append(append([]string{}, args...), "--kubeconfig", kubeconfig, "--namespace", ns, "--log-format", "console")
 		if args[0] == "check" {
 			full = append(append(full, scrape...), "--cluster-name", "demo",
@@ -279,13 +276,21 @@ func runner(bin, kubeconfig, receiverURL, secret string, scrape ...string) func(
 		if args[0] == "check" {
 			cmd.Env = append(os.Environ(), "WATCHDOG_WEBHOOK_URL="+receiverURL+"/alerts", "WATCHDOG_WEBHOOK_SECRET="+secret)
 		}
-		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stdout
+		cmd.Stdout, cmd.Stderr = out, out
 		env := ""
 		if args[0] == "check" {
 			env = "WATCHDOG_WEBHOOK_URL=" + receiverURL + "/alerts WATCHDOG_WEBHOOK_SECRET=<the receiver's> "
 		}
 		fmt.Println(styled("2", "$ "+env+"watchdog "+strings.Join(full, " ")))
+		s.mu.Lock()
+		s.runs++
+		s.mu.Unlock()
 		return cmd.Run()
+	}
+	return func(args ...string) error { return to(os.Stdout, args...) }, func(args ...string) (string, error) {
+		var b strings.Builder
+		err := to(&b, args...)
+		return b.String(), err
 	}
 }
 
@@ -299,7 +304,7 @@ func schedulerLog() string {
 	at = at.Add(4 * time.Minute)
 	fmt.Fprintf(&b, "%s WARN endpointslice watch: http2: client connection lost\n", at.Format(time.RFC3339))
 	fmt.Fprintf(&b, "%s INFO endpointslice informer: watch closed, not re-established\n", at.Add(time.Second).Format(time.RFC3339))
-	for i := 2; i < 40; i++ {
+	for i := 2; i < 8; i++ {
 		fmt.Fprintf(&b, "%s WARN heartbeat rejected: unknown node node=runtime-%d code=InvalidArgument\n", at.Add(time.Duration(i)*5*time.Second).Format(time.RFC3339), i%3)
 	}
 	return b.String()

@@ -37,6 +37,7 @@ func runNode(bin, helmBin string) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
+	s, start := &story{}, time.Now()
 	home, err := os.MkdirTemp("", "watchdog-demo-helm-")
 	if err != nil {
 		return err
@@ -79,11 +80,11 @@ func runNode(bin, helmBin string) error {
 		return err
 	}
 
-	receiver, secret := startReceiver()
+	receiver, secret := startReceiver(s)
 	defer receiver.Close()
 	// From the host, the scheduler's pod IP is reached as from a laptop: through the
 	// API server's pod proxy.
-	watchdog := runner(bin, c.Kubeconfig, receiver.URL, secret, "--scrape-via", "apiserver")
+	watchdog, capture := runner(bin, c.Kubeconfig, receiver.URL, secret, s, "--scrape-via", "apiserver")
 
 	step("1. healthy: the scheduler pod sees its 3 nodes")
 	if err := watchdog("check"); err != nil {
@@ -96,6 +97,7 @@ func runNode(bin, helmBin string) error {
 		return fmt.Errorf("want one Ready scheduler pod: %d, %v", len(pods), err)
 	}
 	old := pods[0]
+	s.restarted = old.Name
 	if err := realnode.Control(ctx, &old, "discovery?state=lost"); err != nil {
 		return err
 	}
@@ -118,7 +120,10 @@ func runNode(bin, helmBin string) error {
 	step("4. the Deployment's replacement, started by the kubelet")
 	err = realnode.Poll(ctx, "the replacement scheduler pod", func() bool {
 		pods, err := c.SchedulerPods(ctx, ns)
-		return err == nil && len(pods) == 1 && pods[0].Name != old.Name
+		if err == nil && len(pods) == 1 && pods[0].Name != old.Name {
+			s.replacement = pods[0].Name
+		}
+		return s.replacement != ""
 	})
 	if err != nil {
 		return err
@@ -138,6 +143,19 @@ func runNode(bin, helmBin string) error {
 	if err := watchdog("history"); err != nil {
 		return err
 	}
+	if err := showEvidence(ctx, c.Client, s, capture); err != nil {
+		return err
+	}
 	step("Kubernetes Events, from the watchdog and the cluster")
-	return show(kubectl, "get", "events", "-n", ns, "--sort-by", ".lastTimestamp")
+	if err := show(kubectl, "get", "events", "-n", ns, "--sort-by", ".lastTimestamp"); err != nil {
+		return err
+	}
+	events, err := c.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	s.countEvents(events.Items)
+	step("summary")
+	s.writeSummary(os.Stdout, time.Since(start))
+	return nil
 }

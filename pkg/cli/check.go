@@ -294,7 +294,12 @@ func (f *checkFlags) observer(clk clock.PassiveClock) (*observe.Observer, error)
 	if via == scrape.ViaDirect {
 		scraper = scrape.NewScraper(o.ScrapeTimeout, o.MetricsMaxBytes)
 	} else {
-		rt, err := rest.TransportFor(cfg)
+		proxyCfg := cfg
+		if f.runsVia() == scrape.ViaDirect { // --as a ServiceAccount: it needs no right to scrape, we reach the pod with ours
+			proxyCfg = rest.CopyConfig(cfg)
+			proxyCfg.Impersonate = rest.ImpersonationConfig{}
+		}
+		rt, err := rest.TransportFor(proxyCfg)
 		if err != nil {
 			return nil, usagef("--scrape-via apiserver: transport to %s: %v", cfg.Host, err)
 		}
@@ -315,6 +320,13 @@ func (f *checkFlags) observer(clk clock.PassiveClock) (*observe.Observer, error)
 		Reads:       observe.Reads{Selection: o.Selection, Rollout: o.RestartMethod == decide.MethodRollout},
 		Clock:       clk,
 	}, nil
+}
+
+// runsVia is how the runs of the identity checked scrape: --scrape-via resolved
+// where they run, in a pod for a ServiceAccount's (--as system:serviceaccount:...).
+func (f *checkFlags) runsVia() scrape.Via {
+	via, _ := scrape.ParseVia(f.check.ScrapeVia) // validated
+	return via.Resolve(inPod() || strings.HasPrefix(f.cluster.Overrides.AuthInfo.Impersonate, "system:serviceaccount:"))
 }
 
 // options is the pass's configuration from the flags, for check, run and backtest.

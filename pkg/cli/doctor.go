@@ -10,6 +10,8 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/agentenv/watchdog/pkg/doctor"
+	"github.com/agentenv/watchdog/pkg/probe"
+	"github.com/agentenv/watchdog/pkg/scrape"
 )
 
 // doctorHidden are check's flags that change no check of doctor's.
@@ -88,23 +90,30 @@ func (df *doctorFlags) run(parent context.Context, stdout, stderr io.Writer) err
 	if df.sendTest && len(sinks) == 0 {
 		return usagef("--send-test: no sink configured: set --slack-webhook-url, --webhook-url, --alertmanager-url or --heartbeat-url")
 	}
-	d := &doctor.Doctor{Config: doctor.Config{
-		Observer:          o,
-		StateConfigMap:    f.cluster.StateConfigMap,
-		Lease:             f.cluster.Lease,
-		EvidenceConfigMap: f.evidence.ConfigMap,
-		EvidenceLogs:      f.evidence.Logs,
-		Sinks:             sinks,
-		SendTest:          df.sendTest,
-		OutboxKey:         f.alerts.OutboxKey != "" || f.alerts.KeySecret != "",
-		KeySecret:         f.alerts.KeySecret,
-		WatchEndpoints:    df.watchEndpoints,
-		Probe:             f.prober(o, clock.RealClock{}, zerolog.Nop()),
-		RestartMethod:     f.check.RestartMethod,
-		MaxRestarts:       f.check.MaxRestarts,
-	}}
+	d := &doctor.Doctor{
+		Observer:  o,
+		Sinks:     sinks,
+		SendTest:  df.sendTest,
+		OutboxKey: f.alerts.OutboxKey != "" || f.alerts.KeySecret != "",
+		Probe:     f.prober(o, clock.RealClock{}, zerolog.Nop()),
+		Needs: doctor.Needs{
+			StateConfigMap:     f.cluster.StateConfigMap,
+			Lease:              f.cluster.Lease,
+			EvidenceConfigMap:  f.evidence.ConfigMap,
+			EvidenceLogs:       f.evidence.Logs,
+			KeySecret:          f.alerts.KeySecret,
+			WatchEndpoints:     df.watchEndpoints,
+			RestartMethod:      f.check.RestartMethod,
+			MaxRestarts:        f.check.MaxRestarts,
+			ScrapeViaAPIServer: f.runsVia() == scrape.ViaAPIServer,
+		},
+	}
 	if df.leaderElect {
 		d.ElectionLease = df.leaderElectLease
+	}
+	// As prober(): runs write the canary where they reach the pods directly.
+	if f.probe.window() > 0 && f.probe.Mode == string(probe.Canary) && f.runsVia() == scrape.ViaDirect {
+		d.Canary = f.probe.EndpointSlice
 	}
 	ctx, cancel := context.WithTimeout(parent, f.cluster.Timeout)
 	defer cancel()

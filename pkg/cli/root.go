@@ -304,6 +304,9 @@ func newVersionCommand(stdout io.Writer) *cobra.Command {
 	return cmd
 }
 
+// Durations in the logs carry their unit ("2s", as "took" does), not bare milliseconds.
+func init() { zerolog.DurationFieldFormat = zerolog.DurationFormatString }
+
 // newLogger builds the stderr logger, with client-go's lines (klog.go): console for
 // people (a terminal, or --log-format console), JSON for log pipelines.
 func newLogger(o *ClusterOptions, w io.Writer) zerolog.Logger {

@@ -40,19 +40,16 @@ func (a Access) resource() string {
 
 // Needs are the inputs that decide which calls a watchdog makes.
 type Needs struct {
-	StateConfigMap string
-	Deployment     string
-	RestartMethod  string
-	JudgePods      decide.JudgePods
-	MaxRestarts    int
-	// LeaderLease is the scheduler's leader Lease (--leader-lease), or "".
-	LeaderLease string
-	// ElectionLease is the watchdog's own election Lease (`run --leader-elect`), or "".
-	ElectionLease string
+	StateConfigMap, Deployment, RestartMethod string
+	JudgePods                                 decide.JudgePods
+	MaxRestarts                               int
+	// LeaderLease is the scheduler's leader Lease (--leader-lease), ElectionLease
+	// the watchdog's own (`run --leader-elect`); "" when not set.
+	LeaderLease, ElectionLease string
 	// WatchEndpoints: `run --watch-endpoints` watches the nodes' EndpointSlices.
 	WatchEndpoints bool
-	// ScrapeViaAPIServer: metrics are read through the API server's pod proxy
-	// (--scrape-via apiserver, or auto outside a pod), which needs get pods/proxy.
+	// ScrapeViaAPIServer: the runs read metrics through the API server's pod proxy
+	// (--scrape-via apiserver, or auto where they run outside a pod).
 	ScrapeViaAPIServer bool
 	// EvidenceConfigMap keeps the evidence of restarts (--evidence-configmap);
 	// EvidenceLogs reads the scheduler's log into it (--evidence-logs).

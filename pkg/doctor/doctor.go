@@ -31,14 +31,10 @@ import (
 	"github.com/agentenv/watchdog/pkg/statestore"
 )
 
-// ClockTolerance is how far the API server's clock (standing in for the cluster's)
-// may be from ours: far less than what runs allow the times other machines wrote
-// (decide.ClockSkewTolerance), so that a drifting clock is fixed
-// before a run's judgement depends on it.
+// ClockTolerance is how far the API server's clock may be from ours: far less than
+// runs allow (decide.ClockSkewTolerance), so that a drifting clock is fixed before a
+// run's judgement depends on it.
 const ClockTolerance = 5 * time.Second
-
-// KeySecret is the Secret holding the key that seals the state (pkg/kube EnsureKey).
-const KeySecret = "agentenv-scheduler-watchdog-key" //nolint:gosec // the Secret's name, not a credential
 
 // Groups of checks, in the order they are run and printed.
 const (
@@ -73,57 +69,39 @@ type Sink struct {
 	Reach func(ctx context.Context) error
 }
 
-// Config is what to check: the options of the run being prepared for.
-type Config struct {
+// Doctor checks what a run being prepared for depends on.
+type Doctor struct {
 	// Observer is the run's own, built from the same configuration: the objects it
 	// reads, the scrape path, the decision settings and the clock.
 	*observe.Observer
-	StateConfigMap string
-	// EvidenceConfigMap and EvidenceLogs: the evidence of restarts (pkg/evidence).
-	EvidenceConfigMap string
-	EvidenceLogs      bool
-	// ElectionLease is `run --leader-elect`'s Lease, "" without election; Lease the
-	// one each pass holds (--lease).
-	ElectionLease, Lease string
-	// WatchEndpoints: check the rights of `run --watch-endpoints` too.
-	WatchEndpoints bool
+	// Needs are the run's settings that decide its calls (needs() adds the Observer's).
+	Needs
 	// Sinks are the configured alert sinks; SendTest delivers a test alert to each.
 	Sinks    []Sink
 	SendTest bool
-	// KeySecret is --key-secret; OutboxKey: the runs have a key (it, or --outbox-key).
-	KeySecret string
+	// OutboxKey: the runs have a key (--key-secret or --outbox-key).
 	OutboxKey bool
 	// Probe is the run's discovery probe, nil when off.
-	Probe *probe.Prober
-	// RestartMethod and MaxRestarts say which rights a restart needs.
-	RestartMethod string
-	MaxRestarts   int
-}
-
-// Doctor runs the checks.
-type Doctor struct {
-	Config
+	Probe   *probe.Prober
 	results []Result
 }
 
-func (d *Doctor) add(r Result) { d.results = append(d.results, r) }
-
 func (d *Doctor) pass(group, name, detail string) {
-	d.add(Result{Group: group, Name: name, OK: true, Detail: detail})
+	d.results = append(d.results, Result{Group: group, Name: name, OK: true, Detail: detail})
 }
 
 func (d *Doctor) fail(group, name, detail, hint string) {
-	d.add(Result{Group: group, Name: name, Detail: detail, Hint: hint})
+	d.results = append(d.results, Result{Group: group, Name: name, Detail: detail, Hint: hint})
 }
 
 // warn records a check that passed with a doubt a run will act on: a warning,
 // not a failure (the exit code stays 0), with what to do.
 func (d *Doctor) warn(group, name, detail, hint string) {
-	d.add(Result{Group: group, Name: name, OK: true, Warning: true, Detail: detail, Hint: hint})
+	d.results = append(d.results, Result{Group: group, Name: name, OK: true, Warning: true, Detail: detail, Hint: hint})
 }
 
 func (d *Doctor) skip(group, name, detail string) {
-	d.add(Result{Group: group, Name: name, OK: true, Skipped: true, Detail: detail})
+	d.results = append(d.results, Result{Group: group, Name: name, OK: true, Skipped: true, Detail: detail})
 }
 
 // Run checks everything, in order, and returns one result per check. Checks that
@@ -198,17 +176,10 @@ func Skew(before, after, date time.Time) time.Duration {
 	return 0
 }
 
-// needs reads whether the objects the watchdog may create exist.
-func (d *Doctor) needs(ctx context.Context) Needs {
-	n := Needs{
-		StateConfigMap: d.StateConfigMap, Deployment: d.Deployment, RestartMethod: d.RestartMethod, JudgePods: d.Reads.JudgePods,
-		MaxRestarts: d.MaxRestarts, LeaderLease: d.Reads.LeaderLease, ElectionLease: d.ElectionLease, WatchEndpoints: d.WatchEndpoints,
-		ScrapeViaAPIServer: d.Via == scrape.ViaAPIServer,
-		EvidenceConfigMap:  d.EvidenceConfigMap, EvidenceLogs: d.EvidenceLogs, Lease: d.Lease, KeySecret: d.KeySecret,
-	}
-	if d.Probe != nil && d.Probe.Mode == probe.Canary {
-		n.Canary = d.Probe.Name
-	}
+// needs are the run's calls' inputs, with the Observer's.
+func (d *Doctor) needs() Needs {
+	n := d.Needs
+	n.Deployment, n.JudgePods, n.LeaderLease = d.Observer.Deployment, d.Reads.JudgePods, d.Reads.LeaderLease
 	return n
 }
 
@@ -216,7 +187,7 @@ func (d *Doctor) needs(ctx context.Context) Needs {
 // may make it: a SelfSubjectAccessReview per verb and resource, with the object's
 // name where the Role can narrow it to one.
 func (d *Doctor) checkRBAC(ctx context.Context) {
-	for _, a := range d.needs(ctx).Required() {
+	for _, a := range d.needs().Required() {
 		name := "can " + a.String()
 		review, err := d.Client.CreateSelfSubjectAccessReview(ctx, &authorizationv1.SelfSubjectAccessReview{
 			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
@@ -281,10 +252,9 @@ func (d *Doctor) checkPods(ctx context.Context) []corev1.Pod {
 	return live
 }
 
-// checkJudged says which of the live pods a run judges, as a run selects them
-// (--judge-pods, --max-pods; the leader Lease picks among them at run time).
-// Several judged without --leader-lease is a warning: the single-target gate
-// then blocks every restart. None judged is a failure: every run is blind.
+// checkJudged says which live pods a run judges (--judge-pods, --max-pods; the
+// leader Lease picks among them at run time). Several without --leader-lease is a
+// warning (the single-target gate blocks every restart); none, a failure.
 func (d *Doctor) checkJudged(ctx context.Context, pods []corev1.Pod) {
 	const name = "scheduler pods a run judges"
 	if len(pods) == 0 {
@@ -309,15 +279,13 @@ func (d *Doctor) checkJudged(ctx context.Context, pods []corev1.Pod) {
 	}
 	switch {
 	case len(judged) == 0:
-		hint := "set --deployment (chart: scheduler.deployment) to the Deployment that runs the scheduler"
-		if own := obs.Ownership; own != nil && own.Err != nil {
-			// Not a wrong name: the reads were refused or failed (a Role of one's own
-			// from before --judge-pods deployment lacks get replicasets).
-			hint = fmt.Sprintf("the watchdog needs get deployments/%s and get replicasets in %s to tell the Deployment's pods (the chart's Role grants both; see the permission checks), or --judge-pods selector (chart: scheduler.judgePods) for a scheduler that no Deployment runs", d.Deployment, d.Namespace)
-		} else if d.Reads.JudgePods == decide.JudgeDeployment {
-			hint += ", or --judge-pods selector (chart: scheduler.judgePods) for a scheduler that no Deployment runs"
-		} else {
-			hint = "narrow --scheduler-selector (chart: scheduler.selector) to the scheduler's pods, or raise --max-pods"
+		const orSelector = ", or --judge-pods selector (chart: scheduler.judgePods) for a scheduler that no Deployment runs"
+		hint := "narrow --scheduler-selector (chart: scheduler.selector) to the scheduler's pods, or raise --max-pods"
+		switch own := obs.Ownership; {
+		case own != nil && own.Err != nil: // refused or failed reads (a Role of one's own lacking get replicasets)
+			hint = fmt.Sprintf("the watchdog needs get deployments/%s and get replicasets in %s to tell the Deployment's pods (the chart's Role grants both; see the permission checks)"+orSelector, d.Observer.Deployment, d.Namespace)
+		case d.Reads.JudgePods == decide.JudgeDeployment:
+			hint = "set --deployment (chart: scheduler.deployment) to the Deployment that runs the scheduler" + orSelector
 		}
 		d.fail(GroupScheduler, name, problem, hint)
 	case len(judged) > 1 && d.Reads.LeaderLease == "":
@@ -426,58 +394,49 @@ func (d *Doctor) checkPause(name string, ann map[string]string) {
 // checkObjects reads the Deployment and the Leases the configuration names.
 func (d *Doctor) checkObjects(ctx context.Context) {
 	const dname = "scheduler Deployment exists"
-	dep, err := d.Client.GetDeployment(ctx, d.Namespace, d.Deployment, kube.Quorum)
+	dep, err := d.Client.GetDeployment(ctx, d.Namespace, d.Observer.Deployment, kube.Quorum)
 	switch {
 	case apierrors.IsNotFound(err):
-		d.fail(GroupObjects, dname, fmt.Sprintf("Deployment %s/%s not found", d.Namespace, d.Deployment),
+		d.fail(GroupObjects, dname, fmt.Sprintf("Deployment %s/%s not found", d.Namespace, d.Observer.Deployment),
 			"set --deployment (chart: scheduler.deployment) to the scheduler's Deployment: the rollout gate, Events and the rollout restart use it")
 	case err != nil:
-		d.fail(GroupObjects, dname, fmt.Sprintf("get Deployment %s/%s: %v", d.Namespace, d.Deployment, err), "see the permission checks above")
+		d.fail(GroupObjects, dname, fmt.Sprintf("get Deployment %s/%s: %v", d.Namespace, d.Observer.Deployment, err), "see the permission checks above")
 	default:
 		d.pass(GroupObjects, dname, fmt.Sprintf("%s: %d of %d replica(s) updated, %d ready, paused %t",
 			dep.Name, dep.Status.UpdatedReplicas, ptr.Deref(dep.Spec.Replicas, 1), dep.Status.ReadyReplicas, dep.Spec.Paused))
 		d.checkPause(dep.Name, dep.Annotations)
 	}
 
-	const lname = "scheduler leader Lease exists"
-	if d.Reads.LeaderLease == "" {
-		d.skip(GroupObjects, lname, "--leader-lease is not set: every pod a run judges is a target (see the Scheduler checks)")
-	} else {
-		lease, err := d.Client.GetLease(ctx, d.Namespace, d.Reads.LeaderLease)
+	// The election Lease need not exist: the first elected watchdog creates it, if
+	// it may (the create permission check above says).
+	for _, l := range []struct{ check, name, off, missing string }{
+		{"scheduler leader Lease exists", d.Reads.LeaderLease, "--leader-lease is not set: every pod a run judges is a target (see the Scheduler checks)",
+			"set --leader-lease (chart: scheduler.leaderLease) to the Lease the scheduler's replicas elect their leader through, or leave it empty for a single scheduler"},
+		{"election Lease of `run --leader-elect`", d.ElectionLease, "no leader election (--leader-elect is off)", ""},
+	} {
+		if l.name == "" {
+			d.skip(GroupObjects, l.check, l.off)
+			continue
+		}
+		ref := d.Namespace + "/" + l.name
+		lease, err := d.Client.GetLease(ctx, d.Namespace, l.name)
 		switch {
+		case apierrors.IsNotFound(err) && l.missing == "":
+			d.pass(GroupObjects, l.check, fmt.Sprintf("Lease %s does not exist yet: the first watchdog creates it", ref))
 		case apierrors.IsNotFound(err):
-			d.fail(GroupObjects, lname, fmt.Sprintf("Lease %s/%s not found", d.Namespace, d.Reads.LeaderLease),
-				"set --leader-lease (chart: scheduler.leaderLease) to the Lease the scheduler's replicas elect their leader through, or leave it empty for a single scheduler")
+			d.fail(GroupObjects, l.check, fmt.Sprintf("Lease %s not found", ref), l.missing)
 		case err != nil:
-			d.fail(GroupObjects, lname, fmt.Sprintf("get Lease %s/%s: %v", d.Namespace, d.Reads.LeaderLease, err), "see the permission checks above")
+			d.fail(GroupObjects, l.check, fmt.Sprintf("get Lease %s: %v", ref, err), "see the permission checks above")
 		default:
 			holder := cmp.Or(ptr.Deref(lease.Spec.HolderIdentity, ""), "nobody")
-			d.pass(GroupObjects, lname, fmt.Sprintf("%s, held by %s", lease.Name, holder))
+			d.pass(GroupObjects, l.check, fmt.Sprintf("Lease %s, held by %s", ref, holder))
 		}
-	}
-
-	const ename = "election Lease of `run --leader-elect`"
-	if d.ElectionLease == "" {
-		d.skip(GroupObjects, ename, "no leader election (--leader-elect is off)")
-		return
-	}
-	_, err = d.Client.GetLease(ctx, d.Namespace, d.ElectionLease)
-	switch {
-	case apierrors.IsNotFound(err):
-		// Not an error by itself: the first elected watchdog creates it, if it may
-		// (the create permission check above says).
-		d.pass(GroupObjects, ename, fmt.Sprintf("Lease %s/%s does not exist yet: the first watchdog creates it", d.Namespace, d.ElectionLease))
-	case err != nil:
-		d.fail(GroupObjects, ename, fmt.Sprintf("get Lease %s/%s: %v", d.Namespace, d.ElectionLease, err), "see the permission checks above")
-	default:
-		d.pass(GroupObjects, ename, fmt.Sprintf("Lease %s/%s exists", d.Namespace, d.ElectionLease))
 	}
 }
 
-// checkState reads the state ConfigMap and proves it can be written without
-// writing it: a server-side dry run (dryRun=All) of the very update a run makes,
-// preconditioned on the resourceVersion just read. Authorization, admission and
-// the precondition are all checked; nothing is persisted.
+// checkState reads the state ConfigMap and proves it can be written: a server-side
+// dry run (dryRun=All: authorized, admitted, nothing persisted) of the very update a
+// run makes, preconditioned on the resourceVersion just read.
 func (d *Doctor) checkState(ctx context.Context) {
 	const rname, wname = "state ConfigMap can be read", "state ConfigMap can be written"
 	ref := d.Namespace + "/" + d.StateConfigMap
@@ -581,8 +540,7 @@ func (d *Doctor) checkSinks(ctx context.Context) {
 }
 
 // checkReach connects to a sink as a delivery would, without sending: the network
-// path a run's alerts take (a NetworkPolicy, a firewall, DNS, a proxy) and, for
-// https, the receiver's certificate are what a preflight must see.
+// path of a run's alerts (NetworkPolicy, firewall, DNS, proxy) and https's certificate.
 func (d *Doctor) checkReach(ctx context.Context, s Sink) {
 	if s.Reach == nil {
 		return

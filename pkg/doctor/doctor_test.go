@@ -64,7 +64,7 @@ func fakeAPI(t *testing.T, offset time.Duration, date string) *kube.Client {
 
 func apiResults(t *testing.T, c *kube.Client) []Result {
 	t.Helper()
-	d := &Doctor{Config: Config{Observer: &observe.Observer{Client: c, APIServer: "fake", Clock: clock.RealClock{}}}}
+	d := &Doctor{Observer: &observe.Observer{Client: c, APIServer: "fake", Clock: clock.RealClock{}}}
 	if !d.checkAPI(context.Background()) {
 		t.Fatalf("API not reachable: %+v", d.results)
 	}
@@ -106,7 +106,7 @@ func TestAPIUnreachableSkipsTheRest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &Doctor{Config: Config{Observer: &observe.Observer{Client: c, APIServer: srv.URL, Clock: clock.RealClock{}}}}
+	d := &Doctor{Observer: &observe.Observer{Client: c, APIServer: srv.URL, Clock: clock.RealClock{}}}
 	res := d.Run(context.Background())
 	if res[0].OK || res[0].Hint == "" {
 		t.Fatalf("unreachable API server passed: %+v", res[0])

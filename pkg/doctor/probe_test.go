@@ -34,7 +34,7 @@ func TestLastCanaryReportsStateErrors(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		d := &Doctor{Config: Config{Observer: &observe.Observer{Client: client, Namespace: "ns"}, StateConfigMap: "st"}}
+		d := &Doctor{Observer: &observe.Observer{Client: client, Namespace: "ns"}, Needs: Needs{StateConfigMap: "st"}}
 		d.lastCanary(context.Background())
 		srv.Close()
 		if len(d.results) != 1 || !strings.Contains(d.results[0].Detail, c.want) || strings.Contains(d.results[0].Detail, "no pass has seen") {

@@ -105,6 +105,42 @@ func TestBaseImagesArePinnedByDigest(t *testing.T) {
 	}
 }
 
+// TestMakePushBuildsOnTheReleaseBase: `make push` (which the release runs) builds on
+// the Dockerfile's runtime base, pinned by digest; make image keeps the offline local
+// base, and IMAGE_BASE=local chooses it for a push (hack/push.sh then warns, first
+// and in what it prints last: test/release).
+func TestMakePushBuildsOnTheReleaseBase(t *testing.T) {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(root, "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	froms := regexp.MustCompile(`(?m)^FROM\s+(\S+)`).FindAllStringSubmatch(string(b), -1)
+	release := froms[len(froms)-1][1]
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"push", "REGISTRY=reg.example/team"}, release},
+		{[]string{"push", "dist", "manifests", "REGISTRY=ghcr.io/agentenv", "VERSION=v1.2.3"}, release}, // release.yml's
+		{[]string{"push", "REGISTRY=reg.example/team", "IMAGE_BASE=local"}, "local"},
+		{[]string{"image"}, "local"},
+	} {
+		cmd := exec.Command("make", append([]string{"-n"}, c.args...)...)
+		cmd.Dir = root
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("make -n %v: %v\n%s", c.args, err, out)
+		}
+		if got := regexp.MustCompile(`IMAGE_BASE=(\S+)`).FindAllStringSubmatch(string(out), -1); len(got) == 0 || got[0][1] != c.want {
+			t.Errorf("make %v builds on %v, want IMAGE_BASE=%s", c.args, got, c.want)
+		}
+	}
+}
+
 // TestReleaseGoCheck: hack/check-release-go.sh (a `make lint` step) accepts a
 // binary whose `watchdog version` names the release Go and refuses any other.
 func TestReleaseGoCheck(t *testing.T) {

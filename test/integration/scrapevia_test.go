@@ -3,6 +3,7 @@ package integration
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -165,6 +166,43 @@ func TestScrapeVia(t *testing.T) {
 		r = runCLI(t, sched.args("doctor", "--scrape-via", "direct")...)
 		if !strings.Contains(r.stdout, "directly from the pod IP") || strings.Contains(r.stdout, "pods/proxy") {
 			t.Errorf("doctor --scrape-via direct:\n%s", r.stdout)
+		}
+	})
+
+	// doctor --as the watchdog's ServiceAccount from outside a pod (the README's
+	// check of the chart's rights): that identity's runs are in a pod, where auto
+	// scrapes directly and needs no pods/proxy; doctor reaches the pod through the
+	// proxy with the caller's own credentials, since the ServiceAccount may not.
+	t.Run("as a ServiceAccount, auto checks the in-pod path's rights", func(t *testing.T) {
+		t.Setenv("KUBERNETES_SERVICE_HOST", "")
+		serviceAccountToken(t, sched.ns, "watchdog")
+		grantWatchdog(t, sched.ns, "watchdog") // no pods/proxy, as the chart's Role
+		as := "system:serviceaccount:" + sched.ns + ":watchdog"
+		var rep doctor.Report
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+			sched.requests()
+			r := runCLI(t, sched.args("doctor", "--as", as, "--scrape-via", "auto")...)
+			must(t, json.Unmarshal([]byte(r.stdout), &rep))
+			// A new RoleBinding reaches the authorizer quickly, not instantly.
+			if i := slices.IndexFunc(rep.Checks, func(c doctor.Result) bool { return c.Name == "can list pods" }); (i >= 0 && rep.Checks[i].OK) || time.Now().After(deadline) {
+				break
+			}
+		}
+		for _, c := range rep.Checks {
+			if strings.Contains(c.Name, "pods/proxy") || (!c.OK && strings.Contains(c.Detail+c.Hint, "pods/proxy")) {
+				t.Errorf("doctor --as %s checks pods/proxy, which its runs in a pod do not use: %+v", as, c)
+			}
+			if strings.HasPrefix(c.Name, "metrics of pod ") && (!c.OK || !strings.Contains(c.Detail, "through the API server's pod proxy")) {
+				t.Errorf("metrics, with the caller's credentials through the proxy: %+v", c)
+			}
+		}
+		if seen := sched.requests(); len(seen) != 1 || !proxied(seen[0]) {
+			t.Errorf("the scheduler served %d request(s) (%v), want 1 through the API server", len(seen), seen)
+		}
+		// Its runs in a pod write the canary too (no probe from here): those rights are checked.
+		r := runCLI(t, sched.args("doctor", "--as", as, "--discovery-probe", "canary", "--probe-address", "10.0.0.9")...)
+		if !strings.Contains(r.stdout, `"can create endpointslices.discovery.k8s.io"`) || !strings.Contains(r.stdout, `"can delete endpointslices.discovery.k8s.io/agentenv-scheduler-watchdog-probe"`) {
+			t.Errorf("doctor --as %s --discovery-probe canary does not check the canary's rights:\n%s", as, r.stdout)
 		}
 	})
 

@@ -152,6 +152,11 @@ func pushAndCheck(t *testing.T, reg *privateRegistry, user, pass, how string, en
 	if !ok {
 		t.Fatalf("make push (%s) printed no digests", how)
 	}
+	// Not the release's base: said loudly first, and again beside the digests.
+	if !strings.Contains(out, "make push: WARNING: IMAGE_BASE=local") ||
+		!strings.Contains(printed, "\nbase:   local: THIS MACHINE'S CA BUNDLE AND PASSWD, NOT THE RELEASE'S BASE") {
+		t.Errorf("make push IMAGE_BASE=local (%s) does not warn, first and beside the digests, that the base is not the release's:\n%s", how, out)
+	}
 	field := func(re string) string {
 		t.Helper()
 		m := regexp.MustCompile(re).FindStringSubmatch(printed)
@@ -342,7 +347,9 @@ func startPrivateRegistry(t *testing.T, dir, userPass string, token, https bool)
 func makePush(registry string, insecure bool, env []string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	args := []string{"-o", "image", "-o", "chart-package", "push", "REGISTRY=" + registry, "DIST=" + dist, "VERSION=" + version, "COMMIT=" + commit}
+	// IMAGE_BASE=local: offline, on dist/image's base (make push's own is the
+	// release's, from gcr.io: test/build checks that).
+	args := []string{"-o", "image", "-o", "chart-package", "push", "REGISTRY=" + registry, "DIST=" + dist, "VERSION=" + version, "COMMIT=" + commit, "IMAGE_BASE=local"}
 	if insecure {
 		args = append(args, "INSECURE=1")
 	}
