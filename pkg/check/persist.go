@@ -11,10 +11,8 @@ import (
 	"github.com/agentenv/watchdog/pkg/state"
 )
 
-// persist writes the run's outcome, p.next. The pass holds the Lease, so no other
-// pass writes meanwhile: a lost write (the resourceVersion changed: someone else
-// wrote) ends the pass, alerted, as any other failure to write does. A write the
-// shutdown cut short saves what it last tried, within the shutdown grace.
+// persist writes the run's outcome, p.next. The pass holds the Lease: a lost write
+// (someone else wrote) ends it, alerted, as any other failure to write does.
 func (p *pass) persist(runErr error) error {
 	p.next.LastRun = p.lastRun(p.start, p.res, runErr)
 	if p.Mode == state.ModeDryRun {
@@ -26,13 +24,11 @@ func (p *pass) persist(runErr error) error {
 		return nil
 	}
 	failure := &Error{Step: StepWriteState, Err: err}
-	p.Log.Error().Err(err).Str("what", failure.Step.What).Msg("cannot write state")
 	if interrupted(p.ctx) {
 		return p.saveInterrupted(p.next, p.res, failure)
 	}
-	// Against what this run planned, not what it read: after a recovered just sent,
-	// the failure is alerted afresh.
-	p.alertFailure(p.next, failure)
+	// Against what this run planned: after a recovered just sent, alerted afresh.
+	p.alertFailure(p.next, failure, false)
 	return failure
 }
 
@@ -46,15 +42,12 @@ func (p *pass) failRun(failure *Error) error {
 		// The run record names the step cut short; the report keeps the decision.
 		return p.saveInterrupted(s, unknown(failure.Step.What+" cut short"), failure)
 	}
-	p.Log.Error().Err(failure.Err).Str("what", failure.Step.What).Msg("run failed")
-	p.rep.Error = failure.Error()
+	s.LastRun = p.lastRun(p.Clock.Now(), unknown(failure.Step.What+" failed"), failure)
+	decide.CountRun(s, decide.VerdictUnknown)
+	p.alertFailure(s, failure, true)
 	if p.Mode == state.ModeDryRun {
 		return failure
 	}
-	s.LastRun = p.lastRun(p.Clock.Now(), unknown(failure.Step.What+" failed"), failure)
-	decide.CountRun(s, decide.VerdictUnknown)
-	// Send before saving, so the outbox keeps what failed and drops what was delivered.
-	p.reportDeliveries(p.sendFailure(s, alert.PlanFailure(s, failure, p.Clock.Now(), p.Source, p.Mode, p.Alerts)))
 	if err := p.saveWithin(s, failureSaveBudget); err != nil {
 		p.Log.Error().Err(err).Msg("could not record the failed run in state either")
 	}
@@ -77,8 +70,8 @@ func unknown(reason string) decide.Result {
 }
 
 // saveInterrupted ends a pass cut short by shutdown: it sends nothing, and writes
-// what the pass knows in s (its observations so far, or the pause of one that saw
-// nothing; nil: no state was read) with res as the run's decision, within shutdownGrace.
+// what the pass knows in s (nil: no state was read) with res as the run's decision,
+// within shutdownGrace.
 func (p *pass) saveInterrupted(s *state.State, res decide.Result, cause error) error {
 	p.Log.Warn().Err(cause).Msg("pass cut short by shutdown: nothing alerted")
 	p.rep.Error = ErrInterrupted.Error()
@@ -94,35 +87,28 @@ func (p *pass) saveInterrupted(s *state.State, res decide.Result, cause error) e
 	return err
 }
 
-// alertFailure sends watchdog-error for a failure that leaves no state to write
-// (state unreadable or unwritable), deduplicated against s when there is one.
-func (p *pass) alertFailure(s *state.State, failure *Error) {
+// alertFailure sends watchdog-error for failure, deduplicated against s, with s's
+// outbox and open alerts (a failing watchdog must not let them expire), within
+// failureSendBudget. Into s when the caller then saves it; else nothing sent can be
+// recorded: the outbox is left to a run that can, and no failed delivery is kept.
+func (p *pass) alertFailure(s *state.State, failure *Error, saved bool) {
 	p.Log.Error().Err(failure.Err).Str("step", failure.Step.What).Msg("a step of the run failed")
 	p.rep.Error = failure.Error()
 	if p.Mode == state.ModeDryRun {
 		return
 	}
-	// Nothing sent here can be recorded: leave the outbox to a run that can, or it
-	// would be delivered again; and no failed delivery is kept.
-	c := s.Clone()
-	c.Outbox = nil
-	ds := p.sendFailure(c, alert.PlanFailure(s.Clone(), failure, p.Clock.Now(), p.Source, p.Mode, p.Alerts))
-	for i := range ds {
-		ds[i].Kept = false
+	if !saved {
+		s = s.Clone()
+		s.Outbox = nil
 	}
-	p.reportDeliveries(ds)
-}
-
-// sendFailure delivers notes and s's outbox and refreshes its open alerts, within
-// failureSendBudget.
-func (p *pass) sendFailure(s *state.State, notes []alert.Notification) []deliver.Delivery {
-	if len(notes) == 0 && len(s.Outbox) == 0 && len(s.Alerts) == 0 {
-		return nil
-	}
+	notes := alert.PlanFailure(s, failure, p.Clock.Now(), p.Source, p.Mode, p.Alerts)
 	actx, cancel := context.WithTimeout(context.WithoutCancel(p.ctx), failureSendBudget)
 	defer cancel()
-	d := p.dispatcher()
-	return d.Deliver(actx, s, notes, p.Clock.Now()) // a failing watchdog must not let open alerts expire
+	ds := p.dispatcher().Deliver(actx, s, notes, p.Clock.Now())
+	for i := range ds {
+		ds[i].Kept = ds[i].Kept && saved
+	}
+	p.reportDeliveries(ds)
 }
 
 // reportDeliveries adds deliveries to the report and the log; an outbox entry

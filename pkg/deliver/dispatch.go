@@ -22,17 +22,14 @@ const MaxPendingAge = 24 * time.Hour
 // Dispatcher delivers notifications to every sink, keeps what failed in the state's
 // outbox for the next run, and retries the outbox first.
 type Dispatcher struct {
-	Sinks []alert.Sink
-	Mode  state.Mode // a dry run sends nothing: its deliveries say where each would go
-	// Events, when set, records every notification as a Kubernetes Event.
-	Events func(ctx context.Context, n alert.Notification) error
-	// OnFailure is told about each failed delivery (it leaves a Warning Event).
+	Sinks  []alert.Sink
+	Mode   state.Mode                                            // a dry run sends nothing: its deliveries say where each would go
+	Events func(ctx context.Context, n alert.Notification) error // optional: a Kubernetes Event per notification
+	// OnFailure is told about each failed delivery, unbounded by SendBy, which ends
+	// the deliveries (retries and Events too) in time to persist what failed.
 	OnFailure func(ctx context.Context, n alert.Notification, sink string, err error)
-	// SendBy, when set, ends deliveries and their Events (retries included), leaving
-	// the caller time to persist what failed. OnFailure is not bounded by it.
-	SendBy time.Time
-	// Source is put back on a retried alert, with the event table's words.
-	Source alert.Source
+	SendBy    time.Time
+	Source    alert.Source // put back on a retried alert, with the event table's words
 }
 
 // KubernetesEvent names a notification's Kubernetes Event as if it were a sink.
@@ -48,7 +45,7 @@ type Delivery struct {
 	Kept   bool   `json:"kept,omitempty"`  // the failed alert is in the outbox, retried next run
 	Error  string `json:"error,omitempty"`
 	DryRun bool   `json:"dryRun,omitempty"`
-	// Dropped: an outbox entry that is not retried; Error says why. A warning.
+	// Dropped: an outbox entry not retried (Error says why), a warning.
 	Dropped bool `json:"dropped,omitempty"`
 }
 
@@ -73,9 +70,8 @@ func (d *Dispatcher) Deliver(ctx context.Context, s *state.State, notes []alert.
 		sctx, cancel = context.WithDeadline(ctx, d.SendBy)
 	}
 	defer cancel()
-	// The retries get at most half of what is left of the send window: each may
-	// wait out its whole budget on a receiver that never answers, and must not
-	// leave this run's own pages no time. What is not retried stays for next run.
+	// The retries get at most half of the send window: each may wait out its budget
+	// on a receiver that never answers, and must leave this run's own pages time.
 	rctx := sctx
 	if deadline, ok := sctx.Deadline(); ok {
 		var cancel context.CancelFunc
@@ -92,7 +88,7 @@ func (d *Dispatcher) Deliver(ctx context.Context, s *state.State, notes []alert.
 			out = append(out, del)
 		}
 		var failed []string
-		var lastErr string
+		lastErr := ""
 		for _, sink := range d.Sinks {
 			del := d.send(ctx, sctx, sink, n, Delivery{ID: n.ID, Event: n.Event, Sink: sink.Name()})
 			if !del.OK {
@@ -131,17 +127,16 @@ func (d *Dispatcher) Deliver(ctx context.Context, s *state.State, notes []alert.
 
 var errRetriesOutOfTime = errors.New("not retried in this run: the retries' share of the send window was spent (this run's own alerts keep the rest); kept for the next run")
 
-// retryOutbox sends the outbox again. An entry is the watchdog's own record (the
-// state is sealed whole and written by one pass at a time); what it says is rebuilt
-// from the event table and the configuration all the same.
+// retryOutbox sends the outbox again, each entry's words rebuilt from the event
+// table and the configuration (they may have changed since).
 func (d *Dispatcher) retryOutbox(ctx, sctx context.Context, s *state.State, now time.Time) []Delivery {
 	var out []Delivery
 	kept := s.Outbox[:0]
 	for _, p := range s.Outbox {
 		var n alert.Notification
 		spec, known := alert.Lookup(p.Event)
-		if err := json.Unmarshal(p.Payload, &n); err != nil || !known || n.Event != p.Event || now.Sub(p.CreatedAt) > MaxPendingAge {
-			out = append(out, Delivery{ID: state.Truncate(p.ID, 32), Event: state.Truncate(p.Event, 32), Sink: "outbox", Dropped: true,
+		if err := json.Unmarshal(p.Payload, &n); err != nil || !known || now.Sub(p.CreatedAt) > MaxPendingAge {
+			out = append(out, Delivery{ID: p.ID, Event: p.Event, Sink: "outbox", Dropped: true,
 				Error: "unreadable, or undelivered for a day (each failed attempt was logged, with a Warning Event, when it happened)"})
 			continue
 		}
@@ -154,8 +149,7 @@ func (d *Dispatcher) retryOutbox(ctx, sctx context.Context, s *state.State, now 
 				continue
 			}
 			del := Delivery{ID: p.ID, Event: p.Event, Sink: sink.Name(), Retry: true}
-			if sctx.Err() != nil {
-				// The retries' share of the window is spent: kept, not an attempt.
+			if sctx.Err() != nil { // kept, not an attempt
 				del.Kept, del.Error = true, errRetriesOutOfTime.Error()
 			} else {
 				attempted = true
