@@ -44,16 +44,12 @@ type PostableAlert struct {
 // share silences, not alerts); one peer accepting is a delivery: one that missed an ongoing
 // alert gets it with the next refresh (docs/alerts.md, "Staying active" and "HA").
 type Alertmanager struct {
-	// Posters holds one poster per URL, each built for <url>/api/v2/alerts.
-	Posters []*Poster
-	// Username and Password (basic auth) or BearerToken authenticate requests.
-	Username, Password, BearerToken string
+	Posters                         []*Poster // one per URL, for <url>/api/v2/alerts
+	Username, Password, BearerToken string    // basic auth, or a bearer token
 	TTL                             time.Duration
 	RunbookURL, GeneratorURL        string
-	// Source labels refreshed alerts (notifications carry their own).
-	Source alert.Source
-	// Warn is told about a peer that failed while another accepted the alerts.
-	Warn func(err error)
+	Source                          alert.Source    // labels refreshed alerts (notifications carry their own)
+	Warn                            func(err error) // told of a failed peer when another accepted
 }
 
 // NewAlertmanager builds the sink for urls (already validated). Posters are named
@@ -91,8 +87,7 @@ func (a *Alertmanager) Reach(ctx context.Context) error {
 
 // Send posts n's alert, or for recovered the resolution of every alert it closes.
 func (a *Alertmanager) Send(ctx context.Context, n alert.Notification) error {
-	if alert.Spec(n.Event).Kind != alert.Resolution && alert.AlertnameOf(n.Event) == "" {
-		// Never report as delivered what Alertmanager was not told.
+	if alert.Spec(n.Event).Kind != alert.Resolution && alert.AlertnameOf(n.Event) == "" { // not "delivered"
 		return fmt.Errorf("alertmanager: event %q has no alertname: not sent", n.Event)
 	}
 	return a.post(ctx, a.Alerts(n))
@@ -103,7 +98,7 @@ func (a *Alertmanager) Refresh(ctx context.Context, open map[string]*state.Alert
 	var alerts []PostableAlert
 	for _, ev := range slices.Sorted(maps.Keys(open)) {
 		o, spec := open[ev], alert.Spec(ev)
-		if o == nil || spec.Kind != alert.Ongoing || spec.Alertname == "" {
+		if spec.Kind != alert.Ongoing || spec.Alertname == "" {
 			continue
 		}
 		n := alert.Notification{Event: ev, Severity: spec.Severity, Pod: o.Pod, NextStep: spec.NextStep,
@@ -131,26 +126,16 @@ func (a *Alertmanager) Alerts(n alert.Notification) []PostableAlert {
 	if alert.AlertnameOf(n.Event) == "" {
 		return nil
 	}
-	// From the alert's own time: one retried from the outbox long after must not
-	// fire for a full TTL again.
+	// From the alert's own time: a retry long after must not fire for a full TTL again.
 	return []PostableAlert{a.alert(n, n.Time, n.Time.Add(a.TTL))}
 }
 
 // alert builds one postable alert. Its labels are its identity (Alertmanager's
 // fingerprint): only what is stable while a problem lasts, no reason or time.
 func (a *Alertmanager) alert(n alert.Notification, startsAt, endsAt time.Time) PostableAlert {
-	labels := map[string]string{
-		"alertname": alert.AlertnameOf(n.Event),
-		"severity":  n.Severity,
-		"event":     n.Event,
-		"namespace": n.Namespace,
-	}
-	// The operator's labels never replace the watchdog's own (a retried entry may).
-	for k, v := range n.Labels {
-		if _, own := labels[k]; !own {
-			labels[k] = v
-		}
-	}
+	labels := map[string]string{}
+	maps.Copy(labels, n.Labels) // the operator's, under the watchdog's own
+	maps.Copy(labels, map[string]string{"alertname": alert.AlertnameOf(n.Event), "severity": n.Severity, "event": n.Event, "namespace": n.Namespace})
 	for k, v := range map[string]string{"cluster": n.Cluster, "pod": n.Pod} {
 		if v != "" {
 			labels[k] = v
@@ -164,8 +149,7 @@ func (a *Alertmanager) alert(n alert.Notification, startsAt, endsAt time.Time) P
 		summary = "Watchdog test alert (not a real incident) for " + where(n)
 	}
 	if n.Shadow {
-		// A label, so that routes can send shadow mode's alerts elsewhere.
-		labels["shadow"] = "true"
+		labels["shadow"] = "true" // routes can send shadow mode's alerts elsewhere
 		summary = "[shadow] " + summary
 	}
 	desc := n.Reason
@@ -173,8 +157,7 @@ func (a *Alertmanager) alert(n alert.Notification, startsAt, endsAt time.Time) P
 		desc += "\n\nNext step: " + n.NextStep
 	}
 	ann := map[string]string{"description": state.Truncate(desc, 4000)}
-	if n.Paused != "" {
-		// Not a label: that would make it another alert once the pause ends.
+	if n.Paused != "" { // not a label: that would make it another alert once the pause ends
 		summary = "[paused] " + summary
 		ann["paused"] = state.Truncate(n.Paused, 1000)
 	}
@@ -182,8 +165,7 @@ func (a *Alertmanager) alert(n alert.Notification, startsAt, endsAt time.Time) P
 	if a.RunbookURL != "" {
 		ann["runbook_url"] = a.RunbookURL
 	}
-	// Alertmanager rejects an alert that ends before it starts.
-	if !endsAt.After(startsAt) {
+	if !endsAt.After(startsAt) { // Alertmanager rejects an alert that ends before it starts
 		endsAt = startsAt.Add(time.Second)
 	}
 	return PostableAlert{Labels: labels, Annotations: ann, StartsAt: startsAt.UTC(), EndsAt: endsAt.UTC(), GeneratorURL: a.GeneratorURL}
@@ -198,8 +180,7 @@ func (a *Alertmanager) headers() http.Header {
 	case a.Username != "":
 		h.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(a.Username+":"+a.Password)))
 	}
-	for _, p := range a.Posters {
-		// A receiver's error page may echo the request's headers.
+	for _, p := range a.Posters { // an error page may echo the request's headers
 		p.AddSecrets(h.Get("Authorization"), strings.TrimPrefix(h.Get("Authorization"), "Basic "), a.BearerToken, a.Password)
 	}
 	return h
@@ -208,8 +189,8 @@ func (a *Alertmanager) headers() http.Header {
 // post sends alerts to every peer at once (a hung peer must not use up the time
 // of the others) and succeeds when at least one accepted them.
 func (a *Alertmanager) post(ctx context.Context, alerts []PostableAlert) error {
-	if len(alerts) == 0 {
-		return nil // a recovered that closes nothing this sink knows of; no open alert
+	if len(alerts) == 0 { // a recovered that closes nothing this sink knows of; no open alert
+		return nil
 	}
 	body, err := json.Marshal(alerts)
 	if err != nil {
@@ -266,12 +247,11 @@ type AlertHold struct {
 	Sets         []amlabels.Matchers
 }
 
-// Read asks Alertmanager for the active alerts (neither silenced nor inhibited)
-// that match any of the sets, but the watchdog's own and ChartWedgeRules (a wide
-// matcher must not hold restarts because the scheduler is wedged). Every peer is asked at once (a hung one
-// must not use up the others' time) and the first to answer is believed: peers gossip
-// silences; the others are then cancelled. An error is kept in the answer (the gate
-// fails open).
+// Read asks Alertmanager for the active alerts (neither silenced nor inhibited) that
+// match any of the sets, but the watchdog's own and ChartWedgeRules (a wide matcher
+// must not hold restarts because the scheduler is wedged). Every peer is asked at
+// once and the first to answer is believed (peers gossip silences). An error is in
+// the answer (the gate fails open).
 func (h *AlertHold) Read(ctx context.Context) *decide.FiringAlerts {
 	var names []string
 	for _, s := range h.Sets {
@@ -302,7 +282,7 @@ func (h *AlertHold) Read(ctx context.Context) *decide.FiringAlerts {
 }
 
 // firingAt asks one peer, reading its answers as a stream of at most holdPeerBytes
-// in all: an answer cut there after matches still holds. The filter is applied again here.
+// in all (an answer cut there after matches still holds), filtering again here.
 func (h *AlertHold) firingAt(ctx context.Context, p *Poster, hdr http.Header) (map[string]bool, error) {
 	found, left := map[string]bool{}, int64(holdPeerBytes)
 	for _, set := range h.Sets {
@@ -326,9 +306,8 @@ func (h *AlertHold) firingAt(ctx context.Context, p *Poster, hdr http.Header) (m
 	return found, nil
 }
 
-// matchStream decodes a JSON list of alerts one at a time, adding to found those
-// that match set and are neither the watchdog's nor ChartWedgeRules; it returns
-// about how many bytes it read (the decoder's offset).
+// matchStream decodes a JSON list of alerts one at a time into found (as Read
+// filters) and returns about how many bytes it read.
 func matchStream(r io.Reader, set amlabels.Matchers, found map[string]bool) (int64, error) {
 	dec := json.NewDecoder(r)
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
