@@ -6,9 +6,8 @@ import (
 	"github.com/agentenv/watchdog/pkg/decide"
 )
 
-// Prober is the pass's discovery probe (pkg/probe): Begin before the first
-// observation writes the canary, Read after each observation gives the judged
-// pods their readings, End removes the canary on every exit path.
+// Prober is the pass's discovery probe (pkg/probe): Begin writes the canary, Read
+// gives each observation's judged pods their readings, End removes the canary.
 type Prober interface {
 	Begin(ctx context.Context)
 	Read(ctx context.Context, obs *decide.Observation, sel decide.Selection)

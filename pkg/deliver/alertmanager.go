@@ -135,7 +135,8 @@ func (a *Alertmanager) Alerts(n alert.Notification) []PostableAlert {
 func (a *Alertmanager) alert(n alert.Notification, startsAt, endsAt time.Time) PostableAlert {
 	labels := map[string]string{}
 	maps.Copy(labels, n.Labels) // the operator's, under the watchdog's own
-	maps.Copy(labels, map[string]string{"alertname": alert.AlertnameOf(n.Event), "severity": n.Severity, "event": n.Event, "namespace": n.Namespace})
+	maps.Copy(labels, map[string]string{"alertname": alert.AlertnameOf(n.Event), "severity": n.Severity,
+		"event": n.Event, "namespace": n.Namespace})
 	for k, v := range map[string]string{"cluster": n.Cluster, "pod": n.Pod} {
 		if v != "" {
 			labels[k] = v

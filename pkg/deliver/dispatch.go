@@ -23,7 +23,7 @@ const MaxPendingAge = 24 * time.Hour
 // outbox for the next run, and retries the outbox first.
 type Dispatcher struct {
 	Sinks  []alert.Sink
-	Mode   state.Mode                                            // a dry run sends nothing: its deliveries say where each would go
+	Mode   state.Mode                                            // a dry run only says where each would go
 	Events func(ctx context.Context, n alert.Notification) error // optional: a Kubernetes Event per notification
 	// OnFailure is told about each failed delivery, unbounded by SendBy, which ends
 	// the deliveries (retries and Events too) in time to persist what failed.

@@ -198,5 +198,6 @@ func (h *Heartbeat) Ping(ctx context.Context, failed bool, body string) error {
 			return errors.New("heartbeat: invalid URL")
 		}
 	}
-	return h.exchange(ctx, http.MethodPost, target, []byte(body), http.Header{"Content-Type": {"text/plain; charset=utf-8"}}, nil)
+	hdr := http.Header{"Content-Type": {"text/plain; charset=utf-8"}}
+	return h.exchange(ctx, http.MethodPost, target, []byte(body), hdr, nil)
 }

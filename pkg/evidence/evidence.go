@@ -284,7 +284,8 @@ func (k *Keeper) Save(ctx context.Context, b Bundle) error {
 	missing := apierrors.IsNotFound(err)
 	if missing {
 		cm, err = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: k.ConfigMap, Namespace: k.Namespace,
-			Labels: map[string]string{"app.kubernetes.io/component": Component, "app.kubernetes.io/managed-by": "agentenv-scheduler-watchdog"}}}, nil
+			Labels: map[string]string{"app.kubernetes.io/component": Component,
+				"app.kubernetes.io/managed-by": "agentenv-scheduler-watchdog"}}}, nil
 	}
 	if err != nil {
 		return fmt.Errorf("read evidence ConfigMap %s/%s: %w", k.Namespace, k.ConfigMap, err)
