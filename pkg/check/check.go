@@ -1,5 +1,5 @@
 // Package check runs one watchdog pass (observe, decide and confirm, claim, act,
-// alert, persist) for both `watchdog check` and the loop of `watchdog run`.
+// alert, persist) for `watchdog check` and `watchdog run`.
 package check
 
 import (
@@ -54,8 +54,7 @@ type Runner struct {
 	Log    zerolog.Logger
 }
 
-// AlertHold reads the firing alerts that hold restarts (deliver.AlertHold); an
-// unreadable Alertmanager is in the answer's Err.
+// AlertHold reads the firing alerts that hold restarts (deliver.AlertHold), errors in the answer.
 type AlertHold interface {
 	Read(ctx context.Context) *decide.FiringAlerts
 }
@@ -114,7 +113,7 @@ func reserve(start, deadline time.Time) time.Duration {
 	return min(10*time.Second, deadline.Sub(start)/6)
 }
 
-// Run performs one pass. The report is filled as far as the pass got, also on error.
+// Run performs one pass, the report filled as far as it got, also on error.
 func (r *Runner) Run(ctx context.Context) (*Report, error) {
 	start := r.Clock.Now()
 	p := &pass{Runner: r, ctx: ctx, start: start, rep: &Report{Time: start.UTC(), DryRun: r.Mode == state.ModeDryRun,
@@ -159,8 +158,7 @@ func (p *pass) run() error {
 		return err
 	}
 	p.logDecision()
-	if interrupted(p.ctx) {
-		// Shut down while restarting: the outcomes are in next; alerts are not sent.
+	if interrupted(p.ctx) { // the restarts' outcomes are in next; nothing is sent
 		return p.saveInterrupted(p.next, p.res, errors.New("shutdown while acting"))
 	}
 	runErr := p.notify(acts)
@@ -296,8 +294,7 @@ func keepScrapes(fresh *decide.Observation, cached decide.Observation) {
 	}
 }
 
-// readAlerts reads the firing alerts that hold restarts; on an error the hold fails
-// open, with a warning.
+// readAlerts reads the firing alerts that hold restarts; unreadable, the hold fails open.
 func (p *pass) readAlerts() *decide.FiringAlerts {
 	ctx, cancel := context.WithTimeout(p.ctx, alertsTimeout)
 	defer cancel()
@@ -308,8 +305,8 @@ func (p *pass) readAlerts() *decide.FiringAlerts {
 	return a
 }
 
-// confirm keeps sampling while a wedge is confirmed or its evidence weighed (no
-// earlier counters to compare with), within the confirm window and the deadline.
+// confirm samples on while a wedge is confirmed or its evidence weighed (no earlier
+// counters to compare with), within the confirm window and the deadline.
 func (p *pass) confirm() {
 	if p.Decide.ConfirmWindow <= 0 || p.SampleInterval <= 0 {
 		return
@@ -357,8 +354,7 @@ func (p *pass) confirm() {
 		}
 		sampled = p.Clock.Now()
 		obs, err := p.observe(false)
-		if err != nil {
-			// Neither ends the run nor counts as seen: a gap the next sample settles.
+		if err != nil { // neither ends the run nor counts as seen: a gap the next sample settles
 			p.warn("sample failed", fmt.Sprintf("a sample failed, sampling on: %v", err))
 			obs = decide.Unseen(p.obs, sampled, err)
 		} else {

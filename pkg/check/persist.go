@@ -32,14 +32,13 @@ func (p *pass) persist(runErr error) error {
 	return failure
 }
 
-// failRun records a failed run in state when it can (not in a dry run), for
-// `watchdog status`, and returns the failure. Like an unknown it pauses every wedge
-// clock, or the next wedged observation would count the whole gap as wedged.
+// failRun records a failed run in state (not in a dry run) and returns the failure.
+// Like an unknown it pauses every wedge clock: the next wedged observation must not
+// count the whole gap as wedged.
 func (p *pass) failRun(failure *Error) error {
 	s := p.snap.State.Clone()
 	decide.RunFailed(s)
-	if interrupted(p.ctx) {
-		// The run record names the step cut short; the report keeps the decision.
+	if interrupted(p.ctx) { // the run record names the step cut short; the report keeps the decision
 		return p.saveInterrupted(s, unknown(failure.Step.What+" cut short"), failure)
 	}
 	s.LastRun = p.lastRun(p.Clock.Now(), unknown(failure.Step.What+" failed"), failure)
@@ -54,7 +53,7 @@ func (p *pass) failRun(failure *Error) error {
 	return failure
 }
 
-// saveWithin writes s with a deadline of its own (failureSaveBudget says why).
+// saveWithin writes s with a deadline of its own (the pass's may be spent).
 func (p *pass) saveWithin(s *state.State, d time.Duration) error {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(p.ctx), d)
 	defer cancel()
@@ -111,8 +110,7 @@ func (p *pass) alertFailure(s *state.State, failure *Error, saved bool) {
 	p.reportDeliveries(ds)
 }
 
-// reportDeliveries adds deliveries to the report and the log; an outbox entry
-// dropped is a warning of the run.
+// reportDeliveries adds deliveries to the report and the log.
 func (p *pass) reportDeliveries(ds []deliver.Delivery) {
 	p.rep.Alerts = append(p.rep.Alerts, ds...)
 	for _, d := range ds {

@@ -15,8 +15,7 @@ import (
 	"github.com/agentenv/watchdog/pkg/termtext"
 )
 
-// Report is what `watchdog check` prints: JSON for scripts (docs/design.md §4), text
-// for people.
+// Report is what `watchdog check` prints: JSON for scripts (docs/design.md §4), text for people.
 type Report struct {
 	Verdict   decide.Verdict `json:"verdict"`
 	Action    decide.Action  `json:"action"`
@@ -72,8 +71,7 @@ func (rep *Report) fill(res decide.Result) {
 	}
 }
 
-// WriteJSON prints the report as one JSON object on one line: the CronJob's log
-// keeps each run's report whole.
+// WriteJSON prints the report on one line: the CronJob's log keeps it whole.
 func (rep *Report) WriteJSON(w io.Writer) error {
 	if rep.Targets == nil {
 		rep.Targets = []decide.Target{}

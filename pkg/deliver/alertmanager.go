@@ -52,8 +52,8 @@ type Alertmanager struct {
 	Warn                            func(err error) // told of a failed peer when another accepted
 }
 
-// NewAlertmanager builds the sink for urls (already validated). Posters are named
-// "alertmanager[i]" (1-based) when there are several: errors never name a URL.
+// NewAlertmanager builds the sink for urls, its posters named "alertmanager[i]" (1-based)
+// when there are several: errors never name a URL.
 func NewAlertmanager(urls []string, attemptTimeout time.Duration, attempts int, budget time.Duration) (*Alertmanager, error) {
 	am := &Alertmanager{TTL: DefaultAlertmanagerTTL, Warn: func(error) {}}
 	for i, raw := range urls {
@@ -76,7 +76,7 @@ func NewAlertmanager(urls []string, attemptTimeout time.Duration, attempts int, 
 
 func (a *Alertmanager) Name() string { return "alertmanager" }
 
-// Reach checks the path to every peer: a preflight shows each one it cannot reach.
+// Reach checks the path to every peer.
 func (a *Alertmanager) Reach(ctx context.Context) error {
 	var errs []error
 	for _, p := range a.Posters {
@@ -187,8 +187,8 @@ func (a *Alertmanager) headers() http.Header {
 	return h
 }
 
-// post sends alerts to every peer at once (a hung peer must not use up the time
-// of the others) and succeeds when at least one accepted them.
+// post sends alerts to every peer at once (a hung one must not use the others' time);
+// one accepting them is success.
 func (a *Alertmanager) post(ctx context.Context, alerts []PostableAlert) error {
 	if len(alerts) == 0 { // a recovered that closes nothing this sink knows of; no open alert
 		return nil
@@ -225,8 +225,7 @@ func (a *Alertmanager) post(ctx context.Context, alerts []PostableAlert) error {
 }
 
 // ParseMatchers reads a matcher set with Alertmanager's own parser,
-// `{alertname=~"etcd.*",severity="critical"}` (braces optional, regexes anchored):
-// an alert matches when every matcher holds.
+// `{alertname=~"etcd.*",severity="critical"}`: an alert matches when every matcher holds.
 func ParseMatchers(set string) (amlabels.Matchers, error) {
 	ms, err := amlabels.ParseMatchers(strings.TrimSpace(set))
 	if err == nil && len(ms) == 0 {

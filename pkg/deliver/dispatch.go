@@ -1,12 +1,10 @@
-// Package deliver sends what pkg/alert plans: the sinks (Slack, a signed generic
-// webhook, Alertmanager) over one bounded HTTP poster, and the dispatcher that
-// keeps what failed in the state's outbox and retries it.
+// Package deliver sends what pkg/alert plans: the sinks over one bounded HTTP
+// poster, and the dispatcher that keeps what failed in the state's outbox.
 package deliver
 
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"maps"
 	"slices"
 	"time"
@@ -19,8 +17,7 @@ import (
 // a day-old page helps nobody.
 const MaxPendingAge = 24 * time.Hour
 
-// Dispatcher delivers notifications to every sink, keeps what failed in the state's
-// outbox for the next run, and retries the outbox first.
+// Dispatcher delivers notifications to every sink, keeping what failed for the next run.
 type Dispatcher struct {
 	Sinks  []alert.Sink
 	Mode   state.Mode                                            // a dry run only says where each would go
@@ -87,19 +84,11 @@ func (d *Dispatcher) Deliver(ctx context.Context, s *state.State, notes []alert.
 			}
 			out = append(out, del)
 		}
-		var failed []string
-		lastErr := ""
-		for _, sink := range d.Sinks {
-			del := d.send(ctx, sctx, sink, n, Delivery{ID: n.ID, Event: n.Event, Sink: sink.Name()})
-			if !del.OK {
-				failed, lastErr = append(failed, sink.Name()), del.Error
-			}
-			out = append(out, del)
-		}
-		if len(failed) > 0 {
-			payload, _ := json.Marshal(n) // plain data: cannot fail
-			s.Outbox = append(s.Outbox, state.Pending{ID: n.ID, Event: n.Event, CreatedAt: now.UTC(), Attempts: 1,
-				Sinks: failed, LastError: lastErr, Payload: payload})
+		p := state.Pending{ID: n.ID, Event: n.Event, CreatedAt: now.UTC(), Sinks: alert.SinkNames(d.Sinks)}
+		out = append(out, d.send(ctx, sctx, n, &p, false)...)
+		if len(p.Sinks) > 0 {
+			p.Payload, _ = json.Marshal(n) // plain data: cannot fail
+			s.Outbox = append(s.Outbox, p)
 		}
 	}
 	// What this run just sent is fresh, with this run's words: not refreshed.
@@ -125,7 +114,7 @@ func (d *Dispatcher) Deliver(ctx context.Context, s *state.State, notes []alert.
 	return out
 }
 
-var errRetriesOutOfTime = errors.New("not retried in this run: the retries' share of the send window was spent (this run's own alerts keep the rest); kept for the next run")
+const retriesOutOfTime = "not retried in this run: the retries' share of the send window was spent (this run's own alerts keep the rest); kept for the next run"
 
 // retryOutbox sends the outbox again, each entry's words rebuilt from the event
 // table and the configuration (they may have changed since).
@@ -142,31 +131,8 @@ func (d *Dispatcher) retryOutbox(ctx, sctx context.Context, s *state.State, now 
 		}
 		n.SchemaVersion, n.Severity, n.NextStep = alert.SchemaVersion, spec.Severity, spec.NextStep
 		d.Source.Stamp(&n)
-		var still []string
-		attempted := false
-		for _, sink := range d.Sinks {
-			if !slices.Contains(p.Sinks, sink.Name()) {
-				continue
-			}
-			del := Delivery{ID: p.ID, Event: p.Event, Sink: sink.Name(), Retry: true}
-			if sctx.Err() != nil { // kept, not an attempt
-				del.Kept, del.Error = true, errRetriesOutOfTime.Error()
-			} else {
-				attempted = true
-				if del = d.send(ctx, sctx, sink, n, del); !del.OK {
-					p.LastError = del.Error
-				}
-			}
-			if !del.OK {
-				still = append(still, sink.Name())
-			}
-			out = append(out, del)
-		}
-		if attempted {
-			p.Attempts++
-		}
-		if len(still) > 0 {
-			p.Sinks = still
+		out = append(out, d.send(ctx, sctx, n, &p, true)...)
+		if len(p.Sinks) > 0 {
 			kept = append(kept, p)
 		}
 	}
@@ -174,16 +140,39 @@ func (d *Dispatcher) retryOutbox(ctx, sctx context.Context, s *state.State, now 
 	return out
 }
 
-// send delivers n to sink within sctx; a failure is kept and told to OnFailure.
-func (d *Dispatcher) send(ctx, sctx context.Context, sink alert.Sink, n alert.Notification, del Delivery) Delivery {
-	del.OK = true
-	if err := sink.Send(sctx, n); err != nil {
-		del.OK, del.Error, del.Kept = false, err.Error(), true
-		if d.OnFailure != nil {
-			d.OnFailure(ctx, n, sink.Name(), err)
+// send delivers n to the sinks p names within sctx, leaving in p those that failed
+// (kept, and told to OnFailure). A retry the window has no time left for is kept
+// without an attempt.
+func (d *Dispatcher) send(ctx, sctx context.Context, n alert.Notification, p *state.Pending, retry bool) []Delivery {
+	var out []Delivery
+	var failed []string
+	attempted := false
+	for _, sink := range d.Sinks {
+		if !slices.Contains(p.Sinks, sink.Name()) {
+			continue
 		}
+		del := Delivery{ID: p.ID, Event: p.Event, Sink: sink.Name(), Retry: retry, Kept: true, Error: retriesOutOfTime}
+		if !retry || sctx.Err() == nil {
+			attempted = true
+			err := sink.Send(sctx, n)
+			del.OK, del.Kept, del.Error = err == nil, err != nil, ""
+			if err != nil {
+				del.Error, p.LastError = err.Error(), err.Error()
+				if d.OnFailure != nil {
+					d.OnFailure(ctx, n, sink.Name(), err)
+				}
+			}
+		}
+		if !del.OK {
+			failed = append(failed, sink.Name())
+		}
+		out = append(out, del)
 	}
-	return del
+	if attempted {
+		p.Attempts++
+	}
+	p.Sinks = failed
+	return out
 }
 
 // Refresher is a sink whose receiver forgets an alert that is not sent again

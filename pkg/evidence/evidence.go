@@ -1,6 +1,5 @@
 // Package evidence keeps what the scheduler looked like just before the watchdog
-// restarted it (or, in shadow mode, would have): the restart removes the pod and its
-// log, the bundle stays in a ConfigMap ring (docs/alerts.md, "Evidence").
+// restarted it (or would have), in a ConfigMap ring (docs/alerts.md, "Evidence").
 package evidence
 
 import (
@@ -98,8 +97,7 @@ type Keeper struct {
 	Key        []byte // seals every bundle saved (seal.go); empty: unsealed
 }
 
-// Capture builds the bundle of target t of observation obs, at now. It never fails:
-// what it could not read is said in the bundle (LogError, Warnings).
+// Capture builds t's bundle; what it could not read is said in it (LogError, Warnings).
 func (k *Keeper) Capture(ctx context.Context, t decide.Target, obs decide.Observation, action string, now time.Time) Bundle {
 	b := Bundle{
 		Key: Key(now, t.Pod), At: now.UTC(), Pod: t.Pod, UID: t.UID, Action: action,
@@ -178,7 +176,7 @@ func encode(b Bundle) ([]byte, error) {
 	}
 }
 
-// marshal is v as JSON without HTML escaping (bytes as they are: what is sealed).
+// marshal is v as JSON without HTML escaping: the bytes sealed.
 func marshal(v any) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
@@ -218,9 +216,8 @@ func (b Bundle) shortened() Bundle {
 }
 
 // readLog keeps the newest DefaultLogBytes of the last DefaultLogLines lines, from a
-// line's start. The kubelet counts limitBytes from the oldest line, so a limit of
-// DefaultLogBytes would drop the newest: MaxLogRead is asked for, fewer lines again
-// when they fill it (docs/alerts.md, "Evidence").
+// line's start. The kubelet counts limitBytes from the oldest line: MaxLogRead is
+// asked for, fewer lines again when they fill it.
 func (k *Keeper) readLog(ctx context.Context, pod string) (string, error) {
 	lines, keep := int64(DefaultLogLines), int64(DefaultLogBytes)
 	read := max(keep, MaxLogRead)
@@ -326,8 +323,7 @@ func ring(data map[string]string, key, value string) map[string]string {
 }
 
 // Load reads the bundles of the ConfigMap, newest first, each with its Integrity
-// checked under key (nil: sealed ones are IntegrityUnchecked). A missing ConfigMap
-// has none; a bundle that does not decode is skipped and named in the error.
+// under key; one that does not decode is skipped and named in the error.
 func Load(ctx context.Context, cms ConfigMaps, ns, name string, key []byte) ([]Bundle, error) {
 	cm, err := cms.GetConfigMap(ctx, ns, name)
 	if apierrors.IsNotFound(err) {
