@@ -45,8 +45,7 @@ func (p *pass) act() ([]alert.ActOutcome, error) {
 	return acts, nil
 }
 
-// wouldRestart is shadow mode's restart: recorded once per episode (later runs count
-// repeats), the new ones returned for the would-restart alert.
+// wouldRestart is shadow mode's restart, recorded once per episode (then counted), new ones returned.
 func (p *pass) wouldRestart() []alert.ActOutcome {
 	now := p.Clock.Now()
 	var acts []alert.ActOutcome
@@ -182,8 +181,7 @@ func (r *Runner) notificationEvent(ctx context.Context, n alert.Notification) er
 	return r.Events.Emit(ctx, r.eventTarget(n), eventType, alert.Spec(n.Event).Reason, EventMessage(n))
 }
 
-// EventMessage is n as an Event says it: the pause (an annotator's words) last, where
-// the API server's cut falls.
+// EventMessage is n as an Event says it: the pause (an annotator's words) last, where a cut falls.
 func EventMessage(n alert.Notification) string {
 	msg := fmt.Sprintf("[%s] %s", n.Event, n.Reason) // a dry run leaves no Event
 	if n.Shadow {

@@ -1,5 +1,4 @@
-// Package check runs one watchdog pass (observe, decide and confirm, claim, act,
-// alert, persist) for `watchdog check` and `watchdog run`.
+// Package check runs one watchdog pass (observe, decide, confirm, claim, act, alert, persist).
 package check
 
 import (
@@ -107,8 +106,7 @@ func interrupted(ctx context.Context) bool {
 	return errors.Is(ctx.Err(), context.Canceled)
 }
 
-// reserve is kept back from the run deadline for acting and persisting: a sixth of
-// the run, capped (they take no longer in a long run).
+// reserve is kept back from the run deadline for acting and persisting: a sixth, capped.
 func reserve(start, deadline time.Time) time.Duration {
 	return min(10*time.Second, deadline.Sub(start)/6)
 }
@@ -176,7 +174,7 @@ func (p *pass) begin() error {
 	var loadErr error
 	var loading sync.WaitGroup
 	loading.Go(func() { p.snap, loadErr = p.Store.Load(p.ctx) })
-	obs, err := p.observe(false)
+	obs, err := p.observe(p.Observer.Observe)
 	loading.Wait()
 	if loadErr != nil {
 		p.rep.Reason = "cannot read state"
@@ -232,11 +230,8 @@ func (p *pass) warn(msg, detail string) {
 	p.rep.Warnings = append(p.rep.Warnings, detail)
 }
 
-func (p *pass) observe(consistent bool) (decide.Observation, error) {
-	read := p.Observer.Observe
-	if consistent {
-		read = p.Observer.ObserveConsistent
-	}
+// observe takes an observation with read (p.Observer's Observe or ObserveConsistent).
+func (p *pass) observe(read func(context.Context) (decide.Observation, error)) (decide.Observation, error) {
 	began := p.Clock.Now()
 	defer func() { p.slowest = max(p.slowest, p.Clock.Since(began)) }()
 	obs, err := read(p.ctx)
@@ -260,7 +255,7 @@ func (p *pass) decide(prev *state.State) {
 				p.warn("read before a restart failed", fmt.Sprintf("reading the Deployment before a restart failed: %v; read again at the next sample while a restart still fits", err))
 			}
 		case p.res.NeedConsistentRead && !p.obs.Consistent:
-			fresh, err := p.observe(true)
+			fresh, err := p.observe(p.Observer.ObserveConsistent)
 			if err != nil {
 				p.warn("read before a restart failed", fmt.Sprintf("the consistent re-read before a restart failed: %v; read again at the next sample while a restart still fits", err))
 				p.obs.ConsistentErr = err
@@ -305,8 +300,7 @@ func (p *pass) readAlerts() *decide.FiringAlerts {
 	return a
 }
 
-// confirm samples on while a wedge is confirmed or its evidence weighed (no earlier
-// counters to compare with), within the confirm window and the deadline.
+// confirm samples on while a wedge is confirmed or its evidence weighed (no earlier counters), in time.
 func (p *pass) confirm() {
 	if p.Decide.ConfirmWindow <= 0 || p.SampleInterval <= 0 {
 		return
@@ -353,7 +347,7 @@ func (p *pass) confirm() {
 			}
 		}
 		sampled = p.Clock.Now()
-		obs, err := p.observe(false)
+		obs, err := p.observe(p.Observer.Observe)
 		if err != nil { // neither ends the run nor counts as seen: a gap the next sample settles
 			p.warn("sample failed", fmt.Sprintf("a sample failed, sampling on: %v", err))
 			obs = decide.Unseen(p.obs, sampled, err)

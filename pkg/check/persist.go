@@ -68,9 +68,8 @@ func unknown(reason string) decide.Result {
 	return decide.Result{Verdict: decide.VerdictUnknown, Action: decide.ActionNone, Reason: reason}
 }
 
-// saveInterrupted ends a pass cut short by shutdown: it sends nothing, and writes
-// what the pass knows in s (nil: no state was read) with res as the run's decision,
-// within shutdownGrace.
+// saveInterrupted ends a pass cut short by shutdown: nothing sent, s (nil: none read)
+// written with res as the run's decision, within shutdownGrace.
 func (p *pass) saveInterrupted(s *state.State, res decide.Result, cause error) error {
 	p.Log.Warn().Err(cause).Msg("pass cut short by shutdown: nothing alerted")
 	p.rep.Error = ErrInterrupted.Error()

@@ -27,8 +27,7 @@ import (
 // AlertmanagerAPIPath is appended to each --alertmanager-url.
 const AlertmanagerAPIPath = "/api/v2/alerts"
 
-// DefaultAlertmanagerTTL is how long an alert stays active in Alertmanager when it
-// is not posted again: one or two failed runs must not resolve a problem.
+// DefaultAlertmanagerTTL is how long an alert not posted again stays active: a failed run must not resolve it.
 const DefaultAlertmanagerTTL = 15 * time.Minute
 
 // PostableAlert is one element of the body of Alertmanager's POST /api/v2/alerts.
@@ -52,8 +51,7 @@ type Alertmanager struct {
 	Warn                            func(err error) // told of a failed peer when another accepted
 }
 
-// NewAlertmanager builds the sink for urls, its posters named "alertmanager[i]" (1-based)
-// when there are several: errors never name a URL.
+// NewAlertmanager builds the sink for urls; errors name "alertmanager[i]" (1-based), never a URL.
 func NewAlertmanager(urls []string, attemptTimeout time.Duration, attempts int, budget time.Duration) (*Alertmanager, error) {
 	am := &Alertmanager{TTL: DefaultAlertmanagerTTL, Warn: func(error) {}}
 	for i, raw := range urls {
@@ -187,8 +185,7 @@ func (a *Alertmanager) headers() http.Header {
 	return h
 }
 
-// post sends alerts to every peer at once (a hung one must not use the others' time);
-// one accepting them is success.
+// post sends alerts to every peer at once (a hung one must not use the others' time).
 func (a *Alertmanager) post(ctx context.Context, alerts []PostableAlert) error {
 	if len(alerts) == 0 { // a recovered that closes nothing this sink knows of; no open alert
 		return nil
@@ -211,14 +208,10 @@ func (a *Alertmanager) post(ctx context.Context, alerts []PostableAlert) error {
 			failed = append(failed, err.Error())
 		}
 	}
-	if len(failed) == 0 {
-		return nil
-	}
-	err = errors.New(strings.Join(failed, "; "))
-	if len(failed) == len(a.Posters) {
+	switch err := errors.New(strings.Join(failed, "; ")); {
+	case len(failed) > 0 && len(failed) == len(a.Posters):
 		return err
-	}
-	if a.Warn != nil {
+	case len(failed) > 0 && a.Warn != nil:
 		a.Warn(err)
 	}
 	return nil
@@ -237,8 +230,7 @@ func ParseMatchers(set string) (amlabels.Matchers, error) {
 // holdPeerBytes bounds what the hold reads of one peer's answers.
 const holdPeerBytes = 1 << 20
 
-// ChartWedgeRules are the chart's PrometheusRules about the wedge the restart is for:
-// like the watchdog's own alerts, they never hold it.
+// ChartWedgeRules, the chart's alerts about the wedge a restart is for, never hold it.
 var ChartWedgeRules = []string{"AgentenvSchedulerWedgedTooLong", "AgentenvSchedulerDiscoveryWedged"}
 
 // AlertHold reads the firing alerts that hold restarts, for the pass.
@@ -281,8 +273,7 @@ func (h *AlertHold) Read(ctx context.Context) *decide.FiringAlerts {
 	return out
 }
 
-// firingAt asks one peer, reading its answers as a stream of at most holdPeerBytes
-// in all (an answer cut there after matches still holds), filtering again here.
+// firingAt asks one peer, streaming at most holdPeerBytes (an answer cut after matches holds).
 func (h *AlertHold) firingAt(ctx context.Context, p *Poster, hdr http.Header) (map[string]bool, error) {
 	found, left := map[string]bool{}, int64(holdPeerBytes)
 	for _, set := range h.Sets {
@@ -306,8 +297,7 @@ func (h *AlertHold) firingAt(ctx context.Context, p *Poster, hdr http.Header) (m
 	return found, nil
 }
 
-// matchStream decodes a JSON list of alerts one at a time into found (as Read
-// filters) and returns about how many bytes it read.
+// matchStream decodes a list of alerts one at a time into found (as Read filters), returning the bytes read.
 func matchStream(r io.Reader, set amlabels.Matchers, found map[string]bool) (int64, error) {
 	dec := json.NewDecoder(r)
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {

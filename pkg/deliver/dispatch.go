@@ -13,8 +13,7 @@ import (
 	"github.com/agentenv/watchdog/pkg/state"
 )
 
-// MaxPendingAge is how long an undelivered alert is retried before it is dropped:
-// a day-old page helps nobody.
+// MaxPendingAge is how long an undelivered alert is retried: a day-old page helps nobody.
 const MaxPendingAge = 24 * time.Hour
 
 // Dispatcher delivers notifications to every sink, keeping what failed for the next run.
@@ -114,10 +113,10 @@ func (d *Dispatcher) Deliver(ctx context.Context, s *state.State, notes []alert.
 	return out
 }
 
-const retriesOutOfTime = "not retried in this run: the retries' share of the send window was spent (this run's own alerts keep the rest); kept for the next run"
+const retriesOutOfTime = "not retried in this run: the retries' share of the send window was spent " +
+	"(this run's own alerts keep the rest); kept for the next run"
 
-// retryOutbox sends the outbox again, each entry's words rebuilt from the event
-// table and the configuration (they may have changed since).
+// retryOutbox sends the outbox again, the words rebuilt from the event table and the configuration.
 func (d *Dispatcher) retryOutbox(ctx, sctx context.Context, s *state.State, now time.Time) []Delivery {
 	var out []Delivery
 	kept := s.Outbox[:0]
@@ -140,9 +139,8 @@ func (d *Dispatcher) retryOutbox(ctx, sctx context.Context, s *state.State, now 
 	return out
 }
 
-// send delivers n to the sinks p names within sctx, leaving in p those that failed
-// (kept, and told to OnFailure). A retry the window has no time left for is kept
-// without an attempt.
+// send delivers n to the sinks p names, leaving in p those that failed (told to OnFailure);
+// a retry without time left in sctx is kept without an attempt.
 func (d *Dispatcher) send(ctx, sctx context.Context, n alert.Notification, p *state.Pending, retry bool) []Delivery {
 	var out []Delivery
 	var failed []string

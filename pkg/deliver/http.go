@@ -29,9 +29,8 @@ const (
 	DefaultBudget   = 30 * time.Second
 )
 
-// Poster POSTs a body to one URL with go-retryablehttp's retries, adding a bound on
-// the whole delivery, no redirect to another host or scheme, and errors that never
-// carry the (secret) URL. Every HTTP sink uses one.
+// Poster POSTs to one URL with go-retryablehttp's retries, a bound on the whole delivery,
+// no redirect to another host or scheme, and errors that never carry the (secret) URL.
 type Poster struct {
 	name, url string
 	client    *retryablehttp.Client
@@ -187,8 +186,7 @@ func (p *Poster) Post(ctx context.Context, body []byte, headers http.Header) err
 	return p.exchange(ctx, http.MethodPost, p.url, body, headers, nil)
 }
 
-// exchange sends one request to target (derived from the poster's URL) and hands a
-// 2xx answer's body to read, if any.
+// exchange sends one request to target (derived from p.url), a 2xx answer's body to read.
 func (p *Poster) exchange(ctx context.Context, method, target string, body []byte, headers http.Header, read func(io.Reader) error) error {
 	ctx, cancel := context.WithTimeout(ctx, p.budget)
 	defer cancel()
@@ -227,8 +225,7 @@ func (p *Poster) exchange(ctx context.Context, method, target string, body []byt
 	return nil
 }
 
-// redact removes the poster's secrets from text (of a derived URL too: its path and
-// query are hidden).
+// redact removes the poster's secrets from text (of a derived URL too: path and query).
 func (p *Poster) redact(text string) string {
 	for _, h := range p.secrets {
 		text = strings.ReplaceAll(text, h[0], h[1])

@@ -157,8 +157,7 @@ func where(n alert.Notification) string {
 // unescaped, "2m < 4m ... (> 5m)" is taken for a link and swallowed.
 var esc = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace
 
-// escCut escapes s and cuts it to at most n bytes between characters of s, never
-// inside an entity ("&am").
+// escCut escapes s and cuts it to at most n bytes, never inside an entity ("&am").
 func escCut(s string, n int) string {
 	out := esc(s)
 	if len(out) <= n {
@@ -182,8 +181,7 @@ func mrkdwn(s string) *SlackText {
 	return &SlackText{Type: SlackMarkdown, Text: s}
 }
 
-// Heartbeat is a dead man's switch: pinged after every completed run, at <url>/fail
-// when the run failed (the healthchecks.io convention).
+// Heartbeat is a dead man's switch pinged after every run, at <url>/fail if it failed (healthchecks.io).
 type Heartbeat struct {
 	*Poster // its Reach is the sink's
 }

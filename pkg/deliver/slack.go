@@ -1,8 +1,7 @@
 package deliver
 
-// The Block Kit subset the Slack sink sends: local types rather than slack-go, a
-// whole Web API client (docs/performance.md "Slack payload types"). The tests decode
-// every payload with slack-go.
+// The Block Kit subset the Slack sink sends: local types, not slack-go's whole Web API
+// client (docs/performance.md "Slack payload types"); the tests decode them with slack-go.
 
 // Block and text object types.
 const (

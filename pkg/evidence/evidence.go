@@ -239,8 +239,7 @@ func (k *Keeper) readLog(ctx context.Context, pod string) (string, error) {
 	}
 }
 
-// keepEnd is the end of b, at most n bytes, starting at a line's start when one
-// begins in it (else at a character's).
+// keepEnd is the end of b, at most n bytes, from a line's start if one begins in it (else a character's).
 func keepEnd(b []byte, n int64) []byte {
 	if int64(len(b)) <= n {
 		return b
@@ -299,8 +298,7 @@ func (k *Keeper) Save(ctx context.Context, b Bundle) error {
 	return nil
 }
 
-// ring adds key to data and drops the oldest bundles beyond MaxBundles or the size
-// bound, keeping keys that are no bundle's.
+// ring adds key to data, dropping the oldest bundles beyond the bounds (other keys kept).
 func ring(data map[string]string, key, value string) map[string]string {
 	out := make(map[string]string, len(data)+1)
 	maps.Copy(out, data)

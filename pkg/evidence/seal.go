@@ -44,8 +44,7 @@ func seal(key []byte, ns, name string, raw []byte) string {
 	return sealPrefix + hex.EncodeToString(mac.Sum(nil))
 }
 
-// Open decodes a saved bundle, sealed or not (the value of key name in the
-// ConfigMap in ns), and checks its seal under key.
+// Open decodes a saved bundle (key name in the ConfigMap in ns) and checks its seal under key.
 func Open(key []byte, ns, name string, value []byte) (Bundle, error) {
 	var e envelope
 	if err := json.Unmarshal(value, &e); err != nil || len(e.Bundle) == 0 {
