@@ -99,10 +99,8 @@ type Keeper struct {
 
 // Capture builds t's bundle; what it could not read is said in it (LogError, Warnings).
 func (k *Keeper) Capture(ctx context.Context, t decide.Target, obs decide.Observation, action string, now time.Time) Bundle {
-	b := Bundle{
-		Key: Key(now, t.Pod), At: now.UTC(), Pod: t.Pod, UID: t.UID, Action: action,
-		Verdict: t.Verdict, Evidence: t.Evidence, Reason: t.Reason, Gates: t.Gates,
-	}
+	b := Bundle{Key: Key(now, t.Pod), At: now.UTC(), Pod: t.Pod, UID: t.UID, Action: action,
+		Verdict: t.Verdict, Evidence: t.Evidence, Reason: t.Reason, Gates: t.Gates}
 	if obs.ExpectedErr == nil {
 		b.Endpoints = ptr.To(obs.Expected)
 	}
