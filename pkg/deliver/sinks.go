@@ -110,15 +110,12 @@ func SlackMessage(n alert.Notification, runbookURL string) *SlackWebhookMessage 
 	if n.Since != nil {
 		since = fmt.Sprintf("%s (since %s)", n.Time.Sub(*n.Since).Round(time.Second), n.Since.UTC().Format(time.RFC3339))
 	}
-	fields := []*SlackText{
-		mrkdwn("*Cluster*\n" + esc(alert.OrDash(n.Cluster))),
-		mrkdwn("*Namespace*\n" + esc(n.Namespace)),
-		mrkdwn("*Pod*\n" + esc(alert.OrDash(n.Pod))),
-		mrkdwn("*Verdict*\n" + esc(alert.OrDash(n.Verdict))),
-		mrkdwn("*Ready / expected*\n" + alert.IntOrDash(n.Ready) + " / " + alert.IntOrDash(n.Expected)),
-		mrkdwn("*For*\n" + esc(since)),
-		mrkdwn("*Watchdog did*\n" + esc(alert.OrDash(n.Action))),
-		mrkdwn("*Evidence*\n" + esc(alert.OrDash(n.Evidence))),
+	var fields []*SlackText
+	for _, f := range [][2]string{{"Cluster", alert.OrDash(n.Cluster)}, {"Namespace", n.Namespace},
+		{"Pod", alert.OrDash(n.Pod)}, {"Verdict", alert.OrDash(n.Verdict)},
+		{"Ready / expected", alert.IntOrDash(n.Ready) + " / " + alert.IntOrDash(n.Expected)}, {"For", since},
+		{"Watchdog did", alert.OrDash(n.Action)}, {"Evidence", alert.OrDash(n.Evidence)}} {
+		fields = append(fields, mrkdwn("*"+f[0]+"*\n"+esc(f[1])))
 	}
 	blocks := []SlackBlock{
 		{Type: SlackHeader, Text: &SlackText{Type: SlackPlainText, Text: escCut(title, 150), Emoji: true}},
