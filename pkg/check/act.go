@@ -19,7 +19,6 @@ import (
 	"github.com/agentenv/watchdog/pkg/state"
 )
 
-// act claims and carries out the restarts the decision asks for.
 func (p *pass) act() ([]alert.ActOutcome, error) {
 	if p.res.Action != decide.ActionRestart {
 		return nil, nil
@@ -172,7 +171,6 @@ func (r *Runner) dispatcher() *deliver.Dispatcher {
 	return d
 }
 
-// notificationEvent records an alert as an Event (eventTarget).
 func (r *Runner) notificationEvent(ctx context.Context, n alert.Notification) error {
 	eventType := corev1.EventTypeWarning
 	if n.Severity == alert.SeverityInfo {

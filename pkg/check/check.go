@@ -230,7 +230,6 @@ func (p *pass) warn(msg, detail string) {
 	p.rep.Warnings = append(p.rep.Warnings, detail)
 }
 
-// observe takes an observation with read (p.Observer's Observe or ObserveConsistent).
 func (p *pass) observe(read func(context.Context) (decide.Observation, error)) (decide.Observation, error) {
 	began := p.Clock.Now()
 	defer func() { p.slowest = max(p.slowest, p.Clock.Since(began)) }()

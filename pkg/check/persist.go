@@ -109,7 +109,6 @@ func (p *pass) alertFailure(s *state.State, failure *Error, saved bool) {
 	p.reportDeliveries(ds)
 }
 
-// reportDeliveries adds deliveries to the report and the log.
 func (p *pass) reportDeliveries(ds []deliver.Delivery) {
 	p.rep.Alerts = append(p.rep.Alerts, ds...)
 	for _, d := range ds {

@@ -14,7 +14,6 @@ type Prober interface {
 	End() error
 }
 
-// beginProbe starts the pass's probe and returns what ends it.
 func (p *pass) beginProbe() func() {
 	if p.Prober == nil {
 		return func() {}

@@ -151,5 +151,4 @@ func (rep *Report) WriteText(w io.Writer) error {
 	return nil
 }
 
-// keptWord says whether a failed delivery was kept for the next run.
 var keptWord = map[bool]string{true: "kept for the next run", false: "not kept"}
