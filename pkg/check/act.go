@@ -19,8 +19,6 @@ import (
 	"github.com/agentenv/watchdog/pkg/state"
 )
 
-// act claims and carries out the restarts the decision asks for. The claim is
-// written first (optimistic concurrency), so of two racing runs only one acts.
 func (p *pass) act() ([]alert.ActOutcome, error) {
 	if p.res.Action != state.ActionRestart {
 		return nil, nil
@@ -46,9 +44,7 @@ func (p *pass) act() ([]alert.ActOutcome, error) {
 	return acts, nil
 }
 
-// wouldRestart is shadow mode's restart: it records each restart of the decision in
-// p.next, once per episode (later runs count repeats), and returns the new ones for
-// the would-restart alert.
+// wouldRestart is shadow mode's restart, recorded once per episode (then counted), new ones returned.
 func (p *pass) wouldRestart() []alert.ActOutcome {
 	now := p.Clock.Now()
 	var acts []alert.ActOutcome
@@ -101,9 +97,8 @@ func (p *pass) claim() (bool, error) {
 	return true, nil
 }
 
-// restartPod carries out one claimed restart and records its outcome in p.next and
-// the report: the one place the pass restarts a pod. False when a shutdown cut the
-// request short: the claim stays for the next run.
+// restartPod carries out one claimed restart, its outcome in p.next and the report.
+// False when a shutdown cut the request short: the claim stays for the next run.
 func (p *pass) restartPod(t decide.Target) (alert.ActOutcome, bool) {
 	bundle := p.captureEvidence(t, "restart")
 	actx, cancel := context.WithTimeout(p.ctx, restartTimeout)
@@ -114,8 +109,7 @@ func (p *pass) restartPod(t decide.Target) (alert.ActOutcome, bool) {
 	if rec != nil {
 		rec.Bundle = bundle
 	}
-	if err != nil && interrupted(p.ctx) {
-		// Whether the request reached the API server is unknown.
+	if err != nil && interrupted(p.ctx) { // whether it reached the API server is unknown
 		p.Log.Warn().Err(err).Str("pod", t.Pod).Str("uid", t.UID).Msg("shutdown during the restart: the claim is left for the next run")
 		return alert.ActOutcome{}, false
 	}
@@ -138,15 +132,14 @@ func (p *pass) restartPod(t decide.Target) (alert.ActOutcome, bool) {
 	return alert.ActOutcome{Target: t, Detail: result.Detail, Evidence: bundle, Err: err}, true
 }
 
-// captureEvidence saves t's evidence bundle just before it is restarted (or, action
-// says, would be) and returns its key, "" when none was saved. What it cannot read
-// or save is a warning, never a reason not to restart.
+// captureEvidence saves t's evidence bundle just before it is restarted (or would
+// be) and returns its key, "" when none was saved: a warning, never a reason not to
+// restart. The log read and the save each get at most a quarter of what is left: a
+// kubelet that never answers must not cost the bundle too.
 func (p *pass) captureEvidence(t decide.Target, action string) string {
 	if p.Evidence == nil {
 		return ""
 	}
-	// The log read and the save each get their own bound, at most a quarter of what
-	// is left: a kubelet that never answers must not cost the bundle too.
 	bound := func(d time.Duration) (context.Context, context.CancelFunc) {
 		if dl, ok := p.ctx.Deadline(); ok {
 			d = min(d, time.Until(dl)/4)
@@ -178,8 +171,6 @@ func (r *Runner) dispatcher() *deliver.Dispatcher {
 	return d
 }
 
-// notificationEvent records an alert as an Event on its pod, or on the state
-// ConfigMap when no pod is concerned (blind, watchdog-error).
 func (r *Runner) notificationEvent(ctx context.Context, n alert.Notification) error {
 	eventType := corev1.EventTypeWarning
 	if n.Severity == alert.SeverityInfo {
@@ -188,13 +179,9 @@ func (r *Runner) notificationEvent(ctx context.Context, n alert.Notification) er
 	return r.Events.Emit(ctx, r.eventTarget(n), eventType, alert.Spec(n.Event).Reason, EventMessage(n))
 }
 
-// EventMessage is n as an Event says it: the alert's own text first, so that the
-// API server's cut takes the pause's (an annotator's words), never the watchdog's.
+// EventMessage is n as an Event says it: the pause (an annotator's words) last, where a cut falls.
 func EventMessage(n alert.Notification) string {
-	msg := fmt.Sprintf("[%s] %s", n.Event, n.Reason)
-	if n.DryRun {
-		msg += " [dry run]"
-	}
+	msg := fmt.Sprintf("[%s] %s", n.Event, n.Reason) // a dry run leaves no Event
 	if n.Shadow {
 		msg += " [shadow]"
 	}
@@ -211,6 +198,7 @@ func (r *Runner) deliveryFailedEvent(ctx context.Context, n alert.Notification, 
 	}
 }
 
+// eventTarget is n's pod, or the state ConfigMap when no pod is concerned (blind, watchdog-error).
 func (r *Runner) eventTarget(n alert.Notification) corev1.ObjectReference {
 	if n.Pod != "" {
 		return corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: r.Source.Namespace, Name: n.Pod, UID: types.UID(n.UID)}
@@ -218,8 +206,7 @@ func (r *Runner) eventTarget(n alert.Notification) corev1.ObjectReference {
 	return corev1.ObjectReference{Kind: "ConfigMap", APIVersion: "v1", Namespace: r.Source.Namespace, Name: r.StateConfigMap}
 }
 
-// deploymentEvent leaves a Restarted Event on the Deployment too: the pod's own
-// Event goes with the pod.
+// deploymentEvent leaves a Restarted Event on the Deployment too: the pod's goes with the pod.
 func (p *pass) deploymentEvent(t decide.Target, detail string) {
 	if p.Events == nil || p.obs.Rollout == nil || !p.obs.Rollout.Found {
 		return

@@ -1,5 +1,4 @@
-// Package check runs one watchdog pass (observe, decide and confirm, claim, act,
-// alert, persist) for both `watchdog check` and the loop of `watchdog run`.
+// Package check runs one watchdog pass (observe, decide, confirm, claim, act, alert, persist).
 package check
 
 import (
@@ -26,43 +25,35 @@ import (
 // Options configure a pass.
 type Options struct {
 	Decide decide.Config
-	// Alerts is the alerts' policy.
-	Alerts alert.PlanConfig
-	// Mode: live, a dry run or shadow.
-	Mode state.Mode
-	// Source is who sends the alerts.
-	Source alert.Source
+	Alerts alert.PlanConfig // the alerts' policy
+	Mode   state.Mode
+	Source alert.Source // who sends the alerts
 	// SampleInterval is how often a sample starts while confirming: no faster than
 	// the scheduler refreshes its gauges (docs/design.md, "The scheduler it guards").
 	SampleInterval time.Duration
 	StateConfigMap string
-	// ScrapeVia is the Observer's scrape path, for the report.
-	ScrapeVia scrape.Via
+	ScrapeVia      scrape.Via // the Observer's scrape path, for the report
 }
 
-// Runner holds a pass's collaborators.
+// Runner holds a pass's collaborators; those marked optional may be nil.
 type Runner struct {
 	Options
 	Observer  Observer
 	Store     Store
 	Restarter restart.Restarter
-	// Events, when set, records alerts and restarts as Kubernetes Events.
-	Events EventRecorder
-	// Sinks are where alerts go besides logs and Events.
-	Sinks []alert.Sink
-	// Evidence, when set, saves what the scheduler looked like just before a restart.
+	Events    EventRecorder // optional: alerts and restarts as Kubernetes Events
+	Sinks     []alert.Sink  // where alerts go besides logs and Events
+	// Evidence (optional) saves what the scheduler looked like just before a restart.
 	Evidence *evidence.Keeper
-	// Hold, when set, reads the firing alerts that hold restarts, just before one;
+	// Hold (optional) reads the firing alerts that hold restarts, just before one;
 	// it alone turns the firing-alerts gate on (decide.Observation.HoldOnAlerts).
-	Hold AlertHold
-	// Prober, when set, is the discovery probe.
-	Prober Prober
+	Hold   AlertHold
+	Prober Prober // optional: the discovery probe
 	Clock  clock.Clock
 	Log    zerolog.Logger
 }
 
-// AlertHold reads the firing alerts that hold restarts (deliver.AlertHold); an
-// unreadable Alertmanager is in the answer's Err.
+// AlertHold reads the firing alerts that hold restarts (deliver.AlertHold), errors in the answer.
 type AlertHold interface {
 	Read(ctx context.Context) *decide.FiringAlerts
 }
@@ -71,7 +62,7 @@ type AlertHold interface {
 // dead man's switch receives when it fails.
 type Step struct{ What, Category string }
 
-// The steps a pass can fail at.
+// The steps a pass can fail at (StepConfigure: the CLI's, a configuration that cannot start a run, exit 2).
 var (
 	StepReadState      = Step{"read state", "read-state"}
 	StepObserve        = Step{"observe", "observe"}
@@ -83,7 +74,7 @@ var (
 	StepClaim          = Step{"claim restart in state", "write-state"}
 	StepWriteState     = Step{"write state", "write-state"}
 	StepRestart        = Step{"restart", "restart"}
-	StepConfigure      = Step{"configure", "config"} // the CLI's: a configuration that cannot start a run (exit 2)
+	StepConfigure      = Step{"configure", "config"}
 )
 
 // Error is a pass that could not do its job; the CLI exits 1 on it.
@@ -99,9 +90,9 @@ func (e *Error) Unwrap() error { return e.Err }
 // lost in `watchdog run`): not a failure, so it alerts nobody and pings no /fail.
 var ErrInterrupted = errors.New("pass cut short by shutdown")
 
-// Bounds of their own: the read of the firing alerts (the hold fails open, so a
-// slow Alertmanager must not cost the restart its time), and what an interrupted or
-// failing pass still does, as its deadline may be spent or its context cancelled.
+// Bounds of their own: the firing alerts' read (the hold fails open: a slow
+// Alertmanager must not cost the restart its time), and what an interrupted or
+// failing pass still does (its deadline may be spent, its context cancelled).
 const (
 	restartTimeout    = 30 * time.Second // one restart request
 	alertsTimeout     = 10 * time.Second
@@ -110,20 +101,17 @@ const (
 	failureSaveBudget = 10 * time.Second
 )
 
-// interrupted reports whether the pass's context was cancelled (a shutdown), as
-// opposed to running out of time (a failure) or still going.
+// interrupted: the pass's context was cancelled (a shutdown), not timed out (a failure).
 func interrupted(ctx context.Context) bool {
 	return errors.Is(ctx.Err(), context.Canceled)
 }
 
-// reserve is kept back from the run deadline for acting and persisting: a sixth
-// of the run, capped, as they take no longer in a long run and every second kept
-// back is one not spent confirming.
+// reserve is kept back from the run deadline for acting and persisting: a sixth, capped.
 func reserve(start, deadline time.Time) time.Duration {
 	return min(10*time.Second, deadline.Sub(start)/6)
 }
 
-// Run performs one pass. The report is filled as far as the pass got, also on error.
+// Run performs one pass, the report filled as far as it got, also on error.
 func (r *Runner) Run(ctx context.Context) (*Report, error) {
 	start := r.Clock.Now()
 	p := &pass{Runner: r, ctx: ctx, start: start, rep: &Report{Time: start.UTC(), DryRun: r.Mode == state.ModeDryRun,
@@ -133,21 +121,18 @@ func (r *Runner) Run(ctx context.Context) (*Report, error) {
 	return p.rep, p.run()
 }
 
-// pass is one run of the Runner and the receiver of its steps (run lists them): the
-// state snapshot it read (and writes over), its latest observation, the next state
-// and decision, and the report it fills. A failure ends it through failRun; a
-// shutdown, at the end of the step it cut short, through saveInterrupted.
+// pass is one run of the Runner (run lists its steps). A failure ends it through
+// failRun; a shutdown, at the end of the step it cut short, through saveInterrupted.
 type pass struct {
 	*Runner
-	ctx   context.Context
-	start time.Time
-	snap  *statestore.Snapshot
-	obs   decide.Observation
-	next  *state.State
-	res   decide.Result
-	rep   *Report
-	// slowest is the longest an observation took: a restart's reads should take as long.
-	slowest time.Duration
+	ctx     context.Context
+	start   time.Time
+	snap    *statestore.Snapshot // the state read, and written over
+	obs     decide.Observation   // the latest
+	next    *state.State
+	res     decide.Result
+	rep     *Report
+	slowest time.Duration // the longest observation: a restart's reads should take as long
 }
 
 func (p *pass) run() error {
@@ -171,8 +156,7 @@ func (p *pass) run() error {
 		return err
 	}
 	p.logDecision()
-	if interrupted(p.ctx) {
-		// Shut down while restarting: the outcomes are in next; alerts are not sent.
+	if interrupted(p.ctx) { // the restarts' outcomes are in next; nothing is sent
 		return p.saveInterrupted(p.next, p.res, errors.New("shutdown while acting"))
 	}
 	runErr := p.notify(acts)
@@ -185,13 +169,12 @@ func (p *pass) run() error {
 	return runErr
 }
 
-// begin reads the state and takes the first observation, in parallel. Without a
-// state, a shutdown ends the pass with nothing to save.
+// begin reads the state and takes the first observation, in parallel.
 func (p *pass) begin() error {
 	var loadErr error
 	var loading sync.WaitGroup
 	loading.Go(func() { p.snap, loadErr = p.Store.Load(p.ctx) })
-	obs, err := p.observe(false)
+	obs, err := p.observe(p.Observer.Observe)
 	loading.Wait()
 	if loadErr != nil {
 		p.rep.Reason = "cannot read state"
@@ -199,7 +182,7 @@ func (p *pass) begin() error {
 			return p.saveInterrupted(nil, p.res, loadErr)
 		}
 		failure := &Error{Step: StepReadState, Err: loadErr}
-		p.alertFailure(state.New(), failure)
+		p.alertFailure(state.New(), failure, false)
 		return failure
 	}
 	if p.snap.Recovered != "" {
@@ -222,9 +205,8 @@ func (p *pass) begin() error {
 }
 
 // notify plans and sends the run's alerts, recorded in p.next, and returns the
-// run's error: a failed API read, or a failed restart.
+// run's error: a failed API read (often missing RBAC), or a failed restart.
 func (p *pass) notify(acts []alert.ActOutcome) error {
-	// Failed API reads (often missing RBAC) mean the watchdog cannot do its job: exit 1.
 	runErr := observationError(p.obs)
 	d := p.dispatcher()
 	notes := alert.Plan(p.next, p.res, acts, runErr, p.Clock.Now(), p.Source, p.Mode, p.Alerts)
@@ -242,21 +224,16 @@ func (p *pass) notify(acts []alert.ActOutcome) error {
 	return runErr
 }
 
-// warn logs a warning under a fixed message and adds the detail to the report.
+// warn logs detail under a fixed message and adds it to the report.
 func (p *pass) warn(msg, detail string) {
 	p.Log.Warn().Str("detail", detail).Msg(msg)
 	p.rep.Warnings = append(p.rep.Warnings, detail)
 }
 
-func (p *pass) observe(consistent bool) (decide.Observation, error) {
-	read := p.Observer.Observe
-	if consistent {
-		read = p.Observer.ObserveConsistent
-	}
+func (p *pass) observe(read func(context.Context) (decide.Observation, error)) (decide.Observation, error) {
 	began := p.Clock.Now()
 	defer func() { p.slowest = max(p.slowest, p.Clock.Since(began)) }()
 	obs, err := read(p.ctx)
-	// The firing-alerts gate is on exactly when there is a reader to ask.
 	obs.RunStart, obs.HoldOnAlerts = p.start, p.Hold != nil
 	if err == nil && p.Prober != nil {
 		p.Prober.Read(p.ctx, &obs, p.Decide.Selection)
@@ -265,12 +242,10 @@ func (p *pass) observe(consistent bool) (decide.Observation, error) {
 }
 
 // decide judges p.obs against prev into p.next and p.res. A due restart first takes
-// the reads it asks for: the Deployment, a consistent re-read (replacing p.obs), the
-// firing alerts.
+// the reads it asks for, each at most once, one per decision, in restartGates' order
+// (pkg/decide): the Deployment, a consistent re-read (replacing p.obs), the firing alerts.
 func (p *pass) decide(prev *state.State) {
 	p.next, p.res = decide.Decide(p.obs, prev, p.Decide)
-	// Each read at most once, one per decision, the Deployment first (restartGates
-	// in pkg/decide says why).
 	for range 3 {
 		switch {
 		case p.res.NeedRollout && p.obs.Rollout == nil:
@@ -279,7 +254,7 @@ func (p *pass) decide(prev *state.State) {
 				p.warn("read before a restart failed", fmt.Sprintf("reading the Deployment before a restart failed: %v; read again at the next sample while a restart still fits", err))
 			}
 		case p.res.NeedConsistentRead && !p.obs.Consistent:
-			fresh, err := p.observe(true)
+			fresh, err := p.observe(p.Observer.ObserveConsistent)
 			if err != nil {
 				p.warn("read before a restart failed", fmt.Sprintf("the consistent re-read before a restart failed: %v; read again at the next sample while a restart still fits", err))
 				p.obs.ConsistentErr = err
@@ -298,9 +273,9 @@ func (p *pass) decide(prev *state.State) {
 	}
 }
 
-// keepScrapes gives a pod of the consistent re-read whose scrape failed the scrape
-// of the same process a moment earlier: the re-read is for the lists the watch cache
-// may serve stale, a scrape is never cached, and a failed one would cost a sample.
+// keepScrapes gives a pod of the consistent re-read whose scrape failed the same
+// process's scrape of a moment earlier: the re-read is for the lists (a scrape is
+// never cached), and a failed scrape would cost a sample.
 func keepScrapes(fresh *decide.Observation, cached decide.Observation) {
 	for i := range fresh.Pods {
 		p := &fresh.Pods[i]
@@ -313,8 +288,7 @@ func keepScrapes(fresh *decide.Observation, cached decide.Observation) {
 	}
 }
 
-// readAlerts reads the firing alerts that hold restarts (asked only with a reader:
-// Run). On an error the hold fails open, with a warning.
+// readAlerts reads the firing alerts that hold restarts; unreadable, the hold fails open.
 func (p *pass) readAlerts() *decide.FiringAlerts {
 	ctx, cancel := context.WithTimeout(p.ctx, alertsTimeout)
 	defer cancel()
@@ -325,8 +299,7 @@ func (p *pass) readAlerts() *decide.FiringAlerts {
 	return a
 }
 
-// confirm keeps sampling while a wedge is confirmed or its evidence weighed (no
-// earlier counters to compare with), within the confirm window and the deadline.
+// confirm samples on while a wedge is confirmed or its evidence weighed (no earlier counters), in time.
 func (p *pass) confirm() {
 	if p.Decide.ConfirmWindow <= 0 || p.SampleInterval <= 0 {
 		return
@@ -341,10 +314,9 @@ func (p *pass) confirm() {
 	// slow API server must not stretch the cadence the wedge clock counts in.
 	sampled := p.start
 	for {
-		// A restart can come due within this run only if it fits before the
-		// deadline less two reserves, to persist and for the reads a restart needs
-		// first (as slow as this pass's observations): a deadline passing there
-		// would lose the restart and page watchdog-error. Else the next run goes on.
+		// A restart can come due in this run only if it fits before the deadline less
+		// two reserves (to persist, and for a restart's reads, as slow as this pass's
+		// observations): else the deadline would lose it. The next run goes on.
 		left := time.Duration(math.MaxInt64)
 		if deadline, ok := p.ctx.Deadline(); ok {
 			r := reserve(p.start, deadline)
@@ -374,9 +346,8 @@ func (p *pass) confirm() {
 			}
 		}
 		sampled = p.Clock.Now()
-		obs, err := p.observe(false)
-		if err != nil {
-			// Neither ends the run nor counts as seen: a gap the next sample settles.
+		obs, err := p.observe(p.Observer.Observe)
+		if err != nil { // neither ends the run nor counts as seen: a gap the next sample settles
 			p.warn("sample failed", fmt.Sprintf("a sample failed, sampling on: %v", err))
 			obs = decide.Unseen(p.obs, sampled, err)
 		} else {

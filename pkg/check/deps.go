@@ -11,23 +11,19 @@ import (
 	"github.com/agentenv/watchdog/pkg/statestore"
 )
 
-// What a pass uses, as small interfaces where they are consumed: the CLI wires the
-// real types, the unit tests and the backtest in-memory fakes.
+// What a pass uses: the CLI wires the real types, the unit tests and the backtest fakes.
 
-// Observer takes the observations of a pass.
+// Observer takes the observations of a pass: Observe lists from the watch cache (an
+// error: nothing can be judged), ObserveConsistent with quorum lists (the last look
+// before a restart); Rollout reads the Deployment and the pods' owner chains, errors in the result.
 type Observer interface {
-	// Observe lists from the watch cache; an error means nothing can be judged.
 	Observe(ctx context.Context) (decide.Observation, error)
-	// ObserveConsistent is Observe with quorum lists, the last look before a restart.
 	ObserveConsistent(ctx context.Context) (decide.Observation, error)
-	// Rollout reads the Deployment for the rollout gate and the pods' owner chains
-	// for the rollout method (read errors are in the result).
 	Rollout(ctx context.Context, pods ...decide.Pod) *decide.Rollout
 }
 
-// Store loads and saves the state with optimistic concurrency: Save from a
-// snapshot older than the stored version fails with an error wrapping
-// statestore.ErrConflict; on success the snapshot moves to the written version.
+// Store loads and saves the state: Save from a snapshot older than the stored version
+// fails with statestore.ErrConflict; on success the snapshot moves to the written one.
 type Store interface {
 	Load(ctx context.Context) (*statestore.Snapshot, error)
 	Save(ctx context.Context, snap *statestore.Snapshot, s *state.State, now time.Time) error

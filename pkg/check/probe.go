@@ -6,16 +6,14 @@ import (
 	"github.com/agentenv/watchdog/pkg/decide"
 )
 
-// Prober is the pass's discovery probe (pkg/probe): Begin before the first
-// observation writes the canary, Read after each observation gives the judged
-// pods their readings, End removes the canary on every exit path.
+// Prober is the pass's discovery probe (pkg/probe): Begin writes the canary, Read
+// gives each observation's judged pods their readings, End removes the canary.
 type Prober interface {
 	Begin(ctx context.Context)
 	Read(ctx context.Context, obs *decide.Observation, sel decide.Selection)
 	End() error
 }
 
-// beginProbe starts the pass's probe and returns what ends it.
 func (p *pass) beginProbe() func() {
 	if p.Prober == nil {
 		return func() {}

@@ -15,16 +15,13 @@ import (
 	"github.com/agentenv/watchdog/pkg/termtext"
 )
 
-// Report is what `watchdog check` prints: JSON for scripts (docs/design.md §4), text
-// for people.
+// Report is what `watchdog check` prints: JSON for scripts (docs/design.md §4), text for people.
 type Report struct {
-	Verdict state.Verdict `json:"verdict"`
-	Action  state.Action  `json:"action"`
-	DryRun  bool          `json:"dryRun"`
-	// Shadow: shadow mode, which records would-restarts and restarts nothing.
-	Shadow bool `json:"shadow,omitempty"`
-	// Paused: the scheduler Deployment's pause, while active (restarts are held).
-	Paused    *decide.Pause `json:"paused,omitempty"`
+	Verdict   state.Verdict `json:"verdict"`
+	Action    state.Action  `json:"action"`
+	DryRun    bool          `json:"dryRun"`
+	Shadow    bool          `json:"shadow,omitempty"`
+	Paused    *decide.Pause `json:"paused,omitempty"` // the Deployment's pause, while active
 	Reason    string        `json:"reason"`
 	Time      time.Time     `json:"time"`
 	Took      string        `json:"took"`
@@ -33,30 +30,26 @@ type Report struct {
 	ScrapeVia scrape.Via    `json:"scrapeVia,omitempty"`
 	// Targets are the pods judged; NotJudged the others (terminating, finished, HA
 	// standbys) with why.
-	Targets   []decide.Target `json:"targets"`
-	NotJudged []NotJudged     `json:"notJudged,omitempty"`
-	Restarts  []RestartReport `json:"restarts,omitempty"`
-	// WouldRestarts are the restarts shadow mode recorded instead of making.
-	WouldRestarts []RestartReport    `json:"wouldRestarts,omitempty"`
+	Targets       []decide.Target    `json:"targets"`
+	NotJudged     []NotJudged        `json:"notJudged,omitempty"`
+	Restarts      []RestartReport    `json:"restarts,omitempty"`
+	WouldRestarts []RestartReport    `json:"wouldRestarts,omitempty"` // shadow mode's, instead of restarts
 	Alerts        []deliver.Delivery `json:"alerts,omitempty"`
-	// Samples is how many observations the run took.
-	Samples      int      `json:"samples"`
-	StateWritten bool     `json:"stateWritten"`
-	Warnings     []string `json:"warnings,omitempty"`
-	Error        string   `json:"error,omitempty"`
-	// Skipped: another pass held the Lease; this one did nothing.
-	Skipped bool `json:"skipped,omitempty"`
+	Samples       int                `json:"samples"` // observations taken
+	StateWritten  bool               `json:"stateWritten"`
+	Warnings      []string           `json:"warnings,omitempty"`
+	Error         string             `json:"error,omitempty"`
+	Skipped       bool               `json:"skipped,omitempty"` // another pass held the Lease
 }
 
 // RestartReport is one restart this run carried out (or tried to).
 type RestartReport struct {
-	Pod     string               `json:"pod"`
-	UID     string               `json:"uid"`
-	Method  string               `json:"method"`
-	Outcome state.RestartOutcome `json:"outcome"`
-	Detail  string               `json:"detail,omitempty"`
-	// Evidence is the key of the evidence bundle saved just before.
-	Evidence string `json:"evidenceBundle,omitempty"`
+	Pod      string               `json:"pod"`
+	UID      string               `json:"uid"`
+	Method   string               `json:"method"`
+	Outcome  state.RestartOutcome `json:"outcome"`
+	Detail   string               `json:"detail,omitempty"`
+	Evidence string               `json:"evidenceBundle,omitempty"` // the bundle saved just before
 }
 
 // NotJudged is a listed pod that was not judged.
@@ -78,8 +71,7 @@ func (rep *Report) fill(res decide.Result) {
 	}
 }
 
-// WriteJSON prints the report as one JSON object on one line: the CronJob's log
-// keeps each run's report whole.
+// WriteJSON prints the report on one line: the CronJob's log keeps it whole.
 func (rep *Report) WriteJSON(w io.Writer) error {
 	if rep.Targets == nil {
 		rep.Targets = []decide.Target{}
@@ -159,5 +151,4 @@ func (rep *Report) WriteText(w io.Writer) error {
 	return nil
 }
 
-// keptWord says whether a failed delivery was kept for the next run.
 var keptWord = map[bool]string{true: "kept for the next run", false: "not kept"}

@@ -27,8 +27,7 @@ import (
 // AlertmanagerAPIPath is appended to each --alertmanager-url.
 const AlertmanagerAPIPath = "/api/v2/alerts"
 
-// DefaultAlertmanagerTTL is how long an alert stays active in Alertmanager when it
-// is not posted again: one or two failed runs must not resolve a problem.
+// DefaultAlertmanagerTTL is how long an alert not posted again stays active: a failed run must not resolve it.
 const DefaultAlertmanagerTTL = 15 * time.Minute
 
 // PostableAlert is one element of the body of Alertmanager's POST /api/v2/alerts.
@@ -44,20 +43,15 @@ type PostableAlert struct {
 // share silences, not alerts); one peer accepting is a delivery: one that missed an ongoing
 // alert gets it with the next refresh (docs/alerts.md, "Staying active" and "HA").
 type Alertmanager struct {
-	// Posters holds one poster per URL, each built for <url>/api/v2/alerts.
-	Posters []*Poster
-	// Username and Password (basic auth) or BearerToken authenticate requests.
-	Username, Password, BearerToken string
+	Posters                         []*Poster // one per URL, for <url>/api/v2/alerts
+	Username, Password, BearerToken string    // basic auth, or a bearer token
 	TTL                             time.Duration
 	RunbookURL, GeneratorURL        string
-	// Source labels refreshed alerts (notifications carry their own).
-	Source alert.Source
-	// Warn is told about a peer that failed while another accepted the alerts.
-	Warn func(err error)
+	Source                          alert.Source    // labels refreshed alerts (notifications carry their own)
+	Warn                            func(err error) // told of a failed peer when another accepted
 }
 
-// NewAlertmanager builds the sink for urls (already validated). Posters are named
-// "alertmanager[i]" (1-based) when there are several: errors never name a URL.
+// NewAlertmanager builds the sink for urls; errors name "alertmanager[i]" (1-based), never a URL.
 func NewAlertmanager(urls []string, attemptTimeout time.Duration, attempts int, budget time.Duration) (*Alertmanager, error) {
 	am := &Alertmanager{TTL: DefaultAlertmanagerTTL, Warn: func(error) {}}
 	for i, raw := range urls {
@@ -80,7 +74,7 @@ func NewAlertmanager(urls []string, attemptTimeout time.Duration, attempts int, 
 
 func (a *Alertmanager) Name() string { return "alertmanager" }
 
-// Reach checks the path to every peer: a preflight shows each one it cannot reach.
+// Reach checks the path to every peer.
 func (a *Alertmanager) Reach(ctx context.Context) error {
 	var errs []error
 	for _, p := range a.Posters {
@@ -91,8 +85,7 @@ func (a *Alertmanager) Reach(ctx context.Context) error {
 
 // Send posts n's alert, or for recovered the resolution of every alert it closes.
 func (a *Alertmanager) Send(ctx context.Context, n alert.Notification) error {
-	if alert.Spec(n.Event).Kind != alert.Resolution && alert.AlertnameOf(n.Event) == "" {
-		// Never report as delivered what Alertmanager was not told.
+	if alert.Spec(n.Event).Kind != alert.Resolution && alert.AlertnameOf(n.Event) == "" { // not "delivered"
 		return fmt.Errorf("alertmanager: event %q has no alertname: not sent", n.Event)
 	}
 	return a.post(ctx, a.Alerts(n))
@@ -103,7 +96,7 @@ func (a *Alertmanager) Refresh(ctx context.Context, open map[string]*state.Alert
 	var alerts []PostableAlert
 	for _, ev := range slices.Sorted(maps.Keys(open)) {
 		o, spec := open[ev], alert.Spec(ev)
-		if o == nil || spec.Kind != alert.Ongoing || spec.Alertname == "" {
+		if spec.Kind != alert.Ongoing || spec.Alertname == "" {
 			continue
 		}
 		n := alert.Notification{Event: ev, Severity: spec.Severity, Pod: o.Pod, NextStep: spec.NextStep,
@@ -131,26 +124,17 @@ func (a *Alertmanager) Alerts(n alert.Notification) []PostableAlert {
 	if alert.AlertnameOf(n.Event) == "" {
 		return nil
 	}
-	// From the alert's own time: one retried from the outbox long after must not
-	// fire for a full TTL again.
+	// From the alert's own time: a retry long after must not fire for a full TTL again.
 	return []PostableAlert{a.alert(n, n.Time, n.Time.Add(a.TTL))}
 }
 
 // alert builds one postable alert. Its labels are its identity (Alertmanager's
 // fingerprint): only what is stable while a problem lasts, no reason or time.
 func (a *Alertmanager) alert(n alert.Notification, startsAt, endsAt time.Time) PostableAlert {
-	labels := map[string]string{
-		"alertname": alert.AlertnameOf(n.Event),
-		"severity":  n.Severity,
-		"event":     n.Event,
-		"namespace": n.Namespace,
-	}
-	// The operator's labels never replace the watchdog's own (a retried entry may).
-	for k, v := range n.Labels {
-		if _, own := labels[k]; !own {
-			labels[k] = v
-		}
-	}
+	labels := map[string]string{}
+	maps.Copy(labels, n.Labels) // the operator's, under the watchdog's own
+	maps.Copy(labels, map[string]string{"alertname": alert.AlertnameOf(n.Event), "severity": n.Severity,
+		"event": n.Event, "namespace": n.Namespace})
 	for k, v := range map[string]string{"cluster": n.Cluster, "pod": n.Pod} {
 		if v != "" {
 			labels[k] = v
@@ -164,8 +148,7 @@ func (a *Alertmanager) alert(n alert.Notification, startsAt, endsAt time.Time) P
 		summary = "Watchdog test alert (not a real incident) for " + where(n)
 	}
 	if n.Shadow {
-		// A label, so that routes can send shadow mode's alerts elsewhere.
-		labels["shadow"] = "true"
+		labels["shadow"] = "true" // routes can send shadow mode's alerts elsewhere
 		summary = "[shadow] " + summary
 	}
 	desc := n.Reason
@@ -173,8 +156,7 @@ func (a *Alertmanager) alert(n alert.Notification, startsAt, endsAt time.Time) P
 		desc += "\n\nNext step: " + n.NextStep
 	}
 	ann := map[string]string{"description": state.Truncate(desc, 4000)}
-	if n.Paused != "" {
-		// Not a label: that would make it another alert once the pause ends.
+	if n.Paused != "" { // not a label: that would make it another alert once the pause ends
 		summary = "[paused] " + summary
 		ann["paused"] = state.Truncate(n.Paused, 1000)
 	}
@@ -182,8 +164,7 @@ func (a *Alertmanager) alert(n alert.Notification, startsAt, endsAt time.Time) P
 	if a.RunbookURL != "" {
 		ann["runbook_url"] = a.RunbookURL
 	}
-	// Alertmanager rejects an alert that ends before it starts.
-	if !endsAt.After(startsAt) {
+	if !endsAt.After(startsAt) { // Alertmanager rejects an alert that ends before it starts
 		endsAt = startsAt.Add(time.Second)
 	}
 	return PostableAlert{Labels: labels, Annotations: ann, StartsAt: startsAt.UTC(), EndsAt: endsAt.UTC(), GeneratorURL: a.GeneratorURL}
@@ -198,18 +179,16 @@ func (a *Alertmanager) headers() http.Header {
 	case a.Username != "":
 		h.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(a.Username+":"+a.Password)))
 	}
-	for _, p := range a.Posters {
-		// A receiver's error page may echo the request's headers.
+	for _, p := range a.Posters { // an error page may echo the request's headers
 		p.AddSecrets(h.Get("Authorization"), strings.TrimPrefix(h.Get("Authorization"), "Basic "), a.BearerToken, a.Password)
 	}
 	return h
 }
 
-// post sends alerts to every peer at once (a hung peer must not use up the time
-// of the others) and succeeds when at least one accepted them.
+// post sends alerts to every peer at once (a hung one must not use the others' time).
 func (a *Alertmanager) post(ctx context.Context, alerts []PostableAlert) error {
-	if len(alerts) == 0 {
-		return nil // a recovered that closes nothing this sink knows of; no open alert
+	if len(alerts) == 0 { // a recovered that closes nothing this sink knows of; no open alert
+		return nil
 	}
 	body, err := json.Marshal(alerts)
 	if err != nil {
@@ -229,22 +208,17 @@ func (a *Alertmanager) post(ctx context.Context, alerts []PostableAlert) error {
 			failed = append(failed, err.Error())
 		}
 	}
-	if len(failed) == 0 {
-		return nil
-	}
-	err = errors.New(strings.Join(failed, "; "))
-	if len(failed) == len(a.Posters) {
+	switch err := errors.New(strings.Join(failed, "; ")); {
+	case len(failed) > 0 && len(failed) == len(a.Posters):
 		return err
-	}
-	if a.Warn != nil {
+	case len(failed) > 0 && a.Warn != nil:
 		a.Warn(err)
 	}
 	return nil
 }
 
 // ParseMatchers reads a matcher set with Alertmanager's own parser,
-// `{alertname=~"etcd.*",severity="critical"}` (braces optional, regexes anchored):
-// an alert matches when every matcher holds.
+// `{alertname=~"etcd.*",severity="critical"}`: an alert matches when every matcher holds.
 func ParseMatchers(set string) (amlabels.Matchers, error) {
 	ms, err := amlabels.ParseMatchers(strings.TrimSpace(set))
 	if err == nil && len(ms) == 0 {
@@ -256,8 +230,7 @@ func ParseMatchers(set string) (amlabels.Matchers, error) {
 // holdPeerBytes bounds what the hold reads of one peer's answers.
 const holdPeerBytes = 1 << 20
 
-// ChartWedgeRules are the chart's PrometheusRules about the wedge the restart is for:
-// like the watchdog's own alerts, they never hold it.
+// ChartWedgeRules, the chart's alerts about the wedge a restart is for, never hold it.
 var ChartWedgeRules = []string{"AgentenvSchedulerWedgedTooLong", "AgentenvSchedulerDiscoveryWedged"}
 
 // AlertHold reads the firing alerts that hold restarts, for the pass.
@@ -266,12 +239,11 @@ type AlertHold struct {
 	Sets         []amlabels.Matchers
 }
 
-// Read asks Alertmanager for the active alerts (neither silenced nor inhibited)
-// that match any of the sets, but the watchdog's own and ChartWedgeRules (a wide
-// matcher must not hold restarts because the scheduler is wedged). Every peer is asked at once (a hung one
-// must not use up the others' time) and the first to answer is believed: peers gossip
-// silences; the others are then cancelled. An error is kept in the answer (the gate
-// fails open).
+// Read asks Alertmanager for the active alerts (neither silenced nor inhibited) that
+// match any of the sets, but the watchdog's own and ChartWedgeRules (a wide matcher
+// must not hold restarts because the scheduler is wedged). Every peer is asked at
+// once and the first to answer is believed (peers gossip silences). An error is in
+// the answer (the gate fails open).
 func (h *AlertHold) Read(ctx context.Context) *decide.FiringAlerts {
 	var names []string
 	for _, s := range h.Sets {
@@ -301,8 +273,7 @@ func (h *AlertHold) Read(ctx context.Context) *decide.FiringAlerts {
 	return out
 }
 
-// firingAt asks one peer, reading its answers as a stream of at most holdPeerBytes
-// in all: an answer cut there after matches still holds. The filter is applied again here.
+// firingAt asks one peer, streaming at most holdPeerBytes (an answer cut after matches holds).
 func (h *AlertHold) firingAt(ctx context.Context, p *Poster, hdr http.Header) (map[string]bool, error) {
 	found, left := map[string]bool{}, int64(holdPeerBytes)
 	for _, set := range h.Sets {
@@ -326,9 +297,7 @@ func (h *AlertHold) firingAt(ctx context.Context, p *Poster, hdr http.Header) (m
 	return found, nil
 }
 
-// matchStream decodes a JSON list of alerts one at a time, adding to found those
-// that match set and are neither the watchdog's nor ChartWedgeRules; it returns
-// about how many bytes it read (the decoder's offset).
+// matchStream decodes a list of alerts one at a time into found (as Read filters), returning the bytes read.
 func matchStream(r io.Reader, set amlabels.Matchers, found map[string]bool) (int64, error) {
 	dec := json.NewDecoder(r)
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {

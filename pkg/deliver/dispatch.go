@@ -1,12 +1,10 @@
-// Package deliver sends what pkg/alert plans: the sinks (Slack, a signed generic
-// webhook, Alertmanager) over one bounded HTTP poster, and the dispatcher that
-// keeps what failed in the state's outbox and retries it.
+// Package deliver sends what pkg/alert plans: the sinks over one bounded HTTP
+// poster, and the dispatcher that keeps what failed in the state's outbox.
 package deliver
 
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"maps"
 	"slices"
 	"time"
@@ -15,24 +13,19 @@ import (
 	"github.com/agentenv/watchdog/pkg/state"
 )
 
-// MaxPendingAge is how long an undelivered alert is retried before it is dropped:
-// a day-old page helps nobody.
+// MaxPendingAge is how long an undelivered alert is retried: a day-old page helps nobody.
 const MaxPendingAge = 24 * time.Hour
 
-// Dispatcher delivers notifications to every sink, keeps what failed in the state's
-// outbox for the next run, and retries the outbox first.
+// Dispatcher delivers notifications to every sink, keeping what failed for the next run.
 type Dispatcher struct {
-	Sinks []alert.Sink
-	Mode  state.Mode // a dry run sends nothing: its deliveries say where each would go
-	// Events, when set, records every notification as a Kubernetes Event.
-	Events func(ctx context.Context, n alert.Notification) error
-	// OnFailure is told about each failed delivery (it leaves a Warning Event).
+	Sinks  []alert.Sink
+	Mode   state.Mode                                            // a dry run only says where each would go
+	Events func(ctx context.Context, n alert.Notification) error // optional: a Kubernetes Event per notification
+	// OnFailure is told about each failed delivery, unbounded by SendBy, which ends
+	// the deliveries (retries and Events too) in time to persist what failed.
 	OnFailure func(ctx context.Context, n alert.Notification, sink string, err error)
-	// SendBy, when set, ends deliveries and their Events (retries included), leaving
-	// the caller time to persist what failed. OnFailure is not bounded by it.
-	SendBy time.Time
-	// Source is put back on a retried alert, with the event table's words.
-	Source alert.Source
+	SendBy    time.Time
+	Source    alert.Source // put back on a retried alert, with the event table's words
 }
 
 // KubernetesEvent names a notification's Kubernetes Event as if it were a sink.
@@ -48,7 +41,7 @@ type Delivery struct {
 	Kept   bool   `json:"kept,omitempty"`  // the failed alert is in the outbox, retried next run
 	Error  string `json:"error,omitempty"`
 	DryRun bool   `json:"dryRun,omitempty"`
-	// Dropped: an outbox entry that is not retried; Error says why. A warning.
+	// Dropped: an outbox entry not retried (Error says why), a warning.
 	Dropped bool `json:"dropped,omitempty"`
 }
 
@@ -73,9 +66,8 @@ func (d *Dispatcher) Deliver(ctx context.Context, s *state.State, notes []alert.
 		sctx, cancel = context.WithDeadline(ctx, d.SendBy)
 	}
 	defer cancel()
-	// The retries get at most half of what is left of the send window: each may
-	// wait out its whole budget on a receiver that never answers, and must not
-	// leave this run's own pages no time. What is not retried stays for next run.
+	// The retries get at most half of the send window: each may wait out its budget
+	// on a receiver that never answers, and must leave this run's own pages time.
 	rctx := sctx
 	if deadline, ok := sctx.Deadline(); ok {
 		var cancel context.CancelFunc
@@ -91,19 +83,11 @@ func (d *Dispatcher) Deliver(ctx context.Context, s *state.State, notes []alert.
 			}
 			out = append(out, del)
 		}
-		var failed []string
-		var lastErr string
-		for _, sink := range d.Sinks {
-			del := d.send(ctx, sctx, sink, n, Delivery{ID: n.ID, Event: n.Event, Sink: sink.Name()})
-			if !del.OK {
-				failed, lastErr = append(failed, sink.Name()), del.Error
-			}
-			out = append(out, del)
-		}
-		if len(failed) > 0 {
-			payload, _ := json.Marshal(n) // plain data: cannot fail
-			s.Outbox = append(s.Outbox, state.Pending{ID: n.ID, Event: n.Event, CreatedAt: now.UTC(), Attempts: 1,
-				Sinks: failed, LastError: lastErr, Payload: payload})
+		p := state.Pending{ID: n.ID, Event: n.Event, CreatedAt: now.UTC(), Sinks: alert.SinkNames(d.Sinks)}
+		out = append(out, d.send(ctx, sctx, n, &p, false)...)
+		if len(p.Sinks) > 0 {
+			p.Payload, _ = json.Marshal(n) // plain data: cannot fail
+			s.Outbox = append(s.Outbox, p)
 		}
 	}
 	// What this run just sent is fresh, with this run's words: not refreshed.
@@ -129,50 +113,25 @@ func (d *Dispatcher) Deliver(ctx context.Context, s *state.State, notes []alert.
 	return out
 }
 
-var errRetriesOutOfTime = errors.New("not retried in this run: the retries' share of the send window was spent (this run's own alerts keep the rest); kept for the next run")
+const retriesOutOfTime = "not retried in this run: the retries' share of the send window was spent " +
+	"(this run's own alerts keep the rest); kept for the next run"
 
-// retryOutbox sends the outbox again. An entry is the watchdog's own record (the
-// state is sealed whole and written by one pass at a time); what it says is rebuilt
-// from the event table and the configuration all the same.
+// retryOutbox sends the outbox again, the words rebuilt from the event table and the configuration.
 func (d *Dispatcher) retryOutbox(ctx, sctx context.Context, s *state.State, now time.Time) []Delivery {
 	var out []Delivery
 	kept := s.Outbox[:0]
 	for _, p := range s.Outbox {
 		var n alert.Notification
 		spec, known := alert.Lookup(p.Event)
-		if err := json.Unmarshal(p.Payload, &n); err != nil || !known || n.Event != p.Event || now.Sub(p.CreatedAt) > MaxPendingAge {
-			out = append(out, Delivery{ID: state.Truncate(p.ID, 32), Event: state.Truncate(p.Event, 32), Sink: "outbox", Dropped: true,
+		if err := json.Unmarshal(p.Payload, &n); err != nil || !known || now.Sub(p.CreatedAt) > MaxPendingAge {
+			out = append(out, Delivery{ID: p.ID, Event: p.Event, Sink: "outbox", Dropped: true,
 				Error: "unreadable, or undelivered for a day (each failed attempt was logged, with a Warning Event, when it happened)"})
 			continue
 		}
 		n.SchemaVersion, n.Severity, n.NextStep = alert.SchemaVersion, spec.Severity, spec.NextStep
 		d.Source.Stamp(&n)
-		var still []string
-		attempted := false
-		for _, sink := range d.Sinks {
-			if !slices.Contains(p.Sinks, sink.Name()) {
-				continue
-			}
-			del := Delivery{ID: p.ID, Event: p.Event, Sink: sink.Name(), Retry: true}
-			if sctx.Err() != nil {
-				// The retries' share of the window is spent: kept, not an attempt.
-				del.Kept, del.Error = true, errRetriesOutOfTime.Error()
-			} else {
-				attempted = true
-				if del = d.send(ctx, sctx, sink, n, del); !del.OK {
-					p.LastError = del.Error
-				}
-			}
-			if !del.OK {
-				still = append(still, sink.Name())
-			}
-			out = append(out, del)
-		}
-		if attempted {
-			p.Attempts++
-		}
-		if len(still) > 0 {
-			p.Sinks = still
+		out = append(out, d.send(ctx, sctx, n, &p, true)...)
+		if len(p.Sinks) > 0 {
 			kept = append(kept, p)
 		}
 	}
@@ -180,16 +139,38 @@ func (d *Dispatcher) retryOutbox(ctx, sctx context.Context, s *state.State, now 
 	return out
 }
 
-// send delivers n to sink within sctx; a failure is kept and told to OnFailure.
-func (d *Dispatcher) send(ctx, sctx context.Context, sink alert.Sink, n alert.Notification, del Delivery) Delivery {
-	del.OK = true
-	if err := sink.Send(sctx, n); err != nil {
-		del.OK, del.Error, del.Kept = false, err.Error(), true
-		if d.OnFailure != nil {
-			d.OnFailure(ctx, n, sink.Name(), err)
+// send delivers n to the sinks p names, leaving in p those that failed (told to OnFailure);
+// a retry without time left in sctx is kept without an attempt.
+func (d *Dispatcher) send(ctx, sctx context.Context, n alert.Notification, p *state.Pending, retry bool) []Delivery {
+	var out []Delivery
+	var failed []string
+	attempted := false
+	for _, sink := range d.Sinks {
+		if !slices.Contains(p.Sinks, sink.Name()) {
+			continue
 		}
+		del := Delivery{ID: p.ID, Event: p.Event, Sink: sink.Name(), Retry: retry, Kept: true, Error: retriesOutOfTime}
+		if !retry || sctx.Err() == nil {
+			attempted = true
+			err := sink.Send(sctx, n)
+			del.OK, del.Kept, del.Error = err == nil, err != nil, ""
+			if err != nil {
+				del.Error, p.LastError = err.Error(), err.Error()
+				if d.OnFailure != nil {
+					d.OnFailure(ctx, n, sink.Name(), err)
+				}
+			}
+		}
+		if !del.OK {
+			failed = append(failed, sink.Name())
+		}
+		out = append(out, del)
 	}
-	return del
+	if attempted {
+		p.Attempts++
+	}
+	p.Sinks = failed
+	return out
 }
 
 // Refresher is a sink whose receiver forgets an alert that is not sent again

@@ -29,25 +29,20 @@ const (
 	DefaultBudget   = 30 * time.Second
 )
 
-// Poster POSTs a body to one URL with go-retryablehttp's retries, adding a bound on
-// the whole delivery, no redirect to another host or scheme, and errors that never
-// carry the (secret) URL. Every HTTP sink uses one.
+// Poster POSTs to one URL with go-retryablehttp's retries, a bound on the whole delivery,
+// no redirect to another host or scheme, and errors that never carry the (secret) URL.
 type Poster struct {
 	name, url string
 	client    *retryablehttp.Client
 	transport *http.Transport // under the body bound; Reach dials with it too
 	budget    time.Duration
-	// secrets are what no error shows, each with what shows instead: the URL, its path
-	// and query (a webhook's secret parts; receivers may echo the request line or the
-	// headers), its credentials, those a sink adds. Longest first: a header before its token.
+	// secrets no error shows, each with what shows instead, longest first (a header
+	// before its token): receivers may echo the request line or the headers.
 	secrets [][2]string
 }
 
 // NewPoster builds a poster for name (used in errors instead of the URL).
 func NewPoster(name, rawURL string, attemptTimeout time.Duration, attempts int, budget time.Duration) *Poster {
-	if budget <= 0 {
-		budget = DefaultBudget
-	}
 	transport := &http.Transport{
 		Proxy:                  http.ProxyFromEnvironment,
 		DialContext:            (&net.Dialer{Timeout: attemptTimeout}).DialContext,
@@ -57,30 +52,12 @@ func NewPoster(name, rawURL string, attemptTimeout time.Duration, attempts int, 
 		IdleConnTimeout:        30 * time.Second,
 		MaxResponseHeaderBytes: httpbound.MaxHeaderBytes,
 	}
-	httpClient := &http.Client{
-		Timeout: attemptTimeout,
-		// Every answer is cut at maxAnswer bytes, whoever reads it.
-		Transport: httpbound.Transport(transport, maxAnswer),
-		CheckRedirect: func(req *http.Request, via []*http.Request) error {
-			switch {
-			case req.URL.Host != via[0].URL.Host:
-				return fmt.Errorf("redirect to another host %w", errRefused)
-			case req.URL.Scheme != via[0].URL.Scheme:
-				// https → http would send the body and its signature in clear text
-				// (URL.Host is equal when neither names a port).
-				return fmt.Errorf("redirect to another scheme (https to http, say) %w", errRefused)
-			case req.Method != via[0].Method:
-				// 301/302/303 turn the POST into a body-less GET whose 2xx would
-				// count as delivered: only 307/308 are followed.
-				return fmt.Errorf("redirect that would drop the body (301/302/303) %w", errRefused)
-			case len(via) >= 3:
-				return fmt.Errorf("too many redirects: %w", errRefused)
-			}
-			return nil
-		},
-	}
 	c := &retryablehttp.Client{
-		HTTPClient:   httpClient,
+		HTTPClient: &http.Client{
+			Timeout:       attemptTimeout,
+			Transport:     httpbound.Transport(transport, maxAnswer),
+			CheckRedirect: checkRedirect,
+		},
 		Logger:       nil, // its messages would carry the URL
 		RetryWaitMin: 500 * time.Millisecond,
 		RetryWaitMax: 5 * time.Second,
@@ -88,12 +65,15 @@ func NewPoster(name, rawURL string, attemptTimeout time.Duration, attempts int, 
 		Backoff:      retryablehttp.DefaultBackoff, // honours Retry-After on 429 and 503
 		ErrorHandler: retryablehttp.PassthroughErrorHandler,
 	}
+	if budget <= 0 {
+		budget = DefaultBudget
+	}
 	p := &Poster{name: name, url: rawURL, client: c, transport: transport, budget: budget}
 	c.CheckRetry = p.checkRetry
 	p.hide("<url>", 1, rawURL)
 	if u, err := url.Parse(rawURL); err == nil {
-		// Without its final slash too: a heartbeat's <url>/fail drops it. Escaped as
-		// sent and decoded, as receivers echo them: any path but "/".
+		// Without its final slash too (a heartbeat's <url>/fail drops it), escaped and
+		// decoded: any path but "/".
 		for _, path := range []string{u.Path, u.EscapedPath()} {
 			p.hide("<path>", len("/a"), path, strings.TrimSuffix(path, "/"))
 		}
@@ -108,6 +88,24 @@ func NewPoster(name, rawURL string, attemptTimeout time.Duration, attempts int, 
 		}
 	}
 	return p
+}
+
+// checkRedirect follows 307/308 to the same host and scheme only.
+func checkRedirect(req *http.Request, via []*http.Request) error {
+	switch {
+	case req.URL.Host != via[0].URL.Host:
+		return fmt.Errorf("redirect to another host %w", errRefused)
+	case req.URL.Scheme != via[0].URL.Scheme:
+		// https → http would send the body and its signature in clear text
+		// (URL.Host is equal when neither names a port).
+		return fmt.Errorf("redirect to another scheme (https to http, say) %w", errRefused)
+	case req.Method != via[0].Method:
+		// 301/302/303 turn the POST into a body-less GET whose 2xx would count as delivered.
+		return fmt.Errorf("redirect that would drop the body (301/302/303) %w", errRefused)
+	case len(via) >= 3:
+		return fmt.Errorf("too many redirects: %w", errRefused)
+	}
+	return nil
 }
 
 // AddSecrets adds the sink's credentials to what errors redact, never common short strings ("a", "id").
@@ -134,8 +132,8 @@ const (
 // errRefused ends every redirect the poster does not follow: never retried.
 var errRefused = errors.New("refused")
 
-// checkRetry retries network errors, 429 and 5xx, except when the server asks to
-// wait longer than the delivery has left (the alert then stays pending).
+// checkRetry retries network errors, 429 and 5xx, unless Retry-After asks to wait
+// longer than the delivery has left (the alert then stays pending).
 func (p *Poster) checkRetry(ctx context.Context, resp *http.Response, err error) (bool, error) {
 	if ctx.Err() != nil {
 		return false, ctx.Err()
@@ -143,17 +141,15 @@ func (p *Poster) checkRetry(ctx context.Context, resp *http.Response, err error)
 	if errors.Is(err, errRefused) {
 		return false, err
 	}
-	// DefaultBackoff with no minimum is the wait Retry-After asks on a 429 or 503, else 0.
-	deadline, has := ctx.Deadline()
+	deadline, has := ctx.Deadline() // DefaultBackoff without a minimum: Retry-After's wait
 	if wait := retryablehttp.DefaultBackoff(0, 0, 0, resp); wait > 0 && has && time.Until(deadline) < wait {
 		return false, nil
 	}
 	return retryablehttp.DefaultRetryPolicy(ctx, resp, err)
 }
 
-// Reach connects to the receiver as a delivery would, sending nothing: through its
-// proxy, and for https with a TLS handshake under its TLS configuration (a bare TCP
-// connect would pass while every send fails the handshake).
+// Reach connects to the receiver as a delivery would (proxy, TLS handshake: a bare
+// TCP connect would pass while every send fails the handshake), sending nothing.
 func (p *Poster) Reach(ctx context.Context) error {
 	u, err := url.Parse(p.url)
 	if err != nil {
@@ -190,8 +186,7 @@ func (p *Poster) Post(ctx context.Context, body []byte, headers http.Header) err
 	return p.exchange(ctx, http.MethodPost, p.url, body, headers, nil)
 }
 
-// exchange sends one request to target (the poster's URL or one derived from it)
-// and hands a 2xx answer's body to read, if any.
+// exchange sends one request to target (derived from p.url), a 2xx answer's body to read.
 func (p *Poster) exchange(ctx context.Context, method, target string, body []byte, headers http.Header, read func(io.Reader) error) error {
 	ctx, cancel := context.WithTimeout(ctx, p.budget)
 	defer cancel()
@@ -215,8 +210,7 @@ func (p *Poster) exchange(ctx context.Context, method, target string, body []byt
 		}
 		return nil
 	}
-	// Read more than is kept: a credential the receiver echoes is redacted whole
-	// before the text is cut, never cut in two with its first part kept.
+	// Read more than is kept: an echoed credential is redacted whole before the cut.
 	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, snippetRead))
 	if resp.StatusCode/100 != 2 {
 		msg := fmt.Sprintf("%s: answered %s", p.name, resp.Status)
@@ -231,8 +225,7 @@ func (p *Poster) exchange(ctx context.Context, method, target string, body []byt
 	return nil
 }
 
-// redact removes the poster's secrets from text. A URL derived from its URL (a
-// heartbeat's <url>/fail, a query added) shows no more: the path and query are hidden.
+// redact removes the poster's secrets from text (of a derived URL too: path and query).
 func (p *Poster) redact(text string) string {
 	for _, h := range p.secrets {
 		text = strings.ReplaceAll(text, h[0], h[1])

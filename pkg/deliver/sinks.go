@@ -27,12 +27,11 @@ const (
 	HeaderSignature = "X-Watchdog-Signature"
 )
 
-// Webhook posts the Notification JSON, optionally signed with HMAC-SHA256.
+// Webhook posts the Notification JSON, signed with HMAC-SHA256 when Secret is set.
 type Webhook struct {
 	*Poster // its Reach is the sink's
-	// Secret signs each request; empty leaves requests unsigned.
-	Secret []byte
-	Now    func() time.Time
+	Secret  []byte
+	Now     func() time.Time
 }
 
 func (w *Webhook) Name() string { return "webhook" }
@@ -42,10 +41,8 @@ func (w *Webhook) Send(ctx context.Context, n alert.Notification) error {
 	if err != nil {
 		return fmt.Errorf("webhook: encode: %w", err)
 	}
-	h := http.Header{"Content-Type": {"application/json"}}
-	h.Set("User-Agent", "agentenv-scheduler-watchdog/"+n.Watchdog)
-	h.Set(HeaderEvent, n.Event)
-	h.Set(HeaderDelivery, n.ID)
+	h := http.Header{"Content-Type": {"application/json"}, "User-Agent": {"agentenv-scheduler-watchdog/" + n.Watchdog},
+		HeaderEvent: {n.Event}, HeaderDelivery: {n.ID}}
 	if len(w.Secret) > 0 {
 		ts := strconv.FormatInt(w.Now().Unix(), 10)
 		h.Set(HeaderTimestamp, ts)
@@ -113,15 +110,12 @@ func SlackMessage(n alert.Notification, runbookURL string) *SlackWebhookMessage 
 	if n.Since != nil {
 		since = fmt.Sprintf("%s (since %s)", n.Time.Sub(*n.Since).Round(time.Second), n.Since.UTC().Format(time.RFC3339))
 	}
-	fields := []*SlackText{
-		mrkdwn("*Cluster*\n" + esc(alert.OrDash(n.Cluster))),
-		mrkdwn("*Namespace*\n" + esc(n.Namespace)),
-		mrkdwn("*Pod*\n" + esc(alert.OrDash(n.Pod))),
-		mrkdwn("*Verdict*\n" + esc(alert.OrDash(n.Verdict))),
-		mrkdwn("*Ready / expected*\n" + alert.IntOrDash(n.Ready) + " / " + alert.IntOrDash(n.Expected)),
-		mrkdwn("*For*\n" + esc(since)),
-		mrkdwn("*Watchdog did*\n" + esc(alert.OrDash(n.Action))),
-		mrkdwn("*Evidence*\n" + esc(alert.OrDash(n.Evidence))),
+	var fields []*SlackText
+	for _, f := range [][2]string{{"Cluster", alert.OrDash(n.Cluster)}, {"Namespace", n.Namespace},
+		{"Pod", alert.OrDash(n.Pod)}, {"Verdict", alert.OrDash(n.Verdict)},
+		{"Ready / expected", alert.IntOrDash(n.Ready) + " / " + alert.IntOrDash(n.Expected)}, {"For", since},
+		{"Watchdog did", alert.OrDash(n.Action)}, {"Evidence", alert.OrDash(n.Evidence)}} {
+		fields = append(fields, mrkdwn("*"+f[0]+"*\n"+esc(f[1])))
 	}
 	blocks := []SlackBlock{
 		{Type: SlackHeader, Text: &SlackText{Type: SlackPlainText, Text: escCut(title, 150), Emoji: true}},
@@ -149,7 +143,6 @@ func SlackMessage(n alert.Notification, runbookURL string) *SlackWebhookMessage 
 	return &SlackWebhookMessage{Text: fallback, Blocks: blocks}
 }
 
-// where is the scheduler's cluster/namespace, or its namespace alone.
 func where(n alert.Notification) string {
 	if n.Cluster == "" {
 		return n.Namespace
@@ -161,8 +154,7 @@ func where(n alert.Notification) string {
 // unescaped, "2m < 4m ... (> 5m)" is taken for a link and swallowed.
 var esc = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace
 
-// escCut escapes s and cuts it to at most n bytes, between characters of s: a cut
-// entity ("&am") would show as text, or start one with what follows.
+// escCut escapes s and cuts it to at most n bytes, never inside an entity ("&am").
 func escCut(s string, n int) string {
 	out := esc(s)
 	if len(out) <= n {
@@ -179,16 +171,14 @@ func escCut(s string, n int) string {
 	return b.String() + "..."
 }
 
-// escLinkURL makes a URL safe inside Slack's <url|text>: the three control
-// characters as entities, and the | that would end the URL percent-encoded.
+// escLinkURL makes a URL safe inside Slack's <url|text> (a | would end the URL).
 var escLinkURL = strings.NewReplacer("&", "&amp;", "<", "%3C", ">", "%3E", "|", "%7C").Replace
 
 func mrkdwn(s string) *SlackText {
 	return &SlackText{Type: SlackMarkdown, Text: s}
 }
 
-// Heartbeat is a dead man's switch: pinged after every completed run, at <url>/fail
-// when the run failed (the healthchecks.io convention).
+// Heartbeat is a dead man's switch pinged after every run, at <url>/fail if it failed (healthchecks.io).
 type Heartbeat struct {
 	*Poster // its Reach is the sink's
 }
@@ -197,14 +187,12 @@ type Heartbeat struct {
 func (h *Heartbeat) Ping(ctx context.Context, failed bool, body string) error {
 	target := h.url
 	if failed {
-		// /fail goes on the path: appended to a URL with a query (healthchecks.io's
-		// ?create=1) it would land in the query and report success.
+		// On the path: appended to a query (healthchecks.io's ?create=1) it reports success.
 		var err error
 		if target, err = url.JoinPath(h.url, "fail"); err != nil {
 			return errors.New("heartbeat: invalid URL")
 		}
 	}
 	hdr := http.Header{"Content-Type": {"text/plain; charset=utf-8"}}
-	err := h.exchange(ctx, http.MethodPost, target, []byte(body), hdr, nil)
-	return err
+	return h.exchange(ctx, http.MethodPost, target, []byte(body), hdr, nil)
 }

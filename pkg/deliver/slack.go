@@ -1,9 +1,7 @@
 package deliver
 
-// The Block Kit subset the Slack sink sends. Local types rather than
-// github.com/slack-go/slack, a whole Web API client, for four structs
-// (docs/performance.md "Slack payload types"). The JSON is the same byte for byte
-// (testdata/slack-*.json), and the tests decode every payload with slack-go.
+// The Block Kit subset the Slack sink sends: local types, not slack-go's whole Web API
+// client (docs/performance.md "Slack payload types"); the tests decode them with slack-go.
 
 // Block and text object types.
 const (
@@ -14,8 +12,7 @@ const (
 	SlackMarkdown  = "mrkdwn"
 )
 
-// SlackWebhookMessage is an incoming-webhook message: a fallback text and the
-// blocks. The *_original fields are always sent, as slack-go sends them.
+// SlackWebhookMessage is an incoming-webhook message (the *_original fields sent as slack-go does).
 type SlackWebhookMessage struct {
 	Text            string       `json:"text,omitempty"`
 	Blocks          []SlackBlock `json:"blocks,omitempty"`
@@ -23,8 +20,7 @@ type SlackWebhookMessage struct {
 	DeleteOriginal  bool         `json:"delete_original"`
 }
 
-// SlackBlock is one layout block. Header: Text (plain_text). Section: Text and/or
-// Fields (at most 10). Context: Elements (at most 10).
+// SlackBlock is one layout block: header (Text), section (Text, Fields) or context (Elements).
 type SlackBlock struct {
 	Type     string       `json:"type"`
 	Text     *SlackText   `json:"text,omitempty"`

@@ -1,6 +1,5 @@
 // Package evidence keeps what the scheduler looked like just before the watchdog
-// restarted it (or, in shadow mode, would have): the restart removes the pod and its
-// log, the bundle stays in a ConfigMap ring (docs/alerts.md, "Evidence").
+// restarted it (or would have), in a ConfigMap ring (docs/alerts.md, "Evidence").
 package evidence
 
 import (
@@ -28,22 +27,17 @@ import (
 )
 
 // Bounds: a ring of bundles fits a ConfigMap far below the API server's 1 MiB
-// object limit.
+// object limit; a capture (the log read) and its save run just before a restart
+// and must not hold it up.
 const (
 	DefaultLogLines = 200
 	DefaultLogBytes = 64 << 10
-	// MaxLogRead bounds what one log read transfers (the limitBytes asked for).
-	MaxLogRead = 1 << 20
-	// MaxBundles is how many bundles the ring keeps, newest first.
-	MaxBundles = 5
-	// MaxBundleBytes bounds one encoded bundle: the log is cut (its oldest part) to fit.
-	MaxBundleBytes = 96 << 10
-	// maxRingBytes bounds the ConfigMap's data whatever the bundles hold.
-	maxRingBytes = 640 << 10
-	// DefaultTimeout bounds a capture (the log read) and SaveTimeout its save: both
-	// run just before a restart and must not hold it up.
-	DefaultTimeout = 5 * time.Second
-	SaveTimeout    = 2 * time.Second
+	MaxLogRead      = 1 << 20  // the limitBytes of one log read
+	MaxBundles      = 5        // the ring keeps the newest
+	MaxBundleBytes  = 96 << 10 // one encoded bundle: the log's oldest part is cut to fit
+	maxRingBytes    = 640 << 10
+	DefaultTimeout  = 5 * time.Second // a capture
+	SaveTimeout     = 2 * time.Second
 )
 
 // Component is the app.kubernetes.io/component label of the evidence ConfigMap.
@@ -60,15 +54,13 @@ type Bundle struct {
 	Evidence state.Evidence `json:"evidence,omitempty"`
 	Reason   string         `json:"reason"`
 	Gates    []decide.Gate  `json:"gates,omitempty"`
-	// Sample is what the metrics the decision judged said.
-	Sample *scrape.Sample `json:"sample,omitempty"`
+	Sample   *scrape.Sample `json:"sample,omitempty"` // the metrics the decision judged
 	// Endpoints is the serving node count the API server gave (what ready should be).
 	Endpoints *endpoints.Count `json:"endpoints,omitempty"`
 	Status    PodStatus        `json:"podStatus"`
-	// Log holds the last lines of the scheduler's log; LogError why there are none.
-	Log      string   `json:"log,omitempty"`
-	LogError string   `json:"logError,omitempty"`
-	Warnings []string `json:"warnings,omitempty"`
+	Log       string           `json:"log,omitempty"` // its last lines; LogError says why there are none
+	LogError  string           `json:"logError,omitempty"`
+	Warnings  []string         `json:"warnings,omitempty"`
 	// Integrity says, when read back (Load), whether the seal verifies. Never saved.
 	Integrity Integrity `json:"integrity,omitempty"`
 }
@@ -102,18 +94,13 @@ type Keeper struct {
 	Namespace  string
 	ConfigMap  string
 	Container  string
-	// Key seals every bundle saved (the outbox key): an editor of the ConfigMap
-	// cannot forge or change one unnoticed. Empty: bundles are saved unsealed.
-	Key []byte
+	Key        []byte // seals every bundle saved (seal.go); empty: unsealed
 }
 
-// Capture builds the bundle of target t of observation obs, at now. It never fails:
-// what it could not read is said in the bundle (LogError, Warnings).
+// Capture builds t's bundle; what it could not read is said in it (LogError, Warnings).
 func (k *Keeper) Capture(ctx context.Context, t decide.Target, obs decide.Observation, action string, now time.Time) Bundle {
-	b := Bundle{
-		Key: Key(now, t.Pod), At: now.UTC(), Pod: t.Pod, UID: t.UID, Action: action,
-		Verdict: t.Verdict, Evidence: t.Evidence, Reason: t.Reason, Gates: t.Gates,
-	}
+	b := Bundle{Key: Key(now, t.Pod), At: now.UTC(), Pod: t.Pod, UID: t.UID, Action: action,
+		Verdict: t.Verdict, Evidence: t.Evidence, Reason: t.Reason, Gates: t.Gates}
 	if obs.ExpectedErr == nil {
 		b.Endpoints = ptr.To(obs.Expected)
 	}
@@ -138,9 +125,8 @@ func (k *Keeper) Capture(ctx context.Context, t decide.Target, obs decide.Observ
 	return b
 }
 
-// knownStatuses is a copy of sample with only the statuses the scheduler is
-// known to write: a label value is the scheduler's text, and a metrics page with
-// thousands of made-up ones must not make the bundle too large to save.
+// knownStatuses is a copy of sample with only the statuses the scheduler is known
+// to write: thousands of made-up ones must not make the bundle too large to save.
 func knownStatuses(sample *scrape.Sample, b *Bundle) *scrape.Sample {
 	if sample == nil {
 		return nil
@@ -159,9 +145,8 @@ func knownStatuses(sample *scrape.Sample, b *Bundle) *scrape.Sample {
 }
 
 // encode is the bundle as saved: JSON without HTML escaping (a log of <, > and &
-// would grow sixfold), within MaxBundleBytes. What is over is cut from the log,
-// its oldest part first; the rest of a bundle is the watchdog's own and small,
-// but is cut too (each text to 1 KiB, each list to 20) should it not fit.
+// would grow sixfold), within MaxBundleBytes: cut from the log, its oldest part
+// first, then (shortened) the rest should it still not fit.
 func encode(b Bundle) ([]byte, error) {
 	warnings := slices.Clip(b.Warnings) // the caller's bundle keeps its own
 	for short := false; ; {
@@ -174,9 +159,8 @@ func encode(b Bundle) ([]byte, error) {
 		case over <= 0:
 			return raw, nil
 		case b.Log != "":
-			// The log's bytes grow by the same factor when escaped, on average:
-			// drop what is over in that proportion (and a little more for the
-			// warning); the loop checks, and cuts again if it was not enough.
+			// Drop what is over in the proportion the log grows escaped, and a
+			// little more for the warning; the loop cuts again if not enough.
 			grown, _ := marshal(b.Log) // a string always encodes
 			drop := (over + 200) * len(b.Log) / len(grown)
 			b.Log = string(keepEnd([]byte(b.Log), max(int64(len(b.Log)-drop-1), 0)))
@@ -190,7 +174,7 @@ func encode(b Bundle) ([]byte, error) {
 	}
 }
 
-// marshal is v as JSON without HTML escaping (bytes as they are: what is sealed).
+// marshal is v as JSON without HTML escaping: the bytes sealed.
 func marshal(v any) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
@@ -230,9 +214,8 @@ func (b Bundle) shortened() Bundle {
 }
 
 // readLog keeps the newest DefaultLogBytes of the last DefaultLogLines lines, from a
-// line's start. The kubelet counts limitBytes from the oldest line, so a limit of
-// DefaultLogBytes would drop the newest: MaxLogRead is asked for, fewer lines again
-// when they fill it (docs/alerts.md, "Evidence").
+// line's start. The kubelet counts limitBytes from the oldest line: MaxLogRead is
+// asked for, fewer lines again when they fill it.
 func (k *Keeper) readLog(ctx context.Context, pod string) (string, error) {
 	lines, keep := int64(DefaultLogLines), int64(DefaultLogBytes)
 	read := max(keep, MaxLogRead)
@@ -254,8 +237,7 @@ func (k *Keeper) readLog(ctx context.Context, pod string) (string, error) {
 	}
 }
 
-// keepEnd is the end of b, at most n bytes, starting at a line's start when one
-// begins in it (else at a character's).
+// keepEnd is the end of b, at most n bytes, from a line's start if one begins in it (else a character's).
 func keepEnd(b []byte, n int64) []byte {
 	if int64(len(b)) <= n {
 		return b
@@ -279,8 +261,8 @@ func Key(at time.Time, pod string) string {
 	return at.UTC().Format("20060102T150405Z") + "-" + pod + ".json"
 }
 
-// Save puts b into the ConfigMap, keeping the newest MaxBundles bundles, and creates
-// the ConfigMap if missing (the chart pre-creates it: no right to create is needed).
+// Save puts b into the ConfigMap (created if missing), keeping the newest
+// MaxBundles bundles. Only the pass holding the Lease writes it: no conflict to retry.
 func (k *Keeper) Save(ctx context.Context, b Bundle) error {
 	b.Integrity = ""
 	raw, err := encode(b)
@@ -292,32 +274,29 @@ func (k *Keeper) Save(ctx context.Context, b Bundle) error {
 			return err
 		}
 	}
-	for attempt := 0; ; attempt++ {
-		cm, err := k.ConfigMaps.GetConfigMap(ctx, k.Namespace, k.ConfigMap)
-		if apierrors.IsNotFound(err) {
-			cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: k.ConfigMap, Namespace: k.Namespace,
-				Labels: map[string]string{"app.kubernetes.io/component": Component, "app.kubernetes.io/managed-by": "agentenv-scheduler-watchdog"}},
-				Data: ring(nil, b.Key, string(raw))}
-			if _, err := k.ConfigMaps.CreateConfigMap(ctx, cm, metav1.CreateOptions{}); err != nil {
-				return fmt.Errorf("create evidence ConfigMap %s/%s: %w", k.Namespace, k.ConfigMap, err)
-			}
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("read evidence ConfigMap %s/%s: %w", k.Namespace, k.ConfigMap, err)
-		}
-		cm.Data = ring(cm.Data, b.Key, string(raw))
-		if _, err = k.ConfigMaps.UpdateConfigMap(ctx, cm, metav1.UpdateOptions{}); err == nil {
-			return nil
-		}
-		if !apierrors.IsConflict(err) || attempt >= 2 {
-			return fmt.Errorf("update evidence ConfigMap %s/%s: %w", k.Namespace, k.ConfigMap, err)
-		}
+	cm, err := k.ConfigMaps.GetConfigMap(ctx, k.Namespace, k.ConfigMap)
+	missing := apierrors.IsNotFound(err)
+	if missing {
+		cm, err = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: k.ConfigMap, Namespace: k.Namespace,
+			Labels: map[string]string{"app.kubernetes.io/component": Component,
+				"app.kubernetes.io/managed-by": "agentenv-scheduler-watchdog"}}}, nil
 	}
+	if err != nil {
+		return fmt.Errorf("read evidence ConfigMap %s/%s: %w", k.Namespace, k.ConfigMap, err)
+	}
+	cm.Data = ring(cm.Data, b.Key, string(raw))
+	if missing {
+		_, err = k.ConfigMaps.CreateConfigMap(ctx, cm, metav1.CreateOptions{})
+	} else {
+		_, err = k.ConfigMaps.UpdateConfigMap(ctx, cm, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		return fmt.Errorf("write evidence ConfigMap %s/%s: %w", k.Namespace, k.ConfigMap, err)
+	}
+	return nil
 }
 
-// ring adds key to data and drops the oldest bundles beyond MaxBundles or the size
-// bound. Keys that are no bundle's are kept as they are.
+// ring adds key to data, dropping the oldest bundles beyond the bounds (other keys kept).
 func ring(data map[string]string, key, value string) map[string]string {
 	out := make(map[string]string, len(data)+1)
 	maps.Copy(out, data)
@@ -340,8 +319,7 @@ func ring(data map[string]string, key, value string) map[string]string {
 }
 
 // Load reads the bundles of the ConfigMap, newest first, each with its Integrity
-// checked under key (nil: sealed ones are IntegrityUnchecked). A missing ConfigMap
-// has none; a bundle that does not decode is skipped and named in the error.
+// under key; one that does not decode is skipped and named in the error.
 func Load(ctx context.Context, cms ConfigMaps, ns, name string, key []byte) ([]Bundle, error) {
 	cm, err := cms.GetConfigMap(ctx, ns, name)
 	if apierrors.IsNotFound(err) {

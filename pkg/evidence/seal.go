@@ -8,12 +8,10 @@ import (
 	"fmt"
 )
 
-// A namespace editor can write the evidence ConfigMap: with the outbox key each bundle
-// is sealed with its namespace and key name, so that neither an edit nor a bundle
-// moved under another restart's name verifies (docs/alerts.md, "Evidence").
+// With the key, each bundle is sealed with its namespace and key name: neither an
+// edit nor a bundle moved under another restart's name verifies (docs/alerts.md, "Evidence").
 
-// Integrity is what reading a bundle back found of its seal (Integrities says
-// what each means).
+// Integrity is what reading a bundle back found of its seal.
 type Integrity string
 
 const (
@@ -33,7 +31,7 @@ var Integrities = map[Integrity]string{
 
 const sealPrefix = "hmac-sha256:"
 
-// envelope is a sealed bundle as saved: the bundle's bytes exactly as sealed.
+// envelope is a sealed bundle as saved, the bundle's bytes exactly as sealed.
 type envelope struct {
 	Seal   string          `json:"seal"`
 	Bundle json.RawMessage `json:"bundle"`
@@ -46,8 +44,7 @@ func seal(key []byte, ns, name string, raw []byte) string {
 	return sealPrefix + hex.EncodeToString(mac.Sum(nil))
 }
 
-// Open decodes a saved bundle (the value of key name in the ConfigMap in ns),
-// sealed or not, and checks its seal under key.
+// Open decodes a saved bundle (key name in the ConfigMap in ns) and checks its seal under key.
 func Open(key []byte, ns, name string, value []byte) (Bundle, error) {
 	var e envelope
 	if err := json.Unmarshal(value, &e); err != nil || len(e.Bundle) == 0 {

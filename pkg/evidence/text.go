@@ -12,9 +12,7 @@ import (
 	"github.com/agentenv/watchdog/pkg/termtext"
 )
 
-// WriteText writes the bundle for a person (history --evidence): its seal, the
-// decision and its gates, the metrics and endpoints judged, the pod's status and
-// the log, each line of it indented under "log".
+// WriteText writes the bundle for a person (history --evidence).
 func (b Bundle) WriteText(w io.Writer) error {
 	termtext.Fprintf(w, "evidence %s\n", b.Key)
 	if b.Integrity != "" {
