@@ -152,9 +152,7 @@ func eachCounter(fams []*dto.MetricFamily, f func(key string, v *float64)) {
 				count := float64(h.GetSampleCount())
 				f(key+"_count", &count)
 				h.SampleCount = ptr.To(uint64(count))
-				sum := h.GetSampleSum()
-				f(key+"_sum", &sum)
-				h.SampleSum = &sum
+				f(key+"_sum", h.SampleSum) // always set by client_golang
 				for _, b := range h.GetBucket() {
 					n := float64(b.GetCumulativeCount())
 					f(key+"_bucket{le="+strconv.FormatFloat(b.GetUpperBound(), 'g', -1, 64)+"}", &n)

@@ -77,12 +77,11 @@ func NewScraper(timeout time.Duration, maxBytes int64) *Scraper {
 		maxBytes = DefaultMaxBytes
 	}
 	transport := &http.Transport{
-		Proxy:                  nil, // pod IPs are never reached through a proxy
-		DialContext:            (&net.Dialer{Timeout: timeout, KeepAlive: -1}).DialContext,
-		TLSHandshakeTimeout:    timeout,
-		ResponseHeaderTimeout:  timeout,
-		DisableKeepAlives:      true,
-		MaxResponseHeaderBytes: 64 << 10,
+		Proxy:                 nil, // pod IPs are never reached through a proxy
+		DialContext:           (&net.Dialer{Timeout: timeout, KeepAlive: -1}).DialContext,
+		TLSHandshakeTimeout:   timeout,
+		ResponseHeaderTimeout: timeout,
+		DisableKeepAlives:     true,
 	}
 	client := &http.Client{Transport: httpbound.Transport(transport, maxBytes), Timeout: timeout,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
