@@ -14,46 +14,42 @@ import (
 	"github.com/agentenv/watchdog/pkg/state"
 )
 
-// column is the World with one actor's restarts applied: the simulated
-// watchdog's, the stop-gap's, or nobody's (as recorded). History cannot tell what
-// a restarted scheduler would have done, so a replacement (pod~1, pod~2, ...)
-// reads as many ready nodes as serve until the recorded pod heals by itself, then
-// the record. It stays a new pod (its own name and UID) to the decision core, as
-// live: a later wedge is its own.
+// column is the World with one actor's restarts: the simulated watchdog's, the
+// stop-gap's, or nobody's. History cannot tell what a restarted scheduler would
+// have done, so a replacement (pod~1, pod~2, ...) reads as many ready nodes as
+// serve until the recorded pod heals by itself, then the record. It is a new pod
+// (name and UID) to the decision core, as live: a later wedge is its own.
 type column struct {
 	*World
-	// lines are, by target, the restarts of each in the order made: the column at
-	// any time is the latest made by then, so that it reads the same during the
-	// replay and when measured after it.
+	// lines are each target's restarts in the order made: the column at t is the
+	// latest made by t, the same during the replay and when measured after it.
 	lines    map[*Target][]*line
 	restarts []time.Time
-	// chosen caches decide.Judged by the listing: it changes rarely, the
-	// readings at every step.
+	// chosen caches decide.Judged by the listing: it changes rarely, the readings
+	// at every step.
 	chosen struct {
-		key    string
+		holder string
+		pods   []Pod
 		judged map[string]bool
-		buf    []byte // the key being built, reused
 	}
 }
 
-// line is a target the actor restarted.
+// line is a restart of a target.
 type line struct {
 	deletedAt time.Time
 	// healAt is when the record heals by itself (zero: not within the range);
 	// ended: by ending, after which neither it nor a replacement is listed.
 	healAt time.Time
 	ended  bool
-	// n numbers the replacement (its name and UID are the pod's ~n, so that no
-	// two share one); startedAt is its start.
+	// n numbers the replacement (named and UID'd the pod's ~n), started at startedAt.
 	n         int
 	startedAt time.Time
 }
 
 func (w *World) column() *column { return &column{World: w, lines: map[*Target][]*line{}} }
 
-// Pod is one scheduler pod of a column at a given time, as the watchdog's
-// observer lists it (Terminating: a newer pod of its Deployment replaced it),
-// with its readings or, in a gap, ScrapeErr.
+// Pod is a column's scheduler pod at some time, as the watchdog's observer lists
+// it, with its readings or, in a gap, ScrapeErr.
 type Pod struct {
 	decide.Pod
 	Target                         *Target
@@ -74,8 +70,7 @@ func (c *column) Pods(t time.Time) []Pod {
 		}
 		p := c.recorded(tg, t, l != nil && !healed)
 		if l != nil {
-			// A replacement: once the record heals, its readings under the
-			// replacement's name and UID, its process no older than the replacement.
+			// Once the record heals, its readings, as the replacement's.
 			p.Name, p.UID = fmt.Sprintf("%s~%d", p.Name, l.n), fmt.Sprintf("%s~%d", p.UID, l.n)
 			if !healed || p.StartedAt.Before(l.startedAt) {
 				p.StartedAt = l.startedAt
@@ -87,8 +82,7 @@ func (c *column) Pods(t time.Time) []Pod {
 	return out
 }
 
-// Restart applies a restart of the pod uid at t. It reports false for a pod the
-// column does not list (already gone).
+// Restart applies a restart of the pod uid at t; false for a pod not listed (gone).
 func (c *column) Restart(uid string, t time.Time) bool {
 	for _, p := range c.Pods(t) {
 		if p.UID != uid {
@@ -100,8 +94,7 @@ func (c *column) Restart(uid string, t time.Time) bool {
 		if prev := c.lineAt(p.Target, t); c.ha && c.condition(t) == decide.VerdictHealthy {
 			l.healAt = t // a standby's replacement is a standby: it reads the record
 		} else if prev != nil && (prev.healAt.IsZero() || t.Before(prev.healAt)) {
-			// A replacement restarted before the record healed: the record still
-			// heals when it did.
+			// A replacement restarted before the record healed: it heals as then.
 			l.healAt, l.ended = prev.healAt, prev.ended
 		} else {
 			l.healAt, l.ended = c.healsAt(p.Target, t)
@@ -125,10 +118,8 @@ func (c *column) lineAt(tg *Target, t time.Time) *line {
 
 // condition is the column's scheduler at t as an outside observer would call it,
 // by the pods a run judges: wedged when one past the startup grace reads 0 ready
-// while nodes serve (for an HA scheduler replayed without --leader-lease, while
-// none counts nodes: the others are standbys); else unknown when the data cannot
-// tell (a gap, series that disagree, no serving count, a leader that cannot be
-// told); else healthy.
+// while nodes serve (HA without --leader-lease: while none counts nodes); else
+// unknown when the data cannot tell; else healthy.
 func (c *column) condition(t time.Time) decide.Verdict {
 	n, ok := c.Expected(t)
 	if !ok {
@@ -145,8 +136,7 @@ func (c *column) condition(t time.Time) decide.Verdict {
 	v, zero, counting := decide.VerdictHealthy, false, false
 	for _, p := range pods {
 		switch {
-		case !judged[p.UID]:
-			// Not judged: its readings say nothing of the scheduler that serves.
+		case !judged[p.UID]: // its readings say nothing of the scheduler that serves
 		case p.ScrapeErr != nil:
 			v = decide.VerdictUnknown
 		case p.ReadyNodes > 0:
@@ -162,29 +152,21 @@ func (c *column) condition(t time.Time) decide.Verdict {
 }
 
 // judged is which of pods a run judges at t, by UID; not known when the leader
-// cannot be told. decide.Judged is asked again only when the pods, which are
-// terminating or the leader changed.
+// cannot be told. decide.Judged is asked again only when the listing or leader changed.
 func (c *column) judged(t time.Time, pods []Pod) (map[string]bool, bool) {
-	key := c.chosen.buf[:0]
+	var holder string
 	if c.leaderFromReadiness {
-		holder, err := c.leader(t, pods)
-		if err != nil {
+		var err error
+		if holder, err = c.leader(t, pods); err != nil {
 			return nil, false
 		}
-		key = append(key, holder...)
 	}
-	for _, p := range pods {
-		key = append(append(key, ','), p.UID...)
-		if p.Terminating {
-			key = append(key, " terminating"...)
-		}
-	}
-	c.chosen.buf = key
-	if c.chosen.judged == nil || string(key) != c.chosen.key {
+	same := func(a, b Pod) bool { return a.UID == b.UID && a.Terminating == b.Terminating }
+	if ch := &c.chosen; ch.judged == nil || holder != ch.holder || !slices.EqualFunc(pods, ch.pods, same) {
 		judged, _, _ := decide.Judged(c.observation(t), c.judge)
-		c.chosen.key, c.chosen.judged = string(key), make(map[string]bool, len(judged))
+		ch.holder, ch.pods, ch.judged = holder, pods, make(map[string]bool, len(judged))
 		for _, p := range judged {
-			c.chosen.judged[p.UID] = true
+			ch.judged[p.UID] = true
 		}
 	}
 	return c.chosen.judged, true
@@ -200,8 +182,7 @@ func (c *column) observation(t time.Time) decide.Observation {
 		switch {
 		case p.ScrapeErr != nil: // a gap in its own series
 		case !known:
-			// Not an API failure of the watchdog's: the record has no count here.
-			p.ScrapeErr = &scrape.Error{Kind: scrape.KindAbsent, Err: errors.New(gapReason("the serving-node count (--expected-query)", time.Time{}, t, c.step))}
+			p.ScrapeErr = &scrape.Error{Kind: scrape.KindAbsent, Err: errors.New(gapReason("the serving-node count (--expected-query)", time.Time{}, t, c.Step))}
 		default:
 			p.Sample = &scrape.Sample{Observed: map[string]int{"ready": int(math.Round(p.ReadyNodes))}, HeartbeatRejected: uint64(max(p.Rejected, 0)), HeartbeatOK: uint64(max(p.Accepted, 0))}
 		}
@@ -210,8 +191,7 @@ func (c *column) observation(t time.Time) decide.Observation {
 	obs.Ownership = &decide.Ownership{Deployment: c.deployment, Found: true, Chains: assumedChains(c.deployment, obs.Pods)}
 	if c.leaderFromReadiness {
 		holder, err := c.leader(t, pods)
-		// No renewal time: the Lease's expiry is not in the history; readiness
-		// recorded within its staleness is the leadership of the moment.
+		// No renewal time: readiness within its staleness is the leadership.
 		obs.Leader = &decide.Leader{Holder: holder, Err: err}
 	}
 	return obs
@@ -224,10 +204,8 @@ const (
 	healedItself  = "itself"
 )
 
-// summary measures the column over the range at the data's resolution: how long
-// the scheduler was wedged and unknown, in how many wedges, and how each ended.
-// Unknown time is never wedged time; a gap inside a wedge is neither its end nor
-// another's start.
+// summary measures the column at the data's resolution: time wedged and unknown,
+// and the wedges; a gap inside a wedge is unknown, neither its end nor a start.
 func (c *column) summary() WorldSummary {
 	s := WorldSummary{Restarts: len(c.restarts), Wedges: []Wedge{}}
 	step := c.interval
@@ -266,8 +244,7 @@ func (c *column) summary() WorldSummary {
 	return s
 }
 
-// healedBy says what ended a wedge [from, to): the column's restart, one made
-// outside the watchdog (in the record), or nothing anyone did.
+// healedBy says what ended a wedge [from, to].
 func (c *column) healedBy(from, to time.Time) string {
 	in := func(at time.Time) bool { return !at.Before(from) && !at.After(to) }
 	if slices.ContainsFunc(c.restarts, in) {

@@ -59,7 +59,7 @@ func Run(ctx context.Context, h *History, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{From: h.From.UTC(), To: h.To.UTC(), ScrapeInterval: state.Duration(w.interval), Step: state.Duration(w.step),
+	res := &Result{From: h.From.UTC(), To: h.To.UTC(), ScrapeInterval: state.Duration(w.interval), Step: state.Duration(w.Step),
 		Warnings: w.Warnings, Assumed: assumptions(w, cfg), Mode: fmt.Sprintf("CronJob schedule %q", cfg.ScheduleSpec),
 		// Lists print [], not null, in JSON.
 		Episodes: []Episode{}, Restarts: []Restart{}, Blocked: []Blocked{}, Pages: []Page{}}
