@@ -121,7 +121,7 @@ func (c *column) lineAt(tg *Target, t time.Time) *line {
 // while nodes serve (HA without --leader-lease: while none counts nodes); else
 // unknown when the data cannot tell; else healthy.
 func (c *column) condition(t time.Time) decide.Verdict {
-	n, ok := c.Expected(t)
+	n, ok := c.serving(t)
 	if !ok {
 		return decide.VerdictUnknown
 	}
@@ -176,7 +176,7 @@ func (c *column) judged(t time.Time, pods []Pod) (map[string]bool, bool) {
 func (c *column) observation(t time.Time) decide.Observation {
 	pods := c.Pods(t)
 	obs := decide.Observation{At: t}
-	expected, known := c.Expected(t)
+	expected, known := c.serving(t)
 	obs.Expected.Serving = expected
 	for _, p := range pods {
 		switch {

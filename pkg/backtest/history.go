@@ -86,12 +86,14 @@ func Fetch(ctx context.Context, api promv1.API, q Queries, from, to time.Time, s
 	// From a little before the start, so that the first run has the latest sample.
 	f := fetcher{api: api, timeout: timeout, h: h, from: from.Add(-10 * time.Minute)}
 	var err error
+	var cadence []*model.SampleStream // --expected-series
 	for _, r := range []struct {
 		flag, selector string
 		into           *[]*model.SampleStream
 	}{{"--ready-series", q.Ready, &h.Ready}, {"--rejected-series", q.Rejected, &h.Rejected}, {"--start-time-series", q.StartTime, &h.StartTime},
 		// Unset selectors (a caller's own Queries) read as absent.
-		{"the accepted-heartbeat series", q.Accepted, &h.Accepted}, {"--pod-ready-series", q.PodReady, &h.PodReady}} {
+		{"the accepted-heartbeat series", q.Accepted, &h.Accepted}, {"--pod-ready-series", q.PodReady, &h.PodReady},
+		{"--expected-series", q.ExpectedSeries, &cadence}} {
 		if r.selector != "" {
 			if *r.into, err = f.raw(ctx, r.flag, r.selector); err != nil {
 				return nil, err
@@ -104,20 +106,12 @@ func Fetch(ctx context.Context, api promv1.API, q Queries, from, to time.Time, s
 	// The serving count is read at its own resolution: kube-state-metrics is often
 	// scraped less often than the scheduler, whose would make gaps not in the data.
 	h.ExpectedInterval = cmp.Or(medianSpacing(valuesOf(h.Ready)...), 15*time.Second)
-	var cadence []model.SamplePair
-	if q.ExpectedSeries != "" {
-		series, err := f.raw(ctx, "--expected-series", q.ExpectedSeries)
-		if err != nil {
-			return nil, err
-		}
-		cadence = mergeSamples(nil, slices.Concat(valuesOf(series)...))
-		if d := medianSpacing(valuesOf(series)...); d > 0 {
-			h.ExpectedInterval = d
-		} else {
-			h.Warnings = append(h.Warnings, fmt.Sprintf("--expected-series %s: no samples, so how often the serving count was recorded is unknown: "+
-				"it is read at the scheduler's scrape interval (%s), and if it was recorded less often some readings are gaps that are not in the data; %s",
-				q.ExpectedSeries, decide.ShortDuration(h.ExpectedInterval), ksmEndpointSlices))
-		}
+	if d := medianSpacing(valuesOf(cadence)...); d > 0 {
+		h.ExpectedInterval = d
+	} else if q.ExpectedSeries != "" {
+		h.Warnings = append(h.Warnings, fmt.Sprintf("--expected-series %s: no samples, so how often the serving count was recorded is unknown: "+
+			"it is read at the scheduler's scrape interval (%s), and if it was recorded less often some readings are gaps that are not in the data; %s",
+			q.ExpectedSeries, decide.ShortDuration(h.ExpectedInterval), ksmEndpointSlices))
 	}
 	h.Step = cmp.Or(max(step, 0), h.ExpectedInterval)
 	// Whole seconds: Prometheus 2.43 and later refuse a fractional lookback.
@@ -125,7 +119,7 @@ func Fetch(ctx context.Context, api promv1.API, q Queries, from, to time.Time, s
 	if h.Expected, err = f.ranged(ctx, "--expected-query", q.Expected, h.Step, lookback); err != nil {
 		return nil, err
 	}
-	if err := f.honoursLookback(ctx, cadence, lookback); err != nil {
+	if err := f.honoursLookback(ctx, mergeSamples(nil, slices.Concat(valuesOf(cadence)...)), lookback); err != nil {
 		return nil, err
 	}
 	if len(h.Expected) == 0 {

@@ -1,18 +1,13 @@
 // Package backtest replays recorded Prometheus history through the watchdog's own
-// pass (pkg/check's Runner, with the decision core, confirmation sampling, gates,
-// budget, back-off and alert planning exactly as `watchdog check` runs them) at
-// simulated times, beside the stop-gap script and the history as recorded. The
-// flow goes one way:
+// pass (pkg/check's Runner, as `watchdog check` runs it) at simulated times,
+// beside the stop-gap script and the history as recorded:
 //
 //  1. Fetch (history.go) reads each selector's raw series and the serving count.
-//  2. build (world.go) makes the World once: one Target per scheduler pod (its
-//     namespace and name, whatever jobs and label sets recorded it) with its
-//     merged timelines, and what the record shows happened to each pod (replaced
-//     by a newer pod of its Deployment, restarted outside the watchdog, series
-//     that disagree), with the warnings that say how to read the replay.
-//  3. Run (sim.go) replays the World in three columns (column.go), each the World
-//     plus one actor's restarts: the simulated watchdog's, the stop-gap's and
-//     nobody's; report.go prints what each did and measured.
+//  2. build (world.go) makes the World once: one Target per scheduler pod, and
+//     what the record shows happened to each, with warnings on how to read it.
+//  3. Run (sim.go) replays the World in three columns (column.go), each with one
+//     actor's restarts: the watchdog's, the stop-gap's and nobody's; report.go
+//     prints what each did and measured.
 package backtest
 
 import (
@@ -36,21 +31,18 @@ import (
 
 // Config is how the simulated watchdog runs.
 type Config struct {
-	// Check is the pass's configuration, built from check's own flags.
 	Check      check.Options
 	Deployment string
-	// Timeout is --timeout: each pass's deadline, in simulated time.
+	// Timeout is each pass's deadline, in simulated time.
 	Timeout time.Duration
-	// Schedule and ScheduleSpec simulate the CronJob (parsed as the CronJob
-	// controller parses it); Interval > 0 simulates `watchdog run` instead.
+	// Schedule and ScheduleSpec simulate the CronJob; Interval > 0, `watchdog run`.
 	Schedule     cron.Schedule
 	ScheduleSpec string
 	Interval     time.Duration
 	// StopGap is the stop-gap script's schedule, and how long it lets ready stay 0.
 	StopGap      cron.Schedule
 	StopGapAfter time.Duration
-	// Log receives the simulated passes' own logs (zerolog.Nop() keeps them quiet).
-	Log zerolog.Logger
+	Log          zerolog.Logger
 }
 
 // Run replays h through the watchdog's pass and the stop-gap script.
@@ -69,7 +61,13 @@ func Run(ctx context.Context, h *History, cfg Config) (*Result, error) {
 	if cfg.Interval > 0 {
 		res.Mode = fmt.Sprintf("watchdog run --interval %s", cfg.Interval)
 	}
-	sim := newSimulation(w, cfg)
+	sim := &simulation{cfg: cfg, col: w.column(), clock: autoclock.New(w.From)}
+	sim.store = &statestore.MemoryStore{Namespace: cfg.Check.Source.Namespace, Name: cfg.Check.StateConfigMap}
+	sim.store.SetData(map[string]string{}) // an empty state, as after install: no "not found" warning
+	opts := cfg.Check
+	opts.Mode = state.ModeLive // restarts are made on the column, alerts recorded
+	sim.runner = &check.Runner{Options: opts, Observer: sim, Store: sim.store, Restarter: sim,
+		Sinks: []alert.Sink{sim}, Clock: sim.clock, Log: cfg.Log}
 	if err := sim.run(ctx, res); err != nil {
 		return nil, err
 	}
@@ -85,9 +83,8 @@ func Run(ctx context.Context, h *History, cfg Config) (*Result, error) {
 	return res, nil
 }
 
-// simulation is one simulated watchdog: check's Runner, whose observer,
-// restarter and alert sink the simulation is, answering from its column at the
-// simulated time and recording what each pass did.
+// simulation is check's Runner whose observer, restarter and alert sink answer
+// from a column at the simulated time and record what each pass did.
 type simulation struct {
 	cfg    Config
 	col    *column
@@ -99,25 +96,6 @@ type simulation struct {
 	notes  []alert.Notification
 }
 
-func newSimulation(w *World, cfg Config) *simulation {
-	s := &simulation{cfg: cfg, col: w.column(), clock: autoclock.New(w.From)}
-	s.store = &statestore.MemoryStore{Namespace: cfg.Check.Source.Namespace, Name: cfg.Check.StateConfigMap}
-	s.store.SetData(map[string]string{}) // an empty state, as after install: no "not found" warning
-	opts := cfg.Check
-	// Live in its simulated world: restarts are made on the world, alerts recorded.
-	opts.Mode = state.ModeLive
-	s.runner = &check.Runner{
-		Options:   opts,
-		Observer:  s,
-		Store:     s.store,
-		Restarter: s,
-		Sinks:     []alert.Sink{s},
-		Clock:     s.clock,
-		Log:       cfg.Log,
-	}
-	return s
-}
-
 // run performs the passes over the range: on the CronJob's schedule, a run
 // still going skipping it (concurrencyPolicy: Forbid), or every Interval.
 func (s *simulation) run(ctx context.Context, res *Result) error {
@@ -125,7 +103,7 @@ func (s *simulation) run(ctx context.Context, res *Result) error {
 	if s.cfg.Interval <= 0 {
 		next = s.cfg.Schedule.Next(s.col.From.Add(-time.Second))
 	}
-	seen := map[string]bool{}
+	seen, st := map[string]bool{}, &state.State{}
 	for !next.After(s.col.To) {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("backtest stopped at %s: %w", next.Format(time.RFC3339), err)
@@ -134,14 +112,10 @@ func (s *simulation) run(ctx context.Context, res *Result) error {
 		rep, err := s.runner.Run(deadlineContext{Context: ctx, at: next.Add(s.cfg.Timeout)})
 		res.Runs++
 		s.record(res, next, rep, err)
-		if _, err := s.collectEpisodes(ctx, res, seen); err != nil {
+		if st, err = s.collectEpisodes(ctx, res, seen); err != nil {
 			return err
 		}
 		next = s.after(next, s.clock.Now())
-	}
-	st, err := s.collectEpisodes(ctx, res, seen)
-	if err != nil {
-		return err
 	}
 	for uid, p := range st.Pods {
 		if e := p.Episode; e != nil {
@@ -199,8 +173,8 @@ func (s *simulation) record(res *Result, run time.Time, rep *check.Report, runEr
 	}
 }
 
-// collectEpisodes adds the episodes the decision core closed in the last pass
-// (the state keeps only the latest) and returns the state.
+// collectEpisodes adds the episodes closed since the last call (the state keeps
+// only the latest) and returns the state.
 func (s *simulation) collectEpisodes(ctx context.Context, res *Result, seen map[string]bool) (*state.State, error) {
 	st, err := s.store.Load(ctx)
 	if err != nil {
@@ -219,8 +193,8 @@ func (s *simulation) collectEpisodes(ctx context.Context, res *Result, seen map[
 	return st.State, nil
 }
 
-// deadlineContext carries a pass's deadline in simulated time, which the pass
-// plans against; it never expires in real time (the simulated times are past).
+// deadlineContext carries a pass's deadline in simulated time; it never expires
+// in real time (the simulated times are past).
 type deadlineContext struct {
 	context.Context
 	at time.Time
@@ -238,14 +212,12 @@ func (s *simulation) ObserveConsistent(ctx context.Context) (decide.Observation,
 	return obs, err
 }
 
-// Rollout: the recorded history has no Deployment; it is taken as found, not
-// rolling out, and owning every pod (the gate passes for both methods).
+// Rollout: the Deployment is taken as found, not rolling out, owning the pods.
 func (s *simulation) Rollout(_ context.Context, pods ...decide.Pod) *decide.Rollout {
 	return &decide.Rollout{Name: s.col.deployment, UID: "backtest", Found: true, Owners: assumedChains(s.col.deployment, pods)}
 }
 
-// assumedChains owns every pod whose name says it is the Deployment's (not a
-// canary's, which DefaultQueries match too): history records no owner chain.
+// assumedChains owns every pod named as the Deployment's (not a canary's).
 func assumedChains(deployment string, pods []decide.Pod) map[string]decide.OwnerChain {
 	chains := make(map[string]decide.OwnerChain, len(pods))
 	for _, p := range pods {
@@ -280,9 +252,8 @@ func (s *simulation) Send(_ context.Context, n alert.Notification) error {
 	return nil
 }
 
-// runStopGap replays the stop-gap script on its own copy of the world
-// (docs/backtest.md, "What it prints"); a gap clears a pod's count, as the
-// script's failed curl does.
+// runStopGap replays the stop-gap script on its own column; a gap clears a pod's
+// count, as the script's failed curl does.
 func runStopGap(w *World, cfg Config) StopGap {
 	c := w.column()
 	out := StopGap{After: state.Duration(cfg.StopGapAfter), Restarts: []StopGapRestart{}}
@@ -308,8 +279,7 @@ func runStopGap(w *World, cfg Config) StopGap {
 	return out
 }
 
-// assumptions are what the history cannot show and the replay takes as passing:
-// said at the top of the report, so that a reader weighs the replay by them.
+// assumptions are what the history cannot show and the replay takes as passing.
 func assumptions(w *World, cfg Config) []string {
 	out := []string{
 		fmt.Sprintf("Deployment %s exists and is not rolling out, except that a pod whose series ended just after a newer pod of the Deployment started is terminating from that start", cfg.Deployment),

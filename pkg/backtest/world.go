@@ -117,14 +117,13 @@ func (w *World) join() {
 		seen[tg] = append(seen[tg], key)
 	}
 	w.interval = cmp.Or(medianSpacing(slices.Collect(maps.Values(ready))...), 15*time.Second) // one sample: Prometheus' usual
-	podReady := map[string][]model.SamplePair{}
-	for _, s := range h.PodReady {
-		pod := string(s.Metric[model.LabelName(h.Queries.KSMPodLabel)])
-		podReady[pod] = mergeSamples(podReady[pod], s.Values)
-	}
 	w.Targets = slices.DeleteFunc(w.Targets, func(t *Target) bool { return len(t.Ready) == 0 })
 	for _, tg := range w.Targets {
-		tg.PodReady = podReady[tg.Pod]
+		for _, s := range h.PodReady {
+			if string(s.Metric[model.LabelName(h.Queries.KSMPodLabel)]) == tg.Pod {
+				tg.PodReady = mergeSamples(tg.PodReady, s.Values)
+			}
+		}
 		if tg.maxAge == 0 {
 			tg.maxAge = 2 * w.interval
 		}
@@ -232,7 +231,7 @@ func (w *World) warn(cfg Config) {
 		}
 	}
 	positive := func(s model.SamplePair) bool { return s.Value > 0 }
-	if len(w.History.Expected) > 0 && !slices.ContainsFunc(w.History.Expected, positive) && slices.ContainsFunc(w.Targets, func(t *Target) bool { return slices.ContainsFunc(t.Ready, positive) }) {
+	if len(w.Expected) > 0 && !slices.ContainsFunc(w.Expected, positive) && slices.ContainsFunc(w.Targets, func(t *Target) bool { return slices.ContainsFunc(t.Ready, positive) }) {
 		w.Warnings = append(w.Warnings, "the serving-node count (--expected-query) read 0 over the whole range while the scheduler counted ready nodes, "+
 			"so every wedge reads as no-nodes: the query likely does not match kube-state-metrics' labels; "+ksmVariants)
 	}
@@ -251,10 +250,10 @@ func (w *World) warn(cfg Config) {
 // severalAtOnce is longer than a rollout's overlap.
 const severalAtOnce = 10 * time.Minute
 
-// Expected is the serving node count at t, if the record has it: a missing step
+// serving is the serving node count at t, if the record has it: a missing step
 // is a gap (the count is evaluated at every step with its own staleness).
-func (w *World) Expected(t time.Time) (int, bool) {
-	v, _, ok := at(w.History.Expected, t, w.Step)
+func (w *World) serving(t time.Time) (int, bool) {
+	v, _, ok := at(w.Expected, t, w.Step)
 	if !ok || v < 0 {
 		return 0, false
 	}
@@ -274,7 +273,7 @@ func (w *World) recorded(tg *Target, t time.Time, standIn bool) Pod {
 		p.ScrapeErr = &scrape.Error{Kind: scrape.KindInvalid, Err: errors.New("the pod's series disagree on the ready count here (the report's warnings name them)")}
 	case standIn:
 		// In a gap of kube-state-metrics' series alone, the last count known.
-		if v, _, ok := at(w.History.Expected, t, math.MaxInt64); ok && v > 0 {
+		if v, _, ok := at(w.Expected, t, math.MaxInt64); ok && v > 0 {
 			p.ReadyNodes = math.Round(v)
 		}
 	default:
@@ -317,10 +316,8 @@ func (w *World) healsAt(tg *Target, t time.Time) (time.Time, bool) {
 	ts := model.TimeFromUnixNano(t.UnixNano())
 	start := w.startedAt(tg, t)
 	i := sort.Search(len(tg.Ready), func(i int) bool { return tg.Ready[i].Timestamp > ts })
-	for ; i < len(tg.Ready); i++ {
-		s := tg.Ready[i]
-		when := s.Timestamp.Time()
-		if s.Value > 0 || !w.startedAt(tg, when).Equal(start) {
+	for _, s := range tg.Ready[i:] {
+		if when := s.Timestamp.Time(); s.Value > 0 || !w.startedAt(tg, when).Equal(start) {
 			return when, false
 		}
 	}
