@@ -34,16 +34,11 @@ type column struct {
 	}
 }
 
-// line is a restart of a target.
+// line is a restart of a target. healAt is when the record heals by itself (zero:
+// not within the range); ended: by ending, after which nothing of it is listed.
 type line struct {
-	deletedAt time.Time
-	// healAt is when the record heals by itself (zero: not within the range);
-	// ended: by ending, after which neither it nor a replacement is listed.
-	healAt time.Time
-	ended  bool
-	// n numbers the replacement (named and UID'd the pod's ~n), started at startedAt.
-	n         int
-	startedAt time.Time
+	deletedAt, healAt time.Time
+	ended             bool
 }
 
 func (w *World) column() *column { return &column{World: w, lines: map[*Target][]*line{}} }
@@ -63,7 +58,7 @@ func (c *column) Pods(t time.Time) []Pod {
 		if t.Before(tg.first()) || t.Sub(tg.last()) > tg.maxAge {
 			continue
 		}
-		l := c.lineAt(tg, t)
+		l, n := c.lineAt(tg, t)
 		healed := l != nil && !l.healAt.IsZero() && !t.Before(l.healAt)
 		if healed && l.ended {
 			continue
@@ -71,9 +66,10 @@ func (c *column) Pods(t time.Time) []Pod {
 		p := c.recorded(tg, t, l != nil && !healed)
 		if l != nil {
 			// Once the record heals, its readings, as the replacement's.
-			p.Name, p.UID = fmt.Sprintf("%s~%d", p.Name, l.n), fmt.Sprintf("%s~%d", p.UID, l.n)
-			if !healed || p.StartedAt.Before(l.startedAt) {
-				p.StartedAt = l.startedAt
+			p.Name, p.UID = fmt.Sprintf("%s~%d", p.Name, n), fmt.Sprintf("%s~%d", p.UID, n)
+			// The replacement starts a few seconds after the delete, in whole seconds.
+			if started := l.deletedAt.Add(5 * time.Second).Truncate(time.Second); !healed || p.StartedAt.Before(started) {
+				p.StartedAt = started
 			}
 		}
 		p.Terminating = !tg.terminating.IsZero() && !t.Before(tg.terminating)
@@ -89,9 +85,8 @@ func (c *column) Restart(uid string, t time.Time) bool {
 			continue
 		}
 		c.restarts = append(c.restarts, t)
-		// The replacement starts a few seconds after the delete, in whole seconds.
-		l := &line{deletedAt: t, n: len(c.lines[p.Target]) + 1, startedAt: t.Add(5 * time.Second).Truncate(time.Second)}
-		if prev := c.lineAt(p.Target, t); c.ha && c.condition(t) == decide.VerdictHealthy {
+		l := &line{deletedAt: t}
+		if prev, _ := c.lineAt(p.Target, t); c.ha && c.condition(t) == decide.VerdictHealthy {
 			l.healAt = t // a standby's replacement is a standby: it reads the record
 		} else if prev != nil && (prev.healAt.IsZero() || t.Before(prev.healAt)) {
 			// A replacement restarted before the record healed: it heals as then.
@@ -105,15 +100,16 @@ func (c *column) Restart(uid string, t time.Time) bool {
 	return false
 }
 
-// lineAt is the latest restart of the target made by t, or nil.
-func (c *column) lineAt(tg *Target, t time.Time) *line {
+// lineAt is the latest restart of the target made by t and its number (the
+// replacement is the pod's ~n), or nil.
+func (c *column) lineAt(tg *Target, t time.Time) (*line, int) {
 	lines := c.lines[tg]
 	for i := len(lines) - 1; i >= 0; i-- {
 		if !t.Before(lines[i].deletedAt) {
-			return lines[i]
+			return lines[i], i + 1
 		}
 	}
-	return nil
+	return nil, 0
 }
 
 // condition is the column's scheduler at t as an outside observer would call it,

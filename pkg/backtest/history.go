@@ -76,12 +76,9 @@ const (
 	maxSteps  = 10000         // a range query under Prometheus' 11,000 points per series
 )
 
-// Fetch reads the history of [from, to] through api, each query bounded by
-// timeout. step is the resolution of the Expected query; zero: its own interval.
+// Fetch reads [from, to] (to after from: the CLI checks) through api, each query
+// bounded by timeout; step is the Expected query's resolution, zero its own.
 func Fetch(ctx context.Context, api promv1.API, q Queries, from, to time.Time, step, timeout time.Duration) (*History, error) {
-	if !to.After(from) {
-		return nil, fmt.Errorf("the range is empty: --end %s is not after --start %s", to.Format(time.RFC3339), from.Format(time.RFC3339))
-	}
 	h := &History{From: from, To: to, Queries: q}
 	// From a little before the start, so that the first run has the latest sample.
 	f := fetcher{api: api, timeout: timeout, h: h, from: from.Add(-10 * time.Minute)}

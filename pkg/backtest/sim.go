@@ -260,16 +260,12 @@ func runStopGap(w *World, cfg Config) StopGap {
 	zeroSince := map[string]time.Time{}
 	for t := cfg.StopGap.Next(w.From.Add(-time.Second)); !t.After(w.To); t = cfg.StopGap.Next(t) {
 		for _, p := range c.Pods(t) {
-			if p.ScrapeErr != nil || p.ReadyNodes != 0 {
+			switch since, ok := zeroSince[p.UID]; {
+			case p.ScrapeErr != nil || p.ReadyNodes != 0:
 				delete(zeroSince, p.UID)
-				continue
-			}
-			since, ok := zeroSince[p.UID]
-			if !ok {
+			case !ok:
 				zeroSince[p.UID] = t
-				continue
-			}
-			if t.Sub(since) >= cfg.StopGapAfter && c.Restart(p.UID, t) {
+			case t.Sub(since) >= cfg.StopGapAfter && c.Restart(p.UID, t):
 				out.Restarts = append(out.Restarts, StopGapRestart{At: t.UTC(), Pod: p.Name, ZeroSince: since.UTC()})
 				delete(zeroSince, p.UID)
 			}
