@@ -117,11 +117,9 @@ func (c *column) lineAt(tg *Target, t time.Time) (*line, int) {
 // while nodes serve (HA without --leader-lease: while none counts nodes); else
 // unknown when the data cannot tell; else healthy.
 func (c *column) condition(t time.Time) decide.Verdict {
-	n, ok := c.serving(t)
-	if !ok {
+	if n, ok := c.serving(t); !ok {
 		return decide.VerdictUnknown
-	}
-	if n == 0 {
+	} else if n == 0 {
 		return decide.VerdictHealthy
 	}
 	pods := c.Pods(t)

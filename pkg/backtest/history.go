@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/agentenv/watchdog/pkg/decide"
+	"github.com/agentenv/watchdog/pkg/state"
 )
 
 // Queries is the PromQL the backtest reads (docs/backtest.md, "What it reads"):
@@ -263,11 +264,7 @@ func answered(err error) string {
 	if !errors.As(err, &pe) || pe.Detail == "" {
 		return ""
 	}
-	d := strings.Join(strings.Fields(pe.Detail), " ")
-	if len(d) > 200 {
-		d = d[:200] + "..."
-	}
-	return fmt.Sprintf(" (the API answered: %q)", d)
+	return fmt.Sprintf(" (the API answered: %q)", state.Truncate(strings.Join(strings.Fields(pe.Detail), " "), 203))
 }
 
 func appendOnce(list []string, s string) []string {

@@ -1,7 +1,6 @@
 package backtest
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -125,13 +124,6 @@ type StopGapRestart struct {
 	At        time.Time `json:"at"`
 	Pod       string    `json:"pod"`
 	ZeroSince time.Time `json:"zeroSince"`
-}
-
-// WriteJSON prints the result as one JSON object.
-func (r *Result) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(r)
 }
 
 // WriteText prints the result for people: what happened, then the comparison.

@@ -82,10 +82,7 @@ func (w *World) join() {
 	labels, ready := map[string]model.Metric{}, map[string][]model.SamplePair{}
 	for _, s := range h.Ready {
 		ns, pod := string(s.Metric["namespace"]), string(cmp.Or(s.Metric[model.LabelName(h.Queries.PodLabel)], s.Metric[model.InstanceLabel]))
-		uid := pod
-		if ns != "" {
-			uid = ns + "/" + pod
-		}
+		uid := strings.TrimPrefix(ns+"/"+pod, "/") // namespace/pod, or pod
 		if byPod[uid] == nil {
 			byPod[uid] = &Target{Pod: pod, Namespace: ns, UID: uid}
 			w.Targets = append(w.Targets, byPod[uid])
@@ -333,11 +330,9 @@ func (w *World) leader(t time.Time, pods []Pod) (string, error) {
 	var ready, unknown []string
 	maxAge := 2 * w.podReadyInterval
 	for _, p := range pods {
-		v, _, ok := at(p.Target.PodReady, t, maxAge)
-		switch {
-		case !ok:
+		if v, _, ok := at(p.Target.PodReady, t, maxAge); !ok {
 			unknown = append(unknown, p.Name)
-		case v == 1:
+		} else if v == 1 {
 			ready = append(ready, p.Name)
 		}
 	}
