@@ -14,19 +14,17 @@ import (
 	"github.com/agentenv/watchdog/pkg/state"
 )
 
-// column is the World with one actor's restarts: the simulated watchdog's, the
-// stop-gap's, or nobody's. History cannot tell what a restarted scheduler would
-// have done, so a replacement (pod~1, pod~2, ...) reads as many ready nodes as
-// serve until the recorded pod heals by itself, then the record. It is a new pod
-// (name and UID) to the decision core, as live: a later wedge is its own.
+// column is the World with one actor's restarts. History cannot tell what a
+// restarted scheduler would have done, so a replacement (pod~1, pod~2, ...) reads
+// as many ready nodes as serve until the recorded pod heals by itself, then the
+// record; it is a new pod to the decision core, as live: a later wedge is its own.
 type column struct {
 	*World
 	// lines are each target's restarts in the order made: the column at t is the
 	// latest made by t, the same during the replay and when measured after it.
 	lines    map[*Target][]*line
 	restarts []time.Time
-	// chosen caches decide.Judged by the listing: it changes rarely, the readings
-	// at every step.
+	// chosen caches decide.Judged by the listing, which changes rarely.
 	chosen struct {
 		holder string
 		pods   []Pod

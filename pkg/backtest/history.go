@@ -21,9 +21,8 @@ import (
 	"github.com/agentenv/watchdog/pkg/state"
 )
 
-// Queries is the PromQL the backtest reads (docs/backtest.md, "What it reads"):
-// series selectors, read as raw samples so that a gap stays a gap, and Expected,
-// an expression of one series.
+// Queries is the PromQL the backtest reads (docs/backtest.md): series selectors,
+// read raw so that a gap stays a gap, and Expected, an expression of one series.
 type Queries struct {
 	Ready, Rejected, Accepted, StartTime string
 	Expected                             string
@@ -129,11 +128,10 @@ func Fetch(ctx context.Context, api promv1.API, q Queries, from, to time.Time, s
 	return h, nil
 }
 
-// honoursLookback asks whether the server applies lookback_delta (Prometheus
-// 2.43+): a ready series read 1.5 s after a sample, its next 3 s or more later,
-// answers only with a lookback over 1 s. Where it does not (2.42, some compatible
-// APIs), the count was read with the server's own (5m), which bridges a gap: the
-// steps without a sample of cadence (--expected-series) within lookback are
+// honoursLookback asks whether the server applies lookback_delta (2.43+): a ready
+// series read 1.5 s after a sample, its next 3 s or more later, answers only with
+// a lookback over 1 s. Where not (2.42), the count was read with the server's own
+// (5m), which bridges a gap: steps without a cadence sample within lookback are
 // dropped instead, and said so.
 func (f fetcher) honoursLookback(ctx context.Context, cadence []model.SamplePair, lookback time.Duration) error {
 	s, i := f.h.Ready[0], 1

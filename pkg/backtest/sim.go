@@ -1,13 +1,9 @@
 // Package backtest replays recorded Prometheus history through the watchdog's own
-// pass (pkg/check's Runner, as `watchdog check` runs it) at simulated times,
-// beside the stop-gap script and the history as recorded:
-//
-//  1. Fetch (history.go) reads each selector's raw series and the serving count.
-//  2. build (world.go) makes the World once: one Target per scheduler pod, and
-//     what the record shows happened to each, with warnings on how to read it.
-//  3. Run (sim.go) replays the World in three columns (column.go), each with one
-//     actor's restarts: the watchdog's, the stop-gap's and nobody's; report.go
-//     prints what each did and measured.
+// pass (pkg/check's Runner) at simulated times, beside the stop-gap script and the
+// history as recorded. Fetch (history.go) reads the history; build (world.go)
+// makes a World of it once, a Target per scheduler pod; Run (sim.go) replays it in
+// three columns (column.go) with the watchdog's, the stop-gap's and nobody's
+// restarts; report.go prints what each did.
 package backtest
 
 import (

@@ -24,12 +24,10 @@ type World struct {
 	Targets []*Target
 	// interval is the ready samples' median spacing, podReadyInterval the readiness'.
 	interval, podReadyInterval time.Duration
-	// leaderFromReadiness: --leader-lease, the leader being the one pod ready. ha:
-	// without it, several pods at once, one counting nodes: the others are
-	// standbys, which no summary calls wedged.
+	// leaderFromReadiness: --leader-lease, the leader being the one pod ready; ha:
+	// without it, one of several pods counting nodes, the others standbys (not wedged).
 	leaderFromReadiness, ha bool
-	// judge chooses the pods the summaries measure as a run does (decide.Judged),
-	// whatever --max-pods; a pod is judged after its startup grace.
+	// judge chooses the pods the summaries measure as a run does, whatever --max-pods.
 	judge      decide.Selection
 	grace      time.Duration
 	deployment string
@@ -42,8 +40,7 @@ type Target struct {
 	Ready, Rejected, Accepted, StartTime, PodReady []model.SamplePair
 	// maxAge is twice the pod's own scrape interval: an older ready sample is a gap.
 	maxAge time.Duration
-	// disagree are the spans in which two of its series read different ready
-	// counts: unknown (a live run reads one of them).
+	// disagree: spans in which two of its series read different counts (unknown).
 	disagree [][2]time.Time
 	// terminating is when a newer pod of its Deployment replaced it (zero: never);
 	// outside: it was wedged then, a restart made outside the watchdog.
@@ -131,9 +128,8 @@ func (w *World) join() {
 	slices.SortStableFunc(w.Targets, func(a, b *Target) int { return cmp.Or(a.first().Compare(b.first()), strings.Compare(a.UID, b.UID)) })
 }
 
-// disagreements are the spans in which a sample of b differs from a's samples on
-// both sides of it, within maxAge (a change between two scrapes is none, nor a
-// reading in a's gap).
+// disagreements are the spans in which a sample of b differs from a's on both sides
+// within maxAge (a change between two scrapes is none, nor a reading in a's gap).
 func disagreements(a, b []model.SamplePair, maxAge time.Duration) [][2]time.Time {
 	var out [][2]time.Time
 	for _, s := range b {
@@ -182,9 +178,8 @@ func (w *World) replacements() {
 	}
 }
 
-// warn adds what changes how to read the replay: several pods at once (an HA
-// scheduler), pods restarted outside the watchdog, a serving count that cannot be
-// right, data coarser than the samples.
+// warn adds what changes how to read the replay: several pods at once (HA?), pods
+// restarted outside the watchdog, a wrong serving count, data coarser than samples.
 func (w *World) warn(cfg Config) {
 	rec := w.column()
 	var overlap, oneReady time.Duration
@@ -247,8 +242,7 @@ func (w *World) warn(cfg Config) {
 // severalAtOnce is longer than a rollout's overlap.
 const severalAtOnce = 10 * time.Minute
 
-// serving is the serving node count at t, if the record has it: a missing step
-// is a gap (the count is evaluated at every step with its own staleness).
+// serving is the serving node count at t, if the record has it: a missing step is a gap.
 func (w *World) serving(t time.Time) (int, bool) {
 	v, _, ok := at(w.Expected, t, w.Step)
 	if !ok || v < 0 {
