@@ -24,12 +24,6 @@ type column struct {
 	// latest made by t, the same during the replay and when measured after it.
 	lines    map[*Target][]*line
 	restarts []time.Time
-	// chosen caches decide.Judged by the listing, which changes rarely.
-	chosen struct {
-		holder string
-		pods   []Pod
-		judged map[string]bool
-	}
 }
 
 // line is a restart of a target. healAt is when the record heals by itself (zero:
@@ -121,14 +115,16 @@ func (c *column) condition(t time.Time) decide.Verdict {
 		return decide.VerdictHealthy
 	}
 	pods := c.Pods(t)
-	judged, known := c.judged(t, pods)
-	if !known {
+	obs := c.observe(t, pods)
+	if obs.Leader != nil && obs.Leader.Err != nil {
 		return decide.VerdictUnknown
 	}
+	judged, _, _ := decide.Judged(obs, c.judge)
 	v, zero, counting := decide.VerdictHealthy, false, false
 	for _, p := range pods {
 		switch {
-		case !judged[p.UID]: // its readings say nothing of the scheduler that serves
+		case !slices.ContainsFunc(judged, func(j decide.Pod) bool { return j.UID == p.UID }):
+			// Not judged: its readings say nothing of the scheduler that serves.
 		case p.ScrapeErr != nil:
 			v = decide.VerdictUnknown
 		case p.ReadyNodes > 0:
@@ -143,30 +139,11 @@ func (c *column) condition(t time.Time) decide.Verdict {
 	return v
 }
 
-// judged is which of pods a run judges at t, by UID; not known when the leader
-// cannot be told. decide.Judged is asked again only when the listing or leader changed.
-func (c *column) judged(t time.Time, pods []Pod) (map[string]bool, bool) {
-	var holder string
-	if c.leaderFromReadiness {
-		var err error
-		if holder, err = c.leader(t, pods); err != nil {
-			return nil, false
-		}
-	}
-	same := func(a, b Pod) bool { return a.UID == b.UID && a.Terminating == b.Terminating }
-	if ch := &c.chosen; ch.judged == nil || holder != ch.holder || !slices.EqualFunc(pods, ch.pods, same) {
-		judged, _, _ := decide.Judged(c.observation(t), c.judge)
-		ch.holder, ch.pods, ch.judged = holder, pods, make(map[string]bool, len(judged))
-		for _, p := range judged {
-			ch.judged[p.UID] = true
-		}
-	}
-	return c.chosen.judged, true
-}
+// observation is the column at t as the watchdog's observer reports it; observe,
+// with the pods listed at t.
+func (c *column) observation(t time.Time) decide.Observation { return c.observe(t, c.Pods(t)) }
 
-// observation is the column at t as the watchdog's observer reports it.
-func (c *column) observation(t time.Time) decide.Observation {
-	pods := c.Pods(t)
+func (c *column) observe(t time.Time, pods []Pod) decide.Observation {
 	obs := decide.Observation{At: t}
 	expected, known := c.serving(t)
 	obs.Expected.Serving = expected
