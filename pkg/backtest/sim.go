@@ -71,11 +71,8 @@ func Run(ctx context.Context, h *History, cfg Config) (*Result, error) {
 	res.StopGap = runStopGap(w, cfg)
 	res.AsRecorded = w.column().summary()
 	res.Summary.Runs, res.Summary.Blocked, res.Summary.Alerts = res.Runs, len(res.Blocked), len(res.Pages)
-	for _, p := range res.Pages {
-		if p.Severity == alert.SeverityCritical {
-			res.Summary.Pages++
-		}
-	}
+	res.Summary.Pages = len(slices.DeleteFunc(slices.Clone(res.Pages),
+		func(p Page) bool { return p.Severity != alert.SeverityCritical }))
 	return res, nil
 }
 
@@ -111,7 +108,11 @@ func (s *simulation) run(ctx context.Context, res *Result) error {
 		if st, err = s.collectEpisodes(ctx, res, seen); err != nil {
 			return err
 		}
-		next = s.after(next, s.clock.Now())
+		if end := s.clock.Now(); s.cfg.Interval > 0 {
+			next = slices.MaxFunc([]time.Time{next.Add(s.cfg.Interval), end}, time.Time.Compare)
+		} else {
+			next = s.cfg.Schedule.Next(slices.MaxFunc([]time.Time{next, end}, time.Time.Compare))
+		}
 	}
 	for uid, p := range st.Pods {
 		if e := p.Episode; e != nil {
@@ -120,14 +121,6 @@ func (s *simulation) run(ctx context.Context, res *Result) error {
 	}
 	slices.SortStableFunc(res.Episodes, func(a, b Episode) int { return a.From.Compare(b.From) })
 	return nil
-}
-
-// after is the start of the pass after one that started at start and ended at end.
-func (s *simulation) after(start, end time.Time) time.Time {
-	if s.cfg.Interval > 0 {
-		return slices.MaxFunc([]time.Time{start.Add(s.cfg.Interval), end}, time.Time.Compare)
-	}
-	return s.cfg.Schedule.Next(slices.MaxFunc([]time.Time{start, end}, time.Time.Compare))
 }
 
 // record turns one pass's report into the result's restarts, blocked restarts,
