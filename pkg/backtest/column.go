@@ -179,7 +179,6 @@ func (c *column) summary() WorldSummary {
 	s := WorldSummary{Restarts: len(c.restarts), Wedges: []Wedge{}}
 	step := c.interval
 	var open *Wedge
-	var unknown time.Duration // since the last wedged reading of the open wedge
 	for t := c.From; !t.After(c.To); t = t.Add(step) {
 		switch c.condition(t) {
 		case decide.VerdictWedged:
@@ -187,24 +186,20 @@ func (c *column) summary() WorldSummary {
 				s.Wedges = append(s.Wedges, Wedge{From: t.UTC()})
 				open = &s.Wedges[len(s.Wedges)-1]
 			}
-			open.Unknown += state.Duration(unknown)
-			unknown = 0
 			s.Wedged += state.Duration(step)
 		case decide.VerdictUnknown:
 			s.Unknown += state.Duration(step)
 			if open != nil {
-				unknown += step
+				open.Unknown += state.Duration(step)
 			}
 		case decide.VerdictHealthy:
 			if open != nil {
-				open.Unknown += state.Duration(unknown)
 				open.To, open.Duration = ptr.To(t.UTC()), state.Duration(t.Sub(open.From))
-				open.HealedBy, open, unknown = c.healedBy(open.From, t), nil, 0
+				open.HealedBy, open = c.healedBy(open.From, t), nil
 			}
 		}
 	}
 	if open != nil {
-		open.Unknown += state.Duration(unknown)
 		open.Duration, open.HealedBy = state.Duration(c.To.Sub(open.From)), "still wedged at the end"
 	}
 	for _, wg := range s.Wedges {
