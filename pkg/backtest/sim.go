@@ -10,7 +10,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/robfig/cron/v3"
@@ -77,14 +76,14 @@ func Run(ctx context.Context, h *History, cfg Config) (*Result, error) {
 }
 
 // simulation is check's Runner whose observer, restarter and alert sink answer
-// from a column at the simulated time and record what each pass did.
+// from a column at the simulated time and record what each pass did (the Runner
+// calls them from the pass's goroutine).
 type simulation struct {
 	cfg    Config
 	col    *column
 	clock  *autoclock.Clock
 	store  *statestore.MemoryStore
 	runner *check.Runner
-	mu     sync.Mutex
 	made   []Restart
 	notes  []alert.Notification
 }
@@ -126,10 +125,8 @@ func (s *simulation) run(ctx context.Context, res *Result) error {
 // record turns one pass's report into the result's restarts, blocked restarts,
 // alerts and warnings.
 func (s *simulation) record(res *Result, run time.Time, rep *check.Report, runErr error) {
-	s.mu.Lock()
 	made, notes := s.made, s.notes
 	s.made, s.notes = nil, nil
-	s.mu.Unlock()
 	if runErr != nil {
 		res.Warnings = append(res.Warnings, fmt.Sprintf("run at %s failed: %v", run.UTC().Format(time.RFC3339), runErr))
 	}
@@ -225,8 +222,6 @@ func (s *simulation) Restart(_ context.Context, name, uid string) (restart.Resul
 	if !s.col.Restart(uid, now) {
 		return restart.Result{Gone: true, Detail: fmt.Sprintf("backtest: pod %s already gone", name)}, nil
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.made = append(s.made, Restart{At: now.UTC(), Pod: name, UID: uid})
 	return restart.Result{Detail: fmt.Sprintf("backtest: restarted pod %s in the simulation (nothing was touched)", name)}, nil
 }
@@ -235,8 +230,6 @@ func (s *simulation) Name() string { return "backtest" }
 
 // Send records an alert of the pass.
 func (s *simulation) Send(_ context.Context, n alert.Notification) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.notes = append(s.notes, n)
 	return nil
 }
