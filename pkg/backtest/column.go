@@ -43,7 +43,8 @@ type Pod struct {
 	ReadyNodes, Rejected, Accepted float64
 }
 
-// Pods lists the column's scheduler pods at t with their readings.
+// Pods lists the column's scheduler pods at t with their readings: the record's,
+// or for a replacement before the record heals, what serves.
 func (c *column) Pods(t time.Time) []Pod {
 	var out []Pod
 	for _, tg := range c.Targets {
@@ -55,7 +56,31 @@ func (c *column) Pods(t time.Time) []Pod {
 		if healed && l.ended {
 			continue
 		}
-		p := c.recorded(tg, t, l != nil && !healed)
+		p := Pod{Target: tg, Pod: decide.Pod{Name: tg.Pod, UID: tg.UID, Phase: "Running", Ready: true, Running: true, StartedAt: c.startedAt(tg, t),
+			ControllerKind: "ReplicaSet", ControllerName: replicaSetOf(tg.Pod), ControllerUID: replicaSetUID,
+			Terminating: !tg.terminating.IsZero() && !t.Before(tg.terminating)}}
+		ready, when, ok := at(tg.Ready, t, tg.maxAge)
+		switch {
+		case !ok:
+			p.ScrapeErr = &scrape.Error{Kind: scrape.KindAbsent, Err: errors.New(gapReason("the ready series", when, t, tg.maxAge))}
+		case slices.ContainsFunc(tg.disagree, func(s [2]time.Time) bool { return !t.Before(s[0]) && !t.After(s[1]) }):
+			p.ScrapeErr = &scrape.Error{Kind: scrape.KindInvalid, Err: errors.New("the pod's series disagree on the ready count here (the report's warnings name them)")}
+		case l != nil && !healed:
+			// In a gap of kube-state-metrics' series alone, the last count known.
+			if v, _, ok := at(c.Expected, t, math.MaxInt64); ok && v > 0 {
+				p.ReadyNodes = math.Round(v)
+			}
+		default:
+			p.ReadyNodes = ready
+			// A counter is absent until its first increment: 0. In a gap of the counter
+			// alone, its last value of this process stands (no rise).
+			if v, seen, ok := at(tg.Rejected, t, math.MaxInt64); ok && !seen.Before(p.StartedAt) {
+				p.Rejected = v
+			}
+			if v, seen, ok := at(tg.Accepted, t, math.MaxInt64); ok && !seen.Before(p.StartedAt) {
+				p.Accepted = v
+			}
+		}
 		if l != nil {
 			// Once the record heals, its readings, as the replacement's.
 			p.Name, p.UID = fmt.Sprintf("%s~%d", p.Name, n), fmt.Sprintf("%s~%d", p.UID, n)
@@ -64,7 +89,6 @@ func (c *column) Pods(t time.Time) []Pod {
 				p.StartedAt = started
 			}
 		}
-		p.Terminating = !tg.terminating.IsZero() && !t.Before(tg.terminating)
 		out = append(out, p)
 	}
 	return out

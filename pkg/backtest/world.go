@@ -2,7 +2,6 @@ package backtest
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -14,7 +13,6 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/agentenv/watchdog/pkg/decide"
-	"github.com/agentenv/watchdog/pkg/scrape"
 )
 
 // World is the History as built once (build) and never changed by a replay: the
@@ -249,36 +247,6 @@ func (w *World) serving(t time.Time) (int, bool) {
 		return 0, false
 	}
 	return int(math.Round(v)), true
-}
-
-// recorded is tg's pod at t as the record reads; standIn: a replacement before
-// the record heals, which reads what serves.
-func (w *World) recorded(tg *Target, t time.Time, standIn bool) Pod {
-	p := Pod{Target: tg, Pod: decide.Pod{Name: tg.Pod, UID: tg.UID, Phase: "Running", Ready: true, Running: true, StartedAt: w.startedAt(tg, t),
-		ControllerKind: "ReplicaSet", ControllerName: replicaSetOf(tg.Pod), ControllerUID: replicaSetUID}}
-	ready, when, ok := at(tg.Ready, t, tg.maxAge)
-	switch {
-	case !ok:
-		p.ScrapeErr = &scrape.Error{Kind: scrape.KindAbsent, Err: errors.New(gapReason("the ready series", when, t, tg.maxAge))}
-	case slices.ContainsFunc(tg.disagree, func(s [2]time.Time) bool { return !t.Before(s[0]) && !t.After(s[1]) }):
-		p.ScrapeErr = &scrape.Error{Kind: scrape.KindInvalid, Err: errors.New("the pod's series disagree on the ready count here (the report's warnings name them)")}
-	case standIn:
-		// In a gap of kube-state-metrics' series alone, the last count known.
-		if v, _, ok := at(w.Expected, t, math.MaxInt64); ok && v > 0 {
-			p.ReadyNodes = math.Round(v)
-		}
-	default:
-		p.ReadyNodes = ready
-		// A counter is absent until its first increment: 0. In a gap of the counter
-		// alone, its last value of this process stands (no rise).
-		if v, seen, ok := at(tg.Rejected, t, math.MaxInt64); ok && !seen.Before(p.StartedAt) {
-			p.Rejected = v
-		}
-		if v, seen, ok := at(tg.Accepted, t, math.MaxInt64); ok && !seen.Before(p.StartedAt) {
-			p.Accepted = v
-		}
-	}
-	return p
 }
 
 // startedAt is the process start at t: the latest process_start_time_seconds,
