@@ -62,8 +62,7 @@ type History struct {
 	From, To                                       time.Time
 	Queries                                        Queries
 	Ready, Rejected, Accepted, StartTime, PodReady []*model.SampleStream
-	// Expected is the serving count at each Step, from samples at most two
-	// ExpectedIntervals old: a step without one is a gap.
+	// Expected is the serving count at each Step; a lookback of two ExpectedIntervals keeps a gap a gap.
 	Expected []model.SamplePair
 	Step     time.Duration
 	// ExpectedInterval is the median spacing of ExpectedSeries, else of the ready samples.
@@ -130,9 +129,8 @@ func Fetch(ctx context.Context, api promv1.API, q Queries, from, to time.Time, s
 
 // honoursLookback asks whether the server applies lookback_delta (2.43+): a ready
 // series read 1.5 s after a sample, its next 3 s or more later, answers only with
-// a lookback over 1 s. Where not (2.42), the count was read with the server's own
-// (5m), which bridges a gap: steps without a cadence sample within lookback are
-// dropped instead, and said so.
+// a lookback over 1 s. Else (2.42) the count was read with the server's own (5m),
+// which bridges gaps: steps without a cadence sample within lookback are dropped.
 func (f fetcher) honoursLookback(ctx context.Context, cadence []model.SamplePair, lookback time.Duration) error {
 	s, i := f.h.Ready[0], 1
 	for i < len(s.Values) && s.Values[i].Timestamp.Sub(s.Values[i-1].Timestamp) < 3*time.Second {
@@ -200,9 +198,8 @@ func (f fetcher) raw(ctx context.Context, flag, selector string) ([]*model.Sampl
 	return slices.SortedFunc(maps.Values(out), func(a, b *model.SampleStream) int { return strings.Compare(a.Metric.String(), b.Metric.String()) }), nil
 }
 
-// ranged evaluates expr at every step, in ranges of at most maxSteps, from a
-// multiple of step so that the steps do not depend on the start. The lookback
-// (two of the series' intervals) keeps a gap a gap, and a sparse series no gap.
+// ranged evaluates expr at every step from a multiple of step (the steps do not
+// depend on the start), in ranges of at most maxSteps, with the lookback given.
 func (f fetcher) ranged(ctx context.Context, flag, expr string, step, lookback time.Duration) ([]model.SamplePair, error) {
 	var out []model.SamplePair
 	from := time.UnixMilli(f.from.UnixMilli() / step.Milliseconds() * step.Milliseconds()).UTC()
