@@ -14,6 +14,7 @@ import (
 
 	"github.com/robfig/cron/v3"
 	"github.com/rs/zerolog"
+	"k8s.io/utils/ptr"
 
 	"github.com/agentenv/watchdog/internal/autoclock"
 	"github.com/agentenv/watchdog/pkg/alert"
@@ -167,14 +168,11 @@ func (s *simulation) collectEpisodes(ctx context.Context, res *Result, seen map[
 		return nil, fmt.Errorf("read the simulated state: %w", err)
 	}
 	for _, e := range st.State.Episodes {
-		key := e.UID + "|" + e.From.String()
-		if seen[key] {
-			continue
+		if key := e.UID + "|" + e.From.String(); !seen[key] {
+			seen[key] = true
+			res.Episodes = append(res.Episodes, Episode{Pod: e.Pod, UID: e.UID, Kind: e.Kind, Evidence: e.Evidence, From: e.From, To: ptr.To(e.To),
+				Duration: state.Duration(e.To.Sub(e.From)), Outcome: e.Outcome})
 		}
-		seen[key] = true
-		to := e.To
-		res.Episodes = append(res.Episodes, Episode{Pod: e.Pod, UID: e.UID, Kind: e.Kind, Evidence: e.Evidence, From: e.From, To: &to,
-			Duration: state.Duration(e.To.Sub(e.From)), Outcome: e.Outcome})
 	}
 	return st.State, nil
 }
