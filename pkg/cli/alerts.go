@@ -27,27 +27,21 @@ import (
 // another accepted.
 func buildSinks(o *AlertOptions, namespace string, warn func(error)) ([]alert.Sink, error) {
 	var sinks []alert.Sink
+	poster := func(name, url string) *deliver.Poster {
+		return deliver.NewPoster(name, url, o.AlertTimeout, deliver.DefaultAttempts, deliver.DefaultBudget)
+	}
 	if o.SlackWebhookURL != "" {
-		sinks = append(sinks, &deliver.Slack{
-			Poster:     deliver.NewPoster("slack", o.SlackWebhookURL, o.AlertTimeout, deliver.DefaultAttempts, deliver.DefaultBudget),
-			RunbookURL: o.RunbookURL,
-		})
+		sinks = append(sinks, &deliver.Slack{Poster: poster("slack", o.SlackWebhookURL), RunbookURL: o.RunbookURL})
 	}
 	if o.WebhookURL != "" {
-		sinks = append(sinks, &deliver.Webhook{
-			Poster: deliver.NewPoster("webhook", o.WebhookURL, o.AlertTimeout, deliver.DefaultAttempts, deliver.DefaultBudget),
-			Secret: []byte(o.WebhookSecret),
-			Now:    time.Now,
-		})
+		sinks = append(sinks, &deliver.Webhook{Poster: poster("webhook", o.WebhookURL),
+			Secret: []byte(o.WebhookSecret), Now: time.Now})
 	}
 	am, err := buildAlertmanager(o, namespace, warn)
-	if err != nil {
-		return nil, err
-	}
 	if am != nil {
 		sinks = append(sinks, am)
 	}
-	return sinks, nil
+	return sinks, err
 }
 
 // source is who sends this watchdog's alerts: the same on every one.
@@ -59,15 +53,13 @@ func newHeartbeat(o *AlertOptions, attempts int, budget time.Duration) *deliver.
 	return &deliver.Heartbeat{Poster: deliver.NewPoster("heartbeat", o.HeartbeatURL, o.AlertTimeout, attempts, budget)}
 }
 
-// pingHeartbeat tells the dead man's switch how the run went. A dry run pings
-// nothing: it sends nothing at all.
+// pingHeartbeat tells the dead man's switch how the run went; a dry run sends
+// nothing, and a pass cut short by its own shutdown is no failure (the next pings).
 func pingHeartbeat(ctx context.Context, o *AlertOptions, runErr error, dryRun bool, log zerolog.Logger) {
 	if o.HeartbeatURL == "" || dryRun || errors.Is(runErr, check.ErrInterrupted) {
-		// A pass cut short by its own shutdown is not a failure; the next run pings.
 		return
 	}
-	// The run's own deadline may be spent (that may be why it failed): give the
-	// ping a short deadline of its own.
+	// The run's own deadline may be spent (maybe why it failed): the ping has its own.
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*o.AlertTimeout)
 	defer cancel()
 	hb := newHeartbeat(o, 2, 2*o.AlertTimeout)
@@ -75,8 +67,8 @@ func pingHeartbeat(ctx context.Context, o *AlertOptions, runErr error, dryRun bo
 	var failure *check.Error
 	switch {
 	case errors.As(runErr, &failure) && failure.Step.Category != "":
-		// The failed step's category, never the error text: that names the namespace,
-		// the selector and the API server's address, and the switch is a third party.
+		// Never the error text: it names the namespace, the selector and the API
+		// server, and the switch is a third party.
 		body = "failed: " + failure.Step.Category
 	case runErr != nil:
 		body = "failed: other"
@@ -89,10 +81,8 @@ func pingHeartbeat(ctx context.Context, o *AlertOptions, runErr error, dryRun bo
 }
 
 // reportConfigFailure pings <heartbeat-url>/fail on a bad configuration (exit 2) of
-// check or run, so the dead man's switch notices at the first run rather than
-// after its grace period. The configuration may not have parsed at all, so the few
-// settings needed are read again, leniently. A dry run or --validate-only sends
-// nothing.
+// check or run, so the switch notices at once, not after its grace period. The
+// configuration may not have parsed, so its few settings are read again, leniently.
 func reportConfigFailure(ctx context.Context, cmd *cobra.Command, args []string, cause error, stderr io.Writer) {
 	if path := cmd.CommandPath(); path != "watchdog check" && path != "watchdog run" {
 		return
@@ -102,7 +92,7 @@ func reportConfigFailure(ctx context.Context, cmd *cobra.Command, args []string,
 	if hb == "" || truthy(s["dry-run"]) || truthy(s[validateOnlyFlag]) || s["help"] != "" {
 		return
 	}
-	if err := checkURL(hb); err != nil {
+	if _, err := checkURL(hb, secretURL); err != nil {
 		fmt.Fprintf(stderr, "watchdog: cannot tell the dead man's switch about the configuration error: --heartbeat-url: %v\n", err)
 		return
 	}
@@ -116,8 +106,7 @@ func reportConfigFailure(ctx context.Context, cmd *cobra.Command, args []string,
 	fmt.Fprintln(stderr, "watchdog: the configuration error was reported to the dead man's switch (<heartbeat-url>/fail)")
 }
 
-// lenientSettings reads the settings reportConfigFailure needs from args, ignoring
-// other flags and parse errors, then from WATCHDOG_*.
+// lenientSettings reads reportConfigFailure's settings from args (ignoring the rest), then WATCHDOG_*.
 func lenientSettings(args []string) map[string]string {
 	names := []string{"heartbeat-url", "alert-timeout", "dry-run", validateOnlyFlag, "help"}
 	fs := pflag.NewFlagSet("lenient", pflag.ContinueOnError)
@@ -149,8 +138,7 @@ func truthy(s string) bool {
 	return err == nil && b
 }
 
-// AlertmanagerOptions configure the Alertmanager sink (docs/alerts.md). The URLs,
-// the password and the token are secrets.
+// AlertmanagerOptions configure the Alertmanager sink (docs/alerts.md); URLs, password, token are secret.
 type AlertmanagerOptions struct {
 	URLs         []string
 	Username     string
@@ -158,8 +146,7 @@ type AlertmanagerOptions struct {
 	BearerToken  string
 	TTL          time.Duration
 	GeneratorURL string
-	// HoldOn are the matcher sets of alerts that hold restarts while they fire.
-	HoldOn []string
+	HoldOn       []string // matcher sets of alerts that hold restarts while they fire
 }
 
 func (o *AlertmanagerOptions) AddFlags(fs *pflag.FlagSet) {
@@ -173,18 +160,23 @@ func (o *AlertmanagerOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.GeneratorURL, "alertmanager-generator-url", "", "generatorURL of every Alertmanager alert: a link to where the watchdog's runs can be seen (its logs, a dashboard)")
 }
 
-// Validate reports every invalid flag, in the order the flags are declared.
+// Validate reports every invalid flag in declaration order.
 func (o *AlertmanagerOptions) Validate() error {
 	var p problems
 	creds := o.Username != "" || o.Password != "" || o.BearerToken != ""
+	kind := postURL // an in-cluster Alertmanager Service usually speaks plain http
+	if creds {
+		kind = secretURL
+	}
 	for i, raw := range o.URLs {
 		flag := "--alertmanager-url"
 		if len(o.URLs) > 1 {
 			flag = fmt.Sprintf("--alertmanager-url #%d", i+1)
 		}
-		if err := checkAlertmanagerURL(raw, creds); err != nil {
-			// Never echo the URL: it may carry credentials.
+		if u, err := checkURL(raw, kind); err != nil {
 			p.addf("%s: %v", flag, err)
+		} else if u.RawQuery != "" || u.Fragment != "" {
+			p.addf("%s: URL must not have a query or fragment (give the base URL; /api/v2/alerts is appended)", flag)
 		}
 	}
 	if len(o.URLs) == 0 && creds {
@@ -204,8 +196,7 @@ func (o *AlertmanagerOptions) Validate() error {
 	if len(holds) > 0 && len(o.URLs) == 0 {
 		p.addf("--hold-restarts-on-alert needs --alertmanager-url: the firing alerts are read from there")
 	}
-	// A link people click, not a place the watchdog posts to: http is fine.
-	p.url("--alertmanager-generator-url", o.GeneratorURL, checkLinkURL)
+	p.url("--alertmanager-generator-url", o.GeneratorURL, linkURL)
 	return p.err()
 }
 
@@ -228,22 +219,6 @@ func (o *AlertmanagerOptions) holdSets() ([]amlabels.Matchers, error) {
 	return sets, p.err()
 }
 
-// checkAlertmanagerURL accepts https, and plain http too (an in-cluster
-// Alertmanager Service usually speaks it) as long as no credentials would cross
-// the network in clear text.
-func checkAlertmanagerURL(raw string, creds bool) error {
-	u, err := parseURL(raw)
-	switch {
-	case err != nil:
-		return err
-	case u.RawQuery != "" || u.Fragment != "":
-		return errors.New("URL must not have a query or fragment (give the base URL; /api/v2/alerts is appended)")
-	case clearText(u, creds):
-		return errors.New("credentials over plain http are accepted only for loopback addresses; use https")
-	}
-	return nil
-}
-
 // checkRunInterval makes sure alerts outlive the time between two passes of `run`.
 func (o *AlertmanagerOptions) checkRunInterval(interval time.Duration) error {
 	if len(o.URLs) > 0 && o.TTL <= interval {
@@ -253,7 +228,6 @@ func (o *AlertmanagerOptions) checkRunInterval(interval time.Duration) error {
 }
 
 // buildAlertmanager returns the Alertmanager sink, or nil when no URL is set.
-// warn is told about a peer of an HA group that failed while another accepted.
 func buildAlertmanager(o *AlertOptions, namespace string, warn func(error)) (*deliver.Alertmanager, error) {
 	am := o.Alertmanager
 	if len(am.URLs) == 0 {
@@ -265,13 +239,11 @@ func buildAlertmanager(o *AlertOptions, namespace string, warn func(error)) (*de
 	}
 	sink.Username, sink.Password, sink.BearerToken = am.Username, am.Password, am.BearerToken
 	sink.TTL, sink.GeneratorURL, sink.RunbookURL = am.TTL, am.GeneratorURL, o.RunbookURL
-	sink.Source = o.source(namespace)
-	sink.Warn = warn
+	sink.Source, sink.Warn = o.source(namespace), warn
 	return sink, nil
 }
 
-// buildHold is the reader of the alerts that hold restarts, nil when none is
-// configured.
+// buildHold reads the alerts that hold restarts; nil when none is configured.
 func buildHold(o *AlertOptions, namespace string) (check.AlertHold, error) {
 	sets, err := o.Alertmanager.holdSets()
 	if err != nil || len(sets) == 0 {
@@ -352,9 +324,16 @@ configured.`,
 	return notify
 }
 
-// testNotification is the clearly marked test alert of `notify test` and
-// `doctor --send-test` (command names which).
-func testNotification(o *AlertOptions, namespace, command string) alert.Notification {
+// testSinks are the configured sinks, then the dead man's switch, each with its test
+// delivery: command's clearly marked test alert, or a successful run's ping. An
+// Alertmanager peer that failed while another accepted is handed to partial, whose
+// answer is the delivery's (notify test says so; doctor fails, as a preflight should).
+func testSinks(o *AlertOptions, namespace, command string, partial func(error) error) ([]doctor.Sink, error) {
+	var peerErr error // deliveries are sequential
+	sinks, err := buildSinks(o, namespace, func(err error) { peerErr = errors.Join(peerErr, err) })
+	if err != nil {
+		return nil, err
+	}
 	now := time.Now().UTC()
 	n := alert.Notification{
 		SchemaVersion: alert.SchemaVersion, ID: fmt.Sprintf("test-%d", now.UnixNano()), Event: alert.EventTest, Severity: alert.SeverityInfo, Test: true,
@@ -362,20 +341,6 @@ func testNotification(o *AlertOptions, namespace, command string) alert.Notifica
 		Action: "none", Time: now, NextStep: "Nothing to do: this only proves the alert path works.",
 	}
 	o.source(namespace).Stamp(&n)
-	return n
-}
-
-// testSinks are the configured sinks, then the dead man's switch, each with its
-// test delivery: the test alert, a ping as a successful run's. An Alertmanager peer
-// that failed while another accepted is handed to partial, whose answer is the
-// delivery's (notify test says so, doctor fails: a preflight should show it).
-func testSinks(o *AlertOptions, namespace, command string, partial func(error) error) ([]doctor.Sink, error) {
-	var peerErr error // deliveries are sequential
-	sinks, err := buildSinks(o, namespace, func(err error) { peerErr = errors.Join(peerErr, err) })
-	if err != nil {
-		return nil, err
-	}
-	n := testNotification(o, namespace, command)
 	var out []doctor.Sink
 	for _, s := range sinks {
 		ds := doctor.Sink{Name: s.Name(), Send: func(ctx context.Context) error {

@@ -30,26 +30,23 @@ import (
 
 // BacktestOptions say which history to replay and how the watchdog ran.
 type BacktestOptions struct {
-	PrometheusURL string
-	HTTP          PrometheusHTTPOptions
-	QueryTimeout  time.Duration
-	MaxBytes      int64
-	Start, End    string
-	Schedule      string
-	TimeZone      string
-	Interval      time.Duration
-	Step          time.Duration
-	// The selectors of the flags; an empty one is DefaultQueries'.
-	backtest.Queries
-	StopGapAfter time.Duration
+	PrometheusURL    string
+	HTTP             PrometheusHTTPOptions
+	QueryTimeout     time.Duration
+	MaxBytes         int64
+	Start, End       string
+	Schedule         string
+	TimeZone         string
+	Interval         time.Duration
+	Step             time.Duration
+	backtest.Queries // the flags' selectors; an empty one is DefaultQueries'
+	StopGapAfter     time.Duration
 
-	// Set by Validate.
-	from, to          time.Time
+	from, to          time.Time // set by Validate
 	schedule, stopGap cron.Schedule
 }
 
-// DefaultPrometheusMaxBytes bounds a Prometheus answer: a week of one series at
-// a 15s step is ~2 MB of JSON; a few scheduler pods' worth fits many times.
+// DefaultPrometheusMaxBytes bounds a Prometheus answer (a week of one series at 15s: ~2 MB of JSON).
 const DefaultPrometheusMaxBytes = 256 << 20
 
 // DefaultSchedule is the chart's CronJob schedule.
@@ -77,13 +74,12 @@ func (o *BacktestOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.StopGapAfter, "stop-gap-after", 5*time.Minute, "the stop-gap script's patience: it restarts once ready read 0 on runs this far apart")
 }
 
-// Validate reports every invalid flag, in the order the flags are declared; now
-// anchors relative times.
+// Validate reports every invalid flag in declaration order; now anchors relative times.
 func (o *BacktestOptions) Validate(now time.Time, intervalSet bool) error {
 	var p problems
 	if o.PrometheusURL == "" {
 		p.addf("--prometheus-url is required")
-	} else if _, err := parseURL(o.PrometheusURL); err != nil { // not a link: it may carry credentials
+	} else if _, err := checkURL(o.PrometheusURL, linkURL); err != nil { // HTTP.Validate checks credentials
 		p.addf("--prometheus-url: %v", err)
 	} else {
 		p.add(o.HTTP.Validate(o.PrometheusURL))
@@ -145,8 +141,7 @@ func parseWhen(s string, now time.Time) (time.Time, error) {
 	return now.Add(-time.Duration(d)), nil
 }
 
-// backtestHidden are check's flags that mean nothing to a replay (how to reach the
-// cluster, scrape and alert), so `backtest --help` shows what changes a decision.
+// backtestHidden are check's flags that change no decision of a replay.
 var backtestHidden = append([]string{
 	"kubeconfig", "context", "state-configmap", "api-timeout",
 	"scheduler-selector", "scheduler-container", "metrics-port", "metrics-path", "scrape-timeout", "metrics-max-bytes", "scrape-via",
@@ -226,7 +221,13 @@ func runBacktest(ctx context.Context, f *checkFlags, bo *BacktestOptions, stderr
 	log.Info().Str("prometheus", where).Time("start", bo.from).Time("end", bo.to).Msg("reading history")
 	h, err := backtest.Fetch(ctx, promv1.NewAPI(client), q, bo.from, bo.to, bo.Step, bo.QueryTimeout)
 	if err != nil {
-		return nil, fmt.Errorf("read history from %s: %w%s", where, err, credentialHint(err))
+		hint := "" // the credential flags, when the API answered 401 or 403
+		if pe, ok := errors.AsType[*promv1.Error](err); ok && (strings.HasSuffix(pe.Msg, " 401") ||
+			strings.HasSuffix(pe.Msg, " 403")) {
+			hint = "; the API wants credentials or a tenant: see --prometheus-bearer-token-file, " +
+				"--prometheus-basic-auth-username, --prometheus-tenant (docs/backtest.md)"
+		}
+		return nil, fmt.Errorf("read history from %s: %w%s", where, err, hint)
 	}
 	res, err := backtest.Run(ctx, h, backtest.Config{
 		Check: f.options(), Deployment: f.check.Deployment, Timeout: f.cluster.Timeout,
@@ -240,10 +241,9 @@ func runBacktest(ctx context.Context, f *checkFlags, bo *BacktestOptions, stderr
 	return res, nil
 }
 
-// PrometheusHTTPOptions say how to reach a Prometheus-compatible API that asks for
-// credentials. They become a prometheus/common HTTPClientConfig, as Prometheus
-// reads, so a secret is read from its file on every request (a rotated token is
-// picked up) and never appears in a flag or a log.
+// PrometheusHTTPOptions say how to reach a Prometheus API that asks for credentials,
+// as a prometheus/common HTTPClientConfig: a secret is read from its file on every
+// request (a rotated token is picked up), never from a flag.
 type PrometheusHTTPOptions struct {
 	BearerTokenFile   string
 	BasicAuthUser     string
@@ -268,8 +268,7 @@ func (o *PrometheusHTTPOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.TenantHeader, "prometheus-tenant-header", DefaultTenantHeader, "header carrying --prometheus-tenant")
 }
 
-// Validate reports every problem with the options for the API at rawURL (a valid
-// http or https URL, whose own credentials count too).
+// Validate reports every problem with the options for the API at rawURL (a valid URL).
 func (o *PrometheusHTTPOptions) Validate(rawURL string) error {
 	var p problems
 	u, _ := url.Parse(rawURL) // the caller checked it
@@ -320,16 +319,14 @@ func (o *PrometheusHTTPOptions) Validate(rawURL string) error {
 	return p.err()
 }
 
-// config is the prometheus/common client configuration. It follows no redirect:
-// the history comes from --prometheus-url, nowhere else.
+// config is the client configuration, following no redirect: the history comes from --prometheus-url.
 func (o *PrometheusHTTPOptions) config() config.HTTPClientConfig {
 	cfg := config.HTTPClientConfig{
 		FollowRedirects: false,
 		EnableHTTP2:     true,
 		BearerTokenFile: o.BearerTokenFile,
 		TLSConfig:       config.TLSConfig{CAFile: o.CAFile, CertFile: o.CertFile, KeyFile: o.KeyFile},
-		// HTTPS_PROXY and NO_PROXY as every Go client honours them (prometheus/common's
-		// default is no proxy).
+		// HTTPS_PROXY and NO_PROXY, as every Go client (prometheus/common's default: none).
 		ProxyConfig: config.ProxyConfig{ProxyFromEnvironment: true},
 	}
 	if o.BasicAuthUser != "" {
@@ -343,8 +340,7 @@ func (o *PrometheusHTTPOptions) config() config.HTTPClientConfig {
 	return cfg
 }
 
-// prometheusClient reads each answer up to MaxBytes, within the query timeout,
-// and follows no redirect, with the credentials, CA and tenant of o.HTTP.
+// prometheusClient reads each answer up to MaxBytes, within the query timeout.
 func (o *BacktestOptions) prometheusClient() (api.Client, error) {
 	rt, err := config.NewRoundTripperFromConfig(o.HTTP.config(), "watchdog-backtest",
 		config.WithUserAgent("agentenv-scheduler-watchdog/"+version.Version))
@@ -354,14 +350,4 @@ func (o *BacktestOptions) prometheusClient() (api.Client, error) {
 	hc := httpbound.Client(rt, o.MaxBytes)
 	hc.Timeout = o.QueryTimeout + 5*time.Second
 	return api.NewClient(api.Config{Address: o.PrometheusURL, Client: hc})
-}
-
-// credentialHint names the flags that carry credentials when the API refused a
-// query as unauthenticated or forbidden.
-func credentialHint(err error) string {
-	var pe *promv1.Error
-	if !errors.As(err, &pe) || (!strings.HasSuffix(pe.Msg, " 401") && !strings.HasSuffix(pe.Msg, " 403")) {
-		return ""
-	}
-	return "; the API wants credentials or a tenant: see --prometheus-bearer-token-file, --prometheus-basic-auth-username, --prometheus-tenant (docs/backtest.md)"
 }

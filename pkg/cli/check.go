@@ -3,9 +3,9 @@ package cli
 import (
 	"context"
 	"crypto/rand"
-	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"runtime"
 	"strconv"
@@ -50,8 +50,7 @@ type checkFlags struct {
 	validateOnly bool
 }
 
-// validate reports every invalid flag, in the order the flags are declared; more
-// are the results of validating the flags a command declares after these.
+// validate reports every invalid flag in declaration order, then more (the command's own).
 func (f *checkFlags) validate(more ...error) error {
 	var p problems
 	p.add(f.cluster.Validate(), f.check.Validate(f.cluster.Timeout), f.probe.Validate(), f.job.Validate(), f.alerts.Validate(), f.output.Validate())
@@ -91,12 +90,14 @@ and exits 0 or 2 without any API call.`,
 			if f.validateOnly {
 				return f.checkConfig(stderr)
 			}
-			// One P unless GOMAXPROCS says otherwise: the pass waits on the network, and a
-			// second P only adds idle spinning and threads (docs/performance.md).
+			// One P: the pass waits on the network; more add idle spinning (docs/performance.md).
 			if os.Getenv("GOMAXPROCS") == "" {
 				runtime.GOMAXPROCS(1)
 			}
-			clk := clockOf(cmd.Context())
+			clk, ok := cmd.Context().Value(clockKey{}).(clock.Clock)
+			if !ok {
+				clk = clock.RealClock{}
+			}
 			p, err := f.setup(stderr, clk)
 			if err != nil {
 				return err
@@ -134,9 +135,9 @@ and exits 0 or 2 without any API call.`,
 	return cmd
 }
 
-// wired is a check.Runner wired from the flags, with what its caller reports: the
-// observer's client and API server, the state (for the pushed totals), and the Lease
-// it holds (nil: a dry run, or a run whose election holds it).
+// wired is a check.Runner wired from the flags, with what its caller needs: the
+// observer, the state (for the pushed totals) and the pass Lease (nil: a dry run,
+// or a run whose election holds it).
 type wired struct {
 	*check.Runner
 	f     *checkFlags
@@ -146,12 +147,10 @@ type wired struct {
 	keyed bool // the key Secret's key is in use
 }
 
-// leaseWait is how long a pass waits for another pass to let the Lease go: more
-// than a dead holder's Lease lasts (15 s), short of any pass's deadline.
+// leaseWait: more than a dead holder's Lease lasts (15 s), short of any pass's deadline.
 const leaseWait = 30 * time.Second
 
-// run is one pass, holding the Lease, then the heartbeat ping. A pass that finds
-// another holding the Lease for leaseWait does nothing, successfully.
+// run is one pass under the Lease (nothing, successfully, after leaseWait), then the heartbeat ping.
 func (p *wired) run(ctx context.Context) (rep *check.Report, err error) {
 	p.useKey(ctx)
 	if p.lease == nil {
@@ -180,8 +179,8 @@ func (p *wired) run(ctx context.Context) (rep *check.Report, err error) {
 	return rep, err
 }
 
-// warnUnsigned warns on every run that the webhook's requests are unsigned: the
-// choice of docs/alerts.md, "Signature" (refusing would break 0.1.0 installs).
+// warnUnsigned warns on every run that the webhook's requests are unsigned
+// (docs/alerts.md, "Signature": refusing would break 0.1.0 installs).
 func (p *wired) warnUnsigned(rep *check.Report) {
 	if a := p.f.alerts; a.WebhookURL != "" && a.WebhookSecret == "" && rep != nil {
 		const w = "--webhook-url without --webhook-secret: the webhook's requests are unsigned, and its receiver cannot tell them from anyone's"
@@ -190,10 +189,10 @@ func (p *wired) warnUnsigned(rep *check.Report) {
 	}
 }
 
-// useKey seals the state and the evidence with the key of --key-secret, which a real pass creates when it is
-// missing (kube.EnsureKey, seeded from --outbox-key) and a dry run only reads. Until
-// it has one, the pass seals with --outbox-key, as 0.1.0 did: a pass that cannot
-// read the Secret (an older Role, a person without the right) still does its job.
+// useKey seals the state and evidence with the key of --key-secret, which a real
+// pass creates (kube.EnsureKey, seeded from --outbox-key) and a dry run only reads.
+// Until then --outbox-key seals, as in 0.1.0: a pass that cannot read the Secret
+// (an older Role, a person without the right) still does its job.
 func (p *wired) useKey(ctx context.Context) {
 	name := p.f.alerts.KeySecret
 	if p.keyed || name == "" {
@@ -239,7 +238,6 @@ func (f *checkFlags) setup(stderr io.Writer, clk clock.Clock) (*wired, error) {
 	if f.check.RestartMethod == decide.MethodRollout {
 		restarter = restart.Rollout{Client: client, Namespace: ns, Deployment: f.check.Deployment, Now: clk.Now}
 	}
-	// Evidence bundles are sealed with the outbox key (empty: unsealed).
 	keeper := &evidence.Keeper{ConfigMaps: client, Namespace: ns, ConfigMap: f.evidence.ConfigMap,
 		Container: f.check.SchedulerContainer, Key: []byte(f.alerts.OutboxKey)}
 	if f.evidence.Logs {
@@ -266,28 +264,23 @@ func (f *checkFlags) setup(stderr io.Writer, clk clock.Clock) (*wired, error) {
 	}, f: f, obs: o, store: store, lease: f.passLease(client, log)}, nil
 }
 
-// passLease is the Lease a non-dry pass holds, under this pod's name (or the host's
-// and this process's).
+// passLease is the Lease a non-dry pass holds.
 func (f *checkFlags) passLease(client *kube.Client, log zerolog.Logger) *leader.Elector {
 	if f.check.DryRun {
 		return nil
 	}
-	// Unique per pass: passes of one process (tests, a hand-run check in a pod) must
-	// not take each other for the holder.
+	// Unique per pass: passes of one process (tests) must not take each other for the holder.
 	id, suffix := f.probe.PodName, make([]byte, 4)
 	if id == "" {
 		id, _ = os.Hostname()
 	}
 	_, _ = rand.Read(suffix)
 	id = fmt.Sprintf("%s-%d-%x", id, os.Getpid(), suffix)
-	// The wall clock, as the Lease lives on the API server's: a virtual clock of the
-	// pass (tests) must not be moved by the renewals.
+	// The wall clock, the API server's: renewals must not move a pass's virtual clock (tests).
 	return &leader.Elector{Namespace: f.cluster.Namespace, Name: f.cluster.Lease, Identity: id, Client: client, Clock: clock.RealClock{}, Log: log}
 }
 
-// observer is what a pass (and doctor) reads, and how: the objects, and the
-// scheduler pods' metrics by --scrape-via resolved, with the same time and size
-// bounds on both paths.
+// observer is what a pass (and doctor) reads: objects, and metrics by --scrape-via, bounded alike.
 func (f *checkFlags) observer(clk clock.PassiveClock) (*observe.Observer, error) {
 	client, cfg, err := newClient(&f.cluster)
 	if err != nil {
@@ -352,10 +345,9 @@ func addValidateOnlyFlag(fs *pflag.FlagSet, v *bool) {
 	fs.BoolVar(v, validateOnlyFlag, false, "parse and validate every flag and environment variable, build the API client and the alert sinks, then exit: 0 if the configuration is valid, 2 with the error if not; makes no API call and sends nothing")
 }
 
-// checkConfig builds everything a pass of validated flags needs that takes no
-// network call: logger, API client configuration, alert sinks. Where no client
-// configuration exists at all (CI checking a values file), the client is said to be
-// unchecked; a kubeconfig that is named or found but broken is an error.
+// checkConfig builds what a pass needs without a network call: logger, API client,
+// sinks. With no client configuration at all (CI checking a values file) the client
+// is unchecked; a named or found but broken kubeconfig is an error.
 func (f *checkFlags) checkConfig(stderr io.Writer) error {
 	log := newLogger(&f.cluster, stderr)
 	apiServer := "not checked: no kubeconfig (--kubeconfig, $KUBECONFIG, ~/.kube/config) and not in a pod"
@@ -374,8 +366,7 @@ func (f *checkFlags) checkConfig(stderr io.Writer) error {
 	return nil
 }
 
-// noClientConfig: no --kubeconfig or --context, not in a pod, and no kubeconfig file
-// where the defaults look ($KUBECONFIG, ~/.kube/config).
+// noClientConfig: nothing named, not in a pod, and no kubeconfig where the defaults look.
 func noClientConfig(o *ClusterOptions) bool {
 	if o.explicitConfig() || inPod() {
 		return false
@@ -395,7 +386,6 @@ func (o *EvidenceOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.Logs, "evidence-logs", true, "save the last 200 lines (64 KiB at most) of the scheduler container's log before a restart (needs get pods/log)")
 }
 
-// Validate reports every invalid flag, in the order the flags are declared.
 func (o *EvidenceOptions) Validate() error {
 	var p problems
 	p.name("--evidence-configmap", o.ConfigMap, validation.IsDNS1123Subdomain)
@@ -404,31 +394,20 @@ func (o *EvidenceOptions) Validate() error {
 
 type clockKey struct{}
 
-// WithClock returns ctx carrying the clock `watchdog check` runs its pass on instead
-// of the real one: tests replay runs on a virtual clock against a real API server,
-// so what they prove does not depend on how loaded the machine is.
+// WithClock returns ctx carrying the clock `watchdog check` runs its pass on: tests
+// replay runs on a virtual clock against a real API server, whatever the load.
 func WithClock(ctx context.Context, clk clock.Clock) context.Context {
 	return context.WithValue(ctx, clockKey{}, clk)
 }
 
-// clockOf is the clock WithClock put in ctx, or the real one.
-func clockOf(ctx context.Context) clock.Clock {
-	if clk, ok := ctx.Value(clockKey{}).(clock.Clock); ok {
-		return clk
-	}
-	return clock.RealClock{}
-}
-
-// JobOptions tell a check which CronJob run it is, so that it ends before the
-// Job's activeDeadlineSeconds (counted from the Job's start, not the process's)
-// even when its pod started late.
+// JobOptions tell a check which CronJob run it is, so that it ends before the Job's
+// activeDeadlineSeconds (counted from the Job's start) even when its pod started late.
 type JobOptions struct {
 	Name           string        // from the pod's batch.kubernetes.io/job-name label
 	ActiveDeadline time.Duration // zero: unknown
 }
 
-// JobKillMargin is what a run keeps between its own deadline and the Job's, to
-// report and record a failure (more than pkg/check's budgets for those) and exit.
+// JobKillMargin is kept before the Job's deadline to report a failure (> pkg/check's budgets) and exit.
 const JobKillMargin = 30 * time.Second
 
 func (o *JobOptions) AddFlags(fs *pflag.FlagSet) {
@@ -467,8 +446,7 @@ func (o *JobOptions) Deadline(start time.Time, timeout time.Duration) (deadline 
 	return deadline, late, false
 }
 
-// PushOptions send a one-shot run's metrics to a Pushgateway (CronJob mode has no
-// process for Prometheus to scrape).
+// PushOptions send a check's metrics to a Pushgateway (a CronJob has no process to scrape).
 type PushOptions struct {
 	URL      string
 	Job      string
@@ -483,16 +461,12 @@ func (o *PushOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.Timeout, "pushgateway-timeout", 10*time.Second, "deadline of the push")
 }
 
-// Validate reports every invalid flag, in the order the flags are declared.
 func (o *PushOptions) Validate() error {
 	var p problems
-	p.url("--pushgateway-url", o.URL, func(raw string) error {
-		u, err := parseURL(raw)
-		if err == nil && u.User != nil {
-			err = errors.New("credentials in the URL are not supported")
-		}
-		return err
-	})
+	p.url("--pushgateway-url", o.URL, postURL)
+	if u, err := url.Parse(o.URL); err == nil && u.User != nil {
+		p.addf("--pushgateway-url: credentials in the URL are not supported")
+	}
 	if o.Job == "" {
 		p.addf("--pushgateway-job must not be empty")
 	}
@@ -505,9 +479,7 @@ func (o *PushOptions) Validate() error {
 	return p.err()
 }
 
-// push sends the run's metrics unless no Pushgateway is set or the run is a dry
-// run (which leaves no trace). The pushed counters carry running totals kept under
-// statestore.MetricsKey in store's ConfigMap (metrics.Push).
+// push sends the run's metrics (not in a dry run); running totals live under statestore.MetricsKey.
 func (o *PushOptions) push(ctx context.Context, rep *check.Report, runErr error, took time.Duration, sinks []string, dryRun bool, store *statestore.Store) error {
 	if o.URL == "" || dryRun {
 		return nil

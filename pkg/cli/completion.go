@@ -1,14 +1,14 @@
 package cli
 
 import (
+	"maps"
 	"slices"
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
-// flagValues are the fixed values of the flags that take one of a few words, for
-// shell completion (watchdog completion bash|zsh|fish).
+// flagValues are the words of the flags that take one, for completion and checks.
 var flagValues = map[string][]string{
 	"output":          {"text", "json", "yaml"},
 	"log-format":      {LogFormatAuto, "json", LogFormatConsole},
@@ -19,8 +19,7 @@ var flagValues = map[string][]string{
 	"discovery-probe": {"off", "list", "canary"},
 }
 
-// addCompletions registers value completion on every command's flags: the words
-// above, the kubeconfig's contexts, and the namespaces the API server lists.
+// addCompletions registers value completion on every command's flags.
 func addCompletions(cmd *cobra.Command) {
 	fs := cmd.Flags()
 	for name, values := range flagValues {
@@ -34,12 +33,7 @@ func addCompletions(cmd *cobra.Command) {
 			if err != nil {
 				return nil, cobra.ShellCompDirectiveError
 			}
-			var names []string
-			for n := range cfg.Contexts {
-				names = append(names, n)
-			}
-			slices.Sort(names)
-			return names, cobra.ShellCompDirectiveNoFileComp
+			return slices.Sorted(maps.Keys(cfg.Contexts)), cobra.ShellCompDirectiveNoFileComp
 		})
 	}
 	if fs.Lookup("namespace") != nil {
@@ -52,8 +46,7 @@ func addCompletions(cmd *cobra.Command) {
 	}
 }
 
-// completeNamespaces offers AgentENV's namespace and those the kubeconfig's contexts
-// name: no API call, so completing never waits on a cluster.
+// completeNamespaces offers AgentENV's and the kubeconfig's namespaces: no API call.
 func completeNamespaces() []string {
 	names := []string{"agentenv-system"}
 	if cfg, err := clientcmd.NewDefaultClientConfigLoadingRules().Load(); err == nil {

@@ -12,8 +12,7 @@ import (
 	"github.com/agentenv/watchdog/pkg/doctor"
 )
 
-// doctorHidden are check's flags that only shape decisions and alert timing: they
-// change no check of doctor's.
+// doctorHidden are check's flags that change no check of doctor's.
 var doctorHidden = []string{"startup-grace", "wedged-for", "confirm-window", "sample-interval", "max-watch-age",
 	"restart-on-degraded", "restart-window", "restart-backoff", "restart-backoff-max", "dry-run", "realert-interval", "blind-after", "probe-window"}
 
@@ -62,9 +61,8 @@ Exit codes: 0 every check passed; 1 a check failed (each ✗ line says how to fi
 	return cmd
 }
 
-// doctorFlags are check's options, so that doctor checks exactly the configuration
-// a check or run would use, and run's election settings, so that the chart's test
-// hook in deployment mode checks the election Lease too.
+// doctorFlags are check's options (doctor checks exactly what a pass would use) and
+// run's election settings (the chart's test hook checks the election Lease too).
 type doctorFlags struct {
 	checkFlags
 	sendTest, leaderElect, watchEndpoints bool

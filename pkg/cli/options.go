@@ -4,12 +4,9 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"maps"
-	"net"
-	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -28,14 +25,12 @@ import (
 )
 
 // ClusterOptions are shared by every command that talks to the API server. The
-// connection flags are kubectl's own, bound by clientcmd (what cli-runtime's
-// ConfigFlags wraps), so a kubectl habit works; cli-runtime itself links too much
+// connection flags are kubectl's own, bound by clientcmd; cli-runtime links too much
 // (docs/performance.md "kubectl's connection flags").
 type ClusterOptions struct {
-	Kubeconfig string
-	Overrides  clientcmd.ConfigOverrides
-	// Namespace is resolved by Validate (resolveNamespace).
-	Namespace      string
+	Kubeconfig     string
+	Overrides      clientcmd.ConfigOverrides
+	Namespace      string // resolved by Validate
 	StateConfigMap string
 	Lease          string // held by each non-dry pass (check, run)
 	Timeout        time.Duration
@@ -61,8 +56,7 @@ const (
 	DefaultSampleInterval = decide.DefaultSampleInterval
 )
 
-// kubeFlagUsage shortens kubectl's flag texts to the help's 100 columns; the
-// flags mean what they mean in kubectl.
+// kubeFlagUsage shortens kubectl's flag texts to the help's 100 columns.
 var kubeFlagUsage = map[string]string{ //nolint:gosec // help texts that name credential flags, not credentials
 	"kubeconfig":               "path to a kubeconfig (default: in-cluster, then $KUBECONFIG, ~/.kube/config)",
 	"namespace":                "namespace of the scheduler and the state (default: the context's, else " + DefaultNamespace + ")",
@@ -87,14 +81,12 @@ var kubeFlagUsage = map[string]string{ //nolint:gosec // help texts that name cr
 	"password":                 "basic auth password for the API server (secret)",
 }
 
-// KubeConnectionFlags names kubectl's connection flags but -n: a command that
-// reads no cluster (backtest) hides them; the chart sets none (in a pod the ServiceAccount is the identity).
+// KubeConnectionFlags names kubectl's connection flags but -n (backtest hides them; the chart sets none).
 func KubeConnectionFlags() []string {
 	return slices.DeleteFunc(slices.Sorted(maps.Keys(kubeFlagUsage)), func(name string) bool { return name == "namespace" })
 }
 
-// DefaultNamespace is the namespace when neither -n nor the kubeconfig context
-// names one: where the chart installs the scheduler.
+// DefaultNamespace is where the chart installs the scheduler, when neither -n nor the context names one.
 const DefaultNamespace = "agentenv-system"
 
 func (o *ClusterOptions) AddFlags(fs *pflag.FlagSet) {
@@ -128,14 +120,12 @@ func (o *ClusterOptions) Validate() error {
 	if _, err := zerolog.ParseLevel(o.LogLevel); err != nil || o.LogLevel == "" {
 		p.addf("--log-level %q: want debug, info, warn or error", o.LogLevel)
 	}
-	if o.LogFormat != LogFormatAuto && o.LogFormat != LogFormatJSON && o.LogFormat != LogFormatConsole {
-		p.addf("--log-format %q: want auto, json or console", o.LogFormat)
-	}
+	p.oneOf("--log-format", o.LogFormat)
 	return p.err()
 }
 
-// resolveNamespace is -n, else the kubeconfig context's namespace (as kubectl), else
-// DefaultNamespace. In a pod without a kubeconfig the chart sets WATCHDOG_NAMESPACE.
+// resolveNamespace is -n, else the kubeconfig context's (as kubectl), else
+// DefaultNamespace. In a pod the chart sets WATCHDOG_NAMESPACE.
 func (o *ClusterOptions) resolveNamespace() string {
 	if ns := o.Overrides.Context.Namespace; ns != "" {
 		return ns
@@ -150,14 +140,12 @@ func (o *ClusterOptions) resolveNamespace() string {
 	return DefaultNamespace
 }
 
-// explicitConfig: a kubeconfig or context was named on the command line (or its
-// environment variable), which wins over the in-cluster configuration.
+// explicitConfig: a kubeconfig, context or server was named, which beats the in-cluster configuration.
 func (o *ClusterOptions) explicitConfig() bool {
 	return o.Kubeconfig != "" || o.Overrides.CurrentContext != "" || o.Overrides.ClusterInfo.Server != ""
 }
 
-// loader reads the kubeconfig as kubectl does: --kubeconfig, else $KUBECONFIG,
-// else ~/.kube/config, with the command line's overrides.
+// loader reads the kubeconfig as kubectl does, with the command line's overrides.
 func (o *ClusterOptions) loader() clientcmd.ClientConfig {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = o.Kubeconfig
@@ -179,8 +167,7 @@ type CheckOptions struct {
 	SampleInterval     time.Duration
 	DryRun             bool
 	Shadow             bool
-	// Config holds the decision flags; options completes it with the derived fields.
-	decide.Config
+	decide.Config      // the decision flags; options derives the rest
 }
 
 func (o *CheckOptions) AddFlags(fs *pflag.FlagSet) {
@@ -212,8 +199,7 @@ func (o *CheckOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.Shadow, "shadow", false, "run as live (state, episodes, alerts) but record a would-restart instead of restarting; leaving it needs a fresh confirmation before a restart")
 }
 
-// Validate reports every invalid flag, in the order the flags are declared;
-// timeout is --timeout.
+// Validate reports every invalid flag in declaration order; timeout is --timeout.
 func (o *CheckOptions) Validate(timeout time.Duration) error {
 	var p problems
 	if _, err := labels.Parse(o.SchedulerSelector); err != nil || strings.TrimSpace(o.SchedulerSelector) == "" {
@@ -254,12 +240,8 @@ func (o *CheckOptions) Validate(timeout time.Duration) error {
 	}
 	p.notNegative("--restart-backoff", o.BackoffBase)
 	p.positive("--restart-backoff-max", o.BackoffMax)
-	if o.RestartMethod != decide.MethodDelete && o.RestartMethod != decide.MethodRollout {
-		p.addf("--restart-method %q: want delete or rollout", o.RestartMethod)
-	}
-	if o.JudgePods != decide.JudgeDeployment && o.JudgePods != decide.JudgeSelector {
-		p.addf("--judge-pods %q: want deployment or selector", o.JudgePods)
-	}
+	p.oneOf("--restart-method", o.RestartMethod)
+	p.oneOf("--judge-pods", string(o.JudgePods))
 	p.notNegative("--max-watch-age", o.MaxWatchAge)
 	if o.MaxPods < 1 {
 		p.addf("--max-pods must be at least 1, got %d", o.MaxPods)
@@ -270,7 +252,7 @@ func (o *CheckOptions) Validate(timeout time.Duration) error {
 	return p.err()
 }
 
-// mode is the run's mode from --dry-run and --shadow (Validate refuses both).
+// mode is the run's mode (Validate refuses --dry-run with --shadow).
 func (o *CheckOptions) mode() state.Mode {
 	switch {
 	case o.DryRun:
@@ -281,21 +263,7 @@ func (o *CheckOptions) mode() state.Mode {
 	return state.ModeLive
 }
 
-func (p *problems) port(flag string, port int) {
-	if port < 1 || port > 65535 {
-		p.addf("%s %d: want 1-65535", flag, port)
-	}
-}
-
-// name reports a flag whose value is not the kind of Kubernetes name valid says.
-func (p *problems) name(flag, value string, valid func(string) []string) {
-	if errs := valid(value); len(errs) > 0 {
-		p.addf("%s %q: %s", flag, value, strings.Join(errs, "; "))
-	}
-}
-
-// AlertOptions configure where alerts go. URLs and the HMAC key are secrets: they
-// are never logged or printed.
+// AlertOptions configure where alerts go. URLs and keys are secrets, never logged.
 type AlertOptions struct {
 	SlackWebhookURL string
 	WebhookURL      string
@@ -307,16 +275,15 @@ type AlertOptions struct {
 	BlindAfter      int
 	AlertTimeout    time.Duration
 	Alertmanager    AlertmanagerOptions
-	OutboxKey       string // seals the whole state document and the evidence bundles, until --key-secret holds a key
-	KeySecret       string // the Secret holding the key, created by the watchdog (kube.EnsureKey)
+	OutboxKey       string // seals the state and evidence until --key-secret holds a key
+	KeySecret       string // the Secret holding the key (kube.EnsureKey)
 	Labels          AlertLabels
 }
 
 // AlertLabels is --alert-labels: key=value pairs, comma-separated; "" is none.
 type AlertLabels map[string]string
 
-// reservedLabels are the labels the watchdog sets on its Alertmanager alerts: an
-// operator's label of the same name would change what identifies an alert.
+// reservedLabels are the watchdog's own Alertmanager labels, which identify an alert.
 var reservedLabels = map[string]bool{"alertname": true, "severity": true, "event": true, "namespace": true, "cluster": true, "pod": true, "shadow": true}
 
 func (l *AlertLabels) String() string {
@@ -329,8 +296,7 @@ func (l *AlertLabels) String() string {
 
 func (l *AlertLabels) Type() string { return "key=value,..." }
 
-// Set parses key=value pairs; each name must be a label name Alertmanager accepts
-// and not one the watchdog sets itself.
+// Set parses key=value pairs of label names Alertmanager accepts, not reserved ones.
 func (l *AlertLabels) Set(text string) error {
 	out := AlertLabels{}
 	for _, pair := range strings.Split(text, ",") {
@@ -375,28 +341,27 @@ func (o *AlertOptions) AddFlags(fs *pflag.FlagSet) {
 	o.Alertmanager.AddFlags(fs)
 }
 
-// MinOutboxKeyBytes is the shortest --outbox-key and --webhook-secret accepted: an HMAC-SHA256 key
-// of fewer random bytes is weaker than the hash.
+// MinOutboxKeyBytes is the shortest --outbox-key and --webhook-secret: an HMAC-SHA256
+// key of fewer random bytes is weaker than the hash.
 const MinOutboxKeyBytes = 32
 
-// AddOutboxFlag adds --outbox-key, for the commands that keep alerts for retry
-// (check, run) and doctor, which checks that it is set.
+// AddOutboxFlag adds --outbox-key and --key-secret, for the commands that seal or check seals.
 func (o *AlertOptions) AddOutboxFlag(fs *pflag.FlagSet) {
 	fs.StringVar(&o.OutboxKey, "outbox-key", "", "key (at least 32 random bytes) sealing the whole state document and the evidence bundles when --key-secret holds none yet: it seeds that Secret (0.1.0's chart generated one; secret)")
 	fs.StringVar(&o.KeySecret, "key-secret", "agentenv-scheduler-watchdog-key", "Secret (data key \"key\") holding the key that seals the state and evidence bundles: created by the first pass that is not a dry run (from --outbox-key if set, else 32 random bytes); \"\" uses --outbox-key alone")
 }
 
-// Validate reports every invalid flag, in the order the flags are declared.
+// Validate reports every invalid flag in declaration order.
 func (o *AlertOptions) Validate() error {
 	var p problems
-	p.url("--slack-webhook-url", o.SlackWebhookURL, checkURL)
-	p.url("--webhook-url", o.WebhookURL, checkURL)
+	p.url("--slack-webhook-url", o.SlackWebhookURL, secretURL)
+	p.url("--webhook-url", o.WebhookURL, secretURL)
 	if o.WebhookSecret != "" && o.WebhookURL == "" {
 		p.addf("--webhook-secret is set but --webhook-url is not")
 	}
 	p.key("--webhook-secret", o.WebhookSecret)
-	p.url("--heartbeat-url", o.HeartbeatURL, checkURL)
-	p.url("--runbook-url", o.RunbookURL, checkLinkURL)
+	p.url("--heartbeat-url", o.HeartbeatURL, secretURL)
+	p.url("--runbook-url", o.RunbookURL, linkURL)
 	p.positive("--realert-interval", o.RealertInterval)
 	if o.BlindAfter < 1 {
 		p.addf("--blind-after must be at least 1, got %d", o.BlindAfter)
@@ -410,65 +375,6 @@ func (o *AlertOptions) Validate() error {
 	return p.err()
 }
 
-// key reports an HMAC key shorter than MinOutboxKeyBytes, by its length only: it is a secret.
-func (p *problems) key(flag, key string) {
-	if n := len(key); n > 0 && n < MinOutboxKeyBytes {
-		p.addf("%s has %d bytes: at least %d bytes are required, random (head -c 32 /dev/urandom | base64)", flag, n, MinOutboxKeyBytes)
-	}
-}
-
-// url reports a URL flag that check refuses, when it is set. The URL itself is
-// never echoed: it may be a secret.
-func (p *problems) url(flag, raw string, check func(raw string) error) {
-	if err := check(raw); raw != "" && err != nil {
-		p.addf("%s: %v", flag, err)
-	}
-}
-
-// parseURL parses an http or https URL that must name a host. Its error never
-// quotes the URL (url.Parse's does): it may be a secret or carry a password.
-func parseURL(raw string) (*url.URL, error) {
-	u, err := url.Parse(raw)
-	switch {
-	case err != nil:
-		return nil, fmt.Errorf("not a valid URL: %v", errors.Unwrap(err))
-	case u.Host == "":
-		return nil, errors.New("URL has no host")
-	case u.Scheme != "https" && u.Scheme != "http":
-		return nil, fmt.Errorf("scheme %q: want https or http", u.Scheme)
-	}
-	return u, nil
-}
-
-// clearText reports credentials (creds, or the URL's own user) that plain http
-// would carry across the network in clear text: to a loopback address (kubectl
-// port-forward, a sidecar) they never leave the machine.
-func clearText(u *url.URL, creds bool) bool {
-	if (!creds && u.User == nil) || u.Scheme != "http" || u.Hostname() == "localhost" {
-		return false
-	}
-	ip := net.ParseIP(u.Hostname())
-	return ip == nil || !ip.IsLoopback()
-}
-
-// checkURL accepts a URL that is itself a secret (whoever has it can post to it):
-// https, and plain http only for loopback addresses.
-func checkURL(raw string) error {
-	u, err := parseURL(raw)
-	if err == nil && clearText(u, true) {
-		err = errors.New("plain http is accepted only for loopback addresses; use https")
-	}
-	return err
-}
-
-// checkLinkURL accepts http and https: a link carries no secret and is only shown
-// to people (a runbook in an alert), so plain http (a wiki.internal page) is fine;
-// refusing it would make every run exit 2, which sends no alert at all.
-func checkLinkURL(raw string) error {
-	_, err := parseURL(raw)
-	return err
-}
-
 // OutputOptions choose how results are printed on stdout.
 type OutputOptions struct {
 	Output string
@@ -479,10 +385,9 @@ func (o *OutputOptions) AddFlags(fs *pflag.FlagSet) {
 }
 
 func (o *OutputOptions) Validate() error {
-	if o.Output != "text" && o.Output != "json" && o.Output != "yaml" {
-		return usagef("--output %q: want text, json or yaml", o.Output)
-	}
-	return nil
+	var p problems
+	p.oneOf("--output", o.Output)
+	return p.err()
 }
 
 // print writes v for people with text, or as JSON or YAML (-o), with v's own

@@ -26,8 +26,8 @@ type ProbeOptions struct {
 	PodName, PodUID string
 }
 
-// DefaultProbeWindow: a live informer took up to 85 s to show a new endpoint after
-// an API-server outage; a canary missing for less proves nothing.
+// DefaultProbeWindow: a live informer took up to 85 s to show a new endpoint after an
+// API-server outage; a canary missing for less proves nothing.
 const DefaultProbeWindow = 3 * time.Minute
 
 func (o *ProbeOptions) AddFlags(fs *pflag.FlagSet) {
@@ -42,18 +42,13 @@ func (o *ProbeOptions) AddFlags(fs *pflag.FlagSet) {
 
 // Validate reports every invalid flag; a command without them has Mode "": off.
 func (o *ProbeOptions) Validate() error {
-	var p problems
-	switch probe.Mode(o.Mode) {
-	case "", probe.Off, probe.List:
-	case probe.Canary:
-		if o.Address == "" {
-			p.addf("--discovery-probe canary needs --probe-address (in a pod, the chart sets it to the pod IP)")
-		}
-	default:
-		p.addf("--discovery-probe %q: want off, list or canary", o.Mode)
-	}
 	if o.Mode == "" {
-		return p.err()
+		return nil
+	}
+	var p problems
+	p.oneOf("--discovery-probe", o.Mode)
+	if probe.Mode(o.Mode) == probe.Canary && o.Address == "" {
+		p.addf("--discovery-probe canary needs --probe-address (in a pod, the chart sets it to the pod IP)")
 	}
 	p.port("--scheduler-grpc-port", o.GRPCPort)
 	p.positive("--probe-window", o.Window)
@@ -75,9 +70,7 @@ func (o *ProbeOptions) window() time.Duration {
 	return o.Window
 }
 
-// prober is the pass's probe, or nil: off, or from where the scheduler's gRPC port
-// cannot be reached (the metrics read through the API server's pod proxy, which
-// carries no gRPC), which the log says.
+// prober is the pass's probe: nil when off or via the pod proxy, which carries no gRPC (logged).
 func (f *checkFlags) prober(o *observe.Observer, clk clock.Clock, log zerolog.Logger) *probe.Prober {
 	po := &f.probe
 	if po.window() == 0 {

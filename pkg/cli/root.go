@@ -3,14 +3,17 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"net/url"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -35,8 +38,7 @@ const (
 	ExitUsage  = 2 // bad usage or configuration
 )
 
-// UsageError is bad usage or configuration: exit 2. It lists every problem found,
-// one a line, in the order the flags are declared.
+// UsageError is bad usage or configuration (exit 2): every problem found, one a line.
 type UsageError struct{ problems []string }
 
 func (e *UsageError) Error() string { return strings.Join(e.problems, "\n") }
@@ -45,8 +47,7 @@ func usagef(format string, args ...any) error {
 	return &UsageError{problems: []string{fmt.Sprintf(format, args...)}}
 }
 
-// problems collects the usage problems of a command line, so that one run reports
-// all of them rather than the first.
+// problems collects a command line's usage problems: one run reports all of them.
 type problems []string
 
 func (p *problems) addf(format string, args ...any) {
@@ -80,6 +81,77 @@ func (p *problems) notNegative(flag string, d time.Duration) {
 	}
 }
 
+func (p *problems) port(flag string, port int) {
+	if port < 1 || port > 65535 {
+		p.addf("%s %d: want 1-65535", flag, port)
+	}
+}
+
+// name reports a flag whose value is not the kind of Kubernetes name valid says.
+func (p *problems) name(flag, value string, valid func(string) []string) {
+	if errs := valid(value); len(errs) > 0 {
+		p.addf("%s %q: %s", flag, value, strings.Join(errs, "; "))
+	}
+}
+
+// oneOf reports a flag whose value is not one of its words (flagValues).
+func (p *problems) oneOf(flag, value string) {
+	if words := flagValues[flag[2:]]; !slices.Contains(words, value) {
+		p.addf("%s %q: want %s or %s", flag, value, strings.Join(words[:len(words)-1], ", "), words[len(words)-1])
+	}
+}
+
+// key reports an HMAC key shorter than MinOutboxKeyBytes, by its length only.
+func (p *problems) key(flag, key string) {
+	if n := len(key); n > 0 && n < MinOutboxKeyBytes {
+		p.addf("%s has %d bytes: at least %d bytes are required, random (head -c 32 /dev/urandom | base64)", flag, n, MinOutboxKeyBytes)
+	}
+}
+
+// URL kinds: what a URL flag accepts beyond an http or https URL with a host. A link
+// is only shown to people: plain http (a wiki.internal runbook) is fine, and refusing
+// it would exit 2, which alerts no one.
+const (
+	linkURL   = iota
+	postURL   // may carry credentials of its own
+	secretURL // a credential itself (whoever has it can post to it), or is sent some
+)
+
+// url reports the problem of a URL flag, when set; see checkURL.
+func (p *problems) url(flag, raw string, kind int) {
+	if _, err := checkURL(raw, kind); raw != "" && err != nil {
+		p.addf("%s: %v", flag, err)
+	}
+}
+
+// checkURL parses a URL of a kind. Its error never quotes the URL (url.Parse's does):
+// it may be a secret or carry a password. Credentials (a secretURL, or the URL's
+// own) cross plain http only to a loopback address (kubectl port-forward, a sidecar).
+func checkURL(raw string, kind int) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("not a valid URL: %v", errors.Unwrap(err))
+	case u.Host == "":
+		return nil, errors.New("URL has no host")
+	case u.Scheme != "https" && u.Scheme != "http":
+		return nil, fmt.Errorf("scheme %q: want https or http", u.Scheme)
+	case kind != linkURL && clearText(u, kind == secretURL):
+		return nil, errors.New("plain http is accepted only for loopback addresses; use https: " +
+			"credentials over plain http would cross the network in clear text")
+	}
+	return u, nil
+}
+
+// clearText: plain http beyond loopback would carry credentials (creds, or the URL's own).
+func clearText(u *url.URL, creds bool) bool {
+	if (!creds && u.User == nil) || u.Scheme != "http" || u.Hostname() == "localhost" {
+		return false
+	}
+	ip := net.ParseIP(u.Hostname())
+	return ip == nil || !ip.IsLoopback()
+}
+
 func (p problems) err() error {
 	if len(p) == 0 {
 		return nil
@@ -110,15 +182,14 @@ func ExecuteContext(ctx context.Context, args []string, stdout, stderr io.Writer
 	if err == nil {
 		return ExitOK
 	}
-	var ue *UsageError
+	ue, isUsage := errors.AsType[*UsageError](err)
 	// Errors before a command's run began (unknown commands or flags, bad
 	// arguments) are usage errors too.
-	if errors.As(err, &ue) || root.Annotations["started"] != "true" {
-		problems := []string{err.Error()}
-		if ue != nil {
-			problems = ue.problems
+	if isUsage || root.Annotations["started"] != "true" {
+		if !isUsage {
+			ue = &UsageError{problems: []string{err.Error()}}
 		}
-		for _, problem := range problems {
+		for _, problem := range ue.problems {
 			fmt.Fprintf(stderr, "watchdog: %s\n", problem)
 		}
 		// cobra returns the command it parsed for (the root, if none), never nil.
@@ -156,8 +227,7 @@ underscores, upper case); a flag beats its environment variable.`,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetUsageTemplate(usageTemplate)
-	// --version prints exactly what `watchdog version` prints. Declared here so cobra
-	// does not add its own with a -v shorthand (kubectl users read -v as verbosity).
+	// Declared, or cobra adds --version with -v, which kubectl users read as verbosity.
 	root.Version = version.String()
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.Flags().Bool("version", false, "print the version, commit and build date, as the version command does")
@@ -174,8 +244,7 @@ underscores, upper case); a flag beats its environment variable.`,
 	return root
 }
 
-// addExitCodes ends the help of every command that does not state its own exit
-// codes with the ones every command shares (ExitOK, ExitFailed, ExitUsage).
+// addExitCodes ends the help of every command stating no exit codes with the shared ones.
 func addExitCodes(cmd *cobra.Command) {
 	if !strings.Contains(cmd.Long, "Exit codes") {
 		long := cmd.Long
@@ -189,8 +258,7 @@ func addExitCodes(cmd *cobra.Command) {
 	}
 }
 
-// applyEnv sets every flag not given on the command line from its environment
-// variable. Values of flags whose help says (secret) are never echoed in errors.
+// applyEnv sets each flag not given from its environment variable, never echoing a secret's value.
 func applyEnv(fs *pflag.FlagSet) error {
 	var err error
 	fs.VisitAll(func(f *pflag.Flag) {
@@ -236,9 +304,8 @@ func newVersionCommand(stdout io.Writer) *cobra.Command {
 	return cmd
 }
 
-// newLogger builds the stderr logger: console for people (a terminal, or
-// --log-format console), JSON for log pipelines. client-go's own lines (klog) go
-// through it too (klog.go).
+// newLogger builds the stderr logger, with client-go's lines (klog.go): console for
+// people (a terminal, or --log-format console), JSON for log pipelines.
 func newLogger(o *ClusterOptions, w io.Writer) zerolog.Logger {
 	level, _ := zerolog.ParseLevel(o.LogLevel) // validated
 	var out io.Writer = w
@@ -246,9 +313,8 @@ func newLogger(o *ClusterOptions, w io.Writer) zerolog.Logger {
 		// Colors only on a terminal, never with NO_COLOR (no-color.org).
 		out = zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05", NoColor: os.Getenv("NO_COLOR") != "" || !isTerminal(w)}
 	}
-	log := zerolog.New(out).Level(level).With().Timestamp().Logger()
-	routeKlog(log)
-	return log
+	routeKlog(out, level)
+	return zerolog.New(out).Level(level).With().Timestamp().Logger()
 }
 
 func isTerminal(w io.Writer) bool {
@@ -256,8 +322,7 @@ func isTerminal(w io.Writer) bool {
 	return ok && term.IsTerminal(int(f.Fd()))
 }
 
-// restConfig loads the API server connection: in-cluster when nothing says
-// otherwise, then the usual kubeconfig rules.
+// restConfig loads the API server connection: in-cluster unless told otherwise, else kubeconfig.
 func restConfig(o *ClusterOptions) (*rest.Config, error) {
 	var cfg *rest.Config
 	var err error
@@ -276,10 +341,7 @@ func restConfig(o *ClusterOptions) (*rest.Config, error) {
 	if err := hostCredentials(cfg); err != nil {
 		return nil, err
 	}
-	// --request-timeout, when given, is kubectl's; otherwise --api-timeout.
-	if rt := o.Overrides.Timeout; rt == "" || rt == "0" {
-		cfg.Timeout = o.APITimeout
-	}
+	cfg.Timeout = cmp.Or(cfg.Timeout, o.APITimeout) // --request-timeout, when given, is kubectl's
 	cfg.QPS, cfg.Burst = 20, 40
 	cfg.Wrap(httpbound.Headers) // the pod proxy's scrapes too (rest.TransportFor)
 	cfg.UserAgent = "agentenv-scheduler-watchdog/" + version.Version
@@ -290,18 +352,17 @@ func restConfig(o *ClusterOptions) (*rest.Config, error) {
 }
 
 // hostCredentials moves a server URL's own credentials (https://user:pass@host) into
-// the basic auth the HTTP client sent from the URL (unless the configuration has
-// its own): the host shows in logs, errors and reports, and builds the pod proxy's
-// scrape URL. It reads the host as client-go does, a bare host:port with no scheme.
+// basic auth, as the HTTP client would send them (unless the configuration has its
+// own): the host shows in logs and reports. A bare host:port is read as client-go does.
 func hostCredentials(cfg *rest.Config) error {
 	if !strings.Contains(cfg.Host, "@") {
 		return nil
 	}
-	bare := !strings.Contains(cfg.Host, "://")
-	u, err := url.Parse(cfg.Host)
-	if bare {
-		u, err = url.Parse("https://" + cfg.Host)
+	scheme := "" // of a bare host:port, as client-go reads it
+	if !strings.Contains(cfg.Host, "://") {
+		scheme = "https://"
 	}
+	u, err := url.Parse(scheme + cfg.Host)
 	switch {
 	case err != nil:
 		// Not shown: url.Parse's error quotes the URL, and so would client-go's.
@@ -313,35 +374,28 @@ func hostCredentials(cfg *rest.Config) error {
 		cfg.Password, _ = u.User.Password()
 	}
 	u.User = nil
-	cfg.Host = u.String()
-	if bare {
-		cfg.Host = strings.TrimPrefix(cfg.Host, "https://")
-	}
+	cfg.Host = strings.TrimPrefix(u.String(), scheme)
 	return nil
 }
 
-// inPodOverrides applies the kubectl flags that mean something in a pod too
-// (--as for a check of rights, --token, --request-timeout), which the
-// in-cluster configuration, unlike a kubeconfig's, does not read.
+// inPodOverrides applies the kubectl flags that mean something in a pod too (--as,
+// --token, --request-timeout), which the in-cluster configuration does not read.
 func inPodOverrides(cfg *rest.Config, o *ClusterOptions) error {
 	a := o.Overrides.AuthInfo
 	cfg.Impersonate.UserName, cfg.Impersonate.UID, cfg.Impersonate.Groups = a.Impersonate, a.ImpersonateUID, a.ImpersonateGroups
 	if a.Token != "" {
 		cfg.BearerToken, cfg.BearerTokenFile = a.Token, ""
 	}
-	if rt := o.Overrides.Timeout; rt != "" && rt != "0" {
-		d, err := requestTimeout(rt)
-		if err != nil {
-			return usagef("--request-timeout %q: %v", rt, err)
-		}
-		cfg.Timeout = d
+	d, err := requestTimeout(o.Overrides.Timeout)
+	if err != nil {
+		return usagef("--request-timeout %q: %v", o.Overrides.Timeout, err)
 	}
+	cfg.Timeout = cmp.Or(d, cfg.Timeout)
 	return nil
 }
 
-// requestTimeout reads --request-timeout as kubectl does (a duration, or bare
-// seconds), refusing what clientcmd would wrap: a negative value or bare seconds
-// past time.Duration's range.
+// requestTimeout reads --request-timeout as kubectl does, refusing what clientcmd
+// would wrap: a negative value, or bare seconds past time.Duration's range.
 func requestTimeout(s string) (time.Duration, error) {
 	if s == "" {
 		return 0, nil
@@ -356,8 +410,7 @@ func requestTimeout(s string) (time.Duration, error) {
 	return d, err
 }
 
-// inPod: the watchdog runs in a pod (the kubelet sets KUBERNETES_SERVICE_HOST in
-// every container), where pod IPs are routable.
+// inPod: the kubelet sets KUBERNETES_SERVICE_HOST in every container.
 func inPod() bool { return os.Getenv("KUBERNETES_SERVICE_HOST") != "" }
 
 func newClient(o *ClusterOptions) (*kube.Client, *rest.Config, error) {

@@ -33,8 +33,8 @@ type RunOptions struct {
 	WatchEndpoints bool // an early pass when the nodes' EndpointSlices change
 }
 
-// settle is how long an early pass waits after an EndpointSlice change for the
-// rest of it: a roll replaces nodes one after the other within seconds.
+// settle is how long an early pass waits after an EndpointSlice change for the rest
+// of it: a roll replaces nodes within seconds.
 const settle = 2 * time.Second
 
 func (o *RunOptions) AddFlags(fs *pflag.FlagSet) {
@@ -46,7 +46,6 @@ func (o *RunOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.WatchEndpoints, "watch-endpoints", true, "watch the EndpointSlices of --nodes-service and start a pass 2s after they change (at most one per half --interval), rather than wait for the interval; needs watch endpointslices (false: the plain interval)")
 }
 
-// Validate reports every invalid flag, in the order the flags are declared.
 func (o *RunOptions) Validate() error {
 	var p problems
 	if o.Interval < time.Second {
@@ -103,8 +102,8 @@ State lives in the same ConfigMap as for check, so the two modes can be switched
 	return cmd
 }
 
-// runPasses performs a pass every --interval until ctx ends (while elected, with
-// --leader-elect), serving the loop's metrics and /healthz on --metrics-addr.
+// runPasses performs a pass every --interval (while elected) until ctx ends,
+// serving the loop's metrics and /healthz.
 func runPasses(ctx context.Context, f *checkFlags, ro *RunOptions, stderr io.Writer) error {
 	clk := clock.RealClock{}
 	p, err := f.setup(stderr, clk)
@@ -160,8 +159,7 @@ func runPasses(ctx context.Context, f *checkFlags, ro *RunOptions, stderr io.Wri
 	return runErr
 }
 
-// lead runs l's passes until ctx ends: at once, or while this replica holds the
-// --leader-elect-lease with --leader-elect.
+// lead runs l's passes until ctx ends: at once, or while holding --leader-elect-lease.
 func lead(ctx context.Context, l *loop.Loop, ro *RunOptions, namespace string, p *wired, clk clock.Clock) error {
 	if !ro.LeaderElect {
 		l.Lead(ctx)
@@ -214,10 +212,8 @@ func watchPasses(ctx context.Context, l *loop.Loop, p *wired, clk clock.Clock) {
 	}
 }
 
-// newMetricsServer serves /metrics and /healthz, rendered from memory: a client that
-// sends slowly, reads slowly or goes quiet is cut off, so none can hold connections
-// open in a long-lived run. A scraper that keeps its connection idle longer opens a
-// new one.
+// newMetricsServer serves /metrics and /healthz from memory, cutting off a client
+// that is slow or quiet, so none can hold connections open in a long-lived run.
 func newMetricsServer(h http.Handler) *http.Server {
 	return &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 15 * time.Second}
 }

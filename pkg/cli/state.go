@@ -25,8 +25,8 @@ type stateFlags struct {
 	output  OutputOptions
 }
 
-// read validates the flags (more: the problems of the command's own, declared
-// after these), connects, and calls f within --timeout.
+// read validates the flags and more (the command's own), connects, and calls f
+// within --timeout.
 func (s *stateFlags) read(cmd *cobra.Command, stderr io.Writer, f func(context.Context, *kube.Client, string) error, more ...error) error {
 	var p problems
 	p.add(s.cluster.Validate(), s.output.Validate())
@@ -71,17 +71,6 @@ func newStatusCommand(stdout, stderr io.Writer) *cobra.Command {
 	return cmd
 }
 
-// runsKey is the key the runs seal with: the --key-secret Secret's if it can be read
-// (history only reads), else --outbox-key.
-func runsKey(ctx context.Context, client *kube.Client, ns string, alerts *AlertOptions) []byte {
-	if alerts.KeySecret != "" {
-		if k, err := kube.ReadKey(ctx, client, ns, alerts.KeySecret); err == nil && k != nil {
-			return k
-		}
-	}
-	return []byte(alerts.OutboxKey)
-}
-
 func newHistoryCommand(stdout, stderr io.Writer) *cobra.Command {
 	var s stateFlags
 	var ev EvidenceOptions
@@ -116,7 +105,13 @@ not read the Events and shows the rest.`,
 			from, sinceErr := parseSince(since, time.Now())
 			return s.read(cmd, stderr, func(ctx context.Context, client *kube.Client, host string) error {
 				ns := s.cluster.Namespace
-				bundles, berr := evidence.Load(ctx, client, ns, ev.ConfigMap, runsKey(ctx, client, ns, &alerts))
+				key := []byte(alerts.OutboxKey) // the runs' seal, unless --key-secret's can be read
+				if alerts.KeySecret != "" {
+					if k, err := kube.ReadKey(ctx, client, ns, alerts.KeySecret); err == nil && k != nil {
+						key = k
+					}
+				}
+				bundles, berr := evidence.Load(ctx, client, ns, ev.ConfigMap, key)
 				if bundle != "" {
 					i := slices.IndexFunc(bundles, func(b evidence.Bundle) bool { return b.Key == bundle })
 					switch {
@@ -193,8 +188,8 @@ func watchdogEvents(ctx context.Context, c *kube.Client, ns string) ([]statetext
 	return out, nil
 }
 
-// readState reads the state ConfigMap for status and history. A namespace without
-// it is an error naming the namespaces that have it, when the identity may list.
+// readState reads the state ConfigMap. A namespace without it is an error naming
+// those that have it, when the identity may list.
 func readState(ctx context.Context, client *kube.Client, host string, cluster *ClusterOptions) (*statestore.Snapshot, error) {
 	ns, name := cluster.Namespace, cluster.StateConfigMap
 	snap, err := (&statestore.Store{Client: client, Namespace: ns, Name: name}).Load(ctx)

@@ -16,9 +16,8 @@ type flagGroup struct {
 	flags []string
 }
 
-// checkFlagGroups orders check's (and run's) many flags so the common ones come
-// first: what most installs set, then by concern. A flag in no group is listed
-// last, under "Other flags".
+// checkFlagGroups orders check's and run's many flags: what most installs set, then
+// by concern; a flag in no group comes last, under "Other flags".
 var checkFlagGroups = []flagGroup{
 	{"Common flags", []string{"namespace", "kubeconfig", "context", "output", "dry-run", "shadow", "deployment",
 		"scheduler-selector", "wedged-for", "max-restarts", "restart-method", "cluster-name", "slack-webhook-url",
@@ -38,35 +37,30 @@ var checkFlagGroups = []flagGroup{
 	{"Logging flags", []string{"log-level", "log-format"}},
 }
 
-var flagGroups = map[string][]flagGroup{"check": checkFlagGroups, "run": checkFlagGroups}
-
-// groupedFlags renders a command's local flags, wrapped to helpColumns, in its
-// groups when it has them (in the group's order, not alphabetical: the most used
-// first), then the flags of no group.
+// groupedFlags renders a command's local flags, wrapped, in its groups' order,
+// then the flags of no group.
 func groupedFlags(c *cobra.Command) string {
-	local := c.LocalFlags()
-	groups := flagGroups[c.Name()]
-	var placed, rest []string
-	for _, g := range groups {
-		placed = append(placed, g.flags...)
+	local, groups := c.LocalFlags(), []flagGroup{{"Flags", nil}}
+	if c.Name() == "check" || c.Name() == "run" {
+		groups = append(slices.Clip(checkFlagGroups), flagGroup{"Other flags", nil})
 	}
-	local.VisitAll(func(f *pflag.Flag) {
-		if !slices.Contains(placed, f.Name) {
-			rest = append(rest, f.Name)
-		}
-	})
-	title := "Flags"
-	if len(groups) > 0 {
-		title = "Other flags"
-	}
+	placed := map[string]bool{}
 	var sections []string
-	for _, g := range append(slices.Clip(groups), flagGroup{title, rest}) {
+	for i, g := range groups {
+		if i == len(groups)-1 {
+			local.VisitAll(func(f *pflag.Flag) {
+				if !placed[f.Name] {
+					g.flags = append(g.flags, f.Name)
+				}
+			})
+		}
 		fs := pflag.NewFlagSet(g.title, pflag.ContinueOnError)
 		fs.SortFlags = false
 		for _, name := range g.flags {
 			if f := local.Lookup(name); f != nil && !f.Hidden {
 				fs.AddFlag(f)
 			}
+			placed[name] = true
 		}
 		if fs.HasAvailableFlags() {
 			sections = append(sections, g.title+":\n"+wrap(fs))
@@ -76,30 +70,13 @@ func groupedFlags(c *cobra.Command) string {
 }
 
 // usageTemplate is cobra's, with the flags grouped and wrapped (groupedFlags).
-const usageTemplate = `Usage:{{if .Runnable}}
-  {{.UseLine}}{{end}}{{if .HasAvailableSubCommands}}
-  {{.CommandPath}} [command]{{end}}{{if gt (len .Aliases) 0}}
+var usageTemplate = strings.NewReplacer(
+	"Flags:\n{{.LocalFlags.FlagUsages | trimTrailingWhitespaces}}", "{{groupedFlags .}}",
+	"{{.InheritedFlags.FlagUsages | trimTrailingWhitespaces}}", "{{wrappedFlags .InheritedFlags}}",
+).Replace((&cobra.Command{}).UsageTemplate())
 
-Aliases:
-  {{.NameAndAliases}}{{end}}{{if .HasExample}}
-
-Examples:
-{{.Example}}{{end}}{{if .HasAvailableSubCommands}}
-
-Available Commands:{{range .Commands}}{{if (or .IsAvailableCommand (eq .Name "help"))}}
-  {{rpad .Name .NamePadding }} {{.Short}}{{end}}{{end}}{{end}}{{if .HasAvailableLocalFlags}}
-
-{{groupedFlags .}}{{end}}{{if .HasAvailableInheritedFlags}}
-
-Global Flags:
-{{wrappedFlags .InheritedFlags}}{{end}}{{if .HasAvailableSubCommands}}
-
-Use "{{.CommandPath}} [command] --help" for more information about a command.{{end}}
-`
-
-// wrap is pflag's wrapped usages, with a line still too long (a metric name
-// cannot be broken at a space) broken at its last comma or brace inside the width,
-// continued under the usage text.
+// wrap is pflag's wrapped usages, with a line still too long (a metric name) broken
+// at its last comma or brace inside the width.
 func wrap(fs *pflag.FlagSet) string {
 	var out []string
 	for _, line := range strings.Split(strings.TrimRight(fs.FlagUsagesWrapped(helpColumns), " \n"), "\n") {
@@ -124,8 +101,7 @@ func addFlags(cmd *cobra.Command, opts ...interface{ AddFlags(*pflag.FlagSet) })
 	}
 }
 
-// hideFlags hides flags a command accepts (the CronJob's WATCHDOG_* variables set
-// them) but does not show; a name it lacks is a renamed flag, a bug.
+// hideFlags hides flags a command accepts but does not show; a name it lacks is a bug.
 func hideFlags(fs *pflag.FlagSet, names ...string) {
 	for _, name := range names {
 		if err := fs.MarkHidden(name); err != nil {

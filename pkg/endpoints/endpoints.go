@@ -1,6 +1,5 @@
 // Package endpoints counts the runtime nodes the scheduler's discovery should see,
-// reading the same EndpointSlices the same way the scheduler does (docs/design.md §1).
-// It talks to no API: observe.EndpointLister lists the slices it counts.
+// reading the EndpointSlices as the scheduler does (docs/design.md §1); it makes no API call.
 package endpoints
 
 import (
@@ -14,26 +13,21 @@ import (
 
 // Count is what discovery should see.
 type Count struct {
-	// Serving is the number of unique node ids (targetRef.name) with at least one
-	// serving, non-terminating endpoint that has an address: the scheduler's
-	// "active" nodes, and the watchdog's expected count.
-	Serving int `json:"serving"`
-	// Nodes are those node ids, sorted (the discovery probe compares them).
-	Nodes []string `json:"-"`
-	// Lingering is the number of node ids whose only endpoints are terminating.
-	Lingering int `json:"lingering"`
-	// Slices is how many slices carried the node port.
-	Slices int `json:"slices"`
-	// AllSlices is how many slices the Service has; OtherPorts the ports they carry
-	// other than the node port (what a wrong --nodes-port would see).
+	// Serving counts the node ids (targetRef.name) with a serving, non-terminating
+	// endpoint that has an address: the scheduler's "active" nodes, the expected count.
+	Serving   int      `json:"serving"`
+	Nodes     []string `json:"-"`         // those node ids, sorted (the discovery probe compares them)
+	Lingering int      `json:"lingering"` // node ids whose only endpoints are terminating
+	Slices    int      `json:"slices"`    // slices carrying the node port
+	// AllSlices counts the Service's slices; OtherPorts are their ports other than
+	// the node port (what a wrong --nodes-port would see).
 	AllSlices  int     `json:"allSlices"`
 	OtherPorts []int32 `json:"otherPorts,omitempty"`
 }
 
-// MisconfiguredError says the Service's EndpointSlices cannot be what the flags
-// name: no slice at all (a wrong --nodes-service), or endpoints only on other
-// ports (a wrong --nodes-port). Counting 0 there would judge every wedge "no-nodes"
-// and every run fine, forever: the watchdog would be silently blind.
+// MisconfiguredError says the flags name no slice (a wrong --nodes-service) or only
+// other ports (a wrong --nodes-port): counting 0 there would judge every wedge
+// "no-nodes", leaving the watchdog silently blind.
 type MisconfiguredError struct {
 	Namespace, Service string
 	Port               int32
@@ -47,9 +41,8 @@ func (e *MisconfiguredError) Error() string {
 	return fmt.Sprintf("none of the %d EndpointSlice(s) of Service %s/%s carries port %d (they carry %v): check --nodes-port", e.Count.AllSlices, e.Namespace, e.Service, e.Port, e.Count.OtherPorts)
 }
 
-// Check reports a count that cannot come from a correctly named Service and port,
-// or nil. A Service with no endpoints at all is not misconfigured: its slices carry
-// no port (a placeholder slice) and 0 serving nodes is the truth.
+// Check reports a count that cannot come from a correctly named Service and port. A
+// Service with no endpoints is not misconfigured: its placeholder slice carries no port.
 func (c Count) Check(namespace, service string, port int32) error {
 	if c.AllSlices == 0 || (c.Slices == 0 && len(c.OtherPorts) > 0) {
 		return &MisconfiguredError{Namespace: namespace, Service: service, Port: port, Count: c}
@@ -60,10 +53,9 @@ func (c Count) Check(namespace, service string, port int32) error {
 // MaxNodes bounds the unique node ids a count keeps: beyond, it is refused (unknown).
 const MaxNodes = 20000
 
-// Counter applies the scheduler's discovery rules page by page to the slices
-// carrying Port (docs/design.md, "What discovery counts as a node"), keeping node
-// ids, never slices; conditions.ready is ignored: the Service publishes not-ready
-// addresses, so it is always true.
+// Counter applies the scheduler's discovery rules page by page to the slices carrying
+// Port (docs/design.md, "What discovery counts as a node"), keeping node ids, never
+// slices; conditions.ready is ignored (the Service publishes not-ready addresses).
 type Counter struct {
 	Port              int32
 	c                 Count

@@ -1,6 +1,5 @@
-// Package events leaves Kubernetes Events on the objects the watchdog judged, so
-// `kubectl describe` shows what it decided and did. Events are created synchronously:
-// a CronJob's process exits right after, and a buffered recorder would lose them.
+// Package events leaves Events on the objects judged, for `kubectl describe`.
+// Synchronously: a CronJob's process exits right after, losing a buffered recorder's.
 package events
 
 import (
@@ -16,12 +15,10 @@ import (
 )
 
 const (
-	// ReasonAlertFailed marks a failed alert delivery (the alerts' own reasons
-	// are in alert.Events).
+	// ReasonAlertFailed marks a failed alert delivery (alert.Events has the alerts' own).
 	ReasonAlertFailed = "WatchdogAlertFailed"
-	// Component is the Event source.
-	Component  = "agentenv-scheduler-watchdog"
-	maxMessage = 1024 // the API server's limit
+	Component         = "agentenv-scheduler-watchdog" // the Event source
+	maxMessage        = 1024                          // the API server's limit
 )
 
 // Recorder creates Events.

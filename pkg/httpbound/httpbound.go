@@ -1,6 +1,5 @@
-// Package httpbound bounds what the watchdog's HTTP clients accept from an
-// answer: its body is read up to a limit (a huge answer must not OOM-kill a small
-// pod), and a redirect is refused (the watchdog talks to the URL it was given).
+// Package httpbound bounds what the watchdog's HTTP clients accept: a body up to a
+// limit (a huge answer must not OOM-kill a small pod), and no redirect.
 package httpbound
 
 import (
@@ -19,9 +18,7 @@ const MaxHeaderBytes = 64 << 10
 // ErrRedirect is a redirect the client refused.
 var ErrRedirect = errors.New("redirect refused: the watchdog only talks to the URL it was given")
 
-// Client returns a client whose every answer's body is cut at limit bytes (a
-// reader of it then fails with ErrTooLarge) and which follows no redirect.
-// base nil: http.DefaultTransport.
+// Client returns a client over Transport(base, limit) that follows no redirect.
 func Client(base http.RoundTripper, limit int64) *http.Client {
 	refuse := func(req *http.Request, _ []*http.Request) error {
 		return fmt.Errorf("%w (answered with Location %s://%s)", ErrRedirect, req.URL.Scheme, req.URL.Host)
@@ -29,9 +26,8 @@ func Client(base http.RoundTripper, limit int64) *http.Client {
 	return &http.Client{Transport: Transport(base, limit), CheckRedirect: refuse}
 }
 
-// Transport wraps base so that every answer's body is cut at limit bytes (or the
-// request's WithLimit), and its headers at MaxHeaderBytes when base is nil or an
-// *http.Transport (prometheus/common's wrapped one keeps its own).
+// Transport wraps base (nil: http.DefaultTransport) to cut every body at limit bytes, or the
+// request's WithLimit (a read then fails with ErrTooLarge), and its headers as Headers.
 func Transport(base http.RoundTripper, limit int64) http.RoundTripper {
 	if base == nil {
 		base = http.DefaultTransport
@@ -39,9 +35,8 @@ func Transport(base http.RoundTripper, limit int64) http.RoundTripper {
 	return capped{base: Headers(base), limit: limit}
 }
 
-// Headers bounds rt's answers' headers at MaxHeaderBytes when it is an
-// *http.Transport, or client-go's cache entry wrapping one (a copy); as
-// rest.Config.Wrap, it gets client-go's base transport.
+// Headers bounds rt's answers' headers at MaxHeaderBytes when it is an *http.Transport
+// or client-go's cache entry wrapping one (rest.Config.Wrap's base transport).
 func Headers(rt http.RoundTripper) http.RoundTripper {
 	t, ok := rt.(*http.Transport)
 	if w, wrapped := rt.(utilnet.RoundTripperWrapper); wrapped { // client-go's TLS cache entry
@@ -53,16 +48,15 @@ func Headers(rt http.RoundTripper) http.RoundTripper {
 	t = t.Clone()
 	t.MaxResponseHeaderBytes = MaxHeaderBytes
 	if _, ok := t.TLSNextProto["h2"]; ok {
-		// x/net's HTTP/2, set up on rt by client-go, reads rt's bound: set it up
-		// afresh on the copy, as client-go does (its health-check pings too).
+		// x/net's HTTP/2 reads rt's bound: set it up afresh on the copy, as client-go does.
 		t.TLSNextProto = nil
 		t = utilnet.SetTransportDefaults(t)
 	}
 	return bounded{t, rt}
 }
 
-// bounded is the bounded copy; it keeps rt, whose loss would end client-go's
-// cache entry and its client certificate rotation.
+// bounded is the bounded copy, keeping rt: losing it would end client-go's cache
+// entry and its client certificate rotation.
 type bounded struct {
 	*http.Transport
 	rt http.RoundTripper
@@ -96,8 +90,7 @@ func (c capped) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// limitedBody says which bound an answer broke: MaxBytesReader's own error
-// speaks of a request body and not of the limit.
+// limitedBody says which bound an answer broke (MaxBytesReader's error speaks of a request).
 type limitedBody struct{ io.ReadCloser }
 
 func (b limitedBody) Read(p []byte) (int, error) {

@@ -5,14 +5,10 @@ import (
 	"sync/atomic"
 )
 
-// firstRequestGate holds requests back until the client's first request has an
-// answer, then lets everything through.
-//
-// Why: client-go's transport learns that a connection speaks HTTP/2 only after its
-// TLS handshake, so requests sent together before any connection exists each dial
-// and handshake their own; all but one connection are then closed unused. A check
-// starts with three concurrent reads. The price: the other reads wait for the whole
-// first request, not only its handshake (docs/performance.md).
+// firstRequestGate holds requests back until the first one has an answer. Why: the
+// transport learns a connection speaks HTTP/2 only after its TLS handshake, so a check's
+// first three concurrent reads would each dial and handshake their own. The price: they
+// wait for the whole first request, not only its handshake (docs/performance.md).
 type firstRequestGate struct {
 	next    http.RoundTripper
 	claimed atomic.Bool
@@ -25,9 +21,7 @@ func newFirstRequestGate(next http.RoundTripper) *firstRequestGate {
 
 func (g *firstRequestGate) RoundTrip(req *http.Request) (*http.Response, error) {
 	if g.claimed.CompareAndSwap(false, true) {
-		// Opened on success, failure and panic alike: a failed first request must
-		// not hold the others, which then fail (or succeed) on their own.
-		defer close(g.open)
+		defer close(g.open) // on failure and panic too: the others then fail on their own
 		return g.next.RoundTrip(req)
 	}
 	select {
@@ -41,6 +35,5 @@ func (g *firstRequestGate) RoundTrip(req *http.Request) (*http.Response, error) 
 	return g.next.RoundTrip(req)
 }
 
-// WrappedRoundTripper lets client-go's utilities (closing idle connections, say)
-// reach the transport underneath.
+// WrappedRoundTripper lets client-go's utilities (closing idle connections) reach the transport.
 func (g *firstRequestGate) WrappedRoundTripper() http.RoundTripper { return g.next }

@@ -17,9 +17,8 @@ const KeyData = "key"
 const ManagedBy = "agentenv-scheduler-watchdog"
 
 // EnsureKey returns the key of Secret ns/name (the outbox's and the evidence seal's),
-// creating the Secret when it is missing: with legacy (0.1.0's --outbox-key, so an
-// upgrade keeps its key) or else 32 random bytes. No chart renders it, so no
-// re-render, upgrade or GitOps sync rotates it. A create that loses a race re-reads.
+// creating it when missing with legacy (0.1.0's --outbox-key: an upgrade keeps its
+// key) or 32 random bytes. No chart renders it, so no re-render or sync rotates it.
 func EnsureKey(ctx context.Context, c *Client, ns, name string, legacy []byte) ([]byte, error) {
 	key, err := ReadKey(ctx, c, ns, name)
 	if err != nil || key != nil {

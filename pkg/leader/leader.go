@@ -1,10 +1,9 @@
 // Package leader elects one watchdog among replicas with a coordination.k8s.io
 // Lease, so that `watchdog run` with replicas > 1 acts from one place.
 //
-// It is client-go's leaderelection algorithm (observed-time expiry, so clocks of
-// different nodes are never compared; optimistic concurrency; release on
-// shutdown) written against pkg/kube: client-go's package imports the whole
-// generated clientset (pkg/kube explains the cost).
+// It is client-go's leaderelection algorithm (observed-time expiry: no two nodes'
+// clocks compared; optimistic concurrency; release on shutdown) over pkg/kube:
+// client-go's package imports the generated clientset (pkg/kube says the cost).
 package leader
 
 import (
@@ -28,9 +27,8 @@ import (
 // Elector runs an election. Unset durations get client-go's defaults (15 s, 10 s, 2 s).
 type Elector struct {
 	Namespace, Name, Identity string
-	// LeaseDuration is how long followers wait after the last observed renewal
-	// before taking over; RenewDeadline how long the leader keeps trying to renew
-	// before giving up; RetryPeriod the pause between attempts.
+	// LeaseDuration: followers' wait after the last observed renewal; RenewDeadline:
+	// how long the leader tries to renew; RetryPeriod: the pause between attempts.
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 
 	Client *kube.Client
@@ -43,10 +41,9 @@ type Elector struct {
 	observedTime time.Time
 }
 
-// Run campaigns until ctx ends. Each time this instance becomes leader it calls
-// lead with a context that is cancelled when leadership is lost (or ctx ends),
-// and waits for lead to return before campaigning again. On ctx's end a held
-// Lease is released so another replica takes over without waiting for expiry.
+// Run campaigns until ctx ends, calling lead on each win with a context cancelled
+// when leadership is lost, and waiting for it before campaigning again. On ctx's
+// end a held Lease is released: another replica need not wait for its expiry.
 func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context)) error {
 	if err := e.defaults(); err != nil {
 		return err
@@ -60,12 +57,7 @@ func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context)) error
 			continue
 		}
 		e.Log.Info().Str("lease", e.Name).Str("identity", e.Identity).Msg("became leader")
-		leadCtx, cancel := context.WithCancel(ctx)
-		var leading sync.WaitGroup
-		leading.Go(func() { lead(leadCtx) })
-		e.renew(leadCtx)
-		cancel()
-		leading.Wait()
+		e.hold(ctx, lead)
 		if ctx.Err() != nil {
 			e.release()
 			break
@@ -85,11 +77,9 @@ func (e *Elector) defaults() error {
 	return nil
 }
 
-// Hold runs pass while holding the Lease, for one pass: it tries for up to wait,
-// renews while pass runs (cancelling pass's context when renewal fails for
-// RenewDeadline) and releases the Lease after. held is false when another holder
-// kept it for all of wait (or until ctx ended); err when the Lease could not be
-// read or written.
+// Hold runs one pass holding the Lease (tried for up to wait, renewed as by hold, released
+// after). held is false when another holder kept it for all of wait (or until ctx ended);
+// err when the Lease could not be read or written.
 func (e *Elector) Hold(ctx context.Context, wait time.Duration, pass func(ctx context.Context)) (held bool, err error) {
 	if err := e.defaults(); err != nil {
 		return false, err
@@ -113,17 +103,23 @@ func (e *Elector) Hold(ctx context.Context, wait time.Duration, pass func(ctx co
 		case <-e.Clock.After(min(e.RetryPeriod, max(left, time.Millisecond))):
 		}
 	}
-	passCtx, cancel := context.WithCancel(ctx)
-	var renewing sync.WaitGroup
-	renewing.Go(func() {
-		e.renew(passCtx)
-		cancel() // renewal failed for RenewDeadline: another may take the Lease
-	})
-	pass(passCtx)
-	cancel()
-	renewing.Wait()
+	e.hold(ctx, pass)
 	e.release()
 	return true, nil
+}
+
+// hold runs f while renewing the Lease, cancelling f's context when renewal fails
+// for RenewDeadline (another may take the Lease), and stops renewing once f returns.
+func (e *Elector) hold(ctx context.Context, f func(ctx context.Context)) {
+	ctx, cancel := context.WithCancel(ctx)
+	var renewing sync.WaitGroup
+	renewing.Go(func() {
+		e.renew(ctx)
+		cancel()
+	})
+	f(ctx)
+	cancel()
+	renewing.Wait()
 }
 
 // Holder is the Lease's holder as last read ("" when none).
@@ -143,9 +139,8 @@ func (e *Elector) renew(ctx context.Context) {
 			return
 		case <-e.Clock.After(e.RetryPeriod):
 		}
-		// As client-go, RenewDeadline bounds the renewal from the last success, not
-		// each attempt: a hanging attempt would otherwise keep this instance leading
-		// past LeaseDuration, when another replica may have taken the Lease over.
+		// As client-go, RenewDeadline counts from the last success, not each attempt: a
+		// hanging attempt must not keep this instance leading past LeaseDuration.
 		left := e.RenewDeadline - e.Clock.Since(lastRenew)
 		if left <= 0 {
 			return
@@ -176,7 +171,7 @@ func (e *Elector) attempt(ctx context.Context) (ok bool, err error) {
 	case apierrors.IsNotFound(err):
 		write, verb = e.Client.CreateLease, "create"
 		lease = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: e.Name, Namespace: e.Namespace,
-			Labels: map[string]string{"app.kubernetes.io/managed-by": "agentenv-scheduler-watchdog"}}}
+			Labels: map[string]string{"app.kubernetes.io/managed-by": kube.ManagedBy}}}
 	case err != nil:
 		e.Log.Warn().Err(err).Str("lease", e.Name).Msg("read leader Lease")
 		return false, err
@@ -184,8 +179,7 @@ func (e *Elector) attempt(ctx context.Context) (ok bool, err error) {
 		e.observed, e.observedTime = lease, e.Clock.Now()
 	}
 	holder := ptr.Deref(lease.Spec.HolderIdentity, "")
-	// A duration longer than ours is not trusted: whoever may write the Lease could
-	// otherwise hold it for a year.
+	// A duration longer than ours is not trusted: a writer could hold the Lease for a year.
 	duration := e.LeaseDuration
 	if lease.Spec.LeaseDurationSeconds != nil {
 		duration = min(duration, time.Duration(*lease.Spec.LeaseDurationSeconds)*time.Second)
@@ -212,8 +206,7 @@ func (e *Elector) attempt(ctx context.Context) (ok bool, err error) {
 	return true, nil
 }
 
-// release gives the Lease up: holder cleared and a one-second duration, as
-// client-go's ReleaseOnCancel does.
+// release gives the Lease up as client-go's ReleaseOnCancel does (no holder, one second).
 func (e *Elector) release() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

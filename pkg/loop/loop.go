@@ -1,6 +1,5 @@
-// Package loop runs the watchdog continuously (`watchdog run`): the same pass as
-// `watchdog check` on an interval, with Prometheus metrics of its own and a health
-// endpoint that fails when passes stop completing.
+// Package loop runs `watchdog check`'s pass on an interval (`watchdog run`), with metrics
+// of its own and a health endpoint that fails when passes stop completing.
 package loop
 
 import (
@@ -26,11 +25,10 @@ type Loop struct {
 	Clock             clock.Clock
 	Log               zerolog.Logger
 	Metrics           *metrics.Metrics
-	// Wake, when not nil, asks for an early pass: the nodes' EndpointSlices
-	// changed (pkg/slicewatch), so the scheduler may be rejecting new nodes now.
-	Wake <-chan struct{}
-	// Settle is how long an early pass waits for the rest of a burst of changes
-	// (a roll changes slices one after the other).
+	// Wake asks for an early pass: the nodes' EndpointSlices changed (pkg/slicewatch),
+	// so the scheduler may be rejecting new nodes now. Settle is how long that pass
+	// waits for the rest of the burst (a roll changes slices one after the other).
+	Wake   <-chan struct{}
 	Settle time.Duration
 	// DryRun passes write no state, so a standby cannot see them: no-pass-anywhere is skipped.
 	DryRun bool
@@ -50,9 +48,8 @@ func New(interval, timeout time.Duration, pass func(context.Context) (*check.Rep
 	return &Loop{Interval: interval, Timeout: timeout, Pass: pass, Clock: clk, Log: log, Metrics: m, lastAlive: clk.Now(), lastAnyPass: clk.Now()}
 }
 
-// Lead runs passes until ctx ends (leadership lost or shutdown). A pass in flight
-// when ctx ends is cancelled; a restart it had claimed but not finished is
-// completed by the next pass, from the state ConfigMap.
+// Lead runs passes until ctx ends (leadership lost or shutdown), cancelling the one
+// in flight: the next pass completes a restart it claimed, from the state ConfigMap.
 func (l *Loop) Lead(ctx context.Context) {
 	l.setLeading(true)
 	defer l.setLeading(false)
@@ -65,8 +62,7 @@ func (l *Loop) Lead(ctx context.Context) {
 	}
 }
 
-// waitNext waits until the next pass is due (schedule), reporting false when
-// ctx ended.
+// waitNext waits until the next pass is due (schedule); false when ctx ended.
 func (l *Loop) waitNext(ctx context.Context, start time.Time) bool {
 	s := schedule{interval: l.Interval, settle: l.Settle, start: start}
 	for {
@@ -83,11 +79,9 @@ func (l *Loop) waitNext(ctx context.Context, start time.Time) bool {
 	}
 }
 
-// schedule is when the pass after the one that started at start is due:
-// interval after it, or earlier after a change of the nodes' EndpointSlices,
-// settle after the change. An early pass starts no sooner than half an interval
-// after the last one started, so a stream of changes at most doubles the passes
-// (and the CPU) of the plain interval.
+// schedule is when the pass after the one started at start is due: interval after
+// it, or settle after a change of the nodes' EndpointSlices, but no sooner than half
+// an interval after start (a stream of changes at most doubles the passes).
 type schedule struct {
 	interval, settle time.Duration
 	start, early     time.Time
@@ -100,8 +94,8 @@ func (s *schedule) due() time.Time {
 	return s.early
 }
 
-// changed records a change seen at now; it reports whether it brings the next
-// pass forward (the first change after a pass; later ones join its burst).
+// changed records a change seen at now, reporting whether it brings the next pass
+// forward (the first change after a pass; later ones join its burst).
 func (s *schedule) changed(now time.Time) bool {
 	if !s.early.IsZero() {
 		return false
@@ -172,15 +166,12 @@ func (l *Loop) Alive() {
 	l.mu.Unlock()
 }
 
-// Staleness is how long health tolerates no completed pass: two intervals plus
-// a pass that used its whole timeout.
+// Staleness is how long health tolerates no completed pass: two intervals and a timeout.
 func (l *Loop) Staleness() time.Duration { return 2*l.Interval + l.Timeout }
 
-// Healthy reports whether the watchdog is doing its job: as leader, a pass
-// succeeded within Staleness of now or of the term's start; as a standby, its
-// election loop is alive and some replica completed a pass within Staleness (a
-// leader that holds the Lease and passes nothing must not leave every replica
-// healthy). The agentenv_watchdog_unhealthy gauge says why not.
+// Healthy reports whether the watchdog does its job: as leader, a pass succeeded within
+// Staleness of now or of the term's start; as a standby, its election loop is alive and
+// some replica completed a pass within Staleness. agentenv_watchdog_unhealthy says why not.
 func (l *Loop) Healthy() (bool, string) {
 	l.mu.Lock() // the gauge's Reset and Set too: /healthz and watchPasses both call it
 	defer l.mu.Unlock()
@@ -205,8 +196,7 @@ func (l *Loop) health() (ok bool, reason, msg string) {
 		}
 		return true, "", "standby"
 	}
-	// A new term starts a fresh health clock: a standby that just won has had no
-	// chance to pass yet, and a pass of an earlier term says nothing of this one.
+	// A new term starts a fresh health clock: an earlier term's pass says nothing of this one.
 	last := l.lastSuccess
 	if last.Before(l.leadSince) {
 		last = l.leadSince

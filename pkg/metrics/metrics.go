@@ -1,7 +1,6 @@
-// Package metrics holds the watchdog's own Prometheus metrics, one set of families
-// for both modes, so the same rules and dashboard read either: `watchdog run`
-// serves them, `watchdog check` pushes them (docs/monitoring.md, "Counters in
-// each mode").
+// Package metrics holds the watchdog's own Prometheus metrics, the same families for
+// `watchdog run` (served) and `watchdog check` (pushed), so one set of rules and
+// dashboards reads either (docs/monitoring.md, "Counters in each mode").
 package metrics
 
 import (
@@ -23,11 +22,8 @@ import (
 
 // Options say what the registry holds beyond the watchdog's families.
 type Options struct {
-	// Sinks names the configured alert sinks (alert.Sink.Name): the delivery
-	// counter starts at 0 for each of them, every event and both results.
-	Sinks []string
-	// Runtime adds the Go and process collectors (useless for a one-shot run).
-	Runtime bool
+	Sinks   []string // configured alert sinks: the delivery counter starts at 0 for each
+	Runtime bool     // adds the Go and process collectors (useless for a one-shot run)
 }
 
 // Metrics are the watchdog's own metrics.
@@ -39,19 +35,6 @@ type Metrics struct {
 	wouldRestart                                                 prometheus.Counter
 	duration                                                     prometheus.Histogram
 }
-
-// Outcomes of a pass, the passes counter's result label.
-const (
-	PassOK          = "ok"
-	PassError       = "error"
-	PassInterrupted = "interrupted"
-)
-
-// Results of a delivery, the alerts counter's result label.
-const (
-	DeliveryOK     = "ok"
-	DeliveryFailed = "failed"
-)
 
 // New registers the metrics in a registry of their own, every counter present at 0.
 func New(o Options) *Metrics {
@@ -97,13 +80,12 @@ func New(o Options) *Metrics {
 		m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 
-	// Every counter starts at 0: increase() needs a sample before the first
-	// event, and a dashboard shows 0, not "no data", for a watchdog that never
-	// had to act.
+	// Every counter starts at 0: increase() needs a sample before the first event,
+	// and a dashboard shows 0, not "no data".
 	for _, o := range []state.RestartOutcome{state.RestartDone, state.RestartFailed} {
 		m.restarts.WithLabelValues(string(o))
 	}
-	for _, r := range []string{PassOK, PassError, PassInterrupted} {
+	for _, r := range []string{"ok", "error", "interrupted"} {
 		m.passes.WithLabelValues(r)
 	}
 	for _, k := range scrape.Kinds {
@@ -115,7 +97,7 @@ func New(o Options) *Metrics {
 			continue // notify test runs no pass
 		}
 		for _, s := range sinks {
-			for _, r := range []string{DeliveryOK, DeliveryFailed} {
+			for _, r := range []string{"ok", "failed"} {
 				m.alerts.WithLabelValues(e.Name, s, r)
 			}
 		}
@@ -140,18 +122,17 @@ func (m *Metrics) SetLeader(leading bool) {
 	m.leader.Set(v)
 }
 
-// Observe records a pass that took took and ended at now, with its report (nil when
-// the pass failed before it had one) and error.
+// Observe records a pass that took took and ended at now, its report (nil if none) and error.
 func (m *Metrics) Observe(rep *check.Report, err error, took time.Duration, now time.Time) {
 	m.duration.Observe(took.Seconds())
 	m.lastPass.Set(float64(now.UnixNano()) / 1e9)
 	switch {
 	case errors.Is(err, check.ErrInterrupted):
-		m.passes.WithLabelValues(PassInterrupted).Inc()
+		m.passes.WithLabelValues("interrupted").Inc()
 	case err != nil:
-		m.passes.WithLabelValues(PassError).Inc()
+		m.passes.WithLabelValues("error").Inc()
 	default:
-		m.passes.WithLabelValues(PassOK).Inc()
+		m.passes.WithLabelValues("ok").Inc()
 		m.lastSuccess.Set(float64(now.UnixNano()) / 1e9)
 	}
 	if rep == nil {
@@ -186,13 +167,12 @@ func (m *Metrics) Observe(rep *check.Report, err error, took time.Duration, now 
 	}
 	m.wouldRestart.Add(float64(len(rep.WouldRestarts)))
 	for _, a := range rep.Alerts {
-		// A dropped outbox entry is no delivery, its event whatever the state's editor wrote.
 		if a.DryRun || a.Dropped {
 			continue
 		}
-		result := DeliveryOK
+		result := "ok"
 		if !a.OK {
-			result = DeliveryFailed
+			result = "failed"
 		}
 		m.alerts.WithLabelValues(a.Event, a.Sink, result).Inc()
 	}

@@ -2,14 +2,19 @@ package metrics
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
+	"sort"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/push"
 	dto "github.com/prometheus/client_model/go"
+	"k8s.io/utils/ptr"
 
 	"github.com/agentenv/watchdog/pkg/httpbound"
 )
@@ -17,31 +22,24 @@ import (
 // PushConfig says where a one-shot run pushes its metrics.
 type PushConfig struct {
 	URL string
-	// Job and Grouping form the group's key, whose metrics each run replaces;
-	// Prometheus (with honor_labels) sees them under these labels.
+	// Job and Grouping key the group each run replaces (labels under honor_labels).
 	Job      string
 	Grouping map[string]string
 	Timeout  time.Duration
-	// Totals rewrites the stored running totals (metrics.json in the state
-	// ConfigMap): it calls f with the stored value and stores what f returns,
-	// calling f again after a lost race.
+	// Totals stores f of the stored running totals (the state ConfigMap's
+	// metrics.json), calling f again after a lost race.
 	Totals func(ctx context.Context, f func(old string) (string, error)) error
 }
 
-// maxPushAnswer bounds what is read of the Pushgateway's answer, a status and a
-// short error that ends up in the run's error (httpbound also refuses redirects).
+// maxPushAnswer bounds what is read of the Pushgateway's answer (a status, a short error).
 const maxPushAnswer = 4 << 10
 
-// Push sends the metrics of a finished run to a Pushgateway, its counters (and
-// the histogram) carrying the running totals of every run, saved before the push
-// so a pushed total never runs ahead of the saved one; unsaved totals are not
-// pushed at all: this run's counts are lost, never counted twice
-// (docs/monitoring.md, "Counters in each mode").
-//
-// It POSTs (push.Add): the families sent replace theirs in the group and the
-// others stay, so a failed run, which sends no last-successful-pass time, leaves
-// the last success's. A one-shot run elects nobody: no leader gauge. The error
-// joins every problem; the push may have happened despite it.
+// Push sends a finished run's metrics to a Pushgateway, counters (and histogram) carrying the
+// running totals of every run, saved first: a pushed total never runs ahead of the saved one, and
+// unsaved counts are lost, never counted twice (docs/monitoring.md, "Counters in each mode").
+// It POSTs (push.Add): families sent replace theirs, others stay, so a failed run (no
+// last-successful-pass time) leaves the last success's. No leader gauge (nobody elected). The
+// error joins every problem; the push may have happened despite it.
 func (m *Metrics) Push(ctx context.Context, c PushConfig) error {
 	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
 	defer cancel()
@@ -94,4 +92,88 @@ func (m *Metrics) Push(ctx context.Context, c PushConfig) error {
 		problems = append(problems, fmt.Errorf("metrics not pushed: push to the Pushgateway: %w", err))
 	}
 	return errors.Join(problems...)
+}
+
+// Totals are the running totals of a CronJob run's pushed counters by series (a
+// histogram's count, sum and buckets each one), so a pushed `_total` is a counter.
+type Totals map[string]float64
+
+// totalsDoc is Totals as stored.
+type totalsDoc struct {
+	Version int                `json:"version"`
+	Series  map[string]float64 `json:"series"`
+}
+
+const totalsVersion = 1
+
+// DecodeTotals reads stored totals; "" is none yet.
+func DecodeTotals(raw string) (Totals, error) {
+	if raw == "" {
+		return Totals{}, nil
+	}
+	var d totalsDoc
+	if err := json.Unmarshal([]byte(raw), &d); err != nil {
+		return nil, fmt.Errorf("running totals: %w", err)
+	}
+	if d.Version != totalsVersion {
+		return nil, fmt.Errorf("running totals: version %d, this watchdog reads %d", d.Version, totalsVersion)
+	}
+	t := Totals{}
+	for k, v := range d.Series {
+		if v < 0 || v != v { // a counter never is; NaN is not equal to itself
+			return nil, fmt.Errorf("running totals: %s = %v", k, v)
+		}
+		t[k] = v
+	}
+	return t, nil
+}
+
+// Encode is t as stored.
+func (t Totals) Encode() (string, error) {
+	b, err := json.Marshal(totalsDoc{Version: totalsVersion, Series: t})
+	return string(b), err
+}
+
+// eachCounter calls f with the key and value of each counter and histogram count, sum and bucket.
+func eachCounter(fams []*dto.MetricFamily, f func(key string, v *float64)) {
+	for _, fam := range fams {
+		for _, m := range fam.GetMetric() {
+			key := fam.GetName() + labelKey(m.GetLabel())
+			switch fam.GetType() {
+			case dto.MetricType_COUNTER:
+				if c := m.GetCounter(); c != nil && c.Value != nil {
+					f(key, c.Value)
+				}
+			case dto.MetricType_HISTOGRAM:
+				h := m.GetHistogram()
+				if h == nil {
+					continue
+				}
+				count := float64(h.GetSampleCount())
+				f(key+"_count", &count)
+				h.SampleCount = ptr.To(uint64(count))
+				sum := h.GetSampleSum()
+				f(key+"_sum", &sum)
+				h.SampleSum = &sum
+				for _, b := range h.GetBucket() {
+					n := float64(b.GetCumulativeCount())
+					f(key+"_bucket{le="+strconv.FormatFloat(b.GetUpperBound(), 'g', -1, 64)+"}", &n)
+					b.CumulativeCount = ptr.To(uint64(n))
+				}
+			}
+		}
+	}
+}
+
+// labelKey is a series' labels in a stable order, as {a="x",b="y"}.
+func labelKey(labels []*dto.LabelPair) string {
+	if len(labels) == 0 {
+		return ""
+	}
+	parts := make([]string, 0, len(labels))
+	for _, l := range labels {
+		parts = append(parts, l.GetName()+"="+strconv.Quote(l.GetValue()))
+	}
+	sort.Strings(parts)
+	return "{" + strings.Join(parts, ",") + "}"
 }

@@ -18,12 +18,14 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
 	"github.com/agentenv/watchdog/pkg/decide"
+	"github.com/agentenv/watchdog/pkg/endpoints"
 	"github.com/agentenv/watchdog/pkg/kube"
 	"github.com/agentenv/watchdog/pkg/scrape"
 )
@@ -39,33 +41,24 @@ type Observer struct {
 	MetricsPort int
 	MetricsPath string
 	Deployment  string
-	// Reads says what to read beside the pods and EndpointSlices.
-	Reads Reads
-	// owners keeps the objects read for Ownership (ownersTTL): a run's samples
-	// would read the same ones each time.
-	owners sync.Map
-	// MaxScrapes bounds the scrapes in flight; zero or less is DefaultMaxScrapes.
-	MaxScrapes int
-	Clock      clock.PassiveClock
-	// Via is the resolved scrape path; for apiserver, APIServer is the API server's
-	// URL and Scraper a proxied scraper.
+	Reads       Reads    // what to read beside the pods and EndpointSlices
+	owners      sync.Map // the objects read for Ownership (ownersTTL)
+	MaxScrapes  int      // bounds the scrapes in flight; zero or less: DefaultMaxScrapes
+	Clock       clock.PassiveClock
+	// Via is the resolved scrape path; for apiserver, Scraper is proxied through APIServer (a URL).
 	Via       scrape.Via
 	APIServer string
-	// ScrapeURL, when set, builds a pod's metrics URL instead (tests: a server per pod).
-	ScrapeURL func(pod *corev1.Pod) string
 }
 
-// Reads says what an observation reads: the selection (the Lease, the Deployment
-// and owner chains; the pods to scrape, exactly those decide.Judged picks), and
-// whether a restart is a rollout, whose last look reads the ReplicaSets.
+// Reads says what an observation reads: the selection (Lease, Deployment, owner chains; the pods
+// decide.Judged picks are scraped) and whether a restart is a rollout (its last look reads ReplicaSets).
 type Reads struct {
 	decide.Selection
 	Rollout bool
 }
 
-// Observe lists the pods and counts expected nodes from the watch cache, reads the
-// Lease and Deployment if configured (all in parallel), then scrapes the pods that
-// will be judged. An error means the pods could not be listed: nothing can be judged.
+// Observe lists the pods, counts expected nodes (watch cache) and reads the Lease and Deployment if
+// configured, in parallel, then scrapes the judged pods. An error: the pods could not be listed.
 func (o *Observer) Observe(ctx context.Context) (decide.Observation, error) {
 	return o.observe(ctx, false)
 }
@@ -97,9 +90,7 @@ func (o *Observer) observe(ctx context.Context, consistent bool) (decide.Observa
 	if o.Reads.LeaderLease != "" {
 		wg.Go(func() { obs.Leader = o.readLeader(ctx) })
 	}
-	if o.Reads.JudgePods == decide.JudgeDeployment || o.Deployment != "" {
-		// Beside the pod list, not after it, so a slow API server costs no extra
-		// round trip; read for the pause annotations too.
+	if o.Reads.JudgePods == decide.JudgeDeployment || o.Deployment != "" { // and for the pause annotations
 		wg.Go(func() { dep, depErr = o.cachedDeployment(ctx) })
 	}
 	wg.Wait()
@@ -140,18 +131,14 @@ func (o *Observer) observe(ctx context.Context, consistent bool) (decide.Observa
 	return obs, nil
 }
 
-// DefaultMaxScrapes is how many pods are scraped at once: an HA scheduler's
-// replicas in one round, without a connection to each of many pods at once.
+// DefaultMaxScrapes is how many pods are scraped at once: an HA scheduler's replicas in one round.
 const DefaultMaxScrapes = 4
 
-// URL is where the observer reads a pod's metrics, or "" while the pod has no IP
-// (the API server's proxy needs one too): the pod IP (the scheduler's Service
-// exposes only gRPC), or through the API server's pod proxy, whose URL may carry a
-// path prefix (a cluster behind Rancher) as a kubeconfig's server can.
+// URL is where a pod's metrics are read ("" while it has no IP, which the proxy needs
+// too): the pod IP (the Service exposes only gRPC), or the API server's pod proxy,
+// under the server URL's path prefix if any (a cluster behind Rancher).
 func (o *Observer) URL(pod *corev1.Pod) string {
 	switch {
-	case o.ScrapeURL != nil:
-		return o.ScrapeURL(pod)
 	case pod.Status.PodIP == "":
 		return ""
 	case o.Via == scrape.ViaAPIServer:
@@ -161,9 +148,8 @@ func (o *Observer) URL(pod *corev1.Pod) string {
 	return "http://" + net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(o.MetricsPort)) + o.MetricsPath
 }
 
-// Describe turns a pod into the decision core's view. The age is the scheduler
-// container's current run (a container restart is a fresh start), else the pod's
-// start, never its creation.
+// Describe turns a pod into the decision core's view, aged from the scheduler
+// container's current run (a container restart is a fresh start), else the pod's start.
 func (o *Observer) Describe(pod *corev1.Pod) decide.Pod {
 	p := decide.Pod{Name: pod.Name, UID: string(pod.UID), Phase: string(pod.Status.Phase), IP: pod.Status.PodIP,
 		Terminating: pod.DeletionTimestamp != nil, CreatedAt: pod.CreationTimestamp.Time}
@@ -191,7 +177,6 @@ func (o *Observer) Describe(pod *corev1.Pod) decide.Pod {
 		}
 		return p
 	}
-	// No status for the container: fall back to the pod's start.
 	if pod.Status.Phase == corev1.PodRunning && !podStart.IsZero() {
 		p.Running, p.StartedAt = true, podStart
 	} else {
@@ -223,9 +208,8 @@ func renewalWritten(lease *coordinationv1.Lease) time.Time {
 	return at
 }
 
-// Rollout reads the scheduler Deployment for the rollout gate: a missing one is not
-// an error (the pod may be managed otherwise), any other failure is and the gate
-// fails safe. For the rollout method it also checks the pods' owner chains.
+// Rollout reads the scheduler Deployment for the rollout gate (missing is no error:
+// the pod may be managed otherwise) and, for the rollout method, the owner chains.
 func (o *Observer) Rollout(ctx context.Context, pods ...decide.Pod) *decide.Rollout {
 	r := &decide.Rollout{Name: o.Deployment}
 	d, err := o.Client.GetDeployment(ctx, o.Namespace, o.Deployment, kube.Quorum)
@@ -246,8 +230,7 @@ func (o *Observer) Rollout(ctx context.Context, pods ...decide.Pod) *decide.Roll
 		r.Detail = fmt.Sprintf("%d old replica(s) still running", d.Status.Replicas-d.Status.UpdatedReplicas)
 	}
 	r.InProgress = r.Detail != ""
-	if o.Reads.Rollout {
-		// Read afresh (quorum): the last look before acting.
+	if o.Reads.Rollout { // afresh (quorum): the last look before acting
 		r.Owners, r.OwnersErr = o.ownerChains(ctx, d, pods, func(ctx context.Context, name string) (*appsv1.ReplicaSet, error) {
 			return o.Client.GetReplicaSet(ctx, o.Namespace, name, kube.Quorum)
 		})
@@ -255,8 +238,7 @@ func (o *Observer) Rollout(ctx context.Context, pods ...decide.Pod) *decide.Roll
 	return r
 }
 
-// annotated is the Deployment's annotations for the pause: none when it is not
-// found, nil (unread) when the read failed; the read before a restart decides.
+// annotated is the Deployment's annotations for the pause: none if not found, nil if unread.
 func annotated(name string, d *appsv1.Deployment, err error) *decide.Annotated {
 	switch {
 	case name == "" || (err != nil && !apierrors.IsNotFound(err)):
@@ -265,4 +247,44 @@ func annotated(name string, d *appsv1.Deployment, err error) *decide.Annotated {
 		return &decide.Annotated{Deployment: name}
 	}
 	return &decide.Annotated{Deployment: name, Annotations: d.Annotations}
+}
+
+// pageSize keeps each list response small (a slice holds up to 100 endpoints);
+// maxPages bounds a list that never ends. Pages are counted as they come.
+const pageSize, maxPages = 50, 100
+
+// EndpointLister reads the node Service's EndpointSlices from the API server.
+type EndpointLister struct {
+	Client    *kube.Client
+	Namespace string
+	Service   string
+	Port      int32
+}
+
+// Read counts the Service's EndpointSlices, page by page from the watch cache or, consistent, quorum.
+// A count no correct Service and port gives (*endpoints.MisconfiguredError), or past MaxNodes, fails.
+func (l EndpointLister) Read(ctx context.Context, consistent bool) (endpoints.Count, error) {
+	k := endpoints.Counter{Port: l.Port}
+	opts := metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + l.Service, Limit: pageSize}
+	if !consistent {
+		opts = kube.FromCache(opts)
+	}
+	for page := 1; ; page++ {
+		list, err := l.Client.ListEndpointSlices(ctx, l.Namespace, opts)
+		if err == nil {
+			err = k.Add(list.Items)
+		}
+		if err != nil {
+			return endpoints.Count{}, fmt.Errorf("list EndpointSlices of service %s/%s: %w", l.Namespace, l.Service, err)
+		}
+		if list.Continue == "" {
+			break
+		}
+		if page == maxPages {
+			return endpoints.Count{}, fmt.Errorf("list EndpointSlices of service %s/%s: more than %d pages of %d", l.Namespace, l.Service, maxPages, pageSize)
+		}
+		opts.Continue = list.Continue
+	}
+	c := k.Count()
+	return c, c.Check(l.Namespace, l.Service, l.Port)
 }

@@ -14,11 +14,10 @@ import (
 	"github.com/agentenv/watchdog/pkg/kube"
 )
 
-// ownerChains reads, for each live pod controlled by a ReplicaSet, that ReplicaSet
-// (once per name) and checks the chain by UID (VerifyChain): names can be forged by
-// anyone who can create a pod or a ReplicaSet, UIDs are assigned by the API server.
-// A pod that copies a genuine reference, UID included, passes: the ReplicaSet
-// controller then treats it as its own, so rolling the Deployment does replace it.
+// ownerChains reads each live pod's controlling ReplicaSet (once per name) and checks
+// the chain by UID (VerifyChain): anyone who can create a pod can forge names, UIDs
+// come from the API server. A pod copying a genuine reference, UID included, passes:
+// the ReplicaSet controller treats it as its own, so a rollout does replace it.
 func (o *Observer) ownerChains(ctx context.Context, d *appsv1.Deployment, pods []decide.Pod, get func(ctx context.Context, name string) (*appsv1.ReplicaSet, error)) (map[string]decide.OwnerChain, error) {
 	out := make(map[string]decide.OwnerChain, len(pods))
 	type read struct {
@@ -55,10 +54,9 @@ func (o *Observer) ownerChains(ctx context.Context, d *appsv1.Deployment, pods [
 	return out, firstErr
 }
 
-// Ownership reads which of pods the scheduler Deployment runs, by UID, for
-// decide.JudgeDeployment. Only live pods naming a ReplicaSet of the Deployment
-// (decide.OwnedByName) cost a read, and more distinct names than --max-pods are not
-// read at all (nor their pods judged): a flood of pods must not become a flood of reads.
+// Ownership reads which pods the scheduler Deployment runs, by UID, for
+// decide.JudgeDeployment. Only live pods naming one of its ReplicaSets cost a read,
+// and none when they name more than --max-pods: a flood of pods is no flood of reads.
 func (o *Observer) Ownership(ctx context.Context, pods []decide.Pod) *decide.Ownership {
 	d, err := o.cachedDeployment(ctx)
 	return o.ownership(ctx, d, err, pods)
@@ -99,22 +97,18 @@ func (o *Observer) ownership(ctx context.Context, d *appsv1.Deployment, err erro
 	return own
 }
 
-// ownersTTL is how long the objects read for Ownership (from the watch cache) are
-// reused, sparing a confirming run's samples two round trips each. Their UIDs and
-// controllers change only when one is recreated or re-adopted: a pod naming a
-// recreated ReplicaSet is not judged until the next read, and the rollout gate
-// reads the chain afresh before acting.
+// ownersTTL is how long the objects read for Ownership (watch cache) are reused, sparing each sample
+// two round trips: UIDs change only on recreation, a pod naming a recreated ReplicaSet waits for the
+// next read, and the rollout gate reads the chain afresh.
 const ownersTTL = time.Minute
 
-// cachedRead is an object read successfully for Ownership, with when; the
-// Observer's owners holds them by key ("deployment", "replicaset/<name>").
+// cachedRead is an object read for Ownership, kept by key ("deployment", "replicaset/<name>").
 type cachedRead struct {
 	obj  any
 	read time.Time
 }
 
-// cached returns the object under key, read by read unless a read younger than
-// ownersTTL is kept.
+// cached returns the object under key, calling read unless one younger than ownersTTL is kept.
 func cached[T any](o *Observer, key string, read func() (*T, error)) (*T, error) {
 	now := o.Clock.Now()
 	if v, ok := o.owners.Load(key); ok {
@@ -137,8 +131,7 @@ func (o *Observer) cachedDeployment(ctx context.Context) (*appsv1.Deployment, er
 	})
 }
 
-// VerifyChain checks one pod's chain given the ReplicaSet its controller
-// reference names and the Deployment, both as read from the API server.
+// VerifyChain checks a pod's chain to the ReplicaSet it names and the Deployment, as read.
 func VerifyChain(p decide.Pod, rs *appsv1.ReplicaSet, d *appsv1.Deployment) decide.OwnerChain {
 	if string(rs.UID) != p.ControllerUID {
 		return chainFailed("pod %s names ReplicaSet %s with uid %q, but ReplicaSet %s has uid %q", p.Name, p.ControllerName, p.ControllerUID, rs.Name, rs.UID)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -139,14 +141,20 @@ func (g *gatedMetrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write([]byte("# empty\n"))
 }
 
+// newObserver scrapes the pods (at 127.0.0.1) on metricsURL's port.
 func newObserver(t *testing.T, pods []corev1.Pod, metricsURL string) *Observer {
 	c := fakeAPI(t, pods, nil)
+	u, err := url.Parse(metricsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, _ := strconv.Atoi(u.Port())
 	return &Observer{
 		Client: c, Namespace: "ns", Selector: "app=sched", Container: "scheduler",
-		Endpoints: EndpointLister{Client: c, Namespace: "ns", Service: "nodes", Port: 8000},
-		Scraper:   scrape.NewScraper(2*time.Second, 1<<20),
-		ScrapeURL: func(*corev1.Pod) string { return metricsURL },
-		Clock:     clocktesting.NewFakePassiveClock(time.Now()),
+		Endpoints:   EndpointLister{Client: c, Namespace: "ns", Service: "nodes", Port: 8000},
+		Scraper:     scrape.NewScraper(2*time.Second, 1<<20),
+		MetricsPort: port, MetricsPath: "/metrics", Via: scrape.ViaDirect,
+		Clock: clocktesting.NewFakePassiveClock(time.Now()),
 	}
 }
 

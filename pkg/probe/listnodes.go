@@ -1,7 +1,6 @@
-// Package probe asks the scheduler what its discovery knows (gRPC ListNodes) and
-// keeps a canary moving through that discovery: a watchdog-owned EndpointSlice
-// with one terminating endpoint at an address whose node API the watchdog answers
-// itself (docs/design.md, "The discovery probe").
+// Package probe asks the scheduler what its discovery knows (gRPC ListNodes) and keeps a
+// canary moving through it: a watchdog-owned EndpointSlice with one terminating endpoint
+// whose node API the watchdog answers itself (docs/design.md, "The discovery probe").
 package probe
 
 import (
@@ -34,9 +33,8 @@ const (
 // Node is one entry of ListNodes: node_id = 1, endpoint = 2.
 type Node struct{ ID, Endpoint string }
 
-// StatusError is a call the server answered with a gRPC status other than OK:
-// Unavailable from an HA standby ("not the leader"), Unimplemented from a
-// scheduler without the method.
+// StatusError is a gRPC status other than OK: Unavailable from an HA standby ("not
+// the leader"), Unimplemented from a scheduler without the method.
 type StatusError struct {
 	Code    int
 	Message string
@@ -47,9 +45,8 @@ func (e *StatusError) Error() string {
 	return fmt.Sprintf("ListNodes answered gRPC status %d %s: %s", e.Code, name, e.Message)
 }
 
-// Client calls ListNodes: one unary gRPC call over HTTP/2 without TLS (the
-// scheduler's port is plaintext) through net/http, the message read with protowire.
-// Why not grpc-go: docs/performance.md, "The discovery probe's gRPC client".
+// Client calls ListNodes: one unary gRPC call over plaintext HTTP/2 with net/http,
+// read with protowire (not grpc-go: docs/performance.md, "The discovery probe's gRPC client").
 type Client struct{ http *http.Client }
 
 // NewClient returns a client that speaks HTTP/2 with prior knowledge only.
@@ -128,8 +125,7 @@ func decodeNodes(frame []byte) ([]Node, error) {
 	return nodes, err
 }
 
-// fields calls each with the number and bytes of every length-delimited field of
-// msg, skipping the others (a newer scheduler may add some).
+// fields calls each with msg's length-delimited fields, skipping others (a newer scheduler may add some).
 func fields(msg []byte, each func(protowire.Number, []byte) error) error {
 	for len(msg) > 0 {
 		num, typ, n := protowire.ConsumeTag(msg)

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -30,12 +32,8 @@ const (
 	Canary Mode = "canary" // and keep a canary moving through discovery
 )
 
-// ManagedBy labels the canary as the watchdog's (its owner label, and the
-// EndpointSlice controller's, so that the controller leaves it alone).
-const ManagedBy = "agentenv-scheduler-watchdog"
-
-// Bounds: the canary shows within 0.1-0.3 s of its write while discovery lives, so
-// the first reading polls that long; its delete has its own time on every exit.
+// Bounds: a live discovery shows the canary 0.1-0.3 s after its write, so the first
+// reading polls up to settle; its delete has its own time on every exit.
 const (
 	settle       = 2 * time.Second
 	linger       = 500 * time.Millisecond // for a gateway's call in flight
@@ -43,9 +41,9 @@ const (
 	writeTimeout = 10 * time.Second
 )
 
-// Prober reads ListNodes of the judged pods in each sample of a pass and, in canary
-// mode, keeps one canary for the pass: written at Begin while its Responder answers,
-// deleted once every judged process has shown it, or at End.
+// Prober reads the judged pods' ListNodes in each sample and, in canary mode, keeps
+// one canary per pass: written at Begin (its Responder answering), deleted once
+// every judged process has shown it, or at End.
 type Prober struct {
 	Mode      Mode
 	Client    *kube.Client
@@ -75,9 +73,8 @@ type written struct {
 	seen     map[string]bool // by pod UID, shown to a process started before it
 }
 
-// Begin writes the pass's canary (canary mode, not a dry run): the responder first,
-// a leftover of an earlier pass removed, then the object. A failure is the canary's
-// Err in every reading: unknown, never bad.
+// Begin writes the pass's canary (canary mode, not a dry run), responder first; a
+// failure is the canary's Err in every reading: unknown, never bad.
 func (p *Prober) Begin(ctx context.Context) {
 	if p.Mode == Canary && p.Write {
 		p.canary = p.write(ctx)
@@ -87,13 +84,9 @@ func (p *Prober) Begin(ctx context.Context) {
 func (p *Prober) write(ctx context.Context) *written {
 	node := fmt.Sprintf("%s-%d", p.Name, p.Clock.Now().UnixNano())
 	w := &written{node: node, seen: map[string]bool{}}
-	ip := net.ParseIP(p.Address)
-	if ip == nil {
-		w.err = fmt.Errorf("not written: no canary address (--probe-address, or the pod IP) %q", p.Address)
-		return w
-	}
-	var err error
-	if w.answerer, err = Listen(net.JoinHostPort(p.Address, strconv.Itoa(int(p.Port)))); err == nil {
+	r, ip, err := p.answer()
+	if err == nil {
+		w.answerer = r
 		ctx, cancel := context.WithTimeout(ctx, writeTimeout)
 		defer cancel()
 		var s *discoveryv1.EndpointSlice
@@ -111,13 +104,23 @@ func (p *Prober) write(ctx context.Context) *written {
 	return w
 }
 
-// object is the canary: one endpoint, serving and terminating (never scheduled),
-// on the nodes port, naming a pod that need not exist.
+// answer starts a Responder on the canary's address, which it returns parsed.
+func (p *Prober) answer() (*Responder, net.IP, error) {
+	ip := net.ParseIP(p.Address)
+	if ip == nil {
+		return nil, nil, fmt.Errorf("no canary address (--probe-address, or the pod IP) %q", p.Address)
+	}
+	r, err := Listen(net.JoinHostPort(p.Address, strconv.Itoa(int(p.Port))))
+	return r, ip, err
+}
+
+// object is the canary: one serving, terminating (never scheduled) endpoint of a pod that need not exist.
 func (p *Prober) object(node string, ip net.IP) *discoveryv1.EndpointSlice {
 	yes, no, tcp := true, false, corev1.ProtocolTCP
 	s := &discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, Labels: map[string]string{
-			discoveryv1.LabelServiceName: p.Service, discoveryv1.LabelManagedBy: ManagedBy, "app.kubernetes.io/managed-by": ManagedBy}},
+			discoveryv1.LabelServiceName: p.Service, "app.kubernetes.io/managed-by": kube.ManagedBy,
+			discoveryv1.LabelManagedBy: kube.ManagedBy}}, // the EndpointSlice controller leaves it alone
 		AddressType: discoveryv1.AddressTypeIPv4,
 		Ports:       []discoveryv1.EndpointPort{{Port: &p.Port, Protocol: &tcp}},
 		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{p.Address},
@@ -133,8 +136,8 @@ func (p *Prober) object(node string, ip net.IP) *discoveryv1.EndpointSlice {
 	return s
 }
 
-// Read gives each pod the observation judges its reading, one after the other (they
-// share the canary), and retires the canary once every judged process showed it.
+// Read gives each judged pod its reading, one after the other (they share the
+// canary), and retires the canary once every judged process showed it.
 func (p *Prober) Read(ctx context.Context, obs *decide.Observation, sel decide.Selection) {
 	if p.Mode == Off || p.Mode == "" {
 		return
@@ -169,8 +172,8 @@ func (p *Prober) Read(ctx context.Context, obs *decide.Observation, sel decide.S
 	}
 }
 
-// read calls the pod's ListNodes, polling briefly after the canary's write for it
-// to show, and verifies an unseen canary is still the object written.
+// read calls the pod's ListNodes, polling briefly after the canary's write for it to
+// show, and verifies an unseen canary is still the object written.
 func (p *Prober) read(ctx context.Context, pod decide.Pod) *decide.ProbeReading {
 	addr := p.AddrOf(pod)
 	r := &decide.ProbeReading{}
@@ -207,9 +210,8 @@ func (p *Prober) read(ctx context.Context, pod decide.Pod) *decide.ProbeReading 
 	return r
 }
 
-// verify reports a canary that is no longer the object written: whoever deleted or
-// changed it made its absence from ListNodes prove nothing. A failed read is this
-// sample's error only.
+// verify reports a canary that is no longer the object written (its absence from
+// ListNodes proves nothing); a failed read is this sample's error only.
 func (p *Prober) verify(ctx context.Context, c *written) error {
 	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
 	defer cancel()
@@ -237,9 +239,8 @@ func (p *Prober) End() error {
 	return p.end(c)
 }
 
-// end deletes the canary written, and only it (UID precondition), then answers
-// until the judged schedulers no longer list it (a live discovery drops it 0.1 s
-// after the delete; the gateway may call a node it listed a moment before).
+// end deletes the canary written, only it (UID precondition), and answers until the
+// judged schedulers no longer list it (the gateway may call a node just listed).
 func (p *Prober) end(c *written) error {
 	if c == nil || c.answerer == nil {
 		return nil
@@ -288,14 +289,10 @@ func (p *Prober) AddrOf(pod decide.Pod) string {
 	return net.JoinHostPort(pod.IP, strconv.Itoa(p.GRPCPort))
 }
 
-// Preflight tries what a pass's canary needs, leaving nothing behind: answering on
-// its address, and its create as a server-side dry run (`watchdog doctor`).
+// Preflight tries what a canary needs, leaving nothing behind: answering on its
+// address, and its create as a server-side dry run (`watchdog doctor`).
 func (p *Prober) Preflight(ctx context.Context) error {
-	ip := net.ParseIP(p.Address)
-	if ip == nil {
-		return fmt.Errorf("no canary address (--probe-address) %q", p.Address)
-	}
-	r, err := Listen(net.JoinHostPort(p.Address, strconv.Itoa(int(p.Port))))
+	r, ip, err := p.answer()
 	if err != nil {
 		return err
 	}
@@ -303,6 +300,51 @@ func (p *Prober) Preflight(ctx context.Context) error {
 	_, err = p.Client.CreateEndpointSlice(ctx, p.object(p.Name+"-preflight", ip), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 	if err != nil && !apierrors.IsAlreadyExists(err) { // one exists: a pass is probing now
 		return fmt.Errorf("create EndpointSlice %s/%s (server-side dry run): %w", p.Namespace, p.Name, err)
+	}
+	return nil
+}
+
+// Responder answers, as a node with no sandbox, the calls AgentENV's gateway makes
+// to every node ListNodes names for its cluster-wide sandbox lists (GET /sandboxes
+// and /v2/sandboxes): an unanswered canary would make those lists fail (502).
+type Responder struct {
+	srv *http.Server
+	ln  net.Listener
+}
+
+// Listen starts answering on addr (host:port).
+func Listen(addr string) (*Responder, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("answer the canary's node API on %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		switch strings.TrimRight(r.URL.Path, "/") {
+		case "/sandboxes", "/v2/sandboxes":
+			if r.Method == http.MethodGet {
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = w.Write([]byte("[]\n"))
+				return
+			}
+		}
+		http.NotFound(w, r)
+	})
+	s := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+		WriteTimeout: 10 * time.Second, IdleTimeout: 30 * time.Second, MaxHeaderBytes: 64 << 10}
+	go func() { _ = s.Serve(ln) }()
+	return &Responder{srv: s, ln: ln}, nil
+}
+
+// Addr is where it answers.
+func (r *Responder) Addr() string { return r.ln.Addr().String() }
+
+// Close stops answering, letting requests in flight finish for up to a second.
+func (r *Responder) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := r.srv.Shutdown(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return err
 	}
 	return nil
 }

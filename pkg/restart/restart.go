@@ -1,5 +1,4 @@
-// Package restart carries out a restart the decision core asked for, touching only
-// the pod that was observed.
+// Package restart carries out a restart the decision core asked for, touching only the observed pod.
 package restart
 
 import (
@@ -29,8 +28,8 @@ type Result struct {
 	At     time.Time // the restart's time by the API server's clock (zero: unknown)
 }
 
-// Deleter deletes the pod with a UID precondition, so that only the observed pod
-// dies (never a replacement that took its name), and with the pod's own grace period.
+// Deleter deletes the pod with its own grace period and a UID precondition: never a
+// replacement that took its name.
 type Deleter struct {
 	Client    *kube.Client
 	Namespace string
@@ -62,8 +61,7 @@ func (d Deleter) Restart(ctx context.Context, name, uid string) (Result, error) 
 // RestartedAtAnnotation is what `kubectl rollout restart` sets on the pod template.
 const RestartedAtAnnotation = "kubectl.kubernetes.io/restartedAt"
 
-// Rollout restarts the Deployment the way `kubectl rollout restart` does, letting
-// the Deployment controller replace the pod with its surge and availability rules.
+// Rollout restarts the Deployment as `kubectl rollout restart` does (surge and availability rules apply).
 type Rollout struct {
 	Client     *kube.Client
 	Namespace  string

@@ -1,6 +1,5 @@
-// Package scrape reads the scheduler's metrics page and extracts the few series the
-// watchdog judges by. It never guesses: what it cannot read with certainty is an
-// *Error, which the decision core treats as "unknown".
+// Package scrape extracts the few series the watchdog judges by from the scheduler's
+// metrics page. It never guesses: what it cannot read with certainty is an *Error ("unknown").
 package scrape
 
 import (
@@ -24,24 +23,20 @@ import (
 const (
 	ObservedNodesMetric = "agentenv_scheduler_observed_nodes"
 	RPCDurationMetric   = "agentenv_scheduler_rpc_duration_seconds"
-	// WatchAgeMetric is the freshness gauge proposed upstream; optional.
-	WatchAgeMetric = "agentenv_scheduler_watch_last_event_age_seconds"
+	WatchAgeMetric      = "agentenv_scheduler_watch_last_event_age_seconds" // optional; proposed upstream
 )
 
-// ObservedStatuses are the statuses the scheduler writes on every refresh: a page
-// missing one was cut short or is not the scheduler's.
+// ObservedStatuses are written on every refresh: a page missing one is cut short or not the scheduler's.
 var ObservedStatuses = []string{"ready", "connecting", "unhealthy", "lingering", "unspecified"}
 
-// maxKeptBytes bounds what is handed to the parser: the families read are a few
-// hundred bytes on a real scheduler, so anything near this is broken or hostile.
+// maxKeptBytes bounds what the parser gets: a real scheduler's watched families are a few hundred bytes.
 const maxKeptBytes = 1 << 20
 
 // Sample is what one scrape says about the scheduler's discovery.
 type Sample struct {
-	// Observed holds agentenv_scheduler_observed_nodes by status.
-	Observed map[string]int `json:"observed"`
-	// HeartbeatOK and HeartbeatRejected are the Heartbeat RPC counts with status ok
-	// and invalid_argument; an absent series is 0 (created by the first such RPC).
+	Observed map[string]int `json:"observed"` // agentenv_scheduler_observed_nodes by status
+	// HeartbeatOK and HeartbeatRejected count Heartbeat RPCs with status ok and
+	// invalid_argument; an absent series is 0 (created by the first such RPC).
 	HeartbeatOK       uint64 `json:"heartbeatOK"`
 	HeartbeatRejected uint64 `json:"heartbeatRejected"`
 	// WatchAge is the optional freshness gauge in seconds; nil when absent or invalid.
@@ -53,12 +48,8 @@ type Sample struct {
 // Ready is the number of nodes the scheduler counts as ready.
 func (s Sample) Ready() int { return s.Observed["ready"] }
 
-// Unhealthy is the number of nodes whose last heartbeat is older than 30 s.
-func (s Sample) Unhealthy() int { return s.Observed["unhealthy"] }
-
-// Extract reads a Prometheus text page and returns the watchdog's sample. It streams,
-// keeping only the lines of the families it reads (memory does not grow with the
-// page), and parses those with expfmt.
+// Extract reads a Prometheus text page into a sample. It keeps only the watched
+// families' lines (memory does not grow with the page) and parses those with expfmt.
 func Extract(r io.Reader) (Sample, error) {
 	kept, err := filterFamilies(r)
 	if err != nil {
@@ -73,7 +64,6 @@ func Extract(r io.Reader) (Sample, error) {
 }
 
 var (
-	// seriesNames are the names of the sample lines kept.
 	seriesNames = [][]byte{[]byte(ObservedNodesMetric), []byte(RPCDurationMetric + "_count"),
 		[]byte(WatchAgeMetric)}
 	commentNames = map[string]bool{ObservedNodesMetric: true, RPCDurationMetric: true, RPCDurationMetric + "_count": true,
@@ -81,9 +71,8 @@ var (
 	errCutLine = &Error{Kind: KindTruncated, Err: errors.New("the page ends in the middle of a line")}
 )
 
-// filterFamilies copies the HELP/TYPE and sample lines of the families read into a
-// buffer, checking that the page is line-terminated (a cut-off page is not trusted)
-// and that no kept series appears twice.
+// filterFamilies keeps the watched families' lines, checking that the page is not cut
+// off mid-line and that no series appears twice (expfmt leaves duplicates to its caller).
 func filterFamilies(r io.Reader) ([]byte, error) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	var kept bytes.Buffer
@@ -136,8 +125,7 @@ func filterFamilies(r io.Reader) ([]byte, error) {
 	}
 }
 
-// watched says which family the watchdog reads a line belongs to: the series name,
-// "metric comment" for its HELP or TYPE line, or "" for a line it does not read.
+// watched names a kept line's series, "metric comment" for a HELP or TYPE line, or "".
 func watched(line []byte) string {
 	line = bytes.TrimLeft(line, " \t")
 	if len(line) > 0 && line[0] == '#' {
@@ -157,8 +145,7 @@ func watched(line []byte) string {
 	return ""
 }
 
-// seriesKey returns the name and label set of a sample line, for duplicate detection.
-// Labels are sorted so that reordered duplicates are caught too.
+// seriesKey is a sample line's name and sorted labels (reordered duplicates are duplicates).
 func seriesKey(line []byte) (string, bool) {
 	line = bytes.TrimLeft(line, " \t")
 	if len(line) == 0 || line[0] == '#' {
@@ -194,15 +181,17 @@ func sampleFromFamilies(families map[string]*dto.MetricFamily) (Sample, error) {
 	for _, m := range observed.GetMetric() {
 		status := labelValue(m, "status")
 		if _, dup := s.Observed[status]; dup {
-			// Two series for one status (another label tells them apart): which one
-			// the scheduler means is a guess (found by FuzzExtract).
+			// Another label tells two series of one status apart: which is meant is a guess (FuzzExtract).
 			return Sample{}, &Error{Kind: KindInvalid, Err: fmt.Errorf("%s has more than one series with status=%q", ObservedNodesMetric, status)}
 		}
-		n, err := count(value(observed, m))
+		n, err := whole(value(observed, m))
+		if err == nil && n > math.MaxInt32 {
+			err = fmt.Errorf("value %g is implausibly large", float64(n))
+		}
 		if err != nil {
 			return Sample{}, &Error{Kind: KindInvalid, Err: fmt.Errorf("%s{status=%q}: %w", ObservedNodesMetric, status, err)}
 		}
-		s.Observed[status] = n
+		s.Observed[status] = int(n)
 	}
 	for _, status := range ObservedStatuses {
 		if _, ok := s.Observed[status]; !ok {
@@ -221,9 +210,8 @@ func sampleFromFamilies(families map[string]*dto.MetricFamily) (Sample, error) {
 	return s, nil
 }
 
-// watchAge reads the optional watch freshness gauge: a value that cannot be trusted
-// (NaN or ±Inf, a plausible "no event yet"; negative; several series) drops it with
-// a warning and leaves the rest of the sample intact.
+// watchAge reads the optional freshness gauge: an untrusted value (NaN or ±Inf, a
+// plausible "no event yet"; negative; several series) drops it with a warning only.
 func watchAge(families map[string]*dto.MetricFamily) (*float64, []string) {
 	fam, ok := families[WatchAgeMetric]
 	if !ok || len(fam.GetMetric()) == 0 {
@@ -239,9 +227,7 @@ func watchAge(families map[string]*dto.MetricFamily) (*float64, []string) {
 	return &v, nil
 }
 
-// heartbeatCount reads agentenv_scheduler_rpc_duration_seconds_count for the
-// Heartbeat RPC and one status, whether the page typed the family as a histogram
-// or left the _count series untyped.
+// heartbeatCount reads the Heartbeat RPC's _count for status (a histogram's, or an untyped series).
 func heartbeatCount(families map[string]*dto.MetricFamily, status string) (uint64, error) {
 	name := RPCDurationMetric + "_count"
 	var n uint64
@@ -264,13 +250,12 @@ func heartbeatCount(families map[string]*dto.MetricFamily, status string) (uint6
 }
 
 func heartbeatSeries(fam *dto.MetricFamily, status string) *dto.Metric {
-	i := slices.IndexFunc(fam.GetMetric(), func(m *dto.Metric) bool {
-		return labelValue(m, "rpc") == "Heartbeat" && labelValue(m, "status") == status
-	})
-	if i < 0 {
-		return nil
+	for _, m := range fam.GetMetric() {
+		if labelValue(m, "rpc") == "Heartbeat" && labelValue(m, "status") == status {
+			return m
+		}
 	}
-	return fam.GetMetric()[i]
+	return nil
 }
 
 // value is a gauge, counter or untyped sample's value, as its family types it.
@@ -282,15 +267,6 @@ func value(fam *dto.MetricFamily, m *dto.Metric) float64 {
 		return m.GetCounter().GetValue()
 	}
 	return m.GetUntyped().GetValue()
-}
-
-// count accepts a gauge of nodes: a whole, plausible number.
-func count(v float64) (int, error) {
-	n, err := whole(v)
-	if err == nil && v > math.MaxInt32 {
-		err = fmt.Errorf("value %g is implausibly large", v)
-	}
-	return int(n), err
 }
 
 // whole accepts a counter value that is a whole number.

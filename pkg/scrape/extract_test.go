@@ -20,8 +20,8 @@ func TestExtractFixtures(t *testing.T) {
 	if err != nil {
 		t.Fatalf("healthy page: %v", err)
 	}
-	if healthy.Ready() != 3 || healthy.Unhealthy() != 0 {
-		t.Errorf("healthy: ready=%d unhealthy=%d, want 3 and 0", healthy.Ready(), healthy.Unhealthy())
+	if healthy.Ready() != 3 || healthy.Observed["unhealthy"] != 0 {
+		t.Errorf("healthy: ready=%d unhealthy=%d, want 3 and 0", healthy.Ready(), healthy.Observed["unhealthy"])
 	}
 	if healthy.HeartbeatOK != 2160 {
 		t.Errorf("healthy: heartbeat ok=%d, want 2160", healthy.HeartbeatOK)
@@ -59,8 +59,8 @@ func TestExtractVariants(t *testing.T) {
 		check    func(t *testing.T, s Sample)
 	}{
 		{name: "minimal", page: observedBlock, check: func(t *testing.T, s Sample) {
-			if s.Ready() != 2 || s.Unhealthy() != 1 {
-				t.Errorf("ready=%d unhealthy=%d", s.Ready(), s.Unhealthy())
+			if s.Ready() != 2 || s.Observed["unhealthy"] != 1 {
+				t.Errorf("ready=%d unhealthy=%d", s.Ready(), s.Observed["unhealthy"])
 			}
 		}},
 		{name: "untyped count series", page: observedBlock +

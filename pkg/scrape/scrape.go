@@ -9,6 +9,7 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -63,14 +64,11 @@ type Scraper struct {
 	client   *http.Client
 	timeout  time.Duration
 	maxBytes int64
-	// proxied: requests go through the API server's pod proxy (NewProxiedScraper).
-	proxied bool
+	proxied  bool // through the API server's pod proxy (NewProxiedScraper)
 }
 
-// NewScraper returns a scraper whose every request is bounded by timeout (the whole
-// exchange, body included, so a server that trickles bytes is cut off) and whose
-// body is capped at maxBytes (after gzip decoding). Redirects are not followed: the
-// watchdog asked one pod, and an answer from anywhere else is not that pod's.
+// NewScraper returns a scraper bounded by timeout (the whole exchange: a trickling server is cut
+// off) and maxBytes of body (after gzip decoding), following no redirect (elsewhere is not the pod).
 func NewScraper(timeout time.Duration, maxBytes int64) *Scraper {
 	if timeout <= 0 {
 		timeout = DefaultTimeout
@@ -111,9 +109,7 @@ func (s *Scraper) Scrape(ctx context.Context, url string) (Sample, error) {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		if s.proxied {
-			// The API server says why it refused (forbidden, address not allowed, the
-			// pod unreachable from it) in a Status object: the message is the error.
+		if s.proxied { // the API server's Status says why it refused
 			return Sample{}, &Error{Kind: KindHTTPStatus, Err: fmt.Errorf("GET %s answered %s: %s", url, resp.Status, statusMessage(resp.Body))}
 		}
 		// Drain a little so the error is about the status, not the connection.
@@ -136,8 +132,7 @@ func (s *Scraper) Scrape(ctx context.Context, url string) (Sample, error) {
 	return sample, err
 }
 
-// statusMessage is the message of a Kubernetes Status body, else its first line,
-// at most 300 bytes of either.
+// statusMessage is a Kubernetes Status body's message, else its first line (≤ 300 bytes).
 func statusMessage(body io.Reader) string {
 	raw, _ := io.ReadAll(io.LimitReader(body, 4<<10))
 	var status struct {
@@ -171,4 +166,54 @@ func classifyReadError(err error) error {
 func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
+}
+
+// Via is how a scheduler pod's metrics are reached (--scrape-via; shown in reports).
+type Via string
+
+const (
+	// ViaAuto is direct inside a pod and through the API server elsewhere: pod IPs
+	// are routable from the cluster's pods, rarely from a laptop.
+	ViaAuto Via = "auto"
+	// ViaDirect: http://<pod IP>:<port><path>.
+	ViaDirect Via = "direct"
+	// ViaAPIServer: the API server's pod proxy,
+	// GET /api/v1/namespaces/<ns>/pods/<pod>:<port>/proxy<path> (RBAC: get pods/proxy).
+	ViaAPIServer Via = "apiserver"
+)
+
+// ParseVia reads a --scrape-via value.
+func ParseVia(s string) (Via, error) {
+	if v := Via(s); slices.Contains([]Via{ViaAuto, ViaDirect, ViaAPIServer}, v) {
+		return v, nil
+	}
+	return "", fmt.Errorf("%q: want auto, direct or apiserver", s)
+}
+
+// Resolve turns auto into the path taken: direct in a pod (in-cluster credentials).
+func (v Via) Resolve(inPod bool) Via {
+	if v != ViaAuto {
+		return v
+	}
+	if inPod {
+		return ViaDirect
+	}
+	return ViaAPIServer
+}
+
+// Describe says which path a scrape took (auto resolved), as reports and doctor say it.
+func (v Via) Describe() string {
+	if v == ViaAPIServer {
+		return "through the API server's pod proxy (--scrape-via apiserver)"
+	}
+	return "directly from the pod IP (--scrape-via direct)"
+}
+
+// NewProxiedScraper is NewScraper over an authenticated transport to the API server
+// (rest.TransportFor, ViaAPIServer), a refusal reported with the API server's message.
+func NewProxiedScraper(rt http.RoundTripper, timeout time.Duration, maxBytes int64) *Scraper {
+	s := NewScraper(timeout, maxBytes)
+	s.client.Transport = httpbound.Transport(rt, s.maxBytes)
+	s.proxied = true
+	return s
 }

@@ -1,7 +1,6 @@
-// Package slicewatch signals each change of the nodes' EndpointSlices to
-// `watchdog run`, so that the next pass looks while the rejected heartbeats of
-// newly rolled nodes rise, not up to an interval later. It keeps no cache (the
-// pass lists the slices itself); a failed watch only costs that head start.
+// Package slicewatch signals each change of the nodes' EndpointSlices to `watchdog
+// run`, so the next pass looks while newly rolled nodes' rejected heartbeats rise,
+// not an interval later. No cache: a failed watch only costs that head start.
 package slicewatch
 
 import (
@@ -24,25 +23,23 @@ type Client interface {
 }
 
 const (
-	// watchFor is how long the API server keeps one watch open (it then resumes
-	// from the last version seen); the client cuts the call watchGrace later.
+	// watchFor is how long the API server keeps one watch open (then resumed from the
+	// last version seen); the client cuts it watchGrace later.
 	watchFor   = 5 * time.Minute
 	watchGrace = 30 * time.Second
-	// retryFirst and retryMax space the attempts after a failure (doubling).
+	// retryFirst doubles up to retryMax between attempts after a failure.
 	retryFirst = time.Second
 	retryMax   = 2 * time.Minute
 )
 
-// Watcher signals on Changes each change of the EndpointSlices labelled with
-// Service in Namespace.
+// Watcher signals on Changes each change of Service's EndpointSlices in Namespace.
 type Watcher struct {
 	Client             Client
 	Namespace, Service string
-	// Timeout bounds each list.
-	Timeout time.Duration
-	Clock   clock.Clock
-	Log     zerolog.Logger
-	changes chan struct{}
+	Timeout            time.Duration // bounds each list
+	Clock              clock.Clock
+	Log                zerolog.Logger
+	changes            chan struct{}
 	// Run's: a watch is open (since opened), a failure was warned of.
 	watching, failing bool
 	opened            time.Time
@@ -57,8 +54,7 @@ func New(c Client, namespace, service string, timeout time.Duration, clk clock.C
 // Changes delivers one signal for any number of changes since it was last read.
 func (w *Watcher) Changes() <-chan struct{} { return w.changes }
 
-// Run watches until ctx ends. A failure is warned of once per outage and
-// retried with back-off; the recovery is logged.
+// Run watches until ctx ends, warning once per outage and retrying with back-off.
 func (w *Watcher) Run(ctx context.Context) {
 	var rv string
 	delay := retryFirst
@@ -91,7 +87,7 @@ func (w *Watcher) Run(ctx context.Context) {
 
 func (w *Watcher) selector() string { return discoveryv1.LabelServiceName + "=" + w.Service }
 
-// list reads the current version, from which the watch starts (one slice is enough).
+// list reads the version the watch starts from (one slice is enough).
 func (w *Watcher) list(ctx context.Context) (string, error) {
 	lctx, cancel := context.WithTimeout(ctx, w.Timeout)
 	defer cancel()
@@ -102,8 +98,7 @@ func (w *Watcher) list(ctx context.Context) (string, error) {
 	return l.ResourceVersion, nil
 }
 
-// watch signals every change from version rv until the watch ends, and returns
-// the version to resume from ("" to list again).
+// watch signals each change from version rv until the watch ends, returning where to resume ("": list).
 func (w *Watcher) watch(ctx context.Context, rv string) (string, error) {
 	secs := int64(watchFor / time.Second)
 	wctx, cancel := context.WithTimeout(ctx, watchFor+watchGrace)

@@ -4,12 +4,16 @@
 package statestore
 
 import (
+	"cmp"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
+	"strconv"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -23,21 +27,17 @@ import (
 // Keys in the state ConfigMap.
 const (
 	DataKey = "state.json"
-	// CorruptKey keeps the last unreadable document for a human to look at, so that
-	// recovering from it loses nothing.
+	// CorruptKey keeps the last unreadable document for a human: recovering loses nothing.
 	CorruptKey = "state.unreadable.json"
-	// MetricsKey keeps the running totals of the counters a CronJob run pushes
-	// (pkg/metrics), apart from the state: a lost copy only starts them over, which
-	// Prometheus reads as a counter reset.
+	// MetricsKey keeps a CronJob run's pushed counter totals (pkg/metrics): losing them is a counter reset.
 	MetricsKey = "metrics.json"
-	// SealKey holds the HMAC-SHA256 of the state document under the watchdog's key;
+	// SealKey holds the state document's HMAC-SHA256 under the watchdog's key;
 	// TamperedKey keeps the last document whose seal did not verify.
 	SealKey     = "state.seal"
 	TamperedKey = "state.tampered.json"
 )
 
-// maxKeyAttempts bounds UpdateKey's read-modify-write retries: writers of the
-// state ConfigMap are a CronJob run and the odd hand-run check.
+// maxKeyAttempts bounds UpdateKey's retries: the writers are a CronJob run and the odd hand-run check.
 const maxKeyAttempts = 5
 
 // ErrConflict means another writer changed the ConfigMap since it was read.
@@ -48,19 +48,15 @@ type Store struct {
 	Client    *kube.Client
 	Namespace string
 	Name      string
-	// Key seals the whole document (SealKey); empty: neither sealed nor checked.
-	Key []byte
+	Key       []byte // seals the whole document (SealKey); empty: neither sealed nor checked
 }
 
 // Snapshot is a state read at one resourceVersion.
 type Snapshot struct {
-	State *state.State
-	// ResourceVersion is the ConfigMap's version when read; "" if it did not exist.
-	ResourceVersion string
-	// Recovered says why the stored document was not used (a warning), or "".
-	Recovered string
-	// Tampered says why the stored document's seal did not verify, or "": the
-	// document is not used, and is kept under TamperedKey at the next write.
+	State           *state.State
+	ResourceVersion string // the ConfigMap's when read; "" if it did not exist
+	Recovered       string // why the stored document was not used (a warning), or ""
+	// Tampered says why the stored document's seal did not verify (unused, kept under TamperedKey), or "".
 	Tampered string
 
 	configMap *corev1.ConfigMap
@@ -69,9 +65,8 @@ type Snapshot struct {
 	key       []byte
 }
 
-// Load reads the state. A missing ConfigMap or an unreadable document gives a fresh
-// state (Recovered says which); an API failure, or a document written by a newer
-// watchdog (*state.NewerVersionError), is an error.
+// Load reads the state: a fresh one for a missing ConfigMap or an unreadable document
+// (Recovered says which); an error for an API failure or a newer watchdog's document.
 func (st *Store) Load(ctx context.Context) (*Snapshot, error) {
 	cm, err := st.Client.GetConfigMap(ctx, st.Namespace, st.Name)
 	if apierrors.IsNotFound(err) {
@@ -115,16 +110,13 @@ func snapshotOf(cm *corev1.ConfigMap, namespace, name string, key []byte) (*Snap
 	return snap, nil
 }
 
-// Save writes s, creating the ConfigMap if the snapshot saw none, and updating it
-// with the snapshot's resourceVersion as precondition otherwise. On success the
-// snapshot moves to the new version. A lost race returns an error wrapping ErrConflict.
+// Save writes s, creating the ConfigMap if the snapshot saw none, else updating it at
+// the snapshot's resourceVersion (a lost race wraps ErrConflict); the snapshot moves on.
 func (st *Store) Save(ctx context.Context, snap *Snapshot, s *state.State, now time.Time) error {
 	cm, err := configMapOf(snap, s, now, st.Namespace, st.Name)
 	if err != nil {
 		return err
 	}
-	// cm carries the resourceVersion we read: the API server refuses the update
-	// if anyone wrote in between.
 	create := snap.configMap == nil
 	saved, err := st.write(ctx, cm, create)
 	switch {
@@ -141,11 +133,9 @@ func (st *Store) Save(ctx context.Context, snap *Snapshot, s *state.State, now t
 	return nil
 }
 
-// UpdateKey rewrites one key of the state ConfigMap with f, which gets the key's
-// current value ("" when absent) and returns the new one; the state document and
-// the other keys are written back as read. The ConfigMap is created when missing.
-// A lost race reads again and calls f again (so f must not keep what it computed
-// from an older value), up to maxKeyAttempts times.
+// UpdateKey sets one key of the state ConfigMap (created when missing) to f of its
+// value ("" when absent), the other keys written back as read. A lost race reads and
+// calls f again (f must keep nothing from an older value), up to maxKeyAttempts times.
 func (st *Store) UpdateKey(ctx context.Context, key string, f func(old string) (string, error)) error {
 	where := fmt.Sprintf("state ConfigMap %s/%s key %s", st.Namespace, st.Name, key)
 	var err error
@@ -183,14 +173,13 @@ func (st *Store) write(ctx context.Context, cm *corev1.ConfigMap, create bool) (
 	return st.Client.UpdateConfigMap(ctx, cm, metav1.UpdateOptions{FieldManager: "watchdog"})
 }
 
-// orNew is cm with a data map, or for nil an empty state ConfigMap, labelled as
-// the watchdog creates it.
+// orNew is cm with a data map, or for nil a new, labelled state ConfigMap.
 func orNew(cm *corev1.ConfigMap, namespace, name string) *corev1.ConfigMap {
 	if cm == nil {
 		return &corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: map[string]string{
 				"app.kubernetes.io/name": "agentenv-scheduler-watchdog", "app.kubernetes.io/component": "state",
-				"app.kubernetes.io/managed-by": "agentenv-scheduler-watchdog",
+				"app.kubernetes.io/managed-by": kube.ManagedBy,
 			}},
 			Data: map[string]string{},
 		}
@@ -201,8 +190,7 @@ func orNew(cm *corev1.ConfigMap, namespace, name string) *corev1.ConfigMap {
 	return cm
 }
 
-// configMapOf is the ConfigMap that writes s over what snap read: a new one if
-// snap saw none, else a copy of the one read, with its resourceVersion.
+// configMapOf is the ConfigMap that writes s over what snap read (a copy, with its resourceVersion).
 func configMapOf(snap *Snapshot, s *state.State, now time.Time, namespace, name string) (*corev1.ConfigMap, error) {
 	s.UpdatedAt = now.UTC()
 	data, err := state.Encode(s, now)
@@ -235,4 +223,72 @@ func (s *Snapshot) saved(cm *corev1.ConfigMap, st *state.State) {
 	s.ResourceVersion = cm.ResourceVersion
 	s.corrupt = ""
 	s.State = st
+}
+
+// MemoryStore is a Store kept in memory (tests, backtest): the same codec, recovery
+// and optimistic concurrency (a stale snapshot's write, or creating what another
+// writer created, fails with ErrConflict), without an API server.
+type MemoryStore struct {
+	Namespace string
+	Name      string
+	Key       []byte // as Store.Key
+
+	mu sync.Mutex
+	cm *corev1.ConfigMap // nil until created
+	rv int
+}
+
+// Load reads the state as Store.Load does.
+func (m *MemoryStore) Load(context.Context) (*Snapshot, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return snapshotOf(m.cm.DeepCopy(), m.Namespace, m.Name, m.Key) // nil stays nil
+}
+
+// Save writes s as Store.Save does, with snap's resourceVersion as precondition.
+func (m *MemoryStore) Save(_ context.Context, snap *Snapshot, s *state.State, now time.Time) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	cm, err := configMapOf(snap, s, now, m.Namespace, m.Name)
+	if err != nil {
+		return err
+	}
+	switch {
+	case snap.configMap == nil && m.cm != nil:
+		return fmt.Errorf("create state ConfigMap %s/%s: %w", m.Namespace, m.Name, ErrConflict)
+	case snap.configMap != nil && (m.cm == nil || cm.ResourceVersion != m.cm.ResourceVersion):
+		return fmt.Errorf("update state ConfigMap %s/%s at resourceVersion %s: %w", m.Namespace, m.Name, snap.ResourceVersion, ErrConflict)
+	}
+	m.store(cm)
+	snap.saved(m.cm.DeepCopy(), s)
+	return nil
+}
+
+// store keeps cm as a new version unless, as on the API server, nothing changed.
+func (m *MemoryStore) store(cm *corev1.ConfigMap) {
+	if m.cm != nil && maps.Equal(m.cm.Data, cm.Data) && maps.Equal(m.cm.Labels, cm.Labels) {
+		return
+	}
+	m.rv++
+	cm.ResourceVersion = strconv.Itoa(m.rv)
+	m.cm = cm
+}
+
+// SetData replaces (or creates) the stored data as another writer or kubectl edit would.
+func (m *MemoryStore) SetData(data map[string]string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	cm := cmp.Or(m.cm.DeepCopy(), &corev1.ConfigMap{})
+	cm.Name, cm.Namespace, cm.Data = m.Name, m.Namespace, maps.Clone(data)
+	m.store(cm)
+}
+
+// Data is a copy of the stored ConfigMap's data; nil if it does not exist.
+func (m *MemoryStore) Data() map[string]string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.cm == nil {
+		return nil
+	}
+	return maps.Clone(m.cm.Data)
 }

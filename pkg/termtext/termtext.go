@@ -1,7 +1,6 @@
-// Package termtext makes text from others (scheduler log lines, label values,
-// Events, what an editor of its ConfigMaps wrote) safe to print on a terminal: an
-// escape sequence could rewrite a line the operator reads, set the clipboard
-// (OSC 52) or disguise a link (OSC 8), and a newline could forge a line. JSON
+// Package termtext makes others' text (log lines, label values, Events, ConfigMap
+// edits) safe on a terminal: an escape sequence could rewrite a line, set the
+// clipboard (OSC 52) or disguise a link (OSC 8), and a newline forge a line. JSON
 // output needs none of this: its encoder escapes control characters.
 package termtext
 
@@ -14,9 +13,8 @@ import (
 	"unicode/utf8"
 )
 
-// Escape returns s with every character that is not printable written as a Go
-// escape (\x1b, \n, \u202e; an invalid byte as \xff). A tab is kept: it is
-// shown, not acted on, and tables and log lines use it.
+// Escape writes each unprintable character of s as a Go escape (\x1b, \n, \u202e;
+// an invalid byte \xff). A tab is kept: shown, not acted on, and tables use it.
 func Escape(s string) string {
 	if strings.IndexFunc(s, needsEscape) < 0 {
 		return s
@@ -48,10 +46,8 @@ func Escape(s string) string {
 // needsEscape says whether Escape rewrites r.
 func needsEscape(r rune) bool { return r != '\t' && (r == utf8.RuneError || !unicode.IsPrint(r)) }
 
-// Fprintf is fmt.Fprintf for a terminal: format is the program's own text, and
-// every argument that is text (a string of any string type, a list of them, an
-// error, a fmt.Stringer that is not a number) is escaped before it is formatted.
-// Numbers, booleans and durations are printed as they are.
+// Fprintf is fmt.Fprintf for a terminal: every text argument (a string of any string
+// type, a list of them, an error, a fmt.Stringer that is not a number) is escaped.
 func Fprintf(w io.Writer, format string, args ...any) {
 	safe := make([]any, len(args))
 	for i, a := range args {

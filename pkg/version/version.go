@@ -1,6 +1,5 @@
-// Package version holds build information: injected with -ldflags -X by the
-// Makefile and the Dockerfile, otherwise read from the Go build info (`go install
-// .../cmd/watchdog@vX`, a plain `go build` in a checkout).
+// Package version holds build information: set with -ldflags -X (Makefile,
+// Dockerfile), else read from the Go build info (`go install`, `go build`).
 package version
 
 import (
@@ -11,8 +10,7 @@ import (
 	"time"
 )
 
-// Set at build time (-X .../pkg/version.Version=v1.2.3); left at these defaults,
-// they are filled from the build info.
+// Set at build time (-X .../pkg/version.Version=v1.2.3), else from the build info.
 var (
 	Version = "dev"
 	Commit  = "unknown"
@@ -29,10 +27,9 @@ func init() {
 // 12-hex prefix (v0.0.0-20261201101500-abcdef123456, v1.2.4-0.2026...-abcdef123456).
 var pseudoVersion = regexp.MustCompile(`(?:^|[-.])(\d{14})-([0-9a-f]{12})(?:\+dirty)?$`)
 
-// fromBuildInfo fills what -ldflags did not set (still "dev"/"unknown") from the
-// build info: the module version (a tag or pseudo-version), the VCS revision and
-// time (`go build` in a checkout), or else the commit and time a pseudo-version
-// names. A module built from a tag has no revision: the tag names the commit.
+// fromBuildInfo fills what -ldflags left "dev"/"unknown" from the build info: the
+// module version, the VCS revision and time (`go build` in a checkout), else the
+// commit and time a pseudo-version names, else the tag (which names the commit).
 func fromBuildInfo(info *debug.BuildInfo, version, commit, date string) (string, string, string) {
 	settings := map[string]string{}
 	for _, s := range info.Settings {

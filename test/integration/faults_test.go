@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,8 +17,10 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
 
 	"github.com/agentenv/watchdog/internal/testenv"
+	"github.com/agentenv/watchdog/pkg/cli"
 	"github.com/agentenv/watchdog/pkg/state"
 	"github.com/agentenv/watchdog/pkg/statestore"
 )
@@ -363,6 +367,68 @@ func TestFaultClockSkew(t *testing.T) {
 	}
 	if !s.podExists(s.pod.Name) {
 		t.Fatal("restarted a pod on its first judged sight")
+	}
+}
+
+// skewedClock is the real clock read skew off: the watchdog's node clock
+// disagreeing with the API server's and the kubelet's.
+type skewedClock struct {
+	clock.RealClock
+	skew time.Duration
+}
+
+func (c skewedClock) Now() time.Time                  { return time.Now().Add(c.skew) }
+func (c skewedClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
+
+// The watchdog's clock runs 25 s ahead of the API server's (and the kubelet's), or
+// 25 s behind: a restart whose replacement wedges the same way is still recognised
+// (restart-ineffective, back-off), its gap said by the API server's clock, because
+// the restart's time by the API server (the deleted pod's deletionTimestamp) is
+// compared with the replacement's creationTimestamp. Checked without that
+// comparison: ahead, the claim (by the watchdog's clock) is dated after the
+// replacement started, which is then not recognised and restarted again; behind,
+// the replacement is still recognised, but the gap is said across two clocks (24s). decide's
+// TestReplacementRecognisedDespiteClockSkew, on a real API server.
+func TestFaultClockSkewReplacementRecognised(t *testing.T) {
+	for _, skew := range []time.Duration{25 * time.Second, -25 * time.Second} {
+		t.Run("watchdog clock "+skew.String(), func(t *testing.T) {
+			s := newScenario(t, layout{serving: 3, page: fixture(t, "scheduler-metrics-discovery-dead.txt")})
+			ctx := cli.WithClock(context.Background(), skewedClock{skew: skew})
+			check := func() result {
+				t.Helper()
+				s.syncCache()
+				return runCLIContext(ctx, t, append(append([]string{"check"}, s.base...), "--restart-backoff", "2m", "--restart-backoff-max", "1h")...)
+			}
+			check().expect(t, 0, "wedged", "wait")
+			waitPastWedgedFor()
+			check().expect(t, 0, "wedged", "restart")
+			if s.podExists(s.pod.Name) {
+				t.Fatal("the first restart did not happen")
+			}
+			// Its replacement starts (by the kubelet's clock, the API server's) and wedges the same way.
+			tctx, cancel := testenv.Ctx()
+			defer cancel()
+			_, err := testenv.CreateSchedulerPod(tctx, env.Client, s.ns, testenv.PodSpec{Name: "agentenv-scheduler-r1", StartedAt: time.Now()})
+			must(t, err)
+			// Past --startup-grace 1s by the watchdog's clock, to which a clock behind sees the start ahead.
+			time.Sleep(1100*time.Millisecond + max(-skew, 0))
+			check().expect(t, 0, "wedged", "wait")
+			waitPastWedgedFor()
+			r := check()
+			r.expect(t, 0, "wedged", "blocked")
+			ineffective := r.report.Targets[0].Ineffective
+			m := regexp.MustCompile(`its replacement agentenv-scheduler-r1 started (\d+)s later`).FindStringSubmatch(ineffective)
+			if !strings.Contains(r.report.Reason, "did not heal; backing off") || m == nil {
+				t.Fatalf("reason %q, ineffective %q", r.report.Reason, ineffective)
+			}
+			if gap, _ := strconv.Atoi(m[1]); gap > 2 {
+				t.Errorf("the replacement started %ds after the restart, by two clocks: %s", gap, ineffective)
+			}
+			st, _ := s.state()
+			if st.Backoff == nil || st.Backoff.Ineffective != 1 || st.Backoff.NotBefore.Sub(st.Backoff.LastRestartAt) != 2*time.Minute {
+				t.Errorf("back-off %+v, want one ineffective restart and 2m", st.Backoff)
+			}
+		})
 	}
 }
 
