@@ -35,16 +35,14 @@ type line struct {
 
 func (w *World) column() *column { return &column{World: w, lines: map[*Target][]*line{}} }
 
-// Pod is a column's scheduler pod at some time, as the watchdog's observer lists
-// it, with its readings or, in a gap, ScrapeErr.
+// Pod is a column's scheduler pod as the observer lists it, with its readings.
 type Pod struct {
 	decide.Pod
 	Target                         *Target
 	ReadyNodes, Rejected, Accepted float64
 }
 
-// Pods lists the column's scheduler pods at t with their readings: the record's,
-// or for a replacement before the record heals, what serves.
+// Pods lists the column's pods at t: the record's readings, or a replacement's.
 func (c *column) Pods(t time.Time) []Pod {
 	var out []Pod
 	for _, tg := range c.Targets {
@@ -82,9 +80,8 @@ func (c *column) Pods(t time.Time) []Pod {
 			}
 		}
 		if l != nil {
-			// Once the record heals, its readings, as the replacement's.
+			// The replacement, started 5 s after the delete (whole seconds), reads the record once it heals.
 			p.Name, p.UID = fmt.Sprintf("%s~%d", p.Name, n), fmt.Sprintf("%s~%d", p.UID, n)
-			// The replacement starts a few seconds after the delete, in whole seconds.
 			if started := l.deletedAt.Add(5 * time.Second).Truncate(time.Second); !healed || p.StartedAt.Before(started) {
 				p.StartedAt = started
 			}
@@ -116,8 +113,7 @@ func (c *column) Restart(uid string, t time.Time) bool {
 	return false
 }
 
-// lineAt is the latest restart of the target made by t and its number (the
-// replacement is the pod's ~n), or nil.
+// lineAt is the target's latest restart by t and its number n (pod~n), or nil.
 func (c *column) lineAt(tg *Target, t time.Time) (*line, int) {
 	lines := c.lines[tg]
 	for i := len(lines) - 1; i >= 0; i-- {
@@ -163,8 +159,7 @@ func (c *column) condition(t time.Time) decide.Verdict {
 	return v
 }
 
-// observation is the column at t as the watchdog's observer reports it; observe,
-// with the pods listed at t.
+// observation is the column at t as the observer reports it (observe: of pods).
 func (c *column) observation(t time.Time) decide.Observation { return c.observe(t, c.Pods(t)) }
 
 func (c *column) observe(t time.Time, pods []Pod) decide.Observation {

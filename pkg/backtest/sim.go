@@ -123,8 +123,7 @@ func (s *simulation) run(ctx context.Context, res *Result) error {
 	return nil
 }
 
-// record turns one pass's report into the result's restarts, blocked restarts,
-// alerts and warnings.
+// record adds one pass's restarts, blocked restarts, alerts and warnings to res.
 func (s *simulation) record(res *Result, run time.Time, rep *check.Report, runErr error) {
 	made, notes := s.made, s.notes
 	s.made, s.notes = nil, nil

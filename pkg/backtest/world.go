@@ -68,9 +68,8 @@ func build(h *History, cfg Config) (*World, error) {
 	return w, nil
 }
 
-// join makes one Target per namespace and pod: several scrape targets of one pod
-// (a PodMonitor beside an annotation-based job, a relabeling, two Prometheus
-// replicas) are one pod to a live run, which lists pods, not series.
+// join makes one Target per namespace and pod: a live run lists pods, not series,
+// so several scrape targets of one (two jobs, a relabeling, two Prometheus) are one.
 func (w *World) join() {
 	h := w.History
 	byKey, byPod := map[string]*Target{}, map[string]*Target{}
