@@ -8,8 +8,8 @@ import (
 )
 
 // BenchmarkReplayDay replays a day of history, and measures its summary alone
-// (the world's condition at every reading, which asks decide.Judged only when
-// the listing changes), for one scheduler pod and an HA scheduler of three.
+// (the world's condition at every reading, each asking decide.Judged), for one
+// scheduler pod and an HA scheduler of three.
 func BenchmarkReplayDay(b *testing.B) {
 	for _, replicas := range []int{1, 3} {
 		h := history(24*time.Hour, func(time.Time) float64 { return 3 }, noRejections)

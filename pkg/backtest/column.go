@@ -14,94 +14,95 @@ import (
 	"github.com/agentenv/watchdog/pkg/state"
 )
 
-// column is the World with one actor's restarts applied: the simulated
-// watchdog's, the stop-gap's, or nobody's (as recorded). History cannot tell what
-// a restarted scheduler would have done, so a replacement (pod~1, pod~2, ...)
-// reads as many ready nodes as serve until the recorded pod heals by itself, then
-// the record. It stays a new pod (its own name and UID) to the decision core, as
-// live: a later wedge is its own.
+// column is the World with one actor's restarts. History cannot tell what a
+// restarted scheduler would have done, so a replacement (pod~1, pod~2, ...) reads
+// as many ready nodes as serve until the recorded pod heals by itself, then the
+// record; it is a new pod to the decision core, as live: a later wedge is its own.
 type column struct {
 	*World
-	// lines are, by target, the restarts of each in the order made: the column at
-	// any time is the latest made by then, so that it reads the same during the
-	// replay and when measured after it.
+	// lines are each target's restarts in the order made: the column at t is the
+	// latest made by t, the same during the replay and when measured after it.
 	lines    map[*Target][]*line
 	restarts []time.Time
-	// chosen caches decide.Judged by the listing: it changes rarely, the
-	// readings at every step.
-	chosen struct {
-		key    string
-		judged map[string]bool
-		buf    []byte // the key being built, reused
-	}
 }
 
-// line is a target the actor restarted.
+// line is a restart of a target. healAt is when the record heals by itself (zero:
+// not within the range); ended: by ending, after which nothing of it is listed.
 type line struct {
-	deletedAt time.Time
-	// healAt is when the record heals by itself (zero: not within the range);
-	// ended: by ending, after which neither it nor a replacement is listed.
-	healAt time.Time
-	ended  bool
-	// n numbers the replacement (its name and UID are the pod's ~n, so that no
-	// two share one); startedAt is its start.
-	n         int
-	startedAt time.Time
+	deletedAt, healAt time.Time
+	ended             bool
 }
 
 func (w *World) column() *column { return &column{World: w, lines: map[*Target][]*line{}} }
 
-// Pod is one scheduler pod of a column at a given time, as the watchdog's
-// observer lists it (Terminating: a newer pod of its Deployment replaced it),
-// with its readings or, in a gap, ScrapeErr.
+// Pod is a column's scheduler pod as the observer lists it, with its readings.
 type Pod struct {
 	decide.Pod
 	Target                         *Target
 	ReadyNodes, Rejected, Accepted float64
 }
 
-// Pods lists the column's scheduler pods at t with their readings.
+// Pods lists the column's pods at t: the record's readings, or a replacement's.
 func (c *column) Pods(t time.Time) []Pod {
 	var out []Pod
 	for _, tg := range c.Targets {
 		if t.Before(tg.first()) || t.Sub(tg.last()) > tg.maxAge {
 			continue
 		}
-		l := c.lineAt(tg, t)
+		l, n := c.lineAt(tg, t)
 		healed := l != nil && !l.healAt.IsZero() && !t.Before(l.healAt)
 		if healed && l.ended {
 			continue
 		}
-		p := c.recorded(tg, t, l != nil && !healed)
-		if l != nil {
-			// A replacement: once the record heals, its readings under the
-			// replacement's name and UID, its process no older than the replacement.
-			p.Name, p.UID = fmt.Sprintf("%s~%d", p.Name, l.n), fmt.Sprintf("%s~%d", p.UID, l.n)
-			if !healed || p.StartedAt.Before(l.startedAt) {
-				p.StartedAt = l.startedAt
+		p := Pod{Target: tg, Pod: decide.Pod{Name: tg.Pod, UID: tg.UID, Phase: "Running", Ready: true, Running: true, StartedAt: c.startedAt(tg, t),
+			ControllerKind: "ReplicaSet", ControllerName: replicaSetOf(tg.Pod), ControllerUID: replicaSetUID,
+			Terminating: !tg.terminating.IsZero() && !t.Before(tg.terminating)}}
+		ready, when, ok := at(tg.Ready, t, tg.maxAge)
+		switch {
+		case !ok:
+			p.ScrapeErr = &scrape.Error{Kind: scrape.KindAbsent, Err: errors.New(gapReason("the ready series", when, t, tg.maxAge))}
+		case slices.ContainsFunc(tg.disagree, func(s [2]time.Time) bool { return !t.Before(s[0]) && !t.After(s[1]) }):
+			p.ScrapeErr = &scrape.Error{Kind: scrape.KindInvalid, Err: errors.New("the pod's series disagree on the ready count here (the report's warnings name them)")}
+		case l != nil && !healed:
+			// In a gap of kube-state-metrics' series alone, the last count known.
+			if v, _, ok := at(c.Expected, t, math.MaxInt64); ok && v > 0 {
+				p.ReadyNodes = math.Round(v)
+			}
+		default:
+			p.ReadyNodes = ready
+			// A counter is absent until its first increment: 0. In a gap of the counter
+			// alone, its last value of this process stands (no rise).
+			if v, seen, ok := at(tg.Rejected, t, math.MaxInt64); ok && !seen.Before(p.StartedAt) {
+				p.Rejected = v
+			}
+			if v, seen, ok := at(tg.Accepted, t, math.MaxInt64); ok && !seen.Before(p.StartedAt) {
+				p.Accepted = v
 			}
 		}
-		p.Terminating = !tg.terminating.IsZero() && !t.Before(tg.terminating)
+		if l != nil {
+			// The replacement, started 5 s after the delete (whole seconds), reads the record once it heals.
+			p.Name, p.UID = fmt.Sprintf("%s~%d", p.Name, n), fmt.Sprintf("%s~%d", p.UID, n)
+			if started := l.deletedAt.Add(5 * time.Second).Truncate(time.Second); !healed || p.StartedAt.Before(started) {
+				p.StartedAt = started
+			}
+		}
 		out = append(out, p)
 	}
 	return out
 }
 
-// Restart applies a restart of the pod uid at t. It reports false for a pod the
-// column does not list (already gone).
+// Restart applies a restart of the pod uid at t; false for a pod not listed (gone).
 func (c *column) Restart(uid string, t time.Time) bool {
 	for _, p := range c.Pods(t) {
 		if p.UID != uid {
 			continue
 		}
 		c.restarts = append(c.restarts, t)
-		// The replacement starts a few seconds after the delete, in whole seconds.
-		l := &line{deletedAt: t, n: len(c.lines[p.Target]) + 1, startedAt: t.Add(5 * time.Second).Truncate(time.Second)}
-		if prev := c.lineAt(p.Target, t); c.ha && c.condition(t) == state.VerdictHealthy {
+		l := &line{deletedAt: t}
+		if prev, _ := c.lineAt(p.Target, t); c.ha && c.condition(t) == state.VerdictHealthy {
 			l.healAt = t // a standby's replacement is a standby: it reads the record
 		} else if prev != nil && (prev.healAt.IsZero() || t.Before(prev.healAt)) {
-			// A replacement restarted before the record healed: the record still
-			// heals when it did.
+			// A replacement restarted before the record healed: it heals as then.
 			l.healAt, l.ended = prev.healAt, prev.ended
 		} else {
 			l.healAt, l.ended = c.healsAt(p.Target, t)
@@ -112,40 +113,37 @@ func (c *column) Restart(uid string, t time.Time) bool {
 	return false
 }
 
-// lineAt is the latest restart of the target made by t, or nil.
-func (c *column) lineAt(tg *Target, t time.Time) *line {
+// lineAt is the target's latest restart by t and its number n (pod~n), or nil.
+func (c *column) lineAt(tg *Target, t time.Time) (*line, int) {
 	lines := c.lines[tg]
 	for i := len(lines) - 1; i >= 0; i-- {
 		if !t.Before(lines[i].deletedAt) {
-			return lines[i]
+			return lines[i], i + 1
 		}
 	}
-	return nil
+	return nil, 0
 }
 
 // condition is the column's scheduler at t as an outside observer would call it,
 // by the pods a run judges: wedged when one past the startup grace reads 0 ready
-// while nodes serve (for an HA scheduler replayed without --leader-lease, while
-// none counts nodes: the others are standbys); else unknown when the data cannot
-// tell (a gap, series that disagree, no serving count, a leader that cannot be
-// told); else healthy.
+// while nodes serve (HA without --leader-lease: while none counts nodes); else
+// unknown when the data cannot tell; else healthy.
 func (c *column) condition(t time.Time) state.Verdict {
-	n, ok := c.Expected(t)
-	if !ok {
+	if n, ok := c.serving(t); !ok {
 		return state.VerdictUnknown
-	}
-	if n == 0 {
+	} else if n == 0 {
 		return state.VerdictHealthy
 	}
 	pods := c.Pods(t)
-	judged, known := c.judged(t, pods)
-	if !known {
+	obs := c.observe(t, pods)
+	if obs.Leader != nil && obs.Leader.Err != nil {
 		return state.VerdictUnknown
 	}
+	judged, _, _ := decide.Judged(obs, c.judge)
 	v, zero, counting := state.VerdictHealthy, false, false
 	for _, p := range pods {
 		switch {
-		case !judged[p.UID]:
+		case !slices.ContainsFunc(judged, func(j decide.Pod) bool { return j.UID == p.UID }):
 			// Not judged: its readings say nothing of the scheduler that serves.
 		case p.ScrapeErr != nil:
 			v = state.VerdictUnknown
@@ -161,47 +159,18 @@ func (c *column) condition(t time.Time) state.Verdict {
 	return v
 }
 
-// judged is which of pods a run judges at t, by UID; not known when the leader
-// cannot be told. decide.Judged is asked again only when the pods, which are
-// terminating or the leader changed.
-func (c *column) judged(t time.Time, pods []Pod) (map[string]bool, bool) {
-	key := c.chosen.buf[:0]
-	if c.leaderFromReadiness {
-		holder, err := c.leader(t, pods)
-		if err != nil {
-			return nil, false
-		}
-		key = append(key, holder...)
-	}
-	for _, p := range pods {
-		key = append(append(key, ','), p.UID...)
-		if p.Terminating {
-			key = append(key, " terminating"...)
-		}
-	}
-	c.chosen.buf = key
-	if c.chosen.judged == nil || string(key) != c.chosen.key {
-		judged, _, _ := decide.Judged(c.observation(t), c.judge)
-		c.chosen.key, c.chosen.judged = string(key), make(map[string]bool, len(judged))
-		for _, p := range judged {
-			c.chosen.judged[p.UID] = true
-		}
-	}
-	return c.chosen.judged, true
-}
+// observation is the column at t as the observer reports it (observe: of pods).
+func (c *column) observation(t time.Time) decide.Observation { return c.observe(t, c.Pods(t)) }
 
-// observation is the column at t as the watchdog's observer reports it.
-func (c *column) observation(t time.Time) decide.Observation {
-	pods := c.Pods(t)
+func (c *column) observe(t time.Time, pods []Pod) decide.Observation {
 	obs := decide.Observation{At: t}
-	expected, known := c.Expected(t)
+	expected, known := c.serving(t)
 	obs.Expected.Serving = expected
 	for _, p := range pods {
 		switch {
 		case p.ScrapeErr != nil: // a gap in its own series
 		case !known:
-			// Not an API failure of the watchdog's: the record has no count here.
-			p.ScrapeErr = &scrape.Error{Kind: scrape.KindAbsent, Err: errors.New(gapReason("the serving-node count (--expected-query)", time.Time{}, t, c.step))}
+			p.ScrapeErr = &scrape.Error{Kind: scrape.KindAbsent, Err: errors.New(gapReason("the serving-node count (--expected-query)", time.Time{}, t, c.Step))}
 		default:
 			p.Sample = &scrape.Sample{Observed: map[string]int{"ready": int(math.Round(p.ReadyNodes))}, HeartbeatRejected: uint64(max(p.Rejected, 0)), HeartbeatOK: uint64(max(p.Accepted, 0))}
 		}
@@ -210,8 +179,7 @@ func (c *column) observation(t time.Time) decide.Observation {
 	obs.Ownership = &decide.Ownership{Deployment: c.deployment, Found: true, Chains: assumedChains(c.deployment, obs.Pods)}
 	if c.leaderFromReadiness {
 		holder, err := c.leader(t, pods)
-		// No renewal time: the Lease's expiry is not in the history; readiness
-		// recorded within its staleness is the leadership of the moment.
+		// No renewal time: readiness within its staleness is the leadership.
 		obs.Leader = &decide.Leader{Holder: holder, Err: err}
 	}
 	return obs
@@ -224,15 +192,12 @@ const (
 	healedItself  = "itself"
 )
 
-// summary measures the column over the range at the data's resolution: how long
-// the scheduler was wedged and unknown, in how many wedges, and how each ended.
-// Unknown time is never wedged time; a gap inside a wedge is neither its end nor
-// another's start.
+// summary measures the column at the data's resolution: time wedged and unknown,
+// and the wedges; a gap inside a wedge is unknown, neither its end nor a start.
 func (c *column) summary() WorldSummary {
 	s := WorldSummary{Restarts: len(c.restarts), Wedges: []Wedge{}}
 	step := c.interval
 	var open *Wedge
-	var unknown time.Duration // since the last wedged reading of the open wedge
 	for t := c.From; !t.After(c.To); t = t.Add(step) {
 		switch c.condition(t) {
 		case state.VerdictWedged:
@@ -240,24 +205,20 @@ func (c *column) summary() WorldSummary {
 				s.Wedges = append(s.Wedges, Wedge{From: t.UTC()})
 				open = &s.Wedges[len(s.Wedges)-1]
 			}
-			open.Unknown += state.Duration(unknown)
-			unknown = 0
 			s.Wedged += state.Duration(step)
 		case state.VerdictUnknown:
 			s.Unknown += state.Duration(step)
 			if open != nil {
-				unknown += step
+				open.Unknown += state.Duration(step)
 			}
 		case state.VerdictHealthy:
 			if open != nil {
-				open.Unknown += state.Duration(unknown)
 				open.To, open.Duration = ptr.To(t.UTC()), state.Duration(t.Sub(open.From))
-				open.HealedBy, open, unknown = c.healedBy(open.From, t), nil, 0
+				open.HealedBy, open = c.healedBy(open.From, t), nil
 			}
 		}
 	}
 	if open != nil {
-		open.Unknown += state.Duration(unknown)
 		open.Duration, open.HealedBy = state.Duration(c.To.Sub(open.From)), "still wedged at the end"
 	}
 	for _, wg := range s.Wedges {
@@ -266,8 +227,7 @@ func (c *column) summary() WorldSummary {
 	return s
 }
 
-// healedBy says what ended a wedge [from, to): the column's restart, one made
-// outside the watchdog (in the record), or nothing anyone did.
+// healedBy says what ended a wedge [from, to].
 func (c *column) healedBy(from, to time.Time) string {
 	in := func(at time.Time) bool { return !at.Before(from) && !at.After(to) }
 	if slices.ContainsFunc(c.restarts, in) {

@@ -18,29 +18,25 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/agentenv/watchdog/pkg/decide"
+	"github.com/agentenv/watchdog/pkg/state"
 )
 
-// Queries is the PromQL the backtest reads (docs/backtest.md, "What it reads").
-// Ready, Rejected, Accepted and StartTime are series selectors, read as raw
-// samples so that a gap stays a gap; Expected is an expression, one series.
+// Queries is the PromQL the backtest reads (docs/backtest.md): series selectors,
+// read raw so that a gap stays a gap, and Expected, an expression of one series.
 type Queries struct {
 	Ready, Rejected, Accepted, StartTime string
 	Expected                             string
-	// ExpectedSeries is recorded by the scrape that records the serving count:
-	// its spacing is the count's resolution.
+	// ExpectedSeries is scraped with the serving count: its spacing is the count's resolution.
 	ExpectedSeries string
-	// PodReady is the scheduler pods' readiness, joined to the targets by
-	// KSMPodLabel: an HA scheduler's leader is the ready pod. Read when set, so a
-	// caller clears DefaultQueries' unless it replays --leader-lease.
+	// PodReady is the pods' readiness (an HA scheduler's leader is the ready pod),
+	// read when set: a caller clears DefaultQueries' unless it replays --leader-lease.
 	PodReady string
-	// PodLabel names the label holding the pod's name on the scheduler's series,
-	// KSMPodLabel on kube-state-metrics'.
+	// PodLabel holds the pod's name on the scheduler's series, KSMPodLabel on kube-state-metrics'.
 	PodLabel, KSMPodLabel string
 }
 
-// DefaultQueries are the selectors for the chart's defaults: the scheduler in
-// namespace, its pods named after deployment and their readiness, and the serving
-// node count from kube-state-metrics' EndpointSlice series, counted as discovery counts.
+// DefaultQueries are the selectors for the chart's defaults; the serving count is
+// kube-state-metrics' EndpointSlice series, counted as discovery counts.
 func DefaultQueries(namespace, deployment, service string, port int) Queries {
 	ns := strconv.Quote(namespace)
 	// Names inside =~ are matched as themselves (a Deployment's name may hold dots).
@@ -61,47 +57,39 @@ func DefaultQueries(namespace, deployment, service string, port int) Queries {
 	}
 }
 
-// History is what Prometheus recorded between From and To, as read: build
-// (world.go) makes the scheduler's pods of it.
+// History is what Prometheus recorded between From and To, read by Queries.
 type History struct {
-	From, To time.Time
-	// The selectors' raw series: a gap stays a gap.
+	From, To                                       time.Time
+	Queries                                        Queries
 	Ready, Rejected, Accepted, StartTime, PodReady []*model.SampleStream
-	// Expected is the serving node count at each Step, from samples at most two
-	// ExpectedIntervals old: a step without one is a gap.
+	// Expected is the serving count at each Step; a lookback of two ExpectedIntervals keeps a gap a gap.
 	Expected []model.SamplePair
 	Step     time.Duration
 	// ExpectedInterval is the median spacing of ExpectedSeries, else of the ready samples.
 	ExpectedInterval time.Duration
-	// PodLabel and KSMPodLabel are Queries'; PodReadyQuery is set when an HA
-	// scheduler's leader is told by readiness (--leader-lease).
-	PodLabel, KSMPodLabel, PodReadyQuery string
-	Warnings                             []string
+	Warnings         []string
 }
 
-// rawWindow is the span of one raw-sample query, far below Prometheus' default
-// sample limit per query.
-const rawWindow = 6 * time.Hour
+const (
+	rawWindow = 6 * time.Hour // one raw read, far below Prometheus' default sample limit
+	maxSteps  = 10000         // a range query under Prometheus' 11,000 points per series
+)
 
-// maxSteps keeps a range query under Prometheus' 11,000 points per series.
-const maxSteps = 10000
-
-// Fetch reads the history of [from, to] through api, each query bounded by
-// timeout. step is the resolution of the Expected query; zero: its own interval.
+// Fetch reads [from, to] (to after from: the CLI checks) through api, each query
+// bounded by timeout; step is the Expected query's resolution, zero its own.
 func Fetch(ctx context.Context, api promv1.API, q Queries, from, to time.Time, step, timeout time.Duration) (*History, error) {
-	if !to.After(from) {
-		return nil, fmt.Errorf("the range is empty: --end %s is not after --start %s", to.Format(time.RFC3339), from.Format(time.RFC3339))
-	}
-	h := &History{From: from, To: to, PodLabel: q.PodLabel, KSMPodLabel: q.KSMPodLabel, PodReadyQuery: q.PodReady}
-	// Read a little before the start, so that the first run has the latest sample.
+	h := &History{From: from, To: to, Queries: q}
+	// From a little before the start, so that the first run has the latest sample.
 	f := fetcher{api: api, timeout: timeout, h: h, from: from.Add(-10 * time.Minute)}
 	var err error
+	var cadence []*model.SampleStream // --expected-series
 	for _, r := range []struct {
 		flag, selector string
 		into           *[]*model.SampleStream
 	}{{"--ready-series", q.Ready, &h.Ready}, {"--rejected-series", q.Rejected, &h.Rejected}, {"--start-time-series", q.StartTime, &h.StartTime},
 		// Unset selectors (a caller's own Queries) read as absent.
-		{"the accepted-heartbeat series", q.Accepted, &h.Accepted}, {"--pod-ready-series", q.PodReady, &h.PodReady}} {
+		{"the accepted-heartbeat series", q.Accepted, &h.Accepted}, {"--pod-ready-series", q.PodReady, &h.PodReady},
+		{"--expected-series", q.ExpectedSeries, &cadence}} {
 		if r.selector != "" {
 			if *r.into, err = f.raw(ctx, r.flag, r.selector); err != nil {
 				return nil, err
@@ -112,23 +100,14 @@ func Fetch(ctx context.Context, api promv1.API, q Queries, from, to time.Time, s
 		return nil, fmt.Errorf("--ready-series %s: no samples between %s and %s", q.Ready, from.Format(time.RFC3339), to.Format(time.RFC3339))
 	}
 	// The serving count is read at its own resolution: kube-state-metrics is often
-	// scraped less often than the scheduler, and read at the scheduler's some
-	// steps would find no sample: a gap that is not in the data.
+	// scraped less often than the scheduler, whose would make gaps not in the data.
 	h.ExpectedInterval = cmp.Or(medianSpacing(valuesOf(h.Ready)...), 15*time.Second)
-	var cadence []model.SamplePair
-	if q.ExpectedSeries != "" {
-		series, err := f.raw(ctx, "--expected-series", q.ExpectedSeries)
-		if err != nil {
-			return nil, err
-		}
-		cadence = mergeSamples(nil, slices.Concat(valuesOf(series)...))
-		if d := medianSpacing(valuesOf(series)...); d > 0 {
-			h.ExpectedInterval = d
-		} else {
-			h.Warnings = append(h.Warnings, fmt.Sprintf("--expected-series %s: no samples, so how often the serving count was recorded is unknown: "+
-				"it is read at the scheduler's scrape interval (%s), and if it was recorded less often some readings are gaps that are not in the data; %s",
-				q.ExpectedSeries, decide.ShortDuration(h.ExpectedInterval), ksmEndpointSlices))
-		}
+	if d := medianSpacing(valuesOf(cadence)...); d > 0 {
+		h.ExpectedInterval = d
+	} else if q.ExpectedSeries != "" {
+		h.Warnings = append(h.Warnings, fmt.Sprintf("--expected-series %s: no samples, so how often the serving count was recorded is unknown: "+
+			"it is read at the scheduler's scrape interval (%s), and if it was recorded less often some readings are gaps that are not in the data; %s",
+			q.ExpectedSeries, decide.ShortDuration(h.ExpectedInterval), ksmEndpointSlices))
 	}
 	h.Step = cmp.Or(max(step, 0), h.ExpectedInterval)
 	// Whole seconds: Prometheus 2.43 and later refuse a fractional lookback.
@@ -136,12 +115,11 @@ func Fetch(ctx context.Context, api promv1.API, q Queries, from, to time.Time, s
 	if h.Expected, err = f.ranged(ctx, "--expected-query", q.Expected, h.Step, lookback); err != nil {
 		return nil, err
 	}
-	if err := f.honoursLookback(ctx, cadence, lookback); err != nil {
+	if err := f.honoursLookback(ctx, mergeSamples(nil, slices.Concat(valuesOf(cadence)...)), lookback); err != nil {
 		return nil, err
 	}
 	if len(h.Expected) == 0 {
-		// Not an error: the replay shows what a blind watchdog does; the cause is
-		// the data, and the warning says so.
+		// Not an error: the replay shows what a blind watchdog does.
 		h.Warnings = append(h.Warnings, fmt.Sprintf("--expected-query %s: no samples between %s and %s, so every run is unknown (blind) and nothing is restarted: "+
 			"%s; or the query does not match kube-state-metrics' labels: %s",
 			q.Expected, from.Format(time.RFC3339), to.Format(time.RFC3339), ksmEndpointSlices, ksmVariants))
@@ -149,12 +127,10 @@ func Fetch(ctx context.Context, api promv1.API, q Queries, from, to time.Time, s
 	return h, nil
 }
 
-// honoursLookback asks whether the server applies the lookback_delta parameter
-// (Prometheus 2.43 and later): one ready series read 1.5 s after a sample of it,
-// with its next sample 3 s or more later, answers only with a lookback over 1 s.
-// Where it does not (2.42, some compatible APIs), the count was read with the
-// server's own (5m by default), which bridges a gap: the steps without a sample of
-// cadence (--expected-series) within lookback are dropped instead, and said so.
+// honoursLookback asks whether the server applies lookback_delta (2.43+): a ready
+// series read 1.5 s after a sample, its next 3 s or more later, answers only with
+// a lookback over 1 s. Else (2.42) the count was read with the server's own (5m),
+// which bridges gaps: steps without a cadence sample within lookback are dropped.
 func (f fetcher) honoursLookback(ctx context.Context, cadence []model.SamplePair, lookback time.Duration) error {
 	s, i := f.h.Ready[0], 1
 	for i < len(s.Values) && s.Values[i].Timestamp.Sub(s.Values[i-1].Timestamp) < 3*time.Second {
@@ -197,8 +173,7 @@ type fetcher struct {
 func (f fetcher) raw(ctx context.Context, flag, selector string) ([]*model.SampleStream, error) {
 	out := map[model.Fingerprint]*model.SampleStream{}
 	for end := f.h.To; end.After(f.from); end = end.Add(-rawWindow) {
-		// Whole seconds, rounded up: windows overlapping by a fraction of a second
-		// give duplicates, which mergeSamples drops.
+		// Whole seconds, rounded up: the duplicates of overlapping windows are merged away.
 		window := min(rawWindow, end.Sub(f.from))
 		query := fmt.Sprintf("%s[%ds]", selector, int64((window+time.Second-1)/time.Second))
 		m, err := f.query(ctx, flag, selector, func(qctx context.Context) (model.Value, promv1.Warnings, error) {
@@ -223,10 +198,8 @@ func (f fetcher) raw(ctx context.Context, flag, selector string) ([]*model.Sampl
 	return slices.SortedFunc(maps.Values(out), func(a, b *model.SampleStream) int { return strings.Compare(a.Metric.String(), b.Metric.String()) }), nil
 }
 
-// ranged evaluates expr at every step, in ranges of at most maxSteps, from a
-// multiple of step so that the steps do not depend on the start.
-// The lookback (two of the series' intervals) keeps a gap a gap, not five minutes
-// of the last value, and a sparse series no gap.
+// ranged evaluates expr at every step from a multiple of step (the steps do not
+// depend on the start), in ranges of at most maxSteps, with the lookback given.
 func (f fetcher) ranged(ctx context.Context, flag, expr string, step, lookback time.Duration) ([]model.SamplePair, error) {
 	var out []model.SamplePair
 	from := time.UnixMilli(f.from.UnixMilli() / step.Milliseconds() * step.Milliseconds()).UTC()
@@ -269,30 +242,24 @@ func (f fetcher) query(ctx context.Context, flag, q string, do func(context.Cont
 	return m, nil
 }
 
-// ksmEndpointSlices says how to make kube-state-metrics export the EndpointSlice
-// series the default queries read.
+// ksmEndpointSlices says how to make kube-state-metrics export EndpointSlice series.
 const ksmEndpointSlices = "kube-state-metrics exports EndpointSlice series only while it watches endpointslices: " +
 	"if it runs with --resources (its Helm chart: collectors), add endpointslices to the list " +
 	"(kube-state-metrics --resources=<the list it has>,endpointslices), and let its ServiceAccount list and watch endpointslices.discovery.k8s.io"
 
-// ksmVariants names the labels by which kube-state-metrics' series may differ
-// from what the default serving count matches.
+// ksmVariants names how kube-state-metrics' labels may differ from the default count's.
 const ksmVariants = "try the --expected-query variants of docs/backtest.md (\"What your Prometheus must have\"): exported_namespace instead of namespace " +
 	"(kube-state-metrics scraped without honorLabels), ready=\"true\" instead of serving=\"true\",terminating=\"false\" " +
 	"(releases that wrote terminating into serving), and check kube_endpointslice_endpoints' endpointslice names (--nodes-service) and port (--nodes-port)"
 
-// answered is what an API that refused a query said when not Prometheus' own JSON:
-// a gateway's "authentication failed" is the reason; the client's error says only the code.
+// answered is what an API that refused a query said when not Prometheus' JSON (a
+// gateway's "authentication failed"): the client's error says only the code.
 func answered(err error) string {
 	var pe *promv1.Error
 	if !errors.As(err, &pe) || pe.Detail == "" {
 		return ""
 	}
-	d := strings.Join(strings.Fields(pe.Detail), " ")
-	if len(d) > 200 {
-		d = d[:200] + "..."
-	}
-	return fmt.Sprintf(" (the API answered: %q)", d)
+	return fmt.Sprintf(" (the API answered: %q)", state.Truncate(strings.Join(strings.Fields(pe.Detail), " "), 203))
 }
 
 func appendOnce(list []string, s string) []string {

@@ -1,7 +1,6 @@
 package backtest
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -33,8 +32,7 @@ type Result struct {
 	// Pages are every alert the watchdog would have sent (critical ones page).
 	Pages   []Page  `json:"pages"`
 	Summary Summary `json:"summary"`
-	// StopGap is what the stop-gap script would have done on the same data;
-	// AsRecorded is the history itself, with no restart by anyone.
+	// StopGap is the stop-gap script on the same data; AsRecorded, nobody restarting.
 	StopGap    StopGap      `json:"stopGap"`
 	AsRecorded WorldSummary `json:"asRecorded"`
 }
@@ -56,16 +54,14 @@ const episodeOpen state.EpisodeOutcome = "still open at the end"
 
 // Restart is a restart the watchdog would have made.
 type Restart struct {
-	Pod string    `json:"pod"`
-	UID string    `json:"uid"`
-	At  time.Time `json:"at"`
-	// Run is the start of the pass that made it.
-	Run          time.Time  `json:"run"`
-	Evidence     string     `json:"evidence"`
-	Reason       string     `json:"reason"`
-	Gates        string     `json:"gates"`
-	EpisodeStart *time.Time `json:"episodeStart,omitempty"`
-	// AfterEpisodeStart is the time from the episode's first bad observation.
+	Pod               string         `json:"pod"`
+	UID               string         `json:"uid"`
+	At                time.Time      `json:"at"`
+	Run               time.Time      `json:"run"` // the pass's start
+	Evidence          string         `json:"evidence"`
+	Reason            string         `json:"reason"`
+	Gates             string         `json:"gates"`
+	EpisodeStart      *time.Time     `json:"episodeStart,omitempty"`
 	AfterEpisodeStart state.Duration `json:"afterEpisodeStart"`
 }
 
@@ -80,9 +76,8 @@ type Blocked struct {
 
 // Page is one alert the watchdog would have sent.
 type Page struct {
-	At time.Time `json:"at"`
-	// Run is the start of the run that sent it (At is when, in that run).
-	Run      time.Time `json:"run"`
+	At       time.Time `json:"at"`
+	Run      time.Time `json:"run"` // the pass's start
 	Event    string    `json:"event"`
 	Severity string    `json:"severity"`
 	Pod      string    `json:"pod,omitempty"`
@@ -92,18 +87,14 @@ type Page struct {
 
 // Summary counts what the watchdog would have done.
 type Summary struct {
-	Runs int `json:"runs"`
-	// Pages counts critical alerts; Alerts counts every alert.
-	Pages   int `json:"pages"`
+	Runs    int `json:"runs"`
+	Pages   int `json:"pages"` // critical alerts
 	Alerts  int `json:"alerts"`
 	Blocked int `json:"blocked"`
-	// WorldSummary is the simulated world's, its restarts the watchdog's.
 	WorldSummary
 }
 
-// WorldSummary measures a column: its restarts, the time the scheduler spent
-// wedged and the time the data cannot tell (docs/backtest.md, "What it
-// prints"), and each wedge.
+// WorldSummary measures a column (docs/backtest.md, "What it prints").
 type WorldSummary struct {
 	Restarts   int            `json:"restarts"`
 	Wedged     state.Duration `json:"wedged"`
@@ -112,9 +103,7 @@ type WorldSummary struct {
 	Wedges     []Wedge        `json:"wedges"`
 }
 
-// Wedge is one stretch of wedged readings; HealedBy says what ended it: a
-// restart, one restarted outside the watchdog (recorded), or itself. A gap
-// between wedged readings is Unknown time inside it, never a heal.
+// Wedge is one stretch of wedged readings; a gap inside is Unknown, never a heal.
 type Wedge struct {
 	From     time.Time      `json:"from"`
 	To       *time.Time     `json:"to,omitempty"`
@@ -125,8 +114,7 @@ type Wedge struct {
 
 // StopGap is the stop-gap script's column.
 type StopGap struct {
-	// After is its patience (--stop-gap-after): ready 0 on runs this far apart.
-	After    state.Duration   `json:"after"`
+	After    state.Duration   `json:"after"` // --stop-gap-after
 	Restarts []StopGapRestart `json:"restarts"`
 	Summary  WorldSummary     `json:"summary"`
 }
@@ -136,13 +124,6 @@ type StopGapRestart struct {
 	At        time.Time `json:"at"`
 	Pod       string    `json:"pod"`
 	ZeroSince time.Time `json:"zeroSince"`
-}
-
-// WriteJSON prints the result as one JSON object.
-func (r *Result) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(r)
 }
 
 // WriteText prints the result for people: what happened, then the comparison.
@@ -160,7 +141,6 @@ func (r *Result) WriteText(w io.Writer) error {
 	}
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	// section titles a table; its header only when it has rows.
 	section := func(title string, n int, header string) {
 		termtext.Fprintf(tw, "\n%s (%d)\n", title, n)
 		if n > 0 {
@@ -221,8 +201,7 @@ func wedgeCounts(s WorldSummary) string {
 	return fmt.Sprintf("%d (%d by restart, %d outside)", len(s.Wedges), by[healedRestart], by[healedOutside])
 }
 
-// unknownIn is the time inside wedges the data does not cover: the wedges'
-// durations include it.
+// unknownIn is the time inside wedges the data does not cover.
 func unknownIn(s WorldSummary) state.Duration {
 	var d state.Duration
 	for _, w := range s.Wedges {

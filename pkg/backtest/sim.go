@@ -1,29 +1,20 @@
 // Package backtest replays recorded Prometheus history through the watchdog's own
-// pass (pkg/check's Runner, with the decision core, confirmation sampling, gates,
-// budget, back-off and alert planning exactly as `watchdog check` runs them) at
-// simulated times, beside the stop-gap script and the history as recorded. The
-// flow goes one way:
-//
-//  1. Fetch (history.go) reads each selector's raw series and the serving count.
-//  2. build (world.go) makes the World once: one Target per scheduler pod (its
-//     namespace and name, whatever jobs and label sets recorded it) with its
-//     merged timelines, and what the record shows happened to each pod (replaced
-//     by a newer pod of its Deployment, restarted outside the watchdog, series
-//     that disagree), with the warnings that say how to read the replay.
-//  3. Run (sim.go) replays the World in three columns (column.go), each the World
-//     plus one actor's restarts: the simulated watchdog's, the stop-gap's and
-//     nobody's; report.go prints what each did and measured.
+// pass (pkg/check's Runner) at simulated times, beside the stop-gap script and the
+// history as recorded. Fetch (history.go) reads the history; build (world.go)
+// makes a World of it once, a Target per scheduler pod; Run (sim.go) replays it in
+// three columns (column.go) with the watchdog's, the stop-gap's and nobody's
+// restarts; report.go prints what each did.
 package backtest
 
 import (
 	"context"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/robfig/cron/v3"
 	"github.com/rs/zerolog"
+	"k8s.io/utils/ptr"
 
 	"github.com/agentenv/watchdog/internal/autoclock"
 	"github.com/agentenv/watchdog/pkg/alert"
@@ -36,21 +27,18 @@ import (
 
 // Config is how the simulated watchdog runs.
 type Config struct {
-	// Check is the pass's configuration, built from check's own flags.
 	Check      check.Options
 	Deployment string
-	// Timeout is --timeout: each pass's deadline, in simulated time.
+	// Timeout is each pass's deadline, in simulated time.
 	Timeout time.Duration
-	// Schedule and ScheduleSpec simulate the CronJob (parsed as the CronJob
-	// controller parses it); Interval > 0 simulates `watchdog run` instead.
+	// Schedule and ScheduleSpec simulate the CronJob; Interval > 0, `watchdog run`.
 	Schedule     cron.Schedule
 	ScheduleSpec string
 	Interval     time.Duration
 	// StopGap is the stop-gap script's schedule, and how long it lets ready stay 0.
 	StopGap      cron.Schedule
 	StopGapAfter time.Duration
-	// Log receives the simulated passes' own logs (zerolog.Nop() keeps them quiet).
-	Log zerolog.Logger
+	Log          zerolog.Logger
 }
 
 // Run replays h through the watchdog's pass and the stop-gap script.
@@ -59,7 +47,7 @@ func Run(ctx context.Context, h *History, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{From: h.From.UTC(), To: h.To.UTC(), ScrapeInterval: state.Duration(w.interval), Step: state.Duration(w.step),
+	res := &Result{From: h.From.UTC(), To: h.To.UTC(), ScrapeInterval: state.Duration(w.interval), Step: state.Duration(w.Step),
 		Warnings: w.Warnings, Assumed: assumptions(w, cfg), Mode: fmt.Sprintf("CronJob schedule %q", cfg.ScheduleSpec),
 		// Lists print [], not null, in JSON.
 		Episodes: []Episode{}, Restarts: []Restart{}, Blocked: []Blocked{}, Pages: []Page{}}
@@ -69,7 +57,13 @@ func Run(ctx context.Context, h *History, cfg Config) (*Result, error) {
 	if cfg.Interval > 0 {
 		res.Mode = fmt.Sprintf("watchdog run --interval %s", cfg.Interval)
 	}
-	sim := newSimulation(w, cfg)
+	sim := &simulation{cfg: cfg, col: w.column(), clock: autoclock.New(w.From)}
+	sim.store = &statestore.MemoryStore{Namespace: cfg.Check.Source.Namespace, Name: cfg.Check.StateConfigMap}
+	sim.store.SetData(map[string]string{}) // an empty state, as after install: no "not found" warning
+	opts := cfg.Check
+	opts.Mode = state.ModeLive // restarts are made on the column, alerts recorded
+	sim.runner = &check.Runner{Options: opts, Observer: sim, Store: sim.store, Restarter: sim,
+		Sinks: []alert.Sink{sim}, Clock: sim.clock, Log: cfg.Log}
 	if err := sim.run(ctx, res); err != nil {
 		return nil, err
 	}
@@ -77,45 +71,22 @@ func Run(ctx context.Context, h *History, cfg Config) (*Result, error) {
 	res.StopGap = runStopGap(w, cfg)
 	res.AsRecorded = w.column().summary()
 	res.Summary.Runs, res.Summary.Blocked, res.Summary.Alerts = res.Runs, len(res.Blocked), len(res.Pages)
-	for _, p := range res.Pages {
-		if p.Severity == alert.SeverityCritical {
-			res.Summary.Pages++
-		}
-	}
+	res.Summary.Pages = len(slices.DeleteFunc(slices.Clone(res.Pages),
+		func(p Page) bool { return p.Severity != alert.SeverityCritical }))
 	return res, nil
 }
 
-// simulation is one simulated watchdog: check's Runner, whose observer,
-// restarter and alert sink the simulation is, answering from its column at the
-// simulated time and recording what each pass did.
+// simulation is check's Runner whose observer, restarter and alert sink answer
+// from a column at the simulated time and record what each pass did (the Runner
+// calls them from the pass's goroutine).
 type simulation struct {
 	cfg    Config
 	col    *column
 	clock  *autoclock.Clock
 	store  *statestore.MemoryStore
 	runner *check.Runner
-	mu     sync.Mutex
 	made   []Restart
 	notes  []alert.Notification
-}
-
-func newSimulation(w *World, cfg Config) *simulation {
-	s := &simulation{cfg: cfg, col: w.column(), clock: autoclock.New(w.From)}
-	s.store = &statestore.MemoryStore{Namespace: cfg.Check.Source.Namespace, Name: cfg.Check.StateConfigMap}
-	s.store.SetData(map[string]string{}) // an empty state, as after install: no "not found" warning
-	opts := cfg.Check
-	// Live in its simulated world: restarts are made on the world, alerts recorded.
-	opts.Mode = state.ModeLive
-	s.runner = &check.Runner{
-		Options:   opts,
-		Observer:  s,
-		Store:     s.store,
-		Restarter: s,
-		Sinks:     []alert.Sink{s},
-		Clock:     s.clock,
-		Log:       cfg.Log,
-	}
-	return s
 }
 
 // run performs the passes over the range: on the CronJob's schedule, a run
@@ -125,7 +96,7 @@ func (s *simulation) run(ctx context.Context, res *Result) error {
 	if s.cfg.Interval <= 0 {
 		next = s.cfg.Schedule.Next(s.col.From.Add(-time.Second))
 	}
-	seen := map[string]bool{}
+	seen, st := map[string]bool{}, &state.State{}
 	for !next.After(s.col.To) {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("backtest stopped at %s: %w", next.Format(time.RFC3339), err)
@@ -134,14 +105,14 @@ func (s *simulation) run(ctx context.Context, res *Result) error {
 		rep, err := s.runner.Run(deadlineContext{Context: ctx, at: next.Add(s.cfg.Timeout)})
 		res.Runs++
 		s.record(res, next, rep, err)
-		if _, err := s.collectEpisodes(ctx, res, seen); err != nil {
+		if st, err = s.collectEpisodes(ctx, res, seen); err != nil {
 			return err
 		}
-		next = s.after(next, s.clock.Now())
-	}
-	st, err := s.collectEpisodes(ctx, res, seen)
-	if err != nil {
-		return err
+		if end := s.clock.Now(); s.cfg.Interval > 0 {
+			next = slices.MaxFunc([]time.Time{next.Add(s.cfg.Interval), end}, time.Time.Compare)
+		} else {
+			next = s.cfg.Schedule.Next(slices.MaxFunc([]time.Time{next, end}, time.Time.Compare))
+		}
 	}
 	for uid, p := range st.Pods {
 		if e := p.Episode; e != nil {
@@ -152,21 +123,10 @@ func (s *simulation) run(ctx context.Context, res *Result) error {
 	return nil
 }
 
-// after is the start of the pass after one that started at start and ended at end.
-func (s *simulation) after(start, end time.Time) time.Time {
-	if s.cfg.Interval > 0 {
-		return slices.MaxFunc([]time.Time{start.Add(s.cfg.Interval), end}, time.Time.Compare)
-	}
-	return s.cfg.Schedule.Next(slices.MaxFunc([]time.Time{start, end}, time.Time.Compare))
-}
-
-// record turns one pass's report into the result's restarts, blocked restarts,
-// alerts and warnings.
+// record adds one pass's restarts, blocked restarts, alerts and warnings to res.
 func (s *simulation) record(res *Result, run time.Time, rep *check.Report, runErr error) {
-	s.mu.Lock()
 	made, notes := s.made, s.notes
 	s.made, s.notes = nil, nil
-	s.mu.Unlock()
 	if runErr != nil {
 		res.Warnings = append(res.Warnings, fmt.Sprintf("run at %s failed: %v", run.UTC().Format(time.RFC3339), runErr))
 	}
@@ -199,28 +159,25 @@ func (s *simulation) record(res *Result, run time.Time, rep *check.Report, runEr
 	}
 }
 
-// collectEpisodes adds the episodes the decision core closed in the last pass
-// (the state keeps only the latest) and returns the state.
+// collectEpisodes adds the episodes closed since the last call (the state keeps
+// only the latest) and returns the state.
 func (s *simulation) collectEpisodes(ctx context.Context, res *Result, seen map[string]bool) (*state.State, error) {
 	st, err := s.store.Load(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read the simulated state: %w", err)
 	}
 	for _, e := range st.State.Episodes {
-		key := e.UID + "|" + e.From.String()
-		if seen[key] {
-			continue
+		if key := e.UID + "|" + e.From.String(); !seen[key] {
+			seen[key] = true
+			res.Episodes = append(res.Episodes, Episode{Pod: e.Pod, UID: e.UID, Kind: e.Kind, Evidence: e.Evidence, From: e.From, To: ptr.To(e.To),
+				Duration: state.Duration(e.To.Sub(e.From)), Outcome: e.Outcome})
 		}
-		seen[key] = true
-		to := e.To
-		res.Episodes = append(res.Episodes, Episode{Pod: e.Pod, UID: e.UID, Kind: e.Kind, Evidence: e.Evidence, From: e.From, To: &to,
-			Duration: state.Duration(e.To.Sub(e.From)), Outcome: e.Outcome})
 	}
 	return st.State, nil
 }
 
-// deadlineContext carries a pass's deadline in simulated time, which the pass
-// plans against; it never expires in real time (the simulated times are past).
+// deadlineContext carries a pass's deadline in simulated time; it never expires
+// in real time (the simulated times are past).
 type deadlineContext struct {
 	context.Context
 	at time.Time
@@ -238,14 +195,12 @@ func (s *simulation) ObserveConsistent(ctx context.Context) (decide.Observation,
 	return obs, err
 }
 
-// Rollout: the recorded history has no Deployment; it is taken as found, not
-// rolling out, and owning every pod (the gate passes for both methods).
+// Rollout: the Deployment is taken as found, not rolling out, owning the pods.
 func (s *simulation) Rollout(_ context.Context, pods ...decide.Pod) *decide.Rollout {
 	return &decide.Rollout{Name: s.col.deployment, UID: "backtest", Found: true, Owners: assumedChains(s.col.deployment, pods)}
 }
 
-// assumedChains owns every pod whose name says it is the Deployment's (not a
-// canary's, which DefaultQueries match too): history records no owner chain.
+// assumedChains owns every pod named as the Deployment's (not a canary's).
 func assumedChains(deployment string, pods []decide.Pod) map[string]decide.OwnerChain {
 	chains := make(map[string]decide.OwnerChain, len(pods))
 	for _, p := range pods {
@@ -264,8 +219,6 @@ func (s *simulation) Restart(_ context.Context, name, uid string) (restart.Resul
 	if !s.col.Restart(uid, now) {
 		return restart.Result{Gone: true, Detail: fmt.Sprintf("backtest: pod %s already gone", name)}, nil
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.made = append(s.made, Restart{At: now.UTC(), Pod: name, UID: uid})
 	return restart.Result{Detail: fmt.Sprintf("backtest: restarted pod %s in the simulation (nothing was touched)", name)}, nil
 }
@@ -274,31 +227,24 @@ func (s *simulation) Name() string { return "backtest" }
 
 // Send records an alert of the pass.
 func (s *simulation) Send(_ context.Context, n alert.Notification) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.notes = append(s.notes, n)
 	return nil
 }
 
-// runStopGap replays the stop-gap script on its own copy of the world
-// (docs/backtest.md, "What it prints"); a gap clears a pod's count, as the
-// script's failed curl does.
+// runStopGap replays the stop-gap script on its own column; a gap clears a pod's
+// count, as the script's failed curl does.
 func runStopGap(w *World, cfg Config) StopGap {
 	c := w.column()
 	out := StopGap{After: state.Duration(cfg.StopGapAfter), Restarts: []StopGapRestart{}}
 	zeroSince := map[string]time.Time{}
 	for t := cfg.StopGap.Next(w.From.Add(-time.Second)); !t.After(w.To); t = cfg.StopGap.Next(t) {
 		for _, p := range c.Pods(t) {
-			if p.ScrapeErr != nil || p.ReadyNodes != 0 {
+			switch since, ok := zeroSince[p.UID]; {
+			case p.ScrapeErr != nil || p.ReadyNodes != 0:
 				delete(zeroSince, p.UID)
-				continue
-			}
-			since, ok := zeroSince[p.UID]
-			if !ok {
+			case !ok:
 				zeroSince[p.UID] = t
-				continue
-			}
-			if t.Sub(since) >= cfg.StopGapAfter && c.Restart(p.UID, t) {
+			case t.Sub(since) >= cfg.StopGapAfter && c.Restart(p.UID, t):
 				out.Restarts = append(out.Restarts, StopGapRestart{At: t.UTC(), Pod: p.Name, ZeroSince: since.UTC()})
 				delete(zeroSince, p.UID)
 			}
@@ -308,8 +254,7 @@ func runStopGap(w *World, cfg Config) StopGap {
 	return out
 }
 
-// assumptions are what the history cannot show and the replay takes as passing:
-// said at the top of the report, so that a reader weighs the replay by them.
+// assumptions are what the history cannot show and the replay takes as passing.
 func assumptions(w *World, cfg Config) []string {
 	out := []string{
 		fmt.Sprintf("Deployment %s exists and is not rolling out, except that a pod whose series ended just after a newer pod of the Deployment started is terminating from that start", cfg.Deployment),

@@ -47,7 +47,7 @@ func always(v float64) func(time.Time) (float64, bool) {
 // history is one pod over [t0, t0+span) scraped every 15 s with 3 serving nodes.
 func history(span time.Duration, ready func(time.Time) float64, rejected func(time.Time) (float64, bool)) *History {
 	end := t0.Add(span)
-	return &History{From: t0, To: end, Step: 15 * time.Second, ExpectedInterval: 15 * time.Second, PodLabel: "pod", KSMPodLabel: "pod",
+	return &History{From: t0, To: end, Step: 15 * time.Second, ExpectedInterval: 15 * time.Second, Queries: Queries{PodLabel: "pod", KSMPodLabel: "pod"},
 		Ready:     []*model.SampleStream{stream(pod1, series(t0, end, 15*time.Second, func(t time.Time) (float64, bool) { return ready(t), true }))},
 		Rejected:  []*model.SampleStream{stream(pod1, series(t0, end, 15*time.Second, rejected))},
 		StartTime: []*model.SampleStream{stream(pod1, series(t0, end, 15*time.Second, always(float64(t0.Add(-time.Hour).Unix()))))},
@@ -277,7 +277,7 @@ func ha(span time.Duration, leaderReady func(time.Time) float64) *History {
 		h.StartTime = append(h.StartTime, stream(name, h.StartTime[0].Values))
 		h.PodReady = append(h.PodReady, stream(name, readiness(0)))
 	}
-	h.PodReadyQuery = "readiness"
+	h.Queries.PodReady = "readiness"
 	return h
 }
 
@@ -323,7 +323,7 @@ func TestHALeaderUnknown(t *testing.T) {
 // why and what to pass, and no summary counts a standby as wedged.
 func TestHAWithoutLeaderLeaseSaysSo(t *testing.T) {
 	h := ha(time.Hour, func(time.Time) float64 { return 3 })
-	h.PodReadyQuery = ""
+	h.Queries.PodReady = ""
 	res := replay(t, h, config())
 	if !containsWarning(res, "looks like an HA scheduler", "up to 3 scheduler pods reported at once", "with --leader-lease") || res.AsRecorded.Wedged != 0 {
 		t.Errorf("warnings = %q, want several pods named with --leader-lease", res.Warnings)

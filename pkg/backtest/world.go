@@ -2,7 +2,6 @@ package backtest
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -14,42 +13,33 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/agentenv/watchdog/pkg/decide"
-	"github.com/agentenv/watchdog/pkg/scrape"
 	"github.com/agentenv/watchdog/pkg/state"
 )
 
-// World is the recorded history, built once (build) and never changed by a
-// replay: the scheduler's pods (by first sample) with their timelines, the
-// serving count, and what the record shows happened to each pod.
+// World is the History as built once (build) and never changed by a replay: the
+// scheduler's pods (by first sample) and what the record shows happened to each.
 type World struct {
-	From, To time.Time
-	Targets  []*Target
-	expected []model.SamplePair
-	// step is the count's; interval the median spacing of the ready samples,
-	// podReadyInterval of the pods' readiness.
-	step, interval, podReadyInterval time.Duration
-	// leaderFromReadiness: --leader-lease, the leader being the one pod whose
-	// readiness is 1. ha: without it, several pods reported at once with exactly
-	// one counting nodes: the others are standbys, which no summary calls wedged.
+	*History
+	Targets []*Target
+	// interval is the ready samples' median spacing, podReadyInterval the readiness'.
+	interval, podReadyInterval time.Duration
+	// leaderFromReadiness: --leader-lease, the leader being the one pod ready; ha:
+	// without it, one of several pods counting nodes, the others standbys (not wedged).
 	leaderFromReadiness, ha bool
-	// judge chooses the pods the summaries measure as a run chooses those it
-	// judges (decide.Judged; the Deployment's by name), whatever --max-pods; a
-	// pod is judged after its startup grace.
+	// judge chooses the pods the summaries measure as a run does, whatever --max-pods.
 	judge      decide.Selection
 	grace      time.Duration
 	deployment string
 	Warnings   []string
 }
 
-// Target is one scheduler pod: the series recorded of it by every job and label
-// set, merged into one timeline.
+// Target is one scheduler pod: its series of every job and label set, merged.
 type Target struct {
 	Pod, Namespace, UID                            string
 	Ready, Rejected, Accepted, StartTime, PodReady []model.SamplePair
 	// maxAge is twice the pod's own scrape interval: an older ready sample is a gap.
 	maxAge time.Duration
-	// disagree are the spans in which two of its series read different ready
-	// counts at once: unknown (a live run reads one of them).
+	// disagree: spans in which two of its series read different counts (unknown).
 	disagree [][2]time.Time
 	// terminating is when a newer pod of its Deployment replaced it (zero: never);
 	// outside: it was wedged then, a restart made outside the watchdog.
@@ -62,36 +52,32 @@ func (t *Target) last() time.Time  { return t.Ready[len(t.Ready)-1].Timestamp.Ti
 
 // build makes the World of h as cfg judges it.
 func build(h *History, cfg Config) (*World, error) {
-	w := &World{From: h.From, To: h.To, expected: h.Expected, step: h.Step, judge: cfg.Check.Decide.Selection, grace: cfg.Check.Decide.StartupGrace, deployment: cfg.Deployment, Warnings: slices.Clone(h.Warnings)}
+	w := &World{History: h, judge: cfg.Check.Decide.Selection, grace: cfg.Check.Decide.StartupGrace, deployment: cfg.Deployment, Warnings: slices.Clone(h.Warnings)}
 	w.judge.MaxPods = 0
-	w.join(h)
-	if h.PodReadyQuery != "" {
+	w.join()
+	if h.Queries.PodReady != "" {
 		if !slices.ContainsFunc(w.Targets, func(t *Target) bool { return len(t.PodReady) > 0 }) {
 			return nil, fmt.Errorf("--leader-lease: the history has no readiness of the scheduler pods (--pod-ready-series %s, joined by its label %s) between %s and %s, "+
 				"so the leader of an HA scheduler cannot be told and its standbys (ready 0 by design) would be judged wedged: "+
 				"kube-state-metrics exports kube_pod_status_ready by default; or drop --leader-lease for a scheduler with one replica",
-				h.PodReadyQuery, h.KSMPodLabel, h.From.Format(time.RFC3339), h.To.Format(time.RFC3339))
+				h.Queries.PodReady, h.Queries.KSMPodLabel, h.From.Format(time.RFC3339), h.To.Format(time.RFC3339))
 		}
 		w.leaderFromReadiness, w.podReadyInterval = true, cmp.Or(medianSpacing(valuesOf(h.PodReady)...), w.interval)
 	}
 	w.replacements()
-	w.warn(h, cfg)
+	w.warn(cfg)
 	return w, nil
 }
 
-// join makes one Target per namespace and pod. A scrape target is a ready series
-// with the series of its labels (less the metric's own); several of one pod (a
-// PodMonitor beside an annotation-based job, a relabeling, two Prometheus
-// replicas) are one pod to a live run, which lists pods, not series.
-func (w *World) join(h *History) {
+// join makes one Target per namespace and pod: a live run lists pods, not series,
+// so several scrape targets of one (two jobs, a relabeling, two Prometheus) are one.
+func (w *World) join() {
+	h := w.History
 	byKey, byPod := map[string]*Target{}, map[string]*Target{}
 	labels, ready := map[string]model.Metric{}, map[string][]model.SamplePair{}
 	for _, s := range h.Ready {
-		ns, pod := string(s.Metric["namespace"]), string(cmp.Or(s.Metric[model.LabelName(h.PodLabel)], s.Metric[model.InstanceLabel]))
-		uid := pod
-		if ns != "" {
-			uid = ns + "/" + pod
-		}
+		ns, pod := string(s.Metric["namespace"]), string(cmp.Or(s.Metric[model.LabelName(h.Queries.PodLabel)], s.Metric[model.InstanceLabel]))
+		uid := strings.TrimPrefix(ns+"/"+pod, "/") // namespace/pod, or pod
 		if byPod[uid] == nil {
 			byPod[uid] = &Target{Pod: pod, Namespace: ns, UID: uid}
 			w.Targets = append(w.Targets, byPod[uid])
@@ -99,14 +85,11 @@ func (w *World) join(h *History) {
 		key := targetKey(s.Metric)
 		byKey[key], labels[key], ready[key] = byPod[uid], s.Metric, mergeSamples(ready[key], s.Values)
 	}
-	for _, a := range []struct {
-		series []*model.SampleStream
-		into   func(*Target) *[]model.SamplePair
-	}{{h.Rejected, func(t *Target) *[]model.SamplePair { return &t.Rejected }}, {h.Accepted, func(t *Target) *[]model.SamplePair { return &t.Accepted }},
-		{h.StartTime, func(t *Target) *[]model.SamplePair { return &t.StartTime }}} {
-		for _, s := range a.series {
+	for i, series := range [][]*model.SampleStream{h.Rejected, h.Accepted, h.StartTime} {
+		for _, s := range series {
 			if tg := byKey[targetKey(s.Metric)]; tg != nil {
-				*a.into(tg) = mergeSamples(*a.into(tg), s.Values)
+				into := []*[]model.SamplePair{&tg.Rejected, &tg.Accepted, &tg.StartTime}[i]
+				*into = mergeSamples(*into, s.Values)
 			}
 		}
 	}
@@ -126,14 +109,13 @@ func (w *World) join(h *History) {
 		seen[tg] = append(seen[tg], key)
 	}
 	w.interval = cmp.Or(medianSpacing(slices.Collect(maps.Values(ready))...), 15*time.Second) // one sample: Prometheus' usual
-	podReady := map[string][]model.SamplePair{}
-	for _, s := range h.PodReady {
-		pod := string(s.Metric[model.LabelName(h.KSMPodLabel)])
-		podReady[pod] = mergeSamples(podReady[pod], s.Values)
-	}
 	w.Targets = slices.DeleteFunc(w.Targets, func(t *Target) bool { return len(t.Ready) == 0 })
 	for _, tg := range w.Targets {
-		tg.PodReady = podReady[tg.Pod]
+		for _, s := range h.PodReady {
+			if string(s.Metric[model.LabelName(h.Queries.KSMPodLabel)]) == tg.Pod {
+				tg.PodReady = mergeSamples(tg.PodReady, s.Values)
+			}
+		}
 		if tg.maxAge == 0 {
 			tg.maxAge = 2 * w.interval
 		}
@@ -144,9 +126,8 @@ func (w *World) join(h *History) {
 	slices.SortStableFunc(w.Targets, func(a, b *Target) int { return cmp.Or(a.first().Compare(b.first()), strings.Compare(a.UID, b.UID)) })
 }
 
-// disagreements are the spans in which a sample of b differs from a's samples on
-// both sides of it, each within maxAge: a and b read different counts at once (a
-// change between two scrapes is no disagreement, nor a reading in a's gap).
+// disagreements are the spans in which a sample of b differs from a's on both sides
+// within maxAge (a change between two scrapes is none, nor a reading in a's gap).
 func disagreements(a, b []model.SamplePair, maxAge time.Duration) [][2]time.Time {
 	var out [][2]time.Time
 	for _, s := range b {
@@ -175,11 +156,10 @@ func differing(a, b model.Metric) string {
 	return out.String()
 }
 
-// replacements marks each pod whose series ended before the end while a newer
-// pod of its Deployment (by name: history has no owner references) started at
-// most a rollout's overlap before its last sample, or just after: from the newer
-// pod's start it is terminating, as the API server lists a pod being replaced.
-// Any newer pod in the namespace (a canary, a rescheduled standby) is not one.
+// replacements marks each pod whose series ended early while a newer pod of its
+// Deployment (by name: history has no owner references; not a canary) started at
+// most a rollout's overlap before its last sample, or just after: from that
+// start it is terminating, as the API server lists a pod being replaced.
 func (w *World) replacements() {
 	for _, old := range w.Targets {
 		if w.To.Sub(old.last()) <= old.maxAge {
@@ -196,10 +176,9 @@ func (w *World) replacements() {
 	}
 }
 
-// warn adds what the record shows that changes how to read the replay: pods
-// restarted outside the watchdog, several pods at once (an HA scheduler), and
-// a serving count that cannot be right.
-func (w *World) warn(h *History, cfg Config) {
+// warn adds what changes how to read the replay: several pods at once (HA?), pods
+// restarted outside the watchdog, a wrong serving count, data coarser than samples.
+func (w *World) warn(cfg Config) {
 	rec := w.column()
 	var overlap, oneReady time.Duration
 	var first time.Time
@@ -242,15 +221,15 @@ func (w *World) warn(h *History, cfg Config) {
 		}
 	}
 	positive := func(s model.SamplePair) bool { return s.Value > 0 }
-	if len(w.expected) > 0 && !slices.ContainsFunc(w.expected, positive) && slices.ContainsFunc(w.Targets, func(t *Target) bool { return slices.ContainsFunc(t.Ready, positive) }) {
+	if len(w.Expected) > 0 && !slices.ContainsFunc(w.Expected, positive) && slices.ContainsFunc(w.Targets, func(t *Target) bool { return slices.ContainsFunc(t.Ready, positive) }) {
 		w.Warnings = append(w.Warnings, "the serving-node count (--expected-query) read 0 over the whole range while the scheduler counted ready nodes, "+
 			"so every wedge reads as no-nodes: the query likely does not match kube-state-metrics' labels; "+ksmVariants)
 	}
 	for _, s := range []struct {
 		name     string
 		interval time.Duration
-	}{{"the scheduler's ready gauge", w.interval}, {"the rejected-heartbeat counter", medianSpacing(valuesOf(h.Rejected)...)},
-		{"the serving-node count (--expected-query)", h.ExpectedInterval}, {"the pods' readiness (--pod-ready-series, the leader)", w.podReadyInterval}} {
+	}{{"the scheduler's ready gauge", w.interval}, {"the rejected-heartbeat counter", medianSpacing(valuesOf(w.Rejected)...)},
+		{"the serving-node count (--expected-query)", w.ExpectedInterval}, {"the pods' readiness (--pod-ready-series, the leader)", w.podReadyInterval}} {
 		if si := cfg.Check.SampleInterval; s.interval > si {
 			w.Warnings = append(w.Warnings, fmt.Sprintf("%s was recorded every %s, coarser than --sample-interval %s: confirmation samples within one interval repeat the same reading",
 				s.name, decide.ShortDuration(s.interval), decide.ShortDuration(si)))
@@ -261,50 +240,17 @@ func (w *World) warn(h *History, cfg Config) {
 // severalAtOnce is longer than a rollout's overlap.
 const severalAtOnce = 10 * time.Minute
 
-// Expected is the serving node count at t, if the record has it. The count is
-// evaluated at every step with its own staleness, so a missing step is a gap.
-func (w *World) Expected(t time.Time) (int, bool) {
-	v, _, ok := at(w.expected, t, w.step)
+// serving is the serving node count at t, if the record has it: a missing step is a gap.
+func (w *World) serving(t time.Time) (int, bool) {
+	v, _, ok := at(w.Expected, t, w.Step)
 	if !ok || v < 0 {
 		return 0, false
 	}
 	return int(math.Round(v)), true
 }
 
-// recorded is tg's pod at t as the record reads; standIn: a replacement before
-// the record heals, which reads what serves.
-func (w *World) recorded(tg *Target, t time.Time, standIn bool) Pod {
-	p := Pod{Target: tg, Pod: decide.Pod{Name: tg.Pod, UID: tg.UID, Phase: "Running", Ready: true, Running: true, StartedAt: w.startedAt(tg, t),
-		ControllerKind: "ReplicaSet", ControllerName: replicaSetOf(tg.Pod), ControllerUID: replicaSetUID}}
-	ready, when, ok := at(tg.Ready, t, tg.maxAge)
-	switch {
-	case !ok:
-		p.ScrapeErr = &scrape.Error{Kind: scrape.KindAbsent, Err: errors.New(gapReason("the ready series", when, t, tg.maxAge))}
-	case slices.ContainsFunc(tg.disagree, func(s [2]time.Time) bool { return !t.Before(s[0]) && !t.After(s[1]) }):
-		p.ScrapeErr = &scrape.Error{Kind: scrape.KindInvalid, Err: errors.New("the pod's series disagree on the ready count here (the report's warnings name them)")}
-	case standIn:
-		// While the record has no count (a gap in kube-state-metrics' series, not
-		// in the scheduler's), the last one known.
-		if v, _, ok := at(w.expected, t, math.MaxInt64); ok && v > 0 {
-			p.ReadyNodes = math.Round(v)
-		}
-	default:
-		p.ReadyNodes = ready
-		// A counter series is absent until its first increment: absent is 0. During a
-		// gap of the counter alone, its last value of this process stands (no rise).
-		if v, seen, ok := at(tg.Rejected, t, math.MaxInt64); ok && !seen.Before(p.StartedAt) {
-			p.Rejected = v
-		}
-		if v, seen, ok := at(tg.Accepted, t, math.MaxInt64); ok && !seen.Before(p.StartedAt) {
-			p.Accepted = v
-		}
-	}
-	return p
-}
-
-// startedAt is the process start the record gives at t: the latest
-// process_start_time_seconds, else the target's first sample. Whole seconds,
-// as the API server gives container starts.
+// startedAt is the process start at t: the latest process_start_time_seconds,
+// else the first sample; whole seconds, as the API server gives container starts.
 func (w *World) startedAt(tg *Target, t time.Time) time.Time {
 	if v, _, ok := at(tg.StartTime, t, math.MaxInt64); ok {
 		return time.Unix(int64(v), 0).UTC()
@@ -329,10 +275,8 @@ func (w *World) healsAt(tg *Target, t time.Time) (time.Time, bool) {
 	ts := model.TimeFromUnixNano(t.UnixNano())
 	start := w.startedAt(tg, t)
 	i := sort.Search(len(tg.Ready), func(i int) bool { return tg.Ready[i].Timestamp > ts })
-	for ; i < len(tg.Ready); i++ {
-		s := tg.Ready[i]
-		when := s.Timestamp.Time()
-		if s.Value > 0 || !w.startedAt(tg, when).Equal(start) {
+	for _, s := range tg.Ready[i:] {
+		if when := s.Timestamp.Time(); s.Value > 0 || !w.startedAt(tg, when).Equal(start) {
 			return when, false
 		}
 	}
@@ -342,18 +286,15 @@ func (w *World) healsAt(tg *Target, t time.Time) (time.Time, bool) {
 	return time.Time{}, false
 }
 
-// leader is the HA scheduler's leader among pods at t: the one pod whose recent
-// readiness is 1. Else it cannot be told: an error, so that nobody is judged
-// rather than a standby on a guess.
+// leader is the HA scheduler's leader among pods at t: the one pod recently
+// ready. Else an error, so that nobody is judged rather than a standby on a guess.
 func (w *World) leader(t time.Time, pods []Pod) (string, error) {
 	var ready, unknown []string
 	maxAge := 2 * w.podReadyInterval
 	for _, p := range pods {
-		v, _, ok := at(p.Target.PodReady, t, maxAge)
-		switch {
-		case !ok:
+		if v, _, ok := at(p.Target.PodReady, t, maxAge); !ok {
 			unknown = append(unknown, p.Name)
-		case v == 1:
+		} else if v == 1 {
 			ready = append(ready, p.Name)
 		}
 	}
@@ -369,8 +310,7 @@ func (w *World) leader(t time.Time, pods []Pod) (string, error) {
 }
 
 // replicaSetOf is the ReplicaSet a pod's name (<deployment>-<hash>-<suffix>)
-// says it belongs to, and deploymentOf its Deployment: history has no owner
-// references.
+// says, deploymentOf its Deployment: history has no owner references.
 func replicaSetOf(pod string) string {
 	if i := strings.LastIndexByte(pod, '-'); i > 0 {
 		return pod[:i]
@@ -380,17 +320,13 @@ func replicaSetOf(pod string) string {
 
 func deploymentOf(pod string) string { return replicaSetOf(replicaSetOf(pod)) }
 
-// replicaSetUID stands for the scheduler's ReplicaSet, which history does not
-// record: the rollout gate and the rollout method's owner chain pass.
+// replicaSetUID stands for the unrecorded ReplicaSet: owner chains and the rollout gate pass.
 const replicaSetUID = "backtest"
-
-// ownLabels are labels of a metric rather than of its scrape target.
-var ownLabels = []model.LabelName{model.MetricNameLabel, "status", "rpc"}
 
 // targetKey is a series' scrape target: its labels less the metric's own.
 func targetKey(m model.Metric) string {
 	c := m.Clone()
-	for _, l := range ownLabels {
+	for _, l := range []model.LabelName{model.MetricNameLabel, "status", "rpc"} {
 		delete(c, l)
 	}
 	return c.String()
