@@ -99,10 +99,8 @@ func (p *judgedPod) advanceWedgeClock(t Target) {
 	since := now
 	if ps.Episode == nil || ps.Episode.Kind != verdict {
 		since = p.rolledAt(t)
-		baseline := p.Sample.HeartbeatRejected // a bad verdict has a sample
-		if p.prevCounters != nil {
-			baseline = p.prevCounters.HeartbeatRejected
-		}
+		// The count before this sample, else this one's: a bad verdict has a sample.
+		baseline := ptr.Deref(p.prevCounters, state.Counters{HeartbeatRejected: p.Sample.HeartbeatRejected}).HeartbeatRejected
 		ps.Episode = &state.OpenEpisode{Kind: verdict, Since: now, Last: now, BaselineRejected: &baseline}
 		if ps.Counters != nil {
 			ps.Episode.FirstCounters = new(*ps.Counters)

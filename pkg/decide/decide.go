@@ -81,7 +81,7 @@ func RunFailed(s *state.State) {
 // Unseen is the observation of a sample that could not be taken at all: the pods of
 // the run's last observation, each unread for err, judged as failed samples.
 func Unseen(last Observation, at time.Time, err error) Observation {
-	o := Observation{At: at, RunStart: last.RunStart, Expected: last.Expected, ExpectedErr: last.ExpectedErr,
+	o := Observation{At: at, RunStart: last.RunStart, Expected: last.Expected, ExpectedErr: last.ExpectedErr, unseen: true,
 		Leader: last.Leader, Ownership: last.Ownership, Probing: last.Probing, HoldOnAlerts: last.HoldOnAlerts}
 	for _, p := range last.Pods {
 		p.Sample, p.ScrapeErr, p.Probe = nil, fmt.Errorf("not observed: %w", err), nil

@@ -23,12 +23,6 @@ const (
 	GatePaused = "paused"
 )
 
-// Annotated is the scheduler Deployment's annotations as an observation read them.
-type Annotated struct {
-	Deployment  string
-	Annotations map[string]string
-}
-
 // Pause is an active pause.
 type Pause struct {
 	Deployment string    `json:"deployment"`
@@ -87,8 +81,8 @@ func runPause(obs Observation, s *state.State) (*Pause, string, string) {
 	name, ann := "", map[string]string(nil)
 	if r := obs.Rollout; r != nil && r.Found && r.Err == nil {
 		name, ann = r.Name, r.Annotations
-	} else if a := obs.Annotated; a != nil {
-		name, ann = a.Deployment, a.Annotations
+	} else if d := obs.Ownership; d != nil {
+		name, ann = d.Deployment, d.Annotations
 	}
 	sum := sha256.Sum256([]byte(ann[PauseUntilAnnotation] + "\n" + ann[PauseReasonAnnotation]))
 	key, since := hex.EncodeToString(sum[:8]), obs.At
@@ -105,7 +99,8 @@ const pauseExpired = "expired at"
 // notePause records, once per annotation, why it was ignored or capped (res.PauseNotice).
 // Unread annotations (a failed read or sample) keep the notice and its cap's start.
 func notePause(next *state.State, res *Result, obs Observation) {
-	if r := obs.Rollout; obs.Annotated == nil && (r == nil || !r.Found || r.Err != nil) {
+	d, r := obs.Ownership, obs.Rollout
+	if (obs.unseen || d == nil || d.Err != nil) && (r == nil || !r.Found || r.Err != nil) {
 		return
 	}
 	var note, key string

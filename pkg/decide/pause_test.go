@@ -17,7 +17,7 @@ func pausedObs(ann map[string]string) func(time.Time) decide.Observation {
 	return func(at time.Time) decide.Observation {
 		o := wedgedAt(at)
 		o.Rollout.Annotations = ann
-		o.Annotated = &decide.Annotated{Deployment: o.Rollout.Name, Annotations: ann}
+		o.Ownership = &decide.Ownership{Deployment: o.Rollout.Name, Found: true, Annotations: ann}
 		return o
 	}
 }
@@ -149,8 +149,8 @@ func TestPauseSetDuringTheRunHoldsTheRestart(t *testing.T) {
 	ann := pauseAnn(t0.Add(time.Hour), "investigating")
 	at := func(now time.Time) decide.Observation {
 		o := wedgedAt(now)
-		o.Annotated = &decide.Annotated{Deployment: o.Rollout.Name} // the cached read: not paused yet
-		o.Rollout.Annotations = ann                                 // the read before the restart: paused
+		o.Ownership = &decide.Ownership{Deployment: o.Rollout.Name, Found: true} // the cached read: not paused yet
+		o.Rollout.Annotations = ann                                              // the read before the restart: paused
 		return o
 	}
 	s, _ := decide.Decide(at(t0), state.New(), cfg)
@@ -202,24 +202,29 @@ func TestFarPauseCapSurvivesFailedReads(t *testing.T) {
 	far := pausedObs(pauseAnn(start.Add(30*24*time.Hour), "forever"))
 	unread := func(at time.Time) decide.Observation {
 		o := wedgedAt(at)
-		o.Rollout, o.Annotated = nil, nil
+		o.Rollout, o.Ownership = nil, nil
 		return o
 	}
 	s, told := state.New(), 0
 	for at := start; at.Before(start.Add(decide.MaxPause + 12*time.Hour)); at = at.Add(12 * time.Hour) {
 		var r decide.Result
-		obs := far(at)
+		obs, read := far(at), false
 		switch int(at.Sub(start)/(12*time.Hour)) % 4 {
 		case 1:
 			obs = unread(at)
 		case 3:
 			obs = decide.Unseen(far(at), at, errors.New("connection refused"))
+		default:
+			read = true
 		}
 		s, r = decide.Decide(obs, s, cfg)
 		if r.PauseNotice != "" {
 			told++
 		}
-		if obs.Annotated == nil {
+		if !read {
+			if r.Pause != nil { // an unread Deployment is not reported paused
+				t.Errorf("at %s, Deployment unread: pause %+v", at.Sub(start), r.Pause)
+			}
 			continue
 		}
 		capped := at.Before(start.Add(decide.MaxPause))

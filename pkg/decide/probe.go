@@ -52,10 +52,8 @@ func (p *judgedPod) noteProbe() {
 		p.probe.note = "not probed in this sample (the API server was not read): the probe's count starts over"
 		return
 	}
-	if pr == nil {
-		pr = &state.Probe{}
-		p.rec.Probe = pr
-	}
+	pr = cmp.Or(pr, &state.Probe{})
+	p.rec.Probe = pr
 	if r.Err != nil {
 		p.probe.unknown, p.probe.note = true, fmt.Sprintf("%v: unknown for the probe's evidence", r.Err)
 		return
@@ -120,10 +118,7 @@ func (p *judgedPod) noteCanary(c *CanaryReading, at time.Time, win time.Duration
 		pr.Unseen, pr.Canary, pr.CreditedTo, pr.SeenAt = 0, "", nil, new(at)
 		return fmt.Sprintf("canary %s seen %s after it was written", c.Name, at.Sub(c.WrittenAt).Round(time.Millisecond))
 	}
-	from := c.WrittenAt
-	if from.Before(p.StartedAt) {
-		from = p.StartedAt
-	}
+	from := slices.MaxFunc([]time.Time{c.WrittenAt, p.StartedAt}, time.Time.Compare)
 	if pr.Canary == c.Name && pr.CreditedTo != nil && pr.CreditedTo.After(from) {
 		from = *pr.CreditedTo
 	}

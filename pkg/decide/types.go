@@ -83,15 +83,15 @@ type Observation struct {
 	Pods        []Pod
 	Leader      *Leader    // set when a leader Lease is configured
 	Rollout     *Rollout   // nil until read (Result.NeedRollout)
-	Ownership   *Ownership // which pods are the Deployment's (JudgeDeployment)
+	Ownership   *Ownership // the Deployment as this sample read it: its pods (JudgeDeployment), its pause
 	// Consistent: listed with a quorum read; the watch cache lags most in API-server trouble.
 	Consistent    bool
 	ConsistentErr error
-	Annotated     *Annotated    // the Deployment's annotations (the pause), nil when not read
 	Alerts        *FiringAlerts // nil until read (Result.NeedAlerts)
 	HoldOnAlerts  bool          // the run reads the firing alerts: the firing-alerts gate is on
 	// Probing: the discovery probe ran; a judged pod without a reading was not observed.
 	Probing bool
+	unseen  bool // Unseen's: the Deployment was not read again, nor its annotations
 }
 
 // Pod is one scheduler pod as observed.
@@ -158,13 +158,14 @@ type Rollout struct {
 	Annotations map[string]string // the pause is read from them
 }
 
-// Ownership is which listed pods the scheduler Deployment runs, by pod UID
-// (JudgeDeployment); only pods OwnedByName are read.
+// Ownership is the scheduler Deployment as a sample read it: which listed pods it runs,
+// by pod UID (JudgeDeployment; only pods OwnedByName are read), and its annotations (the pause).
 type Ownership struct {
-	Deployment string
-	Found      bool
-	Err        error
-	Chains     map[string]OwnerChain
+	Deployment  string
+	Found       bool
+	Err         error
+	Chains      map[string]OwnerChain
+	Annotations map[string]string
 }
 
 // Owns reports whether the pod's chain was verified by UID.

@@ -97,12 +97,11 @@ func (o *Observer) observe(ctx context.Context, consistent bool) (decide.Observa
 	if podsErr != nil {
 		return decide.Observation{}, fmt.Errorf("list scheduler pods (%s) in %s: %w", o.Selector, o.Namespace, podsErr)
 	}
-	obs.Annotated = annotated(o.Deployment, dep, depErr)
 	obs.Pods = make([]decide.Pod, len(pods.Items))
 	for i := range pods.Items {
 		obs.Pods[i] = o.Describe(&pods.Items[i])
 	}
-	if o.Reads.JudgePods == decide.JudgeDeployment {
+	if o.Reads.JudgePods == decide.JudgeDeployment || o.Deployment != "" {
 		obs.Ownership = o.ownership(ctx, dep, depErr, obs.Pods)
 	}
 	// Only the pods decide will judge: standbys read 0 by design, and a selector
@@ -236,17 +235,6 @@ func (o *Observer) Rollout(ctx context.Context, pods ...decide.Pod) *decide.Roll
 		})
 	}
 	return r
-}
-
-// annotated is the Deployment's annotations for the pause: none if not found, nil if unread.
-func annotated(name string, d *appsv1.Deployment, err error) *decide.Annotated {
-	switch {
-	case name == "" || (err != nil && !apierrors.IsNotFound(err)):
-		return nil
-	case err != nil || d == nil:
-		return &decide.Annotated{Deployment: name}
-	}
-	return &decide.Annotated{Deployment: name, Annotations: d.Annotations}
 }
 
 // pageSize keeps each list response small (a slice holds up to 100 endpoints);

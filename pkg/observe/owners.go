@@ -62,17 +62,22 @@ func (o *Observer) Ownership(ctx context.Context, pods []decide.Pod) *decide.Own
 	return o.ownership(ctx, d, err, pods)
 }
 
-// ownership is Ownership with the Deployment read (d, err).
+// ownership is Ownership with the Deployment read (d, err). Judging by selector, it
+// reads only the annotations (the pause): unread (nil) on an error, no error of the run's.
 func (o *Observer) ownership(ctx context.Context, d *appsv1.Deployment, err error, pods []decide.Pod) *decide.Ownership {
-	own := &decide.Ownership{Deployment: o.Deployment}
+	own, chains := &decide.Ownership{Deployment: o.Deployment}, o.Reads.JudgePods == decide.JudgeDeployment
 	switch {
 	case apierrors.IsNotFound(err):
 		return own
+	case err != nil && !chains:
+		return nil
 	case err != nil:
 		own.Err = fmt.Errorf("get Deployment %s/%s: %w", o.Namespace, o.Deployment, err)
 		return own
 	}
-	own.Found = true
+	if own.Found, own.Annotations = true, d.Annotations; !chains {
+		return own
+	}
 	var named []decide.Pod
 	replicaSets := map[string]bool{}
 	for _, p := range pods {

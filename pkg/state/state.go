@@ -322,9 +322,13 @@ func Encode(s *State, now time.Time) ([]byte, error) {
 	}
 }
 
-// Prune applies the bounds: histories are capped by count and age.
+// Prune applies the bounds: histories keep their newest within a count and an age.
 func (s *State) Prune(now time.Time) {
-	s.capCounts() // sorts the restarts, as since needs
+	slices.SortStableFunc(s.Restarts, func(a, b Restart) int { return a.ClaimedAt.Compare(b.ClaimedAt) }) // as since needs
+	s.Restarts = newest(s.Restarts, MaxRestarts)
+	s.Episodes = newest(s.Episodes, MaxEpisodes)
+	s.WouldRestarts = newest(s.WouldRestarts, MaxRestarts)
+	s.Outbox = newest(s.Outbox, MaxOutbox)
 	from := now.Add(-MaxHistoryAge)
 	s.Restarts = since(s.Restarts, from, func(r Restart) time.Time { return r.ClaimedAt })
 	s.WouldRestarts = since(s.WouldRestarts, from, func(w WouldRestart) time.Time { return w.At })
@@ -335,15 +339,6 @@ func since[T any](list []T, from time.Time, at func(T) time.Time) []T {
 		list = list[1:]
 	}
 	return list
-}
-
-// capCounts keeps the newest of each list within its bound.
-func (s *State) capCounts() {
-	slices.SortStableFunc(s.Restarts, func(a, b Restart) int { return a.ClaimedAt.Compare(b.ClaimedAt) })
-	s.Restarts = newest(s.Restarts, MaxRestarts)
-	s.Episodes = newest(s.Episodes, MaxEpisodes)
-	s.WouldRestarts = newest(s.WouldRestarts, MaxRestarts)
-	s.Outbox = newest(s.Outbox, MaxOutbox)
 }
 
 func newest[T any](list []T, limit int) []T {
