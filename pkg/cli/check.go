@@ -122,10 +122,7 @@ and exits 0 or 2 without any API call.`,
 			if err := f.output.print(stdout, rep, rep.WriteText); err != nil {
 				return fmt.Errorf("print report: %w", err)
 			}
-			if runErr != nil {
-				return fmt.Errorf("check against API server %s: %w", p.obs.APIServer, runErr)
-			}
-			return nil
+			return runErr
 		},
 	}
 	addFlags(cmd, &f.cluster, &f.check, &f.probe, &f.job, &f.alerts)
@@ -150,7 +147,8 @@ type wired struct {
 // leaseWait: more than a dead holder's Lease lasts (15 s), short of any pass's deadline.
 const leaseWait = 30 * time.Second
 
-// run is one pass under the Lease (nothing, successfully, after leaseWait), then the heartbeat ping.
+// run is one pass under the Lease (nothing, successfully, after leaseWait), then the heartbeat ping;
+// its error names the API server.
 func (p *wired) run(ctx context.Context) (rep *check.Report, err error) {
 	p.useKey(ctx)
 	if p.lease == nil {
@@ -176,6 +174,9 @@ func (p *wired) run(ctx context.Context) (rep *check.Report, err error) {
 		err = fmt.Errorf("namespace %s does not exist (--namespace, WATCHDOG_NAMESPACE)", p.f.cluster.Namespace)
 	}
 	pingHeartbeat(ctx, &p.f.alerts, err, p.f.check.DryRun, p.Log)
+	if err != nil {
+		err = fmt.Errorf("API server %s: %w", p.obs.APIServer, err)
+	}
 	return rep, err
 }
 
@@ -223,13 +224,9 @@ func (f *checkFlags) setup(stderr io.Writer, clk clock.Clock) (*wired, error) {
 		return nil, err
 	}
 	ns, client := f.cluster.Namespace, o.Client
-	sinks, err := buildSinks(&f.alerts, ns, func(err error) {
+	sinks, hold, err := buildSinks(&f.alerts, ns, func(err error) {
 		log.Warn().Str("sink", "alertmanager").Str("error", err.Error()).Msg("an Alertmanager peer refused the alerts; another accepted them")
 	})
-	if err != nil {
-		return nil, err
-	}
-	hold, err := buildHold(&f.alerts, ns)
 	if err != nil {
 		return nil, err
 	}
@@ -269,15 +266,20 @@ func (f *checkFlags) passLease(client *kube.Client, log zerolog.Logger) *leader.
 	if f.check.DryRun {
 		return nil
 	}
-	// Unique per pass: passes of one process (tests) must not take each other for the holder.
-	id, suffix := f.probe.PodName, make([]byte, 4)
-	if id == "" {
-		id, _ = os.Hostname()
-	}
-	_, _ = rand.Read(suffix)
-	id = fmt.Sprintf("%s-%d-%x", id, os.Getpid(), suffix)
 	// The wall clock, the API server's: renewals must not move a pass's virtual clock (tests).
-	return &leader.Elector{Namespace: f.cluster.Namespace, Name: f.cluster.Lease, Identity: id, Client: client, Clock: clock.RealClock{}, Log: log}
+	e, suffix := f.elector(client, f.cluster.Lease, f.probe.PodName, clock.RealClock{}, log), make([]byte, 4)
+	// Unique per pass: passes of one process (tests) must not take each other for the holder.
+	_, _ = rand.Read(suffix)
+	e.Identity = fmt.Sprintf("%s-%d-%x", e.Identity, os.Getpid(), suffix)
+	return e
+}
+
+// elector elects through Lease name in --namespace, as identity (default: the hostname).
+func (f *checkFlags) elector(client *kube.Client, name, identity string, clk clock.Clock, log zerolog.Logger) *leader.Elector {
+	if identity == "" {
+		identity, _ = os.Hostname()
+	}
+	return &leader.Elector{Namespace: f.cluster.Namespace, Name: name, Identity: identity, Client: client, Clock: clk, Log: log}
 }
 
 // observer is what a pass (and doctor) reads: objects, and metrics by --scrape-via, bounded alike.
@@ -358,7 +360,7 @@ func (f *checkFlags) checkConfig(stderr io.Writer) error {
 		}
 		apiServer = cfg.Host
 	}
-	if _, err := buildSinks(&f.alerts, f.cluster.Namespace, nil); err != nil {
+	if _, _, err := buildSinks(&f.alerts, f.cluster.Namespace, nil); err != nil {
 		return err
 	}
 	log.Info().Str("apiServer", apiServer).Str("namespace", f.cluster.Namespace).Str("restartMethod", f.check.RestartMethod).

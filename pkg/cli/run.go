@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -16,8 +15,6 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/agentenv/watchdog/pkg/alert"
-	"github.com/agentenv/watchdog/pkg/check"
-	"github.com/agentenv/watchdog/pkg/leader"
 	"github.com/agentenv/watchdog/pkg/loop"
 	"github.com/agentenv/watchdog/pkg/metrics"
 	"github.com/agentenv/watchdog/pkg/slicewatch"
@@ -112,13 +109,7 @@ func runPasses(ctx context.Context, f *checkFlags, ro *RunOptions, stderr io.Wri
 	}
 	log := p.Log
 	m := metrics.New(metrics.Options{Sinks: alert.SinkNames(p.Sinks), Runtime: true})
-	l := loop.New(ro.Interval, f.cluster.Timeout, func(ctx context.Context) (*check.Report, error) {
-		rep, err := p.run(ctx)
-		if err != nil {
-			err = fmt.Errorf("API server %s: %w", p.obs.APIServer, err)
-		}
-		return rep, err
-	}, m, clk, log)
+	l := loop.New(ro.Interval, f.cluster.Timeout, p.run, m, clk, log)
 	l.DryRun = f.check.DryRun
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -138,7 +129,7 @@ func runPasses(ctx context.Context, f *checkFlags, ro *RunOptions, stderr io.Wri
 	log.Info().Str("metricsAddr", ln.Addr().String()).Dur("interval", ro.Interval).Bool("leaderElect", ro.LeaderElect).Bool("watchEndpoints", ro.WatchEndpoints).Msg("watchdog running")
 
 	done := make(chan error, 1)
-	go func() { done <- lead(ctx, l, ro, f.cluster.Namespace, p, clk) }()
+	go func() { done <- lead(ctx, l, ro, p, clk) }()
 
 	var runErr error
 	select {
@@ -160,7 +151,7 @@ func runPasses(ctx context.Context, f *checkFlags, ro *RunOptions, stderr io.Wri
 }
 
 // lead runs l's passes until ctx ends: at once, or while holding --leader-elect-lease.
-func lead(ctx context.Context, l *loop.Loop, ro *RunOptions, namespace string, p *wired, clk clock.Clock) error {
+func lead(ctx context.Context, l *loop.Loop, ro *RunOptions, p *wired, clk clock.Clock) error {
 	if !ro.LeaderElect {
 		l.Lead(ctx)
 		return nil
@@ -168,15 +159,8 @@ func lead(ctx context.Context, l *loop.Loop, ro *RunOptions, namespace string, p
 	if p.lease != nil && ro.LeaderLease == p.lease.Name {
 		p.lease = nil // the election holds it while this replica leads
 	}
-	identity := ro.LeaderIdentity
-	if identity == "" {
-		identity, _ = os.Hostname()
-	}
-	e := &leader.Elector{
-		Namespace: namespace, Name: ro.LeaderLease, Identity: identity,
-		Client: p.obs.Client, Clock: clk, Log: p.Log,
-		OnAttempt: func(bool) { l.Alive() },
-	}
+	e := p.f.elector(p.obs.Client, ro.LeaderLease, ro.LeaderIdentity, clk, p.Log)
+	e.OnAttempt = func(bool) { l.Alive() }
 	go watchPasses(ctx, l, p, clk)
 	return e.Run(ctx, l.Lead)
 }
