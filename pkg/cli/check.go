@@ -190,29 +190,18 @@ func (p *wired) warnUnsigned(rep *check.Report) {
 	}
 }
 
-// useKey seals the state and evidence with the key of --key-secret, which a real
-// pass creates (kube.EnsureKey, seeded from --outbox-key) and a dry run only reads.
-// Until then --outbox-key seals, as in 0.1.0: a pass that cannot read the Secret
-// (an older Role, a person without the right) still does its job.
+// useKey seals the state and evidence with sealKey's key: a dry run only reads the
+// Secret, and a pass that cannot (an older Role, a person without the right) still
+// does its job, with --outbox-key.
 func (p *wired) useKey(ctx context.Context) {
-	name := p.f.alerts.KeySecret
-	if p.keyed || name == "" {
+	if p.keyed {
 		return
 	}
-	legacy, ns := []byte(p.f.alerts.OutboxKey), p.f.cluster.Namespace
-	var key []byte
-	var err error
-	if p.f.check.DryRun {
-		key, err = kube.ReadKey(ctx, p.obs.Client, ns, name)
-	} else {
-		key, err = kube.EnsureKey(ctx, p.obs.Client, ns, name, legacy)
-	}
+	key, keyed, err := p.f.alerts.sealKey(ctx, p.obs.Client, p.f.cluster.Namespace, !p.f.check.DryRun)
 	if err != nil {
-		p.Log.Warn().Str("secret", name).Str("error", err.Error()).Msg("the key Secret is out of reach: sealing with --outbox-key")
+		p.Log.Warn().Str("secret", p.f.alerts.KeySecret).Str("error", err.Error()).Msg("the key Secret is out of reach: sealing with --outbox-key")
 	}
-	if key != nil {
-		p.store.Key, p.Evidence.Key, p.keyed = key, key, true
-	}
+	p.store.Key, p.Evidence.Key, p.keyed = key, key, keyed
 }
 
 // setup wires a pass of validated flags on clk: logger, API client, sinks, runner.

@@ -105,12 +105,7 @@ not read the Events and shows the rest.`,
 			from, sinceErr := parseSince(since, time.Now())
 			return s.read(cmd, stderr, func(ctx context.Context, client *kube.Client, host string) error {
 				ns := s.cluster.Namespace
-				key := []byte(alerts.OutboxKey) // the runs' seal, unless --key-secret's can be read
-				if alerts.KeySecret != "" {
-					if k, err := kube.ReadKey(ctx, client, ns, alerts.KeySecret); err == nil && k != nil {
-						key = k
-					}
-				}
+				key, _, _ := alerts.sealKey(ctx, client, ns, false) // the runs' seal
 				bundles, berr := evidence.Load(ctx, client, ns, ev.ConfigMap, key)
 				if bundle != "" {
 					i := slices.IndexFunc(bundles, func(b evidence.Bundle) bool { return b.Key == bundle })
