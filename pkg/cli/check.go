@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"io"
 	"net/url"
@@ -18,8 +19,6 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/clock"
 
 	"github.com/agentenv/watchdog/pkg/alert"
@@ -342,12 +341,12 @@ func addValidateOnlyFlag(fs *pflag.FlagSet, v *bool) {
 func (f *checkFlags) checkConfig(stderr io.Writer) error {
 	log := newLogger(&f.cluster, stderr)
 	apiServer := "not checked: no kubeconfig (--kubeconfig, $KUBECONFIG, ~/.kube/config) and not in a pod"
-	if !noClientConfig(&f.cluster) {
-		_, cfg, err := newClient(&f.cluster)
-		if err != nil {
-			return err
-		}
+	_, cfg, err := newClient(&f.cluster)
+	switch {
+	case err == nil:
 		apiServer = cfg.Host
+	case !errors.Is(err, errNoKubeconfig) || f.cluster.explicitConfig():
+		return err
 	}
 	if _, _, err := buildSinks(&f.alerts, f.cluster.Namespace, nil); err != nil {
 		return err
@@ -355,15 +354,6 @@ func (f *checkFlags) checkConfig(stderr io.Writer) error {
 	log.Info().Str("apiServer", apiServer).Str("namespace", f.cluster.Namespace).Str("restartMethod", f.check.RestartMethod).
 		Msg("configuration is valid (--validate-only: no API call made, nothing sent)")
 	return nil
-}
-
-// noClientConfig: nothing named, not in a pod, and no kubeconfig where the defaults look.
-func noClientConfig(o *ClusterOptions) bool {
-	if o.explicitConfig() || inPod() {
-		return false
-	}
-	cfg, err := clientcmd.NewDefaultClientConfigLoadingRules().Load()
-	return err == nil && clientcmdapi.IsConfigEmpty(cfg)
 }
 
 // EvidenceOptions say where the evidence of each restart goes (pkg/evidence).
