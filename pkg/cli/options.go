@@ -68,7 +68,6 @@ var kubeFlagUsage = map[string]string{ //nolint:gosec // help texts that name cr
 	"as":                       "user to impersonate (a ServiceAccount: system:serviceaccount:<ns>:<name>)",
 	"as-group":                 "group to impersonate; repeat for several",
 	"as-uid":                   "UID to impersonate",
-	"as-user-extra":            "user extra to impersonate (key=value); repeat for several",
 	"certificate-authority":    "path to a CA certificate file for the API server",
 	"client-certificate":       "path to a client certificate file",
 	"client-key":               "path to a client key file",
