@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/prometheus/common/model"
-	"github.com/rs/zerolog"
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -116,9 +115,7 @@ func (o *ClusterOptions) Validate() error {
 	if _, err := requestTimeout(o.Overrides.Timeout); err != nil {
 		p.addf("--request-timeout %q: %v", o.Overrides.Timeout, err)
 	}
-	if _, err := zerolog.ParseLevel(o.LogLevel); err != nil || o.LogLevel == "" {
-		p.addf("--log-level %q: want debug, info, warn or error", o.LogLevel)
-	}
+	p.oneOf("--log-level", o.LogLevel)
 	p.oneOf("--log-format", o.LogFormat)
 	return p.err()
 }
