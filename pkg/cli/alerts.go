@@ -63,7 +63,9 @@ func (o *AlertOptions) source(namespace string) alert.Source {
 
 // sealKey is the key sealing the state and evidence bundles: --key-secret's (created
 // when create: kube.EnsureKey, seeded from --outbox-key), else --outbox-key, as in 0.1.0.
-func (o *AlertOptions) sealKey(ctx context.Context, c *kube.Client, ns string, create bool) (key []byte, fromSecret bool, err error) {
+func (o *AlertOptions) sealKey(ctx context.Context, c *kube.Client, ns string, create bool) (
+	key []byte, fromSecret bool, err error,
+) {
 	if o.KeySecret != "" && create {
 		key, err = kube.EnsureKey(ctx, c, ns, o.KeySecret, []byte(o.OutboxKey))
 	} else if o.KeySecret != "" {

@@ -110,11 +110,9 @@ and exits 0 or 2 without any API call.`,
 			defer cancel()
 			start := clk.Now()
 			rep, runErr := p.run(ctx)
-			if rep.Skipped {
-				return f.output.print(stdout, rep, rep.WriteText)
-			}
-			// Its own deadline: a pass that used all of --timeout still reports.
-			if err := f.push.push(cmd.Context(), rep, runErr, clk.Since(start), alert.SinkNames(p.Sinks), f.check.DryRun, p.store); err != nil {
+			// Its own deadline: a pass that used all of --timeout still reports; a skipped one has nothing to.
+			sinks, skip := alert.SinkNames(p.Sinks), f.check.DryRun || rep.Skipped
+			if err := f.push.push(cmd.Context(), rep, runErr, clk.Since(start), sinks, skip, p.store); err != nil {
 				p.Log.Warn().Str("error", err.Error()).Msg("metrics push failed")
 				rep.Warnings = append(rep.Warnings, err.Error())
 			}
@@ -263,11 +261,14 @@ func (f *checkFlags) passLease(client *kube.Client, log zerolog.Logger) *leader.
 }
 
 // elector elects through Lease name in --namespace, as identity (default: the hostname).
-func (f *checkFlags) elector(client *kube.Client, name, identity string, clk clock.Clock, log zerolog.Logger) *leader.Elector {
+func (f *checkFlags) elector(client *kube.Client, name, identity string, clk clock.Clock,
+	log zerolog.Logger,
+) *leader.Elector {
 	if identity == "" {
 		identity, _ = os.Hostname()
 	}
-	return &leader.Elector{Namespace: f.cluster.Namespace, Name: name, Identity: identity, Client: client, Clock: clk, Log: log}
+	return &leader.Elector{Namespace: f.cluster.Namespace, Name: name, Identity: identity,
+		Client: client, Clock: clk, Log: log}
 }
 
 // observer is what a pass (and doctor) reads: objects, and metrics by --scrape-via, bounded alike.
@@ -460,9 +461,12 @@ func (o *PushOptions) Validate() error {
 	return p.err()
 }
 
-// push sends the run's metrics (not in a dry run); running totals live under statestore.MetricsKey.
-func (o *PushOptions) push(ctx context.Context, rep *check.Report, runErr error, took time.Duration, sinks []string, dryRun bool, store *statestore.Store) error {
-	if o.URL == "" || dryRun {
+// push sends the run's metrics (unless skip: a dry or skipped run); running totals live
+// under statestore.MetricsKey.
+func (o *PushOptions) push(ctx context.Context, rep *check.Report, runErr error, took time.Duration, sinks []string, skip bool,
+	store *statestore.Store,
+) error {
+	if o.URL == "" || skip {
 		return nil
 	}
 	m := metrics.New(metrics.Options{Sinks: sinks})

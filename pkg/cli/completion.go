@@ -28,9 +28,12 @@ func addCompletions(cmd *cobra.Command) {
 			_ = cmd.RegisterFlagCompletionFunc(name, cobra.FixedCompletions(values, cobra.ShellCompDirectiveNoFileComp))
 		}
 	}
-	for name, complete := range map[string]func(*clientcmdapi.Config) []string{"context": kubeContexts, "namespace": kubeNamespaces} {
+	kubeconfigNames := map[string]func(*clientcmdapi.Config) []string{"context": kubeContexts, "namespace": kubeNamespaces}
+	for name, complete := range kubeconfigNames {
 		if fs.Lookup(name) != nil {
-			_ = cmd.RegisterFlagCompletionFunc(name, func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+			_ = cmd.RegisterFlagCompletionFunc(name, func(*cobra.Command, []string, string) (
+				[]string, cobra.ShellCompDirective,
+			) {
 				cfg, err := clientcmd.NewDefaultClientConfigLoadingRules().Load()
 				if err != nil {
 					cfg = clientcmdapi.NewConfig()
