@@ -19,13 +19,14 @@ import (
 	"github.com/agentenv/watchdog/pkg/check"
 	"github.com/agentenv/watchdog/pkg/deliver"
 	"github.com/agentenv/watchdog/pkg/doctor"
+	"github.com/agentenv/watchdog/pkg/kube"
 	"github.com/agentenv/watchdog/pkg/version"
 )
 
 // buildSinks returns the configured alert sinks (possibly none: alerts still reach
-// logs and Events); warn is told about an Alertmanager peer that failed while
-// another accepted.
-func buildSinks(o *AlertOptions, namespace string, warn func(error)) ([]alert.Sink, error) {
+// logs and Events), and the Alertmanager's firing alerts that hold restarts (nil: none);
+// warn is told about an Alertmanager peer that failed while another accepted.
+func buildSinks(o *AlertOptions, namespace string, warn func(error)) ([]alert.Sink, check.AlertHold, error) {
 	var sinks []alert.Sink
 	poster := func(name, url string) *deliver.Poster {
 		return deliver.NewPoster(name, url, o.AlertTimeout, deliver.DefaultAttempts, deliver.DefaultBudget)
@@ -37,16 +38,43 @@ func buildSinks(o *AlertOptions, namespace string, warn func(error)) ([]alert.Si
 		sinks = append(sinks, &deliver.Webhook{Poster: poster("webhook", o.WebhookURL),
 			Secret: []byte(o.WebhookSecret), Now: time.Now})
 	}
-	am, err := buildAlertmanager(o, namespace, warn)
-	if am != nil {
-		sinks = append(sinks, am)
+	am := o.Alertmanager
+	if len(am.URLs) == 0 {
+		return sinks, nil, nil
 	}
-	return sinks, err
+	sink, err := deliver.NewAlertmanager(am.URLs, o.AlertTimeout, deliver.DefaultAttempts, deliver.DefaultBudget)
+	if err != nil {
+		return nil, nil, usagef("%v", err)
+	}
+	sink.Username, sink.Password, sink.BearerToken = am.Username, am.Password, am.BearerToken
+	sink.TTL, sink.GeneratorURL, sink.RunbookURL = am.TTL, am.GeneratorURL, o.RunbookURL
+	sink.Source, sink.Warn = o.source(namespace), warn
+	sets, err := am.holdSets()
+	if err != nil || len(sets) == 0 {
+		return append(sinks, sink), nil, err
+	}
+	return append(sinks, sink), &deliver.AlertHold{Alertmanager: sink, Sets: sets}, nil
 }
 
 // source is who sends this watchdog's alerts: the same on every one.
 func (o *AlertOptions) source(namespace string) alert.Source {
 	return alert.Source{Cluster: o.ClusterName, Namespace: namespace, Version: version.Version, Labels: o.Labels}
+}
+
+// sealKey is the key sealing the state and evidence bundles: --key-secret's (created
+// when create: kube.EnsureKey, seeded from --outbox-key), else --outbox-key, as in 0.1.0.
+func (o *AlertOptions) sealKey(ctx context.Context, c *kube.Client, ns string, create bool) (
+	key []byte, fromSecret bool, err error,
+) {
+	if o.KeySecret != "" && create {
+		key, err = kube.EnsureKey(ctx, c, ns, o.KeySecret, []byte(o.OutboxKey))
+	} else if o.KeySecret != "" {
+		key, err = kube.ReadKey(ctx, c, ns, o.KeySecret)
+	}
+	if key == nil {
+		return []byte(o.OutboxKey), false, err
+	}
+	return key, true, err
 }
 
 func newHeartbeat(o *AlertOptions, attempts int, budget time.Duration) *deliver.Heartbeat {
@@ -87,55 +115,46 @@ func reportConfigFailure(ctx context.Context, cmd *cobra.Command, args []string,
 	if path := cmd.CommandPath(); path != "watchdog check" && path != "watchdog run" {
 		return
 	}
-	s := lenientSettings(args)
-	hb := s["heartbeat-url"]
-	if hb == "" || truthy(s["dry-run"]) || truthy(s[validateOnlyFlag]) || s["help"] != "" {
+	o, quiet := lenientSettings(args)
+	if o.HeartbeatURL == "" || quiet {
 		return
 	}
-	if _, err := checkURL(hb, secretURL); err != nil {
+	if _, err := checkURL(o.HeartbeatURL, secretURL); err != nil {
 		fmt.Fprintf(stderr, "watchdog: cannot tell the dead man's switch about the configuration error: --heartbeat-url: %v\n", err)
 		return
 	}
-	timeout := 10 * time.Second
-	if d, err := time.ParseDuration(s["alert-timeout"]); err == nil && d > 0 {
-		timeout = d
-	}
-	o := &AlertOptions{HeartbeatURL: hb, AlertTimeout: timeout}
 	log := zerolog.New(stderr).With().Timestamp().Logger()
 	pingHeartbeat(ctx, o, &check.Error{Step: check.StepConfigure, Err: cause}, false, log)
 	fmt.Fprintln(stderr, "watchdog: the configuration error was reported to the dead man's switch (<heartbeat-url>/fail)")
 }
 
-// lenientSettings reads reportConfigFailure's settings from args (ignoring the rest), then WATCHDOG_*.
-func lenientSettings(args []string) map[string]string {
-	names := []string{"heartbeat-url", "alert-timeout", "dry-run", validateOnlyFlag, "help"}
+// lenientSettings reads reportConfigFailure's settings from args (ignoring the rest),
+// else WATCHDOG_*; quiet: nothing may be sent (--dry-run, --validate-only, --help).
+func lenientSettings(args []string) (o *AlertOptions, quiet bool) {
 	fs := pflag.NewFlagSet("lenient", pflag.ContinueOnError)
 	fs.ParseErrorsAllowlist.UnknownFlags = true
 	fs.SetOutput(io.Discard)
-	for _, n := range names[:4] {
-		fs.String(n, "", "")
-	}
-	// Declared, or pflag stops at -h as a request for its own help.
+	hb := fs.String("heartbeat-url", os.Getenv(EnvName("heartbeat-url")), "")
+	timeout := fs.String("alert-timeout", os.Getenv(EnvName("alert-timeout")), "")
+	// Strings, so that a bad value does not end the parse; -h declared, or pflag
+	// stops there as a request for its own help.
 	fs.StringP("help", "h", "", "")
-	// Boolean flags may be given without a value: --dry-run means true.
-	for _, n := range names[2:] {
-		fs.Lookup(n).NoOptDefVal = "true"
+	for _, n := range []string{"dry-run", validateOnlyFlag} {
+		fs.String(n, os.Getenv(EnvName(n)), "")
+	}
+	for _, n := range []string{"dry-run", validateOnlyFlag, "help"} {
+		fs.Lookup(n).NoOptDefVal = "true" // --dry-run means true
 	}
 	_ = fs.Parse(args)
-	out := map[string]string{}
-	for _, n := range names {
-		if f := fs.Lookup(n); f.Changed {
-			out[n] = f.Value.String()
-		} else if v, ok := os.LookupEnv(EnvName(n)); ok && n != "help" {
-			out[n] = v
-		}
+	o = &AlertOptions{HeartbeatURL: *hb, AlertTimeout: 10 * time.Second}
+	if d, err := time.ParseDuration(*timeout); err == nil && d > 0 {
+		o.AlertTimeout = d
 	}
-	return out
-}
-
-func truthy(s string) bool {
-	b, err := strconv.ParseBool(s)
-	return err == nil && b
+	for _, n := range []string{"dry-run", validateOnlyFlag} {
+		b, err := strconv.ParseBool(fs.Lookup(n).Value.String())
+		quiet = quiet || (err == nil && b)
+	}
+	return o, quiet || fs.Lookup("help").Changed
 }
 
 // AlertmanagerOptions configure the Alertmanager sink (docs/alerts.md); URLs, password, token are secret.
@@ -219,43 +238,6 @@ func (o *AlertmanagerOptions) holdSets() ([]amlabels.Matchers, error) {
 	return sets, p.err()
 }
 
-// checkRunInterval makes sure alerts outlive the time between two passes of `run`.
-func (o *AlertmanagerOptions) checkRunInterval(interval time.Duration) error {
-	if len(o.URLs) > 0 && o.TTL <= interval {
-		return usagef("--alertmanager-alert-ttl %s must be longer than --interval %s, or open alerts resolve between passes", o.TTL, interval)
-	}
-	return nil
-}
-
-// buildAlertmanager returns the Alertmanager sink, or nil when no URL is set.
-func buildAlertmanager(o *AlertOptions, namespace string, warn func(error)) (*deliver.Alertmanager, error) {
-	am := o.Alertmanager
-	if len(am.URLs) == 0 {
-		return nil, nil
-	}
-	sink, err := deliver.NewAlertmanager(am.URLs, o.AlertTimeout, deliver.DefaultAttempts, deliver.DefaultBudget)
-	if err != nil {
-		return nil, usagef("%v", err)
-	}
-	sink.Username, sink.Password, sink.BearerToken = am.Username, am.Password, am.BearerToken
-	sink.TTL, sink.GeneratorURL, sink.RunbookURL = am.TTL, am.GeneratorURL, o.RunbookURL
-	sink.Source, sink.Warn = o.source(namespace), warn
-	return sink, nil
-}
-
-// buildHold reads the alerts that hold restarts; nil when none is configured.
-func buildHold(o *AlertOptions, namespace string) (check.AlertHold, error) {
-	sets, err := o.Alertmanager.holdSets()
-	if err != nil || len(sets) == 0 {
-		return nil, err
-	}
-	am, err := buildAlertmanager(o, namespace, nil)
-	if err != nil {
-		return nil, err
-	}
-	return &deliver.AlertHold{Alertmanager: am, Sets: sets}, nil
-}
-
 func newNotifyCommand(stdout, stderr io.Writer) *cobra.Command {
 	notify := &cobra.Command{
 		Use:   "notify",
@@ -330,7 +312,7 @@ configured.`,
 // answer is the delivery's (notify test says so; doctor fails, as a preflight should).
 func testSinks(o *AlertOptions, namespace, command string, partial func(error) error) ([]doctor.Sink, error) {
 	var peerErr error // deliveries are sequential
-	sinks, err := buildSinks(o, namespace, func(err error) { peerErr = errors.Join(peerErr, err) })
+	sinks, _, err := buildSinks(o, namespace, func(err error) { peerErr = errors.Join(peerErr, err) })
 	if err != nil {
 		return nil, err
 	}

@@ -126,7 +126,8 @@ func (o *BacktestOptions) Validate(now time.Time, intervalSet bool) error {
 	return p.err()
 }
 
-// parseWhen reads an RFC 3339 time, "now", or a Prometheus duration back from now.
+// parseWhen reads an RFC 3339 time, "now", or a duration back from now: Prometheus's
+// (7d) or Go's (1.5h, 1ns).
 func parseWhen(s string, now time.Time) (time.Time, error) {
 	if s == "now" {
 		return now, nil
@@ -134,11 +135,13 @@ func parseWhen(s string, now time.Time) (time.Time, error) {
 	if t, err := time.Parse(time.RFC3339, s); err == nil {
 		return t, nil
 	}
-	d, err := model.ParseDuration(s)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("want an RFC 3339 time (2026-11-24T08:00:00Z), a duration back from now (90m, 36h, 7d) or now")
+	if d, err := model.ParseDuration(s); err == nil {
+		return now.Add(-time.Duration(d)), nil
 	}
-	return now.Add(-time.Duration(d)), nil
+	if d, err := time.ParseDuration(s); err == nil && d >= 0 {
+		return now.Add(-d), nil
+	}
+	return time.Time{}, fmt.Errorf("want an RFC 3339 time (2026-11-24T08:00:00Z), a duration back from now (90m, 36h, 7d) or now")
 }
 
 // backtestHidden are check's flags that change no decision of a replay.

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"io"
 	"net/url"
@@ -18,8 +19,6 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/clock"
 
 	"github.com/agentenv/watchdog/pkg/alert"
@@ -112,21 +111,16 @@ and exits 0 or 2 without any API call.`,
 			defer cancel()
 			start := clk.Now()
 			rep, runErr := p.run(ctx)
-			if rep.Skipped {
-				return f.output.print(stdout, rep, rep.WriteText)
-			}
-			// Its own deadline: a pass that used all of --timeout still reports.
-			if err := f.push.push(cmd.Context(), rep, runErr, clk.Since(start), alert.SinkNames(p.Sinks), f.check.DryRun, p.store); err != nil {
+			// Its own deadline: a pass that used all of --timeout still reports; a skipped one has nothing to.
+			sinks, skip := alert.SinkNames(p.Sinks), f.check.DryRun || rep.Skipped
+			if err := f.push.push(cmd.Context(), rep, runErr, clk.Since(start), sinks, skip, p.store); err != nil {
 				p.Log.Warn().Str("error", err.Error()).Msg("metrics push failed")
 				rep.Warnings = append(rep.Warnings, err.Error())
 			}
 			if err := f.output.print(stdout, rep, rep.WriteText); err != nil {
 				return fmt.Errorf("print report: %w", err)
 			}
-			if runErr != nil {
-				return fmt.Errorf("check against API server %s: %w", p.obs.APIServer, runErr)
-			}
-			return nil
+			return runErr
 		},
 	}
 	addFlags(cmd, &f.cluster, &f.check, &f.probe, &f.job, &f.alerts)
@@ -151,7 +145,8 @@ type wired struct {
 // leaseWait: more than a dead holder's Lease lasts (15 s), short of any pass's deadline.
 const leaseWait = 30 * time.Second
 
-// run is one pass under the Lease (nothing, successfully, after leaseWait), then the heartbeat ping.
+// run is one pass under the Lease (nothing, successfully, after leaseWait), then the heartbeat ping;
+// its error names the API server.
 func (p *wired) run(ctx context.Context) (rep *check.Report, err error) {
 	p.useKey(ctx)
 	if p.lease == nil {
@@ -177,6 +172,9 @@ func (p *wired) run(ctx context.Context) (rep *check.Report, err error) {
 		err = fmt.Errorf("namespace %s does not exist (--namespace, WATCHDOG_NAMESPACE)", p.f.cluster.Namespace)
 	}
 	pingHeartbeat(ctx, &p.f.alerts, err, p.f.check.DryRun, p.Log)
+	if err != nil {
+		err = fmt.Errorf("API server %s: %w", p.obs.APIServer, err)
+	}
 	return rep, err
 }
 
@@ -190,29 +188,18 @@ func (p *wired) warnUnsigned(rep *check.Report) {
 	}
 }
 
-// useKey seals the state and evidence with the key of --key-secret, which a real
-// pass creates (kube.EnsureKey, seeded from --outbox-key) and a dry run only reads.
-// Until then --outbox-key seals, as in 0.1.0: a pass that cannot read the Secret
-// (an older Role, a person without the right) still does its job.
+// useKey seals the state and evidence with sealKey's key: a dry run only reads the
+// Secret, and a pass that cannot (an older Role, a person without the right) still
+// does its job, with --outbox-key.
 func (p *wired) useKey(ctx context.Context) {
-	name := p.f.alerts.KeySecret
-	if p.keyed || name == "" {
+	if p.keyed {
 		return
 	}
-	legacy, ns := []byte(p.f.alerts.OutboxKey), p.f.cluster.Namespace
-	var key []byte
-	var err error
-	if p.f.check.DryRun {
-		key, err = kube.ReadKey(ctx, p.obs.Client, ns, name)
-	} else {
-		key, err = kube.EnsureKey(ctx, p.obs.Client, ns, name, legacy)
-	}
+	key, keyed, err := p.f.alerts.sealKey(ctx, p.obs.Client, p.f.cluster.Namespace, !p.f.check.DryRun)
 	if err != nil {
-		p.Log.Warn().Str("secret", name).Str("error", err.Error()).Msg("the key Secret is out of reach: sealing with --outbox-key")
+		p.Log.Warn().Str("secret", p.f.alerts.KeySecret).Str("error", err.Error()).Msg("the key Secret is out of reach: sealing with --outbox-key")
 	}
-	if key != nil {
-		p.store.Key, p.Evidence.Key, p.keyed = key, key, true
-	}
+	p.store.Key, p.Evidence.Key, p.keyed = key, key, keyed
 }
 
 // setup wires a pass of validated flags on clk: logger, API client, sinks, runner.
@@ -224,13 +211,9 @@ func (f *checkFlags) setup(stderr io.Writer, clk clock.Clock) (*wired, error) {
 		return nil, err
 	}
 	ns, client := f.cluster.Namespace, o.Client
-	sinks, err := buildSinks(&f.alerts, ns, func(err error) {
+	sinks, hold, err := buildSinks(&f.alerts, ns, func(err error) {
 		log.Warn().Str("sink", "alertmanager").Str("error", err.Error()).Msg("an Alertmanager peer refused the alerts; another accepted them")
 	})
-	if err != nil {
-		return nil, err
-	}
-	hold, err := buildHold(&f.alerts, ns)
 	if err != nil {
 		return nil, err
 	}
@@ -270,15 +253,23 @@ func (f *checkFlags) passLease(client *kube.Client, log zerolog.Logger) *leader.
 	if f.check.DryRun {
 		return nil
 	}
-	// Unique per pass: passes of one process (tests) must not take each other for the holder.
-	id, suffix := f.probe.PodName, make([]byte, 4)
-	if id == "" {
-		id, _ = os.Hostname()
-	}
-	_, _ = rand.Read(suffix)
-	id = fmt.Sprintf("%s-%d-%x", id, os.Getpid(), suffix)
 	// The wall clock, the API server's: renewals must not move a pass's virtual clock (tests).
-	return &leader.Elector{Namespace: f.cluster.Namespace, Name: f.cluster.Lease, Identity: id, Client: client, Clock: clock.RealClock{}, Log: log}
+	e, suffix := f.elector(client, f.cluster.Lease, f.probe.PodName, clock.RealClock{}, log), make([]byte, 4)
+	// Unique per pass: passes of one process (tests) must not take each other for the holder.
+	_, _ = rand.Read(suffix)
+	e.Identity = fmt.Sprintf("%s-%d-%x", e.Identity, os.Getpid(), suffix)
+	return e
+}
+
+// elector elects through Lease name in --namespace, as identity (default: the hostname).
+func (f *checkFlags) elector(client *kube.Client, name, identity string, clk clock.Clock,
+	log zerolog.Logger,
+) *leader.Elector {
+	if identity == "" {
+		identity, _ = os.Hostname()
+	}
+	return &leader.Elector{Namespace: f.cluster.Namespace, Name: name, Identity: identity,
+		Client: client, Clock: clk, Log: log}
 }
 
 // observer is what a pass (and doctor) reads: objects, and metrics by --scrape-via, bounded alike.
@@ -364,28 +355,19 @@ func addValidateOnlyFlag(fs *pflag.FlagSet, v *bool) {
 func (f *checkFlags) checkConfig(stderr io.Writer) error {
 	log := newLogger(&f.cluster, stderr)
 	apiServer := "not checked: no kubeconfig (--kubeconfig, $KUBECONFIG, ~/.kube/config) and not in a pod"
-	if !noClientConfig(&f.cluster) {
-		_, cfg, err := newClient(&f.cluster)
-		if err != nil {
-			return err
-		}
+	_, cfg, err := newClient(&f.cluster)
+	switch {
+	case err == nil:
 		apiServer = cfg.Host
+	case !errors.Is(err, errNoKubeconfig) || f.cluster.explicitConfig():
+		return err
 	}
-	if _, err := buildSinks(&f.alerts, f.cluster.Namespace, nil); err != nil {
+	if _, _, err := buildSinks(&f.alerts, f.cluster.Namespace, nil); err != nil {
 		return err
 	}
 	log.Info().Str("apiServer", apiServer).Str("namespace", f.cluster.Namespace).Str("restartMethod", f.check.RestartMethod).
 		Msg("configuration is valid (--validate-only: no API call made, nothing sent)")
 	return nil
-}
-
-// noClientConfig: nothing named, not in a pod, and no kubeconfig where the defaults look.
-func noClientConfig(o *ClusterOptions) bool {
-	if o.explicitConfig() || inPod() {
-		return false
-	}
-	cfg, err := clientcmd.NewDefaultClientConfigLoadingRules().Load()
-	return err == nil && clientcmdapi.IsConfigEmpty(cfg)
 }
 
 // EvidenceOptions say where the evidence of each restart goes (pkg/evidence).
@@ -492,9 +474,12 @@ func (o *PushOptions) Validate() error {
 	return p.err()
 }
 
-// push sends the run's metrics (not in a dry run); running totals live under statestore.MetricsKey.
-func (o *PushOptions) push(ctx context.Context, rep *check.Report, runErr error, took time.Duration, sinks []string, dryRun bool, store *statestore.Store) error {
-	if o.URL == "" || dryRun {
+// push sends the run's metrics (unless skip: a dry or skipped run); running totals live
+// under statestore.MetricsKey.
+func (o *PushOptions) push(ctx context.Context, rep *check.Report, runErr error, took time.Duration, sinks []string, skip bool,
+	store *statestore.Store,
+) error {
+	if o.URL == "" || skip {
 		return nil
 	}
 	m := metrics.New(metrics.Options{Sinks: sinks})

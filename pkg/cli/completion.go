@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
 // flagValues are the words of the flags that take one, for completion and checks.
@@ -27,33 +28,33 @@ func addCompletions(cmd *cobra.Command) {
 			_ = cmd.RegisterFlagCompletionFunc(name, cobra.FixedCompletions(values, cobra.ShellCompDirectiveNoFileComp))
 		}
 	}
-	if fs.Lookup("context") != nil {
-		_ = cmd.RegisterFlagCompletionFunc("context", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
-			cfg, err := clientcmd.NewDefaultClientConfigLoadingRules().Load()
-			if err != nil {
-				return nil, cobra.ShellCompDirectiveError
-			}
-			return slices.Sorted(maps.Keys(cfg.Contexts)), cobra.ShellCompDirectiveNoFileComp
-		})
-	}
-	if fs.Lookup("namespace") != nil {
-		_ = cmd.RegisterFlagCompletionFunc("namespace", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
-			return completeNamespaces(), cobra.ShellCompDirectiveNoFileComp
-		})
+	kubeconfigNames := map[string]func(*clientcmdapi.Config) []string{"context": kubeContexts, "namespace": kubeNamespaces}
+	for name, complete := range kubeconfigNames {
+		if fs.Lookup(name) != nil {
+			_ = cmd.RegisterFlagCompletionFunc(name, func(*cobra.Command, []string, string) (
+				[]string, cobra.ShellCompDirective,
+			) {
+				cfg, err := clientcmd.NewDefaultClientConfigLoadingRules().Load()
+				if err != nil {
+					cfg = clientcmdapi.NewConfig()
+				}
+				return complete(cfg), cobra.ShellCompDirectiveNoFileComp
+			})
+		}
 	}
 	for _, c := range cmd.Commands() {
 		addCompletions(c)
 	}
 }
 
-// completeNamespaces offers AgentENV's and the kubeconfig's namespaces: no API call.
-func completeNamespaces() []string {
+func kubeContexts(cfg *clientcmdapi.Config) []string { return slices.Sorted(maps.Keys(cfg.Contexts)) }
+
+// kubeNamespaces offers AgentENV's and the kubeconfig's namespaces: no API call.
+func kubeNamespaces(cfg *clientcmdapi.Config) []string {
 	names := []string{"agentenv-system"}
-	if cfg, err := clientcmd.NewDefaultClientConfigLoadingRules().Load(); err == nil {
-		for _, c := range cfg.Contexts {
-			if c.Namespace != "" {
-				names = append(names, c.Namespace)
-			}
+	for _, c := range cfg.Contexts {
+		if c.Namespace != "" {
+			names = append(names, c.Namespace)
 		}
 	}
 	slices.Sort(names)

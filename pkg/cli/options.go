@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/prometheus/common/model"
-	"github.com/rs/zerolog"
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -68,7 +67,6 @@ var kubeFlagUsage = map[string]string{ //nolint:gosec // help texts that name cr
 	"as":                       "user to impersonate (a ServiceAccount: system:serviceaccount:<ns>:<name>)",
 	"as-group":                 "group to impersonate; repeat for several",
 	"as-uid":                   "UID to impersonate",
-	"as-user-extra":            "user extra to impersonate (key=value); repeat for several",
 	"certificate-authority":    "path to a CA certificate file for the API server",
 	"client-certificate":       "path to a client certificate file",
 	"client-key":               "path to a client key file",
@@ -117,9 +115,7 @@ func (o *ClusterOptions) Validate() error {
 	if _, err := requestTimeout(o.Overrides.Timeout); err != nil {
 		p.addf("--request-timeout %q: %v", o.Overrides.Timeout, err)
 	}
-	if _, err := zerolog.ParseLevel(o.LogLevel); err != nil || o.LogLevel == "" {
-		p.addf("--log-level %q: want debug, info, warn or error", o.LogLevel)
-	}
+	p.oneOf("--log-level", o.LogLevel)
 	p.oneOf("--log-format", o.LogFormat)
 	return p.err()
 }

@@ -325,6 +325,8 @@ func isTerminal(w io.Writer) bool {
 	return ok && term.IsTerminal(int(f.Fd()))
 }
 
+var errNoKubeconfig = usagef("no kubeconfig: give --kubeconfig, set KUBECONFIG, or write ~/.kube/config (in a pod the ServiceAccount is used)")
+
 // restConfig loads the API server connection: in-cluster unless told otherwise, else kubeconfig.
 func restConfig(o *ClusterOptions) (*rest.Config, error) {
 	var cfg *rest.Config
@@ -337,7 +339,7 @@ func restConfig(o *ClusterOptions) (*rest.Config, error) {
 			return nil, err
 		}
 	} else if cfg, err = o.loader().ClientConfig(); clientcmd.IsEmptyConfig(err) {
-		return nil, usagef("no kubeconfig: give --kubeconfig, set KUBECONFIG, or write ~/.kube/config (in a pod the ServiceAccount is used)")
+		return nil, errNoKubeconfig
 	} else if err != nil {
 		return nil, usagef("load kubeconfig: %v", err)
 	}

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -16,8 +15,6 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/agentenv/watchdog/pkg/alert"
-	"github.com/agentenv/watchdog/pkg/check"
-	"github.com/agentenv/watchdog/pkg/leader"
 	"github.com/agentenv/watchdog/pkg/loop"
 	"github.com/agentenv/watchdog/pkg/metrics"
 	"github.com/agentenv/watchdog/pkg/slicewatch"
@@ -46,7 +43,8 @@ func (o *RunOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.WatchEndpoints, "watch-endpoints", true, "watch the EndpointSlices of --nodes-service and start a pass 2s after they change (at most one per half --interval), rather than wait for the interval; needs watch endpointslices (false: the plain interval)")
 }
 
-func (o *RunOptions) Validate() error {
+// Validate reports every invalid flag, then an Alertmanager alert that would end between two passes.
+func (o *RunOptions) Validate(am *AlertmanagerOptions) error {
 	var p problems
 	if o.Interval < time.Second {
 		p.addf("--interval %s is too short (at least 1s)", o.Interval)
@@ -55,6 +53,9 @@ func (o *RunOptions) Validate() error {
 		p.addf("--metrics-addr %q: %v", o.MetricsAddr, err)
 	}
 	p.add(needLease(o.LeaderElect, o.LeaderLease))
+	if len(am.URLs) > 0 && am.TTL <= o.Interval {
+		p.addf("--alertmanager-alert-ttl %s must be longer than --interval %s, or open alerts resolve between passes", am.TTL, o.Interval)
+	}
 	return p.err()
 }
 
@@ -86,7 +87,7 @@ State lives in the same ConfigMap as for check, so the two modes can be switched
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// run's own flags are declared after check's.
-			if err := f.validate(f.evidence.Validate(), ro.Validate(), f.alerts.Alertmanager.checkRunInterval(ro.Interval)); err != nil {
+			if err := f.validate(f.evidence.Validate(), ro.Validate(&f.alerts.Alertmanager)); err != nil {
 				return err
 			}
 			if f.validateOnly {
@@ -112,13 +113,7 @@ func runPasses(ctx context.Context, f *checkFlags, ro *RunOptions, stderr io.Wri
 	}
 	log := p.Log
 	m := metrics.New(metrics.Options{Sinks: alert.SinkNames(p.Sinks), Runtime: true})
-	l := loop.New(ro.Interval, f.cluster.Timeout, func(ctx context.Context) (*check.Report, error) {
-		rep, err := p.run(ctx)
-		if err != nil {
-			err = fmt.Errorf("API server %s: %w", p.obs.APIServer, err)
-		}
-		return rep, err
-	}, m, clk, log)
+	l := loop.New(ro.Interval, f.cluster.Timeout, p.run, m, clk, log)
 	l.DryRun = f.check.DryRun
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -134,33 +129,27 @@ func runPasses(ctx context.Context, f *checkFlags, ro *RunOptions, stderr io.Wri
 	}
 	srv := newMetricsServer(l.Handler())
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
+	go func() { serveErr <- srv.Serve(ln); cancel() }()
 	log.Info().Str("metricsAddr", ln.Addr().String()).Dur("interval", ro.Interval).Bool("leaderElect", ro.LeaderElect).Bool("watchEndpoints", ro.WatchEndpoints).Msg("watchdog running")
 
-	done := make(chan error, 1)
-	go func() { done <- lead(ctx, l, ro, f.cluster.Namespace, p, clk) }()
-
-	var runErr error
-	select {
-	case runErr = <-done:
-	case err := <-serveErr:
-		runErr = fmt.Errorf("metrics server on %s: %w", ro.MetricsAddr, err)
-		cancel()
-		if derr := <-done; derr != nil {
-			log.Warn().Err(derr).Msg("leader election stopped with an error")
-		}
-	}
+	runErr := lead(ctx, l, ro, p, clk)
 	shutdownCtx, stop := context.WithTimeout(context.Background(), 5*time.Second)
 	defer stop()
-	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	if err := srv.Shutdown(shutdownCtx); err != nil {
 		log.Warn().Err(err).Msg("metrics server shutdown")
+	}
+	if err := <-serveErr; !errors.Is(err, http.ErrServerClosed) {
+		if runErr != nil {
+			log.Warn().Err(runErr).Msg("leader election stopped with an error")
+		}
+		runErr = fmt.Errorf("metrics server on %s: %w", ro.MetricsAddr, err)
 	}
 	log.Info().Msg("watchdog stopped")
 	return runErr
 }
 
 // lead runs l's passes until ctx ends: at once, or while holding --leader-elect-lease.
-func lead(ctx context.Context, l *loop.Loop, ro *RunOptions, namespace string, p *wired, clk clock.Clock) error {
+func lead(ctx context.Context, l *loop.Loop, ro *RunOptions, p *wired, clk clock.Clock) error {
 	if !ro.LeaderElect {
 		l.Lead(ctx)
 		return nil
@@ -168,15 +157,8 @@ func lead(ctx context.Context, l *loop.Loop, ro *RunOptions, namespace string, p
 	if p.lease != nil && ro.LeaderLease == p.lease.Name {
 		p.lease = nil // the election holds it while this replica leads
 	}
-	identity := ro.LeaderIdentity
-	if identity == "" {
-		identity, _ = os.Hostname()
-	}
-	e := &leader.Elector{
-		Namespace: namespace, Name: ro.LeaderLease, Identity: identity,
-		Client: p.obs.Client, Clock: clk, Log: p.Log,
-		OnAttempt: func(bool) { l.Alive() },
-	}
+	e := p.f.elector(p.obs.Client, ro.LeaderLease, ro.LeaderIdentity, clk, p.Log)
+	e.OnAttempt = func(bool) { l.Alive() }
 	go watchPasses(ctx, l, p, clk)
 	return e.Run(ctx, l.Lead)
 }

@@ -105,12 +105,7 @@ not read the Events and shows the rest.`,
 			from, sinceErr := parseSince(since, time.Now())
 			return s.read(cmd, stderr, func(ctx context.Context, client *kube.Client, host string) error {
 				ns := s.cluster.Namespace
-				key := []byte(alerts.OutboxKey) // the runs' seal, unless --key-secret's can be read
-				if alerts.KeySecret != "" {
-					if k, err := kube.ReadKey(ctx, client, ns, alerts.KeySecret); err == nil && k != nil {
-						key = k
-					}
-				}
+				key, _, _ := alerts.sealKey(ctx, client, ns, false) // the runs' seal
 				bundles, berr := evidence.Load(ctx, client, ns, ev.ConfigMap, key)
 				if bundle != "" {
 					i := slices.IndexFunc(bundles, func(b evidence.Bundle) bool { return b.Key == bundle })
@@ -154,20 +149,16 @@ not read the Events and shows the rest.`,
 	return cmd
 }
 
-// parseSince reads --since as backtest reads --start (7d, 36h, an RFC 3339
-// time), and a Go duration (1.5h, 90s, 1ns); "" is the zero time: everything kept.
+// parseSince reads --since as backtest reads --start; "" is the zero time: everything kept.
 func parseSince(s string, now time.Time) (time.Time, error) {
 	if s == "" {
 		return time.Time{}, nil
 	}
 	from, err := parseWhen(s, now)
-	if err == nil {
-		return from, nil
+	if err != nil {
+		return from, usagef("--since %q: %v", s, err)
 	}
-	if d, derr := time.ParseDuration(s); derr == nil && d >= 0 {
-		return now.Add(-d), nil
-	}
-	return time.Time{}, usagef("--since %q: %v", s, err)
+	return from, nil
 }
 
 // watchdogEvents are the Events the watchdog left that the API server still keeps.
