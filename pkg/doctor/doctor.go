@@ -166,14 +166,7 @@ func (d *Doctor) checkAPI(ctx context.Context) bool {
 // that we sent the request at before, had the answer at after, and the server
 // stamped it with date, truncated to the second. Zero when the readings overlap.
 func Skew(before, after, date time.Time) time.Duration {
-	serverEarliest, serverLatest := date, date.Add(time.Second)
-	switch {
-	case serverEarliest.After(after):
-		return serverEarliest.Sub(after)
-	case serverLatest.Before(before):
-		return serverLatest.Sub(before)
-	}
-	return 0
+	return max(date.Sub(after), 0) + min(date.Add(time.Second).Sub(before), 0) // one of the two at most
 }
 
 // needs are the run's calls' inputs, with the Observer's.

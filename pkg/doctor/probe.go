@@ -37,12 +37,9 @@ func (d *Doctor) checkProbe(ctx context.Context, pods []corev1.Pod) {
 			d.pass(GroupDiscovery, name, detail)
 			continue
 		}
-		var unknown []string
-		for _, n := range count.Nodes {
-			if !slices.ContainsFunc(nodes, func(x probe.Node) bool { return x.ID == n }) {
-				unknown = append(unknown, n)
-			}
-		}
+		unknown := slices.DeleteFunc(slices.Clone(count.Nodes), func(n string) bool {
+			return slices.ContainsFunc(nodes, func(x probe.Node) bool { return x.ID == n })
+		})
 		if len(unknown) > 0 {
 			d.warn(GroupDiscovery, name, fmt.Sprintf("%s; %d of the %d serving node(s) unknown to it: %v", detail, len(unknown), len(count.Nodes), unknown[:min(len(unknown), 5)]),
 				"a node just added shows within a second; unknown for minutes, the scheduler's discovery is stale: the watchdog restarts it after --probe-window")

@@ -242,14 +242,11 @@ func keepEnd(b []byte, n int64) []byte {
 	if int64(len(b)) <= n {
 		return b
 	}
-	cut := int64(len(b)) - n
-	if b[cut-1] == '\n' {
-		return b[cut:]
+	cut := len(b) - int(n)
+	if i := bytes.IndexByte(b[cut-1:len(b)-1], '\n'); i >= 0 { // a line starts at cut+i, before b's end
+		return b[cut+i:]
 	}
 	end := b[cut:]
-	if i := bytes.IndexByte(end, '\n'); i >= 0 && i < len(end)-1 {
-		return end[i+1:]
-	}
 	for len(end) > 0 && !utf8.RuneStart(end[0]) {
 		end = end[1:]
 	}
