@@ -91,7 +91,7 @@ func (a *Alertmanager) Send(ctx context.Context, n alert.Notification) error {
 	return a.post(ctx, a.Alerts(n))
 }
 
-// Refresh posts every open ongoing alert again, to keep it active while it lasts.
+// Refresh posts every open ongoing alert again, to keep it active while it lasts, and says how many.
 func (a *Alertmanager) Refresh(ctx context.Context, open map[string]*state.Alert, now time.Time) (int, error) {
 	var alerts []PostableAlert
 	for _, ev := range slices.Sorted(maps.Keys(open)) {

@@ -45,8 +45,8 @@ type Delivery struct {
 	Dropped bool `json:"dropped,omitempty"`
 }
 
-// Deliver sends the outbox, the notes, then the open alerts of s again to each
-// Refresher (a failed refresh is reported, not kept: the next run refreshes again).
+// Deliver sends the outbox, the notes, then the open alerts of s again to Alertmanager, which
+// forgets an alert at its endsAt (a failed refresh is reported, not kept: the next run refreshes again).
 func (d *Dispatcher) Deliver(ctx context.Context, s *state.State, notes []alert.Notification, now time.Time) []Delivery {
 	var out []Delivery
 	if d.Mode == state.ModeDryRun {
@@ -93,7 +93,7 @@ func (d *Dispatcher) Deliver(ctx context.Context, s *state.State, notes []alert.
 		delete(stale, n.Event)
 	}
 	for _, sink := range d.Sinks {
-		if r, ok := sink.(Refresher); ok {
+		if r, ok := sink.(*Alertmanager); ok {
 			if n, err := r.Refresh(sctx, stale, now); n > 0 || err != nil {
 				out = append(out, Delivery{Event: EventRefresh, Sink: sink.Name(), OK: err == nil, Error: errText(err)})
 			}
@@ -168,12 +168,6 @@ func (d *Dispatcher) send(ctx, sctx context.Context, n alert.Notification, p *st
 	}
 	p.Sinks = failed
 	return out
-}
-
-// Refresher is a sink whose receiver forgets an alert that is not sent again
-// (Alertmanager at its endsAt). Refresh returns how many it sent again.
-type Refresher interface {
-	Refresh(ctx context.Context, open map[string]*state.Alert, now time.Time) (int, error)
 }
 
 // EventRefresh names refresh deliveries in reports and logs; it is no alert event.
