@@ -176,19 +176,14 @@ func (r *Runner) notificationEvent(ctx context.Context, n alert.Notification) er
 	if n.Severity == alert.SeverityInfo {
 		eventType = corev1.EventTypeNormal
 	}
-	return r.Events.Emit(ctx, r.eventTarget(n), eventType, alert.Spec(n.Event).Reason, EventMessage(n))
-}
-
-// EventMessage is n as an Event says it: the pause (an annotator's words) last, where a cut falls.
-func EventMessage(n alert.Notification) string {
 	msg := fmt.Sprintf("[%s] %s", n.Event, n.Reason) // a dry run leaves no Event
 	if n.Shadow {
 		msg += " [shadow]"
 	}
-	if n.Paused != "" {
+	if n.Paused != "" { // an annotator's words last, where a cut falls
 		msg += " [" + n.Paused + "]"
 	}
-	return msg
+	return r.Events.Emit(ctx, r.eventTarget(n), eventType, alert.Spec(n.Event).Reason, msg)
 }
 
 func (r *Runner) deliveryFailedEvent(ctx context.Context, n alert.Notification, sink string, err error) {

@@ -62,19 +62,15 @@ type AlertHold interface {
 // dead man's switch receives when it fails.
 type Step struct{ What, Category string }
 
-// The steps a pass can fail at (StepConfigure: the CLI's, a configuration that cannot start a run, exit 2).
+// The steps a pass can fail at (StepConfigure: the CLI's, a configuration that cannot start a run, exit 2);
+// observationError names the observe steps of the partial reads.
 var (
-	StepReadState      = Step{"read state", "read-state"}
-	StepObserve        = Step{"observe", "observe"}
-	StepCountNodes     = Step{"count serving nodes", "observe"}
-	StepReadLease      = Step{"read leader Lease", "observe"}
-	StepReadOwnership  = Step{"read the scheduler Deployment's pods", "observe"}
-	StepReadDeployment = Step{"read scheduler Deployment", "observe"}
-	StepReadReplicaSet = Step{"read scheduler ReplicaSet", "observe"}
-	StepClaim          = Step{"claim restart in state", "write-state"}
-	StepWriteState     = Step{"write state", "write-state"}
-	StepRestart        = Step{"restart", "restart"}
-	StepConfigure      = Step{"configure", "config"}
+	StepReadState  = Step{"read state", "read-state"}
+	StepObserve    = Step{"observe", "observe"}
+	StepClaim      = Step{"claim restart in state", "write-state"}
+	StepWriteState = Step{"write state", "write-state"}
+	StepRestart    = Step{"restart", "restart"}
+	StepConfigure  = Step{"configure", "config"}
 )
 
 // Error is a pass that could not do its job; the CLI exits 1 on it.
@@ -372,17 +368,18 @@ func (r *Runner) lastRun(start time.Time, res decide.Result, err error) *state.R
 }
 
 func observationError(obs decide.Observation) error {
+	failed := func(what string, err error) error { return &Error{Step: Step{what, StepObserve.Category}, Err: err} }
 	switch {
 	case obs.ExpectedErr != nil:
-		return &Error{Step: StepCountNodes, Err: obs.ExpectedErr}
+		return failed("count serving nodes", obs.ExpectedErr)
 	case obs.Leader != nil && obs.Leader.Err != nil:
-		return &Error{Step: StepReadLease, Err: obs.Leader.Err}
+		return failed("read leader Lease", obs.Leader.Err)
 	case obs.Ownership != nil && obs.Ownership.Err != nil:
-		return &Error{Step: StepReadOwnership, Err: obs.Ownership.Err}
+		return failed("read the scheduler Deployment's pods", obs.Ownership.Err)
 	case obs.Rollout != nil && obs.Rollout.Err != nil:
-		return &Error{Step: StepReadDeployment, Err: obs.Rollout.Err}
+		return failed("read scheduler Deployment", obs.Rollout.Err)
 	case obs.Rollout != nil && obs.Rollout.OwnersErr != nil:
-		return &Error{Step: StepReadReplicaSet, Err: obs.Rollout.OwnersErr}
+		return failed("read scheduler ReplicaSet", obs.Rollout.OwnersErr)
 	}
 	return nil
 }

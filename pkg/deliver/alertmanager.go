@@ -91,7 +91,7 @@ func (a *Alertmanager) Send(ctx context.Context, n alert.Notification) error {
 	return a.post(ctx, a.Alerts(n))
 }
 
-// Refresh posts every open ongoing alert again, to keep it active while it lasts.
+// Refresh posts every open ongoing alert again, to keep it active while it lasts, and says how many.
 func (a *Alertmanager) Refresh(ctx context.Context, open map[string]*state.Alert, now time.Time) (int, error) {
 	var alerts []PostableAlert
 	for _, ev := range slices.Sorted(maps.Keys(open)) {
@@ -140,27 +140,19 @@ func (a *Alertmanager) alert(n alert.Notification, startsAt, endsAt time.Time) P
 			labels[k] = v
 		}
 	}
-	summary := fmt.Sprintf("AgentENV scheduler %s in %s", n.Event, where(n))
-	if n.Pod != "" {
-		summary += " (pod " + n.Pod + ")"
-	}
+	summary := fmt.Sprintf("AgentENV scheduler %s in %s", n.Event, where(n)) + tagIf(n.Pod != "", " (pod "+n.Pod+")")
 	if n.Test {
 		summary = "Watchdog test alert (not a real incident) for " + where(n)
 	}
 	if n.Shadow {
 		labels["shadow"] = "true" // routes can send shadow mode's alerts elsewhere
-		summary = "[shadow] " + summary
 	}
-	desc := n.Reason
-	if n.NextStep != "" {
-		desc += "\n\nNext step: " + n.NextStep
-	}
-	ann := map[string]string{"description": state.Truncate(desc, 4000)}
+	desc := n.Reason + tagIf(n.NextStep != "", "\n\nNext step: "+n.NextStep)
+	ann := map[string]string{"description": state.Truncate(desc, 4000),
+		"summary": tagIf(n.Paused != "", "[paused] ") + tagIf(n.Shadow, "[shadow] ") + summary}
 	if n.Paused != "" { // not a label: that would make it another alert once the pause ends
-		summary = "[paused] " + summary
 		ann["paused"] = state.Truncate(n.Paused, 1000)
 	}
-	ann["summary"] = summary
 	if a.RunbookURL != "" {
 		ann["runbook_url"] = a.RunbookURL
 	}

@@ -45,8 +45,8 @@ type Delivery struct {
 	Dropped bool `json:"dropped,omitempty"`
 }
 
-// Deliver sends the outbox, the notes, then the open alerts of s again to each
-// Refresher (a failed refresh is reported, not kept: the next run refreshes again).
+// Deliver sends the outbox, the notes, then the open alerts of s again to Alertmanager, which
+// forgets an alert at its endsAt (a failed refresh is reported, not kept: the next run refreshes again).
 func (d *Dispatcher) Deliver(ctx context.Context, s *state.State, notes []alert.Notification, now time.Time) []Delivery {
 	var out []Delivery
 	if d.Mode == state.ModeDryRun {
@@ -77,11 +77,8 @@ func (d *Dispatcher) Deliver(ctx context.Context, s *state.State, notes []alert.
 	out = append(out, d.retryOutbox(ctx, rctx, s, now)...)
 	for _, n := range notes {
 		if d.Events != nil {
-			del := Delivery{ID: n.ID, Event: n.Event, Sink: KubernetesEvent, OK: true}
-			if err := d.Events(sctx, n); err != nil {
-				del.OK, del.Error = false, err.Error()
-			}
-			out = append(out, del)
+			err := d.Events(sctx, n)
+			out = append(out, Delivery{ID: n.ID, Event: n.Event, Sink: KubernetesEvent, OK: err == nil, Error: errText(err)})
 		}
 		p := state.Pending{ID: n.ID, Event: n.Event, CreatedAt: now.UTC(), Sinks: alert.SinkNames(d.Sinks)}
 		out = append(out, d.send(ctx, sctx, n, &p, false)...)
@@ -96,21 +93,21 @@ func (d *Dispatcher) Deliver(ctx context.Context, s *state.State, notes []alert.
 		delete(stale, n.Event)
 	}
 	for _, sink := range d.Sinks {
-		r, ok := sink.(Refresher)
-		if !ok {
-			continue
+		if r, ok := sink.(*Alertmanager); ok {
+			if n, err := r.Refresh(sctx, stale, now); n > 0 || err != nil {
+				out = append(out, Delivery{Event: EventRefresh, Sink: sink.Name(), OK: err == nil, Error: errText(err)})
+			}
 		}
-		n, err := r.Refresh(sctx, stale, now)
-		if n == 0 && err == nil {
-			continue
-		}
-		del := Delivery{Event: EventRefresh, Sink: sink.Name(), OK: err == nil}
-		if err != nil {
-			del.Error = err.Error()
-		}
-		out = append(out, del)
 	}
 	return out
+}
+
+// errText is err's text, "" for none.
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }
 
 const retriesOutOfTime = "not retried in this run: the retries' share of the send window was spent " +
@@ -153,9 +150,9 @@ func (d *Dispatcher) send(ctx, sctx context.Context, n alert.Notification, p *st
 		if !retry || sctx.Err() == nil {
 			attempted = true
 			err := sink.Send(sctx, n)
-			del.OK, del.Kept, del.Error = err == nil, err != nil, ""
+			del.OK, del.Kept, del.Error = err == nil, err != nil, errText(err)
 			if err != nil {
-				del.Error, p.LastError = err.Error(), err.Error()
+				p.LastError = del.Error
 				if d.OnFailure != nil {
 					d.OnFailure(ctx, n, sink.Name(), err)
 				}
@@ -171,12 +168,6 @@ func (d *Dispatcher) send(ctx, sctx context.Context, n alert.Notification, p *st
 	}
 	p.Sinks = failed
 	return out
-}
-
-// Refresher is a sink whose receiver forgets an alert that is not sent again
-// (Alertmanager at its endsAt). Refresh returns how many it sent again.
-type Refresher interface {
-	Refresh(ctx context.Context, open map[string]*state.Alert, now time.Time) (int, error)
 }
 
 // EventRefresh names refresh deliveries in reports and logs; it is no alert event.

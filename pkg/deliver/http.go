@@ -190,11 +190,7 @@ func (p *Poster) Post(ctx context.Context, body []byte, headers http.Header) err
 func (p *Poster) exchange(ctx context.Context, method, target string, body []byte, headers http.Header, read func(io.Reader) error) error {
 	ctx, cancel := context.WithTimeout(ctx, p.budget)
 	defer cancel()
-	var reader io.Reader
-	if body != nil {
-		reader = bytes.NewReader(body)
-	}
-	req, err := retryablehttp.NewRequestWithContext(ctx, method, target, reader)
+	req, err := retryablehttp.NewRequestWithContext(ctx, method, target, body) // rewound for each attempt
 	if err != nil {
 		return fmt.Errorf("%s: build request: %v", p.name, p.redact(scrub(err).Error()))
 	}

@@ -90,22 +90,14 @@ func (s *Slack) Send(ctx context.Context, n alert.Notification) error {
 // SlackMessage renders n as an incoming-webhook message in Block Kit. Every text
 // is escaped, whoever wrote its parts: Slack reads <!channel> and <url|text> in any.
 func SlackMessage(n alert.Notification, runbookURL string) *SlackWebhookMessage {
-	fallback := fmt.Sprintf("[%s] scheduler %s in %s: %s", esc(strings.ToUpper(n.Severity)), esc(n.Event), esc(where(n)), esc(n.Reason))
+	fallback := tagIf(n.Shadow, "[shadow] ") + fmt.Sprintf("[%s] scheduler %s in %s: %s",
+		esc(strings.ToUpper(n.Severity)), esc(n.Event), esc(where(n)), esc(n.Reason))
 	title := fmt.Sprintf("%s AgentENV scheduler %s", alert.Spec(n.Event).Emoji, n.Event)
 	if n.Test {
 		title = alert.Spec(alert.EventTest).Emoji + " Watchdog test alert (not a real incident)"
 	}
-	for _, tag := range []struct {
-		on   bool
-		text string
-	}{{n.Reminder, " (reminder)"}, {n.DryRun, " [dry run]"}, {n.Shadow, " [shadow]"}, {n.Paused != "", " [paused]"}} {
-		if tag.on {
-			title += tag.text
-		}
-	}
-	if n.Shadow {
-		fallback = "[shadow] " + fallback
-	}
+	title += tagIf(n.Reminder, " (reminder)") + tagIf(n.DryRun, " [dry run]") + tagIf(n.Shadow, " [shadow]") +
+		tagIf(n.Paused != "", " [paused]")
 	since := "-"
 	if n.Since != nil {
 		since = fmt.Sprintf("%s (since %s)", n.Time.Sub(*n.Since).Round(time.Second), n.Since.UTC().Format(time.RFC3339))
@@ -141,6 +133,14 @@ func SlackMessage(n alert.Notification, runbookURL string) *SlackWebhookMessage 
 	}
 	blocks = append(blocks, SlackBlock{Type: SlackContext, Elements: ctxElems})
 	return &SlackWebhookMessage{Text: fallback, Blocks: blocks}
+}
+
+// tagIf is tag when on, else "".
+func tagIf(on bool, tag string) string {
+	if on {
+		return tag
+	}
+	return ""
 }
 
 func where(n alert.Notification) string {
