@@ -164,6 +164,7 @@ func TestValidateOnlyWithoutKubeconfig(t *testing.T) {
 		{[]string{"check", "--validate-only", "--wedged-for", "bogus"}, cli.ExitUsage, "wedged-for"},
 		{[]string{"check", "--validate-only", "--webhook-url", "http://example.com/hook"}, cli.ExitUsage, "webhook-url"},
 		{[]string{"check", "--validate-only", "--kubeconfig", "/nonexistent"}, cli.ExitUsage, "/nonexistent"},
+		{[]string{"check", "--validate-only", "--log-level", "INFO"}, cli.ExitOK, "not checked: no kubeconfig"},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := cli.ExecuteContext(context.Background(), c.args, &stdout, &stderr)
@@ -187,6 +188,26 @@ func TestNoKubeconfigSaysWhereToPutOne(t *testing.T) {
 		msg := stderr.String()
 		if code != cli.ExitUsage || !strings.Contains(msg, "--kubeconfig") || !strings.Contains(msg, "KUBECONFIG") || strings.Contains(msg, "KUBERNETES_MASTER") {
 			t.Errorf("%v: exit %d:\n%s", args, code, msg)
+		}
+	}
+}
+
+// A kubeconfig that exists but names no current context is not "no kubeconfig":
+// --validate-only refuses it as the pass would, saying what is missing.
+func TestValidateOnlyKubeconfigWithoutCurrentContext(t *testing.T) {
+	cleanEnv(t)
+	t.Setenv("HOME", t.TempDir())
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, []byte(strings.Replace(loopbackKubeconfig, "current-context: loopback\n", "", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("KUBECONFIG", kubeconfig)
+	for _, args := range [][]string{{"check", "--validate-only"}, {"check", "--dry-run"}} {
+		var stdout, stderr bytes.Buffer
+		code := cli.ExecuteContext(context.Background(), args, &stdout, &stderr)
+		if code != cli.ExitUsage || !strings.Contains(stderr.String(), "no current context") {
+			t.Errorf("%v: exit %d, want %d naming the missing current context:\n%s", args, code, cli.ExitUsage, stderr.String())
 		}
 	}
 }

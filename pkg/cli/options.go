@@ -115,6 +115,7 @@ func (o *ClusterOptions) Validate() error {
 	if _, err := requestTimeout(o.Overrides.Timeout); err != nil {
 		p.addf("--request-timeout %q: %v", o.Overrides.Timeout, err)
 	}
+	o.LogLevel = strings.ToLower(o.LogLevel) // zerolog's own parse ignores case
 	p.oneOf("--log-level", o.LogLevel)
 	p.oneOf("--log-format", o.LogFormat)
 	return p.err()

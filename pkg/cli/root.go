@@ -339,6 +339,9 @@ func restConfig(o *ClusterOptions) (*rest.Config, error) {
 			return nil, err
 		}
 	} else if cfg, err = o.loader().ClientConfig(); clientcmd.IsEmptyConfig(err) {
+		if raw, rerr := o.loader().RawConfig(); rerr == nil && len(raw.Contexts) > 0 {
+			return nil, usagef("the kubeconfig has no current context: give --context, or kubectl config use-context")
+		}
 		return nil, errNoKubeconfig
 	} else if err != nil {
 		return nil, usagef("load kubeconfig: %v", err)
