@@ -79,9 +79,9 @@ func releaseToolchain(t *testing.T) string {
 	return string(m[1])
 }
 
-// TestBaseImagesArePinnedByDigest: every FROM names its image by tag and digest,
-// so a moved tag cannot change what is built.
-func TestBaseImagesArePinnedByDigest(t *testing.T) {
+// dockerfileFroms are the Dockerfile's FROM lines, each as the line and its image.
+func dockerfileFroms(t *testing.T) [][]string {
+	t.Helper()
 	root, err := testenv.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
@@ -90,7 +90,13 @@ func TestBaseImagesArePinnedByDigest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	froms := regexp.MustCompile(`(?m)^FROM\s+(\S+)`).FindAllStringSubmatch(string(b), -1)
+	return regexp.MustCompile(`(?m)^FROM\s+(\S+)`).FindAllStringSubmatch(string(b), -1)
+}
+
+// TestBaseImagesArePinnedByDigest: every FROM names its image by tag and digest,
+// so a moved tag cannot change what is built.
+func TestBaseImagesArePinnedByDigest(t *testing.T) {
+	froms := dockerfileFroms(t)
 	if len(froms) < 2 {
 		t.Fatalf("want a build and a runtime stage, found %d FROM lines", len(froms))
 	}
@@ -110,16 +116,12 @@ func TestBaseImagesArePinnedByDigest(t *testing.T) {
 // base, and IMAGE_BASE=local chooses it for a push (hack/push.sh then warns, first
 // and in what it prints last: test/release).
 func TestMakePushBuildsOnTheReleaseBase(t *testing.T) {
+	froms := dockerfileFroms(t)
+	release := froms[len(froms)-1][1]
 	root, err := testenv.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile(filepath.Join(root, "Dockerfile"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	froms := regexp.MustCompile(`(?m)^FROM\s+(\S+)`).FindAllStringSubmatch(string(b), -1)
-	release := froms[len(froms)-1][1]
 	for _, c := range []struct {
 		args []string
 		want string
