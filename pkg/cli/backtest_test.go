@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -168,6 +169,21 @@ func TestMalformedURLWithCredentialsIsNotEchoed(t *testing.T) {
 	for flag, err := range map[string]error{"--prometheus-url": bt.Validate(now, false), "--pushgateway-url": push.Validate()} {
 		if err == nil || !strings.Contains(err.Error(), flag) || strings.Contains(err.Error(), "hunter2") {
 			t.Errorf("%s %s: want an error naming the flag without the password, got %v", flag, bad, err)
+		}
+	}
+}
+
+// Credentials in --pushgateway-url are refused once, whatever the scheme: the push
+// sends none, so the plain-http refusal would only repeat the point.
+func TestPushgatewayURLCredentialsRefusedOnce(t *testing.T) {
+	for _, u := range []string{"http://user:pass@pushgateway.monitoring:9091", "https://user:pass@pushgateway.example"} {
+		err := (&PushOptions{URL: u, Job: "watchdog", Timeout: time.Second}).Validate()
+		var ue *UsageError
+		if !errors.As(err, &ue) || len(ue.problems) != 1 || !strings.Contains(err.Error(), "credentials in the URL are not supported") {
+			t.Errorf("%s: want one problem naming the credentials, got %v", u, err)
+		}
+		if err != nil && strings.Contains(err.Error(), "pass") {
+			t.Errorf("%s: the password is quoted back: %v", u, err)
 		}
 	}
 }

@@ -458,9 +458,10 @@ func (o *PushOptions) AddFlags(fs *pflag.FlagSet) {
 
 func (o *PushOptions) Validate() error {
 	var p problems
-	p.url("--pushgateway-url", o.URL, postURL)
 	if u, err := url.Parse(o.URL); err == nil && u.User != nil {
 		p.addf("--pushgateway-url: credentials in the URL are not supported")
+	} else {
+		p.url("--pushgateway-url", o.URL, postURL)
 	}
 	if o.Job == "" {
 		p.addf("--pushgateway-job must not be empty")
