@@ -20,7 +20,6 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/agentenv/watchdog/internal/testenv"
-	"github.com/agentenv/watchdog/pkg/cli"
 	"github.com/agentenv/watchdog/pkg/state"
 	"github.com/agentenv/watchdog/pkg/statestore"
 )
@@ -393,29 +392,8 @@ func TestFaultClockSkewReplacementRecognised(t *testing.T) {
 	for _, skew := range []time.Duration{25 * time.Second, -25 * time.Second} {
 		t.Run("watchdog clock "+skew.String(), func(t *testing.T) {
 			s := newScenario(t, layout{serving: 3, page: fixture(t, "scheduler-metrics-discovery-dead.txt")})
-			ctx := cli.WithClock(context.Background(), skewedClock{skew: skew})
-			check := func() result {
-				t.Helper()
-				s.syncCache()
-				return runCLIContext(ctx, t, append(append([]string{"check"}, s.base...), "--restart-backoff", "2m", "--restart-backoff-max", "1h")...)
-			}
-			check().expect(t, 0, "wedged", "wait")
-			waitPastWedgedFor()
-			check().expect(t, 0, "wedged", "restart")
-			if s.podExists(s.pod.Name) {
-				t.Fatal("the first restart did not happen")
-			}
-			// Its replacement starts (by the kubelet's clock, the API server's) and wedges the same way.
-			tctx, cancel := testenv.Ctx()
-			defer cancel()
-			_, err := testenv.CreateSchedulerPod(tctx, env.Client, s.ns, testenv.PodSpec{Name: "agentenv-scheduler-r1", StartedAt: time.Now()})
-			must(t, err)
-			// Past --startup-grace 1s by the watchdog's clock, to which a clock behind sees the start ahead.
-			time.Sleep(1100*time.Millisecond + max(-skew, 0))
-			check().expect(t, 0, "wedged", "wait")
-			waitPastWedgedFor()
-			r := check()
-			r.expect(t, 0, "wedged", "blocked")
+			s.skew = skew
+			r := restartDoesNotHeal(t, s, func() {}, "--restart-backoff", "2m")
 			ineffective := r.report.Targets[0].Ineffective
 			m := regexp.MustCompile(`its replacement agentenv-scheduler-r1 started (\d+)s later`).FindStringSubmatch(ineffective)
 			if !strings.Contains(r.report.Reason, "did not heal; backing off") || m == nil {

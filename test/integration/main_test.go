@@ -56,6 +56,8 @@ type scenario struct {
 	pod     *corev1.Pod
 	// base are flags every run gets; tests add their own.
 	base []string
+	// skew sets the watchdog's clock off the API server's (zero: the real clock).
+	skew time.Duration
 }
 
 type layout struct {
@@ -130,7 +132,11 @@ type result struct {
 func (s *scenario) check(args ...string) result {
 	s.t.Helper()
 	s.syncCache()
-	return runCLI(s.t, append(append([]string{"check"}, s.base...), args...)...)
+	ctx := context.Background()
+	if s.skew != 0 {
+		ctx = cli.WithClock(ctx, skewedClock{skew: s.skew})
+	}
+	return runCLIContext(ctx, s.t, append(append([]string{"check"}, s.base...), args...)...)
 }
 
 // syncCache makes the API server's watch cache hold everything the test wrote:

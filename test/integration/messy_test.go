@@ -312,7 +312,8 @@ func restartDoesNotHeal(t *testing.T, s *scenario, beforeLast func(), extra ...s
 	defer cancel()
 	_, err := testenv.CreateSchedulerPod(ctx, env.Client, s.ns, testenv.PodSpec{Name: "agentenv-scheduler-r1", StartedAt: time.Now()})
 	must(t, err)
-	time.Sleep(1100 * time.Millisecond) // past --startup-grace 1s
+	// Past --startup-grace 1s by the watchdog's clock, to which a clock behind sees the start ahead.
+	time.Sleep(1100*time.Millisecond + max(-s.skew, 0))
 	s.check(flags...).expect(t, 0, "wedged", "wait")
 	waitPastWedgedFor()
 	beforeLast()
