@@ -27,7 +27,7 @@ type PushConfig struct {
 	Grouping map[string]string
 	Timeout  time.Duration
 	// Totals stores f of the stored running totals (the state ConfigMap's
-	// metrics.json), calling f again after a lost race.
+	// metrics.json); a lost race is an error.
 	Totals func(ctx context.Context, f func(old string) (string, error)) error
 }
 

@@ -37,9 +37,6 @@ const (
 	TamperedKey = "state.tampered.json"
 )
 
-// maxKeyAttempts bounds UpdateKey's retries: the writers are a CronJob run and the odd hand-run check.
-const maxKeyAttempts = 5
-
 // ErrConflict means another writer changed the ConfigMap since it was read.
 var ErrConflict = errors.New("state ConfigMap changed since it was read")
 
@@ -62,7 +59,6 @@ type Snapshot struct {
 	configMap *corev1.ConfigMap
 	corrupt   string
 	asideKey  string // where corrupt goes: CorruptKey or TamperedKey
-	key       []byte
 }
 
 // Load reads the state: a fresh one for a missing ConfigMap or an unreadable document
@@ -81,9 +77,9 @@ func (st *Store) Load(ctx context.Context) (*Snapshot, error) {
 // snapshotOf reads the state out of cm (nil: the ConfigMap does not exist).
 func snapshotOf(cm *corev1.ConfigMap, namespace, name string, key []byte) (*Snapshot, error) {
 	if cm == nil {
-		return &Snapshot{State: state.New(), key: key, Recovered: fmt.Sprintf("state ConfigMap %s/%s not found: starting with empty state", namespace, name)}, nil
+		return &Snapshot{State: state.New(), Recovered: fmt.Sprintf("state ConfigMap %s/%s not found: starting with empty state", namespace, name)}, nil
 	}
-	snap := &Snapshot{State: state.New(), ResourceVersion: cm.ResourceVersion, configMap: cm, key: key}
+	snap := &Snapshot{State: state.New(), ResourceVersion: cm.ResourceVersion, configMap: cm}
 	raw, ok := cm.Data[DataKey]
 	if !ok {
 		return snap, nil
@@ -113,64 +109,56 @@ func snapshotOf(cm *corev1.ConfigMap, namespace, name string, key []byte) (*Snap
 // Save writes s, creating the ConfigMap if the snapshot saw none, else updating it at
 // the snapshot's resourceVersion (a lost race wraps ErrConflict); the snapshot moves on.
 func (st *Store) Save(ctx context.Context, snap *Snapshot, s *state.State, now time.Time) error {
-	cm, err := configMapOf(snap, s, now, st.Namespace, st.Name)
+	cm, err := configMapOf(snap, s, now, st.Namespace, st.Name, st.Key)
 	if err != nil {
 		return err
 	}
-	create := snap.configMap == nil
-	saved, err := st.write(ctx, cm, create)
-	switch {
-	case apierrors.IsAlreadyExists(err):
-		return fmt.Errorf("create state ConfigMap %s/%s: %w", st.Namespace, st.Name, ErrConflict)
-	case apierrors.IsConflict(err):
-		return fmt.Errorf("update state ConfigMap %s/%s at resourceVersion %s: %w", st.Namespace, st.Name, snap.ResourceVersion, ErrConflict)
-	case err != nil && create:
-		return fmt.Errorf("create state ConfigMap %s/%s: %w", st.Namespace, st.Name, err)
-	case err != nil:
-		return fmt.Errorf("update state ConfigMap %s/%s: %w", st.Namespace, st.Name, err)
+	saved, err := st.write(ctx, cm, snap.configMap == nil)
+	if err != nil {
+		return err
 	}
 	snap.saved(saved, s)
 	return nil
 }
 
 // UpdateKey sets one key of the state ConfigMap (created when missing) to f of its
-// value ("" when absent), the other keys written back as read. A lost race reads and
-// calls f again (f must keep nothing from an older value), up to maxKeyAttempts times.
+// value ("" when absent), the other keys written back as read. The pass Lease and the
+// CronJob's Forbid policy leave no writer to race: a lost race wraps ErrConflict.
 func (st *Store) UpdateKey(ctx context.Context, key string, f func(old string) (string, error)) error {
-	where := fmt.Sprintf("state ConfigMap %s/%s key %s", st.Namespace, st.Name, key)
-	var err error
-	for range maxKeyAttempts {
-		var cm *corev1.ConfigMap
-		cm, err = st.Client.GetConfigMap(ctx, st.Namespace, st.Name)
-		exists := err == nil
-		if apierrors.IsNotFound(err) {
-			cm, err = nil, nil
-		}
-		if err != nil {
-			return fmt.Errorf("read %s: %w", where, err)
-		}
-		cm = orNew(cm, st.Namespace, st.Name)
-		v, ferr := f(cm.Data[key])
-		if ferr != nil {
-			return fmt.Errorf("%s: %w", where, ferr)
-		}
-		cm.Data[key] = v
-		if _, err = st.write(ctx, cm, !exists); err == nil {
-			return nil
-		}
-		if !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("write %s: %w", where, err)
-		}
+	cm, err := st.Client.GetConfigMap(ctx, st.Namespace, st.Name)
+	exists := err == nil
+	if apierrors.IsNotFound(err) {
+		cm, err = nil, nil
 	}
-	return fmt.Errorf("write %s: lost the race %d times: %w (%w)", where, maxKeyAttempts, ErrConflict, err)
+	if err != nil {
+		return fmt.Errorf("read state ConfigMap %s/%s: %w", st.Namespace, st.Name, err)
+	}
+	cm = orNew(cm, st.Namespace, st.Name)
+	v, err := f(cm.Data[key])
+	if err != nil {
+		return fmt.Errorf("state ConfigMap %s/%s key %s: %w", st.Namespace, st.Name, key, err)
+	}
+	cm.Data[key] = v
+	_, err = st.write(ctx, cm, !exists)
+	return err
 }
 
 // write creates cm, or updates it with its resourceVersion as the precondition.
-func (st *Store) write(ctx context.Context, cm *corev1.ConfigMap, create bool) (*corev1.ConfigMap, error) {
+func (st *Store) write(ctx context.Context, cm *corev1.ConfigMap, create bool) (saved *corev1.ConfigMap, err error) {
+	what := fmt.Sprintf("update state ConfigMap %s/%s at resourceVersion %s", st.Namespace, st.Name, cm.ResourceVersion)
 	if create {
-		return st.Client.CreateConfigMap(ctx, cm, metav1.CreateOptions{FieldManager: "watchdog"})
+		what = fmt.Sprintf("create state ConfigMap %s/%s", st.Namespace, st.Name)
+		saved, err = st.Client.CreateConfigMap(ctx, cm, metav1.CreateOptions{FieldManager: "watchdog"})
+	} else {
+		saved, err = st.Client.UpdateConfigMap(ctx, cm, metav1.UpdateOptions{FieldManager: "watchdog"})
 	}
-	return st.Client.UpdateConfigMap(ctx, cm, metav1.UpdateOptions{FieldManager: "watchdog"})
+	if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
+		err = ErrConflict
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return saved, nil
 }
 
 // orNew is cm with a data map, or for nil a new, labelled state ConfigMap.
@@ -191,7 +179,7 @@ func orNew(cm *corev1.ConfigMap, namespace, name string) *corev1.ConfigMap {
 }
 
 // configMapOf is the ConfigMap that writes s over what snap read (a copy, with its resourceVersion).
-func configMapOf(snap *Snapshot, s *state.State, now time.Time, namespace, name string) (*corev1.ConfigMap, error) {
+func configMapOf(snap *Snapshot, s *state.State, now time.Time, namespace, name string, key []byte) (*corev1.ConfigMap, error) {
 	s.UpdatedAt = now.UTC()
 	data, err := state.Encode(s, now)
 	if err != nil {
@@ -200,8 +188,8 @@ func configMapOf(snap *Snapshot, s *state.State, now time.Time, namespace, name 
 	cm := orNew(snap.configMap.DeepCopy(), namespace, name)
 	cm.Data[DataKey] = string(data)
 	delete(cm.Data, SealKey)
-	if len(snap.key) > 0 {
-		cm.Data[SealKey] = Seal(snap.key, namespace, name, string(data))
+	if len(key) > 0 {
+		cm.Data[SealKey] = Seal(key, namespace, name, string(data))
 	}
 	if snap.corrupt != "" {
 		cm.Data[snap.asideKey] = snap.corrupt
@@ -249,15 +237,12 @@ func (m *MemoryStore) Load(context.Context) (*Snapshot, error) {
 func (m *MemoryStore) Save(_ context.Context, snap *Snapshot, s *state.State, now time.Time) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	cm, err := configMapOf(snap, s, now, m.Namespace, m.Name)
+	cm, err := configMapOf(snap, s, now, m.Namespace, m.Name, m.Key)
 	if err != nil {
 		return err
 	}
-	switch {
-	case snap.configMap == nil && m.cm != nil:
-		return fmt.Errorf("create state ConfigMap %s/%s: %w", m.Namespace, m.Name, ErrConflict)
-	case snap.configMap != nil && (m.cm == nil || cm.ResourceVersion != m.cm.ResourceVersion):
-		return fmt.Errorf("update state ConfigMap %s/%s at resourceVersion %s: %w", m.Namespace, m.Name, snap.ResourceVersion, ErrConflict)
+	if (snap.configMap == nil) != (m.cm == nil) || m.cm != nil && cm.ResourceVersion != m.cm.ResourceVersion {
+		return fmt.Errorf("write state ConfigMap %s/%s at resourceVersion %q: %w", m.Namespace, m.Name, snap.ResourceVersion, ErrConflict)
 	}
 	m.store(cm)
 	snap.saved(m.cm.DeepCopy(), s)
