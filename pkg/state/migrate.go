@@ -13,19 +13,13 @@ func migrate1to2(data []byte) ([]byte, error) {
 	if err := json.Unmarshal(data, &doc); err != nil {
 		return nil, err
 	}
-	if raw, ok := doc["pods"]; ok && string(raw) != "null" {
+	if raw, ok := doc["pods"]; ok {
 		var pods map[string]map[string]json.RawMessage
 		if err := json.Unmarshal(raw, &pods); err != nil {
 			return nil, fmt.Errorf("pods: %w", err)
 		}
-		for _, p := range pods {
-			if p == nil {
-				continue
-			}
+		for _, p := range pods { // a null pod stays null
 			if bad, ok := p["bad"]; ok {
-				if _, both := p["episode"]; both {
-					return nil, fmt.Errorf("a pod has both \"bad\" and \"episode\"")
-				}
 				p["episode"] = bad
 				delete(p, "bad")
 			}

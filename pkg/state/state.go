@@ -234,15 +234,12 @@ func Decode(data []byte) (*State, error) {
 		return New(), nil
 	}
 	var probe struct {
-		Version *int `json:"version"`
+		Version int `json:"version"` // 0 when missing: not a known version
 	}
 	if err := json.Unmarshal(data, &probe); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrUnreadable, err)
 	}
-	if probe.Version == nil {
-		return nil, fmt.Errorf("%w: no version field", ErrUnreadable)
-	}
-	switch v := *probe.Version; {
+	switch v := probe.Version; {
 	case v == Version:
 	case v > Version:
 		return nil, &NewerVersionError{Found: v, Supported: Version}
@@ -412,21 +409,13 @@ func deepCopy(dst, src reflect.Value) {
 	}
 }
 
-// Duration is a time.Duration written as "4m0s" for people (nanoseconds are read too, null is not).
+// Duration is a time.Duration written as "4m0s" for people, and read only so.
 type Duration time.Duration
 
 func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
 
 func (d *Duration) UnmarshalJSON(b []byte) error {
-	var n int64
-	if string(b) == "null" {
-		return errors.New("duration: null") // json leaves a null untouched: a wedge clock of 0
-	}
-	if json.Unmarshal(b, &n) == nil {
-		*d = Duration(n)
-		return nil
-	}
-	var s string
+	var s string // null leaves it "": refused, not a wedge clock of 0
 	if err := json.Unmarshal(b, &s); err != nil {
 		return fmt.Errorf("duration: %w", err)
 	}
