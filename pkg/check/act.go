@@ -50,7 +50,10 @@ func (p *pass) wouldRestart() []alert.ActOutcome {
 	var acts []alert.ActOutcome
 	for _, t := range p.restartTargets() {
 		since := ptr.Deref(t.BadSince, now)
-		if w := p.next.WouldRestartFor(t.UID, since); w != nil {
+		if i := slices.IndexFunc(p.next.WouldRestarts, func(w state.WouldRestart) bool {
+			return w.UID == t.UID && w.EpisodeSince.Equal(since)
+		}); i >= 0 {
+			w := &p.next.WouldRestarts[i]
 			w.Repeats, w.LastAt = w.Repeats+1, now
 			continue
 		}
@@ -74,26 +77,25 @@ func (p *pass) restartTargets() []decide.Target {
 
 // claim writes the decision's restarts into the state before any is carried out:
 // a pass that ends before its outcome is written leaves the claim for the next.
+// A failed write ends the pass, which records the state it read (failRun).
 func (p *pass) claim() (bool, error) {
 	now := p.Clock.Now()
-	claimed := p.next.Clone()
 	for _, t := range p.restartTargets() {
 		if t.TakeOverClaim {
-			if rec := decide.RestartOf(claimed, t.UID, now); rec != nil {
+			if rec := decide.RestartOf(p.next, t.UID, now); rec != nil {
 				rec.ResumedAt = ptr.To(now)
 			}
 			continue
 		}
-		claimed.Restarts = append(claimed.Restarts, state.Restart{Pod: t.Pod, UID: t.UID, Method: p.Restarter.Method(),
+		p.next.Restarts = append(p.next.Restarts, state.Restart{Pod: t.Pod, UID: t.UID, Method: p.Restarter.Method(),
 			ClaimedAt: now, Outcome: state.RestartClaimed, Reason: state.Truncate(t.Reason, 400), Evidence: t.Evidence,
 			Gates: state.Truncate(decide.GateSummary(t), 400)})
 	}
-	claimed.LastRun = p.lastRun(now, p.res, nil)
-	if err := p.Store.Save(p.ctx, p.snap, claimed, now); err != nil {
+	p.next.LastRun = p.lastRun(now, p.res, nil)
+	if err := p.Store.Save(p.ctx, p.snap, p.next, now); err != nil {
 		return false, p.failRun(&Error{Step: StepClaim, Err: err})
 	}
 	p.rep.StateWritten = true
-	p.next = claimed
 	return true, nil
 }
 

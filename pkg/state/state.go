@@ -345,26 +345,6 @@ func newest[T any](list []T, limit int) []T {
 	return list
 }
 
-// RestartFor returns the latest restart record for a pod UID, or nil.
-func (s *State) RestartFor(uid string) *Restart {
-	for i := len(s.Restarts) - 1; i >= 0; i-- {
-		if s.Restarts[i].UID == uid {
-			return &s.Restarts[i]
-		}
-	}
-	return nil
-}
-
-// WouldRestartFor returns the would-restart for pod uid's episode begun at since, or nil.
-func (s *State) WouldRestartFor(uid string, since time.Time) *WouldRestart {
-	for i := len(s.WouldRestarts) - 1; i >= 0; i-- {
-		if w := &s.WouldRestarts[i]; w.UID == uid && w.EpisodeSince.Equal(since) {
-			return w
-		}
-	}
-	return nil
-}
-
 // Clone returns a deep copy, so a decision can be computed without touching its input.
 func (s *State) Clone() *State {
 	c := new(State)

@@ -94,7 +94,7 @@ func TestEvidenceBeforeRestart(t *testing.T) {
 		t.Errorf("the report's restart %+v does not name bundle %s", r.report.Restarts, b.Key)
 	}
 	st, _ := s.state()
-	if rec := st.RestartFor(string(s.pod.UID)); rec == nil || rec.Bundle != b.Key || !strings.Contains(rec.Gates, "wedged 2s ≥ 2s") {
+	if rec := restartFor(st, string(s.pod.UID)); rec == nil || rec.Bundle != b.Key || !strings.Contains(rec.Gates, "wedged 2s ≥ 2s") {
 		t.Errorf("restart record %+v, want bundle %s and the gates", rec, b.Key)
 	}
 	var restarted string

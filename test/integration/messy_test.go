@@ -289,7 +289,7 @@ func TestIneffectiveRestartBacksOff(t *testing.T) {
 	if st.Backoff == nil || st.Backoff.Ineffective != 1 || st.Backoff.NotBefore.Sub(st.Backoff.LastRestartAt) != 30*time.Second {
 		t.Fatalf("back-off %+v, want one ineffective restart and 30s", st.Backoff)
 	}
-	if rs := st.RestartFor(string(s.pod.UID)); rs == nil || rs.Ineffective == "" {
+	if rs := restartFor(st, string(s.pod.UID)); rs == nil || rs.Ineffective == "" {
 		t.Errorf("the first restart is not marked as not healing: %+v", rs)
 	}
 }
@@ -356,7 +356,7 @@ func TestHealedRestartIsNotIneffective(t *testing.T) {
 	if st.Backoff != nil {
 		t.Errorf("back-off %+v after a restart that healed", st.Backoff)
 	}
-	if rs := st.RestartFor(string(s.pod.UID)); rs == nil || rs.HealedAt == nil || rs.Ineffective != "" {
+	if rs := restartFor(st, string(s.pod.UID)); rs == nil || rs.HealedAt == nil || rs.Ineffective != "" {
 		t.Errorf("the first restart is not recorded as healed: %+v", rs)
 	}
 }

@@ -255,7 +255,7 @@ func (s *simScenario) runEpisode(t testing.TB, phase testenv.Phase, timeout time
 		if !s.podExists(s.pod.Name) {
 			h := heal{restarted: true, sinceCause: s.sim.Scaled(time.Since(cause))}
 			st, _ := s.state()
-			if r := st.RestartFor(string(s.pod.UID)); r != nil {
+			if r := restartFor(st, string(s.pod.UID)); r != nil {
 				h.evidence, h.gate = string(r.Evidence), r.Reason
 			}
 			return h
@@ -392,4 +392,14 @@ func BenchmarkHealLatency(b *testing.B) {
 			}
 		}
 	}
+}
+
+// restartFor is the latest restart record of pod uid in st, or nil.
+func restartFor(st *state.State, uid string) *state.Restart {
+	for i := len(st.Restarts) - 1; i >= 0; i-- {
+		if st.Restarts[i].UID == uid {
+			return &st.Restarts[i]
+		}
+	}
+	return nil
 }
