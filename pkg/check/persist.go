@@ -95,8 +95,7 @@ func (p *pass) alertFailure(s *state.State, failure *Error, saved bool) {
 	if p.Mode == state.ModeDryRun {
 		return
 	}
-	if !saved {
-		s = s.Clone()
+	if !saved { // s is not written after this: nothing to copy
 		s.Outbox = nil
 	}
 	notes := alert.PlanFailure(s, failure, p.Clock.Now(), p.Source, p.Mode, p.Alerts)

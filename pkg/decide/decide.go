@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"fmt"
 	"maps"
-	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -172,14 +171,6 @@ func summarize(targets []Target, runProblem string) (state.Verdict, state.Action
 		reason += "; " + GateSummary(worst)
 	}
 	return worst.Verdict, slices.MaxFunc(judged, byAction).Action, reason
-}
-
-// ageString prints an age in seconds, as a duration while one can hold it.
-func ageString(seconds float64) string {
-	if seconds < float64(math.MaxInt64/int64(time.Second)) {
-		return ShortDuration(time.Duration(seconds * float64(time.Second)))
-	}
-	return fmt.Sprintf("%.3gs", seconds)
 }
 
 // ShortDuration prints 7m12s rather than 7m12.345678s, 4m rather than 4m0s, 1h rather than 1h0m0s.

@@ -3,6 +3,7 @@ package decide
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/agentenv/watchdog/pkg/state"
@@ -13,7 +14,11 @@ func weigh(p Pod, ps *state.Pod, cfg Config) (state.Evidence, string, bool) {
 	// In float seconds: an age of years (a watch that never delivered) overflows a
 	// time.Duration, and is exactly the case to catch.
 	if age := p.Sample.WatchAge; cfg.MaxWatchAge > 0 && age != nil && *age > cfg.MaxWatchAge.Seconds() {
-		return state.EvidenceStrong, fmt.Sprintf("the discovery watch saw no event for %s (> --max-watch-age %s)", ageString(*age), ShortDuration(cfg.MaxWatchAge)), false
+		saw := fmt.Sprintf("%.3gs", *age) // as a duration while one can hold it
+		if *age < float64(math.MaxInt64/int64(time.Second)) {
+			saw = ShortDuration(time.Duration(*age * float64(time.Second)))
+		}
+		return state.EvidenceStrong, fmt.Sprintf("the discovery watch saw no event for %s (> --max-watch-age %s)", saw, ShortDuration(cfg.MaxWatchAge)), false
 	}
 	cur := p.Sample.HeartbeatRejected
 	if ps.Episode != nil && ps.Episode.BaselineRejected != nil && cur > *ps.Episode.BaselineRejected {

@@ -216,12 +216,6 @@ func alertsGate(p *judgedPod) Gate {
 	return Gate{Name: GateAlerts, OK: true, Detail: fmt.Sprintf("no alert matching %s is firing", a.Matchers)}
 }
 
-// unfinishedClaim reports a claim, and its take-over if any, older than ClaimTimeout:
-// the run that made it did not finish it and is no longer acting.
-func unfinishedClaim(r *state.Restart, now time.Time, cfg Config) bool {
-	return r != nil && r.Outcome == state.RestartClaimed && now.Sub(latestDate(*r)) >= cfg.ClaimTimeout
-}
-
 // onceGate refuses a second restart of one pod; one done or under way is in progress
 // until its replacement had its startup grace and a confirm window to take over.
 func onceGate(p *judgedPod) Gate {

@@ -56,7 +56,9 @@ func (p *judgedPod) judge() (t Target) {
 		t.Gates = []Gate{{Name: gateProbe, Detail: "discovery knows every serving node: a restart does not help nodes that cannot reach the scheduler"}}
 		return t
 	}
-	p.takeOver = unfinishedClaim(RestartOf(p.state, p.UID, p.now), p.now, p.cfg)
+	// A claim, and its take-over if any, older than ClaimTimeout: its run is no longer acting.
+	r := RestartOf(p.state, p.UID, p.now)
+	p.takeOver = r != nil && r.Outcome == state.RestartClaimed && p.now.Sub(latestDate(*r)) >= p.cfg.ClaimTimeout
 	if !p.restartDue(&t) {
 		return t
 	}
