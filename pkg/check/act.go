@@ -50,9 +50,8 @@ func (p *pass) wouldRestart() []alert.ActOutcome {
 	var acts []alert.ActOutcome
 	for _, t := range p.restartTargets() {
 		since := ptr.Deref(t.BadSince, now)
-		if i := slices.IndexFunc(p.next.WouldRestarts, func(w state.WouldRestart) bool {
-			return w.UID == t.UID && w.EpisodeSince.Equal(since)
-		}); i >= 0 {
+		same := func(w state.WouldRestart) bool { return w.UID == t.UID && w.EpisodeSince.Equal(since) }
+		if i := slices.IndexFunc(p.next.WouldRestarts, same); i >= 0 {
 			w := &p.next.WouldRestarts[i]
 			w.Repeats, w.LastAt = w.Repeats+1, now
 			continue

@@ -56,12 +56,10 @@ func Decide(obs Observation, prev *state.State, cfg Config) (*state.State, Resul
 // CountRun updates the run-level counters once per run (Decide may be called several
 // times in one): docs/design.md, "Blind".
 func CountRun(s *state.State, verdict state.Verdict) {
-	switch verdict {
-	case state.VerdictUnknown:
+	if verdict == state.VerdictUnknown {
 		s.ConsecutiveUnknownRuns++
 		markRunPaused(s)
-	case state.VerdictWedged, state.VerdictDegraded:
-	default:
+	} else if !verdict.Bad() {
 		s.ConsecutiveUnknownRuns = 0
 	}
 }

@@ -110,7 +110,7 @@ func deploymentsPods(o *Ownership, live []Pod, notJudged map[string]string) (own
 	for _, p := range live {
 		c, read := o.Chains[p.UID]
 		switch {
-		case c.verifies(p):
+		case o.Owns(p):
 			owned = append(owned, p)
 		case read:
 			notJudged[p.UID] = fmt.Sprintf("not a pod of Deployment %s: %s", o.Deployment, c.Detail)

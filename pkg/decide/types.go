@@ -168,6 +168,11 @@ type Ownership struct {
 	Annotations map[string]string
 }
 
+// Owns reports whether the pod's chain was verified by UID.
+func (o *Ownership) Owns(p Pod) bool {
+	return o.Chains[p.UID].verifies(p)
+}
+
 // OwnerChain is the verdict on one pod's controller chain. Detail names the link
 // that failed, or the verified chain. It holds while the pod still names ReplicaSetUID,
 // the controller it named when checked (the pods may be listed again since).

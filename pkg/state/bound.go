@@ -3,6 +3,7 @@ package state
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -23,12 +24,8 @@ func (s *State) dropStalePods() bool {
 	for _, p := range s.Pods {
 		newest = max(newest, p.LastSeen.UnixNano())
 	}
-	var stale []string
-	for uid, p := range s.Pods {
-		if p.LastSeen.UnixNano() < newest {
-			stale = append(stale, uid)
-		}
-	}
+	stale := slices.DeleteFunc(slices.Collect(maps.Keys(s.Pods)),
+		func(uid string) bool { return s.Pods[uid].LastSeen.UnixNano() == newest })
 	if len(stale) == 0 {
 		return false
 	}

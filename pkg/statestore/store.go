@@ -57,8 +57,7 @@ type Snapshot struct {
 	Tampered string
 
 	configMap *corev1.ConfigMap
-	corrupt   string
-	asideKey  string // where corrupt goes: CorruptKey or TamperedKey
+	aside     map[string]string // the unused document, under CorruptKey or TamperedKey
 }
 
 // Load reads the state: a fresh one for a missing ConfigMap or an unreadable document
@@ -86,7 +85,7 @@ func snapshotOf(cm *corev1.ConfigMap, namespace, name string, key []byte) (*Snap
 	}
 	if len(key) > 0 && !hmac.Equal([]byte(cm.Data[SealKey]), []byte(Seal(key, namespace, name, raw))) {
 		// Nothing of it is used: not its restarts, alerts, outbox or back-off.
-		snap.corrupt, snap.asideKey = state.BoundCorrupt(raw), TamperedKey
+		snap.aside = map[string]string{TamperedKey: state.BoundCorrupt(raw)}
 		snap.Tampered = fmt.Sprintf("the state in ConfigMap %s/%s is not sealed with the watchdog's key: edited by someone else "+
 			"(or the first run of a sealing watchdog over an unsealed 0.1.0 document); this run decides from a fresh state and "+
 			"keeps the document under key %s", namespace, name, TamperedKey)
@@ -98,7 +97,7 @@ func snapshotOf(cm *corev1.ConfigMap, namespace, name string, key []byte) (*Snap
 		return nil, fmt.Errorf("state ConfigMap %s/%s: %w", namespace, name, err)
 	}
 	if err != nil {
-		snap.corrupt, snap.asideKey = state.BoundCorrupt(raw), CorruptKey
+		snap.aside = map[string]string{CorruptKey: state.BoundCorrupt(raw)}
 		snap.Recovered = fmt.Sprintf("state in ConfigMap %s/%s key %s is unreadable (%v): starting with empty state; the old document will be kept under key %s", namespace, name, DataKey, err, CorruptKey)
 		return snap, nil
 	}
@@ -191,9 +190,7 @@ func configMapOf(snap *Snapshot, s *state.State, now time.Time, namespace, name 
 	if len(key) > 0 {
 		cm.Data[SealKey] = Seal(key, namespace, name, string(data))
 	}
-	if snap.corrupt != "" {
-		cm.Data[snap.asideKey] = snap.corrupt
-	}
+	maps.Copy(cm.Data, snap.aside)
 	return cm, nil
 }
 
@@ -209,7 +206,7 @@ func Seal(key []byte, namespace, name, doc string) string {
 func (s *Snapshot) saved(cm *corev1.ConfigMap, st *state.State) {
 	s.configMap = cm
 	s.ResourceVersion = cm.ResourceVersion
-	s.corrupt = ""
+	s.aside = nil
 	s.State = st
 }
 
