@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -106,55 +104,6 @@ func pingHeartbeat(ctx context.Context, o *AlertOptions, runErr error, dryRun bo
 		return
 	}
 	log.Debug().Bool("failed", runErr != nil).Msg("dead man's switch pinged")
-}
-
-// reportConfigFailure pings <heartbeat-url>/fail on a bad configuration (exit 2) of
-// check or run, so the switch notices at once, not after its grace period. The
-// configuration may not have parsed, so its few settings are read again, leniently.
-func reportConfigFailure(ctx context.Context, cmd *cobra.Command, args []string, cause error, stderr io.Writer) {
-	if path := cmd.CommandPath(); path != "watchdog check" && path != "watchdog run" {
-		return
-	}
-	o, quiet := lenientSettings(args)
-	if o.HeartbeatURL == "" || quiet {
-		return
-	}
-	if _, err := checkURL(o.HeartbeatURL, secretURL); err != nil {
-		fmt.Fprintf(stderr, "watchdog: cannot tell the dead man's switch about the configuration error: --heartbeat-url: %v\n", err)
-		return
-	}
-	log := zerolog.New(stderr).With().Timestamp().Logger()
-	pingHeartbeat(ctx, o, &check.Error{Step: check.StepConfigure, Err: cause}, false, log)
-	fmt.Fprintln(stderr, "watchdog: the configuration error was reported to the dead man's switch (<heartbeat-url>/fail)")
-}
-
-// lenientSettings reads reportConfigFailure's settings from args (ignoring the rest),
-// else WATCHDOG_*; quiet: nothing may be sent (--dry-run, --validate-only, --help).
-func lenientSettings(args []string) (o *AlertOptions, quiet bool) {
-	fs := pflag.NewFlagSet("lenient", pflag.ContinueOnError)
-	fs.ParseErrorsAllowlist.UnknownFlags = true
-	fs.SetOutput(io.Discard)
-	hb := fs.String("heartbeat-url", os.Getenv(EnvName("heartbeat-url")), "")
-	timeout := fs.String("alert-timeout", os.Getenv(EnvName("alert-timeout")), "")
-	// Strings, so that a bad value does not end the parse; -h declared, or pflag
-	// stops there as a request for its own help.
-	fs.StringP("help", "h", "", "")
-	for _, n := range []string{"dry-run", validateOnlyFlag} {
-		fs.String(n, os.Getenv(EnvName(n)), "")
-	}
-	for _, n := range []string{"dry-run", validateOnlyFlag, "help"} {
-		fs.Lookup(n).NoOptDefVal = "true" // --dry-run means true
-	}
-	_ = fs.Parse(args)
-	o = &AlertOptions{HeartbeatURL: *hb, AlertTimeout: 10 * time.Second}
-	if d, err := time.ParseDuration(*timeout); err == nil && d > 0 {
-		o.AlertTimeout = d
-	}
-	for _, n := range []string{"dry-run", validateOnlyFlag} {
-		b, err := strconv.ParseBool(fs.Lookup(n).Value.String())
-		quiet = quiet || (err == nil && b)
-	}
-	return o, quiet || fs.Lookup("help").Changed
 }
 
 // AlertmanagerOptions configure the Alertmanager sink (docs/alerts.md); URLs, password, token are secret.

@@ -194,7 +194,6 @@ func ExecuteContext(ctx context.Context, args []string, stdout, stderr io.Writer
 		}
 		// cobra returns the command it parsed for (the root, if none), never nil.
 		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
-		reportConfigFailure(ctx, cmd, args, err, stderr)
 		return ExitUsage
 	}
 	fmt.Fprintf(stderr, "watchdog: %v\n", err)
