@@ -201,8 +201,8 @@ func newNotifyCommand(stdout, stderr io.Writer) *cobra.Command {
 		Long: `notify test sends one test alert (event "test", marked as a test in every payload) to
 each configured sink: --slack-webhook-url, --webhook-url (signed with --webhook-secret
 when set), --alertmanager-url (alert AgentenvWatchdogTest, ending after
---alertmanager-alert-ttl) and --heartbeat-url. It exits 1 if any sink failed, 2 if none is
-configured.`,
+--alertmanager-alert-ttl) and --heartbeat-url. It exits 1 if any sink (or Alertmanager
+peer) failed, 2 if none is configured. doctor --send-test sends the same.`,
 		Example: `  # Prove the Slack path works (prints "slack ok" or why not).
   watchdog notify test --slack-webhook-url "$SLACK_WEBHOOK_URL" --cluster-name prod-eu1
 
@@ -220,15 +220,9 @@ configured.`,
 			if err := p.err(); err != nil {
 				return err
 			}
-			sinks, err := testSinks(&alerts, namespace, "notify test", func(err error) error {
-				fmt.Fprintf(stdout, "%-10s partly failed (another peer accepted): %v\n", "alertmanager", err)
-				return nil
-			})
+			sinks, err := testSinks(&alerts, namespace, "notify test", true)
 			if err != nil {
 				return err
-			}
-			if len(sinks) == 0 {
-				return usagef("no sink configured: set --slack-webhook-url, --webhook-url, --alertmanager-url or --heartbeat-url")
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
@@ -256,14 +250,18 @@ configured.`,
 }
 
 // testSinks are the configured sinks, then the dead man's switch, each with its test
-// delivery: command's clearly marked test alert, or a successful run's ping. An
-// Alertmanager peer that failed while another accepted is handed to partial, whose
-// answer is the delivery's (notify test says so; doctor fails, as a preflight should).
-func testSinks(o *AlertOptions, namespace, command string, partial func(error) error) ([]doctor.Sink, error) {
+// delivery (notify test, doctor --send-test): command's clearly marked test alert, or a
+// successful run's ping. An Alertmanager peer that failed while another accepted fails
+// the test: a run would still deliver, but the HA group is short of a peer. None
+// configured is a usage error when need.
+func testSinks(o *AlertOptions, namespace, command string, need bool) ([]doctor.Sink, error) {
 	var peerErr error // deliveries are sequential
 	sinks, _, err := buildSinks(o, namespace, func(err error) { peerErr = errors.Join(peerErr, err) })
 	if err != nil {
 		return nil, err
+	}
+	if need && len(sinks) == 0 && o.HeartbeatURL == "" {
+		return nil, usagef("no sink configured: set --slack-webhook-url, --webhook-url, --alertmanager-url or --heartbeat-url")
 	}
 	now := time.Now().UTC()
 	n := alert.Notification{
@@ -279,7 +277,7 @@ func testSinks(o *AlertOptions, namespace, command string, partial func(error) e
 			if err := s.Send(ctx, n); err != nil || peerErr == nil {
 				return err
 			}
-			return partial(peerErr)
+			return fmt.Errorf("accepted, but not by every peer: %w", peerErr)
 		}}
 		if r, ok := s.(alert.Reacher); ok {
 			ds.Reach = r.Reach
