@@ -17,7 +17,6 @@ import (
 	"github.com/agentenv/watchdog/pkg/check"
 	"github.com/agentenv/watchdog/pkg/deliver"
 	"github.com/agentenv/watchdog/pkg/doctor"
-	"github.com/agentenv/watchdog/pkg/kube"
 	"github.com/agentenv/watchdog/pkg/version"
 )
 
@@ -57,22 +56,6 @@ func buildSinks(o *AlertOptions, namespace string, warn func(error)) ([]alert.Si
 // source is who sends this watchdog's alerts: the same on every one.
 func (o *AlertOptions) source(namespace string) alert.Source {
 	return alert.Source{Cluster: o.ClusterName, Namespace: namespace, Version: version.Version, Labels: o.Labels}
-}
-
-// sealKey is the key sealing the state and evidence bundles: --key-secret's (created
-// when create: kube.EnsureKey, seeded from --outbox-key), else --outbox-key, as in 0.1.0.
-func (o *AlertOptions) sealKey(ctx context.Context, c *kube.Client, ns string, create bool) (
-	key []byte, fromSecret bool, err error,
-) {
-	if o.KeySecret != "" && create {
-		key, err = kube.EnsureKey(ctx, c, ns, o.KeySecret, []byte(o.OutboxKey))
-	} else if o.KeySecret != "" {
-		key, err = kube.ReadKey(ctx, c, ns, o.KeySecret)
-	}
-	if key == nil {
-		return []byte(o.OutboxKey), false, err
-	}
-	return key, true, err
 }
 
 func newHeartbeat(o *AlertOptions, attempts int, budget time.Duration) *deliver.Heartbeat {

@@ -97,7 +97,6 @@ State lives in the same ConfigMap as for check, so the two modes can be switched
 		},
 	}
 	addFlags(cmd, &f.cluster, &f.check, &f.probe, &f.alerts, &f.evidence)
-	f.alerts.AddOutboxFlag(cmd.Flags())
 	ro.AddFlags(cmd.Flags())
 	addValidateOnlyFlag(cmd.Flags(), &f.validateOnly)
 	return cmd
