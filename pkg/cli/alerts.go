@@ -73,13 +73,11 @@ func pingHeartbeat(ctx context.Context, o *AlertOptions, runErr error, dryRun bo
 	defer cancel()
 	hb := newHeartbeat(o, 2, 2*o.AlertTimeout)
 	body := "ok"
-	var failure *check.Error
-	switch {
-	case errors.As(runErr, &failure) && failure.Step.Category != "":
+	if failure, ok := errors.AsType[*check.Error](runErr); ok {
 		// Never the error text: it names the namespace, the selector and the API
 		// server, and the switch is a third party.
 		body = "failed: " + failure.Step.Category
-	case runErr != nil:
+	} else if runErr != nil {
 		body = "failed: other"
 	}
 	if err := hb.Ping(pctx, runErr != nil, body); err != nil {

@@ -340,10 +340,8 @@ func (f *checkFlags) options() check.Options {
 	}
 }
 
-const validateOnlyFlag = "validate-only"
-
 func addValidateOnlyFlag(fs *pflag.FlagSet, v *bool) {
-	fs.BoolVar(v, validateOnlyFlag, false, "parse and validate every flag and environment variable, build the API client and the alert sinks, then exit: 0 if the configuration is valid, 2 with the error if not; makes no API call and sends nothing")
+	fs.BoolVar(v, "validate-only", false, "parse and validate every flag and environment variable, build the API client and the alert sinks, then exit: 0 if the configuration is valid, 2 with the error if not; makes no API call and sends nothing")
 }
 
 // checkConfig builds what a pass needs without a network call: logger, API client,

@@ -182,14 +182,12 @@ func ExecuteContext(ctx context.Context, args []string, stdout, stderr io.Writer
 	if err == nil {
 		return ExitOK
 	}
-	ue, isUsage := errors.AsType[*UsageError](err)
 	// Errors before a command's run began (unknown commands or flags, bad
 	// arguments) are usage errors too.
-	if isUsage || root.Annotations["started"] != "true" {
-		if !isUsage {
-			ue = &UsageError{problems: []string{err.Error()}}
-		}
-		for _, problem := range ue.problems {
+	if _, isUsage := errors.AsType[*UsageError](err); isUsage || root.Annotations["started"] != "true" {
+		var p problems
+		p.add(err)
+		for _, problem := range p {
 			fmt.Fprintf(stderr, "watchdog: %s\n", problem)
 		}
 		// cobra returns the command it parsed for (the root, if none), never nil.
