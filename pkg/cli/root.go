@@ -332,9 +332,7 @@ func restConfig(o *ClusterOptions) (*rest.Config, error) {
 		if cfg, err = rest.InClusterConfig(); err != nil {
 			return nil, usagef("in-cluster configuration: %v", err)
 		}
-		if err := inPodOverrides(cfg, o); err != nil {
-			return nil, err
-		}
+		inPodOverrides(cfg, o)
 	} else if cfg, err = o.loader().ClientConfig(); clientcmd.IsEmptyConfig(err) {
 		if raw, rerr := o.loader().RawConfig(); rerr == nil && len(raw.Contexts) > 0 {
 			return nil, usagef("the kubeconfig has no current context: give --context, or kubectl config use-context")
@@ -385,18 +383,14 @@ func hostCredentials(cfg *rest.Config) error {
 
 // inPodOverrides applies the kubectl flags that mean something in a pod too (--as,
 // --token, --request-timeout), which the in-cluster configuration does not read.
-func inPodOverrides(cfg *rest.Config, o *ClusterOptions) error {
+func inPodOverrides(cfg *rest.Config, o *ClusterOptions) {
 	a := o.Overrides.AuthInfo
 	cfg.Impersonate.UserName, cfg.Impersonate.UID, cfg.Impersonate.Groups = a.Impersonate, a.ImpersonateUID, a.ImpersonateGroups
 	if a.Token != "" {
 		cfg.BearerToken, cfg.BearerTokenFile = a.Token, ""
 	}
-	d, err := requestTimeout(o.Overrides.Timeout)
-	if err != nil {
-		return usagef("--request-timeout %q: %v", o.Overrides.Timeout, err)
-	}
+	d, _ := requestTimeout(o.Overrides.Timeout) // validated
 	cfg.Timeout = cmp.Or(d, cfg.Timeout)
-	return nil
 }
 
 // requestTimeout reads --request-timeout as kubectl does, refusing what clientcmd
