@@ -244,11 +244,8 @@ underscores, upper case); a flag beats its environment variable.`,
 // addExitCodes ends the help of every command stating no exit codes with the shared ones.
 func addExitCodes(cmd *cobra.Command) {
 	if !strings.Contains(cmd.Long, "Exit codes") {
-		long := cmd.Long
-		if long == "" {
-			long = cmd.Short + "."
-		}
-		cmd.Long = strings.TrimSpace(long) + "\n\nExit codes: 0 done; 1 failed (the message says why); 2 bad usage or configuration."
+		cmd.Long = strings.TrimSpace(cmp.Or(cmd.Long, cmd.Short+".")) +
+			"\n\nExit codes: 0 done; 1 failed (the message says why); 2 bad usage or configuration."
 	}
 	for _, c := range cmd.Commands() {
 		addExitCodes(c)
