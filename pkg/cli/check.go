@@ -68,8 +68,7 @@ strong-evidence wedge is being confirmed), decides, restarts if every gate agree
 alerts, and records the outcome in the state ConfigMap.
 
 Exit codes: 0 the run completed, whatever it found; 1 the watchdog could not do its job
-(the message names what failed); 2 bad usage or configuration. --validate-only checks
-the configuration and exits 0 or 2 without any API call.`,
+(the message names what failed); 2 bad usage or configuration.`,
 		Example: `  # What would it do right now? Observes and decides for real; writes, deletes and sends nothing.
   watchdog check -n agentenv-system --dry-run
 
