@@ -44,7 +44,7 @@ type checkFlags struct {
 	job     JobOptions
 	alerts  AlertOptions
 	output  OutputOptions
-	// evidence: check and run; push: check only (run serves its metrics).
+	// push: check only (run serves its metrics).
 	evidence     EvidenceOptions
 	push         PushOptions
 	validateOnly bool
