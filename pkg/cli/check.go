@@ -38,15 +38,14 @@ import (
 
 // checkFlags are all the options of a pass.
 type checkFlags struct {
-	cluster ClusterOptions
-	check   CheckOptions
-	probe   ProbeOptions
-	job     JobOptions
-	alerts  AlertOptions
-	output  OutputOptions
-	// push: check only (run serves its metrics).
+	cluster      ClusterOptions
+	check        CheckOptions
+	probe        ProbeOptions
+	job          JobOptions
+	alerts       AlertOptions
+	output       OutputOptions
 	evidence     EvidenceOptions
-	push         PushOptions
+	push         PushOptions // check only: run serves its metrics
 	validateOnly bool
 }
 
