@@ -62,15 +62,13 @@ type AlertHold interface {
 // dead man's switch receives when it fails.
 type Step struct{ What, Category string }
 
-// The steps a pass can fail at (StepConfigure: the CLI's, a configuration that cannot start a run, exit 2);
-// observationError names the observe steps of the partial reads.
+// The steps a pass can fail at; observationError names the observe steps of the partial reads.
 var (
 	StepReadState  = Step{"read state", "read-state"}
 	StepObserve    = Step{"observe", "observe"}
 	StepClaim      = Step{"claim restart in state", "write-state"}
 	StepWriteState = Step{"write state", "write-state"}
 	StepRestart    = Step{"restart", "restart"}
-	StepConfigure  = Step{"configure", "config"}
 )
 
 // Error is a pass that could not do its job; the CLI exits 1 on it.

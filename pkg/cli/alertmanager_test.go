@@ -164,3 +164,17 @@ func TestRefusedSecretFlagValueNotEchoed(t *testing.T) {
 		t.Errorf("exit %d, want %d naming the flag without its value:\n%s", code, ExitUsage, out)
 	}
 }
+
+// notify test, as doctor --send-test, fails when an Alertmanager peer refused the test
+// alert that another accepted: the HA group is short of a peer.
+func TestNotifyTestFailsOnARefusingPeer(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer up.Close()
+	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusInternalServerError) }))
+	defer down.Close()
+	var stdout, stderr bytes.Buffer
+	code := ExecuteContext(context.Background(), []string{"notify", "test", "--alertmanager-url", up.URL + "," + down.URL, "--alert-timeout", "2s"}, &stdout, &stderr)
+	if code != ExitFailed || !strings.Contains(stdout.String(), "alertmanager FAILED: accepted, but not by every peer") {
+		t.Errorf("exit %d, want %d naming the refusing peer:\n%s%s", code, ExitFailed, stdout.String(), stderr.String())
+	}
+}

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -19,7 +17,6 @@ import (
 	"github.com/agentenv/watchdog/pkg/check"
 	"github.com/agentenv/watchdog/pkg/deliver"
 	"github.com/agentenv/watchdog/pkg/doctor"
-	"github.com/agentenv/watchdog/pkg/kube"
 	"github.com/agentenv/watchdog/pkg/version"
 )
 
@@ -61,22 +58,6 @@ func (o *AlertOptions) source(namespace string) alert.Source {
 	return alert.Source{Cluster: o.ClusterName, Namespace: namespace, Version: version.Version, Labels: o.Labels}
 }
 
-// sealKey is the key sealing the state and evidence bundles: --key-secret's (created
-// when create: kube.EnsureKey, seeded from --outbox-key), else --outbox-key, as in 0.1.0.
-func (o *AlertOptions) sealKey(ctx context.Context, c *kube.Client, ns string, create bool) (
-	key []byte, fromSecret bool, err error,
-) {
-	if o.KeySecret != "" && create {
-		key, err = kube.EnsureKey(ctx, c, ns, o.KeySecret, []byte(o.OutboxKey))
-	} else if o.KeySecret != "" {
-		key, err = kube.ReadKey(ctx, c, ns, o.KeySecret)
-	}
-	if key == nil {
-		return []byte(o.OutboxKey), false, err
-	}
-	return key, true, err
-}
-
 func newHeartbeat(o *AlertOptions, attempts int, budget time.Duration) *deliver.Heartbeat {
 	return &deliver.Heartbeat{Poster: deliver.NewPoster("heartbeat", o.HeartbeatURL, o.AlertTimeout, attempts, budget)}
 }
@@ -92,13 +73,11 @@ func pingHeartbeat(ctx context.Context, o *AlertOptions, runErr error, dryRun bo
 	defer cancel()
 	hb := newHeartbeat(o, 2, 2*o.AlertTimeout)
 	body := "ok"
-	var failure *check.Error
-	switch {
-	case errors.As(runErr, &failure) && failure.Step.Category != "":
+	if failure, ok := errors.AsType[*check.Error](runErr); ok {
 		// Never the error text: it names the namespace, the selector and the API
 		// server, and the switch is a third party.
 		body = "failed: " + failure.Step.Category
-	case runErr != nil:
+	} else if runErr != nil {
 		body = "failed: other"
 	}
 	if err := hb.Ping(pctx, runErr != nil, body); err != nil {
@@ -106,55 +85,6 @@ func pingHeartbeat(ctx context.Context, o *AlertOptions, runErr error, dryRun bo
 		return
 	}
 	log.Debug().Bool("failed", runErr != nil).Msg("dead man's switch pinged")
-}
-
-// reportConfigFailure pings <heartbeat-url>/fail on a bad configuration (exit 2) of
-// check or run, so the switch notices at once, not after its grace period. The
-// configuration may not have parsed, so its few settings are read again, leniently.
-func reportConfigFailure(ctx context.Context, cmd *cobra.Command, args []string, cause error, stderr io.Writer) {
-	if path := cmd.CommandPath(); path != "watchdog check" && path != "watchdog run" {
-		return
-	}
-	o, quiet := lenientSettings(args)
-	if o.HeartbeatURL == "" || quiet {
-		return
-	}
-	if _, err := checkURL(o.HeartbeatURL, secretURL); err != nil {
-		fmt.Fprintf(stderr, "watchdog: cannot tell the dead man's switch about the configuration error: --heartbeat-url: %v\n", err)
-		return
-	}
-	log := zerolog.New(stderr).With().Timestamp().Logger()
-	pingHeartbeat(ctx, o, &check.Error{Step: check.StepConfigure, Err: cause}, false, log)
-	fmt.Fprintln(stderr, "watchdog: the configuration error was reported to the dead man's switch (<heartbeat-url>/fail)")
-}
-
-// lenientSettings reads reportConfigFailure's settings from args (ignoring the rest),
-// else WATCHDOG_*; quiet: nothing may be sent (--dry-run, --validate-only, --help).
-func lenientSettings(args []string) (o *AlertOptions, quiet bool) {
-	fs := pflag.NewFlagSet("lenient", pflag.ContinueOnError)
-	fs.ParseErrorsAllowlist.UnknownFlags = true
-	fs.SetOutput(io.Discard)
-	hb := fs.String("heartbeat-url", os.Getenv(EnvName("heartbeat-url")), "")
-	timeout := fs.String("alert-timeout", os.Getenv(EnvName("alert-timeout")), "")
-	// Strings, so that a bad value does not end the parse; -h declared, or pflag
-	// stops there as a request for its own help.
-	fs.StringP("help", "h", "", "")
-	for _, n := range []string{"dry-run", validateOnlyFlag} {
-		fs.String(n, os.Getenv(EnvName(n)), "")
-	}
-	for _, n := range []string{"dry-run", validateOnlyFlag, "help"} {
-		fs.Lookup(n).NoOptDefVal = "true" // --dry-run means true
-	}
-	_ = fs.Parse(args)
-	o = &AlertOptions{HeartbeatURL: *hb, AlertTimeout: 10 * time.Second}
-	if d, err := time.ParseDuration(*timeout); err == nil && d > 0 {
-		o.AlertTimeout = d
-	}
-	for _, n := range []string{"dry-run", validateOnlyFlag} {
-		b, err := strconv.ParseBool(fs.Lookup(n).Value.String())
-		quiet = quiet || (err == nil && b)
-	}
-	return o, quiet || fs.Lookup("help").Changed
 }
 
 // AlertmanagerOptions configure the Alertmanager sink (docs/alerts.md); URLs, password, token are secret.
@@ -252,8 +182,8 @@ func newNotifyCommand(stdout, stderr io.Writer) *cobra.Command {
 		Long: `notify test sends one test alert (event "test", marked as a test in every payload) to
 each configured sink: --slack-webhook-url, --webhook-url (signed with --webhook-secret
 when set), --alertmanager-url (alert AgentenvWatchdogTest, ending after
---alertmanager-alert-ttl) and --heartbeat-url. It exits 1 if any sink failed, 2 if none is
-configured.`,
+--alertmanager-alert-ttl) and --heartbeat-url. It exits 1 if any sink (or Alertmanager
+peer) failed, 2 if none is configured. doctor --send-test sends the same.`,
 		Example: `  # Prove the Slack path works (prints "slack ok" or why not).
   watchdog notify test --slack-webhook-url "$SLACK_WEBHOOK_URL" --cluster-name prod-eu1
 
@@ -271,15 +201,9 @@ configured.`,
 			if err := p.err(); err != nil {
 				return err
 			}
-			sinks, err := testSinks(&alerts, namespace, "notify test", func(err error) error {
-				fmt.Fprintf(stdout, "%-10s partly failed (another peer accepted): %v\n", "alertmanager", err)
-				return nil
-			})
+			sinks, err := testSinks(&alerts, namespace, "notify test", true)
 			if err != nil {
 				return err
-			}
-			if len(sinks) == 0 {
-				return usagef("no sink configured: set --slack-webhook-url, --webhook-url, --alertmanager-url or --heartbeat-url")
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
@@ -307,14 +231,18 @@ configured.`,
 }
 
 // testSinks are the configured sinks, then the dead man's switch, each with its test
-// delivery: command's clearly marked test alert, or a successful run's ping. An
-// Alertmanager peer that failed while another accepted is handed to partial, whose
-// answer is the delivery's (notify test says so; doctor fails, as a preflight should).
-func testSinks(o *AlertOptions, namespace, command string, partial func(error) error) ([]doctor.Sink, error) {
+// delivery (notify test, doctor --send-test): command's clearly marked test alert, or a
+// successful run's ping. An Alertmanager peer that failed while another accepted fails
+// the test: a run would still deliver, but the HA group is short of a peer. None
+// configured is a usage error when need.
+func testSinks(o *AlertOptions, namespace, command string, need bool) ([]doctor.Sink, error) {
 	var peerErr error // deliveries are sequential
 	sinks, _, err := buildSinks(o, namespace, func(err error) { peerErr = errors.Join(peerErr, err) })
 	if err != nil {
 		return nil, err
+	}
+	if need && len(sinks) == 0 && o.HeartbeatURL == "" {
+		return nil, usagef("no sink configured: set --slack-webhook-url, --webhook-url, --alertmanager-url or --heartbeat-url")
 	}
 	now := time.Now().UTC()
 	n := alert.Notification{
@@ -330,7 +258,7 @@ func testSinks(o *AlertOptions, namespace, command string, partial func(error) e
 			if err := s.Send(ctx, n); err != nil || peerErr == nil {
 				return err
 			}
-			return partial(peerErr)
+			return fmt.Errorf("accepted, but not by every peer: %w", peerErr)
 		}}
 		if r, ok := s.(alert.Reacher); ok {
 			ds.Reach = r.Reach

@@ -38,15 +38,14 @@ import (
 
 // checkFlags are all the options of a pass.
 type checkFlags struct {
-	cluster ClusterOptions
-	check   CheckOptions
-	probe   ProbeOptions
-	job     JobOptions
-	alerts  AlertOptions
-	output  OutputOptions
-	// evidence: check and run; push: check only (run serves its metrics).
+	cluster      ClusterOptions
+	check        CheckOptions
+	probe        ProbeOptions
+	job          JobOptions
+	alerts       AlertOptions
+	output       OutputOptions
 	evidence     EvidenceOptions
-	push         PushOptions
+	push         PushOptions // check only: run serves its metrics
 	validateOnly bool
 }
 
@@ -68,9 +67,7 @@ strong-evidence wedge is being confirmed), decides, restarts if every gate agree
 alerts, and records the outcome in the state ConfigMap.
 
 Exit codes: 0 the run completed, whatever it found; 1 the watchdog could not do its job
-(the message names what failed); 2 bad usage or configuration (then <heartbeat-url>/fail
-is pinged when --heartbeat-url is usable). --validate-only checks the configuration
-and exits 0 or 2 without any API call.`,
+(the message names what failed); 2 bad usage or configuration.`,
 		Example: `  # What would it do right now? Observes and decides for real; writes, deletes and sends nothing.
   watchdog check -n agentenv-system --dry-run
 
@@ -123,9 +120,7 @@ and exits 0 or 2 without any API call.`,
 			return runErr
 		},
 	}
-	addFlags(cmd, &f.cluster, &f.check, &f.probe, &f.job, &f.alerts)
-	f.alerts.AddOutboxFlag(cmd.Flags())
-	addFlags(cmd, &f.output, &f.evidence, &f.push)
+	addFlags(cmd, &f.cluster, &f.check, &f.probe, &f.job, &f.alerts, &f.output, &f.evidence, &f.push)
 	addValidateOnlyFlag(cmd.Flags(), &f.validateOnly)
 	return cmd
 }
@@ -195,9 +190,9 @@ func (p *wired) useKey(ctx context.Context) {
 	if p.keyed {
 		return
 	}
-	key, keyed, err := p.f.alerts.sealKey(ctx, p.obs.Client, p.f.cluster.Namespace, !p.f.check.DryRun)
+	key, keyed, err := p.f.evidence.sealKey(ctx, p.obs.Client, p.f.cluster.Namespace, !p.f.check.DryRun)
 	if err != nil {
-		p.Log.Warn().Str("secret", p.f.alerts.KeySecret).Str("error", err.Error()).Msg("the key Secret is out of reach: sealing with --outbox-key")
+		p.Log.Warn().Str("secret", p.f.evidence.KeySecret).Str("error", err.Error()).Msg("the key Secret is out of reach: sealing with --outbox-key")
 	}
 	p.store.Key, p.Evidence.Key, p.keyed = key, key, keyed
 }
@@ -223,12 +218,12 @@ func (f *checkFlags) setup(stderr io.Writer, clk clock.Clock) (*wired, error) {
 		restarter = restart.Rollout{Client: client, Namespace: ns, Deployment: f.check.Deployment, Now: clk.Now}
 	}
 	keeper := &evidence.Keeper{ConfigMaps: client, Namespace: ns, ConfigMap: f.evidence.ConfigMap,
-		Container: f.check.SchedulerContainer, Key: []byte(f.alerts.OutboxKey)}
+		Container: f.check.SchedulerContainer, Key: []byte(f.evidence.OutboxKey)}
 	if f.evidence.Logs {
 		keeper.Logs = client
 	}
 	opts.ScrapeVia = o.Via
-	store := &statestore.Store{Client: client, Namespace: ns, Name: f.cluster.StateConfigMap, Key: []byte(f.alerts.OutboxKey)}
+	store := &statestore.Store{Client: client, Namespace: ns, Name: f.cluster.StateConfigMap, Key: []byte(f.evidence.OutboxKey)}
 	var prober check.Prober
 	if pr := f.prober(o, clk, log); pr != nil {
 		prober = pr
@@ -343,10 +338,8 @@ func (f *checkFlags) options() check.Options {
 	}
 }
 
-const validateOnlyFlag = "validate-only"
-
 func addValidateOnlyFlag(fs *pflag.FlagSet, v *bool) {
-	fs.BoolVar(v, validateOnlyFlag, false, "parse and validate every flag and environment variable, build the API client and the alert sinks, then exit: 0 if the configuration is valid, 2 with the error if not; makes no API call and sends nothing")
+	fs.BoolVar(v, "validate-only", false, "parse and validate every flag and environment variable, build the API client and the alert sinks, then exit: 0 if the configuration is valid, 2 with the error if not; makes no API call and sends nothing")
 }
 
 // checkConfig builds what a pass needs without a network call: logger, API client,
@@ -370,21 +363,46 @@ func (f *checkFlags) checkConfig(stderr io.Writer) error {
 	return nil
 }
 
-// EvidenceOptions say where the evidence of each restart goes (pkg/evidence).
+// EvidenceOptions say where the evidence of each restart goes (pkg/evidence), and
+// what seals it and the state.
 type EvidenceOptions struct {
 	ConfigMap string
 	Logs      bool
+	OutboxKey string // seals the state and evidence until --key-secret holds a key
+	KeySecret string // the Secret holding the key (kube.EnsureKey)
 }
 
 func (o *EvidenceOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ConfigMap, "evidence-configmap", "agentenv-scheduler-watchdog-evidence", "ConfigMap keeping the evidence of the newest restarts (created when missing, if the watchdog may)")
 	fs.BoolVar(&o.Logs, "evidence-logs", true, "save the last 200 lines (64 KiB at most) of the scheduler container's log before a restart (needs get pods/log)")
+	fs.StringVar(&o.OutboxKey, "outbox-key", "", "key (at least 32 random bytes) sealing the whole state document and the evidence bundles when --key-secret holds none yet: it seeds that Secret (0.1.0's chart generated one; secret)")
+	fs.StringVar(&o.KeySecret, "key-secret", "agentenv-scheduler-watchdog-key", "Secret (data key \"key\") holding the key that seals the state and evidence bundles: created by the first pass that is not a dry run (from --outbox-key if set, else 32 random bytes); \"\" uses --outbox-key alone")
 }
 
 func (o *EvidenceOptions) Validate() error {
 	var p problems
 	p.name("--evidence-configmap", o.ConfigMap, validation.IsDNS1123Subdomain)
+	p.key("--outbox-key", o.OutboxKey)
+	if o.KeySecret != "" {
+		p.name("--key-secret", o.KeySecret, validation.IsDNS1123Subdomain)
+	}
 	return p.err()
+}
+
+// sealKey is the key sealing the state and evidence bundles: --key-secret's (created
+// when create: kube.EnsureKey, seeded from --outbox-key), else --outbox-key, as in 0.1.0.
+func (o *EvidenceOptions) sealKey(ctx context.Context, c *kube.Client, ns string, create bool) (
+	key []byte, fromSecret bool, err error,
+) {
+	if o.KeySecret != "" && create {
+		key, err = kube.EnsureKey(ctx, c, ns, o.KeySecret, []byte(o.OutboxKey))
+	} else if o.KeySecret != "" {
+		key, err = kube.ReadKey(ctx, c, ns, o.KeySecret)
+	}
+	if key == nil {
+		return []byte(o.OutboxKey), false, err
+	}
+	return key, true, err
 }
 
 type clockKey struct{}

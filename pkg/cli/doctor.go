@@ -52,9 +52,7 @@ Exit codes: 0 every check passed; 1 a check failed (each ✗ line says how to fi
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return df.run(cmd.Context(), stdout, stderr) },
 	}
-	addFlags(cmd, &f.cluster, &f.check, &f.probe, &f.alerts)
-	f.alerts.AddOutboxFlag(cmd.Flags())
-	addFlags(cmd, &f.output, &f.evidence)
+	addFlags(cmd, &f.cluster, &f.check, &f.probe, &f.alerts, &f.output, &f.evidence)
 	hideFlags(cmd.Flags(), doctorHidden...)
 	cmd.Flags().BoolVar(&df.sendTest, "send-test", false, "deliver a clearly marked test alert to each configured sink (as notify test does) and ping --heartbeat-url")
 	cmd.Flags().BoolVar(&df.leaderElect, "leader-elect", false, "check the election Lease and rights of run --leader-elect too")
@@ -73,7 +71,7 @@ type doctorFlags struct {
 
 func (df *doctorFlags) run(parent context.Context, stdout, stderr io.Writer) error {
 	f := &df.checkFlags
-	if err := f.validate(needLease(df.leaderElect, df.leaderElectLease)); err != nil {
+	if err := f.validate(f.evidence.Validate(), needLease(df.leaderElect, df.leaderElectLease)); err != nil {
 		return err
 	}
 	newLogger(&f.cluster, stderr)
@@ -81,27 +79,22 @@ func (df *doctorFlags) run(parent context.Context, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	sinks, err := testSinks(&f.alerts, f.cluster.Namespace, "doctor --send-test", func(err error) error {
-		return fmt.Errorf("accepted, but not by every peer: %w", err)
-	})
+	sinks, err := testSinks(&f.alerts, f.cluster.Namespace, "doctor --send-test", df.sendTest)
 	if err != nil {
 		return err
-	}
-	if df.sendTest && len(sinks) == 0 {
-		return usagef("--send-test: no sink configured: set --slack-webhook-url, --webhook-url, --alertmanager-url or --heartbeat-url")
 	}
 	d := &doctor.Doctor{
 		Observer:  o,
 		Sinks:     sinks,
 		SendTest:  df.sendTest,
-		OutboxKey: f.alerts.OutboxKey != "" || f.alerts.KeySecret != "",
+		OutboxKey: f.evidence.OutboxKey != "" || f.evidence.KeySecret != "",
 		Probe:     f.prober(o, clock.RealClock{}, zerolog.Nop()),
 		Needs: doctor.Needs{
 			StateConfigMap:     f.cluster.StateConfigMap,
 			Lease:              f.cluster.Lease,
 			EvidenceConfigMap:  f.evidence.ConfigMap,
 			EvidenceLogs:       f.evidence.Logs,
-			KeySecret:          f.alerts.KeySecret,
+			KeySecret:          f.evidence.KeySecret,
 			WatchEndpoints:     df.watchEndpoints,
 			RestartMethod:      f.check.RestartMethod,
 			MaxRestarts:        f.check.MaxRestarts,

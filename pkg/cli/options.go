@@ -272,8 +272,6 @@ type AlertOptions struct {
 	BlindAfter      int
 	AlertTimeout    time.Duration
 	Alertmanager    AlertmanagerOptions
-	OutboxKey       string // seals the state and evidence until --key-secret holds a key
-	KeySecret       string // the Secret holding the key (kube.EnsureKey)
 	Labels          AlertLabels
 }
 
@@ -342,12 +340,6 @@ func (o *AlertOptions) AddFlags(fs *pflag.FlagSet) {
 // key of fewer random bytes is weaker than the hash.
 const MinOutboxKeyBytes = 32
 
-// AddOutboxFlag adds --outbox-key and --key-secret, for the commands that seal or check seals.
-func (o *AlertOptions) AddOutboxFlag(fs *pflag.FlagSet) {
-	fs.StringVar(&o.OutboxKey, "outbox-key", "", "key (at least 32 random bytes) sealing the whole state document and the evidence bundles when --key-secret holds none yet: it seeds that Secret (0.1.0's chart generated one; secret)")
-	fs.StringVar(&o.KeySecret, "key-secret", "agentenv-scheduler-watchdog-key", "Secret (data key \"key\") holding the key that seals the state and evidence bundles: created by the first pass that is not a dry run (from --outbox-key if set, else 32 random bytes); \"\" uses --outbox-key alone")
-}
-
 // Validate reports every invalid flag in declaration order.
 func (o *AlertOptions) Validate() error {
 	var p problems
@@ -364,10 +356,6 @@ func (o *AlertOptions) Validate() error {
 		p.addf("--blind-after must be at least 1, got %d", o.BlindAfter)
 	}
 	p.positive("--alert-timeout", o.AlertTimeout)
-	p.key("--outbox-key", o.OutboxKey)
-	if o.KeySecret != "" {
-		p.name("--key-secret", o.KeySecret, validation.IsDNS1123Subdomain)
-	}
 	p.add(o.Alertmanager.Validate())
 	return p.err()
 }

@@ -177,10 +177,9 @@ func TestAlertLabels(t *testing.T) {
 // 32 bytes, as the chart's generated one (43) does. The error never repeats it.
 func TestOutboxKeyIsAtLeast32Bytes(t *testing.T) {
 	for _, n := range []int{0, 1, 16, 31, 32, 43, 64} {
-		var o AlertOptions
+		var o EvidenceOptions
 		fs := pflag.NewFlagSet("check", pflag.ContinueOnError)
 		o.AddFlags(fs)
-		o.AddOutboxFlag(fs)
 		key := strings.Repeat("k", n)
 		if err := fs.Parse([]string{"--outbox-key=" + key}); err != nil {
 			t.Fatal(err)

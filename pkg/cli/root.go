@@ -182,19 +182,16 @@ func ExecuteContext(ctx context.Context, args []string, stdout, stderr io.Writer
 	if err == nil {
 		return ExitOK
 	}
-	ue, isUsage := errors.AsType[*UsageError](err)
 	// Errors before a command's run began (unknown commands or flags, bad
 	// arguments) are usage errors too.
-	if isUsage || root.Annotations["started"] != "true" {
-		if !isUsage {
-			ue = &UsageError{problems: []string{err.Error()}}
-		}
-		for _, problem := range ue.problems {
+	if _, isUsage := errors.AsType[*UsageError](err); isUsage || root.Annotations["started"] != "true" {
+		var p problems
+		p.add(err)
+		for _, problem := range p {
 			fmt.Fprintf(stderr, "watchdog: %s\n", problem)
 		}
 		// cobra returns the command it parsed for (the root, if none), never nil.
 		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
-		reportConfigFailure(ctx, cmd, args, err, stderr)
 		return ExitUsage
 	}
 	fmt.Fprintf(stderr, "watchdog: %v\n", err)
@@ -247,11 +244,8 @@ underscores, upper case); a flag beats its environment variable.`,
 // addExitCodes ends the help of every command stating no exit codes with the shared ones.
 func addExitCodes(cmd *cobra.Command) {
 	if !strings.Contains(cmd.Long, "Exit codes") {
-		long := cmd.Long
-		if long == "" {
-			long = cmd.Short + "."
-		}
-		cmd.Long = strings.TrimSpace(long) + "\n\nExit codes: 0 done; 1 failed (the message says why); 2 bad usage or configuration."
+		cmd.Long = strings.TrimSpace(cmp.Or(cmd.Long, cmd.Short+".")) +
+			"\n\nExit codes: 0 done; 1 failed (the message says why); 2 bad usage or configuration."
 	}
 	for _, c := range cmd.Commands() {
 		addExitCodes(c)
@@ -335,9 +329,7 @@ func restConfig(o *ClusterOptions) (*rest.Config, error) {
 		if cfg, err = rest.InClusterConfig(); err != nil {
 			return nil, usagef("in-cluster configuration: %v", err)
 		}
-		if err := inPodOverrides(cfg, o); err != nil {
-			return nil, err
-		}
+		inPodOverrides(cfg, o)
 	} else if cfg, err = o.loader().ClientConfig(); clientcmd.IsEmptyConfig(err) {
 		if raw, rerr := o.loader().RawConfig(); rerr == nil && len(raw.Contexts) > 0 {
 			return nil, usagef("the kubeconfig has no current context: give --context, or kubectl config use-context")
@@ -388,18 +380,14 @@ func hostCredentials(cfg *rest.Config) error {
 
 // inPodOverrides applies the kubectl flags that mean something in a pod too (--as,
 // --token, --request-timeout), which the in-cluster configuration does not read.
-func inPodOverrides(cfg *rest.Config, o *ClusterOptions) error {
+func inPodOverrides(cfg *rest.Config, o *ClusterOptions) {
 	a := o.Overrides.AuthInfo
 	cfg.Impersonate.UserName, cfg.Impersonate.UID, cfg.Impersonate.Groups = a.Impersonate, a.ImpersonateUID, a.ImpersonateGroups
 	if a.Token != "" {
 		cfg.BearerToken, cfg.BearerTokenFile = a.Token, ""
 	}
-	d, err := requestTimeout(o.Overrides.Timeout)
-	if err != nil {
-		return usagef("--request-timeout %q: %v", o.Overrides.Timeout, err)
-	}
+	d, _ := requestTimeout(o.Overrides.Timeout) // validated
 	cfg.Timeout = cmp.Or(d, cfg.Timeout)
-	return nil
 }
 
 // requestTimeout reads --request-timeout as kubectl does, refusing what clientcmd

@@ -77,8 +77,7 @@ func newRunCommand(stderr io.Writer) *cobra.Command {
 Prometheus metrics and /healthz on --metrics-addr. /healthz fails when passes stop
 completing (no successful pass for two intervals plus --timeout). With --leader-elect,
 replicas elect one active watchdog through a Lease; standbys stay healthy and idle.
-State lives in the same ConfigMap as for check, so the two modes can be switched.
---validate-only checks the configuration and exits 0 or 2 without any API call.`,
+State lives in the same ConfigMap as for check, so the two modes can be switched.`,
 		Example: `  # One watchdog, a pass every 30 s, metrics and /healthz on :9102.
   watchdog run -n agentenv-system --interval 30s --metrics-addr :9102
 
@@ -97,7 +96,6 @@ State lives in the same ConfigMap as for check, so the two modes can be switched
 		},
 	}
 	addFlags(cmd, &f.cluster, &f.check, &f.probe, &f.alerts, &f.evidence)
-	f.alerts.AddOutboxFlag(cmd.Flags())
 	ro.AddFlags(cmd.Flags())
 	addValidateOnlyFlag(cmd.Flags(), &f.validateOnly)
 	return cmd

@@ -74,7 +74,6 @@ func newStatusCommand(stdout, stderr io.Writer) *cobra.Command {
 func newHistoryCommand(stdout, stderr io.Writer) *cobra.Command {
 	var s stateFlags
 	var ev EvidenceOptions
-	var alerts AlertOptions // only --outbox-key: it checks the bundles' seals
 	var since, bundle string
 	cmd := &cobra.Command{
 		Use:   "history",
@@ -105,7 +104,7 @@ not read the Events and shows the rest.`,
 			from, sinceErr := parseSince(since, time.Now())
 			return s.read(cmd, stderr, func(ctx context.Context, client *kube.Client, host string) error {
 				ns := s.cluster.Namespace
-				key, _, _ := alerts.sealKey(ctx, client, ns, false) // the runs' seal
+				key, _, _ := ev.sealKey(ctx, client, ns, false) // the runs' seal
 				bundles, berr := evidence.Load(ctx, client, ns, ev.ConfigMap, key)
 				if bundle != "" {
 					i := slices.IndexFunc(bundles, func(b evidence.Bundle) bool { return b.Key == bundle })
@@ -142,7 +141,6 @@ not read the Events and shows the rest.`,
 		},
 	}
 	addFlags(cmd, &s.cluster, &s.output, &ev)
-	alerts.AddOutboxFlag(cmd.Flags())
 	hideFlags(cmd.Flags(), "evidence-logs") // a setting of the runs, not of reading
 	cmd.Flags().StringVar(&since, "since", "", "only what happened since: a duration back from now (90m, 36h, 7d) or an RFC 3339 time, as backtest --start (default: everything kept)")
 	cmd.Flags().StringVar(&bundle, "evidence", "", "print the evidence bundle with this `key` instead")
