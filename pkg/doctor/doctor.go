@@ -71,7 +71,7 @@ type Sink struct {
 // Doctor checks what a run being prepared for depends on.
 type Doctor struct {
 	*observe.Observer // the run's own, from the same configuration
-	Needs             // the run's settings that decide its calls (needs() adds the Observer's)
+	Needs             // the run's settings that decide its calls
 	// Sinks are the configured alert sinks; SendTest delivers a test alert to each.
 	Sinks     []Sink
 	SendTest  bool
@@ -157,17 +157,10 @@ func Skew(before, after, date time.Time) time.Duration {
 	return max(date.Sub(after), 0) + min(date.Add(time.Second).Sub(before), 0) // one of the two at most
 }
 
-// needs are the run's calls' inputs, with the Observer's.
-func (d *Doctor) needs() Needs {
-	n := d.Needs
-	n.Deployment, n.JudgePods, n.LeaderLease = d.Observer.Deployment, d.Reads.JudgePods, d.Reads.LeaderLease
-	return n
-}
-
 // checkRBAC asks whether this identity may make each call of the configuration: a
 // SelfSubjectAccessReview per verb and resource, with the name where the Role can narrow it.
 func (d *Doctor) checkRBAC(ctx context.Context) {
-	for _, a := range d.needs().Required() {
+	for _, a := range d.Needs.Required() {
 		name := "can " + a.String()
 		review, err := d.Client.CreateSelfSubjectAccessReview(ctx, &authorizationv1.SelfSubjectAccessReview{
 			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
