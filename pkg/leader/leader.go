@@ -84,11 +84,7 @@ func (e *Elector) Hold(ctx context.Context, wait time.Duration, pass func(ctx co
 		return false, err
 	}
 	until := e.Clock.Now().Add(wait)
-	for {
-		ok, err := e.attempt(ctx)
-		if ok {
-			break
-		}
+	for ok, err := e.attempt(ctx); !ok; ok, err = e.attempt(ctx) {
 		left := until.Sub(e.Clock.Now())
 		switch {
 		case err != nil && !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err):
