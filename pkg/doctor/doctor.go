@@ -160,7 +160,7 @@ func Skew(before, after, date time.Time) time.Duration {
 // checkRBAC asks whether this identity may make each call of the configuration: a
 // SelfSubjectAccessReview per verb and resource, with the name where the Role can narrow it.
 func (d *Doctor) checkRBAC(ctx context.Context) {
-	for _, a := range d.Needs.Required() {
+	for _, a := range d.Required() {
 		name := "can " + a.String()
 		review, err := d.Client.CreateSelfSubjectAccessReview(ctx, &authorizationv1.SelfSubjectAccessReview{
 			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
