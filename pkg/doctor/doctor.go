@@ -56,8 +56,7 @@ type Result struct {
 	Skipped bool   `json:"skipped,omitempty"`
 	Warning bool   `json:"warning,omitempty"`
 	Detail  string `json:"detail"`
-	// Hint says how to fix a failed check.
-	Hint string `json:"hint,omitempty"`
+	Hint    string `json:"hint,omitempty"` // how to fix a failed check
 }
 
 // Sink is one configured alert destination and its test delivery.
