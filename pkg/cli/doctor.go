@@ -91,6 +91,9 @@ func (df *doctorFlags) run(parent context.Context, stdout, stderr io.Writer) err
 		Probe:     f.prober(o, clock.RealClock{}, zerolog.Nop()),
 		Needs: doctor.Needs{
 			StateConfigMap:     f.cluster.StateConfigMap,
+			Deployment:         o.Deployment,
+			JudgePods:          o.Reads.JudgePods,
+			LeaderLease:        o.Reads.LeaderLease,
 			Lease:              f.cluster.Lease,
 			EvidenceConfigMap:  f.evidence.ConfigMap,
 			EvidenceLogs:       f.evidence.Logs,

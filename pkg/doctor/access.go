@@ -4,18 +4,15 @@ import (
 	"github.com/agentenv/watchdog/pkg/decide"
 )
 
-// Access is one API call a configured watchdog makes: a verb on a resource in the
-// watched namespace, on one object (Name) or, where the API cannot check a name
-// (list, create, delete of pods whose names change), on any.
+// Access is one API call a configured watchdog makes: a verb on a resource in the watched
+// namespace, on one object (Name) or, where the API cannot check a name (list, create), on any.
 type Access struct {
-	Group    string `json:"group"`
-	Resource string `json:"resource"`
-	// Subresource: "proxy" for pods/proxy.
-	Subresource string `json:"subresource,omitempty"`
+	Group       string `json:"group"`
+	Resource    string `json:"resource"`
+	Subresource string `json:"subresource,omitempty"` // "proxy" for pods/proxy
 	Verb        string `json:"verb"`
 	Name        string `json:"name,omitempty"`
-	// Why says which part of the watchdog makes the call.
-	Why string `json:"-"`
+	Why         string `json:"-"` // which part of the watchdog makes the call
 }
 
 // String reads like `kubectl auth can-i`: "delete pods", "get configmaps/state".
@@ -46,34 +43,24 @@ type Needs struct {
 	// LeaderLease is the scheduler's leader Lease (--leader-lease), ElectionLease
 	// the watchdog's own (`run --leader-elect`); "" when not set.
 	LeaderLease, ElectionLease string
-	// WatchEndpoints: `run --watch-endpoints` watches the nodes' EndpointSlices.
-	WatchEndpoints bool
-	// ScrapeViaAPIServer: the runs read metrics through the API server's pod proxy
-	// (--scrape-via apiserver, or auto where they run outside a pod).
+	WatchEndpoints             bool // `run --watch-endpoints`
+	// ScrapeViaAPIServer: --scrape-via apiserver, or auto where the runs are outside a pod.
 	ScrapeViaAPIServer bool
-	// EvidenceConfigMap keeps the evidence of restarts (--evidence-configmap);
-	// EvidenceLogs reads the scheduler's log into it (--evidence-logs).
-	EvidenceConfigMap string
-	EvidenceLogs      bool
-	// Lease is the Lease each pass holds (--lease).
-	Lease string
-	// Canary is the discovery probe's canary EndpointSlice (--discovery-probe canary), or "".
-	Canary string
-	// KeySecret holds the key (--key-secret), created by the first real pass, or "".
-	KeySecret string
+	EvidenceConfigMap  string // --evidence-configmap
+	EvidenceLogs       bool   // --evidence-logs
+	Lease              string // the Lease each pass holds (--lease)
+	Canary             string // the canary EndpointSlice (--discovery-probe canary), or ""
+	KeySecret          string // --key-secret, or ""
 }
 
-// Required lists every call the configuration makes, in the order of the chart's
-// Role (charts/agentenv-scheduler-watchdog/templates/role.yaml), which grants
-// exactly these. The watchdog creates its own objects (create cannot be narrowed
-// by name: the chart's guard admission policy narrows it).
-// --dry-run narrows nothing, as in the chart: turning it off needs no new rights.
+// Required lists every call the configuration makes, in the order of the chart's Role
+// (templates/role.yaml), which grants exactly these; create cannot be narrowed by name (the
+// chart's guard admission policy does). --dry-run narrows nothing: turning it off needs no new rights.
 func (n Needs) Required() []Access {
-	restarts, election := n.MaxRestarts > 0, n.ElectionLease != ""
+	restarts, election := n.MaxRestarts > 0, n.ElectionLease != "" && n.ElectionLease != n.Lease
 	rollout, byDeployment := n.RestartMethod == decide.MethodRollout, n.JudgePods == decide.JudgeDeployment
 	const apps, discovery, coordination = "apps", "discovery.k8s.io", "coordination.k8s.io"
 	const elect = "the watchdog's own leader election (--leader-elect-lease)"
-	election = election && n.ElectionLease != n.Lease
 	var out []Access
 	for _, c := range []struct {
 		when bool

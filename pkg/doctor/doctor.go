@@ -31,9 +31,8 @@ import (
 	"github.com/agentenv/watchdog/pkg/statestore"
 )
 
-// ClockTolerance is how far the API server's clock may be from ours: far less than
-// runs allow (decide.ClockSkewTolerance), so that a drifting clock is fixed before a
-// run's judgement depends on it.
+// ClockTolerance is how far the API server's clock may be from ours: far less than runs
+// allow (decide.ClockSkewTolerance), so a drifting clock is fixed before judgements depend on it.
 const ClockTolerance = 5 * time.Second
 
 // Groups of checks, in the order they are run and printed.
@@ -57,8 +56,7 @@ type Result struct {
 	Skipped bool   `json:"skipped,omitempty"`
 	Warning bool   `json:"warning,omitempty"`
 	Detail  string `json:"detail"`
-	// Hint says how to fix a failed check.
-	Hint string `json:"hint,omitempty"`
+	Hint    string `json:"hint,omitempty"` // how to fix a failed check
 }
 
 // Sink is one configured alert destination and its test delivery.
@@ -71,19 +69,14 @@ type Sink struct {
 
 // Doctor checks what a run being prepared for depends on.
 type Doctor struct {
-	// Observer is the run's own, built from the same configuration: the objects it
-	// reads, the scrape path, the decision settings and the clock.
-	*observe.Observer
-	// Needs are the run's settings that decide its calls (needs() adds the Observer's).
-	Needs
+	*observe.Observer // the run's own, from the same configuration
+	Needs             // the run's settings that decide its calls
 	// Sinks are the configured alert sinks; SendTest delivers a test alert to each.
-	Sinks    []Sink
-	SendTest bool
-	// OutboxKey: the runs have a key (--key-secret or --outbox-key).
-	OutboxKey bool
-	// Probe is the run's discovery probe, nil when off.
-	Probe   *probe.Prober
-	results []Result
+	Sinks     []Sink
+	SendTest  bool
+	OutboxKey bool          // the runs have a key (--key-secret or --outbox-key)
+	Probe     *probe.Prober // the run's discovery probe, nil when off
+	results   []Result
 }
 
 func (d *Doctor) pass(group, name, detail string) {
@@ -94,8 +87,7 @@ func (d *Doctor) fail(group, name, detail, hint string) {
 	d.results = append(d.results, Result{Group: group, Name: name, Detail: detail, Hint: hint})
 }
 
-// warn records a check that passed with a doubt a run will act on: a warning,
-// not a failure (the exit code stays 0), with what to do.
+// warn records a check that passed with a doubt a run will act on (exit code 0), with what to do.
 func (d *Doctor) warn(group, name, detail, hint string) {
 	d.results = append(d.results, Result{Group: group, Name: name, OK: true, Warning: true, Detail: detail, Hint: hint})
 }
@@ -108,7 +100,12 @@ func (d *Doctor) skip(group, name, detail string) {
 // depend on a failed one are skipped and say so.
 func (d *Doctor) Run(ctx context.Context) []Result {
 	d.results = nil
-	if d.checkAPI(ctx) && !d.namespaceMissing(ctx) {
+	ok := d.checkAPI(ctx)
+	if ok && kube.NamespaceMissing(ctx, d.Client, d.Namespace) { // all else would fail
+		d.fail(GroupAPI, "namespace exists", "namespace "+d.Namespace+" does not exist", "give the scheduler's namespace: -n/--namespace (WATCHDOG_NAMESPACE)")
+		ok = false
+	}
+	if ok {
 		d.checkRBAC(ctx)
 		pods := d.checkPods(ctx)
 		d.checkJudged(ctx, pods)
@@ -124,15 +121,6 @@ func (d *Doctor) Run(ctx context.Context) []Result {
 	}
 	d.checkSinks(ctx)
 	return d.results
-}
-
-// namespaceMissing fails, first, a --namespace that does not exist (all else would fail).
-func (d *Doctor) namespaceMissing(ctx context.Context) bool {
-	missing := kube.NamespaceMissing(ctx, d.Client, d.Namespace)
-	if missing {
-		d.fail(GroupAPI, "namespace exists", "namespace "+d.Namespace+" does not exist", "give the scheduler's namespace: -n/--namespace (WATCHDOG_NAMESPACE)")
-	}
-	return missing
 }
 
 // checkAPI reads /version: the API server answers, and its clock agrees with ours.
@@ -162,25 +150,16 @@ func (d *Doctor) checkAPI(ctx context.Context) bool {
 	return true
 }
 
-// Skew is how far the server's clock is ahead of ours (negative: behind), given
-// that we sent the request at before, had the answer at after, and the server
-// stamped it with date, truncated to the second. Zero when the readings overlap.
+// Skew is how far the server's clock is ahead of ours (negative: behind): we sent at before, had the
+// answer at after, and the server stamped it date, to the second. Zero when the readings overlap.
 func Skew(before, after, date time.Time) time.Duration {
 	return max(date.Sub(after), 0) + min(date.Add(time.Second).Sub(before), 0) // one of the two at most
 }
 
-// needs are the run's calls' inputs, with the Observer's.
-func (d *Doctor) needs() Needs {
-	n := d.Needs
-	n.Deployment, n.JudgePods, n.LeaderLease = d.Observer.Deployment, d.Reads.JudgePods, d.Reads.LeaderLease
-	return n
-}
-
-// checkRBAC asks, for every call the configuration makes, whether this identity
-// may make it: a SelfSubjectAccessReview per verb and resource, with the object's
-// name where the Role can narrow it to one.
+// checkRBAC asks whether this identity may make each call of the configuration: a
+// SelfSubjectAccessReview per verb and resource, with the name where the Role can narrow it.
 func (d *Doctor) checkRBAC(ctx context.Context) {
-	for _, a := range d.needs().Required() {
+	for _, a := range d.Required() {
 		name := "can " + a.String()
 		review, err := d.Client.CreateSelfSubjectAccessReview(ctx, &authorizationv1.SelfSubjectAccessReview{
 			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
@@ -245,9 +224,8 @@ func (d *Doctor) checkPods(ctx context.Context) []corev1.Pod {
 	return live
 }
 
-// checkJudged says which live pods a run judges (--judge-pods, --max-pods; the
-// leader Lease picks among them at run time). Several without --leader-lease is a
-// warning (the single-target gate blocks every restart); none, a failure.
+// checkJudged says which live pods a run judges (--judge-pods, --max-pods; the leader Lease picks
+// among them at run time): several without --leader-lease warns (no restart can pass), none fails.
 func (d *Doctor) checkJudged(ctx context.Context, pods []corev1.Pod) {
 	const name = "scheduler pods a run judges"
 	if len(pods) == 0 {
@@ -344,8 +322,7 @@ func scrapeHint(kind scrape.Kind, via scrape.Via, port int, path string) string 
 	return "the page cannot be trusted: every run would judge this scheduler unknown; see the detail"
 }
 
-// checkSlices reads the nodes Service's EndpointSlices as a run does
-// (observe.EndpointLister), which also says when they cannot be what the flags name.
+// checkSlices reads the nodes Service's EndpointSlices as a run does (observe.EndpointLister).
 func (d *Doctor) checkSlices(ctx context.Context) {
 	const name = "nodes Service has EndpointSlices with --nodes-port"
 	count, err := d.Endpoints.Read(ctx, false)
@@ -368,8 +345,7 @@ func (d *Doctor) checkSlices(ctx context.Context) {
 	}
 }
 
-// checkPause says whether the scheduler Deployment's pause annotations hold the
-// restarts, or are there and ignored.
+// checkPause says whether the Deployment's pause annotations hold the restarts, or are ignored.
 func (d *Doctor) checkPause(name string, ann map[string]string) {
 	const pname = "restarts not paused"
 	unpause := fmt.Sprintf("kubectl -n %s annotate deployment %s %s- %s-", d.Namespace, name, decide.PauseUntilAnnotation, decide.PauseReasonAnnotation)
@@ -400,8 +376,7 @@ func (d *Doctor) checkObjects(ctx context.Context) {
 		d.checkPause(dep.Name, dep.Annotations)
 	}
 
-	// The election Lease need not exist: the first elected watchdog creates it, if
-	// it may (the create permission check above says).
+	// The election Lease need not exist: the first elected watchdog creates it (if RBAC allows).
 	for _, l := range []struct{ check, name, off, missing string }{
 		{"scheduler leader Lease exists", d.Reads.LeaderLease, "--leader-lease is not set: every pod a run judges is a target (see the Scheduler checks)",
 			"set --leader-lease (chart: scheduler.leaderLease) to the Lease the scheduler's replicas elect their leader through, or leave it empty for a single scheduler"},
@@ -427,9 +402,8 @@ func (d *Doctor) checkObjects(ctx context.Context) {
 	}
 }
 
-// checkState reads the state ConfigMap and proves it can be written: a server-side
-// dry run (dryRun=All: authorized, admitted, nothing persisted) of the very update a
-// run makes, preconditioned on the resourceVersion just read.
+// checkState reads the state ConfigMap and proves it can be written: a server-side dry run
+// (authorized, admitted, nothing persisted) of a run's update, at the resourceVersion just read.
 func (d *Doctor) checkState(ctx context.Context) {
 	const rname, wname = "state ConfigMap can be read", "state ConfigMap can be written"
 	ref := d.Namespace + "/" + d.StateConfigMap
@@ -476,8 +450,7 @@ func (d *Doctor) checkState(ctx context.Context) {
 	}
 }
 
-// stateDetail describes the stored state; an error is a document no run will use
-// (written by a newer watchdog).
+// stateDetail describes the stored state; an error: a newer watchdog's document no run will use.
 func stateDetail(cm *corev1.ConfigMap) (string, error) {
 	ref := cm.Namespace + "/" + cm.Name
 	raw, ok := cm.Data[statestore.DataKey]
@@ -521,8 +494,7 @@ func (d *Doctor) checkSinks(ctx context.Context) {
 		}
 		d.pass(GroupAlerts, name, "delivered a test alert (marked as a test)")
 	}
-	// With sinks, alerts a receiver refused are kept in the state ConfigMap and
-	// retried; only --outbox-key tells the watchdog's entries from anyone else's there.
+	// Refused alerts are kept in the state ConfigMap for retry: only the key tells ours from others'.
 	const kname = "alerts kept for retry are authenticated"
 	if d.OutboxKey {
 		d.pass(GroupAlerts, kname, "--key-secret or --outbox-key is set")
@@ -532,8 +504,7 @@ func (d *Doctor) checkSinks(ctx context.Context) {
 		"leave --key-secret at its default (the first run creates that Secret) or set --outbox-key")
 }
 
-// checkReach connects to a sink as a delivery would, without sending: the network
-// path of a run's alerts (NetworkPolicy, firewall, DNS, proxy) and https's certificate.
+// checkReach connects to a sink as a delivery would, sending nothing: the network path and TLS.
 func (d *Doctor) checkReach(ctx context.Context, s Sink) {
 	if s.Reach == nil {
 		return

@@ -14,9 +14,8 @@ import (
 	"github.com/agentenv/watchdog/pkg/statestore"
 )
 
-// checkProbe checks the discovery probe's whole path: each scheduler pod's ListNodes
-// against the serving nodes, the canary's address and write (server-side dry run),
-// and when a pass last saw a canary.
+// checkProbe checks the discovery probe's path: each pod's ListNodes against the serving nodes,
+// the canary's address and write (server-side dry run), and when a pass last saw a canary.
 func (d *Doctor) checkProbe(ctx context.Context, pods []corev1.Pod) {
 	p := d.Probe
 	if p == nil {

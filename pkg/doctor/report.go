@@ -9,8 +9,7 @@ import (
 
 // Report is what `watchdog doctor` prints.
 type Report struct {
-	// OK is true when no check failed (skipped checks do not count).
-	OK        bool     `json:"ok"`
+	OK        bool     `json:"ok"` // no check failed (skipped checks do not count)
 	Failed    int      `json:"failed"`
 	Warnings  int      `json:"warnings"`
 	Skipped   int      `json:"skipped"`

@@ -10,6 +10,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -41,9 +42,8 @@ type Elector struct {
 	observedTime time.Time
 }
 
-// Run campaigns until ctx ends, calling lead on each win with a context cancelled
-// when leadership is lost, and waiting for it before campaigning again. On ctx's
-// end a held Lease is released: another replica need not wait for its expiry.
+// Run campaigns until ctx ends, calling lead on each win with a context cancelled when leadership
+// is lost, and waiting for it. On ctx's end a held Lease is released: others need not wait for its expiry.
 func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context)) error {
 	if err := e.defaults(); err != nil {
 		return err
@@ -77,19 +77,14 @@ func (e *Elector) defaults() error {
 	return nil
 }
 
-// Hold runs one pass holding the Lease (tried for up to wait, renewed as by hold, released
-// after). held is false when another holder kept it for all of wait (or until ctx ended);
-// err when the Lease could not be read or written.
+// Hold runs one pass holding the Lease (tried for up to wait, renewed as by hold, released after):
+// not held when another kept it for all of wait (or until ctx ended); err when it could not be read or written.
 func (e *Elector) Hold(ctx context.Context, wait time.Duration, pass func(ctx context.Context)) (held bool, err error) {
 	if err := e.defaults(); err != nil {
 		return false, err
 	}
 	until := e.Clock.Now().Add(wait)
-	for {
-		ok, err := e.attempt(ctx)
-		if ok {
-			break
-		}
+	for ok, err := e.attempt(ctx); !ok; ok, err = e.attempt(ctx) {
 		left := until.Sub(e.Clock.Now())
 		switch {
 		case err != nil && !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err):
@@ -180,10 +175,8 @@ func (e *Elector) attempt(ctx context.Context) (ok bool, err error) {
 	}
 	holder := ptr.Deref(lease.Spec.HolderIdentity, "")
 	// A duration longer than ours is not trusted: a writer could hold the Lease for a year.
-	duration := e.LeaseDuration
-	if lease.Spec.LeaseDurationSeconds != nil {
-		duration = min(duration, time.Duration(*lease.Spec.LeaseDurationSeconds)*time.Second)
-	}
+	theirs := time.Duration(ptr.Deref(lease.Spec.LeaseDurationSeconds, math.MaxInt32)) * time.Second
+	duration := min(e.LeaseDuration, theirs)
 	if holder != "" && holder != e.Identity && e.Clock.Since(e.observedTime) < duration {
 		return false, nil // someone else holds a lease that has not expired
 	}

@@ -25,9 +25,8 @@ type Loop struct {
 	Clock             clock.Clock
 	Log               zerolog.Logger
 	Metrics           *metrics.Metrics
-	// Wake asks for an early pass: the nodes' EndpointSlices changed (pkg/slicewatch),
-	// so the scheduler may be rejecting new nodes now. Settle is how long that pass
-	// waits for the rest of the burst (a roll changes slices one after the other).
+	// Wake asks for an early pass: the nodes changed (pkg/slicewatch), new ones may be rejected now.
+	// Settle is how long that pass waits for the rest of the burst (a roll changes slices one by one).
 	Wake   <-chan struct{}
 	Settle time.Duration
 	// DryRun passes write no state, so a standby cannot see them: no-pass-anywhere is skipped.
@@ -169,9 +168,9 @@ func (l *Loop) Alive() {
 // Staleness is how long health tolerates no completed pass: two intervals and a timeout.
 func (l *Loop) Staleness() time.Duration { return 2*l.Interval + l.Timeout }
 
-// Healthy reports whether the watchdog does its job: as leader, a pass succeeded within
-// Staleness of now or of the term's start; as a standby, its election loop is alive and
-// some replica completed a pass within Staleness. agentenv_watchdog_unhealthy says why not.
+// Healthy reports whether the watchdog does its job: as leader, a pass succeeded within Staleness of
+// now or of the term's start; as a standby, its election loop is alive and some replica completed a
+// pass within Staleness. agentenv_watchdog_unhealthy says why not.
 func (l *Loop) Healthy() (bool, string) {
 	l.mu.Lock() // the gauge's Reset and Set too: /healthz and watchPasses both call it
 	defer l.mu.Unlock()

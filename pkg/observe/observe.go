@@ -70,17 +70,13 @@ func (o *Observer) ObserveConsistent(ctx context.Context) (decide.Observation, e
 }
 
 func (o *Observer) observe(ctx context.Context, consistent bool) (decide.Observation, error) {
-	// Stamped when it began: samples start on a fixed cadence, so the wedge clock
-	// counts whole intervals however slow the API server is.
-	began := o.Clock.Now()
-	obs := decide.Observation{At: began, Consistent: consistent}
-	var (
-		wg      sync.WaitGroup
-		pods    *corev1.PodList
-		dep     *appsv1.Deployment
-		podsErr error
-		depErr  error
-	)
+	// Stamped when it began: samples start on a fixed cadence, so the wedge clock counts whole
+	// intervals however slow the API server is.
+	obs := decide.Observation{At: o.Clock.Now(), Consistent: consistent}
+	var wg sync.WaitGroup
+	var pods *corev1.PodList
+	var dep *appsv1.Deployment
+	var podsErr, depErr error
 	opts := metav1.ListOptions{LabelSelector: o.Selector}
 	if !consistent {
 		opts = kube.FromCache(opts)

@@ -128,25 +128,18 @@ func decodeNodes(frame []byte) ([]Node, error) {
 // fields calls each with msg's length-delimited fields, skipping others (a newer scheduler may add some).
 func fields(msg []byte, each func(protowire.Number, []byte) error) error {
 	for len(msg) > 0 {
-		num, typ, n := protowire.ConsumeTag(msg)
-		m, err := -1, error(nil)
-		switch {
-		case n < 0:
-		case typ == protowire.BytesType:
-			var v []byte
-			if v, m = protowire.ConsumeBytes(msg[n:]); m >= 0 {
-				err = each(num, v)
+		num, typ, n := protowire.ConsumeField(msg) // the whole field checked: the reads below cannot fail
+		if n < 0 {
+			return fmt.Errorf("bad message: %w", protowire.ParseError(n))
+		}
+		if typ == protowire.BytesType {
+			_, _, tag := protowire.ConsumeTag(msg)
+			v, _ := protowire.ConsumeBytes(msg[tag:n])
+			if err := each(num, v); err != nil {
+				return err
 			}
-		default:
-			m = protowire.ConsumeFieldValue(num, typ, msg[n:])
 		}
-		if n < 0 || m < 0 {
-			return fmt.Errorf("bad message: %w", protowire.ParseError(min(n, m)))
-		}
-		if err != nil {
-			return err
-		}
-		msg = msg[n+m:]
+		msg = msg[n:]
 	}
 	return nil
 }

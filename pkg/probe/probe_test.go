@@ -177,3 +177,6 @@ func BenchmarkListNodesClients(b *testing.B) {
 		}
 	})
 }
+
+// Addr is where it answers.
+func (r *Responder) Addr() string { return r.ln.Addr().String() }

@@ -41,9 +41,8 @@ const (
 	writeTimeout = 10 * time.Second
 )
 
-// Prober reads the judged pods' ListNodes in each sample and, in canary mode, keeps
-// one canary per pass: written at Begin (its Responder answering), deleted once
-// every judged process has shown it, or at End.
+// Prober reads the judged pods' ListNodes in each sample and, in canary mode, keeps one canary per
+// pass: written at Begin (its Responder answering), deleted once every judged process showed it, or at End.
 type Prober struct {
 	Mode      Mode
 	Client    *kube.Client
@@ -73,8 +72,8 @@ type written struct {
 	seen     map[string]bool // by pod UID, shown to a process started before it
 }
 
-// Begin writes the pass's canary (canary mode, not a dry run), responder first; a
-// failure is the canary's Err in every reading: unknown, never bad.
+// Begin writes the pass's canary (canary mode, not a dry run), responder first; a failure is
+// the canary's Err in every reading: unknown, never bad.
 func (p *Prober) Begin(ctx context.Context) {
 	if p.Mode == Canary && p.Write {
 		p.canary = p.write(ctx)
@@ -136,8 +135,8 @@ func (p *Prober) object(node string, ip net.IP) *discoveryv1.EndpointSlice {
 	return s
 }
 
-// Read gives each judged pod its reading, one after the other (they share the
-// canary), and retires the canary once every judged process showed it.
+// Read gives each judged pod its reading in turn (they share the canary), retiring the canary
+// once every judged process showed it.
 func (p *Prober) Read(ctx context.Context, obs *decide.Observation, sel decide.Selection) {
 	if p.Mode == Off || p.Mode == "" {
 		return
@@ -172,8 +171,8 @@ func (p *Prober) Read(ctx context.Context, obs *decide.Observation, sel decide.S
 	}
 }
 
-// read calls the pod's ListNodes, polling briefly after the canary's write for it to
-// show, and verifies an unseen canary is still the object written.
+// read calls the pod's ListNodes, polling briefly after the canary's write for it to show, and
+// verifies an unseen canary is still the object written.
 func (p *Prober) read(ctx context.Context, pod decide.Pod) *decide.ProbeReading {
 	addr := p.AddrOf(pod)
 	r := &decide.ProbeReading{}
@@ -289,8 +288,8 @@ func (p *Prober) AddrOf(pod decide.Pod) string {
 	return net.JoinHostPort(pod.IP, strconv.Itoa(p.GRPCPort))
 }
 
-// Preflight tries what a canary needs, leaving nothing behind: answering on its
-// address, and its create as a server-side dry run (`watchdog doctor`).
+// Preflight tries what a canary needs, leaving nothing behind: answering on its address, and its
+// create as a server-side dry run (`watchdog doctor`).
 func (p *Prober) Preflight(ctx context.Context) error {
 	r, ip, err := p.answer()
 	if err != nil {
@@ -335,9 +334,6 @@ func Listen(addr string) (*Responder, error) {
 	go func() { _ = s.Serve(ln) }()
 	return &Responder{srv: s, ln: ln}, nil
 }
-
-// Addr is where it answers.
-func (r *Responder) Addr() string { return r.ln.Addr().String() }
 
 // Close stops answering, letting requests in flight finish for up to a second.
 func (r *Responder) Close() error {

@@ -241,7 +241,7 @@ func heartbeatCount(families map[string]*dto.MetricFamily, status string) (uint6
 			n = h.GetSampleCount()
 		}
 	} else if m := heartbeatSeries(families[name], status); m != nil {
-		n, err = counterValue(value(families[name], m))
+		n, err = whole(value(families[name], m))
 	}
 	if err != nil {
 		return 0, &Error{Kind: KindInvalid, Err: fmt.Errorf("%s{rpc=\"Heartbeat\",status=%q}: %w", name, status, err)}
@@ -269,17 +269,8 @@ func value(fam *dto.MetricFamily, m *dto.Metric) float64 {
 	return m.GetUntyped().GetValue()
 }
 
-// whole accepts a counter value that is a whole number.
+// whole accepts a count: a whole number that a float64 holds exactly.
 func whole(v float64) (uint64, error) {
-	n, err := counterValue(v)
-	if err == nil && v != math.Trunc(v) {
-		err = fmt.Errorf("value %g is not a whole number", v)
-	}
-	return n, err
-}
-
-// counterValue accepts what a counter can hold exactly in a float64.
-func counterValue(v float64) (uint64, error) {
 	switch {
 	case math.IsNaN(v):
 		return 0, errors.New("value is NaN")
@@ -289,6 +280,8 @@ func counterValue(v float64) (uint64, error) {
 		return 0, fmt.Errorf("value %g is negative", v)
 	case v > 1<<53:
 		return 0, fmt.Errorf("value %g is beyond exact float precision", v)
+	case v != math.Trunc(v):
+		return 0, fmt.Errorf("value %g is not a whole number", v)
 	}
 	return uint64(v), nil
 }

@@ -46,8 +46,7 @@ func (e *Error) Unwrap() error { return e.Err }
 
 // KindOf returns the Kind of a scrape error, or "" if err is not one.
 func KindOf(err error) Kind {
-	var se *Error
-	if errors.As(err, &se) {
+	if se, ok := errors.AsType[*Error](err); ok {
 		return se.Kind
 	}
 	return ""
@@ -171,14 +170,9 @@ func isTimeout(err error) bool {
 type Via string
 
 const (
-	// ViaAuto is direct inside a pod and through the API server elsewhere: pod IPs
-	// are routable from the cluster's pods, rarely from a laptop.
-	ViaAuto Via = "auto"
-	// ViaDirect: http://<pod IP>:<port><path>.
-	ViaDirect Via = "direct"
-	// ViaAPIServer: the API server's pod proxy,
-	// GET /api/v1/namespaces/<ns>/pods/<pod>:<port>/proxy<path> (RBAC: get pods/proxy).
-	ViaAPIServer Via = "apiserver"
+	ViaAuto      Via = "auto"      // direct in a pod, else the API server: pod IPs are rarely routable from a laptop
+	ViaDirect    Via = "direct"    // http://<pod IP>:<port><path>
+	ViaAPIServer Via = "apiserver" // GET /api/v1/namespaces/<ns>/pods/<pod>:<port>/proxy<path> (get pods/proxy)
 )
 
 // ParseVia reads a --scrape-via value.

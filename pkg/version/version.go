@@ -4,10 +4,8 @@ package version
 
 import (
 	"fmt"
-	"regexp"
 	"runtime"
 	"runtime/debug"
-	"time"
 )
 
 // Set at build time (-X .../pkg/version.Version=v1.2.3), else from the build info.
@@ -23,43 +21,25 @@ func init() {
 	}
 }
 
-// pseudoVersion is a Go pseudo-version's tail: its UTC timestamp and the commit's
-// 12-hex prefix (v0.0.0-20261201101500-abcdef123456, v1.2.4-0.2026...-abcdef123456).
-var pseudoVersion = regexp.MustCompile(`(?:^|[-.])(\d{14})-([0-9a-f]{12})(?:\+dirty)?$`)
-
-// fromBuildInfo fills what -ldflags left "dev"/"unknown" from the build info: the
-// module version, the VCS revision and time (`go build` in a checkout), else the
-// commit and time a pseudo-version names, else the tag (which names the commit).
+// fromBuildInfo fills what -ldflags left "dev"/"unknown" from the build info: the module version
+// (`go install ...@vX`; a pseudo-version names its commit and time itself), and the VCS revision
+// and time (`go build` in a checkout).
 func fromBuildInfo(info *debug.BuildInfo, version, commit, date string) (string, string, string) {
 	settings := map[string]string{}
 	for _, s := range info.Settings {
 		settings[s.Key] = s.Value
 	}
-	mv := info.Main.Version
-	if version == "dev" && mv != "" && mv != "(devel)" {
+	if mv := info.Main.Version; version == "dev" && mv != "" && mv != "(devel)" {
 		version = mv
 	}
-	if commit == "unknown" {
-		switch rev := settings["vcs.revision"]; {
-		case rev != "":
-			commit = rev[:min(len(rev), 12)]
-			if settings["vcs.modified"] == "true" {
-				commit += "-dirty"
-			}
-		case pseudoVersion.MatchString(mv):
-			commit = pseudoVersion.FindStringSubmatch(mv)[2]
-		case mv != "" && mv != "(devel)":
-			commit = "tag " + mv
+	if rev := settings["vcs.revision"]; commit == "unknown" && rev != "" {
+		commit = rev[:min(len(rev), 12)]
+		if settings["vcs.modified"] == "true" {
+			commit += "-dirty"
 		}
 	}
-	if date == "unknown" {
-		if t := settings["vcs.time"]; t != "" {
-			date = t
-		} else if m := pseudoVersion.FindStringSubmatch(mv); m != nil {
-			if t, err := time.Parse("20060102150405", m[1]); err == nil {
-				date = t.UTC().Format(time.RFC3339)
-			}
-		}
+	if t := settings["vcs.time"]; date == "unknown" && t != "" {
+		date = t
 	}
 	return version, commit, date
 }

@@ -31,11 +31,11 @@ func TestFromBuildInfo(t *testing.T) {
 	}{
 		"go install @v1.2.3 (module zip: no VCS)": {
 			info:    debug.BuildInfo{Main: debug.Module{Version: "v1.2.3"}},
-			version: "v1.2.3", commit: "tag v1.2.3", date: "unknown",
+			version: "v1.2.3", commit: "unknown", date: "unknown",
 		},
-		"go install @main (pseudo-version)": {
+		"go install @main (the pseudo-version names commit and time)": {
 			info:    debug.BuildInfo{Main: debug.Module{Version: "v0.0.0-20261201101500-abcdef123456"}},
-			version: "v0.0.0-20261201101500-abcdef123456", commit: "abcdef123456", date: "2026-12-01T10:15:00Z",
+			version: "v0.0.0-20261201101500-abcdef123456", commit: "unknown", date: "unknown",
 		},
 		"go build in a dirty checkout": {
 			info: debug.BuildInfo{Main: debug.Module{Version: "v0.1.1-0.20261201101500-abcdef123456+dirty"}, Settings: []debug.BuildSetting{
