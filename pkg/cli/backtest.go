@@ -275,14 +275,16 @@ func (o *BacktestOptions) loadHTTPConfig(u *url.URL) error {
 		}
 	}
 	if credentials && u.User != nil {
-		p.addf("--prometheus-url %s carries credentials and so does --prometheus-http-config %s: choose one", u.Redacted(), o.HTTPConfig)
+		p.addf("--prometheus-url %s carries credentials and so does --prometheus-http-config %s: choose one",
+			u.Redacted(), o.HTTPConfig)
 	}
 	if clearText(u, credentials) {
-		p.addf("--prometheus-url %s: credentials (of --prometheus-http-config %s or the URL) over plain http would cross the network "+
-			"in clear text: use https (or kubectl port-forward to localhost)", u.Redacted(), o.HTTPConfig)
+		p.addf("--prometheus-url %s: credentials over plain http would cross the network in clear text: "+
+			"use https (or kubectl port-forward to localhost)", u.Redacted())
 	}
 	if o.http.TLSConfig != (config.TLSConfig{}) && u.Scheme != "https" {
-		p.addf("--prometheus-http-config %s: tls_config applies to an https --prometheus-url, not %s", o.HTTPConfig, u.Redacted())
+		p.addf("--prometheus-http-config %s: tls_config applies to an https --prometheus-url, not %s",
+			o.HTTPConfig, u.Redacted())
 	}
 	if o.http.OAuth2 != nil {
 		if t, err := url.Parse(o.http.OAuth2.TokenURL); err != nil || clearText(t, true) {
