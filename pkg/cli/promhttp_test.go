@@ -101,6 +101,14 @@ func TestPrometheusClientHonoursTheProxyEnvironment(t *testing.T) {
 	if _, _, _, err := promv1.NewAPI(client).Query(context.Background(), "up", time.Now()); err != nil || via != "prometheus.invalid:9090" {
 		t.Errorf("query through HTTP_PROXY: %v, the proxy saw host %q", err, via)
 	}
+	// The file may say otherwise.
+	bo.HTTPConfig = filepath.Join(t.TempDir(), "http.yaml")
+	if err := os.WriteFile(bo.HTTPConfig, []byte("proxy_from_environment: false\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := loadedClient(&bo); err != nil || bo.http.ProxyFromEnvironment {
+		t.Errorf("proxy_from_environment: false: %v, from the environment: %t", err, bo.http.ProxyFromEnvironment)
+	}
 }
 
 // loadedClient is bo's client with --prometheus-http-config (if any) read, as Validate reads it.
