@@ -28,8 +28,7 @@ type Queries struct {
 	Expected                             string
 	// ExpectedSeries is scraped with the serving count: its spacing is the count's resolution.
 	ExpectedSeries string
-	// PodReady is the pods' readiness (an HA scheduler's leader is the ready pod),
-	// read when set: a caller clears DefaultQueries' unless it replays --leader-lease.
+	// PodReady, read when set, is the pods' readiness: an HA scheduler's leader is the ready pod.
 	PodReady string
 	// PodLabel holds the pod's name on the scheduler's series, KSMPodLabel on kube-state-metrics'.
 	PodLabel, KSMPodLabel string
@@ -75,8 +74,7 @@ const (
 	maxSteps  = 10000         // a range query under Prometheus' 11,000 points per series
 )
 
-// Fetch reads [from, to] (to after from: the CLI checks) through api, each query
-// bounded by timeout; step is the Expected query's resolution, zero its own.
+// Fetch reads [from, to] (to after from) through api, each query within timeout; step is Expected's, 0 its own.
 func Fetch(ctx context.Context, api promv1.API, q Queries, from, to time.Time, step, timeout time.Duration) (*History, error) {
 	h := &History{From: from, To: to, Queries: q}
 	// From a little before the start, so that the first run has the latest sample.
@@ -99,8 +97,7 @@ func Fetch(ctx context.Context, api promv1.API, q Queries, from, to time.Time, s
 	if len(h.Ready) == 0 {
 		return nil, fmt.Errorf("--ready-series %s: no samples between %s and %s", q.Ready, from.Format(time.RFC3339), to.Format(time.RFC3339))
 	}
-	// The serving count is read at its own resolution: kube-state-metrics is often
-	// scraped less often than the scheduler, whose would make gaps not in the data.
+	// The count at its own resolution: kube-state-metrics, often scraped less often, would show gaps at the scheduler's.
 	h.ExpectedInterval = cmp.Or(medianSpacing(valuesOf(h.Ready)...), 15*time.Second)
 	if d := medianSpacing(valuesOf(cadence)...); d > 0 {
 		h.ExpectedInterval = d
@@ -284,8 +281,7 @@ func valuesOf(series []*model.SampleStream) [][]model.SamplePair {
 	return out
 }
 
-// medianSpacing is the median time between consecutive samples of each series:
-// the scrape interval, robust to the odd gap; 0 with fewer than two samples.
+// medianSpacing is the median time between consecutive samples (the scrape interval, robust to a gap); 0 without two.
 func medianSpacing(series ...[]model.SamplePair) time.Duration {
 	var d []time.Duration
 	for _, s := range series {

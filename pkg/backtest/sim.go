@@ -76,9 +76,8 @@ func Run(ctx context.Context, h *History, cfg Config) (*Result, error) {
 	return res, nil
 }
 
-// simulation is check's Runner whose observer, restarter and alert sink answer
-// from a column at the simulated time and record what each pass did (the Runner
-// calls them from the pass's goroutine).
+// simulation is check's Runner whose observer, restarter and alert sink answer from a column at the
+// simulated time and record what each pass did (the Runner calls them from the pass's goroutine).
 type simulation struct {
 	cfg    Config
 	col    *column
@@ -176,8 +175,7 @@ func (s *simulation) collectEpisodes(ctx context.Context, res *Result, seen map[
 	return st.State, nil
 }
 
-// deadlineContext carries a pass's deadline in simulated time; it never expires
-// in real time (the simulated times are past).
+// deadlineContext carries a pass's deadline in simulated time, never reached in real time.
 type deadlineContext struct {
 	context.Context
 	at time.Time

@@ -156,9 +156,8 @@ func differing(a, b model.Metric) string {
 	return out.String()
 }
 
-// replacements marks each pod whose series ended early while a newer pod of its
-// Deployment (by name: history has no owner references; not a canary) started at
-// most a rollout's overlap before its last sample, or just after: from that
+// replacements marks each pod whose series ended early while a newer pod of its Deployment (by name;
+// not a canary) started at most a rollout's overlap before its last sample, or just after: from that
 // start it is terminating, as the API server lists a pod being replaced.
 func (w *World) replacements() {
 	for _, old := range w.Targets {

@@ -6,9 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"net/url"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -21,7 +19,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"golang.org/x/net/http/httpguts"
+	"sigs.k8s.io/yaml"
 
 	"github.com/agentenv/watchdog/pkg/backtest"
 	"github.com/agentenv/watchdog/pkg/httpbound"
@@ -31,7 +29,7 @@ import (
 // BacktestOptions say which history to replay and how the watchdog ran.
 type BacktestOptions struct {
 	PrometheusURL    string
-	HTTP             PrometheusHTTPOptions
+	HTTPConfig       string // --prometheus-http-config
 	QueryTimeout     time.Duration
 	MaxBytes         int64
 	Start, End       string
@@ -44,6 +42,7 @@ type BacktestOptions struct {
 
 	from, to          time.Time // set by Validate
 	schedule, stopGap cron.Schedule
+	http              config.HTTPClientConfig
 }
 
 // DefaultPrometheusMaxBytes bounds a Prometheus answer (a week of one series at 15s: ~2 MB of JSON).
@@ -54,7 +53,7 @@ const DefaultSchedule = "*/5 * * * *"
 
 func (o *BacktestOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.PrometheusURL, "prometheus-url", "", "`URL` of the Prometheus (or compatible) HTTP API holding the history, e.g. http://localhost:9090 through kubectl port-forward")
-	o.HTTP.AddFlags(fs)
+	fs.StringVar(&o.HTTPConfig, "prometheus-http-config", "", "`file` configuring the HTTP client of --prometheus-url (credentials, TLS, headers such as a tenant) as promtool's --http.config.file does; docs/backtest.md")
 	fs.DurationVar(&o.QueryTimeout, "prometheus-timeout", 30*time.Second, "timeout of each Prometheus query")
 	fs.Int64Var(&o.MaxBytes, "prometheus-max-bytes", DefaultPrometheusMaxBytes, "largest Prometheus answer read (bytes); a larger one fails the backtest, saying so: shorten --start..--end or raise --step")
 	fs.StringVar(&o.Start, "start", "7d", "start of the replay: RFC 3339 time, or a duration back from now (90m, 36h, 7d)")
@@ -79,10 +78,10 @@ func (o *BacktestOptions) Validate(now time.Time, intervalSet bool) error {
 	var p problems
 	if o.PrometheusURL == "" {
 		p.addf("--prometheus-url is required")
-	} else if _, err := checkURL(o.PrometheusURL, linkURL); err != nil { // HTTP.Validate checks credentials
+	} else if u, err := checkURL(o.PrometheusURL, linkURL); err != nil { // loadHTTPConfig checks credentials
 		p.addf("--prometheus-url: %v", err)
 	} else {
-		p.add(o.HTTP.Validate(o.PrometheusURL))
+		p.add(o.loadHTTPConfig(u))
 	}
 	if o.MaxBytes < 1<<20 {
 		p.addf("--prometheus-max-bytes must be at least 1048576 (1 MiB), got %d", o.MaxBytes)
@@ -204,7 +203,7 @@ func runBacktest(ctx context.Context, f *checkFlags, bo *BacktestOptions, stderr
 	log := newLogger(&f.cluster, stderr)
 	client, err := bo.prometheusClient()
 	if err != nil {
-		return nil, usagef("--prometheus-url: %v", err)
+		return nil, usagef("--prometheus-http-config %s: %v", bo.HTTPConfig, err)
 	}
 	if bo.PodReady != "" && f.check.LeaderLease == "" {
 		return nil, usagef("--pod-ready-series tells an HA scheduler's leader and is read only with --leader-lease")
@@ -224,11 +223,10 @@ func runBacktest(ctx context.Context, f *checkFlags, bo *BacktestOptions, stderr
 	log.Info().Str("prometheus", where).Time("start", bo.from).Time("end", bo.to).Msg("reading history")
 	h, err := backtest.Fetch(ctx, promv1.NewAPI(client), q, bo.from, bo.to, bo.Step, bo.QueryTimeout)
 	if err != nil {
-		hint := "" // the credential flags, when the API answered 401 or 403
+		hint := "" // the credentials' flag, when the API answered 401 or 403
 		if pe, ok := errors.AsType[*promv1.Error](err); ok && (strings.HasSuffix(pe.Msg, " 401") ||
 			strings.HasSuffix(pe.Msg, " 403")) {
-			hint = "; the API wants credentials or a tenant: see --prometheus-bearer-token-file, " +
-				"--prometheus-basic-auth-username, --prometheus-tenant (docs/backtest.md)"
+			hint = "; the API wants credentials or a tenant: see --prometheus-http-config (docs/backtest.md)"
 		}
 		return nil, fmt.Errorf("read history from %s: %w%s", where, err, hint)
 	}
@@ -244,111 +242,64 @@ func runBacktest(ctx context.Context, f *checkFlags, bo *BacktestOptions, stderr
 	return res, nil
 }
 
-// PrometheusHTTPOptions say how to reach a Prometheus API that asks for credentials,
-// as a prometheus/common HTTPClientConfig: a secret is read from its file on every
-// request (a rotated token is picked up), never from a flag.
-type PrometheusHTTPOptions struct {
-	BearerTokenFile   string
-	BasicAuthUser     string
-	BasicAuthPassFile string
-	CAFile            string
-	CertFile, KeyFile string
-	Tenant            string
-	TenantHeader      string
-}
-
-// DefaultTenantHeader is the tenant header of Mimir, Cortex and Loki.
-const DefaultTenantHeader = "X-Scope-OrgID"
-
-func (o *PrometheusHTTPOptions) AddFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&o.BearerTokenFile, "prometheus-bearer-token-file", "", "`file` holding a bearer token sent to --prometheus-url (read on every request)")
-	fs.StringVar(&o.BasicAuthUser, "prometheus-basic-auth-username", "", "basic auth user name for --prometheus-url (with --prometheus-basic-auth-password-file)")
-	fs.StringVar(&o.BasicAuthPassFile, "prometheus-basic-auth-password-file", "", "`file` holding the basic auth password (read on every request)")
-	fs.StringVar(&o.CAFile, "prometheus-ca-file", "", "`file` of PEM CA certificates that sign an https --prometheus-url's certificate (default: the system's)")
-	fs.StringVar(&o.CertFile, "prometheus-cert-file", "", "`file` of a PEM client certificate for an https --prometheus-url that asks for one (with --prometheus-key-file)")
-	fs.StringVar(&o.KeyFile, "prometheus-key-file", "", "`file` of the client certificate's PEM key")
-	fs.StringVar(&o.Tenant, "prometheus-tenant", "", "tenant sent in --prometheus-tenant-header (Mimir, Cortex; Thanos: --prometheus-tenant-header THANOS-TENANT)")
-	fs.StringVar(&o.TenantHeader, "prometheus-tenant-header", DefaultTenantHeader, "header carrying --prometheus-tenant")
-}
-
-// Validate reports every problem with the options for the API at rawURL (a valid URL).
-func (o *PrometheusHTTPOptions) Validate(rawURL string) error {
+// loadHTTPConfig reads --prometheus-http-config, promtool's --http.config.file format, into o.http.
+// HTTP/2 is on and HTTPS_PROXY and NO_PROXY apply, as to every Go client, unless the file says
+// otherwise; no redirect is followed (httpbound.Client): the history comes from --prometheus-url.
+func (o *BacktestOptions) loadHTTPConfig(u *url.URL) error {
 	var p problems
-	u, _ := url.Parse(rawURL) // the caller checked it
-	readable := func(flag, file string, secret bool) {
-		if file == "" {
-			return
+	o.http = config.DefaultHTTPClientConfig // also an empty file's meaning
+	var set map[string]any                  // the keys the file sets
+	if o.HTTPConfig != "" {
+		cfg, content, err := config.LoadHTTPConfigFile(o.HTTPConfig)
+		if err == nil {
+			err = yaml.Unmarshal(content, &set)
 		}
-		b, err := os.ReadFile(file)
-		switch {
-		case err != nil:
-			p.addf("%s: %v", flag, err)
-		case secret && strings.TrimSpace(string(b)) == "":
-			p.addf("%s %s is empty", flag, file)
+		if err != nil {
+			return usagef("--prometheus-http-config %s: %v", o.HTTPConfig, err)
+		}
+		if len(set) > 0 {
+			o.http = *cfg // bearer_token(_file) is now Authorization: Validate moved it
 		}
 	}
-	readable("--prometheus-bearer-token-file", o.BearerTokenFile, true)
-	readable("--prometheus-basic-auth-password-file", o.BasicAuthPassFile, true)
-	readable("--prometheus-ca-file", o.CAFile, false)
-	readable("--prometheus-cert-file", o.CertFile, false)
-	readable("--prometheus-key-file", o.KeyFile, false)
-	if (o.BasicAuthUser == "") != (o.BasicAuthPassFile == "") {
-		p.addf("--prometheus-basic-auth-username and --prometheus-basic-auth-password-file go together")
+	if set["follow_redirects"] == true {
+		p.addf("--prometheus-http-config %s: follow_redirects: the backtest follows no redirect", o.HTTPConfig)
 	}
-	if (o.CertFile == "") != (o.KeyFile == "") {
-		p.addf("--prometheus-cert-file and --prometheus-key-file go together")
+	_, env := set["proxy_from_environment"]
+	if _, proxy := set["proxy_url"]; !env && !proxy {
+		o.http.ProxyFromEnvironment = true
 	}
-	credentials := o.BearerTokenFile != "" || o.BasicAuthUser != ""
+	credentials := o.http.BasicAuth != nil || o.http.Authorization != nil || o.http.OAuth2 != nil
+	if o.http.HTTPHeaders != nil {
+		for _, h := range o.http.HTTPHeaders.Headers {
+			credentials = credentials || len(h.Secrets)+len(h.Files) > 0
+		}
+	}
 	if credentials && u.User != nil {
-		p.addf("--prometheus-url %s carries credentials and so do the --prometheus-bearer-token-file or --prometheus-basic-auth flags: choose one", u.Redacted())
+		p.addf("--prometheus-url %s carries credentials and so does --prometheus-http-config %s: choose one",
+			u.Redacted(), o.HTTPConfig)
 	}
 	if clearText(u, credentials) {
-		p.addf("--prometheus-url %s: credentials over plain http would cross the network in clear text: use https (or kubectl port-forward to localhost)", u.Redacted())
+		p.addf("--prometheus-url %s: credentials over plain http would cross the network in clear text: "+
+			"use https (or kubectl port-forward to localhost)", u.Redacted())
 	}
-	if (o.CAFile != "" || o.CertFile != "") && u.Scheme != "https" {
-		p.addf("--prometheus-ca-file and --prometheus-cert-file apply to an https --prometheus-url, not %s", u.Redacted())
+	if o.http.TLSConfig != (config.TLSConfig{}) && u.Scheme != "https" {
+		p.addf("--prometheus-http-config %s: tls_config applies to an https --prometheus-url, not %s",
+			o.HTTPConfig, u.Redacted())
 	}
-	if o.Tenant != "" && !httpguts.ValidHeaderFieldName(o.TenantHeader) {
-		p.addf("--prometheus-tenant-header %q is not a header name", o.TenantHeader)
-	} else if o.Tenant != "" && !httpguts.ValidHeaderFieldValue(o.Tenant) {
-		p.addf("--prometheus-tenant %q is not a header value", o.Tenant)
-	}
-	if len(p) == 0 {
-		cfg := o.config()
-		if err := cfg.Validate(); err != nil {
-			p.addf("Prometheus HTTP client: %v", err)
+	if o.http.OAuth2 != nil {
+		if t, err := url.Parse(o.http.OAuth2.TokenURL); err != nil || clearText(t, true) {
+			p.addf("--prometheus-http-config %s: oauth2 token_url must be https (or loopback http)", o.HTTPConfig)
 		}
 	}
 	return p.err()
 }
 
-// config is the client configuration, following no redirect: the history comes from --prometheus-url.
-func (o *PrometheusHTTPOptions) config() config.HTTPClientConfig {
-	cfg := config.HTTPClientConfig{
-		FollowRedirects: false,
-		EnableHTTP2:     true,
-		BearerTokenFile: o.BearerTokenFile,
-		TLSConfig:       config.TLSConfig{CAFile: o.CAFile, CertFile: o.CertFile, KeyFile: o.KeyFile},
-		// HTTPS_PROXY and NO_PROXY, as every Go client (prometheus/common's default: none).
-		ProxyConfig: config.ProxyConfig{ProxyFromEnvironment: true},
-	}
-	if o.BasicAuthUser != "" {
-		cfg.BasicAuth = &config.BasicAuth{Username: o.BasicAuthUser, PasswordFile: o.BasicAuthPassFile}
-	}
-	if o.Tenant != "" {
-		cfg.HTTPHeaders = &config.Headers{Headers: map[string]config.Header{
-			http.CanonicalHeaderKey(o.TenantHeader): {Values: []string{o.Tenant}},
-		}}
-	}
-	return cfg
-}
-
 // prometheusClient reads each answer up to MaxBytes, within the query timeout.
 func (o *BacktestOptions) prometheusClient() (api.Client, error) {
-	rt, err := config.NewRoundTripperFromConfig(o.HTTP.config(), "watchdog-backtest",
+	rt, err := config.NewRoundTripperFromConfig(o.http, "watchdog-backtest",
 		config.WithUserAgent("agentenv-scheduler-watchdog/"+version.Version))
 	if err != nil {
-		return nil, fmt.Errorf("building the Prometheus HTTP client: %w", err)
+		return nil, fmt.Errorf("the Prometheus HTTP client: %w", err)
 	}
 	hc := httpbound.Client(rt, o.MaxBytes)
 	hc.Timeout = o.QueryTimeout + 5*time.Second

@@ -117,7 +117,7 @@ func TestBacktestBoundsPrometheusAnswers(t *testing.T) {
 	}))
 	defer srv.Close()
 	bo := BacktestOptions{PrometheusURL: srv.URL, QueryTimeout: 10 * time.Second, MaxBytes: 1 << 20}
-	client, err := bo.prometheusClient()
+	client, err := loadedClient(&bo) // the defaults: a redirect is prometheus/common's to follow
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func TestBacktestBoundsPrometheusAnswers(t *testing.T) {
 		t.Errorf("an answer of %d bytes, bound 1 MiB: %v", len(huge), err)
 	}
 	bo.MaxBytes = 64 << 20
-	if client, err = bo.prometheusClient(); err != nil {
+	if client, err = loadedClient(&bo); err != nil {
 		t.Fatal(err)
 	}
 	if v, _, _, err := promv1.NewAPI(client).Query(ctx, "up", time.Now()); err != nil || v.String() == "" {

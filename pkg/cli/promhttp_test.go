@@ -2,22 +2,27 @@ package cli
 
 import (
 	"context"
+	"encoding/pem"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/api"
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 )
 
-// TestPrometheusHTTPOptionsValidate: every credential and TLS flag is checked
-// before a query is sent, each problem naming its flag; credentials never go
-// over plain http beyond the machine.
-func TestPrometheusHTTPOptionsValidate(t *testing.T) {
+// TestPrometheusHTTPConfigValidate: --prometheus-http-config is read and checked
+// before a query is sent, each problem naming the file (FILE below); credentials
+// never go over plain http beyond the machine, nor both in the URL and the file.
+func TestPrometheusHTTPConfigValidate(t *testing.T) {
 	dir := t.TempDir()
 	file := func(name, content string) string {
 		p := filepath.Join(dir, name)
@@ -26,32 +31,45 @@ func TestPrometheusHTTPOptionsValidate(t *testing.T) {
 		}
 		return p
 	}
-	token, empty, ca := file("token", "s3cret\n"), file("empty", "\n"), file("ca.pem", "pem")
+	token, ca := file("token", "s3cret\n"), file("ca.pem", "pem")
 	for _, tc := range []struct {
-		name string
-		url  string
-		o    PrometheusHTTPOptions
-		want []string // none: valid
+		name, url, config string   // config "": no --prometheus-http-config
+		want              []string // none: valid
 	}{
 		{name: "none", url: "http://prometheus.monitoring:9090"},
-		{name: "bearer over https", url: "https://mimir.example/prometheus", o: PrometheusHTTPOptions{BearerTokenFile: token}},
-		{name: "bearer over port-forward", url: "http://127.0.0.1:9090", o: PrometheusHTTPOptions{BearerTokenFile: token}},
-		{name: "bearer over plain http", url: "http://thanos.example:9090", o: PrometheusHTTPOptions{BearerTokenFile: token}, want: []string{"clear text", "use https"}},
-		{name: "missing token file", url: "https://x.example", o: PrometheusHTTPOptions{BearerTokenFile: filepath.Join(dir, "nope")}, want: []string{"--prometheus-bearer-token-file", "no such file"}},
-		{name: "empty token file", url: "https://x.example", o: PrometheusHTTPOptions{BearerTokenFile: empty}, want: []string{"--prometheus-bearer-token-file", "is empty"}},
-		{name: "basic auth", url: "https://x.example", o: PrometheusHTTPOptions{BasicAuthUser: "grafana", BasicAuthPassFile: token}},
-		{name: "basic auth without password", url: "https://x.example", o: PrometheusHTTPOptions{BasicAuthUser: "grafana"}, want: []string{"go together"}},
-		{name: "bearer and basic", url: "https://x.example", o: PrometheusHTTPOptions{BearerTokenFile: token, BasicAuthUser: "grafana", BasicAuthPassFile: token}, want: []string{"at most one"}},
-		{name: "credentials in URL and flags", url: "https://u:p@x.example", o: PrometheusHTTPOptions{BearerTokenFile: token}, want: []string{"choose one", "xxxxx"}},
-		{name: "CA over http", url: "http://x.example", o: PrometheusHTTPOptions{CAFile: ca}, want: []string{"--prometheus-ca-file", "https"}},
-		{name: "cert without key", url: "https://x.example", o: PrometheusHTTPOptions{CertFile: ca}, want: []string{"go together"}},
-		{name: "tenant", url: "https://x.example", o: PrometheusHTTPOptions{Tenant: "team-a", TenantHeader: DefaultTenantHeader}},
-		{name: "bad tenant header", url: "https://x.example", o: PrometheusHTTPOptions{Tenant: "team-a", TenantHeader: "X Org"}, want: []string{"--prometheus-tenant-header"}},
-		{name: "reserved tenant header", url: "https://x.example", o: PrometheusHTTPOptions{Tenant: "team-a", TenantHeader: "authorization"}, want: []string{"not allowed"}},
+		{name: "bearer over https", url: "https://mimir.example/prometheus", config: "authorization: {credentials_file: " + token + "}"},
+		{name: "bearer over port-forward", url: "http://127.0.0.1:9090", config: "bearer_token_file: " + token},
+		{name: "bearer over plain http", url: "http://thanos.example:9090", config: "bearer_token: s3cret", want: []string{"clear text", "use https"}},
+		{name: "missing file", url: "https://x.example", want: []string{"FILE", "no such file"}},
+		{name: "unknown field", url: "https://x.example", config: "bearer_tokn_file: " + token, want: []string{"FILE", "bearer_tokn_file"}},
+		{name: "basic auth", url: "https://x.example", config: "basic_auth: {username: grafana, password_file: " + token + "}"},
+		{name: "bearer and basic", url: "https://x.example", config: "bearer_token_file: " + token + "\nbasic_auth: {username: grafana}", want: []string{"FILE", "at most one"}},
+		{name: "credentials in URL and file", url: "https://u:p@x.example", config: "bearer_token_file: " + token, want: []string{"choose one", "xxxxx", "FILE"}},
+		{name: "TLS over http", url: "http://x.example", config: "tls_config: {ca_file: " + ca + "}", want: []string{"FILE", "tls_config", "https"}},
+		{name: "tenant over plain http", url: "http://mimir.monitoring", config: "http_headers: {X-Scope-OrgID: {values: [team-a]}}"},
+		{name: "secret header over plain http", url: "http://mimir.monitoring", config: "http_headers: {X-Token: {secrets: [s3cret]}}", want: []string{"clear text"}},
+		{name: "reserved header", url: "https://x.example", config: "http_headers: {authorization: {values: [x]}}", want: []string{"FILE", "not allowed"}},
+		{name: "follow redirects", url: "https://x.example", config: "follow_redirects: true", want: []string{"FILE", "follows no redirect"}},
+		{name: "oauth2 over plain http", url: "https://x.example", config: "oauth2: {client_id: w, client_secret: s3cret, token_url: 'http://sso.example/token'}",
+			want: []string{"FILE", "token_url"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := tc.o.Validate(tc.url)
-			if !wantProblems(t, err, tc.want) {
+			bo := BacktestOptions{}
+			if tc.config != "" {
+				bo.HTTPConfig = file(strings.ReplaceAll(tc.name, " ", "-")+".yaml", tc.config)
+			} else if tc.want != nil {
+				bo.HTTPConfig = filepath.Join(dir, "absent.yaml")
+			}
+			u, err := url.Parse(tc.url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := slices.Clone(tc.want)
+			if i := slices.Index(want, "FILE"); i >= 0 {
+				want[i] = bo.HTTPConfig
+			}
+			err = bo.loadHTTPConfig(u)
+			if !wantProblems(t, err, want) {
 				return
 			}
 			if strings.Contains(err.Error(), "s3cret") {
@@ -76,11 +94,61 @@ func TestPrometheusClientHonoursTheProxyEnvironment(t *testing.T) {
 	t.Setenv("HTTP_PROXY", proxy.URL)
 	t.Setenv("NO_PROXY", "")
 	bo := BacktestOptions{PrometheusURL: "http://prometheus.invalid:9090", QueryTimeout: 10 * time.Second, MaxBytes: 1 << 20}
-	client, err := bo.prometheusClient()
+	client, err := loadedClient(&bo)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, _, _, err := promv1.NewAPI(client).Query(context.Background(), "up", time.Now()); err != nil || via != "prometheus.invalid:9090" {
 		t.Errorf("query through HTTP_PROXY: %v, the proxy saw host %q", err, via)
+	}
+	// The file may say otherwise.
+	bo.HTTPConfig = filepath.Join(t.TempDir(), "http.yaml")
+	if err := os.WriteFile(bo.HTTPConfig, []byte("proxy_from_environment: false\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := loadedClient(&bo); err != nil || bo.http.ProxyFromEnvironment {
+		t.Errorf("proxy_from_environment: false: %v, from the environment: %t", err, bo.http.ProxyFromEnvironment)
+	}
+}
+
+// loadedClient is bo's client with --prometheus-http-config (if any) read, as Validate reads it.
+func loadedClient(bo *BacktestOptions) (api.Client, error) {
+	u, err := url.Parse(bo.PrometheusURL)
+	if err == nil {
+		err = bo.loadHTTPConfig(u)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return bo.prometheusClient()
+}
+
+// TestPrometheusClientTalksHTTP2: through an https API whose CA only the file
+// names, the client speaks HTTP/2 and says who it is.
+func TestPrometheusClientTalksHTTP2(t *testing.T) {
+	var proto, agent string
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		proto, agent = r.Proto, r.UserAgent()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"status":"success","data":{"resultType":"vector","result":[]}}`)
+	}))
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	defer srv.Close()
+	dir := t.TempDir()
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	cfg := filepath.Join(dir, "http.yaml")
+	if err := errors.Join(os.WriteFile(filepath.Join(dir, "ca.pem"), ca, 0o600),
+		os.WriteFile(cfg, []byte("tls_config: {ca_file: ca.pem}\n"), 0o600)); err != nil {
+		t.Fatal(err)
+	}
+	bo := BacktestOptions{PrometheusURL: srv.URL, HTTPConfig: cfg, QueryTimeout: 10 * time.Second, MaxBytes: 1 << 20}
+	client, err := loadedClient(&bo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, _, err = promv1.NewAPI(client).Query(context.Background(), "up", time.Now())
+	if err != nil || proto != "HTTP/2.0" || !strings.HasPrefix(agent, "agentenv-scheduler-watchdog/") {
+		t.Errorf("query: %v, over %q as %q", err, proto, agent)
 	}
 }

@@ -107,7 +107,7 @@ func backtestVia(t *testing.T, url string, extra ...string) (*backtest.Result, i
 
 // TestBacktestThroughAnAuthenticatingGateway: the backtest reads the history
 // through an https gateway that wants a bearer token (or basic auth) and a
-// tenant, given as files and flags, and replays what a direct read replays;
+// tenant, given in --prometheus-http-config, and replays what a direct read replays;
 // without the CA, the credential or the tenant it fails saying why, and no
 // secret appears in what it prints.
 func TestBacktestThroughAnAuthenticatingGateway(t *testing.T) {
@@ -115,9 +115,13 @@ func TestBacktestThroughAnAuthenticatingGateway(t *testing.T) {
 	direct := backtestRun(t, "bt-wedge", base, base.Add(3*time.Hour))
 	bearer := startGateway(t, func(r *http.Request) bool { return r.Header.Get("Authorization") == "Bearer "+token })
 	tokenFile := writeFile(t, "token", []byte(token+"\n"))
-	tenant := []string{"--prometheus-tenant", "team-a"}
-	ok := append([]string{"--prometheus-ca-file", bearer.CAFile, "--prometheus-bearer-token-file", tokenFile}, tenant...)
-	res, code, stderr := backtestVia(t, bearer.URL, ok...)
+	// httpConfig is a --prometheus-http-config of these settings, and the tenant's header.
+	httpConfig := func(settings ...string) []string {
+		return []string{"--prometheus-http-config", writeFile(t, "http.yaml",
+			[]byte(strings.Join(append(settings, "http_headers: {X-Scope-OrgID: {values: [team-a]}}"), "\n")))}
+	}
+	caConfig := func(g *gateway) string { return "tls_config: {ca_file: " + g.CAFile + "}" }
+	res, code, stderr := backtestVia(t, bearer.URL, httpConfig(caConfig(bearer), "bearer_token_file: "+tokenFile)...)
 	if code != 0 {
 		t.Fatalf("through the bearer gateway: exit %d\n%s", code, stderr)
 	}
@@ -130,8 +134,8 @@ func TestBacktestThroughAnAuthenticatingGateway(t *testing.T) {
 		return ok && u == "grafana" && p == password
 	})
 	passFile := writeFile(t, "password", []byte(password))
-	res, code, stderr = backtestVia(t, basic.URL, append([]string{"--prometheus-ca-file", basic.CAFile,
-		"--prometheus-basic-auth-username", "grafana", "--prometheus-basic-auth-password-file", passFile}, tenant...)...)
+	res, code, stderr = backtestVia(t, basic.URL, httpConfig(caConfig(basic),
+		"basic_auth: {username: grafana, password_file: "+passFile+"}")...)
 	if code != 0 || summaryLine(res) != summaryLine(direct) {
 		t.Fatalf("through the basic-auth gateway: exit %d\n%s", code, stderr)
 	}
@@ -142,17 +146,18 @@ func TestBacktestThroughAnAuthenticatingGateway(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"without the CA", append([]string{"--prometheus-bearer-token-file", tokenFile}, tenant...), "certificate"},
-		{"a wrong token", append([]string{"--prometheus-ca-file", bearer.CAFile, "--prometheus-bearer-token-file", wrongToken}, tenant...), "authentication failed"},
-		{"no tenant", []string{"--prometheus-ca-file", bearer.CAFile, "--prometheus-bearer-token-file", tokenFile}, "no org id"},
+		{"without the CA", httpConfig("bearer_token_file: " + tokenFile), "certificate"},
+		{"a wrong token", httpConfig(caConfig(bearer), "bearer_token_file: "+wrongToken), "authentication failed"},
+		{"no tenant", []string{"--prometheus-http-config", writeFile(t, "http.yaml",
+			[]byte(caConfig(bearer)+"\nbearer_token_file: "+tokenFile))}, "no org id"},
 	} {
 		before := bearer.passed.Load()
 		_, code, stderr := backtestVia(t, bearer.URL, tc.args...)
 		if code == 0 || !strings.Contains(stderr, tc.want) || bearer.passed.Load() != before {
 			t.Errorf("%s: exit %d, want a failure saying %q, nothing let through:\n%s", tc.name, code, tc.want, stderr)
 		}
-		if tc.want != "certificate" && !strings.Contains(stderr, "--prometheus-tenant") {
-			t.Errorf("%s: a refused query does not name the credential flags:\n%s", tc.name, stderr)
+		if tc.want != "certificate" && !strings.Contains(stderr, "see --prometheus-http-config") {
+			t.Errorf("%s: a refused query does not name the credentials' flag:\n%s", tc.name, stderr)
 		}
 		if strings.Contains(stderr, token) || strings.Contains(stderr, password) {
 			t.Errorf("%s: a secret in the output:\n%s", tc.name, stderr)
