@@ -85,7 +85,7 @@ func (a *Alertmanager) Reach(ctx context.Context) error {
 
 // Send posts n's alert, or for recovered the resolution of every alert it closes.
 func (a *Alertmanager) Send(ctx context.Context, n alert.Notification) error {
-	if alert.Spec(n.Event).Kind != alert.Resolution && alert.AlertnameOf(n.Event) == "" { // not "delivered"
+	if alert.Spec(n.Event).Kind != alert.Resolution && alert.Spec(n.Event).Alertname == "" { // not "delivered"
 		return fmt.Errorf("alertmanager: event %q has no alertname: not sent", n.Event)
 	}
 	return a.post(ctx, a.Alerts(n))
@@ -112,7 +112,7 @@ func (a *Alertmanager) Alerts(n alert.Notification) []PostableAlert {
 	if alert.Spec(n.Event).Kind == alert.Resolution {
 		var out []PostableAlert
 		for _, c := range n.Closes {
-			if alert.AlertnameOf(c.Event) == "" {
+			if alert.Spec(c.Event).Alertname == "" {
 				continue
 			}
 			closed := alert.Notification{Event: c.Event, Severity: alert.Spec(c.Event).Severity, Cluster: n.Cluster, Namespace: n.Namespace, Labels: n.Labels,
@@ -121,7 +121,7 @@ func (a *Alertmanager) Alerts(n alert.Notification) []PostableAlert {
 		}
 		return out
 	}
-	if alert.AlertnameOf(n.Event) == "" {
+	if alert.Spec(n.Event).Alertname == "" {
 		return nil
 	}
 	// From the alert's own time: a retry long after must not fire for a full TTL again.
@@ -133,7 +133,7 @@ func (a *Alertmanager) Alerts(n alert.Notification) []PostableAlert {
 func (a *Alertmanager) alert(n alert.Notification, startsAt, endsAt time.Time) PostableAlert {
 	labels := map[string]string{}
 	maps.Copy(labels, n.Labels) // the operator's, under the watchdog's own
-	maps.Copy(labels, map[string]string{"alertname": alert.AlertnameOf(n.Event), "severity": n.Severity,
+	maps.Copy(labels, map[string]string{"alertname": alert.Spec(n.Event).Alertname, "severity": n.Severity,
 		"event": n.Event, "namespace": n.Namespace})
 	for k, v := range map[string]string{"cluster": n.Cluster, "pod": n.Pod} {
 		if v != "" {

@@ -65,9 +65,6 @@ func NewPoster(name, rawURL string, attemptTimeout time.Duration, attempts int, 
 		Backoff:      retryablehttp.DefaultBackoff, // honours Retry-After on 429 and 503
 		ErrorHandler: retryablehttp.PassthroughErrorHandler,
 	}
-	if budget <= 0 {
-		budget = DefaultBudget
-	}
 	p := &Poster{name: name, url: rawURL, client: c, transport: transport, budget: budget}
 	c.CheckRetry = p.checkRetry
 	p.hide("<url>", 1, rawURL)
@@ -155,11 +152,8 @@ func (p *Poster) Reach(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("%s: invalid URL", p.name)
 	}
-	if timeout := p.client.HTTPClient.Timeout; timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
-		defer cancel()
-	}
+	ctx, cancel := context.WithTimeout(ctx, p.client.HTTPClient.Timeout) // --alert-timeout: positive
+	defer cancel()
 	var handshake error
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 		TLSHandshakeDone: func(_ tls.ConnectionState, err error) { handshake = err },

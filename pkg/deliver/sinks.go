@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/agentenv/watchdog/pkg/alert"
+	"github.com/agentenv/watchdog/pkg/state"
 )
 
 // Header names of the generic webhook (docs/alerts.md).
@@ -58,17 +59,6 @@ func Sign(secret []byte, timestamp string, body []byte) string {
 	fmt.Fprintf(mac, "%s.", timestamp)
 	mac.Write(body)
 	return hex.EncodeToString(mac.Sum(nil))
-}
-
-// Verify checks a signature header as a receiver should: constant-time, within maxSkew.
-func Verify(secret []byte, timestamp, signatureHeader string, body []byte, now time.Time, maxSkew time.Duration) bool {
-	ts, err := strconv.ParseInt(timestamp, 10, 64)
-	if err != nil || now.Sub(time.Unix(ts, 0)).Abs() > maxSkew {
-		return false
-	}
-	got, err := hex.DecodeString(strings.TrimPrefix(signatureHeader, "sha256="))
-	want, _ := hex.DecodeString(Sign(secret, timestamp, body))
-	return err == nil && hmac.Equal(got, want)
 }
 
 // Slack posts a Block Kit message to an incoming webhook, with a text fallback.
@@ -156,19 +146,11 @@ var esc = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace
 
 // escCut escapes s and cuts it to at most n bytes, never inside an entity ("&am").
 func escCut(s string, n int) string {
-	out := esc(s)
-	if len(out) <= n {
-		return out
+	out := state.Truncate(esc(s), n)
+	if i := strings.LastIndexByte(out, '&'); i >= 0 && !strings.Contains(out[i:], ";") {
+		out = out[:i] + "..."
 	}
-	var b strings.Builder
-	for _, r := range s {
-		e := esc(string(r))
-		if b.Len()+len(e) > n-len("...") {
-			break
-		}
-		b.WriteString(e)
-	}
-	return b.String() + "..."
+	return out
 }
 
 // escLinkURL makes a URL safe inside Slack's <url|text> (a | would end the URL).
