@@ -274,8 +274,8 @@ func (h *AlertHold) firingAt(ctx context.Context, p *Poster, hdr http.Header) (m
 			q.Add("filter", m.String())
 		}
 		cut := false
-		err := p.exchange(httpbound.WithLimit(ctx, left), http.MethodGet, p.url+"?"+q.Encode(), nil, hdr, func(r io.Reader) error {
-			read, err := matchStream(r, set, found)
+		err := p.exchange(ctx, http.MethodGet, p.url+"?"+q.Encode(), nil, hdr, func(r io.Reader) error {
+			read, err := matchStream(httpbound.Limit(io.NopCloser(r), left), set, found)
 			left, cut = left-read, errors.Is(err, httpbound.ErrTooLarge)
 			return err
 		})

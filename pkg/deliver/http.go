@@ -55,7 +55,7 @@ func NewPoster(name, rawURL string, attemptTimeout time.Duration, attempts int, 
 	c := &retryablehttp.Client{
 		HTTPClient: &http.Client{
 			Timeout:       attemptTimeout,
-			Transport:     httpbound.Transport(transport, maxAnswer),
+			Transport:     transport, // answers: read ≤ snippetRead, the hold's ≤ holdPeerBytes
 			CheckRedirect: checkRedirect,
 		},
 		Logger:       nil, // its messages would carry the URL
@@ -117,13 +117,11 @@ func (p *Poster) hide(as string, atLeast int, secrets ...string) {
 	slices.SortFunc(p.secrets, func(a, b [2]string) int { return len(b[0]) - len(a[0]) })
 }
 
-// An error answer's body: read up to snippetRead bytes, keep snippetKept of them.
-// maxAnswer bounds what is read of an answer (the hold's: holdPeerBytes).
+// An answer's body: read up to snippetRead bytes, keep snippetKept of them in an error.
 const (
 	minSecretLen = 4
 	snippetRead  = 4096
 	snippetKept  = 256
-	maxAnswer    = 64 << 10
 )
 
 // errRefused ends every redirect the poster does not follow: never retried.
