@@ -100,15 +100,15 @@ func SlackMessage(n alert.Notification, runbookURL string) *SlackWebhookMessage 
 		fields = append(fields, mrkdwn("*"+f[0]+"*\n"+esc(f[1])))
 	}
 	blocks := []SlackBlock{
-		{Type: SlackHeader, Text: &SlackText{Type: SlackPlainText, Text: escCut(title, 150), Emoji: true}},
-		{Type: SlackSection, Text: mrkdwn(escCut(n.Reason, 2900))},
-		{Type: SlackSection, Fields: fields},
+		{Type: "header", Text: &SlackText{Type: "plain_text", Text: escCut(title, 150), Emoji: true}},
+		section(escCut(n.Reason, 2900)),
+		{Type: "section", Fields: fields},
 	}
 	if n.Paused != "" {
-		blocks = append(blocks, SlackBlock{Type: SlackSection, Text: mrkdwn("*Paused*: " + escCut(n.Paused, 2900) + "; the watchdog restarts nothing meanwhile")})
+		blocks = append(blocks, section("*Paused*: "+escCut(n.Paused, 2900)+"; the watchdog restarts nothing meanwhile"))
 	}
 	if n.NextStep != "" {
-		blocks = append(blocks, SlackBlock{Type: SlackSection, Text: mrkdwn("*Next step*: " + escCut(n.NextStep, 2900))})
+		blocks = append(blocks, section("*Next step*: "+escCut(n.NextStep, 2900)))
 	}
 	ctxElems := []*SlackText{mrkdwn(fmt.Sprintf("%s · watchdog %s · %s", esc(n.Severity), esc(n.Watchdog), n.Time.UTC().Format(time.RFC3339)))}
 	if len(n.Labels) > 0 {
@@ -121,7 +121,7 @@ func SlackMessage(n alert.Notification, runbookURL string) *SlackWebhookMessage 
 	if runbookURL != "" {
 		ctxElems = append(ctxElems, mrkdwn(fmt.Sprintf("<%s|Runbook>", escLinkURL(runbookURL))))
 	}
-	blocks = append(blocks, SlackBlock{Type: SlackContext, Elements: ctxElems})
+	blocks = append(blocks, SlackBlock{Type: "context", Elements: ctxElems})
 	return &SlackWebhookMessage{Text: fallback, Blocks: blocks}
 }
 
@@ -156,9 +156,9 @@ func escCut(s string, n int) string {
 // escLinkURL makes a URL safe inside Slack's <url|text> (a | would end the URL).
 var escLinkURL = strings.NewReplacer("&", "&amp;", "<", "%3C", ">", "%3E", "|", "%7C").Replace
 
-func mrkdwn(s string) *SlackText {
-	return &SlackText{Type: SlackMarkdown, Text: s}
-}
+func mrkdwn(s string) *SlackText { return &SlackText{Type: "mrkdwn", Text: s} }
+
+func section(s string) SlackBlock { return SlackBlock{Type: "section", Text: mrkdwn(s)} }
 
 // Heartbeat is a dead man's switch pinged after every run, at <url>/fail if it failed (healthchecks.io).
 type Heartbeat struct {

@@ -315,7 +315,7 @@ func TestSlackEscapesControlCharacters(t *testing.T) {
 	var texts []string
 	texts = append(texts, msg.Text)
 	for _, b := range msg.Blocks {
-		if b.Type == SlackSection && b.Text != nil {
+		if b.Type == "section" && b.Text != nil {
 			texts = append(texts, b.Text.Text)
 		}
 	}
