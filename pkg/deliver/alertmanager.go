@@ -39,9 +39,8 @@ type PostableAlert struct {
 	GeneratorURL string            `json:"generatorURL,omitempty"`
 }
 
-// Alertmanager posts every notification as alerts to each peer of an HA group (peers
-// share silences, not alerts); one peer accepting is a delivery: one that missed an ongoing
-// alert gets it with the next refresh (docs/alerts.md, "Staying active" and "HA").
+// Alertmanager posts every notification to each peer of an HA group (peers share silences, not alerts):
+// one accepting is a delivery; one that missed an ongoing alert gets the next refresh (docs/alerts.md, "HA").
 type Alertmanager struct {
 	Posters                         []*Poster // one per URL, for <url>/api/v2/alerts
 	Username, Password, BearerToken string    // basic auth, or a bearer token
@@ -231,11 +230,10 @@ type AlertHold struct {
 	Sets         []amlabels.Matchers
 }
 
-// Read asks Alertmanager for the active alerts (neither silenced nor inhibited) that
-// match any of the sets, but the watchdog's own and ChartWedgeRules (a wide matcher
-// must not hold restarts because the scheduler is wedged). Every peer is asked at
-// once and the first to answer is believed (peers gossip silences). An error is in
-// the answer (the gate fails open).
+// Read asks every peer at once for the active alerts (neither silenced nor inhibited) matching any set,
+// but the watchdog's own and ChartWedgeRules (a wide matcher must not hold restarts because the scheduler
+// is wedged); the first peer to answer is believed (peers gossip silences). An error is in the answer (the
+// gate fails open).
 func (h *AlertHold) Read(ctx context.Context) *decide.FiringAlerts {
 	var names []string
 	for _, s := range h.Sets {

@@ -33,16 +33,15 @@ const KubernetesEvent = "kubernetes-event"
 
 // Delivery is the outcome of one notification to one sink.
 type Delivery struct {
-	ID     string `json:"id"`
-	Event  string `json:"event"`
-	Sink   string `json:"sink"`
-	OK     bool   `json:"ok"`
-	Retry  bool   `json:"retry,omitempty"` // from the outbox
-	Kept   bool   `json:"kept,omitempty"`  // the failed alert is in the outbox, retried next run
-	Error  string `json:"error,omitempty"`
-	DryRun bool   `json:"dryRun,omitempty"`
-	// Dropped: an outbox entry not retried (Error says why), a warning.
-	Dropped bool `json:"dropped,omitempty"`
+	ID      string `json:"id"`
+	Event   string `json:"event"`
+	Sink    string `json:"sink"`
+	OK      bool   `json:"ok"`
+	Retry   bool   `json:"retry,omitempty"` // from the outbox
+	Kept    bool   `json:"kept,omitempty"`  // the failed alert is in the outbox, retried next run
+	Error   string `json:"error,omitempty"`
+	DryRun  bool   `json:"dryRun,omitempty"`
+	Dropped bool   `json:"dropped,omitempty"` // an outbox entry not retried (Error says why), a warning
 }
 
 // Deliver sends the outbox, the notes, then the open alerts of s again to Alertmanager, which

@@ -69,8 +69,7 @@ func NewPoster(name, rawURL string, attemptTimeout time.Duration, attempts int, 
 	c.CheckRetry = p.checkRetry
 	p.hide("<url>", 1, rawURL)
 	if u, err := url.Parse(rawURL); err == nil {
-		// Without its final slash too (a heartbeat's <url>/fail drops it), escaped and
-		// decoded: any path but "/".
+		// Escaped and decoded, without its final slash too (<url>/fail drops it): any path but "/".
 		for _, path := range []string{u.Path, u.EscapedPath()} {
 			p.hide("<path>", len("/a"), path, strings.TrimSuffix(path, "/"))
 		}
@@ -93,8 +92,7 @@ func checkRedirect(req *http.Request, via []*http.Request) error {
 	case req.URL.Host != via[0].URL.Host:
 		return fmt.Errorf("redirect to another host %w", errRefused)
 	case req.URL.Scheme != via[0].URL.Scheme:
-		// https → http would send the body and its signature in clear text
-		// (URL.Host is equal when neither names a port).
+		// https → http would send the body and its signature in clear text (Host is equal without ports).
 		return fmt.Errorf("redirect to another scheme (https to http, say) %w", errRefused)
 	case req.Method != via[0].Method:
 		// 301/302/303 turn the POST into a body-less GET whose 2xx would count as delivered.
@@ -143,8 +141,7 @@ func (p *Poster) checkRetry(ctx context.Context, resp *http.Response, err error)
 	return retryablehttp.DefaultRetryPolicy(ctx, resp, err)
 }
 
-// Reach connects to the receiver as a delivery would (proxy, TLS handshake: a bare
-// TCP connect would pass while every send fails the handshake), sending nothing.
+// Reach connects as a delivery would, sending nothing (a bare TCP connect passes where the TLS handshake fails).
 func (p *Poster) Reach(ctx context.Context) error {
 	u, err := url.Parse(p.url)
 	if err != nil {

@@ -52,8 +52,7 @@ func (w *Webhook) Send(ctx context.Context, n alert.Notification) error {
 	return w.Post(ctx, body, h)
 }
 
-// Sign returns hex(HMAC-SHA256(secret, timestamp + "." + body)), the value of
-// X-Watchdog-Signature after "sha256=". The timestamp lets receivers reject replays.
+// Sign is X-Watchdog-Signature after "sha256=": hex(HMAC-SHA256(secret, timestamp + "." + body)).
 func Sign(secret []byte, timestamp string, body []byte) string {
 	mac := hmac.New(sha256.New, secret)
 	fmt.Fprintf(mac, "%s.", timestamp)
@@ -140,8 +139,7 @@ func where(n alert.Notification) string {
 	return n.Cluster + "/" + n.Namespace
 }
 
-// esc escapes the three characters Slack's mrkdwn reads as control characters:
-// unescaped, "2m < 4m ... (> 5m)" is taken for a link and swallowed.
+// esc escapes what Slack's mrkdwn reads as control: unescaped, "2m < 4m ... (> 5m)" is swallowed as a link.
 var esc = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace
 
 // escCut escapes s and cuts it to at most n bytes, never inside an entity ("&am").
