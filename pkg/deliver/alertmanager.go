@@ -95,7 +95,7 @@ func (a *Alertmanager) Refresh(ctx context.Context, open map[string]*state.Alert
 	var alerts []PostableAlert
 	for _, ev := range slices.Sorted(maps.Keys(open)) {
 		o, spec := open[ev], alert.Spec(ev)
-		if spec.Kind != alert.Ongoing || spec.Alertname == "" {
+		if spec.Kind != alert.Ongoing { // each has an alertname (TestEventTableComplete)
 			continue
 		}
 		n := alert.Notification{Event: ev, Severity: spec.Severity, Pod: o.Pod, NextStep: spec.NextStep,
@@ -106,22 +106,17 @@ func (a *Alertmanager) Refresh(ctx context.Context, open map[string]*state.Alert
 	return len(alerts), a.post(ctx, alerts)
 }
 
-// Alerts renders n as the postable alerts Send posts.
+// Alerts renders n, of a known event, as the postable alerts Send posts; a resolution's closes are the
+// watchdog's own alerts, each with an alertname.
 func (a *Alertmanager) Alerts(n alert.Notification) []PostableAlert {
 	if alert.Spec(n.Event).Kind == alert.Resolution {
 		var out []PostableAlert
 		for _, c := range n.Closes {
-			if alert.Spec(c.Event).Alertname == "" {
-				continue
-			}
 			closed := alert.Notification{Event: c.Event, Severity: alert.Spec(c.Event).Severity, Cluster: n.Cluster, Namespace: n.Namespace, Labels: n.Labels,
 				Pod: c.Pod, Reason: "resolved: " + n.Reason, NextStep: alert.Spec(alert.EventRecovered).NextStep}
 			out = append(out, a.alert(closed, c.OpenedAt, n.Time))
 		}
 		return out
-	}
-	if alert.Spec(n.Event).Alertname == "" {
-		return nil
 	}
 	// From the alert's own time: a retry long after must not fire for a full TTL again.
 	return []PostableAlert{a.alert(n, n.Time, n.Time.Add(a.TTL))}
