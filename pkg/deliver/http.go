@@ -125,12 +125,9 @@ const (
 // errRefused ends every redirect the poster does not follow: never retried.
 var errRefused = errors.New("refused")
 
-// checkRetry retries network errors, 429 and 5xx, unless Retry-After asks to wait
-// longer than the delivery has left (the alert then stays pending).
+// checkRetry retries network errors, 429 and 5xx, unless Retry-After asks to wait longer than the
+// delivery has left (the alert then stays pending); DefaultRetryPolicy ends with the context.
 func (p *Poster) checkRetry(ctx context.Context, resp *http.Response, err error) (bool, error) {
-	if ctx.Err() != nil {
-		return false, ctx.Err()
-	}
 	if errors.Is(err, errRefused) {
 		return false, err
 	}

@@ -132,12 +132,8 @@ func tagIf(on bool, tag string) string {
 	return ""
 }
 
-func where(n alert.Notification) string {
-	if n.Cluster == "" {
-		return n.Namespace
-	}
-	return n.Cluster + "/" + n.Namespace
-}
+// where is cluster/namespace, or the namespace alone without --cluster-name.
+func where(n alert.Notification) string { return strings.TrimPrefix(n.Cluster+"/"+n.Namespace, "/") }
 
 // esc escapes what Slack's mrkdwn reads as control: unescaped, "2m < 4m ... (> 5m)" is swallowed as a link.
 var esc = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace
