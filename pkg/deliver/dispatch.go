@@ -74,7 +74,9 @@ func (d *Dispatcher) Deliver(ctx context.Context, s *state.State, notes []alert.
 		defer cancel()
 	}
 	out = append(out, d.retryOutbox(ctx, rctx, s, now)...)
+	stale := maps.Clone(s.Alerts) // what this run sends is fresh, with this run's words: not refreshed
 	for _, n := range notes {
+		delete(stale, n.Event)
 		if d.Events != nil {
 			err := d.Events(sctx, n)
 			out = append(out, Delivery{ID: n.ID, Event: n.Event, Sink: KubernetesEvent, OK: err == nil, Error: errText(err)})
@@ -85,11 +87,6 @@ func (d *Dispatcher) Deliver(ctx context.Context, s *state.State, notes []alert.
 			p.Payload, _ = json.Marshal(n) // plain data: cannot fail
 			s.Outbox = append(s.Outbox, p)
 		}
-	}
-	// What this run just sent is fresh, with this run's words: not refreshed.
-	stale := maps.Clone(s.Alerts)
-	for _, n := range notes {
-		delete(stale, n.Event)
 	}
 	for _, sink := range d.Sinks {
 		if r, ok := sink.(*Alertmanager); ok {
