@@ -25,6 +25,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/agentenv/watchdog/internal/alerttest"
 	"github.com/agentenv/watchdog/internal/testenv"
 	"github.com/agentenv/watchdog/pkg/alert"
 	"github.com/agentenv/watchdog/pkg/cli"
@@ -252,7 +253,7 @@ func startReceiver(s *story) (*httptest.Server, string) {
 	secret := hex.EncodeToString(raw)
 	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		valid := deliver.Verify([]byte(secret), r.Header.Get(deliver.HeaderTimestamp), r.Header.Get(deliver.HeaderSignature), body, time.Now(), 5*time.Minute)
+		valid := alerttest.Verify([]byte(secret), r.Header.Get(deliver.HeaderTimestamp), r.Header.Get(deliver.HeaderSignature), body, time.Now(), 5*time.Minute)
 		var n alert.Notification
 		_ = json.Unmarshal(body, &n)
 		s.alert(n.Event, valid)

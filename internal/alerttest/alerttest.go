@@ -1,10 +1,15 @@
 // Package alerttest holds the fixtures the tests of the alert policy (pkg/alert)
 // and of the sinks (pkg/sink) share: one judged scheduler pod, a run's result
-// over pods, a plan configuration.
+// over pods, a plan configuration, a webhook receiver's signature check.
 package alerttest
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/agentenv/watchdog/pkg/alert"
@@ -60,4 +65,18 @@ func Result(ts ...decide.Target) decide.Result {
 		}
 	}
 	return res
+}
+
+// Verify checks a webhook's X-Watchdog-Signature as a receiver should (docs/alerts.md): constant-time,
+// the timestamp within maxSkew of now, computed independently of deliver.Sign.
+func Verify(secret []byte, timestamp, signatureHeader string, body []byte, now time.Time, maxSkew time.Duration) bool {
+	ts, err := strconv.ParseInt(timestamp, 10, 64)
+	if err != nil || now.Sub(time.Unix(ts, 0)).Abs() > maxSkew {
+		return false
+	}
+	got, err := hex.DecodeString(strings.TrimPrefix(signatureHeader, "sha256="))
+	mac := hmac.New(sha256.New, secret)
+	fmt.Fprintf(mac, "%s.", timestamp)
+	mac.Write(body)
+	return err == nil && hmac.Equal(got, mac.Sum(nil))
 }

@@ -152,6 +152,3 @@ func Lookup(event string) (EventSpec, bool) {
 
 // Spec returns the spec of event; the zero spec for an unknown one.
 func Spec(event string) EventSpec { return eventsByName[event] }
-
-// AlertnameOf returns the Alertmanager alertname of an event ("" for recovered).
-func AlertnameOf(event string) string { return eventsByName[event].Alertname }

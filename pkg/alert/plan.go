@@ -126,10 +126,9 @@ type ActOutcome struct {
 	Evidence string // the evidence bundle's key (pkg/evidence), "" when none was saved
 }
 
-// Plan compares the run's outcome with the open alerts in s, updates s.Alerts, and
-// returns the notifications to send: one per transition, reminders after
-// RealertInterval, and recovered once per episode. runErr, a failure of the
-// watchdog that did not stop the run, opens watchdog-error.
+// Plan compares the run's outcome with the open alerts in s, updates s.Alerts, and returns the notifications
+// to send: one per transition, reminders after RealertInterval, recovered once per episode. runErr, a
+// failure of the watchdog that did not stop the run, opens watchdog-error.
 func Plan(s *state.State, res decide.Result, acts []ActOutcome, runErr error, now time.Time, src Source, mode state.Mode, policy PlanConfig) []Notification {
 	cfg := planning{PlanConfig: policy, Source: src, Mode: mode}
 	var out []Notification
@@ -246,8 +245,7 @@ func recovered(s *state.State, res decide.Result, now time.Time, cfg planning) N
 	return n
 }
 
-// PlanFailure plans watchdog-error for a run that failed: once, then reminders
-// (deduplicated through s; with an empty state it is always sent).
+// PlanFailure plans watchdog-error for a failed run: once, then reminders (through s; an empty s always sends).
 func PlanFailure(s *state.State, err error, now time.Time, src Source, mode state.Mode, policy PlanConfig) []Notification {
 	res := decide.Result{Verdict: state.VerdictUnknown, Action: state.ActionNone, Reason: "the watchdog cannot do its job: " + err.Error()}
 	return appendOngoing(nil, s, EventWatchdogError, nil, res, now, planning{PlanConfig: policy, Source: src, Mode: mode})

@@ -39,9 +39,8 @@ type PostableAlert struct {
 	GeneratorURL string            `json:"generatorURL,omitempty"`
 }
 
-// Alertmanager posts every notification as alerts to each peer of an HA group (peers
-// share silences, not alerts); one peer accepting is a delivery: one that missed an ongoing
-// alert gets it with the next refresh (docs/alerts.md, "Staying active" and "HA").
+// Alertmanager posts every notification to each peer of an HA group (peers share silences, not alerts):
+// one accepting is a delivery; one that missed an ongoing alert gets the next refresh (docs/alerts.md, "HA").
 type Alertmanager struct {
 	Posters                         []*Poster // one per URL, for <url>/api/v2/alerts
 	Username, Password, BearerToken string    // basic auth, or a bearer token
@@ -85,7 +84,7 @@ func (a *Alertmanager) Reach(ctx context.Context) error {
 
 // Send posts n's alert, or for recovered the resolution of every alert it closes.
 func (a *Alertmanager) Send(ctx context.Context, n alert.Notification) error {
-	if alert.Spec(n.Event).Kind != alert.Resolution && alert.AlertnameOf(n.Event) == "" { // not "delivered"
+	if alert.Spec(n.Event).Kind != alert.Resolution && alert.Spec(n.Event).Alertname == "" { // not "delivered"
 		return fmt.Errorf("alertmanager: event %q has no alertname: not sent", n.Event)
 	}
 	return a.post(ctx, a.Alerts(n))
@@ -96,7 +95,7 @@ func (a *Alertmanager) Refresh(ctx context.Context, open map[string]*state.Alert
 	var alerts []PostableAlert
 	for _, ev := range slices.Sorted(maps.Keys(open)) {
 		o, spec := open[ev], alert.Spec(ev)
-		if spec.Kind != alert.Ongoing || spec.Alertname == "" {
+		if spec.Kind != alert.Ongoing { // each has an alertname (TestEventTableComplete)
 			continue
 		}
 		n := alert.Notification{Event: ev, Severity: spec.Severity, Pod: o.Pod, NextStep: spec.NextStep,
@@ -107,22 +106,17 @@ func (a *Alertmanager) Refresh(ctx context.Context, open map[string]*state.Alert
 	return len(alerts), a.post(ctx, alerts)
 }
 
-// Alerts renders n as the postable alerts Send posts.
+// Alerts renders n, of a known event, as the postable alerts Send posts; a resolution's closes are the
+// watchdog's own alerts, each with an alertname.
 func (a *Alertmanager) Alerts(n alert.Notification) []PostableAlert {
 	if alert.Spec(n.Event).Kind == alert.Resolution {
 		var out []PostableAlert
 		for _, c := range n.Closes {
-			if alert.AlertnameOf(c.Event) == "" {
-				continue
-			}
 			closed := alert.Notification{Event: c.Event, Severity: alert.Spec(c.Event).Severity, Cluster: n.Cluster, Namespace: n.Namespace, Labels: n.Labels,
 				Pod: c.Pod, Reason: "resolved: " + n.Reason, NextStep: alert.Spec(alert.EventRecovered).NextStep}
 			out = append(out, a.alert(closed, c.OpenedAt, n.Time))
 		}
 		return out
-	}
-	if alert.AlertnameOf(n.Event) == "" {
-		return nil
 	}
 	// From the alert's own time: a retry long after must not fire for a full TTL again.
 	return []PostableAlert{a.alert(n, n.Time, n.Time.Add(a.TTL))}
@@ -133,7 +127,7 @@ func (a *Alertmanager) Alerts(n alert.Notification) []PostableAlert {
 func (a *Alertmanager) alert(n alert.Notification, startsAt, endsAt time.Time) PostableAlert {
 	labels := map[string]string{}
 	maps.Copy(labels, n.Labels) // the operator's, under the watchdog's own
-	maps.Copy(labels, map[string]string{"alertname": alert.AlertnameOf(n.Event), "severity": n.Severity,
+	maps.Copy(labels, map[string]string{"alertname": alert.Spec(n.Event).Alertname, "severity": n.Severity,
 		"event": n.Event, "namespace": n.Namespace})
 	for k, v := range map[string]string{"cluster": n.Cluster, "pod": n.Pod} {
 		if v != "" {
@@ -231,11 +225,10 @@ type AlertHold struct {
 	Sets         []amlabels.Matchers
 }
 
-// Read asks Alertmanager for the active alerts (neither silenced nor inhibited) that
-// match any of the sets, but the watchdog's own and ChartWedgeRules (a wide matcher
-// must not hold restarts because the scheduler is wedged). Every peer is asked at
-// once and the first to answer is believed (peers gossip silences). An error is in
-// the answer (the gate fails open).
+// Read asks every peer at once for the active alerts (neither silenced nor inhibited) matching any set,
+// but the watchdog's own and ChartWedgeRules (a wide matcher must not hold restarts because the scheduler
+// is wedged); the first peer to answer is believed (peers gossip silences). An error is in the answer (the
+// gate fails open).
 func (h *AlertHold) Read(ctx context.Context) *decide.FiringAlerts {
 	var names []string
 	for _, s := range h.Sets {
@@ -274,8 +267,8 @@ func (h *AlertHold) firingAt(ctx context.Context, p *Poster, hdr http.Header) (m
 			q.Add("filter", m.String())
 		}
 		cut := false
-		err := p.exchange(httpbound.WithLimit(ctx, left), http.MethodGet, p.url+"?"+q.Encode(), nil, hdr, func(r io.Reader) error {
-			read, err := matchStream(r, set, found)
+		err := p.exchange(ctx, http.MethodGet, p.url+"?"+q.Encode(), nil, hdr, func(r io.Reader) error {
+			read, err := matchStream(httpbound.Limit(io.NopCloser(r), left), set, found)
 			left, cut = left-read, errors.Is(err, httpbound.ErrTooLarge)
 			return err
 		})

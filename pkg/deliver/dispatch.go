@@ -33,16 +33,15 @@ const KubernetesEvent = "kubernetes-event"
 
 // Delivery is the outcome of one notification to one sink.
 type Delivery struct {
-	ID     string `json:"id"`
-	Event  string `json:"event"`
-	Sink   string `json:"sink"`
-	OK     bool   `json:"ok"`
-	Retry  bool   `json:"retry,omitempty"` // from the outbox
-	Kept   bool   `json:"kept,omitempty"`  // the failed alert is in the outbox, retried next run
-	Error  string `json:"error,omitempty"`
-	DryRun bool   `json:"dryRun,omitempty"`
-	// Dropped: an outbox entry not retried (Error says why), a warning.
-	Dropped bool `json:"dropped,omitempty"`
+	ID      string `json:"id"`
+	Event   string `json:"event"`
+	Sink    string `json:"sink"`
+	OK      bool   `json:"ok"`
+	Retry   bool   `json:"retry,omitempty"` // from the outbox
+	Kept    bool   `json:"kept,omitempty"`  // the failed alert is in the outbox, retried next run
+	Error   string `json:"error,omitempty"`
+	DryRun  bool   `json:"dryRun,omitempty"`
+	Dropped bool   `json:"dropped,omitempty"` // an outbox entry not retried (Error says why), a warning
 }
 
 // Deliver sends the outbox, the notes, then the open alerts of s again to Alertmanager, which
@@ -75,7 +74,9 @@ func (d *Dispatcher) Deliver(ctx context.Context, s *state.State, notes []alert.
 		defer cancel()
 	}
 	out = append(out, d.retryOutbox(ctx, rctx, s, now)...)
+	stale := maps.Clone(s.Alerts) // what this run sends is fresh, with this run's words: not refreshed
 	for _, n := range notes {
+		delete(stale, n.Event)
 		if d.Events != nil {
 			err := d.Events(sctx, n)
 			out = append(out, Delivery{ID: n.ID, Event: n.Event, Sink: KubernetesEvent, OK: err == nil, Error: errText(err)})
@@ -86,11 +87,6 @@ func (d *Dispatcher) Deliver(ctx context.Context, s *state.State, notes []alert.
 			p.Payload, _ = json.Marshal(n) // plain data: cannot fail
 			s.Outbox = append(s.Outbox, p)
 		}
-	}
-	// What this run just sent is fresh, with this run's words: not refreshed.
-	stale := maps.Clone(s.Alerts)
-	for _, n := range notes {
-		delete(stale, n.Event)
 	}
 	for _, sink := range d.Sinks {
 		if r, ok := sink.(*Alertmanager); ok {

@@ -55,7 +55,7 @@ func NewPoster(name, rawURL string, attemptTimeout time.Duration, attempts int, 
 	c := &retryablehttp.Client{
 		HTTPClient: &http.Client{
 			Timeout:       attemptTimeout,
-			Transport:     httpbound.Transport(transport, maxAnswer),
+			Transport:     transport, // answers: read ≤ snippetRead, the hold's ≤ holdPeerBytes
 			CheckRedirect: checkRedirect,
 		},
 		Logger:       nil, // its messages would carry the URL
@@ -65,15 +65,11 @@ func NewPoster(name, rawURL string, attemptTimeout time.Duration, attempts int, 
 		Backoff:      retryablehttp.DefaultBackoff, // honours Retry-After on 429 and 503
 		ErrorHandler: retryablehttp.PassthroughErrorHandler,
 	}
-	if budget <= 0 {
-		budget = DefaultBudget
-	}
 	p := &Poster{name: name, url: rawURL, client: c, transport: transport, budget: budget}
 	c.CheckRetry = p.checkRetry
 	p.hide("<url>", 1, rawURL)
 	if u, err := url.Parse(rawURL); err == nil {
-		// Without its final slash too (a heartbeat's <url>/fail drops it), escaped and
-		// decoded: any path but "/".
+		// Escaped and decoded, without its final slash too (<url>/fail drops it): any path but "/".
 		for _, path := range []string{u.Path, u.EscapedPath()} {
 			p.hide("<path>", len("/a"), path, strings.TrimSuffix(path, "/"))
 		}
@@ -96,8 +92,7 @@ func checkRedirect(req *http.Request, via []*http.Request) error {
 	case req.URL.Host != via[0].URL.Host:
 		return fmt.Errorf("redirect to another host %w", errRefused)
 	case req.URL.Scheme != via[0].URL.Scheme:
-		// https → http would send the body and its signature in clear text
-		// (URL.Host is equal when neither names a port).
+		// https → http would send the body and its signature in clear text (Host is equal without ports).
 		return fmt.Errorf("redirect to another scheme (https to http, say) %w", errRefused)
 	case req.Method != via[0].Method:
 		// 301/302/303 turn the POST into a body-less GET whose 2xx would count as delivered.
@@ -120,24 +115,19 @@ func (p *Poster) hide(as string, atLeast int, secrets ...string) {
 	slices.SortFunc(p.secrets, func(a, b [2]string) int { return len(b[0]) - len(a[0]) })
 }
 
-// An error answer's body: read up to snippetRead bytes, keep snippetKept of them.
-// maxAnswer bounds what is read of an answer (the hold's: holdPeerBytes).
+// An answer's body: read up to snippetRead bytes, keep snippetKept of them in an error.
 const (
 	minSecretLen = 4
 	snippetRead  = 4096
 	snippetKept  = 256
-	maxAnswer    = 64 << 10
 )
 
 // errRefused ends every redirect the poster does not follow: never retried.
 var errRefused = errors.New("refused")
 
-// checkRetry retries network errors, 429 and 5xx, unless Retry-After asks to wait
-// longer than the delivery has left (the alert then stays pending).
+// checkRetry retries network errors, 429 and 5xx, unless Retry-After asks to wait longer than the
+// delivery has left (the alert then stays pending); DefaultRetryPolicy ends with the context.
 func (p *Poster) checkRetry(ctx context.Context, resp *http.Response, err error) (bool, error) {
-	if ctx.Err() != nil {
-		return false, ctx.Err()
-	}
 	if errors.Is(err, errRefused) {
 		return false, err
 	}
@@ -148,18 +138,14 @@ func (p *Poster) checkRetry(ctx context.Context, resp *http.Response, err error)
 	return retryablehttp.DefaultRetryPolicy(ctx, resp, err)
 }
 
-// Reach connects to the receiver as a delivery would (proxy, TLS handshake: a bare
-// TCP connect would pass while every send fails the handshake), sending nothing.
+// Reach connects as a delivery would, sending nothing (a bare TCP connect passes where the TLS handshake fails).
 func (p *Poster) Reach(ctx context.Context) error {
 	u, err := url.Parse(p.url)
 	if err != nil {
 		return fmt.Errorf("%s: invalid URL", p.name)
 	}
-	if timeout := p.client.HTTPClient.Timeout; timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
-		defer cancel()
-	}
+	ctx, cancel := context.WithTimeout(ctx, p.client.HTTPClient.Timeout) // --alert-timeout: positive
+	defer cancel()
 	var handshake error
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 		TLSHandshakeDone: func(_ tls.ConnectionState, err error) { handshake = err },

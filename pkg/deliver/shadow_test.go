@@ -51,7 +51,7 @@ func TestShadowAlertsSayShadowInEverySink(t *testing.T) {
 	if strings.Join(events, ",") != "wedged/critical,would-restart/warning" {
 		t.Errorf("planned %v, want wedged and a would-restart warning (no restarted)", events)
 	}
-	if name := alert.AlertnameOf(alert.EventWouldRestart); name == "" || name == alert.AlertnameOf(alert.EventRestarted) {
+	if name := alert.Spec(alert.EventWouldRestart).Alertname; name == "" || name == alert.Spec(alert.EventRestarted).Alertname {
 		t.Errorf("would-restart alertname %q: want one of its own", name)
 	}
 

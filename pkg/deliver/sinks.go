@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/agentenv/watchdog/pkg/alert"
+	"github.com/agentenv/watchdog/pkg/state"
 )
 
 // Header names of the generic webhook (docs/alerts.md).
@@ -51,24 +52,12 @@ func (w *Webhook) Send(ctx context.Context, n alert.Notification) error {
 	return w.Post(ctx, body, h)
 }
 
-// Sign returns hex(HMAC-SHA256(secret, timestamp + "." + body)), the value of
-// X-Watchdog-Signature after "sha256=". The timestamp lets receivers reject replays.
+// Sign is X-Watchdog-Signature after "sha256=": hex(HMAC-SHA256(secret, timestamp + "." + body)).
 func Sign(secret []byte, timestamp string, body []byte) string {
 	mac := hmac.New(sha256.New, secret)
 	fmt.Fprintf(mac, "%s.", timestamp)
 	mac.Write(body)
 	return hex.EncodeToString(mac.Sum(nil))
-}
-
-// Verify checks a signature header as a receiver should: constant-time, within maxSkew.
-func Verify(secret []byte, timestamp, signatureHeader string, body []byte, now time.Time, maxSkew time.Duration) bool {
-	ts, err := strconv.ParseInt(timestamp, 10, 64)
-	if err != nil || now.Sub(time.Unix(ts, 0)).Abs() > maxSkew {
-		return false
-	}
-	got, err := hex.DecodeString(strings.TrimPrefix(signatureHeader, "sha256="))
-	want, _ := hex.DecodeString(Sign(secret, timestamp, body))
-	return err == nil && hmac.Equal(got, want)
 }
 
 // Slack posts a Block Kit message to an incoming webhook, with a text fallback.
@@ -110,15 +99,15 @@ func SlackMessage(n alert.Notification, runbookURL string) *SlackWebhookMessage 
 		fields = append(fields, mrkdwn("*"+f[0]+"*\n"+esc(f[1])))
 	}
 	blocks := []SlackBlock{
-		{Type: SlackHeader, Text: &SlackText{Type: SlackPlainText, Text: escCut(title, 150), Emoji: true}},
-		{Type: SlackSection, Text: mrkdwn(escCut(n.Reason, 2900))},
-		{Type: SlackSection, Fields: fields},
+		{Type: "header", Text: &SlackText{Type: "plain_text", Text: escCut(title, 150), Emoji: true}},
+		section(escCut(n.Reason, 2900)),
+		{Type: "section", Fields: fields},
 	}
 	if n.Paused != "" {
-		blocks = append(blocks, SlackBlock{Type: SlackSection, Text: mrkdwn("*Paused*: " + escCut(n.Paused, 2900) + "; the watchdog restarts nothing meanwhile")})
+		blocks = append(blocks, section("*Paused*: "+escCut(n.Paused, 2900)+"; the watchdog restarts nothing meanwhile"))
 	}
 	if n.NextStep != "" {
-		blocks = append(blocks, SlackBlock{Type: SlackSection, Text: mrkdwn("*Next step*: " + escCut(n.NextStep, 2900))})
+		blocks = append(blocks, section("*Next step*: "+escCut(n.NextStep, 2900)))
 	}
 	ctxElems := []*SlackText{mrkdwn(fmt.Sprintf("%s · watchdog %s · %s", esc(n.Severity), esc(n.Watchdog), n.Time.UTC().Format(time.RFC3339)))}
 	if len(n.Labels) > 0 {
@@ -131,7 +120,7 @@ func SlackMessage(n alert.Notification, runbookURL string) *SlackWebhookMessage 
 	if runbookURL != "" {
 		ctxElems = append(ctxElems, mrkdwn(fmt.Sprintf("<%s|Runbook>", escLinkURL(runbookURL))))
 	}
-	blocks = append(blocks, SlackBlock{Type: SlackContext, Elements: ctxElems})
+	blocks = append(blocks, SlackBlock{Type: "context", Elements: ctxElems})
 	return &SlackWebhookMessage{Text: fallback, Blocks: blocks}
 }
 
@@ -143,40 +132,27 @@ func tagIf(on bool, tag string) string {
 	return ""
 }
 
-func where(n alert.Notification) string {
-	if n.Cluster == "" {
-		return n.Namespace
-	}
-	return n.Cluster + "/" + n.Namespace
-}
+// where is cluster/namespace, or the namespace alone without --cluster-name.
+func where(n alert.Notification) string { return strings.TrimPrefix(n.Cluster+"/"+n.Namespace, "/") }
 
-// esc escapes the three characters Slack's mrkdwn reads as control characters:
-// unescaped, "2m < 4m ... (> 5m)" is taken for a link and swallowed.
+// esc escapes what Slack's mrkdwn reads as control: unescaped, "2m < 4m ... (> 5m)" is swallowed as a link.
 var esc = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace
 
 // escCut escapes s and cuts it to at most n bytes, never inside an entity ("&am").
 func escCut(s string, n int) string {
-	out := esc(s)
-	if len(out) <= n {
-		return out
+	out := state.Truncate(esc(s), n)
+	if i := strings.LastIndexByte(out, '&'); i >= 0 && !strings.Contains(out[i:], ";") {
+		out = out[:i] + "..."
 	}
-	var b strings.Builder
-	for _, r := range s {
-		e := esc(string(r))
-		if b.Len()+len(e) > n-len("...") {
-			break
-		}
-		b.WriteString(e)
-	}
-	return b.String() + "..."
+	return out
 }
 
 // escLinkURL makes a URL safe inside Slack's <url|text> (a | would end the URL).
 var escLinkURL = strings.NewReplacer("&", "&amp;", "<", "%3C", ">", "%3E", "|", "%7C").Replace
 
-func mrkdwn(s string) *SlackText {
-	return &SlackText{Type: SlackMarkdown, Text: s}
-}
+func mrkdwn(s string) *SlackText { return &SlackText{Type: "mrkdwn", Text: s} }
+
+func section(s string) SlackBlock { return SlackBlock{Type: "section", Text: mrkdwn(s)} }
 
 // Heartbeat is a dead man's switch pinged after every run, at <url>/fail if it failed (healthchecks.io).
 type Heartbeat struct {

@@ -315,7 +315,7 @@ func TestSlackEscapesControlCharacters(t *testing.T) {
 	var texts []string
 	texts = append(texts, msg.Text)
 	for _, b := range msg.Blocks {
-		if b.Type == SlackSection && b.Text != nil {
+		if b.Type == "section" && b.Text != nil {
 			texts = append(texts, b.Text.Text)
 		}
 	}
@@ -490,7 +490,7 @@ func TestWebhookSignature(t *testing.T) {
 		{"empty signature", secret, ts, "sha256=", r.body, recvAt, false},
 		{"non-hex signature", secret, ts, "sha256=zz", r.body, recvAt, false},
 	} {
-		if got := Verify(tc.secret, tc.ts, tc.sig, tc.body, tc.now, 5*time.Minute); got != tc.want {
+		if got := alerttest.Verify(tc.secret, tc.ts, tc.sig, tc.body, tc.now, 5*time.Minute); got != tc.want {
 			t.Errorf("%s: Verify = %v, want %v", tc.name, got, tc.want)
 		}
 	}

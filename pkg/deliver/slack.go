@@ -3,15 +3,6 @@ package deliver
 // The Block Kit subset the Slack sink sends: local types, not slack-go's whole Web API
 // client (docs/performance.md "Slack payload types"); the tests decode them with slack-go.
 
-// Block and text object types.
-const (
-	SlackHeader    = "header"
-	SlackSection   = "section"
-	SlackContext   = "context"
-	SlackPlainText = "plain_text"
-	SlackMarkdown  = "mrkdwn"
-)
-
 // SlackWebhookMessage is an incoming-webhook message (the *_original fields sent as slack-go does).
 type SlackWebhookMessage struct {
 	Text            string       `json:"text,omitempty"`

@@ -26,9 +26,8 @@ import (
 	"github.com/agentenv/watchdog/pkg/state"
 )
 
-// Bounds: a ring of bundles fits a ConfigMap far below the API server's 1 MiB
-// object limit; a capture (the log read) and its save run just before a restart
-// and must not hold it up.
+// Bounds: a ring of bundles fits a ConfigMap far below the API server's 1 MiB object limit; a
+// capture (the log read) and its save run just before a restart and must not hold it up.
 const (
 	DefaultLogLines = 200
 	DefaultLogBytes = 64 << 10
@@ -144,9 +143,8 @@ func knownStatuses(sample *scrape.Sample, b *Bundle) *scrape.Sample {
 	return &c
 }
 
-// encode is the bundle as saved: JSON without HTML escaping (a log of <, > and &
-// would grow sixfold), within MaxBundleBytes: cut from the log, its oldest part
-// first, then (shortened) the rest should it still not fit.
+// encode is the bundle as saved: JSON without HTML escaping (a log of <, > and & would grow sixfold),
+// within MaxBundleBytes: cut from the log's oldest part first, then the rest (shortened) if needed.
 func encode(b Bundle) ([]byte, error) {
 	warnings := slices.Clip(b.Warnings) // the caller's bundle keeps its own
 	for short := false; ; {
@@ -213,9 +211,8 @@ func (b Bundle) shortened() Bundle {
 	return b
 }
 
-// readLog keeps the newest DefaultLogBytes of the last DefaultLogLines lines, from a
-// line's start. The kubelet counts limitBytes from the oldest line: MaxLogRead is
-// asked for, fewer lines again when they fill it.
+// readLog keeps the newest DefaultLogBytes of the last DefaultLogLines lines, from a line's start. The
+// kubelet counts limitBytes from the oldest line: MaxLogRead is asked for, fewer lines if they fill it.
 func (k *Keeper) readLog(ctx context.Context, pod string) (string, error) {
 	lines, keep := int64(DefaultLogLines), int64(DefaultLogBytes)
 	read := max(keep, MaxLogRead)

@@ -3,7 +3,6 @@
 package httpbound
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -26,8 +25,8 @@ func Client(base http.RoundTripper, limit int64) *http.Client {
 	return &http.Client{Transport: Transport(base, limit), CheckRedirect: refuse}
 }
 
-// Transport wraps base (nil: http.DefaultTransport) to cut every body at limit bytes, or the
-// request's WithLimit (a read then fails with ErrTooLarge), and its headers as Headers.
+// Transport wraps base (nil: http.DefaultTransport) to cut every body at limit bytes (Limit),
+// and its headers as Headers.
 func Transport(base http.RoundTripper, limit int64) http.RoundTripper {
 	if base == nil {
 		base = http.DefaultTransport
@@ -62,13 +61,6 @@ type bounded struct {
 	rt http.RoundTripper
 }
 
-type limitKey struct{}
-
-// WithLimit sets the body bound of the requests made with ctx, instead of the transport's.
-func WithLimit(ctx context.Context, limit int64) context.Context {
-	return context.WithValue(ctx, limitKey{}, limit)
-}
-
 // ErrTooLarge is an answer whose body exceeds the bound.
 var ErrTooLarge = errors.New("answer body exceeds the bound")
 
@@ -82,12 +74,13 @@ func (c capped) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil || resp.Body == nil {
 		return resp, err
 	}
-	limit, ok := req.Context().Value(limitKey{}).(int64)
-	if !ok {
-		limit = c.limit
-	}
-	resp.Body = limitedBody{http.MaxBytesReader(nil, resp.Body, limit)}
+	resp.Body = Limit(resp.Body, c.limit)
 	return resp, nil
+}
+
+// Limit cuts body at limit bytes: a read beyond fails with ErrTooLarge.
+func Limit(body io.ReadCloser, limit int64) io.ReadCloser {
+	return limitedBody{http.MaxBytesReader(nil, body, limit)}
 }
 
 // limitedBody says which bound an answer broke (MaxBytesReader's error speaks of a request).

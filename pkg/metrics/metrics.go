@@ -97,7 +97,7 @@ func New(o Options) *Metrics {
 			continue // notify test runs no pass
 		}
 		for _, s := range sinks {
-			for _, r := range []string{"ok", "failed"} {
+			for _, r := range deliveryResult {
 				m.alerts.WithLabelValues(e.Name, s, r)
 			}
 		}
@@ -113,14 +113,8 @@ func (m *Metrics) SetUnhealthy(reason string) {
 	}
 }
 
-// SetLeader records leadership.
-func (m *Metrics) SetLeader(leading bool) {
-	v := 0.0
-	if leading {
-		v = 1
-	}
-	m.leader.Set(v)
-}
+// SetLeader records leadership: 1 while leading, else 0.
+func (m *Metrics) SetLeader(leading bool) { m.leader.Set(map[bool]float64{true: 1}[leading]) }
 
 // Observe records a pass that took took and ended at now, its report (nil if none) and error.
 func (m *Metrics) Observe(rep *check.Report, err error, took time.Duration, now time.Time) {
@@ -167,13 +161,11 @@ func (m *Metrics) Observe(rep *check.Report, err error, took time.Duration, now 
 	}
 	m.wouldRestart.Add(float64(len(rep.WouldRestarts)))
 	for _, a := range rep.Alerts {
-		if a.DryRun || a.Dropped {
-			continue
+		if !a.DryRun && !a.Dropped {
+			m.alerts.WithLabelValues(a.Event, a.Sink, deliveryResult[a.OK]).Inc()
 		}
-		result := "ok"
-		if !a.OK {
-			result = "failed"
-		}
-		m.alerts.WithLabelValues(a.Event, a.Sink, result).Inc()
 	}
 }
+
+// deliveryResult is the result label of agentenv_watchdog_alerts_total.
+var deliveryResult = map[bool]string{true: "ok", false: "failed"}

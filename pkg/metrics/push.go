@@ -34,12 +34,11 @@ type PushConfig struct {
 // maxPushAnswer bounds what is read of the Pushgateway's answer (a status, a short error).
 const maxPushAnswer = 4 << 10
 
-// Push sends a finished run's metrics to a Pushgateway, counters (and histogram) carrying the
-// running totals of every run, saved first: a pushed total never runs ahead of the saved one, and
-// unsaved counts are lost, never counted twice (docs/monitoring.md, "Counters in each mode").
-// It POSTs (push.Add): families sent replace theirs, others stay, so a failed run (no
-// last-successful-pass time) leaves the last success's. No leader gauge (nobody elected). The
-// error joins every problem; the push may have happened despite it.
+// Push sends a finished run's metrics to a Pushgateway, counters (and histogram) carrying the running totals
+// of every run, saved first: a pushed total never runs ahead of the saved one, and unsaved counts are lost,
+// never counted twice (docs/monitoring.md, "Counters in each mode"). push.Add replaces only the families
+// sent, so a failed run leaves the last success's time. No leader gauge (nobody elected). The error joins
+// every problem; the push may have happened despite it.
 func (m *Metrics) Push(ctx context.Context, c PushConfig) error {
 	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
 	defer cancel()

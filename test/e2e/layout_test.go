@@ -21,6 +21,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/agentenv/watchdog/internal/alerttest"
 	"github.com/agentenv/watchdog/internal/realnode"
 	"github.com/agentenv/watchdog/internal/testenv"
 	"github.com/agentenv/watchdog/pkg/alert"
@@ -121,7 +122,7 @@ func newSink(t *testing.T) *sink {
 		body, _ := io.ReadAll(r.Body)
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if !deliver.Verify([]byte(s.secret), r.Header.Get(deliver.HeaderTimestamp), r.Header.Get(deliver.HeaderSignature), body, time.Now(), 5*time.Minute) {
+		if !alerttest.Verify([]byte(s.secret), r.Header.Get(deliver.HeaderTimestamp), r.Header.Get(deliver.HeaderSignature), body, time.Now(), 5*time.Minute) {
 			s.bad = append(s.bad, "bad signature: "+string(body))
 		}
 		var n alert.Notification

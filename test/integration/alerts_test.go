@@ -17,6 +17,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/agentenv/watchdog/internal/alerttest"
 	"github.com/agentenv/watchdog/internal/testenv"
 	"github.com/agentenv/watchdog/pkg/alert"
 	"github.com/agentenv/watchdog/pkg/deliver"
@@ -145,7 +146,7 @@ func webhooks(t *testing.T, reqs []received) []alert.Notification {
 	t.Helper()
 	var out []alert.Notification
 	for _, q := range reqs {
-		if !deliver.Verify([]byte(hmacKey), q.Header.Get(deliver.HeaderTimestamp), q.Header.Get(deliver.HeaderSignature), q.Body, time.Now(), 5*time.Minute) {
+		if !alerttest.Verify([]byte(hmacKey), q.Header.Get(deliver.HeaderTimestamp), q.Header.Get(deliver.HeaderSignature), q.Body, time.Now(), 5*time.Minute) {
 			t.Errorf("webhook delivery with a bad signature: %v %s", q.Header, q.Body)
 		}
 		var n alert.Notification
