@@ -18,7 +18,8 @@ func weigh(p Pod, ps *state.Pod, cfg Config) (state.Evidence, string, bool) {
 		if *age < float64(math.MaxInt64/int64(time.Second)) {
 			saw = ShortDuration(time.Duration(*age * float64(time.Second)))
 		}
-		return state.EvidenceStrong, fmt.Sprintf("the discovery watch saw no event for %s (> --max-watch-age %s)", saw, ShortDuration(cfg.MaxWatchAge)), false
+		return state.EvidenceStrong, fmt.Sprintf("the discovery watch saw no event for %s (> --max-watch-age %s)",
+			saw, ShortDuration(cfg.MaxWatchAge)), false
 	}
 	cur := p.Sample.HeartbeatRejected
 	if ps.Episode != nil && ps.Episode.BaselineRejected != nil && cur > *ps.Episode.BaselineRejected {

@@ -22,7 +22,7 @@ func fill(v reflect.Value, depth int) {
 		fill(v.Elem(), depth+1)
 	case reflect.Struct:
 		if v.Type() == reflect.TypeFor[time.Time]() {
-			v.Set(reflect.ValueOf(time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)))
+			v.Set(reflect.ValueOf(time.Now())) // with a monotonic reading, as a pass's clocks
 			return
 		}
 		for i := range v.NumField() {
@@ -96,16 +96,33 @@ func shared(a, b reflect.Value, path string) string {
 	return ""
 }
 
-// Clone shares nothing with its original: the decision core changes the next
-// state in place, and a shared pointer would change the previous one too (which
-// a pass decides against again after each read and sample).
+// Clone is equal to its original and shares nothing with it: the decision core
+// changes the next state in place, and a shared pointer would change the previous
+// one too (which a pass decides against again after each read and sample). Equal
+// includes the times' monotonic readings: the wedge clock and the confirmation
+// window measure elapsed time across those decisions, not the wall clock's steps.
 func TestCloneSharesNothing(t *testing.T) {
 	var s State
 	fill(reflect.ValueOf(&s).Elem(), 0)
 	if s.Pods[""] == nil && len(s.Pods) == 0 {
 		t.Fatal("fill left the pods empty")
 	}
-	if p := shared(reflect.ValueOf(&s).Elem(), reflect.ValueOf(s.Clone()).Elem(), "State"); p != "" {
+	c := s.Clone()
+	if !reflect.DeepEqual(&s, c) {
+		t.Errorf("Clone differs from the original:\n%+v\n%+v", s, *c)
+	}
+	if p := shared(reflect.ValueOf(&s).Elem(), reflect.ValueOf(c).Elem(), "State"); p != "" {
 		t.Errorf("Clone shares %s with the original", p)
+	}
+}
+
+// A time JSON cannot encode (a backtest's process start exported in ms reads as a
+// year past 9999) is copied, not a panic.
+func TestCloneUnencodableTime(t *testing.T) {
+	far := time.Date(55000, 1, 1, 0, 0, 0, 0, time.UTC)
+	s := New()
+	s.Pods["u"] = &Pod{LastSeen: far}
+	if c := s.Clone(); !c.Pods["u"].LastSeen.Equal(far) {
+		t.Errorf("LastSeen %v, want %v", c.Pods["u"].LastSeen, far)
 	}
 }

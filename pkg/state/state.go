@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"time"
 )
@@ -344,19 +345,50 @@ func newest[T any](list []T, limit int) []T {
 	return list
 }
 
-// Clone returns a deep copy, so a decision can be computed without touching its
-// input: through the codec, which every document the watchdog reads or makes passes
-// (a time keeps its instant, not its monotonic reading).
+// Clone returns a deep copy, so a decision can be computed without touching its input.
+// Not through JSON: a time keeps its monotonic reading (a pass's wedge clock and
+// confirmation window measure elapsed time across its decisions), and any time copies.
 func (s *State) Clone() *State {
-	c := New()
-	b, err := json.Marshal(s)
-	if err == nil {
-		err = json.Unmarshal(b, c)
-	}
-	if err != nil {
-		panic(fmt.Sprintf("state: clone: %v", err))
-	}
+	c := new(State)
+	deepCopy(reflect.ValueOf(c).Elem(), reflect.ValueOf(s).Elem())
 	return c
+}
+
+// deepCopy sets dst to a copy of src sharing no pointer, slice or map with it; a
+// time.Time's location is shared, as times are values. Empty slices stay empty, not
+// nil: "sinks": [] must not come back as null.
+func deepCopy(dst, src reflect.Value) {
+	switch k := src.Kind(); {
+	case (k == reflect.Pointer || k == reflect.Slice || k == reflect.Map) && src.IsNil(),
+		src.Type() == reflect.TypeFor[*time.Location]():
+		dst.Set(src)
+	case k == reflect.Pointer:
+		dst.Set(reflect.New(src.Type().Elem()))
+		deepCopy(dst.Elem(), src.Elem())
+	case k == reflect.Struct:
+		dst.Set(src) // unexported fields (a time's) by value
+		for i := range src.NumField() {
+			if src.Type().Field(i).IsExported() {
+				deepCopy(dst.Field(i), src.Field(i))
+			}
+		}
+	case k == reflect.Slice && src.Type().Elem().Kind() == reflect.Uint8:
+		dst.SetBytes(bytes.Clone(src.Bytes())) // a payload, at once
+	case k == reflect.Slice:
+		dst.Set(reflect.MakeSlice(src.Type(), src.Len(), src.Len()))
+		for i := range src.Len() {
+			deepCopy(dst.Index(i), src.Index(i))
+		}
+	case k == reflect.Map:
+		dst.Set(reflect.MakeMapWithSize(src.Type(), src.Len()))
+		for it := src.MapRange(); it.Next(); {
+			v := reflect.New(src.Type().Elem()).Elem()
+			deepCopy(v, it.Value())
+			dst.SetMapIndex(it.Key(), v)
+		}
+	default:
+		dst.Set(src)
+	}
 }
 
 // Duration is a time.Duration written as "4m0s" for people, and read only so.

@@ -263,6 +263,12 @@ func TestDecodeMigratesVersion1(t *testing.T) {
 			t.Errorf("%s: want ErrUnreadable, got %v", doc, err)
 		}
 	}
+	// A version 1 pod with both keys (a hand edit): "bad" wins, the stale "episode" goes.
+	both := `{"version": 1, "pods": {"u": {"name": "u", "bad": {"kind": "wedged", "for": "1m0s"}, "episode": {"kind": "degraded", "for": "2m0s"}}}}`
+	if s, err := Decode([]byte(both)); err != nil || s.Pods["u"].Episode == nil || s.Pods["u"].Episode.Kind != VerdictWedged ||
+		s.Pods["u"].Episode.For.D() != time.Minute {
+		t.Errorf("both bad and episode: want bad's episode, got %+v, %v", s, err)
+	}
 	var newer *NewerVersionError
 	if _, err := Decode([]byte(fmt.Sprintf(`{"version": %d, "pods": {}}`, Version+1))); !errors.As(err, &newer) {
 		t.Errorf("a newer version must be refused, got %v", err)
