@@ -121,8 +121,9 @@ func (st *Store) Save(ctx context.Context, snap *Snapshot, s *state.State, now t
 }
 
 // UpdateKey sets one key of the state ConfigMap (created when missing) to f of its
-// value ("" when absent), the other keys written back as read. The pass Lease and the
-// CronJob's Forbid policy leave no writer to race: a lost race wraps ErrConflict.
+// value ("" when absent), the other keys written back as read, once: a lost race wraps
+// ErrConflict. The metrics push calls it after the pass Lease is released, so a pass
+// begun meanwhile (a hand-run check) can win; the CronJob's Forbid policy keeps its runs apart.
 func (st *Store) UpdateKey(ctx context.Context, key string, f func(old string) (string, error)) error {
 	cm, err := st.Client.GetConfigMap(ctx, st.Namespace, st.Name)
 	exists := err == nil
