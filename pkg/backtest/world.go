@@ -119,14 +119,14 @@ func (w *World) join() {
 		if tg.maxAge == 0 {
 			tg.maxAge = 2 * w.interval
 		}
-		// A start after its own scrape is no time (milliseconds: a year > 9999): unknown, as a missing one.
+		// A start a day after its scrape is no time (milliseconds: a year > 9999): unknown, as a missing one.
 		if n := len(tg.StartTime); n > 0 {
 			tg.StartTime = slices.DeleteFunc(tg.StartTime, func(s model.SamplePair) bool {
-				return !(s.Value >= 0 && float64(s.Value) <= float64(s.Timestamp.Unix()+3600)) // NaN too; an hour of clock skew
+				return !(s.Value >= 0 && float64(s.Value) <= float64(s.Timestamp.Unix()+86400)) // NaN too; less is skew (decide)
 			})
 			if n > len(tg.StartTime) {
 				w.Warnings = append(w.Warnings, fmt.Sprintf("pod %s: %d process_start_time_seconds samples (--start-time-series) "+
-					"are after their scrape, not seconds since 1970: ignored", tg.Pod, n-len(tg.StartTime)))
+					"are a day after their scrape, not seconds since 1970: ignored", tg.Pod, n-len(tg.StartTime)))
 			}
 		}
 		if len(tg.StartTime) == 0 {
