@@ -29,6 +29,7 @@ type Queries struct {
 	// ExpectedSeries is scraped with the serving count: its spacing is the count's resolution.
 	ExpectedSeries string
 	// PodReady, read when set, is the pods' readiness: an HA scheduler's leader is the ready pod.
+	// A caller clears DefaultQueries' PodReady unless it replays --leader-lease.
 	PodReady string
 	// PodLabel holds the pod's name on the scheduler's series, KSMPodLabel on kube-state-metrics'.
 	PodLabel, KSMPodLabel string

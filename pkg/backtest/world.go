@@ -119,6 +119,16 @@ func (w *World) join() {
 		if tg.maxAge == 0 {
 			tg.maxAge = 2 * w.interval
 		}
+		// A start a day after its scrape is no time (milliseconds: a year > 9999): unknown, as a missing one.
+		if n := len(tg.StartTime); n > 0 {
+			tg.StartTime = slices.DeleteFunc(tg.StartTime, func(s model.SamplePair) bool {
+				return !(s.Value >= 0 && float64(s.Value) <= float64(s.Timestamp.Unix()+86400)) // NaN too; less is skew (decide)
+			})
+			if n > len(tg.StartTime) {
+				w.Warnings = append(w.Warnings, fmt.Sprintf("pod %s: %d process_start_time_seconds samples (--start-time-series) "+
+					"are a day after their scrape, not seconds since 1970: ignored", tg.Pod, n-len(tg.StartTime)))
+			}
+		}
 		if len(tg.StartTime) == 0 {
 			w.Warnings = append(w.Warnings, fmt.Sprintf("pod %s: no process_start_time_seconds (--start-time-series): its age is taken from its first sample, so a container restart is not seen as one", tg.Pod))
 		}
@@ -156,9 +166,9 @@ func differing(a, b model.Metric) string {
 	return out.String()
 }
 
-// replacements marks each pod whose series ended early while a newer pod of its Deployment (by name;
-// not a canary) started at most a rollout's overlap before its last sample, or just after: from that
-// start it is terminating, as the API server lists a pod being replaced.
+// replacements marks each pod whose series ended early while a newer pod of its Deployment (by name:
+// history has no owner references; not a canary) started at most a rollout's overlap before its last
+// sample, or just after: from that start it is terminating, as the API server lists a pod being replaced.
 func (w *World) replacements() {
 	for _, old := range w.Targets {
 		if w.To.Sub(old.last()) <= old.maxAge {

@@ -1,6 +1,9 @@
 package backtest
 
 import (
+	"encoding/json"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -34,5 +37,21 @@ func TestDisagreements(t *testing.T) {
 	gap := without(&History{Ready: []*model.SampleStream{stream(pod1, three)}}, 5*time.Minute, 15*time.Minute).Ready[0].Values
 	if got := disagreements(gap, every(5*time.Second, wedgedIn([2]time.Duration{6 * time.Minute, 14 * time.Minute})), 30*time.Second); len(got) != 0 {
 		t.Errorf("a reading inside the other's gap: spans %v, want none", got)
+	}
+}
+
+// TestStartTimeInMillisecondsIsUnknown: a process_start_time_seconds exported in
+// milliseconds is no time (year > 9999, which JSON cannot encode): the replay
+// ignores it, takes the pod's age from its first sample and says so.
+func TestStartTimeInMillisecondsIsUnknown(t *testing.T) {
+	h := history(time.Hour, wedgedIn([2]time.Duration{12 * time.Minute, time.Hour}), noRejections)
+	h.StartTime = []*model.SampleStream{stream(pod1, series(t0, t0.Add(time.Hour), 15*time.Second, always(float64(t0.UnixMilli()))))}
+	res := replay(t, h, config())
+	if _, err := json.Marshal(res); err != nil || len(res.Restarts) != 1 {
+		t.Fatalf("the report: %v; restarts %+v, want one", err, res.Restarts)
+	}
+	if !slices.ContainsFunc(res.Warnings, func(w string) bool { return strings.Contains(w, "process_start_time_seconds samples") }) ||
+		!slices.ContainsFunc(res.Warnings, func(w string) bool { return strings.Contains(w, "age is taken from its first sample") }) {
+		t.Errorf("warnings %q: want the ignored start times and the age's source", res.Warnings)
 	}
 }

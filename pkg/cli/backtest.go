@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -254,8 +255,9 @@ func (o *BacktestOptions) loadHTTPConfig(u *url.URL) error {
 		if err == nil {
 			err = yaml.Unmarshal(content, &set)
 		}
-		if err != nil {
-			return usagef("--prometheus-http-config %s: %v", o.HTTPConfig, err)
+		if err != nil { // a YAML error quotes the value it could not read, maybe a secret: redact it
+			msg := regexp.MustCompile("`[^`]*`").ReplaceAllString(err.Error(), "`<redacted>`")
+			return usagef("--prometheus-http-config %s: %s", o.HTTPConfig, msg)
 		}
 		if len(set) > 0 {
 			o.http = *cfg // bearer_token(_file) is now Authorization: Validate moved it
@@ -286,10 +288,9 @@ func (o *BacktestOptions) loadHTTPConfig(u *url.URL) error {
 		p.addf("--prometheus-http-config %s: tls_config applies to an https --prometheus-url, not %s",
 			o.HTTPConfig, u.Redacted())
 	}
-	if o.http.OAuth2 != nil {
-		if t, err := url.Parse(o.http.OAuth2.TokenURL); err != nil || clearText(t, true) {
-			p.addf("--prometheus-http-config %s: oauth2 token_url must be https (or loopback http)", o.HTTPConfig)
-		}
+	if o.http.OAuth2 != nil { // prometheus/common fetches its token with no timeout, following redirects
+		p.addf("--prometheus-http-config %s: oauth2 is not supported (its token request has no timeout): "+
+			"use authorization with a credentials_file", o.HTTPConfig)
 	}
 	return p.err()
 }

@@ -50,8 +50,9 @@ func TestPrometheusHTTPConfigValidate(t *testing.T) {
 		{name: "secret header over plain http", url: "http://mimir.monitoring", config: "http_headers: {X-Token: {secrets: [s3cret]}}", want: []string{"clear text"}},
 		{name: "reserved header", url: "https://x.example", config: "http_headers: {authorization: {values: [x]}}", want: []string{"FILE", "not allowed"}},
 		{name: "follow redirects", url: "https://x.example", config: "follow_redirects: true", want: []string{"FILE", "follows no redirect"}},
-		{name: "oauth2 over plain http", url: "https://x.example", config: "oauth2: {client_id: w, client_secret: s3cret, token_url: 'http://sso.example/token'}",
-			want: []string{"FILE", "token_url"}},
+		{name: "oauth2", url: "https://x.example", config: "oauth2: {client_id: w, client_secret: s3cret, token_url: 'https://sso.example/token'}",
+			want: []string{"FILE", "oauth2 is not supported"}},
+		{name: "secret of the wrong type", url: "https://x.example", config: "http_headers: {X-Token: {secrets: s3cret}}", want: []string{"FILE", "line 1"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			bo := BacktestOptions{}

@@ -163,4 +163,13 @@ func TestBacktestThroughAnAuthenticatingGateway(t *testing.T) {
 			t.Errorf("%s: a secret in the output:\n%s", tc.name, stderr)
 		}
 	}
+
+	// A missing secret file fails the first query, naming the file, and prints
+	// none of the file's other secrets (a header's).
+	missing, before := filepath.Join(t.TempDir(), "absent-password"), basic.passed.Load()
+	_, code, stderr = backtestVia(t, basic.URL, "--prometheus-http-config", writeFile(t, "http.yaml", []byte(caConfig(basic)+
+		"\nbasic_auth: {username: grafana, password_file: "+missing+"}\nhttp_headers: {X-Token: {secrets: ["+token+"]}}")))
+	if code == 0 || !strings.Contains(stderr, missing) || strings.Contains(stderr, token) || basic.passed.Load() != before {
+		t.Errorf("a missing password_file: exit %d, want a failure naming %s, no secret, nothing sent:\n%s", code, missing, stderr)
+	}
 }
