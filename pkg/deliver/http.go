@@ -41,7 +41,7 @@ type Poster struct {
 	secrets [][2]string
 }
 
-// NewPoster builds a poster for name (used in errors instead of the URL).
+// NewPoster builds a poster for name (used in errors instead of the URL); budget ≤ 0 is DefaultBudget.
 func NewPoster(name, rawURL string, attemptTimeout time.Duration, attempts int, budget time.Duration) *Poster {
 	transport := &http.Transport{
 		Proxy:                  http.ProxyFromEnvironment,
@@ -64,6 +64,9 @@ func NewPoster(name, rawURL string, attemptTimeout time.Duration, attempts int, 
 		RetryMax:     max(attempts, 1) - 1,
 		Backoff:      retryablehttp.DefaultBackoff, // honours Retry-After on 429 and 503
 		ErrorHandler: retryablehttp.PassthroughErrorHandler,
+	}
+	if budget <= 0 {
+		budget = DefaultBudget
 	}
 	p := &Poster{name: name, url: rawURL, client: c, transport: transport, budget: budget}
 	c.CheckRetry = p.checkRetry
