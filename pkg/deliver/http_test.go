@@ -260,7 +260,8 @@ func TestPosterNeverAnswers(t *testing.T) {
 func TestPosterWithoutBudgetDelivers(t *testing.T) {
 	rec := newRecorder(t, func(int, http.ResponseWriter, *http.Request) {})
 	for _, budget := range []time.Duration{0, -time.Second} {
-		if err := NewPoster("webhook", rec.URL, time.Second, 1, budget).Post(context.Background(), []byte(`{}`), nil); err != nil {
+		p := NewPoster("webhook", rec.URL, time.Second, 1, budget)
+		if err := p.Post(context.Background(), []byte(`{}`), nil); err != nil {
 			t.Errorf("budget %v: %v", budget, err)
 		}
 	}
