@@ -7,7 +7,9 @@ package main
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"flag"
@@ -25,7 +27,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/agentenv/watchdog/internal/alerttest"
 	"github.com/agentenv/watchdog/internal/testenv"
 	"github.com/agentenv/watchdog/pkg/alert"
 	"github.com/agentenv/watchdog/pkg/cli"
@@ -253,13 +254,28 @@ func startReceiver(s *story) (*httptest.Server, string) {
 	secret := hex.EncodeToString(raw)
 	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		valid := alerttest.Verify([]byte(secret), r.Header.Get(deliver.HeaderTimestamp), r.Header.Get(deliver.HeaderSignature), body, time.Now(), 5*time.Minute)
+		valid := verify([]byte(secret), r, body, time.Now())
 		var n alert.Notification
 		_ = json.Unmarshal(body, &n)
 		s.alert(n.Event, valid)
 		fmt.Println(styled("35", fmt.Sprintf("[webhook receiver] %s alert %q (signature valid: %v): %s", strings.ToUpper(n.Severity), n.Event, valid, n.Reason)))
 		w.WriteHeader(http.StatusNoContent)
 	})), secret
+}
+
+// verify is docs/alerts.md's receiver check ("Verifying the signature"): the HMAC of the raw
+// body, compared in constant time, from a timestamp at most 5 minutes off now.
+func verify(secret []byte, r *http.Request, body []byte, now time.Time) bool {
+	ts := r.Header.Get(deliver.HeaderTimestamp)
+	sec, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil || now.Sub(time.Unix(sec, 0)).Abs() > 5*time.Minute {
+		return false // missing, malformed, stale or from the future: maybe a replay
+	}
+	mac := hmac.New(sha256.New, secret)
+	mac.Write([]byte(ts + "."))
+	mac.Write(body)
+	want := "sha256=" + hex.EncodeToString(mac.Sum(nil))
+	return hmac.Equal([]byte(want), []byte(r.Header.Get(deliver.HeaderSignature)))
 }
 
 // runner runs the watchdog binary against the cluster of kubeconfig in the demo's

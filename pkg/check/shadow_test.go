@@ -52,7 +52,8 @@ func TestShadowRecordsAWouldRestartOncePerEpisodeAndRestartsNothing(t *testing.T
 			would = append(would, n)
 		}
 	}
-	if len(would) != 1 || would[0].Severity != alert.SeverityWarning || alert.Spec(alert.EventWouldRestart).Alertname == "" {
+	if len(would) != 1 || would[0].Severity != alert.SeverityWarning ||
+		alert.Spec(alert.EventWouldRestart).Alertname == "" {
 		t.Fatalf("would-restart alerts %+v, want one warning with an alertname of its own", would)
 	}
 	if got := h.events.list(); !contains(got, alert.Spec(alert.EventWouldRestart).Reason+" Pod/"+podName) || contains(got, alert.Spec(alert.EventRestarted).Reason) {

@@ -170,10 +170,13 @@ func TestRefusedSecretFlagValueNotEchoed(t *testing.T) {
 func TestNotifyTestFailsOnARefusingPeer(t *testing.T) {
 	up := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	defer up.Close()
-	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusInternalServerError) }))
+	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusInternalServerError)
+	}))
 	defer down.Close()
 	var stdout, stderr bytes.Buffer
-	code := ExecuteContext(context.Background(), []string{"notify", "test", "--alertmanager-url", up.URL + "," + down.URL, "--alert-timeout", "2s"}, &stdout, &stderr)
+	args := []string{"notify", "test", "--alertmanager-url", up.URL + "," + down.URL, "--alert-timeout", "2s"}
+	code := ExecuteContext(context.Background(), args, &stdout, &stderr)
 	if code != ExitFailed || !strings.Contains(stdout.String(), "alertmanager FAILED: accepted, but not by every peer") {
 		t.Errorf("exit %d, want %d naming the refusing peer:\n%s%s", code, ExitFailed, stdout.String(), stderr.String())
 	}

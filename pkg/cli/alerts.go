@@ -242,7 +242,8 @@ func testSinks(o *AlertOptions, namespace, command string, need bool) ([]doctor.
 		return nil, err
 	}
 	if need && len(sinks) == 0 && o.HeartbeatURL == "" {
-		return nil, usagef("no sink configured: set --slack-webhook-url, --webhook-url, --alertmanager-url or --heartbeat-url")
+		return nil, usagef("no sink configured: set --slack-webhook-url, --webhook-url, " +
+			"--alertmanager-url or --heartbeat-url")
 	}
 	now := time.Now().UTC()
 	n := alert.Notification{

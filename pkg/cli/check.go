@@ -192,7 +192,8 @@ func (p *wired) useKey(ctx context.Context) {
 	}
 	key, keyed, err := p.f.evidence.sealKey(ctx, p.obs.Client, p.f.cluster.Namespace, !p.f.check.DryRun)
 	if err != nil {
-		p.Log.Warn().Str("secret", p.f.evidence.KeySecret).Str("error", err.Error()).Msg("the key Secret is out of reach: sealing with --outbox-key")
+		p.Log.Warn().Str("secret", p.f.evidence.KeySecret).Str("error", err.Error()).
+			Msg("the key Secret is out of reach: sealing with --outbox-key")
 	}
 	p.store.Key, p.Evidence.Key, p.keyed = key, key, keyed
 }
@@ -223,7 +224,8 @@ func (f *checkFlags) setup(stderr io.Writer, clk clock.Clock) (*wired, error) {
 		keeper.Logs = client
 	}
 	opts.ScrapeVia = o.Via
-	store := &statestore.Store{Client: client, Namespace: ns, Name: f.cluster.StateConfigMap, Key: []byte(f.evidence.OutboxKey)}
+	store := &statestore.Store{Client: client, Namespace: ns, Name: f.cluster.StateConfigMap,
+		Key: []byte(f.evidence.OutboxKey)}
 	var prober check.Prober
 	if pr := f.prober(o, clk, log); pr != nil {
 		prober = pr
@@ -339,7 +341,9 @@ func (f *checkFlags) options() check.Options {
 }
 
 func addValidateOnlyFlag(fs *pflag.FlagSet, v *bool) {
-	fs.BoolVar(v, "validate-only", false, "parse and validate every flag and environment variable, build the API client and the alert sinks, then exit: 0 if the configuration is valid, 2 with the error if not; makes no API call and sends nothing")
+	fs.BoolVar(v, "validate-only", false, "parse and validate every flag and environment variable, build the API "+
+		"client and the alert sinks, then exit: 0 if the configuration is valid, 2 with the error if not; "+
+		"makes no API call and sends nothing")
 }
 
 // checkConfig builds what a pass needs without a network call: logger, API client,
@@ -375,8 +379,11 @@ type EvidenceOptions struct {
 func (o *EvidenceOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ConfigMap, "evidence-configmap", "agentenv-scheduler-watchdog-evidence", "ConfigMap keeping the evidence of the newest restarts (created when missing, if the watchdog may)")
 	fs.BoolVar(&o.Logs, "evidence-logs", true, "save the last 200 lines (64 KiB at most) of the scheduler container's log before a restart (needs get pods/log)")
-	fs.StringVar(&o.OutboxKey, "outbox-key", "", "key (at least 32 random bytes) sealing the whole state document and the evidence bundles when --key-secret holds none yet: it seeds that Secret (0.1.0's chart generated one; secret)")
-	fs.StringVar(&o.KeySecret, "key-secret", "agentenv-scheduler-watchdog-key", "Secret (data key \"key\") holding the key that seals the state and evidence bundles: created by the first pass that is not a dry run (from --outbox-key if set, else 32 random bytes); \"\" uses --outbox-key alone")
+	fs.StringVar(&o.OutboxKey, "outbox-key", "", "key (at least 32 random bytes) sealing the whole state document and "+
+		"the evidence bundles when --key-secret holds none yet: it seeds that Secret (0.1.0's chart generated one; secret)")
+	fs.StringVar(&o.KeySecret, "key-secret", "agentenv-scheduler-watchdog-key", "Secret (data key \"key\") holding "+
+		"the key that seals the state and evidence bundles: created by the first pass that is not a dry run "+
+		"(from --outbox-key if set, else 32 random bytes); \"\" uses --outbox-key alone")
 }
 
 func (o *EvidenceOptions) Validate() error {

@@ -64,8 +64,10 @@ func TestConfigurationErrorPingsNothing(t *testing.T) {
 	}{
 		{name: "invalid flag value", args: []string{"check", "--wedged-for=bogus"}, wantErr: "wedged-for"},
 		{name: "unknown flag", args: []string{"check", "--no-such-flag", "x"}, wantErr: "no-such-flag"},
-		{name: "invalid environment variable", args: []string{"check"}, env: map[string]string{"WATCHDOG_TIMEOUT": "soon"}, hbEnv: true, wantErr: "WATCHDOG_TIMEOUT"},
-		{name: "contradicting flags", args: []string{"check", "--timeout", "3s", "--scrape-timeout", "5s"}, wantErr: "--scrape-timeout"},
+		{name: "invalid environment variable", args: []string{"check"}, env: map[string]string{"WATCHDOG_TIMEOUT": "soon"},
+			hbEnv: true, wantErr: "WATCHDOG_TIMEOUT"},
+		{name: "contradicting flags", args: []string{"check", "--timeout", "3s", "--scrape-timeout", "5s"},
+			wantErr: "--scrape-timeout"},
 		{name: "run mode", args: []string{"run", "--interval", "10ms"}, hbEnv: true, wantErr: "--interval"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

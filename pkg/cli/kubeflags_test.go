@@ -124,8 +124,10 @@ func TestKubectlFlagsApplyInAPod(t *testing.T) {
 		if want == 0 {
 			want = o.APITimeout
 		}
-		if cfg.Timeout != want || cfg.Impersonate.UserName != "someone" || cfg.BearerToken != "tok-3" || cfg.BearerTokenFile != "" {
-			t.Errorf("--request-timeout %q: timeout %s (want %s), impersonate %q, token %q file %q", c.timeout, cfg.Timeout, want, cfg.Impersonate.UserName, cfg.BearerToken, cfg.BearerTokenFile)
+		if cfg.Timeout != want || cfg.Impersonate.UserName != "someone" || cfg.BearerToken != "tok-3" ||
+			cfg.BearerTokenFile != "" {
+			t.Errorf("--request-timeout %q: timeout %s (want %s), impersonate %q, token %q file %q",
+				c.timeout, cfg.Timeout, want, cfg.Impersonate.UserName, cfg.BearerToken, cfg.BearerTokenFile)
 		}
 	}
 }

@@ -106,12 +106,14 @@ func (a *Alertmanager) Refresh(ctx context.Context, open map[string]*state.Alert
 	return len(alerts), a.post(ctx, alerts)
 }
 
-// Alerts renders n, of a known event, as the postable alerts Send posts; a resolution's closes are the
-// watchdog's own alerts, each with an alertname.
+// Alerts renders n, of a known event, as the postable alerts Send posts.
 func (a *Alertmanager) Alerts(n alert.Notification) []PostableAlert {
 	if alert.Spec(n.Event).Kind == alert.Resolution {
 		var out []PostableAlert
 		for _, c := range n.Closes {
+			if alert.Spec(c.Event).Alertname == "" { // an older build's outbox: its alert ends with its TTL
+				continue
+			}
 			closed := alert.Notification{Event: c.Event, Severity: alert.Spec(c.Event).Severity, Cluster: n.Cluster, Namespace: n.Namespace, Labels: n.Labels,
 				Pod: c.Pod, Reason: "resolved: " + n.Reason, NextStep: alert.Spec(alert.EventRecovered).NextStep}
 			out = append(out, a.alert(closed, c.OpenedAt, n.Time))

@@ -140,6 +140,20 @@ func TestAlertmanagerRetriedAlertKeepsItsEnd(t *testing.T) {
 	}
 }
 
+// A recovered retried from an outbox an older build wrote may close an event this build has
+// no alertname for: that close is skipped (its alert ends with its TTL), the others resolved.
+func TestAlertmanagerResolvesOnlyClosesWithAnAlertname(t *testing.T) {
+	am := testAlertmanager(t, "http://127.0.0.1:1")
+	rec := goldenNotification()
+	rec.Event = alert.EventRecovered
+	rec.Closes = []alert.Closed{{Event: "an-event-of-an-older-build", OpenedAt: rec.Time.Add(-time.Hour)},
+		{Event: alert.EventRecovered}, {Event: alert.EventWedged, Pod: rec.Pod, OpenedAt: rec.Time.Add(-time.Hour)}}
+	got := am.Alerts(rec)
+	if len(got) != 1 || got[0].Labels["alertname"] != alert.Spec(alert.EventWedged).Alertname {
+		t.Errorf("resolves %+v, want only the wedged alert", got)
+	}
+}
+
 func TestAlertmanagerAuth(t *testing.T) {
 	for _, c := range []struct {
 		name          string

@@ -71,7 +71,7 @@ func TestHoldIgnoresTheChartsRulesAboutTheWedge(t *testing.T) {
 // The hold decodes a peer's answer as a stream: it keeps a count and the first five
 // matches, never the list, and reads at most holdPeerBytes of a peer. An answer cut
 // at the bound after matches still holds (counted within the bound); the answers of
-// deliveries are read up to 64 KiB (docs/alerts.md, "Delivery").
+// deliveries are read up to 4 KiB (docs/alerts.md, "Delivery").
 func TestHoldCountsAStreamOfAlerts(t *testing.T) {
 	list := func(n int) string {
 		var b strings.Builder

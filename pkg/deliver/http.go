@@ -2,6 +2,7 @@ package deliver
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/base64"
@@ -34,14 +35,12 @@ const (
 type Poster struct {
 	name, url string
 	client    *retryablehttp.Client
-	transport *http.Transport // under the body bound; Reach dials with it too
+	transport *http.Transport // Reach dials with it too
 	budget    time.Duration
-	// secrets no error shows, each with what shows instead, longest first (a header
-	// before its token): receivers may echo the request line or the headers.
-	secrets [][2]string
+	secrets   [][2]string // replaced in errors (receivers echo requests), longest first: a header before its token
 }
 
-// NewPoster builds a poster for name (used in errors instead of the URL).
+// NewPoster builds a poster for name (used in errors instead of the URL); budget ≤ 0 is DefaultBudget.
 func NewPoster(name, rawURL string, attemptTimeout time.Duration, attempts int, budget time.Duration) *Poster {
 	transport := &http.Transport{
 		Proxy:                  http.ProxyFromEnvironment,
@@ -65,7 +64,7 @@ func NewPoster(name, rawURL string, attemptTimeout time.Duration, attempts int, 
 		Backoff:      retryablehttp.DefaultBackoff, // honours Retry-After on 429 and 503
 		ErrorHandler: retryablehttp.PassthroughErrorHandler,
 	}
-	p := &Poster{name: name, url: rawURL, client: c, transport: transport, budget: budget}
+	p := &Poster{name: name, url: rawURL, client: c, transport: transport, budget: cmp.Or(max(budget, 0), DefaultBudget)}
 	c.CheckRetry = p.checkRetry
 	p.hide("<url>", 1, rawURL)
 	if u, err := url.Parse(rawURL); err == nil {

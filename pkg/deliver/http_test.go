@@ -255,6 +255,21 @@ func TestPosterNeverAnswers(t *testing.T) {
 	noSecret(t, err)
 }
 
+// A budget of zero or less is "unset": the delivery gets DefaultBudget, not a context
+// that has already ended.
+func TestPosterWithoutBudgetDelivers(t *testing.T) {
+	rec := newRecorder(t, func(int, http.ResponseWriter, *http.Request) {})
+	for _, budget := range []time.Duration{0, -time.Second} {
+		p := NewPoster("webhook", rec.URL, time.Second, 1, budget)
+		if err := p.Post(context.Background(), []byte(`{}`), nil); err != nil {
+			t.Errorf("budget %v: %v", budget, err)
+		}
+	}
+	if n := rec.count(); n != 2 {
+		t.Errorf("%d deliveries, want 2", n)
+	}
+}
+
 func TestPosterConnectionRefused(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -51,7 +51,8 @@ func TestShadowAlertsSayShadowInEverySink(t *testing.T) {
 	if strings.Join(events, ",") != "wedged/critical,would-restart/warning" {
 		t.Errorf("planned %v, want wedged and a would-restart warning (no restarted)", events)
 	}
-	if name := alert.Spec(alert.EventWouldRestart).Alertname; name == "" || name == alert.Spec(alert.EventRestarted).Alertname {
+	name := alert.Spec(alert.EventWouldRestart).Alertname
+	if name == "" || name == alert.Spec(alert.EventRestarted).Alertname {
 		t.Errorf("would-restart alertname %q: want one of its own", name)
 	}
 

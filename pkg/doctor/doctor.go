@@ -102,7 +102,8 @@ func (d *Doctor) Run(ctx context.Context) []Result {
 	d.results = nil
 	ok := d.checkAPI(ctx)
 	if ok && kube.NamespaceMissing(ctx, d.Client, d.Namespace) { // all else would fail
-		d.fail(GroupAPI, "namespace exists", "namespace "+d.Namespace+" does not exist", "give the scheduler's namespace: -n/--namespace (WATCHDOG_NAMESPACE)")
+		d.fail(GroupAPI, "namespace exists", "namespace "+d.Namespace+" does not exist",
+			"give the scheduler's namespace: -n/--namespace (WATCHDOG_NAMESPACE)")
 		ok = false
 	}
 	if ok {

@@ -80,11 +80,14 @@ func (e *Elector) defaults() error {
 // Hold runs one pass holding the Lease (tried for up to wait, renewed as by hold, released after):
 // not held when another kept it for all of wait (or until ctx ended); err when it could not be read or written.
 func (e *Elector) Hold(ctx context.Context, wait time.Duration, pass func(ctx context.Context)) (held bool, err error) {
-	if err := e.defaults(); err != nil {
+	if err = e.defaults(); err != nil {
 		return false, err
 	}
 	until := e.Clock.Now().Add(wait)
-	for ok, err := e.attempt(ctx); !ok; ok, err = e.attempt(ctx) {
+	for {
+		if held, err = e.attempt(ctx); held {
+			break
+		}
 		left := until.Sub(e.Clock.Now())
 		switch {
 		case err != nil && !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err):

@@ -114,7 +114,13 @@ func (m *Metrics) SetUnhealthy(reason string) {
 }
 
 // SetLeader records leadership: 1 while leading, else 0.
-func (m *Metrics) SetLeader(leading bool) { m.leader.Set(map[bool]float64{true: 1}[leading]) }
+func (m *Metrics) SetLeader(leading bool) {
+	v := 0.0
+	if leading {
+		v = 1
+	}
+	m.leader.Set(v)
+}
 
 // Observe records a pass that took took and ended at now, its report (nil if none) and error.
 func (m *Metrics) Observe(rep *check.Report, err error, took time.Duration, now time.Time) {

@@ -96,6 +96,13 @@ func TestExtractVariants(t *testing.T) {
 			"agentenv_scheduler_rpc_duration_seconds_count{status=\"ok\",rpc=\"Heartbeat\"} 2\n", wantKind: KindInvalid},
 		{name: "NaN rejected counter in histogram", page: observedBlock + "# TYPE agentenv_scheduler_rpc_duration_seconds histogram\n" +
 			"agentenv_scheduler_rpc_duration_seconds_count{rpc=\"Heartbeat\",status=\"invalid_argument\"} NaN\n", wantKind: KindInvalid},
+		{name: "fractional untyped rejected count", page: observedBlock +
+			"agentenv_scheduler_rpc_duration_seconds_count{rpc=\"Heartbeat\",status=\"invalid_argument\"} 3.5\n",
+			wantKind: KindInvalid},
+		{name: "fractional counter rejected count", page: observedBlock +
+			"# TYPE agentenv_scheduler_rpc_duration_seconds_count counter\n" +
+			"agentenv_scheduler_rpc_duration_seconds_count{rpc=\"Heartbeat\",status=\"invalid_argument\"} 3.5\n",
+			wantKind: KindInvalid},
 		{name: "garbage inside the family", page: observedBlock + "agentenv_scheduler_observed_nodes{status=\"ready\" 3\n", wantKind: KindParse},
 		{name: "wrong type", page: strings.Replace(observedBlock, "nodes gauge", "nodes counter", 1), wantKind: KindInvalid},
 	}
