@@ -126,7 +126,7 @@ func (w *World) join() {
 			})
 			if n > len(tg.StartTime) {
 				w.Warnings = append(w.Warnings, fmt.Sprintf("pod %s: %d process_start_time_seconds samples (--start-time-series) "+
-					"are a day after their scrape, not seconds since 1970: ignored", tg.Pod, n-len(tg.StartTime)))
+					"are no time (NaN, negative, or a day after their scrape: milliseconds?): ignored", tg.Pod, n-len(tg.StartTime)))
 			}
 		}
 		if len(tg.StartTime) == 0 {

@@ -20,6 +20,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	yamlv2 "go.yaml.in/yaml/v2"
 	"sigs.k8s.io/yaml"
 
 	"github.com/agentenv/watchdog/pkg/backtest"
@@ -255,9 +256,8 @@ func (o *BacktestOptions) loadHTTPConfig(u *url.URL) error {
 		if err == nil {
 			err = yaml.Unmarshal(content, &set)
 		}
-		if err != nil { // a YAML error quotes the value it could not read, maybe a secret: redact it
-			msg := regexp.MustCompile("`[^`]*`").ReplaceAllString(err.Error(), "`<redacted>`")
-			return usagef("--prometheus-http-config %s: %s", o.HTTPConfig, msg)
+		if err != nil {
+			return usagef("--prometheus-http-config %s: %s", o.HTTPConfig, httpConfigError(err))
 		}
 		if len(set) > 0 {
 			o.http = *cfg // bearer_token(_file) is now Authorization: Validate moved it
@@ -293,6 +293,38 @@ func (o *BacktestOptions) loadHTTPConfig(u *url.URL) error {
 			"use authorization with a credentials_file", o.HTTPConfig)
 	}
 	return p.err()
+}
+
+var (
+	yamlTypeError  = regexp.MustCompile(`(?s)^(line \d+: cannot unmarshal \S+) .* (into \S+)$`)
+	yamlFieldError = regexp.MustCompile(`^line \d+: field [a-z0-9_]+ (not found|already set) in type \S+$`)
+	yamlLine       = regexp.MustCompile(`^line \d+`)
+)
+
+// httpConfigError says what is wrong with the file without its values: a YAML or URL error
+// quotes what it could not read, maybe a secret. Only known shapes pass, one error at a time.
+func httpConfigError(err error) string {
+	if te, ok := errors.AsType[*yamlv2.TypeError](err); ok {
+		said := make([]string, len(te.Errors))
+		for i, e := range te.Errors {
+			switch m := yamlTypeError.FindStringSubmatch(e); {
+			case m != nil:
+				said[i] = m[1] + " " + m[2]
+			case yamlFieldError.MatchString(e): // a key such as bearer_tokn_file, not password:s3cret
+				said[i] = e
+			default:
+				said[i] = cmp.Or(yamlLine.FindString(e), "a value") + ": details not shown"
+			}
+		}
+		return strings.Join(said, "; ")
+	}
+	if _, ok := errors.AsType[*url.Error](err); ok {
+		return "a URL in it does not parse (not shown: it may hold a password)"
+	}
+	if strings.ContainsAny(err.Error(), "`\n") {
+		return "it does not load (details not shown: they may quote a secret)"
+	}
+	return err.Error()
 }
 
 // prometheusClient reads each answer up to MaxBytes, within the query timeout.

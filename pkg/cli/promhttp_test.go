@@ -53,6 +53,17 @@ func TestPrometheusHTTPConfigValidate(t *testing.T) {
 		{name: "oauth2", url: "https://x.example", config: "oauth2: {client_id: w, client_secret: s3cret, token_url: 'https://sso.example/token'}",
 			want: []string{"FILE", "oauth2 is not supported"}},
 		{name: "secret of the wrong type", url: "https://x.example", config: "http_headers: {X-Token: {secrets: s3cret}}", want: []string{"FILE", "line 1"}},
+		// YAML errors quote what they could not read: none of these may show the secret.
+		{name: "backquote in a secret", url: "https://x.example", config: "http_headers: {X-Token: {secrets: \"ab`s3cret\"}}",
+			want: []string{"FILE", "line 1", "cannot unmarshal !!str into []config.Secret"}},
+		{name: "two wrong secrets", url: "https://x.example", config: "http_headers: {X-Token: {secrets: \"x`\"}, Y: {secrets: \"s3cret\"}}",
+			want: []string{"FILE", "line 1"}},
+		{name: "typo beside a secret", url: "https://x.example", config: "basic_auth: {username: grafana, password:s3cret}",
+			want: []string{"FILE", "line 1: details not shown"}},
+		{name: "proxy URL that does not parse", url: "https://x.example", config: "proxy_url: \"http://user:s3cret%zzword@proxy\"",
+			want: []string{"FILE", "a URL in it does not parse"}},
+		{name: "secret with a tag", url: "https://x.example", config: "basic_auth: {username: u, password: !!int s3cretvalue12}",
+			want: []string{"FILE", "details not shown"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			bo := BacktestOptions{}
