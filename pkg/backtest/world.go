@@ -120,14 +120,13 @@ func (w *World) join() {
 			tg.maxAge = 2 * w.interval
 		}
 		// A start a day after its scrape is no time (milliseconds: a year > 9999): unknown, as a missing one.
-		if n := len(tg.StartTime); n > 0 {
-			tg.StartTime = slices.DeleteFunc(tg.StartTime, func(s model.SamplePair) bool {
-				return !(s.Value >= 0 && float64(s.Value) <= float64(s.Timestamp.Unix()+86400)) // NaN too; less is skew (decide)
-			})
-			if n > len(tg.StartTime) {
-				w.Warnings = append(w.Warnings, fmt.Sprintf("pod %s: %d process_start_time_seconds samples (--start-time-series) "+
-					"are no time (NaN, negative, or a day after their scrape: milliseconds?): ignored", tg.Pod, n-len(tg.StartTime)))
-			}
+		n := len(tg.StartTime)
+		tg.StartTime = slices.DeleteFunc(tg.StartTime, func(s model.SamplePair) bool {
+			return !(s.Value >= 0 && float64(s.Value) <= float64(s.Timestamp.Unix()+86400)) // NaN too; less is skew (decide)
+		})
+		if n > len(tg.StartTime) {
+			w.Warnings = append(w.Warnings, fmt.Sprintf("pod %s: %d process_start_time_seconds samples (--start-time-series) "+
+				"are no time (NaN, negative, or a day after their scrape: milliseconds?): ignored", tg.Pod, n-len(tg.StartTime)))
 		}
 		if len(tg.StartTime) == 0 {
 			w.Warnings = append(w.Warnings, fmt.Sprintf("pod %s: no process_start_time_seconds (--start-time-series): its age is taken from its first sample, so a container restart is not seen as one", tg.Pod))

@@ -21,7 +21,6 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	yamlv2 "go.yaml.in/yaml/v2"
-	"sigs.k8s.io/yaml"
 
 	"github.com/agentenv/watchdog/pkg/backtest"
 	"github.com/agentenv/watchdog/pkg/httpbound"
@@ -254,7 +253,7 @@ func (o *BacktestOptions) loadHTTPConfig(u *url.URL) error {
 	if o.HTTPConfig != "" {
 		cfg, content, err := config.LoadHTTPConfigFile(o.HTTPConfig)
 		if err == nil {
-			err = yaml.Unmarshal(content, &set)
+			err = yamlv2.Unmarshal(content, &set) // the decoder LoadHTTPConfigFile used
 		}
 		if err != nil {
 			return usagef("--prometheus-http-config %s: %s", o.HTTPConfig, httpConfigError(err))
